@@ -1,0 +1,1 @@
+//! PKI: the key set, certificate profiles, CSR checks and SPIFFE IDs.

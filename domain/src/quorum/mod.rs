@@ -1,0 +1,1 @@
+//! The destructive-batch quorum: approver sets, scope trees, approvals and admission.
