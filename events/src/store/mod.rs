@@ -1,1 +1,438 @@
-//! placeholder
+//! The append-only log store.
+//!
+//! [`LogStore`] is the contract both backends keep: append to a stream with an expected version,
+//! atomically with the caller's projection writes in the same transaction; idempotent by event
+//! id; read one stream; read everything from a position in batches; tail. [`postgres`] and
+//! [`sqlite`] implement it; [`EventStore`] picks one from a URL and is what the rest of the
+//! workspace holds. The exact tailer lives in [`tailer`].
+
+pub mod postgres;
+pub mod sqlite;
+pub mod tailer;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+mod value;
+
+use std::future::Future;
+
+use crate::envelope::{NewEvent, RecordedEvent};
+
+pub use postgres::{PgLogStore, PgStoreTx};
+pub use sqlite::{SqliteLogStore, SqliteStoreTx};
+pub use tailer::{TailCursor, Tailer, TailerOptions};
+pub use value::SqlValue;
+
+/// What the caller believes about the stream it appends to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpectedVersion {
+    /// Append whatever the stream holds.
+    Any,
+    /// The stream must not exist yet.
+    NoStream,
+    /// The stream must hold exactly this many events (its last version).
+    Exact(u64),
+}
+
+impl std::fmt::Display for ExpectedVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExpectedVersion::Any => f.write_str("any"),
+            ExpectedVersion::NoStream => f.write_str("no stream"),
+            ExpectedVersion::Exact(v) => write!(f, "version {v}"),
+        }
+    }
+}
+
+/// The outcome of an append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// The positions given to the events, in the order they were passed.
+    pub positions: Vec<i64>,
+    /// The stream's version after the append.
+    pub stream_version: u64,
+    /// True when every event id was already in the log (a retried append): nothing was written
+    /// and `positions` are the ones the first append got.
+    pub already_appended: bool,
+}
+
+/// Which database a store runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// Everything that can go wrong in the store. A wrong expected version is always
+/// [`StoreError::Conflict`], never a generic database error.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("stream {stream} is at {actual}, the append expected {expected}: read it again and retry")]
+    Conflict {
+        stream: String,
+        expected: ExpectedVersion,
+        /// The version the stream is at (0 when it does not exist).
+        actual: u64,
+    },
+    #[error("event id {event_id} is already in the log with different content or in another stream; event ids must be unique")]
+    DuplicateEventId { event_id: String },
+    #[error("an append needs at least one event")]
+    EmptyAppend,
+    #[error("unsupported database URL {0:?}: use postgres://... or sqlite://PATH")]
+    UnsupportedUrl(String),
+    #[error("tail cursor {cursor:?} is malformed: {why}")]
+    BadCursor { cursor: String, why: &'static str },
+    #[error("tail cursor is for the {cursor} backend, this store is {store}")]
+    CursorBackend { cursor: &'static str, store: &'static str },
+    #[error("stored event at position {position} is malformed: {why}")]
+    Corrupt { position: i64, why: String },
+    #[error("applying migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl StoreError {
+    /// True for the expected-version conflict the command layer retries from a fresh read.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict { .. })
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A transaction on a log store: appends and the caller's projection writes commit together.
+pub trait LogTx: Send {
+    /// Appends `events` to `stream` if the stream is where `expected` says.
+    fn append(
+        &mut self,
+        stream: &str,
+        expected: ExpectedVersion,
+        events: &[NewEvent],
+    ) -> impl Future<Output = Result<Appended>> + Send;
+
+    /// Runs one SQL statement with `$1`-style parameters (both backends accept them) inside this
+    /// transaction; how projections write their tables. Returns rows affected.
+    fn execute(
+        &mut self,
+        sql: &str,
+        args: &[SqlValue],
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Commits and wakes the tailers of this process.
+    fn commit(self) -> impl Future<Output = Result<()>> + Send;
+
+    /// Rolls back (dropping the transaction does too).
+    fn rollback(self) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// The operations every log-store backend provides.
+pub trait LogStore: Clone + Send + Sync + 'static {
+    type Tx: LogTx;
+
+    fn backend(&self) -> Backend;
+
+    /// Applies this backend's migrations (idempotent).
+    fn migrate(&self) -> impl Future<Output = Result<()>> + Send;
+
+    /// Opens a write transaction.
+    fn begin(&self) -> impl Future<Output = Result<Self::Tx>> + Send;
+
+    /// Every event of one stream, in version order.
+    fn read_stream(&self, stream: &str)
+        -> impl Future<Output = Result<Vec<RecordedEvent>>> + Send;
+
+    /// Up to `limit` events with a position above `after`, in position order. Paging with this
+    /// reads a log in bounded memory; see [`AllEvents`] for a consistent pass over everything.
+    fn read_batch(
+        &self,
+        after: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<RecordedEvent>>> + Send;
+
+    /// The highest position committed so far (0 for an empty log).
+    fn head_position(&self) -> impl Future<Output = Result<i64>> + Send;
+
+    /// A cursor at the start of the log: a tailer from it delivers every event.
+    fn start_cursor(&self) -> TailCursor;
+
+    /// A cursor at "now": a tailer from it delivers every event committed after this call.
+    fn now_cursor(&self) -> impl Future<Output = Result<TailCursor>> + Send;
+
+    /// One tail step: events that became visible past `cursor`, at most `limit`, and the cursor
+    /// to resume from. Never skips a late commit, never waits.
+    fn tail_step(
+        &self,
+        cursor: &TailCursor,
+        limit: u32,
+    ) -> impl Future<Output = Result<(Vec<RecordedEvent>, TailCursor)>> + Send;
+
+    /// Resolves when a transaction of this process committed since `seen`; the tailer also polls,
+    /// for commits from other processes.
+    fn commit_signal(&self) -> tokio::sync::watch::Receiver<u64>;
+}
+
+/// The store the rest of the workspace holds: one of the two backends, chosen by URL.
+#[derive(Clone, Debug)]
+pub enum EventStore {
+    Postgres(PgLogStore),
+    Sqlite(SqliteLogStore),
+}
+
+/// A transaction on an [`EventStore`].
+pub enum StoreTx {
+    Postgres(PgStoreTx),
+    Sqlite(SqliteStoreTx),
+}
+
+impl EventStore {
+    /// Connects to `postgres://...` or `sqlite://PATH` (the file is created, in WAL mode).
+    /// Does not migrate: call [`LogStore::migrate`] or use [`EventStore::open`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(EventStore::Postgres(PgLogStore::connect(url).await?))
+        } else if url.starts_with("sqlite:") {
+            Ok(EventStore::Sqlite(SqliteLogStore::connect(url).await?))
+        } else {
+            Err(StoreError::UnsupportedUrl(url.to_string()))
+        }
+    }
+
+    /// Connects and applies the migrations.
+    pub async fn open(url: &str) -> Result<Self> {
+        let store = Self::connect(url).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Appends in a transaction of its own (no projection writes).
+    pub async fn append(
+        &self,
+        stream: &str,
+        expected: ExpectedVersion,
+        events: &[NewEvent],
+    ) -> Result<Appended> {
+        let mut tx = self.begin().await?;
+        let appended = tx.append(stream, expected, events).await?;
+        tx.commit().await?;
+        Ok(appended)
+    }
+
+    /// Pages through every event from position `after` on, `batch` at a time.
+    pub fn read_all(&self, after: i64, batch: u32) -> AllEvents {
+        AllEvents {
+            store: self.clone(),
+            after,
+            batch: batch.max(1),
+            done: false,
+        }
+    }
+
+    /// A tailer from `cursor`.
+    pub fn tailer(&self, cursor: TailCursor, options: TailerOptions) -> Tailer<EventStore> {
+        Tailer::new(self.clone(), cursor, options)
+    }
+}
+
+macro_rules! dispatch {
+    ($self:expr, $s:ident => $body:expr) => {
+        match $self {
+            EventStore::Postgres($s) => $body,
+            EventStore::Sqlite($s) => $body,
+        }
+    };
+}
+
+macro_rules! dispatch_tx {
+    ($self:expr, $s:ident => $body:expr) => {
+        match $self {
+            StoreTx::Postgres($s) => $body,
+            StoreTx::Sqlite($s) => $body,
+        }
+    };
+}
+
+impl LogStore for EventStore {
+    type Tx = StoreTx;
+
+    fn backend(&self) -> Backend {
+        dispatch!(self, s => s.backend())
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        dispatch!(self, s => s.migrate().await)
+    }
+
+    async fn begin(&self) -> Result<StoreTx> {
+        match self {
+            EventStore::Postgres(s) => Ok(StoreTx::Postgres(s.begin().await?)),
+            EventStore::Sqlite(s) => Ok(StoreTx::Sqlite(s.begin().await?)),
+        }
+    }
+
+    async fn read_stream(&self, stream: &str) -> Result<Vec<RecordedEvent>> {
+        dispatch!(self, s => s.read_stream(stream).await)
+    }
+
+    async fn read_batch(&self, after: i64, limit: u32) -> Result<Vec<RecordedEvent>> {
+        dispatch!(self, s => s.read_batch(after, limit).await)
+    }
+
+    async fn head_position(&self) -> Result<i64> {
+        dispatch!(self, s => s.head_position().await)
+    }
+
+    fn start_cursor(&self) -> TailCursor {
+        dispatch!(self, s => s.start_cursor())
+    }
+
+    async fn now_cursor(&self) -> Result<TailCursor> {
+        dispatch!(self, s => s.now_cursor().await)
+    }
+
+    async fn tail_step(
+        &self,
+        cursor: &TailCursor,
+        limit: u32,
+    ) -> Result<(Vec<RecordedEvent>, TailCursor)> {
+        dispatch!(self, s => s.tail_step(cursor, limit).await)
+    }
+
+    fn commit_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        dispatch!(self, s => s.commit_signal())
+    }
+}
+
+impl StoreTx {
+    pub fn backend(&self) -> Backend {
+        match self {
+            StoreTx::Postgres(_) => Backend::Postgres,
+            StoreTx::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// The Postgres connection of this transaction, for backend-specific projection SQL.
+    pub fn postgres(&mut self) -> Option<&mut sqlx::PgConnection> {
+        match self {
+            StoreTx::Postgres(t) => Some(t.connection()),
+            StoreTx::Sqlite(_) => None,
+        }
+    }
+
+    /// The SQLite connection of this transaction, for backend-specific projection SQL.
+    pub fn sqlite(&mut self) -> Option<&mut sqlx::SqliteConnection> {
+        match self {
+            StoreTx::Sqlite(t) => Some(t.connection()),
+            StoreTx::Postgres(_) => None,
+        }
+    }
+}
+
+impl LogTx for StoreTx {
+    async fn append(
+        &mut self,
+        stream: &str,
+        expected: ExpectedVersion,
+        events: &[NewEvent],
+    ) -> Result<Appended> {
+        dispatch_tx!(self, t => t.append(stream, expected, events).await)
+    }
+
+    async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
+        dispatch_tx!(self, t => t.execute(sql, args).await)
+    }
+
+    async fn commit(self) -> Result<()> {
+        dispatch_tx!(self, t => t.commit().await)
+    }
+
+    async fn rollback(self) -> Result<()> {
+        dispatch_tx!(self, t => t.rollback().await)
+    }
+}
+
+/// A pass over every event from a position on, one batch in memory at a time.
+pub struct AllEvents {
+    store: EventStore,
+    after: i64,
+    batch: u32,
+    done: bool,
+}
+
+impl AllEvents {
+    /// The next batch, or `None` once the log is read to its end.
+    pub async fn next_batch(&mut self) -> Result<Option<Vec<RecordedEvent>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let events = self.store.read_batch(self.after, self.batch).await?;
+        if (events.len() as u64) < u64::from(self.batch) {
+            self.done = true;
+        }
+        match events.last() {
+            Some(last) => {
+                self.after = last.position;
+                Ok(Some(events))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The position of the last event handed out.
+    pub fn position(&self) -> i64 {
+        self.after
+    }
+}
+
+/// Maps a unique violation on `events.event_id` to the typed error, other errors through.
+pub(crate) fn map_append_error(err: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &err {
+        if db.constraint() == Some("events_event_id_key") {
+            return StoreError::DuplicateEventId {
+                event_id: "(concurrent append of the same id)".into(),
+            };
+        }
+    }
+    StoreError::Database(err)
+}
+
+/// Builds a [`RecordedEvent`] from the column values, checking fixed-size fields.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn recorded(
+    position: i64,
+    stream_id: String,
+    stream_version: i64,
+    event_id: Vec<u8>,
+    event_type: String,
+    schema_version: i64,
+    tenant_id: String,
+    occurred_at_us: i64,
+    payload: Vec<u8>,
+    payload_sha256: Vec<u8>,
+    tx_id: Option<u64>,
+) -> Result<RecordedEvent> {
+    let event_id: [u8; 16] = event_id.try_into().map_err(|_| StoreError::Corrupt {
+        position,
+        why: "event_id is not 16 bytes".into(),
+    })?;
+    let payload_sha256: [u8; 32] = payload_sha256.try_into().map_err(|_| StoreError::Corrupt {
+        position,
+        why: "payload_sha256 is not 32 bytes".into(),
+    })?;
+    let schema_version = u32::try_from(schema_version).map_err(|_| StoreError::Corrupt {
+        position,
+        why: format!("schema version {schema_version} out of range"),
+    })?;
+    Ok(RecordedEvent {
+        position,
+        stream_id,
+        stream_version,
+        event_id,
+        event_type,
+        schema_version,
+        tenant_id,
+        occurred_at_us,
+        payload,
+        payload_sha256,
+        tx_id,
+    })
+}

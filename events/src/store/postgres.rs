@@ -1,0 +1,415 @@
+//! The Postgres log store.
+//!
+//! An append is one statement: a CTE moves the stream's row in `event_streams` (the row lock
+//! orders appends to one stream, and only to that stream) and inserts the events with their
+//! versions, guarded so that an expected-version miss or an already-appended event id inserts
+//! nothing. Positions come from an identity column at insert; each row also carries its writing
+//! transaction's id (`xid8`), which is what the tailer follows (see [`super::tailer`]).
+
+use std::str::FromStr;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
+use tokio::sync::watch;
+
+use super::tailer::TailCursor;
+use super::value::bind_all;
+use super::{
+    map_append_error, recorded, Appended, Backend, ExpectedVersion, LogStore, LogTx, Result,
+    SqlValue, StoreError,
+};
+use crate::envelope::{NewEvent, RecordedEvent};
+
+/// The columns every read selects, in the order [`row_to_event`] takes them.
+const EVENT_COLUMNS: &str = "position, stream_id, stream_version, event_id, event_type, \
+     schema_version, tenant_id, occurred_at_us, payload, payload_sha256, tx_id::text";
+
+/// A snapshot before every transaction: a tailer from it reads the whole log.
+pub(crate) const ORIGIN_SNAPSHOT: &str = "1:1:";
+
+/// The Postgres backend.
+#[derive(Clone, Debug)]
+pub struct PgLogStore {
+    pool: PgPool,
+    commits: watch::Sender<u64>,
+}
+
+/// A transaction on the Postgres backend.
+pub struct PgStoreTx {
+    tx: Transaction<'static, Postgres>,
+    commits: watch::Sender<u64>,
+}
+
+impl PgLogStore {
+    /// Connects with a pool sized for concurrent commands (`max_connections` in the URL's
+    /// `pool_max` is not standard, so the size is a parameter of [`PgLogStore::with_pool_size`]).
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::with_pool_size(url, 32).await
+    }
+
+    pub async fn with_pool_size(url: &str, max_connections: u32) -> Result<Self> {
+        let options = PgConnectOptions::from_str(url)?.application_name("bc-events");
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .connect_with(options)
+            .await?;
+        Ok(Self::from_pool(pool))
+    }
+
+    pub fn from_pool(pool: PgPool) -> Self {
+        PgLogStore {
+            pool,
+            commits: watch::channel(0).0,
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+impl LogStore for PgLogStore {
+    type Tx = PgStoreTx;
+
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        migrations::POSTGRES.run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn begin(&self) -> Result<PgStoreTx> {
+        Ok(PgStoreTx {
+            tx: self.pool.begin().await?,
+            commits: self.commits.clone(),
+        })
+    }
+
+    async fn read_stream(&self, stream: &str) -> Result<Vec<RecordedEvent>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(stream)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(row_to_event).collect()
+    }
+
+    async fn read_batch(&self, after: i64, limit: u32) -> Result<Vec<RecordedEvent>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE position > $1 ORDER BY position LIMIT $2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(row_to_event).collect()
+    }
+
+    async fn head_position(&self) -> Result<i64> {
+        let head: Option<i64> = sqlx::query_scalar("SELECT max(position) FROM events")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(head.unwrap_or(0))
+    }
+
+    fn start_cursor(&self) -> TailCursor {
+        TailCursor::Postgres {
+            floor: ORIGIN_SNAPSHOT.to_string(),
+            ceiling: None,
+            after: (0, 0),
+        }
+    }
+
+    async fn now_cursor(&self) -> Result<TailCursor> {
+        let snapshot: String = sqlx::query_scalar("SELECT pg_current_snapshot()::text")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(TailCursor::Postgres {
+            floor: snapshot,
+            ceiling: None,
+            after: (0, 0),
+        })
+    }
+
+    async fn tail_step(
+        &self,
+        cursor: &TailCursor,
+        limit: u32,
+    ) -> Result<(Vec<RecordedEvent>, TailCursor)> {
+        let TailCursor::Postgres {
+            floor,
+            ceiling,
+            after,
+        } = cursor
+        else {
+            return Err(StoreError::CursorBackend {
+                cursor: cursor.backend_name(),
+                store: "postgres",
+            });
+        };
+        let ceiling = match ceiling {
+            Some(c) => c.clone(),
+            None => {
+                sqlx::query_scalar("SELECT pg_current_snapshot()::text")
+                    .fetch_one(&self.pool)
+                    .await?
+            }
+        };
+        // Rows of transactions invisible in `floor` and visible in `ceiling`: exactly the ones
+        // that committed between the two snapshots, whatever their positions.
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events \
+             WHERE tx_id >= pg_snapshot_xmin($1::pg_snapshot) \
+               AND tx_id < pg_snapshot_xmax($2::pg_snapshot) \
+               AND NOT pg_visible_in_snapshot(tx_id, $1::pg_snapshot) \
+               AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot) \
+               AND (tx_id, position) > ($3::text::xid8, $4::bigint) \
+             ORDER BY tx_id, position LIMIT $5"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(floor)
+            .bind(&ceiling)
+            .bind(after.0.to_string())
+            .bind(after.1)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        let events = rows.iter().map(row_to_event).collect::<Result<Vec<_>>>()?;
+        let next = if (events.len() as u64) < u64::from(limit) {
+            // Everything between the two snapshots is delivered: the ceiling becomes the floor.
+            TailCursor::Postgres {
+                floor: ceiling,
+                ceiling: None,
+                after: (0, 0),
+            }
+        } else {
+            let last = events.last().map_or(*after, |e| {
+                (e.tx_id.unwrap_or_default(), e.position)
+            });
+            TailCursor::Postgres {
+                floor: floor.clone(),
+                ceiling: Some(ceiling),
+                after: last,
+            }
+        };
+        Ok((events, next))
+    }
+
+    fn commit_signal(&self) -> watch::Receiver<u64> {
+        self.commits.subscribe()
+    }
+}
+
+impl PgStoreTx {
+    /// The connection of this transaction, for projection SQL.
+    pub fn connection(&mut self) -> &mut PgConnection {
+        &mut self.tx
+    }
+
+    async fn existing(&mut self, ids: &[Vec<u8>]) -> Result<Vec<(Vec<u8>, i64, String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT event_id, position, stream_id, stream_version FROM events \
+             WHERE event_id = ANY($1) ORDER BY position",
+        )
+        .bind(ids)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?)))
+            .collect()
+    }
+
+    async fn stream_version(&mut self, stream: &str) -> Result<u64> {
+        let v: Option<i64> =
+            sqlx::query_scalar("SELECT version FROM event_streams WHERE stream_id = $1")
+                .bind(stream)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+        Ok(v.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+    }
+}
+
+/// The stream-row step of the append statement, per expected version. `$1` stream, `$2` count,
+/// `$3` the event ids (nothing moves when one of them is already in the log).
+fn stream_step(expected: ExpectedVersion) -> &'static str {
+    match expected {
+        ExpectedVersion::Any => {
+            "INSERT INTO event_streams (stream_id, version) \
+             SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ANY($3)) \
+             ON CONFLICT (stream_id) DO UPDATE SET version = event_streams.version + $2 \
+             RETURNING version - $2 AS base"
+        }
+        ExpectedVersion::NoStream => {
+            "INSERT INTO event_streams (stream_id, version) \
+             SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ANY($3)) \
+             ON CONFLICT (stream_id) DO NOTHING \
+             RETURNING version - $2 AS base"
+        }
+        ExpectedVersion::Exact(_) => {
+            "UPDATE event_streams SET version = version + $2 \
+             WHERE stream_id = $1 AND version = $10 \
+               AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = ANY($3)) \
+             RETURNING version - $2 AS base"
+        }
+    }
+}
+
+impl LogTx for PgStoreTx {
+    async fn append(
+        &mut self,
+        stream: &str,
+        expected: ExpectedVersion,
+        events: &[NewEvent],
+    ) -> Result<Appended> {
+        if events.is_empty() {
+            return Err(StoreError::EmptyAppend);
+        }
+        let expected = match expected {
+            ExpectedVersion::Exact(0) => ExpectedVersion::NoStream,
+            other => other,
+        };
+        let count = events.len() as i64;
+        let ids: Vec<Vec<u8>> = events.iter().map(|e| e.event_id.to_vec()).collect();
+        let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
+        let schemas: Vec<i32> = events
+            .iter()
+            .map(|e| i32::try_from(e.schema_version).unwrap_or(i32::MAX))
+            .collect();
+        let tenants: Vec<&str> = events.iter().map(|e| e.tenant_id.as_str()).collect();
+        let times: Vec<i64> = events.iter().map(|e| e.occurred_at_us).collect();
+        let payloads: Vec<&[u8]> = events.iter().map(|e| e.payload()).collect();
+        let hashes: Vec<&[u8]> = events.iter().map(|e| &e.payload_sha256()[..]).collect();
+        let sql = format!(
+            "WITH s AS ({}) \
+             INSERT INTO events (stream_id, stream_version, event_id, event_type, schema_version, \
+                                 tenant_id, occurred_at_us, payload, payload_sha256) \
+             SELECT $1, s.base + e.ord, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha \
+             FROM s, unnest($3::bytea[], $4::text[], $5::int4[], $6::text[], $7::int8[], \
+                            $8::bytea[], $9::bytea[]) \
+                  WITH ORDINALITY AS e(id, ty, sv, tenant, at, payload, sha, ord) \
+             ORDER BY e.ord \
+             RETURNING position, stream_version",
+            stream_step(expected)
+        );
+        let mut query = sqlx::query(&sql)
+            .bind(stream)
+            .bind(count)
+            .bind(&ids)
+            .bind(&types)
+            .bind(&schemas)
+            .bind(&tenants)
+            .bind(&times)
+            .bind(&payloads)
+            .bind(&hashes);
+        if let ExpectedVersion::Exact(v) = expected {
+            query = query.bind(i64::try_from(v).unwrap_or(i64::MAX));
+        }
+        let rows = query
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(map_append_error)?;
+        if !rows.is_empty() {
+            let mut placed: Vec<(i64, i64)> = rows
+                .iter()
+                .map(|r| Ok((r.try_get::<i64, _>(1)?, r.try_get::<i64, _>(0)?)))
+                .collect::<Result<_>>()?;
+            placed.sort_unstable();
+            let stream_version = placed.last().map_or(0, |p| p.0);
+            return Ok(Appended {
+                positions: placed.into_iter().map(|p| p.1).collect(),
+                stream_version: u64::try_from(stream_version).unwrap_or(0),
+                already_appended: false,
+            });
+        }
+        // Nothing was inserted: either the events are already in the log (a retry) or the
+        // stream is not where the caller expected.
+        let existing = self.existing(&ids).await?;
+        if !existing.is_empty() {
+            return already_appended(stream, events, existing);
+        }
+        Err(StoreError::Conflict {
+            stream: stream.to_string(),
+            expected,
+            actual: self.stream_version(stream).await?,
+        })
+    }
+
+    async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
+        let query = bind_all!(sqlx::query(sql), args);
+        Ok(query.execute(&mut *self.tx).await?.rows_affected())
+    }
+
+    async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        self.commits.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(())
+    }
+
+    async fn rollback(self) -> Result<()> {
+        self.tx.rollback().await?;
+        Ok(())
+    }
+}
+
+/// A retried append: succeeds only when every id is there, in this stream, in this order.
+pub(crate) fn already_appended(
+    stream: &str,
+    events: &[NewEvent],
+    existing: Vec<(Vec<u8>, i64, String, i64)>,
+) -> Result<Appended> {
+    let mut positions = Vec::with_capacity(events.len());
+    let mut last_version = 0;
+    for event in events {
+        let found = existing
+            .iter()
+            .find(|(id, _, s, _)| id.as_slice() == event.event_id && s == stream);
+        match found {
+            Some((_, position, _, version)) => {
+                positions.push(*position);
+                last_version = last_version.max(*version);
+            }
+            None => {
+                return Err(StoreError::DuplicateEventId {
+                    event_id: hex::encode(
+                        existing
+                            .first()
+                            .map(|e| e.0.clone())
+                            .unwrap_or_else(|| event.event_id.to_vec()),
+                    ),
+                })
+            }
+        }
+    }
+    Ok(Appended {
+        positions,
+        stream_version: u64::try_from(last_version).unwrap_or(0),
+        already_appended: true,
+    })
+}
+
+fn row_to_event(row: &PgRow) -> Result<RecordedEvent> {
+    let position: i64 = row.try_get(0)?;
+    let tx_text: String = row.try_get(10)?;
+    let tx_id = tx_text.parse::<u64>().map_err(|_| StoreError::Corrupt {
+        position,
+        why: format!("tx_id {tx_text:?} is not a number"),
+    })?;
+    recorded(
+        position,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+        i64::from(row.try_get::<i32, _>(5)?),
+        row.try_get(6)?,
+        row.try_get(7)?,
+        row.try_get(8)?,
+        row.try_get(9)?,
+        Some(tx_id),
+    )
+}

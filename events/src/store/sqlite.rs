@@ -1,0 +1,289 @@
+//! The SQLite log store, the embedded default.
+//!
+//! One file in WAL mode. Writes go through a single connection and start with `BEGIN IMMEDIATE`,
+//! so there is one writer at a time: the position a transaction takes is also its place in commit
+//! order, which makes the position itself an exact tail cursor. Reads use a separate pool and
+//! never wait for the writer.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use tokio::sync::watch;
+
+use super::postgres::already_appended;
+use super::tailer::TailCursor;
+use super::value::bind_all;
+use super::{
+    map_append_error, recorded, Appended, Backend, ExpectedVersion, LogStore, LogTx, Result,
+    SqlValue, StoreError,
+};
+use crate::envelope::{NewEvent, RecordedEvent};
+
+const EVENT_COLUMNS: &str = "position, stream_id, stream_version, event_id, event_type, \
+     schema_version, tenant_id, occurred_at_us, payload, payload_sha256";
+
+/// The SQLite backend.
+#[derive(Clone, Debug)]
+pub struct SqliteLogStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    commits: watch::Sender<u64>,
+}
+
+/// A write transaction on the SQLite backend (it holds the one writer connection).
+pub struct SqliteStoreTx {
+    tx: Transaction<'static, Sqlite>,
+    commits: watch::Sender<u64>,
+}
+
+impl SqliteLogStore {
+    /// Opens (creating if missing) the database file named by `sqlite://PATH`.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: a commit that returned survives a power cut, not only a process crash.
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(options.clone())
+            .await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(SqliteLogStore {
+            writer,
+            reader,
+            commits: watch::channel(0).0,
+        })
+    }
+
+    /// The writer pool (one connection), for maintenance statements.
+    pub fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
+    /// The reader pool, for projection queries outside a transaction.
+    pub fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+}
+
+impl LogStore for SqliteLogStore {
+    type Tx = SqliteStoreTx;
+
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        migrations::SQLITE.run(&self.writer).await?;
+        Ok(())
+    }
+
+    async fn begin(&self) -> Result<SqliteStoreTx> {
+        Ok(SqliteStoreTx {
+            tx: self.writer.begin_with("BEGIN IMMEDIATE").await?,
+            commits: self.commits.clone(),
+        })
+    }
+
+    async fn read_stream(&self, stream: &str) -> Result<Vec<RecordedEvent>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(stream)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(row_to_event).collect()
+    }
+
+    async fn read_batch(&self, after: i64, limit: u32) -> Result<Vec<RecordedEvent>> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE position > $1 ORDER BY position LIMIT $2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(row_to_event).collect()
+    }
+
+    async fn head_position(&self) -> Result<i64> {
+        let head: Option<i64> = sqlx::query_scalar("SELECT max(position) FROM events")
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(head.unwrap_or(0))
+    }
+
+    fn start_cursor(&self) -> TailCursor {
+        TailCursor::Sqlite { after: 0 }
+    }
+
+    async fn now_cursor(&self) -> Result<TailCursor> {
+        Ok(TailCursor::Sqlite {
+            after: self.head_position().await?,
+        })
+    }
+
+    async fn tail_step(
+        &self,
+        cursor: &TailCursor,
+        limit: u32,
+    ) -> Result<(Vec<RecordedEvent>, TailCursor)> {
+        let TailCursor::Sqlite { after } = cursor else {
+            return Err(StoreError::CursorBackend {
+                cursor: cursor.backend_name(),
+                store: "sqlite",
+            });
+        };
+        let events = self.read_batch(*after, limit).await?;
+        let next = TailCursor::Sqlite {
+            after: events.last().map_or(*after, |e| e.position),
+        };
+        Ok((events, next))
+    }
+
+    fn commit_signal(&self) -> watch::Receiver<u64> {
+        self.commits.subscribe()
+    }
+}
+
+impl SqliteStoreTx {
+    /// The connection of this transaction, for projection SQL.
+    pub fn connection(&mut self) -> &mut SqliteConnection {
+        &mut self.tx
+    }
+
+    async fn existing(&mut self, ids: &[[u8; 16]]) -> Result<Vec<(Vec<u8>, i64, String, i64)>> {
+        let mut found = Vec::new();
+        for id in ids {
+            let row = sqlx::query(
+                "SELECT event_id, position, stream_id, stream_version FROM events \
+                 WHERE event_id = $1",
+            )
+            .bind(&id[..])
+            .fetch_optional(&mut *self.tx)
+            .await?;
+            if let Some(r) = row {
+                found.push((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?));
+            }
+        }
+        found.sort_by_key(|f| f.1);
+        Ok(found)
+    }
+}
+
+impl LogTx for SqliteStoreTx {
+    async fn append(
+        &mut self,
+        stream: &str,
+        expected: ExpectedVersion,
+        events: &[NewEvent],
+    ) -> Result<Appended> {
+        if events.is_empty() {
+            return Err(StoreError::EmptyAppend);
+        }
+        let ids: Vec<[u8; 16]> = events.iter().map(|e| e.event_id).collect();
+        let existing = self.existing(&ids).await?;
+        if !existing.is_empty() {
+            return already_appended(stream, events, existing);
+        }
+        let current: Option<i64> =
+            sqlx::query_scalar("SELECT version FROM event_streams WHERE stream_id = $1")
+                .bind(stream)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+        let actual = current.map_or(0, |v| u64::try_from(v).unwrap_or(0));
+        let holds = match expected {
+            ExpectedVersion::Any => true,
+            ExpectedVersion::NoStream => current.is_none(),
+            ExpectedVersion::Exact(v) => actual == v,
+        };
+        if !holds {
+            return Err(StoreError::Conflict {
+                stream: stream.to_string(),
+                expected,
+                actual,
+            });
+        }
+        let mut positions = Vec::with_capacity(events.len());
+        let mut version = actual as i64;
+        for event in events {
+            version += 1;
+            let position: i64 = sqlx::query_scalar(
+                "INSERT INTO events (stream_id, stream_version, event_id, event_type, \
+                 schema_version, tenant_id, occurred_at_us, payload, payload_sha256) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING position",
+            )
+            .bind(stream)
+            .bind(version)
+            .bind(&event.event_id[..])
+            .bind(&event.event_type)
+            .bind(i64::from(event.schema_version))
+            .bind(&event.tenant_id)
+            .bind(event.occurred_at_us)
+            .bind(event.payload())
+            .bind(&event.payload_sha256()[..])
+            .fetch_one(&mut *self.tx)
+            .await
+            .map_err(map_append_error)?;
+            positions.push(position);
+        }
+        sqlx::query(
+            "INSERT INTO event_streams (stream_id, version) VALUES ($1, $2) \
+             ON CONFLICT (stream_id) DO UPDATE SET version = excluded.version",
+        )
+        .bind(stream)
+        .bind(version)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(Appended {
+            positions,
+            stream_version: version as u64,
+            already_appended: false,
+        })
+    }
+
+    async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
+        let query = bind_all!(sqlx::query(sql), args);
+        Ok(query.execute(&mut *self.tx).await?.rows_affected())
+    }
+
+    async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        self.commits.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(())
+    }
+
+    async fn rollback(self) -> Result<()> {
+        self.tx.rollback().await?;
+        Ok(())
+    }
+}
+
+fn row_to_event(row: &SqliteRow) -> Result<RecordedEvent> {
+    recorded(
+        row.try_get(0)?,
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+        row.try_get(5)?,
+        row.try_get(6)?,
+        row.try_get(7)?,
+        row.try_get(8)?,
+        row.try_get(9)?,
+        None,
+    )
+}

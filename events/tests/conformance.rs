@@ -1,0 +1,443 @@
+//! The log-store conformance suite: every check runs against Postgres and against SQLite.
+
+use events::store::testkit::TestDb;
+use events::store::{
+    EventStore, ExpectedVersion, LogStore, LogTx, SqlValue, StoreError, TailCursor, TailerOptions,
+};
+use events::NewEvent;
+
+fn event(n: u32, tenant: &str) -> NewEvent {
+    NewEvent::from_bytes(
+        *uuid::Uuid::new_v4().as_bytes(),
+        "test.happened",
+        1,
+        tenant,
+        1_700_000_000_000_000 + i64::from(n),
+        format!("payload-{n}").into_bytes(),
+    )
+}
+
+fn events(count: u32) -> Vec<NewEvent> {
+    (0..count).map(|n| event(n, "t1")).collect()
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = events::store::testkit::TestDb::postgres().await.expect("test database");
+                    super::$name(&db).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let db = events::store::testkit::TestDb::sqlite().expect("test database");
+                    super::$name(&db).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    appends_number_versions_from_one,
+    expected_version_rules,
+    conflict_reports_actual_version,
+    retried_append_is_idempotent,
+    reused_event_id_elsewhere_is_refused,
+    empty_append_is_refused,
+    stored_bytes_are_the_appended_bytes,
+    projection_writes_commit_with_the_append,
+    rollback_leaves_nothing,
+    update_and_delete_are_refused,
+    read_batch_pages_in_position_order,
+    tailer_delivers_everything_once_and_resumes,
+    now_cursor_skips_the_past,
+    cursor_text_round_trips,
+);
+
+async fn appends_number_versions_from_one(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let a = store
+        .append("node/a", ExpectedVersion::NoStream, &events(3))
+        .await
+        .unwrap();
+    assert_eq!(a.stream_version, 3);
+    assert_eq!(a.positions.len(), 3);
+    assert!(a.positions.windows(2).all(|w| w[0] < w[1]));
+    assert!(!a.already_appended);
+    let b = store
+        .append("node/a", ExpectedVersion::Exact(3), &events(2))
+        .await
+        .unwrap();
+    assert_eq!(b.stream_version, 5);
+    let read = store.read_stream("node/a").await.unwrap();
+    let versions: Vec<i64> = read.iter().map(|e| e.stream_version).collect();
+    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
+    assert_eq!(
+        read.iter().map(|e| e.position).collect::<Vec<_>>(),
+        [a.positions.clone(), b.positions.clone()].concat()
+    );
+    assert_eq!(store.head_position().await.unwrap(), b.positions[1]);
+}
+
+async fn expected_version_rules(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    // Any on a new stream creates it; Any on an existing one appends.
+    assert_eq!(
+        store
+            .append("s", ExpectedVersion::Any, &events(1))
+            .await
+            .unwrap()
+            .stream_version,
+        1
+    );
+    assert_eq!(
+        store
+            .append("s", ExpectedVersion::Any, &events(2))
+            .await
+            .unwrap()
+            .stream_version,
+        3
+    );
+    // Exact(0) means "no stream yet".
+    assert_eq!(
+        store
+            .append("t", ExpectedVersion::Exact(0), &events(1))
+            .await
+            .unwrap()
+            .stream_version,
+        1
+    );
+    assert!(store
+        .append("s", ExpectedVersion::NoStream, &events(1))
+        .await
+        .unwrap_err()
+        .is_conflict());
+    assert!(store
+        .append("s", ExpectedVersion::Exact(2), &events(1))
+        .await
+        .unwrap_err()
+        .is_conflict());
+    assert!(store
+        .append("new", ExpectedVersion::Exact(1), &events(1))
+        .await
+        .unwrap_err()
+        .is_conflict());
+    // Nothing of the refused appends is in the log.
+    assert_eq!(store.read_stream("s").await.unwrap().len(), 3);
+    assert_eq!(store.read_stream("new").await.unwrap().len(), 0);
+}
+
+async fn conflict_reports_actual_version(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    store
+        .append("node/x", ExpectedVersion::NoStream, &events(4))
+        .await
+        .unwrap();
+    match store
+        .append("node/x", ExpectedVersion::Exact(2), &events(1))
+        .await
+    {
+        Err(StoreError::Conflict {
+            stream,
+            expected,
+            actual,
+        }) => {
+            assert_eq!(stream, "node/x");
+            assert_eq!(expected, ExpectedVersion::Exact(2));
+            assert_eq!(actual, 4);
+        }
+        other => panic!("expected a typed conflict, got {other:?}"),
+    }
+}
+
+async fn retried_append_is_idempotent(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let batch = events(3);
+    let first = store
+        .append("node/r", ExpectedVersion::NoStream, &batch)
+        .await
+        .unwrap();
+    // The same events again, even with the same (now stale) expected version: a no-op that
+    // answers with the first append's positions.
+    let again = store
+        .append("node/r", ExpectedVersion::NoStream, &batch)
+        .await
+        .unwrap();
+    assert!(again.already_appended);
+    assert_eq!(again.positions, first.positions);
+    assert_eq!(again.stream_version, 3);
+    assert_eq!(store.read_stream("node/r").await.unwrap().len(), 3);
+}
+
+async fn reused_event_id_elsewhere_is_refused(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let e = event(1, "t1");
+    store
+        .append("a", ExpectedVersion::Any, std::slice::from_ref(&e))
+        .await
+        .unwrap();
+    let err = store
+        .append("b", ExpectedVersion::Any, &[e])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::DuplicateEventId { .. }),
+        "got {err:?}"
+    );
+    assert!(store.read_stream("b").await.unwrap().is_empty());
+}
+
+async fn empty_append_is_refused(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let err = store
+        .append("a", ExpectedVersion::Any, &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::EmptyAppend), "got {err:?}");
+}
+
+async fn stored_bytes_are_the_appended_bytes(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    // Bytes that are not valid protobuf and not valid UTF-8 come back exactly.
+    let payload: Vec<u8> = (0u8..=255).rev().chain([0, 0, 0xff]).collect();
+    let id = *uuid::Uuid::new_v4().as_bytes();
+    let e = NewEvent::from_bytes(id, "x.y", 7, "tenant-9", -42, payload.clone());
+    let sha = *e.payload_sha256();
+    store
+        .append("bytes", ExpectedVersion::NoStream, &[e])
+        .await
+        .unwrap();
+    let got = &store.read_stream("bytes").await.unwrap()[0];
+    assert_eq!(got.payload, payload);
+    assert_eq!(got.payload_sha256, sha);
+    assert!(got.payload_hash_holds());
+    assert_eq!(got.event_id, id);
+    assert_eq!(got.event_type, "x.y");
+    assert_eq!(got.schema_version, 7);
+    assert_eq!(got.tenant_id, "tenant-9");
+    assert_eq!(got.occurred_at_us, -42);
+    assert_eq!(got.tx_id.is_some(), db.is_postgres());
+}
+
+async fn make_projection_table(store: &EventStore) {
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(
+        "CREATE TABLE seen (stream_id TEXT PRIMARY KEY, position BIGINT NOT NULL, note TEXT)",
+        &[],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+}
+
+async fn count_seen(store: &EventStore) -> i64 {
+    let mut tx = store.begin().await.unwrap();
+    let n = match &mut tx {
+        events::store::StoreTx::Postgres(t) => {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM seen")
+                .fetch_one(t.connection())
+                .await
+        }
+        events::store::StoreTx::Sqlite(t) => {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM seen")
+                .fetch_one(t.connection())
+                .await
+        }
+    }
+    .unwrap();
+    tx.rollback().await.unwrap();
+    n
+}
+
+async fn projection_writes_commit_with_the_append(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    make_projection_table(&store).await;
+    let mut tx = store.begin().await.unwrap();
+    let appended = tx
+        .append("node/p", ExpectedVersion::NoStream, &events(1))
+        .await
+        .unwrap();
+    let rows = tx
+        .execute(
+            "INSERT INTO seen (stream_id, position, note) VALUES ($1, $2, $3)",
+            &[
+                "node/p".into(),
+                SqlValue::Int(appended.positions[0]),
+                SqlValue::NullText,
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows, 1);
+    tx.commit().await.unwrap();
+    assert_eq!(count_seen(&store).await, 1);
+    assert_eq!(store.read_stream("node/p").await.unwrap().len(), 1);
+}
+
+async fn rollback_leaves_nothing(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    make_projection_table(&store).await;
+    let mut tx = store.begin().await.unwrap();
+    tx.append("node/q", ExpectedVersion::NoStream, &events(2))
+        .await
+        .unwrap();
+    tx.execute(
+        "INSERT INTO seen (stream_id, position) VALUES ($1, $2)",
+        &["node/q".into(), SqlValue::Int(1)],
+    )
+    .await
+    .unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(count_seen(&store).await, 0);
+    assert!(store.read_stream("node/q").await.unwrap().is_empty());
+    // The stream was never created: NoStream still holds.
+    store
+        .append("node/q", ExpectedVersion::NoStream, &events(1))
+        .await
+        .unwrap();
+}
+
+async fn update_and_delete_are_refused(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    store
+        .append("node/u", ExpectedVersion::NoStream, &events(2))
+        .await
+        .unwrap();
+    for sql in [
+        "UPDATE events SET payload = $1",
+        "UPDATE events SET tenant_id = 'other' WHERE stream_id = 'node/u'",
+        "DELETE FROM events",
+        "DELETE FROM events WHERE stream_version = 2",
+    ] {
+        let mut tx = store.begin().await.unwrap();
+        let args: Vec<SqlValue> = if sql.contains("$1") {
+            vec![SqlValue::Bytes(b"x".to_vec())]
+        } else {
+            vec![]
+        };
+        let err = tx.execute(sql, &args).await.unwrap_err();
+        assert!(
+            err.to_string().contains("append-only"),
+            "{sql} was not refused by the database: {err}"
+        );
+        drop(tx);
+    }
+    if db.is_postgres() {
+        let mut tx = store.begin().await.unwrap();
+        let err = tx.execute("TRUNCATE events", &[]).await.unwrap_err();
+        assert!(err.to_string().contains("append-only"), "{err}");
+    }
+    let read = store.read_stream("node/u").await.unwrap();
+    assert_eq!(read.len(), 2);
+    assert_eq!(read[0].payload, b"payload-0");
+}
+
+async fn read_batch_pages_in_position_order(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    for i in 0..5 {
+        store
+            .append(&format!("s/{i}"), ExpectedVersion::NoStream, &events(7))
+            .await
+            .unwrap();
+    }
+    let mut pages = store.read_all(0, 10);
+    let mut positions = Vec::new();
+    let mut page_sizes = Vec::new();
+    while let Some(batch) = pages.next_batch().await.unwrap() {
+        page_sizes.push(batch.len());
+        positions.extend(batch.iter().map(|e| e.position));
+    }
+    assert_eq!(page_sizes, vec![10, 10, 10, 5]);
+    assert_eq!(positions.len(), 35);
+    assert!(positions.windows(2).all(|w| w[0] < w[1]));
+    // From the middle.
+    let rest = store.read_batch(positions[29], 100).await.unwrap();
+    assert_eq!(rest.len(), 5);
+}
+
+async fn tailer_delivers_everything_once_and_resumes(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let options = TailerOptions {
+        batch: 4,
+        poll_interval: std::time::Duration::from_millis(5),
+    };
+    let mut tailer = store.tailer(store.start_cursor(), options);
+    for i in 0..3 {
+        store
+            .append(&format!("n/{i}"), ExpectedVersion::NoStream, &events(5))
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 15 {
+        let batch = tokio::time::timeout(std::time::Duration::from_secs(10), tailer.next_batch())
+            .await
+            .expect("tailer delivered in time")
+            .unwrap();
+        assert!(batch.len() <= 4);
+        seen.extend(batch.iter().map(|e| e.position));
+    }
+    assert_eq!(seen.len(), 15);
+    // Resume from the stored text of the cursor: only newer events arrive.
+    let saved = tailer.cursor().to_string();
+    drop(tailer);
+    store
+        .append("n/later", ExpectedVersion::NoStream, &events(2))
+        .await
+        .unwrap();
+    let mut resumed = store.tailer(saved.parse().unwrap(), options);
+    let mut later = Vec::new();
+    while later.len() < 2 {
+        later.extend(resumed.next_batch().await.unwrap());
+    }
+    assert_eq!(later.len(), 2);
+    assert!(later.iter().all(|e| e.stream_id == "n/later"));
+    assert!(resumed.poll().await.unwrap().is_empty());
+    let mut all = seen.clone();
+    all.extend(later.iter().map(|e| e.position));
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 17, "every event delivered exactly once");
+}
+
+async fn now_cursor_skips_the_past(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    store
+        .append("old", ExpectedVersion::NoStream, &events(3))
+        .await
+        .unwrap();
+    let mut tailer = store.tailer(store.now_cursor().await.unwrap(), TailerOptions::default());
+    assert!(tailer.poll().await.unwrap().is_empty());
+    store
+        .append("new", ExpectedVersion::NoStream, &events(1))
+        .await
+        .unwrap();
+    let got = tailer.next_batch().await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].stream_id, "new");
+}
+
+async fn cursor_text_round_trips(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let cursors = [store.start_cursor(), store.now_cursor().await.unwrap()];
+    for c in cursors {
+        let parsed: TailCursor = c.to_string().parse().unwrap();
+        assert_eq!(parsed, c);
+    }
+    for bad in ["", "pg1;x;-;0;0", "sqlite1;abc", "pg1;1:1:;-;0", "other;1"] {
+        assert!(
+            matches!(
+                bad.parse::<TailCursor>(),
+                Err(StoreError::BadCursor { .. })
+            ),
+            "{bad:?} parsed"
+        );
+    }
+}
