@@ -1,0 +1,298 @@
+//! Races that only a real Postgres shows: concurrent appenders, late commits, rollbacks and
+//! killed connections against the exact tailer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use events::store::testkit::TestDb;
+use events::store::{
+    ExpectedVersion, LogStore, LogTx, PgLogStore, StoreError, TailerOptions, Tailer,
+};
+use events::NewEvent;
+use tokio::sync::Barrier;
+
+fn event(n: u32) -> NewEvent {
+    NewEvent::from_bytes(
+        *uuid::Uuid::new_v4().as_bytes(),
+        "test.happened",
+        1,
+        "t1",
+        i64::from(n),
+        n.to_be_bytes().to_vec(),
+    )
+}
+
+async fn pid(tx: &mut events::store::PgStoreTx) -> i32 {
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(tx.connection())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_appenders_at_one_expected_version_one_wins() {
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.pg_store(70).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    tx.append("node/contended", ExpectedVersion::NoStream, &[event(0)])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let barrier = Arc::new(Barrier::new(64));
+    let mut tasks = Vec::new();
+    for i in 0..64u32 {
+        let store = store.clone();
+        let barrier = barrier.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tx = store.begin().await?;
+            barrier.wait().await;
+            let appended = tx
+                .append("node/contended", ExpectedVersion::Exact(1), &[event(i + 1)])
+                .await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(appended)
+        }));
+    }
+    let mut wins = 0;
+    let mut conflicts = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(a) => {
+                wins += 1;
+                assert_eq!(a.stream_version, 2);
+            }
+            Err(StoreError::Conflict {
+                expected, actual, ..
+            }) => {
+                conflicts += 1;
+                assert_eq!(expected, ExpectedVersion::Exact(1));
+                assert_eq!(actual, 2);
+            }
+            Err(other) => panic!("expected a typed conflict, got {other:?}"),
+        }
+    }
+    assert_eq!((wins, conflicts), (1, 63));
+    let stream = store.read_stream("node/contended").await.unwrap();
+    let versions: Vec<i64> = stream.iter().map(|e| e.stream_version).collect();
+    assert_eq!(versions, vec![1, 2]);
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(total, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_commit_of_a_lower_position_is_delivered_exactly_once() {
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.pg_store(8).await.unwrap();
+    let mut tailer = Tailer::new(
+        store.clone(),
+        store.start_cursor(),
+        TailerOptions::default(),
+    );
+
+    // A takes the lower position and stays open.
+    let mut a = store.begin().await.unwrap();
+    let a_pos = a
+        .append("late/a", ExpectedVersion::NoStream, &[event(1)])
+        .await
+        .unwrap()
+        .positions[0];
+    // B takes a higher position and commits first.
+    let mut b = store.begin().await.unwrap();
+    let b_pos = b
+        .append("late/b", ExpectedVersion::NoStream, &[event(2)])
+        .await
+        .unwrap()
+        .positions[0];
+    b.commit().await.unwrap();
+    assert!(a_pos < b_pos);
+
+    let first = tailer.next_batch().await.unwrap();
+    assert_eq!(
+        first.iter().map(|e| e.position).collect::<Vec<_>>(),
+        vec![b_pos]
+    );
+    // B is delivered while A is open; nothing else is.
+    assert!(tailer.poll().await.unwrap().is_empty());
+
+    a.commit().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(10), tailer.next_batch())
+        .await
+        .expect("the late commit is delivered")
+        .unwrap();
+    assert_eq!(
+        second.iter().map(|e| e.position).collect::<Vec<_>>(),
+        vec![a_pos]
+    );
+    for _ in 0..5 {
+        assert!(tailer.poll().await.unwrap().is_empty(), "delivered twice");
+    }
+    // A cursor saved between the two deliveries also gets A exactly once.
+    let mut fresh = Tailer::new(
+        store.clone(),
+        store.start_cursor(),
+        TailerOptions::default(),
+    );
+    let mut all = fresh.poll().await.unwrap();
+    all.extend(fresh.poll().await.unwrap());
+    let mut positions: Vec<i64> = all.iter().map(|e| e.position).collect();
+    positions.sort_unstable();
+    assert_eq!(positions, vec![a_pos, b_pos]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolled_back_position_is_never_delivered_and_never_stalls() {
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.pg_store(8).await.unwrap();
+    let mut tailer = Tailer::new(
+        store.clone(),
+        store.start_cursor(),
+        TailerOptions::default(),
+    );
+
+    let mut doomed = store.begin().await.unwrap();
+    let doomed_pos = doomed
+        .append("rb/doomed", ExpectedVersion::NoStream, &[event(1)])
+        .await
+        .unwrap()
+        .positions[0];
+    let mut later = store.begin().await.unwrap();
+    let later_pos = later
+        .append("rb/later", ExpectedVersion::NoStream, &[event(2)])
+        .await
+        .unwrap()
+        .positions[0];
+    later.commit().await.unwrap();
+
+    // Delivered while the lower position is still open: no stall.
+    let got = tokio::time::timeout(Duration::from_secs(5), tailer.next_batch())
+        .await
+        .expect("a later commit is not held back by an open lower position")
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|e| e.position).collect::<Vec<_>>(),
+        vec![later_pos]
+    );
+
+    doomed.rollback().await.unwrap();
+    let mut after = store.begin().await.unwrap();
+    let after_pos = after
+        .append("rb/after", ExpectedVersion::NoStream, &[event(3)])
+        .await
+        .unwrap()
+        .positions[0];
+    after.commit().await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), tailer.next_batch())
+        .await
+        .expect("delivery goes on after a rollback")
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|e| e.position).collect::<Vec<_>>(),
+        vec![after_pos]
+    );
+    for _ in 0..3 {
+        let more = tailer.poll().await.unwrap();
+        assert!(more.iter().all(|e| e.position != doomed_pos));
+        assert!(more.is_empty());
+    }
+}
+
+async fn terminate(store: &PgLogStore, pid: i32) {
+    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert!(killed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_killed_before_commit_leaves_nothing() {
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.pg_store(8).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    let pid = pid(&mut tx).await;
+    tx.append("killed/a", ExpectedVersion::NoStream, &[event(1), event(2)])
+        .await
+        .unwrap();
+    terminate(&store, pid).await;
+    assert!(tx.commit().await.is_err());
+    assert!(store.read_stream("killed/a").await.unwrap().is_empty());
+    assert_eq!(store.head_position().await.unwrap(), 0);
+    let mut tailer = Tailer::new(
+        store.clone(),
+        store.start_cursor(),
+        TailerOptions::default(),
+    );
+    assert!(tailer.poll().await.unwrap().is_empty());
+    // The stream was never created.
+    let mut tx = store.begin().await.unwrap();
+    tx.append("killed/a", ExpectedVersion::NoStream, &[event(3)])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_killed_inside_the_append_statement_leaves_nothing() {
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.pg_store(8).await.unwrap();
+    let mut setup = store.begin().await.unwrap();
+    setup
+        .append("killed/b", ExpectedVersion::NoStream, &[event(0)])
+        .await
+        .unwrap();
+    setup.commit().await.unwrap();
+
+    // Another transaction holds the stream's row, so the append blocks inside its statement.
+    let mut holder = store.begin().await.unwrap();
+    sqlx::query("SELECT version FROM event_streams WHERE stream_id = 'killed/b' FOR UPDATE")
+        .execute(holder.connection())
+        .await
+        .unwrap();
+
+    let mut victim = store.begin().await.unwrap();
+    let victim_pid = pid(&mut victim).await;
+    let append = tokio::spawn(async move {
+        let r = victim
+            .append(
+                "killed/b",
+                ExpectedVersion::Any,
+                &(1..=50).map(event).collect::<Vec<_>>(),
+            )
+            .await;
+        (r, victim)
+    });
+    // Wait until the victim is really waiting on the lock inside the statement.
+    for _ in 0..200 {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity \
+             WHERE pid = $1",
+        )
+        .bind(victim_pid)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        if waiting {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    terminate(&store, victim_pid).await;
+    let (result, victim) = append.await.unwrap();
+    assert!(result.is_err(), "the killed append must fail");
+    assert!(victim.commit().await.is_err());
+    holder.rollback().await.unwrap();
+
+    let stream = store.read_stream("killed/b").await.unwrap();
+    assert_eq!(stream.len(), 1, "only the setup event is visible");
+    let mut tailer = Tailer::new(
+        store.clone(),
+        store.start_cursor(),
+        TailerOptions::default(),
+    );
+    assert_eq!(tailer.poll().await.unwrap().len(), 1);
+}
