@@ -1,1 +1,56 @@
 //! The destructive-batch quorum: approver sets, scope trees, approvals and admission.
+//!
+//! Spec (`spec/003`): "Signed intent", "The destructive-batch quorum", "Changing the approver
+//! set", "Pinning the first set", "Who creates batches"; issue 6. Destructive commands carry a
+//! batch id inside the worker signature and run on a machine only once enough distinct approver
+//! keys, pinned in the trust bundle and held off the control plane, signed the Merkle root of the
+//! batch's scope; each command carries the inclusion proof of its own leaf. Everything here is pure:
+//! time and state come in as arguments.
+//!
+//! One job per module:
+//!
+//! - [`signing`]: the framing of signed parts (`lp(purpose) ‖ lp(part)…`) and P-256 verification.
+//! - [`trust_domain`]: the validated trust domain every signature ends with.
+//! - [`approver_set`]: keys, thresholds, tiers, unbatched cap; `approverSetInput`, its digest and
+//!   the approver-set signing input; validation.
+//! - [`set_change`]: the one epoch rule for taking a new set, and the first-set pin.
+//! - [`scope`]: scope leaves, the tree, proofs, the batch id.
+//! - [`batch`]: creating a batch (limits, idempotency, required approvals).
+//! - [`approval`]: the batch-approval signing input, counting approvals, recording one.
+//! - [`admission`]: the daemon's admission check and its persisted state.
+
+pub mod admission;
+pub mod approval;
+pub mod approver_set;
+pub mod batch;
+pub(crate) mod bytes32;
+pub mod scope;
+pub mod set_change;
+pub mod signing;
+pub mod trust_domain;
+
+pub use admission::{
+    admit, Admission, AdmissionClock, AdmissionRefusal, AdmissionState, AgentQuorum,
+    DestructiveCommand, RejectReason, UnbatchedRuns, UsedLeaves,
+};
+pub use approval::{
+    batch_approval_signing_input, decide_add_approval, AddApproval, ApprovalEvent, ApprovalRefusal,
+    ApprovalSignature, BatchApproval, BatchApprovalState, BatchStatus,
+};
+pub use approver_set::{
+    approver_set_signing_input, ApproverKey, ApproverSet, ApproverSetError, Kid, SetDigest,
+    SetSignature, Tier,
+};
+pub use batch::{
+    decide_create_batch, BatchCreation, BatchPlan, BatchRefusal, CreateBatch, RequestDigest,
+    ScopeLeafRequest,
+};
+pub use bytes32::Bytes32Error;
+pub use scope::{
+    leaf_hash, node_hash, verify_proof, BatchId, PayloadDigest, ProofError, ScopeHash, ScopeLeaf,
+    ScopeProof, ScopeTree,
+};
+pub use set_change::{
+    decide_set_change, ApproverSetOffer, HeldApproverSet, SetChange, SetChangeRefusal,
+};
+pub use trust_domain::{TrustDomain, TrustDomainError};
