@@ -1,1 +1,60 @@
-//! PKI: the key set, certificate profiles, CSR checks and SPIFFE IDs.
+//! PKI: the key set, certificate profiles, CSR checks, SPIFFE IDs, sealed join tokens and
+//! purpose-bound signatures.
+//!
+//! Everything here is pure: bytes and values in, bytes and values out. No file or network IO,
+//! no clock (every `now` is an argument), no async. The one outside input is randomness for
+//! keys, serials, salts and nonces, drawn from ring's `SystemRandom`.
+//!
+//! All keys are ECDSA P-256 with SHA-256, and no key does two jobs ([`keys::KeyRole`]).
+//!
+//! | module | job |
+//! | --- | --- |
+//! | [`keys`] | P-256 keys bound to a role; public keys; ES256 signatures |
+//! | [`pin`] | `sha256/<base64>` pins |
+//! | [`spiffe`] | trust domains, SPIFFE IDs, roles |
+//! | [`ca`] | root, node, serving and command-signing CAs |
+//! | [`keyset`] | the deployment's seven keys (`pki init`) |
+//! | [`secret`] | the deployment secret (`BC_DEPLOYMENT_SECRET`) |
+//! | [`bundle`] | the JSON bundle, sealed or plaintext |
+//! | [`csr`] | PKCS#10 verification ([`csr::VerifiedCsr`]) |
+//! | [`leaf`] | agent and serving certificate issuance |
+//! | [`identity`] | reading a node identity from an agent certificate |
+//! | [`token`] | join-token secrets and their stored hashes |
+//! | [`token_seal`] | sealing a token to the JoinService, bound to the CSR |
+//! | [`statement`] | purpose-bound signatures and the proof time window |
+
+pub mod bundle;
+pub mod ca;
+pub mod csr;
+mod encoding;
+pub mod identity;
+pub mod keys;
+pub mod keyset;
+pub mod leaf;
+pub mod pin;
+pub mod secret;
+pub mod spiffe;
+pub mod statement;
+pub mod token;
+pub mod token_seal;
+
+pub use bundle::{
+    open_bundle, plaintext_bundle, seal_bundle, BundleError, LoadedBundle, Protection, PublicBundle,
+};
+pub use ca::{
+    CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, RootCa, ServingCa,
+};
+pub use csr::{build_csr, CsrError, VerifiedCsr};
+pub use identity::{IdentityError, NodeIdentity};
+pub use keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};
+pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins};
+pub use leaf::{
+    issue_node_certificate, issue_serving_certificate, IssueError, IssuedCertificate,
+    NodeCertificateDecision, NodeKeyStatement, Serial, ServingCertificateRequest, ServingRole,
+};
+pub use pin::{Pin, PinError};
+pub use secret::{DeploymentSecret, SecretError, DEPLOYMENT_SECRET_ENV};
+pub use spiffe::{NodeId, NodeRole, Role, SiteId, SpiffeError, SpiffeId, TrustDomain};
+pub use statement::{check_clock_window, ClockWindowError, Purpose, Statement, StatementError};
+pub use token::{TokenHash, TokenSecret};
+pub use token_seal::{seal_token, JoinEncryptionKey, SealError, SealedToken};

@@ -1,0 +1,623 @@
+//! The PKI bundle: one JSON document holding the whole key set.
+//!
+//! # Layout
+//!
+//! ```json
+//! {
+//!   "format": "bc-pki-bundle",
+//!   "version": 1,
+//!   "trustDomain": "compute.example.com",
+//!   "certificates": {
+//!     "rootCa": "-----BEGIN CERTIFICATE-----…",
+//!     "nodeCa": "…", "servingCa": "…", "commandSigningRoot": "…"
+//!   },
+//!   "publicKeys": {
+//!     "joinSigning": "-----BEGIN PUBLIC KEY-----…",
+//!     "joinEncryption": "…", "auditSigning": "…"
+//!   },
+//!   "privateKeys": {
+//!     "mode": "sealed",
+//!     "aead": "AES-256-GCM", "kdf": "HKDF-SHA256",
+//!     "salt": "<base64 32 bytes>", "keyCheck": "<base64 32 bytes>",
+//!     "nonce": "<base64 12 bytes>", "ciphertext": "<base64>"
+//!   }
+//! }
+//! ```
+//!
+//! or, with `--plaintext` (development only), `"privateKeys": {"mode": "plaintext", "keys":
+//! {"rootCa": "-----BEGIN PRIVATE KEY-----…", …}}` with the seven PKCS#8 keys as PEM
+//! (`rootCa`, `nodeCa`, `servingCa`, `joinSigning`, `joinEncryption`, `auditSigning`,
+//! `commandSigningRoot`). Unknown fields are refused.
+//!
+//! # The seal
+//!
+//! With `lp(x) = u32_be(len(x)) || x` and `L = "bc-pki-bundle-seal-v1"`:
+//!
+//! * `PRK = HKDF-Extract(salt, secret)` (SHA-256; `salt` is 32 fresh random bytes);
+//!   `K = HKDF-Expand(PRK, L || " key", 32)`, `keyCheck = HKDF-Expand(PRK, L || " check", 32)`.
+//!   `keyCheck` tells a wrong secret ([`BundleError::WrongSecret`]) apart from a changed
+//!   bundle; it reveals nothing the ciphertext does not already let one test.
+//! * The plaintext is JSON `{"publicSha256": "<hex>", "keys": {<role>: "<base64 PKCS#8>", …}}`;
+//!   `publicSha256` is SHA-256 of the canonical public part
+//!   `lp("bc-pki-bundle-public-v1") || lp(format) || u32_be(version) || lp(trustDomain)` followed
+//!   by `lp(name) || lp(DER)` for each certificate and each public key in the order above.
+//!   Reformatting the JSON changes nothing; changing any certificate, key or the trust domain
+//!   does ([`BundleError::PublicPartsChanged`]).
+//! * `ciphertext = AES-256-GCM(K, nonce, plaintext, AAD = lp(L) || lp(trustDomain))`, tag
+//!   appended. A changed trust domain (or altered ciphertext) does not open
+//!   ([`BundleError::SealBroken`]).
+//!
+//! Everything here is pure: bytes in, bytes out. The CLI writes the file (mode 0600, never
+//! overwriting). The only outside input is randomness (salt, nonce), from ring's `SystemRandom`.
+
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use ring::hkdf;
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+
+use super::ca::{parse_cert, CaError, CommandSigningRoot, NodeCa, RootCa, ServingCa};
+use super::encoding::{b64, b64_decode, pem_decode, pem_encode, put_lp, sha256};
+use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
+use super::keyset::{KeySet, KeySetError, KeySetPins};
+use super::pin::Pin;
+use super::secret::{DeploymentSecret, SecretError};
+use super::spiffe::{SpiffeError, TrustDomain};
+use super::token::constant_time_eq;
+use super::token_seal::JoinEncryptionKey;
+
+/// The `format` field.
+pub const BUNDLE_FORMAT: &str = "bc-pki-bundle";
+/// The `version` field this code writes and reads.
+pub const BUNDLE_VERSION: u32 = 1;
+const SEAL_LABEL: &str = "bc-pki-bundle-seal-v1";
+const PUBLIC_LABEL: &str = "bc-pki-bundle-public-v1";
+
+/// Why a bundle could not be written or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BundleError {
+    /// Not JSON of the expected shape.
+    #[error("INVALID_CONFIG: the PKI bundle is not a valid bc-pki-bundle JSON document: {0}")]
+    Json(String),
+    /// Another format or version.
+    #[error("INVALID_CONFIG: the PKI bundle is {format:?} version {version}; this build reads {BUNDLE_FORMAT:?} version {BUNDLE_VERSION}")]
+    UnsupportedFormat {
+        /// `format` found.
+        format: String,
+        /// `version` found.
+        version: u32,
+    },
+    /// A field does not decode.
+    #[error("INVALID_CONFIG: the PKI bundle's {field} is malformed: {reason}")]
+    Malformed {
+        /// Field path.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The trust domain is invalid.
+    #[error("INVALID_CONFIG: the PKI bundle's trust domain: {0}")]
+    TrustDomain(#[from] SpiffeError),
+    /// No usable secret.
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    /// The secret is not this bundle's.
+    #[error("INVALID_CONFIG: the PKI bundle does not open with this BC_DEPLOYMENT_SECRET: it was sealed under another secret")]
+    WrongSecret,
+    /// The secret is right, but the sealed keys do not open for this trust domain.
+    #[error("INVALID_CONFIG: the PKI bundle's sealed keys do not open for trust domain {trust_domain}: the trust domain or the sealed keys were changed; restore the bundle from a backup")]
+    SealBroken {
+        /// Trust domain in the file.
+        trust_domain: String,
+    },
+    /// The seal opened but the public parts are not the sealed ones.
+    #[error("INVALID_CONFIG: the PKI bundle's public parts (certificates, public keys) changed since it was sealed; restore it from a backup")]
+    PublicPartsChanged,
+    /// A private key and its public counterpart disagree, or a role is wrong.
+    #[error("INVALID_CONFIG: the PKI bundle's keys: {0}")]
+    Keys(#[from] KeySetError),
+    /// Sealing failed (randomness).
+    #[error("sealing the PKI bundle failed: {0}")]
+    Seal(String),
+}
+
+impl From<CaError> for BundleError {
+    fn from(e: CaError) -> Self {
+        BundleError::Keys(KeySetError::Ca(e))
+    }
+}
+
+impl From<KeyError> for BundleError {
+    fn from(e: KeyError) -> Self {
+        BundleError::Keys(KeySetError::Key(e))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Document {
+    format: String,
+    version: u32,
+    trust_domain: String,
+    certificates: Certificates,
+    public_keys: PublicKeys,
+    private_keys: PrivateKeys,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Certificates {
+    root_ca: String,
+    node_ca: String,
+    serving_ca: String,
+    command_signing_root: String,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PublicKeys {
+    join_signing: String,
+    join_encryption: String,
+    audit_signing: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "camelCase", deny_unknown_fields)]
+enum PrivateKeys {
+    #[serde(rename_all = "camelCase")]
+    Sealed {
+        aead: String,
+        kdf: String,
+        salt: String,
+        key_check: String,
+        nonce: String,
+        ciphertext: String,
+    },
+    Plaintext {
+        keys: KeyMap,
+    },
+}
+
+/// The seven private keys, as PEM (plaintext mode) or base64 DER (inside the seal).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct KeyMap {
+    root_ca: String,
+    node_ca: String,
+    serving_ca: String,
+    join_signing: String,
+    join_encryption: String,
+    audit_signing: String,
+    command_signing_root: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SealedPayload {
+    public_sha256: String,
+    keys: KeyMap,
+}
+
+/// The public half of a bundle: readable without the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicBundle {
+    /// Trust domain.
+    pub trust_domain: TrustDomain,
+    /// Root CA certificate, DER.
+    pub root_ca_der: Vec<u8>,
+    /// Node CA certificate, DER.
+    pub node_ca_der: Vec<u8>,
+    /// Serving CA certificate, DER.
+    pub serving_ca_der: Vec<u8>,
+    /// Command-signing root certificate, DER.
+    pub command_signing_root_der: Vec<u8>,
+    /// JoinService signing public key.
+    pub join_signing: PublicKey,
+    /// JoinService encryption public key.
+    pub join_encryption: PublicKey,
+    /// Audit signing public key.
+    pub audit_signing: PublicKey,
+}
+
+impl PublicBundle {
+    fn of(keys: &KeySet) -> PublicBundle {
+        PublicBundle {
+            trust_domain: keys.trust_domain.clone(),
+            root_ca_der: keys.root_ca.cert_der().to_vec(),
+            node_ca_der: keys.node_ca.cert_der().to_vec(),
+            serving_ca_der: keys.serving_ca.cert_der().to_vec(),
+            command_signing_root_der: keys.command_signing_root.cert_der().to_vec(),
+            join_signing: keys.join_signing.public_key().clone(),
+            join_encryption: keys.join_encryption.public_key().clone(),
+            audit_signing: keys.audit_signing.public_key().clone(),
+        }
+    }
+
+    /// SHA-256 over every public field, in the canonical encoding the seal covers.
+    pub fn public_sha256(&self) -> [u8; 32] {
+        let mut out = Vec::new();
+        put_lp(&mut out, PUBLIC_LABEL.as_bytes());
+        put_lp(&mut out, BUNDLE_FORMAT.as_bytes());
+        out.extend_from_slice(&BUNDLE_VERSION.to_be_bytes());
+        put_lp(&mut out, self.trust_domain.as_str().as_bytes());
+        for (name, der) in [
+            ("rootCa", &self.root_ca_der[..]),
+            ("nodeCa", &self.node_ca_der[..]),
+            ("servingCa", &self.serving_ca_der[..]),
+            ("commandSigningRoot", &self.command_signing_root_der[..]),
+            ("joinSigning", self.join_signing.spki_der()),
+            ("joinEncryption", self.join_encryption.spki_der()),
+            ("auditSigning", self.audit_signing.spki_der()),
+        ] {
+            put_lp(&mut out, name.as_bytes());
+            put_lp(&mut out, der);
+        }
+        sha256(&out)
+    }
+
+    /// The pins `pki show` prints (CA pins are of the keys in the certificates).
+    pub fn pins(&self) -> Result<KeySetPins, BundleError> {
+        let ca_pin = |field: &'static str, der: &[u8]| -> Result<Pin, BundleError> {
+            let cert = parse_cert(der).ok_or(BundleError::Malformed {
+                field,
+                reason: "not an X.509 certificate".into(),
+            })?;
+            Ok(Pin::of_spki_der(cert.public_key().raw))
+        };
+        Ok(KeySetPins {
+            root_ca: ca_pin("certificates.rootCa", &self.root_ca_der)?,
+            node_ca: ca_pin("certificates.nodeCa", &self.node_ca_der)?,
+            serving_ca: ca_pin("certificates.servingCa", &self.serving_ca_der)?,
+            command_signing_root: ca_pin(
+                "certificates.commandSigningRoot",
+                &self.command_signing_root_der,
+            )?,
+            join_signing: self.join_signing.pin(),
+            join_encryption: self.join_encryption.pin(),
+            audit_signing: self.audit_signing.pin(),
+        })
+    }
+}
+
+/// How the private keys are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// Sealed under the deployment secret.
+    Sealed,
+    /// Unsealed (`--plaintext`, development only).
+    Plaintext,
+}
+
+/// A bundle read from bytes.
+#[derive(Debug)]
+pub struct LoadedBundle {
+    /// The public half.
+    pub public: PublicBundle,
+    /// Sealed or plaintext.
+    pub protection: Protection,
+    /// Whether the seal vouched for the public half (only a sealed bundle opened with its
+    /// secret). Without it, whoever can write the file chooses the pins.
+    pub authenticated: bool,
+    /// The keys: `None` for a sealed bundle read without a secret.
+    pub keys: Option<KeySet>,
+}
+
+fn hkdf_expand(prk: &hkdf::Prk, suffix: &str) -> Result<[u8; 32], BundleError> {
+    let info = format!("{SEAL_LABEL}{suffix}");
+    let parts = [info.as_bytes()];
+    let okm = prk
+        .expand(&parts, hkdf::HKDF_SHA256)
+        .map_err(|_| BundleError::Seal("HKDF".into()))?;
+    let mut out = [0u8; 32];
+    okm.fill(&mut out)
+        .map_err(|_| BundleError::Seal("HKDF".into()))?;
+    Ok(out)
+}
+
+/// (AEAD key, key check) for `secret` and `salt`.
+fn seal_keys(
+    secret: &DeploymentSecret,
+    salt: &[u8],
+) -> Result<(LessSafeKey, [u8; 32]), BundleError> {
+    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, salt).extract(secret.as_bytes());
+    let key = hkdf_expand(&prk, " key")?;
+    let check = hkdf_expand(&prk, " check")?;
+    let unbound =
+        UnboundKey::new(&AES_256_GCM, &key).map_err(|_| BundleError::Seal("AES key".into()))?;
+    Ok((LessSafeKey::new(unbound), check))
+}
+
+fn seal_aad(td: &TrustDomain) -> Vec<u8> {
+    let mut aad = Vec::new();
+    put_lp(&mut aad, SEAL_LABEL.as_bytes());
+    put_lp(&mut aad, td.as_str().as_bytes());
+    aad
+}
+
+fn key_map(keys: &KeySet, encode: impl Fn(&PrivateKey) -> String) -> KeyMap {
+    KeyMap {
+        root_ca: encode(keys.root_ca.private_key()),
+        node_ca: encode(keys.node_ca.private_key()),
+        serving_ca: encode(keys.serving_ca.private_key()),
+        join_signing: encode(&keys.join_signing),
+        join_encryption: encode(keys.join_encryption.private_key()),
+        audit_signing: encode(&keys.audit_signing),
+        command_signing_root: encode(keys.command_signing_root.private_key()),
+    }
+}
+
+fn document(keys: &KeySet, private_keys: PrivateKeys) -> Document {
+    let cert = |der: &[u8]| pem_encode("CERTIFICATE", der);
+    let public = |key: &PublicKey| pem_encode("PUBLIC KEY", key.spki_der());
+    Document {
+        format: BUNDLE_FORMAT.into(),
+        version: BUNDLE_VERSION,
+        trust_domain: keys.trust_domain.to_string(),
+        certificates: Certificates {
+            root_ca: cert(keys.root_ca.cert_der()),
+            node_ca: cert(keys.node_ca.cert_der()),
+            serving_ca: cert(keys.serving_ca.cert_der()),
+            command_signing_root: cert(keys.command_signing_root.cert_der()),
+        },
+        public_keys: PublicKeys {
+            join_signing: public(keys.join_signing.public_key()),
+            join_encryption: public(keys.join_encryption.public_key()),
+            audit_signing: public(keys.audit_signing.public_key()),
+        },
+        private_keys,
+    }
+}
+
+fn to_json(doc: &Document) -> Result<Vec<u8>, BundleError> {
+    let mut out = serde_json::to_vec_pretty(doc).map_err(|e| BundleError::Json(e.to_string()))?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// Writes `keys` as a bundle whose private keys are sealed under `secret`.
+pub fn seal_bundle(keys: &KeySet, secret: &DeploymentSecret) -> Result<Vec<u8>, BundleError> {
+    let rng = SystemRandom::new();
+    let mut salt = [0u8; 32];
+    let mut nonce = [0u8; 12];
+    rng.fill(&mut salt)
+        .and_then(|_| rng.fill(&mut nonce))
+        .map_err(|_| BundleError::Seal("the system random generator failed".into()))?;
+    let (aead, check) = seal_keys(secret, &salt)?;
+    let payload = SealedPayload {
+        public_sha256: hex::encode(PublicBundle::of(keys).public_sha256()),
+        keys: key_map(keys, |k| b64(k.pkcs8_der())),
+    };
+    let mut body = serde_json::to_vec(&payload).map_err(|e| BundleError::Json(e.to_string()))?;
+    aead.seal_in_place_append_tag(
+        Nonce::assume_unique_for_key(nonce),
+        Aad::from(seal_aad(&keys.trust_domain)),
+        &mut body,
+    )
+    .map_err(|_| BundleError::Seal("AES-256-GCM".into()))?;
+    let sealed = PrivateKeys::Sealed {
+        aead: "AES-256-GCM".into(),
+        kdf: "HKDF-SHA256".into(),
+        salt: b64(&salt),
+        key_check: b64(&check),
+        nonce: b64(&nonce),
+        ciphertext: b64(&body),
+    };
+    // Wipe the plaintext payload copy: `body` now holds ciphertext only.
+    to_json(&document(keys, sealed))
+}
+
+/// Writes `keys` as a development bundle with the private keys unsealed (PEM PKCS#8).
+pub fn plaintext_bundle(keys: &KeySet) -> Result<Vec<u8>, BundleError> {
+    let keys_pem = key_map(keys, |k| pem_encode("PRIVATE KEY", k.pkcs8_der()));
+    to_json(&document(keys, PrivateKeys::Plaintext { keys: keys_pem }))
+}
+
+fn malformed(field: &'static str, reason: &str) -> BundleError {
+    BundleError::Malformed {
+        field,
+        reason: reason.into(),
+    }
+}
+
+fn decode_public(doc: &Document) -> Result<PublicBundle, BundleError> {
+    let trust_domain = TrustDomain::new(&doc.trust_domain)?;
+    let cert = |field: &'static str, pem: &str| -> Result<Vec<u8>, BundleError> {
+        let der =
+            pem_decode("CERTIFICATE", pem).ok_or(malformed(field, "not one PEM CERTIFICATE"))?;
+        parse_cert(&der).ok_or(malformed(field, "not an X.509 DER certificate"))?;
+        Ok(der)
+    };
+    let public = |field: &'static str, pem: &str| -> Result<PublicKey, BundleError> {
+        let der =
+            pem_decode("PUBLIC KEY", pem).ok_or(malformed(field, "not one PEM PUBLIC KEY"))?;
+        PublicKey::from_spki_der(&der).map_err(|e| malformed(field, &e.to_string()))
+    };
+    let c = &doc.certificates;
+    let p = &doc.public_keys;
+    Ok(PublicBundle {
+        trust_domain,
+        root_ca_der: cert("certificates.rootCa", &c.root_ca)?,
+        node_ca_der: cert("certificates.nodeCa", &c.node_ca)?,
+        serving_ca_der: cert("certificates.servingCa", &c.serving_ca)?,
+        command_signing_root_der: cert("certificates.commandSigningRoot", &c.command_signing_root)?,
+        join_signing: public("publicKeys.joinSigning", &p.join_signing)?,
+        join_encryption: public("publicKeys.joinEncryption", &p.join_encryption)?,
+        audit_signing: public("publicKeys.auditSigning", &p.audit_signing)?,
+    })
+}
+
+fn assemble(
+    public: &PublicBundle,
+    keys: &KeyMap,
+    decode: impl Fn(&'static str, &str) -> Result<Vec<u8>, BundleError>,
+) -> Result<KeySet, BundleError> {
+    let key = |role: KeyRole, field: &'static str, text: &str| -> Result<PrivateKey, BundleError> {
+        Ok(PrivateKey::from_pkcs8_der(role, &decode(field, text)?)?)
+    };
+    let td = &public.trust_domain;
+    let join_signing = key(
+        KeyRole::JoinSigning,
+        "privateKeys.joinSigning",
+        &keys.join_signing,
+    )?;
+    let join_encryption = JoinEncryptionKey::new(key(
+        KeyRole::JoinEncryption,
+        "privateKeys.joinEncryption",
+        &keys.join_encryption,
+    )?)?;
+    let audit_signing = key(
+        KeyRole::AuditSigning,
+        "privateKeys.auditSigning",
+        &keys.audit_signing,
+    )?;
+    for (role, private, public) in [
+        (
+            KeyRole::JoinSigning,
+            join_signing.public_key(),
+            &public.join_signing,
+        ),
+        (
+            KeyRole::JoinEncryption,
+            join_encryption.public_key(),
+            &public.join_encryption,
+        ),
+        (
+            KeyRole::AuditSigning,
+            audit_signing.public_key(),
+            &public.audit_signing,
+        ),
+    ] {
+        if private != public {
+            return Err(malformed_keys(role));
+        }
+    }
+    Ok(KeySet::from_parts(
+        td.clone(),
+        RootCa::from_parts(
+            td,
+            public.root_ca_der.clone(),
+            key(KeyRole::RootCa, "privateKeys.rootCa", &keys.root_ca)?,
+        )?,
+        NodeCa::from_parts(
+            td,
+            public.node_ca_der.clone(),
+            key(KeyRole::NodeCa, "privateKeys.nodeCa", &keys.node_ca)?,
+        )?,
+        ServingCa::from_parts(
+            td,
+            public.serving_ca_der.clone(),
+            key(
+                KeyRole::ServingCa,
+                "privateKeys.servingCa",
+                &keys.serving_ca,
+            )?,
+        )?,
+        join_signing,
+        join_encryption,
+        audit_signing,
+        CommandSigningRoot::from_parts(
+            td,
+            public.command_signing_root_der.clone(),
+            key(
+                KeyRole::CommandSigningRoot,
+                "privateKeys.commandSigningRoot",
+                &keys.command_signing_root,
+            )?,
+        )?,
+    )?)
+}
+
+fn malformed_keys(role: KeyRole) -> BundleError {
+    BundleError::Malformed {
+        field: "privateKeys",
+        reason: format!("the {role} private key does not match its public key"),
+    }
+}
+
+/// Reads a bundle. With `secret`, a sealed bundle is opened and its public half authenticated;
+/// without it, only the public half is read (`keys: None`, `authenticated: false`). A plaintext
+/// bundle always yields its keys and is never authenticated.
+pub fn open_bundle(
+    bytes: &[u8],
+    secret: Option<&DeploymentSecret>,
+) -> Result<LoadedBundle, BundleError> {
+    let doc: Document =
+        serde_json::from_slice(bytes).map_err(|e| BundleError::Json(e.to_string()))?;
+    if doc.format != BUNDLE_FORMAT || doc.version != BUNDLE_VERSION {
+        return Err(BundleError::UnsupportedFormat {
+            format: doc.format,
+            version: doc.version,
+        });
+    }
+    let public = decode_public(&doc)?;
+    match &doc.private_keys {
+        PrivateKeys::Plaintext { keys } => {
+            let set = assemble(&public, keys, |field, text| {
+                pem_decode("PRIVATE KEY", text).ok_or(malformed(field, "not one PEM PRIVATE KEY"))
+            })?;
+            Ok(LoadedBundle {
+                public,
+                protection: Protection::Plaintext,
+                authenticated: false,
+                keys: Some(set),
+            })
+        }
+        PrivateKeys::Sealed {
+            aead,
+            kdf,
+            salt,
+            key_check,
+            nonce,
+            ciphertext,
+        } => {
+            if aead != "AES-256-GCM" || kdf != "HKDF-SHA256" {
+                return Err(malformed("privateKeys", "unknown aead or kdf"));
+            }
+            let Some(secret) = secret else {
+                return Ok(LoadedBundle {
+                    public,
+                    protection: Protection::Sealed,
+                    authenticated: false,
+                    keys: None,
+                });
+            };
+            let b = |field: &'static str, text: &str| {
+                b64_decode(text).ok_or(malformed(field, "not base64"))
+            };
+            let salt = b("privateKeys.salt", salt)?;
+            let check = b("privateKeys.keyCheck", key_check)?;
+            let nonce: [u8; 12] = b("privateKeys.nonce", nonce)?
+                .try_into()
+                .map_err(|_| malformed("privateKeys.nonce", "not 12 bytes"))?;
+            let mut body = b("privateKeys.ciphertext", ciphertext)?;
+            let (aead, expected_check) = seal_keys(secret, &salt)?;
+            if !constant_time_eq(&check, &expected_check) {
+                return Err(BundleError::WrongSecret);
+            }
+            let plain = aead
+                .open_in_place(
+                    Nonce::assume_unique_for_key(nonce),
+                    Aad::from(seal_aad(&public.trust_domain)),
+                    &mut body,
+                )
+                .map_err(|_| BundleError::SealBroken {
+                    trust_domain: public.trust_domain.to_string(),
+                })?;
+            let payload: SealedPayload = serde_json::from_slice(plain)
+                .map_err(|e| malformed("privateKeys.ciphertext", &e.to_string()))?;
+            let sealed_digest = hex::decode(&payload.public_sha256)
+                .map_err(|_| malformed("privateKeys.ciphertext", "publicSha256 is not hex"))?;
+            if !constant_time_eq(&sealed_digest, &public.public_sha256()) {
+                return Err(BundleError::PublicPartsChanged);
+            }
+            let set = assemble(&public, &payload.keys, |field, text| {
+                b64_decode(text).ok_or(malformed(field, "not base64"))
+            })?;
+            Ok(LoadedBundle {
+                public,
+                protection: Protection::Sealed,
+                authenticated: true,
+                keys: Some(set),
+            })
+        }
+    }
+}

@@ -1,0 +1,489 @@
+//! Certificate authorities: the root, the node CA, the serving CA and the command-signing root.
+//!
+//! A [`CertificateAuthority`] pairs a CA certificate with its private key and can only be made
+//! from a key whose [`KeyRole`] is that CA's, and a certificate that is a CA certificate for that
+//! very key. The typed wrappers ([`RootCa`], [`NodeCa`], [`ServingCa`], [`CommandSigningRoot`])
+//! keep each CA to its one job: only a `NodeCa` issues agent certificates
+//! ([`super::leaf::issue_node_certificate`]), only a `ServingCa` issues serving certificates, only
+//! the `RootCa` certifies the node and serving CAs.
+//!
+//! Subordinate CAs never outlive the root: a subordinate's notAfter is capped at the root's,
+//! whatever lifetime is asked for. CA subjects are fixed by kind and trust domain
+//! (`O=<trust domain>, CN=bc <kind>`), so a renewed CA keeps its subject and its key (and so its
+//! pin). All times are arguments; nothing here reads a clock.
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyIdMethod,
+    KeyUsagePurpose,
+};
+use time::{Duration, OffsetDateTime};
+use x509_parser::prelude::{FromDer, X509Certificate};
+
+use super::encoding::pem_encode;
+use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
+use super::spiffe::TrustDomain;
+
+/// The four certificate authorities of a deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CaKind {
+    /// The self-signed root of the node and serving CAs.
+    Root,
+    /// Issues agent certificates.
+    Node,
+    /// Issues gateway serving certificates.
+    Serving,
+    /// The self-signed root that certifies worker keys (signed intent).
+    CommandSigningRoot,
+}
+
+impl CaKind {
+    /// The key role a CA of this kind must hold.
+    pub fn key_role(self) -> KeyRole {
+        match self {
+            CaKind::Root => KeyRole::RootCa,
+            CaKind::Node => KeyRole::NodeCa,
+            CaKind::Serving => KeyRole::ServingCa,
+            CaKind::CommandSigningRoot => KeyRole::CommandSigningRoot,
+        }
+    }
+
+    /// The common name of this CA's subject.
+    pub fn common_name(self) -> &'static str {
+        match self {
+            CaKind::Root => "bc root CA",
+            CaKind::Node => "bc node CA",
+            CaKind::Serving => "bc serving CA",
+            CaKind::CommandSigningRoot => "bc command-signing root",
+        }
+    }
+
+    /// Whether the CA is self-signed.
+    pub fn is_self_signed(self) -> bool {
+        matches!(self, CaKind::Root | CaKind::CommandSigningRoot)
+    }
+}
+
+impl std::fmt::Display for CaKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.common_name())
+    }
+}
+
+/// Why a CA could not be made, loaded or used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CaError {
+    /// The key does not fit the job.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// The certificate does not parse as X.509 DER.
+    #[error("the {kind} certificate is not a valid X.509 DER certificate")]
+    MalformedCertificate {
+        /// Which CA.
+        kind: CaKind,
+    },
+    /// The certificate certifies another key than the private key given.
+    #[error(
+        "the {kind} certificate does not certify the {kind} private key (a mismatched bundle)"
+    )]
+    KeyMismatch {
+        /// Which CA.
+        kind: CaKind,
+    },
+    /// The certificate is not a CA certificate, or its subject is not this CA's.
+    #[error(
+        "the {kind} certificate is not a CA certificate with subject O={trust_domain}, CN={kind}"
+    )]
+    NotThisCa {
+        /// Which CA.
+        kind: CaKind,
+        /// The trust domain expected in the subject.
+        trust_domain: String,
+    },
+    /// The lifetime asked for is zero or negative.
+    #[error("a certificate lifetime must be positive")]
+    NonPositiveLifetime,
+    /// The issuing CA has already expired at `now`.
+    #[error("the {kind} expired at unix time {not_after}; renew it (pki renew-ca) first")]
+    IssuerExpired {
+        /// Which CA.
+        kind: CaKind,
+        /// Its notAfter, unix seconds.
+        not_after: i64,
+    },
+    /// A time outside what X.509 can encode.
+    #[error("time out of range for a certificate")]
+    TimeOutOfRange,
+    /// rcgen refused to build the certificate (a bug: inputs are validated first).
+    #[error("building the certificate failed: {0}")]
+    Build(String),
+}
+
+/// A CA certificate with its private key.
+pub struct CertificateAuthority {
+    kind: CaKind,
+    trust_domain: TrustDomain,
+    cert_der: Vec<u8>,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+    key: PrivateKey,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl std::fmt::Debug for CertificateAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertificateAuthority")
+            .field("kind", &self.kind)
+            .field("trust_domain", &self.trust_domain)
+            .field("not_after", &self.not_after)
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+/// Truncates to whole seconds, the precision of X.509 times.
+pub(crate) fn whole_seconds(t: OffsetDateTime) -> OffsetDateTime {
+    t.replace_nanosecond(0).unwrap_or(t)
+}
+
+fn ca_subject(kind: CaKind, td: &TrustDomain) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::OrganizationName, td.as_str());
+    dn.push(DnType::CommonName, kind.common_name());
+    dn
+}
+
+fn ca_params(
+    kind: CaKind,
+    td: &TrustDomain,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+) -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = ca_subject(kind, td);
+    params.not_before = not_before;
+    params.not_after = not_after;
+    // Root -> node/serving CA -> leaf: the root may have one CA below it, the others none.
+    params.is_ca = IsCa::Ca(match kind {
+        CaKind::Root => BasicConstraints::Constrained(1),
+        _ => BasicConstraints::Constrained(0),
+    });
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    params.use_authority_key_identifier_extension = !kind.is_self_signed();
+    params
+}
+
+/// Parses one DER certificate, refusing trailing bytes.
+pub(crate) fn parse_cert(der: &[u8]) -> Option<X509Certificate<'_>> {
+    match X509Certificate::from_der(der) {
+        Ok((rest, cert)) if rest.is_empty() => Some(cert),
+        _ => None,
+    }
+}
+
+/// A fresh random serial: 16 bytes, the top bit clear and the next set (so always 16 bytes,
+/// positive and non-zero).
+pub(crate) fn random_serial() -> Result<Vec<u8>, KeyError> {
+    use ring::rand::{SecureRandom, SystemRandom};
+    let mut serial = [0u8; 16];
+    SystemRandom::new()
+        .fill(&mut serial)
+        .map_err(|_| KeyError::Random)?;
+    serial[0] = (serial[0] & 0x7f) | 0x40;
+    Ok(serial.to_vec())
+}
+
+impl CertificateAuthority {
+    /// Loads a CA from its certificate DER and private key, checking that the key's role is the
+    /// kind's, that the certificate certifies that key, is a CA and carries this CA's subject.
+    pub fn from_parts(
+        kind: CaKind,
+        trust_domain: &TrustDomain,
+        cert_der: Vec<u8>,
+        key: PrivateKey,
+    ) -> Result<CertificateAuthority, CaError> {
+        key.require_role(kind.key_role())?;
+        let cert = parse_cert(&cert_der).ok_or(CaError::MalformedCertificate { kind })?;
+        if cert.public_key().raw != key.public_key().spki_der() {
+            return Err(CaError::KeyMismatch { kind });
+        }
+        let not_this = || CaError::NotThisCa {
+            kind,
+            trust_domain: trust_domain.to_string(),
+        };
+        let is_ca = matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
+        let subject_ok = {
+            let cns: Vec<_> = cert.subject().iter_common_name().collect();
+            let os: Vec<_> = cert.subject().iter_organization().collect();
+            cert.subject().iter().count() == 2
+                && cns.len() == 1
+                && os.len() == 1
+                && cns[0].as_str().ok() == Some(kind.common_name())
+                && os[0].as_str().ok() == Some(trust_domain.as_str())
+        };
+        if !is_ca || !subject_ok {
+            return Err(not_this());
+        }
+        let not_before = cert.validity().not_before.to_datetime();
+        let not_after = cert.validity().not_after.to_datetime();
+        let ski = cert
+            .iter_extensions()
+            .find_map(|ext| match ext.parsed_extension() {
+                x509_parser::extensions::ParsedExtension::SubjectKeyIdentifier(id) => {
+                    Some(id.0.to_vec())
+                }
+                _ => None,
+            });
+        let mut params = ca_params(kind, trust_domain, not_before, not_after);
+        if let Some(ski) = ski {
+            params.key_identifier_method = KeyIdMethod::PreSpecified(ski);
+        }
+        let issuer = rcgen::Issuer::new(params, key.rcgen_key_pair()?);
+        Ok(CertificateAuthority {
+            kind,
+            trust_domain: trust_domain.clone(),
+            cert_der,
+            not_before,
+            not_after,
+            key,
+            issuer,
+        })
+    }
+
+    /// Builds a self-signed CA (root or command-signing root).
+    fn self_signed(
+        kind: CaKind,
+        td: &TrustDomain,
+        key: PrivateKey,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<CertificateAuthority, CaError> {
+        debug_assert!(kind.is_self_signed());
+        key.require_role(kind.key_role())?;
+        if lifetime <= Duration::ZERO {
+            return Err(CaError::NonPositiveLifetime);
+        }
+        let not_before = whole_seconds(now);
+        let not_after = not_before
+            .checked_add(lifetime)
+            .ok_or(CaError::TimeOutOfRange)?;
+        let mut params = ca_params(kind, td, not_before, not_after);
+        params.serial_number = Some(random_serial()?.into());
+        let kp = key.rcgen_key_pair()?;
+        let cert = params
+            .self_signed(&kp)
+            .map_err(|e| CaError::Build(e.to_string()))?;
+        CertificateAuthority::from_parts(kind, td, cert.der().to_vec(), key)
+    }
+
+    /// Signs `params` for `subject_key` with this CA, refusing when the CA has expired at `now`.
+    pub(crate) fn sign(
+        &self,
+        params: &CertificateParams,
+        subject_key: &PublicKey,
+        now: OffsetDateTime,
+    ) -> Result<Vec<u8>, CaError> {
+        if now >= self.not_after {
+            return Err(CaError::IssuerExpired {
+                kind: self.kind,
+                not_after: self.not_after.unix_timestamp(),
+            });
+        }
+        let spki = rcgen::SubjectPublicKeyInfo::from_der(subject_key.spki_der())
+            .map_err(|e| CaError::Build(e.to_string()))?;
+        let cert = params
+            .signed_by(&spki, &self.issuer)
+            .map_err(|e| CaError::Build(e.to_string()))?;
+        Ok(cert.der().to_vec())
+    }
+
+    /// Which CA this is.
+    pub fn kind(&self) -> CaKind {
+        self.kind
+    }
+
+    /// The trust domain in its subject.
+    pub fn trust_domain(&self) -> &TrustDomain {
+        &self.trust_domain
+    }
+
+    /// The CA certificate, DER.
+    pub fn cert_der(&self) -> &[u8] {
+        &self.cert_der
+    }
+
+    /// The CA certificate, PEM.
+    pub fn cert_pem(&self) -> String {
+        pem_encode("CERTIFICATE", &self.cert_der)
+    }
+
+    /// notBefore of the CA certificate.
+    pub fn not_before(&self) -> OffsetDateTime {
+        self.not_before
+    }
+
+    /// notAfter of the CA certificate: no certificate it issues lives past it.
+    pub fn not_after(&self) -> OffsetDateTime {
+        self.not_after
+    }
+
+    /// The CA's public key.
+    pub fn public_key(&self) -> &PublicKey {
+        self.key.public_key()
+    }
+
+    /// The CA's private key (secret; for the bundle).
+    pub fn private_key(&self) -> &PrivateKey {
+        &self.key
+    }
+
+    /// A second handle on the private key (used to reissue a CA certificate for the same key).
+    fn clone_key(&self) -> Result<PrivateKey, KeyError> {
+        PrivateKey::from_pkcs8_der(self.key.role(), self.key.pkcs8_der())
+    }
+}
+
+macro_rules! ca_wrapper {
+    ($(#[$doc:meta])* $name:ident, $kind:expr) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name(CertificateAuthority);
+
+        impl $name {
+            /// Loads it from certificate DER and key; see [`CertificateAuthority::from_parts`].
+            pub fn from_parts(
+                trust_domain: &TrustDomain,
+                cert_der: Vec<u8>,
+                key: PrivateKey,
+            ) -> Result<$name, CaError> {
+                CertificateAuthority::from_parts($kind, trust_domain, cert_der, key).map($name)
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = CertificateAuthority;
+            fn deref(&self) -> &CertificateAuthority {
+                &self.0
+            }
+        }
+    };
+}
+
+ca_wrapper!(
+    /// The deployment's root CA: certifies the node CA and the serving CA, nothing else.
+    RootCa,
+    CaKind::Root
+);
+ca_wrapper!(
+    /// The node CA: issues agent certificates only.
+    NodeCa,
+    CaKind::Node
+);
+ca_wrapper!(
+    /// The serving CA: issues gateway serving certificates only.
+    ServingCa,
+    CaKind::Serving
+);
+ca_wrapper!(
+    /// The command-signing root: a separate self-signed root that certifies worker keys.
+    CommandSigningRoot,
+    CaKind::CommandSigningRoot
+);
+
+impl RootCa {
+    /// Generates the self-signed root for `trust_domain`, valid from `now` for `lifetime`.
+    pub fn generate(
+        trust_domain: &TrustDomain,
+        key: PrivateKey,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<RootCa, CaError> {
+        CertificateAuthority::self_signed(CaKind::Root, trust_domain, key, now, lifetime)
+            .map(RootCa)
+    }
+
+    fn issue_subordinate(
+        &self,
+        kind: CaKind,
+        key: PrivateKey,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<CertificateAuthority, CaError> {
+        key.require_role(kind.key_role())?;
+        if lifetime <= Duration::ZERO {
+            return Err(CaError::NonPositiveLifetime);
+        }
+        let not_before = whole_seconds(now);
+        let asked = not_before
+            .checked_add(lifetime)
+            .ok_or(CaError::TimeOutOfRange)?;
+        // A CA certificate never outlives the root.
+        let not_after = asked.min(self.not_after());
+        let mut params = ca_params(kind, self.trust_domain(), not_before, not_after);
+        params.serial_number = Some(random_serial()?.into());
+        let der = self.0.sign(&params, key.public_key(), now)?;
+        CertificateAuthority::from_parts(kind, self.trust_domain(), der, key)
+    }
+
+    /// Certifies `key` (role [`KeyRole::NodeCa`]) as the node CA, capped at the root's notAfter.
+    pub fn issue_node_ca(
+        &self,
+        key: PrivateKey,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<NodeCa, CaError> {
+        self.issue_subordinate(CaKind::Node, key, now, lifetime)
+            .map(NodeCa)
+    }
+
+    /// Certifies `key` (role [`KeyRole::ServingCa`]) as the serving CA, capped at the root's
+    /// notAfter.
+    pub fn issue_serving_ca(
+        &self,
+        key: PrivateKey,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<ServingCa, CaError> {
+        self.issue_subordinate(CaKind::Serving, key, now, lifetime)
+            .map(ServingCa)
+    }
+
+    /// `pki renew-ca --ca node`: a new certificate for the same key and subject, so certificates
+    /// it already issued stay valid and its pin does not change.
+    pub fn renew_node_ca(
+        &self,
+        current: &NodeCa,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<NodeCa, CaError> {
+        self.issue_node_ca(current.0.clone_key()?, now, lifetime)
+    }
+
+    /// `pki renew-ca --ca serving`: as [`RootCa::renew_node_ca`], for the serving CA.
+    pub fn renew_serving_ca(
+        &self,
+        current: &ServingCa,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<ServingCa, CaError> {
+        self.issue_serving_ca(current.0.clone_key()?, now, lifetime)
+    }
+}
+
+impl CommandSigningRoot {
+    /// Generates the self-signed command-signing root.
+    pub fn generate(
+        trust_domain: &TrustDomain,
+        key: PrivateKey,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<CommandSigningRoot, CaError> {
+        CertificateAuthority::self_signed(
+            CaKind::CommandSigningRoot,
+            trust_domain,
+            key,
+            now,
+            lifetime,
+        )
+        .map(CommandSigningRoot)
+    }
+}

@@ -1,0 +1,197 @@
+//! The deployment's key set, as `pki init` creates it.
+//!
+//! Seven P-256 keys, each for one job ([`KeyRole::KEY_SET`]): the root CA (self-signed), the node
+//! CA and serving CA (both certified by the root, never past its notAfter), the JoinService
+//! signing key, the JoinService encryption key (join tokens are sealed to it), the audit signing
+//! key and the command-signing root (self-signed). [`KeySet::generate`] draws every key from the
+//! system random generator; `now` and the lifetimes are arguments.
+
+use time::{Duration, OffsetDateTime};
+
+use super::ca::{CaError, CommandSigningRoot, NodeCa, RootCa, ServingCa};
+use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
+use super::pin::Pin;
+use super::spiffe::TrustDomain;
+use super::token_seal::JoinEncryptionKey;
+
+/// Lifetimes for `pki init`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySetLifetimes {
+    /// Root CA and command-signing root.
+    pub root: Duration,
+    /// Node CA and serving CA (capped at the root's notAfter).
+    pub intermediate: Duration,
+}
+
+impl Default for KeySetLifetimes {
+    /// Ten years for the roots, two for the node and serving CAs (renewed with `pki renew-ca`).
+    fn default() -> Self {
+        KeySetLifetimes {
+            root: Duration::days(3652),
+            intermediate: Duration::days(730),
+        }
+    }
+}
+
+/// Every key and CA of one deployment.
+#[derive(Debug)]
+pub struct KeySet {
+    /// The trust domain every certificate names.
+    pub trust_domain: TrustDomain,
+    /// Root CA.
+    pub root_ca: RootCa,
+    /// Node CA (agent certificates).
+    pub node_ca: NodeCa,
+    /// Serving CA (gateway certificates).
+    pub serving_ca: ServingCa,
+    /// JoinService signing key (JoinResponse, trust bundles).
+    pub join_signing: PrivateKey,
+    /// JoinService encryption key (sealed join tokens).
+    pub join_encryption: JoinEncryptionKey,
+    /// Audit signing key (checkpoints).
+    pub audit_signing: PrivateKey,
+    /// Command-signing root (worker keys).
+    pub command_signing_root: CommandSigningRoot,
+}
+
+/// Why a key set could not be made or assembled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeySetError {
+    /// A key problem (randomness, role).
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// A CA problem.
+    #[error(transparent)]
+    Ca(#[from] CaError),
+    /// A CA of the set names another trust domain.
+    #[error("the {0} certificate names another trust domain than the key set's")]
+    TrustDomainMismatch(&'static str),
+}
+
+/// The public pins of a key set, as `pki show` prints them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeySetPins {
+    /// Root CA key.
+    pub root_ca: Pin,
+    /// Node CA key.
+    pub node_ca: Pin,
+    /// Serving CA key (bcd's `serving_ca_spki_pin`).
+    pub serving_ca: Pin,
+    /// JoinService signing key (bcd's `join_signing_key_pin`).
+    pub join_signing: Pin,
+    /// JoinService encryption key (bcd's `join_encryption_key_pin`).
+    pub join_encryption: Pin,
+    /// Audit signing key.
+    pub audit_signing: Pin,
+    /// Command-signing root key.
+    pub command_signing_root: Pin,
+}
+
+impl KeySet {
+    /// `pki init`: generates every key and CA certificate for `trust_domain`, valid from `now`.
+    pub fn generate(
+        trust_domain: TrustDomain,
+        now: OffsetDateTime,
+        lifetimes: KeySetLifetimes,
+    ) -> Result<KeySet, KeySetError> {
+        let root_ca = RootCa::generate(
+            &trust_domain,
+            PrivateKey::generate(KeyRole::RootCa)?,
+            now,
+            lifetimes.root,
+        )?;
+        let node_ca = root_ca.issue_node_ca(
+            PrivateKey::generate(KeyRole::NodeCa)?,
+            now,
+            lifetimes.intermediate,
+        )?;
+        let serving_ca = root_ca.issue_serving_ca(
+            PrivateKey::generate(KeyRole::ServingCa)?,
+            now,
+            lifetimes.intermediate,
+        )?;
+        let command_signing_root = CommandSigningRoot::generate(
+            &trust_domain,
+            PrivateKey::generate(KeyRole::CommandSigningRoot)?,
+            now,
+            lifetimes.root,
+        )?;
+        Ok(KeySet {
+            root_ca,
+            node_ca,
+            serving_ca,
+            join_signing: PrivateKey::generate(KeyRole::JoinSigning)?,
+            join_encryption: JoinEncryptionKey::new(PrivateKey::generate(
+                KeyRole::JoinEncryption,
+            )?)?,
+            audit_signing: PrivateKey::generate(KeyRole::AuditSigning)?,
+            command_signing_root,
+            trust_domain,
+        })
+    }
+
+    /// Assembles a key set from loaded parts, checking each key's role and that every CA names
+    /// `trust_domain`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts(
+        trust_domain: TrustDomain,
+        root_ca: RootCa,
+        node_ca: NodeCa,
+        serving_ca: ServingCa,
+        join_signing: PrivateKey,
+        join_encryption: JoinEncryptionKey,
+        audit_signing: PrivateKey,
+        command_signing_root: CommandSigningRoot,
+    ) -> Result<KeySet, KeySetError> {
+        join_signing.require_role(KeyRole::JoinSigning)?;
+        audit_signing.require_role(KeyRole::AuditSigning)?;
+        for (name, td) in [
+            ("root CA", root_ca.trust_domain()),
+            ("node CA", node_ca.trust_domain()),
+            ("serving CA", serving_ca.trust_domain()),
+            ("command-signing root", command_signing_root.trust_domain()),
+        ] {
+            if *td != trust_domain {
+                return Err(KeySetError::TrustDomainMismatch(name));
+            }
+        }
+        Ok(KeySet {
+            trust_domain,
+            root_ca,
+            node_ca,
+            serving_ca,
+            join_signing,
+            join_encryption,
+            audit_signing,
+            command_signing_root,
+        })
+    }
+
+    /// The public key of each role in the set.
+    pub fn public_key(&self, role: KeyRole) -> Option<&PublicKey> {
+        Some(match role {
+            KeyRole::RootCa => self.root_ca.public_key(),
+            KeyRole::NodeCa => self.node_ca.public_key(),
+            KeyRole::ServingCa => self.serving_ca.public_key(),
+            KeyRole::JoinSigning => self.join_signing.public_key(),
+            KeyRole::JoinEncryption => self.join_encryption.public_key(),
+            KeyRole::AuditSigning => self.audit_signing.public_key(),
+            KeyRole::CommandSigningRoot => self.command_signing_root.public_key(),
+            KeyRole::Node | KeyRole::Serving => return None,
+        })
+    }
+
+    /// Every pin of the set.
+    pub fn pins(&self) -> KeySetPins {
+        KeySetPins {
+            root_ca: self.root_ca.public_key().pin(),
+            node_ca: self.node_ca.public_key().pin(),
+            serving_ca: self.serving_ca.public_key().pin(),
+            join_signing: self.join_signing.public_key().pin(),
+            join_encryption: self.join_encryption.public_key().pin(),
+            audit_signing: self.audit_signing.public_key().pin(),
+            command_signing_root: self.command_signing_root.public_key().pin(),
+        }
+    }
+}
