@@ -47,8 +47,8 @@ pub use batch::{
 };
 pub use bytes32::Bytes32Error;
 pub use scope::{
-    leaf_hash, node_hash, verify_proof, BatchId, PayloadDigest, ProofError, ScopeHash, ScopeLeaf,
-    ScopeProof, ScopeTree,
+    leaf_hash, node_hash, verify_proof, BatchId, BatchIdError, PayloadDigest, ProofError,
+    ScopeError, ScopeHash, ScopeLeaf, ScopeProof, ScopeTree, MAX_SCOPE_LEAVES,
 };
 pub use set_change::{
     decide_set_change, ApproverSetOffer, HeldApproverSet, SetChange, SetChangeRefusal,
