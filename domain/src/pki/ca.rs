@@ -175,7 +175,7 @@ fn ca_params(
 /// Parses one DER certificate, refusing trailing bytes.
 pub(crate) fn parse_cert(der: &[u8]) -> Option<X509Certificate<'_>> {
     match X509Certificate::from_der(der) {
-        Ok((rest, cert)) if rest.is_empty() => Some(cert),
+        Ok(([], cert)) => Some(cert),
         _ => None,
     }
 }

@@ -54,7 +54,7 @@ impl VerifiedCsr {
             return Err(CsrError::TooLarge(der.len()));
         }
         let csr = match X509CertificationRequest::from_der(der) {
-            Ok((rest, csr)) if rest.is_empty() => csr,
+            Ok(([], csr)) => csr,
             _ => return Err(CsrError::Malformed),
         };
         if csr.signature_algorithm.algorithm != OID_SIG_ECDSA_WITH_SHA256
