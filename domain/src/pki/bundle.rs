@@ -401,7 +401,6 @@ pub fn seal_bundle(keys: &KeySet, secret: &DeploymentSecret) -> Result<Vec<u8>, 
         nonce: b64(&nonce),
         ciphertext: b64(&body),
     };
-    // Wipe the plaintext payload copy: `body` now holds ciphertext only.
     to_json(&document(keys, sealed))
 }
 
