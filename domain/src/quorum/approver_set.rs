@@ -269,7 +269,7 @@ impl ApproverSet {
             });
         }
         let mut keys = keys;
-        keys.sort_by(|a, b| a.kid.cmp(&b.kid));
+        keys.sort_by_key(|k| k.kid);
         if let Some(pair) = keys.windows(2).find(|pair| pair[0].kid == pair[1].kid) {
             return Err(ApproverSetError::DuplicateKey { kid: pair[0].kid });
         }
