@@ -1,0 +1,188 @@
+//! `bcctl up`, `bcctl migrate`, `bcctl status`: creating, migrating and inspecting a store.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use events::store::{Backend, EventStore, LogStore, StoreError};
+use serde_json::json;
+
+/// Errors of the store subcommands, each with the way out.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreCmdError {
+    #[error("cannot create the working directory {path}: {source}")]
+    WorkDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the store at {0} has no schema yet: run `bcctl migrate --database-url <url>` (or `bcctl up`)")]
+    NotMigrated(String),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+impl StoreCmdError {
+    pub fn exit_code(&self) -> u8 {
+        1
+    }
+}
+
+#[derive(Args)]
+pub struct StoreArgs {
+    /// postgres://... or sqlite://PATH
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: String,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Working directory for the embedded store.
+    #[arg(long, default_value = ".bcctl")]
+    pub dir: PathBuf,
+    /// Use this database instead of the embedded SQLite file.
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn migrate(args: StoreArgs) -> Result<(), StoreCmdError> {
+    let store = EventStore::open(&args.database_url).await?;
+    let status = read_status(&store).await?;
+    println!(
+        "migrated {} store to schema version {}",
+        backend_name(store.backend()),
+        status.schema_version
+    );
+    Ok(())
+}
+
+pub async fn status(args: StatusArgs) -> Result<(), StoreCmdError> {
+    let store = EventStore::connect(&args.store.database_url).await?;
+    print_status(&store, &args.store.database_url, args.json).await
+}
+
+pub async fn up(args: UpArgs) -> Result<(), StoreCmdError> {
+    let url = match args.database_url {
+        Some(url) => url,
+        None => {
+            create_private_dir(&args.dir)?;
+            format!("sqlite://{}", args.dir.join("events.db").display())
+        }
+    };
+    let store = EventStore::open(&url).await?;
+    print_status(&store, &url, args.json).await
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), StoreCmdError> {
+    let err = |source| StoreCmdError::WorkDir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+    }
+    Ok(())
+}
+
+struct Status {
+    schema_version: i64,
+    events: i64,
+    head: i64,
+}
+
+async fn read_status(store: &EventStore) -> Result<Status, StoreError> {
+    let (schema_version, events) = match store {
+        EventStore::Postgres(s) => {
+            let v: Option<i64> = sqlx::query_scalar(
+                "SELECT max(version) FROM _sqlx_migrations WHERE success",
+            )
+            .fetch_one(s.pool())
+            .await?;
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+                .fetch_one(s.pool())
+                .await?;
+            (v.unwrap_or(0), n)
+        }
+        EventStore::Sqlite(s) => {
+            let v: Option<i64> = sqlx::query_scalar(
+                "SELECT max(version) FROM _sqlx_migrations WHERE success",
+            )
+            .fetch_one(s.reader())
+            .await?;
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+                .fetch_one(s.reader())
+                .await?;
+            (v.unwrap_or(0), n)
+        }
+    };
+    Ok(Status {
+        schema_version,
+        events,
+        head: store.head_position().await?,
+    })
+}
+
+async fn print_status(store: &EventStore, url: &str, as_json: bool) -> Result<(), StoreCmdError> {
+    let status = match read_status(store).await {
+        Ok(s) => s,
+        Err(StoreError::Database(sqlx::Error::Database(db)))
+            if db.code().as_deref() == Some("42P01") || db.message().contains("no such table") =>
+        {
+            return Err(StoreCmdError::NotMigrated(redact(url)))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let shown_url = redact(url);
+    if as_json {
+        println!(
+            "{}",
+            json!({
+                "backend": backend_name(store.backend()),
+                "database_url": shown_url,
+                "schema_version": status.schema_version,
+                "events": status.events,
+                "head_position": status.head,
+            })
+        );
+    } else {
+        println!("store:          {} ({shown_url})", backend_name(store.backend()));
+        println!("schema version: {}", status.schema_version);
+        println!("events:         {}", status.events);
+        println!("head position:  {}", status.head);
+    }
+    Ok(())
+}
+
+fn backend_name(b: Backend) -> &'static str {
+    match b {
+        Backend::Postgres => "postgres",
+        Backend::Sqlite => "sqlite",
+    }
+}
+
+/// Hides a password in a database URL before printing it.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{}:***{}", &url[..s + 3], user, &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
