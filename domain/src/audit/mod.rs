@@ -1,1 +1,43 @@
 //! Audit tree maths: RFC 9162 Merkle hashing and proofs, leaf encoding, C2SP checkpoints.
+//!
+//! Each tenant's events form an RFC 9162 Merkle log whose signed checkpoints let an auditor check
+//! the trail offline against a pinned key (DESIGN.md, "Audit"; issue 5). This module is the pure
+//! part of it; the sequencer, sealer, export and CLI are built on top.
+//!
+//! | module         | job                                                                          |
+//! |----------------|------------------------------------------------------------------------------|
+//! | [`merkle`]     | RFC 9162 §2.1 hashing, roots, in-memory proofs, and the one proof verifier   |
+//! | [`tree`]       | the sequencer's appender ([`tree::Frontier`]) and proofs from stored nodes   |
+//! | [`leaf`]       | the versioned byte encoding of an audit leaf                                 |
+//! | [`key`]        | the audit key: public key, pin, verifier-key string, signer                  |
+//! | [`note`]       | C2SP signed notes with ECDSA P-256 (signature type 0x02)                      |
+//! | [`checkpoint`] | C2SP tlog checkpoints of a tenant's log                                      |
+//! | [`seal`]       | the seal decision: sign only strict extensions of the last checkpoint        |
+//! | [`trail`]      | the offline verifier of a tenant's whole trail                               |
+//!
+//! A typical flow: the sequencer turns each event into an [`AuditLeaf`], hashes it
+//! ([`AuditLeaf::leaf_hash`]), appends the batch to the tenant's [`Frontier`] and stores the
+//! nodes it reports. The sealer asks [`tree::prove_consistency`] for a proof from the last
+//! checkpoint, passes it to [`decide_seal`], signs the approved [`Checkpoint`] and records the
+//! note with the [`trail::note_sha256`] of the previous one. An auditor feeds the export to
+//! [`verify_trail`].
+
+pub mod checkpoint;
+pub mod key;
+pub mod leaf;
+pub mod merkle;
+pub mod note;
+pub mod seal;
+pub mod trail;
+pub mod tree;
+
+pub use checkpoint::{audit_origin, Checkpoint, CheckpointError};
+pub use key::{AuditPublicKey, AuditSigner, KeyError, KeyPin};
+pub use leaf::{AuditLeaf, LeafError};
+pub use merkle::{
+    leaf_hash, node_hash, verify_consistency, verify_inclusion, Hash, ProofError, EMPTY_ROOT,
+};
+pub use note::{open_note, sign_note, Note, NoteError};
+pub use seal::{decide_seal, SealRefusal, TreeHead};
+pub use trail::{verify_trail, Progress, TrailCheckpoint, TrailFault, TrailLeaf, TrailSummary};
+pub use tree::{Frontier, HashReader, MemoryStore, NodeId, ProofPlan, StoredNode, TreeError};
