@@ -84,6 +84,17 @@ async fn appends_number_versions_from_one(db: &TestDb) {
         [a.positions.clone(), b.positions.clone()].concat()
     );
     assert_eq!(store.head_position().await.unwrap(), b.positions[1]);
+    // What the append says it recorded is what the log holds (but the commit marker).
+    let batch = events(2);
+    let c = store
+        .append("node/a", ExpectedVersion::Exact(5), &batch)
+        .await
+        .unwrap();
+    let mut stored = store.read_stream("node/a").await.unwrap().split_off(5);
+    for e in &mut stored {
+        e.tx_id = None;
+    }
+    assert_eq!(c.recorded("node/a", &batch), stored);
 }
 
 async fn expected_version_rules(db: &TestDb) {

@@ -55,6 +55,34 @@ pub struct Appended {
     pub already_appended: bool,
 }
 
+impl Appended {
+    /// The appended events as the log now holds them (positions and versions filled in), for
+    /// applying inline projections in the same transaction: projections always see
+    /// [`RecordedEvent`]s, whether fed by a command or by a rebuild from the log. `tx_id` is left
+    /// empty: it is only known to readers after commit.
+    pub fn recorded(&self, stream: &str, events: &[NewEvent]) -> Vec<RecordedEvent> {
+        let first_version = self.stream_version as i64 - events.len() as i64 + 1;
+        events
+            .iter()
+            .zip(&self.positions)
+            .enumerate()
+            .map(|(i, (e, &position))| RecordedEvent {
+                position,
+                stream_id: stream.to_string(),
+                stream_version: first_version + i as i64,
+                event_id: e.event_id,
+                event_type: e.event_type.clone(),
+                schema_version: e.schema_version,
+                tenant_id: e.tenant_id.clone(),
+                occurred_at_us: e.occurred_at_us,
+                payload: e.payload().to_vec(),
+                payload_sha256: *e.payload_sha256(),
+                tx_id: None,
+            })
+            .collect()
+    }
+}
+
 /// Which database a store runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
