@@ -153,10 +153,9 @@ impl AuditPublicKey {
 
     /// Parses a verifier key string, checking its type byte and key ID.
     pub fn parse_verifier_key(s: &str) -> Result<Self, KeyError> {
-        let mut parts = s.split('+');
-        let (Some(tag), Some(id), Some(key), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
+        // The base64 part may itself hold '+', so only the first two separate fields.
+        let mut parts = s.splitn(3, '+');
+        let (Some(tag), Some(id), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(KeyError::BadVerifierKey(
                 "expected three fields separated by '+'",
             ));
