@@ -1,6 +1,76 @@
 //! Projections: SQL tables built only from events.
 //!
-//! One module per projection says how each event changes its table, inside the same transaction
-//! as the append. A projection must never read the clock or anything outside its events, so that
-//! rebuilding it from the log gives byte-identical tables; every row records the log position it
-//! reflects.
+//! One module per projection says how each event changes its tables ([`Projection`]), inside the
+//! same transaction as the append (inline) or while rebuilding from the log ([`rebuild`]). A
+//! projection must never read the clock or anything outside its events, so that rebuilding it
+//! from the log gives byte-identical tables ([`digest`] checks that); every row records the log
+//! position it reflects.
+
+pub mod digest;
+pub mod rebuild;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use events::store::{StoreError, StoreTx};
+use events::RecordedEvent;
+
+pub use digest::{digest_tables, TableSpec};
+pub use rebuild::{rebuild, rebuild_in, RebuildProgress};
+
+/// A boxed future: projections are held as trait objects in a registry.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why a projection could not apply an event. These are bugs or corruption, never refusals.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectionError {
+    #[error("projection {projection}: event at position {position} ({event_type}) cannot be applied: {why}")]
+    Inapplicable {
+        projection: &'static str,
+        position: i64,
+        event_type: String,
+        why: String,
+    },
+    #[error("projection payload: {0}")]
+    Decode(#[from] events::envelope::DecodeError),
+    #[error("projection store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// How one projection follows the log.
+pub trait Projection: Send + Sync {
+    /// A short name for progress output and errors.
+    fn name(&self) -> &'static str;
+
+    /// The tables it owns, with their canonical order (for digests and rebuilds).
+    fn tables(&self) -> &'static [TableSpec];
+
+    /// Whether events of this type change its tables.
+    fn handles(&self, event_type: &str) -> bool;
+
+    /// Applies a run of events in log order inside `tx`. Only events it `handles` are passed.
+    /// Implementations write in bulk where they can: rebuilds feed thousands at a time.
+    fn apply<'a>(
+        &'a self,
+        tx: &'a mut StoreTx,
+        events: &'a [&'a RecordedEvent],
+    ) -> BoxFuture<'a, Result<(), ProjectionError>>;
+}
+
+/// Applies `events` to every projection in `projections` that handles them, in order.
+pub async fn apply_all(
+    projections: &[&dyn Projection],
+    tx: &mut StoreTx,
+    events: &[RecordedEvent],
+) -> Result<(), ProjectionError> {
+    for p in projections {
+        let mine: Vec<&RecordedEvent> = events
+            .iter()
+            .filter(|e| p.handles(&e.event_type))
+            .collect();
+        if !mine.is_empty() {
+            p.apply(tx, &mine).await?;
+        }
+    }
+    Ok(())
+}

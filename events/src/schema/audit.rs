@@ -1,0 +1,7 @@
+//! Event types of `proto/bc/events/v1/audit.proto`.
+
+use super::*;
+
+event_payload! {
+    AuditCheckpointSealed => "audit.checkpoint.sealed", v1;
+}

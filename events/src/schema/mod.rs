@@ -1,0 +1,25 @@
+//! Protobuf payload types, generated at build time from `proto/` by protox and prost.
+//!
+//! Each payload type names its event type and schema version through [`EventPayload`], so an
+//! event can only be built with the type string that matches its bytes.
+
+#![allow(clippy::doc_lazy_continuation)]
+
+include!(concat!(env!("OUT_DIR"), "/bc.events.v1.rs"));
+
+/// Declares which event type and schema version a generated payload message is.
+macro_rules! event_payload {
+    ($($ty:ident => $name:literal, v$version:literal;)*) => {
+        $(
+            impl $crate::envelope::EventPayload for $ty {
+                const EVENT_TYPE: &'static str = $name;
+                const SCHEMA_VERSION: u32 = $version;
+            }
+        )*
+    };
+}
+
+// One file per area, beside its `.proto` file.
+mod audit;
+mod identity;
+mod quorum;

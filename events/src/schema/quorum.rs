@@ -1,0 +1,1 @@
+//! Event types of `proto/bc/events/v1/quorum.proto`.
