@@ -3,5 +3,5 @@
 use super::*;
 
 event_payload! {
-    AuditCheckpointSealed => "audit.checkpoint.sealed", v1;
+    AuditCheckpointSealed => "audit.checkpoint.sealed", version 1;
 }

@@ -9,7 +9,7 @@ include!(concat!(env!("OUT_DIR"), "/bc.events.v1.rs"));
 
 /// Declares which event type and schema version a generated payload message is.
 macro_rules! event_payload {
-    ($($ty:ident => $name:literal, v$version:literal;)*) => {
+    ($($ty:ident => $name:literal, version $version:literal;)*) => {
         $(
             impl $crate::envelope::EventPayload for $ty {
                 const EVENT_TYPE: &'static str = $name;
