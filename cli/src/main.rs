@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod pki_cmd;
 mod store_cmd;
 
 #[derive(Parser)]
@@ -26,6 +27,9 @@ enum Command {
     Migrate(store_cmd::StoreArgs),
     /// Print a store's status: backend, schema version, events, head position.
     Status(store_cmd::StatusArgs),
+    /// The deployment's keys: create the bundle once, print its pins.
+    #[command(subcommand)]
+    Pki(pki_cmd::PkiCommand),
 }
 
 fn main() -> ExitCode {
@@ -37,18 +41,46 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = runtime.block_on(async {
+    let result: Result<(), Failure> = runtime.block_on(async {
         match cli.command {
-            Command::Up(args) => store_cmd::up(args).await,
-            Command::Migrate(args) => store_cmd::migrate(args).await,
-            Command::Status(args) => store_cmd::status(args).await,
+            Command::Up(args) => store_cmd::up(args).await.map_err(Failure::from),
+            Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
+            Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
+            Command::Pki(cmd) => pki_cmd::run(cmd).map_err(Failure::from),
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("bcctl: {e}");
-            ExitCode::from(e.exit_code())
+            eprintln!("bcctl: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+/// A failed subcommand: what to tell the operator and the exit code. Each subcommand's typed
+/// error converts into it with exit code 1; a subcommand that documents other codes builds it
+/// with [`Failure::coded`].
+pub(crate) struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl Failure {
+    #[allow(dead_code)]
+    pub(crate) fn coded(message: impl Into<String>, code: u8) -> Self {
+        Failure {
+            message: message.into(),
+            code,
+        }
+    }
+}
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure {
+            message: e.to_string(),
+            code: 1,
         }
     }
 }

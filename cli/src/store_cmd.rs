@@ -20,12 +20,6 @@ pub enum StoreCmdError {
     Store(#[from] StoreError),
 }
 
-impl StoreCmdError {
-    pub fn exit_code(&self) -> u8 {
-        1
-    }
-}
-
 #[derive(Args)]
 pub struct StoreArgs {
     /// postgres://... or sqlite://PATH

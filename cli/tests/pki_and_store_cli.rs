@@ -1,0 +1,155 @@
+//! The real `bcctl` binary: `pki init` / `pki show`, `up`, `migrate`, `status`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
+
+const SECRET: &str = "a-deployment-secret-of-more-than-32-characters";
+
+fn bcctl(dir: &std::path::Path, args: &[&str], secret: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bcctl"));
+    cmd.current_dir(dir).args(args).env_remove("BC_DEPLOYMENT_SECRET");
+    if let Some(s) = secret {
+        cmd.env("BC_DEPLOYMENT_SECRET", s);
+    }
+    cmd.output().expect("bcctl runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).expect("stdout is JSON")
+}
+
+#[test]
+fn pki_init_needs_the_secret_and_says_which_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bcctl(dir.path(), &["pki", "init", "--trust-domain", "td.test"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("MISSING_ENV: set BC_DEPLOYMENT_SECRET"), "{}", stderr(&out));
+    let short = bcctl(
+        dir.path(),
+        &["pki", "init", "--trust-domain", "td.test"],
+        Some("too-short"),
+    );
+    assert_eq!(short.status.code(), Some(1));
+    assert!(stderr(&short).contains("holds 9 characters"), "{}", stderr(&short));
+    assert!(!dir.path().join(".bcctl/pki.json").exists());
+}
+
+#[test]
+fn pki_bundle_is_private_never_overwritten_and_authenticated_with_the_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let init = bcctl(
+        dir.path(),
+        &["pki", "init", "--trust-domain", "td.test", "--json"],
+        Some(SECRET),
+    );
+    assert!(init.status.success(), "{}", stderr(&init));
+    let created = json(&init);
+    assert_eq!(created["sealed"], true);
+    let path = dir.path().join(".bcctl/pki.json");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let before = std::fs::read(&path).unwrap();
+
+    let again = bcctl(dir.path(), &["pki", "init", "--trust-domain", "td.test"], Some(SECRET));
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr(&again).contains("never overwritten"), "{}", stderr(&again));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+
+    let show = bcctl(dir.path(), &["pki", "show", "--json"], Some(SECRET));
+    assert!(show.status.success(), "{}", stderr(&show));
+    let shown = json(&show);
+    assert_eq!(shown["publicAuthenticated"], true);
+    assert_eq!(shown["protection"], "sealed");
+    assert_eq!(shown["pins"], created["pins"]);
+    for pin in shown["pins"].as_object().unwrap().values() {
+        let pin = pin.as_str().unwrap();
+        assert!(pin.starts_with("sha256/") && pin.len() == 7 + 44, "{pin}");
+    }
+
+    let unauthenticated = bcctl(dir.path(), &["pki", "show", "--json"], None);
+    assert!(unauthenticated.status.success());
+    assert_eq!(json(&unauthenticated)["publicAuthenticated"], false);
+
+    let wrong = bcctl(
+        dir.path(),
+        &["pki", "show"],
+        Some("another-secret-that-is-long-enough-to-pass"),
+    );
+    assert_eq!(wrong.status.code(), Some(1));
+}
+
+#[test]
+fn pki_bundle_whose_public_half_changed_refuses_to_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    for d in [dir.path(), other.path()] {
+        let init = bcctl(d, &["pki", "init", "--trust-domain", "td.test"], Some(SECRET));
+        assert!(init.status.success(), "{}", stderr(&init));
+    }
+    // Swap in another deployment's audit public key: the seal covers every public field.
+    let path = dir.path().join(".bcctl/pki.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let foreign: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(other.path().join(".bcctl/pki.json")).unwrap())
+            .unwrap();
+    doc["publicKeys"]["auditSigning"] = foreign["publicKeys"]["auditSigning"].clone();
+    let tampered = dir.path().join("tampered.json");
+    std::fs::write(&tampered, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let show = bcctl(
+        dir.path(),
+        &["pki", "show", "--file", "tampered.json"],
+        Some(SECRET),
+    );
+    assert_eq!(show.status.code(), Some(1), "{}", stderr(&show));
+    assert!(stderr(&show).contains("tampered.json"), "{}", stderr(&show));
+}
+
+#[test]
+fn up_creates_and_migrates_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = bcctl(dir.path(), &["up", "--json"], None);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let status = json(&up);
+    assert_eq!(status["backend"], "sqlite");
+    assert_eq!(status["events"], 0);
+    assert_eq!(status["head_position"], 0);
+    assert!(status["schema_version"].as_i64().unwrap() >= 1);
+    let mode = std::fs::metadata(dir.path().join(".bcctl"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
+    assert!(dir.path().join(".bcctl/events.db").exists());
+    // Idempotent: a second `up` finds the same store.
+    let again = bcctl(dir.path(), &["up", "--json"], None);
+    assert!(again.status.success());
+    assert_eq!(json(&again)["schema_version"], status["schema_version"]);
+}
+
+#[tokio::test]
+async fn status_on_an_unmigrated_postgres_database_says_how_to_fix_it() {
+    let db = events::store::testkit::TestDb::postgres().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let status = bcctl(
+        dir.path(),
+        &["status", "--database-url", db.url()],
+        None,
+    );
+    assert_eq!(status.status.code(), Some(1));
+    assert!(stderr(&status).contains("run `bcctl migrate"), "{}", stderr(&status));
+    let migrate = bcctl(dir.path(), &["migrate", "--database-url", db.url()], None);
+    assert!(migrate.status.success(), "{}", stderr(&migrate));
+    let status = bcctl(
+        dir.path(),
+        &["status", "--json", "--database-url", db.url()],
+        None,
+    );
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert_eq!(json(&status)["backend"], "postgres");
+}
