@@ -1,4 +1,9 @@
 //! The agent-facing edge: TLS, node sessions and the revocation feed.
 //!
 //! Identity and mTLS stay here: past this crate, code sees only typed, already-checked node
-//! identities. It must never hold a signing key when it runs split from the API.
+//! identities ([`tls::VerifiedNode`]). It must never hold a signing key when it runs split from
+//! the API, and never let a certificate through that the node CA did not issue, that names
+//! another trust domain, more or fewer than one SPIFFE ID or role, or a revoked serial.
+
+pub mod revoked;
+pub mod tls;

@@ -1,0 +1,260 @@
+//! mTLS for node connections: the serving side's rustls configuration and the client-certificate
+//! verifier that admits only live node identities.
+//!
+//! tonic's own TLS options can check a chain but not a SPIFFE profile or a revocation list, so
+//! TLS is terminated here, in front of the gRPC server. [`NodeClientVerifier`] first lets webpki
+//! check the chain to the node CA (signature, validity, client-auth usage), then checks the
+//! profile with `domain::pki::NodeIdentity` (exactly one SPIFFE ID, in our trust domain, exactly
+//! one agent role, nothing but `urn:bc:` statements beside it), then the serial against the
+//! revocation feed's [`RevokedSerials`]. Every refusal is counted by reason.
+//!
+//! Past a handshake, code sees a [`VerifiedNode`], which only [`VerifiedNode::from_connection`]
+//! builds, from a connection this verifier accepted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use domain::pki::{IdentityError, NodeIdentity, TrustDomain};
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{
+    CertificateError, DigitallySignedStruct, DistinguishedName, OtherError, RootCertStore,
+    ServerConfig, SignatureScheme,
+};
+
+use crate::revoked::RevokedSerials;
+
+/// Why a node's certificate was refused at the handshake.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HandshakeRefusal {
+    #[error("certificate chain: {0}")]
+    Chain(String),
+    #[error("certificate names another trust domain ({found}); this gateway serves {expected}")]
+    ForeignTrustDomain { found: String, expected: String },
+    #[error("certificate carries {0} SPIFFE IDs; a node has exactly one")]
+    NotOneSpiffeId(usize),
+    #[error("certificate subject names no OU=bc-role:<role>")]
+    NoRole,
+    #[error("certificate subject names {0} roles; a node has exactly one")]
+    SeveralRoles(usize),
+    #[error("certificate is not a node identity: {0}")]
+    Profile(String),
+    #[error("certificate serial {0} is revoked")]
+    Revoked(String),
+}
+
+impl HandshakeRefusal {
+    /// The short reason used in metrics and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            HandshakeRefusal::Chain(_) => "chain",
+            HandshakeRefusal::ForeignTrustDomain { .. } => "foreign-trust-domain",
+            HandshakeRefusal::NotOneSpiffeId(_) => "not-one-spiffe-id",
+            HandshakeRefusal::NoRole => "no-role",
+            HandshakeRefusal::SeveralRoles(_) => "several-roles",
+            HandshakeRefusal::Profile(_) => "profile",
+            HandshakeRefusal::Revoked(_) => "revoked",
+        }
+    }
+
+    fn from_identity(e: IdentityError) -> Self {
+        match e {
+            IdentityError::ForeignTrustDomain { found, expected } => {
+                HandshakeRefusal::ForeignTrustDomain { found, expected }
+            }
+            IdentityError::NotOneSpiffeId(n) => HandshakeRefusal::NotOneSpiffeId(n),
+            IdentityError::MissingRole => HandshakeRefusal::NoRole,
+            IdentityError::MultipleRoles(n) => HandshakeRefusal::SeveralRoles(n),
+            other => HandshakeRefusal::Profile(other.to_string()),
+        }
+    }
+}
+
+/// Counts of handshake refusals by reason, and the last one (for logs and tests).
+#[derive(Debug, Default)]
+pub struct RefusalCounters {
+    total: AtomicU64,
+    last: Mutex<Option<HandshakeRefusal>>,
+    by_reason: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+}
+
+impl RefusalCounters {
+    fn record(&self, refusal: &HandshakeRefusal) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut m) = self.by_reason.lock() {
+            *m.entry(refusal.reason()).or_default() += 1;
+        }
+        if let Ok(mut l) = self.last.lock() {
+            *l = Some(refusal.clone());
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    pub fn last(&self) -> Option<HandshakeRefusal> {
+        self.last.lock().ok().and_then(|l| l.clone())
+    }
+
+    pub fn by_reason(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.by_reason.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+/// Admits client certificates that are live node identities of one trust domain.
+#[derive(Debug)]
+pub struct NodeClientVerifier {
+    chain: Arc<dyn ClientCertVerifier>,
+    trust_domain: TrustDomain,
+    revoked: Arc<RevokedSerials>,
+    refusals: Arc<RefusalCounters>,
+}
+
+/// Errors building the TLS configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    #[error("the node CA certificate is not usable as a trust anchor: {0}")]
+    NodeCa(String),
+    #[error("TLS configuration: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("client verifier: {0}")]
+    Verifier(String),
+}
+
+/// The crypto provider for every TLS endpoint of the project (ring; see docs/DECISIONS.md).
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl NodeClientVerifier {
+    /// A verifier for certificates issued by `node_ca_der` in `trust_domain`.
+    pub fn new(
+        node_ca_der: &[u8],
+        trust_domain: TrustDomain,
+        revoked: Arc<RevokedSerials>,
+        refusals: Arc<RefusalCounters>,
+    ) -> Result<Self, TlsSetupError> {
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from(node_ca_der.to_vec()))
+            .map_err(|e| TlsSetupError::NodeCa(e.to_string()))?;
+        let chain = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .map_err(|e| TlsSetupError::Verifier(e.to_string()))?;
+        Ok(NodeClientVerifier {
+            chain,
+            trust_domain,
+            revoked,
+            refusals,
+        })
+    }
+
+    fn refuse(&self, refusal: HandshakeRefusal) -> rustls::Error {
+        tracing::info!(reason = refusal.reason(), %refusal, "node handshake refused");
+        self.refusals.record(&refusal);
+        let cert_error = match refusal {
+            HandshakeRefusal::Revoked(_) => CertificateError::Revoked,
+            other => CertificateError::Other(OtherError(Arc::new(other))),
+        };
+        rustls::Error::InvalidCertificate(cert_error)
+    }
+}
+
+impl ClientCertVerifier for NodeClientVerifier {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.chain.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        if let Err(e) = self
+            .chain
+            .verify_client_cert(end_entity, intermediates, now)
+        {
+            return Err(self.refuse(HandshakeRefusal::Chain(e.to_string())));
+        }
+        let identity = NodeIdentity::from_leaf_der(end_entity.as_ref(), &self.trust_domain)
+            .map_err(|e| self.refuse(HandshakeRefusal::from_identity(e)))?;
+        if self.revoked.contains(identity.serial.as_bytes()) {
+            return Err(self.refuse(HandshakeRefusal::Revoked(identity.serial.to_hex())));
+        }
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+}
+
+/// The gateway's serving configuration: its certificate chain (leaf first, from the serving
+/// CA), its key (PKCS#8), and client certificates checked by `verifier`. TLS 1.3 only.
+pub fn server_config(
+    chain: Vec<Vec<u8>>,
+    key_pkcs8: Vec<u8>,
+    verifier: Arc<NodeClientVerifier>,
+) -> Result<ServerConfig, TlsSetupError> {
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            chain.into_iter().map(CertificateDer::from).collect(),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pkcs8)),
+        )?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+/// A node identity that came through [`NodeClientVerifier`] on this connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifiedNode {
+    identity: NodeIdentity,
+}
+
+impl VerifiedNode {
+    /// Reads the identity of the peer of a server connection whose handshake completed under a
+    /// [`NodeClientVerifier`] for `trust_domain`. `None` when the connection has no client
+    /// certificate (which that verifier never allows).
+    pub fn from_connection(
+        conn: &rustls::ServerConnection,
+        trust_domain: &TrustDomain,
+    ) -> Option<VerifiedNode> {
+        let leaf = conn.peer_certificates()?.first()?;
+        NodeIdentity::from_leaf_der(leaf.as_ref(), trust_domain)
+            .ok()
+            .map(|identity| VerifiedNode { identity })
+    }
+
+    pub fn identity(&self) -> &NodeIdentity {
+        &self.identity
+    }
+}
