@@ -12,4 +12,4 @@ pub mod schema;
 #[cfg(feature = "store")]
 pub mod store;
 
-pub use envelope::{EventPayload, NewEvent, RecordedEvent};
+pub use envelope::{new_event_id, EventPayload, NewEvent, RecordedEvent};
