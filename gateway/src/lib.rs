@@ -6,4 +6,5 @@
 //! another trust domain, more or fewer than one SPIFFE ID or role, or a revoked serial.
 
 pub mod revoked;
+pub mod sessions;
 pub mod tls;
