@@ -1,0 +1,533 @@
+//! `command_batches`, `command_batch_scope` (each leaf with its stored proof) and
+//! `command_batch_approvals`.
+//!
+//! The scope tree is maths of the pure `domain` crate, which this crate may not depend on, so the
+//! projection takes it as a [`ScopeIndexer`] function (the command layer passes
+//! `domain::quorum`'s tree). The indexer is pure, so a rebuild gives the same rows.
+
+use events::schema::{
+    BatchApprovalRecorded, BatchApproved, BatchCancelled, BatchCreated, BatchExpired, BatchLeaf,
+};
+use events::store::{LogTx, SqlValue, StoreError, StoreTx};
+use events::RecordedEvent;
+
+use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
+
+use super::{inapplicable, sql};
+
+const BATCHES: TableSpec = TableSpec {
+    name: "command_batches",
+    columns: &[
+        "batch_id",
+        "tenant_id",
+        "caller",
+        "reason",
+        "request_digest",
+        "scope_root",
+        "scope_size",
+        "not_after_us",
+        "required_approvals",
+        "approvals_held",
+        "approver_set_epoch",
+        "status",
+        "created_at_us",
+        "status_at_us",
+        "stream_version",
+        "position",
+    ],
+    order_by: "batch_id",
+};
+
+const SCOPE: TableSpec = TableSpec {
+    name: "command_batch_scope",
+    columns: &[
+        "batch_id",
+        "leaf_index",
+        "leaf_hash",
+        "subject",
+        "kind",
+        "payload_sha256",
+        "payload_type_url",
+        "payload_value",
+        "proof",
+        "position",
+    ],
+    order_by: "batch_id, leaf_index",
+};
+
+const APPROVALS: TableSpec = TableSpec {
+    name: "command_batch_approvals",
+    columns: &["batch_id", "kid", "sig", "recorded_at_us", "position"],
+    order_by: "batch_id, kid",
+};
+
+/// A batch's scope tree as rows: the root, each leaf's hash and each leaf's proof (siblings
+/// bottom-up, 32 bytes each), in the event's leaf order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeIndex {
+    pub root: [u8; 32],
+    pub leaf_hashes: Vec<[u8; 32]>,
+    pub proofs: Vec<Vec<u8>>,
+}
+
+/// Builds the scope tree of a batch's leaves (given in tree order). Pure.
+pub type ScopeIndexer = fn(batch_id: &[u8], leaves: &[BatchLeaf]) -> Result<ScopeIndex, String>;
+
+/// Destructive batches, their scopes and approvals.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchProjection {
+    indexer: ScopeIndexer,
+}
+
+impl BatchProjection {
+    pub const fn new(indexer: ScopeIndexer) -> Self {
+        BatchProjection { indexer }
+    }
+}
+
+/// Rows per multi-row INSERT on SQLite (10 parameters a row, far below its 32,766 limit).
+const SQLITE_ROWS_PER_INSERT: usize = 1000;
+
+async fn insert_scope(
+    tx: &mut StoreTx,
+    event: &RecordedEvent,
+    created: &BatchCreated,
+    index: &ScopeIndex,
+) -> Result<(), ProjectionError> {
+    let n = created.leaves.len();
+    match tx {
+        StoreTx::Postgres(t) => {
+            let ids = vec![created.batch_id.clone(); n];
+            let indexes: Vec<i64> = (0..n as i64).collect();
+            let hashes: Vec<Vec<u8>> = index.leaf_hashes.iter().map(|h| h.to_vec()).collect();
+            let subjects: Vec<&str> = created.leaves.iter().map(|l| l.subject.as_str()).collect();
+            let kinds: Vec<&str> = created.leaves.iter().map(|l| l.kind.as_str()).collect();
+            let digests: Vec<Option<&[u8]>> = created
+                .leaves
+                .iter()
+                .map(|l| (!l.payload_sha256.is_empty()).then_some(l.payload_sha256.as_slice()))
+                .collect();
+            let urls: Vec<Option<&str>> = created
+                .leaves
+                .iter()
+                .map(|l| l.has_payload.then_some(l.payload_type_url.as_str()))
+                .collect();
+            let values: Vec<Option<&[u8]>> = created
+                .leaves
+                .iter()
+                .map(|l| l.has_payload.then_some(l.payload_value.as_slice()))
+                .collect();
+            sqlx::query(
+                "INSERT INTO command_batch_scope (batch_id, leaf_index, leaf_hash, subject, kind, \
+                 payload_sha256, payload_type_url, payload_value, proof, position) \
+                 SELECT b, i, h, s, k, d, u, v, p, $10 FROM UNNEST($1::bytea[], $2::int8[], \
+                 $3::bytea[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::bytea[], \
+                 $9::bytea[]) AS t(b, i, h, s, k, d, u, v, p)",
+            )
+            .bind(ids)
+            .bind(indexes)
+            .bind(hashes)
+            .bind(subjects)
+            .bind(kinds)
+            .bind(digests)
+            .bind(urls)
+            .bind(values)
+            .bind(&index.proofs)
+            .bind(event.position)
+            .execute(t.connection())
+            .await
+            .map_err(StoreError::from)?;
+        }
+        StoreTx::Sqlite(t) => {
+            let rows: Vec<usize> = (0..n).collect();
+            for chunk in rows.chunks(SQLITE_ROWS_PER_INSERT) {
+                let mut builder = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+                    "INSERT INTO command_batch_scope (batch_id, leaf_index, leaf_hash, subject, \
+                     kind, payload_sha256, payload_type_url, payload_value, proof, position) ",
+                );
+                builder.push_values(chunk, |mut row, &i| {
+                    let leaf = &created.leaves[i];
+                    row.push_bind(created.batch_id.as_slice())
+                        .push_bind(i as i64)
+                        .push_bind(index.leaf_hashes[i].as_slice())
+                        .push_bind(leaf.subject.as_str())
+                        .push_bind(leaf.kind.as_str())
+                        .push_bind(
+                            (!leaf.payload_sha256.is_empty())
+                                .then_some(leaf.payload_sha256.as_slice()),
+                        )
+                        .push_bind(leaf.has_payload.then_some(leaf.payload_type_url.as_str()))
+                        .push_bind(leaf.has_payload.then_some(leaf.payload_value.as_slice()))
+                        .push_bind(index.proofs[i].as_slice())
+                        .push_bind(event.position);
+                });
+                builder
+                    .build()
+                    .execute(t.connection())
+                    .await
+                    .map_err(StoreError::from)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl BatchProjection {
+    async fn apply_created(
+        &self,
+        tx: &mut StoreTx,
+        event: &RecordedEvent,
+    ) -> Result<(), ProjectionError> {
+        let created: BatchCreated = event.decode()?;
+        let index = (self.indexer)(&created.batch_id, &created.leaves)
+            .map_err(|why| inapplicable("command_batches", event, why))?;
+        if index.root.as_slice() != created.scope_root.as_slice()
+            || index.leaf_hashes.len() != created.scope_size as usize
+        {
+            return Err(inapplicable(
+                "command_batches",
+                event,
+                "the leaves do not give the recorded scope root and size".to_string(),
+            ));
+        }
+        tx.execute(
+            "INSERT INTO command_batches (batch_id, tenant_id, caller, reason, request_digest, \
+             scope_root, scope_size, not_after_us, required_approvals, approvals_held, \
+             approver_set_epoch, status, created_at_us, status_at_us, stream_version, position) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, 'pending', $11, $11, $12, $13)",
+            &[
+                SqlValue::Bytes(created.batch_id.clone()),
+                SqlValue::Text(created.tenant_id.clone()),
+                SqlValue::Text(created.caller.clone()),
+                SqlValue::Text(created.reason.clone()),
+                SqlValue::Bytes(created.request_digest.clone()),
+                SqlValue::Bytes(created.scope_root.clone()),
+                SqlValue::Int(i64::from(created.scope_size)),
+                SqlValue::Int(created.not_after_us),
+                SqlValue::Int(i64::from(created.required_approvals)),
+                SqlValue::Int(i64::try_from(created.approver_set_epoch).unwrap_or(i64::MAX)),
+                SqlValue::Int(event.occurred_at_us),
+                SqlValue::Int(event.stream_version),
+                SqlValue::Int(event.position),
+            ],
+        )
+        .await?;
+        insert_scope(tx, event, &created, &index).await
+    }
+}
+
+async fn set_status(
+    tx: &mut StoreTx,
+    event: &RecordedEvent,
+    batch_id: &[u8],
+    status: &str,
+) -> Result<(), ProjectionError> {
+    let changed = tx
+        .execute(
+            "UPDATE command_batches SET status = $1, status_at_us = $2, stream_version = $3, \
+             position = $4 WHERE batch_id = $5",
+            &[
+                SqlValue::Text(status.to_string()),
+                SqlValue::Int(event.occurred_at_us),
+                SqlValue::Int(event.stream_version),
+                SqlValue::Int(event.position),
+                SqlValue::Bytes(batch_id.to_vec()),
+            ],
+        )
+        .await?;
+    if changed != 1 {
+        return Err(inapplicable(
+            "command_batches",
+            event,
+            "no such batch".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+impl Projection for BatchProjection {
+    fn name(&self) -> &'static str {
+        "command_batches"
+    }
+
+    fn tables(&self) -> &'static [TableSpec] {
+        &[BATCHES, SCOPE, APPROVALS]
+    }
+
+    fn handles(&self, event_type: &str) -> bool {
+        matches!(
+            event_type,
+            "batch.created"
+                | "batch.approval.recorded"
+                | "batch.approved"
+                | "batch.expired"
+                | "batch.cancelled"
+        )
+    }
+
+    fn apply<'a>(
+        &'a self,
+        tx: &'a mut StoreTx,
+        events: &'a [&'a RecordedEvent],
+    ) -> BoxFuture<'a, Result<(), ProjectionError>> {
+        Box::pin(async move {
+            for event in events {
+                match event.event_type.as_str() {
+                    "batch.created" => self.apply_created(tx, event).await?,
+                    "batch.approval.recorded" => {
+                        let recorded: BatchApprovalRecorded = event.decode()?;
+                        let signature = recorded.signature.unwrap_or_default();
+                        tx.execute(
+                            "INSERT INTO command_batch_approvals (batch_id, kid, sig, \
+                             recorded_at_us, position) VALUES ($1, $2, $3, $4, $5)",
+                            &[
+                                SqlValue::Bytes(recorded.batch_id.clone()),
+                                SqlValue::Bytes(signature.kid),
+                                SqlValue::Bytes(signature.sig),
+                                SqlValue::Int(event.occurred_at_us),
+                                SqlValue::Int(event.position),
+                            ],
+                        )
+                        .await?;
+                        tx.execute(
+                            "UPDATE command_batches SET approvals_held = approvals_held + 1, \
+                             stream_version = $1, position = $2 WHERE batch_id = $3",
+                            &[
+                                SqlValue::Int(event.stream_version),
+                                SqlValue::Int(event.position),
+                                SqlValue::Bytes(recorded.batch_id),
+                            ],
+                        )
+                        .await?;
+                    }
+                    "batch.approved" => {
+                        let approved: BatchApproved = event.decode()?;
+                        set_status(tx, event, &approved.batch_id, "approved").await?;
+                    }
+                    "batch.expired" => {
+                        let expired: BatchExpired = event.decode()?;
+                        set_status(tx, event, &expired.batch_id, "expired").await?;
+                    }
+                    "batch.cancelled" => {
+                        let cancelled: BatchCancelled = event.decode()?;
+                        set_status(tx, event, &cancelled.batch_id, "cancelled").await?;
+                    }
+                    other => {
+                        return Err(inapplicable(
+                            "command_batches",
+                            event,
+                            format!("unexpected event type {other}"),
+                        ))
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A `command_batches` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRow {
+    pub batch_id: Vec<u8>,
+    pub tenant_id: String,
+    pub caller: String,
+    pub reason: String,
+    pub request_digest: Vec<u8>,
+    pub scope_root: Vec<u8>,
+    pub scope_size: u32,
+    pub not_after_us: i64,
+    pub required_approvals: u32,
+    pub approvals_held: u32,
+    pub approver_set_epoch: u64,
+    pub status: String,
+    pub created_at_us: i64,
+    pub status_at_us: i64,
+    pub stream_version: u64,
+}
+
+type BatchTuple = (
+    Vec<u8>,
+    String,
+    String,
+    String,
+    Vec<u8>,
+    Vec<u8>,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    String,
+    i64,
+    i64,
+    i64,
+);
+
+const BATCH_COLUMNS: &str = "batch_id, tenant_id, caller, reason, request_digest, scope_root, \
+     scope_size, not_after_us, required_approvals, approvals_held, approver_set_epoch, status, \
+     created_at_us, status_at_us, stream_version";
+
+fn batch_row(r: BatchTuple) -> BatchRow {
+    BatchRow {
+        batch_id: r.0,
+        tenant_id: r.1,
+        caller: r.2,
+        reason: r.3,
+        request_digest: r.4,
+        scope_root: r.5,
+        scope_size: u32::try_from(r.6).unwrap_or(0),
+        not_after_us: r.7,
+        required_approvals: u32::try_from(r.8).unwrap_or(u32::MAX),
+        approvals_held: u32::try_from(r.9).unwrap_or(0),
+        approver_set_epoch: r.10.max(0) as u64,
+        status: r.11,
+        created_at_us: r.12,
+        status_at_us: r.13,
+        stream_version: r.14.max(0) as u64,
+    }
+}
+
+/// One batch.
+pub async fn read_batch(tx: &mut StoreTx, batch_id: &[u8]) -> Result<Option<BatchRow>, StoreError> {
+    let row: Option<BatchTuple> = sql::fetch_optional(
+        tx,
+        &format!("SELECT {BATCH_COLUMNS} FROM command_batches WHERE batch_id = $1"),
+        &[SqlValue::Bytes(batch_id.to_vec())],
+    )
+    .await?;
+    Ok(row.map(batch_row))
+}
+
+/// Pending batches whose end is before `now_us`, at most `limit`, oldest end first.
+pub async fn pending_past_end(
+    tx: &mut StoreTx,
+    now_us: i64,
+    limit: u32,
+) -> Result<Vec<BatchRow>, StoreError> {
+    let rows: Vec<BatchTuple> = sql::fetch_all(
+        tx,
+        &format!(
+            "SELECT {BATCH_COLUMNS} FROM command_batches WHERE status = 'pending' \
+             AND not_after_us < $1 ORDER BY not_after_us, batch_id LIMIT $2"
+        ),
+        &[SqlValue::Int(now_us), SqlValue::Int(i64::from(limit))],
+    )
+    .await?;
+    Ok(rows.into_iter().map(batch_row).collect())
+}
+
+/// A recorded approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRow {
+    pub kid: Vec<u8>,
+    pub sig: Vec<u8>,
+    pub recorded_at_us: i64,
+}
+
+/// A batch's approvals, in kid order.
+pub async fn read_approvals(
+    tx: &mut StoreTx,
+    batch_id: &[u8],
+) -> Result<Vec<ApprovalRow>, StoreError> {
+    let rows: Vec<(Vec<u8>, Vec<u8>, i64)> = sql::fetch_all(
+        tx,
+        "SELECT kid, sig, recorded_at_us FROM command_batch_approvals WHERE batch_id = $1 \
+         ORDER BY kid",
+        &[SqlValue::Bytes(batch_id.to_vec())],
+    )
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| ApprovalRow {
+            kid: r.0,
+            sig: r.1,
+            recorded_at_us: r.2,
+        })
+        .collect())
+}
+
+/// A `command_batch_scope` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeRow {
+    pub leaf_index: u32,
+    pub leaf_hash: Vec<u8>,
+    pub subject: String,
+    pub kind: String,
+    pub payload_sha256: Option<Vec<u8>>,
+    pub payload_type_url: Option<String>,
+    pub payload_value: Option<Vec<u8>>,
+    /// Siblings bottom-up, 32 bytes each.
+    pub proof: Vec<u8>,
+}
+
+type ScopeTuple = (
+    i64,
+    Vec<u8>,
+    String,
+    String,
+    Option<Vec<u8>>,
+    Option<String>,
+    Option<Vec<u8>>,
+    Vec<u8>,
+);
+
+const SCOPE_COLUMNS: &str = "leaf_index, leaf_hash, subject, kind, payload_sha256, \
+     payload_type_url, payload_value, proof";
+
+fn scope_row(r: ScopeTuple) -> ScopeRow {
+    ScopeRow {
+        leaf_index: u32::try_from(r.0).unwrap_or(u32::MAX),
+        leaf_hash: r.1,
+        subject: r.2,
+        kind: r.3,
+        payload_sha256: r.4,
+        payload_type_url: r.5,
+        payload_value: r.6,
+        proof: r.7,
+    }
+}
+
+/// Up to `limit` scope leaves from `from_index` on, in leaf order.
+pub async fn read_scope_page(
+    tx: &mut StoreTx,
+    batch_id: &[u8],
+    from_index: u32,
+    limit: u32,
+) -> Result<Vec<ScopeRow>, StoreError> {
+    let rows: Vec<ScopeTuple> = sql::fetch_all(
+        tx,
+        &format!(
+            "SELECT {SCOPE_COLUMNS} FROM command_batch_scope WHERE batch_id = $1 \
+             AND leaf_index >= $2 ORDER BY leaf_index LIMIT $3"
+        ),
+        &[
+            SqlValue::Bytes(batch_id.to_vec()),
+            SqlValue::Int(i64::from(from_index)),
+            SqlValue::Int(i64::from(limit)),
+        ],
+    )
+    .await?;
+    Ok(rows.into_iter().map(scope_row).collect())
+}
+
+/// The scope leaf with this hash, if the batch holds it.
+pub async fn read_leaf(
+    tx: &mut StoreTx,
+    batch_id: &[u8],
+    leaf_hash: &[u8],
+) -> Result<Option<ScopeRow>, StoreError> {
+    let row: Option<ScopeTuple> = sql::fetch_optional(
+        tx,
+        &format!(
+            "SELECT {SCOPE_COLUMNS} FROM command_batch_scope WHERE batch_id = $1 \
+             AND leaf_hash = $2"
+        ),
+        &[
+            SqlValue::Bytes(batch_id.to_vec()),
+            SqlValue::Bytes(leaf_hash.to_vec()),
+        ],
+    )
+    .await?;
+    Ok(row.map(scope_row))
+}
