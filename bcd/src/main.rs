@@ -1,9 +1,264 @@
 //! bcd, the node agent: joins a machine, keeps its identity files, renews and holds the session.
 //!
 //! It talks to the control plane only through the wire API and never trusts a response it has not
-//! verified against its pins.
+//! verified against its pins. This binary wires the library's local parts to a command line;
+//! the network client (Join, Renew, the node session) is not wired yet, and the commands that
+//! need it say so.
+//!
+//! Exit codes: 0 success (and `already joined`), 1 failure, 2 usage errors and the dry run of
+//! `bcd join --reset`.
 
-fn main() {
-    eprintln!("bcd: the node agent is not built yet");
-    std::process::exit(2);
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use bcd::config::{Config, Environment, Overrides};
+use bcd::files::DataDir;
+use bcd::identity_store::{load, LoadError};
+use bcd::join::JoinError;
+use bcd::reset::{plan, DRY_RUN_EXIT};
+use bcd::status::{doctor, doctor_exit_code, doctor_text, status, NetworkNotWired};
+use bcd::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
+use clap::{Parser, Subcommand, ValueEnum};
+use domain::pki::token::TOKEN_PREFIX;
+use domain::pki::NodeRole;
+use time::OffsetDateTime;
+
+/// What refusing a command-line token prints; the argument itself is never shown.
+const NO_TOKEN_ARGUMENTS: &str = "bcd: a join token is never taken from the command line (the \
+argument is not shown): set BCD_JOIN_TOKEN, pass it on standard input (bcd join < token.txt), or \
+use --token-file PATH";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bcd",
+    version,
+    about = "The node agent: join, identity, renewal, sessions"
+)]
+struct Cli {
+    /// bcd's config.toml (default /etc/bcd/config.toml, or BCD_CONFIG).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The data directory (overrides data_dir and BCD_DATA_DIR).
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// The gateway address host:port (overrides server and BCD_SERVER).
+    #[arg(long, global = true, value_name = "HOST:PORT")]
+    server: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum RoleArg {
+    Node,
+    Site,
+}
+
+impl From<RoleArg> for NodeRole {
+    fn from(r: RoleArg) -> NodeRole {
+        match r {
+            RoleArg::Node => NodeRole::Node,
+            RoleArg::Site => NodeRole::Site,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Join this machine: token from BCD_JOIN_TOKEN, standard input, or --token-file.
+    Join {
+        /// A file holding the token: regular, mode 0600 or 0400, at most 4 KiB; deleted once
+        /// the join succeeded.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Move the identity aside first (a dry run without --yes).
+        #[arg(long)]
+        reset: bool,
+        /// With --reset: really move the files.
+        #[arg(long, requires = "reset")]
+        yes: bool,
+        /// The role to join as.
+        #[arg(long, value_enum, default_value = "node")]
+        role: RoleArg,
+        /// Never accepted: a token on the command line is refused without being echoed.
+        #[arg(hide = true, num_args = 0.., allow_hyphen_values = true, trailing_var_arg = true)]
+        refused: Vec<OsString>,
+    },
+    /// Hold the session and renew the certificate.
+    Node,
+    /// Show this node's identity.
+    Status {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check the identity, the configuration and the connection.
+    Doctor,
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("{message}");
+    ExitCode::from(1)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    // A token pasted anywhere on the command line is refused before clap can echo it.
+    if args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .any(|a| a.starts_with(TOKEN_PREFIX) || a.contains(&format!("={TOKEN_PREFIX}")))
+    {
+        eprintln!("{NO_TOKEN_ARGUMENTS}");
+        return ExitCode::from(2);
+    }
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    ExitCode::SUCCESS
+                }
+                ErrorKind::UnknownArgument => {
+                    eprintln!(
+                        "bcd: unexpected argument (not shown, in case it is a secret); see bcd --help"
+                    );
+                    ExitCode::from(2)
+                }
+                _ => {
+                    let _ = e.print();
+                    ExitCode::from(2)
+                }
+            };
+        }
+    };
+
+    let overrides = Overrides {
+        server: cli.server.clone(),
+        data_dir: cli.data_dir.clone(),
+    };
+    // A malformed pin stops bcd here, before any command runs.
+    let config = match Config::load(
+        cli.config.as_deref(),
+        &Environment::from_process(),
+        &overrides,
+    ) {
+        Ok(config) => config,
+        Err(e) => return fail(format_args!("bcd: {e}")),
+    };
+    let dir = DataDir::new(&config.data_dir);
+    let now = OffsetDateTime::now_utc();
+
+    match cli.command {
+        Command::Join {
+            token_file,
+            reset,
+            yes,
+            role,
+            refused,
+        } => {
+            if !refused.is_empty() {
+                eprintln!("{NO_TOKEN_ARGUMENTS}");
+                return ExitCode::from(2);
+            }
+            join(&config, &dir, token_file, reset, yes, role.into(), now)
+        }
+        Command::Node => match load(&dir) {
+            Ok(loaded) => fail(format_args!(
+                "bcd node: identity {} loaded; holding the session over mTLS is not wired into \
+                 this build yet",
+                loaded.describe()
+            )),
+            Err(e) => fail(format_args!("bcd node: {e}")),
+        },
+        Command::Status { json } => {
+            let report = status(&dir, now);
+            if json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => return fail(format_args!("bcd status: {e}")),
+                }
+            } else {
+                print!("{}", report.to_text());
+            }
+            ExitCode::from(report.exit_code() as u8)
+        }
+        Command::Doctor => {
+            let checks = doctor(&config, &dir, &NetworkNotWired, now);
+            print!("{}", doctor_text(&checks));
+            ExitCode::from(doctor_exit_code(&checks) as u8)
+        }
+    }
+}
+
+fn join(
+    config: &Config,
+    dir: &DataDir,
+    token_file: Option<PathBuf>,
+    reset: bool,
+    yes: bool,
+    _role: NodeRole,
+    now: OffsetDateTime,
+) -> ExitCode {
+    if reset {
+        let plan = plan(dir, now);
+        if !yes {
+            print!("{}", plan.describe_dry_run());
+            return ExitCode::from(DRY_RUN_EXIT as u8);
+        }
+        match plan.execute() {
+            Ok(moved) if moved.is_empty() => {
+                println!(
+                    "bcd join --reset: no identity in {}; nothing moved",
+                    dir.root().display()
+                )
+            }
+            Ok(moved) => {
+                for m in moved {
+                    println!(
+                        "moved {} -> {}",
+                        dir.file(&m.from).display(),
+                        dir.file(&m.to).display()
+                    );
+                }
+            }
+            Err(e) => return fail(format_args!("bcd join --reset: {e}")),
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    match load(dir) {
+        Ok(loaded) => {
+            // No credential is read on a machine whose identity loads.
+            println!("already joined as {}", loaded.describe());
+            if let Some(path) = token_file {
+                if let Consumed::Kept { warning, .. } = discard_token_file(&path) {
+                    eprintln!("{warning}");
+                }
+            }
+            return ExitCode::SUCCESS;
+        }
+        Err(LoadError::NotJoined) => {}
+        Err(e) => return fail(format_args!("bcd join: {e}")),
+    }
+
+    // Configuration problems first, so a token is not read for a join that cannot start.
+    if let Err(e) = config.join_pins() {
+        return fail(format_args!("bcd join: {e}"));
+    }
+    if let Err(e) = config.require_server() {
+        return fail(format_args!("bcd join: {e}"));
+    }
+    let stdin = std::io::stdin();
+    let mut stdin = stdin.lock();
+    let _token = match read_token(token_file.as_deref(), &mut ProcessEnv, &mut stdin) {
+        Ok(token) => token,
+        Err(e) => return fail(format_args!("bcd join: {e}")),
+    };
+    fail(JoinError::NotWired)
 }

@@ -1,0 +1,384 @@
+//! `config.toml`: where the control plane is, where the identity lives, and the three pins.
+//!
+//! ```toml
+//! server = "gateway.example.com:8443"
+//! data_dir = "/var/lib/bcd"
+//! serving_ca_spki_pin = "sha256/..."
+//! join_encryption_key_pin = "sha256/..."
+//! join_signing_key_pin = "sha256/..."
+//! ```
+//!
+//! Every pin is parsed when the file is read, before bcd does anything else: a malformed pin is
+//! a [`ConfigError::MalformedPin`] naming the key, and bcd stops. A missing pin is allowed while
+//! loading (a machine that only runs `bcd status` or `bcd join --reset` needs none) and refused by
+//! [`Config::join_pins`] where the pins are used. Keys this module does not know (`[helper]`,
+//! `command_root_sha256`, ...) belong to other parts of bcd and are ignored here.
+//!
+//! Precedence for the server and the data directory: a command-line flag, then the environment
+//! (`BCD_SERVER`, `BCD_DATA_DIR`), then the file, then the default (`/var/lib/bcd`; no server).
+
+use std::path::{Path, PathBuf};
+
+use domain::pki::{Pin, PinError};
+use serde::Deserialize;
+
+/// Where bcd looks for its configuration when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/bcd/config.toml";
+/// The default data directory.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/bcd";
+/// Environment override of the configuration file's path.
+pub const CONFIG_ENV: &str = "BCD_CONFIG";
+/// Environment override of `server`.
+pub const SERVER_ENV: &str = "BCD_SERVER";
+/// Environment override of `data_dir`.
+pub const DATA_DIR_ENV: &str = "BCD_DATA_DIR";
+/// Largest configuration file read.
+pub const MAX_CONFIG_LEN: u64 = 64 * 1024;
+
+/// The key names of the three pins, as written in `config.toml`.
+pub const PIN_KEYS: [&str; 3] = [
+    "serving_ca_spki_pin",
+    "join_encryption_key_pin",
+    "join_signing_key_pin",
+];
+
+/// Why the configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file given with `--config` or `BCD_CONFIG` does not exist.
+    #[error(
+        "{path}: no such configuration file (pass --config with the path of bcd's config.toml)"
+    )]
+    Missing {
+        /// Path tried.
+        path: PathBuf,
+    },
+    /// The file exists but cannot be read.
+    #[error("{path}: cannot read the configuration: {source}")]
+    Read {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_CONFIG_LEN`].
+    #[error("{path}: the configuration is larger than 64 KiB; is it the right file?")]
+    TooLarge {
+        /// Path.
+        path: PathBuf,
+    },
+    /// Not TOML, or a known key holds the wrong type.
+    #[error("{path}: not a valid bcd config.toml: {message}")]
+    Syntax {
+        /// Path.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A pin that does not parse. bcd stops before it starts.
+    #[error("{path}: {key}: {source}; copy the pin again from `bcctl pki show`")]
+    MalformedPin {
+        /// Path.
+        path: PathBuf,
+        /// The configuration key, such as `join_signing_key_pin`.
+        key: &'static str,
+        /// Why the pin was refused.
+        source: PinError,
+    },
+    /// A pin needed for this command is not in the file.
+    #[error(
+        "{path}: {key} is not set; bcd needs all three pins (serving_ca_spki_pin, \
+         join_encryption_key_pin, join_signing_key_pin) to join: copy them from `bcctl pki show`"
+    )]
+    MissingPin {
+        /// Path (or `<no config.toml>`).
+        path: PathBuf,
+        /// The configuration key.
+        key: &'static str,
+    },
+    /// No server address in the file, the environment or the flags.
+    #[error("no server address: set `server` in {path}, or {SERVER_ENV}, or pass --server")]
+    MissingServer {
+        /// Path (or `<no config.toml>`).
+        path: PathBuf,
+    },
+    /// An empty data directory.
+    #[error("the data directory is empty: set `data_dir` in {path}, or {DATA_DIR_ENV}, or pass --data-dir")]
+    EmptyDataDir {
+        /// Path (or `<no config.toml>`).
+        path: PathBuf,
+    },
+}
+
+/// The file as written, before the pins are parsed.
+#[derive(Debug, Default, Deserialize)]
+struct RawConfig {
+    server: Option<String>,
+    data_dir: Option<PathBuf>,
+    serving_ca_spki_pin: Option<String>,
+    join_encryption_key_pin: Option<String>,
+    join_signing_key_pin: Option<String>,
+}
+
+/// The pins as loaded; each is absent or well formed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pins {
+    /// `serving_ca_spki_pin`: the TLS connection to the gateway.
+    pub serving_ca_spki_pin: Option<Pin>,
+    /// `join_encryption_key_pin`: the key a token is sealed to.
+    pub join_encryption_key_pin: Option<Pin>,
+    /// `join_signing_key_pin`: the JoinResponse signature and trust bundles.
+    pub join_signing_key_pin: Option<Pin>,
+}
+
+/// All three pins, as a join needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinPins {
+    /// `serving_ca_spki_pin`.
+    pub serving_ca: Pin,
+    /// `join_encryption_key_pin`.
+    pub join_encryption: Pin,
+    /// `join_signing_key_pin`.
+    pub join_signing: Pin,
+}
+
+/// Overrides from the command line (highest precedence).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--server`.
+    pub server: Option<String>,
+    /// `--data-dir`.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// What the environment says, read once (see [`Environment::from_process`]).
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    /// `BCD_CONFIG`.
+    pub config: Option<PathBuf>,
+    /// `BCD_SERVER`.
+    pub server: Option<String>,
+    /// `BCD_DATA_DIR`.
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Environment {
+    /// Reads `BCD_CONFIG`, `BCD_SERVER` and `BCD_DATA_DIR`; empty values count as unset.
+    pub fn from_process() -> Environment {
+        let path = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        Environment {
+            config: path(CONFIG_ENV),
+            server: std::env::var_os(SERVER_ENV)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.to_string_lossy().into_owned()),
+            data_dir: path(DATA_DIR_ENV),
+        }
+    }
+}
+
+/// bcd's configuration after every override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The file it came from, or `None` when no file exists at the default path.
+    pub path: Option<PathBuf>,
+    /// The gateway address (`host:port`), if known.
+    pub server: Option<String>,
+    /// Where the identity files live.
+    pub data_dir: PathBuf,
+    /// The pins.
+    pub pins: Pins,
+}
+
+fn parse_pin(
+    path: &Path,
+    key: &'static str,
+    value: Option<String>,
+) -> Result<Option<Pin>, ConfigError> {
+    value
+        .map(|text| {
+            text.parse::<Pin>()
+                .map_err(|source| ConfigError::MalformedPin {
+                    path: path.to_owned(),
+                    key,
+                    source,
+                })
+        })
+        .transpose()
+}
+
+impl Config {
+    /// Loads the configuration: `--config` (`explicit`), else `BCD_CONFIG`, else
+    /// [`DEFAULT_CONFIG_PATH`] when it exists (a machine without one uses the defaults). A path
+    /// named explicitly or by the environment must exist.
+    pub fn load(
+        explicit: Option<&Path>,
+        env: &Environment,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let (path, required) = match (explicit, &env.config) {
+            (Some(p), _) => (p.to_owned(), true),
+            (None, Some(p)) => (p.clone(), true),
+            (None, None) => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
+        };
+        let text = match std::fs::metadata(&path) {
+            Ok(meta) if meta.len() > MAX_CONFIG_LEN => return Err(ConfigError::TooLarge { path }),
+            Ok(_) => Some(
+                std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?,
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if required {
+                    return Err(ConfigError::Missing { path });
+                }
+                None
+            }
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        let file_path = text.as_ref().map(|_| path.clone());
+        let raw = match &text {
+            Some(text) => Config::parse_raw(&path, text)?,
+            None => RawConfig::default(),
+        };
+        Config::from_raw(file_path, raw, env, overrides)
+    }
+
+    /// Parses configuration text as if read from `path` (no environment, no overrides).
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let raw = Config::parse_raw(path, text)?;
+        Config::from_raw(
+            Some(path.to_owned()),
+            raw,
+            &Environment::default(),
+            &Overrides::default(),
+        )
+    }
+
+    fn parse_raw(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: path.to_owned(),
+            message: e.message().to_owned(),
+        })
+    }
+
+    fn from_raw(
+        path: Option<PathBuf>,
+        raw: RawConfig,
+        env: &Environment,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let shown = path
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("<no config.toml>"));
+        let pins = Pins {
+            serving_ca_spki_pin: parse_pin(&shown, PIN_KEYS[0], raw.serving_ca_spki_pin)?,
+            join_encryption_key_pin: parse_pin(&shown, PIN_KEYS[1], raw.join_encryption_key_pin)?,
+            join_signing_key_pin: parse_pin(&shown, PIN_KEYS[2], raw.join_signing_key_pin)?,
+        };
+        let server = overrides
+            .server
+            .clone()
+            .or_else(|| env.server.clone())
+            .or(raw.server)
+            .filter(|s| !s.trim().is_empty());
+        let data_dir = overrides
+            .data_dir
+            .clone()
+            .or_else(|| env.data_dir.clone())
+            .or(raw.data_dir)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+        if data_dir.as_os_str().is_empty() {
+            return Err(ConfigError::EmptyDataDir { path: shown });
+        }
+        Ok(Config {
+            path,
+            server,
+            data_dir,
+            pins,
+        })
+    }
+
+    fn shown_path(&self) -> PathBuf {
+        self.path
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("<no config.toml>"))
+    }
+
+    /// All three pins, or the first missing one named.
+    pub fn join_pins(&self) -> Result<JoinPins, ConfigError> {
+        let need = |pin: Option<Pin>, key: &'static str| {
+            pin.ok_or_else(|| ConfigError::MissingPin {
+                path: self.shown_path(),
+                key,
+            })
+        };
+        Ok(JoinPins {
+            serving_ca: need(self.pins.serving_ca_spki_pin, PIN_KEYS[0])?,
+            join_encryption: need(self.pins.join_encryption_key_pin, PIN_KEYS[1])?,
+            join_signing: need(self.pins.join_signing_key_pin, PIN_KEYS[2])?,
+        })
+    }
+
+    /// The server address, or an error naming the three places it can come from.
+    pub fn require_server(&self) -> Result<&str, ConfigError> {
+        self.server
+            .as_deref()
+            .ok_or_else(|| ConfigError::MissingServer {
+                path: self.shown_path(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PIN: &str = "sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+
+    #[test]
+    fn parses_pins_and_overrides() {
+        let text = format!(
+            "server = \"gw:8443\"\ndata_dir = \"/tmp/x\"\nserving_ca_spki_pin = \"{PIN}\"\n\
+             join_encryption_key_pin = \"{PIN}\"\njoin_signing_key_pin = \"{PIN}\"\n\
+             [helper]\nuser = \"bcd\"\n"
+        );
+        let cfg = Config::parse(Path::new("c.toml"), &text).unwrap();
+        assert_eq!(cfg.server.as_deref(), Some("gw:8443"));
+        assert!(cfg.join_pins().is_ok());
+        let raw = Config::parse_raw(Path::new("c.toml"), &text).unwrap();
+        let env = Environment {
+            config: None,
+            server: Some("env:1".into()),
+            data_dir: Some("/env".into()),
+        };
+        let cfg = Config::from_raw(None, raw, &env, &Overrides::default()).unwrap();
+        assert_eq!(cfg.server.as_deref(), Some("env:1"));
+        assert_eq!(cfg.data_dir, PathBuf::from("/env"));
+    }
+
+    #[test]
+    fn malformed_pin_names_the_key() {
+        let text = "join_signing_key_pin = \"sha256/AAAA\"\n";
+        let err = Config::parse(Path::new("c.toml"), text).unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::MalformedPin {
+                key: "join_signing_key_pin",
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("join_signing_key_pin"));
+    }
+
+    #[test]
+    fn missing_pin_is_refused_only_when_needed() {
+        let cfg = Config::parse(Path::new("c.toml"), "").unwrap();
+        let err = cfg.join_pins().unwrap_err();
+        assert!(err.to_string().contains("serving_ca_spki_pin is not set"));
+    }
+}

@@ -1,0 +1,28 @@
+//! bcd, the node agent, as a library: everything the agent does on its own machine.
+//!
+//! | module | job |
+//! | --- | --- |
+//! | [`config`] | `config.toml`, environment overrides, the three pins |
+//! | [`files`] | the data directory, durable 0600 writes, PKCS#8 PEM node keys |
+//! | [`identity_store`] | `identity.json`, loading in three steps, storing a join and a renewal |
+//! | [`token_input`] | where `bcd join` takes its token from (never the command line) |
+//! | [`reset`] | `bcd join --reset [--yes]` |
+//! | [`verify_join`] | verifying a JoinResponse against the pins and this request |
+//! | [`join`] | the join's local parts, its retry loop and the transport trait |
+//! | [`renewal`] | a renewal's request parts and the check of its answer |
+//! | [`renewal_schedule`] | when to renew and retry (pure) |
+//! | [`status`] | `bcd status` and `bcd doctor` |
+//!
+//! The network (gRPC over pinned mTLS) plugs in through [`join::JoinTransport`] and
+//! [`status::NetworkChecks`].
+
+pub mod config;
+pub mod files;
+pub mod identity_store;
+pub mod join;
+pub mod renewal;
+pub mod renewal_schedule;
+pub mod reset;
+pub mod status;
+pub mod token_input;
+pub mod verify_join;

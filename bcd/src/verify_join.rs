@@ -1,0 +1,226 @@
+//! Verifying a JoinResponse on the agent before anything of it is trusted or stored.
+//!
+//! The wire form (`bc.wire.v1.SignedJoinResponse`) is a signed, encoded JoinResponse body, the
+//! signature and the signer's public key. This module does not know protobuf: the caller passes
+//! the three as a [`SignedJoinResponse`] and a decoder that turns the *signed bytes* into
+//! [`JoinResponseFields`], so every field checked here comes from what was signed.
+//!
+//! [`verify_join_response`] checks, in this order, each failure a typed [`JoinRefusal`]:
+//!
+//! 1. the signer's key is the one `join_signing_key_pin` names;
+//! 2. the body decodes;
+//! 3. its `csr_sha256` is this request's;
+//! 4. the signature verifies under purpose `join-response` over (this request's CSR hash, the
+//!    body) with `domain::pki::statement`;
+//! 5. the body's trust domain is the one expected (when the configuration names one);
+//! 6. the leaf carries exactly one SPIFFE ID, in that trust domain, and one agent role;
+//! 7. the leaf certifies this request's key;
+//! 8. the role is the one asked for (and the node, for a provisioned join).
+
+use domain::pki::statement::{verify, JoinResponseStatement};
+use domain::pki::{IdentityError, NodeIdentity, NodeRole, Pin, PublicKey, Signature, TrustDomain};
+
+use crate::identity_store::{StoredIdentity, TrustState};
+
+/// A signed JoinResponse as it came off the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedJoinResponse {
+    /// The encoded JoinResponse body, exactly as signed.
+    pub body: Vec<u8>,
+    /// ES256 signature, `r || s` (64 bytes).
+    pub signature: Vec<u8>,
+    /// The signer's SubjectPublicKeyInfo DER.
+    pub signer_spki_der: Vec<u8>,
+}
+
+/// The fields of a JoinResponse body the agent uses, decoded from the signed bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JoinResponseFields {
+    /// SHA-256 of the CSR this answers.
+    pub csr_sha256: Vec<u8>,
+    /// The deployment's trust domain.
+    pub trust_domain: String,
+    /// The leaf certificate, DER.
+    pub leaf_der: Vec<u8>,
+    /// The rest of the chain (node CA, ...), DER, leaf excluded.
+    pub chain_ders: Vec<Vec<u8>>,
+    /// The trust bundle version.
+    pub trust_version: u64,
+    /// Command-signing roots, DER.
+    pub trust_roots: Vec<Vec<u8>>,
+    /// The serialized trust bundle, when sent.
+    pub trust_bundle: Option<Vec<u8>>,
+}
+
+/// What this request expects of its answer.
+#[derive(Debug, Clone)]
+pub struct JoinExpectation<'a> {
+    /// `join_signing_key_pin`.
+    pub join_signing_pin: Pin,
+    /// SHA-256 of the CSR sent.
+    pub csr_sha256: [u8; 32],
+    /// The key the CSR carries.
+    pub node_key: &'a PublicKey,
+    /// The role asked for.
+    pub role: NodeRole,
+    /// The trust domain, when the configuration names one; else the signed body's is taken.
+    pub trust_domain: Option<&'a TrustDomain>,
+    /// The node a provisioned join must become.
+    pub node_id: Option<&'a str>,
+}
+
+/// Why a JoinResponse was refused. Nothing of a refused response is stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JoinRefusal {
+    /// Signed by another key than the pinned one.
+    #[error(
+        "the JoinResponse is signed by {found}, not by the pinned join signing key {pinned} \
+         (check join_signing_key_pin against `bcctl pki show`)"
+    )]
+    WrongSigner {
+        /// Pin of the key that signed.
+        found: String,
+        /// The configured pin.
+        pinned: String,
+    },
+    /// The signer's key is not a P-256 key.
+    #[error("the JoinResponse's signer key is not a P-256 public key")]
+    BadSignerKey,
+    /// The body does not decode.
+    #[error("the JoinResponse body does not decode: {0}")]
+    Undecodable(String),
+    /// The response answers another CSR.
+    #[error("the JoinResponse answers another request (its csr_sha256 is not this CSR's)")]
+    CsrMismatch,
+    /// The signature does not verify.
+    #[error("the JoinResponse signature does not verify under the pinned join signing key")]
+    BadSignature,
+    /// The body names an invalid or unexpected trust domain.
+    #[error("the JoinResponse is for trust domain {found:?}, expected {expected:?}")]
+    TrustDomain {
+        /// In the body.
+        found: String,
+        /// Expected.
+        expected: String,
+    },
+    /// The leaf is not a node certificate of this trust domain.
+    #[error("the JoinResponse's certificate: {0}")]
+    Leaf(IdentityError),
+    /// The leaf certifies another key.
+    #[error("the JoinResponse's certificate does not certify this node's key")]
+    NotOurKey,
+    /// The role is not the one asked for.
+    #[error("the JoinResponse's certificate is for role {found}, this join asked for {asked}")]
+    WrongRole {
+        /// In the certificate.
+        found: NodeRole,
+        /// Asked for.
+        asked: NodeRole,
+    },
+    /// A provisioned join came back as another node.
+    #[error(
+        "the JoinResponse's certificate is for node {found}, this join is for node {expected}"
+    )]
+    WrongNode {
+        /// In the certificate.
+        found: String,
+        /// Expected.
+        expected: String,
+    },
+}
+
+/// A verified JoinResponse: what a join stores.
+#[derive(Debug, Clone)]
+pub struct VerifiedJoin {
+    /// The leaf's identity.
+    pub leaf: NodeIdentity,
+    /// The chain, leaf first.
+    pub chain: Vec<Vec<u8>>,
+    /// The trust state the response carried.
+    pub trust: TrustState,
+    /// The signed response, kept as signed (root's record under the helper).
+    pub signed: SignedJoinResponse,
+}
+
+impl VerifiedJoin {
+    /// `identity.json` for this join.
+    pub fn stored_identity(&self) -> StoredIdentity {
+        StoredIdentity::new(&self.leaf, self.chain.clone(), self.trust.clone())
+    }
+}
+
+/// Verifies `signed` against `expect` (see the module documentation for the order).
+pub fn verify_join_response<E: std::fmt::Display>(
+    signed: &SignedJoinResponse,
+    decode: impl FnOnce(&[u8]) -> Result<JoinResponseFields, E>,
+    expect: &JoinExpectation<'_>,
+) -> Result<VerifiedJoin, JoinRefusal> {
+    let found = Pin::of_spki_der(&signed.signer_spki_der);
+    if found != expect.join_signing_pin {
+        return Err(JoinRefusal::WrongSigner {
+            found: found.to_string(),
+            pinned: expect.join_signing_pin.to_string(),
+        });
+    }
+    let signer =
+        PublicKey::from_spki_der(&signed.signer_spki_der).map_err(|_| JoinRefusal::BadSignerKey)?;
+    let fields = decode(&signed.body).map_err(|e| JoinRefusal::Undecodable(e.to_string()))?;
+    if fields.csr_sha256.as_slice() != expect.csr_sha256.as_slice() {
+        return Err(JoinRefusal::CsrMismatch);
+    }
+    let signature = Signature::from_bytes(&signed.signature).ok_or(JoinRefusal::BadSignature)?;
+    let statement = JoinResponseStatement {
+        csr_sha256: expect.csr_sha256,
+        response: &signed.body,
+    };
+    verify(&signer, &statement, &signature).map_err(|_| JoinRefusal::BadSignature)?;
+
+    let td_error = || JoinRefusal::TrustDomain {
+        found: fields.trust_domain.clone(),
+        expected: expect
+            .trust_domain
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "a valid trust domain".to_owned()),
+    };
+    let trust_domain = TrustDomain::new(&fields.trust_domain).map_err(|_| td_error())?;
+    if expect
+        .trust_domain
+        .is_some_and(|want| *want != trust_domain)
+    {
+        return Err(td_error());
+    }
+    let leaf =
+        NodeIdentity::from_leaf_der(&fields.leaf_der, &trust_domain).map_err(JoinRefusal::Leaf)?;
+    if &leaf.public_key != expect.node_key {
+        return Err(JoinRefusal::NotOurKey);
+    }
+    if leaf.role != expect.role {
+        return Err(JoinRefusal::WrongRole {
+            found: leaf.role,
+            asked: expect.role,
+        });
+    }
+    if let Some(node) = expect.node_id {
+        if leaf.spiffe_id.node.as_str() != node {
+            return Err(JoinRefusal::WrongNode {
+                found: leaf.spiffe_id.node.to_string(),
+                expected: node.to_owned(),
+            });
+        }
+    }
+    let mut chain = Vec::with_capacity(1 + fields.chain_ders.len());
+    chain.push(fields.leaf_der);
+    chain.extend(fields.chain_ders);
+    Ok(VerifiedJoin {
+        leaf,
+        chain,
+        trust: TrustState {
+            trust_version: fields.trust_version,
+            trust_roots: fields.trust_roots,
+            trust_bundle: fields.trust_bundle,
+            signed_trust_bundle: None,
+            server_time: None,
+        },
+        signed: signed.clone(),
+    })
+}
