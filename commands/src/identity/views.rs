@@ -1,0 +1,139 @@
+//! Serializable views for the CLI (`--json`) and operators. Times are µs since the epoch.
+
+use serde::Serialize;
+
+use super::store::{CertRow, NodeRow, TokenRow};
+
+/// A join token, without its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenView {
+    pub token_id: String,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub role: String,
+    pub uses_total: i64,
+    pub uses_left: i64,
+    pub expires_at_us: i64,
+    pub expect_product_uuid: Option<String>,
+    pub expect_mac: Option<String>,
+    pub allow_reclaim: bool,
+    pub created_at_us: i64,
+    pub revoked_at_us: Option<i64>,
+    pub revoke_reason: Option<String>,
+    pub position: i64,
+}
+
+impl From<&TokenRow> for TokenView {
+    fn from(r: &TokenRow) -> Self {
+        TokenView {
+            token_id: r.token_id.clone(),
+            tenant_id: r.tenant_id.clone(),
+            site_id: r.site_id.clone(),
+            pool_id: r.pool_id.clone(),
+            role: r.role.clone(),
+            uses_total: r.uses_total,
+            uses_left: r.uses_left,
+            expires_at_us: r.expires_at_us,
+            expect_product_uuid: r.expect_product_uuid.clone(),
+            expect_mac: r.expect_mac.clone(),
+            allow_reclaim: r.allow_reclaim,
+            created_at_us: r.created_at_us,
+            revoked_at_us: r.revoked_at_us,
+            revoke_reason: r.revoke_reason.clone(),
+            position: r.position,
+        }
+    }
+}
+
+/// A created token: the secret is shown here once and stored nowhere.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedToken {
+    pub secret: String,
+    pub token: TokenView,
+}
+
+/// A node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    pub node_id: String,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub role: String,
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub identity_generation: i64,
+    pub attestor: String,
+    pub node_key: String,
+    pub token_id: String,
+    pub joined_at_us: i64,
+    pub updated_at_us: i64,
+    pub position: i64,
+}
+
+impl From<&NodeRow> for NodeView {
+    fn from(r: &NodeRow) -> Self {
+        NodeView {
+            node_id: r.node_id.clone(),
+            tenant_id: r.tenant_id.clone(),
+            site_id: r.site_id.clone(),
+            pool_id: r.pool_id.clone(),
+            role: r.role.clone(),
+            status: r.status.clone(),
+            status_reason: r.status_reason.clone(),
+            identity_generation: r.identity_generation,
+            attestor: r.attestor.clone(),
+            node_key: r.node_key.clone(),
+            token_id: r.token_id.clone(),
+            joined_at_us: r.joined_at_us,
+            updated_at_us: r.updated_at_us,
+            position: r.position,
+        }
+    }
+}
+
+/// A node certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CertView {
+    pub serial: String,
+    pub node_id: String,
+    pub identity_generation: i64,
+    /// Lower-case hex of SHA-256 of the DER.
+    pub sha256: String,
+    pub not_before_us: i64,
+    pub not_after_us: i64,
+    pub revoked_at_us: Option<i64>,
+    pub revoke_reason: Option<String>,
+    pub issued_position: i64,
+    pub revoked_position: Option<i64>,
+}
+
+impl From<&CertRow> for CertView {
+    fn from(r: &CertRow) -> Self {
+        CertView {
+            serial: r.serial.clone(),
+            node_id: r.node_id.clone(),
+            identity_generation: r.identity_generation,
+            sha256: hex::encode(domain::identity::sha256(&r.der)),
+            not_before_us: r.not_before_us,
+            not_after_us: r.not_after_us,
+            revoked_at_us: r.revoked_at_us,
+            revoke_reason: r.revoke_reason.clone(),
+            issued_position: r.issued_position,
+            revoked_position: r.revoked_position,
+        }
+    }
+}
+
+/// A node with its certificates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeDetail {
+    pub node: NodeView,
+    pub certificates: Vec<CertView>,
+}

@@ -1,0 +1,182 @@
+//! Operator decisions: create and revoke join tokens; revoke a node's identity, delete or
+//! retire a node. Their refusals are operator errors (bad input, unknown id, wrong state), not
+//! security refusals.
+
+use events::schema::{
+    JoinTokenCreated, JoinTokenRevoked, NodeDeleted, NodeIdentityRevoked, NodeRetired,
+};
+use time::OffsetDateTime;
+
+use super::state::{ExpectBinding, IdentityEvent, NodeState, NodeStatus, TokenRole, TokenState};
+use super::unix_us;
+use crate::pki::{SiteId, TokenHash};
+
+/// Why an operator command was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminRefusal {
+    /// Invalid input; the text says which field and why.
+    #[error("INVALID_INPUT: {0}")]
+    Invalid(String),
+    /// No such token.
+    #[error("NOT_FOUND: no join token {0}")]
+    UnknownToken(String),
+    /// No such node.
+    #[error("NOT_FOUND: no node {0}")]
+    UnknownNode(String),
+    /// The token was already revoked.
+    #[error("INVALID_STATE: join token {0} is already revoked")]
+    TokenAlreadyRevoked(String),
+    /// The node is not in a state the command applies to.
+    #[error("INVALID_STATE: node {node} is {status}")]
+    NodeState {
+        /// Node id.
+        node: String,
+        /// Its status.
+        status: &'static str,
+    },
+}
+
+/// `token create`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateToken {
+    /// Token id (drawn by the shell).
+    pub token_id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Site.
+    pub site_id: String,
+    /// Pool.
+    pub pool_id: String,
+    /// Role admitted.
+    pub role: TokenRole,
+    /// Uses, at least 1.
+    pub uses: u32,
+    /// Expiry, µs since the epoch; must be after `now`.
+    pub expires_at_us: i64,
+    /// SHA-256 of the secret (drawn by the shell).
+    pub secret_hash: TokenHash,
+    /// Expect binding.
+    pub expect: ExpectBinding,
+    /// Allow reclaim.
+    pub allow_reclaim: bool,
+}
+
+fn check_id(what: &str, value: &str) -> Result<(), AdminRefusal> {
+    let ok = !value.is_empty()
+        && value.len() <= 128
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(AdminRefusal::Invalid(format!(
+            "{what} {value:?} must be 1 to 128 of A-Z, a-z, 0-9, '.', '-', '_'"
+        )))
+    }
+}
+
+/// Creates a token.
+pub fn decide_create_token(
+    cmd: &CreateToken,
+    now: OffsetDateTime,
+) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+    check_id("token id", &cmd.token_id)?;
+    check_id("tenant id", &cmd.tenant_id)?;
+    check_id("pool id", &cmd.pool_id)?;
+    SiteId::new(&cmd.site_id).map_err(|e| AdminRefusal::Invalid(e.to_string()))?;
+    if cmd.uses == 0 {
+        return Err(AdminRefusal::Invalid("uses must be at least 1".into()));
+    }
+    if cmd.expires_at_us <= unix_us(now) {
+        return Err(AdminRefusal::Invalid(
+            "the expiry must be in the future".into(),
+        ));
+    }
+    Ok(vec![IdentityEvent::TokenCreated(JoinTokenCreated {
+        token_id: cmd.token_id.clone(),
+        tenant_id: cmd.tenant_id.clone(),
+        site_id: cmd.site_id.clone(),
+        pool_id: cmd.pool_id.clone(),
+        role: cmd.role.as_str().into(),
+        uses: cmd.uses,
+        expires_at_us: cmd.expires_at_us,
+        secret_sha256: cmd.secret_hash.as_bytes().to_vec(),
+        expect_product_uuid: cmd.expect.product_uuid.clone().unwrap_or_default(),
+        expect_mac: cmd.expect.mac.clone().unwrap_or_default(),
+        allow_reclaim: cmd.allow_reclaim,
+    })])
+}
+
+/// Revokes a token.
+pub fn decide_revoke_token(
+    token_id: &str,
+    token: Option<&TokenState>,
+    reason: &str,
+) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+    let token = token.ok_or_else(|| AdminRefusal::UnknownToken(token_id.into()))?;
+    if token.revoked {
+        return Err(AdminRefusal::TokenAlreadyRevoked(token_id.into()));
+    }
+    Ok(vec![IdentityEvent::TokenRevoked(JoinTokenRevoked {
+        token_id: token.token_id.clone(),
+        reason: reason.into(),
+    })])
+}
+
+fn existing<'a>(node_id: &str, node: Option<&'a NodeState>) -> Result<&'a NodeState, AdminRefusal> {
+    match node {
+        None => Err(AdminRefusal::UnknownNode(node_id.into())),
+        Some(n) if n.status == NodeStatus::Deleted => Err(AdminRefusal::NodeState {
+            node: node_id.into(),
+            status: NodeStatus::Deleted.as_str(),
+        }),
+        Some(n) => Ok(n),
+    }
+}
+
+/// Revokes a node's identity: the generation goes up, every certificate of the node is revoked.
+pub fn decide_revoke_identity(
+    node_id: &str,
+    node: Option<&NodeState>,
+    reason: &str,
+) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+    let node = existing(node_id, node)?;
+    Ok(vec![IdentityEvent::IdentityRevoked(NodeIdentityRevoked {
+        node_id: node.node_id.clone(),
+        reason: reason.into(),
+        new_identity_generation: node.identity_generation + 1,
+    })])
+}
+
+/// Deletes a node: certificates revoked, hardware key freed.
+pub fn decide_delete_node(
+    node_id: &str,
+    node: Option<&NodeState>,
+    reason: &str,
+) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+    let node = existing(node_id, node)?;
+    Ok(vec![IdentityEvent::NodeDeleted(NodeDeleted {
+        node_id: node.node_id.clone(),
+        reason: reason.into(),
+    })])
+}
+
+/// Retires a node: certificates revoked; it never renews again.
+pub fn decide_retire_node(
+    node_id: &str,
+    node: Option<&NodeState>,
+    reason: &str,
+) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+    let node = existing(node_id, node)?;
+    if node.status == NodeStatus::Retired {
+        return Err(AdminRefusal::NodeState {
+            node: node_id.into(),
+            status: NodeStatus::Retired.as_str(),
+        });
+    }
+    Ok(vec![IdentityEvent::NodeRetired(NodeRetired {
+        node_id: node.node_id.clone(),
+        reason: reason.into(),
+    })])
+}

@@ -1,0 +1,341 @@
+//! A join with the `join-token` attestor (spec 000 "join-token", 001 "The contract").
+//!
+//! Two pure steps, because the token to load is only known once the sealed token opened:
+//!
+//! 1. [`open_join`]: the CSR's signature and P-256 key are checked, and the sealed token is
+//!    opened with the JoinService encryption key, bound to the CSR's SHA-256. The command layer
+//!    then loads the `join_tokens` row whose hash is the secret's, and the node (if any) holding
+//!    the claimed hardware key.
+//! 2. [`decide_join`]: the secret is matched in constant time, then revocation, expiry, uses,
+//!    role, the expect binding and the hardware-key rule are checked, and the events are
+//!    decided: `node.joined`, `node.certificate.issued` and `token.used` (with an allow-reclaim
+//!    token and a known hardware key, `node.identity.revoked` first, and the node keeps its id).
+
+use events::schema::{JoinTokenUsed, NodeCertificateIssued, NodeIdentityRevoked, NodeJoined};
+use time::{Duration, OffsetDateTime};
+
+use super::state::{IdentityEvent, NodeState, NodeStatus, TokenState, NODE_KEY_UNATTESTED};
+use super::{sha256, unix_us, DecideError};
+use crate::pki::{
+    issue_node_certificate, JoinEncryptionKey, NodeCa, NodeCertificateDecision, NodeId, NodeRole,
+    SealedToken, Serial, SiteId, SpiffeId, TokenHash, TokenSecret, TrustDomain, VerifiedCsr,
+};
+
+/// The attestor id of token joins.
+pub const JOIN_TOKEN_ATTESTOR: &str = "join-token";
+
+/// Why a token join was refused. One variant per reason; [`JoinRefusal::reason`] is the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum JoinRefusal {
+    /// The CSR does not parse, is not P-256, or its self-signature fails.
+    #[error("join-token:bad-csr")]
+    BadCsr,
+    /// The sealed token is malformed or does not open for this CSR.
+    #[error("join-token:token-does-not-open")]
+    TokenDoesNotOpen,
+    /// No token has this secret.
+    #[error("join-token:unknown-token")]
+    UnknownToken,
+    /// The token was revoked.
+    #[error("join-token:revoked")]
+    Revoked,
+    /// The token expired.
+    #[error("join-token:expired")]
+    Expired,
+    /// The token has no use left.
+    #[error("join-token:no-use-left")]
+    NoUseLeft,
+    /// The requested role is not the one the token admits (or not a role at all).
+    #[error("join-token:wrong-role")]
+    WrongRole,
+    /// The token expects another product UUID (or none was claimed).
+    #[error("join-token:expect-product-uuid")]
+    ExpectProductUuid,
+    /// The token expects a MAC the machine did not claim.
+    #[error("join-token:expect-mac")]
+    ExpectMac,
+    /// Another node holds the claimed hardware key and the token does not allow reclaim.
+    #[error("join-token:hardware-key-enrolled")]
+    HardwareKeyEnrolled,
+    /// An allow-reclaim token whose tenant, site, pool or role is not the reclaimed node's.
+    #[error("join-token:reclaim-mismatch")]
+    ReclaimMismatch,
+}
+
+impl JoinRefusal {
+    /// Every reason, for tests and documentation.
+    pub const ALL: [JoinRefusal; 11] = [
+        JoinRefusal::BadCsr,
+        JoinRefusal::TokenDoesNotOpen,
+        JoinRefusal::UnknownToken,
+        JoinRefusal::Revoked,
+        JoinRefusal::Expired,
+        JoinRefusal::NoUseLeft,
+        JoinRefusal::WrongRole,
+        JoinRefusal::ExpectProductUuid,
+        JoinRefusal::ExpectMac,
+        JoinRefusal::HardwareKeyEnrolled,
+        JoinRefusal::ReclaimMismatch,
+    ];
+
+    /// `join-token:<reason>`, as the `security.join.refused` event records it.
+    pub fn reason(self) -> String {
+        self.to_string()
+    }
+
+    /// Whether the token's secret had matched when this refusal was decided: only then is the
+    /// refusal attributed to the token's tenant (otherwise to the root tenant).
+    pub fn secret_matched(self) -> bool {
+        !matches!(
+            self,
+            JoinRefusal::BadCsr | JoinRefusal::TokenDoesNotOpen | JoinRefusal::UnknownToken
+        )
+    }
+}
+
+/// What the machine claims about its hardware (self-asserted; only digests are recorded).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HardwareClaims {
+    /// SMBIOS product UUID.
+    pub product_uuid: Option<String>,
+    /// MAC addresses.
+    pub macs: Vec<String>,
+    /// A trusted hardware key (for example the TPM EK public area): one node per key.
+    pub hardware_key: Option<Vec<u8>>,
+}
+
+/// SHA-256 digests of the claims, as events record them (empty when absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimsDigests {
+    /// SHA-256 of the lower-cased product UUID.
+    pub product_uuid: Option<[u8; 32]>,
+    /// SHA-256 of the lower-cased, sorted MACs joined with `\n`.
+    pub macs: Option<[u8; 32]>,
+    /// SHA-256 of the hardware key bytes.
+    pub hardware_key: Option<[u8; 32]>,
+}
+
+/// The digests of `claims`.
+pub fn claims_digests(claims: &HardwareClaims) -> ClaimsDigests {
+    let mut macs: Vec<String> = claims.macs.iter().map(|m| m.to_ascii_lowercase()).collect();
+    macs.sort();
+    ClaimsDigests {
+        product_uuid: claims
+            .product_uuid
+            .as_ref()
+            .map(|u| sha256(u.to_ascii_lowercase().as_bytes())),
+        macs: (!macs.is_empty()).then(|| sha256(macs.join("\n").as_bytes())),
+        hardware_key: claims.hardware_key.as_ref().map(|k| sha256(k)),
+    }
+}
+
+/// A join request as it arrives (already decoded from the wire).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinInput {
+    /// The CSR, DER.
+    pub csr_der: Vec<u8>,
+    /// The sealed token bytes.
+    pub sealed_token: Vec<u8>,
+    /// The role asked for (`node`, `site`).
+    pub role: String,
+    /// Hardware claims.
+    pub claims: HardwareClaims,
+}
+
+/// The keys and settings a join decision needs.
+#[derive(Debug, Clone, Copy)]
+pub struct JoinContext<'a> {
+    /// The deployment's trust domain.
+    pub trust_domain: &'a TrustDomain,
+    /// The node CA.
+    pub node_ca: &'a NodeCa,
+    /// The JoinService encryption key (opens sealed tokens).
+    pub join_encryption: &'a JoinEncryptionKey,
+    /// Leaf lifetime asked of the CA (it caps it at the role's maximum anyway).
+    pub leaf_lifetime: Duration,
+}
+
+/// A join whose CSR verified and whose sealed token opened.
+#[derive(Debug, Clone)]
+pub struct OpenedJoin {
+    /// The verified CSR.
+    pub csr: VerifiedCsr,
+    /// The opened secret.
+    pub secret: TokenSecret,
+    /// The role asked for, as sent.
+    pub role: String,
+    /// Claims as sent.
+    pub claims: HardwareClaims,
+    /// Their digests.
+    pub digests: ClaimsDigests,
+}
+
+impl OpenedJoin {
+    /// The hash to look the token up by.
+    pub fn secret_hash(&self) -> TokenHash {
+        self.secret.hash()
+    }
+}
+
+/// Step 1: verify the CSR and open the sealed token. A refusal here is attributed to the root
+/// tenant (no secret matched yet). On a refusal the CSR digest, when known, is returned too.
+pub fn open_join(
+    ctx: &JoinContext<'_>,
+    input: &JoinInput,
+) -> Result<OpenedJoin, (JoinRefusal, Option<[u8; 32]>)> {
+    let csr = VerifiedCsr::verify(&input.csr_der).map_err(|_| (JoinRefusal::BadCsr, None))?;
+    let csr_sha = *csr.sha256();
+    let sealed = SealedToken::from_bytes(&input.sealed_token)
+        .map_err(|_| (JoinRefusal::TokenDoesNotOpen, Some(csr_sha)))?;
+    let secret = ctx
+        .join_encryption
+        .open(&sealed, csr.sha256())
+        .map_err(|_| (JoinRefusal::TokenDoesNotOpen, Some(csr_sha)))?;
+    Ok(OpenedJoin {
+        csr,
+        secret,
+        role: input.role.clone(),
+        digests: claims_digests(&input.claims),
+        claims: input.claims.clone(),
+    })
+}
+
+/// A join ready for the decision: what was opened, and the fresh ids the shell drew.
+#[derive(Debug, Clone)]
+pub struct JoinCommand {
+    /// Step 1's result.
+    pub opened: OpenedJoin,
+    /// The id a new node gets (unused on a reclaim).
+    pub new_node_id: NodeId,
+    /// The new certificate's serial.
+    pub serial: Serial,
+}
+
+/// The state a join reads.
+#[derive(Debug, Clone, Default)]
+pub struct JoinState {
+    /// The token whose stored hash equals the secret's, if any.
+    pub token: Option<TokenState>,
+    /// The active node holding the claimed hardware key, if any.
+    pub hardware_key_holder: Option<NodeState>,
+}
+
+fn mac_eq(a: &str, b: &str) -> bool {
+    let norm = |s: &str| s.trim().to_ascii_lowercase().replace('-', ":");
+    norm(a) == norm(b)
+}
+
+/// Step 2: the join decision.
+pub fn decide_join(
+    ctx: &JoinContext<'_>,
+    cmd: &JoinCommand,
+    state: &JoinState,
+    now: OffsetDateTime,
+) -> Result<Vec<IdentityEvent>, DecideError<JoinRefusal>> {
+    let opened = &cmd.opened;
+    let token = state.token.as_ref().ok_or(JoinRefusal::UnknownToken)?;
+    if !token.secret_hash.matches(&opened.secret) {
+        return Err(JoinRefusal::UnknownToken.into());
+    }
+    if token.revoked {
+        return Err(JoinRefusal::Revoked.into());
+    }
+    if unix_us(now) >= token.expires_at_us {
+        return Err(JoinRefusal::Expired.into());
+    }
+    if token.uses_left == 0 {
+        return Err(JoinRefusal::NoUseLeft.into());
+    }
+    let role: NodeRole = opened.role.parse().map_err(|_| JoinRefusal::WrongRole)?;
+    if role != token.role.node_role() {
+        return Err(JoinRefusal::WrongRole.into());
+    }
+    if let Some(want) = &token.expect.product_uuid {
+        let ok = opened
+            .claims
+            .product_uuid
+            .as_ref()
+            .is_some_and(|got| got.trim().eq_ignore_ascii_case(want.trim()));
+        if !ok {
+            return Err(JoinRefusal::ExpectProductUuid.into());
+        }
+    }
+    if let Some(want) = &token.expect.mac {
+        if !opened.claims.macs.iter().any(|m| mac_eq(m, want)) {
+            return Err(JoinRefusal::ExpectMac.into());
+        }
+    }
+
+    let mut events = Vec::new();
+    let (node_id, generation, reclaimed) = match &state.hardware_key_holder {
+        Some(holder) if holder.status == NodeStatus::Active => {
+            if !token.allow_reclaim {
+                return Err(JoinRefusal::HardwareKeyEnrolled.into());
+            }
+            if holder.tenant_id != token.tenant_id
+                || holder.site_id != token.site_id
+                || holder.pool_id != token.pool_id
+                || holder.role != role
+            {
+                return Err(JoinRefusal::ReclaimMismatch.into());
+            }
+            let generation = holder.identity_generation + 1;
+            events.push(IdentityEvent::IdentityRevoked(NodeIdentityRevoked {
+                node_id: holder.node_id.clone(),
+                reason: "reclaim".into(),
+                new_identity_generation: generation,
+            }));
+            let id = NodeId::new(&holder.node_id)
+                .map_err(|e| DecideError::Failed(format!("stored node id: {e}")))?;
+            (id, generation, true)
+        }
+        _ => (cmd.new_node_id.clone(), 1, false),
+    };
+
+    let site = SiteId::new(&token.site_id)
+        .map_err(|e| DecideError::Failed(format!("stored site id: {e}")))?;
+    let decision = NodeCertificateDecision {
+        spiffe_id: SpiffeId::new(ctx.trust_domain.clone(), site, node_id.clone()),
+        role,
+        serial: cmd.serial.clone(),
+        requested_lifetime: Some(ctx.leaf_lifetime),
+        statements: Vec::new(),
+    };
+    let issued = issue_node_certificate(ctx.node_ca, &opened.csr, &decision, now)
+        .map_err(|e| DecideError::Failed(format!("issuing the node certificate: {e}")))?;
+
+    let digest = |d: Option<[u8; 32]>| d.map(|d| d.to_vec()).unwrap_or_default();
+    events.push(IdentityEvent::NodeJoined(NodeJoined {
+        node_id: node_id.as_str().to_owned(),
+        tenant_id: token.tenant_id.clone(),
+        site_id: token.site_id.clone(),
+        pool_id: token.pool_id.clone(),
+        role: role.as_str().to_owned(),
+        attestor: JOIN_TOKEN_ATTESTOR.into(),
+        node_key: NODE_KEY_UNATTESTED.into(),
+        token_id: token.token_id.clone(),
+        identity_generation: generation,
+        product_uuid_sha256: digest(opened.digests.product_uuid),
+        macs_sha256: digest(opened.digests.macs),
+        hardware_key_sha256: digest(opened.digests.hardware_key),
+        reclaimed,
+        csr_sha256: opened.csr.sha256().to_vec(),
+    }));
+    events.push(IdentityEvent::CertificateIssued(NodeCertificateIssued {
+        node_id: node_id.as_str().to_owned(),
+        serial: issued.serial.to_hex(),
+        der: issued.der,
+        not_before_us: unix_us(issued.not_before),
+        not_after_us: unix_us(issued.not_after),
+        identity_generation: generation,
+        cause: "join".into(),
+        renewed_serial: String::new(),
+    }));
+    events.push(IdentityEvent::TokenUsed(JoinTokenUsed {
+        token_id: token.token_id.clone(),
+        use_number: token.uses_total - token.uses_left + 1,
+        node_id: node_id.as_str().to_owned(),
+        uses_left: token.uses_left - 1,
+    }));
+    Ok(events)
+}

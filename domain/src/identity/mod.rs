@@ -1,0 +1,67 @@
+//! Node identity decisions: join tokens, token joins, renewals and the end of an identity.
+//!
+//! Every decision here is a pure function of (command, state, time): the command layer loads the
+//! state from the projections in its transaction, calls a `decide_*` function, appends what it
+//! returns and applies the projections. Nothing here reads a clock, a database or the network.
+//! Certificates are built by [`crate::pki`] from the decision (only the CSR's public key is
+//! taken); the one outside input is the randomness of ECDSA signatures.
+//!
+//! | module | decides |
+//! | --- | --- |
+//! | [`join`] | a join with the `join-token` attestor |
+//! | [`renew`] | a renewal by proof of possession of the current key |
+//! | [`admin`] | token create / revoke, identity revoke, node delete / retire |
+//!
+//! Refusals are typed ([`JoinRefusal`], [`RenewRefusal`]), one variant per reason, each with its
+//! `<attestor>:<reason>` text for the `security.*.refused` event; the caller only ever sees
+//! ACCESS_DENIED. Bugs (a CA that cannot sign) are [`DecideError::Failed`], never refusals.
+
+pub mod admin;
+pub mod join;
+pub mod renew;
+mod state;
+
+pub use admin::{
+    decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
+    decide_revoke_token, AdminRefusal, CreateToken,
+};
+pub use join::{
+    claims_digests, decide_join, open_join, ClaimsDigests, HardwareClaims, JoinCommand,
+    JoinContext, JoinInput, JoinRefusal, JoinState, OpenedJoin, JOIN_TOKEN_ATTESTOR,
+};
+pub use renew::{
+    decide_renew, prepare_renew, PreparedRenew, RenewCommand, RenewInput, RenewRefusal, RenewState,
+    RENEW_POP_ATTESTOR, RENEW_PROOF_TTL,
+};
+pub use state::{
+    evolve_node, evolve_token, CertState, ExpectBinding, IdentityEvent, NodeState, NodeStatus,
+    TokenRole, TokenState, NODE_KEY_UNATTESTED,
+};
+
+/// Why a decision produced no events.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecideError<R: std::fmt::Debug + std::fmt::Display> {
+    /// A refusal: an outcome, recorded as a `security.*.refused` event.
+    #[error("refused: {0}")]
+    Refused(R),
+    /// A bug or a broken deployment (the CA cannot sign): an error, not a refusal.
+    #[error("the decision failed: {0}")]
+    Failed(String),
+}
+
+impl<R: std::fmt::Debug + std::fmt::Display> From<R> for DecideError<R> {
+    fn from(r: R) -> Self {
+        DecideError::Refused(r)
+    }
+}
+
+/// Microseconds since the epoch of a date-time (saturating).
+pub fn unix_us(t: time::OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos() / 1000).unwrap_or(i64::MAX)
+}
+
+/// SHA-256.
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).into()
+}

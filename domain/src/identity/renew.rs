@@ -1,0 +1,251 @@
+//! Renewal (spec 002 "renewal", 003 "Node certificates").
+//!
+//! [`prepare_renew`] checks what needs no state: the new CSR, the presented leaf's identity (the
+//! node id comes from its SPIFFE ID, never from a message field), and computes the replay key of
+//! the `renew-pop` proof. The command layer then loads the node, the `node_certs` row of the
+//! leaf's serial and whether the proof was used, and [`decide_renew`] decides, in this order:
+//! the leaf is byte for byte a stored row of this node; of the node's current identity
+//! generation; not revoked; the node active; not expired; no key statement it cannot prove; the
+//! proof verifies under the leaf's key; its client time within ±60 s; and never used before.
+
+use events::schema::{NodeCertificateIssued, RenewProofUsed};
+use time::{Duration, OffsetDateTime};
+
+use super::join::JoinContext;
+use super::state::{CertState, IdentityEvent, NodeState, NodeStatus};
+use super::{unix_us, DecideError};
+use crate::pki::statement::{verify, RenewPop, Statement};
+use crate::pki::{
+    check_clock_window, issue_node_certificate, NodeCertificateDecision, NodeIdentity, Serial,
+    Signature, VerifiedCsr,
+};
+
+/// The `attestation_uses.attestor` of renew proofs.
+pub const RENEW_POP_ATTESTOR: &str = "renew-pop";
+/// How long a used proof is remembered (twice the ±60 s window).
+pub const RENEW_PROOF_TTL: Duration = Duration::seconds(120);
+
+/// Why a renewal was refused. One variant per reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum RenewRefusal {
+    /// The new CSR does not verify.
+    #[error("renew:bad-csr")]
+    BadCsr,
+    /// No chain, or the leaf carries no node identity of this trust domain.
+    #[error("renew:bad-certificate")]
+    BadCertificate,
+    /// No `node_certs` row has the leaf's serial for this node.
+    #[error("renew:unknown-certificate")]
+    UnknownCertificate,
+    /// A row exists but the presented bytes are not byte for byte the stored certificate.
+    #[error("renew:certificate-mismatch")]
+    CertificateMismatch,
+    /// The certificate is of an older identity generation than the node's.
+    #[error("renew:old-generation")]
+    OldGeneration,
+    /// The certificate was revoked.
+    #[error("renew:revoked")]
+    Revoked,
+    /// The node is unknown, retired or deleted.
+    #[error("renew:node-inactive")]
+    NodeInactive,
+    /// The certificate expired (a renewal never revives one; re-join instead).
+    #[error("renew:expired")]
+    Expired,
+    /// The leaf carries a `urn:bc:` key statement this control plane cannot prove again.
+    #[error("renew:key-statement-unknown")]
+    KeyStatementUnknown,
+    /// The proof does not verify under the presented leaf's key.
+    #[error("renew:bad-proof")]
+    BadProof,
+    /// The proof's client time is more than 60 s from the server's clock.
+    #[error("renew:clock-window")]
+    ClockWindow,
+    /// The proof was used before.
+    #[error("renew:replay")]
+    Replay,
+}
+
+impl RenewRefusal {
+    /// Every reason.
+    pub const ALL: [RenewRefusal; 12] = [
+        RenewRefusal::BadCsr,
+        RenewRefusal::BadCertificate,
+        RenewRefusal::UnknownCertificate,
+        RenewRefusal::CertificateMismatch,
+        RenewRefusal::OldGeneration,
+        RenewRefusal::Revoked,
+        RenewRefusal::NodeInactive,
+        RenewRefusal::Expired,
+        RenewRefusal::KeyStatementUnknown,
+        RenewRefusal::BadProof,
+        RenewRefusal::ClockWindow,
+        RenewRefusal::Replay,
+    ];
+
+    /// `renew:<reason>`.
+    pub fn reason(self) -> String {
+        self.to_string()
+    }
+}
+
+/// A renew request as it arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenewInput {
+    /// The new CSR, DER.
+    pub csr_der: Vec<u8>,
+    /// The current chain, leaf first.
+    pub chain: Vec<Vec<u8>>,
+    /// The agent's clock, unix milliseconds.
+    pub client_time_ms: u64,
+    /// `renew-pop` signature (r || s) by the current key.
+    pub signature: Vec<u8>,
+}
+
+/// A renewal whose CSR and leaf parsed.
+#[derive(Debug, Clone)]
+pub struct PreparedRenew {
+    /// The new CSR.
+    pub csr: VerifiedCsr,
+    /// The presented leaf, exactly as sent.
+    pub leaf_der: Vec<u8>,
+    /// Its identity.
+    pub identity: NodeIdentity,
+    /// The proof statement.
+    pub statement: RenewPop,
+    /// The signature.
+    pub signature: Vec<u8>,
+    /// SHA-256 of the statement's signed input: `attestation_uses.subject`.
+    pub replay_key: [u8; 32],
+}
+
+impl PreparedRenew {
+    /// The leaf's node id.
+    pub fn node_id(&self) -> &str {
+        self.identity.spiffe_id.node.as_str()
+    }
+
+    /// The leaf's serial (hex).
+    pub fn serial_hex(&self) -> String {
+        self.identity.serial.to_hex()
+    }
+}
+
+/// Step 1. A refusal carries what is known for the event: (node id, serial, CSR digest).
+#[allow(clippy::type_complexity)]
+pub fn prepare_renew(
+    ctx: &JoinContext<'_>,
+    input: &RenewInput,
+) -> Result<PreparedRenew, (RenewRefusal, Option<(String, String)>, Option<[u8; 32]>)> {
+    let csr =
+        VerifiedCsr::verify(&input.csr_der).map_err(|_| (RenewRefusal::BadCsr, None, None))?;
+    let csr_sha = *csr.sha256();
+    let leaf = input
+        .chain
+        .first()
+        .ok_or((RenewRefusal::BadCertificate, None, Some(csr_sha)))?;
+    let identity = NodeIdentity::from_leaf_der(leaf, ctx.trust_domain)
+        .map_err(|_| (RenewRefusal::BadCertificate, None, Some(csr_sha)))?;
+    let statement = RenewPop {
+        csr_sha256: csr_sha,
+        node_id: identity.spiffe_id.node.clone(),
+        client_time_ms: input.client_time_ms,
+    };
+    Ok(PreparedRenew {
+        replay_key: statement.replay_key(),
+        csr,
+        leaf_der: leaf.clone(),
+        identity,
+        statement,
+        signature: input.signature.clone(),
+    })
+}
+
+/// The state a renewal reads.
+#[derive(Debug, Clone, Default)]
+pub struct RenewState {
+    /// The leaf's node.
+    pub node: Option<NodeState>,
+    /// The `node_certs` row with the leaf's serial.
+    pub cert: Option<CertState>,
+    /// Whether `attestation_uses` holds the proof's replay key.
+    pub proof_used: bool,
+}
+
+/// A prepared renewal and the serial the shell drew for the new certificate.
+#[derive(Debug, Clone)]
+pub struct RenewCommand {
+    /// Step 1's result.
+    pub prepared: PreparedRenew,
+    /// The new serial.
+    pub serial: Serial,
+}
+
+/// Step 2: the renewal decision.
+pub fn decide_renew(
+    ctx: &JoinContext<'_>,
+    cmd: &RenewCommand,
+    state: &RenewState,
+    now: OffsetDateTime,
+) -> Result<Vec<IdentityEvent>, DecideError<RenewRefusal>> {
+    let p = &cmd.prepared;
+    let node_id = p.node_id();
+    let cert = state
+        .cert
+        .as_ref()
+        .filter(|c| c.node_id == node_id)
+        .ok_or(RenewRefusal::UnknownCertificate)?;
+    if cert.der != p.leaf_der {
+        return Err(RenewRefusal::CertificateMismatch.into());
+    }
+    let node = state.node.as_ref().ok_or(RenewRefusal::NodeInactive)?;
+    if cert.identity_generation < node.identity_generation {
+        return Err(RenewRefusal::OldGeneration.into());
+    }
+    if cert.revoked {
+        return Err(RenewRefusal::Revoked.into());
+    }
+    if node.status != NodeStatus::Active {
+        return Err(RenewRefusal::NodeInactive.into());
+    }
+    if unix_us(now) >= cert.not_after_us {
+        return Err(RenewRefusal::Expired.into());
+    }
+    if !p.identity.statements.is_empty() {
+        return Err(RenewRefusal::KeyStatementUnknown.into());
+    }
+    let signature = Signature::from_bytes(&p.signature).ok_or(RenewRefusal::BadProof)?;
+    verify(&p.identity.public_key, &p.statement, &signature).map_err(|_| RenewRefusal::BadProof)?;
+    check_clock_window(p.statement.client_time_ms, now).map_err(|_| RenewRefusal::ClockWindow)?;
+    if state.proof_used {
+        return Err(RenewRefusal::Replay.into());
+    }
+
+    // The new certificate keeps node, site, role and trust domain: all from the stored leaf.
+    let decision = NodeCertificateDecision {
+        spiffe_id: p.identity.spiffe_id.clone(),
+        role: p.identity.role,
+        serial: cmd.serial.clone(),
+        requested_lifetime: Some(ctx.leaf_lifetime),
+        statements: Vec::new(),
+    };
+    let issued = issue_node_certificate(ctx.node_ca, &p.csr, &decision, now)
+        .map_err(|e| DecideError::Failed(format!("issuing the renewed certificate: {e}")))?;
+    Ok(vec![
+        IdentityEvent::RenewProofUsed(RenewProofUsed {
+            node_id: node_id.to_owned(),
+            subject: p.replay_key.to_vec(),
+            expires_at_us: unix_us(now + RENEW_PROOF_TTL),
+        }),
+        IdentityEvent::CertificateIssued(NodeCertificateIssued {
+            node_id: node_id.to_owned(),
+            serial: issued.serial.to_hex(),
+            der: issued.der,
+            not_before_us: unix_us(issued.not_before),
+            not_after_us: unix_us(issued.not_after),
+            identity_generation: node.identity_generation,
+            cause: "renew".into(),
+            renewed_serial: cert.serial.clone(),
+        }),
+    ])
+}
