@@ -7,6 +7,7 @@
 //! lock: concurrent commands commit concurrently.
 
 pub mod clock;
+pub mod identity;
 pub mod run;
 
 pub use clock::{Clock, SimClock, SystemClock};

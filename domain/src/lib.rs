@@ -7,5 +7,6 @@
 //! as events or a refusal. It may see `events` for its types only (no store).
 
 pub mod audit;
+pub mod identity;
 pub mod pki;
 pub mod quorum;

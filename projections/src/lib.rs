@@ -7,6 +7,7 @@
 //! position it reflects.
 
 pub mod digest;
+pub mod identity;
 pub mod rebuild;
 
 use std::future::Future;
