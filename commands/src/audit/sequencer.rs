@@ -1,0 +1,320 @@
+//! The sequencer: every event into its tenant's Merkle log, exactly once, in commit-visibility
+//! order, crash-safe.
+//!
+//! One step ([`Sequencer::step`]) is one transaction:
+//!
+//! 1. take the leader lock: `pg_try_advisory_xact_lock` on Postgres (another sequencer holding it
+//!    makes this one a follower for the step: [`StepOutcome::NotLeader`]); on SQLite the write
+//!    transaction is already exclusive;
+//! 2. read the stored cursor (`audit_sequencer`); if it is not the one this sequencer last
+//!    committed (another process sequenced meanwhile, or this one just started), drop every cached
+//!    tree and resume from the stored one;
+//! 3. one exact-tailer step from the cursor (a read: writers never wait on the sequencer);
+//! 4. for each event, in the order the tailer hands them out: its tenant's next index, its leaf
+//!    hash ([`AuditLeaf::from_event`]), appended to the tenant's [`Frontier`] (loaded from the
+//!    stored nodes on first use);
+//! 5. insert the leaf rows and every completed interior node, update each touched tenant's size
+//!    and the cursor, commit.
+//!
+//! Because the leaves, nodes, sizes and cursor commit together, a sequencer killed at any point
+//! resumes exactly where its last commit left off; `audit_leaves.position` is unique, so an event
+//! can never be sequenced twice even by a buggy second leader.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use domain::audit::{AuditLeaf, Frontier, Hash};
+use events::store::{EventStore, LogStore, LogTx, TailCursor};
+use events::RecordedEvent;
+
+use super::db::{self, Conn, NewLeaf, NewNode};
+use super::{to_i64, AuditError};
+
+/// How the sequencer pages and waits.
+#[derive(Clone, Copy, Debug)]
+pub struct SequencerOptions {
+    /// Most events per step (per transaction).
+    pub batch: u32,
+    /// How long to wait for new commits (or for the leader) before looking again.
+    pub poll_interval: Duration,
+}
+
+impl Default for SequencerOptions {
+    fn default() -> Self {
+        SequencerOptions {
+            batch: 5000,
+            poll_interval: Duration::from_millis(50),
+        }
+    }
+}
+
+/// What one step did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// This many events were sequenced and committed.
+    Sequenced(usize),
+    /// Nothing new is visible: the sequencer is caught up with the log.
+    Idle,
+    /// Another sequencer holds the lock; nothing was done.
+    NotLeader,
+}
+
+/// The sequencer. Cheap to create; state (cursor, trees) is cached between steps and re-read from
+/// the store whenever another sequencer may have moved it.
+pub struct Sequencer {
+    store: EventStore,
+    options: SequencerOptions,
+    /// The cursor this sequencer last committed (or read), as stored.
+    committed: Option<String>,
+    /// The cursor to read from: `committed`, or past empty steps since.
+    cursor: Option<TailCursor>,
+    sequenced: u64,
+    trees: HashMap<String, Frontier>,
+}
+
+impl Sequencer {
+    pub fn new(store: EventStore, options: SequencerOptions) -> Self {
+        Sequencer {
+            store,
+            options,
+            committed: None,
+            cursor: None,
+            sequenced: 0,
+            trees: HashMap::new(),
+        }
+    }
+
+    /// Events sequenced in the whole store so far (as of this sequencer's last step).
+    pub fn sequenced(&self) -> u64 {
+        self.sequenced
+    }
+
+    /// One batch (see the module doc).
+    pub async fn step(&mut self) -> Result<StepOutcome, AuditError> {
+        let mut tx = self.store.begin().await?;
+        let outcome = self.step_in(&mut tx).await;
+        match outcome {
+            Ok(Some(pending)) => {
+                tx.commit().await?;
+                let n = pending.events;
+                self.committed = Some(pending.cursor.to_string());
+                self.cursor = Some(pending.cursor);
+                self.sequenced = pending.sequenced;
+                for (tenant, frontier) in pending.trees {
+                    self.trees.insert(tenant, frontier);
+                }
+                Ok(StepOutcome::Sequenced(n))
+            }
+            Ok(None) => {
+                let _ = tx.rollback().await;
+                Ok(if self.committed.is_none() && self.cursor.is_none() {
+                    StepOutcome::NotLeader
+                } else {
+                    StepOutcome::Idle
+                })
+            }
+            Err(e) => {
+                let _ = tx.rollback().await;
+                // Whatever was cached may be ahead of the store now.
+                self.forget();
+                Err(e)
+            }
+        }
+    }
+
+    fn forget(&mut self) {
+        self.committed = None;
+        self.cursor = None;
+        self.trees.clear();
+    }
+
+    /// The body of a step. `Ok(None)`: nothing to commit (idle, or not the leader, told apart by
+    /// whether a cursor is known).
+    async fn step_in(
+        &mut self,
+        tx: &mut events::store::StoreTx,
+    ) -> Result<Option<Pending>, AuditError> {
+        let mut conn = db::tx_conn(tx);
+        if !db::try_sequencer_lock(&mut conn).await? {
+            self.forget();
+            return Ok(None);
+        }
+        let stored = db::read_cursor(&mut conn).await?;
+        let stored_text = stored.as_ref().map(|(c, _)| c.clone());
+        if stored_text != self.committed || self.cursor.is_none() {
+            self.trees.clear();
+            self.sequenced = stored.as_ref().map_or(0, |(_, n)| *n);
+            self.cursor = Some(match &stored {
+                Some((text, _)) => text.parse::<TailCursor>()?,
+                None => self.store.start_cursor(),
+            });
+            self.committed = stored_text;
+        }
+        let Some(cursor) = self.cursor.clone() else {
+            return Ok(None);
+        };
+
+        let (events, next) = self.store.tail_step(&cursor, self.options.batch).await?;
+        if events.is_empty() {
+            // Nothing committed between the snapshots: moving on needs no write.
+            self.cursor = Some(next);
+            return Ok(None);
+        }
+
+        let mut work = Batch::default();
+        for event in &events {
+            let tenant = event.tenant_id.as_str();
+            if !work.trees.contains_key(tenant) {
+                let frontier = match self.trees.get(tenant) {
+                    Some(f) => f.clone(),
+                    None => load_frontier(&mut conn, tenant).await?,
+                };
+                work.trees.insert(tenant, frontier);
+            }
+            let Some(tree) = work.trees.get_mut(tenant) else {
+                return Err(AuditError::Corrupt(format!("tree of {tenant} vanished")));
+            };
+            let index = tree.size();
+            let leaf = leaf_hash(event, index)?;
+            let position = event.position;
+            let index_i = to_i64(index, "leaf index")?;
+            work.leaves.push(NewLeaf {
+                tenant,
+                index: index_i,
+                position,
+                hash: leaf,
+            });
+            let mut overflow = None;
+            tree.push(leaf, |id, hash| {
+                if id.level > 0 {
+                    match (i32::try_from(id.level), i64::try_from(id.index)) {
+                        (Ok(level), Ok(index)) => work.nodes.push(NewNode {
+                            tenant,
+                            level,
+                            index,
+                            hash: *hash,
+                        }),
+                        _ => overflow = Some(id),
+                    }
+                }
+            });
+            if let Some(id) = overflow {
+                return Err(AuditError::Corrupt(format!(
+                    "node (level {}, index {}) does not fit the audit_nodes columns",
+                    id.level, id.index
+                )));
+            }
+        }
+
+        db::insert_leaves(&mut conn, &work.leaves).await?;
+        db::insert_nodes(&mut conn, &work.nodes).await?;
+        for (tenant, tree) in &work.trees {
+            db::set_tree_size(&mut conn, tenant, tree.size()).await?;
+        }
+        let sequenced = self.sequenced + events.len() as u64;
+        db::write_cursor(&mut conn, &next.to_string(), sequenced).await?;
+        let trees = work
+            .trees
+            .into_iter()
+            .map(|(t, f)| (t.to_string(), f))
+            .collect();
+        Ok(Some(Pending {
+            events: events.len(),
+            cursor: next,
+            sequenced,
+            trees,
+        }))
+    }
+
+    /// Steps until the log is caught up (as of the last step), waiting while another sequencer
+    /// leads. Returns the number of events this call sequenced.
+    pub async fn catch_up(&mut self) -> Result<u64, AuditError> {
+        let mut total = 0u64;
+        loop {
+            match self.step().await? {
+                StepOutcome::Sequenced(n) => total += n as u64,
+                StepOutcome::Idle => {
+                    if matches!(
+                        self.cursor,
+                        Some(TailCursor::Postgres {
+                            ceiling: Some(_),
+                            ..
+                        })
+                    ) {
+                        continue;
+                    }
+                    return Ok(total);
+                }
+                StepOutcome::NotLeader => tokio::time::sleep(self.options.poll_interval).await,
+            }
+        }
+    }
+
+    /// Runs until `shutdown` turns true (or its sender is dropped): steps while there is work,
+    /// otherwise waits for a commit in this process or the poll interval.
+    pub async fn run(
+        mut self,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), AuditError> {
+        let mut wake = self.store.commit_signal();
+        loop {
+            if *shutdown.borrow() {
+                return Ok(());
+            }
+            wake.borrow_and_update();
+            match self.step().await? {
+                StepOutcome::Sequenced(_) => continue,
+                StepOutcome::Idle
+                    if matches!(
+                        self.cursor,
+                        Some(TailCursor::Postgres {
+                            ceiling: Some(_),
+                            ..
+                        })
+                    ) =>
+                {
+                    continue
+                }
+                StepOutcome::Idle | StepOutcome::NotLeader => {}
+            }
+            tokio::select! {
+                r = shutdown.changed() => if r.is_err() { return Ok(()) },
+                _ = wake.changed() => {}
+                _ = tokio::time::sleep(self.options.poll_interval) => {}
+            }
+        }
+    }
+}
+
+fn leaf_hash(event: &RecordedEvent, index: u64) -> Result<Hash, AuditError> {
+    AuditLeaf::from_event(event, index)
+        .leaf_hash()
+        .map_err(|source| AuditError::Leaf {
+            position: event.position,
+            source,
+        })
+}
+
+async fn load_frontier(conn: &mut Conn<'_>, tenant: &str) -> Result<Frontier, AuditError> {
+    let size = db::tree_size(conn, tenant).await?;
+    let ids: Vec<_> = Frontier::node_ids(size).collect();
+    let hashes = db::nodes(conn, tenant, &ids).await?;
+    Frontier::from_parts(size, &hashes).map_err(|source| AuditError::Tree {
+        tenant: tenant.to_string(),
+        source,
+    })
+}
+
+#[derive(Default)]
+struct Batch<'a> {
+    trees: HashMap<&'a str, Frontier>,
+    leaves: Vec<NewLeaf<'a>>,
+    nodes: Vec<NewNode<'a>>,
+}
+
+struct Pending {
+    events: usize,
+    cursor: TailCursor,
+    sequenced: u64,
+    trees: Vec<(String, Frontier)>,
+}
