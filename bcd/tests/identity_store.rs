@@ -1,0 +1,212 @@
+//! Loading the identity in three steps, and renewal crash safety, on real files and certificates.
+
+mod common;
+
+use bcd::files::{key_to_pem, NEXT_KEY_FILE, NODE_KEY_FILE};
+use bcd::identity_store::{load, LoadError, NextKeyOutcome, RenewalStore};
+use common::*;
+use domain::pki::NodeRole;
+
+#[test]
+fn not_joined_is_the_spec_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = load(&bcd::files::DataDir::new(tmp.path())).unwrap_err();
+    assert!(matches!(err, LoadError::NotJoined));
+    assert_eq!(err.to_string(), "this node has not joined (run bcd join)");
+}
+
+#[test]
+fn joined_identity_loads_with_0600_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let (data, key, identity) = joined(tmp.path(), &ks, "n1");
+    let loaded = load(&data).unwrap();
+    assert_eq!(loaded.key.public_key(), key.public_key());
+    assert_eq!(loaded.stored, identity);
+    assert_eq!(loaded.next_key, NextKeyOutcome::Absent);
+    assert_eq!(loaded.describe(), "n1 (site eu-1, role node)");
+    assert_eq!(data.mode("identity.json"), Some(0o600));
+    assert_eq!(data.mode("node.key"), Some(0o600));
+}
+
+#[test]
+fn certified_next_key_is_promoted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let (data, _old, identity) = joined(tmp.path(), &ks, "n1");
+    // A renewal stopped after it stored the certificate of the next key.
+    let next = node_key();
+    let leaf = issue(&ks, &next, "n1", NodeRole::Node);
+    let parsed = domain::pki::NodeIdentity::from_leaf_der(&leaf, &ks.trust_domain).unwrap();
+    let renewed = identity.renewed(&parsed, vec![leaf]);
+    data.write(NEXT_KEY_FILE, key_to_pem(&next).as_bytes())
+        .unwrap();
+    data.write("identity.json", &renewed.to_json()).unwrap();
+    let loaded = load(&data).unwrap();
+    assert_eq!(loaded.next_key, NextKeyOutcome::Promoted);
+    assert_eq!(loaded.key.public_key(), next.public_key());
+    assert!(!data.exists(NEXT_KEY_FILE));
+    // node.key is now the promoted key.
+    let again = load(&data).unwrap();
+    assert_eq!(again.key.public_key(), next.public_key());
+    assert_eq!(again.next_key, NextKeyOutcome::Absent);
+}
+
+#[test]
+fn uncertified_next_key_is_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let (data, key, _) = joined(tmp.path(), &ks, "n1");
+    data.write(NEXT_KEY_FILE, key_to_pem(&node_key()).as_bytes())
+        .unwrap();
+    let loaded = load(&data).unwrap();
+    assert_eq!(loaded.next_key, NextKeyOutcome::Removed);
+    assert_eq!(loaded.key.public_key(), key.public_key());
+    assert!(!data.exists(NEXT_KEY_FILE));
+
+    // Garbage in node.key.next is "any other" too.
+    data.write(NEXT_KEY_FILE, b"not a key").unwrap();
+    assert_eq!(load(&data).unwrap().next_key, NextKeyOutcome::Removed);
+    assert!(!data.exists(NEXT_KEY_FILE));
+}
+
+#[test]
+fn mismatched_node_key_gives_the_exact_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let (data, _, _) = joined(tmp.path(), &ks, "n1");
+    data.write(NODE_KEY_FILE, key_to_pem(&node_key()).as_bytes())
+        .unwrap();
+    let err = load(&data).unwrap_err();
+    assert!(matches!(err, LoadError::KeyMismatch));
+    assert_eq!(
+        err.to_string(),
+        "the node key does not match the node certificate; join again: bcd join --reset --yes, \
+         then bcd join"
+    );
+}
+
+#[test]
+fn missing_or_garbage_node_key_ends_with_the_way_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let (data, _, _) = joined(tmp.path(), &ks, "n1");
+    data.write(NODE_KEY_FILE, b"garbage").unwrap();
+    let err = load(&data).unwrap_err();
+    assert!(matches!(err, LoadError::KeyUnreadable { .. }));
+    assert!(err
+        .to_string()
+        .ends_with("join again: bcd join --reset --yes, then bcd join"));
+    data.remove(NODE_KEY_FILE).unwrap();
+    let err = load(&data).unwrap_err();
+    assert!(matches!(err, LoadError::KeyMissing { .. }));
+    data.write("identity.json", b"{}").unwrap();
+    let err = load(&data).unwrap_err();
+    assert!(matches!(err, LoadError::Corrupt { .. }), "{err}");
+}
+
+/// Where the simulated crash stops a renewal.
+#[derive(Debug, Clone, Copy)]
+enum CrashAfter {
+    Nothing,
+    Begin,
+    StoreCertificate,
+    Promote,
+}
+
+#[test]
+fn renewal_crash_at_every_step_leaves_a_matching_key_and_certificate() {
+    let ks = keyset();
+    for crash in [
+        CrashAfter::Nothing,
+        CrashAfter::Begin,
+        CrashAfter::StoreCertificate,
+        CrashAfter::Promote,
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (data, old_key, identity) = joined(tmp.path(), &ks, "n1");
+        let next = node_key();
+        let next_pub = next.public_key().clone();
+        let new_leaf = issue(&ks, &next, "n1", NodeRole::Node);
+        let parsed = domain::pki::NodeIdentity::from_leaf_der(&new_leaf, &ks.trust_domain).unwrap();
+        let renewed = identity.renewed(&parsed, vec![new_leaf]);
+
+        // Each step runs only if the crash comes later; dropping the typed state is the crash.
+        if !matches!(crash, CrashAfter::Nothing) {
+            let begun = RenewalStore::new(&data).begin(next).unwrap();
+            assert!(data.exists(NEXT_KEY_FILE), "node.key.next is written first");
+            if !matches!(crash, CrashAfter::Begin) {
+                let stored = begun.store_certificate(&renewed).unwrap();
+                if matches!(crash, CrashAfter::Promote) {
+                    stored.promote().unwrap();
+                }
+            }
+        }
+
+        let loaded = load(&data).unwrap_or_else(|e| panic!("{crash:?}: {e}"));
+        assert_eq!(
+            loaded.key.public_key(),
+            &loaded.leaf.public_key,
+            "{crash:?}: key and certificate match"
+        );
+        let expect_new = matches!(crash, CrashAfter::StoreCertificate | CrashAfter::Promote);
+        let want = if expect_new {
+            &next_pub
+        } else {
+            old_key.public_key()
+        };
+        assert_eq!(loaded.key.public_key(), want, "{crash:?}");
+        assert!(
+            !data.exists(NEXT_KEY_FILE),
+            "{crash:?}: no leftover next key"
+        );
+        // The trust state survives a renewal.
+        assert_eq!(loaded.stored.trust_version, identity.trust_version);
+    }
+}
+
+#[test]
+fn renewal_refuses_a_certificate_for_another_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let (data, _, identity) = joined(tmp.path(), &ks, "n1");
+    let begun = RenewalStore::new(&data).begin(node_key()).unwrap();
+    let other = node_key();
+    let leaf = issue(&ks, &other, "n1", NodeRole::Node);
+    let parsed = domain::pki::NodeIdentity::from_leaf_der(&leaf, &ks.trust_domain).unwrap();
+    let err = begun
+        .store_certificate(&identity.renewed(&parsed, vec![leaf]))
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        bcd::identity_store::StoreError::KeyNotCertified
+    ));
+    // identity.json is untouched, so the old identity still loads.
+    assert_eq!(load(&data).unwrap().stored, identity);
+}
+
+#[test]
+fn renewal_answer_checks_use_the_spec_messages() {
+    let ks = keyset();
+    let key = node_key();
+    let current = domain::pki::NodeIdentity::from_leaf_der(
+        &issue(&ks, &key, "n1", NodeRole::Node),
+        &ks.trust_domain,
+    )
+    .unwrap();
+    let next = node_key();
+    let other_node = issue(&ks, &next, "n2", NodeRole::Node);
+    let err = bcd::renewal::check_renewal_answer(&current, &other_node, &next).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "renewal: the certificate is for eu-1/n2 (node), not eu-1/n1 (node)"
+    );
+    let wrong_key = issue(&ks, &node_key(), "n1", NodeRole::Node);
+    let err = bcd::renewal::check_renewal_answer(&current, &wrong_key, &next).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "renewal: the certificate does not certify the new key"
+    );
+    let good = issue(&ks, &next, "n1", NodeRole::Node);
+    assert!(bcd::renewal::check_renewal_answer(&current, &good, &next).is_ok());
+}
