@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod batch_cmd;
 mod pki_cmd;
 mod store_cmd;
 
@@ -30,6 +31,9 @@ enum Command {
     /// The deployment's keys: create the bundle once, print its pins.
     #[command(subcommand)]
     Pki(pki_cmd::PkiCommand),
+    /// Destructive batches: approver keys, create, show, approve, sign approver sets.
+    #[command(subcommand)]
+    Batch(batch_cmd::BatchCommand),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
             Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
             Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
             Command::Pki(cmd) => pki_cmd::run(cmd).map_err(Failure::from),
+            Command::Batch(cmd) => batch_cmd::run(cmd).await.map_err(Failure::from),
         }
     });
     match result {
