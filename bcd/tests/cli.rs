@@ -1,0 +1,361 @@
+//! The real `bcd` binary: --reset, token input, already joined, malformed pins.
+
+mod common;
+
+use std::fs;
+use std::io::{Seek, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::*;
+use domain::pki::TokenSecret;
+
+const PIN: &str = "sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+
+/// A config.toml with the three pins and a server, for data dir `data`.
+fn config(dir: &Path, data: &Path) -> std::path::PathBuf {
+    let path = dir.join("config.toml");
+    fs::write(
+        &path,
+        format!(
+            "server = \"127.0.0.1:1\"\ndata_dir = \"{}\"\nserving_ca_spki_pin = \"{PIN}\"\n\
+             join_encryption_key_pin = \"{PIN}\"\njoin_signing_key_pin = \"{PIN}\"\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn bcd(cfg: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bcd"));
+    cmd.arg("--config")
+        .arg(cfg)
+        .args(args)
+        .env_remove("BCD_JOIN_TOKEN")
+        .env_remove("BCD_DATA_DIR")
+        .env_remove("BCD_SERVER")
+        .env_remove("BCD_CONFIG");
+    cmd
+}
+
+fn run_with_stdin(mut cmd: Command, stdin: &[u8]) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The child may exit before reading it all.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn token() -> String {
+    TokenSecret::generate().unwrap().expose().to_owned()
+}
+
+const NOT_WIRED: &str = "not wired into this build yet";
+
+#[test]
+fn reset_without_yes_prints_and_moves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let ks = keyset();
+    let (dd, _, _) = joined(&data, &ks, "n1");
+    dd.write("journal.db", b"journal").unwrap();
+    let cfg = config(tmp.path(), &data);
+    let before: Vec<_> = fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let out = bcd(&cfg, &["join", "--reset"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("identity.json -> identity.json.reset-"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("node.key -> node.key.reset-"), "{stdout}");
+    assert!(
+        stdout.contains("journal.db -> journal.db.reset-"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("node.key.next ->"), "{stdout}");
+    assert!(stdout.contains("--yes"), "{stdout}");
+    let after: Vec<_> = fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(before.len(), after.len());
+    assert!(dd.exists("identity.json") && dd.exists("node.key") && dd.exists("journal.db"));
+}
+
+#[test]
+fn reset_with_yes_moves_exactly_the_existing_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let ks = keyset();
+    let (dd, _, _) = joined(&data, &ks, "n1");
+    dd.write("journal.db", b"journal").unwrap();
+    dd.write("unrelated", b"stays").unwrap();
+    let cfg = config(tmp.path(), &data);
+    let out = bcd(&cfg, &["join", "--reset", "--yes"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    // The files moved; the join that follows finds no token.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no join token"), "{stderr}");
+    let mut names: Vec<String> = fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.contains(&"unrelated".to_owned()));
+    for base in ["identity.json", "journal.db", "node.key"] {
+        let moved = names
+            .iter()
+            .find(|n| n.starts_with(&format!("{base}.reset-")))
+            .unwrap_or_else(|| panic!("{base} not moved: {names:?}"));
+        let suffix = &moved[base.len() + ".reset-".len()..];
+        // YYYYMMDDTHHMMSSZ
+        assert_eq!(suffix.len(), 16, "{moved}");
+        assert_eq!(&suffix[8..9], "T");
+        assert!(suffix.ends_with('Z'));
+        assert!(suffix[..8].chars().all(|c| c.is_ascii_digit()));
+        assert!(suffix[9..15].chars().all(|c| c.is_ascii_digit()));
+    }
+    assert_eq!(
+        fs::read(data.join(names.iter().find(|n| n.starts_with("journal.db.")).unwrap())).unwrap(),
+        b"journal"
+    );
+    // Nothing loads afterwards.
+    let out = bcd(&cfg, &["status"]).output().unwrap();
+    assert!(text(&out.stdout).contains("this node has not joined (run bcd join)"));
+}
+
+#[test]
+fn already_joined_answers_without_reading_a_token() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let ks = keyset();
+    joined(&data, &ks, "n1");
+    let cfg = config(tmp.path(), &data);
+    let stdin_path = tmp.path().join("stdin");
+    fs::write(&stdin_path, format!("{}\n", token())).unwrap();
+    let stdin = fs::File::open(&stdin_path).unwrap();
+    let mut ours = stdin.try_clone().unwrap();
+    let out = bcd(&cfg, &["join"])
+        .stdin(Stdio::from(stdin))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "already joined as n1 (site eu-1, role node)\n"
+    );
+    // The shared file offset did not move: standard input was never read.
+    assert_eq!(ours.stream_position().unwrap(), 0);
+}
+
+#[test]
+fn token_from_stdin_first_line_is_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config(tmp.path(), &tmp.path().join("data"));
+    let out = run_with_stdin(
+        bcd(&cfg, &["join"]),
+        format!("{}\nmore\n", token()).as_bytes(),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains(NOT_WIRED), "{stderr}");
+}
+
+#[test]
+fn token_from_env_is_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config(tmp.path(), &tmp.path().join("data"));
+    let out = bcd(&cfg, &["join"])
+        .env("BCD_JOIN_TOKEN", token())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(NOT_WIRED), "{stderr}");
+}
+
+#[test]
+fn env_token_is_removed_from_the_environment() {
+    use bcd::token_input::{read_token, ProcessEnv, TokenSource, TOKEN_ENV};
+    let t = token();
+    std::env::set_var(TOKEN_ENV, &t);
+    let mut stdin = std::io::Cursor::new(Vec::new());
+    let got = read_token(None, &mut ProcessEnv, &mut stdin).unwrap();
+    assert_eq!(got.secret.expose(), t);
+    assert_eq!(got.source, TokenSource::Env);
+    assert!(std::env::var_os(TOKEN_ENV).is_none());
+}
+
+#[test]
+fn stdin_longer_than_4k_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config(tmp.path(), &tmp.path().join("data"));
+    let out = run_with_stdin(bcd(&cfg, &["join"]), &vec![b'a'; 5000]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("longer than 4 KiB"), "{stderr}");
+}
+
+#[test]
+fn token_file_mode_is_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config(tmp.path(), &tmp.path().join("data"));
+    let file = tmp.path().join("token");
+    fs::write(&file, format!("{}\n", token())).unwrap();
+    let file_arg = file.to_str().unwrap();
+
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+    let out = bcd(&cfg, &["join", "--token-file", file_arg])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("mode 0644"), "{stderr}");
+    assert!(stderr.contains("0600 or 0400"), "{stderr}");
+
+    for mode in [0o600, 0o400] {
+        fs::set_permissions(&file, fs::Permissions::from_mode(mode)).unwrap();
+        let out = bcd(&cfg, &["join", "--token-file", file_arg])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(NOT_WIRED), "{mode:o}: {stderr}");
+        // Not deleted: the join did not succeed.
+        assert!(file.exists());
+    }
+
+    let big = tmp.path().join("big");
+    fs::write(&big, vec![b'a'; 5000]).unwrap();
+    fs::set_permissions(&big, fs::Permissions::from_mode(0o600)).unwrap();
+    let out = bcd(&cfg, &["join", "--token-file", big.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(text(&out.stderr).contains("longer than 4 KiB"));
+
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let out = bcd(&cfg, &["join", "--token-file", link.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(text(&out.stderr).contains("not a regular file"));
+}
+
+#[test]
+fn positional_token_is_refused_and_not_echoed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config(tmp.path(), &tmp.path().join("data"));
+    let t = token();
+    for args in [
+        vec!["join", t.as_str()],
+        vec!["join", "--role", "node", t.as_str()],
+        vec!["join", "not-a-token-but-positional"],
+    ] {
+        let out = bcd(&cfg, &args).stdin(Stdio::null()).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("never taken from the command line"),
+            "{stderr}"
+        );
+        for a in &args[1..] {
+            if *a != "--role" && *a != "node" {
+                assert!(!stderr.contains(a), "{a} echoed: {stderr}");
+            }
+        }
+        assert!(!text(&out.stdout).contains(&t));
+    }
+    let secret_flag = format!("--token={t}");
+    let out = bcd(&cfg, &["join", &secret_flag]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!text(&out.stderr).contains(&t[5..]));
+}
+
+#[test]
+fn malformed_pin_stops_bcd_naming_the_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("config.toml");
+    fs::write(
+        &cfg,
+        format!(
+            "serving_ca_spki_pin = \"{PIN}\"\njoin_encryption_key_pin = \"sha256/short\"\n\
+             join_signing_key_pin = \"{PIN}\"\n"
+        ),
+    )
+    .unwrap();
+    for args in [
+        &["status"][..],
+        &["doctor"],
+        &["join", "--reset"],
+        &["node"],
+    ] {
+        let out = bcd(&cfg, args).stdin(Stdio::null()).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(stderr.contains("join_encryption_key_pin"), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn status_and_doctor_on_a_joined_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let ks = keyset();
+    joined(&data, &ks, "n1");
+    let cfg = config(tmp.path(), &data);
+    let out = bcd(&cfg, &["status"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).starts_with("joined as n1 (site eu-1, role node)"));
+    let out = bcd(&cfg, &["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "ok");
+    assert_eq!(v["nodeId"], "n1");
+    assert_eq!(v["nodeKey"], "file");
+    let out = bcd(&cfg, &["doctor"]).output().unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("ok   identity: n1 (site eu-1, role node)"),
+        "{stdout}"
+    );
+
+    // A mismatched key: status and doctor fail with the way back.
+    let dd = bcd::files::DataDir::new(&data);
+    dd.write("node.key", bcd::files::key_to_pem(&node_key()).as_bytes())
+        .unwrap();
+    let out = bcd(&cfg, &["doctor"]).output().unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAIL identity: the node key does not match the node certificate; join again: bcd join --reset --yes, then bcd join"),
+        "{stdout}"
+    );
+    let out = bcd(&cfg, &["join"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("join again: bcd join --reset --yes, then bcd join"));
+}
