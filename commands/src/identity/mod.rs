@@ -29,7 +29,45 @@ use projections::ProjectionError;
 use prost::Message;
 use time::Duration;
 
-use crate::{append_and_project, in_transaction, AsConflict, Clock, RunError};
+use crate::run::MAX_ATTEMPTS;
+use crate::{append_and_project, AsConflict, Clock, RunError};
+
+/// The transaction boundary of these handlers: like [`crate::in_transaction`] (commit, or retry
+/// the whole body from a fresh read on a conflict), written out inline so the handlers' futures
+/// stay `Send` (async closures lose that today) and a gateway can spawn them.
+macro_rules! with_tx {
+    ($store:expr, $tx:ident, $body:block) => {{
+        let mut attempt = 0usize;
+        loop {
+            attempt += 1;
+            let mut txv = $store.begin().await.map_err(IdentityError::from)?;
+            let result: Result<_, IdentityError> = async {
+                let $tx: &mut StoreTx = &mut txv;
+                $body
+            }
+            .await;
+            match result {
+                Ok(value) => {
+                    txv.commit().await.map_err(IdentityError::from)?;
+                    break Ok(value);
+                }
+                Err(e) => {
+                    let _ = txv.rollback().await;
+                    match e.into_conflict() {
+                        Ok(_) if attempt < MAX_ATTEMPTS => continue,
+                        Ok(last) => {
+                            break Err(IdentityError::Run(RunError::TooManyConflicts {
+                                attempts: attempt,
+                                last,
+                            }))
+                        }
+                        Err(other) => break Err(other),
+                    }
+                }
+            }
+        }
+    }};
+}
 use store::query_as;
 pub use views::{CertView, CreatedToken, NodeDetail, NodeView, TokenView};
 
@@ -341,18 +379,17 @@ impl JoinService {
         let opened = match open_join(&ctx, &input) {
             Ok(o) => o,
             Err((refusal, csr_sha)) => {
-                in_transaction(&self.store, async |tx: &mut StoreTx| {
+                with_tx!(&self.store, tx, {
                     self.record_join_refusal(tx, refusal, &root, "", csr_sha, hw_digest, now_us)
                         .await
-                })
-                .await?;
+                })?;
                 return Err(IdentityError::AccessDenied(JOIN_REFUSED));
             }
         };
         let csr_sha = *opened.csr.sha256();
         let hash = opened.secret_hash();
 
-        let outcome = in_transaction(&self.store, async |tx: &mut StoreTx| {
+        let outcome = with_tx!(&self.store, tx, {
             let token_row = store::token_by_hash(tx, hash.as_bytes()).await?;
             let token = token_row.as_ref().map(|r| r.state()).transpose()?;
             let holder_row = match opened.digests.hardware_key {
@@ -449,8 +486,7 @@ impl JoinService {
                 }
                 Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
             }
-        })
-        .await?;
+        })?;
 
         match outcome {
             JoinOutcome::Refused => Err(IdentityError::AccessDenied(JOIN_REFUSED)),
@@ -543,13 +579,12 @@ impl JoinService {
             Ok(p) => p,
             Err((refusal, ids, csr_sha)) => {
                 let (node_id, serial) = ids.unwrap_or_default();
-                in_transaction(&self.store, async |tx: &mut StoreTx| {
+                with_tx!(&self.store, tx, {
                     self.record_renew_refusal(
                         tx, refusal, &root, &node_id, &serial, csr_sha, now_us,
                     )
                     .await
-                })
-                .await?;
+                })?;
                 return Err(IdentityError::AccessDenied(RENEW_REFUSED));
             }
         };
@@ -557,7 +592,7 @@ impl JoinService {
         let serial = prepared.serial_hex();
         let csr_sha = *prepared.csr.sha256();
 
-        let outcome = in_transaction(&self.store, async |tx: &mut StoreTx| {
+        let outcome = with_tx!(&self.store, tx, {
             let node_row = store::node_by_id(tx, &node_id).await?;
             let cert_row = store::cert_by_serial(tx, &serial).await?;
             let state = RenewState {
@@ -614,8 +649,7 @@ impl JoinService {
                 }
                 Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
             }
-        })
-        .await?;
+        })?;
         match outcome {
             RenewOutcome::Refused => Err(IdentityError::AccessDenied(RENEW_REFUSED)),
             RenewOutcome::Renewed { der, not_after_us } => Ok(proto::RenewResponse {
@@ -645,13 +679,12 @@ impl JoinService {
             allow_reclaim: new.allow_reclaim,
         };
         let events = decide_create_token(&cmd, now)?;
-        let token = in_transaction(&self.store, async |tx: &mut StoreTx| {
+        let token = with_tx!(&self.store, tx, {
             append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
             store::token_by_id(tx, &cmd.token_id)
                 .await?
                 .ok_or_else(|| IdentityError::Corrupt("the created token has no row".into()))
-        })
-        .await?;
+        })?;
         Ok(CreatedToken {
             secret: secret.expose().to_owned(),
             token: TokenView::from(&token),
@@ -665,7 +698,7 @@ impl JoinService {
         reason: &str,
     ) -> Result<TokenView, IdentityError> {
         let now_us = self.clock.now_us();
-        let row = in_transaction(&self.store, async |tx: &mut StoreTx| {
+        let row = with_tx!(&self.store, tx, {
             let row = store::token_by_id(tx, token_id).await?;
             let state = row.as_ref().map(|r| r.state()).transpose()?;
             let events = decide_revoke_token(token_id, state.as_ref(), reason)?;
@@ -677,8 +710,7 @@ impl JoinService {
             store::token_by_id(tx, token_id)
                 .await?
                 .ok_or_else(|| IdentityError::Corrupt("the revoked token has no row".into()))
-        })
-        .await?;
+        })?;
         Ok(TokenView::from(&row))
     }
 
@@ -708,7 +740,7 @@ impl JoinService {
         ) -> Result<Vec<IdentityEvent>, AdminRefusal>,
     ) -> Result<NodeView, IdentityError> {
         let now_us = self.clock.now_us();
-        let row = in_transaction(&self.store, async |tx: &mut StoreTx| {
+        let row = with_tx!(&self.store, tx, {
             let row = store::node_by_id(tx, node_id).await?;
             let state = row.as_ref().map(|r| r.state()).transpose()?;
             let events = decide(state.as_ref())?;
@@ -720,8 +752,7 @@ impl JoinService {
             store::node_by_id(tx, node_id)
                 .await?
                 .ok_or_else(|| IdentityError::Corrupt("the node has no row".into()))
-        })
-        .await?;
+        })?;
         Ok(NodeView::from(&row))
     }
 
@@ -797,7 +828,7 @@ impl JoinService {
         }
         let now_us = self.clock.now_us();
         let root = self.config.root_tenant.clone();
-        in_transaction(&self.store, async |tx: &mut StoreTx| {
+        with_tx!(&self.store, tx, {
             let keys = query_as!(
                 tx,
                 Key,
@@ -832,16 +863,14 @@ impl JoinService {
             .await?;
             Ok(n)
         })
-        .await
     }
 
     /// Writes the suppressed-refusal counts of every finished minute as
     /// `security.refusals.suppressed` events. Returns how many events were written.
     pub async fn flush_suppressed_refusals(&self) -> Result<u64, IdentityError> {
         let now_us = self.clock.now_us();
-        in_transaction(&self.store, async |tx: &mut StoreTx| {
+        with_tx!(&self.store, tx, {
             refusals::flush_in(tx, None, refusals::window_start(now_us), now_us).await
         })
-        .await
     }
 }
