@@ -16,6 +16,7 @@
 //! The network (gRPC over pinned mTLS) plugs in through [`join::JoinTransport`] and
 //! [`status::NetworkChecks`].
 
+pub mod admission_store;
 pub mod config;
 pub mod files;
 pub mod identity_store;
