@@ -9,6 +9,7 @@
 pub mod audit;
 pub mod clock;
 pub mod identity;
+pub mod quorum;
 pub mod run;
 
 pub use clock::{Clock, SimClock, SystemClock};

@@ -9,6 +9,7 @@
 pub mod audit;
 pub mod digest;
 pub mod identity;
+pub mod quorum;
 pub mod rebuild;
 
 use std::future::Future;
