@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use events::store::testkit::TestDb;
-use events::store::{
-    EventStore, ExpectedVersion, LogStore, LogTx, TailerOptions,
-};
+use events::store::{EventStore, ExpectedVersion, LogStore, LogTx, TailerOptions};
 use events::NewEvent;
 
 struct Config {
@@ -126,7 +124,11 @@ async fn raw_single(store: &EventStore, writers: usize, run: Duration) -> f64 {
                         tx.commit().await.expect("commit");
                     }
                     EventStore::Sqlite(s) => {
-                        let mut tx = s.writer().begin_with("BEGIN IMMEDIATE").await.expect("begin");
+                        let mut tx = s
+                            .writer()
+                            .begin_with("BEGIN IMMEDIATE")
+                            .await
+                            .expect("begin");
                         sqlx::query(sql)
                             .bind(&stream)
                             .bind(version)
@@ -386,7 +388,9 @@ async fn run_backend(name: &str, db: &TestDb, cfg: &Config) {
     };
     make_raw_table(&store).await;
     println!("\n## {name}\n");
-    println!("| appends, one event per transaction | ours (events/s) | raw INSERT (events/s) | ratio |");
+    println!(
+        "| appends, one event per transaction | ours (events/s) | raw INSERT (events/s) | ratio |"
+    );
     println!("| --- | ---: | ---: | ---: |");
     for writers in [1usize, 4, 16] {
         let mut ours = Vec::new();

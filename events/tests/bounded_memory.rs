@@ -89,13 +89,21 @@ async fn reading_a_100k_event_log_stays_within_a_few_batches_of_memory() {
         assert!(
             peak < bound,
             "{}: peak {} bytes while reading, bound {}",
-            if db.is_postgres() { "postgres" } else { "sqlite" },
+            if db.is_postgres() {
+                "postgres"
+            } else {
+                "sqlite"
+            },
             peak,
             bound
         );
         eprintln!(
             "{}: read {count} events with a peak of {} KiB above start",
-            if db.is_postgres() { "postgres" } else { "sqlite" },
+            if db.is_postgres() {
+                "postgres"
+            } else {
+                "sqlite"
+            },
             peak / 1024
         );
     }

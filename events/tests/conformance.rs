@@ -444,10 +444,7 @@ async fn cursor_text_round_trips(db: &TestDb) {
     }
     for bad in ["", "pg1;x;-;0;0", "sqlite1;abc", "pg1;1:1:;-;0", "other;1"] {
         assert!(
-            matches!(
-                bad.parse::<TailCursor>(),
-                Err(StoreError::BadCursor { .. })
-            ),
+            matches!(bad.parse::<TailCursor>(), Err(StoreError::BadCursor { .. })),
             "{bad:?} parsed"
         );
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use events::store::testkit::TestDb;
 use events::store::{
-    ExpectedVersion, LogStore, LogTx, PgLogStore, StoreError, TailerOptions, Tailer,
+    ExpectedVersion, LogStore, LogTx, PgLogStore, StoreError, Tailer, TailerOptions,
 };
 use events::NewEvent;
 use tokio::sync::Barrier;

@@ -94,7 +94,9 @@ pub enum Backend {
 /// [`StoreError::Conflict`], never a generic database error.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("stream {stream} is at {actual}, the append expected {expected}: read it again and retry")]
+    #[error(
+        "stream {stream} is at {actual}, the append expected {expected}: read it again and retry"
+    )]
     Conflict {
         stream: String,
         expected: ExpectedVersion,
@@ -110,7 +112,10 @@ pub enum StoreError {
     #[error("tail cursor {cursor:?} is malformed: {why}")]
     BadCursor { cursor: String, why: &'static str },
     #[error("tail cursor is for the {cursor} backend, this store is {store}")]
-    CursorBackend { cursor: &'static str, store: &'static str },
+    CursorBackend {
+        cursor: &'static str,
+        store: &'static str,
+    },
     #[error("stored event at position {position} is malformed: {why}")]
     Corrupt { position: i64, why: String },
     #[error("applying migrations failed: {0}")]
@@ -140,11 +145,8 @@ pub trait LogTx: Send {
 
     /// Runs one SQL statement with `$1`-style parameters (both backends accept them) inside this
     /// transaction; how projections write their tables. Returns rows affected.
-    fn execute(
-        &mut self,
-        sql: &str,
-        args: &[SqlValue],
-    ) -> impl Future<Output = Result<u64>> + Send;
+    fn execute(&mut self, sql: &str, args: &[SqlValue])
+        -> impl Future<Output = Result<u64>> + Send;
 
     /// Commits and wakes the tailers of this process.
     fn commit(self) -> impl Future<Output = Result<()>> + Send;
@@ -166,8 +168,7 @@ pub trait LogStore: Clone + Send + Sync + 'static {
     fn begin(&self) -> impl Future<Output = Result<Self::Tx>> + Send;
 
     /// Every event of one stream, in version order.
-    fn read_stream(&self, stream: &str)
-        -> impl Future<Output = Result<Vec<RecordedEvent>>> + Send;
+    fn read_stream(&self, stream: &str) -> impl Future<Output = Result<Vec<RecordedEvent>>> + Send;
 
     /// Up to `limit` events with a position above `after`, in position order. Paging with this
     /// reads a log in bounded memory; see [`AllEvents`] for a consistent pass over everything.

@@ -7,6 +7,7 @@
 //! transaction's id (`xid8`), which is what the tailer follows (see [`super::tailer`]).
 
 use std::str::FromStr;
+use std::sync::LazyLock;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
@@ -91,10 +92,7 @@ impl LogStore for PgLogStore {
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version"
         );
-        let rows = sqlx::query(&sql)
-            .bind(stream)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&sql).bind(stream).fetch_all(&self.pool).await?;
         rows.iter().map(row_to_event).collect()
     }
 
@@ -188,9 +186,9 @@ impl LogStore for PgLogStore {
                 after: (0, 0),
             }
         } else {
-            let last = events.last().map_or(*after, |e| {
-                (e.tx_id.unwrap_or_default(), e.position)
-            });
+            let last = events
+                .last()
+                .map_or(*after, |e| (e.tx_id.unwrap_or_default(), e.position));
             TailCursor::Postgres {
                 floor: floor.clone(),
                 ceiling: Some(ceiling),
@@ -231,6 +229,37 @@ impl PgStoreTx {
                 .fetch_optional(&mut *self.tx)
                 .await?;
         Ok(v.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+    }
+}
+
+/// The whole append statement for an expected-version kind, built once.
+fn append_sql(expected: ExpectedVersion) -> &'static str {
+    static SQL: LazyLock<[String; 3]> = LazyLock::new(|| {
+        [
+            ExpectedVersion::Any,
+            ExpectedVersion::NoStream,
+            ExpectedVersion::Exact(1),
+        ]
+        .map(|e| {
+            format!(
+                "WITH s AS ({}) \
+                 INSERT INTO events (stream_id, stream_version, event_id, event_type, \
+                                     schema_version, tenant_id, occurred_at_us, payload, \
+                                     payload_sha256) \
+                 SELECT $1, s.base + e.ord, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha \
+                 FROM s, unnest($3::bytea[], $4::text[], $5::int4[], $6::text[], $7::int8[], \
+                                $8::bytea[], $9::bytea[]) \
+                      WITH ORDINALITY AS e(id, ty, sv, tenant, at, payload, sha, ord) \
+                 ORDER BY e.ord \
+                 RETURNING position, stream_version",
+                stream_step(e)
+            )
+        })
+    });
+    match expected {
+        ExpectedVersion::Any => &SQL[0],
+        ExpectedVersion::NoStream => &SQL[1],
+        ExpectedVersion::Exact(_) => &SQL[2],
     }
 }
 
@@ -284,19 +313,8 @@ impl LogTx for PgStoreTx {
         let times: Vec<i64> = events.iter().map(|e| e.occurred_at_us).collect();
         let payloads: Vec<&[u8]> = events.iter().map(|e| e.payload()).collect();
         let hashes: Vec<&[u8]> = events.iter().map(|e| &e.payload_sha256()[..]).collect();
-        let sql = format!(
-            "WITH s AS ({}) \
-             INSERT INTO events (stream_id, stream_version, event_id, event_type, schema_version, \
-                                 tenant_id, occurred_at_us, payload, payload_sha256) \
-             SELECT $1, s.base + e.ord, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha \
-             FROM s, unnest($3::bytea[], $4::text[], $5::int4[], $6::text[], $7::int8[], \
-                            $8::bytea[], $9::bytea[]) \
-                  WITH ORDINALITY AS e(id, ty, sv, tenant, at, payload, sha, ord) \
-             ORDER BY e.ord \
-             RETURNING position, stream_version",
-            stream_step(expected)
-        );
-        let mut query = sqlx::query(&sql)
+        let sql = append_sql(expected);
+        let mut query = sqlx::query(sql)
             .bind(stream)
             .bind(count)
             .bind(&ids)

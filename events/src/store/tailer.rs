@@ -104,11 +104,15 @@ impl FromStr for TailCursor {
                     ceiling,
                     after: (
                         tx.parse().map_err(|_| bad("tx id is not a number"))?,
-                        position.parse().map_err(|_| bad("position is not a number"))?,
+                        position
+                            .parse()
+                            .map_err(|_| bad("position is not a number"))?,
                     ),
                 })
             }
-            _ => Err(bad("expected pg1;FLOOR;CEILING;TX;POSITION or sqlite1;POSITION")),
+            _ => Err(bad(
+                "expected pg1;FLOOR;CEILING;TX;POSITION or sqlite1;POSITION",
+            )),
         }
     }
 }
@@ -175,7 +179,13 @@ impl<S: LogStore> Tailer<S> {
             if !events.is_empty() {
                 return Ok(events);
             }
-            if matches!(self.cursor, TailCursor::Postgres { ceiling: Some(_), .. }) {
+            if matches!(
+                self.cursor,
+                TailCursor::Postgres {
+                    ceiling: Some(_),
+                    ..
+                }
+            ) {
                 continue;
             }
             tokio::select! {

@@ -95,9 +95,10 @@ impl Drop for TestDb {
                 };
                 rt.block_on(async move {
                     if let Ok(mut admin) = sqlx::PgConnection::connect(&admin_url).await {
-                        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                            .execute(&mut admin)
-                            .await;
+                        let _ =
+                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                                .execute(&mut admin)
+                                .await;
                     }
                 });
             });
