@@ -1,0 +1,70 @@
+//! Pure identity decisions: refusal texts, token decisions and evolve.
+
+use domain::identity::{
+    decide_create_token, decide_revoke_identity, evolve_node, evolve_token, AdminRefusal,
+    CreateToken, ExpectBinding, IdentityEvent, JoinRefusal, RenewRefusal, TokenRole,
+};
+use domain::pki::TokenSecret;
+use time::OffsetDateTime;
+
+#[test]
+fn every_refusal_has_its_own_prefixed_reason() {
+    let join: Vec<String> = JoinRefusal::ALL.iter().map(|r| r.reason()).collect();
+    let renew: Vec<String> = RenewRefusal::ALL.iter().map(|r| r.reason()).collect();
+    assert!(join.iter().all(|r| r.starts_with("join-token:")));
+    assert!(renew.iter().all(|r| r.starts_with("renew:")));
+    let mut all = join.clone();
+    all.extend(renew);
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "reasons are unique");
+    assert!(!JoinRefusal::UnknownToken.secret_matched());
+    assert!(JoinRefusal::Expired.secret_matched());
+}
+
+#[test]
+fn create_token_validates_and_evolves() {
+    let now = OffsetDateTime::from_unix_timestamp(1_790_000_000).unwrap();
+    let secret = TokenSecret::generate().unwrap();
+    let cmd = CreateToken {
+        token_id: "tok_1".into(),
+        tenant_id: "t1".into(),
+        site_id: "site-1".into(),
+        pool_id: "pool-1".into(),
+        role: TokenRole::Node,
+        uses: 2,
+        expires_at_us: 1_790_000_060_000_000,
+        secret_hash: secret.hash(),
+        expect: ExpectBinding::default(),
+        allow_reclaim: false,
+    };
+    let events = decide_create_token(&cmd, now).unwrap();
+    let state = events.iter().fold(None, |s, e| evolve_token(s, e)).unwrap();
+    assert_eq!(state.uses_left, 2);
+    assert!(state.secret_hash.matches(&secret));
+    assert_eq!(events[0].stream(), "token/tok_1");
+
+    let expired = CreateToken {
+        expires_at_us: 1_790_000_000_000_000,
+        ..cmd.clone()
+    };
+    assert!(matches!(
+        decide_create_token(&expired, now),
+        Err(AdminRefusal::Invalid(_))
+    ));
+    let no_uses = CreateToken { uses: 0, ..cmd };
+    assert!(matches!(
+        decide_create_token(&no_uses, now),
+        Err(AdminRefusal::Invalid(_))
+    ));
+}
+
+#[test]
+fn revoking_an_unknown_node_is_not_found() {
+    assert_eq!(
+        decide_revoke_identity("node_x", None, "r"),
+        Err(AdminRefusal::UnknownNode("node_x".into()))
+    );
+    assert!(evolve_node(None, &IdentityEvent::NodeDeleted(Default::default())).is_none());
+}
