@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod audit_cmd;
 mod batch_cmd;
 mod pki_cmd;
 mod store_cmd;
@@ -34,6 +35,9 @@ enum Command {
     /// Destructive batches: approver keys, create, show, approve, sign approver sets.
     #[command(subcommand)]
     Batch(batch_cmd::BatchCommand),
+    /// The audit trail: export, verify offline against a pinned key, seal, prove inclusion.
+    #[command(subcommand)]
+    Audit(audit_cmd::AuditCommand),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
             Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
             Command::Pki(cmd) => pki_cmd::run(cmd).map_err(Failure::from),
             Command::Batch(cmd) => batch_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Audit(cmd) => audit_cmd::run(cmd).await.map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
         }
     });
     match result {
