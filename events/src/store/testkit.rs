@@ -44,7 +44,7 @@ impl TestDb {
 
     /// A fresh SQLite file (not migrated).
     pub fn sqlite() -> Result<TestDb> {
-        let dir = tempfile::tempdir().map_err(|e| sqlx::Error::Io(e))?;
+        let dir = tempfile::tempdir().map_err(sqlx::Error::Io)?;
         let url = format!("sqlite://{}", dir.path().join("events.db").display());
         Ok(TestDb {
             url,
