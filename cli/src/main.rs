@@ -10,8 +10,11 @@ use clap::{Parser, Subcommand};
 
 mod audit_cmd;
 mod batch_cmd;
+mod node_cmd;
 mod pki_cmd;
+mod replay_cmd;
 mod store_cmd;
+mod token_cmd;
 
 #[derive(Parser)]
 #[command(name = "bcctl", version, about = "Operate the machine-identity plane")]
@@ -38,6 +41,14 @@ enum Command {
     /// The audit trail: export, verify offline against a pinned key, seal, prove inclusion.
     #[command(subcommand)]
     Audit(audit_cmd::AuditCommand),
+    /// Join tokens: create (the secret is shown once), list, revoke.
+    #[command(subcommand)]
+    Token(token_cmd::TokenCommand),
+    /// Nodes: list, show, revoke their identity, delete, retire.
+    #[command(subcommand)]
+    Node(node_cmd::NodeCommand),
+    /// The identity state as of a log position or time, rebuilt from the events (read only).
+    Replay(replay_cmd::ReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +68,9 @@ fn main() -> ExitCode {
             Command::Pki(cmd) => pki_cmd::run(cmd).map_err(Failure::from),
             Command::Batch(cmd) => batch_cmd::run(cmd).await.map_err(Failure::from),
             Command::Audit(cmd) => audit_cmd::run(cmd).await.map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Token(cmd) => token_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Node(cmd) => node_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
         }
     });
     match result {

@@ -1,0 +1,443 @@
+//! `bcctl replay --at <position | RFC 3339 time> [--node ID] [--json]`: the identity state as of
+//! a point of the log, rebuilt from the events alone.
+//!
+//! Inside one transaction that is always rolled back, the identity projection tables are
+//! emptied and the log is replayed into them up to the resolved position
+//! ([`projections::rebuild_in`]); the state is read there, then the transaction is rolled back,
+//! so the live tables never change. A time resolves to the last event (highest position) whose
+//! `occurred_at` is at or before it. While the replay runs, the rows it rewrote are locked
+//! inside the transaction (Postgres) or the writer is held (SQLite): writers wait, readers don't.
+
+use std::io::IsTerminal;
+
+use clap::Args;
+use commands::identity::{CertView, NodeView, TokenView};
+use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
+use projections::ProjectionError;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::token_cmd::{fmt_us, print_table, to_json, DEFAULT_STORE};
+
+/// Events read per batch while replaying.
+const REPLAY_BATCH: u32 = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayCmdError {
+    #[error("INVALID_INPUT: --at {0:?}: expected a log position (an integer ≥ 0) or an RFC 3339 time such as 2026-01-01T00:00:00Z")]
+    BadAt(String),
+    #[error("INVALID_INPUT: --at {at}: the log ends at position {head}")]
+    PastHead { at: i64, head: i64 },
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("replay: {0}")]
+    Projection(#[from] ProjectionError),
+    #[error("reading the replayed state: {0}")]
+    Query(#[from] sqlx::Error),
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// A log position, or an RFC 3339 time (the last event that occurred at or before it).
+    #[arg(long)]
+    pub at: String,
+    /// Show only this node, with the events of its stream up to that point.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
+    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
+    pub database_url: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `replay` prints (`--json`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayState {
+    /// The position replayed to, inclusive (0: nothing).
+    pub position: i64,
+    /// When the event at that position occurred, µs since the epoch (absent at 0).
+    pub occurred_at_us: Option<i64>,
+    /// Events read from the log.
+    pub events_replayed: u64,
+    /// blake3 over the canonical dumps of every identity projection table as replayed (the same
+    /// digest as `projections::digest_tables`).
+    pub digest: String,
+    pub nodes: Vec<NodeView>,
+    pub certificates: Vec<CertView>,
+    pub tokens: Vec<TokenView>,
+    /// With `--node`: the events of its stream up to the position.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<EventLine>>,
+}
+
+/// One event of a node's history.
+#[derive(Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct EventLine {
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub position: i64,
+    pub version: i64,
+    pub occurred_at_us: i64,
+}
+
+macro_rules! fetch {
+    ($tx:expr, $ty:ty, $fetch:ident, $sql:expr $(, $arg:expr)*) => {
+        match $tx {
+            StoreTx::Postgres(t) => {
+                sqlx::query_as::<_, $ty>($sql)$(.bind($arg))*.$fetch(t.connection()).await
+            }
+            StoreTx::Sqlite(t) => {
+                sqlx::query_as::<_, $ty>($sql)$(.bind($arg))*.$fetch(t.connection()).await
+            }
+        }
+    };
+}
+
+#[derive(sqlx::FromRow)]
+struct NodeRow {
+    node_id: String,
+    tenant_id: String,
+    site_id: String,
+    pool_id: String,
+    role: String,
+    status: String,
+    status_reason: Option<String>,
+    identity_generation: i64,
+    attestor: String,
+    node_key: String,
+    token_id: String,
+    joined_at_us: i64,
+    updated_at_us: i64,
+    position: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct CertRow {
+    serial: String,
+    node_id: String,
+    identity_generation: i64,
+    der: Vec<u8>,
+    not_before_us: i64,
+    not_after_us: i64,
+    revoked_at_us: Option<i64>,
+    revoke_reason: Option<String>,
+    issued_position: i64,
+    revoked_position: Option<i64>,
+}
+
+#[derive(sqlx::FromRow)]
+struct TokenRow {
+    token_id: String,
+    tenant_id: String,
+    site_id: String,
+    pool_id: String,
+    role: String,
+    uses_total: i64,
+    uses_left: i64,
+    expires_at_us: i64,
+    expect_product_uuid: Option<String>,
+    expect_mac: Option<String>,
+    allow_reclaim: bool,
+    created_at_us: i64,
+    revoked_at_us: Option<i64>,
+    revoke_reason: Option<String>,
+    position: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct Pos {
+    position: Option<i64>,
+    occurred_at_us: Option<i64>,
+}
+
+/// Resolves `--at` to a position: an integer is a position; anything else must be an RFC 3339
+/// time, resolved to the highest position that occurred at or before it.
+async fn resolve_at(store: &EventStore, at: &str) -> Result<i64, ReplayCmdError> {
+    let head = store.head_position().await?;
+    if let Ok(p) = at.trim().parse::<i64>() {
+        if p < 0 {
+            return Err(ReplayCmdError::BadAt(at.into()));
+        }
+        if p > head {
+            return Err(ReplayCmdError::PastHead { at: p, head });
+        }
+        return Ok(p);
+    }
+    let t =
+        OffsetDateTime::parse(at.trim(), &Rfc3339).map_err(|_| ReplayCmdError::BadAt(at.into()))?;
+    let us = i64::try_from(t.unix_timestamp_nanos() / 1000)
+        .map_err(|_| ReplayCmdError::BadAt(at.into()))?;
+    let mut tx = store.begin().await?;
+    let row = fetch!(
+        &mut tx,
+        Pos,
+        fetch_one,
+        "SELECT MAX(position) AS position, CAST(NULL AS BIGINT) AS occurred_at_us FROM events \
+         WHERE occurred_at_us <= $1",
+        us
+    );
+    tx.rollback().await?;
+    Ok(row?.position.unwrap_or(0))
+}
+
+/// Rebuilds the identity state as of `--at` in a rolled-back transaction and returns it.
+pub async fn replay_state(
+    store: &EventStore,
+    at: &str,
+    node: Option<&str>,
+    mut progress: impl FnMut(projections::RebuildProgress),
+) -> Result<ReplayState, ReplayCmdError> {
+    let position = resolve_at(store, at).await?;
+    let mut tx = store.begin().await?;
+    let result = replay_in(store, &mut tx, position, node, &mut progress).await;
+    // Always roll back: the live tables are never changed by a replay.
+    tx.rollback().await?;
+    result
+}
+
+async fn replay_in(
+    store: &EventStore,
+    tx: &mut StoreTx,
+    position: i64,
+    node: Option<&str>,
+    progress: &mut impl FnMut(projections::RebuildProgress),
+) -> Result<ReplayState, ReplayCmdError> {
+    let all = projections::identity::all();
+    let events_replayed =
+        projections::rebuild_in(store, tx, &all, Some(position), REPLAY_BATCH, progress).await?;
+    let occurred_at_us = fetch!(
+        &mut *tx,
+        Pos,
+        fetch_optional,
+        "SELECT position, occurred_at_us FROM events WHERE position = $1",
+        position
+    )?
+    .and_then(|r| r.occurred_at_us);
+
+    let mut hasher = blake3::Hasher::new();
+    for table in projections::identity::tables() {
+        hasher.update(table.name.as_bytes());
+        hasher.update(b"\n");
+        for row in projections::digest::dump_table(tx, &table).await? {
+            hasher.update(row.as_bytes());
+            hasher.update(b"\n");
+        }
+    }
+    let digest = hasher.finalize().to_hex().to_string();
+
+    let node_filter = node.unwrap_or("");
+    let nodes: Vec<NodeRow> = fetch!(
+        &mut *tx,
+        NodeRow,
+        fetch_all,
+        "SELECT node_id, tenant_id, site_id, pool_id, role, status, status_reason, \
+         identity_generation, attestor, node_key, token_id, joined_at_us, updated_at_us, position \
+         FROM nodes WHERE ($1 = '' OR node_id = $1) ORDER BY node_id",
+        node_filter
+    )?;
+    let certs: Vec<CertRow> = fetch!(
+        &mut *tx,
+        CertRow,
+        fetch_all,
+        "SELECT serial, node_id, identity_generation, der, not_before_us, not_after_us, \
+         revoked_at_us, revoke_reason, issued_position, revoked_position FROM node_certs \
+         WHERE ($1 = '' OR node_id = $1) ORDER BY node_id, issued_position",
+        node_filter
+    )?;
+    let tokens: Vec<TokenRow> = match node {
+        // A node's state names its token; show that one.
+        Some(_) => {
+            let token_id = nodes
+                .first()
+                .map(|n| n.token_id.clone())
+                .unwrap_or_default();
+            fetch!(
+                &mut *tx,
+                TokenRow,
+                fetch_all,
+                "SELECT token_id, tenant_id, site_id, pool_id, role, uses_total, uses_left, \
+                 expires_at_us, expect_product_uuid, expect_mac, allow_reclaim, created_at_us, \
+                 revoked_at_us, revoke_reason, position FROM join_tokens WHERE token_id = $1",
+                token_id
+            )?
+        }
+        None => fetch!(
+            &mut *tx,
+            TokenRow,
+            fetch_all,
+            "SELECT token_id, tenant_id, site_id, pool_id, role, uses_total, uses_left, \
+             expires_at_us, expect_product_uuid, expect_mac, allow_reclaim, created_at_us, \
+             revoked_at_us, revoke_reason, position FROM join_tokens ORDER BY token_id"
+        )?,
+    };
+    let events = match node {
+        Some(id) => Some(fetch!(
+            &mut *tx,
+            EventLine,
+            fetch_all,
+            "SELECT event_type, position, stream_version AS version, occurred_at_us FROM events \
+             WHERE stream_id = $1 AND position <= $2 ORDER BY position",
+            format!("node/{id}"),
+            position
+        )?),
+        None => None,
+    };
+    Ok(ReplayState {
+        position,
+        occurred_at_us,
+        events_replayed,
+        digest,
+        nodes: nodes.into_iter().map(node_view).collect(),
+        certificates: certs.into_iter().map(cert_view).collect(),
+        tokens: tokens.into_iter().map(token_view).collect(),
+        events,
+    })
+}
+
+fn node_view(r: NodeRow) -> NodeView {
+    NodeView {
+        node_id: r.node_id,
+        tenant_id: r.tenant_id,
+        site_id: r.site_id,
+        pool_id: r.pool_id,
+        role: r.role,
+        status: r.status,
+        status_reason: r.status_reason,
+        identity_generation: r.identity_generation,
+        attestor: r.attestor,
+        node_key: r.node_key,
+        token_id: r.token_id,
+        joined_at_us: r.joined_at_us,
+        updated_at_us: r.updated_at_us,
+        position: r.position,
+    }
+}
+
+fn cert_view(r: CertRow) -> CertView {
+    CertView {
+        serial: r.serial,
+        node_id: r.node_id,
+        identity_generation: r.identity_generation,
+        sha256: hex::encode(Sha256::digest(&r.der)),
+        not_before_us: r.not_before_us,
+        not_after_us: r.not_after_us,
+        revoked_at_us: r.revoked_at_us,
+        revoke_reason: r.revoke_reason,
+        issued_position: r.issued_position,
+        revoked_position: r.revoked_position,
+    }
+}
+
+fn token_view(r: TokenRow) -> TokenView {
+    TokenView {
+        token_id: r.token_id,
+        tenant_id: r.tenant_id,
+        site_id: r.site_id,
+        pool_id: r.pool_id,
+        role: r.role,
+        uses_total: r.uses_total,
+        uses_left: r.uses_left,
+        expires_at_us: r.expires_at_us,
+        expect_product_uuid: r.expect_product_uuid,
+        expect_mac: r.expect_mac,
+        allow_reclaim: r.allow_reclaim,
+        created_at_us: r.created_at_us,
+        revoked_at_us: r.revoked_at_us,
+        revoke_reason: r.revoke_reason,
+        position: r.position,
+    }
+}
+
+pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
+    let store = EventStore::connect(&args.database_url).await?;
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "replay {bar:40} {pos}/{len} positions, {per_sec} ({eta})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(bar)
+    } else {
+        None
+    };
+    let state = replay_state(&store, &args.at, args.node.as_deref(), |p| {
+        if let Some(bar) = &bar {
+            bar.set_length(u64::try_from(p.head).unwrap_or(0));
+            bar.set_position(u64::try_from(p.position).unwrap_or(0));
+        }
+    })
+    .await;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let state = state?;
+    if args.json {
+        println!("{}", to_json(&state));
+        return Ok(());
+    }
+    println!(
+        "identity state at position {}{} ({} events replayed; live tables untouched)",
+        state.position,
+        state
+            .occurred_at_us
+            .map(|t| format!(", {}", fmt_us(t)))
+            .unwrap_or_default(),
+        state.events_replayed
+    );
+    println!("digest: {}", state.digest);
+    if let Some(id) = &args.node {
+        if state.nodes.is_empty() {
+            println!("\nnode {id} did not exist at this point");
+        }
+    }
+    println!("\nnodes:");
+    crate::node_cmd::print_nodes(&state.nodes);
+    println!("\ncertificates:");
+    let rows: Vec<Vec<String>> = state
+        .certificates
+        .iter()
+        .map(|c| {
+            vec![
+                c.serial.clone(),
+                c.node_id.clone(),
+                c.identity_generation.to_string(),
+                fmt_us(c.not_after_us),
+                match c.revoked_position {
+                    Some(p) => format!("revoked at position {p}"),
+                    None => "valid".into(),
+                },
+                c.issued_position.to_string(),
+            ]
+        })
+        .collect();
+    print_table(
+        &["SERIAL", "NODE", "GEN", "NOT AFTER", "STATE", "ISSUED AT"],
+        &rows,
+    );
+    println!("\ntokens:");
+    crate::token_cmd::print_tokens(&state.tokens);
+    if let Some(events) = &state.events {
+        println!("\nevents:");
+        let rows: Vec<Vec<String>> = events
+            .iter()
+            .map(|e| {
+                vec![
+                    e.position.to_string(),
+                    e.version.to_string(),
+                    fmt_us(e.occurred_at_us),
+                    e.event_type.clone(),
+                ]
+            })
+            .collect();
+        print_table(&["POSITION", "VERSION", "TIME", "TYPE"], &rows);
+    }
+    Ok(())
+}

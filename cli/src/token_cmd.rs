@@ -1,0 +1,320 @@
+//! `bcctl token create | list | revoke`: join tokens through the JoinService.
+//!
+//! Also the shared opening of the identity commands (`token`, `node`): the store from
+//! `--database-url` / `DATABASE_URL` (the embedded `.bcctl/events.db` by default) and the key set
+//! from the PKI bundle (`--pki`, `.bcctl/pki.json` by default, opened with
+//! `BC_DEPLOYMENT_SECRET` when its keys are sealed).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use commands::identity::{IdentityConfig, IdentityError, JoinService, NewToken, TokenView};
+use commands::SystemClock;
+use domain::identity::{ExpectBinding, TokenRole};
+use domain::pki::{open_bundle, BundleError, DeploymentSecret, SecretError, DEPLOYMENT_SECRET_ENV};
+use events::store::{EventStore, StoreError};
+use time::OffsetDateTime;
+
+use crate::pki_cmd::DEFAULT_BUNDLE;
+
+/// The embedded store `bcctl up` creates.
+pub const DEFAULT_STORE: &str = "sqlite://.bcctl/events.db";
+
+/// Errors of the identity subcommands, each with the way out.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityCmdError {
+    #[error("cannot read the PKI bundle {path}: {source} (create one with `bcctl pki init`, or pass --pki)")]
+    ReadBundle {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("PKI bundle {path}: {source}")]
+    Bundle { path: PathBuf, source: BundleError },
+    #[error("PKI bundle {path}: its private keys are sealed; set {DEPLOYMENT_SECRET_ENV} to the deployment secret")]
+    Locked { path: PathBuf },
+    #[error("{0}")]
+    Secret(#[from] SecretError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Identity(#[from] IdentityError),
+    #[error("INVALID_INPUT: {0}")]
+    Invalid(String),
+}
+
+/// Where the store and the keys are.
+#[derive(Args, Clone, Debug)]
+pub struct IdentityArgs {
+    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
+    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
+    pub database_url: String,
+    /// The PKI bundle file.
+    #[arg(long, default_value = DEFAULT_BUNDLE)]
+    pub pki: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Opens the store and the key set and builds the JoinService on the system clock.
+pub async fn open_service(args: &IdentityArgs) -> Result<JoinService, IdentityCmdError> {
+    let bytes = std::fs::read(&args.pki).map_err(|source| IdentityCmdError::ReadBundle {
+        path: args.pki.clone(),
+        source,
+    })?;
+    let secret = match std::env::var(DEPLOYMENT_SECRET_ENV) {
+        Ok(v) => Some(DeploymentSecret::from_env_value(Some(&v))?),
+        Err(_) => None,
+    };
+    let loaded =
+        open_bundle(&bytes, secret.as_ref()).map_err(|source| IdentityCmdError::Bundle {
+            path: args.pki.clone(),
+            source,
+        })?;
+    let keys = loaded.keys.ok_or_else(|| IdentityCmdError::Locked {
+        path: args.pki.clone(),
+    })?;
+    let store = EventStore::open(&args.database_url).await?;
+    let config = IdentityConfig::new(keys.trust_domain.clone());
+    Ok(JoinService::new(
+        store,
+        Arc::new(keys),
+        Arc::new(SystemClock),
+        config,
+    )?)
+}
+
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// Create a join token; its secret is printed once and stored nowhere.
+    Create(CreateArgs),
+    /// List join tokens (without secrets).
+    List(ListArgs),
+    /// Revoke a join token: it admits no further join.
+    Revoke(RevokeArgs),
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// Tenant the joined nodes belong to.
+    #[arg(long)]
+    pub tenant: String,
+    /// Site the joined nodes belong to.
+    #[arg(long)]
+    pub site: String,
+    /// Pool the joined nodes belong to.
+    #[arg(long, default_value = "default")]
+    pub pool: String,
+    /// Role admitted: node or site.
+    #[arg(long, default_value = "node")]
+    pub role: String,
+    /// How many joins the token admits.
+    #[arg(long, default_value_t = 1)]
+    pub uses: u32,
+    /// Lifetime: a number with a unit s, m, h or d (e.g. 90m, 1h, 7d).
+    #[arg(long, default_value = "1h")]
+    pub expires_in: String,
+    /// Only a machine with this SMBIOS product UUID may join.
+    #[arg(long)]
+    pub expect_product_uuid: Option<String>,
+    /// Only a machine with this MAC address may join.
+    #[arg(long)]
+    pub expect_mac: Option<String>,
+    /// Let a machine whose hardware key is already enrolled join again (reclaim).
+    #[arg(long)]
+    pub allow_reclaim: bool,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// Only this tenant's.
+    #[arg(long)]
+    pub tenant: Option<String>,
+}
+
+#[derive(Args)]
+pub struct RevokeArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// The token id (tok_...).
+    pub token_id: String,
+    /// Why (recorded in the event).
+    #[arg(long, default_value = "revoked by operator")]
+    pub reason: String,
+}
+
+pub async fn run(cmd: TokenCommand) -> Result<(), IdentityCmdError> {
+    match cmd {
+        TokenCommand::Create(args) => create(args).await,
+        TokenCommand::List(args) => list(args).await,
+        TokenCommand::Revoke(args) => revoke(args).await,
+    }
+}
+
+/// Parses `30s`, `90m`, `1h`, `7d` (or bare seconds) into seconds.
+pub fn parse_duration(text: &str) -> Result<i64, IdentityCmdError> {
+    let bad = || {
+        IdentityCmdError::Invalid(format!(
+            "--expires-in {text:?}: expected a positive number with a unit s, m, h or d (e.g. 1h)"
+        ))
+    };
+    let t = text.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => (&t[..i], &t[i..]),
+        None => (t, "s"),
+    };
+    let n: i64 = digits.parse().map_err(|_| bad())?;
+    let mult = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    match n.checked_mul(mult) {
+        Some(s) if s > 0 => Ok(s),
+        _ => Err(bad()),
+    }
+}
+
+async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
+    let role = TokenRole::parse(&args.role).ok_or_else(|| {
+        IdentityCmdError::Invalid(format!("--role {:?}: expected node or site", args.role))
+    })?;
+    let ttl_seconds = parse_duration(&args.expires_in)?;
+    let svc = open_service(&args.common).await?;
+    let created = svc
+        .create_token(&NewToken {
+            tenant_id: args.tenant,
+            site_id: args.site,
+            pool_id: args.pool,
+            role,
+            uses: args.uses,
+            ttl_seconds,
+            expect: ExpectBinding {
+                product_uuid: args.expect_product_uuid,
+                mac: args.expect_mac,
+            },
+            allow_reclaim: args.allow_reclaim,
+        })
+        .await?;
+    if args.common.json {
+        println!("{}", to_json(&created));
+    } else {
+        println!("created join token {}", created.token.token_id);
+        println!("secret (shown once, stored nowhere): {}", created.secret);
+        print_tokens(std::slice::from_ref(&created.token));
+    }
+    Ok(())
+}
+
+async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
+    let svc = open_service(&args.common).await?;
+    let tokens = svc.list_tokens(args.tenant.as_deref()).await?;
+    if args.common.json {
+        println!("{}", to_json(&tokens));
+    } else {
+        print_tokens(&tokens);
+    }
+    Ok(())
+}
+
+async fn revoke(args: RevokeArgs) -> Result<(), IdentityCmdError> {
+    let svc = open_service(&args.common).await?;
+    let token = svc.revoke_token(&args.token_id, &args.reason).await?;
+    if args.common.json {
+        println!("{}", to_json(&token));
+    } else {
+        println!("revoked join token {}", token.token_id);
+        print_tokens(std::slice::from_ref(&token));
+    }
+    Ok(())
+}
+
+/// Compact JSON of a view (serialising these plain structs cannot fail; `null` if it did).
+pub fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}
+
+/// µs since the epoch as RFC 3339 (UTC), or the number if out of range.
+pub fn fmt_us(us: i64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(us) * 1000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| us.to_string())
+}
+
+/// Prints rows as a left-aligned text table.
+pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", parts.join("  ").trim_end());
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+pub fn print_tokens(tokens: &[TokenView]) {
+    let rows: Vec<Vec<String>> = tokens
+        .iter()
+        .map(|t| {
+            vec![
+                t.token_id.clone(),
+                t.tenant_id.clone(),
+                t.site_id.clone(),
+                t.pool_id.clone(),
+                t.role.clone(),
+                format!("{}/{}", t.uses_left, t.uses_total),
+                fmt_us(t.expires_at_us),
+                match (&t.revoked_at_us, &t.revoke_reason) {
+                    (Some(at), Some(r)) => format!("revoked {} ({r})", fmt_us(*at)),
+                    (Some(at), None) => format!("revoked {}", fmt_us(*at)),
+                    _ => "active".into(),
+                },
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "TOKEN", "TENANT", "SITE", "POOL", "ROLE", "USES", "EXPIRES", "STATE",
+        ],
+        &rows,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1h").ok(), Some(3600));
+        assert_eq!(parse_duration("90m").ok(), Some(5400));
+        assert_eq!(parse_duration("7d").ok(), Some(604_800));
+        assert_eq!(parse_duration("45").ok(), Some(45));
+        assert!(parse_duration("0h").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("1w").is_err());
+        assert!(parse_duration("-1h").is_err());
+    }
+}
