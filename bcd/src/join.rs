@@ -30,11 +30,15 @@ use crate::verify_join::{
 
 /// The JoinService encryption key's file, beside `config.toml`.
 pub const JOIN_ENCRYPTION_JWK: &str = "join-encryption.jwk";
+/// The JoinService signing key's file, beside `config.toml`: the wire's `SignedJoinResponse`
+/// carries no signer key, so bcd takes it from here and checks it against
+/// `join_signing_key_pin` before verifying any answer with it.
+pub const JOIN_SIGNING_JWK: &str = "join-signing.jwk";
 
 /// Why a join failed.
 #[derive(Debug, thiserror::Error)]
 pub enum JoinError {
-    /// `join-encryption.jwk` missing, unreadable or malformed.
+    /// `join-encryption.jwk` or `join-signing.jwk` missing, unreadable or malformed.
     #[error("{path}: {reason} (copy it from the control plane: `bcctl pki show`)")]
     EncryptionKey {
         /// The file.
@@ -42,9 +46,9 @@ pub enum JoinError {
         /// Why.
         reason: String,
     },
-    /// The encryption key is not the pinned one.
+    /// The encryption (or signing) key is not the pinned one.
     #[error(
-        "{path}: the key is {found}, not join_encryption_key_pin {pinned}; the file or the pin \
+        "{path}: the key is {found}, not the one its pin in config.toml names ({pinned}); the file or the pin \
          is from another deployment"
     )]
     EncryptionKeyNotPinned {
@@ -150,6 +154,16 @@ struct Jwk {
 
 /// Reads `join-encryption.jwk` (an EC P-256 public JWK) and checks it against the pin.
 pub fn load_join_encryption_key(path: &Path, pin: &Pin) -> Result<PublicKey, JoinError> {
+    load_pinned_jwk(path, pin)
+}
+
+/// Reads `join-signing.jwk` (an EC P-256 public JWK) and checks it against
+/// `join_signing_key_pin`.
+pub fn load_join_signing_key(path: &Path, pin: &Pin) -> Result<PublicKey, JoinError> {
+    load_pinned_jwk(path, pin)
+}
+
+fn load_pinned_jwk(path: &Path, pin: &Pin) -> Result<PublicKey, JoinError> {
     let shown = path.display().to_string();
     let bad = |reason: String| JoinError::EncryptionKey {
         path: shown.clone(),

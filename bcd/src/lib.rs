@@ -12,15 +12,19 @@
 //! | [`renewal`] | a renewal's request parts and the check of its answer |
 //! | [`renewal_schedule`] | when to renew and retry (pure) |
 //! | [`status`] | `bcd status` and `bcd doctor` |
+//! | [`client`] | gRPC over TLS 1.3 pinned to the serving CA; the Join transport |
+//! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
 //!
 //! The network (gRPC over pinned mTLS) plugs in through [`join::JoinTransport`] and
 //! [`status::NetworkChecks`].
 
 pub mod admission_store;
+pub mod client;
 pub mod config;
 pub mod files;
 pub mod identity_store;
 pub mod join;
+pub mod node;
 pub mod renewal;
 pub mod renewal_schedule;
 pub mod reset;

@@ -1,9 +1,8 @@
 //! bcd, the node agent: joins a machine, keeps its identity files, renews and holds the session.
 //!
-//! It talks to the control plane only through the wire API and never trusts a response it has not
-//! verified against its pins. This binary wires the library's local parts to a command line;
-//! the network client (Join, Renew, the node session) is not wired yet, and the commands that
-//! need it say so.
+//! It talks to the control plane only through the wire API (gRPC over TLS 1.3 pinned to the
+//! serving CA, see `bcd::client`) and never trusts a response it has not verified against its
+//! pins. This binary wires the library to a command line.
 //!
 //! Exit codes: 0 success (and `already joined`), 1 failure, 2 usage errors and the dry run of
 //! `bcd join --reset`.
@@ -13,12 +12,18 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bcd::client::GrpcJoinTransport;
 use bcd::config::{Config, Environment, Overrides};
 use bcd::files::DataDir;
 use bcd::identity_store::{load, LoadError};
-use bcd::join::JoinError;
+use bcd::join::{
+    load_join_encryption_key, load_join_signing_key, prepare_join, run_join, JOIN_ENCRYPTION_JWK,
+    JOIN_SIGNING_JWK,
+};
+use bcd::node::{log, run_node, NetworkDoctor, NodeExit, NodeOptions, REVOKED_EXIT_MESSAGE};
+use bcd::renewal_schedule::jitter;
 use bcd::reset::{plan, DRY_RUN_EXIT};
-use bcd::status::{doctor, doctor_exit_code, doctor_text, status, NetworkNotWired};
+use bcd::status::{doctor, doctor_exit_code, doctor_text, status};
 use bcd::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 use clap::{Parser, Subcommand, ValueEnum};
 use domain::pki::token::TOKEN_PREFIX;
@@ -168,14 +173,7 @@ fn main() -> ExitCode {
             }
             join(&config, &dir, token_file, reset, yes, role.into(), now)
         }
-        Command::Node => match load(&dir) {
-            Ok(loaded) => fail(format_args!(
-                "bcd node: identity {} loaded; holding the session over mTLS is not wired into \
-                 this build yet",
-                loaded.describe()
-            )),
-            Err(e) => fail(format_args!("bcd node: {e}")),
-        },
+        Command::Node => node(&config, &dir),
         Command::Status { json } => {
             let report = status(&dir, now);
             if json {
@@ -189,7 +187,7 @@ fn main() -> ExitCode {
             ExitCode::from(report.exit_code() as u8)
         }
         Command::Doctor => {
-            let checks = doctor(&config, &dir, &NetworkNotWired, now);
+            let checks = doctor(&config, &dir, &NetworkDoctor::new(), now);
             print!("{}", doctor_text(&checks));
             ExitCode::from(doctor_exit_code(&checks) as u8)
         }
@@ -202,7 +200,7 @@ fn join(
     token_file: Option<PathBuf>,
     reset: bool,
     yes: bool,
-    _role: NodeRole,
+    role: NodeRole,
     now: OffsetDateTime,
 ) -> ExitCode {
     if reset {
@@ -256,9 +254,109 @@ fn join(
     }
     let stdin = std::io::stdin();
     let mut stdin = stdin.lock();
-    let _token = match read_token(token_file.as_deref(), &mut ProcessEnv, &mut stdin) {
+    let pins = match config.join_pins() {
+        Ok(pins) => pins,
+        Err(e) => return fail(format_args!("bcd join: {e}")),
+    };
+    let server = match config.require_server() {
+        Ok(server) => server.to_owned(),
+        Err(e) => return fail(format_args!("bcd join: {e}")),
+    };
+    let token = match read_token(token_file.as_deref(), &mut ProcessEnv, &mut stdin) {
         Ok(token) => token,
         Err(e) => return fail(format_args!("bcd join: {e}")),
     };
-    fail(JoinError::NotWired)
+    // The JoinService's public keys live beside config.toml, each checked against its pin.
+    // (Read after the token: a missing file is a setup problem, and the token is not lost.)
+    let beside = config
+        .path
+        .as_ref()
+        .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+        .unwrap_or_else(|| PathBuf::from("/etc/bcd"));
+    let encryption_key =
+        match load_join_encryption_key(&beside.join(JOIN_ENCRYPTION_JWK), &pins.join_encryption) {
+            Ok(key) => key,
+            Err(e) => return fail(e),
+        };
+    let signing_key =
+        match load_join_signing_key(&beside.join(JOIN_SIGNING_JWK), &pins.join_signing) {
+            Ok(key) => key,
+            Err(e) => return fail(e),
+        };
+    let prepared = match prepare_join(&encryption_key, &token.secret, role) {
+        Ok(prepared) => prepared,
+        Err(e) => return fail(e),
+    };
+    let mut transport =
+        match GrpcJoinTransport::new(&server, pins.serving_ca, signing_key.spki_der().to_vec()) {
+            Ok(transport) => transport,
+            Err(e) => return fail(format_args!("bcd join: cannot start an async runtime: {e}")),
+        };
+    let mut sleep = |d: time::Duration| {
+        eprintln!("bcd join: retrying in {:.1} s", d.as_seconds_f64().max(0.0));
+        std::thread::sleep(d.try_into().unwrap_or_default());
+    };
+    let mut draw = jitter;
+    let result = run_join(
+        dir,
+        &mut transport,
+        prepared,
+        &pins,
+        None,
+        &mut sleep,
+        &mut draw,
+        &OffsetDateTime::now_utc,
+    );
+    match result {
+        Ok(joined) => {
+            println!("{}", joined.message());
+            if let Some(moved) = &joined.stored.journal_moved_to {
+                println!("another node's journal.db moved to {moved}");
+            }
+            if let Consumed::Kept { warning, .. } = token.consume() {
+                eprintln!("{warning}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn node(config: &Config, dir: &DataDir) -> ExitCode {
+    let pin = match config.pins.serving_ca_spki_pin {
+        Some(pin) => pin,
+        None => {
+            return fail(format_args!(
+                "bcd node: serving_ca_spki_pin is not set in {}; copy it from `bcctl pki show`",
+                config
+                    .path
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "config.toml".to_owned())
+            ))
+        }
+    };
+    let server = match config.require_server() {
+        Ok(server) => server.to_owned(),
+        Err(e) => return fail(format_args!("bcd node: {e}")),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(format_args!("bcd node: cannot start an async runtime: {e}")),
+    };
+    let options = NodeOptions {
+        server,
+        serving_ca: pin,
+        status_interval: std::time::Duration::from_secs(30),
+    };
+    match runtime.block_on(run_node(dir, &options)) {
+        NodeExit::Revoked { reason, .. } => {
+            log(format_args!("certificate revoked (reason: {reason})"));
+            fail(REVOKED_EXIT_MESSAGE)
+        }
+        other => fail(other),
+    }
 }
