@@ -431,7 +431,7 @@ fn scope_entry(row: ScopeRow) -> Result<ScopeEntry, QuorumError> {
     };
     let leaf =
         ScopeLeaf::new(row.subject, row.kind, digest).map_err(|e| corrupt("scope leaf", e))?;
-    if row.proof.len() % 32 != 0 {
+    if !row.proof.len().is_multiple_of(32) {
         return Err(corrupt("proof", "not a whole number of 32-byte hashes"));
     }
     let siblings = row
