@@ -9,6 +9,8 @@
 //! (`attestation_uses` primary key) and a second active node for one hardware key fail inside the
 //! command's transaction, which then retries from a fresh read.
 
+use std::collections::{BTreeMap, HashMap};
+
 use events::schema::{
     AttestationUsesPruned, JoinRefused, JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed,
     NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeRetired,
@@ -52,6 +54,51 @@ fn to_i64(v: u64, e: &RecordedEvent, projection: &'static str) -> Result<i64, Pr
         event_type: e.event_type.clone(),
         why: format!("{v} does not fit a signed 64-bit column"),
     })
+}
+
+/// Rows per multi-row statement (well under both backends' parameter limits).
+const BULK_ROWS: usize = 200;
+
+/// Runs `head (..), (..), .. tail` with `rows` as the parenthesised groups, `BULK_ROWS` per
+/// statement. Returns the rows affected.
+async fn bulk(
+    tx: &mut StoreTx,
+    head: &str,
+    tail: &str,
+    rows: Vec<Vec<SqlValue>>,
+) -> Result<u64, ProjectionError> {
+    let mut affected = 0;
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let mut sql = String::from(head);
+        let mut args: Vec<SqlValue> = Vec::new();
+        for (i, row) in rows.by_ref().take(BULK_ROWS).enumerate() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('(');
+            for j in 0..row.len() {
+                if j > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push('$');
+                sql.push_str(&(args.len() + j + 1).to_string());
+            }
+            sql.push(')');
+            args.extend(row);
+        }
+        sql.push_str(tail);
+        affected += tx.execute(&sql, &args).await?;
+    }
+    Ok(affected)
+}
+
+fn opt_int(v: Option<i64>) -> SqlValue {
+    v.map_or(SqlValue::NullInt, SqlValue::Int)
+}
+
+fn opt_text(v: Option<String>) -> SqlValue {
+    v.map_or(SqlValue::NullText, SqlValue::Text)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,82 +165,190 @@ impl Projection for JoinTokens {
         events: &'a [&'a RecordedEvent],
     ) -> BoxFuture<'a, Result<(), ProjectionError>> {
         Box::pin(async move {
+            // A run of events becomes three statements (per BULK_ROWS rows): the tokens created
+            // in it (with every later change of theirs folded in), their uses, and one update per
+            // older token carrying its last state. Each token's row ends as the events in order
+            // would leave it.
+            let mut created: Vec<NewTokenRow> = Vec::new();
+            let mut uses: Vec<Vec<SqlValue>> = Vec::new();
+            let mut created_at: HashMap<String, usize> = HashMap::new();
+            let mut updates: Vec<(String, TokenUpdate)> = Vec::new();
+            let mut update_at: HashMap<String, usize> = HashMap::new();
             for e in events {
                 match e.event_type.as_str() {
                     JoinTokenCreated::EVENT_TYPE => {
                         let p: JoinTokenCreated = e.decode()?;
-                        tx.execute(
-                            "INSERT INTO join_tokens (token_id, tenant_id, site_id, pool_id, role, \
-                             secret_sha256, uses_total, uses_left, expires_at_us, \
-                             expect_product_uuid, expect_mac, allow_reclaim, created_at_us, \
-                             version, position) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $14)",
-                            &[
-                                p.token_id.into(),
-                                p.tenant_id.into(),
-                                p.site_id.into(),
-                                p.pool_id.into(),
-                                p.role.into(),
-                                p.secret_sha256.into(),
-                                i64::from(p.uses).into(),
-                                p.expires_at_us.into(),
-                                text_or_null(&p.expect_product_uuid),
-                                text_or_null(&p.expect_mac),
-                                p.allow_reclaim.into(),
-                                e.occurred_at_us.into(),
-                                e.stream_version.into(),
-                                e.position.into(),
-                            ],
-                        )
-                        .await?;
+                        created_at.insert(p.token_id.clone(), created.len());
+                        created.push(NewTokenRow {
+                            uses_left: i64::from(p.uses),
+                            created_at_us: e.occurred_at_us,
+                            revoked: None,
+                            version: e.stream_version,
+                            position: e.position,
+                            p,
+                        });
                     }
                     JoinTokenRevoked::EVENT_TYPE => {
                         let p: JoinTokenRevoked = e.decode()?;
-                        tx.execute(
-                            "UPDATE join_tokens SET revoked_at_us = $2, revoke_reason = $3, \
-                             version = $4, position = $5 WHERE token_id = $1",
-                            &[
-                                p.token_id.into(),
-                                e.occurred_at_us.into(),
-                                p.reason.into(),
-                                e.stream_version.into(),
-                                e.position.into(),
-                            ],
-                        )
-                        .await?;
+                        let revoked = Some((e.occurred_at_us, p.reason));
+                        match created_at
+                            .get(&p.token_id)
+                            .and_then(|&i| created.get_mut(i))
+                        {
+                            Some(row) => {
+                                row.revoked = revoked;
+                                row.version = e.stream_version;
+                                row.position = e.position;
+                            }
+                            None => {
+                                let u = token_update(&mut updates, &mut update_at, p.token_id);
+                                u.revoked = revoked;
+                                u.version = e.stream_version;
+                                u.position = e.position;
+                            }
+                        }
                     }
                     JoinTokenUsed::EVENT_TYPE => {
                         let p: JoinTokenUsed = e.decode()?;
-                        tx.execute(
-                            "INSERT INTO join_token_uses (token_id, use_number, node_id, \
-                             used_at_us, position) VALUES ($1, $2, $3, $4, $5)",
-                            &[
-                                p.token_id.clone().into(),
-                                i64::from(p.use_number).into(),
-                                p.node_id.into(),
-                                e.occurred_at_us.into(),
-                                e.position.into(),
-                            ],
-                        )
-                        .await?;
-                        tx.execute(
-                            "UPDATE join_tokens SET uses_left = $2, version = $3, position = $4 \
-                             WHERE token_id = $1",
-                            &[
-                                p.token_id.into(),
-                                i64::from(p.uses_left).into(),
-                                e.stream_version.into(),
-                                e.position.into(),
-                            ],
-                        )
-                        .await?;
+                        uses.push(vec![
+                            p.token_id.clone().into(),
+                            i64::from(p.use_number).into(),
+                            p.node_id.into(),
+                            e.occurred_at_us.into(),
+                            e.position.into(),
+                        ]);
+                        let left = i64::from(p.uses_left);
+                        match created_at
+                            .get(&p.token_id)
+                            .and_then(|&i| created.get_mut(i))
+                        {
+                            Some(row) => {
+                                row.uses_left = left;
+                                row.version = e.stream_version;
+                                row.position = e.position;
+                            }
+                            None => {
+                                let u = token_update(&mut updates, &mut update_at, p.token_id);
+                                u.uses_left = Some(left);
+                                u.version = e.stream_version;
+                                u.position = e.position;
+                            }
+                        }
                     }
                     _ => {}
                 }
             }
+            let rows = created
+                .into_iter()
+                .map(|r| {
+                    let (revoked_at, reason) = match r.revoked {
+                        Some((at, reason)) => (Some(at), Some(reason)),
+                        None => (None, None),
+                    };
+                    vec![
+                        r.p.token_id.into(),
+                        r.p.tenant_id.into(),
+                        r.p.site_id.into(),
+                        r.p.pool_id.into(),
+                        r.p.role.into(),
+                        r.p.secret_sha256.into(),
+                        i64::from(r.p.uses).into(),
+                        r.uses_left.into(),
+                        r.p.expires_at_us.into(),
+                        text_or_null(&r.p.expect_product_uuid),
+                        text_or_null(&r.p.expect_mac),
+                        r.p.allow_reclaim.into(),
+                        r.created_at_us.into(),
+                        opt_int(revoked_at),
+                        opt_text(reason),
+                        r.version.into(),
+                        r.position.into(),
+                    ]
+                })
+                .collect();
+            bulk(
+                tx,
+                "INSERT INTO join_tokens (token_id, tenant_id, site_id, pool_id, role, \
+                 secret_sha256, uses_total, uses_left, expires_at_us, expect_product_uuid, \
+                 expect_mac, allow_reclaim, created_at_us, revoked_at_us, revoke_reason, version, \
+                 position) VALUES ",
+                "",
+                rows,
+            )
+            .await?;
+            bulk(
+                tx,
+                "INSERT INTO join_token_uses (token_id, use_number, node_id, used_at_us, \
+                 position) VALUES ",
+                "",
+                uses,
+            )
+            .await?;
+            let rows = updates
+                .into_iter()
+                .map(|(id, u)| {
+                    let (revoked_at, reason) = match u.revoked {
+                        Some((at, reason)) => (Some(at), Some(reason)),
+                        None => (None, None),
+                    };
+                    vec![
+                        id.into(),
+                        opt_int(u.uses_left),
+                        opt_int(revoked_at),
+                        opt_text(reason),
+                        u.version.into(),
+                        u.position.into(),
+                    ]
+                })
+                .collect();
+            bulk(
+                tx,
+                "WITH v (token_id, uses_left, revoked_at_us, revoke_reason, version, position) \
+                 AS (VALUES ",
+                ") UPDATE join_tokens SET \
+                 uses_left = COALESCE(v.uses_left, join_tokens.uses_left), \
+                 revoked_at_us = COALESCE(v.revoked_at_us, join_tokens.revoked_at_us), \
+                 revoke_reason = CASE WHEN v.revoked_at_us IS NULL \
+                 THEN join_tokens.revoke_reason ELSE v.revoke_reason END, \
+                 version = v.version, position = v.position \
+                 FROM v WHERE join_tokens.token_id = v.token_id",
+                rows,
+            )
+            .await?;
             Ok(())
         })
     }
+}
+
+/// A token created in the run being applied, with its later changes folded in.
+struct NewTokenRow {
+    p: JoinTokenCreated,
+    uses_left: i64,
+    created_at_us: i64,
+    revoked: Option<(i64, String)>,
+    version: i64,
+    position: i64,
+}
+
+/// The last state of a token created before the run.
+#[derive(Default)]
+struct TokenUpdate {
+    uses_left: Option<i64>,
+    revoked: Option<(i64, String)>,
+    version: i64,
+    position: i64,
+}
+
+fn token_update<'u>(
+    updates: &'u mut Vec<(String, TokenUpdate)>,
+    index: &mut HashMap<String, usize>,
+    token_id: String,
+) -> &'u mut TokenUpdate {
+    let i = *index.entry(token_id.clone()).or_insert_with(|| {
+        updates.push((token_id, TokenUpdate::default()));
+        updates.len() - 1
+    });
+    &mut updates[i].1
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -236,35 +391,203 @@ const NODE_STREAM_TYPES: &[&str] = &[
     NodeRetired::EVENT_TYPE,
 ];
 
-async fn touch_node(
-    tx: &mut StoreTx,
-    e: &RecordedEvent,
+/// A node joined in the run being applied, with its later changes folded in: one row of the
+/// `INSERT … ON CONFLICT` that writes it.
+struct JoinedRow {
     node_id: String,
-    set: &str,
-    extra: Vec<SqlValue>,
-) -> Result<(), ProjectionError> {
-    let mut args = vec![
-        SqlValue::Text(node_id),
-        e.occurred_at_us.into(),
-        e.stream_version.into(),
-        e.position.into(),
-    ];
-    args.extend(extra);
-    let comma = if set.is_empty() { "" } else { ", " };
-    let sql = format!(
-        "UPDATE nodes SET updated_at_us = $2, version = $3, position = $4{comma}{set} \
-         WHERE node_id = $1"
-    );
-    let n = tx.execute(&sql, &args).await?;
-    if n != 1 {
-        return Err(ProjectionError::Inapplicable {
-            projection: "nodes",
-            position: e.position,
-            event_type: e.event_type.clone(),
-            why: "the node has no row (no node.joined before it)".into(),
-        });
+    tenant_id: String,
+    site_id: String,
+    pool_id: String,
+    role: String,
+    status: &'static str,
+    status_reason: Option<String>,
+    identity_generation: i64,
+    attestor: String,
+    node_key: String,
+    token_id: String,
+    hardware_key_sha256: Vec<u8>,
+    product_uuid_sha256: Vec<u8>,
+    macs_sha256: Vec<u8>,
+    joined_at_us: i64,
+    updated_at_us: i64,
+    version: i64,
+    position: i64,
+}
+
+/// The last state of a node that joined before the run.
+struct NodeUpdate {
+    updated_at_us: i64,
+    version: i64,
+    position: i64,
+    identity_generation: Option<i64>,
+    status: Option<(&'static str, String)>,
+    first_position: i64,
+}
+
+/// What a node event changes besides `updated_at_us`, `version` and `position`.
+enum Touch {
+    Plain,
+    Generation(i64),
+    Status(&'static str, String),
+}
+
+#[derive(Default)]
+struct NodeBatch {
+    joined: Vec<JoinedRow>,
+    joined_at: HashMap<String, usize>,
+    updates: Vec<(String, NodeUpdate)>,
+    update_at: HashMap<String, usize>,
+    status_changes: bool,
+}
+
+impl NodeBatch {
+    fn is_empty(&self) -> bool {
+        self.joined.is_empty() && self.updates.is_empty()
     }
-    Ok(())
+
+    fn touch(&mut self, e: &RecordedEvent, node_id: String, touch: Touch) {
+        if let Some(row) = self
+            .joined_at
+            .get(&node_id)
+            .and_then(|&i| self.joined.get_mut(i))
+        {
+            row.updated_at_us = e.occurred_at_us;
+            row.version = e.stream_version;
+            row.position = e.position;
+            match touch {
+                Touch::Plain => {}
+                Touch::Generation(g) => row.identity_generation = g,
+                Touch::Status(status, reason) => {
+                    row.status = status;
+                    row.status_reason = Some(reason);
+                }
+            }
+            return;
+        }
+        let updates = &mut self.updates;
+        let i = *self.update_at.entry(node_id.clone()).or_insert_with(|| {
+            updates.push((
+                node_id,
+                NodeUpdate {
+                    updated_at_us: 0,
+                    version: 0,
+                    position: 0,
+                    identity_generation: None,
+                    status: None,
+                    first_position: e.position,
+                },
+            ));
+            updates.len() - 1
+        });
+        let u = &mut self.updates[i].1;
+        u.updated_at_us = e.occurred_at_us;
+        u.version = e.stream_version;
+        u.position = e.position;
+        match touch {
+            Touch::Plain => {}
+            Touch::Generation(g) => u.identity_generation = Some(g),
+            Touch::Status(status, reason) => {
+                u.status = Some((status, reason));
+                self.status_changes = true;
+            }
+        }
+    }
+
+    async fn flush(&mut self, tx: &mut StoreTx) -> Result<(), ProjectionError> {
+        let batch = std::mem::take(self);
+        let rows = batch
+            .joined
+            .into_iter()
+            .map(|r| {
+                vec![
+                    r.node_id.into(),
+                    r.tenant_id.into(),
+                    r.site_id.into(),
+                    r.pool_id.into(),
+                    r.role.into(),
+                    r.status.into(),
+                    opt_text(r.status_reason),
+                    r.identity_generation.into(),
+                    r.attestor.into(),
+                    r.node_key.into(),
+                    r.token_id.into(),
+                    bytes_or_null(&r.hardware_key_sha256),
+                    bytes_or_null(&r.product_uuid_sha256),
+                    bytes_or_null(&r.macs_sha256),
+                    r.joined_at_us.into(),
+                    r.updated_at_us.into(),
+                    r.version.into(),
+                    r.position.into(),
+                ]
+            })
+            .collect();
+        // A re-join (reclaim) keeps the node's tenant, site, pool, role and join time.
+        bulk(
+            tx,
+            "INSERT INTO nodes (node_id, tenant_id, site_id, pool_id, role, status, \
+             status_reason, identity_generation, attestor, node_key, token_id, \
+             hardware_key_sha256, product_uuid_sha256, macs_sha256, joined_at_us, updated_at_us, \
+             version, position) VALUES ",
+            " ON CONFLICT (node_id) DO UPDATE SET status = excluded.status, \
+             status_reason = excluded.status_reason, \
+             identity_generation = excluded.identity_generation, attestor = excluded.attestor, \
+             node_key = excluded.node_key, token_id = excluded.token_id, \
+             hardware_key_sha256 = excluded.hardware_key_sha256, \
+             product_uuid_sha256 = excluded.product_uuid_sha256, \
+             macs_sha256 = excluded.macs_sha256, updated_at_us = excluded.updated_at_us, \
+             version = excluded.version, position = excluded.position",
+            rows,
+        )
+        .await?;
+        let expected = batch.updates.len() as u64;
+        let first = batch.updates.iter().map(|(_, u)| u.first_position).min();
+        let rows = batch
+            .updates
+            .into_iter()
+            .map(|(id, u)| {
+                let (status, reason) = match u.status {
+                    Some((s, r)) => (Some(s.to_owned()), Some(r)),
+                    None => (None, None),
+                };
+                vec![
+                    id.into(),
+                    u.updated_at_us.into(),
+                    u.version.into(),
+                    u.position.into(),
+                    opt_int(u.identity_generation),
+                    opt_text(status),
+                    opt_text(reason),
+                ]
+            })
+            .collect();
+        let updated = bulk(
+            tx,
+            "WITH v (node_id, updated_at_us, version, position, identity_generation, status, \
+             status_reason) AS (VALUES ",
+            ") UPDATE nodes SET updated_at_us = v.updated_at_us, version = v.version, \
+             position = v.position, \
+             identity_generation = COALESCE(v.identity_generation, nodes.identity_generation), \
+             status = COALESCE(v.status, nodes.status), \
+             status_reason = CASE WHEN v.status IS NULL THEN nodes.status_reason \
+             ELSE v.status_reason END \
+             FROM v WHERE nodes.node_id = v.node_id",
+            rows,
+        )
+        .await?;
+        if updated != expected {
+            return Err(ProjectionError::Inapplicable {
+                projection: "nodes",
+                position: first.unwrap_or(0),
+                event_type: "node event".into(),
+                why: format!(
+                    "{} of the {expected} nodes changed from this position on have no row \
+                     (no node.joined before them)",
+                    expected.saturating_sub(updated)
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Projection for Nodes {
@@ -283,90 +606,92 @@ impl Projection for Nodes {
         events: &'a [&'a RecordedEvent],
     ) -> BoxFuture<'a, Result<(), ProjectionError>> {
         Box::pin(async move {
+            // Joins become multi-row upserts with the node's later events folded in; events of
+            // older nodes become one update per node with its last state. A join flushes first
+            // when the order of rows matters: the node already has a pending update, or a node
+            // left the active set (its hardware key may be the one now joining).
+            let mut batch = NodeBatch::default();
             for e in events {
                 match e.event_type.as_str() {
                     NodeJoined::EVENT_TYPE => {
                         let p: NodeJoined = e.decode()?;
                         let generation = to_i64(p.identity_generation, e, "nodes")?;
-                        tx.execute(
-                            "INSERT INTO nodes (node_id, tenant_id, site_id, pool_id, role, status, \
-                             status_reason, identity_generation, attestor, node_key, token_id, \
-                             hardware_key_sha256, product_uuid_sha256, macs_sha256, joined_at_us, \
-                             updated_at_us, version, position) \
-                             VALUES ($1, $2, $3, $4, $5, 'active', NULL, $6, $7, $8, $9, $10, $11, \
-                             $12, $13, $13, $14, $15) \
-                             ON CONFLICT (node_id) DO UPDATE SET status = 'active', \
-                             status_reason = NULL, identity_generation = excluded.identity_generation, \
-                             attestor = excluded.attestor, node_key = excluded.node_key, \
-                             token_id = excluded.token_id, \
-                             hardware_key_sha256 = excluded.hardware_key_sha256, \
-                             product_uuid_sha256 = excluded.product_uuid_sha256, \
-                             macs_sha256 = excluded.macs_sha256, updated_at_us = excluded.updated_at_us, \
-                             version = excluded.version, position = excluded.position",
-                            &[
-                                p.node_id.into(),
-                                p.tenant_id.into(),
-                                p.site_id.into(),
-                                p.pool_id.into(),
-                                p.role.into(),
-                                generation.into(),
-                                p.attestor.into(),
-                                p.node_key.into(),
-                                p.token_id.into(),
-                                bytes_or_null(&p.hardware_key_sha256),
-                                bytes_or_null(&p.product_uuid_sha256),
-                                bytes_or_null(&p.macs_sha256),
-                                e.occurred_at_us.into(),
-                                e.stream_version.into(),
-                                e.position.into(),
-                            ],
-                        )
-                        .await?;
+                        if batch.status_changes || batch.update_at.contains_key(&p.node_id) {
+                            batch.flush(tx).await?;
+                        }
+                        let existing = batch
+                            .joined_at
+                            .get(&p.node_id)
+                            .and_then(|&i| batch.joined.get_mut(i));
+                        match existing {
+                            Some(row) => {
+                                // The same upsert, applied to the pending row.
+                                row.status = "active";
+                                row.status_reason = None;
+                                row.identity_generation = generation;
+                                row.attestor = p.attestor;
+                                row.node_key = p.node_key;
+                                row.token_id = p.token_id;
+                                row.hardware_key_sha256 = p.hardware_key_sha256;
+                                row.product_uuid_sha256 = p.product_uuid_sha256;
+                                row.macs_sha256 = p.macs_sha256;
+                                row.updated_at_us = e.occurred_at_us;
+                                row.version = e.stream_version;
+                                row.position = e.position;
+                            }
+                            None => {
+                                batch
+                                    .joined_at
+                                    .insert(p.node_id.clone(), batch.joined.len());
+                                batch.joined.push(JoinedRow {
+                                    node_id: p.node_id,
+                                    tenant_id: p.tenant_id,
+                                    site_id: p.site_id,
+                                    pool_id: p.pool_id,
+                                    role: p.role,
+                                    status: "active",
+                                    status_reason: None,
+                                    identity_generation: generation,
+                                    attestor: p.attestor,
+                                    node_key: p.node_key,
+                                    token_id: p.token_id,
+                                    hardware_key_sha256: p.hardware_key_sha256,
+                                    product_uuid_sha256: p.product_uuid_sha256,
+                                    macs_sha256: p.macs_sha256,
+                                    joined_at_us: e.occurred_at_us,
+                                    updated_at_us: e.occurred_at_us,
+                                    version: e.stream_version,
+                                    position: e.position,
+                                });
+                            }
+                        }
                     }
                     NodeCertificateIssued::EVENT_TYPE => {
                         let p: NodeCertificateIssued = e.decode()?;
-                        touch_node(tx, e, p.node_id, "", vec![]).await?;
+                        batch.touch(e, p.node_id, Touch::Plain);
                     }
                     RenewProofUsed::EVENT_TYPE => {
                         let p: RenewProofUsed = e.decode()?;
-                        touch_node(tx, e, p.node_id, "", vec![]).await?;
+                        batch.touch(e, p.node_id, Touch::Plain);
                     }
                     NodeIdentityRevoked::EVENT_TYPE => {
                         let p: NodeIdentityRevoked = e.decode()?;
                         let generation = to_i64(p.new_identity_generation, e, "nodes")?;
-                        touch_node(
-                            tx,
-                            e,
-                            p.node_id,
-                            "identity_generation = $5",
-                            vec![generation.into()],
-                        )
-                        .await?;
+                        batch.touch(e, p.node_id, Touch::Generation(generation));
                     }
                     NodeDeleted::EVENT_TYPE => {
                         let p: NodeDeleted = e.decode()?;
-                        touch_node(
-                            tx,
-                            e,
-                            p.node_id,
-                            "status = 'deleted', status_reason = $5",
-                            vec![p.reason.into()],
-                        )
-                        .await?;
+                        batch.touch(e, p.node_id, Touch::Status("deleted", p.reason));
                     }
                     NodeRetired::EVENT_TYPE => {
                         let p: NodeRetired = e.decode()?;
-                        touch_node(
-                            tx,
-                            e,
-                            p.node_id,
-                            "status = 'retired', status_reason = $5",
-                            vec![p.reason.into()],
-                        )
-                        .await?;
+                        batch.touch(e, p.node_id, Touch::Status("retired", p.reason));
                     }
                     _ => {}
                 }
+            }
+            if !batch.is_empty() {
+                batch.flush(tx).await?;
             }
             Ok(())
         })
@@ -550,6 +875,9 @@ impl Projection for AttestationUses {
         events: &'a [&'a RecordedEvent],
     ) -> BoxFuture<'a, Result<(), ProjectionError>> {
         Box::pin(async move {
+            // Uses go in multi-row inserts; a prune flushes them first (it may name one of
+            // them), then deletes its keys in multi-row statements.
+            let mut pending: Vec<Vec<SqlValue>> = Vec::new();
             for e in events {
                 match e.event_type.as_str() {
                     RenewProofUsed::EVENT_TYPE => {
@@ -562,36 +890,49 @@ impl Projection for AttestationUses {
                                 why: "the subject is not 32 bytes".into(),
                             });
                         }
-                        tx.execute(
-                            "INSERT INTO attestation_uses (attestor, subject, node_id, used_at_us, \
-                             expires_at_us, position) VALUES ($1, $2, $3, $4, $5, $6)",
-                            &[
-                                RENEW_POP_ATTESTOR.into(),
-                                p.subject.into(),
-                                text_or_null(&p.node_id),
-                                e.occurred_at_us.into(),
-                                p.expires_at_us.into(),
-                                e.position.into(),
-                            ],
-                        )
-                        .await?;
+                        pending.push(vec![
+                            RENEW_POP_ATTESTOR.into(),
+                            p.subject.into(),
+                            text_or_null(&p.node_id),
+                            e.occurred_at_us.into(),
+                            p.expires_at_us.into(),
+                            e.position.into(),
+                        ]);
                     }
                     AttestationUsesPruned::EVENT_TYPE => {
                         let p: AttestationUsesPruned = e.decode()?;
-                        for key in p.keys {
-                            tx.execute(
-                                "DELETE FROM attestation_uses WHERE attestor = $1 AND subject = $2",
-                                &[key.attestor.into(), key.subject.into()],
-                            )
-                            .await?;
-                        }
+                        insert_uses(tx, std::mem::take(&mut pending)).await?;
+                        let keys = p
+                            .keys
+                            .into_iter()
+                            .map(|k| vec![k.attestor.into(), k.subject.into()])
+                            .collect();
+                        bulk(
+                            tx,
+                            "DELETE FROM attestation_uses WHERE (attestor, subject) IN (VALUES ",
+                            ")",
+                            keys,
+                        )
+                        .await?;
                     }
                     _ => {}
                 }
             }
-            Ok(())
+            insert_uses(tx, pending).await
         })
     }
+}
+
+async fn insert_uses(tx: &mut StoreTx, rows: Vec<Vec<SqlValue>>) -> Result<(), ProjectionError> {
+    bulk(
+        tx,
+        "INSERT INTO attestation_uses (attestor, subject, node_id, used_at_us, expires_at_us, \
+         position) VALUES ",
+        "",
+        rows,
+    )
+    .await?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -635,7 +976,10 @@ impl Projection for RefusalCounters {
         events: &'a [&'a RecordedEvent],
     ) -> BoxFuture<'a, Result<(), ProjectionError>> {
         Box::pin(async move {
+            // Counts add up and the position is a maximum, so a run folds into one upsert per
+            // (kind, refusal, window) with the same result as applying its events one by one.
             let max = greatest(tx);
+            let mut sums: BTreeMap<(String, String, i64), (i64, i64, i64)> = BTreeMap::new();
             for e in events {
                 let (kind, refusal, window, recorded, suppressed) = match e.event_type.as_str() {
                     JoinRefused::EVENT_TYPE => {
@@ -653,26 +997,41 @@ impl Projection for RefusalCounters {
                     }
                     _ => continue,
                 };
-                tx.execute(
-                    &format!(
-                        "INSERT INTO refusal_counters (kind, refusal, window_start_us, recorded, \
-                         suppressed, position) VALUES ($1, $2, $3, $4, $5, $6) \
-                         ON CONFLICT (kind, refusal, window_start_us) DO UPDATE SET \
-                         recorded = refusal_counters.recorded + excluded.recorded, \
-                         suppressed = refusal_counters.suppressed + excluded.suppressed, \
-                         position = {max}(refusal_counters.position, excluded.position)"
-                    ),
-                    &[
-                        kind.into(),
-                        refusal.into(),
-                        window.into(),
-                        recorded.into(),
-                        suppressed.into(),
-                        e.position.into(),
-                    ],
-                )
-                .await?;
+                let sum = sums
+                    .entry((kind, refusal, window))
+                    .or_insert((0, 0, e.position));
+                sum.0 = sum.0.saturating_add(recorded);
+                sum.1 = sum.1.saturating_add(suppressed);
+                sum.2 = sum.2.max(e.position);
             }
+            let rows = sums
+                .into_iter()
+                .map(
+                    |((kind, refusal, window), (recorded, suppressed, position))| {
+                        vec![
+                            kind.into(),
+                            refusal.into(),
+                            window.into(),
+                            recorded.into(),
+                            suppressed.into(),
+                            position.into(),
+                        ]
+                    },
+                )
+                .collect();
+            bulk(
+                tx,
+                "INSERT INTO refusal_counters (kind, refusal, window_start_us, recorded, \
+                 suppressed, position) VALUES ",
+                &format!(
+                    " ON CONFLICT (kind, refusal, window_start_us) DO UPDATE SET \
+                     recorded = refusal_counters.recorded + excluded.recorded, \
+                     suppressed = refusal_counters.suppressed + excluded.suppressed, \
+                     position = {max}(refusal_counters.position, excluded.position)"
+                ),
+                rows,
+            )
+            .await?;
             Ok(())
         })
     }
