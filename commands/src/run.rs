@@ -15,7 +15,9 @@ pub enum RunError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Projection(#[from] ProjectionError),
-    #[error("gave up after {attempts} attempts: the stream kept changing under the command ({last})")]
+    #[error(
+        "gave up after {attempts} attempts: the stream kept changing under the command ({last})"
+    )]
     TooManyConflicts { attempts: usize, last: StoreError },
 }
 
@@ -29,40 +31,76 @@ impl RunError {
     }
 }
 
-/// Runs `body` in a transaction and commits what it did; retries the whole body from a fresh
-/// transaction when it fails with an expected-version conflict. `E` is the handler's own error
-/// type, which must be able to carry a [`RunError`].
-pub async fn in_transaction<T, E>(
-    store: &EventStore,
-    mut body: impl AsyncFnMut(&mut StoreTx) -> Result<T, E>,
-) -> Result<T, E>
-where
-    E: From<RunError> + AsConflict,
-{
-    let mut last = None;
-    for _ in 0..MAX_ATTEMPTS {
-        let mut tx = store.begin().await.map_err(|e| E::from(e.into()))?;
-        match body(&mut tx).await {
-            Ok(value) => {
-                tx.commit().await.map_err(|e| E::from(e.into()))?;
-                return Ok(value);
+/// Runs a body in a transaction and commits what it did; retries the whole body from a fresh
+/// transaction when it fails with an expected-version conflict. `$err` is the handler's error
+/// type, which must implement `From<RunError>` and [`AsConflict`]:
+///
+/// ```ignore
+/// transaction!(store, QuorumError, |tx| {
+///     let state = load(tx).await?;
+///     append_and_project(tx, &projections, stream, expected, &events).await?;
+///     Ok(state)
+/// })
+/// ```
+///
+/// A macro rather than a function taking an async closure: the futures of async closures are not
+/// `Send` today, and the gateway spawns handler futures on a multi-threaded runtime. `return`
+/// inside the body leaves the body (the attempt), as in a closure.
+#[macro_export]
+macro_rules! transaction {
+    ($store:expr, $err:ty, |$tx:ident| $body:block) => {{
+        let mut attempt = 0usize;
+        loop {
+            attempt += 1;
+            let mut owned_tx = match $crate::run::begin($store).await {
+                Ok(t) => t,
+                Err(e) => break Err(<$err>::from(e)),
+            };
+            let result: ::std::result::Result<_, $err> = async {
+                let $tx: &mut ::events::store::StoreTx = &mut owned_tx;
+                $body
             }
-            Err(e) => {
-                let _ = tx.rollback().await;
-                match e.into_conflict() {
-                    Ok(conflict) => last = Some(conflict),
-                    Err(other) => return Err(other),
+            .await;
+            match result {
+                Ok(value) => match $crate::run::commit(owned_tx).await {
+                    Ok(()) => break Ok(value),
+                    Err(e) => break Err(<$err>::from(e)),
+                },
+                Err(e) => {
+                    $crate::run::rollback(owned_tx).await;
+                    match $crate::run::AsConflict::into_conflict(e) {
+                        Ok(_) if attempt < $crate::run::MAX_ATTEMPTS => continue,
+                        Ok(last) => {
+                            break Err(<$err>::from($crate::run::RunError::TooManyConflicts {
+                                attempts: attempt,
+                                last,
+                            }))
+                        }
+                        Err(other) => break Err(other),
+                    }
                 }
             }
         }
-    }
-    Err(E::from(RunError::TooManyConflicts {
-        attempts: MAX_ATTEMPTS,
-        last: last.unwrap_or(StoreError::EmptyAppend),
-    }))
+    }};
 }
 
-/// Lets [`in_transaction`] tell a retryable conflict from a final error.
+/// Opens a transaction (for [`transaction!`]).
+pub async fn begin(store: &EventStore) -> Result<StoreTx, RunError> {
+    Ok(store.begin().await?)
+}
+
+/// Commits (for [`transaction!`]).
+pub async fn commit(tx: StoreTx) -> Result<(), RunError> {
+    Ok(tx.commit().await?)
+}
+
+/// Rolls back, ignoring errors: the connection is gone or the transaction is already over
+/// (for [`transaction!`]).
+pub async fn rollback(tx: StoreTx) {
+    let _ = tx.rollback().await;
+}
+
+/// Lets [`transaction!`] tell a retryable conflict from a final error.
 pub trait AsConflict: Sized {
     /// `Ok(conflict)` when this error is an expected-version conflict, else `Err(self)`.
     fn into_conflict(self) -> Result<StoreError, Self>;

@@ -26,7 +26,7 @@ use projections::quorum::{
 use super::bundle::current_set;
 use super::{new_event_id, projections, refused, QuorumError, QuorumRefusal};
 use crate::clock::Clock;
-use crate::run::{append_and_project, in_transaction};
+use crate::run::append_and_project;
 
 /// The stream of a batch.
 pub fn batch_stream(batch_id: &BatchId) -> String {
@@ -141,7 +141,7 @@ pub async fn create_batch(
 ) -> Result<CreatedBatch, QuorumError> {
     let batch_id = BatchId::derive(&command.tenant, &command.caller, &command.idempotency_key)
         .map_err(|e| QuorumRefusal::Batch(e.into()))?;
-    in_transaction(store, async |tx: &mut StoreTx| {
+    crate::transaction!(store, QuorumError, |tx| {
         let now_us = clock.now_us();
         let existing = read_batch(tx, batch_id.as_bytes()).await?;
         let existing_digest = match &existing {
@@ -240,7 +240,6 @@ pub async fn create_batch(
             retry: false,
         })
     })
-    .await
 }
 
 /// Records one approver's signature; the one that reaches the requirement releases the batch.
@@ -251,7 +250,7 @@ pub async fn approve_batch(
     batch_id: &BatchId,
     signature: &ApprovalSignature,
 ) -> Result<ApproveOutcome, QuorumError> {
-    in_transaction(store, async |tx: &mut StoreTx| {
+    crate::transaction!(store, QuorumError, |tx| {
         let now_us = clock.now_us();
         let row = require_batch(tx, batch_id).await?;
         let stream_version = row.stream_version;
@@ -314,7 +313,6 @@ pub async fn approve_batch(
             status: state.status,
         })
     })
-    .await
 }
 
 /// Cancels a pending or approved batch.
@@ -325,7 +323,7 @@ pub async fn cancel_batch(
     reason: &str,
     cancelled_by: &str,
 ) -> Result<(), QuorumError> {
-    in_transaction(store, async |tx: &mut StoreTx| {
+    crate::transaction!(store, QuorumError, |tx| {
         let now_us = clock.now_us();
         let row = require_batch(tx, batch_id).await?;
         let status = parse_status(&row.status)?;
@@ -355,7 +353,6 @@ pub async fn cancel_batch(
         .await?;
         Ok(())
     })
-    .await
 }
 
 /// The reconciler: records `batch.expired` for pending batches past their end (at most `limit`
@@ -374,7 +371,7 @@ pub async fn expire_due_batches(
     let mut expired = Vec::new();
     for row in due {
         let batch_id = BatchId::from_slice(&row.batch_id).map_err(|e| corrupt("batch_id", e))?;
-        let done = in_transaction(store, async |tx: &mut StoreTx| {
+        let done = crate::transaction!(store, QuorumError, |tx| {
             let now_us = clock.now_us();
             let row = require_batch(tx, &batch_id).await?;
             if row.status != "pending" || row.not_after_us >= now_us {
@@ -398,8 +395,7 @@ pub async fn expire_due_batches(
             )
             .await?;
             Ok::<bool, QuorumError>(true)
-        })
-        .await?;
+        })?;
         if done {
             expired.push(batch_id);
         }

@@ -44,7 +44,7 @@ use super::{
     TRUST_BUNDLE_STREAM,
 };
 use crate::clock::Clock;
-use crate::run::{append_and_project, in_transaction};
+use crate::run::append_and_project;
 
 /// A node is connected when its session has not ended and it was seen within this window.
 pub const CONNECTED_WINDOW_US: i64 = 120 * 1_000_000;
@@ -326,7 +326,7 @@ pub async fn settle_trust_bundle(
         &config.approvers.set,
         config.approvers.epoch,
     );
-    in_transaction(store, async |tx: &mut StoreTx| {
+    crate::transaction!(store, QuorumError, |tx| {
         let now_us = clock.now_us();
         let state = read_bundle_state(tx).await?;
         let (held, previous, active) = match &state {
@@ -442,7 +442,6 @@ pub async fn settle_trust_bundle(
             warning: None,
         })
     })
-    .await
 }
 
 /// The published bundle, or `None` before any process published one.
@@ -492,14 +491,18 @@ pub async fn rotate_add_command_root(
             "the new command-signing root is empty".to_string(),
         ));
     }
-    in_transaction(store, async |tx: &mut StoreTx| {
+    crate::transaction!(store, QuorumError, |tx| {
         let now_us = clock.now_us();
         let row = require_state(tx).await?;
         if row.rotation_stage != "none" {
             return refused(QuorumRefusal::InvalidState(format!(
                 "a rotation is already in progress (stage {}): run --stage {} next",
                 row.rotation_stage,
-                if row.rotation_stage == "added" { "switch" } else { "drop" }
+                if row.rotation_stage == "added" {
+                    "switch"
+                } else {
+                    "drop"
+                }
             )));
         }
         let (content, held, signatures) = decode_content(&row)?;
@@ -560,7 +563,6 @@ pub async fn rotate_add_command_root(
             warning: None,
         })
     })
-    .await
 }
 
 /// The result of a switch.
@@ -579,7 +581,7 @@ pub async fn switch_command_root(
     clock: &dyn Clock,
     force: bool,
 ) -> Result<Switched, QuorumError> {
-    in_transaction(store, async |tx: &mut StoreTx| {
+    crate::transaction!(store, QuorumError, |tx| {
         let now_us = clock.now_us();
         let row = require_state(tx).await?;
         if row.rotation_stage != "added" {
@@ -638,7 +640,6 @@ pub async fn switch_command_root(
             behind: behind.len(),
         })
     })
-    .await
 }
 
 /// Stage 3: the former root is no longer trusted; the version goes up. Refused less than 24 h
@@ -648,7 +649,7 @@ pub async fn drop_command_root(
     clock: &dyn Clock,
     force: bool,
 ) -> Result<Settled, QuorumError> {
-    in_transaction(store, async |tx: &mut StoreTx| {
+    crate::transaction!(store, QuorumError, |tx| {
         let now_us = clock.now_us();
         let row = require_state(tx).await?;
         if row.rotation_stage != "switched" {
@@ -723,7 +724,6 @@ pub async fn drop_command_root(
             warning: None,
         })
     })
-    .await
 }
 
 /// Records a node's trust report (the node sessions call this on Hello, StatusReport and end).
@@ -732,7 +732,7 @@ pub async fn report_node_trust(
     clock: &dyn Clock,
     report: &TrustReport,
 ) -> Result<(), QuorumError> {
-    in_transaction(store, async |tx: &mut StoreTx| {
+    crate::transaction!(store, QuorumError, |tx| {
         let event = NewEvent::from_payload(
             new_event_id(),
             report.tenant_id.clone(),
@@ -754,5 +754,4 @@ pub async fn report_node_trust(
         .await?;
         Ok(())
     })
-    .await
 }
