@@ -13,8 +13,10 @@ mod batch_cmd;
 mod node_cmd;
 mod pki_cmd;
 mod replay_cmd;
+mod serve_cmd;
 mod store_cmd;
 mod token_cmd;
+mod up_cmd;
 
 #[derive(Parser)]
 #[command(name = "bcctl", version, about = "Operate the machine-identity plane")]
@@ -27,7 +29,9 @@ struct Cli {
 enum Command {
     /// Create the embedded store in a working directory (default ./.bcctl), migrate it and
     /// print its status: the quickest way to a working control plane.
-    Up(store_cmd::UpArgs),
+    Up(up_cmd::UpArgs),
+    /// Serve the JoinService and the gateway (Join, Renew, node sessions over mTLS).
+    Serve(serve_cmd::ServeArgs),
     /// Apply the schema migrations to a store.
     Migrate(store_cmd::StoreArgs),
     /// Print a store's status: backend, schema version, events, head position.
@@ -62,7 +66,8 @@ fn main() -> ExitCode {
     };
     let result: Result<(), Failure> = runtime.block_on(async {
         match cli.command {
-            Command::Up(args) => store_cmd::up(args).await.map_err(Failure::from),
+            Command::Up(args) => up_cmd::up(args).await.map_err(Failure::from),
+            Command::Serve(args) => serve_cmd::serve(args).await.map_err(Failure::from),
             Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
             Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
             Command::Pki(cmd) => pki_cmd::run(cmd).map_err(Failure::from),

@@ -1,6 +1,5 @@
-//! `bcctl up`, `bcctl migrate`, `bcctl status`: creating, migrating and inspecting a store.
-
-use std::path::{Path, PathBuf};
+//! `bcctl migrate`, `bcctl status`: migrating and inspecting a store (`bcctl up` is in
+//! `up_cmd`).
 
 use clap::Args;
 use events::store::{Backend, EventStore, LogStore, StoreError};
@@ -9,11 +8,6 @@ use serde_json::json;
 /// Errors of the store subcommands, each with the way out.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreCmdError {
-    #[error("cannot create the working directory {path}: {source}")]
-    WorkDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("the store at {0} has no schema yet: run `bcctl migrate --database-url <url>` (or `bcctl up`)")]
     NotMigrated(String),
     #[error("{0}")]
@@ -36,19 +30,6 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-#[derive(Args)]
-pub struct UpArgs {
-    /// Working directory for the embedded store.
-    #[arg(long, default_value = ".bcctl")]
-    pub dir: PathBuf,
-    /// Use this database instead of the embedded SQLite file.
-    #[arg(long)]
-    pub database_url: Option<String>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
 pub async fn migrate(args: StoreArgs) -> Result<(), StoreCmdError> {
     let store = EventStore::open(&args.database_url).await?;
     let status = read_status(&store).await?;
@@ -65,32 +46,6 @@ pub async fn status(args: StatusArgs) -> Result<(), StoreCmdError> {
     print_status(&store, &args.store.database_url, args.json).await
 }
 
-pub async fn up(args: UpArgs) -> Result<(), StoreCmdError> {
-    let url = match args.database_url {
-        Some(url) => url,
-        None => {
-            create_private_dir(&args.dir)?;
-            format!("sqlite://{}", args.dir.join("events.db").display())
-        }
-    };
-    let store = EventStore::open(&url).await?;
-    print_status(&store, &url, args.json).await
-}
-
-fn create_private_dir(dir: &Path) -> Result<(), StoreCmdError> {
-    let err = |source| StoreCmdError::WorkDir {
-        path: dir.to_path_buf(),
-        source,
-    };
-    std::fs::create_dir_all(dir).map_err(err)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
-    }
-    Ok(())
-}
-
 struct Status {
     schema_version: i64,
     events: i64,
@@ -100,22 +55,20 @@ struct Status {
 async fn read_status(store: &EventStore) -> Result<Status, StoreError> {
     let (schema_version, events) = match store {
         EventStore::Postgres(s) => {
-            let v: Option<i64> = sqlx::query_scalar(
-                "SELECT max(version) FROM _sqlx_migrations WHERE success",
-            )
-            .fetch_one(s.pool())
-            .await?;
+            let v: Option<i64> =
+                sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+                    .fetch_one(s.pool())
+                    .await?;
             let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
                 .fetch_one(s.pool())
                 .await?;
             (v.unwrap_or(0), n)
         }
         EventStore::Sqlite(s) => {
-            let v: Option<i64> = sqlx::query_scalar(
-                "SELECT max(version) FROM _sqlx_migrations WHERE success",
-            )
-            .fetch_one(s.reader())
-            .await?;
+            let v: Option<i64> =
+                sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+                    .fetch_one(s.reader())
+                    .await?;
             let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
                 .fetch_one(s.reader())
                 .await?;
@@ -152,7 +105,10 @@ async fn print_status(store: &EventStore, url: &str, as_json: bool) -> Result<()
             })
         );
     } else {
-        println!("store:          {} ({shown_url})", backend_name(store.backend()));
+        println!(
+            "store:          {} ({shown_url})",
+            backend_name(store.backend())
+        );
         println!("schema version: {}", status.schema_version);
         println!("events:         {}", status.events);
         println!("head position:  {}", status.head);

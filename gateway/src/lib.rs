@@ -5,6 +5,11 @@
 //! the API, and never let a certificate through that the node CA did not issue, that names
 //! another trust domain, more or fewer than one SPIFFE ID or role, or a revoked serial.
 
+pub mod conn;
+pub mod feed;
+pub mod metrics;
 pub mod revoked;
+pub mod run;
+pub mod server;
 pub mod sessions;
 pub mod tls;

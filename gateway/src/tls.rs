@@ -112,6 +112,7 @@ pub struct NodeClientVerifier {
     trust_domain: TrustDomain,
     revoked: Arc<RevokedSerials>,
     refusals: Arc<RefusalCounters>,
+    mandatory: bool,
 }
 
 /// Errors building the TLS configuration.
@@ -150,7 +151,22 @@ impl NodeClientVerifier {
             trust_domain,
             revoked,
             refusals,
+            mandatory: true,
         })
+    }
+
+    /// The same checks, but a client may also connect without a certificate (a machine that
+    /// joins has none yet). A certificate that is presented is still fully checked, so a revoked
+    /// or foreign one fails the handshake; handlers that need a node identity refuse a
+    /// connection without one.
+    pub fn optional(mut self) -> Self {
+        self.mandatory = false;
+        self
+    }
+
+    /// Whether a client certificate is required at the handshake.
+    pub fn is_mandatory(&self) -> bool {
+        self.mandatory
     }
 
     fn refuse(&self, refusal: HandshakeRefusal) -> rustls::Error {
@@ -212,6 +228,10 @@ impl ClientCertVerifier for NodeClientVerifier {
     }
 
     fn client_auth_mandatory(&self) -> bool {
+        self.mandatory
+    }
+
+    fn offer_client_auth(&self) -> bool {
         true
     }
 }
@@ -243,7 +263,7 @@ pub struct VerifiedNode {
 impl VerifiedNode {
     /// Reads the identity of the peer of a server connection whose handshake completed under a
     /// [`NodeClientVerifier`] for `trust_domain`. `None` when the connection has no client
-    /// certificate (which that verifier never allows).
+    /// certificate (allowed only by an [`NodeClientVerifier::optional`] verifier).
     pub fn from_connection(
         conn: &rustls::ServerConnection,
         trust_domain: &TrustDomain,

@@ -1,0 +1,308 @@
+//! The revocation feed: every revoked, unexpired certificate into [`RevokedSerials`] at start,
+//! then every revocation as it commits, with the exact tailer.
+//!
+//! Order at start: take the tail cursor (`now_cursor`) first, then load `node_certs`. A
+//! revocation that commits between the two is both loaded and tailed (harmless: inserting a
+//! serial twice changes nothing); one that commits after the load is tailed; none is missed,
+//! including one whose transaction took a lower position and committed late (the tailer follows
+//! commit visibility, not positions).
+//!
+//! On `node.identity.revoked`, `node.deleted` and `node.retired` the feed reads that node's
+//! revoked serials from `node_certs` (written in the same transaction as the event, so visible
+//! once the event is), adds them, and ends the node's live sessions with a RevocationNotice.
+//!
+//! Health: the feed is caught up whenever a tail step came back with less than a page. When it
+//! has not been caught up for more than `max_lag`, [`FeedHealth::is_stale`] turns true; the
+//! gateway then refuses new sessions (fails closed), logs it, reports NOT_SERVING on the health
+//! service and sets `bc_revocation_feed_stale`, and recovers by itself once a step succeeds.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use events::schema::{
+    JoinRefused, NodeDeleted, NodeIdentityRevoked, NodeRetired, RefusalsSuppressed, RenewRefused,
+};
+use events::store::{EventStore, LogStore, StoreError, TailCursor};
+use events::RecordedEvent;
+
+use crate::metrics::Metrics;
+use crate::revoked::RevokedSerials;
+use crate::sessions::Sessions;
+
+/// Settings of the feed.
+#[derive(Clone, Copy, Debug)]
+pub struct FeedOptions {
+    /// Behind for longer than this, new sessions are refused.
+    pub max_lag: Duration,
+    /// How often to look for commits of other processes.
+    pub poll_interval: Duration,
+    /// Events per tail step.
+    pub batch: u32,
+}
+
+impl Default for FeedOptions {
+    fn default() -> Self {
+        FeedOptions {
+            max_lag: Duration::from_secs(5),
+            poll_interval: Duration::from_millis(20),
+            batch: 1000,
+        }
+    }
+}
+
+/// Errors starting the feed.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    #[error("revocation feed: the store: {0}")]
+    Store(#[from] StoreError),
+    #[error(
+        "revocation feed: reading node_certs: {0} (is the store migrated? run `bcctl migrate`)"
+    )]
+    Query(#[from] sqlx::Error),
+    #[error("revocation feed: node_certs holds a serial that is not hex: {0:?}")]
+    BadSerial(String),
+}
+
+/// Whether the feed is caught up, shared with the server and the metrics.
+#[derive(Debug)]
+pub struct FeedHealth {
+    started: Instant,
+    /// Milliseconds since `started` at the last caught-up step.
+    caught_up_ms: AtomicI64,
+    max_lag: Duration,
+    stale: AtomicBool,
+}
+
+impl FeedHealth {
+    pub fn new(max_lag: Duration) -> Arc<Self> {
+        Arc::new(FeedHealth {
+            started: Instant::now(),
+            caught_up_ms: AtomicI64::new(0),
+            max_lag,
+            stale: AtomicBool::new(false),
+        })
+    }
+
+    fn mark_caught_up(&self) {
+        let ms = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        self.caught_up_ms.store(ms, Ordering::Release);
+    }
+
+    /// Time since the feed was last caught up.
+    pub fn lag(&self) -> Duration {
+        let now = self.started.elapsed();
+        let at = Duration::from_millis(
+            u64::try_from(self.caught_up_ms.load(Ordering::Acquire)).unwrap_or(0),
+        );
+        now.saturating_sub(at)
+    }
+
+    /// Whether the feed has been behind for more than its limit (computed now).
+    pub fn is_stale(&self) -> bool {
+        self.lag() > self.max_lag
+    }
+
+    /// Updates the remembered state; returns `Some(new)` when it changed.
+    pub fn transition(&self) -> Option<bool> {
+        let now = self.is_stale();
+        let before = self.stale.swap(now, Ordering::AcqRel);
+        (before != now).then_some(now)
+    }
+
+    pub fn max_lag(&self) -> Duration {
+        self.max_lag
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct RevokedRow {
+    serial: String,
+    not_after_us: i64,
+    revoke_reason: Option<String>,
+}
+
+/// What the feed fills and whom it tells.
+#[derive(Clone)]
+pub struct FeedTargets {
+    pub revoked: Arc<RevokedSerials>,
+    pub sessions: Arc<Sessions>,
+    pub health: Arc<FeedHealth>,
+    pub metrics: Arc<Metrics>,
+}
+
+async fn query_revoked(
+    store: &EventStore,
+    node_id: Option<&str>,
+    now_us: i64,
+) -> Result<Vec<RevokedRow>, sqlx::Error> {
+    const ALL: &str = "SELECT serial, not_after_us, revoke_reason FROM node_certs \
+        WHERE revoked_at_us IS NOT NULL AND not_after_us > $1";
+    const ONE: &str = "SELECT serial, not_after_us, revoke_reason FROM node_certs \
+        WHERE revoked_at_us IS NOT NULL AND not_after_us > $1 AND node_id = $2";
+    match (store, node_id) {
+        (EventStore::Postgres(s), None) => {
+            sqlx::query_as(ALL).bind(now_us).fetch_all(s.pool()).await
+        }
+        (EventStore::Postgres(s), Some(n)) => {
+            sqlx::query_as(ONE)
+                .bind(now_us)
+                .bind(n)
+                .fetch_all(s.pool())
+                .await
+        }
+        (EventStore::Sqlite(s), None) => {
+            sqlx::query_as(ALL).bind(now_us).fetch_all(s.reader()).await
+        }
+        (EventStore::Sqlite(s), Some(n)) => {
+            sqlx::query_as(ONE)
+                .bind(now_us)
+                .bind(n)
+                .fetch_all(s.reader())
+                .await
+        }
+    }
+}
+
+fn now_us() -> i64 {
+    let ns = time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000;
+    i64::try_from(ns).unwrap_or(i64::MAX)
+}
+
+fn insert_rows(revoked: &RevokedSerials, rows: &[RevokedRow]) -> Result<(), FeedError> {
+    for row in rows {
+        let bytes =
+            hex::decode(&row.serial).map_err(|_| FeedError::BadSerial(row.serial.clone()))?;
+        revoked.insert(bytes, row.not_after_us / 1_000_000 + 1);
+    }
+    Ok(())
+}
+
+/// Loads the revoked set and returns the cursor to tail from. Call before serving.
+pub async fn load(store: &EventStore, targets: &FeedTargets) -> Result<TailCursor, FeedError> {
+    let cursor = store.now_cursor().await?;
+    let rows = query_revoked(store, None, now_us()).await?;
+    insert_rows(&targets.revoked, &rows)?;
+    targets.health.mark_caught_up();
+    tracing::info!(revoked = rows.len(), "revocation feed loaded");
+    Ok(cursor)
+}
+
+/// Follows the log from `cursor` forever. Never stops the gateway: errors are logged and
+/// retried (100 ms, doubling to 5 s).
+pub async fn run(
+    store: EventStore,
+    mut cursor: TailCursor,
+    targets: FeedTargets,
+    options: FeedOptions,
+) {
+    let mut wake = store.commit_signal();
+    let mut backoff = Duration::from_millis(100);
+    let mut last_prune = Instant::now();
+    loop {
+        wake.borrow_and_update();
+        match store.tail_step(&cursor, options.batch).await {
+            Ok((events, next)) => {
+                backoff = Duration::from_millis(100);
+                let full = events.len() as u64 >= u64::from(options.batch);
+                let mid_snapshot = matches!(
+                    next,
+                    TailCursor::Postgres {
+                        ceiling: Some(_),
+                        ..
+                    }
+                );
+                let mut failed = false;
+                for e in &events {
+                    if let Err(err) = handle(&store, e, &targets).await {
+                        tracing::warn!(error = %err, position = e.position, "revocation feed: applying an event failed; retrying");
+                        failed = true;
+                        break;
+                    }
+                }
+                if failed {
+                    // Do not advance past an event we could not apply.
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
+                cursor = next;
+                if !full && !mid_snapshot {
+                    targets.health.mark_caught_up();
+                }
+                if full || mid_snapshot {
+                    continue;
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, retry_in_ms = backoff.as_millis() as u64, "revocation feed: tail step failed");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        }
+        if last_prune.elapsed() > Duration::from_secs(60) {
+            targets.revoked.prune_expired(now_us() / 1_000_000);
+            last_prune = Instant::now();
+        }
+        tokio::select! {
+            _ = wake.changed() => {}
+            _ = tokio::time::sleep(options.poll_interval) => {}
+        }
+    }
+}
+
+async fn handle(
+    store: &EventStore,
+    e: &RecordedEvent,
+    targets: &FeedTargets,
+) -> Result<(), FeedError> {
+    let decoded = match e.event_type.as_str() {
+        "node.identity.revoked" => e
+            .decode::<NodeIdentityRevoked>()
+            .map(|p| (p.node_id, p.reason)),
+        "node.deleted" => e.decode::<NodeDeleted>().map(|p| (p.node_id, p.reason)),
+        "node.retired" => e.decode::<NodeRetired>().map(|p| (p.node_id, p.reason)),
+        "security.join.refused" => {
+            if let Ok(p) = e.decode::<JoinRefused>() {
+                targets.metrics.join_refusals.inc(&p.refusal);
+            }
+            return Ok(());
+        }
+        "security.renew.refused" => {
+            if let Ok(p) = e.decode::<RenewRefused>() {
+                targets.metrics.renew_refusals.inc(&p.refusal);
+            }
+            return Ok(());
+        }
+        "security.refusals.suppressed" => {
+            if let Ok(p) = e.decode::<RefusalsSuppressed>() {
+                let family = if p.kind == "renew" {
+                    &targets.metrics.renew_refusals
+                } else {
+                    &targets.metrics.join_refusals
+                };
+                family.add(&p.refusal, p.count);
+            }
+            return Ok(());
+        }
+        _ => return Ok(()),
+    };
+    let (node_id, reason) = match decoded {
+        Ok(v) => v,
+        Err(err) => {
+            tracing::error!(error = %err, position = e.position, "revocation feed: undecodable revocation event skipped");
+            return Ok(());
+        }
+    };
+    let rows = query_revoked(store, Some(&node_id), now_us()).await?;
+    insert_rows(&targets.revoked, &rows)?;
+    let serials: Vec<String> = rows.iter().map(|r| r.serial.clone()).collect();
+    let reason = rows
+        .iter()
+        .find_map(|r| r.revoke_reason.clone())
+        .unwrap_or(reason);
+    // Every live session of the node ends: revocation covers all of its certificates.
+    let ended = targets.sessions.revoke_node(&node_id, &[], &reason);
+    tracing::info!(node = %node_id, serials = serials.len(), sessions_ended = ended, %reason, "node revoked");
+    Ok(())
+}

@@ -1,0 +1,272 @@
+//! Prometheus text metrics, served on a separate (loopback) port by a tiny HTTP/1.1 responder.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::feed::FeedHealth;
+use crate::revoked::RevokedSerials;
+use crate::sessions::Sessions;
+use crate::tls::RefusalCounters;
+
+/// A counter family keyed by one label value.
+#[derive(Debug, Default)]
+pub struct Labeled(Mutex<BTreeMap<String, u64>>);
+
+impl Labeled {
+    pub fn add(&self, label: &str, n: u64) {
+        if let Ok(mut m) = self.0.lock() {
+            *m.entry(label.to_string()).or_default() += n;
+        }
+    }
+
+    pub fn inc(&self, label: &str) {
+        self.add(label, 1);
+    }
+
+    pub fn get(&self, label: &str) -> u64 {
+        self.0
+            .lock()
+            .map(|m| m.get(label).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.0.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+/// Every counter the gateway keeps.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Join calls answered here, by outcome: joined, refused, error.
+    pub join_requests: Labeled,
+    /// Join refusals by reason (`<attestor>:<reason>`), deployment-wide, from the
+    /// `security.join.refused` events the feed reads (suppressed ones counted once summarized).
+    pub join_refusals: Labeled,
+    /// Renew calls answered here, by outcome: renewed, refused, unauthenticated, error.
+    pub renewals: Labeled,
+    /// Renew refusals by reason, deployment-wide, from `security.renew.refused` events.
+    pub renew_refusals: Labeled,
+    /// Session opens refused, by reason: no-certificate, feed-stale, revoked.
+    pub sessions_refused: Labeled,
+    /// Sessions opened.
+    pub sessions_opened: AtomicU64,
+    /// RevocationNotices sent.
+    pub revocation_notices: AtomicU64,
+}
+
+/// What the metrics page reads besides [`Metrics`].
+#[derive(Clone)]
+pub struct MetricSources {
+    pub metrics: Arc<Metrics>,
+    pub sessions: Arc<Sessions>,
+    pub handshake_refusals: Arc<RefusalCounters>,
+    pub feed: Arc<FeedHealth>,
+    pub revoked: Arc<RevokedSerials>,
+}
+
+fn family(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn labeled(out: &mut String, name: &str, label: &str, values: &BTreeMap<String, u64>) {
+    for (k, v) in values {
+        let escaped = k.replace('\\', "\\\\").replace('"', "\\\"");
+        let _ = writeln!(out, "{name}{{{label}=\"{escaped}\"}} {v}");
+    }
+}
+
+impl MetricSources {
+    /// The Prometheus text exposition (format 0.0.4).
+    pub fn render(&self) -> String {
+        let m = &self.metrics;
+        let mut out = String::new();
+        family(
+            &mut out,
+            "bc_join_requests_total",
+            "Join calls answered by this gateway, by outcome.",
+            "counter",
+        );
+        labeled(
+            &mut out,
+            "bc_join_requests_total",
+            "outcome",
+            &m.join_requests.snapshot(),
+        );
+        family(
+            &mut out,
+            "bc_join_refusals_total",
+            "Join refusals by reason (from the event log, deployment-wide).",
+            "counter",
+        );
+        labeled(
+            &mut out,
+            "bc_join_refusals_total",
+            "reason",
+            &m.join_refusals.snapshot(),
+        );
+        family(
+            &mut out,
+            "bc_renewals_total",
+            "Renew calls answered by this gateway, by outcome.",
+            "counter",
+        );
+        labeled(
+            &mut out,
+            "bc_renewals_total",
+            "outcome",
+            &m.renewals.snapshot(),
+        );
+        family(
+            &mut out,
+            "bc_renew_refusals_total",
+            "Renew refusals by reason (from the event log, deployment-wide).",
+            "counter",
+        );
+        labeled(
+            &mut out,
+            "bc_renew_refusals_total",
+            "reason",
+            &m.renew_refusals.snapshot(),
+        );
+        family(
+            &mut out,
+            "bc_live_sessions",
+            "Node sessions open now.",
+            "gauge",
+        );
+        let _ = writeln!(out, "bc_live_sessions {}", self.sessions.len());
+        family(
+            &mut out,
+            "bc_sessions_opened_total",
+            "Node sessions opened.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "bc_sessions_opened_total {}",
+            m.sessions_opened.load(Ordering::Relaxed)
+        );
+        family(
+            &mut out,
+            "bc_sessions_refused_total",
+            "Node session opens refused, by reason.",
+            "counter",
+        );
+        labeled(
+            &mut out,
+            "bc_sessions_refused_total",
+            "reason",
+            &m.sessions_refused.snapshot(),
+        );
+        family(
+            &mut out,
+            "bc_revocation_notices_total",
+            "RevocationNotices sent to live sessions.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "bc_revocation_notices_total {}",
+            m.revocation_notices.load(Ordering::Relaxed)
+        );
+        family(
+            &mut out,
+            "bc_handshake_refusals_total",
+            "Client certificates refused at the TLS handshake, by reason.",
+            "counter",
+        );
+        let by_reason: BTreeMap<String, u64> = self
+            .handshake_refusals
+            .by_reason()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        labeled(
+            &mut out,
+            "bc_handshake_refusals_total",
+            "reason",
+            &by_reason,
+        );
+        family(
+            &mut out,
+            "bc_revocation_feed_lag_seconds",
+            "Time since the revocation feed was last caught up.",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "bc_revocation_feed_lag_seconds {:.3}",
+            self.feed.lag().as_secs_f64()
+        );
+        family(
+            &mut out,
+            "bc_revocation_feed_stale",
+            "1 while the feed is behind by more than its limit (new sessions are refused).",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "bc_revocation_feed_stale {}",
+            u8::from(self.feed.is_stale())
+        );
+        family(
+            &mut out,
+            "bc_revoked_serials",
+            "Revoked, unexpired certificate serials the verifier refuses.",
+            "gauge",
+        );
+        let _ = writeln!(out, "bc_revoked_serials {}", self.revoked.len());
+        out
+    }
+}
+
+/// Serves `GET /metrics` (any path, in fact) on `listener` until the task is dropped.
+pub async fn serve_metrics(listener: TcpListener, sources: MetricSources) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let sources = sources.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            // Read the request head (we answer the same page to any request).
+            let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                let mut seen = Vec::new();
+                loop {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            seen.extend_from_slice(&buf[..n]);
+                            if seen.windows(4).any(|w| w == b"\r\n\r\n") || seen.len() > 16 * 1024 {
+                                break;
+                            }
+                        }
+                    }
+                }
+                seen
+            })
+            .await
+            .unwrap_or_default();
+            let (status, body) = if read.starts_with(b"GET ") {
+                ("200 OK", sources.render())
+            } else {
+                ("405 Method Not Allowed", "GET only\n".to_string())
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}

@@ -1,0 +1,290 @@
+//! Starting a gateway: serving certificate, revocation feed, TLS listener, NodeService and
+//! health service, metrics endpoint.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use commands::identity::JoinService;
+use commands::Clock;
+use domain::pki::{
+    issue_serving_certificate, KeyRole, KeySet, PrivateKey, Serial, ServingCertificateRequest,
+    ServingRole,
+};
+use events::store::EventStore;
+use proto::node_service_server::NodeServiceServer;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tonic_health::ServingStatus;
+
+use crate::conn::tls_incoming;
+use crate::feed::{self, FeedHealth, FeedOptions, FeedTargets};
+use crate::metrics::{serve_metrics, MetricSources, Metrics};
+use crate::revoked::RevokedSerials;
+use crate::server::{NodeServer, TrustReporter, TrustSource};
+use crate::sessions::Sessions;
+use crate::tls::{server_config, NodeClientVerifier, RefusalCounters};
+
+/// The gRPC service name the health service reports on (besides the overall `""`).
+pub const SERVICE_NAME: &str = "bc.wire.v1.NodeService";
+
+/// How a gateway is set up.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Where to listen for agents.
+    pub listen: SocketAddr,
+    /// Names the serving certificate carries: DNS names and IP addresses.
+    pub serving_names: Vec<String>,
+    /// Serving certificate lifetime (capped at 90 days and the serving CA).
+    pub serving_lifetime: time::Duration,
+    /// The revocation feed.
+    pub feed: FeedOptions,
+    /// Where to serve Prometheus metrics (`None`: not served).
+    pub metrics_listen: Option<SocketAddr>,
+    /// Record nodes' trust versions (`node.trust.reported`).
+    pub record_trust_reports: bool,
+}
+
+impl GatewayConfig {
+    pub fn new(listen: SocketAddr) -> Self {
+        GatewayConfig {
+            listen,
+            serving_names: vec!["localhost".into(), "127.0.0.1".into()],
+            serving_lifetime: time::Duration::days(30),
+            feed: FeedOptions::default(),
+            metrics_listen: None,
+            record_trust_reports: true,
+        }
+    }
+}
+
+/// Why a gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("serving certificate: {0}")]
+    Serving(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsSetupError),
+    #[error("cannot listen on {addr}: {source} (is another server using the port?)")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Feed(#[from] feed::FeedError),
+}
+
+/// A running gateway.
+pub struct Running {
+    /// The address agents connect to (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    /// The metrics address, when served.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Everything the metrics page reads (for tests and benchmarks).
+    pub sources: MetricSources,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops serving and waits for the server task.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        for t in &self.background {
+            t.abort();
+        }
+        let _ = (&mut self.server).await;
+    }
+
+    /// Waits until the server stops on its own (an error) and returns its result.
+    pub async fn wait(&mut self) -> Result<(), String> {
+        match (&mut self.server).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+fn serving_request(
+    names: &[String],
+    lifetime: time::Duration,
+) -> Result<ServingCertificateRequest, StartError> {
+    let mut dns_names = Vec::new();
+    let mut ip_addresses = Vec::new();
+    for n in names {
+        match n.parse::<IpAddr>() {
+            Ok(ip) => ip_addresses.push(ip),
+            Err(_) => dns_names.push(n.to_ascii_lowercase()),
+        }
+    }
+    Ok(ServingCertificateRequest {
+        dns_names,
+        ip_addresses,
+        role: ServingRole::Gateway,
+        serial: Serial::generate().map_err(|e| StartError::Serving(e.to_string()))?,
+        lifetime,
+    })
+}
+
+/// Starts a gateway in this process over `join` (the `all` role): issues its serving
+/// certificate, loads the revocation feed (before accepting anything), then serves.
+pub async fn start(
+    store: EventStore,
+    keys: Arc<KeySet>,
+    join: Arc<JoinService>,
+    clock: Arc<dyn Clock>,
+    config: GatewayConfig,
+) -> Result<Running, StartError> {
+    // Serving certificate from the serving CA, a fresh key each start.
+    let serving_key =
+        PrivateKey::generate(KeyRole::Serving).map_err(|e| StartError::Serving(e.to_string()))?;
+    let issued = issue_serving_certificate(
+        &keys.serving_ca,
+        serving_key.public_key(),
+        &serving_request(&config.serving_names, config.serving_lifetime)?,
+        clock.now() - time::Duration::minutes(5),
+    )
+    .map_err(|e| StartError::Serving(e.to_string()))?;
+
+    let revoked = Arc::new(RevokedSerials::new());
+    let refusals = Arc::new(RefusalCounters::default());
+    let sessions = Sessions::new();
+    let metrics = Arc::new(Metrics::default());
+    let health = FeedHealth::new(config.feed.max_lag);
+    let targets = FeedTargets {
+        revoked: revoked.clone(),
+        sessions: sessions.clone(),
+        health: health.clone(),
+        metrics: metrics.clone(),
+    };
+    let cursor = feed::load(&store, &targets).await?;
+    let mut background = vec![tokio::spawn(feed::run(
+        store.clone(),
+        cursor,
+        targets,
+        config.feed,
+    ))];
+
+    let verifier = NodeClientVerifier::new(
+        keys.node_ca.cert_der(),
+        keys.trust_domain.clone(),
+        revoked.clone(),
+        refusals.clone(),
+    )?
+    .optional();
+    let tls = server_config(
+        vec![issued.der, keys.serving_ca.cert_der().to_vec()],
+        serving_key.pkcs8_der().to_vec(),
+        Arc::new(verifier),
+    )?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: config.listen,
+        source,
+    })?;
+
+    let sources = MetricSources {
+        metrics: metrics.clone(),
+        sessions: sessions.clone(),
+        handshake_refusals: refusals,
+        feed: health.clone(),
+        revoked: revoked.clone(),
+    };
+    let metrics_addr = match config.metrics_listen {
+        Some(m) => {
+            let l = TcpListener::bind(m)
+                .await
+                .map_err(|source| StartError::Listen { addr: m, source })?;
+            let a = l
+                .local_addr()
+                .map_err(|source| StartError::Listen { addr: m, source })?;
+            background.push(tokio::spawn(serve_metrics(l, sources.clone())));
+            Some(a)
+        }
+        None => None,
+    };
+
+    let reporter = if config.record_trust_reports {
+        TrustReporter::start(store.clone(), clock.clone())
+    } else {
+        TrustReporter::disabled()
+    };
+    let node_server = NodeServer {
+        join,
+        store: store.clone(),
+        trust_domain: keys.trust_domain.clone(),
+        sessions,
+        revoked,
+        feed: health.clone(),
+        metrics,
+        trust: Arc::new(TrustSource::new(store, keys.clone())),
+        reporter,
+        clock,
+    };
+
+    let (reporter_h, health_service) = tonic_health::server::health_reporter();
+    reporter_h
+        .set_service_status(SERVICE_NAME, ServingStatus::Serving)
+        .await;
+    reporter_h
+        .set_service_status("", ServingStatus::Serving)
+        .await;
+    // Fail closed while the feed is behind, say so, recover by itself.
+    background.push(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tick.tick().await;
+            if let Some(stale) = health.transition() {
+                let status = if stale {
+                    tracing::error!(
+                        lag_ms = health.lag().as_millis() as u64,
+                        max_lag_ms = health.max_lag().as_millis() as u64,
+                        "revocation feed is behind: refusing new node sessions until it catches up"
+                    );
+                    ServingStatus::NotServing
+                } else {
+                    tracing::info!("revocation feed caught up: accepting node sessions again");
+                    ServingStatus::Serving
+                };
+                reporter_h.set_service_status(SERVICE_NAME, status).await;
+                reporter_h.set_service_status("", status).await;
+            }
+        }
+    }));
+
+    let incoming = tls_incoming(
+        listener,
+        TlsAcceptor::from(Arc::new(tls)),
+        keys.trust_domain.clone(),
+    );
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .add_service(health_service)
+            .add_service(NodeServiceServer::new(node_server))
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = shutdown_rx.await;
+            }),
+    );
+    tracing::info!(%addr, metrics = ?metrics_addr, trust_domain = %keys.trust_domain, "gateway serving");
+    Ok(Running {
+        addr,
+        metrics_addr,
+        sources,
+        shutdown: Some(shutdown_tx),
+        server,
+        background,
+    })
+}

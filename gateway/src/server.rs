@@ -1,0 +1,410 @@
+//! `bc.wire.v1.NodeService` over the JoinService: Join, Renew and the node Session.
+//!
+//! Identity comes from the connection, never from a message: Renew and Session read the
+//! [`VerifiedNode`] the TLS handshake proved (through [`PeerInfo`] in the request extensions) and
+//! answer UNAUTHENTICATED without one. Every Join refusal is PERMISSION_DENIED "Join refused"
+//! (gRPC's name for ACCESS_DENIED), every Renew refusal PERMISSION_DENIED "Renew refused".
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use commands::identity::{IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED};
+use commands::quorum::TrustReport;
+use commands::{Clock, RunError};
+use domain::pki::statement::{sign, TrustBundleStatement};
+use domain::pki::{KeySet, NodeIdentity, TrustDomain};
+use events::store::EventStore;
+use proto::node_service_server::NodeService;
+use proto::{
+    gateway_message, node_message, GatewayMessage, JoinRequest, NodeMessage, RenewRequest,
+    RenewResponse, RevocationNotice, SignedJoinResponse, Welcome,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::conn::PeerInfo;
+use crate::feed::FeedHealth;
+use crate::metrics::Metrics;
+use crate::revoked::RevokedSerials;
+use crate::sessions::{SessionEnd, Sessions};
+use crate::tls::VerifiedNode;
+
+/// How long a cached Welcome trust bundle is served before it is read again.
+const TRUST_CACHE: Duration = Duration::from_secs(2);
+
+/// The trust bundle part of a Welcome: the published version and its signed content.
+#[derive(Clone, Debug, Default)]
+pub struct WelcomeTrust {
+    pub version: u64,
+    pub bundle: Vec<u8>,
+    pub signature: Vec<u8>,
+}
+
+/// Reads the published trust bundle (`trust_bundle_state`) and signs it with the JoinService
+/// signing key (purpose `trust-bundle`, bound to the trust domain), cached for a moment.
+pub struct TrustSource {
+    store: EventStore,
+    keys: Arc<KeySet>,
+    cache: Mutex<Option<(Instant, WelcomeTrust)>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct BundleRow {
+    version: i64,
+    content: Vec<u8>,
+}
+
+impl TrustSource {
+    pub fn new(store: EventStore, keys: Arc<KeySet>) -> Self {
+        TrustSource {
+            store,
+            keys,
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// The bundle to put in a Welcome; version 0 and empty when none is published.
+    pub async fn current(&self) -> Result<WelcomeTrust, String> {
+        if let Ok(c) = self.cache.lock() {
+            if let Some((at, t)) = c.as_ref() {
+                if at.elapsed() < TRUST_CACHE {
+                    return Ok(t.clone());
+                }
+            }
+        }
+        const SQL: &str = "SELECT version, content FROM trust_bundle_state WHERE id = 1";
+        let row: Option<BundleRow> = match &self.store {
+            EventStore::Postgres(s) => sqlx::query_as(SQL).fetch_optional(s.pool()).await,
+            EventStore::Sqlite(s) => sqlx::query_as(SQL).fetch_optional(s.reader()).await,
+        }
+        .map_err(|e| format!("reading trust_bundle_state: {e}"))?;
+        let trust = match row {
+            None => WelcomeTrust::default(),
+            Some(row) => {
+                let signature = sign(
+                    &self.keys.join_signing,
+                    &TrustBundleStatement {
+                        trust_domain: self.keys.trust_domain.as_str(),
+                        bundle: &row.content,
+                    },
+                )
+                .map_err(|e| format!("signing the trust bundle: {e}"))?;
+                WelcomeTrust {
+                    version: u64::try_from(row.version).unwrap_or(0),
+                    bundle: row.content,
+                    signature: signature.as_bytes().to_vec(),
+                }
+            }
+        };
+        if let Ok(mut c) = self.cache.lock() {
+            *c = Some((Instant::now(), trust.clone()));
+        }
+        Ok(trust)
+    }
+}
+
+/// Records the trust versions nodes report, through `commands::quorum::report_node_trust`
+/// (the `node.trust.reported` event), off the request path: reports queue here and one worker
+/// appends them in order. A full queue drops a report with a warning (the next one carries the
+/// same information).
+#[derive(Clone)]
+pub struct TrustReporter {
+    tx: Option<mpsc::Sender<TrustReport>>,
+}
+
+impl TrustReporter {
+    /// A reporter that records nothing (benchmarks, or when disabled by configuration).
+    pub fn disabled() -> Self {
+        TrustReporter { tx: None }
+    }
+
+    /// Starts the worker on the current runtime.
+    pub fn start(store: EventStore, clock: Arc<dyn Clock>) -> Self {
+        let (tx, mut rx) = mpsc::channel::<TrustReport>(4096);
+        let handle = tokio::runtime::Handle::current();
+        // The command's future is not `Send` (its transaction loop is an async closure), so it
+        // runs on a blocking thread that drives it with `block_on`.
+        tokio::task::spawn_blocking(move || {
+            while let Some(report) = rx.blocking_recv() {
+                if let Err(e) = handle.block_on(commands::quorum::report_node_trust(
+                    &store,
+                    clock.as_ref(),
+                    &report,
+                )) {
+                    tracing::warn!(node = %report.node_id, error = %e, "recording a node's trust version failed");
+                }
+            }
+        });
+        TrustReporter { tx: Some(tx) }
+    }
+
+    fn report(&self, report: TrustReport) {
+        if let Some(tx) = &self.tx {
+            if let Err(e) = tx.try_send(report) {
+                tracing::warn!(error = %e, "trust report queue full; report dropped");
+            }
+        }
+    }
+}
+
+/// The NodeService.
+#[derive(Clone)]
+pub struct NodeServer {
+    pub(crate) join: Arc<JoinService>,
+    pub(crate) store: EventStore,
+    pub(crate) trust_domain: TrustDomain,
+    pub(crate) sessions: Arc<Sessions>,
+    pub(crate) revoked: Arc<RevokedSerials>,
+    pub(crate) feed: Arc<FeedHealth>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) trust: Arc<TrustSource>,
+    pub(crate) reporter: TrustReporter,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+fn verified<T>(request: &Request<T>) -> Result<VerifiedNode, Status> {
+    request
+        .extensions()
+        .get::<PeerInfo>()
+        .and_then(|p| p.node.clone())
+        .ok_or_else(|| {
+            Status::unauthenticated(
+                "this call needs the node's client certificate (mTLS); join first",
+            )
+        })
+}
+
+fn internal(what: &str, e: &IdentityError) -> Status {
+    match e {
+        IdentityError::Run(RunError::Store(_)) | IdentityError::Query(_) => {
+            tracing::error!(error = %e, "{what}: the store failed");
+            Status::unavailable("the control plane's store is unavailable; retry later")
+        }
+        _ => {
+            tracing::error!(error = %e, "{what} failed");
+            Status::internal("internal error (see the server log)")
+        }
+    }
+}
+
+impl NodeServer {
+    async fn tenant_of(&self, node_id: &str) -> Option<String> {
+        const SQL: &str = "SELECT tenant_id FROM nodes WHERE node_id = $1";
+        let r: Result<Option<(String,)>, sqlx::Error> = match &self.store {
+            EventStore::Postgres(s) => {
+                sqlx::query_as(SQL)
+                    .bind(node_id)
+                    .fetch_optional(s.pool())
+                    .await
+            }
+            EventStore::Sqlite(s) => {
+                sqlx::query_as(SQL)
+                    .bind(node_id)
+                    .fetch_optional(s.reader())
+                    .await
+            }
+        };
+        match r {
+            Ok(row) => row.map(|(t,)| t),
+            Err(e) => {
+                tracing::warn!(node = node_id, error = %e, "reading the node's tenant failed");
+                None
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl NodeService for NodeServer {
+    async fn join(
+        &self,
+        request: Request<JoinRequest>,
+    ) -> Result<Response<SignedJoinResponse>, Status> {
+        match self.join.join(request.get_ref()).await {
+            Ok(answer) => {
+                self.metrics.join_requests.inc("joined");
+                Ok(Response::new(answer))
+            }
+            Err(IdentityError::AccessDenied(_)) | Err(IdentityError::UnsupportedAttestor(_)) => {
+                self.metrics.join_requests.inc("refused");
+                Err(Status::permission_denied(JOIN_REFUSED))
+            }
+            Err(e) => {
+                self.metrics.join_requests.inc("error");
+                Err(internal("join", &e))
+            }
+        }
+    }
+
+    async fn renew(
+        &self,
+        request: Request<RenewRequest>,
+    ) -> Result<Response<RenewResponse>, Status> {
+        let node = match verified(&request) {
+            Ok(n) => n,
+            Err(s) => {
+                self.metrics.renewals.inc("unauthenticated");
+                return Err(s);
+            }
+        };
+        // The chain in the message must be the one this connection proved: a node renews only
+        // its own certificate.
+        let same = request
+            .get_ref()
+            .chain
+            .first()
+            .and_then(|leaf| NodeIdentity::from_leaf_der(leaf, &self.trust_domain).ok())
+            .is_some_and(|id| {
+                id.serial == node.identity().serial && id.spiffe_id == node.identity().spiffe_id
+            });
+        if !same {
+            self.metrics.renewals.inc("refused");
+            tracing::info!(node = %node.identity().spiffe_id, "renew refused: the chain is not the connection's certificate");
+            return Err(Status::permission_denied(RENEW_REFUSED));
+        }
+        match self.join.renew(request.get_ref()).await {
+            Ok(answer) => {
+                self.metrics.renewals.inc("renewed");
+                Ok(Response::new(answer))
+            }
+            Err(IdentityError::AccessDenied(_)) => {
+                self.metrics.renewals.inc("refused");
+                Err(Status::permission_denied(RENEW_REFUSED))
+            }
+            Err(e) => {
+                self.metrics.renewals.inc("error");
+                Err(internal("renew", &e))
+            }
+        }
+    }
+
+    type SessionStream = ReceiverStream<Result<GatewayMessage, Status>>;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<NodeMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let node = match verified(&request) {
+            Ok(n) => n,
+            Err(s) => {
+                self.metrics.sessions_refused.inc("no-certificate");
+                return Err(s);
+            }
+        };
+        if self.feed.is_stale() {
+            self.metrics.sessions_refused.inc("feed-stale");
+            return Err(Status::unavailable(
+                "the gateway's revocation feed is behind; new sessions are refused until it catches up: retry",
+            ));
+        }
+        let identity = node.identity().clone();
+        let node_id = identity.spiffe_id.node.as_str().to_string();
+        let serial_hex = identity.serial.to_hex();
+        // Register before the last revocation check: a revocation the feed applies after this
+        // check finds the session registered; one applied before it is in the set.
+        let (guard, mut end) = self.sessions.register(&node_id, &serial_hex);
+        if self.revoked.contains(identity.serial.as_bytes()) {
+            self.metrics.sessions_refused.inc("revoked");
+            return Err(Status::unauthenticated("this certificate is revoked"));
+        }
+        self.metrics.sessions_opened.fetch_add(1, Ordering::Relaxed);
+        let tenant = self.tenant_of(&node_id).await;
+        let (tx, rx) = mpsc::channel::<Result<GatewayMessage, Status>>(8);
+        let mut inbound = request.into_inner();
+        let this = self.clone();
+        let expires_in = {
+            let left = identity.not_after - time::OffsetDateTime::now_utc();
+            Duration::from_millis(u64::try_from(left.whole_milliseconds()).unwrap_or(0))
+        };
+        tokio::spawn(async move {
+            let _guard = guard;
+            let expiry = tokio::time::sleep(expires_in);
+            tokio::pin!(expiry);
+            let mut reported = false;
+            loop {
+                tokio::select! {
+                    ended = &mut end => {
+                        if let Ok(SessionEnd::Revoked { serial, reason }) = ended {
+                            let notice = GatewayMessage {
+                                body: Some(gateway_message::Body::Revocation(RevocationNotice {
+                                    serial,
+                                    reason,
+                                    revoked_at_ms: this.clock.now_us() / 1000,
+                                })),
+                            };
+                            if tx.send(Ok(notice)).await.is_ok() {
+                                this.metrics.revocation_notices.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        break;
+                    }
+                    _ = &mut expiry => {
+                        let _ = tx.send(Err(Status::unauthenticated("the session's certificate expired; reconnect with the renewed one"))).await;
+                        break;
+                    }
+                    msg = inbound.message() => match msg {
+                        Ok(Some(NodeMessage { body: Some(node_message::Body::Hello(hello)) })) => {
+                            let trust = match this.trust.current().await {
+                                Ok(t) => t,
+                                Err(e) => {
+                                    tracing::warn!(error = %e, "Welcome without a trust bundle");
+                                    WelcomeTrust::default()
+                                }
+                            };
+                            let welcome = GatewayMessage {
+                                body: Some(gateway_message::Body::Welcome(Welcome {
+                                    server_time_ms: this.clock.now_us() / 1000,
+                                    trust_version: trust.version,
+                                    signed_trust_bundle: trust.bundle,
+                                    trust_bundle_signature: trust.signature,
+                                })),
+                            };
+                            if let Some(t) = &tenant {
+                                reported = true;
+                                this.reporter.report(TrustReport {
+                                    tenant_id: t.clone(),
+                                    node_id: node_id.clone(),
+                                    trust_version: hello.trust_version,
+                                    session_start: true,
+                                    connected: true,
+                                });
+                            }
+                            tracing::debug!(node = %node_id, trust_version = hello.trust_version, agent = %hello.agent_version, "session hello");
+                            if tx.send(Ok(welcome)).await.is_err() {
+                                break;
+                            }
+                        }
+                        Ok(Some(NodeMessage { body: Some(node_message::Body::Status(status)) })) => {
+                            if let Some(t) = &tenant {
+                                reported = true;
+                                this.reporter.report(TrustReport {
+                                    tenant_id: t.clone(),
+                                    node_id: node_id.clone(),
+                                    trust_version: status.trust_version,
+                                    session_start: false,
+                                    connected: true,
+                                });
+                            }
+                        }
+                        Ok(Some(_)) => {}
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+            }
+            if reported {
+                if let Some(t) = &tenant {
+                    this.reporter.report(TrustReport {
+                        tenant_id: t.clone(),
+                        node_id: node_id.clone(),
+                        trust_version: 0,
+                        session_start: false,
+                        connected: false,
+                    });
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

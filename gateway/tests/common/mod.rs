@@ -1,0 +1,182 @@
+//! Shared by the gateway's integration tests: a gateway over a test store, joins through the
+//! real JoinService, and a tonic client over our own rustls connector.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use commands::identity::{IdentityConfig, JoinService, NewToken};
+use commands::{Clock, SystemClock};
+use domain::identity::{ExpectBinding, TokenRole};
+use domain::pki::{
+    build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, PrivateKey, TokenSecret, TrustDomain,
+};
+use events::store::EventStore;
+use gateway::run::{GatewayConfig, Running};
+use hyper_util::rt::TokioIo;
+use prost::Message;
+use proto::node_service_client::NodeServiceClient;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+pub const TD: &str = "fleet.test";
+
+pub struct Env {
+    pub store: EventStore,
+    pub keys: Arc<KeySet>,
+    pub join: Arc<JoinService>,
+    pub gateway: Running,
+}
+
+pub async fn start(store: EventStore, config: impl FnOnce(&mut GatewayConfig)) -> Env {
+    let keys = Arc::new(
+        KeySet::generate(
+            TrustDomain::new(TD).unwrap(),
+            OffsetDateTime::now_utc() - time::Duration::days(1),
+            KeySetLifetimes::default(),
+        )
+        .unwrap(),
+    );
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let join = Arc::new(
+        JoinService::new(
+            store.clone(),
+            keys.clone(),
+            clock.clone(),
+            IdentityConfig::new(keys.trust_domain.clone()),
+        )
+        .unwrap(),
+    );
+    let mut cfg = GatewayConfig::new("127.0.0.1:0".parse().unwrap());
+    config(&mut cfg);
+    let gateway = gateway::run::start(store.clone(), keys.clone(), join.clone(), clock, cfg)
+        .await
+        .unwrap();
+    Env {
+        store,
+        keys,
+        join,
+        gateway,
+    }
+}
+
+impl Env {
+    pub async fn token(&self, uses: u32) -> String {
+        self.join
+            .create_token(&NewToken {
+                tenant_id: "t1".into(),
+                site_id: "s1".into(),
+                pool_id: "p1".into(),
+                role: TokenRole::Node,
+                uses,
+                ttl_seconds: 3600,
+                expect: ExpectBinding::default(),
+                allow_reclaim: false,
+            })
+            .await
+            .unwrap()
+            .secret
+    }
+
+    /// A join request with a fresh node key, the token sealed to the JoinService.
+    pub fn join_request(&self, token: &str) -> (proto::JoinRequest, PrivateKey) {
+        let key = PrivateKey::generate(KeyRole::Node).unwrap();
+        let csr = build_csr(&key).unwrap();
+        let sha: [u8; 32] = Sha256::digest(&csr).into();
+        let secret = TokenSecret::parse(token).unwrap();
+        let sealed = seal_token(self.keys.join_encryption.public_key(), &secret, &sha).unwrap();
+        (
+            proto::JoinRequest {
+                csr,
+                attestor: String::new(),
+                sealed_token: sealed.as_bytes().to_vec(),
+                role: "node".into(),
+                claims: None,
+                attestation: vec![],
+            },
+            key,
+        )
+    }
+
+    pub async fn client(
+        &self,
+        identity: Option<&Node>,
+    ) -> Result<NodeServiceClient<Channel>, String> {
+        connect(
+            self.gateway.addr,
+            self.keys.serving_ca.cert_der(),
+            identity.map(|n| (n.chain.clone(), n.key.pkcs8_der().to_vec())),
+        )
+        .await
+    }
+
+    /// Joins over the wire (no client certificate) and returns the node.
+    pub async fn join_node(&self, token: &str) -> Node {
+        let (req, key) = self.join_request(token);
+        let mut c = self.client(None).await.unwrap();
+        let signed = c.join(req).await.unwrap().into_inner();
+        let resp = proto::JoinResponse::decode(signed.response.as_slice()).unwrap();
+        Node {
+            node_id: resp.node_id,
+            chain: resp.certificate_chain,
+            key,
+        }
+    }
+}
+
+pub struct Node {
+    pub node_id: String,
+    pub chain: Vec<Vec<u8>>,
+    pub key: PrivateKey,
+}
+
+/// A NodeService client over TLS pinned to `serving_ca_der`, presenting `identity` if given.
+pub async fn connect(
+    addr: std::net::SocketAddr,
+    serving_ca_der: &[u8],
+    identity: Option<(Vec<Vec<u8>>, Vec<u8>)>,
+) -> Result<NodeServiceClient<Channel>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(serving_ca_der.to_vec()))
+        .map_err(|e| e.to_string())?;
+    let builder = rustls::ClientConfig::builder_with_provider(gateway::tls::provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots);
+    let mut config = match identity {
+        Some((chain, key)) => builder
+            .with_client_auth_cert(
+                chain.into_iter().map(CertificateDer::from).collect(),
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+            )
+            .map_err(|e| e.to_string())?,
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let channel = Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let connector = connector.clone();
+            async move {
+                let tcp = tokio::net::TcpStream::connect(addr).await?;
+                let name = ServerName::try_from("localhost").map_err(std::io::Error::other)?;
+                let tls = connector.connect(name, tcp).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(tls))
+            }
+        }))
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    Ok(NodeServiceClient::new(channel))
+}
+
+pub fn hello() -> proto::NodeMessage {
+    proto::NodeMessage {
+        body: Some(proto::node_message::Body::Hello(proto::Hello {
+            trust_version: 0,
+            agent_version: "test".into(),
+        })),
+    }
+}
