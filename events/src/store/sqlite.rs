@@ -90,10 +90,25 @@ impl LogStore for SqliteLogStore {
     }
 
     async fn begin(&self) -> Result<SqliteStoreTx> {
-        Ok(SqliteStoreTx {
-            tx: self.writer.begin_with("BEGIN IMMEDIATE").await?,
-            commits: self.commits.clone(),
-        })
+        // A transaction dropped mid-statement (a cancelled caller) leaves its rollback queued on
+        // the writer connection; until the worker has run it, sqlx refuses a custom BEGIN there
+        // (`InvalidSavePointStatement`). That clears by itself within moments: wait it out.
+        let mut waits = 0;
+        loop {
+            match self.writer.begin_with("BEGIN IMMEDIATE").await {
+                Ok(tx) => {
+                    return Ok(SqliteStoreTx {
+                        tx,
+                        commits: self.commits.clone(),
+                    })
+                }
+                Err(sqlx::Error::InvalidSavePointStatement) if waits < 200 => {
+                    waits += 1;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     async fn read_stream(&self, stream: &str) -> Result<Vec<RecordedEvent>> {
