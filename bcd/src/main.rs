@@ -20,7 +20,7 @@ use bcd::join::{
     load_join_encryption_key, load_join_signing_key, prepare_join, run_join, JOIN_ENCRYPTION_JWK,
     JOIN_SIGNING_JWK,
 };
-use bcd::node::{log, run_node, NetworkDoctor, NodeExit, NodeOptions, REVOKED_EXIT_MESSAGE};
+use bcd::node::{run_node, NetworkDoctor, NodeExit, NodeOptions, REVOKED_EXIT_MESSAGE};
 use bcd::renewal_schedule::jitter;
 use bcd::reset::{plan, DRY_RUN_EXIT};
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status};
@@ -353,10 +353,8 @@ fn node(config: &Config, dir: &DataDir) -> ExitCode {
         status_interval: std::time::Duration::from_secs(30),
     };
     match runtime.block_on(run_node(dir, &options)) {
-        NodeExit::Revoked { reason, .. } => {
-            log(format_args!("certificate revoked (reason: {reason})"));
-            fail(REVOKED_EXIT_MESSAGE)
-        }
+        // run_node logged `certificate revoked: <reason> (serial ...)`.
+        NodeExit::Revoked { .. } => fail(REVOKED_EXIT_MESSAGE),
         other => fail(other),
     }
 }

@@ -1,0 +1,452 @@
+//! End to end with the real binaries, on Postgres and on SQLite: `bcctl up` serves (JoinService
+//! and gateway in one process, leaves of a few seconds), three `bcd` processes join and hold
+//! sessions over mTLS and renew at least twice each; one node is revoked with `bcctl node revoke`
+//! and its `bcd node` exits 1 with `agent: this node's certificate was revoked`; a new session
+//! with its certificate fails; `bcd join --reset --yes` with a new token joins it as a new node;
+//! `bcd join` on a joined machine answers `already joined`.
+//!
+//! The `bcd` binary is another package's: the test builds it once (`cargo build -p bcd`, a
+//! no-op when it is fresh) into the target directory `bcctl` was built in. Every spawned process
+//! is killed when its guard drops; every wait is bounded and names what it waited for.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use events::store::testkit::TestDb;
+
+/// The leaf lifetime the server issues in these tests: renewal at 60% is every 6 s.
+const LEAF_LIFETIME: &str = "10s";
+const REVOKED: &str = "agent: this node's certificate was revoked";
+
+fn bcctl_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_bcctl"))
+}
+
+/// Builds `bcd` beside `bcctl` (same target directory and profile) once per test binary.
+fn bcd_bin() -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    BUILT
+        .get_or_init(|| {
+            let bcctl = bcctl_bin();
+            let profile_dir = bcctl.parent().ok_or("bcctl has no directory")?;
+            let target_dir = profile_dir.parent().ok_or("no target directory")?;
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "--quiet", "-p", "bcd", "--bin", "bcd"])
+                .env("CARGO_TARGET_DIR", target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().map_err(|e| format!("running cargo: {e}"))?;
+            if !status.success() {
+                return Err(format!("cargo build -p bcd failed: {status}"));
+            }
+            let bcd = profile_dir.join("bcd");
+            if bcd.exists() {
+                Ok(bcd)
+            } else {
+                Err(format!("{} missing after the build", bcd.display()))
+            }
+        })
+        .clone()
+        .unwrap_or_else(|e| panic!("the bcd binary: {e}"))
+}
+
+/// A spawned process, killed (and reaped) when dropped.
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
+                Ok(None) => panic!(
+                    "{} did not exit within {within:?}; its log:\n{}",
+                    self.name,
+                    self.log_text()
+                ),
+                Err(e) => panic!("{}: {e}", self.name),
+            }
+        }
+    }
+
+    fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(
+    what: &str,
+    within: Duration,
+    mut done: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out after {within:?} waiting for {what}\n{}",
+                context()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+struct Server {
+    proc: Proc,
+    facts: serde_json::Value,
+    secret: String,
+}
+
+impl Server {
+    fn s(&self, key: &str) -> String {
+        self.facts[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("bcctl up --json has no {key}: {}", self.facts))
+            .to_owned()
+    }
+
+    /// bcctl against the same store and PKI bundle as the running server.
+    fn bcctl(&self, args: &[&str]) -> std::process::Output {
+        let out = Command::new(bcctl_bin())
+            .args(args)
+            .arg("--database-url")
+            .arg(self.database_url())
+            .arg("--pki")
+            .arg(self.s("pkiBundle"))
+            .env("BC_DEPLOYMENT_SECRET", &self.secret)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run bcctl");
+        assert!(
+            out.status.success(),
+            "bcctl {args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        out
+    }
+
+    fn database_url(&self) -> String {
+        self.facts["databaseUrlFull"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_default()
+    }
+
+    fn new_token(&self) -> String {
+        let out = self.bcctl(&[
+            "token", "create", "--tenant", "default", "--site", "site-1", "--json",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let v: serde_json::Value = serde_json::from_str(text.trim())
+            .unwrap_or_else(|e| panic!("bcctl token create --json: {e}: {text}"));
+        v["secret"]
+            .as_str()
+            .or_else(|| v["token"].as_str())
+            .unwrap_or_else(|| panic!("no secret in {text}"))
+            .to_owned()
+    }
+}
+
+fn start_server(tmp: &Path, db_url: &str) -> Server {
+    let work = tmp.join("up");
+    let log = tmp.join("bcctl.log");
+    let child = Command::new(bcctl_bin())
+        .args(["up", "--port", "0", "--json", "--token-uses", "3", "--dir"])
+        .arg(&work)
+        .arg("--database-url")
+        .arg(db_url)
+        .env("BC_LEAF_LIFETIME", LEAF_LIFETIME)
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(fs::File::create(&log).expect("bcctl log")))
+        .spawn()
+        .expect("spawn bcctl up");
+    let mut proc = Proc {
+        name: "bcctl up".into(),
+        child,
+        log,
+    };
+    let stdout = proc.child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = tx.send(line);
+        }
+        // Keep draining so the server never blocks on a full pipe.
+        for _ in lines {}
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(120))
+        .unwrap_or_else(|_| {
+            panic!(
+                "bcctl up printed nothing within 120 s; its log:\n{}",
+                proc.log_text()
+            )
+        });
+    let mut facts: serde_json::Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bcctl up --json: {e}: {line}"));
+    facts["databaseUrlFull"] = serde_json::Value::String(db_url.to_owned());
+    let secret = fs::read_to_string(work.join("deployment-secret"))
+        .expect("bcctl up wrote its development secret")
+        .trim()
+        .to_owned();
+    Server {
+        proc,
+        facts,
+        secret,
+    }
+}
+
+struct Node {
+    data: PathBuf,
+    name: String,
+}
+
+fn bcd(server: &Server, node: &Node, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bcd_bin());
+    cmd.arg("--config")
+        .arg(server.s("bcdConfig"))
+        .arg("--data-dir")
+        .arg(&node.data)
+        .args(args)
+        .env_remove("BCD_JOIN_TOKEN")
+        .env_remove("BCD_SERVER")
+        .env_remove("BCD_DATA_DIR")
+        .env_remove("BCD_CONFIG");
+    cmd
+}
+
+fn join(server: &Server, node: &Node, token: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["join"];
+    args.extend_from_slice(extra);
+    let out = bcd(server, node, &args)
+        .env("BCD_JOIN_TOKEN", token)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run bcd join");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `joined as <node> (site ...` -> `<node>`.
+fn joined_node_id(stdout: &str) -> String {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("joined as "))
+        .unwrap_or_else(|| panic!("no `joined as` line in {stdout}"));
+    line["joined as ".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn leaf_serial(node: &Node) -> String {
+    let text = fs::read_to_string(node.data.join("identity.json")).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    v["chain"][0].as_str().unwrap_or_default().to_owned()
+}
+
+fn scenario(db_url: &str) {
+    let started = Instant::now();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let bcd_path = bcd_bin();
+    assert!(bcd_path.exists());
+    let server = start_server(tmp.path(), db_url);
+    let token = server.s("token");
+
+    // Three machines join with the printed token (three uses).
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| Node {
+            data: tmp.path().join(format!("node{i}")),
+            name: String::new(),
+        })
+        .collect();
+    let mut nodes: Vec<Node> = nodes
+        .into_iter()
+        .map(|mut n| {
+            let (code, stdout, stderr) = join(&server, &n, &token, &[]);
+            assert_eq!(
+                code,
+                0,
+                "bcd join: {stdout}{stderr}\nserver:\n{}",
+                server.proc.log_text()
+            );
+            assert!(
+                stdout.contains("(site site-1, role node); certificate valid until "),
+                "{stdout}"
+            );
+            n.name = joined_node_id(&stdout);
+            n
+        })
+        .collect();
+    let mut names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 3, "three distinct nodes");
+
+    // Each holds a session and renews.
+    let mut agents: Vec<Proc> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let log = tmp.path().join(format!("bcd-node{i}.log"));
+            let child = bcd(&server, n, &["node"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(fs::File::create(&log).expect("log")))
+                .spawn()
+                .expect("spawn bcd node");
+            Proc {
+                name: format!("bcd node ({})", n.name),
+                child,
+                log,
+            }
+        })
+        .collect();
+    let first_serials: Vec<String> = nodes.iter().map(leaf_serial).collect();
+    let context = |agents: &Vec<Proc>| {
+        let mut s = String::new();
+        for a in agents {
+            s.push_str(&format!("--- {}:\n{}\n", a.name, a.log_text()));
+        }
+        s
+    };
+    wait_for(
+        "three sessions",
+        Duration::from_secs(30),
+        || {
+            agents
+                .iter()
+                .all(|a| a.log_text().contains("session open as"))
+        },
+        || context(&agents) + &server.proc.log_text(),
+    );
+    wait_for(
+        "two renewals on each node",
+        Duration::from_secs(90),
+        || {
+            agents
+                .iter()
+                .all(|a| a.log_text().matches("renewed: certificate").count() >= 2)
+        },
+        || context(&agents) + &server.proc.log_text(),
+    );
+    for (n, first) in nodes.iter().zip(&first_serials) {
+        assert_ne!(&leaf_serial(n), first, "{} has a new certificate", n.name);
+    }
+    // After each renewal the session was opened again with the new certificate.
+    for a in &agents {
+        assert!(
+            a.log_text().matches("session open as").count() >= 3,
+            "{}",
+            a.log_text()
+        );
+    }
+
+    // Revoke node 0: its bcd node exits 1 with the message, the others stay.
+    let victim = nodes[0].name.clone();
+    server.bcctl(&["node", "revoke", &victim, "--reason", "e2e test"]);
+    let status = agents[0].wait_exit(Duration::from_secs(15));
+    let log0 = agents[0].log_text();
+    assert_eq!(status.code(), Some(1), "{log0}");
+    assert!(log0.contains("certificate revoked"), "{log0}");
+    assert!(log0.trim_end().ends_with(REVOKED), "{log0}");
+    assert!(
+        agents[1].is_running() && agents[2].is_running(),
+        "{}",
+        context(&agents)
+    );
+
+    // A new session with the revoked certificate fails (doctor opens one).
+    let out = bcd(&server, &nodes[0], &["doctor"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("bcd doctor");
+    let doctor = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{doctor}");
+    assert!(doctor.contains("ok   gateway:"), "{doctor}");
+    assert!(
+        doctor.contains("FAIL clock skew: the gateway did not open a session for this node"),
+        "{doctor}"
+    );
+    // A node that still holds its certificate opens one.
+    let out = bcd(&server, &nodes[1], &["doctor"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("bcd doctor");
+    let doctor = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(doctor.contains("ok   clock skew: local clock"), "{doctor}");
+
+    // Join again after --reset with a new token: a new node.
+    let fresh = server.new_token();
+    let (code, stdout, stderr) = join(&server, &nodes[0], &fresh, &["--reset", "--yes"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("moved "), "{stdout}");
+    let new_name = joined_node_id(&stdout);
+    assert_ne!(new_name, victim);
+    nodes[0].name = new_name;
+
+    // bcd join on a joined machine: already joined, no token read.
+    let (code, stdout, stderr) = join(&server, &nodes[1], "unused", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout.trim_end(),
+        format!(
+            "already joined as {} (site site-1, role node)",
+            nodes[1].name
+        )
+    );
+    eprintln!("e2e on {db_url}: {:?}", started.elapsed());
+    drop(agents);
+}
+
+#[test]
+fn e2e_sqlite() {
+    let db = TestDb::sqlite().expect("sqlite test db");
+    scenario(db.url());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn e2e_postgres() {
+    let db = TestDb::postgres().await.expect("postgres test db");
+    let url = db.url().to_owned();
+    tokio::task::spawn_blocking(move || scenario(&url))
+        .await
+        .expect("scenario");
+    drop(db);
+}
