@@ -1,0 +1,257 @@
+//! `bcctl token …`, `bcctl node …` and `bcctl replay` through the real binary, on both backends:
+//! JSON output, text tables, clear errors with exit code 1 on bad input or unknown ids.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use commands::identity::{IdentityConfig, JoinService};
+use commands::SystemClock;
+use domain::pki::{build_csr, open_bundle, seal_token, KeyRole, PrivateKey, TokenSecret};
+use events::store::testkit::TestDb;
+use serde_json::Value;
+
+fn bcctl(dir: &Path, url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bcctl"))
+        .current_dir(dir)
+        .env("DATABASE_URL", url)
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .args(args)
+        .output()
+        .expect("run bcctl")
+}
+
+fn ok_json(dir: &Path, url: &str, args: &[&str]) -> Value {
+    let out = bcctl(dir, url, args);
+    assert!(
+        out.status.success(),
+        "bcctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+fn fails(dir: &Path, url: &str, args: &[&str], needle: &str) {
+    let out = bcctl(dir, url, args);
+    assert_eq!(out.status.code(), Some(1), "bcctl {args:?} must exit 1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "bcctl {args:?}: {err:?} lacks {needle:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_and_node_commands_on_both_backends() {
+    for db in TestDb::each().await.expect("databases") {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let url = db.url().to_string();
+        let init = bcctl(
+            d,
+            &url,
+            &[
+                "pki",
+                "init",
+                "--trust-domain",
+                "cli.example.com",
+                "--plaintext",
+            ],
+        );
+        assert!(init.status.success());
+
+        // token create: secret once, the stored token; flags parsed.
+        let created = ok_json(
+            d,
+            &url,
+            &[
+                "token",
+                "create",
+                "--tenant",
+                "t1",
+                "--site",
+                "s1",
+                "--pool",
+                "p1",
+                "--role",
+                "node",
+                "--uses",
+                "3",
+                "--expires-in",
+                "2h",
+                "--expect-mac",
+                "aa:bb:cc:dd:ee:ff",
+                "--allow-reclaim",
+                "--json",
+            ],
+        );
+        let secret = created["secret"].as_str().expect("secret").to_string();
+        assert!(secret.starts_with("bcjt_"));
+        let token = &created["token"];
+        let token_id = token["tokenId"].as_str().expect("id").to_string();
+        assert_eq!(token["usesLeft"], 3);
+        assert_eq!(token["expectMac"], "aa:bb:cc:dd:ee:ff");
+        assert_eq!(token["allowReclaim"], true);
+        assert_eq!(
+            token["expiresAtUs"].as_i64().unwrap_or(0) - token["createdAtUs"].as_i64().unwrap_or(0),
+            7_200_000_000
+        );
+        assert!(
+            !serde_json::to_string(&ok_json(d, &url, &["token", "list", "--json"]))
+                .unwrap_or_default()
+                .contains(&secret),
+            "the secret is never listed"
+        );
+        let listed = ok_json(d, &url, &["token", "list", "--tenant", "t1", "--json"]);
+        assert_eq!(listed.as_array().map(Vec::len), Some(1));
+        let other = ok_json(d, &url, &["token", "list", "--tenant", "t2", "--json"]);
+        assert_eq!(other.as_array().map(Vec::len), Some(0));
+
+        // Text table.
+        let text = bcctl(d, &url, &["token", "list"]);
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.starts_with("TOKEN"), "{text}");
+        assert!(text.contains(&token_id));
+
+        // Bad input: exit 1, the flag named.
+        fails(
+            d,
+            &url,
+            &[
+                "token", "create", "--tenant", "t1", "--site", "s1", "--role", "admin",
+            ],
+            "--role",
+        );
+        fails(
+            d,
+            &url,
+            &[
+                "token",
+                "create",
+                "--tenant",
+                "t1",
+                "--site",
+                "s1",
+                "--expires-in",
+                "soon",
+            ],
+            "--expires-in",
+        );
+        fails(
+            d,
+            &url,
+            &[
+                "token", "create", "--tenant", "t1", "--site", "s1", "--uses", "0",
+            ],
+            "INVALID_INPUT",
+        );
+        fails(d, &url, &["token", "revoke", "tok_nope"], "tok_nope");
+        fails(d, &url, &["node", "show", "node_nope"], "no node node_nope");
+        fails(d, &url, &["node", "revoke", "node_nope"], "node_nope");
+        fails(d, &url, &["replay", "--at", "yesterday"], "--at");
+        fails(
+            d,
+            &url,
+            &["token", "list", "--pki", "missing.json"],
+            "missing.json",
+        );
+
+        // A node joins (through the JoinService on the same store and bundle keys).
+        let bytes = std::fs::read(d.join(".bcctl/pki.json")).expect("bundle");
+        let keys = open_bundle(&bytes, None)
+            .expect("bundle")
+            .keys
+            .expect("plaintext keys");
+        let td = keys.trust_domain.clone();
+        let recipient = keys.join_encryption.public_key().clone();
+        let store = db.store().await.expect("store");
+        let svc = JoinService::new(
+            store,
+            Arc::new(keys),
+            Arc::new(SystemClock),
+            IdentityConfig::new(td),
+        )
+        .expect("svc");
+        let key = PrivateKey::generate(KeyRole::Node).expect("key");
+        let csr = build_csr(&key).expect("csr");
+        let sealed = seal_token(
+            &recipient,
+            &TokenSecret::parse(&secret).expect("secret"),
+            &domain::identity::sha256(&csr),
+        )
+        .expect("seal");
+        let signed = svc
+            .join(&proto::JoinRequest {
+                csr,
+                attestor: String::new(),
+                sealed_token: sealed.as_bytes().to_vec(),
+                role: "node".into(),
+                claims: Some(proto::HardwareClaims {
+                    macs: vec!["AA:BB:CC:DD:EE:FF".into()],
+                    ..Default::default()
+                }),
+                attestation: Vec::new(),
+            })
+            .await
+            .expect("join");
+        assert!(!signed.response.is_empty());
+
+        let nodes = ok_json(d, &url, &["node", "list", "--json"]);
+        let node_id = nodes[0]["nodeId"].as_str().expect("node").to_string();
+        let shown = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
+        assert_eq!(shown["node"]["status"], "active");
+        assert_eq!(shown["certificates"].as_array().map(Vec::len), Some(1));
+        let text = bcctl(d, &url, &["node", "show", &node_id]);
+        assert!(String::from_utf8_lossy(&text.stdout).contains("certificates:"));
+
+        // The position of the node's state before the revocation.
+        let cut = shown["node"]["position"]
+            .as_i64()
+            .expect("position")
+            .to_string();
+        fails(d, &url, &["replay", "--at", "1000000"], "the log ends at");
+        let revoked = ok_json(
+            d,
+            &url,
+            &[
+                "node",
+                "revoke",
+                &node_id,
+                "--reason",
+                "key leaked",
+                "--json",
+            ],
+        );
+        assert_eq!(revoked["identityGeneration"], 2);
+        let shown = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
+        assert!(shown["certificates"][0]["revokedAtUs"].is_i64());
+        let retired = ok_json(d, &url, &["node", "retire", &node_id, "--json"]);
+        assert_eq!(retired["status"], "retired");
+        fails(d, &url, &["node", "retire", &node_id], "INVALID_STATE");
+        let deleted = ok_json(d, &url, &["node", "delete", &node_id, "--json"]);
+        assert_eq!(deleted["status"], "deleted");
+
+        let tok = ok_json(d, &url, &["token", "revoke", &token_id, "--json"]);
+        assert!(tok["revokedAtUs"].is_i64());
+        fails(d, &url, &["token", "revoke", &token_id], "already revoked");
+
+        // replay --node: the node's history up to the cut, the live tables untouched.
+        let replay = ok_json(
+            d,
+            &url,
+            &["replay", "--at", &cut, "--node", &node_id, "--json"],
+        );
+        assert_eq!(replay["nodes"][0]["status"], "active");
+        let types: Vec<&str> = replay["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter_map(|e| e["type"].as_str())
+            .collect();
+        assert_eq!(types, ["node.joined", "node.certificate.issued"]);
+        let live = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
+        assert_eq!(live["node"]["status"], "deleted");
+        let text = bcctl(d, &url, &["replay", "--at", &cut, "--node", &node_id]);
+        assert!(String::from_utf8_lossy(&text.stdout).contains("node.joined"));
+    }
+}
