@@ -402,9 +402,24 @@ async fn dial(
         })
 }
 
-fn describe_io(e: &std::io::Error) -> String {
+/// A rustls error in words: our verifier's refusal by its own message (rustls would show its
+/// debug form).
+pub fn describe_tls_error(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(inner))) => {
+            format!("invalid peer certificate: {inner}")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A handshake's IO error in words (see [`describe_tls_error`]).
+pub fn describe_io(e: &std::io::Error) -> String {
     match e.get_ref() {
-        Some(inner) => inner.to_string(),
+        Some(inner) => match inner.downcast_ref::<rustls::Error>() {
+            Some(tls) => describe_tls_error(tls),
+            None => inner.to_string(),
+        },
         None => e.to_string(),
     }
 }
