@@ -96,7 +96,11 @@ pub fn tls_incoming(
     let trust_domain = Arc::new(trust_domain);
     tokio::spawn(async move {
         loop {
-            let (tcp, remote) = match listener.accept().await {
+            let accepted = tokio::select! {
+                _ = tx.closed() => break, // the server stopped: release the port
+                a = listener.accept() => a,
+            };
+            let (tcp, remote) = match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
                     // Out of file descriptors and the like: wait a little, keep serving.

@@ -30,6 +30,9 @@ use crate::tls::{server_config, NodeClientVerifier, RefusalCounters};
 /// The gRPC service name the health service reports on (besides the overall `""`).
 pub const SERVICE_NAME: &str = "bc.wire.v1.NodeService";
 
+/// How long a shutdown waits for in-flight calls before closing connections.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// How a gateway is set up.
 #[derive(Clone, Debug)]
 pub struct GatewayConfig {
@@ -90,15 +93,26 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops serving and waits for the server task.
+    /// Stops serving: ends every live session (UNAVAILABLE, so nodes reconnect), lets tonic
+    /// finish in-flight calls for up to [`SHUTDOWN_GRACE`], then drops what is left.
     pub async fn shutdown(mut self) {
+        let ended = self.sources.sessions.end_all();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         for t in &self.background {
             t.abort();
         }
-        let _ = (&mut self.server).await;
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut self.server)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                sessions_ended = ended,
+                "connections still open after the grace period; closing them"
+            );
+            self.server.abort();
+        }
     }
 
     /// Waits until the server stops on its own (an error) and returns its result.

@@ -107,7 +107,7 @@ impl TrustSource {
 
 /// Records the trust versions nodes report, through `commands::quorum::report_node_trust`
 /// (the `node.trust.reported` event), off the request path: reports queue here and one worker
-/// appends them in order. A full queue drops a report with a warning (the next one carries the
+/// task appends them in order. A full queue drops a report with a warning (the next one carries the
 /// same information).
 #[derive(Clone)]
 pub struct TrustReporter {
@@ -120,19 +120,14 @@ impl TrustReporter {
         TrustReporter { tx: None }
     }
 
-    /// Starts the worker on the current runtime.
+    /// Starts the worker task on the current runtime.
     pub fn start(store: EventStore, clock: Arc<dyn Clock>) -> Self {
         let (tx, mut rx) = mpsc::channel::<TrustReport>(4096);
-        let handle = tokio::runtime::Handle::current();
-        // The command's future is not `Send` (its transaction loop is an async closure), so it
-        // runs on a blocking thread that drives it with `block_on`.
-        tokio::task::spawn_blocking(move || {
-            while let Some(report) = rx.blocking_recv() {
-                if let Err(e) = handle.block_on(commands::quorum::report_node_trust(
-                    &store,
-                    clock.as_ref(),
-                    &report,
-                )) {
+        tokio::spawn(async move {
+            while let Some(report) = rx.recv().await {
+                if let Err(e) =
+                    commands::quorum::report_node_trust(&store, clock.as_ref(), &report).await
+                {
                     tracing::warn!(node = %report.node_id, error = %e, "recording a node's trust version failed");
                 }
             }
@@ -326,7 +321,9 @@ impl NodeService for NodeServer {
             loop {
                 tokio::select! {
                     ended = &mut end => {
-                        if let Ok(SessionEnd::Revoked { serial, reason }) = ended {
+                        if let Ok(SessionEnd::Shutdown) = ended {
+                            let _ = tx.send(Err(Status::unavailable("the gateway is shutting down; reconnect"))).await;
+                        } else if let Ok(SessionEnd::Revoked { serial, reason }) = ended {
                             let notice = GatewayMessage {
                                 body: Some(gateway_message::Body::Revocation(RevocationNotice {
                                     serial,

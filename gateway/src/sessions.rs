@@ -15,6 +15,8 @@ use tokio::sync::oneshot;
 pub enum SessionEnd {
     /// The node's certificate was revoked: send a RevocationNotice, then close.
     Revoked { serial: String, reason: String },
+    /// The gateway is shutting down: the node should reconnect (to another gateway).
+    Shutdown,
 }
 
 struct Entry {
@@ -98,6 +100,19 @@ impl Sessions {
                 serial: e.serial,
                 reason: reason.to_string(),
             });
+        }
+        n
+    }
+
+    /// Ends every live session (the gateway is stopping). Returns how many were told.
+    pub fn end_all(&self) -> usize {
+        let ended: Vec<Entry> = match self.live.lock() {
+            Ok(mut live) => live.drain().map(|(_, e)| e).collect(),
+            Err(_) => Vec::new(),
+        };
+        let n = ended.len();
+        for e in ended {
+            let _ = e.end.send(SessionEnd::Shutdown);
         }
         n
     }
