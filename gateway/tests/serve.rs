@@ -238,3 +238,63 @@ async fn a_late_committed_revocation_still_cuts_the_session() {
     );
     env.gateway.shutdown().await;
 }
+
+/// While the feed is behind by more than its limit, new sessions are refused (UNAVAILABLE),
+/// health says NOT_SERVING and the stale metric is 1; it recovers by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+
+    let db = TestDb::sqlite().unwrap();
+    // The feed only steps when woken by a commit in this process (or once an hour): between
+    // commits it looks behind, which is what a stalled feed looks like from outside.
+    let env = start(db.store().await.unwrap(), |c| {
+        c.feed.max_lag = Duration::from_millis(800);
+        c.feed.poll_interval = Duration::from_secs(3600);
+    })
+    .await;
+    let token = env.token(1).await;
+    let node = env.join_node(&token).await;
+    let mut health = HealthClient::new(
+        common::channel(env.gateway.addr, env.keys.serving_ca.cert_der(), None)
+            .await
+            .unwrap(),
+    );
+    let status = |h: &mut HealthClient<tonic::transport::Channel>| {
+        let mut h = h.clone();
+        async move {
+            h.check(HealthCheckRequest {
+                service: gateway::run::SERVICE_NAME.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(env.gateway.sources.feed.is_stale());
+    assert_eq!(status(&mut health).await, ServingStatus::NotServing as i32);
+    assert!(env
+        .gateway
+        .sources
+        .render()
+        .contains("bc_revocation_feed_stale 1"));
+    let mut c = env.client(Some(&node)).await.unwrap();
+    let (_tx, rx) = tokio::sync::mpsc::channel(1);
+    let refused = c
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+
+    // A commit wakes the feed, it catches up, sessions are accepted again.
+    env.token(1).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!env.gateway.sources.feed.is_stale());
+    assert_eq!(status(&mut health).await, ServingStatus::Serving as i32);
+    let (_tx, _inbound) = open_session(&env, &node).await;
+    env.gateway.shutdown().await;
+}

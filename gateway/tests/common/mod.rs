@@ -138,6 +138,17 @@ pub async fn connect(
     serving_ca_der: &[u8],
     identity: Option<(Vec<Vec<u8>>, Vec<u8>)>,
 ) -> Result<NodeServiceClient<Channel>, String> {
+    Ok(NodeServiceClient::new(
+        channel(addr, serving_ca_der, identity).await?,
+    ))
+}
+
+/// A channel over TLS pinned to `serving_ca_der`, presenting `identity` if given.
+pub async fn channel(
+    addr: std::net::SocketAddr,
+    serving_ca_der: &[u8],
+    identity: Option<(Vec<Vec<u8>>, Vec<u8>)>,
+) -> Result<Channel, String> {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(CertificateDer::from(serving_ca_der.to_vec()))
@@ -169,7 +180,7 @@ pub async fn connect(
         }))
         .await
         .map_err(|e| format!("{e:?}"))?;
-    Ok(NodeServiceClient::new(channel))
+    Ok(channel)
 }
 
 pub fn hello() -> proto::NodeMessage {
