@@ -2,9 +2,9 @@
 //! 1,000,000-event export, each next to raw SHA-256 of the same leaf bytes in the same run; proof
 //! sizes and times at 1,000,000 events.
 //!
-//! Run: `CARGO_TARGET_DIR=target-audit cargo build --release -p cli && CARGO_TARGET_DIR=target-audit
-//! cargo bench -p commands --bench audit` (Postgres from DATABASE_URL; the export/verify part runs
-//! `target-audit/release/bcctl` when it exists). `AUDIT_BENCH_EVENTS` changes the size.
+//! Run: `cargo build --release -p cli && cargo bench -p commands --bench audit` (Postgres from
+//! DATABASE_URL; the export/verify part runs the release `bcctl` of the same target directory, or
+//! `$BCCTL_BIN`). `AUDIT_BENCH_EVENTS` changes the size.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -202,10 +202,22 @@ async fn run() {
     );
 
     // 4. Export and verify a 1M-event trail with the real binary.
-    let bin =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target-audit/release/bcctl");
+    // The release bcctl: $BCCTL_BIN, else the release binary of $CARGO_TARGET_DIR or ./target.
+    let bin = std::env::var_os("BCCTL_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| {
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target")
+                });
+            target.join("release/bcctl")
+        });
     if !bin.exists() {
-        println!("(skipping export/verify: build target-audit/release/bcctl first)");
+        println!(
+            "(skipping export/verify: build the release bcctl first: cargo build --release -p cli; looked for {})",
+            bin.display()
+        );
         return;
     }
     let dir = tempfile::tempdir().expect("dir");
