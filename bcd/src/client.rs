@@ -82,6 +82,12 @@ pub enum ClientError {
         /// Why.
         reason: String,
     },
+    /// The gateway refused this node's certificate as revoked (TLS alert certificate_revoked).
+    #[error("the gateway at {addr} refused this node's certificate as revoked (TLS alert certificate_revoked); join again: bcd join --reset --yes, then bcd join with a new token")]
+    CertificateRevoked {
+        /// The address dialled.
+        addr: String,
+    },
     /// The HTTP/2 connection over TLS could not be set up (or the gateway closed it, which is how
     /// a refused client certificate shows in TLS 1.3).
     #[error("gateway {addr}: {reason}")]
@@ -101,6 +107,7 @@ impl ClientError {
             ClientError::BadServer(_)
                 | ClientError::ClientIdentity(_)
                 | ClientError::ServerCertificate { .. }
+                | ClientError::CertificateRevoked { .. }
         )
     }
 }
@@ -424,6 +431,68 @@ pub fn describe_io(e: &std::io::Error) -> String {
     }
 }
 
+/// The TLS alert the gateway sent, if a failed call's cause is one (in TLS 1.3 a refused client
+/// certificate shows as an alert on the first read after the handshake).
+pub fn received_alert(e: &(dyn std::error::Error + 'static)) -> Option<rustls::AlertDescription> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        let tls = s.downcast_ref::<rustls::Error>().or_else(|| {
+            s.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(rustls::Error::AlertReceived(alert)) = tls {
+            return Some(*alert);
+        }
+        // hyper may carry the rustls error only as text.
+        let text = s.to_string();
+        if let Some(name) = text
+            .split("received fatal alert: ")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_alphanumeric()).next())
+        {
+            if let Some(alert) = alert_by_name(name) {
+                return Some(alert);
+            }
+        }
+        source = s.source();
+    }
+    None
+}
+
+fn alert_by_name(name: &str) -> Option<rustls::AlertDescription> {
+    use rustls::AlertDescription as A;
+    [
+        A::CertificateRevoked,
+        A::BadCertificate,
+        A::CertificateExpired,
+        A::UnknownCA,
+        A::CertificateUnknown,
+        A::UnsupportedCertificate,
+        A::AccessDenied,
+        A::CertificateRequired,
+        A::HandshakeFailure,
+        A::DecryptError,
+    ]
+    .into_iter()
+    .find(|a| format!("{a:?}") == name)
+}
+
+/// Whether the gateway refused this node's certificate as revoked at the handshake.
+pub fn is_revoked_alert(e: &(dyn std::error::Error + 'static)) -> bool {
+    received_alert(e) == Some(rustls::AlertDescription::CertificateRevoked)
+}
+
+/// A failed call in words: a TLS alert by name, else the gRPC code and message.
+pub fn describe_status(status: &tonic::Status) -> String {
+    match received_alert(status) {
+        Some(alert) => format!(
+            "the gateway refused this node's certificate at the TLS handshake (alert {alert:?})"
+        ),
+        None => format!("{:?}: {}", status.code(), error_chain(status)),
+    }
+}
+
 /// Every message in an error's source chain, joined by `: `.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
@@ -456,6 +525,9 @@ pub async fn connect(
         .connect_with_connector(PinnedConnector { address, tls })
         .await
         .map_err(|e| {
+            if is_revoked_alert(&e) {
+                return ClientError::CertificateRevoked { addr: addr.clone() };
+            }
             // Our own connector's error, when that is what failed, says it best.
             let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
             while let Some(s) = source {
@@ -640,6 +712,22 @@ mod tests {
         assert!(GatewayAddress::parse("gw.example.com").is_err());
         assert!(GatewayAddress::parse(":8443").is_err());
         assert!(GatewayAddress::parse("gw:notaport").is_err());
+    }
+
+    #[test]
+    fn finds_a_revocation_alert_in_text() {
+        let io = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "received fatal alert: CertificateRevoked".to_owned(),
+        );
+        assert!(is_revoked_alert(&io));
+        let io = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRevoked),
+        );
+        assert!(is_revoked_alert(&io));
+        let io = std::io::Error::other("received fatal alert: BadCertificate");
+        assert!(!is_revoked_alert(&io));
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //!    due (the session is then closed, the certificate renewed, and the session reopened with the
 //!    new one) or the session ends (reconnect with backoff, 1 s doubling to 30 s);
 //! 4. a `RevocationNotice` ends [`run_node`] with [`NodeExit::Revoked`]: bcd never redials with
-//!    that certificate.
+//!    that certificate. So does a session the gateway refuses at the handshake with the TLS
+//!    alert `certificate_revoked` (a revocation that happened while bcd was disconnected); the
+//!    alert comes over the connection pinned to the serving CA, so no one else can forge it.
 //!
 //! Each `Welcome` raises the `serverTime` high-water mark in `identity.json`.
 //!
@@ -30,7 +32,9 @@ use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::client::{classify, connect, error_chain, ClientError, ClientIdentity, NodeClient};
+use crate::client::{
+    classify, connect, describe_status, is_revoked_alert, ClientError, ClientIdentity, NodeClient,
+};
 use crate::config::Config;
 use crate::files::{DataDir, IDENTITY_FILE};
 use crate::identity_store::{
@@ -245,9 +249,14 @@ pub async fn hold_session(
     if tx.send(hello).await.is_err() {
         return SessionEnd::Lost("the session's sender closed".to_owned());
     }
+    let revoked_at_handshake = |status: &tonic::Status| SessionEnd::Revoked {
+        reason: describe_status(status),
+        serial: loaded.leaf.serial.to_hex(),
+    };
     let mut inbound = match client.session(ReceiverStream::new(rx)).await {
         Ok(response) => response.into_inner(),
-        Err(status) => return SessionEnd::Lost(error_chain(&status)),
+        Err(status) if is_revoked_alert(&status) => return revoked_at_handshake(&status),
+        Err(status) => return SessionEnd::Lost(describe_status(&status)),
     };
     let wait = (until - OffsetDateTime::now_utc())
         .try_into()
@@ -288,7 +297,8 @@ pub async fn hold_session(
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => return SessionEnd::Lost("the gateway closed the session".to_owned()),
-                Err(status) => return SessionEnd::Lost(error_chain(&status)),
+                Err(status) if is_revoked_alert(&status) => return revoked_at_handshake(&status),
+                Err(status) => return SessionEnd::Lost(describe_status(&status)),
             },
             _ = ticker.tick() => {
                 let report = proto::NodeMessage {
@@ -392,6 +402,10 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
             Ok(mut client) => {
                 hold_session(&mut client, dir, &loaded, due, options.status_interval).await
             }
+            Err(ClientError::CertificateRevoked { addr }) => SessionEnd::Revoked {
+                reason: format!("the gateway at {addr} refused this certificate as revoked at the TLS handshake"),
+                serial: loaded.leaf.serial.to_hex(),
+            },
             Err(e) => SessionEnd::Lost(e.to_string()),
         };
         match end {
@@ -471,10 +485,10 @@ pub async fn welcome_time(
         let mut inbound = client
             .session(ReceiverStream::new(rx))
             .await
-            .map_err(|s| error_chain(&s))?
+            .map_err(|s| describe_status(&s))?
             .into_inner();
         loop {
-            match inbound.message().await.map_err(|s| error_chain(&s))? {
+            match inbound.message().await.map_err(|s| describe_status(&s))? {
                 Some(proto::GatewayMessage {
                     body: Some(GatewayBody::Welcome(w)),
                 }) => {

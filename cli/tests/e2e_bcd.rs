@@ -369,14 +369,17 @@ fn scenario(db_url: &str) {
     for (n, first) in nodes.iter().zip(&first_serials) {
         assert_ne!(&leaf_serial(n), first, "{} has a new certificate", n.name);
     }
-    // After each renewal the session was opened again with the new certificate.
-    for a in &agents {
-        assert!(
-            a.log_text().matches("session open as").count() >= 3,
-            "{}",
-            a.log_text()
-        );
-    }
+    // After each renewal the session is opened again with the new certificate.
+    wait_for(
+        "a session reopened after each renewal",
+        Duration::from_secs(20),
+        || {
+            agents
+                .iter()
+                .all(|a| a.log_text().matches("session open as").count() >= 3)
+        },
+        || context(&agents),
+    );
 
     // Revoke node 0: its bcd node exits 1 with the message, the others stay.
     let victim = nodes[0].name.clone();
@@ -404,6 +407,10 @@ fn scenario(db_url: &str) {
         doctor.contains("FAIL clock skew: the gateway did not open a session for this node"),
         "{doctor}"
     );
+    // The gateway's verifier refuses the revoked serial at the handshake (TLS alert
+    // certificate_revoked), before any gRPC call.
+    assert!(doctor.contains("CertificateRevoked"), "{doctor}");
+    eprintln!("doctor on the revoked node:\n{doctor}");
     // A node that still holds its certificate opens one.
     let out = bcd(&server, &nodes[1], &["doctor"])
         .stdin(Stdio::null())
@@ -411,6 +418,30 @@ fn scenario(db_url: &str) {
         .expect("bcd doctor");
     let doctor = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(doctor.contains("ok   clock skew: local clock"), "{doctor}");
+
+    // bcd node started again with the revoked certificate: the handshake is refused as
+    // revoked, and it exits 1 with the same message instead of redialing.
+    let log = tmp.path().join("bcd-node0-again.log");
+    let mut again = Proc {
+        name: "bcd node (revoked, restarted)".into(),
+        child: bcd(&server, &nodes[0], &["node"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(fs::File::create(&log).expect("log")))
+            .spawn()
+            .expect("spawn bcd node"),
+        log,
+    };
+    let status = again.wait_exit(Duration::from_secs(20));
+    let text = again.log_text();
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(text.contains("certificate revoked"), "{text}");
+    assert!(
+        text.contains("CertificateRevoked") || text.contains("as revoked"),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with(REVOKED), "{text}");
+    assert_eq!(text.matches("session open as").count(), 0, "{text}");
 
     // Join again after --reset with a new token: a new node.
     let fresh = server.new_token();
