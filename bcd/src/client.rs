@@ -348,13 +348,16 @@ impl GatewayAddress {
 struct PinnedConnector {
     address: GatewayAddress,
     tls: TlsConnector,
+    /// A client certificate is presented: read the gateway's first bytes before writing.
+    mutual: bool,
 }
 
-type ConnectFuture =
-    BoxPin<Box<dyn Future<Output = Result<TokioIo<TlsStream<TcpStream>>, ClientError>> + Send>>;
+type ConnectFuture = BoxPin<
+    Box<dyn Future<Output = Result<TokioIo<Prefixed<TlsStream<TcpStream>>>, ClientError>> + Send>,
+>;
 
 impl tower_service::Service<Uri> for PinnedConnector {
-    type Response = TokioIo<TlsStream<TcpStream>>;
+    type Response = TokioIo<Prefixed<TlsStream<TcpStream>>>;
     type Error = ClientError;
     type Future = ConnectFuture;
 
@@ -365,7 +368,121 @@ impl tower_service::Service<Uri> for PinnedConnector {
     fn call(&mut self, _uri: Uri) -> Self::Future {
         let address = self.address.clone();
         let tls = self.tls.clone();
-        Box::pin(async move { dial(&address, &tls).await.map(TokioIo::new) })
+        let mutual = self.mutual;
+        Box::pin(async move {
+            let stream = dial(&address, &tls).await?;
+            let stream = if mutual {
+                first_read(&address, stream).await?
+            } else {
+                Prefixed::new(Vec::new(), stream)
+            };
+            Ok(TokioIo::new(stream))
+        })
+    }
+}
+
+/// How long to wait for the gateway's first bytes after a mutual handshake.
+pub const FIRST_READ_TIMEOUT: StdDuration = StdDuration::from_secs(2);
+
+/// In TLS 1.3 the client finishes its handshake before the gateway has checked the client
+/// certificate; a refusal arrives as an alert just after. Writing first races it (the gateway
+/// closes, the write gets a reset, and the alert is lost), so with a client certificate bcd
+/// reads first: the gateway's HTTP/2 SETTINGS (kept for hyper) or the alert.
+async fn first_read(
+    address: &GatewayAddress,
+    mut stream: TlsStream<TcpStream>,
+) -> Result<Prefixed<TlsStream<TcpStream>>, ClientError> {
+    use tokio::io::AsyncReadExt as _;
+    let mut first = vec![0u8; 4096];
+    match tokio::time::timeout(FIRST_READ_TIMEOUT, stream.read(&mut first)).await {
+        // Nothing yet: carry on; hyper reads whatever comes.
+        Err(_) => first.clear(),
+        Ok(Ok(0)) => {
+            return Err(ClientError::Connection {
+                addr: address.addr.clone(),
+                reason: "the gateway closed the connection right after the handshake".to_owned(),
+            })
+        }
+        Ok(Ok(n)) => first.truncate(n),
+        Ok(Err(e)) if is_revoked_alert(&e) => {
+            return Err(ClientError::CertificateRevoked {
+                addr: address.addr.clone(),
+            })
+        }
+        Ok(Err(e)) => {
+            return Err(ClientError::Handshake {
+                addr: address.addr.clone(),
+                reason: format!(
+                    "the gateway refused this node's certificate: {}",
+                    describe_io(&e)
+                ),
+            })
+        }
+    }
+    Ok(Prefixed::new(first, stream))
+}
+
+/// A stream with bytes already read from it put back in front.
+pub struct Prefixed<S> {
+    prefix: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S> Prefixed<S> {
+    fn new(prefix: Vec<u8>, inner: S) -> Prefixed<S> {
+        Prefixed {
+            prefix,
+            at: 0,
+            inner,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Prefixed<S> {
+    fn poll_read(
+        self: BoxPin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if this.at < this.prefix.len() {
+            let n = buf.remaining().min(this.prefix.len() - this.at);
+            buf.put_slice(&this.prefix[this.at..this.at + n]);
+            this.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        BoxPin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        self: BoxPin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        BoxPin::new(&mut self.get_mut().inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(self: BoxPin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        BoxPin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: BoxPin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        BoxPin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: BoxPin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        BoxPin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
     }
 }
 
@@ -522,7 +639,11 @@ pub async fn connect(
         .keep_alive_timeout(StdDuration::from_secs(20));
     let addr = address.addr.clone();
     let channel = endpoint
-        .connect_with_connector(PinnedConnector { address, tls })
+        .connect_with_connector(PinnedConnector {
+            address,
+            tls,
+            mutual: identity.is_some(),
+        })
         .await
         .map_err(|e| {
             if is_revoked_alert(&e) {
@@ -546,6 +667,9 @@ pub async fn connect(
                                 addr: addr.clone(),
                                 reason: reason.clone(),
                             }
+                        }
+                        ClientError::CertificateRevoked { addr } => {
+                            ClientError::CertificateRevoked { addr: addr.clone() }
                         }
                         other => ClientError::Connection {
                             addr: addr.clone(),
