@@ -1,0 +1,188 @@
+//! Gateway benchmarks (harness = false), on Postgres (`DATABASE_URL`, as the tests):
+//!
+//! 1. start: a gateway over a store with N revoked, unexpired certificates in `node_certs`
+//!    (default 100,000), from `start()` until a TLS client completes a call; reference: the raw
+//!    `SELECT` of those rows alone;
+//! 2. revocation commit to session closed, p50 / p99, with S live sessions (default 2,000) held
+//!    by one load generator over real TLS, revoking R nodes (default 200) one after another;
+//! 3. memory per live session: process RSS (server and client in this one process) before and
+//!    after opening the S sessions, divided by S.
+//!
+//! `cargo bench -p gateway --bench gateway` (env: BENCH_REVOKED, BENCH_SESSIONS, BENCH_REVOKE).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use events::store::testkit::TestDb;
+use events::store::EventStore;
+use tokio_stream::StreamExt;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn seed_revoked(store: &EventStore, n: usize) {
+    let EventStore::Postgres(pg) = store else {
+        panic!("the benchmark runs on Postgres");
+    };
+    let far =
+        (time::OffsetDateTime::now_utc() + time::Duration::hours(20)).unix_timestamp() * 1_000_000;
+    sqlx::query(
+        "INSERT INTO node_certs (serial, node_id, identity_generation, der, not_before_us, \
+         not_after_us, revoked_at_us, revoke_reason, issued_position, revoked_position) \
+         SELECT lpad(to_hex(g), 32, '0'), 'bench_' || g, 1, '\\x00'::bytea, 0, $1, 1, 'bench', g, g \
+         FROM generate_series(1, $2) AS g",
+    )
+    .bind(far)
+    .bind(n as i64)
+    .execute(pg.pool())
+    .await
+    .unwrap();
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let revoked_n = env_usize("BENCH_REVOKED", 100_000);
+    let sessions_n = env_usize("BENCH_SESSIONS", 2_000);
+    let revoke_n = env_usize("BENCH_REVOKE", 200).min(sessions_n);
+
+    // 1. Start with many revoked certificates.
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.store().await.unwrap();
+    seed_revoked(&store, revoked_n).await;
+    let EventStore::Postgres(pg) = &store else {
+        unreachable!()
+    };
+    let t = Instant::now();
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT serial, not_after_us FROM node_certs WHERE revoked_at_us IS NOT NULL AND not_after_us > $1",
+    )
+    .bind(0i64)
+    .fetch_all(pg.pool())
+    .await
+    .unwrap();
+    let raw_select = t.elapsed();
+    assert_eq!(rows.len(), revoked_n);
+    let t = Instant::now();
+    let env = common::start(store.clone(), |_| {}).await;
+    let started = t.elapsed();
+    let mut c = env.client(None).await.unwrap();
+    let token = env
+        .token(u32::try_from(sessions_n).unwrap_or(u32::MAX))
+        .await;
+    let _ = c.join(env.join_request(&token).0).await.unwrap();
+    let serving = t.elapsed();
+    assert_eq!(env.gateway.sources.revoked.len(), revoked_n);
+    println!(
+        "start with {revoked_n} revoked certificates: serving after {:.0} ms (start() {:.0} ms; \
+         first Join answered at {:.0} ms, includes token creation); raw SELECT of the rows {:.0} ms",
+        started.as_secs_f64() * 1e3,
+        started.as_secs_f64() * 1e3,
+        serving.as_secs_f64() * 1e3,
+        raw_select.as_secs_f64() * 1e3
+    );
+
+    // 2. Many live sessions.
+    let mut nodes = Vec::with_capacity(sessions_n);
+    let t = Instant::now();
+    for _ in 1..sessions_n {
+        let (req, key) = env.join_request(&token);
+        let signed = env.join.join(&req).await.unwrap();
+        let resp =
+            <proto::JoinResponse as prost::Message>::decode(signed.response.as_slice()).unwrap();
+        nodes.push(common::Node {
+            node_id: resp.node_id,
+            chain: resp.certificate_chain,
+            key,
+        });
+    }
+    let extra = env.join_node(&env.token(1).await).await;
+    nodes.push(extra);
+    println!(
+        "joined {} nodes in {:.1} s",
+        nodes.len(),
+        t.elapsed().as_secs_f64()
+    );
+    let rss_before = rss_kib();
+    let t = Instant::now();
+    let mut streams = Vec::with_capacity(nodes.len());
+    for node in &nodes {
+        let mut c = env.client(Some(node)).await.unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        tx.send(common::hello()).await.unwrap();
+        let mut inbound = c
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let _welcome = inbound.next().await.unwrap().unwrap();
+        streams.push((tx, inbound, c));
+    }
+    let rss_after = rss_kib();
+    println!(
+        "{} live sessions opened in {:.1} s; RSS {} KiB -> {} KiB: {:.1} KiB per session \
+         (server and client sides together, one process)",
+        env.gateway.sources.sessions.len(),
+        t.elapsed().as_secs_f64(),
+        rss_before,
+        rss_after,
+        (rss_after.saturating_sub(rss_before)) as f64 / nodes.len() as f64
+    );
+
+    // Revoke one node at a time; time from the command's commit (its return) to the notice.
+    let mut latencies = Vec::with_capacity(revoke_n);
+    for (i, node) in nodes.iter().take(revoke_n).enumerate() {
+        env.join
+            .revoke_identity(&node.node_id, "bench")
+            .await
+            .unwrap();
+        let committed = Instant::now();
+        let inbound = &mut streams[i].1;
+        let msg = tokio::time::timeout(Duration::from_secs(10), inbound.next())
+            .await
+            .expect("notice within 10 s")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            msg.body,
+            Some(proto::gateway_message::Body::Revocation(_))
+        ));
+        latencies.push(committed.elapsed());
+    }
+    latencies.sort();
+    println!(
+        "revocation commit -> RevocationNotice received, {} live sessions, {} revocations: \
+         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        sessions_n,
+        revoke_n,
+        pct(&latencies, 0.50).as_secs_f64() * 1e3,
+        pct(&latencies, 0.99).as_secs_f64() * 1e3,
+        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3
+    );
+    drop(streams);
+    env.gateway.shutdown().await;
+}
