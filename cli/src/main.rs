@@ -27,8 +27,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Create the embedded store in a working directory (default ./.bcctl), migrate it and
-    /// print its status: the quickest way to a working control plane.
+    /// The main job on the embedded default: create ./.bcctl (secret, PKI bundle, SQLite
+    /// store), serve, and print a join token with the exact bcd command that joins a machine.
     Up(up_cmd::UpArgs),
     /// Serve the JoinService and the gateway (Join, Renew, node sessions over mTLS).
     Serve(serve_cmd::ServeArgs),
@@ -72,7 +72,9 @@ fn main() -> ExitCode {
             Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
             Command::Pki(cmd) => pki_cmd::run(cmd).map_err(Failure::from),
             Command::Batch(cmd) => batch_cmd::run(cmd).await.map_err(Failure::from),
-            Command::Audit(cmd) => audit_cmd::run(cmd).await.map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Audit(cmd) => audit_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Token(cmd) => token_cmd::run(cmd).await.map_err(Failure::from),
             Command::Node(cmd) => node_cmd::run(cmd).await.map_err(Failure::from),
             Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),

@@ -7,7 +7,9 @@ const SECRET: &str = "a-deployment-secret-of-more-than-32-characters";
 
 fn bcctl(dir: &std::path::Path, args: &[&str], secret: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_bcctl"));
-    cmd.current_dir(dir).args(args).env_remove("BC_DEPLOYMENT_SECRET");
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("BC_DEPLOYMENT_SECRET");
     if let Some(s) = secret {
         cmd.env("BC_DEPLOYMENT_SECRET", s);
     }
@@ -25,16 +27,28 @@ fn json(o: &Output) -> serde_json::Value {
 #[test]
 fn pki_init_needs_the_secret_and_says_which_variable() {
     let dir = tempfile::tempdir().unwrap();
-    let out = bcctl(dir.path(), &["pki", "init", "--trust-domain", "td.test"], None);
+    let out = bcctl(
+        dir.path(),
+        &["pki", "init", "--trust-domain", "td.test"],
+        None,
+    );
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("MISSING_ENV: set BC_DEPLOYMENT_SECRET"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("MISSING_ENV: set BC_DEPLOYMENT_SECRET"),
+        "{}",
+        stderr(&out)
+    );
     let short = bcctl(
         dir.path(),
         &["pki", "init", "--trust-domain", "td.test"],
         Some("too-short"),
     );
     assert_eq!(short.status.code(), Some(1));
-    assert!(stderr(&short).contains("holds 9 characters"), "{}", stderr(&short));
+    assert!(
+        stderr(&short).contains("holds 9 characters"),
+        "{}",
+        stderr(&short)
+    );
     assert!(!dir.path().join(".bcctl/pki.json").exists());
 }
 
@@ -54,9 +68,17 @@ fn pki_bundle_is_private_never_overwritten_and_authenticated_with_the_secret() {
     assert_eq!(mode, 0o600);
     let before = std::fs::read(&path).unwrap();
 
-    let again = bcctl(dir.path(), &["pki", "init", "--trust-domain", "td.test"], Some(SECRET));
+    let again = bcctl(
+        dir.path(),
+        &["pki", "init", "--trust-domain", "td.test"],
+        Some(SECRET),
+    );
     assert_eq!(again.status.code(), Some(1));
-    assert!(stderr(&again).contains("never overwritten"), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("never overwritten"),
+        "{}",
+        stderr(&again)
+    );
     assert_eq!(std::fs::read(&path).unwrap(), before);
 
     let show = bcctl(dir.path(), &["pki", "show", "--json"], Some(SECRET));
@@ -87,7 +109,11 @@ fn pki_bundle_whose_public_half_changed_refuses_to_load() {
     let dir = tempfile::tempdir().unwrap();
     let other = tempfile::tempdir().unwrap();
     for d in [dir.path(), other.path()] {
-        let init = bcctl(d, &["pki", "init", "--trust-domain", "td.test"], Some(SECRET));
+        let init = bcctl(
+            d,
+            &["pki", "init", "--trust-domain", "td.test"],
+            Some(SECRET),
+        );
         assert!(init.status.success(), "{}", stderr(&init));
     }
     // Swap in another deployment's audit public key: the seal covers every public field.
@@ -109,40 +135,73 @@ fn pki_bundle_whose_public_half_changed_refuses_to_load() {
     assert!(stderr(&show).contains("tampered.json"), "{}", stderr(&show));
 }
 
+/// Kills the serving `bcctl up` when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
-fn up_creates_and_migrates_the_embedded_store() {
+fn up_creates_the_embedded_deployment_serves_and_prints_how_to_join() {
+    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let up = bcctl(dir.path(), &["up", "--json"], None);
-    assert!(up.status.success(), "{}", stderr(&up));
-    let status = json(&up);
+    let work = dir.path().join(".bcctl");
+    let mut up = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_bcctl"))
+            .current_dir(dir.path())
+            .args(["up", "--port", "0", "--json"])
+            .env_remove("BC_DEPLOYMENT_SECRET")
+            .env_remove("DATABASE_URL")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("bcctl up starts"),
+    );
+    let stdout = up.0.stdout.take().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap();
+    let facts: serde_json::Value = serde_json::from_str(&line).expect("one JSON line");
+    let token = facts["token"].as_str().expect("a join token");
+    assert!(token.starts_with("bcjt_"), "{token}");
+    let join = facts["joinCommand"].as_str().expect("the bcd command");
+    assert!(join.contains("bcd join --config"), "{join}");
+    // The secret and the bundle are private, the directory too; the store exists.
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&work), 0o700);
+    assert_eq!(mode(&work.join("pki.json")), 0o600);
+    assert_eq!(mode(&work.join("deployment-secret")), 0o600);
+    assert!(work.join("events.db").exists());
+    // Status on the same store while it serves: migrated, and the token's events are there.
+    let url = format!("sqlite://{}", work.join("events.db").display());
+    let status = bcctl(
+        dir.path(),
+        &["status", "--json", "--database-url", &url],
+        None,
+    );
+    assert!(status.status.success(), "{}", stderr(&status));
+    let status = json(&status);
     assert_eq!(status["backend"], "sqlite");
-    assert_eq!(status["events"], 0);
-    assert_eq!(status["head_position"], 0);
     assert!(status["schema_version"].as_i64().unwrap() >= 1);
-    let mode = std::fs::metadata(dir.path().join(".bcctl"))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
-    assert_eq!(mode, 0o700);
-    assert!(dir.path().join(".bcctl/events.db").exists());
-    // Idempotent: a second `up` finds the same store.
-    let again = bcctl(dir.path(), &["up", "--json"], None);
-    assert!(again.status.success());
-    assert_eq!(json(&again)["schema_version"], status["schema_version"]);
+    assert!(status["events"].as_i64().unwrap() >= 1, "{status}");
 }
 
 #[tokio::test]
 async fn status_on_an_unmigrated_postgres_database_says_how_to_fix_it() {
     let db = events::store::testkit::TestDb::postgres().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let status = bcctl(
-        dir.path(),
-        &["status", "--database-url", db.url()],
-        None,
-    );
+    let status = bcctl(dir.path(), &["status", "--database-url", db.url()], None);
     assert_eq!(status.status.code(), Some(1));
-    assert!(stderr(&status).contains("run `bcctl migrate"), "{}", stderr(&status));
+    assert!(
+        stderr(&status).contains("run `bcctl migrate"),
+        "{}",
+        stderr(&status)
+    );
     let migrate = bcctl(dir.path(), &["migrate", "--database-url", db.url()], None);
     assert!(migrate.status.success(), "{}", stderr(&migrate));
     let status = bcctl(

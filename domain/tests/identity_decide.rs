@@ -40,7 +40,7 @@ fn create_token_validates_and_evolves() {
         allow_reclaim: false,
     };
     let events = decide_create_token(&cmd, now).unwrap();
-    let state = events.iter().fold(None, |s, e| evolve_token(s, e)).unwrap();
+    let state = events.iter().fold(None, evolve_token).unwrap();
     assert_eq!(state.uses_left, 2);
     assert!(state.secret_hash.matches(&secret));
     assert_eq!(events[0].stream(), "token/tok_1");
