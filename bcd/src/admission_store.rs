@@ -240,8 +240,10 @@ mod tests {
     fn unchanged_parts_are_not_rewritten_and_changes_replace_the_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = AdmissionStore::new(dir.path());
-        let mut first = AdmissionState::default();
-        first.unbatched = state().unbatched;
+        let first = AdmissionState {
+            unbatched: state().unbatched,
+            ..AdmissionState::default()
+        };
         store
             .save(&AdmissionState::default(), &first)
             .expect("save");

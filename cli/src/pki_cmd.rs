@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use domain::pki::{
-    open_bundle, plaintext_bundle, seal_bundle, BundleError, DeploymentSecret, KeySet,
-    KeySetError, KeySetLifetimes, KeySetPins, Protection, SecretError, SpiffeError,
-    TrustDomain, DEPLOYMENT_SECRET_ENV,
+    open_bundle, plaintext_bundle, seal_bundle, BundleError, DeploymentSecret, KeySet, KeySetError,
+    KeySetLifetimes, KeySetPins, Protection, SecretError, SpiffeError, TrustDomain,
+    DEPLOYMENT_SECRET_ENV,
 };
 use serde_json::json;
 use time::OffsetDateTime;
@@ -188,9 +188,18 @@ fn print_pins(pins: &KeySetPins) {
     println!("pins:");
     println!("  root CA                  {}", pins.root_ca);
     println!("  node CA                  {}", pins.node_ca);
-    println!("  serving CA               {}  (bcd serving_ca_spki_pin)", pins.serving_ca);
-    println!("  JoinService signing      {}  (bcd join_signing_key_pin)", pins.join_signing);
-    println!("  JoinService encryption   {}  (bcd join_encryption_key_pin)", pins.join_encryption);
+    println!(
+        "  serving CA               {}  (bcd serving_ca_spki_pin)",
+        pins.serving_ca
+    );
+    println!(
+        "  JoinService signing      {}  (bcd join_signing_key_pin)",
+        pins.join_signing
+    );
+    println!(
+        "  JoinService encryption   {}  (bcd join_encryption_key_pin)",
+        pins.join_encryption
+    );
     println!("  audit signing            {}", pins.audit_signing);
     println!("  command-signing root     {}", pins.command_signing_root);
 }

@@ -39,16 +39,8 @@ impl TableSpec {
 pub async fn dump_table(tx: &mut StoreTx, table: &TableSpec) -> Result<Vec<String>, StoreError> {
     let sql = table.dump_sql(tx);
     let rows: Vec<String> = match tx {
-        StoreTx::Postgres(t) => {
-            sqlx::query_scalar(&sql)
-                .fetch_all(t.connection())
-                .await?
-        }
-        StoreTx::Sqlite(t) => {
-            sqlx::query_scalar(&sql)
-                .fetch_all(t.connection())
-                .await?
-        }
+        StoreTx::Postgres(t) => sqlx::query_scalar(&sql).fetch_all(t.connection()).await?,
+        StoreTx::Sqlite(t) => sqlx::query_scalar(&sql).fetch_all(t.connection()).await?,
     };
     Ok(rows)
 }

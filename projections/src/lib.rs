@@ -67,10 +67,8 @@ pub async fn apply_all(
     events: &[RecordedEvent],
 ) -> Result<(), ProjectionError> {
     for p in projections {
-        let mine: Vec<&RecordedEvent> = events
-            .iter()
-            .filter(|e| p.handles(&e.event_type))
-            .collect();
+        let mine: Vec<&RecordedEvent> =
+            events.iter().filter(|e| p.handles(&e.event_type)).collect();
         if !mine.is_empty() {
             p.apply(tx, &mine).await?;
         }
