@@ -15,6 +15,7 @@
 //! | `serving_lifetime` | `BC_SERVING_LIFETIME` | `30d` |
 //! | `feed_max_lag` | `BC_FEED_MAX_LAG` | `5s` |
 //! | `feed_poll_interval` | `BC_FEED_POLL_INTERVAL` | `20ms` |
+//! | `audit_seal_interval` | `BC_AUDIT_SEAL_INTERVAL` | `1h` |
 //! | `root_tenant` | `BC_ROOT_TENANT` | `root` |
 //! | `record_trust_reports` | `BC_RECORD_TRUST_REPORTS` | `true` |
 //! | `log_format` | `BC_LOG_FORMAT` | `text` (or `json`) |
@@ -125,6 +126,7 @@ pub struct FileConfig {
     pub serving_lifetime: Option<String>,
     pub feed_max_lag: Option<String>,
     pub feed_poll_interval: Option<String>,
+    pub audit_seal_interval: Option<String>,
     pub root_tenant: Option<String>,
     pub record_trust_reports: Option<bool>,
     pub log_format: Option<LogFormat>,
@@ -144,6 +146,8 @@ pub struct Settings {
     pub serving_lifetime: Duration,
     pub feed_max_lag: Duration,
     pub feed_poll_interval: Duration,
+    /// How often the audit sealer signs a checkpoint of every tenant whose tree grew.
+    pub audit_seal_interval: Duration,
     pub root_tenant: String,
     pub record_trust_reports: bool,
     pub log_format: LogFormat,
@@ -304,6 +308,12 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
             "30d",
         )?,
         feed_max_lag: duration_setting("feed_max_lag", "BC_FEED_MAX_LAG", file.feed_max_lag, "5s")?,
+        audit_seal_interval: duration_setting(
+            "audit_seal_interval",
+            "BC_AUDIT_SEAL_INTERVAL",
+            file.audit_seal_interval,
+            "1h",
+        )?,
         feed_poll_interval: duration_setting(
             "feed_poll_interval",
             "BC_FEED_POLL_INTERVAL",
@@ -372,6 +382,56 @@ pub struct Started {
     pub running: Running,
     pub join: Arc<JoinService>,
     pub keys: Arc<KeySet>,
+    /// Stops the audit sequencer and sealer.
+    pub audit_shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl Started {
+    /// Stops serving, then the audit sequencer and sealer.
+    pub async fn shutdown(self) {
+        self.running.shutdown().await;
+        let _ = self.audit_shutdown.send(true);
+    }
+}
+
+/// Starts the audit sequencer (follows the log, gives every event its per-tenant leaf) and the
+/// sealer (signs a checkpoint of every grown tenant each `interval`) as background tasks.
+fn start_audit(
+    store: &EventStore,
+    keys: &KeySet,
+    clock: Arc<dyn Clock>,
+    interval: Duration,
+) -> Result<tokio::sync::watch::Sender<bool>, ServeError> {
+    use commands::audit::{Sealer, SealerOptions, Sequencer, SequencerOptions};
+    let rng = ring::rand::SystemRandom::new();
+    let signer = domain::audit::AuditSigner::from_pkcs8(keys.audit_signing.pkcs8_der(), &rng)
+        .map_err(|e| ServeError::Invalid {
+            key: "pki_bundle",
+            message: format!("the audit signing key does not load: {e}"),
+        })?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let sequencer = Sequencer::new(store.clone(), SequencerOptions::default());
+    let seq_stop = stopped.clone();
+    tokio::spawn(async move {
+        if let Err(e) = sequencer.run(seq_stop).await {
+            tracing::error!(error = %e, "audit sequencer stopped");
+        }
+    });
+    let mut options = SealerOptions::new(keys.trust_domain.to_string());
+    options.interval = interval;
+    let sealer = Sealer::new(store.clone(), Arc::new(signer), clock, options);
+    tokio::spawn(async move {
+        let now = Arc::new(tokio::sync::Notify::new());
+        let report = |r: Result<_, commands::audit::AuditError>| {
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "audit seal failed");
+            }
+        };
+        if let Err(e) = sealer.run(now, stopped, report).await {
+            tracing::error!(error = %e, "audit sealer stopped");
+        }
+    });
+    Ok(stop)
 }
 
 /// Opens the store, loads the keys and starts the `all` role.
@@ -414,11 +474,13 @@ pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
     };
     config.metrics_listen = settings.metrics_listen;
     config.record_trust_reports = settings.record_trust_reports;
+    let audit_shutdown = start_audit(&store, &keys, clock.clone(), settings.audit_seal_interval)?;
     let running = gateway::run::start(store, keys.clone(), join.clone(), clock, config).await?;
     Ok(Started {
         running,
         join,
         keys,
+        audit_shutdown,
     })
 }
 
@@ -456,6 +518,6 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     );
     until_stopped(&mut started.running).await?;
     tracing::info!("stopping");
-    started.running.shutdown().await;
+    started.shutdown().await;
     Ok(())
 }

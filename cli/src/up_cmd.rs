@@ -293,7 +293,7 @@ pub async fn up(args: UpArgs) -> Result<(), UpError> {
     }
     let _ = std::io::stdout().flush();
     serve_cmd::until_stopped(&mut started.running).await?;
-    started.running.shutdown().await;
+    started.shutdown().await;
     Ok(())
 }
 
