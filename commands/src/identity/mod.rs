@@ -29,45 +29,8 @@ use projections::ProjectionError;
 use prost::Message;
 use time::Duration;
 
-use crate::run::MAX_ATTEMPTS;
 use crate::{append_and_project, AsConflict, Clock, RunError};
 
-/// The transaction boundary of these handlers: like [`crate::in_transaction`] (commit, or retry
-/// the whole body from a fresh read on a conflict), written out inline so the handlers' futures
-/// stay `Send` (async closures lose that today) and a gateway can spawn them.
-macro_rules! with_tx {
-    ($store:expr, $tx:ident, $body:block) => {{
-        let mut attempt = 0usize;
-        loop {
-            attempt += 1;
-            let mut txv = $store.begin().await.map_err(IdentityError::from)?;
-            let result: Result<_, IdentityError> = async {
-                let $tx: &mut StoreTx = &mut txv;
-                $body
-            }
-            .await;
-            match result {
-                Ok(value) => {
-                    txv.commit().await.map_err(IdentityError::from)?;
-                    break Ok(value);
-                }
-                Err(e) => {
-                    let _ = txv.rollback().await;
-                    match e.into_conflict() {
-                        Ok(_) if attempt < MAX_ATTEMPTS => continue,
-                        Ok(last) => {
-                            break Err(IdentityError::Run(RunError::TooManyConflicts {
-                                attempts: attempt,
-                                last,
-                            }))
-                        }
-                        Err(other) => break Err(other),
-                    }
-                }
-            }
-        }
-    }};
-}
 use store::query_as;
 pub use views::{CertView, CreatedToken, NodeDetail, NodeView, TokenView};
 
@@ -379,7 +342,7 @@ impl JoinService {
         let opened = match open_join(&ctx, &input) {
             Ok(o) => o,
             Err((refusal, csr_sha)) => {
-                with_tx!(&self.store, tx, {
+                crate::transaction!(&self.store, IdentityError, |tx| {
                     self.record_join_refusal(tx, refusal, &root, "", csr_sha, hw_digest, now_us)
                         .await
                 })?;
@@ -389,7 +352,7 @@ impl JoinService {
         let csr_sha = *opened.csr.sha256();
         let hash = opened.secret_hash();
 
-        let outcome = with_tx!(&self.store, tx, {
+        let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
             let token_row = store::token_by_hash(tx, hash.as_bytes()).await?;
             let token = token_row.as_ref().map(|r| r.state()).transpose()?;
             let holder_row = match opened.digests.hardware_key {
@@ -579,7 +542,7 @@ impl JoinService {
             Ok(p) => p,
             Err((refusal, ids, csr_sha)) => {
                 let (node_id, serial) = ids.unwrap_or_default();
-                with_tx!(&self.store, tx, {
+                crate::transaction!(&self.store, IdentityError, |tx| {
                     self.record_renew_refusal(
                         tx, refusal, &root, &node_id, &serial, csr_sha, now_us,
                     )
@@ -592,7 +555,7 @@ impl JoinService {
         let serial = prepared.serial_hex();
         let csr_sha = *prepared.csr.sha256();
 
-        let outcome = with_tx!(&self.store, tx, {
+        let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
             let node_row = store::node_by_id(tx, &node_id).await?;
             let cert_row = store::cert_by_serial(tx, &serial).await?;
             let state = RenewState {
@@ -679,7 +642,7 @@ impl JoinService {
             allow_reclaim: new.allow_reclaim,
         };
         let events = decide_create_token(&cmd, now)?;
-        let token = with_tx!(&self.store, tx, {
+        let token = crate::transaction!(&self.store, IdentityError, |tx| {
             append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
             store::token_by_id(tx, &cmd.token_id)
                 .await?
@@ -698,7 +661,7 @@ impl JoinService {
         reason: &str,
     ) -> Result<TokenView, IdentityError> {
         let now_us = self.clock.now_us();
-        let row = with_tx!(&self.store, tx, {
+        let row = crate::transaction!(&self.store, IdentityError, |tx| {
             let row = store::token_by_id(tx, token_id).await?;
             let state = row.as_ref().map(|r| r.state()).transpose()?;
             let events = decide_revoke_token(token_id, state.as_ref(), reason)?;
@@ -740,7 +703,7 @@ impl JoinService {
         ) -> Result<Vec<IdentityEvent>, AdminRefusal>,
     ) -> Result<NodeView, IdentityError> {
         let now_us = self.clock.now_us();
-        let row = with_tx!(&self.store, tx, {
+        let row = crate::transaction!(&self.store, IdentityError, |tx| {
             let row = store::node_by_id(tx, node_id).await?;
             let state = row.as_ref().map(|r| r.state()).transpose()?;
             let events = decide(state.as_ref())?;
@@ -828,7 +791,7 @@ impl JoinService {
         }
         let now_us = self.clock.now_us();
         let root = self.config.root_tenant.clone();
-        with_tx!(&self.store, tx, {
+        crate::transaction!(&self.store, IdentityError, |tx| {
             let keys = query_as!(
                 tx,
                 Key,
@@ -869,7 +832,7 @@ impl JoinService {
     /// `security.refusals.suppressed` events. Returns how many events were written.
     pub async fn flush_suppressed_refusals(&self) -> Result<u64, IdentityError> {
         let now_us = self.clock.now_us();
-        with_tx!(&self.store, tx, {
+        crate::transaction!(&self.store, IdentityError, |tx| {
             refusals::flush_in(tx, None, refusals::window_start(now_us), now_us).await
         })
     }
