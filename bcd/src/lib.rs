@@ -14,6 +14,7 @@
 //! | [`status`] | `bcd status` and `bcd doctor` |
 //! | [`client`] | gRPC over TLS 1.3 pinned to the serving CA; the Join transport |
 //! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
+//! | [`trust_bundle`] | checking a Welcome's signed trust bundle and keeping it in `identity.json` |
 //!
 //! The network (gRPC over pinned mTLS) plugs in through [`join::JoinTransport`] and
 //! [`status::NetworkChecks`].
@@ -30,4 +31,5 @@ pub mod renewal_schedule;
 pub mod reset;
 pub mod status;
 pub mod token_input;
+pub mod trust_bundle;
 pub mod verify_join;

@@ -347,10 +347,32 @@ fn node(config: &Config, dir: &DataDir) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format_args!("bcd node: cannot start an async runtime: {e}")),
     };
+    // Welcome trust bundles are verified under the JoinService signing key before they are
+    // stored: with join_signing_key_pin set, join-signing.jwk beside config.toml must match it.
+    let join_signing_key = match config.pins.join_signing_key_pin {
+        Some(pin) => {
+            let beside = config
+                .path
+                .as_ref()
+                .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+                .unwrap_or_else(|| PathBuf::from("/etc/bcd"));
+            match load_join_signing_key(&beside.join(JOIN_SIGNING_JWK), &pin) {
+                Ok(key) => Some(key),
+                Err(e) => return fail(format_args!("bcd node: {e}")),
+            }
+        }
+        None => {
+            eprintln!(
+                "bcd node: join_signing_key_pin is not set: trust bundles from the gateway are not verified, so none is stored"
+            );
+            None
+        }
+    };
     let options = NodeOptions {
         server,
         serving_ca: pin,
         status_interval: std::time::Duration::from_secs(30),
+        join_signing_key,
     };
     match runtime.block_on(run_node(dir, &options)) {
         // run_node logged `certificate revoked: <reason> (serial ...)`.

@@ -20,14 +20,17 @@
 //!    alert `certificate_revoked` (a revocation that happened while bcd was disconnected); the
 //!    alert comes over the connection pinned to the serving CA, so no one else can forge it.
 //!
-//! Each `Welcome` raises the `serverTime` high-water mark in `identity.json`.
+//! Each `Welcome` raises the `serverTime` high-water mark in `identity.json`, and its signed trust
+//! bundle, once verified under the pinned join signing key and only when newer than the one
+//! held, is stored there too ([`crate::trust_bundle`]); the next `StatusReport` carries the new
+//! version.
 //!
 //! [`NetworkDoctor`] is `bcd doctor`'s network half: a pinned TLS handshake with the gateway, and
 //! the clock against the `Welcome` of a real session.
 
 use std::time::Duration as StdDuration;
 
-use domain::pki::Pin;
+use domain::pki::{Pin, PublicKey};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 use tokio_stream::wrappers::ReceiverStream;
@@ -44,6 +47,7 @@ use crate::join::CallError;
 use crate::renewal::{check_renewal_answer, prepare_renewal, PrepareError, RenewalAnswerError};
 use crate::renewal_schedule::{jitter, next_renewal_attempt, renew_at, Pushback};
 use crate::status::{Check, Level, NetworkChecks, CLOCK_TOLERANCE};
+use crate::trust_bundle::{apply_welcome_trust, TrustUpdate};
 use proto::gateway_message::Body as GatewayBody;
 use proto::node_message::Body as NodeBody;
 
@@ -67,6 +71,9 @@ pub struct NodeOptions {
     pub serving_ca: Pin,
     /// How often a `StatusReport` is sent.
     pub status_interval: StdDuration,
+    /// The JoinService signing key (`join-signing.jwk`, checked against `join_signing_key_pin`):
+    /// Welcome trust bundles are verified under it and stored. `None`: they are not stored.
+    pub join_signing_key: Option<PublicKey>,
 }
 
 /// How `bcd node` ended (it runs until one of these).
@@ -237,8 +244,9 @@ pub async fn hold_session(
     loaded: &LoadedIdentity,
     until: OffsetDateTime,
     status_interval: StdDuration,
+    signing_key: Option<&PublicKey>,
 ) -> SessionEnd {
-    let trust_version = loaded.stored.trust_version;
+    let mut trust_version = loaded.stored.trust_version;
     let (tx, rx) = tokio::sync::mpsc::channel::<proto::NodeMessage>(8);
     let hello = proto::NodeMessage {
         body: Some(NodeBody::Hello(proto::Hello {
@@ -289,6 +297,27 @@ pub async fn hold_session(
                     if let Some(t) = server_time {
                         if let Err(e) = record_server_time(dir, t) {
                             log(format_args!("recording the server time: {e}"));
+                        }
+                    }
+                    if let Some(key) = signing_key {
+                        match apply_welcome_trust(dir, key, &w) {
+                            Ok(TrustUpdate::Stored { previous, version }) => {
+                                log(format_args!(
+                                    "trust bundle version {version} verified and stored (held {previous})"
+                                ));
+                                trust_version = version;
+                                let report = proto::NodeMessage {
+                                    body: Some(NodeBody::Status(proto::StatusReport {
+                                        client_time_ms: now_ms(OffsetDateTime::now_utc()),
+                                        trust_version,
+                                    })),
+                                };
+                                if tx.send(report).await.is_err() {
+                                    return SessionEnd::Lost("the session's stream closed".to_owned());
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) => log(format_args!("{e}; keeping trust version {trust_version}")),
                         }
                     }
                 }
@@ -400,7 +429,15 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
 
         let end = match connect(&options.server, options.serving_ca, Some(&identity)).await {
             Ok(mut client) => {
-                hold_session(&mut client, dir, &loaded, due, options.status_interval).await
+                hold_session(
+                    &mut client,
+                    dir,
+                    &loaded,
+                    due,
+                    options.status_interval,
+                    options.join_signing_key.as_ref(),
+                )
+                .await
             }
             Err(ClientError::CertificateRevoked { addr }) => SessionEnd::Revoked {
                 reason: format!("the gateway at {addr} refused this certificate as revoked at the TLS handshake"),

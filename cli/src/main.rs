@@ -10,10 +10,12 @@ use clap::{Parser, Subcommand};
 
 mod audit_cmd;
 mod batch_cmd;
+mod internal_cert_cmd;
 mod node_cmd;
 mod pki_cmd;
 mod replay_cmd;
 mod serve_cmd;
+mod serve_split;
 mod store_cmd;
 mod token_cmd;
 mod up_cmd;

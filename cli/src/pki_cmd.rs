@@ -32,6 +32,8 @@ pub enum PkiCmdError {
     Bundle { path: PathBuf, source: BundleError },
     #[error("{path} already exists: a PKI bundle is never overwritten (move it away first if you really mean to replace every key of the deployment)")]
     Exists { path: PathBuf },
+    #[error("{0}")]
+    Internal(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -45,6 +47,8 @@ pub enum PkiCommand {
     Init(InitArgs),
     /// Print a bundle's pins and whether its public half was authenticated.
     Show(ShowArgs),
+    /// Issue a split gateway's internal client certificate (for the api's internal endpoint).
+    IssueInternal(crate::internal_cert_cmd::IssueInternalArgs),
 }
 
 #[derive(Args)]
@@ -75,6 +79,8 @@ pub fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
     match cmd {
         PkiCommand::Init(args) => init(args),
         PkiCommand::Show(args) => show(args),
+        PkiCommand::IssueInternal(args) => crate::internal_cert_cmd::issue_internal(args)
+            .map_err(|e| PkiCmdError::Internal(e.to_string())),
     }
 }
 

@@ -1,4 +1,5 @@
-//! `bcctl serve`: the JoinService and the gateway in one process (`--role all`).
+//! `bcctl serve`: the JoinService and the gateway in one process (`--role all`), or split
+//! (`--role api` and `--role gateway`, see [`crate::serve_split`]).
 //!
 //! Configuration: a TOML file (`--config`), overridden by the environment, overridden by flags.
 //!
@@ -19,6 +20,12 @@
 //! | `root_tenant` | `BC_ROOT_TENANT` | `root` |
 //! | `record_trust_reports` | `BC_RECORD_TRUST_REPORTS` | `true` |
 //! | `log_format` | `BC_LOG_FORMAT` | `text` (or `json`) |
+//! | `trust_version_floor` | `BC_TRUST_VERSION_FLOOR` | `0` (the published trust version is never below it) |
+//! | `api_internal_listen` | `BC_API_INTERNAL_LISTEN` | `127.0.0.1:9443` (`api`: where gateways connect) |
+//! | `api_internal_names` | `BC_API_INTERNAL_NAMES` (comma-separated) | `["localhost", "127.0.0.1"]` (`api`: names of its internal certificate) |
+//! | `api_internal_url` | `BC_API_INTERNAL_URL` | none; required by `gateway` (`host:port` of the api's internal endpoint) |
+//! | `internal_cert` | `BC_INTERNAL_CERT` | none; required by `gateway` (from `bcctl pki issue-internal`) |
+//! | `internal_key` | `BC_INTERNAL_KEY` | none; required by `gateway` (mode 0600) |
 //!
 //! Durations are `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (`30s`, `24h`).
 
@@ -48,8 +55,21 @@ pub enum ServeError {
     ConfigSyntax { path: PathBuf, message: String },
     #[error("configuration {key}: {message}")]
     Invalid { key: &'static str, message: String },
-    #[error("--role {0} is not implemented in this build (the api/gateway split with an internal mTLS relay is not done): run --role all")]
-    RoleNotImplemented(&'static str),
+    #[error(
+        "--role {role} needs {key} in the configuration file or {env} in the environment: {hint}"
+    )]
+    Missing {
+        role: &'static str,
+        key: &'static str,
+        env: &'static str,
+        hint: &'static str,
+    },
+    #[error("internal certificate: {0}")]
+    InternalCert(String),
+    #[error("the api relay: {0}")]
+    Relay(#[from] gateway::relay::RelayError),
+    #[error("settling the trust bundle: {0}")]
+    Trust(String),
     #[error("{path}: cannot read the PKI bundle: {source} (create one with `bcctl pki init` or run `bcctl up`)")]
     ReadBundle {
         path: PathBuf,
@@ -76,9 +96,9 @@ pub enum ServeError {
 pub enum Role {
     /// JoinService and gateway in one process.
     All,
-    /// JoinService only, behind gateways (not implemented).
+    /// JoinService, signing and the audit sequencer/sealer, serving gateways over internal mTLS.
     Api,
-    /// Gateway only, relaying to an api (not implemented).
+    /// Agent-facing gateway without signing keys, relaying Join and Renew to an api.
     Gateway,
 }
 
@@ -130,6 +150,12 @@ pub struct FileConfig {
     pub root_tenant: Option<String>,
     pub record_trust_reports: Option<bool>,
     pub log_format: Option<LogFormat>,
+    pub trust_version_floor: Option<u64>,
+    pub api_internal_listen: Option<String>,
+    pub api_internal_names: Option<Vec<String>>,
+    pub api_internal_url: Option<String>,
+    pub internal_cert: Option<PathBuf>,
+    pub internal_key: Option<PathBuf>,
 }
 
 /// Everything resolved.
@@ -151,6 +177,27 @@ pub struct Settings {
     pub root_tenant: String,
     pub record_trust_reports: bool,
     pub log_format: LogFormat,
+    /// The published trust bundle version is never below it (pki.trustVersion).
+    pub trust_version_floor: u64,
+    /// `api`: where gateways connect.
+    pub api_internal_listen: SocketAddr,
+    /// `api`: the names its internal certificate carries.
+    pub api_internal_names: Vec<String>,
+    /// `gateway`: the api's internal endpoint, `host:port`.
+    pub api_internal_url: Option<String>,
+    /// `gateway`: its internal client certificate chain (PEM).
+    pub internal_cert: Option<PathBuf>,
+    /// `gateway`: its internal client key (PKCS#8 PEM, mode 0600).
+    pub internal_key: Option<PathBuf>,
+}
+
+fn list_env(name: &str) -> Option<Vec<String>> {
+    env(name).map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
 }
 
 /// Parses `30s`, `250ms`, `5m`, `24h`, `7d`.
@@ -258,6 +305,16 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
         }
         (None, None) => file.log_format.unwrap_or(LogFormat::Text),
     };
+    let trust_version_floor = match env("BC_TRUST_VERSION_FLOOR") {
+        Some(v) => v.parse::<u64>().map_err(|_| ServeError::Invalid {
+            key: "trust_version_floor",
+            message: format!("{v:?} is not a whole number"),
+        })?,
+        None => file.trust_version_floor.unwrap_or(0),
+    };
+    let api_internal_listen = env("BC_API_INTERNAL_LISTEN")
+        .or(file.api_internal_listen)
+        .unwrap_or_else(|| "127.0.0.1:9443".into());
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -282,13 +339,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
             .map(PathBuf::from)
             .or(file.deployment_secret_file),
         role,
-        serving_names: env("BC_SERVING_NAMES")
-            .map(|v| {
-                v.split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
+        serving_names: list_env("BC_SERVING_NAMES")
             .or(file.serving_names)
             .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into()]),
         metrics_listen: match metrics_listen.as_str() {
@@ -325,6 +376,18 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
             .unwrap_or_else(|| "root".into()),
         record_trust_reports,
         log_format,
+        trust_version_floor,
+        api_internal_listen: socket("api_internal_listen", &api_internal_listen)?,
+        api_internal_names: list_env("BC_API_INTERNAL_NAMES")
+            .or(file.api_internal_names)
+            .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into()]),
+        api_internal_url: env("BC_API_INTERNAL_URL").or(file.api_internal_url),
+        internal_cert: env("BC_INTERNAL_CERT")
+            .map(PathBuf::from)
+            .or(file.internal_cert),
+        internal_key: env("BC_INTERNAL_KEY")
+            .map(PathBuf::from)
+            .or(file.internal_key),
     })
 }
 
@@ -434,19 +497,27 @@ fn start_audit(
     Ok(stop)
 }
 
-/// Opens the store, loads the keys and starts the `all` role.
-pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
-    match settings.role {
-        Role::All => {}
-        Role::Api => return Err(ServeError::RoleNotImplemented("api")),
-        Role::Gateway => return Err(ServeError::RoleNotImplemented("gateway")),
-    }
+/// What the `all` and `api` roles share: the keys, the store, the JoinService, the settled trust
+/// bundle, the audit sequencer and sealer.
+pub(crate) struct Core {
+    pub keys: Arc<KeySet>,
+    pub store: EventStore,
+    pub clock: Arc<dyn Clock>,
+    pub join: Arc<JoinService>,
+    pub audit_shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+/// Loads the keys, opens the store, settles the trust bundle, starts the JoinService and the
+/// audit sequencer and sealer.
+pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> {
     let keys = Arc::new(load_keys(
         &settings.pki_bundle,
         settings.deployment_secret_file.as_deref(),
     )?);
     let store = EventStore::open(&settings.database_url).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    crate::serve_split::settle_trust(&store, clock.as_ref(), &keys, settings.trust_version_floor)
+        .await?;
     let mut identity = IdentityConfig::new(keys.trust_domain.clone());
     identity.leaf_lifetime =
         time::Duration::try_from(settings.leaf_lifetime).map_err(|e| ServeError::Invalid {
@@ -460,6 +531,18 @@ pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
         clock.clone(),
         identity,
     )?);
+    let audit_shutdown = start_audit(&store, &keys, clock.clone(), settings.audit_seal_interval)?;
+    Ok(Core {
+        keys,
+        store,
+        clock,
+        join,
+        audit_shutdown,
+    })
+}
+
+/// The agent-facing gateway's settings.
+pub(crate) fn gateway_config(settings: &Settings) -> Result<GatewayConfig, ServeError> {
     let mut config = GatewayConfig::new(settings.listen);
     config.serving_names = settings.serving_names.clone();
     config.serving_lifetime =
@@ -474,7 +557,19 @@ pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
     };
     config.metrics_listen = settings.metrics_listen;
     config.record_trust_reports = settings.record_trust_reports;
-    let audit_shutdown = start_audit(&store, &keys, clock.clone(), settings.audit_seal_interval)?;
+    Ok(config)
+}
+
+/// Starts the `all` role: JoinService and gateway in this process.
+pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
+    let Core {
+        keys,
+        store,
+        clock,
+        join,
+        audit_shutdown,
+    } = start_core(settings).await?;
+    let config = gateway_config(settings)?;
     let running = gateway::run::start(store, keys.clone(), join.clone(), clock, config).await?;
     Ok(Started {
         running,
@@ -486,6 +581,13 @@ pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
 
 /// Waits for Ctrl-C or SIGTERM.
 pub async fn until_stopped(running: &mut Running) -> Result<(), ServeError> {
+    until_signal(running.wait()).await
+}
+
+/// Waits for Ctrl-C, SIGTERM, or `stopped` (a server that ended by itself).
+pub(crate) async fn until_signal(
+    stopped: impl std::future::Future<Output = Result<(), String>>,
+) -> Result<(), ServeError> {
     #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -500,13 +602,18 @@ pub async fn until_stopped(running: &mut Running) -> Result<(), ServeError> {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => Ok(()),
         _ = term => Ok(()),
-        r = running.wait() => r.map_err(ServeError::Stopped),
+        r = stopped => r.map_err(ServeError::Stopped),
     }
 }
 
 pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let settings = resolve(&args)?;
     init_logging(settings.log_format);
+    match settings.role {
+        Role::All => {}
+        Role::Api => return crate::serve_split::serve_api(&settings).await,
+        Role::Gateway => return crate::serve_split::serve_gateway(&settings).await,
+    }
     let mut started = start(&settings).await?;
     eprintln!(
         "bcctl serve: listening on {} (metrics {})",

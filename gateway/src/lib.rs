@@ -5,11 +5,16 @@
 //! the API, and never let a certificate through that the node CA did not issue, that names
 //! another trust domain, more or fewer than one SPIFFE ID or role, or a revoked serial.
 
+pub mod api;
+pub mod backend;
 pub mod conn;
 pub mod feed;
+pub mod internal_tls;
 pub mod metrics;
+pub mod relay;
 pub mod revoked;
 pub mod run;
 pub mod server;
 pub mod sessions;
 pub mod tls;
+pub mod trust;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use commands::identity::JoinService;
 use commands::Clock;
 use domain::pki::{
-    issue_serving_certificate, KeyRole, KeySet, PrivateKey, Serial, ServingCertificateRequest,
-    ServingRole,
+    issue_serving_certificate, KeyRole, KeySet, PrivateKey, PublicBundle, Serial,
+    ServingCertificateRequest, ServingRole, TrustDomain,
 };
 use events::store::EventStore;
 use proto::node_service_server::NodeServiceServer;
@@ -19,13 +19,16 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tonic_health::ServingStatus;
 
+use crate::backend::Backend;
 use crate::conn::tls_incoming;
 use crate::feed::{self, FeedHealth, FeedOptions, FeedTargets};
 use crate::metrics::{serve_metrics, MetricSources, Metrics};
+use crate::relay::ApiClient;
 use crate::revoked::RevokedSerials;
-use crate::server::{NodeServer, TrustReporter, TrustSource};
+use crate::server::{NodeServer, TrustReporter};
 use crate::sessions::Sessions;
 use crate::tls::{server_config, NodeClientVerifier, RefusalCounters};
+use crate::trust::TrustSigner;
 
 /// The gRPC service name the health service reports on (besides the overall `""`).
 pub const SERVICE_NAME: &str = "bc.wire.v1.NodeService";
@@ -77,7 +80,12 @@ pub enum StartError {
     },
     #[error(transparent)]
     Feed(#[from] feed::FeedError),
+    #[error("the api at {url} did not issue this gateway's serving certificate: {reason} (is `bcctl serve --role api` running there, and is this gateway's internal certificate from `bcctl pki issue-internal` of this deployment?)")]
+    Api { url: String, reason: String },
 }
+
+/// How long a split gateway waits at start for the api to issue its serving certificate.
+pub const API_START_WAIT: Duration = Duration::from_secs(30);
 
 /// A running gateway.
 pub struct Running {
@@ -125,7 +133,7 @@ impl Running {
     }
 }
 
-fn serving_request(
+pub(crate) fn serving_request(
     names: &[String],
     lifetime: time::Duration,
 ) -> Result<ServingCertificateRequest, StartError> {
@@ -165,7 +173,101 @@ pub async fn start(
         clock.now() - time::Duration::minutes(5),
     )
     .map_err(|e| StartError::Serving(e.to_string()))?;
+    let edge = Edge {
+        trust_domain: keys.trust_domain.clone(),
+        node_ca_der: keys.node_ca.cert_der().to_vec(),
+        chain: vec![issued.der, keys.serving_ca.cert_der().to_vec()],
+        key: serving_key,
+    };
+    let backend = Backend::local(join, TrustSigner::new(store.clone(), keys));
+    serve_edge(store, edge, backend, clock, config).await
+}
 
+/// Starts a split gateway (the `gateway` role): it holds no signing key, only the public half
+/// of the PKI bundle. Its serving certificate is issued by the api for a key made here; Join,
+/// Renew and the Welcome trust bundle are relayed to the api over internal mTLS. The store is
+/// read for the revocation feed and sessions, and written only with nodes' trust reports.
+pub async fn start_gateway(
+    store: EventStore,
+    public: &PublicBundle,
+    api: ApiClient,
+    clock: Arc<dyn Clock>,
+    config: GatewayConfig,
+) -> Result<Running, StartError> {
+    let serving_key =
+        PrivateKey::generate(KeyRole::Serving).map_err(|e| StartError::Serving(e.to_string()))?;
+    // Check the names here: a bad one is a configuration error, not something to retry.
+    serving_request(&config.serving_names, config.serving_lifetime)?;
+    let lifetime =
+        Duration::from_secs(u64::try_from(config.serving_lifetime.whole_seconds()).unwrap_or(0));
+    let deadline = tokio::time::Instant::now() + API_START_WAIT;
+    let chain = loop {
+        match api
+            .issue_serving_certificate(
+                serving_key.public_key().spki_der().to_vec(),
+                config.serving_names.clone(),
+                lifetime,
+            )
+            .await
+        {
+            Ok(chain) => break chain,
+            Err(s)
+                if s.code() == tonic::Code::Unavailable
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tracing::warn!(api = %api.url(), error = %s.message(), "waiting for the api");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(s) => {
+                return Err(StartError::Api {
+                    url: api.url().to_owned(),
+                    reason: format!("{:?}: {}", s.code(), s.message()),
+                })
+            }
+        }
+    };
+    let certifies_our_key = chain
+        .first()
+        .and_then(|der| x509_parser::parse_x509_certificate(der).ok())
+        .is_some_and(|(_, c)| {
+            c.tbs_certificate.subject_pki.raw == serving_key.public_key().spki_der()
+        });
+    if !certifies_our_key
+        || chain.get(1).map(Vec::as_slice) != Some(public.serving_ca_der.as_slice())
+    {
+        return Err(StartError::Api {
+            url: api.url().to_owned(),
+            reason:
+                "the chain it answered does not certify this gateway's key under the serving CA"
+                    .into(),
+        });
+    }
+    let edge = Edge {
+        trust_domain: public.trust_domain.clone(),
+        node_ca_der: public.node_ca_der.clone(),
+        chain,
+        key: serving_key,
+    };
+    serve_edge(store, edge, Backend::relay(api), clock, config).await
+}
+
+/// What the agent-facing side needs: no CA or signing key, only the serving certificate's own.
+struct Edge {
+    trust_domain: TrustDomain,
+    node_ca_der: Vec<u8>,
+    /// Leaf first, then the serving CA.
+    chain: Vec<Vec<u8>>,
+    key: PrivateKey,
+}
+
+async fn serve_edge(
+    store: EventStore,
+    edge: Edge,
+    backend: Backend,
+    clock: Arc<dyn Clock>,
+    config: GatewayConfig,
+) -> Result<Running, StartError> {
+    let relay = backend.is_relay();
     let revoked = Arc::new(RevokedSerials::new());
     let refusals = Arc::new(RefusalCounters::default());
     let sessions = Sessions::new();
@@ -186,15 +288,15 @@ pub async fn start(
     ))];
 
     let verifier = NodeClientVerifier::new(
-        keys.node_ca.cert_der(),
-        keys.trust_domain.clone(),
+        &edge.node_ca_der,
+        edge.trust_domain.clone(),
         revoked.clone(),
         refusals.clone(),
     )?
     .optional();
     let tls = server_config(
-        vec![issued.der, keys.serving_ca.cert_der().to_vec()],
-        serving_key.pkcs8_der().to_vec(),
+        edge.chain,
+        edge.key.pkcs8_der().to_vec(),
         Arc::new(verifier),
     )?;
     let listener = TcpListener::bind(config.listen)
@@ -235,14 +337,13 @@ pub async fn start(
         TrustReporter::disabled()
     };
     let node_server = NodeServer {
-        join,
+        backend: Arc::new(backend),
         store: store.clone(),
-        trust_domain: keys.trust_domain.clone(),
+        trust_domain: edge.trust_domain.clone(),
         sessions,
         revoked,
         feed: health.clone(),
         metrics,
-        trust: Arc::new(TrustSource::new(store, keys.clone())),
         reporter,
         clock,
     };
@@ -280,7 +381,7 @@ pub async fn start(
     let incoming = tls_incoming(
         listener,
         TlsAcceptor::from(Arc::new(tls)),
-        keys.trust_domain.clone(),
+        edge.trust_domain.clone(),
     );
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let server = tokio::spawn(
@@ -292,7 +393,7 @@ pub async fn start(
                 let _ = shutdown_rx.await;
             }),
     );
-    tracing::info!(%addr, metrics = ?metrics_addr, trust_domain = %keys.trust_domain, "gateway serving");
+    tracing::info!(%addr, metrics = ?metrics_addr, trust_domain = %edge.trust_domain, relay, "gateway serving");
     Ok(Running {
         addr,
         metrics_addr,

@@ -6,14 +6,13 @@
 //! (gRPC's name for ACCESS_DENIED), every Renew refusal PERMISSION_DENIED "Renew refused".
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use commands::identity::{IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED};
+use commands::identity::RENEW_REFUSED;
 use commands::quorum::TrustReport;
-use commands::{Clock, RunError};
-use domain::pki::statement::{sign, TrustBundleStatement};
-use domain::pki::{KeySet, NodeIdentity, TrustDomain};
+use commands::Clock;
+use domain::pki::{NodeIdentity, TrustDomain};
 use events::store::EventStore;
 use proto::node_service_server::NodeService;
 use proto::{
@@ -24,86 +23,14 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::backend::Backend;
 use crate::conn::PeerInfo;
 use crate::feed::FeedHealth;
 use crate::metrics::Metrics;
 use crate::revoked::RevokedSerials;
 use crate::sessions::{SessionEnd, Sessions};
 use crate::tls::VerifiedNode;
-
-/// How long a cached Welcome trust bundle is served before it is read again.
-const TRUST_CACHE: Duration = Duration::from_secs(2);
-
-/// The trust bundle part of a Welcome: the published version and its signed content.
-#[derive(Clone, Debug, Default)]
-pub struct WelcomeTrust {
-    pub version: u64,
-    pub bundle: Vec<u8>,
-    pub signature: Vec<u8>,
-}
-
-/// Reads the published trust bundle (`trust_bundle_state`) and signs it with the JoinService
-/// signing key (purpose `trust-bundle`, bound to the trust domain), cached for a moment.
-pub struct TrustSource {
-    store: EventStore,
-    keys: Arc<KeySet>,
-    cache: Mutex<Option<(Instant, WelcomeTrust)>>,
-}
-
-#[derive(sqlx::FromRow)]
-struct BundleRow {
-    version: i64,
-    content: Vec<u8>,
-}
-
-impl TrustSource {
-    pub fn new(store: EventStore, keys: Arc<KeySet>) -> Self {
-        TrustSource {
-            store,
-            keys,
-            cache: Mutex::new(None),
-        }
-    }
-
-    /// The bundle to put in a Welcome; version 0 and empty when none is published.
-    pub async fn current(&self) -> Result<WelcomeTrust, String> {
-        if let Ok(c) = self.cache.lock() {
-            if let Some((at, t)) = c.as_ref() {
-                if at.elapsed() < TRUST_CACHE {
-                    return Ok(t.clone());
-                }
-            }
-        }
-        const SQL: &str = "SELECT version, content FROM trust_bundle_state WHERE id = 1";
-        let row: Option<BundleRow> = match &self.store {
-            EventStore::Postgres(s) => sqlx::query_as(SQL).fetch_optional(s.pool()).await,
-            EventStore::Sqlite(s) => sqlx::query_as(SQL).fetch_optional(s.reader()).await,
-        }
-        .map_err(|e| format!("reading trust_bundle_state: {e}"))?;
-        let trust = match row {
-            None => WelcomeTrust::default(),
-            Some(row) => {
-                let signature = sign(
-                    &self.keys.join_signing,
-                    &TrustBundleStatement {
-                        trust_domain: self.keys.trust_domain.as_str(),
-                        bundle: &row.content,
-                    },
-                )
-                .map_err(|e| format!("signing the trust bundle: {e}"))?;
-                WelcomeTrust {
-                    version: u64::try_from(row.version).unwrap_or(0),
-                    bundle: row.content,
-                    signature: signature.as_bytes().to_vec(),
-                }
-            }
-        };
-        if let Ok(mut c) = self.cache.lock() {
-            *c = Some((Instant::now(), trust.clone()));
-        }
-        Ok(trust)
-    }
-}
+use crate::trust::WelcomeTrust;
 
 /// Records the trust versions nodes report, through `commands::quorum::report_node_trust`
 /// (the `node.trust.reported` event), off the request path: reports queue here and one worker
@@ -147,14 +74,13 @@ impl TrustReporter {
 /// The NodeService.
 #[derive(Clone)]
 pub struct NodeServer {
-    pub(crate) join: Arc<JoinService>,
+    pub(crate) backend: Arc<Backend>,
     pub(crate) store: EventStore,
     pub(crate) trust_domain: TrustDomain,
     pub(crate) sessions: Arc<Sessions>,
     pub(crate) revoked: Arc<RevokedSerials>,
     pub(crate) feed: Arc<FeedHealth>,
     pub(crate) metrics: Arc<Metrics>,
-    pub(crate) trust: Arc<TrustSource>,
     pub(crate) reporter: TrustReporter,
     pub(crate) clock: Arc<dyn Clock>,
 }
@@ -169,19 +95,6 @@ fn verified<T>(request: &Request<T>) -> Result<VerifiedNode, Status> {
                 "this call needs the node's client certificate (mTLS); join first",
             )
         })
-}
-
-fn internal(what: &str, e: &IdentityError) -> Status {
-    match e {
-        IdentityError::Run(RunError::Store(_)) | IdentityError::Query(_) => {
-            tracing::error!(error = %e, "{what}: the store failed");
-            Status::unavailable("the control plane's store is unavailable; retry later")
-        }
-        _ => {
-            tracing::error!(error = %e, "{what} failed");
-            Status::internal("internal error (see the server log)")
-        }
-    }
 }
 
 impl NodeServer {
@@ -217,18 +130,18 @@ impl NodeService for NodeServer {
         &self,
         request: Request<JoinRequest>,
     ) -> Result<Response<SignedJoinResponse>, Status> {
-        match self.join.join(request.get_ref()).await {
+        match self.backend.join(request.into_inner()).await {
             Ok(answer) => {
                 self.metrics.join_requests.inc("joined");
                 Ok(Response::new(answer))
             }
-            Err(IdentityError::AccessDenied(_)) | Err(IdentityError::UnsupportedAttestor(_)) => {
+            Err(s) if s.code() == tonic::Code::PermissionDenied => {
                 self.metrics.join_requests.inc("refused");
-                Err(Status::permission_denied(JOIN_REFUSED))
+                Err(s)
             }
-            Err(e) => {
+            Err(s) => {
                 self.metrics.join_requests.inc("error");
-                Err(internal("join", &e))
+                Err(s)
             }
         }
     }
@@ -259,18 +172,19 @@ impl NodeService for NodeServer {
             tracing::info!(node = %node.identity().spiffe_id, "renew refused: the chain is not the connection's certificate");
             return Err(Status::permission_denied(RENEW_REFUSED));
         }
-        match self.join.renew(request.get_ref()).await {
+        let leaf = node.leaf_der().to_vec();
+        match self.backend.renew(request.into_inner(), leaf).await {
             Ok(answer) => {
                 self.metrics.renewals.inc("renewed");
                 Ok(Response::new(answer))
             }
-            Err(IdentityError::AccessDenied(_)) => {
+            Err(s) if s.code() == tonic::Code::PermissionDenied => {
                 self.metrics.renewals.inc("refused");
-                Err(Status::permission_denied(RENEW_REFUSED))
+                Err(s)
             }
-            Err(e) => {
+            Err(s) => {
                 self.metrics.renewals.inc("error");
-                Err(internal("renew", &e))
+                Err(s)
             }
         }
     }
@@ -343,7 +257,7 @@ impl NodeService for NodeServer {
                     }
                     msg = inbound.message() => match msg {
                         Ok(Some(NodeMessage { body: Some(node_message::Body::Hello(hello)) })) => {
-                            let trust = match this.trust.current().await {
+                            let trust = match this.backend.trust().await {
                                 Ok(t) => t,
                                 Err(e) => {
                                     tracing::warn!(error = %e, "Welcome without a trust bundle");

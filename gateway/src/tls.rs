@@ -258,6 +258,7 @@ pub fn server_config(
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifiedNode {
     identity: NodeIdentity,
+    leaf_der: Vec<u8>,
 }
 
 impl VerifiedNode {
@@ -271,10 +272,18 @@ impl VerifiedNode {
         let leaf = conn.peer_certificates()?.first()?;
         NodeIdentity::from_leaf_der(leaf.as_ref(), trust_domain)
             .ok()
-            .map(|identity| VerifiedNode { identity })
+            .map(|identity| VerifiedNode {
+                identity,
+                leaf_der: leaf.as_ref().to_vec(),
+            })
     }
 
     pub fn identity(&self) -> &NodeIdentity {
         &self.identity
+    }
+
+    /// The leaf certificate (DER) the node presented at the handshake.
+    pub fn leaf_der(&self) -> &[u8] {
+        &self.leaf_der
     }
 }

@@ -1,17 +1,38 @@
 //! The wire API between agents (through the gateway) and the control plane, package
-//! `bc.wire.v1`, compiled from `proto/` by protox and prost.
+//! `bc.wire.v1`, and the internal API between a split gateway and the api process, package
+//! `bc.internal.v1`, compiled from `proto/` by protox and prost.
 //!
 //! `NodeService` (Join, Renew, the node Session) is generated for both sides: the gateway
 //! serves it (`node_service_server`), bcd and tests call it (`node_service_client`).
 //! A `SignedJoinResponse` carries the encoded `JoinResponse` bytes exactly as signed: verify the
 //! signature over those bytes (purpose `join-response`, bound to the request's CSR SHA-256)
-//! before decoding them.
+//! before decoding them. A Welcome's `signed_trust_bundle` is an encoded [`TrustBundle`] exactly
+//! as signed (purpose `trust-bundle`).
+//!
+//! `ApiService` (`internal::api_service_server` / `internal::api_service_client`) is what a
+//! `--role api` process serves to `--role gateway` processes over internal mTLS.
 
 #![allow(clippy::doc_lazy_continuation)]
 
-/// `bc.wire.v1`.
-pub mod wire {
-    include!(concat!(env!("OUT_DIR"), "/bc.wire.v1.rs"));
+/// The generated packages, nested as their names are (so cross-package paths resolve).
+pub mod bc {
+    pub mod wire {
+        /// `bc.wire.v1`.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/bc.wire.v1.rs"));
+        }
+    }
+    pub mod internal {
+        /// `bc.internal.v1`.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/bc.internal.v1.rs"));
+        }
+    }
 }
+
+/// `bc.internal.v1`.
+pub use bc::internal::v1 as internal;
+/// `bc.wire.v1`.
+pub use bc::wire::v1 as wire;
 
 pub use wire::*;

@@ -354,3 +354,46 @@ pub fn issue_serving_certificate(
         not_after,
     })
 }
+
+/// Issues an internal *client* certificate from `serving_ca` for `public_key`: the credential a
+/// split gateway presents to the api's internal endpoint (`OU=bc-role:gateway`, one DNS name,
+/// extended key usage clientAuth only, so it can never serve TLS, and a gateway's serving
+/// certificate, serverAuth only, can never act as it). Lifetime capped like serving certificates.
+pub fn issue_internal_client_certificate(
+    serving_ca: &ServingCa,
+    public_key: &PublicKey,
+    name: &str,
+    serial: &Serial,
+    lifetime: Duration,
+    now: OffsetDateTime,
+) -> Result<IssuedCertificate, IssueError> {
+    check_dns_name(name)?;
+    let ia5 = name
+        .to_owned()
+        .try_into()
+        .map_err(|_| IssueError::BadDnsName(name.to_owned()))?;
+    let (not_before, not_after) = validity(
+        now,
+        Some(lifetime),
+        SERVING_MAX_LIFETIME,
+        serving_ca.not_after(),
+    )?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = role_subject(Role::Gateway);
+    params.serial_number = Some(serial.as_bytes().to_vec().into());
+    params.not_before = not_before;
+    params.not_after = not_after;
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.subject_alt_names = vec![SanType::DnsName(ia5)];
+    let der = serving_ca.sign(&params, public_key, now)?;
+    Ok(IssuedCertificate {
+        sha256: sha256(&der),
+        der,
+        serial: serial.clone(),
+        not_before,
+        not_after,
+    })
+}

@@ -49,8 +49,9 @@ pub use identity::{IdentityError, NodeIdentity};
 pub use keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};
 pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins};
 pub use leaf::{
-    issue_node_certificate, issue_serving_certificate, IssueError, IssuedCertificate,
-    NodeCertificateDecision, NodeKeyStatement, Serial, ServingCertificateRequest, ServingRole,
+    issue_internal_client_certificate, issue_node_certificate, issue_serving_certificate,
+    IssueError, IssuedCertificate, NodeCertificateDecision, NodeKeyStatement, Serial,
+    ServingCertificateRequest, ServingRole,
 };
 pub use pin::{Pin, PinError};
 pub use secret::{DeploymentSecret, SecretError, DEPLOYMENT_SECRET_ENV};

@@ -1,0 +1,200 @@
+//! `bcctl serve --role api` and `--role gateway`: the JoinService and the agent-facing gateway in
+//! separate processes, joined by internal mTLS (see docs/ARCHITECTURE.md, "Split roles").
+//!
+//! - `api` loads the whole key set, settles the trust bundle, runs the JoinService (every
+//!   decision and signature) and the audit sequencer and sealer, and serves
+//!   `bc.internal.v1.ApiService` on `api_internal_listen` to gateways presenting an internal
+//!   client certificate.
+//! - `gateway` reads only the public half of the PKI bundle (it never opens the sealed keys,
+//!   whatever secret its environment holds), gets its serving certificate from the api, and
+//!   relays Join, Renew and the Welcome trust bundle; it reads the store for the revocation feed
+//!   and sessions and records nodes' trust reports.
+//!
+//! Both roles (and `all`) settle the trust bundle at start where the keys are, so a Welcome
+//! carries a signed bundle at the deployment's current version.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use commands::quorum::{published_bundle, settle_trust_bundle, BundleConfig, SettleOutcome};
+use commands::{Clock, SystemClock};
+use domain::pki::{open_bundle, KeySet, PublicBundle};
+use domain::quorum::{ApproverSet, ApproverSetOffer};
+use events::store::EventStore;
+use gateway::api::{start_api, ApiConfig};
+use gateway::relay::ApiClient;
+use sha2::{Digest, Sha256};
+
+use crate::internal_cert_cmd::load_internal_identity;
+use crate::serve_cmd::{gateway_config, start_core, until_signal, Core, ServeError, Settings};
+
+/// Settles the trust bundle this process serves. Before anything is published it publishes the
+/// key set's command-signing root with no approver quorum; once a bundle is published (possibly
+/// changed since by root rotation or an approver-set change) it settles that same content, so a
+/// restart never undoes an operator's change: the version stays, or rises to the floor.
+pub async fn settle_trust(
+    store: &EventStore,
+    clock: &dyn Clock,
+    keys: &KeySet,
+    floor: u64,
+) -> Result<u64, ServeError> {
+    let trust = |e: String| ServeError::Trust(e);
+    let trust_domain = domain::quorum::TrustDomain::new(keys.trust_domain.as_str())
+        .map_err(|e| trust(format!("trust domain {}: {e}", keys.trust_domain)))?;
+    let config = match published_bundle(store)
+        .await
+        .map_err(|e| trust(e.to_string()))?
+    {
+        None => {
+            let root = keys.command_signing_root.cert_der().to_vec();
+            BundleConfig {
+                trust_domain,
+                command_signing_roots: vec![root.clone()],
+                active_root: root,
+                approvers: ApproverSetOffer {
+                    set: ApproverSet::none(),
+                    epoch: 0,
+                    signatures: Vec::new(),
+                },
+                floor,
+                pin: None,
+            }
+        }
+        Some(published) => {
+            let active_root = published
+                .command_signing_roots
+                .iter()
+                .find(|r| Sha256::digest(r).as_slice() == published.active_root_sha256.as_slice())
+                .cloned()
+                .unwrap_or_default();
+            BundleConfig {
+                trust_domain,
+                command_signing_roots: published.command_signing_roots,
+                active_root,
+                approvers: ApproverSetOffer {
+                    set: published.held.set,
+                    epoch: published.held.epoch,
+                    signatures: published.set_signatures,
+                },
+                floor: floor.max(published.floor),
+                pin: None,
+            }
+        }
+    };
+    let settled = settle_trust_bundle(store, clock, &config)
+        .await
+        .map_err(|e| trust(e.to_string()))?;
+    if let Some(w) = &settled.warning {
+        tracing::warn!("{w}");
+    }
+    match settled.outcome {
+        SettleOutcome::Published { previous } => {
+            tracing::info!(
+                version = settled.version,
+                previous,
+                "trust bundle published"
+            )
+        }
+        _ => tracing::info!(version = settled.version, "trust bundle settled"),
+    }
+    Ok(settled.version)
+}
+
+fn required<'a, T>(
+    value: &'a Option<T>,
+    key: &'static str,
+    env: &'static str,
+    hint: &'static str,
+) -> Result<&'a T, ServeError> {
+    value.as_ref().ok_or(ServeError::Missing {
+        role: "gateway",
+        key,
+        env,
+        hint,
+    })
+}
+
+/// `--role api`: the internal endpoint, the JoinService, the audit sequencer and sealer.
+pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
+    let Core {
+        keys,
+        store,
+        clock,
+        join,
+        audit_shutdown,
+    } = start_core(settings).await?;
+    let config = ApiConfig {
+        listen: settings.api_internal_listen,
+        names: settings.api_internal_names.clone(),
+        certificate_lifetime: time::Duration::try_from(settings.serving_lifetime).map_err(|e| {
+            ServeError::Invalid {
+                key: "serving_lifetime",
+                message: e.to_string(),
+            }
+        })?,
+    };
+    let mut api = start_api(store, keys, join, clock, config).await?;
+    eprintln!(
+        "bcctl serve --role api: internal endpoint on {} (mTLS, gateways only)",
+        api.addr
+    );
+    let result = until_signal(api.wait()).await;
+    tracing::info!("stopping");
+    api.shutdown().await;
+    let _ = audit_shutdown.send(true);
+    result
+}
+
+/// Reads the public half of the PKI bundle; the private keys are never opened here.
+fn public_half(path: &Path) -> Result<PublicBundle, ServeError> {
+    let bytes = std::fs::read(path).map_err(|source| ServeError::ReadBundle {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let loaded = open_bundle(&bytes, None).map_err(|e| ServeError::Bundle {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    Ok(loaded.public)
+}
+
+/// `--role gateway`: the agent-facing edge without signing keys.
+pub async fn serve_gateway(settings: &Settings) -> Result<(), ServeError> {
+    let url = required(
+        &settings.api_internal_url,
+        "api_internal_url",
+        "BC_API_INTERNAL_URL",
+        "the api's internal endpoint as host:port (its api_internal_listen, by a name in its api_internal_names)",
+    )?;
+    let cert = required(
+        &settings.internal_cert,
+        "internal_cert",
+        "BC_INTERNAL_CERT",
+        "this gateway's internal certificate chain from `bcctl pki issue-internal --cert-out`",
+    )?;
+    let key = required(
+        &settings.internal_key,
+        "internal_key",
+        "BC_INTERNAL_KEY",
+        "this gateway's internal key from `bcctl pki issue-internal --key-out`",
+    )?;
+    let public = public_half(&settings.pki_bundle)?;
+    let (chain, key) =
+        load_internal_identity(cert, key).map_err(|e| ServeError::InternalCert(e.to_string()))?;
+    let api = ApiClient::new(url, &public.serving_ca_der, chain, key)?;
+    let store = EventStore::open(&settings.database_url).await?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let config = gateway_config(settings)?;
+    let mut running = gateway::run::start_gateway(store, &public, api, clock, config).await?;
+    eprintln!(
+        "bcctl serve --role gateway: listening on {} (metrics {}), relaying to the api at {url}",
+        running.addr,
+        running
+            .metrics_addr
+            .map_or("off".to_string(), |a| format!("http://{a}/metrics"))
+    );
+    let result = until_signal(running.wait()).await;
+    tracing::info!("stopping");
+    running.shutdown().await;
+    result
+}

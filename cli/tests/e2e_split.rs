@@ -1,0 +1,586 @@
+//! The split deployment end to end with the real binaries on Postgres: `bcctl serve --role api`
+//! (JoinService, signing keys, audit) and `bcctl serve --role gateway` (no signing key) joined
+//! by internal mTLS; a `bcd` joins through the gateway, holds a session, stores the Welcome's
+//! signed trust bundle, renews, is revoked and exits 1.
+//!
+//! The gateway is given a PKI bundle whose sealed private keys are destroyed, with the real
+//! deployment secret in its environment: it starts and serves, while `--role all` and
+//! `--role api` refuse that same file, so the gateway cannot be opening the keys. The api's
+//! internal endpoint refuses TLS clients without a gateway's internal certificate (none, and a
+//! node's own certificate).
+//!
+//! Run: `cargo test -p cli --test e2e_split` (Postgres at `DATABASE_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/postgres`; the test makes its own database). Leaves live
+//! 10 s, so the node renews every 6 s.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
+use domain::pki::statement::{verify, TrustBundleStatement};
+use domain::pki::{open_bundle, PublicKey, Signature};
+use events::store::testkit::TestDb;
+use prost::Message;
+
+const SECRET: &str = "e2e-split-deployment-secret-0123456789abcdef";
+const TD: &str = "split.test";
+const REVOKED: &str = "agent: this node's certificate was revoked";
+
+fn bcctl_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_bcctl"))
+}
+
+/// Builds `bcd` beside `bcctl` (same target directory and profile) once.
+fn bcd_bin() -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    BUILT
+        .get_or_init(|| {
+            let bcctl = bcctl_bin();
+            let profile_dir = bcctl.parent().ok_or("bcctl has no directory")?;
+            let target_dir = profile_dir.parent().ok_or("no target directory")?;
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "--quiet", "-p", "bcd", "--bin", "bcd"])
+                .env("CARGO_TARGET_DIR", target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().map_err(|e| format!("running cargo: {e}"))?;
+            if !status.success() {
+                return Err(format!("cargo build -p bcd failed: {status}"));
+            }
+            Ok(profile_dir.join("bcd"))
+        })
+        .clone()
+        .unwrap_or_else(|e| panic!("the bcd binary: {e}"))
+}
+
+/// A spawned process, killed (and reaped) when dropped.
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Proc {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(fs::File::create(&log).expect("log")))
+            .stderr(Stdio::from(
+                fs::OpenOptions::new().append(true).open(&log).expect("log"),
+            ))
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Proc {
+            name: name.into(),
+            child,
+            log,
+        }
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
+                Ok(None) => panic!(
+                    "{} did not exit within {within:?}; its log:\n{}",
+                    self.name,
+                    self.log_text()
+                ),
+                Err(e) => panic!("{}: {e}", self.name),
+            }
+        }
+    }
+
+    /// Waits for a log line containing `marker` and returns the rest of that line after it.
+    fn wait_line(&mut self, marker: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let text = self.log_text();
+            if let Some(line) = text.lines().find(|l| l.contains(marker)) {
+                let at = line.find(marker).unwrap_or(0) + marker.len();
+                return line[at..].to_owned();
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{} exited ({status}) before {marker:?}:\n{text}", self.name);
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{} printed no {marker:?} within {within:?}:\n{text}",
+                    self.name
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(
+    what: &str,
+    within: Duration,
+    mut done: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out after {within:?} waiting for {what}\n{}",
+                context()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A bcctl command with a clean environment for the settings these tests use.
+fn bcctl(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bcctl_bin());
+    cmd.args(args);
+    for var in [
+        "BC_DEPLOYMENT_SECRET",
+        "BC_DEPLOYMENT_SECRET_FILE",
+        "DATABASE_URL",
+        "BC_PKI_BUNDLE",
+        "BC_ROLE",
+        "BC_LISTEN",
+        "BC_API_INTERNAL_LISTEN",
+        "BC_API_INTERNAL_URL",
+        "BC_INTERNAL_CERT",
+        "BC_INTERNAL_KEY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("BC_METRICS_LISTEN", "off");
+    cmd
+}
+
+fn ok(mut cmd: Command) -> String {
+    let out = cmd.stdin(Stdio::null()).output().expect("run bcctl");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn jwk(key: &PublicKey) -> String {
+    let p = key.uncompressed_point();
+    serde_json::json!({
+        "kty": "EC", "crv": "P-256",
+        "x": URL_SAFE_NO_PAD.encode(&p[1..33]),
+        "y": URL_SAFE_NO_PAD.encode(&p[33..65]),
+    })
+    .to_string()
+}
+
+/// A copy of the bundle whose sealed private keys are destroyed (same length, all zero bytes):
+/// its public half reads, its keys never open, whatever the secret.
+fn destroy_private_keys(bundle: &Path, out: &Path) {
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&fs::read(bundle).expect("bundle")).expect("bundle JSON");
+    let ct = doc["privateKeys"]["ciphertext"]
+        .as_str()
+        .expect("a sealed bundle")
+        .to_owned();
+    let len = STANDARD.decode(ct).expect("base64").len();
+    doc["privateKeys"]["ciphertext"] = STANDARD.encode(vec![0u8; len]).into();
+    fs::write(out, serde_json::to_vec_pretty(&doc).expect("json")).expect("write");
+    let loaded = open_bundle(&fs::read(out).expect("read"), None).expect("public half reads");
+    assert!(loaded.keys.is_none());
+}
+
+/// A TLS 1.3 client handshake with the api's internal endpoint presenting `identity` (or
+/// nothing), then one read: `Err` when the server refused us.
+fn internal_probe(
+    addr: &str,
+    serving_ca_der: &[u8],
+    identity: Option<(Vec<Vec<u8>>, Vec<u8>)>,
+) -> Result<(), String> {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(serving_ca_der.to_vec()))
+        .map_err(|e| e.to_string())?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots);
+    let mut config = match identity {
+        Some((chain, key)) => builder
+            .with_client_auth_cert(
+                chain.into_iter().map(CertificateDer::from).collect(),
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+            )
+            .map_err(|e| e.to_string())?,
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+    let mut tcp = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+    // The HTTP/2 preface; the server answers with SETTINGS only past a good client certificate.
+    tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .map_err(|e| e.to_string())?;
+    tls.flush().map_err(|e| e.to_string())?;
+    let mut buf = [0u8; 64];
+    match tls.read(&mut buf) {
+        Ok(0) => Err("closed".into()),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
+    text.split("-----BEGIN ")
+        .skip(1)
+        .map(|b| {
+            let body: String = b
+                .lines()
+                .skip(1)
+                .take_while(|l| !l.starts_with("-----END"))
+                .collect();
+            STANDARD.decode(body).expect("PEM body")
+        })
+        .collect()
+}
+
+fn identity_json(data: &Path) -> serde_json::Value {
+    serde_json::from_str(&fs::read_to_string(data.join("identity.json")).unwrap_or_default())
+        .unwrap_or_default()
+}
+
+fn scenario(db_url: &str) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = tmp.path();
+    let bcd = bcd_bin();
+    let pki = t.join("pki.json");
+    let pki_s = pki.display().to_string();
+    let mut init = bcctl(&["pki", "init", "--trust-domain", TD, "--out", &pki_s]);
+    init.env("BC_DEPLOYMENT_SECRET", SECRET);
+    ok(init);
+    let public = open_bundle(&fs::read(&pki).expect("pki"), None)
+        .expect("bundle")
+        .public;
+
+    // The gateway's files: its internal certificate and a bundle without usable keys.
+    let gw = t.join("gateway");
+    let (cert, key) = (gw.join("internal.crt"), gw.join("internal.key"));
+    let mut issue = bcctl(&[
+        "pki",
+        "issue-internal",
+        "--pki",
+        &pki_s,
+        "--name",
+        "gateway-1",
+    ]);
+    issue
+        .arg("--cert-out")
+        .arg(&cert)
+        .arg("--key-out")
+        .arg(&key)
+        .env("BC_DEPLOYMENT_SECRET", SECRET);
+    ok(issue);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&key).expect("key").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let public_only = gw.join("pki-public.json");
+    destroy_private_keys(&pki, &public_only);
+
+    // That file cannot serve a role that needs the keys, even with the right secret.
+    for role in ["all", "api"] {
+        let mut cmd = bcctl(&["serve", "--role", role]);
+        cmd.arg("--pki-bundle")
+            .arg(&public_only)
+            .env("BC_DEPLOYMENT_SECRET", SECRET)
+            .env("DATABASE_URL", db_url)
+            .env("BC_LISTEN", "127.0.0.1:0")
+            .env("BC_API_INTERNAL_LISTEN", "127.0.0.1:0");
+        let out = cmd.stdin(Stdio::null()).output().expect("bcctl serve");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "--role {role}: {stderr}");
+        assert!(
+            stderr.contains("pki-public.json"),
+            "--role {role}: {stderr}"
+        );
+    }
+    // A gateway without its settings names what is missing.
+    let mut cmd = bcctl(&["serve", "--role", "gateway"]);
+    cmd.arg("--pki-bundle")
+        .arg(&public_only)
+        .env("DATABASE_URL", db_url);
+    let out = cmd.stdin(Stdio::null()).output().expect("bcctl serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("needs api_internal_url") && stderr.contains("BC_API_INTERNAL_URL"),
+        "{stderr}"
+    );
+
+    // The api.
+    let mut cmd = bcctl(&["serve", "--role", "api"]);
+    cmd.env("BC_DEPLOYMENT_SECRET", SECRET)
+        .env("DATABASE_URL", db_url)
+        .env("BC_PKI_BUNDLE", &pki)
+        .env("BC_API_INTERNAL_LISTEN", "127.0.0.1:0")
+        .env("BC_LEAF_LIFETIME", "10s");
+    let mut api = Proc::spawn("bcctl serve --role api", cmd, t.join("api.log"));
+    let api_addr = api
+        .wait_line("internal endpoint on ", Duration::from_secs(60))
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let api_port = api_addr.rsplit(':').next().unwrap_or_default().to_owned();
+
+    // The gateway: the destroyed bundle, the real secret in its environment.
+    let mut cmd = bcctl(&["serve", "--role", "gateway"]);
+    cmd.env("BC_DEPLOYMENT_SECRET", SECRET)
+        .env("DATABASE_URL", db_url)
+        .env("BC_PKI_BUNDLE", &public_only)
+        .env("BC_LISTEN", "127.0.0.1:0")
+        .env("BC_API_INTERNAL_URL", format!("localhost:{api_port}"))
+        .env("BC_INTERNAL_CERT", &cert)
+        .env("BC_INTERNAL_KEY", &key);
+    let mut gateway = Proc::spawn("bcctl serve --role gateway", cmd, t.join("gateway.log"));
+    let gw_addr = gateway
+        .wait_line("listening on ", Duration::from_secs(60))
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let logs = |extra: &[&Proc]| {
+        let mut s = format!(
+            "--- api:\n{}\n--- gateway:\n{}\n",
+            api.log_text(),
+            gateway.log_text()
+        );
+        for p in extra {
+            s.push_str(&format!("--- {}:\n{}\n", p.name, p.log_text()));
+        }
+        s
+    };
+
+    // The internal endpoint: the gateway's certificate passes, no certificate does not.
+    let internal = (
+        pem_blocks(&fs::read_to_string(&cert).expect("cert")),
+        pem_blocks(&fs::read_to_string(&key).expect("key"))
+            .pop()
+            .expect("key block"),
+    );
+    let local_api = format!("127.0.0.1:{api_port}");
+    assert_eq!(
+        internal_probe(&local_api, &public.serving_ca_der, Some(internal.clone())),
+        Ok(())
+    );
+    let refused = internal_probe(&local_api, &public.serving_ca_der, None);
+    assert!(refused.is_err(), "a client without a certificate got in");
+
+    // A machine joins through the gateway.
+    let mut token_cmd = bcctl(&[
+        "token", "create", "--tenant", "default", "--site", "site-1", "--json",
+    ]);
+    token_cmd
+        .arg("--database-url")
+        .arg(db_url)
+        .arg("--pki")
+        .arg(&pki)
+        .env("BC_DEPLOYMENT_SECRET", SECRET);
+    let v: serde_json::Value = serde_json::from_str(ok(token_cmd).trim()).expect("token json");
+    let token = v["secret"]
+        .as_str()
+        .or_else(|| v["token"].as_str())
+        .expect("token secret")
+        .to_owned();
+    let pins = public.pins().expect("pins");
+    let conf = t.join("bcd");
+    fs::create_dir_all(&conf).expect("mkdir");
+    let data = t.join("node-data");
+    fs::write(
+        conf.join("config.toml"),
+        format!(
+            "server = \"{gw_addr}\"\ndata_dir = \"{}\"\nserving_ca_spki_pin = \"{}\"\n\
+             join_encryption_key_pin = \"{}\"\njoin_signing_key_pin = \"{}\"\n",
+            data.display(),
+            pins.serving_ca,
+            pins.join_encryption,
+            pins.join_signing
+        ),
+    )
+    .expect("config");
+    fs::write(
+        conf.join("join-encryption.jwk"),
+        jwk(&public.join_encryption),
+    )
+    .expect("jwk");
+    fs::write(conf.join("join-signing.jwk"), jwk(&public.join_signing)).expect("jwk");
+    let bcd_cmd = |args: &[&str]| {
+        let mut c = Command::new(&bcd);
+        c.arg("--config")
+            .arg(conf.join("config.toml"))
+            .args(args)
+            .env_remove("BCD_JOIN_TOKEN")
+            .env_remove("BCD_SERVER")
+            .env_remove("BCD_DATA_DIR")
+            .env_remove("BCD_CONFIG");
+        c
+    };
+    let out = bcd_cmd(&["join"])
+        .env("BCD_JOIN_TOKEN", &token)
+        .stdin(Stdio::null())
+        .output()
+        .expect("bcd join");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        logs(&[])
+    );
+    let node_id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("joined as "))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no `joined as` in {stdout}"))
+        .to_owned();
+
+    // A node's own certificate does not open the internal endpoint either.
+    let stored = identity_json(&data);
+    let node_chain: Vec<Vec<u8>> = stored["chain"]
+        .as_array()
+        .expect("chain")
+        .iter()
+        .map(|c| {
+            STANDARD
+                .decode(c.as_str().unwrap_or_default())
+                .expect("b64")
+        })
+        .collect();
+    let node_key = pem_blocks(&fs::read_to_string(data.join("node.key")).expect("node.key"))
+        .pop()
+        .expect("node key");
+    assert!(
+        internal_probe(
+            &local_api,
+            &public.serving_ca_der,
+            Some((node_chain, node_key))
+        )
+        .is_err(),
+        "a node certificate opened the internal endpoint"
+    );
+
+    // The session: Welcome's trust bundle verified and stored; renewals through the relay.
+    let mut node = Proc::spawn("bcd node", bcd_cmd(&["node"]), t.join("bcd-node.log"));
+    wait_for(
+        "the session and the stored trust bundle",
+        Duration::from_secs(30),
+        || {
+            let log = node.log_text();
+            log.contains("session open as")
+                && log.contains("trust bundle version 1 verified and stored")
+        },
+        || logs(&[&node]),
+    );
+    let stored = identity_json(&data);
+    assert_eq!(stored["trustVersion"], 1, "{stored}");
+    let signed = STANDARD
+        .decode(
+            stored["signedTrustBundle"]
+                .as_str()
+                .expect("signedTrustBundle"),
+        )
+        .expect("b64");
+    let signed = proto::SignedTrustBundle::decode(signed.as_slice()).expect("SignedTrustBundle");
+    verify(
+        &public.join_signing,
+        &TrustBundleStatement {
+            trust_domain: TD,
+            bundle: &signed.bundle,
+        },
+        &Signature::from_bytes(&signed.signature).expect("signature"),
+    )
+    .expect("the stored bundle verifies under the join signing key");
+    let bundle = proto::TrustBundle::decode(signed.bundle.as_slice()).expect("TrustBundle");
+    assert_eq!((bundle.version, bundle.trust_domain.as_str()), (1, TD));
+    let roots = stored["trustRoots"].as_array().expect("trustRoots");
+    assert_eq!(roots.len(), 1, "the command-signing root: {stored}");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(data.join("identity.json"))
+            .expect("identity.json")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    wait_for(
+        "two renewals",
+        Duration::from_secs(60),
+        || node.log_text().matches("renewed: certificate").count() >= 2,
+        || logs(&[&node]),
+    );
+
+    // Revoked: the gateway's feed cuts the session and bcd node exits 1.
+    let mut revoke = bcctl(&["node", "revoke", &node_id, "--reason", "e2e split"]);
+    revoke
+        .arg("--database-url")
+        .arg(db_url)
+        .arg("--pki")
+        .arg(&pki)
+        .env("BC_DEPLOYMENT_SECRET", SECRET);
+    ok(revoke);
+    let status = node.wait_exit(Duration::from_secs(15));
+    let text = node.log_text();
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(text.contains("certificate revoked"), "{text}");
+    assert!(text.trim_end().ends_with(REVOKED), "{text}");
+
+    // The gateway never held a key, yet Welcome bundles were signed: by the api.
+    let context = logs(&[]);
+    let gateway_alive = gateway.child.try_wait().ok().flatten().is_none();
+    let api_alive = api.child.try_wait().ok().flatten().is_none();
+    assert!(gateway_alive && api_alive, "{context}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn split_roles_on_postgres() {
+    let db = TestDb::postgres().await.expect("postgres test db");
+    let url = db.url().to_owned();
+    tokio::task::spawn_blocking(move || scenario(&url))
+        .await
+        .expect("scenario");
+    drop(db);
+}

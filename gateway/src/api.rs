@@ -1,0 +1,221 @@
+//! The api process's internal endpoint (`bcctl serve --role api`): `bc.internal.v1.ApiService`
+//! over mutual TLS for split gateways. It answers Join and Renew with the JoinService (the only
+//! place that signs), the signed Welcome trust bundle, and serving certificates for gateways'
+//! own keys. Only a client certificate from `bcctl pki issue-internal` (serving CA,
+//! `OU=bc-role:gateway`, clientAuth) gets past the handshake ([`crate::internal_tls`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use commands::identity::{JoinService, RENEW_REFUSED};
+use commands::Clock;
+use domain::pki::{issue_serving_certificate, KeyRole, KeySet, PrivateKey, PublicKey, ServingRole};
+use events::store::EventStore;
+use proto::internal::api_service_server::{ApiService, ApiServiceServer};
+use proto::internal::{
+    RelayedRenew, ServingCertificate, ServingCertificateRequest, TrustBundleRequest, WelcomeTrust,
+};
+use proto::{JoinRequest, RenewResponse, SignedJoinResponse};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tonic::{Request, Response, Status};
+
+use crate::backend::Backend;
+use crate::conn::{tls_incoming, PeerInfo};
+use crate::internal_tls::api_server_config;
+use crate::run::{serving_request, StartError, SHUTDOWN_GRACE};
+use crate::trust::TrustSigner;
+
+/// The service name the api's health status would use.
+pub const API_SERVICE_NAME: &str = "bc.internal.v1.ApiService";
+
+/// How the internal endpoint is set up.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// Where gateways connect.
+    pub listen: SocketAddr,
+    /// Names the internal certificate carries (gateways dial one of them).
+    pub names: Vec<String>,
+    /// Lifetime of the internal certificate (issued at every start; capped at 90 days).
+    pub certificate_lifetime: time::Duration,
+}
+
+/// A running internal endpoint.
+pub struct RunningApi {
+    /// The address gateways connect to (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl RunningApi {
+    /// Stops serving, letting in-flight calls finish for up to the shutdown grace.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut self.server)
+            .await
+            .is_err()
+        {
+            self.server.abort();
+        }
+    }
+
+    /// Waits until the server stops on its own (an error) and returns its result.
+    pub async fn wait(&mut self) -> Result<(), String> {
+        match (&mut self.server).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+struct ApiServer {
+    backend: Backend,
+    keys: Arc<KeySet>,
+    clock: Arc<dyn Clock>,
+}
+
+fn peer<T>(request: &Request<T>) -> String {
+    request
+        .extensions()
+        .get::<PeerInfo>()
+        .map(|p| p.remote.to_string())
+        .unwrap_or_default()
+}
+
+#[tonic::async_trait]
+impl ApiService for ApiServer {
+    async fn join(
+        &self,
+        request: Request<JoinRequest>,
+    ) -> Result<Response<SignedJoinResponse>, Status> {
+        self.backend
+            .join(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn renew(
+        &self,
+        request: Request<RelayedRenew>,
+    ) -> Result<Response<RenewResponse>, Status> {
+        let from = peer(&request);
+        let relayed = request.into_inner();
+        let Some(renew) = relayed.request else {
+            tracing::warn!(gateway = %from, "relayed renew without a request");
+            return Err(Status::permission_denied(RENEW_REFUSED));
+        };
+        // The JoinService checks the presented leaf against node_certs byte for byte and the
+        // proof of possession by its key (crate::backend::local_renew).
+        self.backend
+            .renew(renew, relayed.presented_leaf)
+            .await
+            .map(Response::new)
+    }
+
+    async fn trust_bundle(
+        &self,
+        _request: Request<TrustBundleRequest>,
+    ) -> Result<Response<WelcomeTrust>, Status> {
+        let t = self.backend.trust().await.map_err(|e| {
+            tracing::error!(error = %e, "the Welcome trust bundle");
+            Status::unavailable("the trust bundle cannot be read now; retry later")
+        })?;
+        Ok(Response::new(WelcomeTrust {
+            version: t.version,
+            signed_trust_bundle: t.bundle,
+            trust_bundle_signature: t.signature,
+        }))
+    }
+
+    async fn issue_serving_certificate(
+        &self,
+        request: Request<ServingCertificateRequest>,
+    ) -> Result<Response<ServingCertificate>, Status> {
+        let from = peer(&request);
+        let r = request.into_inner();
+        let key = PublicKey::from_spki_der(&r.public_key_spki).map_err(|e| {
+            Status::invalid_argument(format!("public_key_spki is not a P-256 key: {e}"))
+        })?;
+        let lifetime = time::Duration::seconds(r.lifetime_seconds.max(1));
+        let req = serving_request(&r.names, lifetime)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let issued = issue_serving_certificate(
+            &self.keys.serving_ca,
+            &key,
+            &req,
+            self.clock.now() - time::Duration::minutes(5),
+        )
+        .map_err(|e| Status::invalid_argument(format!("cannot issue: {e}")))?;
+        tracing::info!(gateway = %from, names = ?r.names, serial = %issued.serial.to_hex(), "issued a gateway serving certificate");
+        Ok(Response::new(ServingCertificate {
+            chain: vec![issued.der, self.keys.serving_ca.cert_der().to_vec()],
+        }))
+    }
+}
+
+/// Starts the internal endpoint: issues its own certificate from the serving CA
+/// (`OU=bc-role:internal`, a fresh key), then serves gateways.
+pub async fn start_api(
+    store: EventStore,
+    keys: Arc<KeySet>,
+    join: Arc<JoinService>,
+    clock: Arc<dyn Clock>,
+    config: ApiConfig,
+) -> Result<RunningApi, StartError> {
+    let key =
+        PrivateKey::generate(KeyRole::Serving).map_err(|e| StartError::Serving(e.to_string()))?;
+    let mut request = serving_request(&config.names, config.certificate_lifetime)?;
+    request.role = ServingRole::Internal;
+    let issued = issue_serving_certificate(
+        &keys.serving_ca,
+        key.public_key(),
+        &request,
+        clock.now() - time::Duration::minutes(5),
+    )
+    .map_err(|e| StartError::Serving(e.to_string()))?;
+    let tls = api_server_config(
+        vec![issued.der, keys.serving_ca.cert_der().to_vec()],
+        key.pkcs8_der().to_vec(),
+        keys.serving_ca.cert_der(),
+    )?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: config.listen,
+        source,
+    })?;
+    let server = ApiServer {
+        backend: Backend::local(join, TrustSigner::new(store, keys.clone())),
+        keys: keys.clone(),
+        clock,
+    };
+    let incoming = tls_incoming(
+        listener,
+        TlsAcceptor::from(Arc::new(tls)),
+        keys.trust_domain.clone(),
+    );
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ApiServiceServer::new(server))
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = shutdown_rx.await;
+            }),
+    );
+    tracing::info!(%addr, names = ?config.names, "api internal endpoint serving (mTLS, gateways only)");
+    Ok(RunningApi {
+        addr,
+        shutdown: Some(shutdown_tx),
+        server,
+    })
+}

@@ -1,0 +1,148 @@
+//! What answers Join, Renew and the Welcome trust bundle behind the NodeService: the JoinService
+//! in this process (`--role all`), or the api process over internal mTLS (`--role gateway`,
+//! which holds no signing key and relays).
+//!
+//! Both give the caller the same answers: PERMISSION_DENIED "Join refused" / "Renew refused"
+//! for every refusal, UNAVAILABLE when the store (or the api) cannot be reached, INTERNAL for
+//! bugs with the detail only in a log.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use commands::identity::{IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED};
+use commands::RunError;
+use proto::{JoinRequest, RenewRequest, RenewResponse, SignedJoinResponse};
+use tonic::Status;
+
+use crate::relay::ApiClient;
+use crate::trust::{TrustSigner, WelcomeTrust};
+
+/// How long a Welcome trust bundle is served before it is read (or asked for) again.
+pub const TRUST_CACHE: Duration = Duration::from_secs(2);
+
+/// The status for a failed identity command (refusals excluded).
+pub fn identity_failure(what: &str, e: &IdentityError) -> Status {
+    match e {
+        IdentityError::Run(RunError::Store(_)) | IdentityError::Query(_) => {
+            tracing::error!(error = %e, "{what}: the store failed");
+            Status::unavailable("the control plane's store is unavailable; retry later")
+        }
+        _ => {
+            tracing::error!(error = %e, "{what} failed");
+            Status::internal("internal error (see the server log)")
+        }
+    }
+}
+
+/// Join through the JoinService, every refusal the same PERMISSION_DENIED.
+pub async fn local_join(
+    join: &JoinService,
+    request: &JoinRequest,
+) -> Result<SignedJoinResponse, Status> {
+    match join.join(request).await {
+        Ok(answer) => Ok(answer),
+        Err(IdentityError::AccessDenied(_)) | Err(IdentityError::UnsupportedAttestor(_)) => {
+            Err(Status::permission_denied(JOIN_REFUSED))
+        }
+        Err(e) => Err(identity_failure("join", &e)),
+    }
+}
+
+/// Renew through the JoinService. `presented_leaf` is the leaf the node's TLS handshake
+/// presented; the request's chain must start with exactly those bytes (the JoinService then
+/// checks them byte for byte against `node_certs` and the proof of possession).
+pub async fn local_renew(
+    join: &JoinService,
+    request: &RenewRequest,
+    presented_leaf: &[u8],
+) -> Result<RenewResponse, Status> {
+    if request.chain.first().map(Vec::as_slice) != Some(presented_leaf) {
+        tracing::warn!("renew refused: the request's leaf is not the certificate the node presented at the handshake");
+        return Err(Status::permission_denied(RENEW_REFUSED));
+    }
+    match join.renew(request).await {
+        Ok(answer) => Ok(answer),
+        Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(RENEW_REFUSED)),
+        Err(e) => Err(identity_failure("renew", &e)),
+    }
+}
+
+enum Kind {
+    Local {
+        join: Arc<JoinService>,
+        trust: TrustSigner,
+    },
+    Relay(ApiClient),
+}
+
+/// The JoinService here, or the api behind internal mTLS.
+pub struct Backend {
+    kind: Kind,
+    cache: Mutex<Option<(Instant, WelcomeTrust)>>,
+}
+
+impl Backend {
+    /// The JoinService in this process (it holds the signing keys).
+    pub fn local(join: Arc<JoinService>, trust: TrustSigner) -> Self {
+        Backend {
+            kind: Kind::Local { join, trust },
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// The api process: this gateway holds no signing key.
+    pub fn relay(api: ApiClient) -> Self {
+        Backend {
+            kind: Kind::Relay(api),
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// Whether this backend relays to an api process.
+    pub fn is_relay(&self) -> bool {
+        matches!(self.kind, Kind::Relay(_))
+    }
+
+    pub async fn join(&self, request: JoinRequest) -> Result<SignedJoinResponse, Status> {
+        match &self.kind {
+            Kind::Local { join, .. } => local_join(join, &request).await,
+            Kind::Relay(api) => api.join(request).await,
+        }
+    }
+
+    pub async fn renew(
+        &self,
+        request: RenewRequest,
+        presented_leaf: Vec<u8>,
+    ) -> Result<RenewResponse, Status> {
+        match &self.kind {
+            Kind::Local { join, .. } => local_renew(join, &request, &presented_leaf).await,
+            Kind::Relay(api) => api.renew(request, presented_leaf).await,
+        }
+    }
+
+    /// The Welcome trust bundle, cached for [`TRUST_CACHE`].
+    pub async fn trust(&self) -> Result<WelcomeTrust, String> {
+        if let Ok(c) = self.cache.lock() {
+            if let Some((at, t)) = c.as_ref() {
+                if at.elapsed() < TRUST_CACHE {
+                    return Ok(t.clone());
+                }
+            }
+        }
+        let trust = match &self.kind {
+            Kind::Local { trust, .. } => trust.current().await?,
+            Kind::Relay(api) => api.trust().await.map_err(|s| {
+                format!(
+                    "asking the api for the trust bundle: {} ({:?})",
+                    s.message(),
+                    s.code()
+                )
+            })?,
+        };
+        if let Ok(mut c) = self.cache.lock() {
+            *c = Some((Instant::now(), trust.clone()));
+        }
+        Ok(trust)
+    }
+}

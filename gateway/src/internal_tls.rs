@@ -1,0 +1,245 @@
+//! TLS between a split gateway and the api process. Both certificates come from the deployment's
+//! serving CA and are told apart by role and usage:
+//!
+//! - the api's internal endpoint presents `OU=bc-role:internal` with serverAuth, issued by the
+//!   api itself at every start (it holds the serving CA key);
+//! - a gateway presents `OU=bc-role:gateway` with clientAuth only, issued by
+//!   `bcctl pki issue-internal` (the gateway holds no CA key, so it cannot make one).
+//!
+//! [`InternalClientVerifier`] (api side) lets webpki check the chain to the serving CA and the
+//! clientAuth usage, then requires the gateway role; a node certificate (another CA), a
+//! gateway's agent-facing serving certificate (serverAuth only) or no certificate at all fails
+//! the handshake. [`InternalServerVerifier`] (gateway side) checks the chain, serverAuth, the
+//! dialled name, then requires the internal role, so another gateway's serving certificate
+//! cannot pose as the api.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, OtherError,
+    RootCertStore, ServerConfig, SignatureScheme,
+};
+
+use crate::tls::{provider, TlsSetupError};
+
+/// The role the api's internal certificate carries.
+pub const API_ROLE: &str = "internal";
+/// The role a gateway's internal client certificate carries.
+pub const GATEWAY_ROLE: &str = "gateway";
+
+/// Why an internal peer's certificate was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InternalRefusal {
+    #[error("the certificate does not parse: {0}")]
+    Parse(String),
+    #[error("the certificate carries role {found:?}, not bc-role:{expected}")]
+    WrongRole {
+        found: Option<String>,
+        expected: &'static str,
+    },
+}
+
+/// The single `bc-role:<role>` of a certificate's subject (`None` when there is not exactly one).
+pub fn certificate_role(der: &[u8]) -> Result<Option<String>, InternalRefusal> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| InternalRefusal::Parse(e.to_string()))?;
+    let roles: Vec<String> = cert
+        .subject()
+        .iter_organizational_unit()
+        .filter_map(|ou| ou.as_str().ok())
+        .filter_map(|ou| ou.strip_prefix("bc-role:").map(str::to_owned))
+        .collect();
+    Ok(match roles.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    })
+}
+
+fn require_role(der: &[u8], expected: &'static str) -> Result<(), rustls::Error> {
+    let refusal = match certificate_role(der) {
+        Ok(Some(role)) if role == expected => return Ok(()),
+        Ok(found) => InternalRefusal::WrongRole { found, expected },
+        Err(e) => e,
+    };
+    tracing::warn!(%refusal, "internal TLS peer refused");
+    Err(rustls::Error::InvalidCertificate(CertificateError::Other(
+        OtherError(Arc::new(refusal)),
+    )))
+}
+
+fn serving_roots(serving_ca_der: &[u8]) -> Result<Arc<RootCertStore>, TlsSetupError> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(serving_ca_der.to_vec()))
+        .map_err(|e| TlsSetupError::NodeCa(format!("the serving CA certificate: {e}")))?;
+    Ok(Arc::new(roots))
+}
+
+/// Api side: admits only gateways' internal client certificates (see the module docs).
+#[derive(Debug)]
+pub struct InternalClientVerifier {
+    chain: Arc<dyn ClientCertVerifier>,
+}
+
+impl InternalClientVerifier {
+    pub fn new(serving_ca_der: &[u8]) -> Result<Self, TlsSetupError> {
+        let chain =
+            WebPkiClientVerifier::builder_with_provider(serving_roots(serving_ca_der)?, provider())
+                .build()
+                .map_err(|e| TlsSetupError::Verifier(e.to_string()))?;
+        Ok(InternalClientVerifier { chain })
+    }
+}
+
+impl ClientCertVerifier for InternalClientVerifier {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.chain.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        if let Err(e) = self
+            .chain
+            .verify_client_cert(end_entity, intermediates, now)
+        {
+            tracing::warn!(error = %e, "internal client certificate refused");
+            return Err(e);
+        }
+        require_role(end_entity.as_ref(), GATEWAY_ROLE)?;
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+}
+
+/// Gateway side: admits only the api's internal certificate for the dialled name.
+#[derive(Debug)]
+pub struct InternalServerVerifier {
+    chain: Arc<WebPkiServerVerifier>,
+}
+
+impl InternalServerVerifier {
+    pub fn new(serving_ca_der: &[u8]) -> Result<Self, TlsSetupError> {
+        let chain =
+            WebPkiServerVerifier::builder_with_provider(serving_roots(serving_ca_der)?, provider())
+                .build()
+                .map_err(|e| TlsSetupError::Verifier(e.to_string()))?;
+        Ok(InternalServerVerifier { chain })
+    }
+}
+
+impl ServerCertVerifier for InternalServerVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.chain.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        require_role(end_entity.as_ref(), API_ROLE)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}
+
+/// The api's internal endpoint: TLS 1.3, ALPN h2, gateways' client certificates required.
+pub fn api_server_config(
+    chain: Vec<Vec<u8>>,
+    key_pkcs8: Vec<u8>,
+    serving_ca_der: &[u8],
+) -> Result<ServerConfig, TlsSetupError> {
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(Arc::new(InternalClientVerifier::new(serving_ca_der)?))
+        .with_single_cert(
+            chain.into_iter().map(CertificateDer::from).collect(),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pkcs8)),
+        )?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+/// A gateway's client configuration towards the api: TLS 1.3, ALPN h2, presenting its internal
+/// client certificate (`chain`, leaf first) and key.
+pub fn relay_client_config(
+    serving_ca_der: &[u8],
+    chain: Vec<Vec<u8>>,
+    key_pkcs8: Vec<u8>,
+) -> Result<ClientConfig, TlsSetupError> {
+    let mut config = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(InternalServerVerifier::new(serving_ca_der)?))
+        .with_client_auth_cert(
+            chain.into_iter().map(CertificateDer::from).collect(),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pkcs8)),
+        )?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}

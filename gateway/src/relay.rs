@@ -1,0 +1,181 @@
+//! The gateway's side of the split: a client of the api's internal `ApiService` over mutual TLS
+//! ([`crate::internal_tls`]). Join and Renew are relayed (Renew with the leaf the node presented
+//! at its handshake), the Welcome trust bundle is fetched signed, and the gateway's agent-facing
+//! serving certificate is issued by the api for a key the gateway made.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use commands::identity::{JOIN_REFUSED, RENEW_REFUSED};
+use hyper_util::rt::TokioIo;
+use proto::internal::api_service_client::ApiServiceClient;
+use proto::internal::{RelayedRenew, ServingCertificateRequest, TrustBundleRequest};
+use proto::{JoinRequest, RenewRequest, RenewResponse, SignedJoinResponse};
+use rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::{Code, Status};
+
+use crate::internal_tls::relay_client_config;
+use crate::trust::WelcomeTrust;
+
+/// How long a TCP connect plus TLS handshake to the api may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one relayed call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the relay could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error(
+        "api_internal_url {0:?} is not host:port (for example api.internal:9443 or 10.0.0.5:9443)"
+    )]
+    BadUrl(String),
+    #[error("the internal client certificate or key cannot be used for TLS: {0}")]
+    Tls(#[from] crate::tls::TlsSetupError),
+}
+
+/// A client of the api's internal endpoint.
+#[derive(Clone)]
+pub struct ApiClient {
+    client: ApiServiceClient<Channel>,
+    url: String,
+}
+
+fn split_host_port(url: &str) -> Option<(String, u16)> {
+    let url = url.trim();
+    let url = url.strip_prefix("https://").unwrap_or(url);
+    let (host, port) = url.rsplit_once(':')?;
+    let port = port.trim_end_matches('/').parse::<u16>().ok()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (!host.is_empty()).then(|| (host.to_owned(), port))
+}
+
+impl ApiClient {
+    /// A client for the api at `url` (`host:port`; the api's internal certificate must name
+    /// `host`), trusting only internal certificates of the serving CA `serving_ca_der`, and
+    /// presenting `chain` (leaf first) with `key_pkcs8`. Connects lazily, on the first call.
+    pub fn new(
+        url: &str,
+        serving_ca_der: &[u8],
+        chain: Vec<Vec<u8>>,
+        key_pkcs8: Vec<u8>,
+    ) -> Result<Self, RelayError> {
+        let (host, port) = split_host_port(url).ok_or_else(|| RelayError::BadUrl(url.into()))?;
+        let name =
+            ServerName::try_from(host.clone()).map_err(|_| RelayError::BadUrl(url.into()))?;
+        let config = relay_client_config(serving_ca_der, chain, key_pkcs8)?;
+        let connector = TlsConnector::from(Arc::new(config));
+        let addr = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|_| RelayError::BadUrl(url.into()))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(CALL_TIMEOUT)
+            .http2_keep_alive_interval(Duration::from_secs(30));
+        let dial = addr.clone();
+        let channel = endpoint.connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+            let connector = connector.clone();
+            let name = name.clone();
+            let dial = dial.clone();
+            async move {
+                let tcp =
+                    tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&dial))
+                        .await
+                        .map_err(|_| {
+                            std::io::Error::other(format!(
+                                "connecting to the api at {dial} timed out"
+                            ))
+                        })??;
+                let _ = tcp.set_nodelay(true);
+                let tls = tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, tcp))
+                    .await
+                    .map_err(|_| {
+                        std::io::Error::other(format!(
+                            "TLS handshake with the api at {dial} timed out"
+                        ))
+                    })??;
+                Ok::<_, std::io::Error>(TokioIo::new(tls))
+            }
+        }));
+        Ok(ApiClient {
+            client: ApiServiceClient::new(channel),
+            url: addr,
+        })
+    }
+
+    /// Where the api is.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// What the node sees of a failed relayed call: refusals stay refusals (with the uniform
+    /// message), everything else is UNAVAILABLE or INTERNAL with the detail in the log.
+    fn relayed(&self, what: &str, refused: &'static str, s: Status) -> Status {
+        match s.code() {
+            Code::PermissionDenied => Status::permission_denied(refused),
+            Code::Internal => {
+                tracing::error!(api = %self.url, error = %s.message(), "{what}: the api failed");
+                Status::internal("internal error (see the server log)")
+            }
+            code => {
+                tracing::warn!(api = %self.url, ?code, error = %s.message(), "{what}: the api did not answer");
+                Status::unavailable("the control plane's api is unavailable; retry later")
+            }
+        }
+    }
+
+    pub async fn join(&self, request: JoinRequest) -> Result<SignedJoinResponse, Status> {
+        let mut c = self.client.clone();
+        c.join(request)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| self.relayed("join", JOIN_REFUSED, s))
+    }
+
+    pub async fn renew(
+        &self,
+        request: RenewRequest,
+        presented_leaf: Vec<u8>,
+    ) -> Result<RenewResponse, Status> {
+        let mut c = self.client.clone();
+        c.renew(RelayedRenew {
+            request: Some(request),
+            presented_leaf,
+        })
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| self.relayed("renew", RENEW_REFUSED, s))
+    }
+
+    pub async fn trust(&self) -> Result<WelcomeTrust, Status> {
+        let mut c = self.client.clone();
+        let t = c.trust_bundle(TrustBundleRequest {}).await?.into_inner();
+        Ok(WelcomeTrust {
+            version: t.version,
+            bundle: t.signed_trust_bundle,
+            signature: t.trust_bundle_signature,
+        })
+    }
+
+    /// A serving certificate chain (leaf first) for `public_key_spki`, naming `names`.
+    pub async fn issue_serving_certificate(
+        &self,
+        public_key_spki: Vec<u8>,
+        names: Vec<String>,
+        lifetime: Duration,
+    ) -> Result<Vec<Vec<u8>>, Status> {
+        let mut c = self.client.clone();
+        Ok(c.issue_serving_certificate(ServingCertificateRequest {
+            public_key_spki,
+            names,
+            lifetime_seconds: i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX),
+        })
+        .await?
+        .into_inner()
+        .chain)
+    }
+}
