@@ -50,6 +50,7 @@ on_both_backends!(
     conflict_reports_actual_version,
     retried_append_is_idempotent,
     reused_event_id_elsewhere_is_refused,
+    batch_sharing_a_later_id_is_refused,
     empty_append_is_refused,
     stored_bytes_are_the_appended_bytes,
     projection_writes_commit_with_the_append,
@@ -203,6 +204,36 @@ async fn reused_event_id_elsewhere_is_refused(db: &TestDb) {
         "got {err:?}"
     );
     assert!(store.read_stream("b").await.unwrap().is_empty());
+}
+
+/// A batch whose first id is new but a later one is already in the log: refused, and nothing of
+/// it (nor the stream version) is visible afterwards.
+async fn batch_sharing_a_later_id_is_refused(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let old = event(1, "t1");
+    store
+        .append("a", ExpectedVersion::Any, std::slice::from_ref(&old))
+        .await
+        .unwrap();
+    let batch = [event(2, "t1"), old, event(3, "t1")];
+    let mut tx = store.begin().await.unwrap();
+    let err = tx
+        .append("b", ExpectedVersion::NoStream, &batch)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::DuplicateEventId { .. }),
+        "got {err:?}"
+    );
+    drop(tx);
+    assert!(store.read_stream("b").await.unwrap().is_empty());
+    assert_eq!(store.read_stream("a").await.unwrap().len(), 1);
+    // The stream is still new: a fresh append at no-stream takes version 1.
+    let fresh = store
+        .append("b", ExpectedVersion::NoStream, &[event(4, "t1")])
+        .await
+        .unwrap();
+    assert_eq!(fresh.stream_version, 1);
 }
 
 async fn empty_append_is_refused(db: &TestDb) {

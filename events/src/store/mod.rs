@@ -417,7 +417,7 @@ pub(crate) fn map_append_error(err: sqlx::Error) -> StoreError {
     if let sqlx::Error::Database(db) = &err {
         if db.constraint() == Some("events_event_id_key") {
             return StoreError::DuplicateEventId {
-                event_id: "(concurrent append of the same id)".into(),
+                event_id: "(one of this batch's ids)".into(),
             };
         }
     }

@@ -160,23 +160,23 @@ impl LogStore for PgLogStore {
         };
         // Rows of transactions invisible in `floor` and visible in `ceiling`: exactly the ones
         // that committed between the two snapshots, whatever their positions.
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events \
-             WHERE tx_id >= pg_snapshot_xmin($1::pg_snapshot) \
-               AND tx_id < pg_snapshot_xmax($2::pg_snapshot) \
-               AND NOT pg_visible_in_snapshot(tx_id, $1::pg_snapshot) \
-               AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot) \
-               AND (tx_id, position) > ($3::text::xid8, $4::bigint) \
-             ORDER BY tx_id, position LIMIT $5"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(floor)
-            .bind(&ceiling)
-            .bind(after.0.to_string())
-            .bind(after.1)
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = if *after == (0, 0) {
+            sqlx::query(tail_sql(TailPage::First))
+                .bind(floor)
+                .bind(&ceiling)
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?
+        } else {
+            sqlx::query(tail_sql(TailPage::After))
+                .bind(floor)
+                .bind(&ceiling)
+                .bind(i64::from(limit))
+                .bind(after.0.to_string())
+                .bind(after.1)
+                .fetch_all(&self.pool)
+                .await?
+        };
         let events = rows.iter().map(row_to_event).collect::<Result<Vec<_>>>()?;
         let next = if (events.len() as u64) < u64::from(limit) {
             // Everything between the two snapshots is delivered: the ceiling becomes the floor.
@@ -232,6 +232,41 @@ impl PgStoreTx {
     }
 }
 
+/// Which page of a tail step a query reads.
+#[derive(Clone, Copy)]
+enum TailPage {
+    /// The first page between two snapshots: from the floor's xmin.
+    First,
+    /// A later page: strictly after the last delivered `(tx_id, position)`.
+    After,
+}
+
+/// The tail query, built once per page kind. `$1` floor, `$2` ceiling, `$3` limit, and for later
+/// pages `$4`/`$5` the last delivered `(tx_id, position)`.
+///
+/// The first page carries no row comparison: given both `tx_id >= xmin` and a row comparison
+/// from `(0, 0)`, Postgres started the index scan at the row comparison, that is at the start
+/// of the index, and read every entry below the floor on every step.
+fn tail_sql(page: TailPage) -> &'static str {
+    static SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
+        ["", "AND (tx_id, position) > ($4::text::xid8, $5::bigint) "].map(|after| {
+            format!(
+                "SELECT {EVENT_COLUMNS} FROM events \
+                 WHERE tx_id >= pg_snapshot_xmin($1::pg_snapshot) \
+                   AND tx_id < pg_snapshot_xmax($2::pg_snapshot) \
+                   AND NOT pg_visible_in_snapshot(tx_id, $1::pg_snapshot) \
+                   AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot) \
+                   {after}\
+                 ORDER BY tx_id, position LIMIT $3"
+            )
+        })
+    });
+    match page {
+        TailPage::First => &SQL[0],
+        TailPage::After => &SQL[1],
+    }
+}
+
 /// The whole append statement for an expected-version kind, built once.
 fn append_sql(expected: ExpectedVersion) -> &'static str {
     static SQL: LazyLock<[String; 3]> = LazyLock::new(|| {
@@ -264,25 +299,33 @@ fn append_sql(expected: ExpectedVersion) -> &'static str {
 }
 
 /// The stream-row step of the append statement, per expected version. `$1` stream, `$2` count,
-/// `$3` the event ids (nothing moves when one of them is already in the log).
+/// `$3` the event ids.
+///
+/// The idempotency probe looks up the batch's *first* id only, by equality on the unique index:
+/// that is all a retried append needs (nothing moves, and [`PgStoreTx::append`] then checks every
+/// id). A batch that shares a later id with the log fails on the unique index instead, as
+/// [`StoreError::DuplicateEventId`]. The probe is an equality rather than `= ANY($3)` because
+/// Postgres caches one generic plan per prepared statement: planned while the table was small,
+/// `= ANY` chose a sequential scan and kept it as the table grew (each append then read the
+/// whole log). A unique-key equality is an index lookup at every table size.
 fn stream_step(expected: ExpectedVersion) -> &'static str {
     match expected {
         ExpectedVersion::Any => {
             "INSERT INTO event_streams (stream_id, version) \
-             SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ANY($3)) \
+             SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ($3::bytea[])[1]) \
              ON CONFLICT (stream_id) DO UPDATE SET version = event_streams.version + $2 \
              RETURNING version - $2 AS base"
         }
         ExpectedVersion::NoStream => {
             "INSERT INTO event_streams (stream_id, version) \
-             SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ANY($3)) \
+             SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ($3::bytea[])[1]) \
              ON CONFLICT (stream_id) DO NOTHING \
              RETURNING version - $2 AS base"
         }
         ExpectedVersion::Exact(_) => {
             "UPDATE event_streams SET version = version + $2 \
              WHERE stream_id = $1 AND version = $10 \
-               AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = ANY($3)) \
+               AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = ($3::bytea[])[1]) \
              RETURNING version - $2 AS base"
         }
     }
