@@ -191,3 +191,28 @@ pub fn hello() -> proto::NodeMessage {
         })),
     }
 }
+
+/// A renewal request for `node`: a fresh key's CSR and a renew-pop by the node's current key.
+pub fn renew_request(node: &Node) -> proto::RenewRequest {
+    let next = PrivateKey::generate(KeyRole::Node).unwrap();
+    let csr = build_csr(&next).unwrap();
+    let csr_sha256: [u8; 32] = Sha256::digest(&csr).into();
+    let td = TrustDomain::new(TD).unwrap();
+    let id = domain::pki::NodeIdentity::from_leaf_der(&node.chain[0], &td).unwrap();
+    let client_time_ms = u64::try_from(OffsetDateTime::now_utc().unix_timestamp() * 1000).unwrap();
+    let proof = domain::pki::statement::sign(
+        &node.key,
+        &domain::pki::statement::RenewPop {
+            csr_sha256,
+            node_id: id.spiffe_id.node.clone(),
+            client_time_ms,
+        },
+    )
+    .unwrap();
+    proto::RenewRequest {
+        csr,
+        chain: node.chain.clone(),
+        client_time_ms: i64::try_from(client_time_ms).unwrap(),
+        signature: proof.as_bytes().to_vec(),
+    }
+}
