@@ -8,8 +8,15 @@
 //! (UNBOUND_SCOPE), and refuses an approver key file readable by others (INVALID_STATE).
 //!
 //! Key files are PEM: `PRIVATE KEY` (PKCS#8, mode 0600) and `PUBLIC KEY` (SPKI) in `<key>.pub`.
+//!
+//! Every error starts with its code (`INVALID_INPUT:`, `INVALID_STATE:`, `CONFLICT:`, ...). Exit
+//! codes: 0 done (an `approve` without `--yes` only reviews, signs nothing and exits 0),
+//! [`EXIT_USAGE`] (2) for bad input (INVALID_INPUT, as clap's own usage errors),
+//! [`EXIT_REVIEW_REFUSED`] (3) when `approve`'s review refuses to sign (SCOPE_MISMATCH,
+//! SCOPE_CHANGED, SCOPE_UNEXPECTED, UNBOUND_SCOPE, INVALID_RESPONSE), 1 for everything else
+//! (INVALID_STATE, NOT_FOUND, CONFLICT, PERMISSION_DENIED, files, the store).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -20,7 +27,7 @@ use commands::{Clock, SystemClock};
 use domain::quorum::{
     approver_set_signing_input, batch_approval_signing_input, ApprovalSignature, ApproverKey,
     ApproverSet, BatchId, BatchStatus, CreateBatch, Kid, ScopeHash, ScopeLeaf, ScopeLeafRequest,
-    ScopeTree, Tier, TrustDomain,
+    ScopeTree, Tier, TrustDomain, MAX_SCOPE_LEAVES,
 };
 use events::store::{EventStore, StoreError};
 use ring::rand::SystemRandom;
@@ -29,6 +36,15 @@ use serde_json::json;
 
 /// Leaves per scope page when approving.
 const PAGE: u32 = 5000;
+/// Subjects shown per kind in the review summary; the rest are counted.
+const SUBJECTS_SHOWN_PER_KIND: usize = 12;
+/// The longest window `approve --max-hours` may allow (30 days).
+const MAX_MAX_HOURS: u32 = 720;
+
+/// Exit code for bad input (INVALID_INPUT).
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code when `approve`'s review refuses to sign.
+pub const EXIT_REVIEW_REFUSED: u8 = 3;
 
 /// The SPKI DER prefix of a P-256 key with an uncompressed point.
 const P256_SPKI_PREFIX: [u8; 26] = [
@@ -44,11 +60,11 @@ pub enum BatchCmdError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{0} already exists: batch keygen never overwrites a key; choose another --out")]
+    #[error("INVALID_STATE: {0} already exists: batch keygen never overwrites a key; choose another --out")]
     Exists(PathBuf),
     #[error("INVALID_STATE: approver key {path} is readable by others (mode {mode:o}); run chmod 600 {path}")]
     KeyReadable { path: PathBuf, mode: u32 },
-    #[error("{path} is not a {what} PEM file: {why}")]
+    #[error("INVALID_INPUT: {path} is not a {what} PEM file: {why}")]
     BadPem {
         path: PathBuf,
         what: &'static str,
@@ -68,10 +84,40 @@ pub enum BatchCmdError {
     ScopeUnexpected(String),
     #[error("UNBOUND_SCOPE: {count} leaves admit any payload ({sample}); review them and pass --allow-unbound")]
     Unbound { count: usize, sample: String },
-    #[error("{0}")]
+    #[error("INVALID_RESPONSE: {0}")]
+    InvalidResponse(String),
+    #[error("{}", quorum_message(.0))]
     Quorum(#[from] QuorumError),
     #[error("{0}")]
     Store(#[from] StoreError),
+}
+
+/// A command-layer error as the CLI prints it: a refusal starts with its code.
+fn quorum_message(error: &QuorumError) -> String {
+    match error.refusal() {
+        Some(refusal) => format!("{}: {refusal}", refusal.code()),
+        None => error.to_string(),
+    }
+}
+
+impl BatchCmdError {
+    /// The process exit code (see the module docs).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            BatchCmdError::Input(_) | BatchCmdError::BadPem { .. } => EXIT_USAGE,
+            BatchCmdError::Quorum(e)
+                if e.refusal().is_some_and(|r| r.code() == "INVALID_INPUT") =>
+            {
+                EXIT_USAGE
+            }
+            BatchCmdError::ScopeMismatch(_)
+            | BatchCmdError::ScopeChanged { .. }
+            | BatchCmdError::ScopeUnexpected(_)
+            | BatchCmdError::Unbound { .. }
+            | BatchCmdError::InvalidResponse(_) => EXIT_REVIEW_REFUSED,
+            _ => 1,
+        }
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BatchCmdError + '_ {
@@ -168,6 +214,9 @@ pub struct ApproveArgs {
     /// Allow leaves that admit any payload.
     #[arg(long)]
     pub allow_unbound: bool,
+    /// Refuse a batch whose window stays open longer than this many hours from now (1 to 720).
+    #[arg(long, default_value_t = 72)]
+    pub max_hours: u32,
     /// Sign after the summary (without it, stop and print the root).
     #[arg(long)]
     pub yes: bool,
@@ -362,11 +411,11 @@ async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
         println!("{out}");
     } else {
         println!(
-            "batch {} ({} leaves, {} approvals needed, {:?}{})",
+            "batch {} ({} leaves, {} approvals needed, {}{})",
             created.batch_id,
             created.scope_size,
             created.required_approvals,
-            created.status,
+            status_name(created.status),
             if created.retry { ", existing" } else { "" }
         );
     }
@@ -396,11 +445,11 @@ async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
         println!("{out}");
     } else {
         println!(
-            "batch {id}\n  tenant {}  by {}\n  reason: {}\n  status {:?}, {} of {} approvals\n  root {} ({} leaves), ends at {} µs",
-            view.tenant_id,
-            view.caller,
+            "batch {id}\n  tenant {}  by {}\n  reason: {}\n  status {}, {} of {} approvals\n  root {} ({} leaves), ends at {} µs",
+            printable(&view.tenant_id),
+            printable(&view.caller),
             printable(&view.reason),
-            view.state.status,
+            status_name(view.state.status),
             view.state.approvals.len(),
             view.state.required,
             view.state.scope_root,
@@ -474,37 +523,108 @@ fn difference<T: Ord + std::fmt::Debug>(want: &BTreeSet<T>, have: &BTreeSet<T>) 
     }
 }
 
-async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
-    let id = batch_id(&args.batch)?;
-    let trust_domain = TrustDomain::new(args.trust_domain.clone())
-        .map_err(|e| BatchCmdError::Input(e.to_string()))?;
-    let (pair, key) = load_key(&args.key)?;
-    let store = open(&args.store.database_url).await?;
-    let view = batch_view(&store, &id)
-        .await?
-        .ok_or(BatchCmdError::NotFound(id))?;
+/// What an approver reviews before signing: the reason, every subject by kind (at most
+/// [`SUBJECTS_SHOWN_PER_KIND`] per kind, then a count), the approvals so far and the window.
+fn summary(
+    view: &commands::quorum::BatchView,
+    leaves: &[ScopeLeaf],
+) -> (String, serde_json::Value) {
     let state = &view.state;
-    if state.status != BatchStatus::Pending {
-        return Err(BatchCmdError::State(format!(
-            "batch {id} is {:?}, not pending",
-            state.status
-        )));
+    let mut by_kind: BTreeMap<&str, Vec<&ScopeLeaf>> = BTreeMap::new();
+    for leaf in leaves {
+        by_kind.entry(leaf.kind()).or_default().push(leaf);
     }
-    let now = SystemClock.now_us();
-    if now > state.not_after_us {
-        return Err(BatchCmdError::State(format!(
-            "batch {id}'s window has closed"
-        )));
+    let mut text = format!(
+        "batch {}\n  tenant {}, created by {}\n  reason: {}\n  {} leaves, root {}\n",
+        state.batch_id,
+        printable(&view.tenant_id),
+        printable(&view.caller),
+        printable(&view.reason),
+        state.scope_size,
+        state.scope_root
+    );
+    let mut kinds = serde_json::Map::new();
+    for (kind, leaves) in by_kind.iter_mut() {
+        leaves.sort_by(|a, b| a.subject().cmp(b.subject()));
+        let shown: Vec<String> = leaves
+            .iter()
+            .take(SUBJECTS_SHOWN_PER_KIND)
+            .map(|l| match l.payload_sha256() {
+                Some(d) => format!("{} (payload {})", printable(l.subject()), &d.to_hex()[..12]),
+                None => format!("{} (any payload)", printable(l.subject())),
+            })
+            .collect();
+        let more = leaves.len().saturating_sub(SUBJECTS_SHOWN_PER_KIND);
+        text.push_str(&format!(
+            "  {} ({} leaves): {}{}\n",
+            printable(kind),
+            leaves.len(),
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
+        kinds.insert(
+            kind.to_string(),
+            json!({ "count": leaves.len(), "subjects": leaves.iter().take(SUBJECTS_SHOWN_PER_KIND).map(|l| l.subject()).collect::<Vec<_>>() }),
+        );
     }
-    // Page the scope and recompute the root from the listed leaves.
-    let mut leaves: Vec<ScopeLeaf> = Vec::with_capacity(state.scope_size as usize);
+    text.push_str(&format!(
+        "  {} of {} approvals so far{}; the window ends at {} µs",
+        state.approvals.len(),
+        state.required,
+        if state.approvals.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({})",
+                state
+                    .approvals
+                    .keys()
+                    .map(|k| k.to_hex()[..12].to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+        state.not_after_us
+    ));
+    let value = json!({
+        "batchId": state.batch_id.to_hex(),
+        "tenantId": view.tenant_id,
+        "caller": view.caller,
+        "reason": view.reason,
+        "scopeRoot": state.scope_root.to_hex(),
+        "size": state.scope_size,
+        "kinds": kinds,
+        "held": state.approvals.len(),
+        "required": state.required,
+        "notAfterUs": state.not_after_us,
+    });
+    (text, value)
+}
+
+/// Pages the whole scope, refusing an answer that does not advance or lists leaves out of place.
+async fn page_scope(
+    store: &EventStore,
+    id: &BatchId,
+    size: u32,
+) -> Result<Vec<ScopeLeaf>, BatchCmdError> {
+    let mut leaves: Vec<ScopeLeaf> = Vec::with_capacity(size as usize);
     let mut from = 0u32;
     loop {
-        let page = scope_page(&store, &id, from, PAGE).await?;
+        let page = scope_page(store, id, from, PAGE).await?;
         if page.is_empty() {
-            break;
+            return Ok(leaves);
         }
         for entry in &page {
+            if entry.proof.index < from {
+                return Err(BatchCmdError::InvalidResponse(format!(
+                    "the scope page from leaf {from} does not advance (it lists leaf {})",
+                    entry.proof.index
+                )));
+            }
             if entry.proof.index != from {
                 return Err(BatchCmdError::ScopeMismatch(format!(
                     "leaf {} listed where {from} was expected",
@@ -514,13 +634,58 @@ async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
             from += 1;
             leaves.push(entry.leaf.clone());
         }
-        if leaves.len() > state.scope_size as usize {
+        if leaves.len() > size as usize {
             return Err(BatchCmdError::ScopeMismatch(format!(
-                "more leaves than the size {}",
-                state.scope_size
+                "more leaves than the size {size}"
             )));
         }
     }
+}
+
+async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
+    let id = batch_id(&args.batch)?;
+    let trust_domain = TrustDomain::new(args.trust_domain.clone())
+        .map_err(|e| BatchCmdError::Input(format!("--trust-domain: {e}")))?;
+    if !(1..=MAX_MAX_HOURS).contains(&args.max_hours) {
+        return Err(BatchCmdError::Input(format!(
+            "--max-hours {} is outside 1 to {MAX_MAX_HOURS}",
+            args.max_hours
+        )));
+    }
+    let (pair, key) = load_key(&args.key)?;
+    let store = open(&args.store.database_url).await?;
+    let view = batch_view(&store, &id)
+        .await?
+        .ok_or(BatchCmdError::NotFound(id))?;
+    let state = &view.state;
+    if state.status != BatchStatus::Pending {
+        return Err(BatchCmdError::State(format!(
+            "batch {id} is {}, not pending: only a pending batch takes approvals",
+            status_name(state.status)
+        )));
+    }
+    if state.scope_size == 0 || state.scope_size as usize > MAX_SCOPE_LEAVES {
+        return Err(BatchCmdError::InvalidResponse(format!(
+            "batch {id} claims a scope of {} leaves",
+            state.scope_size
+        )));
+    }
+    let now = SystemClock.now_us();
+    if now > state.not_after_us {
+        return Err(BatchCmdError::State(format!(
+            "batch {id}'s window closed at {} µs; create a new batch",
+            state.not_after_us
+        )));
+    }
+    let max_end = now.saturating_add(i64::from(args.max_hours) * 3_600_000_000);
+    if state.not_after_us > max_end {
+        return Err(BatchCmdError::State(format!(
+            "batch {id}'s window stays open until {} µs, more than --max-hours {} from now; an approval admits its commands until then",
+            state.not_after_us, args.max_hours
+        )));
+    }
+    // Page the scope and recompute the root from the listed leaves.
+    let leaves = page_scope(&store, &id, state.scope_size).await?;
     let tree =
         ScopeTree::build(&id, &leaves).map_err(|e| BatchCmdError::ScopeMismatch(e.to_string()))?;
     if tree.root() != state.scope_root
@@ -528,7 +693,8 @@ async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         || leaves.len() != state.scope_size as usize
     {
         return Err(BatchCmdError::ScopeMismatch(format!(
-            "the listed leaves give root {} over {} leaves, the batch claims {} over {}",
+            "the {} listed leaves give root {} over {} distinct leaves, the batch claims {} over {}",
+            leaves.len(),
             tree.root(),
             tree.size(),
             state.scope_root,
@@ -577,25 +743,38 @@ async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
             sample,
         });
     }
+    let (text, summary_json) = summary(&view, &leaves);
     if state.approvals.contains_key(&key.kid()) {
-        println!(
-            "key {} already approved batch {id}; nothing signed",
-            key.kid()
-        );
+        if args.json {
+            println!(
+                "{}",
+                json!({ "batchId": id.to_hex(), "kid": key.kid().to_hex(), "signed": false,
+                        "alreadyApproved": true, "held": state.approvals.len(),
+                        "required": state.required, "status": state.status })
+            );
+        } else {
+            println!(
+                "key {} already approved batch {id}; nothing signed",
+                key.kid()
+            );
+        }
         return Ok(());
     }
     if !args.yes {
-        println!(
-            "batch {id}\n  reason: {}\n  {} leaves, root {}\n  {} of {} approvals, ends at {} µs\nre-run with --yes --root {} to sign",
-            printable(&view.reason),
-            state.scope_size,
-            state.scope_root,
-            state.approvals.len(),
-            state.required,
-            state.not_after_us,
-            state.scope_root
-        );
+        if args.json {
+            let mut out = summary_json;
+            out["signed"] = json!(false);
+            println!("{out}");
+        } else {
+            println!(
+                "{text}\nnothing signed: re-run with --yes --root {} to sign",
+                state.scope_root
+            );
+        }
         return Ok(());
+    }
+    if !args.json {
+        println!("{text}");
     }
     let message = batch_approval_signing_input(
         &id,
@@ -612,26 +791,41 @@ async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
     if args.json {
         println!(
             "{}",
-            json!({ "batchId": id.to_hex(), "kid": key.kid().to_hex(), "held": outcome.held,
+            json!({ "batchId": id.to_hex(), "kid": key.kid().to_hex(), "signed": true,
+                    "recorded": outcome.recorded, "held": outcome.held,
                     "required": outcome.required, "status": outcome.status })
         );
     } else {
         println!(
-            "approved batch {id}: {} of {} approvals, {:?}",
-            outcome.held, outcome.required, outcome.status
+            "approved batch {id}: {} of {} approvals, {}",
+            outcome.held,
+            outcome.required,
+            status_name(outcome.status)
         );
     }
     Ok(())
 }
 
+fn status_name(status: BatchStatus) -> &'static str {
+    match status {
+        BatchStatus::Pending => "pending",
+        BatchStatus::Approved => "approved",
+        BatchStatus::Expired => "expired",
+        BatchStatus::Cancelled => "cancelled",
+    }
+}
+
 fn sign_approvers(args: SignApproversArgs) -> Result<(), BatchCmdError> {
     let trust_domain = TrustDomain::new(args.trust_domain.clone())
-        .map_err(|e| BatchCmdError::Input(e.to_string()))?;
+        .map_err(|e| BatchCmdError::Input(format!("--trust-domain: {e}")))?;
     let (pair, signer) = load_key(&args.key)?;
     let mut keys = Vec::new();
     for path in &args.approvers {
         let spki = read_pem(path, "PUBLIC KEY")?;
-        keys.push(ApproverKey::from_spki(&spki).map_err(|e| BatchCmdError::Input(e.to_string()))?);
+        keys.push(
+            ApproverKey::from_spki(&spki)
+                .map_err(|e| BatchCmdError::Input(format!("{}: {e}", path.display())))?,
+        );
     }
     let mut tiers = Vec::new();
     for tier in &args.tiers {

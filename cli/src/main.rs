@@ -73,7 +73,9 @@ fn main() -> ExitCode {
             Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
             Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
             Command::Pki(cmd) => pki_cmd::run(cmd).map_err(Failure::from),
-            Command::Batch(cmd) => batch_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Batch(cmd) => batch_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Audit(cmd) => audit_cmd::run(cmd)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
