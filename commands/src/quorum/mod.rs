@@ -79,6 +79,27 @@ impl QuorumRefusal {
     pub fn is_conflict(&self) -> bool {
         matches!(self, QuorumRefusal::Batch(BatchRefusal::Conflict { .. }))
     }
+
+    /// The refusal's code, as the CLI and the API name it: `INVALID_CONFIG`, `INVALID_STATE`,
+    /// `INVALID_INPUT`, `CONFLICT`, `NOT_FOUND` or `PERMISSION_DENIED` (an approval by a key
+    /// outside the published set, or one that does not verify).
+    pub fn code(&self) -> &'static str {
+        match self {
+            QuorumRefusal::InvalidConfig(_)
+            | QuorumRefusal::ApproverSet(_)
+            | QuorumRefusal::SetChange(_) => "INVALID_CONFIG",
+            QuorumRefusal::InvalidState(_) | QuorumRefusal::NodesBehind { .. } => "INVALID_STATE",
+            QuorumRefusal::Batch(BatchRefusal::Conflict { .. }) => "CONFLICT",
+            QuorumRefusal::Batch(_) => "INVALID_INPUT",
+            QuorumRefusal::Approval(
+                ApprovalRefusal::NotPending { .. } | ApprovalRefusal::Expired { .. },
+            ) => "INVALID_STATE",
+            QuorumRefusal::Approval(
+                ApprovalRefusal::UnknownApprover { .. } | ApprovalRefusal::BadSignature { .. },
+            ) => "PERMISSION_DENIED",
+            QuorumRefusal::BatchNotFound(_) => "NOT_FOUND",
+        }
+    }
 }
 
 /// What a quorum command can fail with.
@@ -122,46 +143,73 @@ fn refused<T>(refusal: impl Into<QuorumRefusal>) -> Result<T, QuorumError> {
     Err(QuorumError::Refused(refusal.into()))
 }
 
+/// Leaf hashes of a batch's leaves, computed on up to two threads for large batches (hashing is
+/// pure, so the result is the same on any number of threads).
+fn leaf_hashes(
+    batch_id: &BatchId,
+    leaves: &[BatchLeaf],
+) -> Result<Vec<domain::quorum::ScopeHash>, String> {
+    fn hash_all(
+        batch_id: &BatchId,
+        leaves: &[BatchLeaf],
+    ) -> Result<Vec<domain::quorum::ScopeHash>, String> {
+        leaves
+            .iter()
+            .map(|leaf| {
+                let digest = if leaf.payload_sha256.is_empty() {
+                    None
+                } else {
+                    Some(
+                        domain::quorum::PayloadDigest::from_slice(&leaf.payload_sha256)
+                            .map_err(|e| e.to_string())?,
+                    )
+                };
+                Ok(domain::quorum::leaf_hash(
+                    batch_id,
+                    &leaf.subject,
+                    &leaf.kind,
+                    digest.as_ref(),
+                ))
+            })
+            .collect()
+    }
+    const PARALLEL_FROM: usize = 8192;
+    if leaves.len() < PARALLEL_FROM {
+        return hash_all(batch_id, leaves);
+    }
+    let (first, second) = leaves.split_at(leaves.len() / 2);
+    let (a, b) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| hash_all(batch_id, second));
+        let mine = hash_all(batch_id, first);
+        (mine, other.join())
+    });
+    let mut hashes = a?;
+    hashes.extend(b.map_err(|_| "leaf hashing thread panicked".to_string())??);
+    Ok(hashes)
+}
+
 /// Builds the scope tree of a `batch.created` event's leaves with `domain::quorum`'s maths, for
-/// the batch projection.
+/// the batch projection: each row's leaf hash and the tree's nodes stored with it
+/// ([`ScopeTree::stored_nodes_into`]).
 pub fn scope_indexer(batch_id: &[u8], leaves: &[BatchLeaf]) -> Result<ScopeIndex, String> {
     let batch_id = BatchId::from_slice(batch_id).map_err(|e| e.to_string())?;
-    let mut hashes = Vec::with_capacity(leaves.len());
-    for leaf in leaves {
-        let digest = if leaf.payload_sha256.is_empty() {
-            None
-        } else {
-            Some(
-                domain::quorum::PayloadDigest::from_slice(&leaf.payload_sha256)
-                    .map_err(|e| e.to_string())?,
-            )
-        };
-        hashes.push(domain::quorum::leaf_hash(
-            &batch_id,
-            &leaf.subject,
-            &leaf.kind,
-            digest.as_ref(),
-        ));
-    }
-    let tree = ScopeTree::from_leaf_hashes(hashes.clone()).map_err(|e| e.to_string())?;
-    if tree.leaves() != hashes.as_slice() {
+    let hashes = leaf_hashes(&batch_id, leaves)?;
+    if hashes.windows(2).any(|w| w[0] >= w[1]) {
         return Err("the leaves are not distinct and in hash order".to_string());
     }
-    let mut proofs = Vec::with_capacity(hashes.len());
-    let mut siblings = Vec::with_capacity(20);
-    for index in 0..tree.size() {
-        tree.proof_into(index, &mut siblings)
-            .ok_or_else(|| format!("no proof for leaf {index}"))?;
-        let mut bytes = Vec::with_capacity(siblings.len() * 32);
-        for s in &siblings {
-            bytes.extend_from_slice(s.as_bytes());
-        }
-        proofs.push(bytes);
-    }
+    let leaf_hashes: Vec<[u8; 32]> = hashes.iter().map(|h| h.0).collect();
+    let tree = ScopeTree::from_leaf_hashes(hashes).map_err(|e| e.to_string())?;
+    let nodes = (0..leaf_hashes.len())
+        .map(|index| {
+            let mut bytes = Vec::new();
+            tree.stored_nodes_into(index, &mut bytes);
+            bytes
+        })
+        .collect();
     Ok(ScopeIndex {
         root: tree.root().0,
-        leaf_hashes: hashes.into_iter().map(|h| h.0).collect(),
-        proofs,
+        leaf_hashes,
+        nodes,
     })
 }
 

@@ -480,4 +480,58 @@ impl ScopeTree {
     pub fn proofs(&self) -> impl Iterator<Item = ScopeProof> + '_ {
         (0..self.size()).filter_map(move |index| self.proof(index))
     }
+
+    /// Appends to `out` the nodes at `index` of levels 1, 2, ... for as long as a level has an
+    /// `index` (32 bytes each; row 0 ends with the root). Stored with leaf `index`, these rows
+    /// hold every node of the tree exactly once, and [`assemble_proof`] reads any leaf's proof
+    /// back from them. Nothing is appended for an index past the first level's end.
+    pub fn stored_nodes_into(&self, index: usize, out: &mut Vec<u8>) {
+        let mut len = self.size;
+        for &start in &self.level_starts[1..] {
+            len = len.div_ceil(2);
+            if index >= len {
+                break;
+            }
+            out.extend_from_slice(self.nodes[start + index].as_bytes());
+        }
+    }
+}
+
+/// The stored rows (index) and levels a proof for leaf `index` of a `size`-leaf tree reads, in
+/// proof order: `(level, row)`, where level 0 means the row's leaf hash and level `l >= 1` the
+/// `l`-th node [`ScopeTree::stored_nodes_into`] stored with that row. Empty past the last leaf.
+pub fn proof_rows(index: u32, size: u32) -> Vec<(u32, u32)> {
+    let mut rows = Vec::new();
+    if index >= size {
+        return rows;
+    }
+    let (mut position, mut len, mut level) = (index, size, 0u32);
+    while len > 1 {
+        let sibling = position ^ 1;
+        if sibling < len {
+            rows.push((level, sibling));
+        }
+        position /= 2;
+        len = len.div_ceil(2);
+        level += 1;
+    }
+    rows
+}
+
+/// Reads the proof of leaf `index` back from stored rows: `node(level, row)` answers the hash
+/// [`proof_rows`] names (a row's leaf hash at level 0, its `level`-th stored node above).
+/// `None` when the index is past the last leaf or a node is missing.
+pub fn assemble_proof(
+    index: u32,
+    size: u32,
+    mut node: impl FnMut(u32, u32) -> Option<ScopeHash>,
+) -> Option<ScopeProof> {
+    if index >= size {
+        return None;
+    }
+    let siblings = proof_rows(index, size)
+        .into_iter()
+        .map(|(level, row)| node(level, row))
+        .collect::<Option<Vec<_>>>()?;
+    Some(ScopeProof { index, siblings })
 }

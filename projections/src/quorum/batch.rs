@@ -1,9 +1,15 @@
-//! `command_batches`, `command_batch_scope` (each leaf with its stored proof) and
-//! `command_batch_approvals`.
+//! `command_batches`, `command_batch_scope` (each leaf, with the scope tree's nodes at its index)
+//! and `command_batch_approvals`.
 //!
 //! The scope tree is maths of the pure `domain` crate, which this crate may not depend on, so the
 //! projection takes it as a [`ScopeIndexer`] function (the command layer passes
 //! `domain::quorum`'s tree). The indexer is pure, so a rebuild gives the same rows.
+//!
+//! Every node of the tree is stored once (migration 0005): row `i` holds the leaf hash at index
+//! `i` and, in `nodes`, the nodes at index `i` of levels 1, 2, ... as far as a level reaches `i`
+//! (32 bytes each; the root ends row 0). A leaf's proof is therefore stored, node for node, and
+//! read from at most 17 rows without hashing ([`read_tree_rows`]); the command layer assembles
+//! it. Rows written before migration 0005 have `nodes` NULL.
 
 use events::schema::{
     BatchApprovalRecorded, BatchApproved, BatchCancelled, BatchCreated, BatchExpired, BatchLeaf,
@@ -49,7 +55,7 @@ const SCOPE: TableSpec = TableSpec {
         "payload_sha256",
         "payload_type_url",
         "payload_value",
-        "proof",
+        "nodes",
         "position",
     ],
     order_by: "batch_id, leaf_index",
@@ -61,13 +67,14 @@ const APPROVALS: TableSpec = TableSpec {
     order_by: "batch_id, kid",
 };
 
-/// A batch's scope tree as rows: the root, each leaf's hash and each leaf's proof (siblings
-/// bottom-up, 32 bytes each), in the event's leaf order.
+/// A batch's scope tree as rows, in the event's leaf order: the root, each leaf's hash, and for
+/// each index `i` the tree's nodes at index `i` of levels 1, 2, ... (as far as a level has an
+/// index `i`), 32 bytes each, concatenated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeIndex {
     pub root: [u8; 32],
     pub leaf_hashes: Vec<[u8; 32]>,
-    pub proofs: Vec<Vec<u8>>,
+    pub nodes: Vec<Vec<u8>>,
 }
 
 /// Builds the scope tree of a batch's leaves (given in tree order). Pure.
@@ -86,7 +93,7 @@ impl BatchProjection {
 }
 
 /// Rows per multi-row INSERT on SQLite (10 parameters a row, far below its 32,766 limit).
-const SQLITE_ROWS_PER_INSERT: usize = 1000;
+const SQLITE_ROWS_PER_INSERT: usize = 3000;
 
 async fn insert_scope(
     tx: &mut StoreTx,
@@ -97,9 +104,9 @@ async fn insert_scope(
     let n = created.leaves.len();
     match tx {
         StoreTx::Postgres(t) => {
-            let ids = vec![created.batch_id.clone(); n];
             let indexes: Vec<i64> = (0..n as i64).collect();
-            let hashes: Vec<Vec<u8>> = index.leaf_hashes.iter().map(|h| h.to_vec()).collect();
+            let hashes: Vec<&[u8]> = index.leaf_hashes.iter().map(|h| h.as_slice()).collect();
+            let nodes: Vec<&[u8]> = index.nodes.iter().map(Vec::as_slice).collect();
             let subjects: Vec<&str> = created.leaves.iter().map(|l| l.subject.as_str()).collect();
             let kinds: Vec<&str> = created.leaves.iter().map(|l| l.kind.as_str()).collect();
             let digests: Vec<Option<&[u8]>> = created
@@ -119,12 +126,12 @@ async fn insert_scope(
                 .collect();
             sqlx::query(
                 "INSERT INTO command_batch_scope (batch_id, leaf_index, leaf_hash, subject, kind, \
-                 payload_sha256, payload_type_url, payload_value, proof, position) \
-                 SELECT b, i, h, s, k, d, u, v, p, $10 FROM UNNEST($1::bytea[], $2::int8[], \
+                 payload_sha256, payload_type_url, payload_value, nodes, position) \
+                 SELECT $1, i, h, s, k, d, u, v, n, $9 FROM UNNEST($2::int8[], \
                  $3::bytea[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::bytea[], \
-                 $9::bytea[]) AS t(b, i, h, s, k, d, u, v, p)",
+                 $10::bytea[]) AS t(i, h, s, k, d, u, v, n)",
             )
-            .bind(ids)
+            .bind(created.batch_id.as_slice())
             .bind(indexes)
             .bind(hashes)
             .bind(subjects)
@@ -132,8 +139,8 @@ async fn insert_scope(
             .bind(digests)
             .bind(urls)
             .bind(values)
-            .bind(&index.proofs)
             .bind(event.position)
+            .bind(nodes)
             .execute(t.connection())
             .await
             .map_err(StoreError::from)?;
@@ -143,7 +150,7 @@ async fn insert_scope(
             for chunk in rows.chunks(SQLITE_ROWS_PER_INSERT) {
                 let mut builder = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
                     "INSERT INTO command_batch_scope (batch_id, leaf_index, leaf_hash, subject, \
-                     kind, payload_sha256, payload_type_url, payload_value, proof, position) ",
+                     kind, payload_sha256, payload_type_url, payload_value, nodes, position) ",
                 );
                 builder.push_values(chunk, |mut row, &i| {
                     let leaf = &created.leaves[i];
@@ -158,7 +165,7 @@ async fn insert_scope(
                         )
                         .push_bind(leaf.has_payload.then_some(leaf.payload_type_url.as_str()))
                         .push_bind(leaf.has_payload.then_some(leaf.payload_value.as_slice()))
-                        .push_bind(index.proofs[i].as_slice())
+                        .push_bind(index.nodes[i].as_slice())
                         .push_bind(event.position);
                 });
                 builder
@@ -183,6 +190,8 @@ impl BatchProjection {
             .map_err(|why| inapplicable("command_batches", event, why))?;
         if index.root.as_slice() != created.scope_root.as_slice()
             || index.leaf_hashes.len() != created.scope_size as usize
+            || index.leaf_hashes.len() != created.leaves.len()
+            || index.nodes.len() != created.leaves.len()
         {
             return Err(inapplicable(
                 "command_batches",
@@ -457,8 +466,9 @@ pub struct ScopeRow {
     pub payload_sha256: Option<Vec<u8>>,
     pub payload_type_url: Option<String>,
     pub payload_value: Option<Vec<u8>>,
-    /// Siblings bottom-up, 32 bytes each.
-    pub proof: Vec<u8>,
+    /// The tree's nodes at this index of levels 1, 2, ..., 32 bytes each (`None` on rows written
+    /// before migration 0005).
+    pub nodes: Option<Vec<u8>>,
 }
 
 type ScopeTuple = (
@@ -469,11 +479,11 @@ type ScopeTuple = (
     Option<Vec<u8>>,
     Option<String>,
     Option<Vec<u8>>,
-    Vec<u8>,
+    Option<Vec<u8>>,
 );
 
 const SCOPE_COLUMNS: &str = "leaf_index, leaf_hash, subject, kind, payload_sha256, \
-     payload_type_url, payload_value, proof";
+     payload_type_url, payload_value, nodes";
 
 fn scope_row(r: ScopeTuple) -> ScopeRow {
     ScopeRow {
@@ -484,7 +494,7 @@ fn scope_row(r: ScopeTuple) -> ScopeRow {
         payload_sha256: r.4,
         payload_type_url: r.5,
         payload_value: r.6,
-        proof: r.7,
+        nodes: r.7,
     }
 }
 
@@ -530,4 +540,71 @@ pub async fn read_leaf(
     )
     .await?;
     Ok(row.map(scope_row))
+}
+
+/// The tree material of one scope row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeRow {
+    pub leaf_index: u32,
+    pub leaf_hash: Vec<u8>,
+    /// As [`ScopeRow::nodes`].
+    pub nodes: Option<Vec<u8>>,
+}
+
+type TreeTuple = (i64, Vec<u8>, Option<Vec<u8>>);
+
+fn tree_row(r: TreeTuple) -> TreeRow {
+    TreeRow {
+        leaf_index: u32::try_from(r.0).unwrap_or(u32::MAX),
+        leaf_hash: r.1,
+        nodes: r.2,
+    }
+}
+
+/// The tree material of the rows with these indexes (a proof's rows: a few dozen at most), in
+/// index order; indexes the batch does not have are left out.
+pub async fn read_tree_rows(
+    tx: &mut StoreTx,
+    batch_id: &[u8],
+    indexes: &[u32],
+) -> Result<Vec<TreeRow>, StoreError> {
+    if indexes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders: Vec<String> = (0..indexes.len()).map(|i| format!("${}", i + 2)).collect();
+    let mut args = Vec::with_capacity(indexes.len() + 1);
+    args.push(SqlValue::Bytes(batch_id.to_vec()));
+    args.extend(indexes.iter().map(|&i| SqlValue::Int(i64::from(i))));
+    let rows: Vec<TreeTuple> = sql::fetch_all(
+        tx,
+        &format!(
+            "SELECT leaf_index, leaf_hash, nodes FROM command_batch_scope WHERE batch_id = $1 \
+             AND leaf_index IN ({}) ORDER BY leaf_index",
+            placeholders.join(", ")
+        ),
+        &args,
+    )
+    .await?;
+    Ok(rows.into_iter().map(tree_row).collect())
+}
+
+/// The tree material of the rows from index `first` to `last` (inclusive), in index order.
+pub async fn read_tree_range(
+    tx: &mut StoreTx,
+    batch_id: &[u8],
+    first: u32,
+    last: u32,
+) -> Result<Vec<TreeRow>, StoreError> {
+    let rows: Vec<TreeTuple> = sql::fetch_all(
+        tx,
+        "SELECT leaf_index, leaf_hash, nodes FROM command_batch_scope WHERE batch_id = $1 \
+         AND leaf_index >= $2 AND leaf_index <= $3 ORDER BY leaf_index",
+        &[
+            SqlValue::Bytes(batch_id.to_vec()),
+            SqlValue::Int(i64::from(first)),
+            SqlValue::Int(i64::from(last)),
+        ],
+    )
+    .await?;
+    Ok(rows.into_iter().map(tree_row).collect())
 }

@@ -9,8 +9,9 @@ pub mod bundle;
 mod sql;
 
 pub use batch::{
-    pending_past_end, read_approvals, read_batch, read_leaf, read_scope_page, ApprovalRow,
-    BatchProjection, BatchRow, ScopeIndex, ScopeIndexer, ScopeRow,
+    pending_past_end, read_approvals, read_batch, read_leaf, read_scope_page, read_tree_range,
+    read_tree_rows, ApprovalRow, BatchProjection, BatchRow, ScopeIndex, ScopeIndexer, ScopeRow,
+    TreeRow,
 };
 pub use bundle::{
     connected_nodes, history_version_of, read_bundle_state, read_history, BundleStateRow,
