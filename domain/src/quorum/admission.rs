@@ -23,6 +23,17 @@
 //! comes before, and non-destructive kinds never come here. bcd stores
 //! [`AdmissionState::used_leaves`] in [`BATCH_LEAVES_FILE`] and [`AdmissionState::unbatched`] in
 //! [`UNBATCHED_FILE`], as JSON ([`UsedLeaves::to_json`], [`UnbatchedRuns::to_json`]).
+//!
+//! [`admit_cached`] gives the same verdict as [`admit`] for every input, and keeps the approval
+//! signatures it verified in a [`VerifiedApprovals`] memo held in memory beside the state (never
+//! persisted: a file must not be able to vouch for a signature). A batch's approval travels with
+//! every one of its commands, byte for byte the same, so the daemon verifies its signatures for
+//! the first command of the batch and then checks each further command's own Merkle proof, its
+//! leaf, and the approval's not_after against server time. A memo entry is used only when every
+//! input of the signature check is identical to the one verified: the approval (batch id, scope
+//! root, scope size, not_after and every signature, in order), the held approver set (all its keys,
+//! thresholds and tiers) and the trust domain. A changed set, a re-signed approval or another
+//! trust domain is verified afresh. Only verdicts that met the requirement are kept.
 
 use std::collections::BTreeMap;
 
@@ -301,11 +312,121 @@ impl AdmissionRefusal {
     }
 }
 
+/// The most approvals a [`VerifiedApprovals`] memo keeps (one per batch).
+pub const MAX_VERIFIED_APPROVALS: usize = 256;
+
+/// Batch approvals whose signatures were verified and met the requirement, one per batch id.
+/// In memory only (no serde): see the module docs.
+#[derive(Debug, Clone, Default)]
+pub struct VerifiedApprovals {
+    entries: BTreeMap<BatchId, VerifiedApproval>,
+}
+
+#[derive(Debug, Clone)]
+struct VerifiedApproval {
+    approval: BatchApproval,
+    set: ApproverSet,
+    trust_domain: TrustDomain,
+    approvers: Vec<Kid>,
+}
+
+impl VerifiedApprovals {
+    /// An empty memo.
+    pub fn new() -> Self {
+        VerifiedApprovals::default()
+    }
+
+    /// How many approvals are kept.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Drops every entry (for example when the held approver set changes).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// The approvers verified for exactly this approval, set and trust domain.
+    fn lookup(
+        &self,
+        approval: &BatchApproval,
+        set: &ApproverSet,
+        trust_domain: &TrustDomain,
+    ) -> Option<&[Kid]> {
+        let entry = self.entries.get(&approval.batch_id)?;
+        (entry.approval == *approval && entry.set == *set && entry.trust_domain == *trust_domain)
+            .then_some(entry.approvers.as_slice())
+    }
+
+    fn insert(
+        &mut self,
+        approval: &BatchApproval,
+        set: &ApproverSet,
+        trust_domain: &TrustDomain,
+        approvers: &[Kid],
+        server_now_us: i64,
+    ) {
+        if !self.entries.contains_key(&approval.batch_id)
+            && self.entries.len() >= MAX_VERIFIED_APPROVALS
+        {
+            self.entries
+                .retain(|_, entry| entry.approval.not_after_us >= server_now_us);
+            if self.entries.len() >= MAX_VERIFIED_APPROVALS {
+                let soonest = self
+                    .entries
+                    .iter()
+                    .min_by_key(|(_, entry)| entry.approval.not_after_us)
+                    .map(|(id, _)| *id);
+                if let Some(id) = soonest {
+                    self.entries.remove(&id);
+                }
+            }
+        }
+        self.entries.insert(
+            approval.batch_id,
+            VerifiedApproval {
+                approval: approval.clone(),
+                set: set.clone(),
+                trust_domain: trust_domain.clone(),
+                approvers: approvers.to_vec(),
+            },
+        );
+    }
+}
+
 /// Decides whether a destructive command runs; on admission returns the state to persist.
 pub fn admit(
     command: &DestructiveCommand<'_>,
     quorum: &AgentQuorum<'_>,
     state: &AdmissionState,
+    clock: AdmissionClock,
+) -> Result<(Admission, AdmissionState), AdmissionRefusal> {
+    admit_inner(command, quorum, state, None, clock)
+}
+
+/// [`admit`], verifying a batch's approval signatures once: the verdict is kept in `verified`
+/// and reused for the batch's further commands while the approval, the held set and the trust
+/// domain stay byte for byte the same. Same verdicts as [`admit`] for every input.
+pub fn admit_cached(
+    command: &DestructiveCommand<'_>,
+    quorum: &AgentQuorum<'_>,
+    state: &AdmissionState,
+    verified: &mut VerifiedApprovals,
+    clock: AdmissionClock,
+) -> Result<(Admission, AdmissionState), AdmissionRefusal> {
+    admit_inner(command, quorum, state, Some(verified), clock)
+}
+
+fn admit_inner(
+    command: &DestructiveCommand<'_>,
+    quorum: &AgentQuorum<'_>,
+    state: &AdmissionState,
+    verified: Option<&mut VerifiedApprovals>,
     clock: AdmissionClock,
 ) -> Result<(Admission, AdmissionState), AdmissionRefusal> {
     if quorum.set.is_empty() {
@@ -315,9 +436,38 @@ pub fn admit(
         };
     }
     match command.batch_id {
-        Some(batch_id) => admit_batched(command, batch_id, quorum, state, clock),
+        Some(batch_id) => admit_batched(command, batch_id, quorum, state, verified, clock),
         None => admit_unbatched(command, quorum, state, clock),
     }
+}
+
+/// The distinct valid approvers, up to `required`, from the memo when it holds this exact
+/// approval, else verified (and kept when they meet the requirement).
+fn approvers_of(
+    approval: &BatchApproval,
+    quorum: &AgentQuorum<'_>,
+    required: u32,
+    verified: Option<&mut VerifiedApprovals>,
+    server_now_us: i64,
+) -> Vec<Kid> {
+    let Some(memo) = verified else {
+        return approval.valid_approvers_up_to(quorum.set, quorum.trust_domain, required as usize);
+    };
+    if let Some(approvers) = memo.lookup(approval, quorum.set, quorum.trust_domain) {
+        return approvers.to_vec();
+    }
+    let approvers =
+        approval.valid_approvers_up_to(quorum.set, quorum.trust_domain, required as usize);
+    if approvers.len() >= required as usize {
+        memo.insert(
+            approval,
+            quorum.set,
+            quorum.trust_domain,
+            &approvers,
+            server_now_us,
+        );
+    }
+    approvers
 }
 
 fn admit_batched(
@@ -325,6 +475,7 @@ fn admit_batched(
     batch_id: &BatchId,
     quorum: &AgentQuorum<'_>,
     state: &AdmissionState,
+    verified: Option<&mut VerifiedApprovals>,
     clock: AdmissionClock,
 ) -> Result<(Admission, AdmissionState), AdmissionRefusal> {
     let approval = command.approval.ok_or(AdmissionRefusal::ApprovalMissing)?;
@@ -352,8 +503,7 @@ fn admit_batched(
         }
     }
     let required = quorum.set.required_approvals(approval.scope_size);
-    let approvers =
-        approval.valid_approvers_up_to(quorum.set, quorum.trust_domain, required as usize);
+    let approvers = approvers_of(approval, quorum, required, verified, clock.server_now_us);
     if approvers.len() < required as usize {
         return Err(AdmissionRefusal::TooFewApprovals {
             valid: approvers.len() as u32,

@@ -30,8 +30,8 @@ pub mod signing;
 pub mod trust_domain;
 
 pub use admission::{
-    admit, Admission, AdmissionClock, AdmissionRefusal, AdmissionState, AgentQuorum,
-    DestructiveCommand, RejectReason, UnbatchedRuns, UsedLeaves,
+    admit, admit_cached, Admission, AdmissionClock, AdmissionRefusal, AdmissionState, AgentQuorum,
+    DestructiveCommand, RejectReason, UnbatchedRuns, UsedLeaves, VerifiedApprovals,
 };
 pub use approval::{
     batch_approval_signing_input, decide_add_approval, AddApproval, ApprovalEvent, ApprovalRefusal,
@@ -47,8 +47,9 @@ pub use batch::{
 };
 pub use bytes32::Bytes32Error;
 pub use scope::{
-    leaf_hash, node_hash, verify_proof, BatchId, BatchIdError, PayloadDigest, ProofError,
-    ScopeError, ScopeHash, ScopeLeaf, ScopeProof, ScopeTree, MAX_SCOPE_LEAVES,
+    assemble_proof, leaf_hash, node_hash, proof_rows, verify_proof, BatchId, BatchIdError,
+    PayloadDigest, ProofError, ScopeError, ScopeHash, ScopeLeaf, ScopeProof, ScopeTree,
+    MAX_SCOPE_LEAVES,
 };
 pub use set_change::{
     decide_set_change, ApproverSetOffer, HeldApproverSet, SetChange, SetChangeRefusal,
