@@ -15,6 +15,7 @@ mod node_cmd;
 mod pki_cmd;
 mod replay_cmd;
 mod serve_cmd;
+mod serve_config;
 mod serve_split;
 mod store_cmd;
 mod token_cmd;

@@ -1,0 +1,337 @@
+//! `bcctl serve` configuration: a TOML file (`--config`), overridden by the environment,
+//! overridden by flags.
+//!
+//! | key | environment | default |
+//! | --- | --- | --- |
+//! | `listen` | `BC_LISTEN` | `127.0.0.1:8443` |
+//! | `database_url` | `DATABASE_URL` | `sqlite://.bcctl/events.db` |
+//! | `pki_bundle` | `BC_PKI_BUNDLE` | `.bcctl/pki.json` |
+//! | `deployment_secret_file` | `BC_DEPLOYMENT_SECRET_FILE` | none (`BC_DEPLOYMENT_SECRET` wins) |
+//! | `role` | `BC_ROLE` | `all` |
+//! | `serving_names` | `BC_SERVING_NAMES` (comma-separated) | `["localhost", "127.0.0.1"]` |
+//! | `metrics_listen` | `BC_METRICS_LISTEN` (`off` disables) | `127.0.0.1:9464` |
+//! | `leaf_lifetime` | `BC_LEAF_LIFETIME` | `24h` |
+//! | `serving_lifetime` | `BC_SERVING_LIFETIME` | `30d` |
+//! | `feed_max_lag` | `BC_FEED_MAX_LAG` | `5s` |
+//! | `feed_poll_interval` | `BC_FEED_POLL_INTERVAL` | `20ms` |
+//! | `audit_seal_interval` | `BC_AUDIT_SEAL_INTERVAL` | `1h` |
+//! | `root_tenant` | `BC_ROOT_TENANT` | `root` |
+//! | `record_trust_reports` | `BC_RECORD_TRUST_REPORTS` | `true` |
+//! | `log_format` | `BC_LOG_FORMAT` | `text` (or `json`) |
+//! | `trust_version_floor` | `BC_TRUST_VERSION_FLOOR` | `0` (the published trust version is never below it) |
+//! | `api_internal_listen` | `BC_API_INTERNAL_LISTEN` | `127.0.0.1:9443` (`api`: where gateways connect) |
+//! | `api_internal_names` | `BC_API_INTERNAL_NAMES` (comma-separated) | `["localhost", "127.0.0.1"]` (`api`: names of its internal certificate) |
+//! | `api_internal_url` | `BC_API_INTERNAL_URL` | none; required by `gateway` (`host:port` of the api's internal endpoint) |
+//! | `internal_cert` | `BC_INTERNAL_CERT` | none; required by `gateway` (from `bcctl pki issue-internal`) |
+//! | `internal_key` | `BC_INTERNAL_KEY` | none; required by `gateway` (mode 0600) |
+//!
+//! Durations are `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (`30s`, `24h`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+
+use crate::serve_cmd::ServeError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// JoinService and gateway in one process.
+    All,
+    /// JoinService, signing and the audit sequencer/sealer, serving gateways over internal mTLS.
+    Api,
+    /// Agent-facing gateway without signing keys, relaying Join and Renew to an api.
+    Gateway,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug, Default)]
+pub struct ServeArgs {
+    /// TOML configuration file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// all (default), api or gateway.
+    #[arg(long, value_enum)]
+    pub role: Option<Role>,
+    /// Address to listen on for agents (overrides BC_LISTEN and the file).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// postgres://... or sqlite://PATH (overrides DATABASE_URL and the file).
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// The PKI bundle (overrides BC_PKI_BUNDLE and the file).
+    #[arg(long)]
+    pub pki_bundle: Option<PathBuf>,
+    /// text or json logs on standard error.
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// The configuration file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub database_url: Option<String>,
+    pub pki_bundle: Option<PathBuf>,
+    pub deployment_secret_file: Option<PathBuf>,
+    pub role: Option<Role>,
+    pub serving_names: Option<Vec<String>>,
+    pub metrics_listen: Option<String>,
+    pub leaf_lifetime: Option<String>,
+    pub serving_lifetime: Option<String>,
+    pub feed_max_lag: Option<String>,
+    pub feed_poll_interval: Option<String>,
+    pub audit_seal_interval: Option<String>,
+    pub root_tenant: Option<String>,
+    pub record_trust_reports: Option<bool>,
+    pub log_format: Option<LogFormat>,
+    pub trust_version_floor: Option<u64>,
+    pub api_internal_listen: Option<String>,
+    pub api_internal_names: Option<Vec<String>>,
+    pub api_internal_url: Option<String>,
+    pub internal_cert: Option<PathBuf>,
+    pub internal_key: Option<PathBuf>,
+}
+
+/// Everything resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub database_url: String,
+    pub pki_bundle: PathBuf,
+    pub deployment_secret_file: Option<PathBuf>,
+    pub role: Role,
+    pub serving_names: Vec<String>,
+    pub metrics_listen: Option<SocketAddr>,
+    pub leaf_lifetime: Duration,
+    pub serving_lifetime: Duration,
+    pub feed_max_lag: Duration,
+    pub feed_poll_interval: Duration,
+    /// How often the audit sealer signs a checkpoint of every tenant whose tree grew.
+    pub audit_seal_interval: Duration,
+    pub root_tenant: String,
+    pub record_trust_reports: bool,
+    pub log_format: LogFormat,
+    /// The published trust bundle version is never below it (pki.trustVersion).
+    pub trust_version_floor: u64,
+    /// `api`: where gateways connect.
+    pub api_internal_listen: SocketAddr,
+    /// `api`: the names its internal certificate carries.
+    pub api_internal_names: Vec<String>,
+    /// `gateway`: the api's internal endpoint, `host:port`.
+    pub api_internal_url: Option<String>,
+    /// `gateway`: its internal client certificate chain (PEM).
+    pub internal_cert: Option<PathBuf>,
+    /// `gateway`: its internal client key (PKCS#8 PEM, mode 0600).
+    pub internal_key: Option<PathBuf>,
+}
+
+fn list_env(name: &str) -> Option<Vec<String>> {
+    env(name).map(|v| {
+        v.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
+}
+
+/// Parses `30s`, `250ms`, `5m`, `24h`, `7d`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{text:?} has no unit (ms, s, m, h, d)"))?;
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} does not start with a whole number"))?;
+    let secs = match unit {
+        "ms" => return Ok(Duration::from_millis(n)),
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (ms, s, m, h, d)"
+            ))
+        }
+    };
+    n.checked_mul(secs)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+pub(crate) fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn pick<T>(
+    flag: Option<T>,
+    env_name: &str,
+    file: Option<T>,
+    parse: impl Fn(String) -> Option<T>,
+) -> Option<T> {
+    flag.or_else(|| env(env_name).and_then(parse)).or(file)
+}
+
+fn duration_setting(
+    key: &'static str,
+    env_name: &str,
+    file: Option<String>,
+    default: &str,
+) -> Result<Duration, ServeError> {
+    let text = env(env_name)
+        .or(file)
+        .unwrap_or_else(|| default.to_string());
+    parse_duration(&text).map_err(|message| ServeError::Invalid { key, message })
+}
+
+fn socket(key: &'static str, text: &str) -> Result<SocketAddr, ServeError> {
+    text.parse().map_err(|e| ServeError::Invalid {
+        key,
+        message: format!("{text:?} is not host:port with an IP address: {e}"),
+    })
+}
+
+/// Reads the file (if any), then applies the environment and the flags.
+pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
+    let file: FileConfig = match &args.config {
+        None => FileConfig::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| ServeError::ReadConfig {
+                path: path.clone(),
+                source,
+            })?;
+            toml::from_str(&text).map_err(|e| ServeError::ConfigSyntax {
+                path: path.clone(),
+                message: e.to_string(),
+            })?
+        }
+    };
+    let listen = pick(args.listen.clone(), "BC_LISTEN", file.listen, Some)
+        .unwrap_or_else(|| "127.0.0.1:8443".into());
+    let metrics_listen = env("BC_METRICS_LISTEN")
+        .or(file.metrics_listen)
+        .unwrap_or_else(|| "127.0.0.1:9464".into());
+    let role_env = env("BC_ROLE").map(|r| match r.as_str() {
+        "api" => Ok(Role::Api),
+        "gateway" => Ok(Role::Gateway),
+        "all" => Ok(Role::All),
+        other => Err(ServeError::Invalid {
+            key: "role",
+            message: format!("{other:?} is not all, api or gateway"),
+        }),
+    });
+    let role = match (args.role, role_env) {
+        (Some(r), _) => r,
+        (None, Some(r)) => r?,
+        (None, None) => file.role.unwrap_or(Role::All),
+    };
+    let log_format = match (args.log_format, env("BC_LOG_FORMAT")) {
+        (Some(f), _) => f,
+        (None, Some(f)) if f == "json" => LogFormat::Json,
+        (None, Some(f)) if f == "text" => LogFormat::Text,
+        (None, Some(f)) => {
+            return Err(ServeError::Invalid {
+                key: "log_format",
+                message: format!("{f:?} is not text or json"),
+            })
+        }
+        (None, None) => file.log_format.unwrap_or(LogFormat::Text),
+    };
+    let trust_version_floor = match env("BC_TRUST_VERSION_FLOOR") {
+        Some(v) => v.parse::<u64>().map_err(|_| ServeError::Invalid {
+            key: "trust_version_floor",
+            message: format!("{v:?} is not a whole number"),
+        })?,
+        None => file.trust_version_floor.unwrap_or(0),
+    };
+    let api_internal_listen = env("BC_API_INTERNAL_LISTEN")
+        .or(file.api_internal_listen)
+        .unwrap_or_else(|| "127.0.0.1:9443".into());
+    let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
+        Some(v) => v != "false" && v != "0",
+        None => file.record_trust_reports.unwrap_or(true),
+    };
+    Ok(Settings {
+        listen: socket("listen", &listen)?,
+        database_url: pick(
+            args.database_url.clone(),
+            "DATABASE_URL",
+            file.database_url,
+            Some,
+        )
+        .unwrap_or_else(|| "sqlite://.bcctl/events.db".into()),
+        pki_bundle: pick(
+            args.pki_bundle.clone(),
+            "BC_PKI_BUNDLE",
+            file.pki_bundle,
+            |v| Some(PathBuf::from(v)),
+        )
+        .unwrap_or_else(|| PathBuf::from(crate::pki_cmd::DEFAULT_BUNDLE)),
+        deployment_secret_file: env("BC_DEPLOYMENT_SECRET_FILE")
+            .map(PathBuf::from)
+            .or(file.deployment_secret_file),
+        role,
+        serving_names: list_env("BC_SERVING_NAMES")
+            .or(file.serving_names)
+            .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into()]),
+        metrics_listen: match metrics_listen.as_str() {
+            "off" | "" => None,
+            m => Some(socket("metrics_listen", m)?),
+        },
+        leaf_lifetime: duration_setting(
+            "leaf_lifetime",
+            "BC_LEAF_LIFETIME",
+            file.leaf_lifetime,
+            "24h",
+        )?,
+        serving_lifetime: duration_setting(
+            "serving_lifetime",
+            "BC_SERVING_LIFETIME",
+            file.serving_lifetime,
+            "30d",
+        )?,
+        feed_max_lag: duration_setting("feed_max_lag", "BC_FEED_MAX_LAG", file.feed_max_lag, "5s")?,
+        audit_seal_interval: duration_setting(
+            "audit_seal_interval",
+            "BC_AUDIT_SEAL_INTERVAL",
+            file.audit_seal_interval,
+            "1h",
+        )?,
+        feed_poll_interval: duration_setting(
+            "feed_poll_interval",
+            "BC_FEED_POLL_INTERVAL",
+            file.feed_poll_interval,
+            "20ms",
+        )?,
+        root_tenant: env("BC_ROOT_TENANT")
+            .or(file.root_tenant)
+            .unwrap_or_else(|| "root".into()),
+        record_trust_reports,
+        log_format,
+        trust_version_floor,
+        api_internal_listen: socket("api_internal_listen", &api_internal_listen)?,
+        api_internal_names: list_env("BC_API_INTERNAL_NAMES")
+            .or(file.api_internal_names)
+            .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into()]),
+        api_internal_url: env("BC_API_INTERNAL_URL").or(file.api_internal_url),
+        internal_cert: env("BC_INTERNAL_CERT")
+            .map(PathBuf::from)
+            .or(file.internal_cert),
+        internal_key: env("BC_INTERNAL_KEY")
+            .map(PathBuf::from)
+            .or(file.internal_key),
+    })
+}
