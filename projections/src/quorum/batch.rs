@@ -95,6 +95,54 @@ impl BatchProjection {
 /// Rows per multi-row INSERT on SQLite (10 parameters a row, far below its 32,766 limit).
 const SQLITE_ROWS_PER_INSERT: usize = 3000;
 
+/// The scope rows of a `batch.created` event in PostgreSQL's binary COPY format: the signature
+/// and header, per row a field count then each field as a big-endian i32 length (-1 for NULL)
+/// and its bytes (bytea and text as they are, int8 as 8 big-endian bytes), then the trailer.
+fn copy_rows(event: &RecordedEvent, created: &BatchCreated, index: &ScopeIndex) -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, value: Option<&[u8]>) {
+        match value {
+            Some(bytes) => {
+                // Every field is far below 2 GiB: leaves are bounded (64 KiB payloads, 1 KiB
+                // subjects and kinds) and the nodes of a row are at most 17 hashes.
+                let len = i32::try_from(bytes.len()).unwrap_or(i32::MAX);
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(bytes);
+            }
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+    }
+    let per_row = 2 + 10 * 4 + 32 + 8 + 32 + 32 + 8 + 64;
+    let mut out = Vec::with_capacity(19 + created.leaves.len() * per_row + 2);
+    out.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
+    out.extend_from_slice(&0i32.to_be_bytes());
+    out.extend_from_slice(&0i32.to_be_bytes());
+    let position = event.position.to_be_bytes();
+    for (i, leaf) in created.leaves.iter().enumerate() {
+        out.extend_from_slice(&10i16.to_be_bytes());
+        field(&mut out, Some(&created.batch_id));
+        field(&mut out, Some(&(i as i64).to_be_bytes()));
+        field(&mut out, Some(&index.leaf_hashes[i]));
+        field(&mut out, Some(leaf.subject.as_bytes()));
+        field(&mut out, Some(leaf.kind.as_bytes()));
+        field(
+            &mut out,
+            (!leaf.payload_sha256.is_empty()).then_some(leaf.payload_sha256.as_slice()),
+        );
+        field(
+            &mut out,
+            leaf.has_payload.then_some(leaf.payload_type_url.as_bytes()),
+        );
+        field(
+            &mut out,
+            leaf.has_payload.then_some(leaf.payload_value.as_slice()),
+        );
+        field(&mut out, Some(&index.nodes[i]));
+        field(&mut out, Some(&position));
+    }
+    out.extend_from_slice(&(-1i16).to_be_bytes());
+    out
+}
+
 async fn insert_scope(
     tx: &mut StoreTx,
     event: &RecordedEvent,
@@ -104,46 +152,25 @@ async fn insert_scope(
     let n = created.leaves.len();
     match tx {
         StoreTx::Postgres(t) => {
-            let indexes: Vec<i64> = (0..n as i64).collect();
-            let hashes: Vec<&[u8]> = index.leaf_hashes.iter().map(|h| h.as_slice()).collect();
-            let nodes: Vec<&[u8]> = index.nodes.iter().map(Vec::as_slice).collect();
-            let subjects: Vec<&str> = created.leaves.iter().map(|l| l.subject.as_str()).collect();
-            let kinds: Vec<&str> = created.leaves.iter().map(|l| l.kind.as_str()).collect();
-            let digests: Vec<Option<&[u8]>> = created
-                .leaves
-                .iter()
-                .map(|l| (!l.payload_sha256.is_empty()).then_some(l.payload_sha256.as_slice()))
-                .collect();
-            let urls: Vec<Option<&str>> = created
-                .leaves
-                .iter()
-                .map(|l| l.has_payload.then_some(l.payload_type_url.as_str()))
-                .collect();
-            let values: Vec<Option<&[u8]>> = created
-                .leaves
-                .iter()
-                .map(|l| l.has_payload.then_some(l.payload_value.as_slice()))
-                .collect();
-            sqlx::query(
-                "INSERT INTO command_batch_scope (batch_id, leaf_index, leaf_hash, subject, kind, \
-                 payload_sha256, payload_type_url, payload_value, nodes, position) \
-                 SELECT $1, i, h, s, k, d, u, v, n, $9 FROM UNNEST($2::int8[], \
-                 $3::bytea[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::bytea[], \
-                 $10::bytea[]) AS t(i, h, s, k, d, u, v, n)",
-            )
-            .bind(created.batch_id.as_slice())
-            .bind(indexes)
-            .bind(hashes)
-            .bind(subjects)
-            .bind(kinds)
-            .bind(digests)
-            .bind(urls)
-            .bind(values)
-            .bind(event.position)
-            .bind(nodes)
-            .execute(t.connection())
-            .await
-            .map_err(StoreError::from)?;
+            let data = copy_rows(event, created, index);
+            let conn = t.connection();
+            let mut copy = conn
+                .copy_in_raw(
+                    "COPY command_batch_scope (batch_id, leaf_index, leaf_hash, subject, kind, \
+                     payload_sha256, payload_type_url, payload_value, nodes, position) \
+                     FROM STDIN (FORMAT binary)",
+                )
+                .await
+                .map_err(StoreError::from)?;
+            match copy.send(data).await {
+                Ok(_) => {
+                    copy.finish().await.map_err(StoreError::from)?;
+                }
+                Err(e) => {
+                    let _ = copy.abort("scope rows could not be sent").await;
+                    return Err(StoreError::from(e).into());
+                }
+            }
         }
         StoreTx::Sqlite(t) => {
             let rows: Vec<usize> = (0..n).collect();
