@@ -13,6 +13,7 @@ mod batch_cmd;
 mod internal_cert_cmd;
 mod node_cmd;
 mod pki_cmd;
+mod rebuild_cmd;
 mod replay_cmd;
 mod serve_cmd;
 mod serve_config;
@@ -56,6 +57,8 @@ enum Command {
     Node(node_cmd::NodeCommand),
     /// The identity state as of a log position or time, rebuilt from the events (read only).
     Replay(replay_cmd::ReplayArgs),
+    /// Rebuild every projection from the log, in one transaction, with progress.
+    Rebuild(rebuild_cmd::RebuildArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +86,10 @@ fn main() -> ExitCode {
             Command::Token(cmd) => token_cmd::run(cmd).await.map_err(Failure::from),
             Command::Node(cmd) => node_cmd::run(cmd).await.map_err(Failure::from),
             Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
+            Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
+                rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
+                other => Failure::from(other),
+            }),
         }
     });
     match result {

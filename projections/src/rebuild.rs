@@ -39,6 +39,22 @@ pub async fn rebuild_in(
     batch: u32,
     mut progress: impl FnMut(RebuildProgress),
 ) -> Result<u64, ProjectionError> {
+    // Writers of these tables wait until this transaction ends (readers don't): an inline
+    // projection write can neither land on a row this rebuild is about to replace nor commit
+    // between the head read here and the commit. SQLite's writer is already held by `tx`.
+    if matches!(tx, StoreTx::Postgres(_)) {
+        let names: Vec<&str> = projections
+            .iter()
+            .flat_map(|p| p.tables().iter().map(|t| t.name))
+            .collect();
+        if !names.is_empty() {
+            tx.execute(
+                &format!("LOCK TABLE {} IN EXCLUSIVE MODE", names.join(", ")),
+                &[],
+            )
+            .await?;
+        }
+    }
     let head = match until {
         Some(p) => p,
         None => store.head_position().await?,
@@ -49,21 +65,31 @@ pub async fn rebuild_in(
                 .await?;
         }
     }
+    // The next page is read (on a pooled connection of its own) while the current one is
+    // applied in `tx`: the log read and the projection writes overlap instead of taking turns.
     let mut pages = store.read_all(0, batch);
     let mut read = 0u64;
-    while let Some(mut events) = pages.next_batch().await? {
+    let mut current = pages.next_batch().await?;
+    while let Some(mut events) = current {
         let past_end = events.last().is_some_and(|e| e.position > head);
         events.retain(|e| e.position <= head);
         read += events.len() as u64;
-        apply_all(projections, tx, &events).await?;
+        let position = events.last().map_or(pages.position(), |e| e.position);
+        if past_end {
+            apply_all(projections, tx, &events).await?;
+            current = None;
+        } else {
+            let (applied, next) =
+                futures::future::join(apply_all(projections, tx, &events), pages.next_batch())
+                    .await;
+            applied?;
+            current = next?;
+        }
         progress(RebuildProgress {
             events_read: read,
-            position: events.last().map_or(pages.position(), |e| e.position),
+            position,
             head,
         });
-        if past_end {
-            break;
-        }
     }
     Ok(read)
 }

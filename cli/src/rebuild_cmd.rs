@@ -1,0 +1,204 @@
+//! `bcctl rebuild [--digest] [--json]`: rebuild every projection from the log.
+//!
+//! Every projection table (identity, quorum, audit checkpoints) is emptied and the whole log is
+//! replayed into it in one transaction ([`projections::rebuild`]): readers see the old tables
+//! until the commit and the new ones after, never a half-built state; writers of those tables
+//! wait for the rebuild to finish. Progress goes to standard error: a bar on a terminal, a line
+//! every few seconds otherwise. `--digest` prints the BLAKE3 digest of a canonical dump of the
+//! tables afterwards, the figure two replicas (or a replica and a rebuild) compare.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
+use projections::{ProjectionError, TableSpec};
+use serde::Serialize;
+
+use crate::token_cmd::{to_json, DEFAULT_STORE};
+
+/// Events read per page while rebuilding.
+const REBUILD_BATCH: u32 = 10_000;
+
+/// How often a progress line is written when standard error is not a terminal.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RebuildCmdError {
+    #[error("INVALID_INPUT: --batch must be between 1 and 100000, got {0}")]
+    BadBatch(u32),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("rebuild failed, the tables are unchanged: {0}")]
+    Projection(#[from] ProjectionError),
+    #[error("counting the rebuilt rows: {0}")]
+    Query(#[from] sqlx::Error),
+}
+
+#[derive(Args)]
+pub struct RebuildArgs {
+    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
+    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
+    pub database_url: String,
+    /// Events read per page.
+    #[arg(long, default_value_t = REBUILD_BATCH)]
+    pub batch: u32,
+    /// Also print the BLAKE3 digest of the rebuilt tables (a canonical dump, ordered by key).
+    #[arg(long)]
+    pub digest: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `rebuild` prints (`--json`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RebuildReport {
+    pub events_read: u64,
+    pub head: i64,
+    pub seconds: f64,
+    pub events_per_second: f64,
+    pub tables: Vec<TableCount>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TableCount {
+    pub name: &'static str,
+    pub rows: i64,
+}
+
+pub async fn run(args: RebuildArgs) -> Result<(), RebuildCmdError> {
+    if !(1..=100_000).contains(&args.batch) {
+        return Err(RebuildCmdError::BadBatch(args.batch));
+    }
+    let store = EventStore::connect(&args.database_url).await?;
+    let all = commands::every_projection();
+    let tables: Vec<TableSpec> = all
+        .iter()
+        .flat_map(|p| p.tables().iter().copied())
+        .collect();
+
+    let mut progress = Progress::new();
+    let start = Instant::now();
+    let read = projections::rebuild(&store, &all, None, args.batch, |p| progress.show(p)).await;
+    progress.finish();
+    let read = read?;
+    let seconds = start.elapsed().as_secs_f64();
+    let head = store.head_position().await?;
+
+    let mut counts = Vec::with_capacity(tables.len());
+    let mut tx = store.begin().await?;
+    for t in &tables {
+        let rows = count_rows(&mut tx, t.name).await?;
+        counts.push(TableCount { name: t.name, rows });
+    }
+    tx.rollback().await?;
+    let digest = if args.digest {
+        Some(projections::digest_tables(&store, &tables).await?)
+    } else {
+        None
+    };
+    let report = RebuildReport {
+        events_read: read,
+        head,
+        seconds,
+        events_per_second: if seconds > 0.0 {
+            read as f64 / seconds
+        } else {
+            0.0
+        },
+        tables: counts,
+        digest,
+    };
+    if args.json {
+        println!("{}", to_json(&report));
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+async fn count_rows(tx: &mut StoreTx, table: &str) -> Result<i64, sqlx::Error> {
+    let sql = format!("SELECT count(*) FROM {table}");
+    match tx {
+        StoreTx::Postgres(_) => match tx.postgres() {
+            Some(c) => sqlx::query_scalar(&sql).fetch_one(c).await,
+            None => Err(sqlx::Error::PoolClosed),
+        },
+        StoreTx::Sqlite(_) => match tx.sqlite() {
+            Some(c) => sqlx::query_scalar(&sql).fetch_one(c).await,
+            None => Err(sqlx::Error::PoolClosed),
+        },
+    }
+}
+
+fn print_report(r: &RebuildReport) {
+    println!(
+        "rebuilt {} tables from {} events (log head {}) in {:.2} s: {:.0} events/s",
+        r.tables.len(),
+        r.events_read,
+        r.head,
+        r.seconds,
+        r.events_per_second
+    );
+    for t in &r.tables {
+        println!("  {:<28} {:>10} rows", t.name, t.rows);
+    }
+    if let Some(d) = &r.digest {
+        println!("digest (blake3): {d}");
+    }
+}
+
+/// Progress on standard error: a bar on a terminal, a line every few seconds otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    last_line: Instant,
+    start: Instant,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "rebuild {bar:40} {pos}/{len} positions, {per_sec} ({eta})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        let now = Instant::now();
+        Progress {
+            bar,
+            last_line: now,
+            start: now,
+        }
+    }
+
+    fn show(&mut self, p: projections::RebuildProgress) {
+        let position = u64::try_from(p.position).unwrap_or(0);
+        let head = u64::try_from(p.head).unwrap_or(0);
+        if let Some(bar) = &self.bar {
+            bar.set_length(head);
+            bar.set_position(position);
+        } else if self.last_line.elapsed() >= PROGRESS_EVERY {
+            self.last_line = Instant::now();
+            let secs = self.start.elapsed().as_secs_f64().max(1e-9);
+            eprintln!(
+                "rebuild: position {position} of {head}, {} events read ({:.0} events/s)",
+                p.events_read,
+                p.events_read as f64 / secs
+            );
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
