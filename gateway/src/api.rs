@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use commands::identity::{JoinService, RENEW_REFUSED};
 use commands::Clock;
-use domain::pki::{issue_serving_certificate, KeyRole, KeySet, PrivateKey, PublicKey, ServingRole};
+use domain::pki::{issue_serving_certificate, KeySet, PublicKey, ServingRole};
 use events::store::EventStore;
 use proto::internal::api_service_server::{ApiService, ApiServiceServer};
 use proto::internal::{
@@ -26,6 +26,7 @@ use crate::backend::Backend;
 use crate::conn::{tls_incoming, PeerInfo};
 use crate::internal_tls::api_server_config;
 use crate::run::{serving_request, StartError, SHUTDOWN_GRACE};
+use crate::serving::{backdate, Issuer, ServingCert};
 use crate::trust::TrustSigner;
 
 /// The service name the api's health status would use.
@@ -48,11 +49,14 @@ pub struct RunningApi {
     pub addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
+    /// Renews the endpoint's own certificate.
+    renewer: JoinHandle<()>,
 }
 
 impl RunningApi {
     /// Stops serving, letting in-flight calls finish for up to the shutdown grace.
     pub async fn shutdown(mut self) {
+        self.renewer.abort();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -149,7 +153,7 @@ impl ApiService for ApiServer {
             &self.keys.serving_ca,
             &key,
             &req,
-            self.clock.now() - time::Duration::minutes(5),
+            self.clock.now() - backdate(lifetime),
         )
         .map_err(|e| Status::invalid_argument(format!("cannot issue: {e}")))?;
         tracing::info!(gateway = %from, names = ?r.names, serial = %issued.serial.to_hex(), "issued a gateway serving certificate");
@@ -168,22 +172,26 @@ pub async fn start_api(
     clock: Arc<dyn Clock>,
     config: ApiConfig,
 ) -> Result<RunningApi, StartError> {
-    let key =
-        PrivateKey::generate(KeyRole::Serving).map_err(|e| StartError::Serving(e.to_string()))?;
-    let mut request = serving_request(&config.names, config.certificate_lifetime)?;
-    request.role = ServingRole::Internal;
-    let issued = issue_serving_certificate(
-        &keys.serving_ca,
-        key.public_key(),
-        &request,
-        clock.now() - time::Duration::minutes(5),
-    )
-    .map_err(|e| StartError::Serving(e.to_string()))?;
-    let tls = api_server_config(
-        vec![issued.der, keys.serving_ca.cert_der().to_vec()],
-        key.pkcs8_der().to_vec(),
-        keys.serving_ca.cert_der(),
-    )?;
+    serving_request(&config.names, config.certificate_lifetime)?;
+    let issuer = Issuer::Local {
+        keys: keys.clone(),
+        clock: clock.clone(),
+        names: config.names.clone(),
+        lifetime: config.certificate_lifetime,
+        role: ServingRole::Internal,
+    };
+    let first = issuer
+        .issue()
+        .await
+        .map_err(|e| StartError::Serving(e.to_string()))?;
+    let certificate = ServingCert::new(&first)?;
+    let tls = api_server_config(certificate.clone(), keys.serving_ca.cert_der())?;
+    let renewer = tokio::spawn(crate::serving::renew(
+        certificate,
+        issuer,
+        first,
+        clock.clone(),
+    ));
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartError::Listen {
@@ -217,5 +225,6 @@ pub async fn start_api(
         addr,
         shutdown: Some(shutdown_tx),
         server,
+        renewer,
     })
 }

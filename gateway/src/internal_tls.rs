@@ -208,19 +208,16 @@ impl ServerCertVerifier for InternalServerVerifier {
     }
 }
 
-/// The api's internal endpoint: TLS 1.3, ALPN h2, gateways' client certificates required.
+/// The api's internal endpoint: TLS 1.3, ALPN h2, gateways' client certificates required; its
+/// own certificate from `resolver` ([`crate::serving::ServingCert`], renewed while it runs).
 pub fn api_server_config(
-    chain: Vec<Vec<u8>>,
-    key_pkcs8: Vec<u8>,
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
     serving_ca_der: &[u8],
 ) -> Result<ServerConfig, TlsSetupError> {
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(Arc::new(InternalClientVerifier::new(serving_ca_der)?))
-        .with_single_cert(
-            chain.into_iter().map(CertificateDer::from).collect(),
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pkcs8)),
-        )?;
+        .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
 }

@@ -15,6 +15,7 @@ pub mod relay;
 pub mod revoked;
 pub mod run;
 pub mod server;
+pub mod serving;
 pub mod sessions;
 pub mod tls;
 pub mod trust;

@@ -8,8 +8,7 @@ use std::time::Duration;
 use commands::identity::JoinService;
 use commands::Clock;
 use domain::pki::{
-    issue_serving_certificate, KeyRole, KeySet, PrivateKey, PublicBundle, Serial,
-    ServingCertificateRequest, ServingRole, TrustDomain,
+    KeySet, PublicBundle, Serial, ServingCertificateRequest, ServingRole, TrustDomain,
 };
 use events::store::EventStore;
 use proto::node_service_server::NodeServiceServer;
@@ -26,8 +25,9 @@ use crate::metrics::{serve_metrics, MetricSources, Metrics};
 use crate::relay::ApiClient;
 use crate::revoked::RevokedSerials;
 use crate::server::{NodeServer, TrustReporter};
+use crate::serving::{IssueFailure, Issued, Issuer, ServingCert};
 use crate::sessions::Sessions;
-use crate::tls::{server_config, NodeClientVerifier, RefusalCounters};
+use crate::tls::{server_config_resolving, NodeClientVerifier, RefusalCounters};
 use crate::trust::TrustSigner;
 
 /// The gRPC service name the health service reports on (besides the overall `""`).
@@ -155,7 +155,8 @@ pub(crate) fn serving_request(
 }
 
 /// Starts a gateway in this process over `join` (the `all` role): issues its serving
-/// certificate, loads the revocation feed (before accepting anything), then serves.
+/// certificate, loads the revocation feed (before accepting anything), then serves. The serving
+/// certificate is renewed while it runs ([`crate::serving`]).
 pub async fn start(
     store: EventStore,
     keys: Arc<KeySet>,
@@ -163,30 +164,34 @@ pub async fn start(
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
 ) -> Result<Running, StartError> {
-    // Serving certificate from the serving CA, a fresh key each start.
-    let serving_key =
-        PrivateKey::generate(KeyRole::Serving).map_err(|e| StartError::Serving(e.to_string()))?;
-    let issued = issue_serving_certificate(
-        &keys.serving_ca,
-        serving_key.public_key(),
-        &serving_request(&config.serving_names, config.serving_lifetime)?,
-        clock.now() - time::Duration::minutes(5),
-    )
-    .map_err(|e| StartError::Serving(e.to_string()))?;
+    // Check the names here: a bad one is a configuration error.
+    serving_request(&config.serving_names, config.serving_lifetime)?;
+    let issuer = Issuer::Local {
+        keys: keys.clone(),
+        clock: clock.clone(),
+        names: config.serving_names.clone(),
+        lifetime: config.serving_lifetime,
+        role: ServingRole::Gateway,
+    };
+    let first = issuer
+        .issue()
+        .await
+        .map_err(|e| StartError::Serving(e.to_string()))?;
     let edge = Edge {
         trust_domain: keys.trust_domain.clone(),
         node_ca_der: keys.node_ca.cert_der().to_vec(),
-        chain: vec![issued.der, keys.serving_ca.cert_der().to_vec()],
-        key: serving_key,
+        issuer,
+        first,
     };
     let backend = Backend::local(join, TrustSigner::new(store.clone(), keys));
     serve_edge(store, edge, backend, clock, config).await
 }
 
 /// Starts a split gateway (the `gateway` role): it holds no signing key, only the public half
-/// of the PKI bundle. Its serving certificate is issued by the api for a key made here; Join,
-/// Renew and the Welcome trust bundle are relayed to the api over internal mTLS. The store is
-/// read for the revocation feed and sessions, and written only with nodes' trust reports.
+/// of the PKI bundle. Its serving certificate is issued by the api for a key made here (and
+/// renewed the same way while it runs); Join, Renew and the Welcome trust bundle are relayed
+/// to the api over internal mTLS. The store is read for the revocation feed and sessions, and
+/// written only with nodes' trust reports.
 pub async fn start_gateway(
     store: EventStore,
     public: &PublicBundle,
@@ -194,70 +199,46 @@ pub async fn start_gateway(
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
 ) -> Result<Running, StartError> {
-    let serving_key =
-        PrivateKey::generate(KeyRole::Serving).map_err(|e| StartError::Serving(e.to_string()))?;
     // Check the names here: a bad one is a configuration error, not something to retry.
     serving_request(&config.serving_names, config.serving_lifetime)?;
-    let lifetime =
-        Duration::from_secs(u64::try_from(config.serving_lifetime.whole_seconds()).unwrap_or(0));
+    let issuer = Issuer::Api {
+        api: api.clone(),
+        serving_ca_der: public.serving_ca_der.clone(),
+        names: config.serving_names.clone(),
+        lifetime: config.serving_lifetime,
+    };
     let deadline = tokio::time::Instant::now() + API_START_WAIT;
-    let chain = loop {
-        match api
-            .issue_serving_certificate(
-                serving_key.public_key().spki_der().to_vec(),
-                config.serving_names.clone(),
-                lifetime,
-            )
-            .await
-        {
-            Ok(chain) => break chain,
-            Err(s)
-                if s.code() == tonic::Code::Unavailable
-                    && tokio::time::Instant::now() < deadline =>
-            {
-                tracing::warn!(api = %api.url(), error = %s.message(), "waiting for the api");
+    let first = loop {
+        match issuer.issue().await {
+            Ok(issued) => break issued,
+            Err(IssueFailure::Unavailable(why)) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(api = %api.url(), error = %why, "waiting for the api");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            Err(s) => {
+            Err(e) => {
                 return Err(StartError::Api {
                     url: api.url().to_owned(),
-                    reason: format!("{:?}: {}", s.code(), s.message()),
+                    reason: e.to_string(),
                 })
             }
         }
     };
-    let certifies_our_key = chain
-        .first()
-        .and_then(|der| x509_parser::parse_x509_certificate(der).ok())
-        .is_some_and(|(_, c)| {
-            c.tbs_certificate.subject_pki.raw == serving_key.public_key().spki_der()
-        });
-    if !certifies_our_key
-        || chain.get(1).map(Vec::as_slice) != Some(public.serving_ca_der.as_slice())
-    {
-        return Err(StartError::Api {
-            url: api.url().to_owned(),
-            reason:
-                "the chain it answered does not certify this gateway's key under the serving CA"
-                    .into(),
-        });
-    }
     let edge = Edge {
         trust_domain: public.trust_domain.clone(),
         node_ca_der: public.node_ca_der.clone(),
-        chain,
-        key: serving_key,
+        issuer,
+        first,
     };
     serve_edge(store, edge, Backend::relay(api), clock, config).await
 }
 
-/// What the agent-facing side needs: no CA or signing key, only the serving certificate's own.
+/// What the agent-facing side needs: no CA or signing key, only where its serving certificate
+/// comes from and the first one.
 struct Edge {
     trust_domain: TrustDomain,
     node_ca_der: Vec<u8>,
-    /// Leaf first, then the serving CA.
-    chain: Vec<Vec<u8>>,
-    key: PrivateKey,
+    issuer: Issuer,
+    first: Issued,
 }
 
 async fn serve_edge(
@@ -294,11 +275,14 @@ async fn serve_edge(
         refusals.clone(),
     )?
     .optional();
-    let tls = server_config(
-        edge.chain,
-        edge.key.pkcs8_der().to_vec(),
-        Arc::new(verifier),
-    )?;
+    let serving = ServingCert::new(&edge.first)?;
+    let tls = server_config_resolving(serving.clone(), Arc::new(verifier))?;
+    background.push(tokio::spawn(crate::serving::renew(
+        serving,
+        edge.issuer,
+        edge.first,
+        clock.clone(),
+    )));
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartError::Listen {

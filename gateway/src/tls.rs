@@ -254,6 +254,20 @@ pub fn server_config(
     Ok(config)
 }
 
+/// The same with the certificate from `resolver`, which can change while the gateway runs
+/// ([`crate::serving::ServingCert`]).
+pub fn server_config_resolving(
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+    verifier: Arc<NodeClientVerifier>,
+) -> Result<ServerConfig, TlsSetupError> {
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
 /// A node identity that came through [`NodeClientVerifier`] on this connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifiedNode {
