@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -58,7 +58,17 @@ pub struct Metrics {
     pub sessions_opened: AtomicU64,
     /// RevocationNotices sent.
     pub revocation_notices: AtomicU64,
+    /// Split gateways only: whether the api answered the last probe (`API_UNKNOWN` in the
+    /// `all` role, where there is no api to reach).
+    pub api_state: AtomicU8,
 }
+
+/// [`Metrics::api_state`]: not a split gateway.
+pub const API_UNKNOWN: u8 = 0;
+/// [`Metrics::api_state`]: the api answered the last probe.
+pub const API_UP: u8 = 1;
+/// [`Metrics::api_state`]: the api did not answer the last probe.
+pub const API_DOWN: u8 = 2;
 
 /// What the metrics page reads besides [`Metrics`].
 #[derive(Clone)]
@@ -223,6 +233,16 @@ impl MetricSources {
             "gauge",
         );
         let _ = writeln!(out, "bc_revoked_serials {}", self.revoked.len());
+        let api = self.metrics.api_state.load(Ordering::Relaxed);
+        if api != API_UNKNOWN {
+            family(
+                &mut out,
+                "bc_api_up",
+                "Split gateway: 1 when the api answered the last probe (Join and Renew need it).",
+                "gauge",
+            );
+            let _ = writeln!(out, "bc_api_up {}", u8::from(api == API_UP));
+        }
         out
     }
 }

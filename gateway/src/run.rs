@@ -21,7 +21,7 @@ use tonic_health::ServingStatus;
 use crate::backend::Backend;
 use crate::conn::tls_incoming;
 use crate::feed::{self, FeedHealth, FeedOptions, FeedTargets};
-use crate::metrics::{serve_metrics, MetricSources, Metrics};
+use crate::metrics::{serve_metrics, MetricSources, Metrics, API_DOWN, API_UP};
 use crate::relay::ApiClient;
 use crate::revoked::RevokedSerials;
 use crate::server::{NodeServer, TrustReporter};
@@ -32,6 +32,13 @@ use crate::trust::TrustSigner;
 
 /// The gRPC service name the health service reports on (besides the overall `""`).
 pub const SERVICE_NAME: &str = "bc.wire.v1.NodeService";
+
+/// The health service name a split gateway reports the api's reachability under.
+pub const API_SERVICE_NAME: &str = "bc.internal.v1.ApiService";
+
+/// How often a split gateway probes the api, and how long one probe may take.
+const API_PROBE_EVERY: Duration = Duration::from_secs(5);
+const API_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long a shutdown waits for in-flight calls before closing connections.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -275,6 +282,10 @@ async fn serve_edge(
         refusals.clone(),
     )?
     .optional();
+    let api_to_probe = match &edge.issuer {
+        Issuer::Api { api, .. } => Some(api.clone()),
+        Issuer::Local { .. } => None,
+    };
     let serving = ServingCert::new(&edge.first)?;
     let tls = server_config_resolving(serving.clone(), Arc::new(verifier))?;
     background.push(tokio::spawn(crate::serving::renew(
@@ -320,6 +331,7 @@ async fn serve_edge(
     } else {
         TrustReporter::disabled()
     };
+    let api_metrics = metrics.clone();
     let node_server = NodeServer {
         backend: Arc::new(backend),
         store: store.clone(),
@@ -339,6 +351,22 @@ async fn serve_edge(
     reporter_h
         .set_service_status("", ServingStatus::Serving)
         .await;
+    // A split gateway probes the api: Join and Renew need it, node sessions do not. Its own
+    // health service name turns NOT_SERVING while the api does not answer; the gateway's
+    // other statuses stay as the feed sets them.
+    if let Some(api) = api_to_probe {
+        reporter_h
+            .set_service_status(API_SERVICE_NAME, ServingStatus::Serving)
+            .await;
+        api_metrics
+            .api_state
+            .store(API_UP, std::sync::atomic::Ordering::Relaxed);
+        background.push(tokio::spawn(probe_api(
+            api,
+            reporter_h.clone(),
+            api_metrics.clone(),
+        )));
+    }
     // Fail closed while the feed is behind, say so, recover by itself.
     background.push(tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -386,4 +414,43 @@ async fn serve_edge(
         server,
         background,
     })
+}
+
+/// Probes the api every [`API_PROBE_EVERY`] (its signed trust bundle, a cheap read) and keeps
+/// [`API_SERVICE_NAME`]'s health status and `bc_api_up` in step, logging each change.
+async fn probe_api(
+    api: ApiClient,
+    health: tonic_health::server::HealthReporter,
+    metrics: Arc<Metrics>,
+) {
+    let mut up = true;
+    let mut tick = tokio::time::interval(API_PROBE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let answer = tokio::time::timeout(API_PROBE_TIMEOUT, api.trust()).await;
+        let now_up = matches!(answer, Ok(Ok(_)));
+        metrics.api_state.store(
+            if now_up { API_UP } else { API_DOWN },
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        if now_up != up {
+            up = now_up;
+            if up {
+                tracing::info!(api = %api.url(), "the api answers again: Join and Renew are relayed");
+                health
+                    .set_service_status(API_SERVICE_NAME, ServingStatus::Serving)
+                    .await;
+            } else {
+                let why = match answer {
+                    Ok(Err(s)) => format!("{:?}: {}", s.code(), s.message()),
+                    _ => format!("no answer within {} s", API_PROBE_TIMEOUT.as_secs()),
+                };
+                tracing::error!(api = %api.url(), error = %why, "the api does not answer: Join and Renew fail until it does (node sessions go on)");
+                health
+                    .set_service_status(API_SERVICE_NAME, ServingStatus::NotServing)
+                    .await;
+            }
+        }
+    }
 }
