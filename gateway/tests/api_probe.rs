@@ -9,12 +9,11 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use commands::{Clock, SystemClock};
-use domain::pki::{issue_internal_client_certificate, KeyRole, PrivateKey, PublicBundle, Serial};
 use events::store::testkit::TestDb;
 use gateway::api::{start_api, ApiConfig, RunningApi};
 use gateway::relay::ApiClient;
 use gateway::run::{GatewayConfig, API_SERVICE_NAME, SERVICE_NAME};
-use time::{Duration, OffsetDateTime};
+use time::Duration;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
@@ -57,33 +56,15 @@ async fn a_split_gateway_reports_the_api_down_and_recovers() {
     );
     let api = api_at(&env, "127.0.0.1:0".parse().unwrap()).await;
     let api_addr = api.addr;
-    let key = PrivateKey::generate(KeyRole::Serving).unwrap();
-    let internal = issue_internal_client_certificate(
-        &env.keys.serving_ca,
-        key.public_key(),
-        "gw-1",
-        &Serial::generate().unwrap(),
-        Duration::days(1),
-        OffsetDateTime::now_utc() - Duration::minutes(5),
-    )
-    .unwrap();
+    let (chain, key) = common::internal_identity(&env.keys);
     let client = ApiClient::new(
         &format!("localhost:{}", api_addr.port()),
         env.keys.serving_ca.cert_der(),
-        vec![internal.der, env.keys.serving_ca.cert_der().to_vec()],
-        key.pkcs8_der().to_vec(),
+        chain,
+        key,
     )
     .unwrap();
-    let public = PublicBundle {
-        trust_domain: env.keys.trust_domain.clone(),
-        root_ca_der: env.keys.root_ca.cert_der().to_vec(),
-        node_ca_der: env.keys.node_ca.cert_der().to_vec(),
-        serving_ca_der: env.keys.serving_ca.cert_der().to_vec(),
-        command_signing_root_der: env.keys.command_signing_root.cert_der().to_vec(),
-        join_signing: env.keys.join_signing.public_key().clone(),
-        join_encryption: env.keys.join_encryption.public_key().clone(),
-        audit_signing: env.keys.audit_signing.public_key().clone(),
-    };
+    let public = common::public_bundle(&env.keys);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let split = gateway::run::start_gateway(
         env.store.clone(),

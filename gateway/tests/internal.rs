@@ -10,31 +10,14 @@ use std::sync::Arc;
 
 use commands::{Clock, SystemClock};
 use domain::pki::{
-    issue_internal_client_certificate, issue_serving_certificate, KeyRole, KeySet, KeySetLifetimes,
-    PrivateKey, Serial, ServingCertificateRequest, ServingRole, TrustDomain,
+    issue_serving_certificate, KeyRole, KeySet, KeySetLifetimes, PrivateKey, Serial,
+    ServingCertificateRequest, ServingRole, TrustDomain,
 };
 use events::store::testkit::TestDb;
 use gateway::api::{start_api, ApiConfig, RunningApi};
 use gateway::relay::ApiClient;
 use time::{Duration, OffsetDateTime};
 use tonic::Code;
-
-fn internal_cert(keys: &KeySet) -> (Vec<Vec<u8>>, Vec<u8>) {
-    let key = PrivateKey::generate(KeyRole::Serving).unwrap();
-    let issued = issue_internal_client_certificate(
-        &keys.serving_ca,
-        key.public_key(),
-        "gw-1",
-        &Serial::generate().unwrap(),
-        Duration::days(1),
-        OffsetDateTime::now_utc() - Duration::minutes(5),
-    )
-    .unwrap();
-    (
-        vec![issued.der, keys.serving_ca.cert_der().to_vec()],
-        key.pkcs8_der().to_vec(),
-    )
-}
 
 fn serving_cert(keys: &KeySet) -> (Vec<Vec<u8>>, Vec<u8>) {
     let key = PrivateKey::generate(KeyRole::Serving).unwrap();
@@ -91,7 +74,7 @@ async fn only_a_gateway_internal_certificate_gets_in() {
     let api = api_for(&env).await;
 
     // The gateway's internal certificate: calls go through.
-    let good = client(&api, &env, internal_cert(&env.keys));
+    let good = client(&api, &env, common::internal_identity(&env.keys));
     let trust = good.trust().await.unwrap();
     assert_eq!(trust.version, 0);
     let fresh = PrivateKey::generate(KeyRole::Serving).unwrap();
@@ -135,7 +118,7 @@ async fn only_a_gateway_internal_certificate_gets_in() {
         KeySetLifetimes::default(),
     )
     .unwrap();
-    let foreign = client(&api, &env, internal_cert(&other));
+    let foreign = client(&api, &env, common::internal_identity(&other));
     assert!(
         foreign.trust().await.is_err(),
         "another CA's certificate got in"
@@ -202,7 +185,7 @@ async fn a_relayed_renew_must_carry_the_presented_leaf() {
     let db = TestDb::postgres().await.unwrap();
     let env = common::start(db.store().await.unwrap(), |_| {}).await;
     let api = api_for(&env).await;
-    let relay = client(&api, &env, internal_cert(&env.keys));
+    let relay = client(&api, &env, common::internal_identity(&env.keys));
     let a = env.join_node(&env.token(1).await).await;
     let b = env.join_node(&env.token(1).await).await;
     // A renewal request of node a, relayed as if node b had presented it: refused.

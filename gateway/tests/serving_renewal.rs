@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use commands::{Clock, SystemClock};
-use domain::pki::{issue_internal_client_certificate, KeyRole, PrivateKey, PublicBundle, Serial};
 use events::store::testkit::TestDb;
 use gateway::api::{start_api, ApiConfig};
 use gateway::relay::ApiClient;
@@ -130,20 +129,7 @@ async fn a_split_gateway_and_the_api_renew_their_certificates() {
     )
     .await
     .unwrap();
-    let key = PrivateKey::generate(KeyRole::Serving).unwrap();
-    let internal = issue_internal_client_certificate(
-        &env.keys.serving_ca,
-        key.public_key(),
-        "gw-1",
-        &Serial::generate().unwrap(),
-        Duration::days(1),
-        OffsetDateTime::now_utc() - Duration::minutes(5),
-    )
-    .unwrap();
-    let identity = (
-        vec![internal.der, env.keys.serving_ca.cert_der().to_vec()],
-        key.pkcs8_der().to_vec(),
-    );
+    let identity = common::internal_identity(&env.keys);
     let client = ApiClient::new(
         &format!("localhost:{}", api.addr.port()),
         env.keys.serving_ca.cert_der(),
@@ -151,16 +137,7 @@ async fn a_split_gateway_and_the_api_renew_their_certificates() {
         identity.1.clone(),
     )
     .unwrap();
-    let public = PublicBundle {
-        trust_domain: env.keys.trust_domain.clone(),
-        root_ca_der: env.keys.root_ca.cert_der().to_vec(),
-        node_ca_der: env.keys.node_ca.cert_der().to_vec(),
-        serving_ca_der: env.keys.serving_ca.cert_der().to_vec(),
-        command_signing_root_der: env.keys.command_signing_root.cert_der().to_vec(),
-        join_signing: env.keys.join_signing.public_key().clone(),
-        join_encryption: env.keys.join_encryption.public_key().clone(),
-        audit_signing: env.keys.audit_signing.public_key().clone(),
-    };
+    let public = common::public_bundle(&env.keys);
     let mut config = GatewayConfig::new("127.0.0.1:0".parse().unwrap());
     config.serving_lifetime = Duration::seconds(6);
     let split = gateway::run::start_gateway(env.store.clone(), &public, client, clock, config)

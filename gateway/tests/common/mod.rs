@@ -216,3 +216,36 @@ pub fn renew_request(node: &Node) -> proto::RenewRequest {
         signature: proof.as_bytes().to_vec(),
     }
 }
+
+/// A gateway's internal client certificate (`bcctl pki issue-internal`) from `keys`' serving
+/// CA: (chain, key PKCS#8).
+pub fn internal_identity(keys: &KeySet) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let key = PrivateKey::generate(KeyRole::Serving).unwrap();
+    let issued = domain::pki::issue_internal_client_certificate(
+        &keys.serving_ca,
+        key.public_key(),
+        "gw-1",
+        &domain::pki::Serial::generate().unwrap(),
+        time::Duration::days(1),
+        OffsetDateTime::now_utc() - time::Duration::minutes(5),
+    )
+    .unwrap();
+    (
+        vec![issued.der, keys.serving_ca.cert_der().to_vec()],
+        key.pkcs8_der().to_vec(),
+    )
+}
+
+/// The public half of `keys`, what a split gateway reads.
+pub fn public_bundle(keys: &KeySet) -> domain::pki::PublicBundle {
+    domain::pki::PublicBundle {
+        trust_domain: keys.trust_domain.clone(),
+        root_ca_der: keys.root_ca.cert_der().to_vec(),
+        node_ca_der: keys.node_ca.cert_der().to_vec(),
+        serving_ca_der: keys.serving_ca.cert_der().to_vec(),
+        command_signing_root_der: keys.command_signing_root.cert_der().to_vec(),
+        join_signing: keys.join_signing.public_key().clone(),
+        join_encryption: keys.join_encryption.public_key().clone(),
+        audit_signing: keys.audit_signing.public_key().clone(),
+    }
+}
