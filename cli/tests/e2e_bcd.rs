@@ -13,11 +13,15 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`; each test makes its own database). The
 //! server's leaves live 10 s (`BC_LEAF_LIFETIME`), so each node renews every 6 s.
 
+mod support;
+
+use support::{bcctl_bin, bcd_bin, wait_for, Proc};
+
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use events::store::testkit::TestDb;
@@ -25,102 +29,6 @@ use events::store::testkit::TestDb;
 /// The leaf lifetime the server issues in these tests: renewal at 60% is every 6 s.
 const LEAF_LIFETIME: &str = "10s";
 const REVOKED: &str = "agent: this node's certificate was revoked";
-
-fn bcctl_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_bcctl"))
-}
-
-/// Builds `bcd` beside `bcctl` (same target directory and profile) once per test binary.
-fn bcd_bin() -> PathBuf {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    BUILT
-        .get_or_init(|| {
-            let bcctl = bcctl_bin();
-            let profile_dir = bcctl.parent().ok_or("bcctl has no directory")?;
-            let target_dir = profile_dir.parent().ok_or("no target directory")?;
-            let mut cmd = Command::new(env!("CARGO"));
-            cmd.args(["build", "--quiet", "-p", "bcd", "--bin", "bcd"])
-                .env("CARGO_TARGET_DIR", target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().map_err(|e| format!("running cargo: {e}"))?;
-            if !status.success() {
-                return Err(format!("cargo build -p bcd failed: {status}"));
-            }
-            let bcd = profile_dir.join("bcd");
-            if bcd.exists() {
-                Ok(bcd)
-            } else {
-                Err(format!("{} missing after the build", bcd.display()))
-            }
-        })
-        .clone()
-        .unwrap_or_else(|e| panic!("the bcd binary: {e}"))
-}
-
-/// A spawned process, killed (and reaped) when dropped.
-struct Proc {
-    name: String,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return status,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(100))
-                }
-                Ok(None) => panic!(
-                    "{} did not exit within {within:?}; its log:\n{}",
-                    self.name,
-                    self.log_text()
-                ),
-                Err(e) => panic!("{}: {e}", self.name),
-            }
-        }
-    }
-
-    fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_for(
-    what: &str,
-    within: Duration,
-    mut done: impl FnMut() -> bool,
-    context: impl Fn() -> String,
-) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        if Instant::now() >= deadline {
-            panic!(
-                "timed out after {within:?} waiting for {what}\n{}",
-                context()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 struct Server {
     proc: Proc,

@@ -13,12 +13,16 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`; the test makes its own database). Leaves live
 //! 10 s, so the node renews every 6 s.
 
+mod support;
+
+use support::{bcctl_bin, bcd_bin, wait_for, Proc};
+
 use std::fs;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
@@ -30,131 +34,6 @@ use prost::Message;
 const SECRET: &str = "e2e-split-deployment-secret-0123456789abcdef";
 const TD: &str = "split.test";
 const REVOKED: &str = "agent: this node's certificate was revoked";
-
-fn bcctl_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_bcctl"))
-}
-
-/// Builds `bcd` beside `bcctl` (same target directory and profile) once.
-fn bcd_bin() -> PathBuf {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    BUILT
-        .get_or_init(|| {
-            let bcctl = bcctl_bin();
-            let profile_dir = bcctl.parent().ok_or("bcctl has no directory")?;
-            let target_dir = profile_dir.parent().ok_or("no target directory")?;
-            let mut cmd = Command::new(env!("CARGO"));
-            cmd.args(["build", "--quiet", "-p", "bcd", "--bin", "bcd"])
-                .env("CARGO_TARGET_DIR", target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().map_err(|e| format!("running cargo: {e}"))?;
-            if !status.success() {
-                return Err(format!("cargo build -p bcd failed: {status}"));
-            }
-            Ok(profile_dir.join("bcd"))
-        })
-        .clone()
-        .unwrap_or_else(|e| panic!("the bcd binary: {e}"))
-}
-
-/// A spawned process, killed (and reaped) when dropped.
-struct Proc {
-    name: String,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Proc {
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(fs::File::create(&log).expect("log")))
-            .stderr(Stdio::from(
-                fs::OpenOptions::new().append(true).open(&log).expect("log"),
-            ))
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        Proc {
-            name: name.into(),
-            child,
-            log,
-        }
-    }
-
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return status,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(100))
-                }
-                Ok(None) => panic!(
-                    "{} did not exit within {within:?}; its log:\n{}",
-                    self.name,
-                    self.log_text()
-                ),
-                Err(e) => panic!("{}: {e}", self.name),
-            }
-        }
-    }
-
-    /// Waits for a log line containing `marker` and returns the rest of that line after it.
-    fn wait_line(&mut self, marker: &str, within: Duration) -> String {
-        let deadline = Instant::now() + within;
-        loop {
-            let text = self.log_text();
-            if let Some(line) = text.lines().find(|l| l.contains(marker)) {
-                let at = line.find(marker).unwrap_or(0) + marker.len();
-                return line[at..].to_owned();
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{} exited ({status}) before {marker:?}:\n{text}", self.name);
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "{} printed no {marker:?} within {within:?}:\n{text}",
-                    self.name
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_for(
-    what: &str,
-    within: Duration,
-    mut done: impl FnMut() -> bool,
-    context: impl Fn() -> String,
-) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        if Instant::now() >= deadline {
-            panic!(
-                "timed out after {within:?} waiting for {what}\n{}",
-                context()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 /// A bcctl command with a clean environment for the settings these tests use.
 fn bcctl(args: &[&str]) -> Command {

@@ -1,38 +1,19 @@
 //! `bcctl token …`, `bcctl node …` and `bcctl replay` through the real binary, on both backends:
 //! JSON output, text tables, clear errors with exit code 1 on bad input or unknown ids.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
+use support::{bcctl_at, ok_json};
 
 use commands::identity::{IdentityConfig, JoinService};
 use commands::SystemClock;
 use domain::pki::{build_csr, open_bundle, seal_token, KeyRole, PrivateKey, TokenSecret};
 use events::store::testkit::TestDb;
-use serde_json::Value;
-
-fn bcctl(dir: &Path, url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bcctl"))
-        .current_dir(dir)
-        .env("DATABASE_URL", url)
-        .env_remove("BC_DEPLOYMENT_SECRET")
-        .args(args)
-        .output()
-        .expect("run bcctl")
-}
-
-fn ok_json(dir: &Path, url: &str, args: &[&str]) -> Value {
-    let out = bcctl(dir, url, args);
-    assert!(
-        out.status.success(),
-        "bcctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
-}
 
 fn fails(dir: &Path, url: &str, args: &[&str], needle: &str) {
-    let out = bcctl(dir, url, args);
+    let out = bcctl_at(dir, url, args);
     assert_eq!(out.status.code(), Some(1), "bcctl {args:?} must exit 1");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -47,7 +28,7 @@ async fn token_and_node_commands_on_both_backends() {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();
-        let init = bcctl(
+        let init = bcctl_at(
             d,
             &url,
             &[
@@ -108,7 +89,7 @@ async fn token_and_node_commands_on_both_backends() {
         assert_eq!(other.as_array().map(Vec::len), Some(0));
 
         // Text table.
-        let text = bcctl(d, &url, &["token", "list"]);
+        let text = bcctl_at(d, &url, &["token", "list"]);
         let text = String::from_utf8_lossy(&text.stdout);
         assert!(text.starts_with("TOKEN"), "{text}");
         assert!(text.contains(&token_id));
@@ -201,7 +182,7 @@ async fn token_and_node_commands_on_both_backends() {
         let shown = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
         assert_eq!(shown["node"]["status"], "active");
         assert_eq!(shown["certificates"].as_array().map(Vec::len), Some(1));
-        let text = bcctl(d, &url, &["node", "show", &node_id]);
+        let text = bcctl_at(d, &url, &["node", "show", &node_id]);
         assert!(String::from_utf8_lossy(&text.stdout).contains("certificates:"));
 
         // The position of the node's state before the revocation.
@@ -251,7 +232,7 @@ async fn token_and_node_commands_on_both_backends() {
         assert_eq!(types, ["node.joined", "node.certificate.issued"]);
         let live = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
         assert_eq!(live["node"]["status"], "deleted");
-        let text = bcctl(d, &url, &["replay", "--at", &cut, "--node", &node_id]);
+        let text = bcctl_at(d, &url, &["replay", "--at", &cut, "--node", &node_id]);
         assert!(String::from_utf8_lossy(&text.stdout).contains("node.joined"));
     }
 }

@@ -1,0 +1,169 @@
+//! What the end-to-end tests share: the `bcctl` and `bcd` binaries, spawned processes that are
+//! killed when dropped, and bounded waits that name what they waited for.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub fn bcctl_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_bcctl"))
+}
+
+/// Runs `bcctl args` in `dir` against the store at `url`, without a deployment secret.
+pub fn bcctl_at(dir: &Path, url: &str, args: &[&str]) -> Output {
+    Command::new(bcctl_bin())
+        .current_dir(dir)
+        .env("DATABASE_URL", url)
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .args(args)
+        .output()
+        .expect("run bcctl")
+}
+
+/// [`bcctl_at`] that must succeed and print JSON.
+pub fn ok_json(dir: &Path, url: &str, args: &[&str]) -> serde_json::Value {
+    let out = bcctl_at(dir, url, args);
+    assert!(
+        out.status.success(),
+        "bcctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+/// Builds `bcd` beside `bcctl` (same target directory and profile) once per test binary: the
+/// `bcd` binary is another package's (`cargo build -p bcd`, a no-op when it is fresh).
+pub fn bcd_bin() -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    BUILT
+        .get_or_init(|| {
+            let bcctl = bcctl_bin();
+            let profile_dir = bcctl.parent().ok_or("bcctl has no directory")?;
+            let target_dir = profile_dir.parent().ok_or("no target directory")?;
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "--quiet", "-p", "bcd", "--bin", "bcd"])
+                .env("CARGO_TARGET_DIR", target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().map_err(|e| format!("running cargo: {e}"))?;
+            if !status.success() {
+                return Err(format!("cargo build -p bcd failed: {status}"));
+            }
+            let bcd = profile_dir.join("bcd");
+            if bcd.exists() {
+                Ok(bcd)
+            } else {
+                Err(format!("{} missing after the build", bcd.display()))
+            }
+        })
+        .clone()
+        .unwrap_or_else(|e| panic!("the bcd binary: {e}"))
+}
+
+/// A spawned process, killed (and reaped) when dropped.
+pub struct Proc {
+    pub name: String,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// Spawns `cmd` with standard output and standard error into `log`.
+    pub fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Proc {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(fs::File::create(&log).expect("log")))
+            .stderr(Stdio::from(
+                fs::OpenOptions::new().append(true).open(&log).expect("log"),
+            ))
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Proc {
+            name: name.into(),
+            child,
+            log,
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
+                Ok(None) => panic!(
+                    "{} did not exit within {within:?}; its log:\n{}",
+                    self.name,
+                    self.log_text()
+                ),
+                Err(e) => panic!("{}: {e}", self.name),
+            }
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for a log line containing `marker` and returns the rest of that line after it.
+    pub fn wait_line(&mut self, marker: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let text = self.log_text();
+            if let Some(line) = text.lines().find(|l| l.contains(marker)) {
+                let at = line.find(marker).unwrap_or(0) + marker.len();
+                return line[at..].to_owned();
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{} exited ({status}) before {marker:?}:\n{text}", self.name);
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{} printed no {marker:?} within {within:?}:\n{text}",
+                    self.name
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits (polling every 200 ms) until `done`, or panics after `within` with `context()`.
+pub fn wait_for(
+    what: &str,
+    within: Duration,
+    mut done: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out after {within:?} waiting for {what}\n{}",
+                context()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
