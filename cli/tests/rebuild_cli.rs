@@ -2,36 +2,17 @@
 //! log gives the same tables, byte for byte (the digest of a canonical dump), with any page size;
 //! the counts are exact; a bad page size is a usage error.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod support;
+
+use serde_json::Value;
 use std::sync::Arc;
+use support::{bcctl_at, ok_json};
 
 use commands::identity::{IdentityConfig, JoinService};
 use commands::SystemClock;
 use domain::pki::{build_csr, open_bundle, seal_token, KeyRole, PrivateKey, TokenSecret};
 use events::store::testkit::TestDb;
 use events::store::LogStore;
-use serde_json::Value;
-
-fn bcctl(dir: &Path, url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bcctl"))
-        .current_dir(dir)
-        .env("DATABASE_URL", url)
-        .env_remove("BC_DEPLOYMENT_SECRET")
-        .args(args)
-        .output()
-        .expect("run bcctl")
-}
-
-fn ok_json(dir: &Path, url: &str, args: &[&str]) -> Value {
-    let out = bcctl(dir, url, args);
-    assert!(
-        out.status.success(),
-        "bcctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
-}
 
 fn rows(report: &Value, table: &str) -> i64 {
     report["tables"]
@@ -49,7 +30,7 @@ async fn rebuild_gives_the_same_tables_on_both_backends() {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();
-        let init = bcctl(
+        let init = bcctl_at(
             d,
             &url,
             &[
@@ -118,7 +99,7 @@ async fn rebuild_gives_the_same_tables_on_both_backends() {
         assert!(join(secrets[1].clone()).await.is_err(), "no use left");
         let nodes = ok_json(d, &url, &["node", "list", "--json"]);
         let node_id = nodes[0]["nodeId"].as_str().expect("node").to_string();
-        let revoked = bcctl(d, &url, &["node", "revoke", &node_id, "--reason", "test"]);
+        let revoked = bcctl_at(d, &url, &["node", "revoke", &node_id, "--reason", "test"]);
         assert!(
             revoked.status.success(),
             "{}",
@@ -150,7 +131,7 @@ async fn rebuild_gives_the_same_tables_on_both_backends() {
             assert_eq!(rows(&report, "refusal_counters"), 1);
         }
 
-        let text = bcctl(d, &url, &["rebuild"]);
+        let text = bcctl_at(d, &url, &["rebuild"]);
         assert!(text.status.success());
         let text = String::from_utf8_lossy(&text.stdout);
         assert!(
@@ -161,8 +142,83 @@ async fn rebuild_gives_the_same_tables_on_both_backends() {
             "{text}"
         );
 
-        let bad = bcctl(d, &url, &["rebuild", "--batch", "0"]);
+        let bad = bcctl_at(d, &url, &["rebuild", "--batch", "0"]);
         assert_eq!(bad.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&bad.stderr).contains("--batch"));
     }
+}
+
+/// (Postgres) A command that changes a projection row while a rebuild is running waits for the
+/// rebuild to commit, then lands on the rebuilt row: the token revoked during the rebuild is
+/// revoked afterwards. Without the rebuild's table locks the revoke would target the row the
+/// rebuild deleted and be lost (or find no token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_during_a_rebuild_waits_and_is_not_lost() {
+    use commands::identity::NewToken;
+    use domain::identity::{ExpectBinding, TokenRole};
+    use domain::pki::{KeySet, KeySetLifetimes, TrustDomain};
+    use events::store::LogTx;
+
+    let db = TestDb::postgres().await.expect("database");
+    let store = db.store().await.expect("store");
+    let keys = KeySet::generate(
+        TrustDomain::new("rb.example.com").expect("td"),
+        time::OffsetDateTime::now_utc(),
+        KeySetLifetimes::default(),
+    )
+    .expect("keys");
+    let td = keys.trust_domain.clone();
+    let svc = Arc::new(
+        JoinService::new(
+            store.clone(),
+            Arc::new(keys),
+            Arc::new(SystemClock),
+            IdentityConfig::new(td),
+        )
+        .expect("svc"),
+    );
+    let token = svc
+        .create_token(&NewToken {
+            tenant_id: "t1".into(),
+            site_id: "s1".into(),
+            pool_id: "p1".into(),
+            role: TokenRole::Node,
+            uses: 1,
+            ttl_seconds: 3600,
+            expect: ExpectBinding::default(),
+            allow_reclaim: false,
+        })
+        .await
+        .expect("token")
+        .token
+        .token_id;
+
+    // A rebuild, applied but not committed yet.
+    let all = commands::every_projection();
+    let mut rebuild = store.begin().await.expect("begin");
+    projections::rebuild_in(&store, &mut rebuild, &all, None, 1000, |_| {})
+        .await
+        .expect("rebuild");
+
+    let revoking = {
+        let svc = svc.clone();
+        let token = token.clone();
+        tokio::spawn(async move { svc.revoke_token(&token, "during rebuild").await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert!(
+        !revoking.is_finished(),
+        "the revoke must wait for the rebuild"
+    );
+    rebuild.commit().await.expect("commit rebuild");
+    let revoked = tokio::time::timeout(std::time::Duration::from_secs(10), revoking)
+        .await
+        .expect("the revoke goes on once the rebuild commits")
+        .expect("task")
+        .expect("revoke");
+    assert_eq!(revoked.revoke_reason.as_deref(), Some("during rebuild"));
+    let listed = svc.list_tokens(None).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].revoke_reason.as_deref(), Some("during rebuild"));
+    assert!(listed[0].revoked_at_us.is_some());
 }
