@@ -1,10 +1,13 @@
 //! The Postgres log store.
 //!
-//! An append is one statement: a CTE moves the stream's row in `event_streams` (the row lock
-//! orders appends to one stream, and only to that stream) and inserts the events with their
-//! versions, guarded so that an expected-version miss or an already-appended event id inserts
-//! nothing. Positions come from an identity column at insert; each row also carries its writing
-//! transaction's id (`xid8`), which is what the tailer follows (see [`super::tailer`]).
+//! An append is one statement: it inserts the events at the versions the caller expects, guarded
+//! so that a stream behind that expectation or an already-appended event id inserts nothing. The
+//! unique `(stream_id, stream_version)` key orders appends to one stream, and only to that
+//! stream: the loser of a race waits for the winner's commit and gets a typed conflict (its
+//! transaction is then aborted, and the command layer retries from a fresh read). `Any` appends
+//! first take a per-stream advisory lock, so that they never race each other. Positions come
+//! from an identity column at insert; each row also carries its writing transaction's id
+//! (`xid8`), which is what the tailer follows (see [`super::tailer`]).
 
 use std::str::FromStr;
 use std::sync::LazyLock;
@@ -38,6 +41,8 @@ pub struct PgLogStore {
 /// A transaction on the Postgres backend.
 pub struct PgStoreTx {
     tx: Transaction<'static, Postgres>,
+    /// For what must be read outside the transaction once it is aborted.
+    pool: PgPool,
     commits: watch::Sender<u64>,
 }
 
@@ -84,6 +89,7 @@ impl LogStore for PgLogStore {
     async fn begin(&self) -> Result<PgStoreTx> {
         Ok(PgStoreTx {
             tx: self.pool.begin().await?,
+            pool: self.pool.clone(),
             commits: self.commits.clone(),
         })
     }
@@ -221,15 +227,35 @@ impl PgStoreTx {
             .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?)))
             .collect()
     }
+}
 
-    async fn stream_version(&mut self, stream: &str) -> Result<u64> {
-        let v: Option<i64> =
-            sqlx::query_scalar("SELECT version FROM event_streams WHERE stream_id = $1")
-                .bind(stream)
-                .fetch_optional(&mut *self.tx)
-                .await?;
-        Ok(v.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
-    }
+/// The version `stream` is at (0 when it has no events), read through `conn`.
+async fn stream_version<'c, E>(conn: E, stream: &str) -> Result<u64>
+where
+    E: sqlx::Executor<'c, Database = Postgres>,
+{
+    let v: Option<i64> =
+        sqlx::query_scalar("SELECT max(stream_version) FROM events WHERE stream_id = $1")
+            .bind(stream)
+            .fetch_one(conn)
+            .await?;
+    Ok(v.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+}
+
+/// True when an append lost a race for its stream versions: the unique `(stream_id,
+/// stream_version)` key refused its insert after the winner committed.
+fn is_stream_version_race(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.constraint() == Some("events_stream_version_key"))
+}
+
+/// An expected version as the statement's `$2`.
+fn version_param(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// An event's schema version as its `int4` column.
+fn schema_param(event: &NewEvent) -> i32 {
+    i32::try_from(event.schema_version).unwrap_or(i32::MAX)
 }
 
 /// Which page of a tail step a query reads.
@@ -267,67 +293,88 @@ fn tail_sql(page: TailPage) -> &'static str {
     }
 }
 
-/// The whole append statement for an expected-version kind, built once.
-fn append_sql(expected: ExpectedVersion) -> &'static str {
-    static SQL: LazyLock<[String; 3]> = LazyLock::new(|| {
-        [
-            ExpectedVersion::Any,
-            ExpectedVersion::NoStream,
-            ExpectedVersion::Exact(1),
-        ]
-        .map(|e| {
-            format!(
-                "WITH s AS ({}) \
-                 INSERT INTO events (stream_id, stream_version, event_id, event_type, \
-                                     schema_version, tenant_id, occurred_at_us, payload, \
-                                     payload_sha256) \
-                 SELECT $1, s.base + e.ord, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha \
-                 FROM s, unnest($3::bytea[], $4::text[], $5::int4[], $6::text[], $7::int8[], \
-                                $8::bytea[], $9::bytea[]) \
-                      WITH ORDINALITY AS e(id, ty, sv, tenant, at, payload, sha, ord) \
-                 ORDER BY e.ord \
-                 RETURNING position, stream_version",
-                stream_step(e)
-            )
-        })
-    });
-    match expected {
-        ExpectedVersion::Any => &SQL[0],
-        ExpectedVersion::NoStream => &SQL[1],
-        ExpectedVersion::Exact(_) => &SQL[2],
-    }
+/// The columns an append writes, in the order of its parameters.
+const APPEND_COLUMNS: &str = "stream_id, stream_version, event_id, event_type, schema_version, \
+     tenant_id, occurred_at_us, payload, payload_sha256";
+
+/// The shapes of the append statement: how the base version is found, and one event (plain
+/// parameters) or several (arrays, unnested in order).
+#[derive(Clone, Copy)]
+enum AppendShape {
+    /// `$2` is the version the caller expects (0: no stream); one event in `$3..$9`.
+    ExpectedOne,
+    /// The same with arrays of events in `$3..$9`.
+    ExpectedMany,
+    /// The base is the stream's current version, read after [`ANY_APPEND_LOCK`]; one event.
+    AnyOne,
+    /// The same with arrays.
+    AnyMany,
 }
 
-/// The stream-row step of the append statement, per expected version. `$1` stream, `$2` count,
-/// `$3` the event ids.
+/// Serialises `Any` appends to one stream within their transactions, so that each reads the
+/// version the previous one committed (the statement after it takes a fresh snapshot). The
+/// first key is a constant class for this use; the second the stream's hash (a collision only
+/// makes two streams' `Any` appends wait for each other).
+const ANY_APPEND_LOCK: &str = "SELECT pg_advisory_xact_lock(25187, hashtext($1))";
+
+/// The append statement for a shape, built once. `$1` stream, `$2` the expected version (the
+/// `Any` shapes read the base from the table instead; `$2` is still bound, typed, and unused),
+/// `$3..$9` the event columns.
+///
+/// The versions come from the caller's expectation, and the unique `(stream_id,
+/// stream_version)` key is what decides a race: the loser's insert waits for the winner's
+/// transaction and then fails with a unique violation, which [`PgStoreTx::append`] reports as
+/// [`StoreError::Conflict`]. An expectation that does not hold without a race (the stream is
+/// behind it) inserts nothing. There is no per-stream row to update: that row cost about 13% of
+/// the server's time per single-event append (see DECISIONS.md).
 ///
 /// The idempotency probe looks up the batch's *first* id only, by equality on the unique index:
-/// that is all a retried append needs (nothing moves, and [`PgStoreTx::append`] then checks every
-/// id). A batch that shares a later id with the log fails on the unique index instead, as
+/// that is all a retried append needs (nothing is inserted, and [`PgStoreTx::append`] then checks
+/// every id). A batch that shares a later id with the log fails on the unique index instead, as
 /// [`StoreError::DuplicateEventId`]. The probe is an equality rather than `= ANY($3)` because
 /// Postgres caches one generic plan per prepared statement: planned while the table was small,
-/// `= ANY` chose a sequential scan and kept it as the table grew (each append then read the
-/// whole log). A unique-key equality is an index lookup at every table size.
-fn stream_step(expected: ExpectedVersion) -> &'static str {
-    match expected {
-        ExpectedVersion::Any => {
-            "INSERT INTO event_streams (stream_id, version) \
-             SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ($3::bytea[])[1]) \
-             ON CONFLICT (stream_id) DO UPDATE SET version = event_streams.version + $2 \
-             RETURNING version - $2 AS base"
-        }
-        ExpectedVersion::NoStream => {
-            "INSERT INTO event_streams (stream_id, version) \
-             SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = ($3::bytea[])[1]) \
-             ON CONFLICT (stream_id) DO NOTHING \
-             RETURNING version - $2 AS base"
-        }
-        ExpectedVersion::Exact(_) => {
-            "UPDATE event_streams SET version = version + $2 \
-             WHERE stream_id = $1 AND version = $10 \
-               AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = ($3::bytea[])[1]) \
-             RETURNING version - $2 AS base"
-        }
+/// `= ANY` chose a sequential scan and kept it as the table grew. A unique-key equality is an
+/// index lookup at every table size.
+fn append_sql(shape: AppendShape) -> &'static str {
+    static SQL: LazyLock<[String; 4]> = LazyLock::new(|| {
+        let expected_base = "$2::int8";
+        let expected_guard = "($2::int8 = 0 OR EXISTS (SELECT 1 FROM events \
+                              WHERE stream_id = $1 AND stream_version = $2::int8))";
+        let any_base = "coalesce((SELECT max(stream_version) FROM events WHERE stream_id = $1), 0)";
+        let one = |base: &str, guard: &str| {
+            format!(
+                "INSERT INTO events ({APPEND_COLUMNS}) \
+                 SELECT $1, {base} + 1, $3, $4, $5, $6, $7, $8, $9 \
+                 WHERE {guard} AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = $3) \
+                 RETURNING position, stream_version"
+            )
+        };
+        let many = |base: &str, guard: &str| {
+            format!(
+                "INSERT INTO events ({APPEND_COLUMNS}) \
+                 SELECT $1, b.base + e.ord, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha \
+                 FROM (SELECT {base} AS base) AS b, \
+                      unnest($3::bytea[], $4::text[], $5::int4[], $6::text[], $7::int8[], \
+                             $8::bytea[], $9::bytea[]) \
+                      WITH ORDINALITY AS e(id, ty, sv, tenant, at, payload, sha, ord) \
+                 WHERE {guard} \
+                   AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = ($3::bytea[])[1]) \
+                 ORDER BY e.ord \
+                 RETURNING position, stream_version"
+            )
+        };
+        [
+            one(expected_base, expected_guard),
+            many(expected_base, expected_guard),
+            one(any_base, "TRUE"),
+            many(any_base, "TRUE"),
+        ]
+    });
+    match shape {
+        AppendShape::ExpectedOne => &SQL[0],
+        AppendShape::ExpectedMany => &SQL[1],
+        AppendShape::AnyOne => &SQL[2],
+        AppendShape::AnyMany => &SQL[3],
     }
 }
 
@@ -345,35 +392,73 @@ impl LogTx for PgStoreTx {
             ExpectedVersion::Exact(0) => ExpectedVersion::NoStream,
             other => other,
         };
-        let count = events.len() as i64;
-        let ids: Vec<Vec<u8>> = events.iter().map(|e| e.event_id.to_vec()).collect();
-        let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
-        let schemas: Vec<i32> = events
-            .iter()
-            .map(|e| i32::try_from(e.schema_version).unwrap_or(i32::MAX))
-            .collect();
-        let tenants: Vec<&str> = events.iter().map(|e| e.tenant_id.as_str()).collect();
-        let times: Vec<i64> = events.iter().map(|e| e.occurred_at_us).collect();
-        let payloads: Vec<&[u8]> = events.iter().map(|e| e.payload()).collect();
-        let hashes: Vec<&[u8]> = events.iter().map(|e| &e.payload_sha256()[..]).collect();
-        let sql = append_sql(expected);
-        let mut query = sqlx::query(sql)
-            .bind(stream)
-            .bind(count)
-            .bind(&ids)
-            .bind(&types)
-            .bind(&schemas)
-            .bind(&tenants)
-            .bind(&times)
-            .bind(&payloads)
-            .bind(&hashes);
-        if let ExpectedVersion::Exact(v) = expected {
-            query = query.bind(i64::try_from(v).unwrap_or(i64::MAX));
+        let (shape, base) = match (expected, events) {
+            (ExpectedVersion::Any, [_]) => (AppendShape::AnyOne, 0),
+            (ExpectedVersion::Any, _) => (AppendShape::AnyMany, 0),
+            (ExpectedVersion::NoStream, [_]) => (AppendShape::ExpectedOne, 0),
+            (ExpectedVersion::NoStream, _) => (AppendShape::ExpectedMany, 0),
+            (ExpectedVersion::Exact(v), [_]) => (AppendShape::ExpectedOne, version_param(v)),
+            (ExpectedVersion::Exact(v), _) => (AppendShape::ExpectedMany, version_param(v)),
+        };
+        if matches!(shape, AppendShape::AnyOne | AppendShape::AnyMany) {
+            sqlx::query(ANY_APPEND_LOCK)
+                .bind(stream)
+                .execute(&mut *self.tx)
+                .await?;
         }
-        let rows = query
-            .fetch_all(&mut *self.tx)
-            .await
-            .map_err(map_append_error)?;
+        let query = sqlx::query(append_sql(shape)).bind(stream).bind(base);
+        let query = match (shape, events) {
+            (AppendShape::ExpectedOne | AppendShape::AnyOne, [event]) => query
+                .bind(&event.event_id[..])
+                .bind(&event.event_type)
+                .bind(schema_param(event))
+                .bind(&event.tenant_id)
+                .bind(event.occurred_at_us)
+                .bind(event.payload())
+                .bind(&event.payload_sha256()[..]),
+            _ => query
+                .bind(
+                    events
+                        .iter()
+                        .map(|e| e.event_id.to_vec())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    events
+                        .iter()
+                        .map(|e| e.event_type.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(events.iter().map(schema_param).collect::<Vec<_>>())
+                .bind(
+                    events
+                        .iter()
+                        .map(|e| e.tenant_id.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(events.iter().map(|e| e.occurred_at_us).collect::<Vec<_>>())
+                .bind(events.iter().map(|e| e.payload()).collect::<Vec<_>>())
+                .bind(
+                    events
+                        .iter()
+                        .map(|e| &e.payload_sha256()[..])
+                        .collect::<Vec<_>>(),
+                ),
+        };
+        let rows = match query.fetch_all(&mut *self.tx).await {
+            Ok(rows) => rows,
+            Err(e) if is_stream_version_race(&e) => {
+                // The loser of a race: this transaction is aborted, so the version the stream
+                // is at now is read outside it (the winner has committed, or we would still be
+                // waiting on it).
+                return Err(StoreError::Conflict {
+                    stream: stream.to_string(),
+                    expected,
+                    actual: stream_version(&self.pool, stream).await?,
+                });
+            }
+            Err(e) => return Err(map_append_error(e)),
+        };
         if !rows.is_empty() {
             let mut placed: Vec<(i64, i64)> = rows
                 .iter()
@@ -388,7 +473,8 @@ impl LogTx for PgStoreTx {
             });
         }
         // Nothing was inserted: either the events are already in the log (a retry) or the
-        // stream is not where the caller expected.
+        // stream is behind what the caller expected.
+        let ids: Vec<Vec<u8>> = events.iter().map(|e| e.event_id.to_vec()).collect();
         let existing = self.existing(&ids).await?;
         if !existing.is_empty() {
             return already_appended(stream, events, existing);
@@ -396,7 +482,7 @@ impl LogTx for PgStoreTx {
         Err(StoreError::Conflict {
             stream: stream.to_string(),
             expected,
-            actual: self.stream_version(stream).await?,
+            actual: stream_version(&mut *self.tx, stream).await?,
         })
     }
 

@@ -90,25 +90,33 @@ impl LogStore for SqliteLogStore {
     }
 
     async fn begin(&self) -> Result<SqliteStoreTx> {
-        // A transaction dropped mid-statement (a cancelled caller) leaves its rollback queued on
-        // the writer connection; until the worker has run it, sqlx refuses a custom BEGIN there
-        // (`InvalidSavePointStatement`). That clears by itself within moments: wait it out.
-        let mut waits = 0;
-        loop {
-            match self.writer.begin_with("BEGIN IMMEDIATE").await {
-                Ok(tx) => {
-                    return Ok(SqliteStoreTx {
-                        tx,
-                        commits: self.commits.clone(),
-                    })
+        // The BEGIN runs in its own task, so that a caller cancelled while it is in flight
+        // cannot strand it: sqlx's SQLite worker would have opened the transaction with no
+        // `Transaction` left to roll it back, and every later BEGIN on the writer would be
+        // refused. A task that finishes for a caller who is gone drops its transaction, which
+        // queues the rollback.
+        let writer = self.writer.clone();
+        let tx = tokio::spawn(async move {
+            // A transaction dropped mid-statement leaves its rollback queued on the writer
+            // connection; until the worker has run it, sqlx refuses a custom BEGIN there
+            // (`InvalidSavePointStatement`). That clears by itself within moments: wait it out.
+            let mut waits = 0;
+            loop {
+                match writer.begin_with("BEGIN IMMEDIATE").await {
+                    Err(sqlx::Error::InvalidSavePointStatement) if waits < 200 => {
+                        waits += 1;
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    other => break other,
                 }
-                Err(sqlx::Error::InvalidSavePointStatement) if waits < 200 => {
-                    waits += 1;
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Err(e) => return Err(e.into()),
             }
-        }
+        })
+        .await
+        .map_err(|_| sqlx::Error::WorkerCrashed)??;
+        Ok(SqliteStoreTx {
+            tx,
+            commits: self.commits.clone(),
+        })
     }
 
     async fn read_stream(&self, stream: &str) -> Result<Vec<RecordedEvent>> {
