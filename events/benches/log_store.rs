@@ -466,8 +466,14 @@ async fn main() {
         "# log_store benchmark ({} rounds of {:?}; medians)",
         cfg.rounds, cfg.round
     );
-    let pg = TestDb::postgres().await.expect("postgres test database");
-    run_backend("Postgres", &pg, &cfg).await;
-    let lite = TestDb::sqlite().expect("sqlite test database");
-    run_backend("SQLite", &lite, &cfg).await;
+    // `LOG_STORE_BENCH_BACKENDS=postgres` (or `sqlite`) runs one backend only.
+    let only = std::env::var("LOG_STORE_BENCH_BACKENDS").unwrap_or_default();
+    if only.is_empty() || only.contains("postgres") {
+        let pg = TestDb::postgres().await.expect("postgres test database");
+        run_backend("Postgres", &pg, &cfg).await;
+    }
+    if only.is_empty() || only.contains("sqlite") {
+        let lite = TestDb::sqlite().expect("sqlite test database");
+        run_backend("SQLite", &lite, &cfg).await;
+    }
 }
