@@ -215,10 +215,16 @@ impl PgStoreTx {
         &mut self.tx
     }
 
+    /// The events of `ids` already in the log. One index lookup per id: the `LIMIT 1` keeps
+    /// the lateral subquery from being flattened into a join, which a generic plan made while
+    /// the table was small would run as a sequential scan (as `event_id = ANY($1)` would).
     async fn existing(&mut self, ids: &[Vec<u8>]) -> Result<Vec<(Vec<u8>, i64, String, i64)>> {
         let rows = sqlx::query(
-            "SELECT event_id, position, stream_id, stream_version FROM events \
-             WHERE event_id = ANY($1) ORDER BY position",
+            "SELECT e.event_id, e.position, e.stream_id, e.stream_version \
+             FROM unnest($1::bytea[]) AS i(id) \
+             CROSS JOIN LATERAL (SELECT event_id, position, stream_id, stream_version \
+                                 FROM events WHERE event_id = i.id LIMIT 1) AS e \
+             ORDER BY e.position",
         )
         .bind(ids)
         .fetch_all(&mut *self.tx)
