@@ -117,6 +117,77 @@ async fn sixty_four_any_appenders_on_one_stream_all_land() {
     assert_eq!(versions, (1..=expected_total).collect::<Vec<_>>());
 }
 
+/// The loser of a race gets its typed conflict even when every connection of its pool is held:
+/// it waits briefly for a second connection to read the stream's version, and without one
+/// reports the version it collided with. Reading it on the pool unconditionally made such a
+/// loser wait for the pool's acquire timeout (30 s) and then fail with a pool error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_race_lost_while_the_pool_is_exhausted_is_still_a_conflict() {
+    let db = TestDb::postgres().await.unwrap();
+    let winner_store = db.pg_store(2).await.unwrap();
+    let store = db.pg_store(2).await.unwrap();
+    let mut setup = store.begin().await.unwrap();
+    setup
+        .append("pool/s", ExpectedVersion::NoStream, &[event(0)])
+        .await
+        .unwrap();
+    setup.commit().await.unwrap();
+
+    let mut winner = winner_store.begin().await.unwrap();
+    winner
+        .append("pool/s", ExpectedVersion::Exact(1), &[event(1)])
+        .await
+        .unwrap();
+    // The loser's pool has two connections: one held idle here, one the loser's.
+    let idle = store.begin().await.unwrap();
+    let mut loser = store.begin().await.unwrap();
+    let loser_pid = pid(&mut loser).await;
+    let race = tokio::spawn(async move {
+        let r = loser
+            .append("pool/s", ExpectedVersion::Exact(1), &[event(2)])
+            .await;
+        (r, loser)
+    });
+    for _ in 0..500 {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity \
+             WHERE pid = $1",
+        )
+        .bind(loser_pid)
+        .fetch_one(winner_store.pool())
+        .await
+        .unwrap();
+        if waiting {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    winner.commit().await.unwrap();
+    let (result, loser) = tokio::time::timeout(Duration::from_secs(20), race)
+        .await
+        .expect("the loser must not wait for the pool's acquire timeout")
+        .unwrap();
+    match result {
+        Err(StoreError::Conflict {
+            expected, actual, ..
+        }) => {
+            assert_eq!(expected, ExpectedVersion::Exact(1));
+            assert_eq!(actual, 2);
+        }
+        other => panic!("expected a typed conflict, got {other:?}"),
+    }
+    drop(loser);
+    drop(idle);
+    let versions: Vec<i64> = store
+        .read_stream("pool/s")
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.stream_version)
+        .collect();
+    assert_eq!(versions, vec![1, 2]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_commit_of_a_lower_position_is_delivered_exactly_once() {
     let db = TestDb::postgres().await.unwrap();

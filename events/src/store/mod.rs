@@ -100,7 +100,9 @@ pub enum StoreError {
     Conflict {
         stream: String,
         expected: ExpectedVersion,
-        /// The version the stream is at (0 when it does not exist).
+        /// The version the stream is at (0 when it does not exist). On Postgres, when the
+        /// append lost a race and no second connection was free within 100 ms to read it, a
+        /// lower bound: the version it collided with.
         actual: u64,
     },
     #[error("event id {event_id} is already in the log with different content or in another stream; event ids must be unique")]

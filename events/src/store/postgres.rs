@@ -11,6 +11,7 @@
 
 use std::str::FromStr;
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
@@ -27,6 +28,10 @@ use crate::envelope::{NewEvent, RecordedEvent};
 /// The columns every read selects, in the order [`row_to_event`] takes them.
 const EVENT_COLUMNS: &str = "position, stream_id, stream_version, event_id, event_type, \
      schema_version, tenant_id, occurred_at_us, payload, payload_sha256, tx_id::text";
+
+/// How long the loser of an append race waits for a second connection to read the version the
+/// stream is at (see [`PgStoreTx::append`]).
+const CONFLICT_READ_WAIT: Duration = Duration::from_millis(100);
 
 /// A snapshot before every transaction: a tailer from it reads the whole log.
 pub(crate) const ORIGIN_SNAPSHOT: &str = "1:1:";
@@ -456,11 +461,20 @@ impl LogTx for PgStoreTx {
             Err(e) if is_stream_version_race(&e) => {
                 // The loser of a race: this transaction is aborted, so the version the stream
                 // is at now is read outside it (the winner has committed, or we would still be
-                // waiting on it).
+                // waiting on it), on a second connection. That connection is waited for only
+                // briefly: when every connection of the pool is held by a loser like this one,
+                // each would otherwise wait for another's until the pool's acquire timeout.
+                // Without one, the version we collided with is reported: a lower bound.
+                let at_least = u64::try_from(base).unwrap_or(0) + 1;
+                let actual =
+                    match tokio::time::timeout(CONFLICT_READ_WAIT, self.pool.acquire()).await {
+                        Ok(Ok(mut conn)) => stream_version(&mut *conn, stream).await?,
+                        _ => at_least,
+                    };
                 return Err(StoreError::Conflict {
                     stream: stream.to_string(),
                     expected,
-                    actual: stream_version(&self.pool, stream).await?,
+                    actual,
                 });
             }
             Err(e) => return Err(map_append_error(e)),
