@@ -22,6 +22,24 @@ fn event(n: u32) -> NewEvent {
     )
 }
 
+/// Waits (up to 5 s) until backend `pid` waits on a lock, asking through `store`'s pool.
+async fn wait_until_waiting_on_a_lock(store: &PgLogStore, pid: i32) {
+    for _ in 0..500 {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity \
+             WHERE pid = $1",
+        )
+        .bind(pid)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        if waiting {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn pid(tx: &mut events::store::PgStoreTx) -> i32 {
     sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(tx.connection())
@@ -148,20 +166,7 @@ async fn a_race_lost_while_the_pool_is_exhausted_is_still_a_conflict() {
             .await;
         (r, loser)
     });
-    for _ in 0..500 {
-        let waiting: bool = sqlx::query_scalar(
-            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity \
-             WHERE pid = $1",
-        )
-        .bind(loser_pid)
-        .fetch_one(winner_store.pool())
-        .await
-        .unwrap();
-        if waiting {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until_waiting_on_a_lock(&winner_store, loser_pid).await;
     winner.commit().await.unwrap();
     let (result, loser) = tokio::time::timeout(Duration::from_secs(20), race)
         .await
@@ -373,20 +378,7 @@ async fn connection_killed_inside_the_append_statement_leaves_nothing() {
         (r, victim)
     });
     // Wait until the victim is really waiting on the lock inside the statement.
-    for _ in 0..200 {
-        let waiting: bool = sqlx::query_scalar(
-            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity \
-             WHERE pid = $1",
-        )
-        .bind(victim_pid)
-        .fetch_one(store.pool())
-        .await
-        .unwrap();
-        if waiting {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until_waiting_on_a_lock(&store, victim_pid).await;
     terminate(&store, victim_pid).await;
     let (result, victim) = append.await.unwrap();
     assert!(result.is_err(), "the killed append must fail");
