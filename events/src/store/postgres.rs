@@ -13,7 +13,8 @@ use std::str::FromStr;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 use tokio::sync::watch;
 
@@ -259,6 +260,39 @@ fn is_stream_version_race(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.constraint() == Some("events_stream_version_key"))
 }
 
+/// Binds an append's `$3..$9`: one event's columns as plain values, several events' as arrays
+/// (the two shapes of [`append_sql`]).
+fn bind_events<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    events: &'q [NewEvent],
+) -> Query<'q, Postgres, PgArguments> {
+    if let [event] = events {
+        return query
+            .bind(&event.event_id[..])
+            .bind(&event.event_type)
+            .bind(schema_param(event))
+            .bind(&event.tenant_id)
+            .bind(event.occurred_at_us)
+            .bind(event.payload())
+            .bind(&event.payload_sha256()[..]);
+    }
+    let ids: Vec<&[u8]> = events.iter().map(|e| &e.event_id[..]).collect();
+    let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
+    let schemas: Vec<i32> = events.iter().map(schema_param).collect();
+    let tenants: Vec<&str> = events.iter().map(|e| e.tenant_id.as_str()).collect();
+    let times: Vec<i64> = events.iter().map(|e| e.occurred_at_us).collect();
+    let payloads: Vec<&[u8]> = events.iter().map(|e| e.payload()).collect();
+    let hashes: Vec<&[u8]> = events.iter().map(|e| &e.payload_sha256()[..]).collect();
+    query
+        .bind(ids)
+        .bind(types)
+        .bind(schemas)
+        .bind(tenants)
+        .bind(times)
+        .bind(payloads)
+        .bind(hashes)
+}
+
 /// An expected version as the statement's `$2`.
 fn version_param(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -403,13 +437,15 @@ impl LogTx for PgStoreTx {
             ExpectedVersion::Exact(0) => ExpectedVersion::NoStream,
             other => other,
         };
-        let (shape, base) = match (expected, events) {
-            (ExpectedVersion::Any, [_]) => (AppendShape::AnyOne, 0),
-            (ExpectedVersion::Any, _) => (AppendShape::AnyMany, 0),
-            (ExpectedVersion::NoStream, [_]) => (AppendShape::ExpectedOne, 0),
-            (ExpectedVersion::NoStream, _) => (AppendShape::ExpectedMany, 0),
-            (ExpectedVersion::Exact(v), [_]) => (AppendShape::ExpectedOne, version_param(v)),
-            (ExpectedVersion::Exact(v), _) => (AppendShape::ExpectedMany, version_param(v)),
+        let base = match expected {
+            ExpectedVersion::Exact(v) => version_param(v),
+            _ => 0,
+        };
+        let shape = match (expected, events.len()) {
+            (ExpectedVersion::Any, 1) => AppendShape::AnyOne,
+            (ExpectedVersion::Any, _) => AppendShape::AnyMany,
+            (_, 1) => AppendShape::ExpectedOne,
+            (_, _) => AppendShape::ExpectedMany,
         };
         if matches!(shape, AppendShape::AnyOne | AppendShape::AnyMany) {
             sqlx::query(ANY_APPEND_LOCK)
@@ -417,45 +453,10 @@ impl LogTx for PgStoreTx {
                 .execute(&mut *self.tx)
                 .await?;
         }
-        let query = sqlx::query(append_sql(shape)).bind(stream).bind(base);
-        let query = match (shape, events) {
-            (AppendShape::ExpectedOne | AppendShape::AnyOne, [event]) => query
-                .bind(&event.event_id[..])
-                .bind(&event.event_type)
-                .bind(schema_param(event))
-                .bind(&event.tenant_id)
-                .bind(event.occurred_at_us)
-                .bind(event.payload())
-                .bind(&event.payload_sha256()[..]),
-            _ => query
-                .bind(
-                    events
-                        .iter()
-                        .map(|e| e.event_id.to_vec())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    events
-                        .iter()
-                        .map(|e| e.event_type.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(events.iter().map(schema_param).collect::<Vec<_>>())
-                .bind(
-                    events
-                        .iter()
-                        .map(|e| e.tenant_id.as_str())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(events.iter().map(|e| e.occurred_at_us).collect::<Vec<_>>())
-                .bind(events.iter().map(|e| e.payload()).collect::<Vec<_>>())
-                .bind(
-                    events
-                        .iter()
-                        .map(|e| &e.payload_sha256()[..])
-                        .collect::<Vec<_>>(),
-                ),
-        };
+        let query = bind_events(
+            sqlx::query(append_sql(shape)).bind(stream).bind(base),
+            events,
+        );
         let rows = match query.fetch_all(&mut *self.tx).await {
             Ok(rows) => rows,
             Err(e) if is_stream_version_race(&e) => {
