@@ -24,7 +24,16 @@ pub async fn rebuild(
     mut progress: impl FnMut(RebuildProgress),
 ) -> Result<u64, ProjectionError> {
     let mut tx = store.begin().await?;
-    let read = rebuild_in(store, &mut tx, projections, until, batch, &mut progress).await?;
+    let read = rebuild_tables(
+        store,
+        &mut tx,
+        projections,
+        until,
+        batch,
+        &mut progress,
+        Emptying::Truncate,
+    )
+    .await?;
     tx.commit().await?;
     Ok(read)
 }
@@ -37,7 +46,40 @@ pub async fn rebuild_in(
     projections: &[&dyn Projection],
     until: Option<i64>,
     batch: u32,
+    progress: impl FnMut(RebuildProgress),
+) -> Result<u64, ProjectionError> {
+    rebuild_tables(
+        store,
+        tx,
+        projections,
+        until,
+        batch,
+        progress,
+        Emptying::Delete,
+    )
+    .await
+}
+
+/// How a rebuild empties the tables it replays into.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Emptying {
+    /// `DELETE`: readers keep reading the old rows until the transaction ends. For replays,
+    /// which roll back and must not stop anyone reading the live tables.
+    Delete,
+    /// `TRUNCATE` on Postgres (fresh, empty files: no dead rows for the inserts to step over,
+    /// no index entries of the old rows); readers wait for the rebuild's commit. SQLite has
+    /// no `TRUNCATE`, and its writer lock already keeps writers out, so it deletes.
+    Truncate,
+}
+
+async fn rebuild_tables(
+    store: &EventStore,
+    tx: &mut StoreTx,
+    projections: &[&dyn Projection],
+    until: Option<i64>,
+    batch: u32,
     mut progress: impl FnMut(RebuildProgress),
+    emptying: Emptying,
 ) -> Result<u64, ProjectionError> {
     // Writers of these tables wait until this transaction ends (readers don't): an inline
     // projection write can neither land on a row this rebuild is about to replace nor commit
@@ -59,10 +101,16 @@ pub async fn rebuild_in(
         Some(p) => p,
         None => store.head_position().await?,
     };
-    for p in projections {
-        for table in p.tables() {
-            tx.execute(&format!("DELETE FROM {}", table.name), &[])
-                .await?;
+    let names: Vec<&str> = projections
+        .iter()
+        .flat_map(|p| p.tables().iter().map(|t| t.name))
+        .collect();
+    if emptying == Emptying::Truncate && matches!(tx, StoreTx::Postgres(_)) && !names.is_empty() {
+        tx.execute(&format!("TRUNCATE {}", names.join(", ")), &[])
+            .await?;
+    } else {
+        for name in &names {
+            tx.execute(&format!("DELETE FROM {name}"), &[]).await?;
         }
     }
     // The next page is read (on a pooled connection of its own) while the current one is
