@@ -2,7 +2,8 @@
 
 use events::store::testkit::TestDb;
 use events::store::{
-    EventStore, ExpectedVersion, LogStore, LogTx, SqlValue, StoreError, TailCursor, TailerOptions,
+    EventStore, ExpectedVersion, LogStore, LogTx, SqlValue, StoreError, StreamAppend, TailCursor,
+    TailerOptions,
 };
 use events::NewEvent;
 
@@ -60,6 +61,9 @@ on_both_backends!(
     tailer_delivers_everything_once_and_resumes,
     now_cursor_skips_the_past,
     cursor_text_round_trips,
+    append_streams_lands_each_stream_at_its_versions,
+    append_streams_conflict_names_the_stale_stream_and_lands_nothing,
+    retried_append_streams_is_idempotent,
 );
 
 async fn appends_number_versions_from_one(db: &TestDb) {
@@ -479,4 +483,157 @@ async fn cursor_text_round_trips(db: &TestDb) {
             "{bad:?} parsed"
         );
     }
+}
+
+/// Appends to `appends` in one transaction and commits.
+async fn append_streams(
+    store: &EventStore,
+    appends: &[StreamAppend<'_>],
+) -> Result<Vec<events::store::Appended>, StoreError> {
+    let mut tx = store.begin().await?;
+    match tx.append_streams(appends).await {
+        Ok(done) => {
+            tx.commit().await?;
+            Ok(done)
+        }
+        Err(e) => {
+            tx.rollback().await?;
+            Err(e)
+        }
+    }
+}
+
+async fn append_streams_lands_each_stream_at_its_versions(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    store
+        .append("token/m", ExpectedVersion::NoStream, &events(2))
+        .await
+        .unwrap();
+    let (node, token) = (events(2), events(1));
+    let done = append_streams(
+        &store,
+        &[
+            StreamAppend {
+                stream: "node/m",
+                expected: ExpectedVersion::NoStream,
+                events: &node,
+            },
+            StreamAppend {
+                stream: "token/m",
+                expected: ExpectedVersion::Exact(2),
+                events: &token,
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.len(), 2);
+    assert_eq!(done[0].stream_version, 2);
+    assert_eq!(done[1].stream_version, 3);
+    assert_eq!(done[0].positions, vec![3, 4]);
+    assert_eq!(done[1].positions, vec![5]);
+    assert!(done.iter().all(|d| !d.already_appended));
+    let read = store.read_stream("node/m").await.unwrap();
+    assert_eq!(
+        read.iter()
+            .map(|e| (e.position, e.stream_version))
+            .collect::<Vec<_>>(),
+        vec![(3, 1), (4, 2)]
+    );
+    assert_eq!(read[1].event_id, node[1].event_id);
+    let read = store.read_stream("token/m").await.unwrap();
+    assert_eq!(read.last().map(|e| e.event_id), Some(token[0].event_id));
+    assert_eq!(read.last().map(|e| e.stream_version), Some(3));
+}
+
+async fn append_streams_conflict_names_the_stale_stream_and_lands_nothing(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    store
+        .append("token/s", ExpectedVersion::NoStream, &events(3))
+        .await
+        .unwrap();
+    let (node, token) = (events(2), events(1));
+    let result = append_streams(
+        &store,
+        &[
+            StreamAppend {
+                stream: "node/s",
+                expected: ExpectedVersion::NoStream,
+                events: &node,
+            },
+            StreamAppend {
+                stream: "token/s",
+                expected: ExpectedVersion::Exact(2),
+                events: &token,
+            },
+        ],
+    )
+    .await;
+    match result {
+        Err(StoreError::Conflict {
+            stream,
+            expected,
+            actual,
+        }) => {
+            assert_eq!(stream, "token/s");
+            assert_eq!(expected, ExpectedVersion::Exact(2));
+            assert_eq!(actual, 3);
+        }
+        other => panic!("expected a typed conflict on token/s, got {other:?}"),
+    }
+    assert!(store.read_stream("node/s").await.unwrap().is_empty());
+    assert_eq!(store.read_stream("token/s").await.unwrap().len(), 3);
+    assert_eq!(store.head_position().await.unwrap(), 3);
+
+    // A stream that exists where the caller expected none.
+    let other = events(1);
+    let result = append_streams(
+        &store,
+        &[
+            StreamAppend {
+                stream: "node/s2",
+                expected: ExpectedVersion::NoStream,
+                events: &other,
+            },
+            StreamAppend {
+                stream: "token/s",
+                expected: ExpectedVersion::NoStream,
+                events: &token,
+            },
+        ],
+    )
+    .await;
+    match result {
+        Err(StoreError::Conflict { stream, actual, .. }) => {
+            assert_eq!(stream, "token/s");
+            assert_eq!(actual, 3);
+        }
+        other => panic!("expected a typed conflict on token/s, got {other:?}"),
+    }
+    assert!(store.read_stream("node/s2").await.unwrap().is_empty());
+    assert_eq!(store.head_position().await.unwrap(), 3);
+}
+
+async fn retried_append_streams_is_idempotent(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let (node, token) = (events(2), events(2));
+    let appends = [
+        StreamAppend {
+            stream: "node/i",
+            expected: ExpectedVersion::NoStream,
+            events: &node,
+        },
+        StreamAppend {
+            stream: "token/i",
+            expected: ExpectedVersion::NoStream,
+            events: &token,
+        },
+    ];
+    let first = append_streams(&store, &appends).await.unwrap();
+    let again = append_streams(&store, &appends).await.unwrap();
+    assert!(again.iter().all(|d| d.already_appended));
+    assert_eq!(again[0].positions, first[0].positions);
+    assert_eq!(again[1].positions, first[1].positions);
+    assert_eq!(again[1].stream_version, 2);
+    assert_eq!(store.head_position().await.unwrap(), 4);
 }

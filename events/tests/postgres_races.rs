@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use events::store::testkit::TestDb;
 use events::store::{
-    ExpectedVersion, LogStore, LogTx, PgLogStore, StoreError, Tailer, TailerOptions,
+    ExpectedVersion, LogStore, LogTx, PgLogStore, StoreError, StreamAppend, Tailer, TailerOptions,
 };
 use events::NewEvent;
 use tokio::sync::Barrier;
@@ -99,6 +99,91 @@ async fn sixty_four_appenders_at_one_expected_version_one_wins() {
         .await
         .unwrap();
     assert_eq!(total, 2);
+}
+
+/// The same race through the one-statement append to two streams, as a join makes it: each
+/// appender writes a node stream of its own and the shared token stream at version 1. Exactly
+/// one wins; every loser gets the typed conflict naming the token stream, and none of the
+/// losers' node events lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_two_stream_appenders_one_wins_and_losers_land_nothing() {
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.pg_store(70).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    tx.append("token/contended", ExpectedVersion::NoStream, &[event(0)])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let barrier = Arc::new(Barrier::new(64));
+    let mut tasks = Vec::new();
+    for i in 0..64u32 {
+        let store = store.clone();
+        let barrier = barrier.clone();
+        tasks.push(tokio::spawn(async move {
+            let node_stream = format!("node/racer-{i}");
+            let node = [event(1000 + i), event(2000 + i)];
+            let token = [event(i + 1)];
+            let mut tx = store.begin().await?;
+            barrier.wait().await;
+            let appended = tx
+                .append_streams(&[
+                    StreamAppend {
+                        stream: &node_stream,
+                        expected: ExpectedVersion::NoStream,
+                        events: &node,
+                    },
+                    StreamAppend {
+                        stream: "token/contended",
+                        expected: ExpectedVersion::Exact(1),
+                        events: &token,
+                    },
+                ])
+                .await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>((i, appended))
+        }));
+    }
+    let mut winner = None;
+    let mut conflicts = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok((i, a)) => {
+                assert!(winner.is_none(), "two appenders won");
+                winner = Some(i);
+                assert_eq!((a[0].stream_version, a[1].stream_version), (2, 2));
+            }
+            Err(StoreError::Conflict {
+                stream,
+                expected,
+                actual,
+            }) => {
+                conflicts += 1;
+                assert_eq!(stream, "token/contended");
+                assert_eq!(expected, ExpectedVersion::Exact(1));
+                assert_eq!(actual, 2);
+            }
+            Err(other) => panic!("expected a typed conflict, got {other:?}"),
+        }
+    }
+    assert_eq!(conflicts, 63);
+    let winner = winner.expect("one appender wins");
+    let token = store.read_stream("token/contended").await.unwrap();
+    assert_eq!(
+        token.iter().map(|e| e.stream_version).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    let node_streams: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT stream_id FROM events WHERE stream_id LIKE 'node/%'")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(node_streams, vec![format!("node/racer-{winner}")]);
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(total, 4);
 }
 
 /// `Any` appends never conflict, however many race on one stream: the per-stream lock makes
@@ -393,4 +478,75 @@ async fn connection_killed_inside_the_append_statement_leaves_nothing() {
         TailerOptions::default(),
     );
     assert_eq!(tailer.poll().await.unwrap().len(), 1);
+}
+
+/// The pool hands out connections without pinging them first, so a connection that died while
+/// idle (here: every idle one, as after a Postgres restart) must be replaced at BEGIN, not
+/// fail the next command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_run_after_every_idle_connection_was_killed() {
+    use sqlx::Connection;
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.pg_store(4).await.unwrap();
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        open.push(store.begin().await.unwrap());
+    }
+    let mut pids = Vec::new();
+    for tx in &mut open {
+        pids.push(pid(tx).await);
+    }
+    for tx in open {
+        tx.rollback().await.unwrap();
+    }
+    // Connections go back to the pool in the background.
+    for _ in 0..500 {
+        if store.pool().num_idle() == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        store.pool().num_idle(),
+        4,
+        "four idle connections in the pool"
+    );
+
+    let mut admin = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    for pid in &pids {
+        let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+        assert!(killed);
+    }
+    for _ in 0..500 {
+        let left: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)")
+                .bind(&pids)
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    for n in 1..=3u32 {
+        let expected = match n {
+            1 => ExpectedVersion::NoStream,
+            _ => ExpectedVersion::Exact(u64::from(n - 1)),
+        };
+        let mut tx = store
+            .begin()
+            .await
+            .unwrap_or_else(|e| panic!("begin {n} after the kill: {e}"));
+        tx.append("after/kill", expected, &[event(n)])
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    assert_eq!(store.read_stream("after/kill").await.unwrap().len(), 3);
 }

@@ -43,6 +43,14 @@ impl std::fmt::Display for ExpectedVersion {
     }
 }
 
+/// One stream's part of an append to several streams ([`LogTx::append_streams`]).
+#[derive(Clone, Copy, Debug)]
+pub struct StreamAppend<'a> {
+    pub stream: &'a str,
+    pub expected: ExpectedVersion,
+    pub events: &'a [NewEvent],
+}
+
 /// The outcome of an append.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Appended {
@@ -144,6 +152,24 @@ pub trait LogTx: Send {
         expected: ExpectedVersion,
         events: &[NewEvent],
     ) -> impl Future<Output = Result<Appended>> + Send;
+
+    /// Appends to several streams, each at its own expected version, and returns one
+    /// [`Appended`] per stream in the order given. On an error the caller rolls the transaction
+    /// back: some of the streams may have been appended to. This default appends one stream
+    /// after the other; Postgres appends them all in one statement (one round trip, all or
+    /// nothing) when no stream expects [`ExpectedVersion::Any`].
+    fn append_streams(
+        &mut self,
+        appends: &[StreamAppend<'_>],
+    ) -> impl Future<Output = Result<Vec<Appended>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(appends.len());
+            for a in appends {
+                out.push(self.append(a.stream, a.expected, a.events).await?);
+            }
+            Ok(out)
+        }
+    }
 
     /// Runs one SQL statement with `$1`-style parameters (both backends accept them) inside this
     /// transaction; how projections write their tables. Returns rows affected.
@@ -366,6 +392,10 @@ impl LogTx for StoreTx {
         events: &[NewEvent],
     ) -> Result<Appended> {
         dispatch_tx!(self, t => t.append(stream, expected, events).await)
+    }
+
+    async fn append_streams(&mut self, appends: &[StreamAppend<'_>]) -> Result<Vec<Appended>> {
+        dispatch_tx!(self, t => t.append_streams(appends).await)
     }
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {

@@ -9,6 +9,8 @@
 //! from an identity column at insert; each row also carries its writing transaction's id
 //! (`xid8`), which is what the tailer follows (see [`super::tailer`]).
 
+mod multi_append;
+
 use std::str::FromStr;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -22,7 +24,7 @@ use super::tailer::TailCursor;
 use super::value::bind_all;
 use super::{
     map_append_error, recorded, Appended, Backend, ExpectedVersion, LogStore, LogTx, Result,
-    SqlValue, StoreError,
+    SqlValue, StoreError, StreamAppend,
 };
 use crate::envelope::{NewEvent, RecordedEvent};
 
@@ -61,8 +63,13 @@ impl PgLogStore {
 
     pub async fn with_pool_size(url: &str, max_connections: u32) -> Result<Self> {
         let options = PgConnectOptions::from_str(url)?.application_name("bc-events");
+        // No ping when a connection is handed out: that is a round trip per transaction (about
+        // a tenth of a join's). A connection that died while idle fails at its first statement
+        // instead: `begin` replaces it (see there), and the readers (tailers, the gateway's
+        // feed) already retry their steps.
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         Ok(Self::from_pool(pool))
@@ -93,8 +100,21 @@ impl LogStore for PgLogStore {
     }
 
     async fn begin(&self) -> Result<PgStoreTx> {
+        // The pool does not test connections before handing them out, so BEGIN is where a
+        // connection that died while idle (a Postgres restart, an idle-session timeout, a
+        // terminated backend) shows: it is dropped and the next one tried. Every idle
+        // connection may be dead after a restart, hence one more try than the pool holds;
+        // a fresh connection that fails is a real error.
+        let mut tries = self.pool.size() + 1;
+        let tx = loop {
+            match self.pool.begin().await {
+                Ok(tx) => break tx,
+                Err(e) if tries > 1 && is_dead_connection(&e) => tries -= 1,
+                Err(e) => return Err(e.into()),
+            }
+        };
         Ok(PgStoreTx {
-            tx: self.pool.begin().await?,
+            tx,
             pool: self.pool.clone(),
             commits: self.commits.clone(),
         })
@@ -252,6 +272,17 @@ where
             .fetch_one(conn)
             .await?;
     Ok(v.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+}
+
+/// True when `err` says the connection was dead before anything ran on it: the socket is gone,
+/// or the server had ended the session (SQLSTATE class 57P: operator intervention, as sent by
+/// `pg_terminate_backend`, a shutdown or a restart).
+fn is_dead_connection(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| c.starts_with("57P")),
+        _ => false,
+    }
 }
 
 /// True when an append lost a race for its stream versions: the unique `(stream_id,
@@ -505,6 +536,17 @@ impl LogTx for PgStoreTx {
             expected,
             actual: stream_version(&mut *self.tx, stream).await?,
         })
+    }
+
+    async fn append_streams(&mut self, appends: &[StreamAppend<'_>]) -> Result<Vec<Appended>> {
+        if multi_append::fits_one_statement(appends) {
+            return self.append_streams_at_once(appends).await;
+        }
+        let mut out = Vec::with_capacity(appends.len());
+        for a in appends {
+            out.push(self.append(a.stream, a.expected, a.events).await?);
+        }
+        Ok(out)
     }
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
