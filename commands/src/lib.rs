@@ -13,7 +13,7 @@ pub mod quorum;
 pub mod run;
 
 pub use clock::{Clock, SimClock, SystemClock};
-pub use run::{append_and_project, AsConflict, RunError};
+pub use run::{append_and_project, append_streams_and_project, AsConflict, RunError};
 
 /// Every projection of the control plane (identity, quorum, audit checkpoints), in the order a
 /// full rebuild applies them: what `bcctl rebuild` rebuilds from the log.

@@ -1,7 +1,7 @@
 //! The transaction boundary every handler goes through: begin, let the body load, decide, append
 //! and project, commit; on an expected-version conflict start again from a fresh read.
 
-use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
+use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx, StreamAppend};
 use events::{NewEvent, RecordedEvent};
 use projections::{apply_all, Projection, ProjectionError};
 
@@ -129,6 +129,39 @@ pub async fn append_and_project(
     let recorded = appended.recorded(stream, events);
     if !appended.already_appended {
         apply_all(projections, tx, &recorded).await?;
+    }
+    Ok(recorded)
+}
+
+/// Appends to several streams in `tx` ([`LogTx::append_streams`]: one statement on Postgres)
+/// and applies the new events to `projections` in log order. Returns the events as recorded,
+/// in log order.
+pub async fn append_streams_and_project(
+    tx: &mut StoreTx,
+    projections: &[&dyn Projection],
+    appends: &[StreamAppend<'_>],
+) -> Result<Vec<RecordedEvent>, RunError> {
+    let appended = tx.append_streams(appends).await?;
+    let mut recorded = Vec::new();
+    for (a, done) in appends.iter().zip(&appended) {
+        recorded.extend(done.recorded(a.stream, a.events));
+    }
+    recorded.sort_by_key(|e| e.position);
+    if appended.iter().all(|a| !a.already_appended) {
+        apply_all(projections, tx, &recorded).await?;
+    } else {
+        let retried: Vec<&str> = appends
+            .iter()
+            .zip(&appended)
+            .filter(|(_, done)| done.already_appended)
+            .map(|(a, _)| a.stream)
+            .collect();
+        let fresh: Vec<RecordedEvent> = recorded
+            .iter()
+            .filter(|e| !retried.contains(&e.stream_id.as_str()))
+            .cloned()
+            .collect();
+        apply_all(projections, tx, &fresh).await?;
     }
     Ok(recorded)
 }

@@ -23,12 +23,15 @@ use domain::identity::{
 use domain::pki::statement::{sign, JoinResponseStatement};
 use domain::pki::{KeySet, NodeId, Serial, TokenSecret, TrustDomain};
 use events::schema::{AttestationUseKey, AttestationUsesPruned, JoinRefused, RenewRefused};
-use events::store::{EventStore, ExpectedVersion, LogStore, LogTx, StoreError, StoreTx};
+use events::store::{
+    EventStore, ExpectedVersion, LogStore, LogTx, StoreError, StoreTx, StreamAppend,
+};
 use events::{new_event_id, NewEvent};
 use projections::ProjectionError;
 use prost::Message;
 use time::Duration;
 
+use crate::run::append_streams_and_project;
 use crate::{append_and_project, AsConflict, Clock, RunError};
 
 use store::query_as;
@@ -206,7 +209,8 @@ fn expected(version: Option<i64>) -> ExpectedVersion {
     }
 }
 
-/// Appends decided events: each stream at the version its state was read at.
+/// Appends decided events: each stream at the version its state was read at, all streams in
+/// one append ([`crate::run::append_streams_and_project`]).
 async fn append_decided(
     tx: &mut StoreTx,
     events: Vec<IdentityEvent>,
@@ -214,24 +218,29 @@ async fn append_decided(
     now_us: i64,
     versions: &[(String, Option<i64>)],
 ) -> Result<(), IdentityError> {
-    for (stream, list) in by_stream(events) {
-        let version = versions
-            .iter()
-            .find(|(s, _)| *s == stream)
-            .and_then(|(_, v)| *v);
-        let new: Vec<NewEvent> = list
-            .iter()
-            .map(|e| to_new_event(e, tenant, now_us))
-            .collect();
-        append_and_project(
-            tx,
-            &projections::identity::all(),
-            &stream,
-            expected(version),
-            &new,
-        )
-        .await?;
-    }
+    let grouped: Vec<(String, ExpectedVersion, Vec<NewEvent>)> = by_stream(events)
+        .into_iter()
+        .map(|(stream, list)| {
+            let version = versions
+                .iter()
+                .find(|(s, _)| *s == stream)
+                .and_then(|(_, v)| *v);
+            let new = list
+                .iter()
+                .map(|e| to_new_event(e, tenant, now_us))
+                .collect();
+            (stream, expected(version), new)
+        })
+        .collect();
+    let appends: Vec<StreamAppend<'_>> = grouped
+        .iter()
+        .map(|(stream, expected, events)| StreamAppend {
+            stream,
+            expected: *expected,
+            events,
+        })
+        .collect();
+    append_streams_and_project(tx, &projections::identity::all(), &appends).await?;
     Ok(())
 }
 
