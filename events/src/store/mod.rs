@@ -162,13 +162,7 @@ pub trait LogTx: Send {
         &mut self,
         appends: &[StreamAppend<'_>],
     ) -> impl Future<Output = Result<Vec<Appended>>> + Send {
-        async move {
-            let mut out = Vec::with_capacity(appends.len());
-            for a in appends {
-                out.push(self.append(a.stream, a.expected, a.events).await?);
-            }
-            Ok(out)
-        }
+        append_one_by_one(self, appends)
     }
 
     /// Runs one SQL statement with `$1`-style parameters (both backends accept them) inside this
@@ -181,6 +175,19 @@ pub trait LogTx: Send {
 
     /// Rolls back (dropping the transaction does too).
     fn rollback(self) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// Appends stream after stream: [`LogTx::append_streams`]'s default, and what Postgres does when
+/// the streams cannot go in one statement.
+pub(crate) async fn append_one_by_one<T: LogTx + ?Sized>(
+    tx: &mut T,
+    appends: &[StreamAppend<'_>],
+) -> Result<Vec<Appended>> {
+    let mut out = Vec::with_capacity(appends.len());
+    for a in appends {
+        out.push(tx.append(a.stream, a.expected, a.events).await?);
+    }
+    Ok(out)
 }
 
 /// The operations every log-store backend provides.

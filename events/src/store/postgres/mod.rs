@@ -23,8 +23,8 @@ use tokio::sync::watch;
 use super::tailer::TailCursor;
 use super::value::bind_all;
 use super::{
-    map_append_error, recorded, Appended, Backend, ExpectedVersion, LogStore, LogTx, Result,
-    SqlValue, StoreError, StreamAppend,
+    append_one_by_one, map_append_error, recorded, Appended, Backend, ExpectedVersion, LogStore,
+    LogTx, Result, SqlValue, StoreError, StreamAppend,
 };
 use crate::envelope::{NewEvent, RecordedEvent};
 
@@ -542,11 +542,7 @@ impl LogTx for PgStoreTx {
         if multi_append::fits_one_statement(appends) {
             return self.append_streams_at_once(appends).await;
         }
-        let mut out = Vec::with_capacity(appends.len());
-        for a in appends {
-            out.push(self.append(a.stream, a.expected, a.events).await?);
-        }
-        Ok(out)
+        append_one_by_one(self, appends).await
     }
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
