@@ -64,6 +64,7 @@ on_both_backends!(
     append_streams_lands_each_stream_at_its_versions,
     append_streams_conflict_names_the_stale_stream_and_lands_nothing,
     retried_append_streams_is_idempotent,
+    insert_rows_writes_every_value_exactly,
 );
 
 async fn appends_number_versions_from_one(db: &TestDb) {
@@ -636,4 +637,86 @@ async fn retried_append_streams_is_idempotent(db: &TestDb) {
     assert_eq!(again[1].positions, first[1].positions);
     assert_eq!(again[1].stream_version, 2);
     assert_eq!(store.head_position().await.unwrap(), 4);
+}
+
+type BulkRow = (
+    i64,
+    String,
+    Vec<u8>,
+    bool,
+    Option<i64>,
+    Option<String>,
+    Option<Vec<u8>>,
+);
+
+async fn read_bulk(store: &EventStore) -> Vec<BulkRow> {
+    let sql = "SELECT id, t, b, f, n, nt, nb FROM bulk ORDER BY id";
+    let mut tx = store.begin().await.unwrap();
+    let rows = match &mut tx {
+        events::store::StoreTx::Postgres(t) => {
+            sqlx::query_as::<_, BulkRow>(sql)
+                .fetch_all(t.connection())
+                .await
+        }
+        events::store::StoreTx::Sqlite(t) => {
+            sqlx::query_as::<_, BulkRow>(sql)
+                .fetch_all(t.connection())
+                .await
+        }
+    }
+    .unwrap();
+    tx.rollback().await.unwrap();
+    rows
+}
+
+/// `insert_rows` with enough rows for Postgres' `COPY` (200) and with few (3, multi-row
+/// `INSERT`), every kind of value and NULL: the table holds exactly what was passed.
+async fn insert_rows_writes_every_value_exactly(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(
+        "CREATE TABLE bulk (id BIGINT PRIMARY KEY, t TEXT NOT NULL, b BYTEA NOT NULL, \
+         f BOOLEAN NOT NULL, n BIGINT, nt TEXT, nb BYTEA)",
+        &[],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let row = |i: i64| -> (Vec<SqlValue>, BulkRow) {
+        let text = format!("row {i}: tab\t, newline\n, backslash \\, quote ', é");
+        let bytes: Vec<u8> = (0..=255u8).cycle().skip(i as usize).take(300).collect();
+        let n = (i % 3 == 0).then_some(i64::MIN + i);
+        let nt = (i % 2 == 0).then(|| format!("{i}"));
+        let nb = (i % 5 == 0).then(|| vec![0u8; i as usize % 7]);
+        (
+            vec![
+                SqlValue::Int(i - 100),
+                SqlValue::Text(text.clone()),
+                SqlValue::Bytes(bytes.clone()),
+                SqlValue::Bool(i % 2 == 1),
+                n.map_or(SqlValue::NullInt, SqlValue::Int),
+                nt.clone().map_or(SqlValue::NullText, SqlValue::Text),
+                nb.clone().map_or(SqlValue::NullBytes, SqlValue::Bytes),
+            ],
+            (i - 100, text, bytes, i % 2 == 1, n, nt, nb),
+        )
+    };
+    let columns = ["id", "t", "b", "f", "n", "nt", "nb"];
+    let (many, mut expected): (Vec<_>, Vec<_>) = (0..200).map(row).unzip();
+    let (few, expected_few): (Vec<_>, Vec<_>) = (200..203).map(row).unzip();
+    expected.extend(expected_few);
+
+    let mut tx = store.begin().await.unwrap();
+    assert_eq!(tx.insert_rows("bulk", &columns, &many).await.unwrap(), 200);
+    assert_eq!(tx.insert_rows("bulk", &columns, &few).await.unwrap(), 3);
+    tx.commit().await.unwrap();
+    assert_eq!(read_bulk(&store).await, expected);
+
+    // A duplicate key fails the whole insert, and the transaction's rows go with it.
+    let mut tx = store.begin().await.unwrap();
+    let again = vec![row(300).0; 100];
+    assert!(tx.insert_rows("bulk", &columns, &again).await.is_err());
+    tx.rollback().await.unwrap();
+    assert_eq!(read_bulk(&store).await.len(), 203);
 }

@@ -170,6 +170,20 @@ pub trait LogTx: Send {
     fn execute(&mut self, sql: &str, args: &[SqlValue])
         -> impl Future<Output = Result<u64>> + Send;
 
+    /// Inserts `rows` (values in the order of `columns`) into `table` inside this transaction,
+    /// for bulk writes such as rebuilds. Postgres streams many rows with one binary `COPY`
+    /// (`Int` values must then go to `BIGINT` columns, as every integer column of this schema
+    /// does); otherwise, and on SQLite, multi-row `INSERT`s. Table and column names come from
+    /// code, never from input. Returns the rows inserted.
+    fn insert_rows(
+        &mut self,
+        table: &str,
+        columns: &[&str],
+        rows: &[Vec<SqlValue>],
+    ) -> impl Future<Output = Result<u64>> + Send {
+        insert_rows_by_statements(self, table, columns, rows)
+    }
+
     /// Commits and wakes the tailers of this process.
     fn commit(self) -> impl Future<Output = Result<()>> + Send;
 
@@ -188,6 +202,42 @@ pub(crate) async fn append_one_by_one<T: LogTx + ?Sized>(
         out.push(tx.append(a.stream, a.expected, a.events).await?);
     }
     Ok(out)
+}
+
+/// Parameters per multi-row `INSERT` of [`insert_rows_by_statements`]: under SQLite's oldest
+/// limit (999) and far under Postgres' (65,535).
+const INSERT_PARAMETERS: usize = 990;
+
+/// [`LogTx::insert_rows`] as multi-row `INSERT` statements.
+pub(crate) async fn insert_rows_by_statements<T: LogTx + ?Sized>(
+    tx: &mut T,
+    table: &str,
+    columns: &[&str],
+    rows: &[Vec<SqlValue>],
+) -> Result<u64> {
+    let per_statement = (INSERT_PARAMETERS / columns.len().max(1)).max(1);
+    let mut inserted = 0;
+    for chunk in rows.chunks(per_statement) {
+        let mut sql = format!("INSERT INTO {table} ({}) VALUES ", columns.join(", "));
+        let mut args = Vec::with_capacity(chunk.len() * columns.len());
+        for (i, row) in chunk.iter().enumerate() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('(');
+            for j in 0..row.len() {
+                if j > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push('$');
+                sql.push_str(&(args.len() + j + 1).to_string());
+            }
+            sql.push(')');
+            args.extend(row.iter().cloned());
+        }
+        inserted += tx.execute(&sql, &args).await?;
+    }
+    Ok(inserted)
 }
 
 /// The operations every log-store backend provides.
@@ -407,6 +457,15 @@ impl LogTx for StoreTx {
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
         dispatch_tx!(self, t => t.execute(sql, args).await)
+    }
+
+    async fn insert_rows(
+        &mut self,
+        table: &str,
+        columns: &[&str],
+        rows: &[Vec<SqlValue>],
+    ) -> Result<u64> {
+        dispatch_tx!(self, t => t.insert_rows(table, columns, rows).await)
     }
 
     async fn commit(self) -> Result<()> {

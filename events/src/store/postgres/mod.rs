@@ -9,6 +9,7 @@
 //! from an identity column at insert; each row also carries its writing transaction's id
 //! (`xid8`), which is what the tailer follows (see [`super::tailer`]).
 
+mod copy;
 mod multi_append;
 
 use std::str::FromStr;
@@ -543,6 +544,15 @@ impl LogTx for PgStoreTx {
             return self.append_streams_at_once(appends).await;
         }
         append_one_by_one(self, appends).await
+    }
+
+    async fn insert_rows(
+        &mut self,
+        table: &str,
+        columns: &[&str],
+        rows: &[Vec<SqlValue>],
+    ) -> Result<u64> {
+        self.copy_rows(table, columns, rows).await
     }
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
