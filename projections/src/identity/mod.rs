@@ -321,7 +321,18 @@ impl Projection for JoinTokens {
                 sql.push_str(TOKEN_UPDATE_TAIL);
                 tx.execute(&sql, &args).await?;
             } else {
-                bulk(tx, USES_INSERT, "", uses).await?;
+                tx.insert_rows(
+                    "join_token_uses",
+                    &[
+                        "token_id",
+                        "use_number",
+                        "node_id",
+                        "used_at_us",
+                        "position",
+                    ],
+                    &uses,
+                )
+                .await?;
                 bulk(
                     tx,
                     &format!("WITH {TOKEN_UPDATE_HEAD}"),
@@ -748,47 +759,38 @@ const NODE_CERTS_TABLES: &[TableSpec] = &[TableSpec {
     order_by: "serial",
 }];
 
-/// Rows of certificates inserted per statement while a run of issues is applied.
-const CERT_INSERT_CHUNK: usize = 200;
+/// The columns a certificate's issue writes, in the order of [`insert_certs`]' rows.
+const CERT_COLUMNS: &[&str] = &[
+    "serial",
+    "node_id",
+    "identity_generation",
+    "der",
+    "not_before_us",
+    "not_after_us",
+    "issued_position",
+];
 
+/// Inserts a run of issued certificates ([`LogTx::insert_rows`]: one `COPY` on Postgres for a
+/// long run, as in a rebuild).
 async fn insert_certs(
     tx: &mut StoreTx,
     rows: &mut Vec<(NodeCertificateIssued, i64)>,
 ) -> Result<(), ProjectionError> {
-    for chunk in rows.chunks(CERT_INSERT_CHUNK) {
-        let mut sql = String::from(
-            "INSERT INTO node_certs (serial, node_id, identity_generation, der, not_before_us, \
-             not_after_us, issued_position) VALUES ",
-        );
-        let mut args = Vec::with_capacity(chunk.len() * 7);
-        for (i, (p, position)) in chunk.iter().enumerate() {
-            let b = i * 7;
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str(&format!(
-                "(${}, ${}, ${}, ${}, ${}, ${}, ${})",
-                b + 1,
-                b + 2,
-                b + 3,
-                b + 4,
-                b + 5,
-                b + 6,
-                b + 7
-            ));
-            args.push(SqlValue::Text(p.serial.clone()));
-            args.push(SqlValue::Text(p.node_id.clone()));
-            args.push(SqlValue::Int(
-                i64::try_from(p.identity_generation).unwrap_or(i64::MAX),
-            ));
-            args.push(SqlValue::Bytes(p.der.clone()));
-            args.push(SqlValue::Int(p.not_before_us));
-            args.push(SqlValue::Int(p.not_after_us));
-            args.push(SqlValue::Int(*position));
-        }
-        tx.execute(&sql, &args).await?;
-    }
-    rows.clear();
+    let values: Vec<Vec<SqlValue>> = rows
+        .drain(..)
+        .map(|(p, position)| {
+            vec![
+                SqlValue::Text(p.serial),
+                SqlValue::Text(p.node_id),
+                SqlValue::Int(i64::try_from(p.identity_generation).unwrap_or(i64::MAX)),
+                SqlValue::Bytes(p.der),
+                SqlValue::Int(p.not_before_us),
+                SqlValue::Int(p.not_after_us),
+                SqlValue::Int(position),
+            ]
+        })
+        .collect();
+    tx.insert_rows("node_certs", CERT_COLUMNS, &values).await?;
     Ok(())
 }
 
@@ -951,12 +953,17 @@ impl Projection for AttestationUses {
 }
 
 async fn insert_uses(tx: &mut StoreTx, rows: Vec<Vec<SqlValue>>) -> Result<(), ProjectionError> {
-    bulk(
-        tx,
-        "INSERT INTO attestation_uses (attestor, subject, node_id, used_at_us, expires_at_us, \
-         position) VALUES ",
-        "",
-        rows,
+    tx.insert_rows(
+        "attestation_uses",
+        &[
+            "attestor",
+            "subject",
+            "node_id",
+            "used_at_us",
+            "expires_at_us",
+            "position",
+        ],
+        &rows,
     )
     .await?;
     Ok(())
