@@ -204,6 +204,30 @@ pub(crate) async fn append_one_by_one<T: LogTx + ?Sized>(
     Ok(out)
 }
 
+/// Appends `($n, ..), ($n+1, ..)` for `rows` to `sql`, numbering after the `args` already
+/// there, and moves the values into `args`: the `VALUES` list of a multi-row statement.
+pub fn push_groups(
+    sql: &mut String,
+    args: &mut Vec<SqlValue>,
+    rows: impl IntoIterator<Item = Vec<SqlValue>>,
+) {
+    for (i, row) in rows.into_iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for j in 0..row.len() {
+            if j > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('$');
+            sql.push_str(&(args.len() + j + 1).to_string());
+        }
+        sql.push(')');
+        args.extend(row);
+    }
+}
+
 /// Parameters per multi-row `INSERT` of [`insert_rows_by_statements`]: under SQLite's oldest
 /// limit (999) and far under Postgres' (65,535).
 const INSERT_PARAMETERS: usize = 990;
@@ -220,21 +244,7 @@ pub(crate) async fn insert_rows_by_statements<T: LogTx + ?Sized>(
     for chunk in rows.chunks(per_statement) {
         let mut sql = format!("INSERT INTO {table} ({}) VALUES ", columns.join(", "));
         let mut args = Vec::with_capacity(chunk.len() * columns.len());
-        for (i, row) in chunk.iter().enumerate() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push('(');
-            for j in 0..row.len() {
-                if j > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push('$');
-                sql.push_str(&(args.len() + j + 1).to_string());
-            }
-            sql.push(')');
-            args.extend(row.iter().cloned());
-        }
+        push_groups(&mut sql, &mut args, chunk.iter().cloned());
         inserted += tx.execute(&sql, &args).await?;
     }
     Ok(inserted)

@@ -16,7 +16,7 @@ use events::schema::{
     NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeRetired,
     RefusalsSuppressed, RenewProofUsed, RenewRefused,
 };
-use events::store::{Backend, LogTx, SqlValue, StoreTx};
+use events::store::{push_groups, Backend, LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
@@ -77,30 +77,6 @@ async fn bulk(
         affected += tx.execute(&sql, &args).await?;
     }
     Ok(affected)
-}
-
-/// Appends `($n, ..), ($n+1, ..)` for `rows` to `sql`, numbering after the `args` already
-/// there, and moves the values into `args`.
-fn push_groups(
-    sql: &mut String,
-    args: &mut Vec<SqlValue>,
-    rows: impl IntoIterator<Item = Vec<SqlValue>>,
-) {
-    for (i, row) in rows.into_iter().enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push('(');
-        for j in 0..row.len() {
-            if j > 0 {
-                sql.push_str(", ");
-            }
-            sql.push('$');
-            sql.push_str(&(args.len() + j + 1).to_string());
-        }
-        sql.push(')');
-        args.extend(row);
-    }
 }
 
 fn opt_int(v: Option<i64>) -> SqlValue {
