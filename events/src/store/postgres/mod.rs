@@ -308,21 +308,57 @@ fn bind_events<'q>(
             .bind(event.payload())
             .bind(&event.payload_sha256()[..]);
     }
-    let ids: Vec<&[u8]> = events.iter().map(|e| &e.event_id[..]).collect();
-    let types: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
-    let schemas: Vec<i32> = events.iter().map(schema_param).collect();
-    let tenants: Vec<&str> = events.iter().map(|e| e.tenant_id.as_str()).collect();
-    let times: Vec<i64> = events.iter().map(|e| e.occurred_at_us).collect();
-    let payloads: Vec<&[u8]> = events.iter().map(|e| e.payload()).collect();
-    let hashes: Vec<&[u8]> = events.iter().map(|e| &e.payload_sha256()[..]).collect();
-    query
-        .bind(ids)
-        .bind(types)
-        .bind(schemas)
-        .bind(tenants)
-        .bind(times)
-        .bind(payloads)
-        .bind(hashes)
+    EventArrays::of(events).bind(query)
+}
+
+/// The event columns of an append as arrays, one element per event, bound in the order of the
+/// statements' event parameters (id, type, schema version, tenant, time, payload, digest).
+struct EventArrays<'e> {
+    ids: Vec<&'e [u8]>,
+    types: Vec<&'e str>,
+    schemas: Vec<i32>,
+    tenants: Vec<&'e str>,
+    times: Vec<i64>,
+    payloads: Vec<&'e [u8]>,
+    hashes: Vec<&'e [u8]>,
+}
+
+impl<'e> EventArrays<'e> {
+    fn of(events: impl IntoIterator<Item = &'e NewEvent>) -> EventArrays<'e> {
+        let mut a = EventArrays {
+            ids: Vec::new(),
+            types: Vec::new(),
+            schemas: Vec::new(),
+            tenants: Vec::new(),
+            times: Vec::new(),
+            payloads: Vec::new(),
+            hashes: Vec::new(),
+        };
+        for e in events {
+            a.ids.push(&e.event_id[..]);
+            a.types.push(e.event_type.as_str());
+            a.schemas.push(schema_param(e));
+            a.tenants.push(e.tenant_id.as_str());
+            a.times.push(e.occurred_at_us);
+            a.payloads.push(e.payload());
+            a.hashes.push(&e.payload_sha256()[..]);
+        }
+        a
+    }
+
+    fn bind<'q>(self, query: Query<'q, Postgres, PgArguments>) -> Query<'q, Postgres, PgArguments>
+    where
+        'e: 'q,
+    {
+        query
+            .bind(self.ids)
+            .bind(self.types)
+            .bind(self.schemas)
+            .bind(self.tenants)
+            .bind(self.times)
+            .bind(self.payloads)
+            .bind(self.hashes)
+    }
 }
 
 /// An expected version as the statement's `$2`.

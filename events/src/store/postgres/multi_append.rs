@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use sqlx::Row;
 
 use super::{
-    already_appended, is_stream_version_race, schema_param, stream_version, version_param,
+    already_appended, is_stream_version_race, stream_version, version_param, EventArrays,
     PgStoreTx, APPEND_COLUMNS, CONFLICT_READ_WAIT,
 };
 use crate::store::{map_append_error, Appended, ExpectedVersion, Result, StoreError, StreamAppend};
@@ -72,13 +72,6 @@ impl PgStoreTx {
         let n: usize = appends.iter().map(|a| a.events.len()).sum();
         let mut streams = Vec::with_capacity(n);
         let mut versions = Vec::with_capacity(n);
-        let mut ids: Vec<&[u8]> = Vec::with_capacity(n);
-        let mut types = Vec::with_capacity(n);
-        let mut schemas = Vec::with_capacity(n);
-        let mut tenants = Vec::with_capacity(n);
-        let mut times = Vec::with_capacity(n);
-        let mut payloads: Vec<&[u8]> = Vec::with_capacity(n);
-        let mut hashes: Vec<&[u8]> = Vec::with_capacity(n);
         let mut guard_streams = Vec::new();
         let mut guard_bases = Vec::new();
         for a in appends {
@@ -87,28 +80,14 @@ impl PgStoreTx {
                 guard_streams.push(a.stream);
                 guard_bases.push(version_param(b));
             }
-            for (i, e) in (1u64..).zip(a.events) {
+            for (i, _) in (1u64..).zip(a.events) {
                 streams.push(a.stream);
                 versions.push(version_param(b + i));
-                ids.push(&e.event_id[..]);
-                types.push(e.event_type.as_str());
-                schemas.push(schema_param(e));
-                tenants.push(e.tenant_id.as_str());
-                times.push(e.occurred_at_us);
-                payloads.push(e.payload());
-                hashes.push(&e.payload_sha256()[..]);
             }
         }
-        let result = sqlx::query(&MULTI_APPEND_SQL)
-            .bind(streams)
-            .bind(versions)
-            .bind(ids)
-            .bind(types)
-            .bind(schemas)
-            .bind(tenants)
-            .bind(times)
-            .bind(payloads)
-            .bind(hashes)
+        let columns = EventArrays::of(appends.iter().flat_map(|a| a.events));
+        let result = columns
+            .bind(sqlx::query(&MULTI_APPEND_SQL).bind(streams).bind(versions))
             .bind(guard_streams)
             .bind(guard_bases)
             .fetch_all(&mut *self.tx)
