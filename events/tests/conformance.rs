@@ -2,8 +2,8 @@
 
 use events::store::testkit::TestDb;
 use events::store::{
-    EventStore, ExpectedVersion, LogStore, LogTx, SqlValue, StoreError, StreamAppend, TailCursor,
-    TailerOptions,
+    DeferredWrite, EventStore, ExpectedVersion, LogStore, LogTx, SqlValue, StoreError,
+    StreamAppend, TailCursor, TailerOptions,
 };
 use events::NewEvent;
 
@@ -65,6 +65,8 @@ on_both_backends!(
     append_streams_conflict_names_the_stale_stream_and_lands_nothing,
     retried_append_streams_is_idempotent,
     insert_rows_writes_every_value_exactly,
+    deferred_writes_land_in_order_and_check_their_counts,
+    a_deferred_write_fails_when_it_is_sent,
 );
 
 async fn appends_number_versions_from_one(db: &TestDb) {
@@ -719,4 +721,180 @@ async fn insert_rows_writes_every_value_exactly(db: &TestDb) {
     assert!(tx.insert_rows("bulk", &columns, &again).await.is_err());
     tx.rollback().await.unwrap();
     assert_eq!(read_bulk(&store).await.len(), 203);
+}
+
+async fn make_deferred_tables(store: &EventStore) {
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(
+        "CREATE TABLE da (id BIGINT PRIMARY KEY, v TEXT NOT NULL)",
+        &[],
+    )
+    .await
+    .unwrap();
+    tx.execute(
+        "CREATE TABLE db (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)",
+        &[],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+}
+
+async fn read_deferred_tables(store: &EventStore) -> (Vec<(i64, String)>, Vec<(i64, i64)>) {
+    let mut tx = store.begin().await.unwrap();
+    let (a, b) = match &mut tx {
+        events::store::StoreTx::Postgres(t) => (
+            sqlx::query_as("SELECT id, v FROM da ORDER BY id")
+                .fetch_all(t.connection())
+                .await,
+            sqlx::query_as("SELECT id, n FROM db ORDER BY id")
+                .fetch_all(t.connection())
+                .await,
+        ),
+        events::store::StoreTx::Sqlite(t) => (
+            sqlx::query_as("SELECT id, v FROM da ORDER BY id")
+                .fetch_all(t.connection())
+                .await,
+            sqlx::query_as("SELECT id, n FROM db ORDER BY id")
+                .fetch_all(t.connection())
+                .await,
+        ),
+    };
+    tx.rollback().await.unwrap();
+    (a.unwrap(), b.unwrap())
+}
+
+fn write(table: &str, sql: &str, args: Vec<SqlValue>) -> DeferredWrite {
+    DeferredWrite::new(table, sql.to_owned(), args)
+}
+
+/// Deferred writes to two tables go out together (one statement on Postgres), a later write to a
+/// table with one queued sees it, a quoted `$1` is left alone when parameters are renumbered,
+/// and the commit sends what is still queued.
+async fn deferred_writes_land_in_order_and_check_their_counts(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    make_deferred_tables(&store).await;
+    let mut tx = store.begin().await.unwrap();
+    tx.defer(write(
+        "da",
+        "INSERT INTO da (id, v) VALUES ($1, $2), ($3, '$1 stays')",
+        vec![1.into(), "a".into(), 2.into()],
+    ))
+    .await
+    .unwrap();
+    tx.defer(write(
+        "db",
+        "INSERT INTO db (id, n) VALUES ($1, $2)",
+        vec![1.into(), 10.into()],
+    ))
+    .await
+    .unwrap();
+    // `da` has a write queued: this one goes after it and must find its row.
+    tx.defer(
+        write(
+            "da",
+            "UPDATE da SET v = v || $2 WHERE id = $1",
+            vec![1.into(), "!".into()],
+        )
+        .expecting(1, "row 1 was inserted just before".into()),
+    )
+    .await
+    .unwrap();
+    tx.defer(
+        write(
+            "db",
+            "UPDATE db SET n = n + $2 WHERE id = $1",
+            vec![1.into(), 5.into()],
+        )
+        .expecting(1, "row 1 was inserted just before".into()),
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        read_deferred_tables(&store).await,
+        (
+            vec![(1, "a!".to_owned()), (2, "$1 stays".to_owned())],
+            vec![(1, 15)]
+        )
+    );
+}
+
+/// A deferred write that changes another number of rows than it expects, alone or sent with
+/// others, fails with `UnexpectedRowCount` naming its table and meaning; one that breaks a unique
+/// key fails as the database error. Nothing of the transaction lands.
+async fn a_deferred_write_fails_when_it_is_sent(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    make_deferred_tables(&store).await;
+    let missing = || {
+        write("da", "UPDATE da SET v = 'x' WHERE id = $1", vec![99.into()])
+            .expecting(1, "row 99 should exist".into())
+    };
+    let expected_error = |e: StoreError| match e {
+        StoreError::UnexpectedRowCount {
+            table,
+            expected,
+            changed,
+            meaning,
+        } => assert_eq!(
+            (table.as_str(), expected, changed, meaning.as_str()),
+            ("da", 1, 0, "row 99 should exist")
+        ),
+        other => panic!("expected UnexpectedRowCount, got {other:?}"),
+    };
+
+    // Alone.
+    let mut tx = store.begin().await.unwrap();
+    let sent = async {
+        tx.defer(missing()).await?;
+        tx.flush().await
+    }
+    .await;
+    expected_error(sent.unwrap_err());
+    tx.rollback().await.unwrap();
+
+    // Sent with a write to another table.
+    let mut tx = store.begin().await.unwrap();
+    let sent = async {
+        tx.defer(write(
+            "db",
+            "INSERT INTO db (id, n) VALUES ($1, $2)",
+            vec![2.into(), 0.into()],
+        ))
+        .await?;
+        tx.defer(missing()).await?;
+        tx.flush().await
+    }
+    .await;
+    expected_error(sent.unwrap_err());
+    tx.rollback().await.unwrap();
+    assert_eq!(read_deferred_tables(&store).await, (vec![], vec![]));
+
+    // A duplicate key, found when the write is sent (at once on SQLite).
+    let mut tx = store.begin().await.unwrap();
+    tx.execute("INSERT INTO da (id, v) VALUES (1, 'first')", &[])
+        .await
+        .unwrap();
+    let sent = async {
+        tx.defer(write(
+            "db",
+            "INSERT INTO db (id, n) VALUES ($1, $2)",
+            vec![3.into(), 0.into()],
+        ))
+        .await?;
+        tx.defer(write(
+            "da",
+            "INSERT INTO da (id, v) VALUES ($1, $2)",
+            vec![1.into(), "again".into()],
+        ))
+        .await?;
+        tx.flush().await
+    }
+    .await;
+    match sent {
+        Err(StoreError::Database(sqlx::Error::Database(e))) => assert!(e.is_unique_violation()),
+        other => panic!("expected a unique violation, got {other:?}"),
+    }
+    tx.rollback().await.unwrap();
+    assert_eq!(read_deferred_tables(&store).await, (vec![], vec![]));
 }

@@ -15,7 +15,7 @@ pub mod rebuild;
 use std::future::Future;
 use std::pin::Pin;
 
-use events::store::{StoreError, StoreTx};
+use events::store::{LogTx, StoreError, StoreTx};
 use events::RecordedEvent;
 
 pub use digest::{digest_tables, TableSpec};
@@ -60,7 +60,9 @@ pub trait Projection: Send + Sync {
     ) -> BoxFuture<'a, Result<(), ProjectionError>>;
 }
 
-/// Applies `events` to every projection in `projections` that handles them, in order.
+/// Applies `events` to every projection in `projections` that handles them, in order, then
+/// sends their deferred writes ([`LogTx::flush`]): on Postgres the last writes of every
+/// projection go out as one statement.
 pub async fn apply_all(
     projections: &[&dyn Projection],
     tx: &mut StoreTx,
@@ -73,5 +75,6 @@ pub async fn apply_all(
             p.apply(tx, &mine).await?;
         }
     }
+    tx.flush().await?;
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! [`sqlite`] implement it; [`EventStore`] picks one from a URL and is what the rest of the
 //! workspace holds. The exact tailer lives in [`tailer`].
 
+mod deferred;
 pub mod postgres;
 pub mod sqlite;
 pub mod tailer;
@@ -17,6 +18,7 @@ use std::future::Future;
 
 use crate::envelope::{NewEvent, RecordedEvent};
 
+pub use deferred::{DeferredWrite, ExpectRows};
 pub use postgres::{PgLogStore, PgStoreTx};
 pub use sqlite::{SqliteLogStore, SqliteStoreTx};
 pub use tailer::{TailCursor, Tailer, TailerOptions};
@@ -126,6 +128,13 @@ pub enum StoreError {
         cursor: &'static str,
         store: &'static str,
     },
+    #[error("writing {table}: {changed} rows changed where {expected} should have: {meaning}")]
+    UnexpectedRowCount {
+        table: String,
+        expected: u64,
+        changed: u64,
+        meaning: String,
+    },
     #[error("stored event at position {position} is malformed: {why}")]
     Corrupt { position: i64, why: String },
     #[error("applying migrations failed: {0}")]
@@ -170,11 +179,25 @@ pub trait LogTx: Send {
     fn execute(&mut self, sql: &str, args: &[SqlValue])
         -> impl Future<Output = Result<u64>> + Send;
 
+    /// Queues a projection write to be sent with the other queued ones (see [`DeferredWrite`]
+    /// for what it may be): on Postgres at the latest before this transaction's next statement
+    /// of another kind, its commit, or [`LogTx::flush`]; its errors, and a row count other than
+    /// the one it expects, surface there. SQLite runs it at once.
+    fn defer(&mut self, write: DeferredWrite) -> impl Future<Output = Result<()>> + Send {
+        run_deferred_now(self, write)
+    }
+
+    /// Sends the queued writes (one statement on Postgres). A no-op when none are queued.
+    fn flush(&mut self) -> impl Future<Output = Result<()>> + Send {
+        std::future::ready(Ok(()))
+    }
+
     /// Inserts `rows` (values in the order of `columns`) into `table` inside this transaction,
     /// for bulk writes such as rebuilds. Postgres streams many rows with one binary `COPY`
     /// (`Int` values must then go to `BIGINT` columns, as every integer column of this schema
-    /// does); otherwise, and on SQLite, multi-row `INSERT`s. Table and column names come from
-    /// code, never from input. Returns the rows inserted.
+    /// does) and queues a few as a deferred write ([`LogTx::defer`]: its errors surface when
+    /// the queue is sent); SQLite runs multi-row `INSERT`s. Table and column names come from
+    /// code, never from input. Returns the rows inserted (or queued).
     fn insert_rows(
         &mut self,
         table: &str,
@@ -202,6 +225,15 @@ pub(crate) async fn append_one_by_one<T: LogTx + ?Sized>(
         out.push(tx.append(a.stream, a.expected, a.events).await?);
     }
     Ok(out)
+}
+
+/// [`LogTx::defer`]'s default: the write runs at once and its row count is checked.
+pub(crate) async fn run_deferred_now<T: LogTx + ?Sized>(
+    tx: &mut T,
+    write: DeferredWrite,
+) -> Result<()> {
+    let changed = tx.execute(&write.sql, &write.args).await?;
+    write.check(changed)
 }
 
 /// Appends `($n, ..), ($n+1, ..)` for `rows` to `sql`, numbering after the `args` already
@@ -232,6 +264,24 @@ pub fn push_groups(
 /// limit (999) and far under Postgres' (65,535).
 const INSERT_PARAMETERS: usize = 990;
 
+/// The multi-row `INSERT` statements that insert `rows` into `table (columns)`, with their
+/// arguments.
+pub(crate) fn insert_statements(
+    table: &str,
+    columns: &[&str],
+    rows: &[Vec<SqlValue>],
+) -> Vec<(String, Vec<SqlValue>)> {
+    let per_statement = (INSERT_PARAMETERS / columns.len().max(1)).max(1);
+    rows.chunks(per_statement)
+        .map(|chunk| {
+            let mut sql = format!("INSERT INTO {table} ({}) VALUES ", columns.join(", "));
+            let mut args = Vec::with_capacity(chunk.len() * columns.len());
+            push_groups(&mut sql, &mut args, chunk.iter().cloned());
+            (sql, args)
+        })
+        .collect()
+}
+
 /// [`LogTx::insert_rows`] as multi-row `INSERT` statements.
 pub(crate) async fn insert_rows_by_statements<T: LogTx + ?Sized>(
     tx: &mut T,
@@ -239,12 +289,8 @@ pub(crate) async fn insert_rows_by_statements<T: LogTx + ?Sized>(
     columns: &[&str],
     rows: &[Vec<SqlValue>],
 ) -> Result<u64> {
-    let per_statement = (INSERT_PARAMETERS / columns.len().max(1)).max(1);
     let mut inserted = 0;
-    for chunk in rows.chunks(per_statement) {
-        let mut sql = format!("INSERT INTO {table} ({}) VALUES ", columns.join(", "));
-        let mut args = Vec::with_capacity(chunk.len() * columns.len());
-        push_groups(&mut sql, &mut args, chunk.iter().cloned());
+    for (sql, args) in insert_statements(table, columns, rows) {
         inserted += tx.execute(&sql, &args).await?;
     }
     Ok(inserted)
@@ -467,6 +513,14 @@ impl LogTx for StoreTx {
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
         dispatch_tx!(self, t => t.execute(sql, args).await)
+    }
+
+    async fn defer(&mut self, write: DeferredWrite) -> Result<()> {
+        dispatch_tx!(self, t => t.defer(write).await)
+    }
+
+    async fn flush(&mut self) -> Result<()> {
+        dispatch_tx!(self, t => t.flush().await)
     }
 
     async fn insert_rows(

@@ -16,7 +16,7 @@ use events::schema::{
     NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeRetired,
     RefusalsSuppressed, RenewProofUsed, RenewRefused,
 };
-use events::store::{push_groups, Backend, LogTx, SqlValue, StoreTx};
+use events::store::{push_groups, Backend, DeferredWrite, LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
@@ -59,24 +59,33 @@ fn to_i64(v: u64, e: &RecordedEvent, projection: &'static str) -> Result<i64, Pr
 /// Rows per multi-row statement (well under both backends' parameter limits).
 const BULK_ROWS: usize = 200;
 
-/// Runs `head (..), (..), .. tail` with `rows` as the parenthesised groups, `BULK_ROWS` per
-/// statement. Returns the rows affected.
+/// Queues `head (..), (..), .. tail` with `rows` as the parenthesised groups, `BULK_ROWS` per
+/// statement, as deferred writes to `table` ([`LogTx::defer`]: on Postgres they go out with the
+/// other projections' writes in one statement). With `each_row_once`, every statement must
+/// change exactly as many rows as it has groups, and `each_row_once` says what a shortfall means.
 async fn bulk(
     tx: &mut StoreTx,
+    table: &str,
     head: &str,
     tail: &str,
     rows: Vec<Vec<SqlValue>>,
-) -> Result<u64, ProjectionError> {
-    let mut affected = 0;
+    each_row_once: Option<&str>,
+) -> Result<(), ProjectionError> {
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
         let mut sql = String::from(head);
         let mut args: Vec<SqlValue> = Vec::new();
-        push_groups(&mut sql, &mut args, rows.by_ref().take(BULK_ROWS));
+        let chunk: Vec<Vec<SqlValue>> = rows.by_ref().take(BULK_ROWS).collect();
+        let groups = chunk.len() as u64;
+        push_groups(&mut sql, &mut args, chunk);
         sql.push_str(tail);
-        affected += tx.execute(&sql, &args).await?;
+        let mut write = DeferredWrite::new(table, sql, args);
+        if let Some(meaning) = each_row_once {
+            write = write.expecting(groups, meaning.to_owned());
+        }
+        tx.defer(write).await?;
     }
-    Ok(affected)
+    Ok(())
 }
 
 fn opt_int(v: Option<i64>) -> SqlValue {
@@ -254,12 +263,14 @@ impl Projection for JoinTokens {
                 .collect();
             bulk(
                 tx,
+                "join_tokens",
                 "INSERT INTO join_tokens (token_id, tenant_id, site_id, pool_id, role, \
                  secret_sha256, uses_total, uses_left, expires_at_us, expect_product_uuid, \
                  expect_mac, allow_reclaim, created_at_us, revoked_at_us, revoke_reason, version, \
                  position) VALUES ",
                 "",
                 rows,
+                None,
             )
             .await?;
             let rows: Vec<Vec<SqlValue>> = updates
@@ -279,53 +290,36 @@ impl Projection for JoinTokens {
                     ]
                 })
                 .collect();
-            // A join's token use and the token's new state: on Postgres one statement (the
-            // insert as a data-modifying CTE; the two touch different tables), which saves a
-            // round trip on every join. Otherwise, and for long runs, two.
-            let one_statement = matches!(tx.backend(), Backend::Postgres)
-                && !uses.is_empty()
-                && !rows.is_empty()
-                && uses.len() <= BULK_ROWS
-                && rows.len() <= BULK_ROWS;
-            if one_statement {
-                let mut sql = format!("WITH used AS ({USES_INSERT}");
-                let mut args = Vec::new();
-                push_groups(&mut sql, &mut args, uses);
-                sql.push_str("), ");
-                sql.push_str(TOKEN_UPDATE_HEAD);
-                push_groups(&mut sql, &mut args, rows);
-                sql.push_str(TOKEN_UPDATE_TAIL);
-                tx.execute(&sql, &args).await?;
-            } else {
-                tx.insert_rows(
-                    "join_token_uses",
-                    &[
-                        "token_id",
-                        "use_number",
-                        "node_id",
-                        "used_at_us",
-                        "position",
-                    ],
-                    &uses,
-                )
-                .await?;
-                bulk(
-                    tx,
-                    &format!("WITH {TOKEN_UPDATE_HEAD}"),
-                    TOKEN_UPDATE_TAIL,
-                    rows,
-                )
-                .await?;
-            }
+            // A join's token use and the token's new state go out, on Postgres, in the
+            // statement that carries the join's other projection writes (deferred writes).
+            tx.insert_rows(
+                "join_token_uses",
+                &[
+                    "token_id",
+                    "use_number",
+                    "node_id",
+                    "used_at_us",
+                    "position",
+                ],
+                &uses,
+            )
+            .await?;
+            bulk(
+                tx,
+                "join_tokens",
+                TOKEN_UPDATE_HEAD,
+                TOKEN_UPDATE_TAIL,
+                rows,
+                None,
+            )
+            .await?;
             Ok(())
         })
     }
 }
 
-const USES_INSERT: &str =
-    "INSERT INTO join_token_uses (token_id, use_number, node_id, used_at_us, position) VALUES ";
 const TOKEN_UPDATE_HEAD: &str =
-    "v (token_id, uses_left, revoked_at_us, revoke_reason, version, position) AS (VALUES ";
+    "WITH v (token_id, uses_left, revoked_at_us, revoke_reason, version, position) AS (VALUES ";
 const TOKEN_UPDATE_TAIL: &str = ") UPDATE join_tokens SET \
      uses_left = COALESCE(v.uses_left, join_tokens.uses_left), \
      revoked_at_us = COALESCE(v.revoked_at_us, join_tokens.revoked_at_us), \
@@ -538,6 +532,7 @@ impl NodeBatch {
         // A re-join (reclaim) keeps the node's tenant, site, pool, role and join time.
         bulk(
             tx,
+            "nodes",
             "INSERT INTO nodes (node_id, tenant_id, site_id, pool_id, role, status, \
              status_reason, identity_generation, attestor, node_key, token_id, \
              hardware_key_sha256, product_uuid_sha256, macs_sha256, joined_at_us, updated_at_us, \
@@ -551,9 +546,9 @@ impl NodeBatch {
              macs_sha256 = excluded.macs_sha256, updated_at_us = excluded.updated_at_us, \
              version = excluded.version, position = excluded.position",
             rows,
+            None,
         )
         .await?;
-        let expected = batch.updates.len() as u64;
         let first = batch.updates.iter().map(|(_, u)| u.first_position).min();
         let rows = batch
             .updates
@@ -574,8 +569,13 @@ impl NodeBatch {
                 ]
             })
             .collect();
-        let updated = bulk(
+        let meaning = format!(
+            "nodes changed from position {} on have no row (no node.joined before them)",
+            first.unwrap_or(0)
+        );
+        bulk(
             tx,
+            "nodes",
             "WITH v (node_id, updated_at_us, version, position, identity_generation, status, \
              status_reason) AS (VALUES ",
             ") UPDATE nodes SET updated_at_us = v.updated_at_us, version = v.version, \
@@ -586,21 +586,9 @@ impl NodeBatch {
              ELSE v.status_reason END \
              FROM v WHERE nodes.node_id = v.node_id",
             rows,
+            Some(&meaning),
         )
-        .await?;
-        if updated != expected {
-            return Err(ProjectionError::Inapplicable {
-                projection: "nodes",
-                position: first.unwrap_or(0),
-                event_type: "node event".into(),
-                why: format!(
-                    "{} of the {expected} nodes changed from this position on have no row \
-                     (no node.joined before them)",
-                    expected.saturating_sub(updated)
-                ),
-            });
-        }
-        Ok(())
+        .await
     }
 }
 
@@ -776,16 +764,18 @@ async fn revoke_all(
     node_id: String,
     reason: String,
 ) -> Result<(), ProjectionError> {
-    tx.execute(
+    tx.defer(DeferredWrite::new(
+        "node_certs",
         "UPDATE node_certs SET revoked_at_us = $2, revoke_reason = $3, revoked_position = $4 \
-         WHERE node_id = $1 AND revoked_at_us IS NULL",
-        &[
+         WHERE node_id = $1 AND revoked_at_us IS NULL"
+            .to_owned(),
+        vec![
             node_id.into(),
             e.occurred_at_us.into(),
             reason.into(),
             e.position.into(),
         ],
-    )
+    ))
     .await?;
     Ok(())
 }
@@ -914,9 +904,11 @@ impl Projection for AttestationUses {
                             .collect();
                         bulk(
                             tx,
+                            "attestation_uses",
                             "DELETE FROM attestation_uses WHERE (attestor, subject) IN (VALUES ",
                             ")",
                             keys,
+                            None,
                         )
                         .await?;
                     }
@@ -1031,6 +1023,7 @@ impl Projection for RefusalCounters {
                 .collect();
             bulk(
                 tx,
+                "refusal_counters",
                 "INSERT INTO refusal_counters (kind, refusal, window_start_us, recorded, \
                  suppressed, position) VALUES ",
                 &format!(
@@ -1040,6 +1033,7 @@ impl Projection for RefusalCounters {
                      position = {max}(refusal_counters.position, excluded.position)"
                 ),
                 rows,
+                None,
             )
             .await?;
             Ok(())

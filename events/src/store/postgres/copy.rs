@@ -5,7 +5,7 @@
 //! length (-1 for NULL) and the value in the type's binary form, then a trailer of -1.
 
 use super::PgStoreTx;
-use crate::store::{insert_rows_by_statements, Result, SqlValue, StoreError};
+use crate::store::{insert_statements, DeferredWrite, LogTx, Result, SqlValue, StoreError};
 
 /// Below this many rows the two round trips of a `COPY` cost more than they save.
 const COPY_FROM_ROWS: usize = 64;
@@ -61,8 +61,9 @@ fn copy_statement(table: &str, columns: &[&str]) -> String {
 }
 
 impl PgStoreTx {
-    /// `LogTx::insert_rows` on Postgres: a binary `COPY` from [`COPY_FROM_ROWS`] rows on,
-    /// multi-row `INSERT`s below.
+    /// `LogTx::insert_rows` on Postgres: a binary `COPY` from [`COPY_FROM_ROWS`] rows on;
+    /// below, multi-row `INSERT`s queued as deferred writes (a join's certificate goes out in
+    /// the statement that carries its other projection writes).
     pub(super) async fn copy_rows(
         &mut self,
         table: &str,
@@ -70,8 +71,12 @@ impl PgStoreTx {
         rows: &[Vec<SqlValue>],
     ) -> Result<u64> {
         if rows.len() < COPY_FROM_ROWS {
-            return insert_rows_by_statements(self, table, columns, rows).await;
+            for (sql, args) in insert_statements(table, columns, rows) {
+                self.defer(DeferredWrite::new(table, sql, args)).await?;
+            }
+            return Ok(rows.len() as u64);
         }
+        self.send_deferred().await?;
         let mut data = Vec::with_capacity(HEADER.len() + rows.len() * 64);
         data.extend_from_slice(HEADER);
         for row in rows {

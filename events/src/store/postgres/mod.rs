@@ -21,11 +21,12 @@ use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 use tokio::sync::watch;
 
+use super::deferred::{self, DeferredQueue};
 use super::tailer::TailCursor;
 use super::value::bind_all;
 use super::{
-    append_one_by_one, map_append_error, recorded, Appended, Backend, ExpectedVersion, LogStore,
-    LogTx, Result, SqlValue, StoreError, StreamAppend,
+    append_one_by_one, map_append_error, recorded, Appended, Backend, DeferredWrite,
+    ExpectedVersion, LogStore, LogTx, Result, SqlValue, StoreError, StreamAppend,
 };
 use crate::envelope::{NewEvent, RecordedEvent};
 
@@ -50,6 +51,8 @@ pub struct PgLogStore {
 /// A transaction on the Postgres backend.
 pub struct PgStoreTx {
     tx: Transaction<'static, Postgres>,
+    /// Projection writes waiting to go out as one statement (see `store::deferred`).
+    deferred: DeferredQueue,
     /// For what must be read outside the transaction once it is aborted.
     pool: PgPool,
     commits: watch::Sender<u64>,
@@ -116,6 +119,7 @@ impl LogStore for PgLogStore {
         };
         Ok(PgStoreTx {
             tx,
+            deferred: DeferredQueue::default(),
             pool: self.pool.clone(),
             commits: self.commits.clone(),
         })
@@ -237,9 +241,40 @@ impl LogStore for PgLogStore {
 }
 
 impl PgStoreTx {
-    /// The connection of this transaction, for projection SQL.
+    /// The connection of this transaction, for reads and backend-specific SQL. Nothing may be
+    /// queued then: a read would not see the queued writes ([`LogTx::flush`] sends them; the
+    /// projections runner does after every run).
     pub fn connection(&mut self) -> &mut PgConnection {
+        debug_assert!(
+            self.deferred.is_empty(),
+            "the connection was taken with deferred writes queued; flush them first"
+        );
         &mut self.tx
+    }
+
+    /// Sends the queued writes: one as itself, several as one statement ([`deferred::merge`]),
+    /// and checks the row counts they expect.
+    async fn send_deferred(&mut self) -> Result<()> {
+        let writes = self.deferred.take();
+        match writes.as_slice() {
+            [] => Ok(()),
+            [one] => {
+                let query = bind_all!(sqlx::query(&one.sql), &one.args);
+                let changed = query.execute(&mut *self.tx).await?.rows_affected();
+                one.check(changed)
+            }
+            many => {
+                let (sql, args) = deferred::merge(many);
+                let row = bind_all!(sqlx::query(&sql), &args)
+                    .fetch_one(&mut *self.tx)
+                    .await?;
+                for (column, &i) in deferred::counted(many).iter().enumerate() {
+                    let changed: i64 = row.try_get(column)?;
+                    many[i].check(u64::try_from(changed).unwrap_or(0))?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The events of `ids` already in the log. One index lookup per id: the `LIMIT 1` keeps
@@ -501,6 +536,7 @@ impl LogTx for PgStoreTx {
         if events.is_empty() {
             return Err(StoreError::EmptyAppend);
         }
+        self.send_deferred().await?;
         let expected = match expected {
             ExpectedVersion::Exact(0) => ExpectedVersion::NoStream,
             other => other,
@@ -576,6 +612,7 @@ impl LogTx for PgStoreTx {
     }
 
     async fn append_streams(&mut self, appends: &[StreamAppend<'_>]) -> Result<Vec<Appended>> {
+        self.send_deferred().await?;
         if multi_append::fits_one_statement(appends) {
             return self.append_streams_at_once(appends).await;
         }
@@ -592,11 +629,25 @@ impl LogTx for PgStoreTx {
     }
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
+        self.send_deferred().await?;
         let query = bind_all!(sqlx::query(sql), args);
         Ok(query.execute(&mut *self.tx).await?.rows_affected())
     }
 
-    async fn commit(self) -> Result<()> {
+    async fn defer(&mut self, write: DeferredWrite) -> Result<()> {
+        if self.deferred.must_send_before(&write) {
+            self.send_deferred().await?;
+        }
+        self.deferred.push(write);
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<()> {
+        self.send_deferred().await
+    }
+
+    async fn commit(mut self) -> Result<()> {
+        self.send_deferred().await?;
         self.tx.commit().await?;
         self.commits.send_modify(|n| *n = n.wrapping_add(1));
         Ok(())
