@@ -137,6 +137,8 @@ pub enum StoreError {
     },
     #[error("stored event at position {position} is malformed: {why}")]
     Corrupt { position: i64, why: String },
+    #[error("bulk insert into {table}: {why}; split the rows or the value")]
+    TooLarge { table: String, why: String },
     #[error("applying migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database error: {0}")]

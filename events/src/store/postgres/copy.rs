@@ -16,9 +16,9 @@ const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 
 /// Appends one row in the binary format. `Int` is an `int8`, `Bool` a `bool`, `Text` UTF-8 and
 /// `Bytes` raw bytes, exactly as the columns of this schema are typed.
-fn encode_row(out: &mut Vec<u8>, row: &[SqlValue]) -> Result<()> {
-    let fields = i16::try_from(row.len()).map_err(|_| StoreError::Corrupt {
-        position: 0,
+fn encode_row(out: &mut Vec<u8>, table: &str, row: &[SqlValue]) -> Result<()> {
+    let fields = i16::try_from(row.len()).map_err(|_| StoreError::TooLarge {
+        table: table.to_owned(),
         why: format!("a row of {} values is too wide to copy", row.len()),
     })?;
     out.extend_from_slice(&fields.to_be_bytes());
@@ -35,16 +35,16 @@ fn encode_row(out: &mut Vec<u8>, row: &[SqlValue]) -> Result<()> {
                 out.extend_from_slice(&1i32.to_be_bytes());
                 out.push(u8::from(*v));
             }
-            SqlValue::Text(v) => field(out, v.as_bytes())?,
-            SqlValue::Bytes(v) => field(out, v)?,
+            SqlValue::Text(v) => field(out, table, v.as_bytes())?,
+            SqlValue::Bytes(v) => field(out, table, v)?,
         }
     }
     Ok(())
 }
 
-fn field(out: &mut Vec<u8>, bytes: &[u8]) -> Result<()> {
-    let len = i32::try_from(bytes.len()).map_err(|_| StoreError::Corrupt {
-        position: 0,
+fn field(out: &mut Vec<u8>, table: &str, bytes: &[u8]) -> Result<()> {
+    let len = i32::try_from(bytes.len()).map_err(|_| StoreError::TooLarge {
+        table: table.to_owned(),
         why: format!("a value of {} bytes is too long to copy", bytes.len()),
     })?;
     out.extend_from_slice(&len.to_be_bytes());
@@ -80,7 +80,7 @@ impl PgStoreTx {
         let mut data = Vec::with_capacity(HEADER.len() + rows.len() * 64);
         data.extend_from_slice(HEADER);
         for row in rows {
-            encode_row(&mut data, row)?;
+            encode_row(&mut data, table, row)?;
         }
         data.extend_from_slice(&(-1i16).to_be_bytes());
         let mut copy = self.tx.copy_in_raw(&copy_statement(table, columns)).await?;
@@ -102,6 +102,7 @@ mod tests {
         let mut out = Vec::new();
         encode_row(
             &mut out,
+            "t",
             &[
                 SqlValue::Int(-2),
                 SqlValue::Text("é".into()),
@@ -122,6 +123,17 @@ mod tests {
         .concat();
         assert_eq!(out, expected);
         assert_eq!(HEADER.len(), 19);
+
+        let wide = vec![SqlValue::Int(0); 40_000];
+        match encode_row(&mut Vec::new(), "t", &wide) {
+            Err(StoreError::TooLarge { table, why }) => {
+                assert_eq!(
+                    (table.as_str(), why.as_str()),
+                    ("t", "a row of 40000 values is too wide to copy")
+                )
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
         assert_eq!(&HEADER[..11], b"PGCOPY\n\xff\r\n\0");
     }
 }
