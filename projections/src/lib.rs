@@ -51,6 +51,14 @@ pub trait Projection: Send + Sync {
     /// Whether events of this type change its tables.
     fn handles(&self, event_type: &str) -> bool;
 
+    /// Whether [`Projection::apply`] goes only through [`LogTx`]'s writes (`execute`, `defer`,
+    /// `insert_rows`) and never reads. Then [`apply_all`] lets the writes that the projections
+    /// before it deferred stay queued, to be sent with its own; otherwise (the default) it sends
+    /// them first, so that whatever this projection reads through the connection sees them.
+    fn only_writes(&self) -> bool {
+        false
+    }
+
     /// Applies a run of events in log order inside `tx`. Only events it `handles` are passed.
     /// Implementations write in bulk where they can: rebuilds feed thousands at a time.
     fn apply<'a>(
@@ -61,8 +69,9 @@ pub trait Projection: Send + Sync {
 }
 
 /// Applies `events` to every projection in `projections` that handles them, in order, then
-/// sends their deferred writes ([`LogTx::flush`]): on Postgres the last writes of every
-/// projection go out as one statement.
+/// sends their deferred writes ([`LogTx::flush`]): on Postgres the last writes of consecutive
+/// [`Projection::only_writes`] projections go out as one statement. Before a projection that
+/// may read, the queue is sent.
 pub async fn apply_all(
     projections: &[&dyn Projection],
     tx: &mut StoreTx,
@@ -72,6 +81,9 @@ pub async fn apply_all(
         let mine: Vec<&RecordedEvent> =
             events.iter().filter(|e| p.handles(&e.event_type)).collect();
         if !mine.is_empty() {
+            if !p.only_writes() {
+                tx.flush().await?;
+            }
             p.apply(tx, &mine).await?;
         }
     }

@@ -92,6 +92,9 @@ impl Projection for NodeCerts {
     fn tables(&self) -> &'static [TableSpec] {
         NODE_CERTS_TABLES
     }
+    fn only_writes(&self) -> bool {
+        true
+    }
     fn handles(&self, event_type: &str) -> bool {
         [
             NodeCertificateIssued::EVENT_TYPE,

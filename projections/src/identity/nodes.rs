@@ -251,6 +251,9 @@ impl Projection for Nodes {
     fn tables(&self) -> &'static [TableSpec] {
         NODES_TABLES
     }
+    fn only_writes(&self) -> bool {
+        true
+    }
     fn handles(&self, event_type: &str) -> bool {
         NODE_STREAM_TYPES.contains(&event_type)
     }

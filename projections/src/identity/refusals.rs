@@ -33,6 +33,9 @@ impl Projection for RefusalCounters {
     fn tables(&self) -> &'static [TableSpec] {
         REFUSAL_COUNTERS_TABLES
     }
+    fn only_writes(&self) -> bool {
+        true
+    }
     fn handles(&self, event_type: &str) -> bool {
         [
             JoinRefused::EVENT_TYPE,

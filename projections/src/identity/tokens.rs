@@ -57,6 +57,9 @@ impl Projection for JoinTokens {
     fn tables(&self) -> &'static [TableSpec] {
         JOIN_TOKENS_TABLES
     }
+    fn only_writes(&self) -> bool {
+        true
+    }
     fn handles(&self, event_type: &str) -> bool {
         [
             JoinTokenCreated::EVENT_TYPE,

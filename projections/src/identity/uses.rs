@@ -31,6 +31,9 @@ impl Projection for AttestationUses {
     fn tables(&self) -> &'static [TableSpec] {
         ATTESTATION_USES_TABLES
     }
+    fn only_writes(&self) -> bool {
+        true
+    }
     fn handles(&self, event_type: &str) -> bool {
         event_type == RenewProofUsed::EVENT_TYPE || event_type == AttestationUsesPruned::EVENT_TYPE
     }
