@@ -536,7 +536,9 @@ impl LogTx for PgStoreTx {
         if events.is_empty() {
             return Err(StoreError::EmptyAppend);
         }
-        self.send_deferred().await?;
+        if !self.deferred.is_empty() {
+            self.send_deferred().await?;
+        }
         let expected = match expected {
             ExpectedVersion::Exact(0) => ExpectedVersion::NoStream,
             other => other,
@@ -612,7 +614,9 @@ impl LogTx for PgStoreTx {
     }
 
     async fn append_streams(&mut self, appends: &[StreamAppend<'_>]) -> Result<Vec<Appended>> {
-        self.send_deferred().await?;
+        if !self.deferred.is_empty() {
+            self.send_deferred().await?;
+        }
         if multi_append::fits_one_statement(appends) {
             return self.append_streams_at_once(appends).await;
         }
@@ -629,7 +633,9 @@ impl LogTx for PgStoreTx {
     }
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
-        self.send_deferred().await?;
+        if !self.deferred.is_empty() {
+            self.send_deferred().await?;
+        }
         let query = bind_all!(sqlx::query(sql), args);
         Ok(query.execute(&mut *self.tx).await?.rows_affected())
     }
@@ -647,7 +653,9 @@ impl LogTx for PgStoreTx {
     }
 
     async fn commit(mut self) -> Result<()> {
-        self.send_deferred().await?;
+        if !self.deferred.is_empty() {
+            self.send_deferred().await?;
+        }
         self.tx.commit().await?;
         self.commits.send_modify(|n| *n = n.wrapping_add(1));
         Ok(())
