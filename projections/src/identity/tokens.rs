@@ -74,9 +74,9 @@ impl Projection for JoinTokens {
         events: &'a [&'a RecordedEvent],
     ) -> BoxFuture<'a, Result<(), ProjectionError>> {
         Box::pin(async move {
-            // A run of events becomes three statements (per BULK_ROWS rows): the tokens created
-            // in it (with every later change of theirs folded in), their uses, and one update per
-            // older token carrying its last state. Each token's row ends as the events in order
+            // A run of events becomes three deferred writes (per BULK_ROWS rows): the tokens
+            // created in it (with every later change of theirs folded in), their uses, and one
+            // update per older token carrying its last state. Each token's row ends as the events in order
             // would leave it.
             let mut created: Vec<NewTokenRow> = Vec::new();
             let mut uses: Vec<Vec<SqlValue>> = Vec::new();
@@ -206,18 +206,9 @@ impl Projection for JoinTokens {
                 .collect();
             // A join's token use and the token's new state go out, on Postgres, in the
             // statement that carries the join's other projection writes (deferred writes).
-            tx.insert_rows(
-                "join_token_uses",
-                &[
-                    "token_id",
-                    "use_number",
-                    "node_id",
-                    "used_at_us",
-                    "position",
-                ],
-                &uses,
-            )
-            .await?;
+            let uses_table = &JOIN_TOKENS_TABLES[1];
+            tx.insert_rows(uses_table.name, uses_table.columns, &uses)
+                .await?;
             bulk(
                 tx,
                 "join_tokens",

@@ -93,19 +93,9 @@ impl Projection for AttestationUses {
     }
 }
 
+/// Inserts a run of uses; a row's values are in the order of the table's columns.
 async fn insert_uses(tx: &mut StoreTx, rows: Vec<Vec<SqlValue>>) -> Result<(), ProjectionError> {
-    tx.insert_rows(
-        "attestation_uses",
-        &[
-            "attestor",
-            "subject",
-            "node_id",
-            "used_at_us",
-            "expires_at_us",
-            "position",
-        ],
-        &rows,
-    )
-    .await?;
+    let table = &ATTESTATION_USES_TABLES[0];
+    tx.insert_rows(table.name, table.columns, &rows).await?;
     Ok(())
 }
