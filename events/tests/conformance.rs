@@ -286,23 +286,31 @@ async fn make_projection_table(store: &EventStore) {
     tx.commit().await.unwrap();
 }
 
-async fn count_seen(store: &EventStore) -> i64 {
+/// Every row of `sql`, read in a transaction of its own on either backend.
+async fn read_rows<T>(store: &EventStore, sql: &str) -> Vec<T>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+        + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+        + Send
+        + Unpin,
+{
     let mut tx = store.begin().await.unwrap();
-    let n = match &mut tx {
+    let rows = match &mut tx {
         events::store::StoreTx::Postgres(t) => {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM seen")
-                .fetch_one(t.connection())
-                .await
+            sqlx::query_as::<_, T>(sql).fetch_all(t.connection()).await
         }
         events::store::StoreTx::Sqlite(t) => {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM seen")
-                .fetch_one(t.connection())
-                .await
+            sqlx::query_as::<_, T>(sql).fetch_all(t.connection()).await
         }
     }
     .unwrap();
     tx.rollback().await.unwrap();
-    n
+    rows
+}
+
+async fn count_seen(store: &EventStore) -> i64 {
+    let rows: Vec<(i64,)> = read_rows(store, "SELECT count(*) FROM seen").await;
+    rows[0].0
 }
 
 async fn projection_writes_commit_with_the_append(db: &TestDb) {
@@ -652,23 +660,7 @@ type BulkRow = (
 );
 
 async fn read_bulk(store: &EventStore) -> Vec<BulkRow> {
-    let sql = "SELECT id, t, b, f, n, nt, nb FROM bulk ORDER BY id";
-    let mut tx = store.begin().await.unwrap();
-    let rows = match &mut tx {
-        events::store::StoreTx::Postgres(t) => {
-            sqlx::query_as::<_, BulkRow>(sql)
-                .fetch_all(t.connection())
-                .await
-        }
-        events::store::StoreTx::Sqlite(t) => {
-            sqlx::query_as::<_, BulkRow>(sql)
-                .fetch_all(t.connection())
-                .await
-        }
-    }
-    .unwrap();
-    tx.rollback().await.unwrap();
-    rows
+    read_rows(store, "SELECT id, t, b, f, n, nt, nb FROM bulk ORDER BY id").await
 }
 
 /// `insert_rows` with enough rows for Postgres' `COPY` (200) and with few (3, multi-row
@@ -741,27 +733,10 @@ async fn make_deferred_tables(store: &EventStore) {
 }
 
 async fn read_deferred_tables(store: &EventStore) -> (Vec<(i64, String)>, Vec<(i64, i64)>) {
-    let mut tx = store.begin().await.unwrap();
-    let (a, b) = match &mut tx {
-        events::store::StoreTx::Postgres(t) => (
-            sqlx::query_as("SELECT id, v FROM da ORDER BY id")
-                .fetch_all(t.connection())
-                .await,
-            sqlx::query_as("SELECT id, n FROM db ORDER BY id")
-                .fetch_all(t.connection())
-                .await,
-        ),
-        events::store::StoreTx::Sqlite(t) => (
-            sqlx::query_as("SELECT id, v FROM da ORDER BY id")
-                .fetch_all(t.connection())
-                .await,
-            sqlx::query_as("SELECT id, n FROM db ORDER BY id")
-                .fetch_all(t.connection())
-                .await,
-        ),
-    };
-    tx.rollback().await.unwrap();
-    (a.unwrap(), b.unwrap())
+    (
+        read_rows(store, "SELECT id, v FROM da ORDER BY id").await,
+        read_rows(store, "SELECT id, n FROM db ORDER BY id").await,
+    )
 }
 
 fn write(table: &str, sql: &str, args: Vec<SqlValue>) -> DeferredWrite {
