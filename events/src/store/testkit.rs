@@ -1,8 +1,13 @@
 //! Throwaway stores for tests: each test gets its own database and never sees another's rows.
 //!
-//! Postgres: a new database `bc_test_<uuid>` on the server named by `DATABASE_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/postgres`), dropped when the handle is dropped.
+//! Postgres: a new database `bc_test_<unix seconds>_<random>` on the server named by
+//! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`), dropped when the
+//! handle is dropped. A process that is killed cannot drop its databases, so the first test
+//! database of each process also sweeps the ones left more than [`STALE_AFTER`] ago by others.
 //! SQLite: a new file in a temporary directory, removed with it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::Connection;
 
@@ -12,6 +17,61 @@ use super::{EventStore, LogStore, PgLogStore, Result};
 pub fn server_url() -> String {
     std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
+}
+
+/// How old a test database must be before a later test run drops it: far longer than any test
+/// or benchmark runs, so a database still in use is never swept.
+pub const STALE_AFTER: Duration = Duration::from_secs(6 * 3600);
+
+/// The prefix of every test database's name.
+const PREFIX: &str = "bc_test_";
+
+static SWEPT: AtomicBool = AtomicBool::new(false);
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The creation time (unix seconds) in a test database's name, if it has one.
+fn created_at(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (secs, random) = rest.split_once('_')?;
+    (!random.is_empty()).then_some(())?;
+    secs.parse().ok()
+}
+
+/// Drops the test databases on the server at `admin_url` whose names say they were created more
+/// than `older_than` ago, and returns their names. A database someone is still connected to is
+/// left alone (no `FORCE`), as are databases named otherwise.
+pub async fn sweep_stale_databases(admin_url: &str, older_than: Duration) -> Result<Vec<String>> {
+    let mut admin = sqlx::PgConnection::connect(admin_url).await?;
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE starts_with(datname, $1)")
+            .bind(PREFIX)
+            .fetch_all(&mut admin)
+            .await?;
+    let cutoff = unix_now().saturating_sub(older_than.as_secs());
+    let mut dropped = Vec::new();
+    for name in names {
+        let stale = created_at(&name).is_some_and(|t| t < cutoff);
+        // The name comes from the catalogue and matched the pattern of our own names, which are
+        // plain identifiers ([a-z0-9_]).
+        let plain = name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if stale && plain {
+            let gone = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+                .execute(&mut admin)
+                .await;
+            if gone.is_ok() {
+                dropped.push(name);
+            }
+        }
+    }
+    admin.close().await?;
+    Ok(dropped)
 }
 
 /// A database that exists for one test.
@@ -29,7 +89,11 @@ impl TestDb {
     /// A fresh, empty Postgres database (not migrated).
     pub async fn postgres() -> Result<TestDb> {
         let admin_url = server_url();
-        let name = format!("bc_test_{}", uuid::Uuid::new_v4().simple());
+        if !SWEPT.swap(true, Ordering::SeqCst) {
+            // Best effort: a sweep that fails must not fail the test.
+            let _ = sweep_stale_databases(&admin_url, STALE_AFTER).await;
+        }
+        let name = format!("{PREFIX}{}_{}", unix_now(), uuid::Uuid::new_v4().simple());
         let mut admin = sqlx::PgConnection::connect(&admin_url).await?;
         sqlx::query(&format!("CREATE DATABASE {name}"))
             .execute(&mut admin)
@@ -121,5 +185,18 @@ fn replace_database(url: &str, name: &str) -> String {
     match query {
         Some(q) => format!("{base}/{name}?{q}"),
         None => format!("{base}/{name}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creation_times_are_read_from_our_names_only() {
+        assert_eq!(created_at("bc_test_1700000000_abc123"), Some(1_700_000_000));
+        assert_eq!(created_at("bc_test_0123456789abcdef0123456789abcdef"), None);
+        assert_eq!(created_at("bc_test_1700000000_"), None);
+        assert_eq!(created_at("other_1700000000_abc"), None);
     }
 }
