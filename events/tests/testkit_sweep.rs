@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use events::store::testkit::{server_url, sweep_stale_databases};
+use events::store::testkit::{replace_database, server_url, sweep_stale_databases, unix_now};
 use sqlx::Connection;
 
 async fn create(admin: &mut sqlx::PgConnection, name: &str) {
@@ -22,17 +22,6 @@ async fn exists(admin: &mut sqlx::PgConnection, name: &str) -> bool {
         == 1
 }
 
-fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let cut = base.rfind('/').expect("a database in the URL");
-    match query {
-        Some(q) => format!("{}/{name}?{q}", &base[..cut]),
-        None => format!("{}/{name}", &base[..cut]),
-    }
-}
-
 #[tokio::test]
 async fn stale_test_databases_are_swept_and_others_stay() {
     let url = server_url();
@@ -41,12 +30,12 @@ async fn stale_test_databases_are_swept_and_others_stay() {
     // Created "in 2001" (stale), "in 2001" but still in use, now (young), and an old-style name.
     let stale = format!("bc_test_1000000000_{tag}");
     let in_use = format!("bc_test_1000000001_{tag}");
-    let young = format!("bc_test_{}_{tag}", chrono_free_now());
+    let young = format!("bc_test_{}_{tag}", unix_now());
     let unnamed = format!("bc_test_{tag}");
     for name in [&stale, &in_use, &young, &unnamed] {
         create(&mut admin, name).await;
     }
-    let holder = sqlx::PgConnection::connect(&with_database(&url, &in_use))
+    let holder = sqlx::PgConnection::connect(&replace_database(&url, &in_use))
         .await
         .expect("connect to the database in use");
 
@@ -69,11 +58,4 @@ async fn stale_test_databases_are_swept_and_others_stay() {
             .await
             .expect("clean up");
     }
-}
-
-fn chrono_free_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs()
 }

@@ -103,11 +103,11 @@ impl DeferredQueue {
 }
 
 /// The writes as one statement: `WITH w0 AS (..), w1 AS (..) SELECT ..`, parameters renumbered
-/// in order, and the arguments concatenated. The `SELECT` returns one `int8` column per write
-/// with an expected row count, in order (the writes with one gain `RETURNING 1`); without any
-/// it is `SELECT 1`. Every data-modifying `WITH` query runs to completion whether or not the
+/// in order, the arguments concatenated, and the indices (in `writes`) of the writes whose row
+/// counts the `SELECT` returns, one `int8` column each, in order (the writes with an expected
+/// count gain `RETURNING 1`); without any it is `SELECT 1`. Every data-modifying `WITH` query runs to completion whether or not the
 /// `SELECT` reads it (Postgres documentation, "WITH Queries", "Data-Modifying Statements").
-pub(crate) fn merge(writes: &[DeferredWrite]) -> (String, Vec<SqlValue>) {
+pub(crate) fn merge(writes: &[DeferredWrite]) -> (String, Vec<SqlValue>, Vec<usize>) {
     let mut sql = String::from("WITH ");
     let mut args = Vec::with_capacity(writes.iter().map(|w| w.args.len()).sum());
     let mut counted = Vec::new();
@@ -134,14 +134,7 @@ pub(crate) fn merge(writes: &[DeferredWrite]) -> (String, Vec<SqlValue>) {
         sql.push_str(" SELECT ");
         sql.push_str(&columns.join(", "));
     }
-    (sql, args)
-}
-
-/// Indices (in `writes`) of the writes whose counts [`merge`]'s `SELECT` returns, in order.
-pub(crate) fn counted(writes: &[DeferredWrite]) -> Vec<usize> {
-    (0..writes.len())
-        .filter(|&i| writes[i].expect_rows.is_some())
-        .collect()
+    (sql, args, counted)
 }
 
 /// `sql` with every parameter `$n` outside quotes raised to `$(n + by)`. String literals
@@ -213,14 +206,14 @@ mod tests {
                 .expecting(1, "b".into()),
             DeferredWrite::new("c", "DELETE FROM c WHERE y = $1".into(), vec![4.into()]),
         ];
-        let (sql, args) = merge(&writes);
+        let (sql, args, counted) = merge(&writes);
         assert_eq!(
             sql,
             "WITH w0 AS (INSERT INTO a VALUES ($1, $2)), w1 AS (UPDATE b SET x = $3 RETURNING 1), \
              w2 AS (DELETE FROM c WHERE y = $4) SELECT (SELECT count(*) FROM w1)"
         );
         assert_eq!(args, vec![1.into(), 2.into(), 3.into(), 4.into()]);
-        assert_eq!(counted(&writes), vec![1]);
+        assert_eq!(counted, vec![1]);
         let unchecked = &writes[..1];
         assert_eq!(
             merge(unchecked).0,

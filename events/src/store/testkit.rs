@@ -28,7 +28,8 @@ const PREFIX: &str = "bc_test_";
 
 static SWEPT: AtomicBool = AtomicBool::new(false);
 
-fn unix_now() -> u64 {
+/// Seconds since the Unix epoch: the clock test database names carry.
+pub fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -172,7 +173,7 @@ impl Drop for TestDb {
 }
 
 /// `postgres://host/db?x` with the database part replaced.
-fn replace_database(url: &str, name: &str) -> String {
+pub fn replace_database(url: &str, name: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (url, None),

@@ -254,21 +254,28 @@ impl PgStoreTx {
 
     /// Sends the queued writes: one as itself, several as one statement ([`deferred::merge`]),
     /// and checks the row counts they expect.
+    /// One statement with `$n` arguments in this transaction; the rows it changed.
+    async fn run_statement(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
+        let query = bind_all!(sqlx::query(sql), args);
+        Ok(query.execute(&mut *self.tx).await?.rows_affected())
+    }
+
+    /// Called before every other statement of the transaction, so an empty queue costs one
+    /// length check.
     async fn send_deferred(&mut self) -> Result<()> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
         let writes = self.deferred.take();
         match writes.as_slice() {
             [] => Ok(()),
-            [one] => {
-                let query = bind_all!(sqlx::query(&one.sql), &one.args);
-                let changed = query.execute(&mut *self.tx).await?.rows_affected();
-                one.check(changed)
-            }
+            [one] => one.check(self.run_statement(&one.sql, &one.args).await?),
             many => {
-                let (sql, args) = deferred::merge(many);
+                let (sql, args, counted) = deferred::merge(many);
                 let row = bind_all!(sqlx::query(&sql), &args)
                     .fetch_one(&mut *self.tx)
                     .await?;
-                for (column, &i) in deferred::counted(many).iter().enumerate() {
+                for (column, &i) in counted.iter().enumerate() {
                     let changed: i64 = row.try_get(column)?;
                     many[i].check(u64::try_from(changed).unwrap_or(0))?;
                 }
@@ -536,9 +543,7 @@ impl LogTx for PgStoreTx {
         if events.is_empty() {
             return Err(StoreError::EmptyAppend);
         }
-        if !self.deferred.is_empty() {
-            self.send_deferred().await?;
-        }
+        self.send_deferred().await?;
         let expected = match expected {
             ExpectedVersion::Exact(0) => ExpectedVersion::NoStream,
             other => other,
@@ -614,9 +619,7 @@ impl LogTx for PgStoreTx {
     }
 
     async fn append_streams(&mut self, appends: &[StreamAppend<'_>]) -> Result<Vec<Appended>> {
-        if !self.deferred.is_empty() {
-            self.send_deferred().await?;
-        }
+        self.send_deferred().await?;
         if multi_append::fits_one_statement(appends) {
             return self.append_streams_at_once(appends).await;
         }
@@ -633,11 +636,8 @@ impl LogTx for PgStoreTx {
     }
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
-        if !self.deferred.is_empty() {
-            self.send_deferred().await?;
-        }
-        let query = bind_all!(sqlx::query(sql), args);
-        Ok(query.execute(&mut *self.tx).await?.rows_affected())
+        self.send_deferred().await?;
+        self.run_statement(sql, args).await
     }
 
     async fn defer(&mut self, write: DeferredWrite) -> Result<()> {
@@ -653,9 +653,7 @@ impl LogTx for PgStoreTx {
     }
 
     async fn commit(mut self) -> Result<()> {
-        if !self.deferred.is_empty() {
-            self.send_deferred().await?;
-        }
+        self.send_deferred().await?;
         self.tx.commit().await?;
         self.commits.send_modify(|n| *n = n.wrapping_add(1));
         Ok(())
