@@ -128,7 +128,7 @@ async fn count_rows(tx: &mut StoreTx, table: &str) -> Result<i64, sqlx::Error> {
             Some(c) => sqlx::query_scalar(&sql).fetch_one(c).await,
             None => Err(sqlx::Error::PoolClosed),
         },
-        StoreTx::Sqlite(_) => match tx.sqlite() {
+        StoreTx::Sqlite(_) | StoreTx::Recorder(_) => match tx.sqlite() {
             Some(c) => sqlx::query_scalar(&sql).fetch_one(c).await,
             None => Err(sqlx::Error::PoolClosed),
         },

@@ -95,6 +95,9 @@ macro_rules! fetch {
             StoreTx::Sqlite(t) => {
                 sqlx::query_as::<_, $ty>($sql)$(.bind($arg))*.$fetch(t.connection()).await
             }
+            StoreTx::Recorder(_) => {
+                return Err(events::store::StoreError::RecordingOnly { op: "a read" }.into())
+            }
         }
     };
 }

@@ -210,6 +210,7 @@ async fn raw_insert(store: &EventStore, round: usize, req: &CreateBatch, copy: b
                     .expect("raw insert");
             }
         }
+        StoreTx::Recorder(_) => unreachable!("a store's transaction is never a recorder"),
     }
     tx.commit().await.expect("commit");
     start.elapsed()

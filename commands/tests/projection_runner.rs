@@ -33,6 +33,9 @@ impl Projection for TokenCounter {
             let count: i64 = match tx {
                 StoreTx::Postgres(t) => sqlx::query_scalar(sql).fetch_one(t.connection()).await,
                 StoreTx::Sqlite(t) => sqlx::query_scalar(sql).fetch_one(t.connection()).await,
+                StoreTx::Recorder(_) => {
+                    return Err(events::store::StoreError::RecordingOnly { op: "a read" }.into())
+                }
             }
             .map_err(events::store::StoreError::from)?;
             self.seen.lock().expect("lock").push(count);

@@ -302,6 +302,7 @@ where
         events::store::StoreTx::Sqlite(t) => {
             sqlx::query_as::<_, T>(sql).fetch_all(t.connection()).await
         }
+        events::store::StoreTx::Recorder(_) => unreachable!("begin gives a real transaction"),
     }
     .unwrap();
     tx.rollback().await.unwrap();
@@ -702,15 +703,15 @@ async fn insert_rows_writes_every_value_exactly(db: &TestDb) {
     expected.extend(expected_few);
 
     let mut tx = store.begin().await.unwrap();
-    assert_eq!(tx.insert_rows("bulk", &columns, &many).await.unwrap(), 200);
-    assert_eq!(tx.insert_rows("bulk", &columns, &few).await.unwrap(), 3);
+    assert_eq!(tx.insert_rows("bulk", &columns, many).await.unwrap(), 200);
+    assert_eq!(tx.insert_rows("bulk", &columns, few).await.unwrap(), 3);
     tx.commit().await.unwrap();
     assert_eq!(read_bulk(&store).await, expected);
 
     // A duplicate key fails the whole insert, and the transaction's rows go with it.
     let mut tx = store.begin().await.unwrap();
     let again = vec![row(300).0; 100];
-    assert!(tx.insert_rows("bulk", &columns, &again).await.is_err());
+    assert!(tx.insert_rows("bulk", &columns, again).await.is_err());
     tx.rollback().await.unwrap();
     assert_eq!(read_bulk(&store).await.len(), 203);
 }

@@ -41,6 +41,7 @@ pub async fn dump_table(tx: &mut StoreTx, table: &TableSpec) -> Result<Vec<Strin
     let rows: Vec<String> = match tx {
         StoreTx::Postgres(t) => sqlx::query_scalar(&sql).fetch_all(t.connection()).await?,
         StoreTx::Sqlite(t) => sqlx::query_scalar(&sql).fetch_all(t.connection()).await?,
+        StoreTx::Recorder(_) => return Err(StoreError::RecordingOnly { op: "a table dump" }),
     };
     Ok(rows)
 }

@@ -38,6 +38,8 @@ pub enum ProjectionError {
     Decode(#[from] events::envelope::DecodeError),
     #[error("projection store: {0}")]
     Store(#[from] StoreError),
+    #[error("the rebuild's writer task failed: {0}")]
+    Writer(String),
 }
 
 /// How one projection follows the log.

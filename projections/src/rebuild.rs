@@ -1,7 +1,14 @@
 //! Rebuilding projections from the log: empty their tables, then stream every event (up to an
 //! optional position) through them in large batches.
+//!
+//! On Postgres, when every projection only writes ([`Projection::only_writes`]), the pages are
+//! pipelined: the projections apply page N+1 into a [`WriteRecorder`] while page N's recorded
+//! writes are being stored in the transaction, so our CPU and the server's overlap instead of
+//! taking turns.
 
-use events::store::{EventStore, LogStore, LogTx, StoreTx};
+use tokio::sync::mpsc;
+
+use events::store::{recorder, EventStore, LogStore, LogTx, RecordedWrite, StoreTx, WriteRecorder};
 
 use crate::{apply_all, Projection, ProjectionError};
 
@@ -113,6 +120,9 @@ async fn rebuild_tables(
             tx.execute(&format!("DELETE FROM {name}"), &[]).await?;
         }
     }
+    if matches!(tx, StoreTx::Postgres(_)) && projections.iter().all(|p| p.only_writes()) {
+        return apply_pipelined(store, tx, projections, head, batch, progress).await;
+    }
     // The next page is read (on a pooled connection of its own) while the current one is
     // applied in `tx`: the log read and the projection writes overlap instead of taking turns.
     let mut pages = store.read_all(0, batch);
@@ -140,4 +150,104 @@ async fn rebuild_tables(
         });
     }
     Ok(read)
+}
+
+/// How many applied pages may wait for the writer: enough to keep it busy, few enough that
+/// memory stays a few pages' worth of rows.
+const PAGES_AHEAD: usize = 2;
+
+/// One page's recorded writes, and where the rebuild stands once they are stored.
+struct RecordedPage {
+    writes: Vec<RecordedWrite>,
+    progress: RebuildProgress,
+}
+
+/// Replays the log up to `head` with the projections writing into a recorder, page by page,
+/// while a writer task stores each recorded page in the transaction, in order. The tables come
+/// out as the sequential path leaves them: the writer makes the same calls in the same order.
+///
+/// The writer runs as a task of its own (on another worker thread when the runtime has
+/// several), holding the transaction: `tx` is swapped for a recorder meanwhile and handed back
+/// when the writer ends. The first error of either side ends the rebuild (the caller then
+/// rolls the transaction back).
+async fn apply_pipelined(
+    store: &EventStore,
+    tx: &mut StoreTx,
+    projections: &[&dyn Projection],
+    head: i64,
+    batch: u32,
+    mut progress: impl FnMut(RebuildProgress),
+) -> Result<u64, ProjectionError> {
+    let backend = tx.backend();
+    let mut real = std::mem::replace(tx, StoreTx::Recorder(WriteRecorder::new(backend)));
+    let (to_writer, mut from_applier) = mpsc::channel::<RecordedPage>(PAGES_AHEAD);
+    let (stored, mut stored_pages) = mpsc::unbounded_channel::<RebuildProgress>();
+    let writer = tokio::spawn(async move {
+        let mut result = Ok(());
+        while let Some(page) = from_applier.recv().await {
+            result = recorder::replay(&mut real, page.writes).await;
+            if result.is_err() {
+                break;
+            }
+            // The applier may have finished and stopped listening; nothing is lost by that.
+            let _ = stored.send(page.progress);
+        }
+        (real, result)
+    });
+
+    let mut recorder = StoreTx::Recorder(WriteRecorder::new(backend));
+    let applied = async {
+        let mut pages = store.read_all(0, batch);
+        let mut read = 0u64;
+        let mut current = pages.next_batch().await?;
+        while let Some(mut events) = current {
+            let past_end = events.last().is_some_and(|e| e.position > head);
+            events.retain(|e| e.position <= head);
+            read += events.len() as u64;
+            let position = events.last().map_or(pages.position(), |e| e.position);
+            // The next page's query goes out first; this page is then applied (our CPU only).
+            let (next, applied) = if past_end {
+                (
+                    Ok(None),
+                    apply_all(projections, &mut recorder, &events).await,
+                )
+            } else {
+                futures::future::join(
+                    pages.next_batch(),
+                    apply_all(projections, &mut recorder, &events),
+                )
+                .await
+            };
+            applied?;
+            let page = RecordedPage {
+                writes: recorder.take_recorded(),
+                progress: RebuildProgress {
+                    events_read: read,
+                    position,
+                    head,
+                },
+            };
+            if to_writer.send(page).await.is_err() {
+                // The writer stopped on an error: that error is the rebuild's.
+                break;
+            }
+            while let Ok(p) = stored_pages.try_recv() {
+                progress(p);
+            }
+            current = next?;
+        }
+        Ok::<u64, ProjectionError>(read)
+    }
+    .await;
+    // No more pages: the writer stores what it has, then hands the transaction back.
+    drop(to_writer);
+    let (real, written) = writer
+        .await
+        .map_err(|e| ProjectionError::Writer(e.to_string()))?;
+    *tx = real;
+    while let Ok(p) = stored_pages.try_recv() {
+        progress(p);
+    }
+    written?;
+    applied
 }

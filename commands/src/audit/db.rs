@@ -7,7 +7,7 @@
 
 use domain::audit::tree::ProofPlan;
 use domain::audit::{Hash, NodeId};
-use events::store::{EventStore, StoreTx};
+use events::store::{EventStore, StoreError, StoreTx};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, Postgres, Row, Sqlite, SqliteConnection};
 
@@ -42,10 +42,13 @@ impl Pooled {
 }
 
 /// The connection of a store transaction.
-pub(crate) fn tx_conn(tx: &mut StoreTx) -> Conn<'_> {
+pub(crate) fn tx_conn(tx: &mut StoreTx) -> Result<Conn<'_>, StoreError> {
     match tx {
-        StoreTx::Postgres(t) => Conn::Pg(t.connection()),
-        StoreTx::Sqlite(t) => Conn::Lite(t.connection()),
+        StoreTx::Postgres(t) => Ok(Conn::Pg(t.connection())),
+        StoreTx::Sqlite(t) => Ok(Conn::Lite(t.connection())),
+        StoreTx::Recorder(_) => Err(StoreError::RecordingOnly {
+            op: "an audit read",
+        }),
     }
 }
 

@@ -137,7 +137,7 @@ impl Sealer {
         verifier_key: &str,
     ) -> Result<SealOutcome, AuditError> {
         {
-            let mut conn = db::tx_conn(tx);
+            let mut conn = db::tx_conn(tx)?;
             let last = db::last_checkpoint(&mut conn, tenant).await?;
             let size = db::tree_size(&mut conn, tenant).await?;
             let (prev_size, prev_seq) = last.as_ref().map_or((0, 0), |l| (l.size, l.seq));

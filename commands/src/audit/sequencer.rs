@@ -134,7 +134,7 @@ impl Sequencer {
         &mut self,
         tx: &mut events::store::StoreTx,
     ) -> Result<Option<Pending>, AuditError> {
-        let mut conn = db::tx_conn(tx);
+        let mut conn = db::tx_conn(tx)?;
         if !db::try_sequencer_lock(&mut conn).await? {
             self.forget();
             return Ok(None);

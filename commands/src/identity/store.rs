@@ -16,6 +16,9 @@ macro_rules! query_as {
             StoreTx::Sqlite(t) => {
                 sqlx::query_as::<_, $ty>($sql)$(.bind($arg))*.$fetch(t.connection()).await
             }
+            StoreTx::Recorder(_) => {
+                return Err(events::store::StoreError::RecordingOnly { op: "a read" }.into())
+            }
         }
     };
 }
@@ -161,7 +164,7 @@ impl CertRow {
 fn lock_suffix(tx: &StoreTx) -> &'static str {
     match tx {
         StoreTx::Postgres(_) => " FOR UPDATE",
-        StoreTx::Sqlite(_) => "",
+        StoreTx::Sqlite(_) | StoreTx::Recorder(_) => "",
     }
 }
 

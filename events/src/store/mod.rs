@@ -8,6 +8,7 @@
 
 mod deferred;
 pub mod postgres;
+pub mod recorder;
 pub mod sqlite;
 pub mod tailer;
 #[cfg(feature = "testkit")]
@@ -20,6 +21,7 @@ use crate::envelope::{NewEvent, RecordedEvent};
 
 pub use deferred::{DeferredWrite, ExpectRows};
 pub use postgres::{PgLogStore, PgStoreTx};
+pub use recorder::{RecordedWrite, WriteRecorder};
 pub use sqlite::{SqliteLogStore, SqliteStoreTx};
 pub use tailer::{TailCursor, Tailer, TailerOptions};
 pub use value::SqlValue;
@@ -139,6 +141,8 @@ pub enum StoreError {
     Corrupt { position: i64, why: String },
     #[error("bulk insert into {table}: {why}; split the rows or the value")]
     TooLarge { table: String, why: String },
+    #[error("{op} is not possible on a transaction that only records projection writes (a projection that reads must not declare only_writes)")]
+    RecordingOnly { op: &'static str },
     #[error("applying migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database error: {0}")]
@@ -204,9 +208,9 @@ pub trait LogTx: Send {
         &mut self,
         table: &str,
         columns: &[&str],
-        rows: &[Vec<SqlValue>],
+        rows: Vec<Vec<SqlValue>>,
     ) -> impl Future<Output = Result<u64>> + Send {
-        insert_rows_by_statements(self, table, columns, rows)
+        async move { insert_rows_by_statements(self, table, columns, &rows).await }
     }
 
     /// Commits and wakes the tailers of this process.
@@ -350,10 +354,12 @@ pub enum EventStore {
     Sqlite(SqliteLogStore),
 }
 
-/// A transaction on an [`EventStore`].
+/// A transaction on an [`EventStore`], or a stand-in that records projection writes for one
+/// ([`WriteRecorder`]: a rebuild applies the next page into it while the last page is stored).
 pub enum StoreTx {
     Postgres(PgStoreTx),
     Sqlite(SqliteStoreTx),
+    Recorder(WriteRecorder),
 }
 
 impl EventStore {
@@ -419,6 +425,7 @@ macro_rules! dispatch_tx {
         match $self {
             StoreTx::Postgres($s) => $body,
             StoreTx::Sqlite($s) => $body,
+            StoreTx::Recorder($s) => $body,
         }
     };
 }
@@ -479,6 +486,16 @@ impl StoreTx {
         match self {
             StoreTx::Postgres(_) => Backend::Postgres,
             StoreTx::Sqlite(_) => Backend::Sqlite,
+            StoreTx::Recorder(r) => r.backend(),
+        }
+    }
+
+    /// The writes a [`StoreTx::Recorder`] recorded since the last call (nothing for a real
+    /// transaction, which makes its writes at once).
+    pub fn take_recorded(&mut self) -> Vec<RecordedWrite> {
+        match self {
+            StoreTx::Recorder(r) => r.take(),
+            StoreTx::Postgres(_) | StoreTx::Sqlite(_) => Vec::new(),
         }
     }
 
@@ -486,7 +503,7 @@ impl StoreTx {
     pub fn postgres(&mut self) -> Option<&mut sqlx::PgConnection> {
         match self {
             StoreTx::Postgres(t) => Some(t.connection()),
-            StoreTx::Sqlite(_) => None,
+            StoreTx::Sqlite(_) | StoreTx::Recorder(_) => None,
         }
     }
 
@@ -494,7 +511,7 @@ impl StoreTx {
     pub fn sqlite(&mut self) -> Option<&mut sqlx::SqliteConnection> {
         match self {
             StoreTx::Sqlite(t) => Some(t.connection()),
-            StoreTx::Postgres(_) => None,
+            StoreTx::Postgres(_) | StoreTx::Recorder(_) => None,
         }
     }
 }
@@ -529,7 +546,7 @@ impl LogTx for StoreTx {
         &mut self,
         table: &str,
         columns: &[&str],
-        rows: &[Vec<SqlValue>],
+        rows: Vec<Vec<SqlValue>>,
     ) -> Result<u64> {
         dispatch_tx!(self, t => t.insert_rows(table, columns, rows).await)
     }

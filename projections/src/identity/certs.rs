@@ -59,7 +59,7 @@ async fn insert_certs(
             ]
         })
         .collect();
-    tx.insert_rows("node_certs", CERT_COLUMNS, &values).await?;
+    tx.insert_rows("node_certs", CERT_COLUMNS, values).await?;
     Ok(())
 }
 

@@ -207,7 +207,7 @@ impl Projection for JoinTokens {
             // A join's token use and the token's new state go out, on Postgres, in the
             // statement that carries the join's other projection writes (deferred writes).
             let uses_table = &JOIN_TOKENS_TABLES[1];
-            tx.insert_rows(uses_table.name, uses_table.columns, &uses)
+            tx.insert_rows(uses_table.name, uses_table.columns, uses)
                 .await?;
             bulk(
                 tx,

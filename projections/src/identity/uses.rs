@@ -96,6 +96,6 @@ impl Projection for AttestationUses {
 /// Inserts a run of uses; a row's values are in the order of the table's columns.
 async fn insert_uses(tx: &mut StoreTx, rows: Vec<Vec<SqlValue>>) -> Result<(), ProjectionError> {
     let table = &ATTESTATION_USES_TABLES[0];
-    tx.insert_rows(table.name, table.columns, &rows).await?;
+    tx.insert_rows(table.name, table.columns, rows).await?;
     Ok(())
 }

@@ -202,6 +202,12 @@ async fn insert_scope(
                     .map_err(StoreError::from)?;
             }
         }
+        StoreTx::Recorder(_) => {
+            return Err(StoreError::RecordingOnly {
+                op: "a COPY of batch scope rows",
+            }
+            .into())
+        }
     }
     Ok(())
 }

@@ -42,6 +42,7 @@ where
                 .fetch_all(t.connection())
                 .await?
         }
+        StoreTx::Recorder(_) => return Err(StoreError::RecordingOnly { op: "a read" }),
     };
     Ok(rows)
 }

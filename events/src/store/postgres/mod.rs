@@ -630,9 +630,9 @@ impl LogTx for PgStoreTx {
         &mut self,
         table: &str,
         columns: &[&str],
-        rows: &[Vec<SqlValue>],
+        rows: Vec<Vec<SqlValue>>,
     ) -> Result<u64> {
-        self.copy_rows(table, columns, rows).await
+        self.copy_rows(table, columns, &rows).await
     }
 
     async fn execute(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
