@@ -61,6 +61,12 @@ enum Command {
     Rebuild(rebuild_cmd::RebuildArgs),
 }
 
+/// mimalloc rather than the system allocator: a rebuild allocates and frees millions of small
+/// rows, across threads, and spent about a third of its own CPU in glibc's malloc and free
+/// (see docs/DECISIONS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {

@@ -380,6 +380,10 @@ async fn raw_read_round(store: &EventStore) -> (f64, Duration) {
     (n as f64 / elapsed.as_secs_f64(), elapsed)
 }
 
+/// The allocator bcctl runs with, so that the figures are those of `bcctl rebuild` and `serve`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
