@@ -1,7 +1,8 @@
-//! The pipelined rebuild (Postgres, every projection `only_writes`): projections apply the next
-//! page into a recorder while the last page's writes are stored. It must leave the same rows as
-//! the sequential rebuild, report progress per stored page, surface the writer's own error, and
-//! refuse a projection that reads while it claims only to write.
+//! The pipelined rebuild (Postgres): projections that only write apply the next page into a
+//! recorder while the writer stores the last page's writes and applies the projections that may
+//! read, in their turn. It must leave the same rows as the sequential rebuild, let a reading
+//! projection see the writes of those before it, report progress per stored page, surface the
+//! writer's own error, and refuse a projection that reads while it claims only to write.
 
 use events::store::testkit::TestDb;
 use events::store::{
@@ -110,33 +111,87 @@ async fn rows(store: &EventStore) -> Vec<(i64, i64)> {
 
 async fn rebuild(
     store: &EventStore,
-    projection: &Rows,
+    projection: &'static Rows,
 ) -> (Result<u64, ProjectionError>, Vec<RebuildProgress>) {
     let mut seen = Vec::new();
     let result = projections::rebuild(store, &[projection], None, 10, |p| seen.push(p)).await;
     (result, seen)
 }
 
+const COUNTS: TableSpec = TableSpec {
+    name: "pipe_counts",
+    columns: &["position", "seen"],
+    order_by: "position",
+};
+
+/// Reads: for each page, records how many `pipe_rows` rows it sees (a statement that reads
+/// another projection's table, so it does not only write).
+struct RowCounter;
+
+impl Projection for RowCounter {
+    fn name(&self) -> &'static str {
+        "pipe_counts"
+    }
+    fn tables(&self) -> &'static [TableSpec] {
+        &[COUNTS]
+    }
+    fn handles(&self, event_type: &str) -> bool {
+        event_type == "pipe.step"
+    }
+    fn apply<'a>(
+        &'a self,
+        tx: &'a mut StoreTx,
+        events: &'a [&'a RecordedEvent],
+    ) -> BoxFuture<'a, Result<(), ProjectionError>> {
+        Box::pin(async move {
+            let last = events.last().map_or(0, |e| e.position);
+            tx.execute(
+                "INSERT INTO pipe_counts (position, seen) SELECT $1, count(*) FROM pipe_rows",
+                &[SqlValue::Int(last)],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+}
+
+static SEQUENTIAL: Rows = Rows {
+    reads: false,
+    claims_only_writes: false,
+    duplicate_at: None,
+};
+static PIPELINED: Rows = Rows {
+    reads: false,
+    claims_only_writes: true,
+    duplicate_at: None,
+};
+static FAILING: Rows = Rows {
+    reads: false,
+    claims_only_writes: true,
+    duplicate_at: Some(17),
+};
+static LIAR: Rows = Rows {
+    reads: true,
+    claims_only_writes: true,
+    duplicate_at: None,
+};
+static HONEST_READER: Rows = Rows {
+    reads: true,
+    claims_only_writes: false,
+    duplicate_at: None,
+};
+
 #[tokio::test]
 async fn a_pipelined_rebuild_leaves_the_rows_of_the_sequential_one() {
     let db = TestDb::postgres().await.unwrap();
     let store = store_with_events(&db, 35).await;
-    let sequential = Rows {
-        reads: false,
-        claims_only_writes: false,
-        duplicate_at: None,
-    };
-    let (read, _) = rebuild(&store, &sequential).await;
+    let (read, _) = rebuild(&store, &SEQUENTIAL).await;
     assert_eq!(read.unwrap(), 35);
     let expected = rows(&store).await;
     assert_eq!(expected.len(), 35);
     assert_eq!(expected[34], (35, 35));
 
-    let pipelined = Rows {
-        claims_only_writes: true,
-        ..sequential
-    };
-    let (read, progress) = rebuild(&store, &pipelined).await;
+    let (read, progress) = rebuild(&store, &PIPELINED).await;
     assert_eq!(read.unwrap(), 35);
     assert_eq!(rows(&store).await, expected);
     // One report per stored page of 10, in order, the last at the head.
@@ -152,21 +207,12 @@ async fn a_pipelined_rebuild_leaves_the_rows_of_the_sequential_one() {
 async fn a_pipelined_rebuild_fails_with_the_writers_error_and_changes_nothing() {
     let db = TestDb::postgres().await.unwrap();
     let store = store_with_events(&db, 35).await;
-    let good = Rows {
-        reads: false,
-        claims_only_writes: true,
-        duplicate_at: None,
-    };
-    rebuild(&store, &good).await.0.unwrap();
+    rebuild(&store, &PIPELINED).await.0.unwrap();
     let before = rows(&store).await;
 
     // Position 17 writes row 1 again: the server refuses it while storing the second page,
     // after the applier has moved on to later pages.
-    let failing = Rows {
-        duplicate_at: Some(17),
-        ..good
-    };
-    let (result, progress) = rebuild(&store, &failing).await;
+    let (result, progress) = rebuild(&store, &FAILING).await;
     match result {
         Err(ProjectionError::Store(StoreError::Database(sqlx::Error::Database(e)))) => {
             assert_eq!(e.code().as_deref(), Some("23505"), "{e}");
@@ -184,22 +230,48 @@ async fn a_pipelined_rebuild_fails_with_the_writers_error_and_changes_nothing() 
 async fn a_projection_that_reads_while_claiming_only_to_write_is_refused() {
     let db = TestDb::postgres().await.unwrap();
     let store = store_with_events(&db, 5).await;
-    let liar = Rows {
-        reads: true,
-        claims_only_writes: true,
-        duplicate_at: None,
-    };
-    match rebuild(&store, &liar).await.0 {
+    match rebuild(&store, &LIAR).await.0 {
         Err(ProjectionError::Store(StoreError::RecordingOnly { op })) => {
             assert_eq!(op, "a statement whose row count is read");
         }
         other => panic!("expected RecordingOnly, got {other:?}"),
     }
     // Declared honestly, the same projection rebuilds.
-    let honest = Rows {
-        claims_only_writes: false,
-        ..liar
-    };
-    assert_eq!(rebuild(&store, &honest).await.0.unwrap(), 5);
+    assert_eq!(rebuild(&store, &HONEST_READER).await.0.unwrap(), 5);
     assert_eq!(rows(&store).await.len(), 5);
+}
+
+#[tokio::test]
+async fn a_projection_that_reads_sees_the_recorded_writes_of_those_before_it() {
+    let db = TestDb::postgres().await.unwrap();
+    let store = store_with_events(&db, 35).await;
+    let EventStore::Postgres(pg) = &store else {
+        panic!("these tests run on Postgres");
+    };
+    sqlx::query("CREATE TABLE pipe_counts (position BIGINT PRIMARY KEY, seen BIGINT NOT NULL)")
+        .execute(pg.pool())
+        .await
+        .unwrap();
+    static COUNTER: RowCounter = RowCounter;
+    let counts = || async {
+        sqlx::query_as::<_, (i64, i64)>("SELECT position, seen FROM pipe_counts ORDER BY position")
+            .fetch_all(pg.pool())
+            .await
+            .unwrap()
+    };
+    // Each page's count is taken after that page's rows are written, whichever the path.
+    let expected = vec![(10, 10), (20, 20), (30, 30), (35, 35)];
+    for writer in [&SEQUENTIAL, &PIPELINED] {
+        let read = projections::rebuild(&store, &[writer, &COUNTER], None, 10, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(read, 35);
+        assert_eq!(
+            counts().await,
+            expected,
+            "only_writes={}",
+            writer.claims_only_writes
+        );
+        assert_eq!(rows(&store).await.len(), 35);
+    }
 }

@@ -457,6 +457,10 @@ async fn run_backend(name: &str, db: &TestDb, cfg: &Config) {
     );
 }
 
+/// The allocator bcctl (the server that appends) runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");

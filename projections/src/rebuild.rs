@@ -1,14 +1,16 @@
 //! Rebuilding projections from the log: empty their tables, then stream every event (up to an
 //! optional position) through them in large batches.
 //!
-//! On Postgres, when every projection only writes ([`Projection::only_writes`]), the pages are
-//! pipelined: the projections apply page N+1 into a [`WriteRecorder`] while page N's recorded
-//! writes are being stored in the transaction, so our CPU and the server's overlap instead of
+//! On Postgres the pages are pipelined: the projections that only write
+//! ([`Projection::only_writes`]) apply page N+1 into a [`WriteRecorder`] while a writer task
+//! makes page N's changes in the transaction (replaying the recorded writes, and applying the
+//! projections that may read in their turn), so our CPU and the server's overlap instead of
 //! taking turns.
 
 use tokio::sync::mpsc;
 
 use events::store::{recorder, EventStore, LogStore, LogTx, RecordedWrite, StoreTx, WriteRecorder};
+use events::RecordedEvent;
 
 use crate::{apply_all, Projection, ProjectionError};
 
@@ -25,7 +27,7 @@ pub struct RebuildProgress {
 /// old tables or the new ones, never a half-built state. Returns the events read.
 pub async fn rebuild(
     store: &EventStore,
-    projections: &[&dyn Projection],
+    projections: &[&'static dyn Projection],
     until: Option<i64>,
     batch: u32,
     mut progress: impl FnMut(RebuildProgress),
@@ -50,7 +52,7 @@ pub async fn rebuild(
 pub async fn rebuild_in(
     store: &EventStore,
     tx: &mut StoreTx,
-    projections: &[&dyn Projection],
+    projections: &[&'static dyn Projection],
     until: Option<i64>,
     batch: u32,
     progress: impl FnMut(RebuildProgress),
@@ -82,7 +84,7 @@ enum Emptying {
 async fn rebuild_tables(
     store: &EventStore,
     tx: &mut StoreTx,
-    projections: &[&dyn Projection],
+    projections: &[&'static dyn Projection],
     until: Option<i64>,
     batch: u32,
     mut progress: impl FnMut(RebuildProgress),
@@ -120,7 +122,7 @@ async fn rebuild_tables(
             tx.execute(&format!("DELETE FROM {name}"), &[]).await?;
         }
     }
-    if matches!(tx, StoreTx::Postgres(_)) && projections.iter().all(|p| p.only_writes()) {
+    if matches!(tx, StoreTx::Postgres(_)) && projections.iter().any(|p| p.only_writes()) {
         return apply_pipelined(store, tx, projections, head, batch, progress).await;
     }
     // The next page is read (on a pooled connection of its own) while the current one is
@@ -156,15 +158,59 @@ async fn rebuild_tables(
 /// memory stays a few pages' worth of rows.
 const PAGES_AHEAD: usize = 2;
 
-/// One page's recorded writes, and where the rebuild stands once they are stored.
+/// What the writer does for one page, in the order of the projections.
+enum Step {
+    /// The recorded writes of a run of projections that only write.
+    Replay(Vec<RecordedWrite>),
+    /// A projection that may read, applied on the transaction itself to its events of the page.
+    Apply(&'static dyn Projection, Vec<RecordedEvent>),
+}
+
+/// One page's steps, and where the rebuild stands once they are done.
 struct RecordedPage {
-    writes: Vec<RecordedWrite>,
+    steps: Vec<Step>,
     progress: RebuildProgress,
 }
 
-/// Replays the log up to `head` with the projections writing into a recorder, page by page,
-/// while a writer task stores each recorded page in the transaction, in order. The tables come
-/// out as the sequential path leaves them: the writer makes the same calls in the same order.
+/// Applies `events` to the projections that only write, into `recorder`, and lists the steps
+/// that make the page's changes in the projections' order: each run of writers is one replay,
+/// and a projection that may read is left for the writer to apply (with the page's events it
+/// handles; such projections handle rare events: batches, trust, checkpoints).
+async fn record_page(
+    projections: &[&'static dyn Projection],
+    recorder: &mut StoreTx,
+    events: &[RecordedEvent],
+) -> Result<Vec<Step>, ProjectionError> {
+    let mut steps = Vec::new();
+    let mut rest = projections;
+    while let Some(first) = rest.first() {
+        if first.only_writes() {
+            let run = rest.iter().take_while(|p| p.only_writes()).count();
+            apply_all(&rest[..run], recorder, events).await?;
+            let writes = recorder.take_recorded();
+            if !writes.is_empty() {
+                steps.push(Step::Replay(writes));
+            }
+            rest = &rest[run..];
+        } else {
+            let mine: Vec<RecordedEvent> = events
+                .iter()
+                .filter(|e| first.handles(&e.event_type))
+                .cloned()
+                .collect();
+            if !mine.is_empty() {
+                steps.push(Step::Apply(*first, mine));
+            }
+            rest = &rest[1..];
+        }
+    }
+    Ok(steps)
+}
+
+/// Replays the log up to `head` with the projections that only write recording into a
+/// recorder, page by page, while a writer task makes each page's changes in the transaction, in
+/// order. The tables come out as the sequential path leaves them: the writer makes the same
+/// calls in the same order, and applies the projections that may read itself, in their turn.
 ///
 /// The writer runs as a task of its own (on another worker thread when the runtime has
 /// several), holding the transaction: `tx` is swapped for a recorder meanwhile and handed back
@@ -173,7 +219,7 @@ struct RecordedPage {
 async fn apply_pipelined(
     store: &EventStore,
     tx: &mut StoreTx,
-    projections: &[&dyn Projection],
+    projections: &[&'static dyn Projection],
     head: i64,
     batch: u32,
     mut progress: impl FnMut(RebuildProgress),
@@ -185,7 +231,7 @@ async fn apply_pipelined(
     let writer = tokio::spawn(async move {
         let mut result = Ok(());
         while let Some(page) = from_applier.recv().await {
-            result = recorder::replay(&mut real, page.writes).await;
+            result = make_changes(&mut real, page.steps).await;
             if result.is_err() {
                 break;
             }
@@ -206,21 +252,20 @@ async fn apply_pipelined(
             read += events.len() as u64;
             let position = events.last().map_or(pages.position(), |e| e.position);
             // The next page's query goes out first; this page is then applied (our CPU only).
-            let (next, applied) = if past_end {
+            let (next, steps) = if past_end {
                 (
                     Ok(None),
-                    apply_all(projections, &mut recorder, &events).await,
+                    record_page(projections, &mut recorder, &events).await,
                 )
             } else {
                 futures::future::join(
                     pages.next_batch(),
-                    apply_all(projections, &mut recorder, &events),
+                    record_page(projections, &mut recorder, &events),
                 )
                 .await
             };
-            applied?;
             let page = RecordedPage {
-                writes: recorder.take_recorded(),
+                steps: steps?,
                 progress: RebuildProgress {
                     events_read: read,
                     position,
@@ -250,4 +295,15 @@ async fn apply_pipelined(
     }
     written?;
     applied
+}
+
+/// The writer's side of a page: its steps, in order, on the real transaction.
+async fn make_changes(tx: &mut StoreTx, steps: Vec<Step>) -> Result<(), ProjectionError> {
+    for step in steps {
+        match step {
+            Step::Replay(writes) => recorder::replay(tx, writes).await?,
+            Step::Apply(projection, events) => apply_all(&[projection], tx, &events).await?,
+        }
+    }
+    Ok(())
 }
