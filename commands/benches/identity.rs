@@ -7,8 +7,9 @@
 //!    through sqlx at the same concurrency). Agent-side work (key generation, CSR, sealing the
 //!    token, the renew proof) is done before the clock starts; server-side signatures are
 //!    included.
-//! 2. a rebuild of every identity projection from a 1,000,000-event log, next to a raw read of
-//!    the same events without projecting. The log: the real joins and renewals of part 1, then
+//! 2. a rebuild of every projection (`commands::every_projection`, what `bcctl rebuild` rebuilds:
+//!    identity, quorum, audit checkpoints) from a 1,000,000-event log, next to a raw read of the
+//!    same events without projecting. The log: the real joins and renewals of part 1, then
 //!    synthetic but valid identity events appended through the store in large transactions
 //!    (per node: `node.joined`, `node.certificate.issued`, 2 × (`node.renew_proof.used`,
 //!    `node.certificate.issued`) with a real certificate's DER, its `token.used`, one
@@ -354,7 +355,7 @@ async fn fill_log(store: &EventStore, target: i64, der: &[u8], start_us: i64) ->
 async fn rebuild_round(store: &EventStore) -> (f64, Duration, u64) {
     let head = store.head_position().await.expect("head");
     let bar = indicatif::ProgressBar::new(u64::try_from(head).unwrap_or(0));
-    let all = projections::identity::all();
+    let all = commands::every_projection();
     let start = Instant::now();
     let read = projections::rebuild(store, &all, None, 10_000, |p| {
         bar.set_position(u64::try_from(p.position).unwrap_or(0))
@@ -479,7 +480,7 @@ async fn run() {
         .expect("digest");
     let (rb, raw) = (median(rebuilds), median(raws));
     println!(
-        "rebuild of every identity projection from {} events: {rb:>9.0} events/s (last {:.2} s)  \
+        "rebuild of every projection from {} events: {rb:>9.0} events/s (last {:.2} s)  \
          raw read {raw:>9.0} events/s  ({:.2}× raw); tables after = inline tables: {}",
         last.1,
         last.0.as_secs_f64(),
