@@ -1,8 +1,10 @@
-//! The pipelined rebuild (Postgres): projections that only write apply the next page into a
-//! recorder while the writer stores the last page's writes and applies the projections that may
-//! read, in their turn. It must leave the same rows as the sequential rebuild, let a reading
-//! projection see the writes of those before it, report progress per stored page, surface the
-//! writer's own error, and refuse a projection that reads while it claims only to write.
+//! The pipelined rebuild: projections that only write apply the next page into a recorder while
+//! the writer stores the last page's writes and applies the projections that may read, in their
+//! turn. A projection's recorded writes must leave the same rows as the same projection applied
+//! directly, a reading projection must see the writes of those before it, progress comes per
+//! stored page, the writer's own error is the rebuild's, and a projection that reads while it
+//! claims only to write is refused. On Postgres (SQLite takes the same path; the replay and
+//! rebuild tests cover it there).
 
 use events::store::testkit::TestDb;
 use events::store::{
@@ -155,7 +157,7 @@ impl Projection for RowCounter {
     }
 }
 
-static SEQUENTIAL: Rows = Rows {
+static APPLIED_DIRECTLY: Rows = Rows {
     reads: false,
     claims_only_writes: false,
     duplicate_at: None,
@@ -182,10 +184,10 @@ static HONEST_READER: Rows = Rows {
 };
 
 #[tokio::test]
-async fn a_pipelined_rebuild_leaves_the_rows_of_the_sequential_one() {
+async fn recorded_writes_leave_the_rows_of_the_projection_applied_directly() {
     let db = TestDb::postgres().await.unwrap();
     let store = store_with_events(&db, 35).await;
-    let (read, _) = rebuild(&store, &SEQUENTIAL).await;
+    let (read, _) = rebuild(&store, &APPLIED_DIRECTLY).await;
     assert_eq!(read.unwrap(), 35);
     let expected = rows(&store).await;
     assert_eq!(expected.len(), 35);
@@ -261,7 +263,7 @@ async fn a_projection_that_reads_sees_the_recorded_writes_of_those_before_it() {
     };
     // Each page's count is taken after that page's rows are written, whichever the path.
     let expected = vec![(10, 10), (20, 20), (30, 30), (35, 35)];
-    for writer in [&SEQUENTIAL, &PIPELINED] {
+    for writer in [&APPLIED_DIRECTLY, &PIPELINED] {
         let read = projections::rebuild(&store, &[writer, &COUNTER], None, 10, |_| {})
             .await
             .unwrap();

@@ -1,11 +1,11 @@
 //! Rebuilding projections from the log: empty their tables, then stream every event (up to an
 //! optional position) through them in large batches.
 //!
-//! On Postgres the pages are pipelined: the projections that only write
-//! ([`Projection::only_writes`]) apply page N+1 into a [`WriteRecorder`] while a writer task
-//! makes page N's changes in the transaction (replaying the recorded writes, and applying the
-//! projections that may read in their turn), so our CPU and the server's overlap instead of
-//! taking turns.
+//! The pages are pipelined: page N+1 is read while the projections that only write
+//! ([`Projection::only_writes`]) apply page N into a [`WriteRecorder`], and a writer task makes
+//! page N-1's changes in the transaction (replaying the recorded writes, and applying the
+//! projections that may read in their turn), so reading, our CPU and the database's overlap
+//! instead of taking turns.
 
 use tokio::sync::mpsc;
 
@@ -87,7 +87,7 @@ async fn rebuild_tables(
     projections: &[&'static dyn Projection],
     until: Option<i64>,
     batch: u32,
-    mut progress: impl FnMut(RebuildProgress),
+    progress: impl FnMut(RebuildProgress),
     emptying: Emptying,
 ) -> Result<u64, ProjectionError> {
     // Writers of these tables wait until this transaction ends (readers don't): an inline
@@ -122,36 +122,7 @@ async fn rebuild_tables(
             tx.execute(&format!("DELETE FROM {name}"), &[]).await?;
         }
     }
-    if matches!(tx, StoreTx::Postgres(_)) && projections.iter().any(|p| p.only_writes()) {
-        return apply_pipelined(store, tx, projections, head, batch, progress).await;
-    }
-    // The next page is read (on a pooled connection of its own) while the current one is
-    // applied in `tx`: the log read and the projection writes overlap instead of taking turns.
-    let mut pages = store.read_all(0, batch);
-    let mut read = 0u64;
-    let mut current = pages.next_batch().await?;
-    while let Some(mut events) = current {
-        let past_end = events.last().is_some_and(|e| e.position > head);
-        events.retain(|e| e.position <= head);
-        read += events.len() as u64;
-        let position = events.last().map_or(pages.position(), |e| e.position);
-        if past_end {
-            apply_all(projections, tx, &events).await?;
-            current = None;
-        } else {
-            let (applied, next) =
-                futures::future::join(apply_all(projections, tx, &events), pages.next_batch())
-                    .await;
-            applied?;
-            current = next?;
-        }
-        progress(RebuildProgress {
-            events_read: read,
-            position,
-            head,
-        });
-    }
-    Ok(read)
+    apply_pipelined(store, tx, projections, head, batch, progress).await
 }
 
 /// How many applied pages may wait for the writer: enough to keep it busy, few enough that
@@ -209,8 +180,9 @@ async fn record_page(
 
 /// Replays the log up to `head` with the projections that only write recording into a
 /// recorder, page by page, while a writer task makes each page's changes in the transaction, in
-/// order. The tables come out as the sequential path leaves them: the writer makes the same
-/// calls in the same order, and applies the projections that may read itself, in their turn.
+/// order. The tables come out as applying each page with [`apply_all`] in the transaction would
+/// leave them: the writer makes the same calls in the same order, and applies the projections
+/// that may read itself, in their turn.
 ///
 /// The writer runs as a task of its own (on another worker thread when the runtime has
 /// several), holding the transaction: `tx` is swapped for a recorder meanwhile and handed back
