@@ -277,3 +277,30 @@ async fn a_projection_that_reads_sees_the_recorded_writes_of_those_before_it() {
         assert_eq!(rows(&store).await.len(), 35);
     }
 }
+
+#[tokio::test]
+async fn a_rebuild_cancelled_midway_commits_nothing_and_its_transaction_cannot_commit() {
+    let db = TestDb::postgres().await.unwrap();
+    let store = store_with_events(&db, 500).await;
+    rebuild(&store, &PIPELINED).await.0.unwrap();
+    let before = rows(&store).await;
+    assert_eq!(before.len(), 500);
+
+    // A replay-style rebuild in the caller's transaction, dropped once a page is stored: the
+    // writer task still holds the real transaction, which nobody will commit.
+    let mut tx = store.begin().await.unwrap();
+    let first_page = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signal = first_page.clone();
+    let writer: [&'static dyn Projection; 1] = [&PIPELINED];
+    tokio::select! {
+        done = projections::rebuild_in(&store, &mut tx, &writer, None, 10, move |_| {
+            signal.notify_one()
+        }) => panic!("the rebuild of 50 pages ended before its first page was reported: {done:?}"),
+        _ = first_page.notified() => {}
+    }
+    match tx.commit().await {
+        Err(StoreError::RecordingOnly { op }) => assert_eq!(op, "a commit"),
+        other => panic!("a cancelled rebuild's transaction must not commit, got {other:?}"),
+    }
+    assert_eq!(rows(&store).await, before);
+}
