@@ -121,18 +121,13 @@ pub async fn run(args: RebuildArgs) -> Result<(), RebuildCmdError> {
     Ok(())
 }
 
-async fn count_rows(tx: &mut StoreTx, table: &str) -> Result<i64, sqlx::Error> {
+async fn count_rows(tx: &mut StoreTx, table: &str) -> Result<i64, RebuildCmdError> {
     let sql = format!("SELECT count(*) FROM {table}");
-    match tx {
-        StoreTx::Postgres(_) => match tx.postgres() {
-            Some(c) => sqlx::query_scalar(&sql).fetch_one(c).await,
-            None => Err(sqlx::Error::PoolClosed),
-        },
-        StoreTx::Sqlite(_) | StoreTx::Recorder(_) => match tx.sqlite() {
-            Some(c) => sqlx::query_scalar(&sql).fetch_one(c).await,
-            None => Err(sqlx::Error::PoolClosed),
-        },
-    }
+    Ok(match tx {
+        StoreTx::Postgres(t) => sqlx::query_scalar(&sql).fetch_one(t.connection()).await?,
+        StoreTx::Sqlite(t) => sqlx::query_scalar(&sql).fetch_one(t.connection()).await?,
+        StoreTx::Recorder(_) => return Err(StoreError::RecordingOnly { op: "a row count" }.into()),
+    })
 }
 
 fn print_report(r: &RebuildReport) {

@@ -90,30 +90,24 @@ async fn rebuild_tables(
     progress: impl FnMut(RebuildProgress),
     emptying: Emptying,
 ) -> Result<u64, ProjectionError> {
+    let names: Vec<&str> = projections
+        .iter()
+        .flat_map(|p| p.tables().iter().map(|t| t.name))
+        .collect();
     // Writers of these tables wait until this transaction ends (readers don't): an inline
     // projection write can neither land on a row this rebuild is about to replace nor commit
     // between the head read here and the commit. SQLite's writer is already held by `tx`.
-    if matches!(tx, StoreTx::Postgres(_)) {
-        let names: Vec<&str> = projections
-            .iter()
-            .flat_map(|p| p.tables().iter().map(|t| t.name))
-            .collect();
-        if !names.is_empty() {
-            tx.execute(
-                &format!("LOCK TABLE {} IN EXCLUSIVE MODE", names.join(", ")),
-                &[],
-            )
-            .await?;
-        }
+    if matches!(tx, StoreTx::Postgres(_)) && !names.is_empty() {
+        tx.execute(
+            &format!("LOCK TABLE {} IN EXCLUSIVE MODE", names.join(", ")),
+            &[],
+        )
+        .await?;
     }
     let head = match until {
         Some(p) => p,
         None => store.head_position().await?,
     };
-    let names: Vec<&str> = projections
-        .iter()
-        .flat_map(|p| p.tables().iter().map(|t| t.name))
-        .collect();
     if emptying == Emptying::Truncate && matches!(tx, StoreTx::Postgres(_)) && !names.is_empty() {
         tx.execute(&format!("TRUNCATE {}", names.join(", ")), &[])
             .await?;

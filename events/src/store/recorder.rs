@@ -15,7 +15,7 @@
 
 use super::deferred::DeferredWrite;
 use super::value::SqlValue;
-use super::{Appended, Backend, LogTx, Result, StoreError, StreamAppend};
+use super::{Appended, Backend, ExpectedVersion, LogTx, Result, StoreError, StreamAppend};
 use crate::envelope::NewEvent;
 
 /// One write, as a projection made it.
@@ -83,7 +83,7 @@ impl LogTx for WriteRecorder {
     async fn append(
         &mut self,
         _stream: &str,
-        _expected: crate::store::ExpectedVersion,
+        _expected: ExpectedVersion,
         _events: &[NewEvent],
     ) -> Result<Appended> {
         Self::refuse("an append")
