@@ -400,7 +400,22 @@ async fn run_backend(name: &str, db: &TestDb, cfg: &Config) {
         d => d.store().await.expect("store"),
     };
     make_raw_table(&store).await;
+    // `LOG_STORE_BENCH_ONLY=single` (or `batches`, `tail`) runs one part only.
+    let only = std::env::var("LOG_STORE_BENCH_ONLY").unwrap_or_default();
+    let part = |p: &str| only.is_empty() || only.contains(p);
     println!("\n## {name}\n");
+    if part("single") {
+        single_appends(&store, name, cfg).await;
+    }
+    if part("batches") {
+        batch_appends(&store, cfg).await;
+    }
+    if part("tail") {
+        tail_latencies(db, &store, cfg).await;
+    }
+}
+
+async fn single_appends(store: &EventStore, name: &str, cfg: &Config) {
     println!(
         "| appends, one event per transaction | ours (events/s) | raw INSERT (events/s) | ratio of medians | median of paired ratios |"
     );
@@ -411,16 +426,19 @@ async fn run_backend(name: &str, db: &TestDb, cfg: &Config) {
         for r in 0..cfg.rounds {
             // Alternate which goes first so neither always gets the warmer cache.
             if r % 2 == 0 {
-                ours.push(ours_single(&store, writers, cfg.round, name).await);
-                raw.push(raw_single(&store, writers, cfg.round).await);
+                ours.push(ours_single(store, writers, cfg.round, name).await);
+                raw.push(raw_single(store, writers, cfg.round).await);
             } else {
-                raw.push(raw_single(&store, writers, cfg.round).await);
-                ours.push(ours_single(&store, writers, cfg.round, name).await);
+                raw.push(raw_single(store, writers, cfg.round).await);
+                ours.push(ours_single(store, writers, cfg.round, name).await);
             }
         }
         report_row(writers, &ours, &raw);
     }
     println!();
+}
+
+async fn batch_appends(store: &EventStore, cfg: &Config) {
     println!("| 100-event batch appends | ours (events/s) | raw INSERT (events/s) | ratio of medians | median of paired ratios |");
     println!("| --- | ---: | ---: | ---: | ---: |");
     for writers in [1usize, 4, 8] {
@@ -428,19 +446,22 @@ async fn run_backend(name: &str, db: &TestDb, cfg: &Config) {
         let mut raw = Vec::new();
         for r in 0..cfg.rounds {
             if r % 2 == 0 {
-                ours.push(ours_batches(&store, writers, cfg.round).await);
-                raw.push(raw_batches(&store, writers, cfg.round).await);
+                ours.push(ours_batches(store, writers, cfg.round).await);
+                raw.push(raw_batches(store, writers, cfg.round).await);
             } else {
-                raw.push(raw_batches(&store, writers, cfg.round).await);
-                ours.push(ours_batches(&store, writers, cfg.round).await);
+                raw.push(raw_batches(store, writers, cfg.round).await);
+                ours.push(ours_batches(store, writers, cfg.round).await);
             }
         }
         report_row(writers, &ours, &raw);
     }
     println!();
+}
+
+async fn tail_latencies(db: &TestDb, store: &EventStore, cfg: &Config) {
     println!("| tail latency at 1,000 appends/s | p50 | p99 | events |");
     println!("| --- | ---: | ---: | ---: |");
-    let (p50, p99, n) = tail_latency(&store, &store, 1000, cfg.tail_run).await;
+    let (p50, p99, n) = tail_latency(store, store, 1000, cfg.tail_run).await;
     println!(
         "| same process (woken at commit) | {:.2} ms | {:.2} ms | {n} in {:?} |",
         p50.as_secs_f64() * 1e3,
@@ -448,7 +469,7 @@ async fn run_backend(name: &str, db: &TestDb, cfg: &Config) {
         cfg.tail_run
     );
     let other = EventStore::connect(db.url()).await.expect("second store");
-    let (p50, p99, n) = tail_latency(&store, &other, 1000, cfg.tail_run).await;
+    let (p50, p99, n) = tail_latency(store, &other, 1000, cfg.tail_run).await;
     println!(
         "| other process (polling every 20 ms) | {:.2} ms | {:.2} ms | {n} in {:?} |",
         p50.as_secs_f64() * 1e3,

@@ -50,6 +50,10 @@ on_both_backends!(
     expected_version_rules,
     conflict_reports_actual_version,
     retried_append_is_idempotent,
+    retried_single_append_leaves_the_transaction_usable,
+    single_event_reusing_an_id_elsewhere_is_refused,
+    a_rolled_back_version_is_not_taken_as_committed,
+    a_stream_moved_on_by_another_store_is_a_conflict,
     reused_event_id_elsewhere_is_refused,
     batch_sharing_a_later_id_is_refused,
     empty_append_is_refused,
@@ -193,6 +197,180 @@ async fn retried_append_is_idempotent(db: &TestDb) {
     assert_eq!(again.positions, first.positions);
     assert_eq!(again.stream_version, 3);
     assert_eq!(store.read_stream("node/r").await.unwrap().len(), 3);
+}
+
+/// One event retried as the first thing of a transaction (Postgres appends it without the id
+/// check, fails on the unique key and begins the transaction again) and as a later thing of one
+/// (with the check): both answer with the first append, and the transaction goes on.
+async fn retried_single_append_leaves_the_transaction_usable(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    make_projection_table(&store).await;
+    let e = event(1, "t1");
+    let first = store
+        .append(
+            "node/one",
+            ExpectedVersion::NoStream,
+            std::slice::from_ref(&e),
+        )
+        .await
+        .unwrap();
+
+    let mut tx = store.begin().await.unwrap();
+    let again = tx
+        .append(
+            "node/one",
+            ExpectedVersion::NoStream,
+            std::slice::from_ref(&e),
+        )
+        .await
+        .unwrap();
+    assert!(again.already_appended);
+    assert_eq!(again.positions, first.positions);
+    assert_eq!(again.stream_version, 1);
+    let next = tx
+        .append("node/one", ExpectedVersion::Exact(1), &[event(2, "t1")])
+        .await
+        .unwrap();
+    assert_eq!(next.stream_version, 2);
+    tx.execute(
+        "INSERT INTO seen (stream_id, position) VALUES ('after-retry', $1)",
+        &[SqlValue::Int(next.positions[0])],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    // Retried after another statement of the transaction: its write stays.
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(
+        "INSERT INTO seen (stream_id, position) VALUES ('conflicted', -1)",
+        &[],
+    )
+    .await
+    .unwrap();
+    let again = tx
+        .append("node/one", ExpectedVersion::Exact(1), &[event(3, "t1")])
+        .await;
+    assert!(again.unwrap_err().is_conflict());
+    drop(tx);
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(
+        "INSERT INTO seen (stream_id, position) VALUES ('before-retry', -2)",
+        &[],
+    )
+    .await
+    .unwrap();
+    let again = tx
+        .append(
+            "node/one",
+            ExpectedVersion::NoStream,
+            std::slice::from_ref(&e),
+        )
+        .await
+        .unwrap();
+    assert!(again.already_appended);
+    tx.commit().await.unwrap();
+
+    assert_eq!(store.read_stream("node/one").await.unwrap().len(), 2);
+    let seen: Vec<(String, i64)> = read_rows(
+        &store,
+        "SELECT stream_id, position FROM seen ORDER BY position",
+    )
+    .await;
+    assert_eq!(
+        seen,
+        vec![
+            ("before-retry".to_string(), -2),
+            ("after-retry".to_string(), next.positions[0])
+        ]
+    );
+}
+
+/// One event whose id is already in another stream, first in its transaction: refused as a
+/// duplicate id, whatever the expected version, and nothing lands.
+async fn single_event_reusing_an_id_elsewhere_is_refused(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    let e = event(1, "t1");
+    store
+        .append("a", ExpectedVersion::NoStream, std::slice::from_ref(&e))
+        .await
+        .unwrap();
+    for expected in [ExpectedVersion::NoStream, ExpectedVersion::Exact(1)] {
+        if expected == ExpectedVersion::Exact(1) {
+            store
+                .append("b", ExpectedVersion::NoStream, &[event(2, "t1")])
+                .await
+                .unwrap();
+        }
+        let err = store
+            .append("b", expected, std::slice::from_ref(&e))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::DuplicateEventId { .. }),
+            "{expected:?}: got {err:?}"
+        );
+    }
+    assert_eq!(store.read_stream("a").await.unwrap().len(), 1);
+    assert_eq!(store.read_stream("b").await.unwrap().len(), 1);
+}
+
+/// A version this store appended in a transaction that rolled back is not in the log: an append
+/// expecting it is a conflict, not an append after a gap.
+async fn a_rolled_back_version_is_not_taken_as_committed(db: &TestDb) {
+    let store = db.store().await.unwrap();
+    store
+        .append("s", ExpectedVersion::NoStream, &[event(1, "t1")])
+        .await
+        .unwrap();
+    let mut tx = store.begin().await.unwrap();
+    let two = tx
+        .append("s", ExpectedVersion::Exact(1), &[event(2, "t1")])
+        .await
+        .unwrap();
+    assert_eq!(two.stream_version, 2);
+    tx.rollback().await.unwrap();
+    match store
+        .append("s", ExpectedVersion::Exact(2), &[event(3, "t1")])
+        .await
+    {
+        Err(StoreError::Conflict { actual, .. }) => assert_eq!(actual, 1),
+        other => panic!("expected a conflict at version 1, got {other:?}"),
+    }
+    let versions: Vec<i64> = store
+        .read_stream("s")
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.stream_version)
+        .collect();
+    assert_eq!(versions, vec![1]);
+}
+
+/// A store that appended version 1 itself, when another store (another process) has since
+/// appended version 2: expecting 1 is still a conflict, reported at 2.
+async fn a_stream_moved_on_by_another_store_is_a_conflict(db: &TestDb) {
+    let ours = db.store().await.unwrap();
+    let theirs = db.store().await.unwrap();
+    ours.append("s", ExpectedVersion::NoStream, &[event(1, "t1")])
+        .await
+        .unwrap();
+    theirs
+        .append("s", ExpectedVersion::Exact(1), &[event(2, "t1")])
+        .await
+        .unwrap();
+    match ours
+        .append("s", ExpectedVersion::Exact(1), &[event(3, "t1")])
+        .await
+    {
+        Err(StoreError::Conflict { actual, .. }) => assert_eq!(actual, 2),
+        other => panic!("expected a conflict at version 2, got {other:?}"),
+    }
+    let three = ours
+        .append("s", ExpectedVersion::Exact(2), &[event(4, "t1")])
+        .await
+        .unwrap();
+    assert_eq!(three.stream_version, 3);
 }
 
 async fn reused_event_id_elsewhere_is_refused(db: &TestDb) {

@@ -83,6 +83,7 @@ impl PgStoreTx {
             encode_row(&mut data, table, row)?;
         }
         data.extend_from_slice(&(-1i16).to_be_bytes());
+        self.fresh = false;
         let mut copy = self.tx.copy_in_raw(&copy_statement(table, columns)).await?;
         if let Err(e) = copy.send(data).await {
             // The server has the rows so far; end the COPY so that the error is the one reported.

@@ -1,7 +1,11 @@
 //! The Postgres log store.
 //!
 //! An append is one statement: it inserts the events at the versions the caller expects, guarded
-//! so that a stream behind that expectation or an already-appended event id inserts nothing. The
+//! so that a stream behind that expectation or an already-appended event id inserts nothing.
+//! Each guard is left out where it cannot matter: the version check for a version this store has
+//! seen committed ([`known_versions`]), and the event-id check for one event appended first in
+//! its transaction (a retry then fails on the unique key, and nothing having run yet, the
+//! transaction is begun again and the append made with the check). The
 //! unique `(stream_id, stream_version)` key orders appends to one stream, and only to that
 //! stream: the loser of a race waits for the winner's commit and gets a typed conflict (its
 //! transaction is then aborted, and the command layer retries from a fresh read). `Any` appends
@@ -10,10 +14,11 @@
 //! (`xid8`), which is what the tailer follows (see [`super::tailer`]).
 
 mod copy;
+mod known_versions;
 mod multi_append;
 
 use std::str::FromStr;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
@@ -29,6 +34,7 @@ use super::{
     ExpectedVersion, LogStore, LogTx, Result, SqlValue, StoreError, StreamAppend,
 };
 use crate::envelope::{NewEvent, RecordedEvent};
+use known_versions::KnownVersions;
 
 /// The columns every read selects, in the order [`row_to_event`] takes them.
 const EVENT_COLUMNS: &str = "position, stream_id, stream_version, event_id, event_type, \
@@ -46,6 +52,7 @@ pub(crate) const ORIGIN_SNAPSHOT: &str = "1:1:";
 pub struct PgLogStore {
     pool: PgPool,
     commits: watch::Sender<u64>,
+    known: Arc<KnownVersions>,
 }
 
 /// A transaction on the Postgres backend.
@@ -56,6 +63,11 @@ pub struct PgStoreTx {
     /// For what must be read outside the transaction once it is aborted.
     pool: PgPool,
     commits: watch::Sender<u64>,
+    known: Arc<KnownVersions>,
+    /// Stream versions this transaction appended, recorded in `known` once it has committed.
+    appended: Vec<(String, u64)>,
+    /// Nothing has run in this transaction since BEGIN: it can be begun again unnoticed.
+    fresh: bool,
 }
 
 impl PgLogStore {
@@ -83,6 +95,7 @@ impl PgLogStore {
         PgLogStore {
             pool,
             commits: watch::channel(0).0,
+            known: Arc::default(),
         }
     }
 
@@ -122,6 +135,9 @@ impl LogStore for PgLogStore {
             deferred: DeferredQueue::default(),
             pool: self.pool.clone(),
             commits: self.commits.clone(),
+            known: self.known.clone(),
+            appended: Vec::new(),
+            fresh: true,
         })
     }
 
@@ -130,7 +146,13 @@ impl LogStore for PgLogStore {
             "SELECT {EVENT_COLUMNS} FROM events WHERE stream_id = $1 ORDER BY stream_version"
         );
         let rows = sqlx::query(&sql).bind(stream).fetch_all(&self.pool).await?;
-        rows.iter().map(row_to_event).collect()
+        let events: Vec<RecordedEvent> = rows.iter().map(row_to_event).collect::<Result<_>>()?;
+        // Read outside any transaction: committed, so known for good.
+        if let Some(last) = events.last() {
+            self.known
+                .record(stream, u64::try_from(last.stream_version).unwrap_or(0));
+        }
+        Ok(events)
     }
 
     async fn read_batch(&self, after: i64, limit: u32) -> Result<Vec<RecordedEvent>> {
@@ -249,6 +271,7 @@ impl PgStoreTx {
             self.deferred.is_empty(),
             "the connection was taken with deferred writes queued; flush them first"
         );
+        self.fresh = false;
         &mut self.tx
     }
 
@@ -256,6 +279,7 @@ impl PgStoreTx {
     /// and checks the row counts they expect.
     /// One statement with `$n` arguments in this transaction; the rows it changed.
     async fn run_statement(&mut self, sql: &str, args: &[SqlValue]) -> Result<u64> {
+        self.fresh = false;
         let query = bind_all!(sqlx::query(sql), args);
         Ok(query.execute(&mut *self.tx).await?.rows_affected())
     }
@@ -271,6 +295,7 @@ impl PgStoreTx {
             [] => Ok(()),
             [one] => one.check(self.run_statement(&one.sql, &one.args).await?),
             many => {
+                self.fresh = false;
                 let (sql, args, counted) = deferred::merge(many);
                 let row = bind_all!(sqlx::query(&sql), &args)
                     .fetch_one(&mut *self.tx)
@@ -288,6 +313,7 @@ impl PgStoreTx {
     /// the lateral subquery from being flattened into a join, which a generic plan made while
     /// the table was small would run as a sequential scan (as `event_id = ANY($1)` would).
     async fn existing(&mut self, ids: &[Vec<u8>]) -> Result<Vec<(Vec<u8>, i64, String, i64)>> {
+        self.fresh = false;
         let rows = sqlx::query(
             "SELECT e.event_id, e.position, e.stream_id, e.stream_version \
              FROM unnest($1::bytea[]) AS i(id) \
@@ -330,6 +356,20 @@ fn is_dead_connection(err: &sqlx::Error) -> bool {
 
 /// True when an append lost a race for its stream versions: the unique `(stream_id,
 /// stream_version)` key refused its insert after the winner committed.
+/// True when `err` is a unique violation on either unique key of the log.
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            db.code().as_deref() == Some("23505")
+                && matches!(
+                    db.constraint(),
+                    Some("events_stream_version_key" | "events_event_id_key")
+                )
+        }
+        _ => false,
+    }
+}
+
 fn is_stream_version_race(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.constraint() == Some("events_stream_version_key"))
 }
@@ -452,18 +492,28 @@ fn tail_sql(page: TailPage) -> &'static str {
 const APPEND_COLUMNS: &str = "stream_id, stream_version, event_id, event_type, schema_version, \
      tenant_id, occurred_at_us, payload, payload_sha256";
 
-/// The shapes of the append statement: how the base version is found, and one event (plain
-/// parameters) or several (arrays, unnested in order).
-#[derive(Clone, Copy)]
-enum AppendShape {
-    /// `$2` is the version the caller expects (0: no stream); one event in `$3..$9`.
-    ExpectedOne,
-    /// The same with arrays of events in `$3..$9`.
-    ExpectedMany,
-    /// The base is the stream's current version, read after [`ANY_APPEND_LOCK`]; one event.
-    AnyOne,
-    /// The same with arrays.
-    AnyMany,
+/// The shapes of the append statement: how the base version is found and checked, whether the
+/// first event id is looked up first, and one event (plain parameters) or several (arrays,
+/// unnested in order).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct AppendShape {
+    base: Base,
+    /// Look the first event id up, so that a retried append inserts nothing instead of failing
+    /// on the unique key (which would abort the transaction).
+    probe_id: bool,
+    /// Several events, as arrays in `$3..$9`; else one event in plain parameters.
+    many: bool,
+}
+
+/// Where an append's first version comes from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Base {
+    /// `$2`, the version the caller expects, after checking that the stream has it.
+    Checked,
+    /// `$2`, known to be committed already (no stream, or [`KnownVersions`]): not checked.
+    Known,
+    /// The stream's current version, read after [`ANY_APPEND_LOCK`].
+    Any,
 }
 
 /// Serialises `Any` appends to one stream within their transactions, so that each reads the
@@ -483,6 +533,10 @@ const ANY_APPEND_LOCK: &str = "SELECT pg_advisory_xact_lock(25187, hashtext($1))
 /// behind it) inserts nothing. There is no per-stream row to update: that row cost about 13% of
 /// the server's time per single-event append (see DECISIONS.md).
 ///
+/// Each guard is left out where it cannot matter ([`Base::Known`], `probe_id: false`): the two
+/// index probes were about a fifth of the server's time per one-event append (pgbench, see
+/// DECISIONS.md); without them the statement is a plain `INSERT … VALUES`.
+///
 /// The idempotency probe looks up the batch's *first* id only, by equality on the unique index:
 /// that is all a retried append needs (nothing is inserted, and [`PgStoreTx::append`] then checks
 /// every id). A batch that shares a later id with the log fails on the unique index instead, as
@@ -491,45 +545,78 @@ const ANY_APPEND_LOCK: &str = "SELECT pg_advisory_xact_lock(25187, hashtext($1))
 /// `= ANY` chose a sequential scan and kept it as the table grew. A unique-key equality is an
 /// index lookup at every table size.
 fn append_sql(shape: AppendShape) -> &'static str {
-    static SQL: LazyLock<[String; 4]> = LazyLock::new(|| {
-        let expected_base = "$2::int8";
-        let expected_guard = "($2::int8 = 0 OR EXISTS (SELECT 1 FROM events \
-                              WHERE stream_id = $1 AND stream_version = $2::int8))";
-        let any_base = "coalesce((SELECT max(stream_version) FROM events WHERE stream_id = $1), 0)";
-        let one = |base: &str, guard: &str| {
-            format!(
-                "INSERT INTO events ({APPEND_COLUMNS}) \
-                 SELECT $1, {base} + 1, $3, $4, $5, $6, $7, $8, $9 \
-                 WHERE {guard} AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = $3) \
-                 RETURNING position, stream_version"
-            )
-        };
-        let many = |base: &str, guard: &str| {
-            format!(
-                "INSERT INTO events ({APPEND_COLUMNS}) \
-                 SELECT $1, b.base + e.ord, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha \
-                 FROM (SELECT {base} AS base) AS b, \
-                      unnest($3::bytea[], $4::text[], $5::int4[], $6::text[], $7::int8[], \
-                             $8::bytea[], $9::bytea[]) \
-                      WITH ORDINALITY AS e(id, ty, sv, tenant, at, payload, sha, ord) \
-                 WHERE {guard} \
-                   AND NOT EXISTS (SELECT 1 FROM events WHERE event_id = ($3::bytea[])[1]) \
-                 ORDER BY e.ord \
-                 RETURNING position, stream_version"
-            )
-        };
-        [
-            one(expected_base, expected_guard),
-            many(expected_base, expected_guard),
-            one(any_base, "TRUE"),
-            many(any_base, "TRUE"),
-        ]
+    const BASES: [Base; 3] = [Base::Checked, Base::Known, Base::Any];
+    static SQL: LazyLock<Vec<(AppendShape, String)>> = LazyLock::new(|| {
+        let mut all = Vec::new();
+        for base in BASES {
+            for probe_id in [true, false] {
+                for many in [false, true] {
+                    let shape = AppendShape {
+                        base,
+                        probe_id,
+                        many,
+                    };
+                    all.push((shape, append_statement(shape)));
+                }
+            }
+        }
+        all
     });
-    match shape {
-        AppendShape::ExpectedOne => &SQL[0],
-        AppendShape::ExpectedMany => &SQL[1],
-        AppendShape::AnyOne => &SQL[2],
-        AppendShape::AnyMany => &SQL[3],
+    SQL.iter()
+        .find(|(s, _)| *s == shape)
+        .map_or("", |(_, sql)| sql.as_str())
+}
+
+/// The text of [`append_sql`]'s statement for `shape`.
+fn append_statement(shape: AppendShape) -> String {
+    let base = match shape.base {
+        Base::Checked | Base::Known => "$2::int8",
+        Base::Any => "coalesce((SELECT max(stream_version) FROM events WHERE stream_id = $1), 0)",
+    };
+    let mut guards = Vec::new();
+    if shape.base == Base::Checked {
+        guards.push(
+            "($2::int8 = 0 OR EXISTS (SELECT 1 FROM events \
+             WHERE stream_id = $1 AND stream_version = $2::int8))",
+        );
+    }
+    if shape.probe_id {
+        guards.push(if shape.many {
+            "NOT EXISTS (SELECT 1 FROM events WHERE event_id = ($3::bytea[])[1])"
+        } else {
+            "NOT EXISTS (SELECT 1 FROM events WHERE event_id = $3)"
+        });
+    }
+    let guard = if guards.is_empty() {
+        "TRUE".to_string()
+    } else {
+        guards.join(" AND ")
+    };
+    if shape.many {
+        format!(
+            "INSERT INTO events ({APPEND_COLUMNS}) \
+             SELECT $1, b.base + e.ord, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha \
+             FROM (SELECT {base} AS base) AS b, \
+                  unnest($3::bytea[], $4::text[], $5::int4[], $6::text[], $7::int8[], \
+                         $8::bytea[], $9::bytea[]) \
+                  WITH ORDINALITY AS e(id, ty, sv, tenant, at, payload, sha, ord) \
+             WHERE {guard} \
+             ORDER BY e.ord \
+             RETURNING position, stream_version"
+        )
+    } else if guard == "TRUE" {
+        format!(
+            "INSERT INTO events ({APPEND_COLUMNS}) \
+             VALUES ($1, {base} + 1, $3, $4, $5, $6, $7, $8, $9) \
+             RETURNING position, stream_version"
+        )
+    } else {
+        format!(
+            "INSERT INTO events ({APPEND_COLUMNS}) \
+             SELECT $1, {base} + 1, $3, $4, $5, $6, $7, $8, $9 \
+             WHERE {guard} \
+             RETURNING position, stream_version"
+        )
     }
 }
 
@@ -552,44 +639,66 @@ impl LogTx for PgStoreTx {
             ExpectedVersion::Exact(v) => version_param(v),
             _ => 0,
         };
-        let shape = match (expected, events.len()) {
-            (ExpectedVersion::Any, 1) => AppendShape::AnyOne,
-            (ExpectedVersion::Any, _) => AppendShape::AnyMany,
-            (_, 1) => AppendShape::ExpectedOne,
-            (_, _) => AppendShape::ExpectedMany,
+        let mut shape = AppendShape {
+            base: match expected {
+                ExpectedVersion::Any => Base::Any,
+                ExpectedVersion::NoStream => Base::Known,
+                ExpectedVersion::Exact(v) if self.known.covers(stream, v) => Base::Known,
+                ExpectedVersion::Exact(_) => Base::Checked,
+            },
+            // One event first in its transaction: a retry fails on the unique key instead, and
+            // the transaction is begun again (below).
+            probe_id: !(self.fresh && events.len() == 1 && expected != ExpectedVersion::Any),
+            many: events.len() > 1,
         };
-        if matches!(shape, AppendShape::AnyOne | AppendShape::AnyMany) {
+        self.fresh = false;
+        if shape.base == Base::Any {
             sqlx::query(ANY_APPEND_LOCK)
                 .bind(stream)
                 .execute(&mut *self.tx)
                 .await?;
         }
-        let query = bind_events(
-            sqlx::query(append_sql(shape)).bind(stream).bind(base),
-            events,
-        );
-        let rows = match query.fetch_all(&mut *self.tx).await {
-            Ok(rows) => rows,
-            Err(e) if is_stream_version_race(&e) => {
-                // The loser of a race: this transaction is aborted, so the version the stream
-                // is at now is read outside it (the winner has committed, or we would still be
-                // waiting on it), on a second connection. That connection is waited for only
-                // briefly: when every connection of the pool is held by a loser like this one,
-                // each would otherwise wait for another's until the pool's acquire timeout.
-                // Without one, the version we collided with is reported: a lower bound.
-                let at_least = u64::try_from(base).unwrap_or(0) + 1;
-                let actual =
-                    match tokio::time::timeout(CONFLICT_READ_WAIT, self.pool.acquire()).await {
-                        Ok(Ok(mut conn)) => stream_version(&mut *conn, stream).await?,
-                        _ => at_least,
-                    };
-                return Err(StoreError::Conflict {
-                    stream: stream.to_string(),
-                    expected,
-                    actual,
-                });
+        let rows = loop {
+            let query = bind_events(
+                sqlx::query(append_sql(shape)).bind(stream).bind(base),
+                events,
+            );
+            match query.fetch_all(&mut *self.tx).await {
+                Ok(rows) => break rows,
+                Err(e) if !shape.probe_id && is_unique_violation(&e) => {
+                    // A retry of an append already in the log, or the loser of a race. Nothing
+                    // else ran in this transaction, so it is begun again, unnoticed, and the
+                    // append made with the id check, which tells the two apart as always.
+                    sqlx::query("ROLLBACK").execute(&mut *self.tx).await?;
+                    sqlx::query("BEGIN").execute(&mut *self.tx).await?;
+                    shape.probe_id = true;
+                }
+                Err(e) if is_stream_version_race(&e) => {
+                    // The loser of a race: this transaction is aborted, so the version the
+                    // stream is at now is read outside it (the winner has committed, or we
+                    // would still be waiting on it), on a second connection. That connection
+                    // is waited for only briefly: when every connection of the pool is held by
+                    // a loser like this one, each would otherwise wait for another's until the
+                    // pool's acquire timeout. Without one, the version we collided with is
+                    // reported: a lower bound.
+                    let at_least = u64::try_from(base).unwrap_or(0) + 1;
+                    let actual =
+                        match tokio::time::timeout(CONFLICT_READ_WAIT, self.pool.acquire()).await {
+                            Ok(Ok(mut conn)) => {
+                                let actual = stream_version(&mut *conn, stream).await?;
+                                self.known.record(stream, actual);
+                                actual
+                            }
+                            _ => at_least,
+                        };
+                    return Err(StoreError::Conflict {
+                        stream: stream.to_string(),
+                        expected,
+                        actual,
+                    });
+                }
+                Err(e) => return Err(map_append_error(e)),
             }
-            Err(e) => return Err(map_append_error(e)),
         };
         if !rows.is_empty() {
             let mut placed: Vec<(i64, i64)> = rows
@@ -597,10 +706,11 @@ impl LogTx for PgStoreTx {
                 .map(|r| Ok((r.try_get::<i64, _>(1)?, r.try_get::<i64, _>(0)?)))
                 .collect::<Result<_>>()?;
             placed.sort_unstable();
-            let stream_version = placed.last().map_or(0, |p| p.0);
+            let stream_version = placed.last().map_or(0, |p| u64::try_from(p.0).unwrap_or(0));
+            self.appended.push((stream.to_string(), stream_version));
             return Ok(Appended {
                 positions: placed.into_iter().map(|p| p.1).collect(),
-                stream_version: u64::try_from(stream_version).unwrap_or(0),
+                stream_version,
                 already_appended: false,
             });
         }
@@ -620,8 +730,15 @@ impl LogTx for PgStoreTx {
 
     async fn append_streams(&mut self, appends: &[StreamAppend<'_>]) -> Result<Vec<Appended>> {
         self.send_deferred().await?;
+        self.fresh = false;
         if multi_append::fits_one_statement(appends) {
-            return self.append_streams_at_once(appends).await;
+            let done = self.append_streams_at_once(appends).await?;
+            for (a, d) in appends.iter().zip(&done) {
+                if !d.already_appended {
+                    self.appended.push((a.stream.to_string(), d.stream_version));
+                }
+            }
+            return Ok(done);
         }
         append_one_by_one(self, appends).await
     }
@@ -655,6 +772,9 @@ impl LogTx for PgStoreTx {
     async fn commit(mut self) -> Result<()> {
         self.send_deferred().await?;
         self.tx.commit().await?;
+        for (stream, version) in &self.appended {
+            self.known.record(stream, *version);
+        }
         self.commits.send_modify(|n| *n = n.wrapping_add(1));
         Ok(())
     }
