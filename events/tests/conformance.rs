@@ -206,22 +206,16 @@ async fn retried_single_append_leaves_the_transaction_usable(db: &TestDb) {
     let store = db.store().await.unwrap();
     make_projection_table(&store).await;
     let e = event(1, "t1");
+    let one = std::slice::from_ref(&e);
     let first = store
-        .append(
-            "node/one",
-            ExpectedVersion::NoStream,
-            std::slice::from_ref(&e),
-        )
+        .append("node/one", ExpectedVersion::NoStream, one)
         .await
         .unwrap();
 
+    // First in its transaction.
     let mut tx = store.begin().await.unwrap();
     let again = tx
-        .append(
-            "node/one",
-            ExpectedVersion::NoStream,
-            std::slice::from_ref(&e),
-        )
+        .append("node/one", ExpectedVersion::NoStream, one)
         .await
         .unwrap();
     assert!(again.already_appended);
@@ -232,40 +226,30 @@ async fn retried_single_append_leaves_the_transaction_usable(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!(next.stream_version, 2);
-    tx.execute(
-        "INSERT INTO seen (stream_id, position) VALUES ('after-retry', $1)",
-        &[SqlValue::Int(next.positions[0])],
-    )
-    .await
-    .unwrap();
+    let seen_row = "INSERT INTO seen (stream_id, position) VALUES ($1, $2)";
+    let row = |name: &str, position: i64| [SqlValue::Text(name.into()), SqlValue::Int(position)];
+    tx.execute(seen_row, &row("after-retry", next.positions[0]))
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
 
-    // Retried after another statement of the transaction: its write stays.
+    // A conflict after another statement is not hidden by beginning again: the transaction is
+    // aborted, and dropping it loses its row.
     let mut tx = store.begin().await.unwrap();
-    tx.execute(
-        "INSERT INTO seen (stream_id, position) VALUES ('conflicted', -1)",
-        &[],
-    )
-    .await
-    .unwrap();
-    let again = tx
+    tx.execute(seen_row, &row("conflicted", -1)).await.unwrap();
+    let stale = tx
         .append("node/one", ExpectedVersion::Exact(1), &[event(3, "t1")])
         .await;
-    assert!(again.unwrap_err().is_conflict());
+    assert!(stale.unwrap_err().is_conflict());
     drop(tx);
+
+    // A retry after another statement: the append is found by the id check, the row stays.
     let mut tx = store.begin().await.unwrap();
-    tx.execute(
-        "INSERT INTO seen (stream_id, position) VALUES ('before-retry', -2)",
-        &[],
-    )
-    .await
-    .unwrap();
+    tx.execute(seen_row, &row("before-retry", -2))
+        .await
+        .unwrap();
     let again = tx
-        .append(
-            "node/one",
-            ExpectedVersion::NoStream,
-            std::slice::from_ref(&e),
-        )
+        .append("node/one", ExpectedVersion::NoStream, one)
         .await
         .unwrap();
     assert!(again.already_appended);

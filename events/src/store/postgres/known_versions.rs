@@ -10,7 +10,9 @@
 //!
 //! What it must never hold is a version that was not committed: a transaction's appends are
 //! recorded only once its COMMIT succeeded. The map is bounded; when it is full it is emptied,
-//! which only costs the probes again.
+//! which only costs the probes again. It lives as long as the store: a database restored to an
+//! earlier point under a running process would leave it ahead of the log, so processes must be
+//! restarted after such a restore.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
