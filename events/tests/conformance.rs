@@ -329,6 +329,35 @@ async fn a_rolled_back_version_is_not_taken_as_committed(db: &TestDb) {
         .map(|e| e.stream_version)
         .collect();
     assert_eq!(versions, vec![1]);
+
+    // The same through one statement for several streams.
+    let append = |stream, expected, events| StreamAppend {
+        stream,
+        expected,
+        events,
+    };
+    let mut tx = store.begin().await.unwrap();
+    let (s3, t1) = ([event(4, "t1")], [event(5, "t1")]);
+    tx.append_streams(&[
+        append("s", ExpectedVersion::Exact(1), &s3[..]),
+        append("t", ExpectedVersion::NoStream, &t1[..]),
+    ])
+    .await
+    .unwrap();
+    tx.rollback().await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    let (s4, t2) = ([event(6, "t1")], [event(7, "t1")]);
+    let err = tx
+        .append_streams(&[
+            append("s", ExpectedVersion::Exact(2), &s4[..]),
+            append("t", ExpectedVersion::Exact(1), &t2[..]),
+        ])
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "got {err:?}");
+    drop(tx);
+    assert_eq!(store.read_stream("s").await.unwrap().len(), 1);
+    assert!(store.read_stream("t").await.unwrap().is_empty());
 }
 
 /// A store that appended version 1 itself, when another store (another process) has since

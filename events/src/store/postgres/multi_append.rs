@@ -76,7 +76,8 @@ impl PgStoreTx {
         let mut guard_bases = Vec::new();
         for a in appends {
             let b = base(a.expected);
-            if b > 0 {
+            // A version this store has seen committed needs no guard row ([`super::known_versions`]).
+            if b > 0 && !self.known.covers(a.stream, b) {
                 guard_streams.push(a.stream);
                 guard_bases.push(version_param(b));
             }
