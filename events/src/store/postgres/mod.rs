@@ -545,26 +545,41 @@ const ANY_APPEND_LOCK: &str = "SELECT pg_advisory_xact_lock(25187, hashtext($1))
 /// `= ANY` chose a sequential scan and kept it as the table grew. A unique-key equality is an
 /// index lookup at every table size.
 fn append_sql(shape: AppendShape) -> &'static str {
-    const BASES: [Base; 3] = [Base::Checked, Base::Known, Base::Any];
-    static SQL: LazyLock<Vec<(AppendShape, String)>> = LazyLock::new(|| {
-        let mut all = Vec::new();
-        for base in BASES {
-            for probe_id in [true, false] {
-                for many in [false, true] {
-                    let shape = AppendShape {
-                        base,
-                        probe_id,
-                        many,
-                    };
-                    all.push((shape, append_statement(shape)));
-                }
-            }
+    static SQL: LazyLock<Vec<String>> =
+        LazyLock::new(|| AppendShape::ALL.map(append_statement).to_vec());
+    &SQL[shape.index()]
+}
+
+impl AppendShape {
+    /// Every shape, in the order of [`AppendShape::index`].
+    const ALL: [AppendShape; 12] = {
+        let bases = [Base::Checked, Base::Known, Base::Any];
+        let mut all = [AppendShape {
+            base: Base::Checked,
+            probe_id: false,
+            many: false,
+        }; 12];
+        let mut i = 0;
+        while i < 12 {
+            all[i] = AppendShape {
+                base: bases[i / 4],
+                probe_id: i % 4 >= 2,
+                many: i % 2 == 1,
+            };
+            i += 1;
         }
         all
-    });
-    SQL.iter()
-        .find(|(s, _)| *s == shape)
-        .map_or("", |(_, sql)| sql.as_str())
+    };
+
+    /// This shape's place in [`AppendShape::ALL`].
+    fn index(self) -> usize {
+        let base = match self.base {
+            Base::Checked => 0,
+            Base::Known => 1,
+            Base::Any => 2,
+        };
+        base * 4 + usize::from(self.probe_id) * 2 + usize::from(self.many)
+    }
 }
 
 /// The text of [`append_sql`]'s statement for `shape`.
@@ -841,4 +856,20 @@ fn row_to_event(row: &PgRow) -> Result<RecordedEvent> {
         row.try_get(9)?,
         Some(tx_id),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_append_shape_has_its_own_statement() {
+        for (i, shape) in AppendShape::ALL.into_iter().enumerate() {
+            assert_eq!(shape.index(), i, "{shape:?}");
+            assert_eq!(append_sql(shape), append_statement(shape), "{shape:?}");
+        }
+        let distinct: std::collections::HashSet<&str> =
+            AppendShape::ALL.into_iter().map(append_sql).collect();
+        assert_eq!(distinct.len(), 12);
+    }
 }
