@@ -25,11 +25,15 @@ use std::time::{Duration, Instant};
 
 use commands::identity::{IdentityConfig, JoinService, NewToken};
 use commands::{Clock, SimClock};
+use domain::identity::{
+    decide_join, open_join, HardwareClaims, JoinCommand, JoinContext, JoinInput, JoinState,
+    TokenState,
+};
 use domain::identity::{ExpectBinding, TokenRole};
-use domain::pki::statement::{sign, RenewPop};
+use domain::pki::statement::{sign, JoinResponseStatement, RenewPop};
 use domain::pki::{
-    build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, TokenSecret,
-    TrustDomain,
+    build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, Serial,
+    TokenSecret, TrustDomain,
 };
 use events::schema::{
     JoinRefused, JoinTokenCreated, JoinTokenUsed, NodeCertificateIssued, NodeJoined, RenewProofUsed,
@@ -145,6 +149,92 @@ async fn join_round(
     }
     let elapsed = start.elapsed();
     (joined.len() as f64 / elapsed.as_secs_f64(), joined)
+}
+
+/// A join's own CPU, with no database at all: open the sealed token (ECDH, AES-GCM), verify the
+/// CSR, decide (which signs the certificate), sign the JoinResponse. `n` prepared requests on
+/// this thread. Returns joins per second of one core: the ceiling our side puts on joins, next
+/// to the database's share measured by `benchmarks/sql/join_floor.sh`.
+fn cpu_only_joins(keys: &KeySet, n: usize) -> f64 {
+    let secret = TokenSecret::generate().expect("secret");
+    let token = TokenState {
+        token_id: "tok_cpu".into(),
+        tenant_id: "bench".into(),
+        site_id: "site-1".into(),
+        pool_id: "pool-1".into(),
+        role: TokenRole::Node,
+        uses_total: u32::MAX,
+        uses_left: u32::MAX,
+        expires_at_us: i64::MAX,
+        secret_hash: secret.hash(),
+        expect: ExpectBinding::default(),
+        allow_reclaim: false,
+        revoked: false,
+    };
+    let inputs: Vec<JoinInput> = (0..n)
+        .map(|_| {
+            let agent = Agent::new();
+            let sealed = seal_token(
+                keys.join_encryption.public_key(),
+                &secret,
+                &agent.csr_sha256(),
+            )
+            .expect("seal");
+            JoinInput {
+                csr_der: agent.csr,
+                sealed_token: sealed.as_bytes().to_vec(),
+                role: "node".into(),
+                claims: HardwareClaims::default(),
+            }
+        })
+        .collect();
+    let ctx = JoinContext {
+        trust_domain: &keys.trust_domain,
+        node_ca: &keys.node_ca,
+        join_encryption: &keys.join_encryption,
+        leaf_lifetime: time::Duration::hours(24),
+    };
+    let state = JoinState {
+        token: Some(token),
+        hardware_key_holder: None,
+    };
+    let now = time::OffsetDateTime::now_utc();
+    let start = Instant::now();
+    for input in &inputs {
+        let opened = open_join(&ctx, input).expect("opens");
+        let csr_sha256 = *opened.csr.sha256();
+        let cmd = JoinCommand {
+            opened,
+            new_node_id: NodeId::new(&format!("node_{}", uuid::Uuid::new_v4().simple()))
+                .expect("node id"),
+            serial: Serial::generate().expect("serial"),
+        };
+        let events = decide_join(&ctx, &cmd, &state, now).expect("joins");
+        let der = events
+            .iter()
+            .find_map(|e| match e {
+                domain::identity::IdentityEvent::CertificateIssued(c) => Some(c.der.clone()),
+                _ => None,
+            })
+            .expect("certificate");
+        let body = proto::JoinResponse {
+            csr_sha256: csr_sha256.to_vec(),
+            certificate_chain: vec![der, keys.node_ca.cert_der().to_vec()],
+            trust_roots: vec![keys.root_ca.cert_der().to_vec()],
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let signature = sign(
+            &keys.join_signing,
+            &JoinResponseStatement {
+                csr_sha256,
+                response: &body,
+            },
+        )
+        .expect("sign");
+        std::hint::black_box(signature);
+    }
+    n as f64 / start.elapsed().as_secs_f64()
 }
 
 /// One round of renewals of `nodes`, spread over `callers` tasks. Returns renewals per second.
@@ -452,6 +542,17 @@ async fn run() {
             callers * per_caller
         );
     }
+
+    let cpu = median(
+        (0..ROUNDS)
+            .map(|_| cpu_only_joins(&keys, joins_per_round.max(100)))
+            .collect(),
+    );
+    println!(
+        "a join's own CPU, no database (open the token, verify the CSR, decide and sign the \
+         certificate, sign the response), one thread: {cpu:>8.0}/s ({:.0} µs each)",
+        1e6 / cpu
+    );
 
     let real = store.head_position().await.expect("head");
     let gen_start = Instant::now();
