@@ -2,7 +2,8 @@
 //!
 //! Two pure steps, because the token to load is only known once the sealed token opened:
 //!
-//! 1. [`open_join`]: the CSR's signature and P-256 key are checked, and the sealed token is
+//! 1. [`open_join`]: a role the attestor does not list is refused first (spec 001 "The
+//!    contract"); the CSR's signature and P-256 key are checked, and the sealed token is
 //!    opened with the JoinService encryption key, bound to the CSR's SHA-256. The command layer
 //!    then loads the `join_tokens` row whose hash is the secret's, and the node (if any) holding
 //!    the claimed hardware key.
@@ -14,7 +15,9 @@
 use events::schema::{JoinTokenUsed, NodeCertificateIssued, NodeIdentityRevoked, NodeJoined};
 use time::{Duration, OffsetDateTime};
 
-use super::state::{IdentityEvent, NodeState, NodeStatus, TokenState, NODE_KEY_UNATTESTED};
+use super::state::{
+    IdentityEvent, NodeState, NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,
+};
 use super::{sha256, unix_us, DecideError};
 use crate::pki::{
     issue_node_certificate, JoinEncryptionKey, NodeCa, NodeCertificateDecision, NodeId, NodeRole,
@@ -177,13 +180,19 @@ impl OpenedJoin {
     }
 }
 
-/// Step 1: verify the CSR and open the sealed token. A refusal here is attributed to the root
-/// tenant (no secret matched yet). On a refusal the CSR digest, when known, is returned too.
+/// Step 1: refuse a role the attestor does not list (`node`, `site`), verify the CSR and open
+/// the sealed token. A refusal here is attributed to the root tenant (no secret matched yet),
+/// and carries the SHA-256 of the CSR as sent.
 pub fn open_join(
     ctx: &JoinContext<'_>,
     input: &JoinInput,
 ) -> Result<OpenedJoin, (JoinRefusal, Option<[u8; 32]>)> {
-    let csr = VerifiedCsr::verify(&input.csr_der).map_err(|_| (JoinRefusal::BadCsr, None))?;
+    // Spec 001 "The contract": a role the attestor does not list is refused before verify runs.
+    if TokenRole::parse(&input.role).is_none() {
+        return Err((JoinRefusal::WrongRole, Some(sha256(&input.csr_der))));
+    }
+    let csr = VerifiedCsr::verify(&input.csr_der)
+        .map_err(|_| (JoinRefusal::BadCsr, Some(sha256(&input.csr_der))))?;
     let csr_sha = *csr.sha256();
     let sealed = SealedToken::from_bytes(&input.sealed_token)
         .map_err(|_| (JoinRefusal::TokenDoesNotOpen, Some(csr_sha)))?;

@@ -13,7 +13,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::join::JoinContext;
 use super::state::{CertState, IdentityEvent, NodeState, NodeStatus};
-use super::{unix_us, DecideError};
+use super::{sha256, unix_us, DecideError};
 use crate::pki::statement::{verify, RenewPop, Statement};
 use crate::pki::{
     check_clock_window, issue_node_certificate, NodeCertificateDecision, NodeIdentity, Serial,
@@ -131,21 +131,27 @@ impl PreparedRenew {
     }
 }
 
-/// Step 1. A refusal carries what is known for the event: (node id, serial, CSR digest).
+/// Step 1. A refusal carries what is known for the event: the (node id, serial) the presented
+/// leaf names when it parses (claimed, not yet checked against `node_certs`), and the SHA-256
+/// of the CSR as sent.
 #[allow(clippy::type_complexity)]
 pub fn prepare_renew(
     ctx: &JoinContext<'_>,
     input: &RenewInput,
 ) -> Result<PreparedRenew, (RenewRefusal, Option<(String, String)>, Option<[u8; 32]>)> {
-    let csr =
-        VerifiedCsr::verify(&input.csr_der).map_err(|_| (RenewRefusal::BadCsr, None, None))?;
+    let csr_sha_as_sent = sha256(&input.csr_der);
+    let leaf = input.chain.first();
+    let identity = leaf.map(|l| NodeIdentity::from_leaf_der(l, ctx.trust_domain));
+    let claimed = match &identity {
+        Some(Ok(i)) => Some((i.spiffe_id.node.as_str().to_owned(), i.serial.to_hex())),
+        _ => None,
+    };
+    let csr = VerifiedCsr::verify(&input.csr_der)
+        .map_err(|_| (RenewRefusal::BadCsr, claimed.clone(), Some(csr_sha_as_sent)))?;
     let csr_sha = *csr.sha256();
-    let leaf = input
-        .chain
-        .first()
-        .ok_or((RenewRefusal::BadCertificate, None, Some(csr_sha)))?;
-    let identity = NodeIdentity::from_leaf_der(leaf, ctx.trust_domain)
-        .map_err(|_| (RenewRefusal::BadCertificate, None, Some(csr_sha)))?;
+    let (Some(leaf), Some(Ok(identity))) = (leaf, identity) else {
+        return Err((RenewRefusal::BadCertificate, None, Some(csr_sha)));
+    };
     let statement = RenewPop {
         csr_sha256: csr_sha,
         node_id: identity.spiffe_id.node.clone(),
