@@ -170,8 +170,31 @@ fn start_audit(
     Ok(stop)
 }
 
+/// Starts the identity housekeeping (expired renew proofs pruned, suppressed refusal counts
+/// written to the log) as a background task, stopped with the audit tasks.
+fn start_identity_maintenance(join: Arc<JoinService>, stopped: tokio::sync::watch::Receiver<bool>) {
+    use commands::identity::{run_maintenance, MAINTENANCE_INTERVAL};
+    tokio::spawn(run_maintenance(
+        join,
+        MAINTENANCE_INTERVAL,
+        stopped,
+        |round| match round {
+            Ok(r) if r.pruned > 0 || r.suppressed_events > 0 => tracing::info!(
+                pruned = r.pruned,
+                prune_events = r.prune_events,
+                suppressed_events = r.suppressed_events,
+                "identity maintenance"
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "identity maintenance failed; tried again next round")
+            }
+        },
+    ));
+}
+
 /// What the `all` and `api` roles share: the keys, the store, the JoinService, the settled trust
-/// bundle, the audit sequencer and sealer.
+/// bundle, the audit sequencer and sealer, the identity maintenance.
 pub(crate) struct Core {
     pub keys: Arc<KeySet>,
     pub store: EventStore,
@@ -180,8 +203,8 @@ pub(crate) struct Core {
     pub audit_shutdown: tokio::sync::watch::Sender<bool>,
 }
 
-/// Loads the keys, opens the store, settles the trust bundle, starts the JoinService and the
-/// audit sequencer and sealer.
+/// Loads the keys, opens the store, settles the trust bundle, starts the JoinService, the
+/// audit sequencer and sealer, and the identity maintenance.
 pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> {
     let keys = Arc::new(load_keys(
         &settings.pki_bundle,
@@ -205,6 +228,7 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
         identity,
     )?);
     let audit_shutdown = start_audit(&store, &keys, clock.clone(), settings.audit_seal_interval)?;
+    start_identity_maintenance(join.clone(), audit_shutdown.subscribe());
     Ok(Core {
         keys,
         store,

@@ -7,6 +7,7 @@
 //! [`refusals`]), in the token's (or node's) tenant only once its secret (or stored
 //! certificate) matched, otherwise in the root tenant.
 
+pub mod maintenance;
 mod refusals;
 mod store;
 pub mod views;
@@ -34,6 +35,7 @@ use time::Duration;
 use crate::run::append_streams_and_project;
 use crate::{append_and_project, AsConflict, Clock, RunError};
 
+pub use maintenance::{run_maintenance, MaintenanceReport, MAINTENANCE_INTERVAL, PRUNE_BATCH};
 use store::query_as;
 pub use views::{CertView, CreatedToken, NodeDetail, NodeView, TokenView};
 

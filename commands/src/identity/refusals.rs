@@ -111,17 +111,23 @@ pub(crate) async fn flush_in(
     )?;
     let mut written = 0;
     for row in rows {
-        tx.execute(
-            "DELETE FROM refusal_suppressed_pending WHERE kind = $1 AND refusal = $2 \
+        // Another process (a second replica's maintenance) may have written this count since
+        // the read: the row it deleted is then gone here, and the count is not written twice.
+        let removed = tx
+            .execute(
+                "DELETE FROM refusal_suppressed_pending WHERE kind = $1 AND refusal = $2 \
              AND window_start_us = $3 AND tenant_id = $4",
-            &[
-                row.kind.clone().into(),
-                row.refusal.clone().into(),
-                row.window_start_us.into(),
-                row.tenant_id.clone().into(),
-            ],
-        )
-        .await?;
+                &[
+                    row.kind.clone().into(),
+                    row.refusal.clone().into(),
+                    row.window_start_us.into(),
+                    row.tenant_id.clone().into(),
+                ],
+            )
+            .await?;
+        if removed == 0 {
+            continue;
+        }
         let payload = RefusalsSuppressed {
             kind: row.kind,
             refusal: row.refusal,

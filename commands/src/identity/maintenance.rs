@@ -1,0 +1,93 @@
+//! Identity housekeeping that a serving process runs in the background, so that nothing waits
+//! on a test or an operator to call it:
+//!
+//! - expired single-use evidence (renew proofs in `attestation_uses`) is pruned in batches of
+//!   [`PRUNE_BATCH`] (spec 001 "Single-use evidence": "in batches (5,000 by default)"), each
+//!   batch one `attestation.uses.pruned` event, until no expired row is left;
+//! - the suppressed-refusal counts of every finished minute are written to the log as
+//!   `security.refusals.suppressed` events, so a burst followed by silence is not left out of
+//!   the audit trail.
+//!
+//! Both are events, so a rebuild or a replay gives the same tables. Several serving replicas may
+//! run this at once: a second prune naming rows the first already deleted deletes nothing, and
+//! the flush removes each pending count in the transaction that writes its event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::{IdentityError, JoinService};
+
+/// Expired `attestation_uses` rows per prune event (spec 001's default).
+pub const PRUNE_BATCH: u32 = 5_000;
+
+/// How often a serving process runs [`JoinService::maintain`].
+pub const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What one [`JoinService::maintain`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MaintenanceReport {
+    /// Expired `attestation_uses` rows pruned.
+    pub pruned: u64,
+    /// `attestation.uses.pruned` events written (one per batch).
+    pub prune_events: u64,
+    /// `security.refusals.suppressed` events written.
+    pub suppressed_events: u64,
+}
+
+impl JoinService {
+    /// Prunes every expired `attestation_uses` row, [`PRUNE_BATCH`] per event, then writes the
+    /// suppressed-refusal counts of finished minutes. Each batch is its own transaction, so a
+    /// long backlog makes progress that a failure later on does not undo.
+    pub async fn maintain(&self) -> Result<MaintenanceReport, IdentityError> {
+        self.maintain_in_batches(PRUNE_BATCH).await
+    }
+
+    /// [`JoinService::maintain`] with another batch size (tests use small ones).
+    pub async fn maintain_in_batches(
+        &self,
+        batch: u32,
+    ) -> Result<MaintenanceReport, IdentityError> {
+        let mut report = MaintenanceReport::default();
+        loop {
+            let pruned = self.prune_attestation_uses(batch).await?;
+            if pruned == 0 {
+                break;
+            }
+            report.pruned += pruned;
+            report.prune_events += 1;
+            if pruned < u64::from(batch) {
+                break;
+            }
+        }
+        report.suppressed_events = self.flush_suppressed_refusals().await?;
+        Ok(report)
+    }
+}
+
+/// Runs [`JoinService::maintain`] now and then every `interval`, until `shutdown` turns true or
+/// its sender is dropped. Each round's outcome goes to `report` (the serving process logs it);
+/// a failed round (the database restarting, say) is tried again at the next tick and does not
+/// stop the loop.
+pub async fn run_maintenance(
+    service: Arc<JoinService>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+    mut report: impl FnMut(Result<MaintenanceReport, IdentityError>) + Send,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            r = shutdown.changed() => {
+                if r.is_err() || *shutdown.borrow() {
+                    return;
+                }
+                continue;
+            }
+            _ = ticker.tick() => {}
+        }
+        report(service.maintain().await);
+    }
+}

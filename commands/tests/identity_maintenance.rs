@@ -1,0 +1,178 @@
+//! Identity maintenance, on Postgres and SQLite: expired renew proofs pruned in batches at
+//! exactly their expiry (120 s after use), unexpired ones kept, suppressed refusal counts written
+//! to the log, and the background loop a serving process runs.
+
+mod identity_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use commands::identity::{
+    run_maintenance, IdentityConfig, JoinService, MaintenanceReport, PRUNE_BATCH,
+};
+use domain::pki::TrustDomain;
+use events::store::testkit::TestDb;
+use identity_support::*;
+use projections::identity;
+
+/// Renews the node of (`agent`, `leaf`) `n` times at the clock's now, each with a fresh proof:
+/// `n` rows in `attestation_uses`, each expiring 120 s from now.
+async fn renew_times(f: &Fixture, agent: &Agent, leaf: &[u8], node: &str, n: usize) {
+    for _ in 0..n {
+        let next = Agent::new();
+        f.svc
+            .renew(&renew_request(agent, leaf, node, &next, now_ms(f)))
+            .await
+            .expect("renewal");
+    }
+}
+
+/// The keys named by every `attestation.uses.pruned` event, per event.
+async fn prune_events(f: &Fixture) -> Vec<usize> {
+    all_events(&f.store)
+        .await
+        .into_iter()
+        .filter(|e| e.event_type == "attestation.uses.pruned")
+        .map(|e| {
+            e.decode::<events::schema::AttestationUsesPruned>()
+                .unwrap()
+                .keys
+                .len()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn expired_proofs_are_pruned_in_batches_at_their_expiry_and_the_rest_kept() {
+    assert_eq!(PRUNE_BATCH, 5_000, "spec 001: 5,000 by default");
+    for db in TestDb::each().await.unwrap() {
+        let f = fixture(db).await;
+        let (agent, body) = join_new(&f, "t1").await;
+        let leaf = body.certificate_chain[0].clone();
+        renew_times(&f, &agent, &leaf, &body.node_id, 5).await;
+        f.clock.advance_secs(60);
+        renew_times(&f, &agent, &leaf, &body.node_id, 1).await;
+
+        // 1 µs before the first five expire: nothing to prune.
+        f.clock.advance_us(60_000_000 - 1);
+        assert_eq!(
+            f.svc.maintain_in_batches(2).await.unwrap(),
+            MaintenanceReport::default()
+        );
+        // At their expiry: the five go, two per event; the sixth (60 s younger) stays.
+        f.clock.advance_us(1);
+        let report = f.svc.maintain_in_batches(2).await.unwrap();
+        assert_eq!(
+            report,
+            MaintenanceReport {
+                pruned: 5,
+                prune_events: 3,
+                suppressed_events: 0
+            }
+        );
+        assert_eq!(prune_events(&f).await, vec![2, 2, 1]);
+        assert_eq!(f.svc.maintain().await.unwrap().pruned, 0);
+        // And the sixth at its own expiry.
+        f.clock.advance_secs(60);
+        assert_eq!(f.svc.maintain().await.unwrap().pruned, 1);
+        assert_eq!(prune_events(&f).await, vec![2, 2, 1, 1]);
+
+        // Prunes are events: a rebuild gives the same tables.
+        let tables = identity::tables();
+        let inline = projections::digest_tables(&f.store, &tables).await.unwrap();
+        projections::rebuild(&f.store, &identity::all(), None, 1000, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(
+            inline,
+            projections::digest_tables(&f.store, &tables).await.unwrap()
+        );
+    }
+}
+
+#[tokio::test]
+async fn maintenance_writes_the_suppressed_refusal_counts_of_finished_minutes() {
+    for db in TestDb::each().await.unwrap() {
+        let f = fixture(db).await;
+        let stranger = domain::pki::TokenSecret::generate().unwrap();
+        let req = join_request(
+            &f,
+            &Agent::new(),
+            stranger.expose(),
+            "node",
+            Default::default(),
+        );
+        for _ in 0..63 {
+            assert_join_denied(f.svc.join(&req).await);
+        }
+        // The minute is not over: nothing to write yet.
+        assert_eq!(f.svc.maintain().await.unwrap().suppressed_events, 0);
+        f.clock.advance_secs(60);
+        assert_eq!(f.svc.maintain().await.unwrap().suppressed_events, 1);
+        let counts: Vec<u64> = all_events(&f.store)
+            .await
+            .into_iter()
+            .filter(|e| e.event_type == "security.refusals.suppressed")
+            .map(|e| {
+                e.decode::<events::schema::RefusalsSuppressed>()
+                    .unwrap()
+                    .count
+            })
+            .collect();
+        assert_eq!(counts, vec![3]);
+        // Written once.
+        assert_eq!(f.svc.maintain().await.unwrap().suppressed_events, 0);
+    }
+}
+
+#[tokio::test]
+async fn the_maintenance_loop_prunes_without_being_called_and_stops_on_shutdown() {
+    for db in TestDb::each().await.unwrap() {
+        let f = fixture(db).await;
+        let (agent, body) = join_new(&f, "t1").await;
+        let leaf = body.certificate_chain[0].clone();
+        renew_times(&f, &agent, &leaf, &body.node_id, 3).await;
+        f.clock.advance_secs(120);
+
+        // A second JoinService on the same store and clock, as a serving process holds one.
+        let service = Arc::new(
+            JoinService::new(
+                f.store.clone(),
+                f.keys.clone(),
+                Arc::new(f.clock.clone()),
+                IdentityConfig::new(TrustDomain::new(TD).unwrap()),
+            )
+            .unwrap(),
+        );
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let (rounds, mut reported) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(run_maintenance(
+            service,
+            Duration::from_millis(20),
+            stopped,
+            move |r| {
+                let _ = rounds.send(r.map_err(|e| e.to_string()));
+            },
+        ));
+        let first = tokio::time::timeout(Duration::from_secs(10), reported.recv())
+            .await
+            .expect("a round within 10 s")
+            .expect("a report")
+            .expect("the round succeeded");
+        assert_eq!(first.pruned, 3);
+        // Later rounds find nothing.
+        let next = tokio::time::timeout(Duration::from_secs(10), reported.recv())
+            .await
+            .expect("another round")
+            .expect("a report")
+            .expect("the round succeeded");
+        assert_eq!(next, MaintenanceReport::default());
+        assert_eq!(prune_events(&f).await, vec![3]);
+
+        stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the loop stops on shutdown")
+            .unwrap();
+    }
+}
