@@ -31,6 +31,23 @@ async fn join_refusals_each_reason() {
         req.csr[20] ^= 0xff;
         assert_join_denied(f.svc.join(&req).await);
         assert_last_refusal(&f.store, "root", "join-token:bad-csr").await;
+        // The event holds the digest of the CSR as sent, never the CSR or the token.
+        let (_, event) = last_join_refusal(&f.store).await;
+        assert_eq!(
+            event.csr_sha256,
+            domain::identity::sha256(&req.csr).to_vec()
+        );
+        assert_eq!(event.attestor, "join-token");
+        assert!(event.token_id.is_empty() && event.hardware_key_sha256.is_empty());
+
+        // A role the attestor does not list is refused before verify runs: a valid token and a
+        // broken CSR still give wrong-role, in the root tenant.
+        for role in ["admin", "ramdisk", ""] {
+            let mut req = join_request(&f, &agent, &secret, role, Default::default());
+            req.csr[20] ^= 0xff;
+            assert_join_denied(f.svc.join(&req).await);
+            assert_last_refusal(&f.store, "root", "join-token:wrong-role").await;
+        }
 
         // token-does-not-open: sealed for another CSR.
         let other = Agent::new();
@@ -49,6 +66,9 @@ async fn join_refusals_each_reason() {
         let req = join_request(&f, &agent, &secret, "site", Default::default());
         assert_join_denied(f.svc.join(&req).await);
         assert_last_refusal(&f.store, "t1", "join-token:wrong-role").await;
+        let (_, event) = last_join_refusal(&f.store).await;
+        assert_eq!(event.token_id, created.token.token_id);
+        assert_eq!(event.csr_sha256, agent.csr_sha256().to_vec());
 
         // expect binding.
         let bound = f
@@ -328,6 +348,120 @@ async fn join_issues_profile_and_openssl_verifies_the_chain() {
         let text = String::from_utf8_lossy(&text.stdout);
         assert!(text.contains("OU = bc-role:node"), "{text}");
         assert!(!text.contains("DNS:"), "{text}");
+
+        // What the JoinResponse carries verifies on its own, and so does a renewed certificate
+        // with what the RenewResponse carries; the root is the bundle's.
+        assert_eq!(body.trust_roots, vec![f.keys.root_ca.cert_der().to_vec()]);
+        let now_s = f.clock.now_us() / 1_000_000;
+        openssl_verifies(&body.certificate_chain, &body.trust_roots, now_s + 60);
+        f.clock.advance_secs(3600);
+        let next = Agent::new();
+        let renewed = f
+            .svc
+            .renew(&renew_request(
+                &_agent,
+                leaf,
+                &body.node_id,
+                &next,
+                now_ms(&f),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(renewed.trust_roots, body.trust_roots);
+        openssl_verifies(
+            &renewed.certificate_chain,
+            &renewed.trust_roots,
+            now_s + 3600 + 60,
+        );
+        // And a chain with another CA as intermediate does not.
+        let other = domain::pki::KeySet::generate(
+            TrustDomain::new(TD).unwrap(),
+            f.clock.now(),
+            domain::pki::KeySetLifetimes::default(),
+        )
+        .unwrap();
+        let wrong = vec![
+            renewed.certificate_chain[0].clone(),
+            other.node_ca.cert_der().to_vec(),
+        ];
+        let verified = std::panic::catch_unwind(|| {
+            openssl_verifies(&wrong, &renewed.trust_roots, now_s + 3600 + 60)
+        });
+        assert!(verified.is_err(), "a foreign intermediate must not verify");
+    }
+}
+
+#[tokio::test]
+async fn join_events_record_the_attestor_the_unattested_key_and_the_claim_digests() {
+    use domain::identity::sha256;
+    for db in TestDb::each().await.unwrap() {
+        let f = fixture(db).await;
+        let created = f.svc.create_token(&token_spec("t1")).await.unwrap();
+        let agent = Agent::new();
+        let hw = b"an EK public area".to_vec();
+        let req = join_request(
+            &f,
+            &agent,
+            &created.secret,
+            "node",
+            claims(
+                "4C4C4544-0042-3510-8052-B7C04F4E4E01",
+                &["AA:BB:CC:DD:EE:02", "aa:bb:cc:dd:ee:01"],
+                &hw,
+            ),
+        );
+        let body = open_response(&f, &agent, &f.svc.join(&req).await.unwrap());
+        let all = all_events(&f.store).await;
+        let joined = all
+            .iter()
+            .find(|e| e.event_type == "node.joined")
+            .expect("node.joined");
+        let p: events::schema::NodeJoined = joined.decode().unwrap();
+        assert_eq!(p.node_id, body.node_id);
+        assert_eq!(p.attestor, "join-token");
+        assert_eq!(p.node_key, "unattested");
+        assert_eq!(p.token_id, created.token.token_id);
+        assert_eq!(p.csr_sha256, agent.csr_sha256().to_vec());
+        assert_eq!(
+            p.product_uuid_sha256,
+            sha256(b"4c4c4544-0042-3510-8052-b7c04f4e4e01").to_vec()
+        );
+        assert_eq!(
+            p.macs_sha256,
+            sha256(b"aa:bb:cc:dd:ee:01\naa:bb:cc:dd:ee:02").to_vec()
+        );
+        assert_eq!(p.hardware_key_sha256, sha256(&hw).to_vec());
+        // The join's three events are one transaction's (one commit marker on Postgres), in
+        // order, with nothing between them.
+        let at = all
+            .iter()
+            .position(|e| e.event_type == "node.joined")
+            .unwrap();
+        let mine = &all[at..at + 3];
+        assert_eq!(
+            mine.iter()
+                .map(|e| e.event_type.as_str())
+                .collect::<Vec<_>>(),
+            ["node.joined", "node.certificate.issued", "token.used"]
+        );
+        assert!(mine.iter().all(|e| e.tx_id == joined.tx_id));
+        assert_eq!(mine[2].position, mine[0].position + 2);
+
+        // A refusal with a claimed hardware key records its digest, in the token's tenant once
+        // the secret matched.
+        let again = join_request(
+            &f,
+            &Agent::new(),
+            &created.secret,
+            "node",
+            claims("", &[], &hw),
+        );
+        assert_join_denied(f.svc.join(&again).await);
+        let (tenant, event) = last_join_refusal(&f.store).await;
+        assert_eq!(tenant, "t1");
+        assert_eq!(event.refusal, "join-token:hardware-key-enrolled");
+        assert_eq!(event.hardware_key_sha256, sha256(&hw).to_vec());
+        assert_eq!(event.csr_sha256, sha256(&again.csr).to_vec());
     }
 }
 
@@ -381,6 +515,25 @@ async fn renewal_keeps_identity_and_refuses_each_reason() {
         bad.csr[30] ^= 0x01;
         assert_renew_denied(f.svc.renew(&bad).await);
         assert_last_refusal(&f.store, "root", "renew:bad-csr").await;
+        // The event names the node and serial the leaf claims, and the CSR as sent.
+        let (_, event) = last_renew_refusal(&f.store).await;
+        assert_eq!(event.node_id, node);
+        assert_eq!(event.serial, new_id.serial.to_hex());
+        assert_eq!(
+            event.csr_sha256,
+            domain::identity::sha256(&bad.csr).to_vec()
+        );
+
+        // bad-proof: a valid proof for another CSR (the proof binds the CSR's SHA-256).
+        let mut swapped = renew_request(&next, &new_leaf, &node, &n2, now_ms(&f));
+        swapped.csr = Agent::new().csr;
+        assert_renew_denied(f.svc.renew(&swapped).await);
+        assert_last_refusal(&f.store, "t1", "renew:bad-proof").await;
+        let (_, event) = last_renew_refusal(&f.store).await;
+        assert_eq!(
+            (event.node_id.as_str(), event.serial.clone()),
+            (node.as_str(), new_id.serial.to_hex())
+        );
 
         // bad-certificate: no chain.
         let mut none = renew_request(&next, &new_leaf, &node, &n2, now_ms(&f));
@@ -519,9 +672,15 @@ async fn refusals_over_sixty_a_minute_are_counted_not_lost() {
         assert_eq!(suppressed.len(), 1);
         assert_eq!(suppressed[0].count, 1);
         assert_eq!(suppressed[0].refusal, "join-token:unknown-token");
+        // The bound is per (attestor, reason): another reason in the same minute is recorded.
+        let mut bad = join_request(&f, &agent, stranger.expose(), "node", Default::default());
+        bad.csr[20] ^= 0xff;
+        assert_join_denied(f.svc.join(&bad).await);
+        assert_last_refusal(&f.store, "root", "join-token:bad-csr").await;
+        assert_eq!(refusals(&f.store).await.len(), 61);
         // A new minute records again.
         assert_join_denied(f.svc.join(&req).await);
-        assert_eq!(refusals(&f.store).await.len(), 61);
+        assert_eq!(refusals(&f.store).await.len(), 62);
         let digest_before = projections::digest_tables(&f.store, &identity::tables())
             .await
             .unwrap();

@@ -217,3 +217,66 @@ pub async fn join_new(f: &Fixture, tenant: &str) -> (Agent, proto::JoinResponse)
     let body = open_response(f, &agent, &signed);
     (agent, body)
 }
+
+/// The last `security.join.refused` event, decoded, with its tenant.
+pub async fn last_join_refusal(store: &EventStore) -> (String, events::schema::JoinRefused) {
+    let e = all_events(store)
+        .await
+        .into_iter()
+        .rev()
+        .find(|e| e.event_type == "security.join.refused")
+        .expect("a security.join.refused event");
+    (e.tenant_id.clone(), e.decode().unwrap())
+}
+
+/// The last `security.renew.refused` event, decoded, with its tenant.
+pub async fn last_renew_refusal(store: &EventStore) -> (String, events::schema::RenewRefused) {
+    let e = all_events(store)
+        .await
+        .into_iter()
+        .rev()
+        .find(|e| e.event_type == "security.renew.refused")
+        .expect("a security.renew.refused event");
+    (e.tenant_id.clone(), e.decode().unwrap())
+}
+
+/// `openssl verify` of `chain[0]` at unix time `at`, trusting only `roots`, with the rest of
+/// `chain` as untrusted intermediates: the check a relying party makes with what a
+/// JoinResponse or RenewResponse carries. Panics with openssl's output when it fails.
+pub fn openssl_verifies(chain: &[Vec<u8>], roots: &[Vec<u8>], at: i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = |name: &str, ders: &[Vec<u8>]| {
+        let mut text = String::new();
+        for (i, der) in ders.iter().enumerate() {
+            let der_path = dir.path().join(format!("{name}-{i}.der"));
+            std::fs::write(&der_path, der).unwrap();
+            let out = std::process::Command::new("/usr/bin/openssl")
+                .args(["x509", "-inform", "DER", "-in"])
+                .arg(&der_path)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "openssl x509: {out:?}");
+            text.push_str(&String::from_utf8(out.stdout).unwrap());
+        }
+        let path = dir.path().join(format!("{name}.pem"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let leaf = pem("leaf", &chain[..1]);
+    let intermediates = pem("intermediates", &chain[1..]);
+    let roots = pem("roots", roots);
+    let out = std::process::Command::new("/usr/bin/openssl")
+        .args(["verify", "-attime", &at.to_string(), "-CAfile"])
+        .arg(&roots)
+        .arg("-untrusted")
+        .arg(&intermediates)
+        .arg(&leaf)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl verify: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
