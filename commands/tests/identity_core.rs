@@ -600,10 +600,12 @@ async fn revocation_raises_generation_and_old_certificates_never_renew() {
         let view = f.svc.revoke_identity(&node, "compromised").await.unwrap();
         assert_eq!(view.identity_generation, 2);
         let detail = f.svc.show_node(&node).await.unwrap();
+        assert_eq!(detail.certificates.len(), 1);
         assert!(detail
             .certificates
             .iter()
-            .all(|c| c.revoked_at_us.is_some()));
+            .all(|c| c.revoked_at_us == Some(f.clock.now_us())
+                && c.revoke_reason.as_deref() == Some("identity revoked: compromised")));
         let req = renew_request(&agent, &leaf, &node, &Agent::new(), now_ms(&f));
         assert_renew_denied(f.svc.renew(&req).await);
         assert_last_refusal(&f.store, "t1", "renew:old-generation").await;
@@ -616,6 +618,12 @@ async fn revocation_raises_generation_and_old_certificates_never_renew() {
             .await
             .unwrap();
         assert_eq!(retired.status, "retired");
+        assert_eq!(retired.status_reason.as_deref(), Some("decommissioned"));
+        let certs = f.svc.show_node(&b2.node_id).await.unwrap().certificates;
+        assert_eq!(
+            certs[0].revoke_reason.as_deref(),
+            Some("node retired: decommissioned")
+        );
         let req = renew_request(
             &a2,
             &b2.certificate_chain[0],
@@ -626,10 +634,30 @@ async fn revocation_raises_generation_and_old_certificates_never_renew() {
         assert_renew_denied(f.svc.renew(&req).await);
         assert_last_refusal(&f.store, "t1", "renew:revoked").await;
 
-        // delete: revoked too, and the node is gone from active use.
-        let (a3, b3) = join_new(&f, "t1").await;
+        // delete: revoked too, and the node is gone from active use; its hardware key may
+        // join again (as a new node) with a token that does not allow reclaim.
+        let hw = b"the deleted machine's EK".to_vec();
+        let token = f.svc.create_token(&token_spec("t1")).await.unwrap();
+        let a3 = Agent::new();
+        let signed = f
+            .svc
+            .join(&join_request(
+                &f,
+                &a3,
+                &token.secret,
+                "node",
+                claims("", &[], &hw),
+            ))
+            .await
+            .unwrap();
+        let b3 = open_response(&f, &a3, &signed);
         let deleted = f.svc.delete_node(&b3.node_id, "gone").await.unwrap();
         assert_eq!(deleted.status, "deleted");
+        let certs = f.svc.show_node(&b3.node_id).await.unwrap().certificates;
+        assert_eq!(
+            certs[0].revoke_reason.as_deref(),
+            Some("node deleted: gone")
+        );
         let req = renew_request(
             &a3,
             &b3.certificate_chain[0],
@@ -643,8 +671,25 @@ async fn revocation_raises_generation_and_old_certificates_never_renew() {
             f.svc.delete_node(&b3.node_id, "again").await,
             Err(commands::identity::IdentityError::Admin(_))
         ));
+        let again = Agent::new();
+        let signed = f
+            .svc
+            .join(&join_request(
+                &f,
+                &again,
+                &token.secret,
+                "node",
+                claims("", &[], &hw),
+            ))
+            .await
+            .expect("a deleted node's hardware key joins again");
+        let rejoined = open_response(&f, &again, &signed);
+        assert_ne!(
+            rejoined.node_id, b3.node_id,
+            "a new node, not the deleted one"
+        );
         let nodes = f.svc.list_nodes(Some("t1")).await.unwrap();
-        assert_eq!(nodes.len(), 3);
+        assert_eq!(nodes.len(), 4);
     }
 }
 

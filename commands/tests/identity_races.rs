@@ -1,4 +1,5 @@
-//! (Postgres) 200 concurrent joins with one single-use token: exactly one node joins.
+//! (Postgres) Races under real concurrency: 200 concurrent joins with one single-use token, exactly
+//! one node joins; one renew proof sent to two replicas at once, exactly one renewal.
 
 mod identity_support;
 
@@ -67,4 +68,72 @@ async fn two_hundred_concurrent_joins_one_single_use_token() {
     assert!(refused
         .iter()
         .all(|(t, r)| t == "t1" && r == "join-token:no-use-left"));
+}
+
+/// (Postgres) One captured renew request sent 50 times at once, half to each of two replicas
+/// (two JoinServices, each with its own connection pool, on one database): exactly one renews,
+/// every other is a `renew:replay` refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_renew_proof_sent_to_two_replicas_at_once_renews_once() {
+    use commands::identity::{IdentityConfig, JoinService};
+    let db = TestDb::postgres().await.unwrap();
+    let first = EventStore::Postgres(db.pg_store(30).await.unwrap());
+    let second = EventStore::Postgres(db.pg_store(30).await.unwrap());
+    let f = Arc::new(fixture_on(db, first).await);
+    let replica = Arc::new(
+        JoinService::new(
+            second,
+            f.keys.clone(),
+            Arc::new(f.clock.clone()),
+            IdentityConfig::new(domain::pki::TrustDomain::new(TD).unwrap()),
+        )
+        .unwrap(),
+    );
+    let (agent, body) = join_new(&f, "t1").await;
+    f.clock.advance_secs(60);
+    let req = Arc::new(renew_request(
+        &agent,
+        &body.certificate_chain[0],
+        &body.node_id,
+        &Agent::new(),
+        now_ms(&f),
+    ));
+    let barrier = Arc::new(tokio::sync::Barrier::new(50));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..50 {
+        let (f, replica, req, barrier) = (f.clone(), replica.clone(), req.clone(), barrier.clone());
+        tasks.spawn(async move {
+            barrier.wait().await;
+            if i % 2 == 0 {
+                f.svc.renew(&req).await
+            } else {
+                replica.renew(&req).await
+            }
+        });
+    }
+    let (mut renewed, mut denied) = (0, 0);
+    while let Some(r) = tasks.join_next().await {
+        match r.unwrap() {
+            Ok(_) => renewed += 1,
+            Err(IdentityError::AccessDenied(_)) => denied += 1,
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    assert_eq!((renewed, denied), (1, 49));
+    let all = all_events(&f.store).await;
+    let issued = all
+        .iter()
+        .filter(|e| e.event_type == "node.certificate.issued")
+        .count();
+    assert_eq!(issued, 2, "the join's certificate and one renewal");
+    let proofs = all
+        .iter()
+        .filter(|e| e.event_type == "node.renew_proof.used")
+        .count();
+    assert_eq!(proofs, 1);
+    let refused = refusals(&f.store).await;
+    assert_eq!(refused.len(), 49);
+    assert!(refused
+        .iter()
+        .all(|(t, r)| t == "t1" && r == "renew:replay"));
 }
