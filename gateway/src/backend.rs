@@ -3,14 +3,16 @@
 //! which holds no signing key and relays).
 //!
 //! Both give the caller the same answers: PERMISSION_DENIED "Join refused" / "Renew refused"
-//! for every refusal, UNAVAILABLE when the store (or the api) cannot be reached, INTERNAL for
-//! bugs with the detail only in a log.
+//! for every refusal, UNIMPLEMENTED (the spec's UNSUPPORTED) for a Join naming an attestor this
+//! control plane does not run, UNAVAILABLE when the store (or the api) cannot be reached,
+//! INTERNAL for bugs with the detail only in a log.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use commands::identity::{IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED};
 use commands::RunError;
+use domain::identity::JOIN_TOKEN_ATTESTOR;
 use proto::{JoinRequest, RenewRequest, RenewResponse, SignedJoinResponse};
 use tonic::Status;
 
@@ -34,15 +36,58 @@ pub fn identity_failure(what: &str, e: &IdentityError) -> Status {
     }
 }
 
-/// Join through the JoinService, every refusal the same PERMISSION_DENIED.
+/// The attestors this control plane runs, as a Join names them (an empty name means the first).
+/// Kept in step with the attestors `JoinService::join` accepts.
+pub const SUPPORTED_ATTESTORS: &[&str] = &[JOIN_TOKEN_ATTESTOR];
+
+/// How an unsupported attestor's status message starts (the spec's code); the relay passes on
+/// an UNIMPLEMENTED Join from the api only with it, so an api that lacks the method entirely
+/// still reads as unavailable.
+pub const UNSUPPORTED_PREFIX: &str = "UNSUPPORTED: ";
+
+/// How much of an unknown attestor name a status or log line repeats (the name comes from the
+/// network).
+const ATTESTOR_SHOWN_CHARS: usize = 64;
+
+/// `attestor` as a status or log shows it: quoted and escaped, at most
+/// [`ATTESTOR_SHOWN_CHARS`] characters of it.
+fn shown_attestor(attestor: &str) -> String {
+    if attestor.chars().count() <= ATTESTOR_SHOWN_CHARS {
+        format!("{attestor:?}")
+    } else {
+        let head: String = attestor.chars().take(ATTESTOR_SHOWN_CHARS).collect();
+        format!("{head:?}...")
+    }
+}
+
+/// The status for a Join naming an attestor this control plane does not run: the spec's
+/// UNSUPPORTED, which gRPC calls UNIMPLEMENTED. Unlike a refusal it is not secret: it names the
+/// attestor asked for and the ones that exist, so the operator can fix the agent's
+/// configuration (retrying cannot help).
+pub fn unsupported_attestor(attestor: &str) -> Status {
+    let attestor = shown_attestor(attestor);
+    let supported = SUPPORTED_ATTESTORS
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Status::unimplemented(format!(
+        "{UNSUPPORTED_PREFIX}attestor {attestor} is not supported by this control plane; supported: {supported} (an empty attestor means {JOIN_TOKEN_ATTESTOR:?})"
+    ))
+}
+
+/// Join through the JoinService: every refusal the same PERMISSION_DENIED, an attestor this
+/// control plane does not run UNIMPLEMENTED ([`unsupported_attestor`]).
 pub async fn local_join(
     join: &JoinService,
     request: &JoinRequest,
 ) -> Result<SignedJoinResponse, Status> {
     match join.join(request).await {
         Ok(answer) => Ok(answer),
-        Err(IdentityError::AccessDenied(_)) | Err(IdentityError::UnsupportedAttestor(_)) => {
-            Err(Status::permission_denied(JOIN_REFUSED))
+        Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(JOIN_REFUSED)),
+        Err(IdentityError::UnsupportedAttestor(attestor)) => {
+            tracing::info!(attestor = %shown_attestor(&attestor), "join: unsupported attestor");
+            Err(unsupported_attestor(&attestor))
         }
         Err(e) => Err(identity_failure("join", &e)),
     }

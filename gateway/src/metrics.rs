@@ -43,7 +43,8 @@ impl Labeled {
 /// Every counter the gateway keeps.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Join calls answered here, by outcome: joined, refused, error.
+    /// Join calls answered here, by outcome: joined, refused, unsupported (an attestor this
+    /// control plane does not run), error.
     pub join_requests: Labeled,
     /// Join refusals by reason (`<attestor>:<reason>`), deployment-wide, from the
     /// `security.join.refused` events the feed reads (suppressed ones counted once summarized).

@@ -16,6 +16,7 @@ use tokio_rustls::TlsConnector;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 
+use crate::backend::UNSUPPORTED_PREFIX;
 use crate::internal_tls::relay_client_config;
 use crate::trust::WelcomeTrust;
 
@@ -128,12 +129,18 @@ impl ApiClient {
         }
     }
 
+    /// Relays a Join. Besides [`Self::relayed`]'s answers, the api's UNSUPPORTED attestor
+    /// (UNIMPLEMENTED, [`crate::backend::unsupported_attestor`]) reaches the node as it is, code
+    /// and message: the api, not the gateway, knows which attestors run.
     pub async fn join(&self, request: JoinRequest) -> Result<SignedJoinResponse, Status> {
         let mut c = self.client.clone();
-        c.join(request)
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| self.relayed("join", JOIN_REFUSED, s))
+        c.join(request).await.map(|r| r.into_inner()).map_err(|s| {
+            if s.code() == Code::Unimplemented && s.message().starts_with(UNSUPPORTED_PREFIX) {
+                Status::unimplemented(s.message().to_owned())
+            } else {
+                self.relayed("join", JOIN_REFUSED, s)
+            }
+        })
     }
 
     pub async fn renew(

@@ -139,6 +139,10 @@ impl NodeService for NodeServer {
                 self.metrics.join_requests.inc("refused");
                 Err(s)
             }
+            Err(s) if s.code() == tonic::Code::Unimplemented => {
+                self.metrics.join_requests.inc("unsupported");
+                Err(s)
+            }
             Err(s) => {
                 self.metrics.join_requests.inc("error");
                 Err(s)

@@ -2,7 +2,8 @@
 //! client certificate (serving CA, `OU=bc-role:gateway`, clientAuth) gets in; a node
 //! certificate, a gateway's agent-facing serving certificate or another deployment's internal
 //! certificate is refused at the handshake; the relay trusts only the api's internal
-//! certificate; a relayed Renew whose presented leaf is not the request's is refused.
+//! certificate; a relayed Renew whose presented leaf is not the request's is refused; a Join
+//! naming an unknown attestor reaches the node through a split gateway still UNSUPPORTED.
 
 mod common;
 
@@ -202,5 +203,52 @@ async fn a_relayed_renew_must_carry_the_presented_leaf() {
     let renewed = relay.renew(request, a.chain[0].clone()).await.unwrap();
     assert_eq!(renewed.certificate_chain.len(), 2);
     assert_ne!(renewed.certificate_chain[0], a.chain[0]);
+    api.shutdown().await;
+}
+
+/// Through a split gateway (node -> gateway -> api), a Join naming an attestor the api does not
+/// run keeps its code and message: UNIMPLEMENTED (the spec's UNSUPPORTED) naming the attestor,
+/// never the refusal or UNAVAILABLE. The same token then joins with the attestor empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_attestor_stays_unsupported_through_the_relay() {
+    let db = TestDb::postgres().await.unwrap();
+    let env = common::start(db.store().await.unwrap(), |_| {}).await;
+    let api = api_for(&env).await;
+    let relay = client(&api, &env, common::internal_identity(&env.keys));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let split = gateway::run::start_gateway(
+        env.store.clone(),
+        &common::public_bundle(&env.keys),
+        relay,
+        clock,
+        gateway::run::GatewayConfig::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await
+    .unwrap();
+    let mut node = common::connect(split.addr, env.keys.serving_ca.cert_der(), None)
+        .await
+        .unwrap();
+    let token = env.token(1).await;
+
+    let (mut req, _) = env.join_request(&token);
+    req.attestor = "x509pop".into();
+    let s = node.join(req).await.unwrap_err();
+    assert_eq!(
+        (s.code(), s.message()),
+        (
+            Code::Unimplemented,
+            "UNSUPPORTED: attestor \"x509pop\" is not supported by this control plane; supported: \"join-token\" (an empty attestor means \"join-token\")"
+        )
+    );
+    assert!(split
+        .sources
+        .render()
+        .contains("bc_join_requests_total{outcome=\"unsupported\"} 1"));
+
+    let (req, _) = env.join_request(&token);
+    assert_eq!(req.attestor, "");
+    let signed = node.join(req).await.unwrap().into_inner();
+    assert!(!signed.response.is_empty());
+    split.shutdown().await;
     api.shutdown().await;
 }

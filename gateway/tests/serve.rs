@@ -1,7 +1,8 @@
 //! The gateway over real TLS: Join without a certificate, refusals, Renew and Session needing
 //! one, Welcome, a revocation cutting a live session, the revoked certificate refused at the next
 //! handshake, and (Postgres) a revocation whose transaction took a lower position and committed
-//! late still cutting the session.
+//! late still cutting the session; a Join naming an unknown attestor is UNSUPPORTED
+//! (UNIMPLEMENTED), not refused.
 
 mod common;
 
@@ -296,5 +297,60 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
     assert!(!env.gateway.sources.feed.is_stale());
     assert_eq!(status(&mut health).await, ServingStatus::Serving as i32);
     let (_tx, _inbound) = open_session(&env, &node).await;
+    env.gateway.shutdown().await;
+}
+
+/// The message every unsupported-attestor Join gets, for `shown` (the attestor as the message
+/// quotes it).
+fn unsupported(shown: &str) -> String {
+    format!(
+        "UNSUPPORTED: attestor {shown} is not supported by this control plane; supported: \"join-token\" (an empty attestor means \"join-token\")"
+    )
+}
+
+/// A Join naming an attestor this control plane does not run is UNSUPPORTED (gRPC
+/// UNIMPLEMENTED) with the attestor and the supported ones named, not the refusal's
+/// PERMISSION_DENIED; it spends nothing, and the same token then joins with the attestor empty
+/// or named `join-token`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_attestor_is_unsupported_not_refused() {
+    let db = TestDb::sqlite().unwrap();
+    let env = start(db.store().await.unwrap(), |_| {}).await;
+    let token = env.token(2).await;
+    let mut anon = env.client(None).await.unwrap();
+
+    let (mut req, _) = env.join_request(&token);
+    req.attestor = "x509pop".into();
+    let s = anon.join(req).await.unwrap_err();
+    assert_eq!(
+        (s.code(), s.message()),
+        (Code::Unimplemented, unsupported("\"x509pop\"").as_str())
+    );
+    // A name from the network is repeated escaped and at most 64 characters of it.
+    let (mut req, _) = env.join_request(&token);
+    req.attestor = "a\n".repeat(100);
+    let s = anon.join(req).await.unwrap_err();
+    let shown = format!("{:?}...", "a\n".repeat(32));
+    assert_eq!(
+        (s.code(), s.message()),
+        (Code::Unimplemented, unsupported(&shown).as_str())
+    );
+
+    // The token was not spent: both of its uses join, the attestor empty, then named.
+    let (req, _) = env.join_request(&token);
+    assert_eq!(req.attestor, "");
+    anon.join(req).await.unwrap();
+    let (mut req, _) = env.join_request(&token);
+    req.attestor = "join-token".into();
+    anon.join(req).await.unwrap();
+
+    let page = env.gateway.sources.render();
+    for line in [
+        "bc_join_requests_total{outcome=\"unsupported\"} 2",
+        "bc_join_requests_total{outcome=\"joined\"} 2",
+    ] {
+        assert!(page.contains(line), "{line} missing from\n{page}");
+    }
+    assert!(!page.contains("outcome=\"refused\""), "{page}");
     env.gateway.shutdown().await;
 }
