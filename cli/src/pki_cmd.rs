@@ -45,7 +45,8 @@ pub enum PkiCmdError {
 pub enum PkiCommand {
     /// Generate every key and CA of a deployment into a new bundle file.
     Init(InitArgs),
-    /// Print a bundle's pins and whether its public half was authenticated.
+    /// Print a bundle's pins and whether its public half was authenticated (by the seal, when
+    /// BC_DEPLOYMENT_SECRET is set; a value set but too short is an error).
     Show(ShowArgs),
     /// Issue a split gateway's internal client certificate (for the api's internal endpoint).
     IssueInternal(crate::internal_cert_cmd::IssueInternalArgs),
@@ -146,8 +147,14 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
         path: args.file.clone(),
         source,
     })?;
-    // Without a secret the public half is still readable, just not authenticated.
-    let secret = secret_from_env().ok();
+    // Without a secret (unset or empty) the public half is still readable, just not
+    // authenticated. A secret that is set but unusable is an error, as for `init`, `token` and
+    // `serve`: silently showing "NOT authenticated" would hide the operator's mistake.
+    let secret = match secret_from_env() {
+        Ok(secret) => Some(secret),
+        Err(SecretError::Missing) => None,
+        Err(e) => return Err(e.into()),
+    };
     let loaded = open_bundle(&bytes, secret.as_ref()).map_err(|source| PkiCmdError::Bundle {
         path: args.file.clone(),
         source,

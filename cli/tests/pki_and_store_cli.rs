@@ -104,6 +104,48 @@ fn pki_bundle_is_private_never_overwritten_and_authenticated_with_the_secret() {
     assert_eq!(wrong.status.code(), Some(1));
 }
 
+/// `pki show` reads the public half without the secret, but a secret that is set and too short
+/// is the same MISSING_ENV error as for `pki init`, not a silent "NOT authenticated".
+#[test]
+fn pki_show_refuses_a_secret_that_is_set_but_too_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let init = bcctl(
+        dir.path(),
+        &["pki", "init", "--trust-domain", "td.test"],
+        Some(SECRET),
+    );
+    assert!(init.status.success(), "{}", stderr(&init));
+
+    for args in [&["pki", "show"][..], &["pki", "show", "--json"][..]] {
+        let short = bcctl(dir.path(), args, Some("too-short"));
+        assert_eq!(short.status.code(), Some(1), "{args:?}: {}", stderr(&short));
+        assert_eq!(
+            stderr(&short),
+            "bcctl: MISSING_ENV: BC_DEPLOYMENT_SECRET holds 9 characters; the deployment secret must be at least 32 (e.g. `openssl rand -base64 48`)\n",
+            "{args:?}"
+        );
+        assert!(short.stdout.is_empty(), "{args:?}: pins printed anyway");
+    }
+
+    // Unset, or set empty (which counts as unset): the public half, not authenticated.
+    for secret in [None, Some("")] {
+        let shown = bcctl(dir.path(), &["pki", "show"], secret);
+        assert_eq!(
+            shown.status.code(),
+            Some(0),
+            "{secret:?}: {}",
+            stderr(&shown)
+        );
+        let text = String::from_utf8_lossy(&shown.stdout);
+        assert!(
+            text.contains(
+                "public half:    NOT authenticated (set BC_DEPLOYMENT_SECRET to check it)"
+            ),
+            "{secret:?}: {text}"
+        );
+    }
+}
+
 #[test]
 fn pki_bundle_whose_public_half_changed_refuses_to_load() {
     let dir = tempfile::tempdir().unwrap();
