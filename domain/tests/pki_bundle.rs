@@ -203,3 +203,80 @@ fn pki_plaintext_with_mismatched_key_is_refused() {
         BundleError::Keys(_)
     ));
 }
+
+/// Moves the parts out of a key set, for `KeySet::from_parts` with one of them replaced.
+fn assemble(
+    set: KeySet,
+    change: impl FnOnce(&mut domain::pki::keyset::KeySet),
+) -> Result<KeySet, domain::pki::keyset::KeySetError> {
+    let mut set = set;
+    change(&mut set);
+    let KeySet {
+        trust_domain,
+        root_ca,
+        node_ca,
+        serving_ca,
+        join_signing,
+        join_encryption,
+        audit_signing,
+        command_signing_root,
+    } = set;
+    KeySet::from_parts(
+        trust_domain,
+        root_ca,
+        node_ca,
+        serving_ca,
+        join_signing,
+        join_encryption,
+        audit_signing,
+        command_signing_root,
+    )
+}
+
+#[test]
+fn pki_key_set_refuses_a_reused_key_a_foreign_intermediate_and_one_outliving_the_root() {
+    use domain::pki::ca::RootCa;
+    use domain::pki::keys::PrivateKey;
+    use domain::pki::keyset::KeySetError;
+
+    // As generated, the parts assemble.
+    assemble(key_set(), |_| {}).expect("a generated set assembles");
+
+    // One key pair doing two jobs (the audit key is the JoinService signing key).
+    let reused = assemble(key_set(), |s| {
+        s.audit_signing =
+            PrivateKey::from_pkcs8_der(KeyRole::AuditSigning, s.join_signing.pkcs8_der()).unwrap();
+    })
+    .unwrap_err();
+    assert!(
+        matches!(
+            reused,
+            KeySetError::KeyReused {
+                first: "JoinService signing key",
+                second: "audit signing key"
+            }
+        ),
+        "{reused:?}"
+    );
+
+    // A node CA certified by another deployment's root.
+    let other = key_set();
+    let foreign = assemble(key_set(), |s| s.node_ca = other.node_ca).unwrap_err();
+    assert!(
+        matches!(foreign, KeySetError::NotIssuedByRoot("node CA")),
+        "{foreign:?}"
+    );
+
+    // A root re-issued with the same key for one year, under a two-year serving CA.
+    let short = assemble(key_set(), |s| {
+        let key = PrivateKey::from_pkcs8_der(KeyRole::RootCa, s.root_ca.private_key().pkcs8_der())
+            .unwrap();
+        s.root_ca =
+            RootCa::generate(&s.trust_domain, key, now(), time::Duration::days(365)).unwrap();
+    })
+    .unwrap_err();
+    assert!(
+        matches!(short, KeySetError::OutlivesRoot("node CA")),
+        "{short:?}"
+    );
+}

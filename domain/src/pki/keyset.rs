@@ -66,6 +66,18 @@ pub enum KeySetError {
     /// A CA of the set names another trust domain.
     #[error("the {0} certificate names another trust domain than the key set's")]
     TrustDomainMismatch(&'static str),
+    /// Two jobs of the set share one key pair; every key does exactly one job.
+    #[error("the {first} and the {second} are the same key; every key of the set must be its own")]
+    KeyReused {
+        first: &'static str,
+        second: &'static str,
+    },
+    /// An intermediate CA certificate is not signed by the set's root CA.
+    #[error("the {0} certificate is not signed by the root CA of the set")]
+    NotIssuedByRoot(&'static str),
+    /// An intermediate CA certificate is valid after the root CA expires.
+    #[error("the {0} certificate outlives the root CA (it must expire no later than the root)")]
+    OutlivesRoot(&'static str),
 }
 
 /// The public pins of a key set, as `pki show` prints them.
@@ -156,6 +168,34 @@ impl KeySet {
                 return Err(KeySetError::TrustDomainMismatch(name));
             }
         }
+        let keys = [
+            ("root CA key", root_ca.public_key()),
+            ("node CA key", node_ca.public_key()),
+            ("serving CA key", serving_ca.public_key()),
+            ("JoinService signing key", join_signing.public_key()),
+            ("JoinService encryption key", join_encryption.public_key()),
+            ("audit signing key", audit_signing.public_key()),
+            (
+                "command-signing root key",
+                command_signing_root.public_key(),
+            ),
+        ];
+        for (i, (first, a)) in keys.iter().enumerate() {
+            if let Some((second, _)) = keys[i + 1..].iter().find(|(_, b)| b == a) {
+                return Err(KeySetError::KeyReused { first, second });
+            }
+        }
+        for (name, der, not_after) in [
+            ("node CA", node_ca.cert_der(), node_ca.not_after()),
+            ("serving CA", serving_ca.cert_der(), serving_ca.not_after()),
+        ] {
+            if !signed_by(der, root_ca.cert_der()) {
+                return Err(KeySetError::NotIssuedByRoot(name));
+            }
+            if not_after > root_ca.not_after() {
+                return Err(KeySetError::OutlivesRoot(name));
+            }
+        }
         Ok(KeySet {
             trust_domain,
             root_ca,
@@ -194,4 +234,16 @@ impl KeySet {
             command_signing_root: self.command_signing_root.public_key().pin(),
         }
     }
+}
+
+/// Whether the certificate `der` carries a valid signature by the key of the certificate
+/// `issuer_der` (both already parsed once by their CAs' loaders).
+fn signed_by(der: &[u8], issuer_der: &[u8]) -> bool {
+    let (Ok((_, cert)), Ok((_, issuer))) = (
+        x509_parser::parse_x509_certificate(der),
+        x509_parser::parse_x509_certificate(issuer_der),
+    ) else {
+        return false;
+    };
+    cert.verify_signature(Some(issuer.public_key())).is_ok()
 }
