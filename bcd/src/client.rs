@@ -778,7 +778,11 @@ impl JoinTransport for GrpcJoinTransport {
             attestor: String::new(),
             sealed_token: request.sealed_token.as_bytes().to_vec(),
             role: request.role.to_string(),
-            claims: None,
+            claims: Some(proto::HardwareClaims {
+                product_uuid: request.claims.product_uuid.clone().unwrap_or_default(),
+                macs: request.claims.macs.clone(),
+                hardware_key: Vec::new(),
+            }),
             attestation: Vec::new(),
         };
         let server = self.server.clone();

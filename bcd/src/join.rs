@@ -20,6 +20,7 @@ use time::{Duration, OffsetDateTime};
 
 use crate::config::JoinPins;
 use crate::files::DataDir;
+use crate::hardware::HardwareClaims;
 use crate::identity_store::{store_joined, JoinStored, StoreError};
 use crate::renewal::csr_for;
 use crate::renewal_schedule::{join_retry, JoinRetry, Pushback};
@@ -63,7 +64,7 @@ pub enum JoinError {
     #[error("bcd join: {0}")]
     Local(String),
     /// The control plane refused (ACCESS_DENIED); the reason is only server-side.
-    #[error("Join refused (ACCESS_DENIED): check the token (expired, used, or for another site or role) with the operator")]
+    #[error("Join refused (ACCESS_DENIED): check the token (expired, used, for another site or role, or bound to another machine) with the operator")]
     Refused,
     /// Retryable failures used up the attempts.
     #[error("bcd join: gave up after {attempts} attempts: {last}")]
@@ -119,6 +120,8 @@ pub struct JoinRequestParts {
     pub sealed_token: SealedToken,
     /// The role asked for.
     pub role: NodeRole,
+    /// What the machine claims about its hardware ([`crate::hardware`]).
+    pub claims: HardwareClaims,
     /// bcd's version.
     pub daemon_version: &'static str,
 }
@@ -204,11 +207,13 @@ pub struct PreparedJoin {
     pub request: JoinRequestParts,
 }
 
-/// Makes the node key and CSR and seals the token, bound to the CSR's SHA-256.
+/// Makes the node key and CSR and seals the token, bound to the CSR's SHA-256; the request
+/// carries `claims`.
 pub fn prepare_join(
     encryption_key: &PublicKey,
     token: &TokenSecret,
     role: NodeRole,
+    claims: HardwareClaims,
 ) -> Result<PreparedJoin, JoinError> {
     let key = PrivateKey::generate(KeyRole::Node).map_err(|e| JoinError::Local(e.to_string()))?;
     let (csr_der, csr_sha256) = csr_for(&key).map_err(JoinError::Local)?;
@@ -221,6 +226,7 @@ pub fn prepare_join(
             csr_sha256,
             sealed_token,
             role,
+            claims,
             daemon_version: env!("CARGO_PKG_VERSION"),
         },
     })

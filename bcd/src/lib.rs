@@ -6,6 +6,7 @@
 //! | [`files`] | the data directory, durable 0600 writes, PKCS#8 PEM node keys |
 //! | [`identity_store`] | `identity.json`, loading in three steps, storing a join and a renewal |
 //! | [`token_input`] | where `bcd join` takes its token from (never the command line) |
+//! | [`hardware`] | the hardware claims a join sends (product UUID, permanent MACs) |
 //! | [`reset`] | `bcd join --reset [--yes]` |
 //! | [`verify_join`] | verifying a JoinResponse against the pins and this request |
 //! | [`join`] | the join's local parts, its retry loop and the transport trait |
@@ -23,6 +24,7 @@ pub mod admission_store;
 pub mod client;
 pub mod config;
 pub mod files;
+pub mod hardware;
 pub mod identity_store;
 pub mod join;
 pub mod node;

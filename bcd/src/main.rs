@@ -283,7 +283,8 @@ fn join(
             Ok(key) => key,
             Err(e) => return fail(e),
         };
-    let prepared = match prepare_join(&encryption_key, &token.secret, role) {
+    let claims = bcd::hardware::read_claims(std::path::Path::new("/sys"));
+    let prepared = match prepare_join(&encryption_key, &token.secret, role, claims) {
         Ok(prepared) => prepared,
         Err(e) => return fail(e),
     };

@@ -89,6 +89,7 @@ fn prepared(ks: &KeySet) -> PreparedJoin {
         ks.join_encryption.public_key(),
         &TokenSecret::generate().unwrap(),
         NodeRole::Node,
+        Default::default(),
     )
     .unwrap()
 }

@@ -285,6 +285,44 @@ fn scenario(db_url: &str) {
     names.dedup();
     assert_eq!(names.len(), 3, "three distinct nodes");
 
+    // bcd sends this machine's hardware claims: a token bound to one of its permanent MACs
+    // (written in upper case, as an operator may copy it) joins it, one bound to a MAC it does
+    // not have is refused.
+    let claims = bcd::hardware::read_claims(Path::new("/sys"));
+    let mac = claims
+        .macs
+        .first()
+        .expect("the test machine has a physical Ethernet interface with a permanent MAC")
+        .to_ascii_uppercase();
+    for (bound_to, joins) in [(mac.as_str(), true), ("02:00:5E:10:00:99", false)] {
+        let out = server.bcctl(&[
+            "token",
+            "create",
+            "--tenant",
+            "default",
+            "--site",
+            "site-1",
+            "--expect-mac",
+            bound_to,
+            "--json",
+        ]);
+        let created: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("token create --json");
+        let secret = created["secret"].as_str().expect("secret").to_owned();
+        let machine = Node {
+            data: tmp.path().join(format!("bound-{bound_to}")),
+            name: String::new(),
+        };
+        let (code, stdout, stderr) = join(&server, &machine, &secret, &[]);
+        if joins {
+            assert_eq!(code, 0, "bound to {bound_to}: {stdout}{stderr}");
+        } else {
+            assert_eq!(code, 1, "bound to {bound_to}: {stdout}{stderr}");
+            assert!(stderr.contains("Join refused (ACCESS_DENIED)"), "{stderr}");
+            assert!(!machine.data.join("identity.json").exists());
+        }
+    }
+
     // Each holds a session and renews.
     let mut agents: Vec<Proc> = nodes
         .iter()

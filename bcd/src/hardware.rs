@@ -1,0 +1,143 @@
+//! The hardware claims `bcd join` sends (spec 002 "What the join does", step 3): the SMBIOS
+//! product UUID and the permanent MACs of the machine's physical network interfaces, read from
+//! sysfs.
+//!
+//! They are self-asserted. The control plane records only their SHA-256 digests and compares them
+//! with a token's expect binding (`bcctl token create --expect-product-uuid / --expect-mac`), so a
+//! token bound to one machine is refused on another. What cannot be read (no DMI table in a
+//! container, a product UUID readable only by root) is left out rather than guessed.
+
+use std::path::Path;
+
+/// What this machine claims about its hardware.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HardwareClaims {
+    /// The SMBIOS product UUID, lower case, when readable.
+    pub product_uuid: Option<String>,
+    /// The permanent MACs of the physical Ethernet interfaces, lower case, sorted, distinct.
+    pub macs: Vec<String>,
+}
+
+/// Reads the claims from the sysfs mounted at `sys` (`/sys` on a real machine).
+pub fn read_claims(sys: &Path) -> HardwareClaims {
+    HardwareClaims {
+        product_uuid: product_uuid(sys),
+        macs: permanent_macs(sys),
+    }
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// `class/dmi/id/product_uuid`, when it reads as a UUID (8-4-4-4-12 hex digits).
+fn product_uuid(sys: &Path) -> Option<String> {
+    let text = read_trimmed(&sys.join("class/dmi/id/product_uuid"))?.to_ascii_lowercase();
+    let groups: Vec<&str> = text.split('-').collect();
+    let shape_ok = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()));
+    // All zeros (or all ones) is what firmware writes when it has no UUID to give.
+    let placeholder = text.bytes().all(|b| b == b'0' || b == b'-')
+        || text.bytes().all(|b| b == b'f' || b == b'-');
+    (shape_ok && !placeholder).then_some(text)
+}
+
+/// The MAC of every interface in `class/net` that is backed by a device (not virtual), is
+/// Ethernet (`type` 1) and whose address is the permanent one (`addr_assign_type` 0).
+fn permanent_macs(sys: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(sys.join("class/net")) else {
+        return Vec::new();
+    };
+    let mut macs: Vec<String> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|iface| iface.join("device").exists())
+        .filter(|iface| read_trimmed(&iface.join("type")).as_deref() == Some("1"))
+        .filter(|iface| {
+            // Kernels without the attribute report nothing: the address is taken as it is.
+            read_trimmed(&iface.join("addr_assign_type")).is_none_or(|t| t == "0")
+        })
+        .filter_map(|iface| read_trimmed(&iface.join("address")))
+        .map(|mac| mac.to_ascii_lowercase())
+        .filter(|mac| is_unicast_mac(mac))
+        .collect();
+    macs.sort();
+    macs.dedup();
+    macs
+}
+
+/// Six colon-separated octets, not all zero, not multicast or broadcast.
+fn is_unicast_mac(mac: &str) -> bool {
+    let octets: Option<Vec<u8>> = mac
+        .split(':')
+        .map(|o| {
+            (o.len() == 2)
+                .then(|| u8::from_str_radix(o, 16).ok())
+                .flatten()
+        })
+        .collect();
+    octets.is_some_and(|o| o.len() == 6 && o.iter().any(|&b| b != 0) && o[0] & 1 == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iface(sys: &Path, name: &str, address: &str, kind: &str, assign: &str, device: bool) {
+        let dir = sys.join("class/net").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("address"), format!("{address}\n")).unwrap();
+        std::fs::write(dir.join("type"), format!("{kind}\n")).unwrap();
+        std::fs::write(dir.join("addr_assign_type"), format!("{assign}\n")).unwrap();
+        if device {
+            std::fs::create_dir_all(dir.join("device")).unwrap();
+        }
+    }
+
+    #[test]
+    fn reads_the_product_uuid_and_the_permanent_macs_of_physical_interfaces() {
+        let sys = tempfile::tempdir().unwrap();
+        let sys = sys.path();
+        std::fs::create_dir_all(sys.join("class/dmi/id")).unwrap();
+        std::fs::write(
+            sys.join("class/dmi/id/product_uuid"),
+            "4C4C4544-0042-3510-8052-B7C04F4E4E01\n",
+        )
+        .unwrap();
+        iface(sys, "eth1", "AA:BB:CC:DD:EE:02", "1", "0", true);
+        iface(sys, "eth0", "aa:bb:cc:dd:ee:01", "1", "0", true);
+        iface(sys, "eth2", "aa:bb:cc:dd:ee:01", "1", "0", true); // the same MAC once
+        iface(sys, "lo", "00:00:00:00:00:00", "772", "0", false);
+        iface(sys, "veth0", "8e:fe:46:9a:4a:7c", "1", "1", false); // virtual, random
+        iface(sys, "wlan0", "02:11:22:33:44:55", "1", "3", true); // set by userspace
+        iface(sys, "ib0", "80:00:00:48:fe:80", "32", "0", true); // not Ethernet
+        iface(sys, "eth3", "01:00:5e:00:00:01", "1", "0", true); // multicast
+        assert_eq!(
+            read_claims(sys),
+            HardwareClaims {
+                product_uuid: Some("4c4c4544-0042-3510-8052-b7c04f4e4e01".into()),
+                macs: vec!["aa:bb:cc:dd:ee:01".into(), "aa:bb:cc:dd:ee:02".into()],
+            }
+        );
+    }
+
+    #[test]
+    fn leaves_out_what_is_missing_or_a_placeholder() {
+        let sys = tempfile::tempdir().unwrap();
+        assert_eq!(read_claims(sys.path()), HardwareClaims::default());
+        std::fs::create_dir_all(sys.path().join("class/dmi/id")).unwrap();
+        for text in [
+            "00000000-0000-0000-0000-000000000000",
+            "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF",
+            "Not Settable",
+            "4c4c4544-0042-3510-8052",
+        ] {
+            std::fs::write(sys.path().join("class/dmi/id/product_uuid"), text).unwrap();
+            assert_eq!(read_claims(sys.path()).product_uuid, None, "{text}");
+        }
+    }
+}
