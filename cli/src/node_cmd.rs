@@ -15,8 +15,8 @@ pub enum NodeCommand {
     Show(NodeArgs),
     /// Revoke a node's identity: raises its identity generation and revokes every certificate.
     Revoke(ReasonArgs),
-    /// Delete a node: revokes its certificates and frees its hardware key.
-    Delete(ReasonArgs),
+    /// Delete a node: revokes its certificates and frees its hardware key (needs --yes).
+    Delete(DeleteArgs),
     /// Retire a node: revokes its certificates; it never renews again.
     Retire(ReasonArgs),
 }
@@ -49,6 +49,15 @@ pub struct ReasonArgs {
     pub reason: String,
 }
 
+#[derive(Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub node: ReasonArgs,
+    /// Confirms the deletion: it cannot be undone (the node never renews or re-joins as itself).
+    #[arg(long)]
+    pub yes: bool,
+}
+
 pub async fn run(cmd: NodeCommand) -> Result<(), IdentityCmdError> {
     match cmd {
         NodeCommand::List(args) => {
@@ -70,7 +79,16 @@ pub async fn run(cmd: NodeCommand) -> Result<(), IdentityCmdError> {
             }
         }
         NodeCommand::Revoke(args) => change(args, "revoked the identity of", Op::Revoke).await?,
-        NodeCommand::Delete(args) => change(args, "deleted", Op::Delete).await?,
+        NodeCommand::Delete(args) => {
+            if !args.yes {
+                return Err(IdentityCmdError::Invalid(format!(
+                    "deleting node {} revokes every certificate it holds and cannot be undone; \
+                     run again with --yes to delete it",
+                    args.node.node_id
+                )));
+            }
+            change(args.node, "deleted", Op::Delete).await?
+        }
         NodeCommand::Retire(args) => change(args, "retired", Op::Retire).await?,
     }
     Ok(())

@@ -209,7 +209,19 @@ async fn token_and_node_commands_on_both_backends() {
         let retired = ok_json(d, &url, &["node", "retire", &node_id, "--json"]);
         assert_eq!(retired["status"], "retired");
         fails(d, &url, &["node", "retire", &node_id], "INVALID_STATE");
-        let deleted = ok_json(d, &url, &["node", "delete", &node_id, "--json"]);
+        // Deleting needs --yes; without it nothing changes.
+        fails(
+            d,
+            &url,
+            &["node", "delete", &node_id, "--json"],
+            &format!(
+                "INVALID_INPUT: deleting node {node_id} revokes every certificate it holds and \
+                 cannot be undone; run again with --yes to delete it"
+            ),
+        );
+        let unchanged = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
+        assert_eq!(unchanged["node"]["status"], "retired");
+        let deleted = ok_json(d, &url, &["node", "delete", &node_id, "--yes", "--json"]);
         assert_eq!(deleted["status"], "deleted");
 
         let tok = ok_json(d, &url, &["token", "revoke", &token_id, "--json"]);
