@@ -40,7 +40,7 @@ pub enum ReplayCmdError {
 
 #[derive(Args)]
 pub struct ReplayArgs {
-    /// A log position, or an RFC 3339 time (the last event that occurred at or before it).
+    /// A log position, or an RFC 3339 time (the log up to the first event that occurred after it).
     #[arg(long)]
     pub at: String,
     /// Show only this node, with the events of its stream up to that point.
@@ -160,7 +160,8 @@ struct Pos {
 }
 
 /// Resolves `--at` to a position: an integer is a position; anything else must be an RFC 3339
-/// time, resolved to the highest position that occurred at or before it.
+/// time, resolved to the end of the longest prefix of the log whose events all occurred at or
+/// before it.
 async fn resolve_at(store: &EventStore, at: &str) -> Result<i64, ReplayCmdError> {
     let head = store.head_position().await?;
     if let Ok(p) = at.trim().parse::<i64>() {
@@ -181,8 +182,13 @@ async fn resolve_at(store: &EventStore, at: &str) -> Result<i64, ReplayCmdError>
         &mut tx,
         Pos,
         fetch_one,
-        "SELECT MAX(position) AS position, CAST(NULL AS BIGINT) AS occurred_at_us FROM events \
-         WHERE occurred_at_us <= $1",
+        // The longest prefix of the log decided at or before the time: the cut stops before
+        // the first event that occurred later, even where concurrent writers (or replicas)
+        // committed an earlier-decided event after it, so nothing decided after `--at` is shown.
+        "WITH later AS (SELECT MIN(position) AS first FROM events WHERE occurred_at_us > $1) \
+         SELECT COALESCE(MAX(e.position), 0) AS position, \
+                CAST(NULL AS BIGINT) AS occurred_at_us \
+         FROM events e, later WHERE later.first IS NULL OR e.position < later.first",
         us
     );
     tx.rollback().await?;
