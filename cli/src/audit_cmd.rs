@@ -419,7 +419,11 @@ fn trust(
     trust_domain: Option<&str>,
 ) -> Result<Trust, AuditCmdError> {
     if let Some(path) = pki {
-        let bundle = open_bundle(&read_file(path)?, None)
+        // With the deployment secret set, the bundle's public half (the audit key among it) is
+        // authenticated by the seal; a wrong secret is an error, not a silent fallback.
+        let secret = crate::pki_cmd::optional_secret_from_env()
+            .map_err(|e| AuditCmdError::Usage(format!("--pki {}: {e}", path.display())))?;
+        let bundle = open_bundle(&read_file(path)?, secret.as_ref())
             .map_err(|e| AuditCmdError::Usage(format!("--pki {}: {e}", path.display())))?;
         if !bundle.authenticated {
             eprintln!(

@@ -90,6 +90,18 @@ fn secret_from_env() -> Result<DeploymentSecret, SecretError> {
     DeploymentSecret::from_env_value(value.as_deref())
 }
 
+/// The deployment secret for commands that only read a bundle's public half: none when the
+/// variable is unset or empty (the public half then loads unauthenticated), an error when it is
+/// set but unusable, as for `init`, `token` and `serve`: silently reading unauthenticated would
+/// hide the operator's mistake.
+pub(crate) fn optional_secret_from_env() -> Result<Option<DeploymentSecret>, SecretError> {
+    match secret_from_env() {
+        Ok(secret) => Ok(Some(secret)),
+        Err(SecretError::Missing) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn init(args: InitArgs) -> Result<(), PkiCmdError> {
     let trust_domain = TrustDomain::new(&args.trust_domain)?;
     // Check the secret before spending time on keys.
@@ -147,14 +159,7 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
         path: args.file.clone(),
         source,
     })?;
-    // Without a secret (unset or empty) the public half is still readable, just not
-    // authenticated. A secret that is set but unusable is an error, as for `init`, `token` and
-    // `serve`: silently showing "NOT authenticated" would hide the operator's mistake.
-    let secret = match secret_from_env() {
-        Ok(secret) => Some(secret),
-        Err(SecretError::Missing) => None,
-        Err(e) => return Err(e.into()),
-    };
+    let secret = optional_secret_from_env()?;
     let loaded = open_bundle(&bytes, secret.as_ref()).map_err(|source| PkiCmdError::Bundle {
         path: args.file.clone(),
         source,

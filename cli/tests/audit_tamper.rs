@@ -33,12 +33,20 @@ struct Run {
 }
 
 fn bcctl(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_bcctl"))
-        .args(args)
+    bcctl_with_secret(args, None)
+}
+
+/// `bcctl`, with `BC_DEPLOYMENT_SECRET` set to `secret` or removed.
+fn bcctl_with_secret(args: &[&str], secret: Option<&str>) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bcctl"));
+    cmd.args(args)
         .env_remove("DATABASE_URL")
         .env_remove("BC_AUDIT_PIN")
-        .output()
-        .expect("run bcctl");
+        .env_remove("BC_DEPLOYMENT_SECRET");
+    if let Some(secret) = secret {
+        cmd.env("BC_DEPLOYMENT_SECRET", secret);
+    }
+    let out = cmd.output().expect("run bcctl");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -329,6 +337,44 @@ async fn clean_trail_verifies_every_way() {
     ]);
     assert_eq!(r.code, 3, "{} {}", r.stdout, r.stderr);
     assert!(r.stderr.contains("leaf 7"), "{}", r.stderr);
+}
+
+#[tokio::test]
+async fn a_sealed_pki_bundle_is_authenticated_with_the_secret() {
+    const SECRET: &str = "an audit test deployment secret, long enough";
+    let t = trail(false).await;
+    let sealed = t.dir.join("sealed.json");
+    let secret = domain::pki::DeploymentSecret::new(SECRET).expect("secret");
+    std::fs::write(
+        &sealed,
+        domain::pki::seal_bundle(&t.keys, &secret).expect("seal"),
+    )
+    .expect("write");
+    let file = t.export("trail.jsonl");
+    let args = [
+        "audit",
+        "verify",
+        "--bundle",
+        file.to_str().expect("p"),
+        "--pki",
+        sealed.to_str().expect("p"),
+    ];
+    let warning = "the PKI bundle's public half is not authenticated";
+    // With the secret: the audit key comes from an authenticated bundle, no warning.
+    let r = bcctl_with_secret(&args, Some(SECRET));
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(!r.stderr.contains(warning), "{}", r.stderr);
+    // Without: still verifies, with the warning.
+    let r = bcctl_with_secret(&args, None);
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains(warning), "{}", r.stderr);
+    // Another secret, or one too short: a usage error, never a silent unauthenticated read.
+    let r = bcctl_with_secret(&args, Some("another deployment secret, also long enough"));
+    assert_eq!(r.code, 2, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("--pki"), "{}", r.stderr);
+    let r = bcctl_with_secret(&args, Some("short"));
+    assert_eq!(r.code, 2, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("BC_DEPLOYMENT_SECRET"), "{}", r.stderr);
 }
 
 #[tokio::test]
