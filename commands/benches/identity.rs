@@ -71,6 +71,17 @@ impl Agent {
     fn csr_sha256(&self) -> [u8; 32] {
         domain::identity::sha256(&self.csr)
     }
+    /// `secret` sealed to the JoinService encryption key for this agent's CSR.
+    fn seal(&self, keys: &KeySet, secret: &TokenSecret) -> Vec<u8> {
+        seal_token(
+            keys.join_encryption.public_key(),
+            secret,
+            &self.csr_sha256(),
+        )
+        .expect("seal")
+        .as_bytes()
+        .to_vec()
+    }
 }
 
 struct Joined {
@@ -106,16 +117,10 @@ async fn join_round(
         let mut reqs = Vec::new();
         for _ in 0..per_caller {
             let agent = Agent::new();
-            let sealed = seal_token(
-                keys.join_encryption.public_key(),
-                &secret,
-                &agent.csr_sha256(),
-            )
-            .expect("seal");
             let req = proto::JoinRequest {
                 csr: agent.csr.clone(),
                 attestor: String::new(),
-                sealed_token: sealed.as_bytes().to_vec(),
+                sealed_token: agent.seal(keys, &secret),
                 role: "node".into(),
                 claims: Some(proto::HardwareClaims::default()),
                 attestation: Vec::new(),
@@ -174,15 +179,9 @@ fn cpu_only_joins(keys: &KeySet, n: usize) -> f64 {
     let inputs: Vec<JoinInput> = (0..n)
         .map(|_| {
             let agent = Agent::new();
-            let sealed = seal_token(
-                keys.join_encryption.public_key(),
-                &secret,
-                &agent.csr_sha256(),
-            )
-            .expect("seal");
             JoinInput {
+                sealed_token: agent.seal(keys, &secret),
                 csr_der: agent.csr,
-                sealed_token: sealed.as_bytes().to_vec(),
                 role: "node".into(),
                 claims: HardwareClaims::default(),
             }
