@@ -15,9 +15,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use events::schema::{AttestationUseKey, AttestationUsesPruned};
+use events::store::ExpectedVersion;
+use events::{new_event_id, NewEvent};
 use tokio::sync::watch;
 
-use super::{IdentityError, JoinService};
+use super::store::query_as;
+use super::{refusals, IdentityError, JoinService};
+use crate::append_and_project;
 
 /// Expired `attestation_uses` rows per prune event (spec 001's default).
 pub const PRUNE_BATCH: u32 = 5_000;
@@ -37,6 +42,62 @@ pub struct MaintenanceReport {
 }
 
 impl JoinService {
+    /// Deletes up to `batch` expired `attestation_uses` rows (expired at the clock's now) with
+    /// one `attestation.uses.pruned` event naming them. Returns how many were pruned.
+    pub async fn prune_attestation_uses(&self, batch: u32) -> Result<u64, IdentityError> {
+        #[derive(sqlx::FromRow)]
+        struct Key {
+            attestor: String,
+            subject: Vec<u8>,
+        }
+        let now_us = self.clock.now_us();
+        let root = self.config.root_tenant.clone();
+        crate::transaction!(&self.store, IdentityError, |tx| {
+            let keys = query_as!(
+                tx,
+                Key,
+                fetch_all,
+                "SELECT attestor, subject FROM attestation_uses WHERE expires_at_us IS NOT NULL \
+                 AND expires_at_us <= $1 ORDER BY expires_at_us, attestor, subject LIMIT $2",
+                now_us,
+                i64::from(batch)
+            )?;
+            if keys.is_empty() {
+                return Ok(0);
+            }
+            let n = keys.len() as u64;
+            let payload = AttestationUsesPruned {
+                expired_before_us: now_us,
+                keys: keys
+                    .into_iter()
+                    .map(|k| AttestationUseKey {
+                        attestor: k.attestor,
+                        subject: k.subject,
+                    })
+                    .collect(),
+            };
+            let event = NewEvent::from_payload(new_event_id(), root.as_str(), now_us, &payload);
+            append_and_project(
+                tx,
+                &projections::identity::all(),
+                &format!("tenant/{root}"),
+                ExpectedVersion::Any,
+                &[event],
+            )
+            .await?;
+            Ok(n)
+        })
+    }
+
+    /// Writes the suppressed-refusal counts of every finished minute as
+    /// `security.refusals.suppressed` events. Returns how many events were written.
+    pub async fn flush_suppressed_refusals(&self) -> Result<u64, IdentityError> {
+        let now_us = self.clock.now_us();
+        crate::transaction!(&self.store, IdentityError, |tx| {
+            refusals::flush_in(tx, None, refusals::window_start(now_us), now_us).await
+        })
+    }
+
     /// Prunes every expired `attestation_uses` row, [`PRUNE_BATCH`] per event, then writes the
     /// suppressed-refusal counts of finished minutes. Each batch is its own transaction, so a
     /// long backlog makes progress that a failure later on does not undo.

@@ -10,13 +10,13 @@ use super::IdentityError;
 macro_rules! query_as {
     ($tx:expr, $ty:ty, $fetch:ident, $sql:expr $(, $arg:expr)*) => {
         match $tx {
-            StoreTx::Postgres(t) => {
+            events::store::StoreTx::Postgres(t) => {
                 sqlx::query_as::<_, $ty>($sql)$(.bind($arg))*.$fetch(t.connection()).await
             }
-            StoreTx::Sqlite(t) => {
+            events::store::StoreTx::Sqlite(t) => {
                 sqlx::query_as::<_, $ty>($sql)$(.bind($arg))*.$fetch(t.connection()).await
             }
-            StoreTx::Recorder(_) => {
+            events::store::StoreTx::Recorder(_) => {
                 return Err(events::store::StoreError::RecordingOnly { op: "a read" }.into())
             }
         }

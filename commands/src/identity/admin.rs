@@ -1,0 +1,174 @@
+//! The operator commands on tokens and nodes (`bcctl token …`, `bcctl node …`): create, revoke
+//! and list tokens; revoke a node's identity, delete or retire a node; list and show nodes.
+
+use domain::identity::{
+    decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
+    decide_revoke_token, unix_us, AdminRefusal, CreateToken, IdentityEvent,
+};
+use domain::pki::TokenSecret;
+use events::store::{LogStore, LogTx};
+
+use super::store::query_as;
+use super::{
+    append_decided, fresh_id, store, CertView, CreatedToken, IdentityError, JoinService, NewToken,
+    NodeDetail, NodeView, TokenView,
+};
+
+impl JoinService {
+    /// `token create`: returns the secret, shown once, and the stored token.
+    pub async fn create_token(&self, new: &NewToken) -> Result<CreatedToken, IdentityError> {
+        let secret = TokenSecret::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
+        let now = self.clock.now();
+        let now_us = unix_us(now);
+        let cmd = CreateToken {
+            token_id: fresh_id("tok"),
+            tenant_id: new.tenant_id.clone(),
+            site_id: new.site_id.clone(),
+            pool_id: new.pool_id.clone(),
+            role: new.role,
+            uses: new.uses,
+            expires_at_us: now_us.saturating_add(new.ttl_seconds.saturating_mul(1_000_000)),
+            secret_hash: secret.hash(),
+            expect: new.expect.clone(),
+            allow_reclaim: new.allow_reclaim,
+        };
+        let events = decide_create_token(&cmd, now)?;
+        let token = crate::transaction!(&self.store, IdentityError, |tx| {
+            append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
+            store::token_by_id(tx, &cmd.token_id)
+                .await?
+                .ok_or_else(|| IdentityError::Corrupt("the created token has no row".into()))
+        })?;
+        Ok(CreatedToken {
+            secret: secret.expose().to_owned(),
+            token: TokenView::from(&token),
+        })
+    }
+
+    /// `token revoke`.
+    pub async fn revoke_token(
+        &self,
+        token_id: &str,
+        reason: &str,
+    ) -> Result<TokenView, IdentityError> {
+        let now_us = self.clock.now_us();
+        let row = crate::transaction!(&self.store, IdentityError, |tx| {
+            let row = store::token_by_id(tx, token_id).await?;
+            let state = row.as_ref().map(|r| r.state()).transpose()?;
+            let events = decide_revoke_token(token_id, state.as_ref(), reason)?;
+            let Some(row) = row else {
+                return Err(AdminRefusal::UnknownToken(token_id.into()).into());
+            };
+            let versions = vec![(format!("token/{token_id}"), Some(row.version))];
+            append_decided(tx, events, &row.tenant_id, now_us, &versions).await?;
+            store::token_by_id(tx, token_id)
+                .await?
+                .ok_or_else(|| IdentityError::Corrupt("the revoked token has no row".into()))
+        })?;
+        Ok(TokenView::from(&row))
+    }
+
+    /// `token list`, of one tenant or all.
+    pub async fn list_tokens(&self, tenant: Option<&str>) -> Result<Vec<TokenView>, IdentityError> {
+        let mut tx = self.store.begin().await?;
+        let sql = format!(
+            "SELECT {} FROM join_tokens WHERE ($1 = '' OR tenant_id = $1) ORDER BY token_id",
+            store::TOKEN_COLUMNS
+        );
+        let rows = query_as!(
+            &mut tx,
+            store::TokenRow,
+            fetch_all,
+            &sql,
+            tenant.unwrap_or("")
+        )?;
+        tx.rollback().await?;
+        Ok(rows.iter().map(TokenView::from).collect())
+    }
+
+    async fn node_command(
+        &self,
+        node_id: &str,
+        decide: impl Fn(
+            Option<&domain::identity::NodeState>,
+        ) -> Result<Vec<IdentityEvent>, AdminRefusal>,
+    ) -> Result<NodeView, IdentityError> {
+        let now_us = self.clock.now_us();
+        let row = crate::transaction!(&self.store, IdentityError, |tx| {
+            let row = store::node_by_id(tx, node_id).await?;
+            let state = row.as_ref().map(|r| r.state()).transpose()?;
+            let events = decide(state.as_ref())?;
+            let Some(row) = row else {
+                return Err(AdminRefusal::UnknownNode(node_id.into()).into());
+            };
+            let versions = vec![(format!("node/{node_id}"), Some(row.version))];
+            append_decided(tx, events, &row.tenant_id, now_us, &versions).await?;
+            store::node_by_id(tx, node_id)
+                .await?
+                .ok_or_else(|| IdentityError::Corrupt("the node has no row".into()))
+        })?;
+        Ok(NodeView::from(&row))
+    }
+
+    /// `node revoke`: raises the identity generation and revokes every certificate of the node.
+    pub async fn revoke_identity(
+        &self,
+        node_id: &str,
+        reason: &str,
+    ) -> Result<NodeView, IdentityError> {
+        self.node_command(node_id, |n| decide_revoke_identity(node_id, n, reason))
+            .await
+    }
+
+    /// `node delete`: revokes its certificates and frees its hardware key.
+    pub async fn delete_node(
+        &self,
+        node_id: &str,
+        reason: &str,
+    ) -> Result<NodeView, IdentityError> {
+        self.node_command(node_id, |n| decide_delete_node(node_id, n, reason))
+            .await
+    }
+
+    /// `node retire`: revokes its certificates; it never renews again.
+    pub async fn retire_node(
+        &self,
+        node_id: &str,
+        reason: &str,
+    ) -> Result<NodeView, IdentityError> {
+        self.node_command(node_id, |n| decide_retire_node(node_id, n, reason))
+            .await
+    }
+
+    /// `node list`, of one tenant or all.
+    pub async fn list_nodes(&self, tenant: Option<&str>) -> Result<Vec<NodeView>, IdentityError> {
+        let mut tx = self.store.begin().await?;
+        let sql = format!(
+            "SELECT {} FROM nodes WHERE ($1 = '' OR tenant_id = $1) ORDER BY node_id",
+            store::NODE_COLUMNS
+        );
+        let rows = query_as!(
+            &mut tx,
+            store::NodeRow,
+            fetch_all,
+            &sql,
+            tenant.unwrap_or("")
+        )?;
+        tx.rollback().await?;
+        Ok(rows.iter().map(NodeView::from).collect())
+    }
+
+    /// `node show`: the node and every certificate it was issued.
+    pub async fn show_node(&self, node_id: &str) -> Result<NodeDetail, IdentityError> {
+        let mut tx = self.store.begin().await?;
+        let node = store::node_by_id(&mut tx, node_id)
+            .await?
+            .ok_or_else(|| AdminRefusal::UnknownNode(node_id.into()))?;
+        let certs = store::certs_of_node(&mut tx, node_id).await?;
+        tx.rollback().await?;
+        Ok(NodeDetail {
+            node: NodeView::from(&node),
+            certificates: certs.iter().map(CertView::from).collect(),
+        })
+    }
+}

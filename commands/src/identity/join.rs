@@ -1,0 +1,242 @@
+//! Token joins: open the sealed token and check the CSR, load the token and the holder of the
+//! claimed hardware key, decide, append `node.joined` + `node.certificate.issued` +
+//! `token.used` with the inline projections, and answer a JoinResponse signed by the
+//! JoinService signing key; or record the refusal.
+
+use domain::identity::{
+    decide_join, open_join, unix_us, DecideError, HardwareClaims, IdentityEvent, JoinCommand,
+    JoinInput, JoinRefusal, JoinState, JOIN_TOKEN_ATTESTOR,
+};
+use domain::pki::statement::{sign, JoinResponseStatement};
+use domain::pki::{NodeId, Serial};
+use events::schema::JoinRefused;
+use events::store::StoreTx;
+use prost::Message;
+
+use super::{
+    append_decided, digest_vec, fresh_id, refusals, store, IdentityError, JoinService, JOIN_REFUSED,
+};
+
+enum JoinOutcome {
+    Joined {
+        node_id: String,
+        site_id: String,
+        role: String,
+        generation: u64,
+        der: Vec<u8>,
+        not_after_us: i64,
+    },
+    Refused,
+}
+
+impl JoinService {
+    #[allow(clippy::too_many_arguments)]
+    async fn record_join_refusal(
+        &self,
+        tx: &mut StoreTx,
+        refusal: JoinRefusal,
+        tenant: &str,
+        token_id: &str,
+        csr_sha256: Option<[u8; 32]>,
+        hardware_key: Option<[u8; 32]>,
+        now_us: i64,
+    ) -> Result<(), IdentityError> {
+        let reason = refusal.reason();
+        let payload = JoinRefused {
+            refusal: reason.clone(),
+            attestor: JOIN_TOKEN_ATTESTOR.into(),
+            token_id: token_id.into(),
+            csr_sha256: digest_vec(csr_sha256),
+            hardware_key_sha256: digest_vec(hardware_key),
+            window_start_us: refusals::window_start(now_us),
+        };
+        refusals::record(
+            tx,
+            "join",
+            &reason,
+            tenant,
+            &payload,
+            now_us,
+            self.config.refusals_per_minute,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Join with the `join-token` attestor. Answers a JoinResponse signed by the JoinService
+    /// signing key and bound to the CSR's SHA-256, or `ACCESS_DENIED: Join refused`.
+    pub async fn join(
+        &self,
+        request: &proto::JoinRequest,
+    ) -> Result<proto::SignedJoinResponse, IdentityError> {
+        if !request.attestor.is_empty() && request.attestor != JOIN_TOKEN_ATTESTOR {
+            return Err(IdentityError::UnsupportedAttestor(request.attestor.clone()));
+        }
+        let claims = request.claims.clone().unwrap_or_default();
+        let input = JoinInput {
+            csr_der: request.csr.clone(),
+            sealed_token: request.sealed_token.clone(),
+            role: request.role.clone(),
+            claims: HardwareClaims {
+                product_uuid: (!claims.product_uuid.is_empty()).then_some(claims.product_uuid),
+                macs: claims.macs,
+                hardware_key: (!claims.hardware_key.is_empty()).then_some(claims.hardware_key),
+            },
+        };
+        let ctx = self.ctx();
+        let now = self.clock.now();
+        let now_us = unix_us(now);
+        let hw_digest = domain::identity::claims_digests(&input.claims).hardware_key;
+        let root = self.config.root_tenant.clone();
+
+        let opened = match open_join(&ctx, &input) {
+            Ok(o) => o,
+            Err((refusal, csr_sha)) => {
+                crate::transaction!(&self.store, IdentityError, |tx| {
+                    self.record_join_refusal(tx, refusal, &root, "", csr_sha, hw_digest, now_us)
+                        .await
+                })?;
+                return Err(IdentityError::AccessDenied(JOIN_REFUSED));
+            }
+        };
+        let csr_sha = *opened.csr.sha256();
+        let hash = opened.secret_hash();
+
+        let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
+            let token_row = store::token_by_hash(tx, hash.as_bytes()).await?;
+            let token = token_row.as_ref().map(|r| r.state()).transpose()?;
+            let holder_row = match opened.digests.hardware_key {
+                Some(k) => store::node_by_hardware_key(tx, &k).await?,
+                None => None,
+            };
+            let holder = holder_row.as_ref().map(|r| r.state()).transpose()?;
+            let cmd = JoinCommand {
+                opened: opened.clone(),
+                new_node_id: NodeId::new(&fresh_id("node"))
+                    .map_err(|e| IdentityError::Failed(e.to_string()))?,
+                serial: Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?,
+            };
+            let state = JoinState {
+                token,
+                hardware_key_holder: holder,
+            };
+            match decide_join(&ctx, &cmd, &state, now) {
+                Ok(events) => {
+                    let Some(token) = &state.token else {
+                        return Err(IdentityError::Failed("a join without a token".into()));
+                    };
+                    let mut joined = None;
+                    for e in &events {
+                        match e {
+                            IdentityEvent::NodeJoined(j) => {
+                                joined = Some((
+                                    j.node_id.clone(),
+                                    j.site_id.clone(),
+                                    j.role.clone(),
+                                    j.identity_generation,
+                                ))
+                            }
+                            IdentityEvent::CertificateIssued(c) => {
+                                if let Some(j) = joined.as_mut() {
+                                    j.3 = c.identity_generation;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    let cert = events.iter().find_map(|e| match e {
+                        IdentityEvent::CertificateIssued(c) => {
+                            Some((c.der.clone(), c.not_after_us))
+                        }
+                        _ => None,
+                    });
+                    let (Some((node_id, site_id, role, generation)), Some((der, not_after_us))) =
+                        (joined, cert)
+                    else {
+                        return Err(IdentityError::Failed(
+                            "the join decision lacks node.joined or the certificate".into(),
+                        ));
+                    };
+                    let versions = vec![
+                        (
+                            format!("token/{}", token.token_id),
+                            token_row.as_ref().map(|r| r.version),
+                        ),
+                        (
+                            format!("node/{node_id}"),
+                            holder_row
+                                .as_ref()
+                                .filter(|h| h.node_id == node_id)
+                                .map(|h| h.version),
+                        ),
+                    ];
+                    append_decided(tx, events, &token.tenant_id, now_us, &versions).await?;
+                    Ok(JoinOutcome::Joined {
+                        node_id,
+                        site_id,
+                        role,
+                        generation,
+                        der,
+                        not_after_us,
+                    })
+                }
+                Err(DecideError::Refused(refusal)) => {
+                    let (tenant, token_id) = match (&state.token, refusal.secret_matched()) {
+                        (Some(t), true) => (t.tenant_id.clone(), t.token_id.clone()),
+                        _ => (root.clone(), String::new()),
+                    };
+                    self.record_join_refusal(
+                        tx,
+                        refusal,
+                        &tenant,
+                        &token_id,
+                        Some(csr_sha),
+                        opened.digests.hardware_key,
+                        now_us,
+                    )
+                    .await?;
+                    Ok(JoinOutcome::Refused)
+                }
+                Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
+            }
+        })?;
+
+        match outcome {
+            JoinOutcome::Refused => Err(IdentityError::AccessDenied(JOIN_REFUSED)),
+            JoinOutcome::Joined {
+                node_id,
+                site_id,
+                role,
+                generation,
+                der,
+                not_after_us,
+            } => {
+                let body = proto::JoinResponse {
+                    csr_sha256: csr_sha.to_vec(),
+                    trust_domain: self.config.trust_domain.to_string(),
+                    node_id,
+                    site_id,
+                    role,
+                    certificate_chain: vec![der, self.keys.node_ca.cert_der().to_vec()],
+                    trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
+                    not_after_ms: not_after_us / 1000,
+                    server_time_ms: now_us / 1000,
+                    identity_generation: generation,
+                }
+                .encode_to_vec();
+                let signature = sign(
+                    &self.keys.join_signing,
+                    &JoinResponseStatement {
+                        csr_sha256: csr_sha,
+                        response: &body,
+                    },
+                )
+                .map_err(|e| IdentityError::Failed(format!("signing the JoinResponse: {e}")))?;
+                Ok(proto::SignedJoinResponse {
+                    response: body,
+                    signature: signature.as_bytes().to_vec(),
+                })
+            }
+        }
+    }
+}

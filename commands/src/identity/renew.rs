@@ -1,0 +1,155 @@
+//! Renewals: a proof of possession by the current key over the new CSR, checked against the
+//! stored certificate, the clock window and the single-use record; or the refusal recorded.
+
+use domain::identity::{
+    decide_renew, prepare_renew, unix_us, DecideError, IdentityEvent, RenewCommand, RenewInput,
+    RenewRefusal, RenewState, RENEW_POP_ATTESTOR,
+};
+use domain::pki::Serial;
+use events::schema::RenewRefused;
+use events::store::StoreTx;
+
+use super::{
+    append_decided, digest_vec, refusals, store, IdentityError, JoinService, RENEW_REFUSED,
+};
+
+enum RenewOutcome {
+    Renewed { der: Vec<u8>, not_after_us: i64 },
+    Refused,
+}
+
+impl JoinService {
+    #[allow(clippy::too_many_arguments)]
+    async fn record_renew_refusal(
+        &self,
+        tx: &mut StoreTx,
+        refusal: RenewRefusal,
+        tenant: &str,
+        node_id: &str,
+        serial: &str,
+        csr_sha256: Option<[u8; 32]>,
+        now_us: i64,
+    ) -> Result<(), IdentityError> {
+        let reason = refusal.reason();
+        let payload = RenewRefused {
+            refusal: reason.clone(),
+            node_id: node_id.into(),
+            serial: serial.into(),
+            csr_sha256: digest_vec(csr_sha256),
+            window_start_us: refusals::window_start(now_us),
+        };
+        refusals::record(
+            tx,
+            "renew",
+            &reason,
+            tenant,
+            &payload,
+            now_us,
+            self.config.refusals_per_minute,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Renew: a proof of possession by the current key over the new CSR. Answers the new chain,
+    /// or `ACCESS_DENIED: Renew refused`.
+    pub async fn renew(
+        &self,
+        request: &proto::RenewRequest,
+    ) -> Result<proto::RenewResponse, IdentityError> {
+        let ctx = self.ctx();
+        let now = self.clock.now();
+        let now_us = unix_us(now);
+        let root = self.config.root_tenant.clone();
+        let input = RenewInput {
+            csr_der: request.csr.clone(),
+            chain: request.chain.clone(),
+            client_time_ms: u64::try_from(request.client_time_ms).unwrap_or(0),
+            signature: request.signature.clone(),
+        };
+        let prepared = match prepare_renew(&ctx, &input) {
+            Ok(p) => p,
+            Err((refusal, ids, csr_sha)) => {
+                let (node_id, serial) = ids.unwrap_or_default();
+                crate::transaction!(&self.store, IdentityError, |tx| {
+                    self.record_renew_refusal(
+                        tx, refusal, &root, &node_id, &serial, csr_sha, now_us,
+                    )
+                    .await
+                })?;
+                return Err(IdentityError::AccessDenied(RENEW_REFUSED));
+            }
+        };
+        let node_id = prepared.node_id().to_owned();
+        let serial = prepared.serial_hex();
+        let csr_sha = *prepared.csr.sha256();
+
+        let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
+            let node_row = store::node_by_id(tx, &node_id).await?;
+            let cert_row = store::cert_by_serial(tx, &serial).await?;
+            let state = RenewState {
+                node: node_row.as_ref().map(|r| r.state()).transpose()?,
+                cert: cert_row.as_ref().map(|r| r.state()).transpose()?,
+                proof_used: store::attestation_used(tx, RENEW_POP_ATTESTOR, &prepared.replay_key)
+                    .await?,
+            };
+            let cmd = RenewCommand {
+                prepared: prepared.clone(),
+                serial: Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?,
+            };
+            match decide_renew(&ctx, &cmd, &state, now) {
+                Ok(events) => {
+                    let Some(node) = &node_row else {
+                        return Err(IdentityError::Failed("a renewal without a node".into()));
+                    };
+                    let cert = events.iter().find_map(|e| match e {
+                        IdentityEvent::CertificateIssued(c) => {
+                            Some((c.der.clone(), c.not_after_us))
+                        }
+                        _ => None,
+                    });
+                    let Some((der, not_after_us)) = cert else {
+                        return Err(IdentityError::Failed(
+                            "the renew decision lacks the certificate".into(),
+                        ));
+                    };
+                    let versions = vec![(format!("node/{node_id}"), Some(node.version))];
+                    append_decided(tx, events, &node.tenant_id, now_us, &versions).await?;
+                    Ok(RenewOutcome::Renewed { der, not_after_us })
+                }
+                Err(DecideError::Refused(refusal)) => {
+                    // The node's tenant only once the presented leaf is its stored certificate.
+                    let matched = !matches!(
+                        refusal,
+                        RenewRefusal::UnknownCertificate | RenewRefusal::CertificateMismatch
+                    );
+                    let tenant = match (&node_row, matched) {
+                        (Some(n), true) => n.tenant_id.clone(),
+                        _ => root.clone(),
+                    };
+                    self.record_renew_refusal(
+                        tx,
+                        refusal,
+                        &tenant,
+                        &node_id,
+                        &serial,
+                        Some(csr_sha),
+                        now_us,
+                    )
+                    .await?;
+                    Ok(RenewOutcome::Refused)
+                }
+                Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
+            }
+        })?;
+        match outcome {
+            RenewOutcome::Refused => Err(IdentityError::AccessDenied(RENEW_REFUSED)),
+            RenewOutcome::Renewed { der, not_after_us } => Ok(proto::RenewResponse {
+                certificate_chain: vec![der, self.keys.node_ca.cert_der().to_vec()],
+                trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
+                not_after_ms: not_after_us / 1000,
+                server_time_ms: now_us / 1000,
+            }),
+        }
+    }
+}
