@@ -206,10 +206,9 @@ fn pki_plaintext_with_mismatched_key_is_refused() {
 
 /// Moves the parts out of a key set, for `KeySet::from_parts` with one of them replaced.
 fn assemble(
-    set: KeySet,
-    change: impl FnOnce(&mut domain::pki::keyset::KeySet),
+    mut set: KeySet,
+    change: impl FnOnce(&mut KeySet),
 ) -> Result<KeySet, domain::pki::keyset::KeySetError> {
-    let mut set = set;
     change(&mut set);
     let KeySet {
         trust_domain,

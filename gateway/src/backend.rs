@@ -10,7 +10,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use commands::identity::{IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED};
+use commands::identity::{
+    IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED, SUPPORTED_ATTESTORS,
+};
 use commands::RunError;
 use domain::identity::JOIN_TOKEN_ATTESTOR;
 use proto::{JoinRequest, RenewRequest, RenewResponse, SignedJoinResponse};
@@ -35,10 +37,6 @@ pub fn identity_failure(what: &str, e: &IdentityError) -> Status {
         }
     }
 }
-
-/// The attestors this control plane runs, as a Join names them (an empty name means the first).
-/// Kept in step with the attestors `JoinService::join` accepts.
-pub const SUPPORTED_ATTESTORS: &[&str] = &[JOIN_TOKEN_ATTESTOR];
 
 /// How an unsupported attestor's status message starts (the spec's code); the relay passes on
 /// an UNIMPLEMENTED Join from the api only with it, so an api that lacks the method entirely

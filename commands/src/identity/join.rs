@@ -14,7 +14,8 @@ use events::store::StoreTx;
 use prost::Message;
 
 use super::{
-    append_decided, digest_vec, fresh_id, refusals, store, IdentityError, JoinService, JOIN_REFUSED,
+    append_decided, digest_vec, fresh_id, refusals, store, IdentityError, JoinService,
+    JOIN_REFUSED, SUPPORTED_ATTESTORS,
 };
 
 enum JoinOutcome {
@@ -69,7 +70,8 @@ impl JoinService {
         &self,
         request: &proto::JoinRequest,
     ) -> Result<proto::SignedJoinResponse, IdentityError> {
-        if !request.attestor.is_empty() && request.attestor != JOIN_TOKEN_ATTESTOR {
+        if !request.attestor.is_empty() && !SUPPORTED_ATTESTORS.contains(&request.attestor.as_str())
+        {
             return Err(IdentityError::UnsupportedAttestor(request.attestor.clone()));
         }
         let claims = request.claims.clone().unwrap_or_default();

@@ -40,6 +40,10 @@ use crate::{AsConflict, Clock, RunError};
 pub use maintenance::{run_maintenance, MaintenanceReport, MAINTENANCE_INTERVAL, PRUNE_BATCH};
 pub use views::{CertView, CreatedToken, NodeDetail, NodeView, TokenView};
 
+/// The attestors `JoinService::join` runs, as a JoinRequest names them; an empty name means
+/// the first. Anything else is [`IdentityError::UnsupportedAttestor`].
+pub const SUPPORTED_ATTESTORS: &[&str] = &[domain::identity::JOIN_TOKEN_ATTESTOR];
+
 /// The message every refused join carries.
 pub const JOIN_REFUSED: &str = "Join refused";
 /// The message every refused renewal carries.

@@ -139,15 +139,16 @@ pub fn prepare_renew(
     ctx: &JoinContext<'_>,
     input: &RenewInput,
 ) -> Result<PreparedRenew, (RenewRefusal, Option<(String, String)>, Option<[u8; 32]>)> {
-    let csr_sha_as_sent = sha256(&input.csr_der);
     let leaf = input.chain.first();
     let identity = leaf.map(|l| NodeIdentity::from_leaf_der(l, ctx.trust_domain));
-    let claimed = match &identity {
-        Some(Ok(i)) => Some((i.spiffe_id.node.as_str().to_owned(), i.serial.to_hex())),
-        _ => None,
-    };
-    let csr = VerifiedCsr::verify(&input.csr_der)
-        .map_err(|_| (RenewRefusal::BadCsr, claimed.clone(), Some(csr_sha_as_sent)))?;
+    // What a bad-CSR refusal names is worked out only on that path.
+    let csr = VerifiedCsr::verify(&input.csr_der).map_err(|_| {
+        let claimed = match &identity {
+            Some(Ok(i)) => Some((i.spiffe_id.node.as_str().to_owned(), i.serial.to_hex())),
+            _ => None,
+        };
+        (RenewRefusal::BadCsr, claimed, Some(sha256(&input.csr_der)))
+    })?;
     let csr_sha = *csr.sha256();
     let (Some(leaf), Some(Ok(identity))) = (leaf, identity) else {
         return Err((RenewRefusal::BadCertificate, None, Some(csr_sha)));
