@@ -8,6 +8,7 @@
 
 mod deferred;
 pub mod postgres;
+mod query;
 pub mod recorder;
 pub mod sqlite;
 pub mod tailer;
@@ -21,6 +22,7 @@ use crate::envelope::{NewEvent, RecordedEvent};
 
 pub use deferred::{DeferredWrite, ExpectRows};
 pub use postgres::{PgLogStore, PgStoreTx};
+pub use query::BothBackendsRow;
 pub use recorder::{RecordedWrite, WriteRecorder};
 pub use sqlite::{SqliteLogStore, SqliteStoreTx};
 pub use tailer::{TailCursor, Tailer, TailerOptions};
