@@ -20,7 +20,6 @@ use ring::signature::{
 };
 
 use super::encoding::{b64url, b64url_decode, p256_point_of_spki, p256_spki_from_point};
-use super::pin::Pin;
 
 /// The job a key does. The first seven are the deployment's key set (see
 /// [`super::keyset::KeySet`]); the others are keys made outside it.
@@ -141,11 +140,6 @@ impl PublicKey {
     pub fn uncompressed_point(&self) -> &[u8] {
         // Checked in the constructor.
         p256_point_of_spki(&self.spki_der).unwrap_or_default()
-    }
-
-    /// `sha256/<base64>` pin of this key.
-    pub fn pin(&self) -> Pin {
-        Pin::of(self)
     }
 
     /// Verifies an ES256 (fixed `r || s`) signature over `message`.

@@ -38,6 +38,13 @@ pub enum PinError {
     },
 }
 
+impl PublicKey {
+    /// `sha256/<base64>` pin of this key.
+    pub fn pin(&self) -> Pin {
+        Pin::of(self)
+    }
+}
+
 impl Pin {
     /// The pin of a public key.
     pub fn of(key: &PublicKey) -> Pin {
