@@ -7,6 +7,8 @@
 //! workspace holds. The exact tailer lives in [`tailer`].
 
 mod deferred;
+mod error;
+mod insert;
 pub mod postgres;
 mod query;
 pub mod recorder;
@@ -21,6 +23,10 @@ use std::future::Future;
 use crate::envelope::{NewEvent, RecordedEvent};
 
 pub use deferred::{DeferredWrite, ExpectRows};
+pub(crate) use error::map_append_error;
+pub use error::{Result, StoreError};
+pub use insert::push_groups;
+pub(crate) use insert::{insert_rows_by_statements, insert_statements};
 pub use postgres::{PgLogStore, PgStoreTx};
 pub use query::BothBackendsRow;
 pub use recorder::{RecordedWrite, WriteRecorder};
@@ -104,62 +110,6 @@ pub enum Backend {
     Sqlite,
 }
 
-/// Everything that can go wrong in the store. A wrong expected version is always
-/// [`StoreError::Conflict`], never a generic database error.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error(
-        "stream {stream} is at {actual}, the append expected {expected}: read it again and retry"
-    )]
-    Conflict {
-        stream: String,
-        expected: ExpectedVersion,
-        /// The version the stream is at (0 when it does not exist). On Postgres, when the
-        /// append lost a race and no second connection was free within 100 ms to read it, a
-        /// lower bound: the version it collided with.
-        actual: u64,
-    },
-    #[error("event id {event_id} is already in the log with different content or in another stream; event ids must be unique")]
-    DuplicateEventId { event_id: String },
-    #[error("an append needs at least one event")]
-    EmptyAppend,
-    #[error("unsupported database URL {0:?}: use postgres://... or sqlite://PATH")]
-    UnsupportedUrl(String),
-    #[error("tail cursor {cursor:?} is malformed: {why}")]
-    BadCursor { cursor: String, why: &'static str },
-    #[error("tail cursor is for the {cursor} backend, this store is {store}")]
-    CursorBackend {
-        cursor: &'static str,
-        store: &'static str,
-    },
-    #[error("writing {table}: {changed} rows changed where {expected} should have: {meaning}")]
-    UnexpectedRowCount {
-        table: String,
-        expected: u64,
-        changed: u64,
-        meaning: String,
-    },
-    #[error("stored event at position {position} is malformed: {why}")]
-    Corrupt { position: i64, why: String },
-    #[error("bulk insert into {table}: {why}; split the rows or the value")]
-    TooLarge { table: String, why: String },
-    #[error("{op} is not possible on a transaction that only records projection writes (a projection that reads must not declare only_writes)")]
-    RecordingOnly { op: &'static str },
-    #[error("applying migrations failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
-}
-
-impl StoreError {
-    /// True for the expected-version conflict the command layer retries from a fresh read.
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, StoreError::Conflict { .. })
-    }
-}
-
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
-
 /// A transaction on a log store: appends and the caller's projection writes commit together.
 pub trait LogTx: Send {
     /// Appends `events` to `stream` if the stream is where `expected` says.
@@ -242,66 +192,6 @@ pub(crate) async fn run_deferred_now<T: LogTx + ?Sized>(
 ) -> Result<()> {
     let changed = tx.execute(&write.sql, &write.args).await?;
     write.check(changed)
-}
-
-/// Appends `($n, ..), ($n+1, ..)` for `rows` to `sql`, numbering after the `args` already
-/// there, and moves the values into `args`: the `VALUES` list of a multi-row statement.
-pub fn push_groups(
-    sql: &mut String,
-    args: &mut Vec<SqlValue>,
-    rows: impl IntoIterator<Item = Vec<SqlValue>>,
-) {
-    for (i, row) in rows.into_iter().enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push('(');
-        for j in 0..row.len() {
-            if j > 0 {
-                sql.push_str(", ");
-            }
-            sql.push('$');
-            sql.push_str(&(args.len() + j + 1).to_string());
-        }
-        sql.push(')');
-        args.extend(row);
-    }
-}
-
-/// Parameters per multi-row `INSERT` of [`insert_rows_by_statements`]: under SQLite's oldest
-/// limit (999) and far under Postgres' (65,535).
-const INSERT_PARAMETERS: usize = 990;
-
-/// The multi-row `INSERT` statements that insert `rows` into `table (columns)`, with their
-/// arguments.
-pub(crate) fn insert_statements(
-    table: &str,
-    columns: &[&str],
-    rows: &[Vec<SqlValue>],
-) -> Vec<(String, Vec<SqlValue>)> {
-    let per_statement = (INSERT_PARAMETERS / columns.len().max(1)).max(1);
-    rows.chunks(per_statement)
-        .map(|chunk| {
-            let mut sql = format!("INSERT INTO {table} ({}) VALUES ", columns.join(", "));
-            let mut args = Vec::with_capacity(chunk.len() * columns.len());
-            push_groups(&mut sql, &mut args, chunk.iter().cloned());
-            (sql, args)
-        })
-        .collect()
-}
-
-/// [`LogTx::insert_rows`] as multi-row `INSERT` statements.
-pub(crate) async fn insert_rows_by_statements<T: LogTx + ?Sized>(
-    tx: &mut T,
-    table: &str,
-    columns: &[&str],
-    rows: &[Vec<SqlValue>],
-) -> Result<u64> {
-    let mut inserted = 0;
-    for (sql, args) in insert_statements(table, columns, rows) {
-        inserted += tx.execute(&sql, &args).await?;
-    }
-    Ok(inserted)
 }
 
 /// The operations every log-store backend provides.
@@ -593,18 +483,6 @@ impl AllEvents {
     pub fn position(&self) -> i64 {
         self.after
     }
-}
-
-/// Maps a unique violation on `events.event_id` to the typed error, other errors through.
-pub(crate) fn map_append_error(err: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(db) = &err {
-        if db.constraint() == Some("events_event_id_key") {
-            return StoreError::DuplicateEventId {
-                event_id: "(one of this batch's ids)".into(),
-            };
-        }
-    }
-    StoreError::Database(err)
 }
 
 /// Builds a [`RecordedEvent`] from the column values, checking fixed-size fields.

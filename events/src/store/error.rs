@@ -1,0 +1,72 @@
+//! What can go wrong in the store, as one typed error: a wrong expected version is always
+//! [`StoreError::Conflict`], never a generic database error.
+
+use super::ExpectedVersion;
+
+/// Everything that can go wrong in the store. A wrong expected version is always
+/// [`StoreError::Conflict`], never a generic database error.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "stream {stream} is at {actual}, the append expected {expected}: read it again and retry"
+    )]
+    Conflict {
+        stream: String,
+        expected: ExpectedVersion,
+        /// The version the stream is at (0 when it does not exist). On Postgres, when the
+        /// append lost a race and no second connection was free within 100 ms to read it, a
+        /// lower bound: the version it collided with.
+        actual: u64,
+    },
+    #[error("event id {event_id} is already in the log with different content or in another stream; event ids must be unique")]
+    DuplicateEventId { event_id: String },
+    #[error("an append needs at least one event")]
+    EmptyAppend,
+    #[error("unsupported database URL {0:?}: use postgres://... or sqlite://PATH")]
+    UnsupportedUrl(String),
+    #[error("tail cursor {cursor:?} is malformed: {why}")]
+    BadCursor { cursor: String, why: &'static str },
+    #[error("tail cursor is for the {cursor} backend, this store is {store}")]
+    CursorBackend {
+        cursor: &'static str,
+        store: &'static str,
+    },
+    #[error("writing {table}: {changed} rows changed where {expected} should have: {meaning}")]
+    UnexpectedRowCount {
+        table: String,
+        expected: u64,
+        changed: u64,
+        meaning: String,
+    },
+    #[error("stored event at position {position} is malformed: {why}")]
+    Corrupt { position: i64, why: String },
+    #[error("bulk insert into {table}: {why}; split the rows or the value")]
+    TooLarge { table: String, why: String },
+    #[error("{op} is not possible on a transaction that only records projection writes (a projection that reads must not declare only_writes)")]
+    RecordingOnly { op: &'static str },
+    #[error("applying migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl StoreError {
+    /// True for the expected-version conflict the command layer retries from a fresh read.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict { .. })
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Maps a unique violation on `events.event_id` to the typed error, other errors through.
+pub(crate) fn map_append_error(err: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &err {
+        if db.constraint() == Some("events_event_id_key") {
+            return StoreError::DuplicateEventId {
+                event_id: "(one of this batch's ids)".into(),
+            };
+        }
+    }
+    StoreError::Database(err)
+}
