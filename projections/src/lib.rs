@@ -9,8 +9,10 @@
 pub mod audit;
 pub mod digest;
 pub mod identity;
+pub mod inspect;
 pub mod quorum;
 pub mod rebuild;
+pub mod scratch;
 
 use std::future::Future;
 use std::pin::Pin;
