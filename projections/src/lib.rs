@@ -12,6 +12,7 @@ pub mod identity;
 pub mod inspect;
 pub mod quorum;
 pub mod rebuild;
+pub mod replay_read;
 pub mod scratch;
 
 use std::future::Future;
