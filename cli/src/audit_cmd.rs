@@ -21,10 +21,13 @@ use domain::audit::{
     verify_inclusion, verify_trail, AuditLeaf, AuditPublicKey, AuditSigner, Checkpoint, Hash,
     KeyPin, Progress, TrailCheckpoint, TrailFault, TrailLeaf,
 };
-use domain::pki::{open_bundle, DeploymentSecret, DEPLOYMENT_SECRET_ENV};
+use domain::pki::DEPLOYMENT_SECRET_ENV;
+
 use events::store::{EventStore, StoreError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::deployment::{Deployment, DeploymentError};
 
 /// The trail or proof does not verify.
 pub const EXIT_TAMPERED: u8 = 3;
@@ -413,6 +416,11 @@ fn read_file(path: &PathBuf) -> Result<Vec<u8>, AuditCmdError> {
     })
 }
 
+/// A `--pki` bundle that cannot be opened: a usage error naming the flag.
+fn pki_usage(e: DeploymentError) -> AuditCmdError {
+    AuditCmdError::Usage(format!("--pki: {e}"))
+}
+
 fn trust(
     pin: Option<&str>,
     pki: Option<&PathBuf>,
@@ -421,10 +429,7 @@ fn trust(
     if let Some(path) = pki {
         // With the deployment secret set, the bundle's public half (the audit key among it) is
         // authenticated by the seal; a wrong secret is an error, not a silent fallback.
-        let secret = crate::pki_cmd::optional_secret_from_env()
-            .map_err(|e| AuditCmdError::Usage(format!("--pki {}: {e}", path.display())))?;
-        let bundle = open_bundle(&read_file(path)?, secret.as_ref())
-            .map_err(|e| AuditCmdError::Usage(format!("--pki {}: {e}", path.display())))?;
+        let bundle = Deployment::new(path).open().map_err(pki_usage)?;
         if !bundle.authenticated {
             eprintln!(
                 "warning: the PKI bundle's public half is not authenticated (no {DEPLOYMENT_SECRET_ENV}); whoever can write {} chooses the audit key",
@@ -1022,22 +1027,7 @@ fn progress_bar(enabled: bool, total: Option<u64>) -> Option<indicatif::Progress
 // seal
 
 fn load_signer(path: &PathBuf) -> Result<(AuditSigner, String), AuditCmdError> {
-    let bytes = read_file(path)?;
-    let mut bundle = open_bundle(&bytes, None)
-        .map_err(|e| AuditCmdError::Usage(format!("--pki {}: {e}", path.display())))?;
-    if bundle.keys.is_none() {
-        let value = std::env::var(DEPLOYMENT_SECRET_ENV).ok();
-        let secret = DeploymentSecret::from_env_value(value.as_deref())
-            .map_err(|e| AuditCmdError::Usage(e.to_string()))?;
-        bundle = open_bundle(&bytes, Some(&secret))
-            .map_err(|e| AuditCmdError::Usage(format!("--pki {}: {e}", path.display())))?;
-    }
-    let Some(keys) = bundle.keys else {
-        return Err(AuditCmdError::Usage(format!(
-            "--pki {}: the bundle holds no private keys",
-            path.display()
-        )));
-    };
+    let keys = Deployment::new(path).keys().map_err(pki_usage)?;
     let rng = ring::rand::SystemRandom::new();
     let signer = AuditSigner::from_pkcs8(keys.audit_signing.pkcs8_der(), &rng)
         .map_err(|e| AuditCmdError::Usage(format!("--pki: audit signing key: {e}")))?;

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod audit_cmd;
 mod batch_cmd;
+mod deployment;
 mod internal_cert_cmd;
 mod node_cmd;
 mod pki_cmd;

@@ -279,8 +279,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
             file.pki_bundle,
             |v| Some(PathBuf::from(v)),
         )
-        .unwrap_or_else(|| PathBuf::from(crate::pki_cmd::DEFAULT_BUNDLE)),
-        deployment_secret_file: env("BC_DEPLOYMENT_SECRET_FILE")
+        .unwrap_or_else(|| PathBuf::from(crate::deployment::DEFAULT_BUNDLE)),
+        deployment_secret_file: env(crate::deployment::SECRET_FILE_ENV)
             .map(PathBuf::from)
             .or(file.deployment_secret_file),
         role,

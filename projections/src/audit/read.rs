@@ -182,7 +182,7 @@ pub async fn checkpoints(
 }
 
 fn checkpoint_row(r: StoredCheckpoint) -> Result<CheckpointRow, AuditTableError> {
-    if r.consistency_proof.len() % 32 != 0 {
+    if !r.consistency_proof.len().is_multiple_of(32) {
         return Err(AuditTableError::Corrupt(format!(
             "checkpoint {} of {}: consistency proof is {} bytes, not a multiple of 32",
             r.seq,
