@@ -18,12 +18,14 @@ use domain::pki::{issue_internal_client_certificate, KeyRole, PrivateKey, Serial
 use serde_json::json;
 use time::OffsetDateTime;
 
-use crate::serve_cmd::{load_keys, parse_duration, ServeError};
+use crate::deployment::{Deployment, DeploymentError, DEFAULT_BUNDLE};
+use crate::serve_config::parse_duration;
 
 #[derive(Args, Debug)]
 pub struct IssueInternalArgs {
-    /// The PKI bundle (its keys are opened with BC_DEPLOYMENT_SECRET).
-    #[arg(long, default_value = crate::pki_cmd::DEFAULT_BUNDLE)]
+    /// The PKI bundle (its keys are opened with the deployment secret: BC_DEPLOYMENT_SECRET, or
+    /// the file BC_DEPLOYMENT_SECRET_FILE names).
+    #[arg(long, default_value = DEFAULT_BUNDLE)]
     pub pki: PathBuf,
     /// The gateway's name (a DNS name; shown in the api's logs).
     #[arg(long)]
@@ -48,7 +50,7 @@ pub struct IssueInternalArgs {
 #[derive(Debug, thiserror::Error)]
 pub enum InternalCertError {
     #[error("{0}")]
-    Keys(#[from] ServeError),
+    Keys(#[from] DeploymentError),
     #[error("--lifetime: {0}")]
     Lifetime(String),
     #[error("issuing the internal certificate: {0}")]
@@ -142,7 +144,7 @@ pub fn issue_internal(args: IssueInternalArgs) -> Result<(), InternalCertError> 
     let lifetime = parse_duration(&args.lifetime).map_err(InternalCertError::Lifetime)?;
     let lifetime = time::Duration::try_from(lifetime)
         .map_err(|e| InternalCertError::Lifetime(e.to_string()))?;
-    let keys = load_keys(&args.pki, None)?;
+    let keys = Deployment::new(&args.pki).keys()?;
     let key = PrivateKey::generate(KeyRole::Serving)
         .map_err(|e| InternalCertError::Issue(e.to_string()))?;
     let serial = Serial::generate().map_err(|e| InternalCertError::Issue(e.to_string()))?;

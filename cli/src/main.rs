@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod audit_cmd;
 mod batch_cmd;
+mod deployment;
 mod internal_cert_cmd;
 mod node_cmd;
 mod pki_cmd;
@@ -17,6 +18,7 @@ mod rebuild_cmd;
 mod replay_cmd;
 mod serve_cmd;
 mod serve_config;
+mod serve_config_errors;
 mod serve_split;
 mod store_cmd;
 mod token_cmd;

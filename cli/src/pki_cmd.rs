@@ -2,28 +2,30 @@
 //! pins.
 //!
 //! The bundle is one JSON file, mode 0600, created with `O_EXCL` so it is never overwritten. Its
-//! private keys are sealed under the deployment secret from `BC_DEPLOYMENT_SECRET` (see
-//! `domain::pki::bundle` for the format), or stored unsealed with `--plaintext` for development.
+//! private keys are sealed under the deployment secret (`BC_DEPLOYMENT_SECRET`, or the file
+//! `BC_DEPLOYMENT_SECRET_FILE` names: [`crate::deployment`]; see `domain::pki::bundle` for the
+//! format), or stored unsealed with `--plaintext` for development.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use domain::pki::{
-    open_bundle, plaintext_bundle, seal_bundle, BundleError, DeploymentSecret, KeySet, KeySetError,
-    KeySetLifetimes, KeySetPins, Protection, SecretError, SpiffeError, TrustDomain,
-    DEPLOYMENT_SECRET_ENV,
+    plaintext_bundle, seal_bundle, BundleError, KeySet, KeySetError, KeySetLifetimes, KeySetPins,
+    Protection, SecretError, SpiffeError, TrustDomain, DEPLOYMENT_SECRET_ENV,
 };
 use serde_json::json;
 use time::OffsetDateTime;
 
-/// The bundle's default place, beside the embedded store.
-pub const DEFAULT_BUNDLE: &str = ".bcctl/pki.json";
+pub use crate::deployment::DEFAULT_BUNDLE;
+use crate::deployment::{Deployment, DeploymentError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PkiCmdError {
     #[error("{0}")]
     Secret(#[from] SecretError),
+    #[error("{0}")]
+    Deployment(#[from] DeploymentError),
     #[error("trust domain: {0}")]
     TrustDomain(#[from] SpiffeError),
     #[error("generating the key set failed: {0}")]
@@ -85,30 +87,13 @@ pub fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
     }
 }
 
-fn secret_from_env() -> Result<DeploymentSecret, SecretError> {
-    let value = std::env::var(DEPLOYMENT_SECRET_ENV).ok();
-    DeploymentSecret::from_env_value(value.as_deref())
-}
-
-/// The deployment secret for commands that only read a bundle's public half: none when the
-/// variable is unset or empty (the public half then loads unauthenticated), an error when it is
-/// set but unusable, as for `init`, `token` and `serve`: silently reading unauthenticated would
-/// hide the operator's mistake.
-pub(crate) fn optional_secret_from_env() -> Result<Option<DeploymentSecret>, SecretError> {
-    match secret_from_env() {
-        Ok(secret) => Ok(Some(secret)),
-        Err(SecretError::Missing) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 fn init(args: InitArgs) -> Result<(), PkiCmdError> {
     let trust_domain = TrustDomain::new(&args.trust_domain)?;
     // Check the secret before spending time on keys.
     let secret = if args.plaintext {
         None
     } else {
-        Some(secret_from_env()?)
+        Some(Deployment::new(&args.out).required_secret()?)
     };
     if args.out.exists() {
         return Err(PkiCmdError::Exists { path: args.out });
@@ -155,15 +140,7 @@ fn init(args: InitArgs) -> Result<(), PkiCmdError> {
 }
 
 fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
-    let bytes = std::fs::read(&args.file).map_err(|source| PkiCmdError::Io {
-        path: args.file.clone(),
-        source,
-    })?;
-    let secret = optional_secret_from_env()?;
-    let loaded = open_bundle(&bytes, secret.as_ref()).map_err(|source| PkiCmdError::Bundle {
-        path: args.file.clone(),
-        source,
-    })?;
+    let loaded = Deployment::new(&args.file).open()?;
     let pins = loaded.public.pins().map_err(|source| PkiCmdError::Bundle {
         path: args.file.clone(),
         source,

@@ -11,7 +11,7 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
+use events::store::{EventStore, LogStore, LogTx, StoreError};
 use projections::{ProjectionError, TableSpec};
 use serde::Serialize;
 
@@ -32,7 +32,7 @@ pub enum RebuildCmdError {
     #[error("rebuild failed, the tables are unchanged: {0}")]
     Projection(#[from] ProjectionError),
     #[error("counting the rebuilt rows: {0}")]
-    Query(#[from] sqlx::Error),
+    Count(StoreError),
 }
 
 #[derive(Args)]
@@ -92,7 +92,9 @@ pub async fn run(args: RebuildArgs) -> Result<(), RebuildCmdError> {
     let mut counts = Vec::with_capacity(tables.len());
     let mut tx = store.begin().await?;
     for t in &tables {
-        let rows = count_rows(&mut tx, t.name).await?;
+        let rows = projections::inspect::row_count(&mut tx, t.name)
+            .await
+            .map_err(RebuildCmdError::Count)?;
         counts.push(TableCount { name: t.name, rows });
     }
     tx.rollback().await?;
@@ -119,15 +121,6 @@ pub async fn run(args: RebuildArgs) -> Result<(), RebuildCmdError> {
         print_report(&report);
     }
     Ok(())
-}
-
-async fn count_rows(tx: &mut StoreTx, table: &str) -> Result<i64, RebuildCmdError> {
-    let sql = format!("SELECT count(*) FROM {table}");
-    Ok(match tx {
-        StoreTx::Postgres(t) => sqlx::query_scalar(&sql).fetch_one(t.connection()).await?,
-        StoreTx::Sqlite(t) => sqlx::query_scalar(&sql).fetch_one(t.connection()).await?,
-        StoreTx::Recorder(_) => return Err(StoreError::RecordingOnly { op: "a row count" }.into()),
-    })
 }
 
 fn print_report(r: &RebuildReport) {

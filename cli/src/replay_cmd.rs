@@ -13,6 +13,7 @@ use std::io::IsTerminal;
 use clap::Args;
 use commands::identity::{CertView, NodeView, TokenView};
 use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
+use projections::replay_read::{self, CertRow, NodeRow, TokenRow};
 use projections::ProjectionError;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -35,7 +36,7 @@ pub enum ReplayCmdError {
     #[error("replay: {0}")]
     Projection(#[from] ProjectionError),
     #[error("reading the replayed state: {0}")]
-    Query(#[from] sqlx::Error),
+    Read(StoreError),
 }
 
 #[derive(Args)]
@@ -76,7 +77,7 @@ pub struct ReplayState {
 }
 
 /// One event of a node's history.
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventLine {
     #[serde(rename = "type")]
@@ -84,79 +85,6 @@ pub struct EventLine {
     pub position: i64,
     pub version: i64,
     pub occurred_at_us: i64,
-}
-
-macro_rules! fetch {
-    ($tx:expr, $ty:ty, $fetch:ident, $sql:expr $(, $arg:expr)*) => {
-        match $tx {
-            StoreTx::Postgres(t) => {
-                sqlx::query_as::<_, $ty>($sql)$(.bind($arg))*.$fetch(t.connection()).await
-            }
-            StoreTx::Sqlite(t) => {
-                sqlx::query_as::<_, $ty>($sql)$(.bind($arg))*.$fetch(t.connection()).await
-            }
-            StoreTx::Recorder(_) => {
-                return Err(events::store::StoreError::RecordingOnly { op: "a read" }.into())
-            }
-        }
-    };
-}
-
-#[derive(sqlx::FromRow)]
-struct NodeRow {
-    node_id: String,
-    tenant_id: String,
-    site_id: String,
-    pool_id: String,
-    role: String,
-    status: String,
-    status_reason: Option<String>,
-    identity_generation: i64,
-    attestor: String,
-    node_key: String,
-    token_id: String,
-    joined_at_us: i64,
-    updated_at_us: i64,
-    position: i64,
-}
-
-#[derive(sqlx::FromRow)]
-struct CertRow {
-    serial: String,
-    node_id: String,
-    identity_generation: i64,
-    der: Vec<u8>,
-    not_before_us: i64,
-    not_after_us: i64,
-    revoked_at_us: Option<i64>,
-    revoke_reason: Option<String>,
-    issued_position: i64,
-    revoked_position: Option<i64>,
-}
-
-#[derive(sqlx::FromRow)]
-struct TokenRow {
-    token_id: String,
-    tenant_id: String,
-    site_id: String,
-    pool_id: String,
-    role: String,
-    uses_total: i64,
-    uses_left: i64,
-    expires_at_us: i64,
-    expect_product_uuid: Option<String>,
-    expect_mac: Option<String>,
-    allow_reclaim: bool,
-    created_at_us: i64,
-    revoked_at_us: Option<i64>,
-    revoke_reason: Option<String>,
-    position: i64,
-}
-
-#[derive(sqlx::FromRow)]
-struct Pos {
-    position: Option<i64>,
-    occurred_at_us: Option<i64>,
 }
 
 /// Resolves `--at` to a position: an integer is a position; anything else must be an RFC 3339
@@ -178,21 +106,11 @@ async fn resolve_at(store: &EventStore, at: &str) -> Result<i64, ReplayCmdError>
     let us = i64::try_from(t.unix_timestamp_nanos() / 1000)
         .map_err(|_| ReplayCmdError::BadAt(at.into()))?;
     let mut tx = store.begin().await?;
-    let row = fetch!(
-        &mut tx,
-        Pos,
-        fetch_one,
-        // The longest prefix of the log decided at or before the time: the cut stops before
-        // the first event that occurred later, even where concurrent writers (or replicas)
-        // committed an earlier-decided event after it, so nothing decided after `--at` is shown.
-        "WITH later AS (SELECT MIN(position) AS first FROM events WHERE occurred_at_us > $1) \
-         SELECT COALESCE(MAX(e.position), 0) AS position, \
-                CAST(NULL AS BIGINT) AS occurred_at_us \
-         FROM events e, later WHERE later.first IS NULL OR e.position < later.first",
-        us
-    );
+    // The longest prefix of the log decided at or before the time, so nothing decided after
+    // `--at` is shown.
+    let position = replay_read::position_at_time(&mut tx, us).await;
     tx.rollback().await?;
-    Ok(row?.position.unwrap_or(0))
+    position.map_err(ReplayCmdError::Read)
 }
 
 /// Rebuilds the identity state as of `--at` in a rolled-back transaction and returns it.
@@ -220,14 +138,9 @@ async fn replay_in(
     let all = projections::identity::all();
     let events_replayed =
         projections::rebuild_in(store, tx, &all, Some(position), REPLAY_BATCH, progress).await?;
-    let occurred_at_us = fetch!(
-        &mut *tx,
-        Pos,
-        fetch_optional,
-        "SELECT position, occurred_at_us FROM events WHERE position = $1",
-        position
-    )?
-    .and_then(|r| r.occurred_at_us);
+    let occurred_at_us = replay_read::occurred_at(tx, position)
+        .await
+        .map_err(ReplayCmdError::Read)?;
 
     let mut hasher = blake3::Hasher::new();
     for table in projections::identity::tables() {
@@ -240,61 +153,38 @@ async fn replay_in(
     }
     let digest = hasher.finalize().to_hex().to_string();
 
-    let node_filter = node.unwrap_or("");
-    let nodes: Vec<NodeRow> = fetch!(
-        &mut *tx,
-        NodeRow,
-        fetch_all,
-        "SELECT node_id, tenant_id, site_id, pool_id, role, status, status_reason, \
-         identity_generation, attestor, node_key, token_id, joined_at_us, updated_at_us, position \
-         FROM nodes WHERE ($1 = '' OR node_id = $1) ORDER BY node_id",
-        node_filter
-    )?;
-    let certs: Vec<CertRow> = fetch!(
-        &mut *tx,
-        CertRow,
-        fetch_all,
-        "SELECT serial, node_id, identity_generation, der, not_before_us, not_after_us, \
-         revoked_at_us, revoke_reason, issued_position, revoked_position FROM node_certs \
-         WHERE ($1 = '' OR node_id = $1) ORDER BY node_id, issued_position",
-        node_filter
-    )?;
-    let tokens: Vec<TokenRow> = match node {
+    let nodes = replay_read::nodes(tx, node)
+        .await
+        .map_err(ReplayCmdError::Read)?;
+    let certs = replay_read::certificates(tx, node)
+        .await
+        .map_err(ReplayCmdError::Read)?;
+    let tokens = match node {
         // A node's state names its token; show that one.
         Some(_) => {
             let token_id = nodes
                 .first()
                 .map(|n| n.token_id.clone())
                 .unwrap_or_default();
-            fetch!(
-                &mut *tx,
-                TokenRow,
-                fetch_all,
-                "SELECT token_id, tenant_id, site_id, pool_id, role, uses_total, uses_left, \
-                 expires_at_us, expect_product_uuid, expect_mac, allow_reclaim, created_at_us, \
-                 revoked_at_us, revoke_reason, position FROM join_tokens WHERE token_id = $1",
-                token_id
-            )?
+            replay_read::token(tx, &token_id).await
         }
-        None => fetch!(
-            &mut *tx,
-            TokenRow,
-            fetch_all,
-            "SELECT token_id, tenant_id, site_id, pool_id, role, uses_total, uses_left, \
-             expires_at_us, expect_product_uuid, expect_mac, allow_reclaim, created_at_us, \
-             revoked_at_us, revoke_reason, position FROM join_tokens ORDER BY token_id"
-        )?,
-    };
+        None => replay_read::tokens(tx).await,
+    }
+    .map_err(ReplayCmdError::Read)?;
     let events = match node {
-        Some(id) => Some(fetch!(
-            &mut *tx,
-            EventLine,
-            fetch_all,
-            "SELECT event_type, position, stream_version AS version, occurred_at_us FROM events \
-             WHERE stream_id = $1 AND position <= $2 ORDER BY position",
-            format!("node/{id}"),
-            position
-        )?),
+        Some(id) => Some(
+            replay_read::stream_events(tx, &format!("node/{id}"), position)
+                .await
+                .map_err(ReplayCmdError::Read)?
+                .into_iter()
+                .map(|e| EventLine {
+                    event_type: e.event_type,
+                    position: e.position,
+                    version: e.version,
+                    occurred_at_us: e.occurred_at_us,
+                })
+                .collect(),
+        ),
         None => None,
     };
     Ok(ReplayState {

@@ -34,7 +34,20 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
 
-use crate::serve_cmd::ServeError;
+/// Why the configuration could not be resolved. The same texts as the `ServeError` variants of
+/// the same names, into which `crate::serve_config_errors` turns them.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read the configuration: {source}")]
+    ReadConfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid bcctl serve configuration: {message}")]
+    ConfigSyntax { path: PathBuf, message: String },
+    #[error("configuration {key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -190,30 +203,30 @@ fn duration_setting(
     env_name: &str,
     file: Option<String>,
     default: &str,
-) -> Result<Duration, ServeError> {
+) -> Result<Duration, ConfigError> {
     let text = env(env_name)
         .or(file)
         .unwrap_or_else(|| default.to_string());
-    parse_duration(&text).map_err(|message| ServeError::Invalid { key, message })
+    parse_duration(&text).map_err(|message| ConfigError::Invalid { key, message })
 }
 
-fn socket(key: &'static str, text: &str) -> Result<SocketAddr, ServeError> {
-    text.parse().map_err(|e| ServeError::Invalid {
+fn socket(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
+    text.parse().map_err(|e| ConfigError::Invalid {
         key,
         message: format!("{text:?} is not host:port with an IP address: {e}"),
     })
 }
 
 /// Reads the file (if any), then applies the environment and the flags.
-pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
+pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
     let file: FileConfig = match &args.config {
         None => FileConfig::default(),
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| ServeError::ReadConfig {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadConfig {
                 path: path.clone(),
                 source,
             })?;
-            toml::from_str(&text).map_err(|e| ServeError::ConfigSyntax {
+            toml::from_str(&text).map_err(|e| ConfigError::ConfigSyntax {
                 path: path.clone(),
                 message: e.to_string(),
             })?
@@ -228,7 +241,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
         "api" => Ok(Role::Api),
         "gateway" => Ok(Role::Gateway),
         "all" => Ok(Role::All),
-        other => Err(ServeError::Invalid {
+        other => Err(ConfigError::Invalid {
             key: "role",
             message: format!("{other:?} is not all, api or gateway"),
         }),
@@ -243,7 +256,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
         (None, Some(f)) if f == "json" => LogFormat::Json,
         (None, Some(f)) if f == "text" => LogFormat::Text,
         (None, Some(f)) => {
-            return Err(ServeError::Invalid {
+            return Err(ConfigError::Invalid {
                 key: "log_format",
                 message: format!("{f:?} is not text or json"),
             })
@@ -251,7 +264,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
         (None, None) => file.log_format.unwrap_or(LogFormat::Text),
     };
     let trust_version_floor = match env("BC_TRUST_VERSION_FLOOR") {
-        Some(v) => v.parse::<u64>().map_err(|_| ServeError::Invalid {
+        Some(v) => v.parse::<u64>().map_err(|_| ConfigError::Invalid {
             key: "trust_version_floor",
             message: format!("{v:?} is not a whole number"),
         })?,
@@ -279,8 +292,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ServeError> {
             file.pki_bundle,
             |v| Some(PathBuf::from(v)),
         )
-        .unwrap_or_else(|| PathBuf::from(crate::pki_cmd::DEFAULT_BUNDLE)),
-        deployment_secret_file: env("BC_DEPLOYMENT_SECRET_FILE")
+        .unwrap_or_else(|| PathBuf::from(crate::deployment::DEFAULT_BUNDLE)),
+        deployment_secret_file: env(crate::deployment::SECRET_FILE_ENV)
             .map(PathBuf::from)
             .or(file.deployment_secret_file),
         role,

@@ -32,7 +32,7 @@ pub struct StatusArgs {
 
 pub async fn migrate(args: StoreArgs) -> Result<(), StoreCmdError> {
     let store = EventStore::open(&args.database_url).await?;
-    let status = read_status(&store).await?;
+    let status = store.status().await?;
     println!(
         "migrated {} store to schema version {}",
         backend_name(store.backend()),
@@ -46,50 +46,10 @@ pub async fn status(args: StatusArgs) -> Result<(), StoreCmdError> {
     print_status(&store, &args.store.database_url, args.json).await
 }
 
-struct Status {
-    schema_version: i64,
-    events: i64,
-    head: i64,
-}
-
-async fn read_status(store: &EventStore) -> Result<Status, StoreError> {
-    let (schema_version, events) = match store {
-        EventStore::Postgres(s) => {
-            let v: Option<i64> =
-                sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
-                    .fetch_one(s.pool())
-                    .await?;
-            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
-                .fetch_one(s.pool())
-                .await?;
-            (v.unwrap_or(0), n)
-        }
-        EventStore::Sqlite(s) => {
-            let v: Option<i64> =
-                sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
-                    .fetch_one(s.reader())
-                    .await?;
-            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
-                .fetch_one(s.reader())
-                .await?;
-            (v.unwrap_or(0), n)
-        }
-    };
-    Ok(Status {
-        schema_version,
-        events,
-        head: store.head_position().await?,
-    })
-}
-
 async fn print_status(store: &EventStore, url: &str, as_json: bool) -> Result<(), StoreCmdError> {
-    let status = match read_status(store).await {
+    let status = match store.status().await {
         Ok(s) => s,
-        Err(StoreError::Database(sqlx::Error::Database(db)))
-            if db.code().as_deref() == Some("42P01") || db.message().contains("no such table") =>
-        {
-            return Err(StoreCmdError::NotMigrated(redact(url)))
-        }
+        Err(e) if e.is_missing_table() => return Err(StoreCmdError::NotMigrated(redact(url))),
         Err(e) => return Err(e.into()),
     };
     let shown_url = redact(url);
@@ -101,7 +61,7 @@ async fn print_status(store: &EventStore, url: &str, as_json: bool) -> Result<()
                 "database_url": shown_url,
                 "schema_version": status.schema_version,
                 "events": status.events,
-                "head_position": status.head,
+                "head_position": status.head_position,
             })
         );
     } else {
@@ -111,7 +71,7 @@ async fn print_status(store: &EventStore, url: &str, as_json: bool) -> Result<()
         );
         println!("schema version: {}", status.schema_version);
         println!("events:         {}", status.events);
-        println!("head position:  {}", status.head);
+        println!("head position:  {}", status.head_position);
     }
     Ok(())
 }

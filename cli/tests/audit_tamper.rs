@@ -10,8 +10,10 @@ use base64::Engine as _;
 use domain::audit::{AuditPublicKey, AuditSigner, Checkpoint};
 use domain::pki::{plaintext_bundle, KeySet, KeySetLifetimes, TrustDomain};
 use events::store::testkit::TestDb;
+use events::store::testkit_tamper as tamper;
 use events::store::{EventStore, ExpectedVersion};
 use events::NewEvent;
+use projections::audit::ReadFrom;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -243,39 +245,15 @@ fn leaf_hash_of(line: &Value) -> String {
     hex::encode(leaf.leaf_hash().expect("leaf"))
 }
 
-async fn sql(url: &str, statements: &[&str]) {
-    use sqlx::Connection;
-    if url.starts_with("postgres") {
-        let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
-        for s in statements {
-            sqlx::query(s).execute(&mut c).await.expect(s);
-        }
-    } else {
-        let mut c = sqlx::SqliteConnection::connect(url).await.expect("connect");
-        for s in statements {
-            sqlx::query(s).execute(&mut c).await.expect(s);
-        }
-    }
-}
-
-async fn position_of(url: &str, index: i64) -> i64 {
-    use sqlx::Connection;
-    let q = "SELECT position FROM audit_leaves WHERE tenant_id = 'acme' AND leaf_index = $1";
-    if url.starts_with("postgres") {
-        let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
-        sqlx::query_scalar(q)
-            .bind(index)
-            .fetch_one(&mut c)
-            .await
-            .expect("q")
-    } else {
-        let mut c = sqlx::SqliteConnection::connect(url).await.expect("connect");
-        sqlx::query_scalar(q)
-            .bind(index)
-            .fetch_one(&mut c)
-            .await
-            .expect("q")
-    }
+async fn position_of(url: &str, index: u64) -> i64 {
+    let store = EventStore::connect(url).await.expect("connect");
+    let leaf = projections::audit::read::leaves(&mut ReadFrom::Store(&store), "acme", index, 1)
+        .await
+        .expect("q")
+        .pop()
+        .expect("the leaf");
+    assert_eq!(leaf.index, index);
+    leaf.position
 }
 
 #[tokio::test]
@@ -399,20 +377,9 @@ async fn usage_errors_exit_2() {
 async fn payload_byte_changed_in_the_database(postgres: bool) {
     let t = trail(postgres).await;
     let position = position_of(t.url(), 25).await;
-    let disable = if postgres {
-        "ALTER TABLE events DISABLE TRIGGER events_append_only"
-    } else {
-        "DROP TRIGGER events_no_update"
-    };
-    let change = format!(
-        "UPDATE events SET payload = {} WHERE position = {position}",
-        if postgres {
-            "overlay(payload placing '\\x58'::bytea from 3 for 1)"
-        } else {
-            "X'58' || substr(payload, 2)"
-        }
-    );
-    sql(t.url(), &[disable, &change]).await;
+    tamper::overwrite_payload_byte(t.url(), position)
+        .await
+        .expect("tamper");
     let f = fault(&t.verify_db());
     assert_eq!(f["kind"], "tampered_leaf", "{f}");
     assert_eq!(f["index"], 25);
@@ -433,14 +400,9 @@ async fn payload_byte_changed_in_the_database_postgres() {
 async fn event_deleted_in_the_database() {
     let t = trail(false).await;
     let position = position_of(t.url(), 11).await;
-    sql(
-        t.url(),
-        &[
-            "DROP TRIGGER events_no_delete",
-            &format!("DELETE FROM events WHERE position = {position}"),
-        ],
-    )
-    .await;
+    tamper::delete_event(t.url(), position)
+        .await
+        .expect("tamper");
     let f = fault(&t.verify_db());
     assert_eq!(f["kind"], "missing_event", "{f}");
     assert_eq!(f["index"], 11);
@@ -451,15 +413,9 @@ async fn event_deleted_in_the_database() {
 async fn event_deleted_with_its_leaf_row() {
     let t = trail(false).await;
     let position = position_of(t.url(), 11).await;
-    sql(
-        t.url(),
-        &[
-            "DROP TRIGGER events_no_delete",
-            &format!("DELETE FROM events WHERE position = {position}"),
-            &format!("DELETE FROM audit_leaves WHERE position = {position}"),
-        ],
-    )
-    .await;
+    tamper::delete_event_and_leaf(t.url(), position)
+        .await
+        .expect("tamper");
     let f = fault(&t.verify_db());
     assert_eq!(f["kind"], "missing_leaf", "{f}");
     assert_eq!(f["index"], 11);
@@ -469,15 +425,9 @@ async fn event_deleted_with_its_leaf_row() {
 async fn two_events_swapped_in_the_database() {
     let t = trail(false).await;
     let (p5, p6) = (position_of(t.url(), 5).await, position_of(t.url(), 6).await);
-    sql(
-        t.url(),
-        &[
-            &format!("UPDATE audit_leaves SET position = -1 WHERE position = {p5}"),
-            &format!("UPDATE audit_leaves SET position = {p5} WHERE position = {p6}"),
-            &format!("UPDATE audit_leaves SET position = {p6} WHERE position = -1"),
-        ],
-    )
-    .await;
+    tamper::swap_leaf_positions(t.url(), p5, p6)
+        .await
+        .expect("tamper");
     let f = fault(&t.verify_db());
     assert_eq!(f["kind"], "tampered_leaf", "{f}");
     assert_eq!(f["index"], 5);

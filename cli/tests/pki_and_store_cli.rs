@@ -9,11 +9,23 @@ fn bcctl(dir: &std::path::Path, args: &[&str], secret: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_bcctl"));
     cmd.current_dir(dir)
         .args(args)
-        .env_remove("BC_DEPLOYMENT_SECRET");
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .env_remove("BC_DEPLOYMENT_SECRET_FILE");
     if let Some(s) = secret {
         cmd.env("BC_DEPLOYMENT_SECRET", s);
     }
     cmd.output().expect("bcctl runs")
+}
+
+/// `bcctl` with the secret only in the file `BC_DEPLOYMENT_SECRET_FILE` names.
+fn bcctl_secret_file(dir: &std::path::Path, args: &[&str], file: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bcctl"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .env("BC_DEPLOYMENT_SECRET_FILE", file)
+        .output()
+        .expect("bcctl runs")
 }
 
 fn stderr(o: &Output) -> String {
@@ -175,6 +187,44 @@ fn pki_bundle_whose_public_half_changed_refuses_to_load() {
     );
     assert_eq!(show.status.code(), Some(1), "{}", stderr(&show));
     assert!(stderr(&show).contains("tampered.json"), "{}", stderr(&show));
+}
+
+/// Every command finds the secret the same way: `pki init` seals with the secret in the file
+/// `BC_DEPLOYMENT_SECRET_FILE` names, `pki show` authenticates with it, and a file holding an
+/// unusable secret is an error naming the file, never an unauthenticated read.
+#[test]
+fn the_secret_file_named_by_the_environment_seals_and_authenticates() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secret.txt");
+    std::fs::write(&file, format!("{SECRET}\n")).unwrap();
+    let init = bcctl_secret_file(
+        dir.path(),
+        &["pki", "init", "--trust-domain", "td.test", "--json"],
+        &file,
+    );
+    assert!(init.status.success(), "{}", stderr(&init));
+    assert_eq!(json(&init)["sealed"], true);
+
+    let show = |secret_file: Option<&std::path::Path>| match secret_file {
+        Some(f) => bcctl_secret_file(dir.path(), &["pki", "show", "--json"], f),
+        None => bcctl(dir.path(), &["pki", "show", "--json"], None),
+    };
+    let with_file = show(Some(&file));
+    assert!(with_file.status.success(), "{}", stderr(&with_file));
+    assert_eq!(json(&with_file)["publicAuthenticated"], true);
+    let without = show(None);
+    assert!(without.status.success(), "{}", stderr(&without));
+    assert_eq!(json(&without)["publicAuthenticated"], false);
+
+    let short = dir.path().join("short.txt");
+    std::fs::write(&short, "too short").unwrap();
+    let refused = show(Some(&short));
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("short.txt"),
+        "{}",
+        stderr(&refused)
+    );
 }
 
 /// Kills the serving `bcctl up` when the test ends, however it ends.

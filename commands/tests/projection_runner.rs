@@ -29,15 +29,7 @@ impl Projection for TokenCounter {
         _events: &'a [&'a RecordedEvent],
     ) -> BoxFuture<'a, Result<(), ProjectionError>> {
         Box::pin(async move {
-            let sql = "SELECT count(*) FROM join_tokens";
-            let count: i64 = match tx {
-                StoreTx::Postgres(t) => sqlx::query_scalar(sql).fetch_one(t.connection()).await,
-                StoreTx::Sqlite(t) => sqlx::query_scalar(sql).fetch_one(t.connection()).await,
-                StoreTx::Recorder(_) => {
-                    return Err(events::store::StoreError::RecordingOnly { op: "a read" }.into())
-                }
-            }
-            .map_err(events::store::StoreError::from)?;
+            let count = projections::inspect::row_count(tx, "join_tokens").await?;
             self.seen.lock().expect("lock").push(count);
             Ok(())
         })

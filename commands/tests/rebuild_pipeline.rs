@@ -7,10 +7,9 @@
 //! rebuild tests cover it there).
 
 use events::store::testkit::TestDb;
-use events::store::{
-    DeferredWrite, EventStore, ExpectedVersion, LogStore, LogTx, SqlValue, StoreError, StoreTx,
-};
+use events::store::{EventStore, ExpectedVersion, LogStore, LogTx, SqlValue, StoreError, StoreTx};
 use events::{NewEvent, RecordedEvent};
+use projections::scratch;
 use projections::{BoxFuture, Projection, ProjectionError, RebuildProgress, TableSpec};
 
 const TABLE: TableSpec = TableSpec {
@@ -48,23 +47,19 @@ impl Projection for Rows {
     ) -> BoxFuture<'a, Result<(), ProjectionError>> {
         Box::pin(async move {
             if self.reads {
-                tx.execute("SELECT 1", &[]).await?;
+                projections::scratch::probe(tx).await?;
             }
             for e in events {
                 let n = match self.duplicate_at {
                     Some(at) if e.position == at => 1,
                     _ => e.position,
                 };
-                let row = vec![SqlValue::Int(n), SqlValue::Int(e.stream_version)];
                 if e.position % 5 == 0 {
+                    let row = vec![SqlValue::Int(n), SqlValue::Int(e.stream_version)];
                     tx.insert_rows(TABLE.name, TABLE.columns, vec![row]).await?;
                 } else {
-                    tx.defer(DeferredWrite::new(
-                        TABLE.name,
-                        "INSERT INTO pipe_rows (n, stream_version) VALUES ($1, $2)".into(),
-                        row,
-                    ))
-                    .await?;
+                    tx.defer(scratch::insert_row(&TABLE, vec![n, e.stream_version]))
+                        .await?;
                 }
             }
             Ok(())
@@ -76,12 +71,7 @@ impl Projection for Rows {
 async fn store_with_events(db: &TestDb, count: usize) -> EventStore {
     let store = db.store().await.unwrap();
     let mut tx = store.begin().await.unwrap();
-    tx.execute(
-        "CREATE TABLE pipe_rows (n BIGINT PRIMARY KEY, stream_version BIGINT NOT NULL)",
-        &[],
-    )
-    .await
-    .unwrap();
+    scratch::create_table(&mut tx, &TABLE).await.unwrap();
     let events: Vec<NewEvent> = (0..count)
         .map(|i| {
             NewEvent::from_bytes(
@@ -102,13 +92,11 @@ async fn store_with_events(db: &TestDb, count: usize) -> EventStore {
 }
 
 async fn rows(store: &EventStore) -> Vec<(i64, i64)> {
-    let EventStore::Postgres(pg) = store else {
-        panic!("these tests run on Postgres");
-    };
-    sqlx::query_as("SELECT n, stream_version FROM pipe_rows ORDER BY n")
-        .fetch_all(pg.pool())
-        .await
-        .unwrap()
+    assert!(
+        matches!(store, EventStore::Postgres(_)),
+        "these tests run on Postgres"
+    );
+    scratch::pairs(store, &TABLE).await.unwrap()
 }
 
 async fn rebuild(
@@ -147,11 +135,7 @@ impl Projection for RowCounter {
     ) -> BoxFuture<'a, Result<(), ProjectionError>> {
         Box::pin(async move {
             let last = events.last().map_or(0, |e| e.position);
-            tx.execute(
-                "INSERT INTO pipe_counts (position, seen) SELECT $1, count(*) FROM pipe_rows",
-                &[SqlValue::Int(last)],
-            )
-            .await?;
+            scratch::insert_count_of(tx, &COUNTS, last, &TABLE).await?;
             Ok(())
         })
     }
@@ -216,8 +200,9 @@ async fn a_pipelined_rebuild_fails_with_the_writers_error_and_changes_nothing() 
     // after the applier has moved on to later pages.
     let (result, progress) = rebuild(&store, &FAILING).await;
     match result {
-        Err(ProjectionError::Store(StoreError::Database(sqlx::Error::Database(e)))) => {
-            assert_eq!(e.code().as_deref(), Some("23505"), "{e}");
+        Err(ProjectionError::Store(StoreError::Database(e))) if e.as_database_error().is_some() => {
+            let code = e.as_database_error().and_then(|d| d.code());
+            assert_eq!(code.as_deref(), Some("23505"), "{e}");
         }
         other => panic!("expected the unique violation, got {other:?}"),
     }
@@ -247,20 +232,13 @@ async fn a_projection_that_reads_while_claiming_only_to_write_is_refused() {
 async fn a_projection_that_reads_sees_the_recorded_writes_of_those_before_it() {
     let db = TestDb::postgres().await.unwrap();
     let store = store_with_events(&db, 35).await;
-    let EventStore::Postgres(pg) = &store else {
-        panic!("these tests run on Postgres");
-    };
-    sqlx::query("CREATE TABLE pipe_counts (position BIGINT PRIMARY KEY, seen BIGINT NOT NULL)")
-        .execute(pg.pool())
-        .await
-        .unwrap();
+    assert!(
+        matches!(store, EventStore::Postgres(_)),
+        "these tests run on Postgres"
+    );
+    scratch::create_table_now(&store, &COUNTS).await.unwrap();
     static COUNTER: RowCounter = RowCounter;
-    let counts = || async {
-        sqlx::query_as::<_, (i64, i64)>("SELECT position, seen FROM pipe_counts ORDER BY position")
-            .fetch_all(pg.pool())
-            .await
-            .unwrap()
-    };
+    let counts = || async { scratch::pairs(&store, &COUNTS).await.unwrap() };
     // Each page's count is taken after that page's rows are written, whichever the path.
     let expected = vec![(10, 10), (20, 20), (30, 30), (35, 35)];
     for writer in [&APPLIED_DIRECTLY, &PIPELINED] {

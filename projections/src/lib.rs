@@ -9,8 +9,11 @@
 pub mod audit;
 pub mod digest;
 pub mod identity;
+pub mod inspect;
 pub mod quorum;
 pub mod rebuild;
+pub mod replay_read;
+pub mod scratch;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -14,13 +14,14 @@
 //! The maths (leaf encoding, Merkle trees, notes, the seal decision, the trail verifier) is pure
 //! and lives in `domain::audit`.
 
-mod db;
+mod nodes;
 pub mod reads;
 pub mod sealer;
 pub mod sequencer;
 
 use domain::audit::{CheckpointError, LeafError, SealRefusal, TreeError};
 use events::store::StoreError;
+use projections::audit::AuditTableError;
 
 use crate::run::{AsConflict, RunError};
 
@@ -39,7 +40,7 @@ pub enum AuditError {
     #[error("store: {0}")]
     Store(#[from] StoreError),
     #[error("audit tables: {0} (has the store been migrated? run `bcctl migrate`)")]
-    Sql(#[from] sqlx::Error),
+    Tables(StoreError),
     #[error("{0}")]
     Run(#[from] RunError),
     #[error("event at position {position} cannot be encoded as an audit leaf: {source}")]
@@ -83,16 +84,15 @@ impl AsConflict for AuditError {
     }
 }
 
-fn to_u64(v: i64, what: &str) -> Result<u64, AuditError> {
-    u64::try_from(v).map_err(|_| AuditError::Corrupt(format!("{what} is negative ({v})")))
+impl From<AuditTableError> for AuditError {
+    fn from(e: AuditTableError) -> Self {
+        match e {
+            AuditTableError::Store(e) => AuditError::Tables(e),
+            AuditTableError::Corrupt(why) => AuditError::Corrupt(why),
+        }
+    }
 }
 
 fn to_i64(v: u64, what: &str) -> Result<i64, AuditError> {
     i64::try_from(v).map_err(|_| AuditError::Corrupt(format!("{what} does not fit 63 bits ({v})")))
-}
-
-fn to_hash(bytes: &[u8], what: &str) -> Result<domain::audit::Hash, AuditError> {
-    bytes
-        .try_into()
-        .map_err(|_| AuditError::Corrupt(format!("{what} is {} bytes, not 32", bytes.len())))
 }

@@ -26,11 +26,10 @@ use domain::audit::{decide_seal, AuditSigner, Checkpoint, Hash, TreeHead, EMPTY_
 use events::schema::AuditCheckpointSealed;
 use events::store::{EventStore, ExpectedVersion, LogStore, LogTx, StoreTx};
 use events::NewEvent;
-use projections::audit::AuditCheckpoints;
+use projections::audit::{read, AuditCheckpoints, ReadFrom};
 use ring::rand::SystemRandom;
 
-use super::db::{self, Pooled};
-use super::{checkpoint_stream, AuditError};
+use super::{checkpoint_stream, nodes, AuditError};
 use crate::clock::Clock;
 use crate::run::{append_and_project, AsConflict, RunError, MAX_ATTEMPTS};
 
@@ -137,9 +136,9 @@ impl Sealer {
         verifier_key: &str,
     ) -> Result<SealOutcome, AuditError> {
         {
-            let mut conn = db::tx_conn(tx)?;
-            let last = db::last_checkpoint(&mut conn, tenant).await?;
-            let size = db::tree_size(&mut conn, tenant).await?;
+            let mut src = ReadFrom::Tx(tx);
+            let last = read::last_checkpoint(&mut src, tenant).await?;
+            let size = read::tree_size(&mut src, tenant).await?;
             let (prev_size, prev_seq) = last.as_ref().map_or((0, 0), |l| (l.size, l.seq));
             if size <= prev_size {
                 return Ok(SealOutcome::Unchanged {
@@ -147,7 +146,7 @@ impl Sealer {
                     size: prev_size,
                 });
             }
-            let root = db::read_plan(&mut conn, tenant, &root_plan(size))
+            let root = nodes::read_plan(&mut src, tenant, &root_plan(size))
                 .await?
                 .first()
                 .copied()
@@ -156,7 +155,7 @@ impl Sealer {
                 tenant: tenant.to_string(),
                 source,
             })?;
-            let proof = db::read_plan(&mut conn, tenant, &plan).await?;
+            let proof = nodes::read_plan(&mut src, tenant, &plan).await?;
             let previous = last.as_ref().map(|l| TreeHead {
                 size: l.size,
                 root: l.root,
@@ -225,10 +224,7 @@ impl Sealer {
     /// Seals every tenant whose tree grew since its last checkpoint. One tenant's failure does
     /// not stop the others; each result is returned.
     pub async fn seal_all(&self) -> Result<Vec<Result<SealOutcome, AuditError>>, AuditError> {
-        let tenants = {
-            let mut pooled = Pooled::acquire(&self.store).await?;
-            db::grown_tenants(&mut pooled.conn()).await?
-        };
+        let tenants = read::grown_tenants(&mut ReadFrom::Store(&self.store)).await?;
         let mut out = Vec::with_capacity(tenants.len());
         for tenant in tenants {
             out.push(self.seal_tenant(&tenant).await);

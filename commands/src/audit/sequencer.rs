@@ -3,7 +3,7 @@
 //!
 //! One step ([`Sequencer::step`]) is one transaction:
 //!
-//! 1. take the leader lock: `pg_try_advisory_xact_lock` on Postgres (another sequencer holding it
+//! 1. take the leader lock (`projections::audit::trees`): `pg_try_advisory_xact_lock` on Postgres (another sequencer holding it
 //!    makes this one a follower for the step: [`StepOutcome::NotLeader`]); on SQLite the write
 //!    transaction is already exclusive;
 //! 2. read the stored cursor (`audit_sequencer`); if it is not the one this sequencer last
@@ -26,9 +26,9 @@ use std::time::Duration;
 use domain::audit::{AuditLeaf, Frontier, Hash};
 use events::store::{EventStore, LogStore, LogTx, TailCursor};
 use events::RecordedEvent;
+use projections::audit::{trees, NewLeaf, NewNode, ReadFrom};
 
-use super::db::{self, Conn, NewLeaf, NewNode};
-use super::{to_i64, AuditError};
+use super::{nodes, to_i64, AuditError};
 
 /// How the sequencer pages and waits.
 #[derive(Clone, Copy, Debug)]
@@ -134,12 +134,11 @@ impl Sequencer {
         &mut self,
         tx: &mut events::store::StoreTx,
     ) -> Result<Option<Pending>, AuditError> {
-        let mut conn = db::tx_conn(tx)?;
-        if !db::try_sequencer_lock(&mut conn).await? {
+        if !trees::try_sequencer_lock(tx).await? {
             self.forget();
             return Ok(None);
         }
-        let stored = db::read_cursor(&mut conn).await?;
+        let stored = trees::read_cursor(tx).await?;
         let stored_text = stored.as_ref().map(|(c, _)| c.clone());
         if stored_text != self.committed || self.cursor.is_none() {
             self.trees.clear();
@@ -167,7 +166,7 @@ impl Sequencer {
             if !work.trees.contains_key(tenant) {
                 let frontier = match self.trees.get(tenant) {
                     Some(f) => f.clone(),
-                    None => load_frontier(&mut conn, tenant).await?,
+                    None => nodes::load_frontier(&mut ReadFrom::Tx(tx), tenant).await?,
                 };
                 work.trees.insert(tenant, frontier);
             }
@@ -206,13 +205,13 @@ impl Sequencer {
             }
         }
 
-        db::insert_leaves(&mut conn, &work.leaves).await?;
-        db::insert_nodes(&mut conn, &work.nodes).await?;
+        trees::insert_leaves(tx, &work.leaves).await?;
+        trees::insert_nodes(tx, &work.nodes).await?;
         for (tenant, tree) in &work.trees {
-            db::set_tree_size(&mut conn, tenant, tree.size()).await?;
+            trees::set_tree_size(tx, tenant, tree.size()).await?;
         }
         let sequenced = self.sequenced + events.len() as u64;
-        db::write_cursor(&mut conn, &next.to_string(), sequenced).await?;
+        trees::write_cursor(tx, &next.to_string(), sequenced).await?;
         let trees = work
             .trees
             .into_iter()
@@ -293,16 +292,6 @@ fn leaf_hash(event: &RecordedEvent, index: u64) -> Result<Hash, AuditError> {
             position: event.position,
             source,
         })
-}
-
-async fn load_frontier(conn: &mut Conn<'_>, tenant: &str) -> Result<Frontier, AuditError> {
-    let size = db::tree_size(conn, tenant).await?;
-    let ids: Vec<_> = Frontier::node_ids(size).collect();
-    let hashes = db::nodes(conn, tenant, &ids).await?;
-    Frontier::from_parts(size, &hashes).map_err(|source| AuditError::Tree {
-        tenant: tenant.to_string(),
-        source,
-    })
 }
 
 #[derive(Default)]

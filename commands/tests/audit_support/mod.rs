@@ -101,57 +101,12 @@ pub async fn verify_tenant(
 
 /// Every committed event is in its tenant's tree exactly once, with dense indexes.
 pub async fn assert_exactly_once(url: &str) {
-    use sqlx::Connection;
-    if url.starts_with("postgres") {
-        let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
-        let missing: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM events e LEFT JOIN audit_leaves l ON l.position = e.position WHERE l.position IS NULL",
-        )
-        .fetch_one(&mut c)
+    let store = EventStore::connect(url).await.expect("connect");
+    let coverage = projections::inspect::audit_coverage(&store)
         .await
         .expect("query");
-        assert_eq!(missing, 0, "events not in any tree");
-        let wrong_tenant: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM events e JOIN audit_leaves l ON l.position = e.position WHERE l.tenant_id <> e.tenant_id",
-        )
-        .fetch_one(&mut c)
-        .await
-        .expect("query");
-        assert_eq!(wrong_tenant, 0, "events in another tenant's tree");
-        let not_dense: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM (SELECT tenant_id, count(*) AS n, max(leaf_index) AS m, min(leaf_index) AS z FROM audit_leaves GROUP BY tenant_id) s \
-             JOIN audit_trees t ON t.tenant_id = s.tenant_id WHERE s.n <> s.m + 1 OR s.z <> 0 OR t.size <> s.n",
-        )
-        .fetch_one(&mut c)
-        .await
-        .expect("query");
-        assert_eq!(not_dense, 0, "indexes not dense");
-        let leaves: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_leaves")
-            .fetch_one(&mut c)
-            .await
-            .expect("q");
-        let events: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
-            .fetch_one(&mut c)
-            .await
-            .expect("q");
-        assert_eq!(leaves, events);
-    } else {
-        let mut c = sqlx::SqliteConnection::connect(url).await.expect("connect");
-        let missing: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM events e LEFT JOIN audit_leaves l ON l.position = e.position WHERE l.position IS NULL",
-        )
-        .fetch_one(&mut c)
-        .await
-        .expect("query");
-        assert_eq!(missing, 0, "events not in any tree");
-        let leaves: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_leaves")
-            .fetch_one(&mut c)
-            .await
-            .expect("q");
-        let events: i64 = sqlx::query_scalar("SELECT count(*) FROM events")
-            .fetch_one(&mut c)
-            .await
-            .expect("q");
-        assert_eq!(leaves, events);
-    }
+    assert_eq!(coverage.missing, 0, "events not in any tree");
+    assert_eq!(coverage.wrong_tenant, 0, "events in another tenant's tree");
+    assert_eq!(coverage.not_dense, 0, "indexes not dense");
+    assert_eq!(coverage.leaves, coverage.events);
 }

@@ -13,9 +13,12 @@ pub mod postgres;
 mod query;
 pub mod recorder;
 pub mod sqlite;
+mod status;
 pub mod tailer;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+#[cfg(feature = "testkit")]
+pub mod testkit_tamper;
 mod value;
 
 use std::future::Future;
@@ -31,6 +34,7 @@ pub use postgres::{PgLogStore, PgStoreTx};
 pub use query::BothBackendsRow;
 pub use recorder::{RecordedWrite, WriteRecorder};
 pub use sqlite::{SqliteLogStore, SqliteStoreTx};
+pub use status::StoreStatus;
 pub use tailer::{TailCursor, Tailer, TailerOptions};
 pub use value::SqlValue;
 

@@ -1,106 +1,49 @@
-//! `audit_checkpoints`: every signed checkpoint of every tenant's audit log, from
-//! `audit.checkpoint.sealed` events.
+//! The audit tables: the `audit_checkpoints` projection, the tables the sequencer writes
+//! (`audit_sequencer`, `audit_trees`, `audit_leaves`, `audit_nodes`) and every read of them.
 //!
-//! One row per checkpoint, keyed by (tenant, seq) where `seq` is the event's version in its
-//! `audit/<tenant>` stream (1 for a tenant's first checkpoint). A second checkpoint of the same
-//! size is refused by the table's unique key, so a fork cannot even be recorded. The leaves and
-//! interior nodes (`audit_leaves`, `audit_nodes`, `audit_trees`) are not a projection: the
-//! sequencer writes them (`commands::audit`), since a leaf's index depends on commit order,
-//! which only the tailer knows.
+//! - [`checkpoints`]: the projection of `audit.checkpoint.sealed` events.
+//! - [`trees`]: the sequencer's writes (leader lock, cursor, leaves, interior nodes, sizes).
+//! - [`read`]: what sealing, exports and proofs read, inside a transaction or from the read
+//!   pool ([`ReadFrom`]).
+//!
+//! Hashes are plain `[u8; 32]`; Merkle node coordinates are `(level, index)` pairs, so this crate
+//! needs nothing of the domain's tree maths.
 
-use events::schema::AuditCheckpointSealed;
-use events::store::{LogTx, SqlValue, StoreTx};
-use events::{EventPayload, RecordedEvent};
-use sha2::{Digest, Sha256};
+pub mod checkpoints;
+pub mod read;
+mod source;
+pub mod trees;
 
-use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
+use events::store::StoreError;
 
-/// The `audit_checkpoints` projection.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AuditCheckpoints;
+pub use checkpoints::AuditCheckpoints;
+pub use read::{CheckpointRow, LastCheckpoint, LeafRow};
+pub use source::ReadFrom;
+pub use trees::{NewLeaf, NewNode};
 
-const TABLES: &[TableSpec] = &[TableSpec {
-    name: "audit_checkpoints",
-    columns: &[
-        "tenant_id",
-        "seq",
-        "tree_size",
-        "root_hash",
-        "origin",
-        "verifier_key",
-        "signed_note",
-        "note_sha256",
-        "previous_note_sha256",
-        "consistency_proof",
-        "position",
-        "occurred_at_us",
-    ],
-    order_by: "tenant_id, seq",
-}];
+/// A SHA-256 hash as the audit tables store it.
+pub type Hash = [u8; 32];
 
-const INSERT: &str =
-    "INSERT INTO audit_checkpoints (tenant_id, seq, tree_size, root_hash, origin, \
-     verifier_key, signed_note, note_sha256, previous_note_sha256, consistency_proof, position, \
-     occurred_at_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+/// Why an audit table could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditTableError {
+    #[error("audit tables: {0} (has the store been migrated? run `bcctl migrate`)")]
+    Store(#[from] StoreError),
+    #[error("the audit tables are inconsistent: {0}")]
+    Corrupt(String),
+}
 
-impl Projection for AuditCheckpoints {
-    fn name(&self) -> &'static str {
-        "audit_checkpoints"
-    }
+pub(crate) fn to_u64(v: i64, what: &str) -> Result<u64, AuditTableError> {
+    u64::try_from(v).map_err(|_| AuditTableError::Corrupt(format!("{what} is negative ({v})")))
+}
 
-    fn tables(&self) -> &'static [TableSpec] {
-        TABLES
-    }
+pub(crate) fn to_i64(v: u64, what: &str) -> Result<i64, AuditTableError> {
+    i64::try_from(v)
+        .map_err(|_| AuditTableError::Corrupt(format!("{what} does not fit 63 bits ({v})")))
+}
 
-    fn handles(&self, event_type: &str) -> bool {
-        event_type == AuditCheckpointSealed::EVENT_TYPE
-    }
-
-    fn apply<'a>(
-        &'a self,
-        tx: &'a mut StoreTx,
-        events: &'a [&'a RecordedEvent],
-    ) -> BoxFuture<'a, Result<(), ProjectionError>> {
-        Box::pin(async move {
-            for event in events {
-                let sealed: AuditCheckpointSealed = event.decode()?;
-                let bad = |why: &str| ProjectionError::Inapplicable {
-                    projection: "audit_checkpoints",
-                    position: event.position,
-                    event_type: event.event_type.clone(),
-                    why: why.to_string(),
-                };
-                let size = i64::try_from(sealed.tree_size)
-                    .map_err(|_| bad("tree size does not fit a signed 64-bit column"))?;
-                let note = String::from_utf8(sealed.signed_note.clone())
-                    .map_err(|_| bad("signed note is not UTF-8"))?;
-                let note_sha256: [u8; 32] = Sha256::digest(&sealed.signed_note).into();
-                let previous = if sealed.previous_checkpoint_sha256.iter().all(|b| *b == 0) {
-                    SqlValue::NullBytes
-                } else {
-                    SqlValue::Bytes(sealed.previous_checkpoint_sha256.clone())
-                };
-                let proof: Vec<u8> = sealed.consistency_proof.concat();
-                tx.execute(
-                    INSERT,
-                    &[
-                        SqlValue::Text(event.tenant_id.clone()),
-                        SqlValue::Int(event.stream_version),
-                        SqlValue::Int(size),
-                        SqlValue::Bytes(sealed.root_hash.clone()),
-                        SqlValue::Text(sealed.origin.clone()),
-                        SqlValue::Text(sealed.verifier_key.clone()),
-                        SqlValue::Text(note),
-                        SqlValue::Bytes(note_sha256.to_vec()),
-                        previous,
-                        SqlValue::Bytes(proof),
-                        SqlValue::Int(event.position),
-                        SqlValue::Int(event.occurred_at_us),
-                    ],
-                )
-                .await?;
-            }
-            Ok(())
-        })
-    }
+pub(crate) fn to_hash(bytes: &[u8], what: &str) -> Result<Hash, AuditTableError> {
+    bytes
+        .try_into()
+        .map_err(|_| AuditTableError::Corrupt(format!("{what} is {} bytes, not 32", bytes.len())))
 }

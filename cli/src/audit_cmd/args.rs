@@ -1,0 +1,106 @@
+//! The arguments of `bcctl audit` and its subcommands.
+
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Subcommand};
+
+#[derive(Subcommand)]
+pub enum AuditCommand {
+    /// Write a tenant's whole trail (events, leaf hashes, checkpoints, consistency proofs) to a
+    /// self-contained JSON-lines file.
+    Export(ExportArgs),
+    /// Verify a tenant's trail (from the database or an export) against the pinned audit key.
+    Verify(VerifyArgs),
+    /// Sequence what is new, then seal a checkpoint for a tenant (or every grown tenant).
+    Seal(SealArgs),
+    /// Print the inclusion proof of one event against the tenant's latest checkpoint, as JSON.
+    Prove(ProveArgs),
+    /// Check an inclusion proof file made by `bcctl audit prove`.
+    VerifyProof(VerifyProofArgs),
+}
+
+#[derive(Args)]
+pub struct DbArgs {
+    /// postgres://... or sqlite://PATH
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: String,
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    #[arg(long)]
+    pub tenant: String,
+    /// The file to write (refused if it exists).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["tenant", "bundle"])))]
+#[command(group(ArgGroup::new("key").required(true).args(["pin", "pki"])))]
+pub struct VerifyArgs {
+    /// Verify this tenant's trail straight from the database (--database-url).
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Verify an export made by `bcctl audit export`.
+    #[arg(long)]
+    pub bundle: Option<PathBuf>,
+    /// postgres://... or sqlite://PATH (with --tenant).
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// The audit key's pin, sha256/<base64>.
+    #[arg(long, env = "BC_AUDIT_PIN")]
+    pub pin: Option<String>,
+    /// Take the audit key and the trust domain from a PKI bundle's public half.
+    #[arg(long)]
+    pub pki: Option<PathBuf>,
+    /// With --pin: the trust domain the log's origin must name.
+    #[arg(long)]
+    pub trust_domain: Option<String>,
+    /// Print one JSON object instead of text (and no progress bar).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["tenant", "all"])))]
+pub struct SealArgs {
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Every tenant whose tree grew.
+    #[arg(long)]
+    pub all: bool,
+    /// The PKI bundle holding the audit signing key (a sealed bundle needs BC_DEPLOYMENT_SECRET).
+    #[arg(long)]
+    pub pki: PathBuf,
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ProveArgs {
+    #[arg(long)]
+    pub tenant: String,
+    /// The event's global log position.
+    #[arg(long)]
+    pub position: i64,
+    #[command(flatten)]
+    pub db: DbArgs,
+}
+
+#[derive(Args)]
+#[command(group(ArgGroup::new("key").required(true).args(["pin", "pki"])))]
+pub struct VerifyProofArgs {
+    /// The proof file (`bcctl audit prove` output).
+    pub file: PathBuf,
+    #[arg(long, env = "BC_AUDIT_PIN")]
+    pub pin: Option<String>,
+    #[arg(long)]
+    pub pki: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}

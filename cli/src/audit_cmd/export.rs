@@ -1,0 +1,86 @@
+//! `bcctl audit export`: a tenant's whole trail to a self-contained JSON-lines file.
+
+use std::io::{BufWriter, Write};
+
+use commands::audit::reads;
+use events::store::EventStore;
+
+use super::args::ExportArgs;
+use super::error::AuditCmdError;
+use super::format::{checkpoint_line, EventLine, Header, EXPORT_FORMAT, PAGE};
+
+pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
+    let store = EventStore::connect(&args.db.database_url).await?;
+    let tenant = args.tenant.as_str();
+    let checkpoints = reads::checkpoints(&store, tenant).await?;
+    let size = reads::tree_size(&store, tenant).await?;
+    let io = |what, source| AuditCmdError::Io {
+        what,
+        path: args.out.clone(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&args.out)
+        .map_err(|e| io("cannot create", e))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let header = Header {
+        kind: "header".into(),
+        format: EXPORT_FORMAT.into(),
+        version: 1,
+        tenant: tenant.to_string(),
+        origin: checkpoints.last().map(|c| c.origin.clone()),
+        verifier_key: checkpoints.last().map(|c| c.verifier_key.clone()),
+        leaf_version: domain::audit::leaf::LEAF_VERSION,
+        checkpoints: checkpoints.len() as u64,
+        events: size,
+    };
+    let write_line = |out: &mut BufWriter<std::fs::File>, v: &dyn erased::Line| {
+        v.write_to(out).map_err(|e| io("cannot write", e))
+    };
+    write_line(&mut out, &header)?;
+    for c in &checkpoints {
+        write_line(&mut out, &checkpoint_line(c))?;
+    }
+    let mut from = 0u64;
+    while from < size {
+        let page = reads::leaves(&store, tenant, from, PAGE).await?;
+        if page.is_empty() {
+            break;
+        }
+        for row in page.iter().take_while(|r| r.index < size) {
+            let Some(event) = &row.event else {
+                return Err(AuditCmdError::Tampered(format!(
+                    "leaf {} (position {}): its event is gone from the log",
+                    row.index, row.position
+                )));
+            };
+            write_line(&mut out, &EventLine::of(event, row.index, &row.leaf_hash))?;
+        }
+        from = page.last().map_or(size, |r| r.index + 1);
+    }
+    out.flush().map_err(|e| io("cannot write", e))?;
+    eprintln!(
+        "exported tenant {tenant}: {size} events, {} checkpoints to {}",
+        checkpoints.len(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+mod erased {
+    use std::io::Write;
+
+    /// A JSON line of the export.
+    pub trait Line {
+        fn write_to(&self, out: &mut dyn Write) -> std::io::Result<()>;
+    }
+
+    impl<T: serde::Serialize> Line for T {
+        fn write_to(&self, out: &mut dyn Write) -> std::io::Result<()> {
+            serde_json::to_writer(&mut *out, self)?;
+            out.write_all(b"\n")
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The one way every `bcctl` command finds its deployment, reads the deployment secret and opens
+//! the PKI bundle.
+//!
+//! - The bundle is the file given (`--pki`, or `bundle` in `bcctl serve`'s configuration), by
+//!   default [`DEFAULT_BUNDLE`] (`.bcctl/pki.json`, where `bcctl up` puts it).
+//! - The secret is `BC_DEPLOYMENT_SECRET` when it is set and not empty; otherwise the file named
+//!   by `BC_DEPLOYMENT_SECRET_FILE` (or by `deployment_secret_file` in `bcctl serve`'s
+//!   configuration), its content trimmed; otherwise there is none. A secret that is given but
+//!   unusable (too short, an unreadable file) is an error, never a silent fallback to reading
+//!   the bundle unauthenticated.
+//! - [`Deployment::open`] opens the bundle with the secret when there is one (then a sealed
+//!   bundle's public half is authenticated and its keys are open); [`Deployment::keys`] also
+//!   requires the keys; [`Deployment::public_half`] never reads the secret (a split gateway).
+
+use std::path::{Path, PathBuf};
+
+use domain::pki::{
+    open_bundle, BundleError, DeploymentSecret, KeySet, LoadedBundle, SecretError,
+    DEPLOYMENT_SECRET_ENV,
+};
+
+/// The bundle's default place, beside the embedded store.
+pub const DEFAULT_BUNDLE: &str = ".bcctl/pki.json";
+
+// Until `bcctl up` calls `Deployment::in_dir` (its conversion is the identity engineer's).
+#[allow(dead_code)]
+/// The bundle's file name inside a deployment directory.
+pub const BUNDLE_FILE: &str = "pki.json";
+
+// Until `bcctl up` calls `Deployment::in_dir` (its conversion is the identity engineer's).
+#[allow(dead_code)]
+/// The development secret's file name inside a deployment directory (`bcctl up`).
+pub const SECRET_FILE: &str = "deployment-secret";
+
+/// The environment variable naming a file that holds the deployment secret.
+pub const SECRET_FILE_ENV: &str = "BC_DEPLOYMENT_SECRET_FILE";
+
+/// Why the deployment's secret or bundle could not be opened, each with the way out.
+#[derive(Debug, thiserror::Error)]
+pub enum DeploymentError {
+    #[error("cannot read the PKI bundle {path}: {source} (create one with `bcctl pki init` or run `bcctl up`, or pass --pki)")]
+    ReadBundle {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("PKI bundle {path}: {source}")]
+    Bundle { path: PathBuf, source: BundleError },
+    #[error("PKI bundle {path}: its private keys are sealed: set {DEPLOYMENT_SECRET_ENV} (or {SECRET_FILE_ENV}) to this deployment's secret")]
+    Sealed { path: PathBuf },
+    #[error("{0}")]
+    Secret(#[from] SecretError),
+    #[error("deployment secret file {path}: {why}")]
+    SecretFile { path: PathBuf, why: String },
+}
+
+/// Where a deployment's bundle and secret are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deployment {
+    /// The PKI bundle file.
+    pub bundle: PathBuf,
+    /// The file holding the secret, read when `BC_DEPLOYMENT_SECRET` is unset.
+    pub secret_file: Option<PathBuf>,
+}
+
+/// An environment variable's value, `None` when unset or empty.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+impl Deployment {
+    /// The deployment whose bundle is `bundle`, its secret file from `BC_DEPLOYMENT_SECRET_FILE`.
+    pub fn new(bundle: impl Into<PathBuf>) -> Self {
+        Deployment {
+            bundle: bundle.into(),
+            secret_file: env(SECRET_FILE_ENV).map(PathBuf::from),
+        }
+    }
+
+    /// The deployment `bcctl up` keeps in `dir`: its bundle and its development secret file.
+    #[allow(dead_code)] // until up_cmd calls it
+    pub fn in_dir(dir: &Path) -> Self {
+        Deployment {
+            bundle: dir.join(BUNDLE_FILE),
+            secret_file: Some(dir.join(SECRET_FILE)),
+        }
+    }
+
+    /// The same deployment with the secret file a configuration resolved (it already holds
+    /// `BC_DEPLOYMENT_SECRET_FILE` when that is set; `None` keeps no file).
+    #[allow(dead_code)] // until serve_cmd's load_keys calls it
+    pub fn with_secret_file(mut self, file: Option<PathBuf>) -> Self {
+        self.secret_file = file;
+        self
+    }
+
+    /// The deployment secret, if one is given (see the module doc for where from).
+    pub fn secret(&self) -> Result<Option<DeploymentSecret>, DeploymentError> {
+        secret_from(env(DEPLOYMENT_SECRET_ENV), self.secret_file.as_deref())
+    }
+
+    /// The deployment secret, which must be given (`bcctl pki init` seals with it).
+    pub fn required_secret(&self) -> Result<DeploymentSecret, DeploymentError> {
+        self.secret()?
+            .ok_or(DeploymentError::Secret(SecretError::Missing))
+    }
+
+    fn read_bundle(&self) -> Result<Vec<u8>, DeploymentError> {
+        std::fs::read(&self.bundle).map_err(|source| DeploymentError::ReadBundle {
+            path: self.bundle.clone(),
+            source,
+        })
+    }
+
+    fn opened(
+        &self,
+        bytes: &[u8],
+        secret: Option<&DeploymentSecret>,
+    ) -> Result<LoadedBundle, DeploymentError> {
+        open_bundle(bytes, secret).map_err(|source| DeploymentError::Bundle {
+            path: self.bundle.clone(),
+            source,
+        })
+    }
+
+    /// The bundle, opened with the secret when one is given: a sealed bundle's public half is
+    /// then authenticated and its keys open; a wrong secret is an error.
+    pub fn open(&self) -> Result<LoadedBundle, DeploymentError> {
+        let secret = self.secret()?;
+        let bytes = self.read_bundle()?;
+        self.opened(&bytes, secret.as_ref())
+    }
+
+    /// The bundle's key set: a plaintext bundle's, or a sealed one's opened with the secret.
+    pub fn keys(&self) -> Result<KeySet, DeploymentError> {
+        self.open()?.keys.ok_or_else(|| DeploymentError::Sealed {
+            path: self.bundle.clone(),
+        })
+    }
+
+    /// Only the bundle's public half, unauthenticated, without reading any secret.
+    #[allow(dead_code)] // until serve_split's public_half calls it
+    pub fn public_half(&self) -> Result<LoadedBundle, DeploymentError> {
+        let bytes = self.read_bundle()?;
+        self.opened(&bytes, None)
+    }
+}
+
+/// The secret from the environment variable's value (`None`: unset or empty), else from `file`.
+fn secret_from(
+    env_value: Option<String>,
+    file: Option<&Path>,
+) -> Result<Option<DeploymentSecret>, DeploymentError> {
+    if let Some(value) = env_value.filter(|v| !v.is_empty()) {
+        return Ok(Some(DeploymentSecret::new(&value)?));
+    }
+    let Some(path) = file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| DeploymentError::SecretFile {
+        path: path.to_path_buf(),
+        why: format!("cannot read it: {e}"),
+    })?;
+    DeploymentSecret::new(text.trim())
+        .map(Some)
+        .map_err(|e| DeploymentError::SecretFile {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LONG: &str = "a-deployment-secret-of-more-than-32-characters";
+
+    fn file_with(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(SECRET_FILE);
+        std::fs::write(&path, text).expect("write");
+        (dir, path)
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_file() {
+        let (_d, path) = file_with("short");
+        assert!(secret_from(Some(LONG.into()), Some(&path))
+            .expect("secret")
+            .is_some());
+    }
+
+    #[test]
+    fn the_file_is_read_trimmed_when_the_environment_is_unset_or_empty() {
+        let (_d, path) = file_with(&format!("{LONG}\n"));
+        assert!(secret_from(None, Some(&path)).expect("secret").is_some());
+        assert!(secret_from(Some(String::new()), Some(&path))
+            .expect("secret")
+            .is_some());
+    }
+
+    #[test]
+    fn no_secret_without_either() {
+        assert!(secret_from(None, None).expect("none").is_none());
+        assert!(secret_from(Some(String::new()), None)
+            .expect("none")
+            .is_none());
+    }
+
+    #[test]
+    fn a_secret_given_but_unusable_is_refused() {
+        assert!(matches!(
+            secret_from(Some("short".into()), None),
+            Err(DeploymentError::Secret(SecretError::TooShort { chars: 5 }))
+        ));
+        let (_d, path) = file_with("short\n");
+        assert!(matches!(
+            secret_from(None, Some(&path)),
+            Err(DeploymentError::SecretFile { .. })
+        ));
+        let missing = PathBuf::from("/nonexistent/deployment-secret");
+        match secret_from(None, Some(&missing)) {
+            Err(DeploymentError::SecretFile { path, why }) => {
+                assert_eq!(path, missing);
+                assert!(why.contains("cannot read it"), "{why}");
+            }
+            other => panic!("expected an unreadable file, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_required_secret_names_the_variable() {
+        let deployment = Deployment {
+            bundle: PathBuf::from(DEFAULT_BUNDLE),
+            secret_file: None,
+        };
+        if env(DEPLOYMENT_SECRET_ENV).is_none() {
+            let e = deployment.required_secret().expect_err("missing");
+            assert!(
+                e.to_string()
+                    .contains("MISSING_ENV: set BC_DEPLOYMENT_SECRET"),
+                "{e}"
+            );
+        }
+    }
+}
