@@ -32,6 +32,9 @@ pub use domain::trust_bundle::{
     BundleConfig, SettleOutcome, Settled, Switched, CONNECTED_WINDOW_US, DROP_AFTER_SWITCH_US,
 };
 pub use error::{QuorumError, QuorumRefusal};
+/// The published bundle's version and content (what a Welcome carries), read outside any
+/// transaction: the gateway's read, which owns no SQL.
+pub use projections::quorum::{read_published_content, PublishedContentError, PublishedContentRow};
 pub use scope_index::scope_indexer;
 pub use stream::{batch_stream, DEPLOYMENT_TENANT, TRUST_BUNDLE_STREAM};
 pub use tables::{projections, tables};
