@@ -9,7 +9,7 @@ use domain::quorum::{
 use serde_json::json;
 
 use super::args::ApproveArgs;
-use super::display::{printable, status_name};
+use super::display::printable;
 use super::error::BatchCmdError;
 use super::input::{batch_id, open};
 use super::keys::{load_key, sign};
@@ -38,7 +38,7 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
     if state.status != BatchStatus::Pending {
         return Err(BatchCmdError::State(format!(
             "batch {id} is {}, not pending: only a pending batch takes approvals",
-            status_name(state.status)
+            state.status.as_str()
         )));
     }
     if state.scope_size == 0 || state.scope_size as usize > MAX_SCOPE_LEAVES {
@@ -177,7 +177,7 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
             "approved batch {id}: {} of {} approvals, {}",
             outcome.held,
             outcome.required,
-            status_name(outcome.status)
+            outcome.status.as_str()
         );
     }
     Ok(())

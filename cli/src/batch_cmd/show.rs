@@ -6,7 +6,7 @@ use domain::quorum::{CreateBatch, ScopeLeafRequest};
 use serde_json::json;
 
 use super::args::{CreateArgs, ShowArgs};
-use super::display::{printable, status_name};
+use super::display::printable;
 use super::error::{io, BatchCmdError};
 use super::input::{batch_id, open};
 
@@ -46,7 +46,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
             created.batch_id,
             created.scope_size,
             created.required_approvals,
-            status_name(created.status),
+            created.status.as_str(),
             if created.retry { ", existing" } else { "" }
         );
     }
@@ -81,7 +81,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
             printable(&view.tenant_id),
             printable(&view.caller),
             printable(&view.reason),
-            status_name(view.state.status),
+            view.state.status.as_str(),
             view.state.approvals.len(),
             view.state.required,
             view.state.scope_root,

@@ -21,9 +21,11 @@
 //!   batch's log events ([`batch_event`]) with what the command answers.
 //! - [`lifecycle`]: cancelling a batch and expiring one past its end.
 //! - [`decision`]: what a decider answers (its events and its outcome).
-//! - [`admission`]: the daemon's admission check and its persisted state.
+//! - [`admission`]: the daemon's admission check; [`admission_state`]: its persisted state;
+//!   [`verified_approvals`]: its in-memory memo of verified approvals.
 
 pub mod admission;
+pub mod admission_state;
 pub mod approval;
 pub mod approval_decision;
 pub mod approver_set;
@@ -37,6 +39,7 @@ pub mod scope;
 pub mod set_change;
 pub mod signing;
 pub mod trust_domain;
+pub mod verified_approvals;
 
 pub use admission::{
     admit, admit_cached, Admission, AdmissionClock, AdmissionRefusal, AdmissionState, AgentQuorum,
