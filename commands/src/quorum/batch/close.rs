@@ -36,7 +36,7 @@ pub async fn cancel_batch(
             now_us,
         )
         .await?;
-        Ok(decision.outcome)
+        Ok(())
     })
 }
 
