@@ -1,8 +1,8 @@
 //! The end of a batch other than its approval: cancel and expiry.
 //!
-//! Our rules (the spec names the statuses, not the transitions): an operator may cancel a
-//! pending or an approved batch (an approved batch's remaining commands then stop); a pending
-//! batch past its end is expired by the server's reconciler. An expired or cancelled batch
+//! The rules (as the command layer applied them before they moved here): an operator may cancel
+//! a pending or an approved batch; a pending batch past its end is expired by the server's
+//! reconciler. An expired or cancelled batch
 //! stays as it is. Both deciders are pure: status and time come in as values.
 
 use events::schema::{BatchCancelled, BatchExpired};
