@@ -29,7 +29,10 @@ use domain::quorum::{
 };
 use events::schema::BatchLeaf;
 use events::store::testkit::TestDb;
-use events::store::{EventStore, LogStore, LogTx, StoreTx};
+use events::store::{EventStore, LogStore, LogTx};
+use projections::quorum::support::{
+    create_raw_scope_table, insert_raw_scope_rows, RawInsert, RawScopeRows,
+};
 use ring::rand::SystemRandom;
 use ring::signature::{
     EcdsaKeyPair, KeyPair, UnparsedPublicKey, ECDSA_P256_SHA256_ASN1,
@@ -106,17 +109,10 @@ fn raw_leaf_hashing(req: &CreateBatch) -> Duration {
     start.elapsed()
 }
 
-const SCRATCH_PG: &str = "CREATE TABLE IF NOT EXISTS bench_scope_raw (batch_id BYTEA NOT NULL, \
-     leaf_index BIGINT NOT NULL, leaf_hash BYTEA NOT NULL, subject TEXT NOT NULL, kind TEXT NOT \
-     NULL, payload_sha256 BYTEA, payload_type_url TEXT, payload_value BYTEA, nodes BYTEA, \
-     position BIGINT NOT NULL, PRIMARY KEY (batch_id, leaf_index))";
-const SCRATCH_INDEX: &str = "CREATE UNIQUE INDEX IF NOT EXISTS bench_scope_raw_leaf ON \
-     bench_scope_raw (batch_id, leaf_hash)";
-
 /// Raw reference: the same 50,000 scope rows (leaf hash, subject, kind, digest, 32 bytes of
-/// nodes) inserted into a scratch table with the same keys in one committed transaction: on
-/// Postgres with one `INSERT ... SELECT FROM UNNEST(...)` or (`copy`) one binary COPY, on SQLite
-/// with multi-row INSERTs of 3,000 rows.
+/// nodes) inserted into a scratch table with the same keys in one committed transaction
+/// (`projections::quorum::support::insert_raw_scope_rows`: on Postgres one UNNEST statement or,
+/// with `copy`, one binary COPY; on SQLite multi-row statements of 3,000 rows).
 async fn raw_insert(store: &EventStore, round: usize, req: &CreateBatch, copy: bool) -> Duration {
     let batch_id = Sha256::digest(format!("raw-{round}-{copy}")).to_vec();
     let hashes: Vec<Vec<u8>> = (0..LEAVES)
@@ -132,86 +128,24 @@ async fn raw_insert(store: &EventStore, round: usize, req: &CreateBatch, copy: b
         })
         .collect();
     let nodes = vec![0u8; 32];
+    let rows = RawScopeRows {
+        batch_id: &batch_id,
+        leaf_hashes: &hashes,
+        subjects: req.leaves.iter().map(|l| l.subject.as_str()).collect(),
+        kinds: req.leaves.iter().map(|l| l.kind.as_str()).collect(),
+        digests: &digests,
+        nodes: &nodes,
+    };
+    let how = if copy {
+        RawInsert::Copy
+    } else {
+        RawInsert::Unnest
+    };
     let start = Instant::now();
     let mut tx = store.begin().await.expect("begin");
-    match &mut tx {
-        StoreTx::Postgres(t) if copy => {
-            let mut data = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0".to_vec();
-            let field = |out: &mut Vec<u8>, bytes: &[u8]| {
-                out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
-                out.extend_from_slice(bytes);
-            };
-            for i in 0..LEAVES {
-                data.extend_from_slice(&8i16.to_be_bytes());
-                field(&mut data, &batch_id);
-                field(&mut data, &(i as i64).to_be_bytes());
-                field(&mut data, &hashes[i]);
-                field(&mut data, req.leaves[i].subject.as_bytes());
-                field(&mut data, req.leaves[i].kind.as_bytes());
-                field(&mut data, &digests[i]);
-                field(&mut data, &nodes);
-                field(&mut data, &1i64.to_be_bytes());
-            }
-            data.extend_from_slice(&(-1i16).to_be_bytes());
-            let mut sink = t
-                .connection()
-                .copy_in_raw(
-                    "COPY bench_scope_raw (batch_id, leaf_index, leaf_hash, subject, kind, \
-                     payload_sha256, nodes, position) FROM STDIN (FORMAT binary)",
-                )
-                .await
-                .expect("copy");
-            sink.send(data).await.expect("send");
-            sink.finish().await.expect("finish");
-        }
-        StoreTx::Postgres(t) => {
-            let indexes: Vec<i64> = (0..LEAVES as i64).collect();
-            let subjects: Vec<&str> = req.leaves.iter().map(|l| l.subject.as_str()).collect();
-            let kinds: Vec<&str> = req.leaves.iter().map(|l| l.kind.as_str()).collect();
-            let nodes: Vec<&[u8]> = (0..LEAVES).map(|_| nodes.as_slice()).collect();
-            sqlx::query(
-                "INSERT INTO bench_scope_raw (batch_id, leaf_index, leaf_hash, subject, kind, \
-                 payload_sha256, nodes, position) SELECT $1, i, h, s, k, d, n, 1 FROM \
-                 UNNEST($2::int8[], $3::bytea[], $4::text[], $5::text[], $6::bytea[], \
-                 $7::bytea[]) AS t(i, h, s, k, d, n)",
-            )
-            .bind(batch_id.as_slice())
-            .bind(indexes)
-            .bind(&hashes)
-            .bind(subjects)
-            .bind(kinds)
-            .bind(&digests)
-            .bind(nodes)
-            .execute(t.connection())
-            .await
-            .expect("raw insert");
-        }
-        StoreTx::Sqlite(t) => {
-            let rows: Vec<usize> = (0..LEAVES).collect();
-            for chunk in rows.chunks(3000) {
-                let mut builder = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-                    "INSERT INTO bench_scope_raw (batch_id, leaf_index, leaf_hash, subject, \
-                     kind, payload_sha256, nodes, position) ",
-                );
-                builder.push_values(chunk, |mut row, &i| {
-                    row.push_bind(batch_id.as_slice())
-                        .push_bind(i as i64)
-                        .push_bind(hashes[i].as_slice())
-                        .push_bind(req.leaves[i].subject.as_str())
-                        .push_bind(req.leaves[i].kind.as_str())
-                        .push_bind(digests[i].as_slice())
-                        .push_bind(nodes.as_slice())
-                        .push_bind(1i64);
-                });
-                builder
-                    .build()
-                    .execute(t.connection())
-                    .await
-                    .expect("raw insert");
-            }
-        }
-        StoreTx::Recorder(_) => unreachable!("a store's transaction is never a recorder"),
-    }
+    insert_raw_scope_rows(&mut tx, &rows, how)
+        .await
+        .expect("raw insert");
     tx.commit().await.expect("commit");
     start.elapsed()
 }
@@ -248,13 +182,7 @@ fn cpu_phases(req: &CreateBatch) -> (Duration, Duration) {
 }
 
 async fn bench_create(name: &str, store: &EventStore, clock: &SimClock, rounds: usize) {
-    let mut setup = store.begin().await.expect("begin");
-    setup.execute(SCRATCH_PG, &[]).await.expect("scratch table");
-    setup
-        .execute(SCRATCH_INDEX, &[])
-        .await
-        .expect("scratch index");
-    setup.commit().await.expect("commit");
+    create_raw_scope_table(store).await.expect("scratch table");
     let (mut ours, mut hashing, mut insert, mut copied, mut decide, mut indexer) = (
         Vec::new(),
         Vec::new(),

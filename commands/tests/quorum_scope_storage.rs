@@ -9,7 +9,8 @@ use domain::quorum::{
     verify_proof, CreateBatch, PayloadDigest, ScopeLeaf, ScopeLeafRequest, ScopeTree,
 };
 use events::store::testkit::TestDb;
-use events::store::{EventStore, LogStore, LogTx, SqlValue};
+use events::store::EventStore;
+use projections::quorum::support::{forget_stored_nodes, overwrite_stored_nodes};
 
 const N: usize = 37;
 
@@ -29,12 +30,6 @@ fn request() -> CreateBatch {
             .collect(),
         not_after_seconds: None,
     }
-}
-
-async fn sql(store: &EventStore, statement: &str, args: &[SqlValue]) {
-    let mut tx = store.begin().await.expect("begin");
-    tx.execute(statement, args).await.expect("execute");
-    tx.commit().await.expect("commit");
 }
 
 /// Every leaf's proof, from pages of 10 and one by one, equals the tree's and verifies.
@@ -93,19 +88,9 @@ async fn stored_scope_proofs_read_back_on_both_backends() {
 
         // Rows as written before migration 0005 (no stored nodes), all or some of them.
         let id = created.batch_id.as_bytes().to_vec();
-        sql(
-            &store,
-            "UPDATE command_batch_scope SET nodes = NULL WHERE batch_id = $1 AND leaf_index = 5",
-            &[SqlValue::Bytes(id.clone())],
-        )
-        .await;
+        forget_stored_nodes(&store, &id, Some(5)).await.unwrap();
         all_proofs_match(&store, &created).await;
-        sql(
-            &store,
-            "UPDATE command_batch_scope SET nodes = NULL WHERE batch_id = $1",
-            &[SqlValue::Bytes(id.clone())],
-        )
-        .await;
+        forget_stored_nodes(&store, &id, None).await.unwrap();
         all_proofs_match(&store, &created).await;
     }
 }
@@ -121,15 +106,9 @@ async fn a_corrupted_stored_node_is_reported_not_handed_out() {
         // Leaf 2's level-1 sibling is the node stored with row 0.
         let nodes_of_0 = page[0].proof.siblings.len();
         assert!(nodes_of_0 > 1);
-        sql(
-            &store,
-            "UPDATE command_batch_scope SET nodes = $1 WHERE batch_id = $2 AND leaf_index = 0",
-            &[
-                SqlValue::Bytes(vec![0xee; 32 * nodes_of_0]),
-                SqlValue::Bytes(id.as_bytes().to_vec()),
-            ],
-        )
-        .await;
+        overwrite_stored_nodes(&store, id.as_bytes(), 0, &vec![0xee; 32 * nodes_of_0])
+            .await
+            .unwrap();
         match leaf_proof(&store, &id, &page[2].leaf_hash).await {
             Err(QuorumError::Corrupt(why)) => {
                 assert!(why.contains("the stored proof of leaf 2"), "{why}")
@@ -137,15 +116,9 @@ async fn a_corrupted_stored_node_is_reported_not_handed_out() {
             other => panic!("expected Corrupt, got {other:?}"),
         }
         // A truncated node list is reported too.
-        sql(
-            &store,
-            "UPDATE command_batch_scope SET nodes = $1 WHERE batch_id = $2 AND leaf_index = 0",
-            &[
-                SqlValue::Bytes(vec![0xee; 31]),
-                SqlValue::Bytes(id.as_bytes().to_vec()),
-            ],
-        )
-        .await;
+        overwrite_stored_nodes(&store, id.as_bytes(), 0, &[0xee; 31])
+            .await
+            .unwrap();
         assert!(matches!(
             leaf_proof(&store, &id, &page[2].leaf_hash).await,
             Err(QuorumError::Corrupt(_))

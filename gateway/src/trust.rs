@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use commands::quorum::read_published_content;
 use domain::pki::statement::{sign, TrustBundleStatement};
 use domain::pki::KeySet;
 use events::store::EventStore;
@@ -21,12 +22,6 @@ pub struct WelcomeTrust {
     pub signature: Vec<u8>,
 }
 
-#[derive(sqlx::FromRow)]
-struct BundleRow {
-    version: i64,
-    content: Vec<u8>,
-}
-
 /// Reads the published bundle and signs it (no cache: callers cache).
 pub struct TrustSigner {
     store: EventStore,
@@ -40,17 +35,13 @@ impl TrustSigner {
 
     /// The bundle to put in a Welcome; version 0 and empty when none is published.
     pub async fn current(&self) -> Result<WelcomeTrust, String> {
-        const SQL: &str = "SELECT version, content FROM trust_bundle_state WHERE id = 1";
-        let row: Option<BundleRow> = match &self.store {
-            EventStore::Postgres(s) => sqlx::query_as(SQL).fetch_optional(s.pool()).await,
-            EventStore::Sqlite(s) => sqlx::query_as(SQL).fetch_optional(s.reader()).await,
-        }
-        .map_err(|e| format!("reading trust_bundle_state: {e}"))?;
-        let Some(row) = row else {
+        let Some(row) = read_published_content(&self.store)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
             return Ok(WelcomeTrust::default());
         };
-        let version = u64::try_from(row.version)
-            .map_err(|_| format!("trust_bundle_state holds version {}", row.version))?;
+        let version = row.version;
         let bundle = proto::TrustBundle {
             version,
             trust_domain: self.keys.trust_domain.to_string(),

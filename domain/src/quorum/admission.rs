@@ -35,8 +35,6 @@
 //! thresholds and tiers) and the trust domain. A changed set, a re-signed approval or another
 //! trust domain is verified afresh. Only verdicts that met the requirement are kept.
 
-use std::collections::BTreeMap;
-
 use super::approval::BatchApproval;
 use super::approver_set::{ApproverSet, Kid, SetDigest};
 use super::scope::{
@@ -44,10 +42,12 @@ use super::scope::{
 };
 use super::trust_domain::TrustDomain;
 
-/// The file (in bcd's data directory) that keeps the used batch leaves.
-pub const BATCH_LEAVES_FILE: &str = "batch-leaves.json";
-/// The file (in bcd's data directory) that keeps the unbatched runs of the last hour.
-pub const UNBATCHED_FILE: &str = "unbatched-destructive.json";
+pub use super::admission_state::{
+    AdmissionState, StateFileError, UnbatchedRun, UnbatchedRuns, UsedLeaf, UsedLeaves,
+    BATCH_LEAVES_FILE, UNBATCHED_FILE,
+};
+pub use super::verified_approvals::{VerifiedApprovals, MAX_VERIFIED_APPROVALS};
+
 /// The unbatched allowance's rolling window: one hour, in µs.
 pub const UNBATCHED_WINDOW_US: i64 = 3_600_000_000;
 
@@ -91,76 +91,6 @@ pub struct AdmissionClock {
     pub server_now_us: i64,
     /// The daemon's local clock, µs since the Unix epoch: the unbatched window counts in it.
     pub local_now_us: i64,
-}
-
-/// A leaf that ran.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct UsedLeaf {
-    /// The command that ran on it.
-    pub command_id: String,
-    /// The approval's end (server time, µs); the entry is dropped after it.
-    pub not_after_us: i64,
-}
-
-/// The used batch leaves, keyed by leaf hash (which holds the batch id).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct UsedLeaves {
-    /// Leaf hash to the command that used it.
-    pub leaves: BTreeMap<ScopeHash, UsedLeaf>,
-}
-
-/// One unbatched destructive command that ran.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct UnbatchedRun {
-    /// The command.
-    pub command_id: String,
-    /// When it was admitted, local clock, µs.
-    pub at_us: i64,
-}
-
-/// The unbatched destructive commands of the rolling hour.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct UnbatchedRuns {
-    /// Runs, oldest first.
-    pub runs: Vec<UnbatchedRun>,
-}
-
-/// Everything admission remembers between commands.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct AdmissionState {
-    /// Persisted in [`BATCH_LEAVES_FILE`].
-    pub used_leaves: UsedLeaves,
-    /// Persisted in [`UNBATCHED_FILE`].
-    pub unbatched: UnbatchedRuns,
-}
-
-/// A state file that cannot be read or written.
-#[derive(Debug, thiserror::Error)]
-#[error("admission state file is not valid JSON of the expected shape ({0}); destructive commands stay refused until it is repaired or removed")]
-pub struct StateFileError(#[from] serde_json::Error);
-
-impl UsedLeaves {
-    /// The JSON bytes of [`BATCH_LEAVES_FILE`].
-    pub fn to_json(&self) -> Result<Vec<u8>, StateFileError> {
-        Ok(serde_json::to_vec_pretty(self)?)
-    }
-
-    /// Reads [`BATCH_LEAVES_FILE`].
-    pub fn from_json(bytes: &[u8]) -> Result<Self, StateFileError> {
-        Ok(serde_json::from_slice(bytes)?)
-    }
-}
-
-impl UnbatchedRuns {
-    /// The JSON bytes of [`UNBATCHED_FILE`].
-    pub fn to_json(&self) -> Result<Vec<u8>, StateFileError> {
-        Ok(serde_json::to_vec_pretty(self)?)
-    }
-
-    /// Reads [`UNBATCHED_FILE`].
-    pub fn from_json(bytes: &[u8]) -> Result<Self, StateFileError> {
-        Ok(serde_json::from_slice(bytes)?)
-    }
 }
 
 /// Why a command is admitted.
@@ -309,93 +239,6 @@ impl AdmissionRefusal {
             AdmissionRefusal::UnbatchedForbidden { .. } => "unbatched-forbidden",
             AdmissionRefusal::UnbatchedLimit { .. } => "unbatched-limit",
         }
-    }
-}
-
-/// The most approvals a [`VerifiedApprovals`] memo keeps (one per batch).
-pub const MAX_VERIFIED_APPROVALS: usize = 256;
-
-/// Batch approvals whose signatures were verified and met the requirement, one per batch id.
-/// In memory only (no serde): see the module docs.
-#[derive(Debug, Clone, Default)]
-pub struct VerifiedApprovals {
-    entries: BTreeMap<BatchId, VerifiedApproval>,
-}
-
-#[derive(Debug, Clone)]
-struct VerifiedApproval {
-    approval: BatchApproval,
-    set: ApproverSet,
-    trust_domain: TrustDomain,
-    approvers: Vec<Kid>,
-}
-
-impl VerifiedApprovals {
-    /// An empty memo.
-    pub fn new() -> Self {
-        VerifiedApprovals::default()
-    }
-
-    /// How many approvals are kept.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether none is kept.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// Drops every entry (for example when the held approver set changes).
-    pub fn clear(&mut self) {
-        self.entries.clear();
-    }
-
-    /// The approvers verified for exactly this approval, set and trust domain.
-    fn lookup(
-        &self,
-        approval: &BatchApproval,
-        set: &ApproverSet,
-        trust_domain: &TrustDomain,
-    ) -> Option<&[Kid]> {
-        let entry = self.entries.get(&approval.batch_id)?;
-        (entry.approval == *approval && entry.set == *set && entry.trust_domain == *trust_domain)
-            .then_some(entry.approvers.as_slice())
-    }
-
-    fn insert(
-        &mut self,
-        approval: &BatchApproval,
-        set: &ApproverSet,
-        trust_domain: &TrustDomain,
-        approvers: &[Kid],
-        server_now_us: i64,
-    ) {
-        if !self.entries.contains_key(&approval.batch_id)
-            && self.entries.len() >= MAX_VERIFIED_APPROVALS
-        {
-            self.entries
-                .retain(|_, entry| entry.approval.not_after_us >= server_now_us);
-            if self.entries.len() >= MAX_VERIFIED_APPROVALS {
-                let soonest = self
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, entry)| entry.approval.not_after_us)
-                    .map(|(id, _)| *id);
-                if let Some(id) = soonest {
-                    self.entries.remove(&id);
-                }
-            }
-        }
-        self.entries.insert(
-            approval.batch_id,
-            VerifiedApproval {
-                approval: approval.clone(),
-                set: set.clone(),
-                trust_domain: trust_domain.clone(),
-                approvers: approvers.to_vec(),
-            },
-        );
     }
 }
 

@@ -114,6 +114,29 @@ pub enum BatchStatus {
     Cancelled,
 }
 
+impl BatchStatus {
+    /// The stored text: `pending`, `approved`, `expired` or `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchStatus::Pending => "pending",
+            BatchStatus::Approved => "approved",
+            BatchStatus::Expired => "expired",
+            BatchStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the stored text.
+    pub fn parse(text: &str) -> Option<BatchStatus> {
+        match text {
+            "pending" => Some(BatchStatus::Pending),
+            "approved" => Some(BatchStatus::Approved),
+            "expired" => Some(BatchStatus::Expired),
+            "cancelled" => Some(BatchStatus::Cancelled),
+            _ => None,
+        }
+    }
+}
+
 /// The approval side of a batch, as the server holds it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BatchApprovalState {

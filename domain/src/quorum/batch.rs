@@ -216,12 +216,36 @@ pub fn decide_create_batch(
     set: &ApproverSet,
     now_us: i64,
 ) -> Result<BatchCreation, BatchRefusal> {
-    let batch_id = BatchId::derive(&command.tenant, &command.caller, &command.idempotency_key)?;
-    let plan = plan_batch(batch_id, command, set, now_us)?;
+    let plan = plan_request(command, set, now_us)?;
     match existing {
         None => Ok(BatchCreation::New(Box::new(plan))),
-        Some(digest) if *digest == plan.request_digest => Ok(BatchCreation::Retry { batch_id }),
-        Some(_) => Err(BatchRefusal::Conflict { batch_id }),
+        Some(digest) => {
+            check_retry(digest, &plan)?;
+            Ok(BatchCreation::Retry {
+                batch_id: plan.batch_id,
+            })
+        }
+    }
+}
+
+/// The batch a create request asks for, whether or not one exists under its id.
+pub(crate) fn plan_request(
+    command: &CreateBatch,
+    set: &ApproverSet,
+    now_us: i64,
+) -> Result<BatchPlan, BatchRefusal> {
+    let batch_id = BatchId::derive(&command.tenant, &command.caller, &command.idempotency_key)?;
+    plan_batch(batch_id, command, set, now_us)
+}
+
+/// A request whose id is taken is a retry only with the same request digest (else CONFLICT).
+pub(crate) fn check_retry(stored: &RequestDigest, plan: &BatchPlan) -> Result<(), BatchRefusal> {
+    if *stored == plan.request_digest {
+        Ok(())
+    } else {
+        Err(BatchRefusal::Conflict {
+            batch_id: plan.batch_id,
+        })
     }
 }
 

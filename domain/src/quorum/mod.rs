@@ -17,17 +17,29 @@
 //! - [`scope`]: scope leaves, the tree, proofs, the batch id.
 //! - [`batch`]: creating a batch (limits, idempotency, required approvals).
 //! - [`approval`]: the batch-approval signing input, counting approvals, recording one.
-//! - [`admission`]: the daemon's admission check and its persisted state.
+//! - [`creation`], [`approval_decision`]: a create and an approval on the server, as the
+//!   batch's log events ([`batch_event`]) with what the command answers.
+//! - [`lifecycle`]: cancelling a batch and expiring one past its end.
+//! - [`decision`]: what a decider answers (its events and its outcome).
+//! - [`admission`]: the daemon's admission check; [`admission_state`]: its persisted state;
+//!   [`verified_approvals`]: its in-memory memo of verified approvals.
 
 pub mod admission;
+pub mod admission_state;
 pub mod approval;
+pub mod approval_decision;
 pub mod approver_set;
 pub mod batch;
+pub mod batch_event;
 pub(crate) mod bytes32;
+pub mod creation;
+pub mod decision;
+pub mod lifecycle;
 pub mod scope;
 pub mod set_change;
 pub mod signing;
 pub mod trust_domain;
+pub mod verified_approvals;
 
 pub use admission::{
     admit, admit_cached, Admission, AdmissionClock, AdmissionRefusal, AdmissionState, AgentQuorum,
@@ -37,6 +49,7 @@ pub use approval::{
     batch_approval_signing_input, decide_add_approval, AddApproval, ApprovalEvent, ApprovalRefusal,
     ApprovalSignature, BatchApproval, BatchApprovalState, BatchStatus,
 };
+pub use approval_decision::{decide_approval, ApproveOutcome};
 pub use approver_set::{
     approver_set_signing_input, ApproverKey, ApproverSet, ApproverSetError, Kid, SetDigest,
     SetSignature, Tier,
@@ -45,7 +58,13 @@ pub use batch::{
     decide_create_batch, BatchCreation, BatchPlan, BatchRefusal, CreateBatch, RequestDigest,
     ScopeLeafRequest,
 };
+pub use batch_event::BatchEvent;
 pub use bytes32::Bytes32Error;
+pub use creation::{decide_batch_creation, CreatedBatch, ExistingBatch};
+pub use decision::Decision;
+pub use lifecycle::{
+    decide_cancel_batch, decide_expire_batch, BatchStanding, CancelBatch, CancelRefusal,
+};
 pub use scope::{
     assemble_proof, leaf_hash, node_hash, proof_rows, verify_proof, BatchId, BatchIdError,
     PayloadDigest, ProofError, ScopeError, ScopeHash, ScopeLeaf, ScopeProof, ScopeTree,

@@ -1,0 +1,124 @@
+//! The batch subcommands' command lines.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+#[derive(Subcommand)]
+pub enum BatchCommand {
+    /// Create an approver key pair: KEY (PKCS#8 PEM, mode 0600) and KEY.pub (SPKI PEM).
+    Keygen(KeygenArgs),
+    /// Create a destructive batch from a JSON file of leaves.
+    Create(CreateArgs),
+    /// Show a batch: status, scope root and size, approvals.
+    Show(ShowArgs),
+    /// Review a batch's scope, recompute its root and sign an approval.
+    Approve(ApproveArgs),
+    /// Sign an approver set for an epoch (purpose approver-set).
+    SignApprovers(SignApproversArgs),
+}
+
+#[derive(Args)]
+pub struct StoreArg {
+    /// postgres://... or sqlite://PATH
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: String,
+}
+
+#[derive(Args)]
+pub struct KeygenArgs {
+    /// Where to write the private key; the public key goes to this path plus `.pub`.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[arg(long)]
+    pub tenant: String,
+    /// The caller's identity (the batch id derives from tenant, caller and key).
+    #[arg(long)]
+    pub caller: String,
+    #[arg(long)]
+    pub idempotency_key: String,
+    /// Shown to approvers; at most 500 characters.
+    #[arg(long)]
+    pub reason: String,
+    /// JSON array of { subject, kind, payload_sha256? , payload? }.
+    #[arg(long)]
+    pub leaves: PathBuf,
+    /// 60 to 259200; default 86400.
+    #[arg(long)]
+    pub not_after_seconds: Option<u32>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// The batch id (64 hex characters).
+    #[arg(long)]
+    pub batch: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[arg(long)]
+    pub batch: String,
+    /// The approver's private key (PKCS#8 PEM, not readable by others).
+    #[arg(long)]
+    pub key: PathBuf,
+    /// The deployment's trust domain (the approval is bound to it).
+    #[arg(long, env = "BC_TRUST_DOMAIN")]
+    pub trust_domain: String,
+    /// Approve only if the batch still has this root.
+    #[arg(long)]
+    pub root: Option<String>,
+    /// Approve only a batch that holds exactly these subjects (one per line, a JSON array of
+    /// subjects, or a JSON array of { subject, kind }).
+    #[arg(long)]
+    pub expect: Option<PathBuf>,
+    /// Allow leaves that admit any payload.
+    #[arg(long)]
+    pub allow_unbound: bool,
+    /// Refuse a batch whose window stays open longer than this many hours from now (1 to 720).
+    #[arg(long, default_value_t = 72)]
+    pub max_hours: u32,
+    /// Sign after the summary (without it, stop and print the root).
+    #[arg(long)]
+    pub yes: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct SignApproversArgs {
+    #[arg(long)]
+    pub key: PathBuf,
+    #[arg(long)]
+    pub epoch: u64,
+    /// The new set's public keys (.pub files), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub approvers: Vec<PathBuf>,
+    #[arg(long)]
+    pub threshold: u32,
+    /// Tiers as MAX:THRESHOLD, comma-separated (e.g. 5:1,50:2).
+    #[arg(long, value_delimiter = ',')]
+    pub tiers: Vec<String>,
+    #[arg(long, default_value_t = 0)]
+    pub unbatched: u32,
+    #[arg(long, env = "BC_TRUST_DOMAIN")]
+    pub trust_domain: String,
+    #[arg(long)]
+    pub json: bool,
+}

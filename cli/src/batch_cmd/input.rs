@@ -1,0 +1,16 @@
+//! The inputs the store subcommands share: a batch id from `--batch`, the store from its URL.
+
+use domain::quorum::BatchId;
+use events::store::EventStore;
+
+use super::error::BatchCmdError;
+
+/// A `--batch` value (64 hex characters).
+pub(crate) fn batch_id(text: &str) -> Result<BatchId, BatchCmdError> {
+    BatchId::from_hex(text).map_err(|e| BatchCmdError::Input(format!("--batch: {e}")))
+}
+
+/// Opens the store `--database-url` names.
+pub(crate) async fn open(url: &str) -> Result<EventStore, BatchCmdError> {
+    Ok(EventStore::open(url).await?)
+}

@@ -1,0 +1,93 @@
+//! `batch create` and `batch show`.
+
+use commands::quorum::{batch_view, create_batch};
+use commands::SystemClock;
+use domain::quorum::{CreateBatch, ScopeLeafRequest};
+use serde_json::json;
+
+use super::args::{CreateArgs, ShowArgs};
+use super::display::printable;
+use super::error::{io, BatchCmdError};
+use super::input::{batch_id, open};
+
+/// `batch create`: a batch from a JSON file of leaves.
+pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
+    let text = std::fs::read_to_string(&args.leaves).map_err(io(&args.leaves))?;
+    let leaves: Vec<ScopeLeafRequest> = serde_json::from_str(&text)
+        .map_err(|e| BatchCmdError::Input(format!("{}: {e}", args.leaves.display())))?;
+    let store = open(&args.store.database_url).await?;
+    let created = create_batch(
+        &store,
+        &SystemClock,
+        &CreateBatch {
+            tenant: args.tenant,
+            caller: args.caller,
+            idempotency_key: args.idempotency_key,
+            reason: args.reason,
+            leaves,
+            not_after_seconds: args.not_after_seconds,
+        },
+    )
+    .await?;
+    let out = json!({
+        "batchId": created.batch_id.to_hex(),
+        "scopeRoot": created.scope_root.to_hex(),
+        "size": created.scope_size,
+        "required": created.required_approvals,
+        "notAfterUs": created.not_after_us,
+        "status": created.status,
+        "retry": created.retry,
+    });
+    if args.json {
+        println!("{out}");
+    } else {
+        println!(
+            "batch {} ({} leaves, {} approvals needed, {}{})",
+            created.batch_id,
+            created.scope_size,
+            created.required_approvals,
+            created.status.as_str(),
+            if created.retry { ", existing" } else { "" }
+        );
+    }
+    Ok(())
+}
+
+/// `batch show`: status, scope root and size, approvals.
+pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
+    let id = batch_id(&args.batch)?;
+    let store = open(&args.store.database_url).await?;
+    let view = batch_view(&store, &id)
+        .await?
+        .ok_or(BatchCmdError::NotFound(id))?;
+    let out = json!({
+        "batchId": id.to_hex(),
+        "tenantId": view.tenant_id,
+        "caller": view.caller,
+        "reason": view.reason,
+        "status": view.state.status,
+        "scopeRoot": view.state.scope_root.to_hex(),
+        "size": view.state.scope_size,
+        "notAfterUs": view.state.not_after_us,
+        "required": view.state.required,
+        "held": view.state.approvals.len(),
+        "approvers": view.state.approvals.keys().map(|k| k.to_hex()).collect::<Vec<_>>(),
+    });
+    if args.json {
+        println!("{out}");
+    } else {
+        println!(
+            "batch {id}\n  tenant {}  by {}\n  reason: {}\n  status {}, {} of {} approvals\n  root {} ({} leaves), ends at {} µs",
+            printable(&view.tenant_id),
+            printable(&view.caller),
+            printable(&view.reason),
+            view.state.status.as_str(),
+            view.state.approvals.len(),
+            view.state.required,
+            view.state.scope_root,
+            view.state.scope_size,
+            view.state.not_after_us
+        );
+    }
+    Ok(())
+}

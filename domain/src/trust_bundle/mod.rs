@@ -1,0 +1,44 @@
+//! The published trust bundle's decisions: its content digest, the checks a configuration must
+//! pass, settling a configuration into a version, and the three stages of a command-signing root
+//! rotation.
+//!
+//! Spec (`spec/003`), issue 6. The version follows the content: the set of command-signing roots,
+//! the approver set and its epoch ([`bundle_digest`]). Set signatures and the active root are not
+//! content, so adding a signature or switching the signing root publishes no new version. Every
+//! decider is pure (state and time come in as values) and returns a [`Decision`] holding the
+//! events to append on the `trust-bundle` stream and what the command answers; the command layer
+//! loads the state, calls it, appends the events and commits.
+//!
+//! One job per module:
+//!
+//! - [`digest`]: the content digest and root hashes.
+//! - [`content`]: the published content, built from domain values and read back into them.
+//! - [`config`]: what a process is configured to publish, and its validation.
+//! - [`state`]: the published bundle as the deciders read it; their outcomes.
+//! - [`event`]: the events they produce.
+//! - [`refusal`]: why a decision is refused (and the corrupt-state error).
+//! - [`settle`]: settling a configuration.
+//! - [`rotate`]: the add, switch and drop stages.
+//!
+//! [`Decision`]: crate::quorum::Decision
+
+pub mod config;
+pub mod content;
+pub mod digest;
+pub mod event;
+pub mod refusal;
+pub mod rotate;
+pub mod settle;
+pub mod state;
+
+pub use config::{validate, BundleConfig, ValidConfig};
+pub use content::{content_of, read_content, ContentError, PublishedContent};
+pub use digest::{bundle_digest, root_hashes, root_sha256, set_sha256, sorted_roots};
+pub use event::{PublishCause, TrustBundleEvent};
+pub use refusal::{TrustBundleError, TrustBundleRefusal};
+pub use rotate::{check_new_root, decide_add_root, decide_drop_root, decide_switch_root};
+pub use settle::decide_settle;
+pub use state::{
+    ConnectedNode, PublishedState, RotationStage, SettleOutcome, Settled, Switched,
+    CONNECTED_WINDOW_US, DROP_AFTER_SWITCH_US,
+};
