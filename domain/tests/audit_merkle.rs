@@ -11,7 +11,7 @@ use domain::audit::merkle::{
     self, consistency_proof_len, inclusion_proof_len, leaf_hash, node_hash, verify_consistency,
     verify_inclusion, Hash, ProofError, EMPTY_ROOT,
 };
-use domain::audit::tree::{self, Frontier, MemoryStore, NodeId};
+use domain::audit::tree::{self, Frontier, MemoryStore, NodeCoord};
 use domain::quorum::{self, verify_proof, ScopeHash, ScopeProof, ScopeTree};
 use sha2::{Digest, Sha256};
 
@@ -237,7 +237,7 @@ fn appender_in_random_batches_matches_the_reference() {
         while size < N {
             let batch = (rng.next(if seed % 2 == 0 { 7 } else { 90 }) as usize).min(N - size);
             // Resume from the store, as the sequencer does after a restart.
-            let ids: Vec<NodeId> = Frontier::node_ids(size as u64).collect();
+            let ids: Vec<NodeCoord> = Frontier::node_ids(size as u64).collect();
             assert_eq!(ids.len(), f.hashes().len());
             let resumed = Frontier::read(&store, size as u64).unwrap();
             assert_eq!(resumed, f);

@@ -6,7 +6,7 @@
 //! Postgres, multi-row `VALUES` on SQLite).
 
 use domain::audit::tree::ProofPlan;
-use domain::audit::{Hash, NodeId};
+use domain::audit::{Hash, NodeCoord};
 use events::store::{EventStore, StoreError, StoreTx};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, Postgres, Row, Sqlite, SqliteConnection};
@@ -129,7 +129,7 @@ pub(crate) async fn tree_sizes(conn: &mut Conn<'_>) -> Result<Vec<(String, u64)>
 pub(crate) async fn nodes(
     conn: &mut Conn<'_>,
     tenant: &str,
-    ids: &[NodeId],
+    ids: &[NodeCoord],
 ) -> Result<Vec<Hash>, AuditError> {
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {

@@ -11,7 +11,7 @@
 //!   It costs O(n) hashing per proof; the sequencer's store answers the same plans with O(log n)
 //!   reads.
 
-use super::tree::{self, HashReader, NodeId};
+use super::tree::{self, HashReader, NodeCoord};
 
 pub use crate::merkle::{
     consistency_proof_len, inclusion_proof_len, leaf_hash, node_hash, verify_consistency,
@@ -51,7 +51,7 @@ struct SliceReader<'a>(&'a [Hash]);
 impl HashReader for SliceReader<'_> {
     type Error = std::convert::Infallible;
 
-    fn node(&self, id: NodeId) -> Result<Hash, Self::Error> {
+    fn node(&self, id: NodeCoord) -> Result<Hash, Self::Error> {
         let start = (id.index << id.level) as usize;
         let end = ((id.index + 1) << id.level) as usize;
         Ok(root(&self.0[start..end]))
