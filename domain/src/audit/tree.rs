@@ -19,10 +19,10 @@
 //!   [`ProofPlan::node_ids`] in one query and calls [`ProofPlan::assemble`].
 //!
 //! The plans follow RFC 9162 §2.1.3.1 (`PATH`) and §2.1.4.1 (`PROOF`, `SUBPROOF`), unrolled into
-//! loops over leaf ranges. The proofs they produce are checked by [`super::merkle`]'s verifiers,
+//! loops over leaf ranges. The proofs they produce are checked by [`crate::merkle`]'s verifiers,
 //! the only ones in the codebase.
 
-use super::merkle::{node_hash, Hash, ProofError, EMPTY_ROOT};
+use crate::merkle::{node_hash, Hash, ProofError, EMPTY_ROOT};
 
 /// Where a node sits in the audit Merkle tree: `level` 0 is a leaf; node `(l, i)` covers leaves
 /// `[i * 2^l, (i + 1) * 2^l)`. (Named for its coordinates so it is never mistaken for
