@@ -117,6 +117,20 @@ pub struct PublicKey {
     spki_der: Vec<u8>,
 }
 
+/// Pins of public keys. They live here, beside the key, so that `pin` (which knows only SPKI
+/// bytes) and `keys` do not import each other.
+impl Pin {
+    /// The pin of a public key.
+    pub fn of(key: &PublicKey) -> Pin {
+        Pin::of_spki_der(key.spki_der())
+    }
+
+    /// Whether this pin names `key`.
+    pub fn matches(&self, key: &PublicKey) -> bool {
+        *self == Pin::of(key)
+    }
+}
+
 impl PublicKey {
     /// Parses a SubjectPublicKeyInfo DER; only an uncompressed P-256 point on the curve passes.
     pub fn from_spki_der(spki_der: &[u8]) -> Result<PublicKey, KeyError> {
