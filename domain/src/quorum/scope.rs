@@ -256,7 +256,7 @@ pub fn leaf_hash(
     payload_sha256: Option<&PayloadDigest>,
 ) -> ScopeHash {
     let mut hasher = Sha256::new();
-    hasher.update([0x00]);
+    hasher.update([merkle::LEAF_PREFIX]);
     update_lp(&mut hasher, batch_id.as_bytes());
     update_lp(&mut hasher, subject.as_bytes());
     update_lp(&mut hasher, kind.as_bytes());
@@ -267,13 +267,10 @@ pub fn leaf_hash(
     ScopeHash(hasher.finalize().into())
 }
 
-/// H(0x01 ‖ left ‖ right).
+/// H(0x01 ‖ left ‖ right): RFC 9162's interior hash ([`crate::merkle::node_hash`]) on scope
+/// hashes.
 pub fn node_hash(left: &ScopeHash, right: &ScopeHash) -> ScopeHash {
-    let mut hasher = Sha256::new();
-    hasher.update([0x01]);
-    hasher.update(left.0);
-    hasher.update(right.0);
-    ScopeHash(hasher.finalize().into())
+    ScopeHash(merkle::node_hash(&left.0, &right.0))
 }
 
 /// An inclusion proof: the leaf's index in hash order and its siblings, bottom-up.
