@@ -28,7 +28,7 @@ pub const MAX_SEGMENT_LEN: usize = 128;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpiffeError {
     /// Empty or longer than 255 characters.
-    #[error("trust domain must be 1 to 255 characters, got {0}: set the deployment's trust domain (for example prod.example.org)")]
+    #[error("trust domain must be 1 to 255 characters, got {0} (a DNS-like name such as prod.example.org)")]
     TrustDomainLength(usize),
     /// A character outside `a-z 0-9 . - _`.
     #[error(
