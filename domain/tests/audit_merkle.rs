@@ -1,4 +1,5 @@
-//! The audit Merkle code against a plain recursive reference of RFC 9162 §2.1.
+//! The Merkle code against a plain recursive reference of RFC 9162 §2.1: the audit tree, and the
+//! batch scope tree, both checked by the one verifier in `domain::merkle`.
 //!
 //! The reference below is written from the RFC's definitions (MTH §2.1.1, PATH §2.1.3.1,
 //! PROOF/SUBPROOF §2.1.4.1) and nothing else; it only memoizes MTH of a leaf range, which is
@@ -10,7 +11,8 @@ use domain::audit::merkle::{
     self, consistency_proof_len, inclusion_proof_len, leaf_hash, node_hash, verify_consistency,
     verify_inclusion, Hash, ProofError, EMPTY_ROOT,
 };
-use domain::audit::tree::{self, Frontier, MemoryStore, NodeId};
+use domain::audit::tree::{self, Frontier, MemoryStore, NodeCoord};
+use domain::quorum::{self, verify_proof, ScopeHash, ScopeProof, ScopeTree};
 use sha2::{Digest, Sha256};
 
 // ---- reference ------------------------------------------------------------------------------
@@ -23,8 +25,14 @@ struct Reference {
 
 impl Reference {
     fn new(n: usize) -> Self {
+        Self::over((0..n as u64).map(|i| leaf_hash(&i.to_be_bytes())).collect())
+    }
+
+    /// The reference over given leaf hashes.
+    fn over(leaves: Vec<Hash>) -> Self {
+        let n = leaves.len();
         Reference {
-            leaves: (0..n as u64).map(|i| leaf_hash(&i.to_be_bytes())).collect(),
+            leaves,
             memo: RefCell::new(vec![None; (n + 1) * (n + 1)]),
         }
     }
@@ -229,7 +237,7 @@ fn appender_in_random_batches_matches_the_reference() {
         while size < N {
             let batch = (rng.next(if seed % 2 == 0 { 7 } else { 90 }) as usize).min(N - size);
             // Resume from the store, as the sequencer does after a restart.
-            let ids: Vec<NodeId> = Frontier::node_ids(size as u64).collect();
+            let ids: Vec<NodeCoord> = Frontier::node_ids(size as u64).collect();
             assert_eq!(ids.len(), f.hashes().len());
             let resumed = Frontier::read(&store, size as u64).unwrap();
             assert_eq!(resumed, f);
@@ -450,4 +458,118 @@ fn consistency_verifier_refuses_malformed_proofs() {
         verify_consistency(0, 50, &EMPTY_ROOT, &new, &[new]),
         Err(ProofError::ExtraHashes { .. })
     ));
+}
+
+// ---- the batch scope: the same tree, the same verifier ---------------------------------------
+
+/// A scope tree of `n` leaves and the reference over its leaves in tree (hash) order.
+fn scope_and_reference(n: usize) -> (ScopeTree, Reference) {
+    let hashes = (0..n as u64)
+        .map(|i| ScopeHash(leaf_hash(&(i ^ 0x5c09e).to_be_bytes())))
+        .collect();
+    let tree = ScopeTree::from_leaf_hashes(hashes).unwrap();
+    let sorted = tree.leaves().iter().map(|h| h.0).collect();
+    (tree, Reference::over(sorted))
+}
+
+#[test]
+fn scope_tree_is_the_rfc_tree_and_its_proofs_are_paths() {
+    for n in 1..=130usize {
+        let (tree, r) = scope_and_reference(n);
+        let root = r.mth(0, n);
+        assert_eq!(tree.root().0, root, "scope root of size {n}");
+        for m in 0..n {
+            let proof = tree.proof(m as u32).unwrap();
+            let siblings: Vec<Hash> = proof.siblings.iter().map(|h| h.0).collect();
+            assert_eq!(siblings, r.path(m, 0, n), "scope proof of {m} in {n}");
+            assert_eq!(inclusion_proof_len(m as u64, n as u64), siblings.len());
+            verify_proof(&tree.leaves()[m], &proof, n as u32, &tree.root()).unwrap();
+            verify_inclusion(&r.leaves[m], m as u64, n as u64, &siblings, &root).unwrap();
+        }
+    }
+}
+
+#[test]
+fn scope_verifier_refuses_what_the_shared_verifier_refuses() {
+    let n = 37u32;
+    let (tree, r) = scope_and_reference(n as usize);
+    let root = tree.root();
+    let leaf = tree.leaves()[5];
+    let proof = tree.proof(5).unwrap();
+    verify_proof(&leaf, &proof, n, &root).unwrap();
+
+    // Surplus siblings, appended or prepended, and a missing one: refused by count.
+    let mut appended = proof.clone();
+    appended.siblings.push(leaf);
+    assert_eq!(
+        verify_proof(&leaf, &appended, n, &root),
+        Err(quorum::ProofError::SiblingCount {
+            given: proof.siblings.len() + 1,
+            expected: proof.siblings.len()
+        })
+    );
+    let mut prepended = proof.clone();
+    prepended.siblings.insert(0, root);
+    assert!(matches!(
+        verify_proof(&leaf, &prepended, n, &root),
+        Err(quorum::ProofError::SiblingCount { .. })
+    ));
+    let mut truncated = proof.clone();
+    truncated.siblings.pop();
+    assert!(matches!(
+        verify_proof(&leaf, &truncated, n, &root),
+        Err(quorum::ProofError::SiblingCount { .. })
+    ));
+
+    // A wrong index: past the size, or another leaf's place with this leaf's siblings.
+    let at = |index: u32| ScopeProof {
+        index,
+        siblings: proof.siblings.clone(),
+    };
+    assert_eq!(
+        verify_proof(&leaf, &at(n), n, &root),
+        Err(quorum::ProofError::IndexOutOfRange { index: n, size: n })
+    );
+    assert_eq!(
+        inclusion_proof_len(4, n.into()),
+        inclusion_proof_len(5, n.into())
+    );
+    assert_eq!(
+        verify_proof(&leaf, &at(4), n, &root),
+        Err(quorum::ProofError::RootMismatch)
+    );
+
+    // A wrong size: out of the scope's bounds, or another size whose path has this length (the
+    // fold is then the same, so it is the root signed with that size that refuses it: here the
+    // root of the 38-leaf tree that extends these 37 leaves).
+    let mut extended = r.leaves.clone();
+    extended.push(leaf_hash(b"one more"));
+    let root_38 = ScopeHash(Reference::over(extended).mth(0, 38));
+    assert_eq!(
+        verify_proof(&leaf, &proof, 0, &root),
+        Err(quorum::ProofError::BadSize(0))
+    );
+    assert_eq!(
+        verify_proof(&leaf, &proof, 50_001, &root),
+        Err(quorum::ProofError::BadSize(50_001))
+    );
+    assert_eq!(inclusion_proof_len(5, 38), inclusion_proof_len(5, n.into()));
+    assert_eq!(
+        verify_proof(&leaf, &proof, 38, &root_38),
+        Err(quorum::ProofError::RootMismatch)
+    );
+    assert!(verify_proof(&leaf, &proof, 9, &root).is_err());
+
+    // The shared verifier says the same of the same bytes.
+    let siblings: Vec<Hash> = proof.siblings.iter().map(|h| h.0).collect();
+    let mut longer = siblings.clone();
+    longer.push(r.leaves[0]);
+    assert!(matches!(
+        verify_inclusion(&leaf.0, 5, n.into(), &longer, &root.0),
+        Err(ProofError::ExtraHashes { .. })
+    ));
+    assert_eq!(
+        verify_inclusion(&leaf.0, 5, 38, &siblings, &root_38.0),
+        Err(ProofError::RootMismatch)
+    );
 }

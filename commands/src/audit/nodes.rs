@@ -2,7 +2,7 @@
 //! frontier needs ([`domain::audit::tree`]), read through `projections::audit::read`.
 
 use domain::audit::tree::ProofPlan;
-use domain::audit::{Frontier, Hash, NodeId};
+use domain::audit::{Frontier, Hash, NodeCoord};
 use projections::audit::{read, ReadFrom};
 
 use super::AuditError;
@@ -11,7 +11,7 @@ use super::AuditError;
 pub(crate) async fn hashes(
     src: &mut ReadFrom<'_>,
     tenant: &str,
-    ids: &[NodeId],
+    ids: &[NodeCoord],
 ) -> Result<Vec<Hash>, AuditError> {
     let coords: Vec<(u32, u64)> = ids.iter().map(|id| (id.level, id.index)).collect();
     Ok(read::node_hashes(src, tenant, &coords).await?)

@@ -29,8 +29,8 @@ use base64::Engine as _;
 use ring::rand::SecureRandom;
 
 use super::key::{AuditPublicKey, AuditSigner};
-use super::merkle::Hash;
 use super::note::{check_key_name, open_note, sign_note, NoteError};
+use crate::merkle::Hash;
 
 /// Why a checkpoint was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -32,7 +32,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::merkle::{Hash, LEAF_PREFIX};
+use crate::merkle::{Hash, LEAF_PREFIX};
 
 /// The only leaf encoding version this build writes and reads.
 pub const LEAF_VERSION: u8 = 0x01;

@@ -40,4 +40,4 @@ pub use merkle::{
 pub use note::{open_note, sign_note, Note, NoteError};
 pub use seal::{decide_seal, SealRefusal, TreeHead};
 pub use trail::{verify_trail, Progress, TrailCheckpoint, TrailFault, TrailLeaf, TrailSummary};
-pub use tree::{Frontier, HashReader, MemoryStore, NodeId, ProofPlan, StoredNode, TreeError};
+pub use tree::{Frontier, HashReader, MemoryStore, NodeCoord, ProofPlan, StoredNode, TreeError};

@@ -9,7 +9,7 @@
 //! Since every checkpoint is checked against the one before it, and consistency is transitive,
 //! the log never signs two inconsistent checkpoints.
 
-use super::merkle::{verify_consistency, Hash, ProofError, EMPTY_ROOT};
+use crate::merkle::{verify_consistency, Hash, ProofError, EMPTY_ROOT};
 
 /// A tree size and its root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,9 +32,9 @@ use sha2::{Digest, Sha256};
 
 use super::checkpoint::{Checkpoint, CheckpointError};
 use super::key::AuditPublicKey;
-use super::merkle::{verify_consistency, Hash, ProofError, EMPTY_ROOT};
 use super::note::NoteError;
 use super::tree::Frontier;
+use crate::merkle::{verify_consistency, Hash, ProofError, EMPTY_ROOT};
 
 /// How often (in leaves) progress is reported.
 pub const PROGRESS_EVERY: u64 = 4096;

@@ -1,7 +1,7 @@
 //! The storage-friendly tree: an appender for the sequencer, and proofs from stored nodes.
 //!
 //! The sequencer persists every leaf hash and the hash of every *complete* subtree, addressed by
-//! [`NodeId`] `(level, index)`: level 0 holds the leaf hashes, and node `(l, i)` covers leaves
+//! [`NodeCoord`] `(level, index)`: level 0 holds the leaf hashes, and node `(l, i)` covers leaves
 //! `[i * 2^l, (i + 1) * 2^l)`. A complete subtree's hash never changes once its last leaf is in,
 //! so stored nodes are write-once.
 //!
@@ -19,22 +19,24 @@
 //!   [`ProofPlan::node_ids`] in one query and calls [`ProofPlan::assemble`].
 //!
 //! The plans follow RFC 9162 §2.1.3.1 (`PATH`) and §2.1.4.1 (`PROOF`, `SUBPROOF`), unrolled into
-//! loops over leaf ranges. The proofs they produce are checked by [`super::merkle`]'s verifiers,
+//! loops over leaf ranges. The proofs they produce are checked by [`crate::merkle`]'s verifiers,
 //! the only ones in the codebase.
 
-use super::merkle::{node_hash, Hash, ProofError, EMPTY_ROOT};
+use crate::merkle::{node_hash, Hash, ProofError, EMPTY_ROOT};
 
-/// A stored node: `level` 0 is a leaf; node `(l, i)` covers leaves `[i * 2^l, (i + 1) * 2^l)`.
+/// Where a node sits in the audit Merkle tree: `level` 0 is a leaf; node `(l, i)` covers leaves
+/// `[i * 2^l, (i + 1) * 2^l)`. (Named for its coordinates so it is never mistaken for
+/// [`crate::pki::NodeId`], a machine's id.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeId {
+pub struct NodeCoord {
     pub level: u32,
     pub index: u64,
 }
 
-impl NodeId {
+impl NodeCoord {
     /// The node covering the leaf range `[index * 2^level, (index + 1) * 2^level)`.
     pub const fn new(level: u32, index: u64) -> Self {
-        NodeId { level, index }
+        NodeCoord { level, index }
     }
 
     /// The first leaf this node covers.
@@ -51,7 +53,7 @@ impl NodeId {
 /// A node the appender made, to be stored under its id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoredNode {
-    pub id: NodeId,
+    pub id: NodeCoord,
     pub hash: Hash,
 }
 
@@ -61,10 +63,10 @@ pub trait HashReader {
 
     /// The hash of one complete subtree. Plans only ask for nodes complete at the size they are
     /// for, so a missing node is a store error, not a proof error.
-    fn node(&self, id: NodeId) -> Result<Hash, Self::Error>;
+    fn node(&self, id: NodeCoord) -> Result<Hash, Self::Error>;
 
     /// Several nodes at once, in the order asked; override to read them in one round trip.
-    fn nodes(&self, ids: &[NodeId]) -> Result<Vec<Hash>, Self::Error> {
+    fn nodes(&self, ids: &[NodeCoord]) -> Result<Vec<Hash>, Self::Error> {
         ids.iter().map(|id| self.node(*id)).collect()
     }
 }
@@ -83,11 +85,11 @@ pub enum TreeError {
     #[error("plan needs {expected} node hashes, got {got}")]
     HashCount { expected: usize, got: usize },
     #[error("node (level {}, index {}) is not in the store", .0.level, .0.index)]
-    MissingNode(NodeId),
+    MissingNode(NodeCoord),
     #[error("node (level {}, index {}) stored out of order: the next index at that level is {next}", .id.level, .id.index)]
-    OutOfOrder { id: NodeId, next: u64 },
+    OutOfOrder { id: NodeCoord, next: u64 },
     #[error("node (level {}, index {}) is already stored with a different hash", .0.level, .0.index)]
-    Conflict(NodeId),
+    Conflict(NodeCoord),
 }
 
 /// The appender's state: tree size and the right-edge complete subtrees, largest first.
@@ -136,11 +138,11 @@ impl Frontier {
 
     /// The nodes a frontier of `size` is made of, largest (leftmost) first: one per set bit of
     /// `size`. The sequencer reads these from its store to resume appending.
-    pub fn node_ids(size: u64) -> impl Iterator<Item = NodeId> {
+    pub fn node_ids(size: u64) -> impl Iterator<Item = NodeCoord> {
         (0..64u32)
             .rev()
             .filter(move |b| (size >> b) & 1 == 1)
-            .map(move |b| NodeId::new(b, (size >> b) - 1))
+            .map(move |b| NodeCoord::new(b, (size >> b) - 1))
     }
 
     /// Rebuilds the frontier of a tree of `size` from the hashes of [`Frontier::node_ids`], in
@@ -163,7 +165,7 @@ impl Frontier {
 
     /// Reads the frontier of a tree of `size` from a store.
     pub fn read<R: HashReader>(reader: &R, size: u64) -> Result<Self, FrontierReadError<R::Error>> {
-        let ids: Vec<NodeId> = Self::node_ids(size).collect();
+        let ids: Vec<NodeCoord> = Self::node_ids(size).collect();
         let hashes = reader.nodes(&ids).map_err(FrontierReadError::Read)?;
         Self::from_parts(size, &hashes).map_err(FrontierReadError::Tree)
     }
@@ -192,16 +194,16 @@ impl Frontier {
     ///
     /// Panics only if the tree already holds 2^64 - 1 leaves; use [`Frontier::append_with`] to get
     /// a typed error instead.
-    pub fn push(&mut self, leaf: Hash, mut stored: impl FnMut(NodeId, &Hash)) {
+    pub fn push(&mut self, leaf: Hash, mut stored: impl FnMut(NodeCoord, &Hash)) {
         let mut h = leaf;
-        let mut id = NodeId::new(0, self.size);
+        let mut id = NodeCoord::new(0, self.size);
         stored(id, &h);
         let mut level = 0;
         while (self.size >> level) & 1 == 1 {
             self.len -= 1;
             h = node_hash(&self.hashes[self.len], &h);
             level += 1;
-            id = NodeId::new(level, id.index >> 1);
+            id = NodeCoord::new(level, id.index >> 1);
             stored(id, &h);
         }
         self.hashes[self.len] = h;
@@ -213,7 +215,7 @@ impl Frontier {
     pub fn append_with(
         &mut self,
         leaves: &[Hash],
-        mut stored: impl FnMut(NodeId, &Hash),
+        mut stored: impl FnMut(NodeCoord, &Hash),
     ) -> Result<(), TreeError> {
         let adding = leaves.len() as u64;
         if self.size.checked_add(adding).is_none_or(|s| s == u64::MAX) {
@@ -257,14 +259,14 @@ pub enum FrontierReadError<E> {
 /// of the range's binary decomposition (a single node when the range is itself complete).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProofPlan {
-    ids: Vec<NodeId>,
+    ids: Vec<NodeCoord>,
     /// For each output hash, how many consecutive entries of `ids` fold into it.
     parts: Vec<u8>,
 }
 
 impl ProofPlan {
     /// The nodes to read, in the order [`ProofPlan::assemble`] expects their hashes.
-    pub fn node_ids(&self) -> &[NodeId] {
+    pub fn node_ids(&self) -> &[NodeCoord] {
         &self.ids
     }
 
@@ -322,7 +324,7 @@ impl ProofPlan {
             if s != 0 {
                 level = level.min(s.trailing_zeros());
             }
-            self.ids.push(NodeId::new(level, s >> level));
+            self.ids.push(NodeCoord::new(level, s >> level));
             s += 1 << level;
             n += 1;
         }
@@ -501,7 +503,7 @@ impl MemoryStore {
 impl HashReader for MemoryStore {
     type Error = TreeError;
 
-    fn node(&self, id: NodeId) -> Result<Hash, TreeError> {
+    fn node(&self, id: NodeCoord) -> Result<Hash, TreeError> {
         self.levels
             .get(id.level as usize)
             .and_then(|row| usize::try_from(id.index).ok().and_then(|i| row.get(i)))
@@ -518,7 +520,7 @@ mod tests {
     #[test]
     fn frontier_node_ids_follow_the_size_bits() {
         let ids: Vec<_> = Frontier::node_ids(6).collect();
-        assert_eq!(ids, vec![NodeId::new(2, 0), NodeId::new(1, 2)]);
+        assert_eq!(ids, vec![NodeCoord::new(2, 0), NodeCoord::new(1, 2)]);
         assert_eq!(Frontier::node_ids(0).count(), 0);
         assert_eq!(Frontier::node_ids(u64::MAX).count(), 64);
     }
@@ -547,32 +549,32 @@ mod tests {
         let mut s = MemoryStore::new();
         let h = leaf_hash(b"a");
         s.insert(StoredNode {
-            id: NodeId::new(0, 0),
+            id: NodeCoord::new(0, 0),
             hash: h,
         })
         .unwrap();
         s.insert(StoredNode {
-            id: NodeId::new(0, 0),
+            id: NodeCoord::new(0, 0),
             hash: h,
         })
         .unwrap();
         assert!(matches!(
             s.insert(StoredNode {
-                id: NodeId::new(0, 0),
+                id: NodeCoord::new(0, 0),
                 hash: leaf_hash(b"b")
             }),
             Err(TreeError::Conflict(_))
         ));
         assert!(matches!(
             s.insert(StoredNode {
-                id: NodeId::new(0, 2),
+                id: NodeCoord::new(0, 2),
                 hash: h
             }),
             Err(TreeError::OutOfOrder { next: 1, .. })
         ));
         assert_eq!(
-            s.node(NodeId::new(3, 0)),
-            Err(TreeError::MissingNode(NodeId::new(3, 0)))
+            s.node(NodeCoord::new(3, 0)),
+            Err(TreeError::MissingNode(NodeCoord::new(3, 0)))
         );
     }
 }

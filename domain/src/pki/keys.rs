@@ -20,6 +20,7 @@ use ring::signature::{
 };
 
 use super::encoding::{b64url, b64url_decode, p256_point_of_spki, p256_spki_from_point};
+use super::pin::Pin;
 
 /// The job a key does. The first seven are the deployment's key set (see
 /// [`super::keyset::KeySet`]); the others are keys made outside it.
@@ -116,6 +117,20 @@ pub struct PublicKey {
     spki_der: Vec<u8>,
 }
 
+/// Pins of public keys. They live here, beside the key, so that `pin` (which knows only SPKI
+/// bytes) and `keys` do not import each other.
+impl Pin {
+    /// The pin of a public key.
+    pub fn of(key: &PublicKey) -> Pin {
+        Pin::of_spki_der(key.spki_der())
+    }
+
+    /// Whether this pin names `key`.
+    pub fn matches(&self, key: &PublicKey) -> bool {
+        *self == Pin::of(key)
+    }
+}
+
 impl PublicKey {
     /// Parses a SubjectPublicKeyInfo DER; only an uncompressed P-256 point on the curve passes.
     pub fn from_spki_der(spki_der: &[u8]) -> Result<PublicKey, KeyError> {
@@ -140,6 +155,11 @@ impl PublicKey {
     pub fn uncompressed_point(&self) -> &[u8] {
         // Checked in the constructor.
         p256_point_of_spki(&self.spki_der).unwrap_or_default()
+    }
+
+    /// `sha256/<base64>` pin of this key.
+    pub fn pin(&self) -> Pin {
+        Pin::of(self)
     }
 
     /// Verifies an ES256 (fixed `r || s`) signature over `message`.

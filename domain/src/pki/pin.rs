@@ -10,7 +10,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::encoding::{b64, b64_decode, sha256};
-use super::keys::PublicKey;
 
 /// The prefix every pin starts with.
 pub const PIN_PREFIX: &str = "sha256/";
@@ -38,19 +37,7 @@ pub enum PinError {
     },
 }
 
-impl PublicKey {
-    /// `sha256/<base64>` pin of this key.
-    pub fn pin(&self) -> Pin {
-        Pin::of(self)
-    }
-}
-
 impl Pin {
-    /// The pin of a public key.
-    pub fn of(key: &PublicKey) -> Pin {
-        Pin::of_spki_der(key.spki_der())
-    }
-
     /// The pin of any SubjectPublicKeyInfo DER (the key type is not checked).
     pub fn of_spki_der(spki_der: &[u8]) -> Pin {
         Pin(sha256(spki_der))
@@ -64,11 +51,6 @@ impl Pin {
     /// The 32-byte digest.
     pub fn digest(&self) -> &[u8; 32] {
         &self.0
-    }
-
-    /// Whether this pin names `key`.
-    pub fn matches(&self, key: &PublicKey) -> bool {
-        *self == Pin::of(key)
     }
 }
 

@@ -28,10 +28,13 @@ pub const MAX_SEGMENT_LEN: usize = 128;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpiffeError {
     /// Empty or longer than 255 characters.
-    #[error("trust domain must be 1 to 255 characters, got {0}")]
+    #[error("trust domain must be 1 to 255 characters, got {0} (a DNS-like name such as prod.example.org)")]
     TrustDomainLength(usize),
     /// A character outside `a-z 0-9 . - _`.
-    #[error("trust domain {0:?} may hold only lower-case a-z, 0-9, '.', '-' and '_'")]
+    #[error(
+        "trust domain {0:?} may hold only lower-case a-z, 0-9, '.', '-' and '_' (found {found:?})",
+        found = first_bad_trust_domain_char(.0).unwrap_or('?')
+    )]
     TrustDomainCharacter(String),
     /// Empty or longer than 128 characters.
     #[error("{kind} id must be 1 to 128 characters, got {len}")]
@@ -62,28 +65,46 @@ pub enum SpiffeError {
     NotAgentRole(Role),
 }
 
-/// A validated trust domain, such as `compute.example.com`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A validated trust domain, such as `compute.example.com`: the one trust-domain type of the
+/// codebase. SPIFFE IDs carry it, certificates are issued in it, and every quorum signature ends
+/// with it ([`crate::quorum::TrustDomain`] is this type, re-exported): a verifier takes it from
+/// its own configuration, never from the message it checks.
+///
+/// Serialized as the plain string; deserializing validates it like [`TrustDomain::new`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
 pub struct TrustDomain(String);
 
 impl TrustDomain {
-    /// Validates a trust domain.
-    pub fn new(value: &str) -> Result<TrustDomain, SpiffeError> {
+    /// Validates a trust domain: 1 to 255 bytes, each one of `a-z`, `0-9`, `.`, `-` and `_`.
+    pub fn new(value: impl Into<String>) -> Result<TrustDomain, SpiffeError> {
+        let value = value.into();
         if value.is_empty() || value.len() > MAX_TRUST_DOMAIN_LEN {
             return Err(SpiffeError::TrustDomainLength(value.len()));
         }
-        let ok = value
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
-        if !ok {
-            return Err(SpiffeError::TrustDomainCharacter(value.to_owned()));
+        if first_bad_trust_domain_char(&value).is_some() {
+            return Err(SpiffeError::TrustDomainCharacter(value));
         }
-        Ok(TrustDomain(value.to_owned()))
+        Ok(TrustDomain(value))
     }
 
     /// The trust domain text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// The first character a trust domain may not hold, if any.
+fn first_bad_trust_domain_char(value: &str) -> Option<char> {
+    value
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_')))
+}
+
+impl<'de> serde::Deserialize<'de> for TrustDomain {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        TrustDomain::new(name).map_err(serde::de::Error::custom)
     }
 }
 
@@ -400,9 +421,66 @@ mod tests {
             TrustDomain::new(&long_td),
             Err(SpiffeError::TrustDomainLength(256))
         );
-        assert!(TrustDomain::new(&"a".repeat(255)).is_ok());
+        assert!(TrustDomain::new("a".repeat(255)).is_ok());
         assert!(NodeId::new(&"n".repeat(129)).is_err());
         assert!(NodeId::new(&"n".repeat(128)).is_ok());
+    }
+
+    #[test]
+    fn trust_domain_refusals() {
+        assert_eq!(TrustDomain::new(""), Err(SpiffeError::TrustDomainLength(0)));
+        assert_eq!(
+            TrustDomain::new("a".repeat(256)),
+            Err(SpiffeError::TrustDomainLength(256))
+        );
+        for bad in [
+            "Prod.example.org",
+            "prod example",
+            "prod/example",
+            "prod:443",
+            "spiffe://prod",
+            "prod\u{e9}",
+            "prod\n",
+        ] {
+            assert_eq!(
+                TrustDomain::new(bad),
+                Err(SpiffeError::TrustDomainCharacter(bad.to_owned())),
+                "{bad:?} accepted"
+            );
+        }
+        let refused = TrustDomain::new("prod/example").unwrap_err();
+        assert!(refused.to_string().contains("(found '/')"), "{refused}");
+        for good in ["a", "prod.example.org", "eu-1_b.example", "0", "..-_"] {
+            assert_eq!(
+                TrustDomain::new(good).map(|t| t.to_string()),
+                Ok(good.into())
+            );
+        }
+        assert_eq!(
+            TrustDomain::new(String::from("owned.example")).map(|t| t.to_string()),
+            Ok("owned.example".to_owned())
+        );
+    }
+
+    #[test]
+    fn trust_domain_serde_validates() {
+        let td = TrustDomain::new("prod.example.org").unwrap();
+        assert_eq!(serde_json::to_string(&td).unwrap(), "\"prod.example.org\"");
+        let back: TrustDomain = serde_json::from_str("\"prod.example.org\"").unwrap();
+        assert_eq!(back, td);
+        for bad in ["\"\"", "\"Prod\"", "\"a b\""] {
+            assert!(
+                serde_json::from_str::<TrustDomain>(bad).is_err(),
+                "{bad} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn the_quorum_trust_domain_is_this_one() {
+        let td: crate::quorum::TrustDomain = TrustDomain::new("prod.example.org").unwrap();
+        let same: TrustDomain = td.clone();
+        assert_eq!(same, td);
     }
 
     #[test]

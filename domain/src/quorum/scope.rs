@@ -15,7 +15,9 @@
 //! - The tree is built level by level: pairs are hashed left to right and a last odd node is
 //!   promoted unchanged to the next level. This gives the same root as RFC 6962's recursive split.
 //! - A proof is `(index, siblings)`, siblings bottom-up; a promoted level contributes no sibling.
-//!   Verification needs the scope size, which the approval signs.
+//!   Verification needs the scope size, which the approval signs. Since the tree is RFC 9162's,
+//!   the siblings are RFC 9162's inclusion path and [`verify_proof`] hands them to the codebase's
+//!   one inclusion verifier ([`crate::merkle::verify_inclusion`], §2.1.3.2).
 //! - The batch id is SHA-256(lp("batch-id") ‖ lp(tenant) ‖ lp(caller) ‖ lp(idempotency_key))
 //!   ([`BatchId::derive`]): the spec says it "derives from the tenant, the caller's identity and
 //!   the key" without fixing the bytes, so a retry with the same key gets the same id and two
@@ -29,6 +31,7 @@ use sha2::{Digest, Sha256};
 
 use super::bytes32::bytes32_newtype;
 use super::signing::signed_parts;
+use crate::merkle;
 
 /// The most leaves a batch scope may have.
 pub const MAX_SCOPE_LEAVES: usize = 50_000;
@@ -253,7 +256,7 @@ pub fn leaf_hash(
     payload_sha256: Option<&PayloadDigest>,
 ) -> ScopeHash {
     let mut hasher = Sha256::new();
-    hasher.update([0x00]);
+    hasher.update([merkle::LEAF_PREFIX]);
     update_lp(&mut hasher, batch_id.as_bytes());
     update_lp(&mut hasher, subject.as_bytes());
     update_lp(&mut hasher, kind.as_bytes());
@@ -264,13 +267,10 @@ pub fn leaf_hash(
     ScopeHash(hasher.finalize().into())
 }
 
-/// H(0x01 ‖ left ‖ right).
+/// H(0x01 ‖ left ‖ right): RFC 9162's interior hash ([`crate::merkle::node_hash`]) on scope
+/// hashes.
 pub fn node_hash(left: &ScopeHash, right: &ScopeHash) -> ScopeHash {
-    let mut hasher = Sha256::new();
-    hasher.update([0x01]);
-    hasher.update(left.0);
-    hasher.update(right.0);
-    ScopeHash(hasher.finalize().into())
+    ScopeHash(merkle::node_hash(&left.0, &right.0))
 }
 
 /// An inclusion proof: the leaf's index in hash order and its siblings, bottom-up.
@@ -312,6 +312,13 @@ pub enum ProofError {
 }
 
 /// Checks that `leaf` is at `proof.index` of a tree of `size` leaves with root `root`.
+///
+/// The scope tree is an RFC 9162 tree over its leaf hashes (level by level with a last odd node
+/// promoted gives `MTH`'s split, and [`ScopeProof::siblings`] is exactly `PATH`), so after the
+/// scope's own size bound the proof goes to the one inclusion verifier,
+/// [`crate::merkle::verify_inclusion`]. Its refusals keep the scope's names: an index at or past
+/// the size, a sibling count other than the one index and size call for (surplus siblings
+/// included), a root that does not match.
 pub fn verify_proof(
     leaf: &ScopeHash,
     proof: &ScopeProof,
@@ -321,52 +328,33 @@ pub fn verify_proof(
     if size == 0 || size as usize > MAX_SCOPE_LEAVES {
         return Err(ProofError::BadSize(size));
     }
-    if proof.index >= size {
-        return Err(ProofError::IndexOutOfRange {
-            index: proof.index,
-            size,
-        });
-    }
-    let expected = siblings_needed(proof.index, size);
-    if proof.siblings.len() != expected {
-        return Err(ProofError::SiblingCount {
-            given: proof.siblings.len(),
-            expected,
-        });
-    }
-    let mut siblings = proof.siblings.iter();
-    let (mut hash, mut index, mut len) = (*leaf, proof.index, size);
-    while len > 1 {
-        if index % 2 == 1 {
-            if let Some(left) = siblings.next() {
-                hash = node_hash(left, &hash);
-            }
-        } else if index + 1 < len {
-            if let Some(right) = siblings.next() {
-                hash = node_hash(&hash, right);
-            }
-        }
-        index /= 2;
-        len = len.div_ceil(2);
-    }
-    if hash == *root {
-        Ok(())
-    } else {
-        Err(ProofError::RootMismatch)
-    }
+    merkle::verify_inclusion(
+        leaf.as_bytes(),
+        u64::from(proof.index),
+        u64::from(size),
+        proof.siblings.iter().map(ScopeHash::as_bytes),
+        root.as_bytes(),
+    )
+    .map_err(|e| scope_refusal(e, proof.index, size))
 }
 
-/// How many siblings a proof for `index` in a tree of `size` leaves has.
-fn siblings_needed(mut index: u32, mut size: u32) -> usize {
-    let mut count = 0;
-    while size > 1 {
-        if index % 2 == 1 || index + 1 < size {
-            count += 1;
-        }
-        index /= 2;
-        size = size.div_ceil(2);
+/// The scope's name for the shared verifier's refusal of an inclusion proof.
+fn scope_refusal(error: merkle::ProofError, index: u32, size: u32) -> ProofError {
+    match error {
+        merkle::ProofError::IndexOutOfRange { .. } => ProofError::IndexOutOfRange { index, size },
+        merkle::ProofError::TooShort { expected, got, .. }
+        | merkle::ProofError::ExtraHashes { expected, got, .. } => ProofError::SiblingCount {
+            given: got,
+            expected,
+        },
+        merkle::ProofError::RootMismatch => ProofError::RootMismatch,
+        // Consistency-proof refusals, which an inclusion check never returns.
+        merkle::ProofError::OldSizeExceedsNew { .. }
+        | merkle::ProofError::OldRootMismatch
+        | merkle::ProofError::NewRootMismatch
+        | merkle::ProofError::EqualSizeDifferentRoots { .. }
+        | merkle::ProofError::BadEmptyRoot => ProofError::RootMismatch,
     }
-    count
 }
 
 /// A built scope tree: every level in one flat vector, leaves first (in hash order), root last.

@@ -1,0 +1,124 @@
+//! [`GrpcJoinTransport`]: [`crate::join::JoinTransport`] over gRPC, on a private current-thread
+//! runtime (the join loop itself stays synchronous and testable with a stand-in transport).
+
+use domain::pki::Pin;
+use prost::Message as _;
+
+use super::connect::{connect, NodeClient, CALL_TIMEOUT};
+use super::retry::classify;
+use crate::join::{CallError, JoinRequestParts, JoinTransport};
+use crate::verify_join::{JoinResponseFields, SignedJoinResponse};
+
+/// Decodes a signed `bc.wire.v1.JoinResponse` body into the fields the agent checks.
+pub fn decode_join_body(body: &[u8]) -> Result<JoinResponseFields, String> {
+    let response = proto::JoinResponse::decode(body).map_err(|e| e.to_string())?;
+    let mut chain = response.certificate_chain.into_iter();
+    let leaf_der = chain
+        .next()
+        .ok_or("the JoinResponse carries no certificate")?;
+    Ok(JoinResponseFields {
+        csr_sha256: response.csr_sha256,
+        trust_domain: response.trust_domain,
+        leaf_der,
+        chain_ders: chain.collect(),
+        trust_version: 0,
+        trust_roots: response.trust_roots,
+        trust_bundle: None,
+    })
+}
+
+/// [`JoinTransport`] over gRPC: pinned TLS, no client certificate.
+pub struct GrpcJoinTransport {
+    runtime: tokio::runtime::Runtime,
+    server: String,
+    serving_ca: Pin,
+    signer_spki_der: Vec<u8>,
+    client: Option<NodeClient>,
+}
+
+impl std::fmt::Debug for GrpcJoinTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcJoinTransport")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GrpcJoinTransport {
+    /// A transport to `server`, pinned to `serving_ca`. The JoinService signing key's SPKI
+    /// (from `join-signing.jwk`, checked against its pin by the caller) is attached to every
+    /// answer so [`crate::verify_join`] checks the signature under it.
+    pub fn new(
+        server: &str,
+        serving_ca: Pin,
+        signer_spki_der: Vec<u8>,
+    ) -> Result<GrpcJoinTransport, std::io::Error> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(GrpcJoinTransport {
+            runtime,
+            server: server.to_owned(),
+            serving_ca,
+            signer_spki_der,
+            client: None,
+        })
+    }
+}
+
+impl JoinTransport for GrpcJoinTransport {
+    fn join(&mut self, request: &JoinRequestParts) -> Result<SignedJoinResponse, CallError> {
+        let wire = proto::JoinRequest {
+            csr: request.csr_der.clone(),
+            attestor: String::new(),
+            sealed_token: request.sealed_token.as_bytes().to_vec(),
+            role: request.role.to_string(),
+            claims: Some(proto::HardwareClaims {
+                product_uuid: request.claims.product_uuid.clone().unwrap_or_default(),
+                macs: request.claims.macs.clone(),
+                hardware_key: Vec::new(),
+            }),
+            attestation: Vec::new(),
+        };
+        let server = self.server.clone();
+        let pin = self.serving_ca;
+        let cached = self.client.take();
+        let result = self.runtime.block_on(async move {
+            let mut client = match cached {
+                Some(client) => client,
+                None => match connect(&server, pin, None).await {
+                    Ok(client) => client,
+                    Err(e) if e.is_retryable() => {
+                        return Err(CallError::Retryable {
+                            message: e.to_string(),
+                            pushback: None,
+                        })
+                    }
+                    Err(e) => return Err(CallError::Fatal(e.to_string())),
+                },
+            };
+            let mut call = tonic::Request::new(wire);
+            call.set_timeout(CALL_TIMEOUT);
+            match client.join(call).await {
+                Ok(answer) => Ok((client, answer.into_inner())),
+                Err(status) => Err(classify(&status)),
+            }
+        });
+        match result {
+            Ok((client, answer)) => {
+                self.client = Some(client);
+                Ok(SignedJoinResponse {
+                    body: answer.response,
+                    signature: answer.signature,
+                    signer_spki_der: self.signer_spki_der.clone(),
+                })
+            }
+            // A failed call drops the connection; the next attempt dials again.
+            Err(e) => Err(e),
+        }
+    }
+
+    fn decode_body(&self, body: &[u8]) -> Result<JoinResponseFields, String> {
+        decode_join_body(body)
+    }
+}

@@ -1,0 +1,221 @@
+//! TLS 1.3 pinned to the serving CA: the server certificate verifier and the client config.
+//!
+//! bcd never trusts system roots. [`PinnedServingCa`] is a rustls `ServerCertVerifier` that
+//! accepts the gateway's chain only when one of the certificates the gateway sent has the SPKI
+//! `serving_ca_spki_pin` names, and webpki verifies the leaf (signatures, validity, serverAuth,
+//! and the name bcd dialled) with that certificate as the only trust anchor. The pinned CA must
+//! itself be within its validity. [`client_config`] builds the rustls config around it, with the
+//! node's certificate and key ([`ClientIdentity`]) when one is presented.
+
+use std::sync::Arc;
+
+use domain::pki::{Pin, PrivateKey};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, OtherError, SignatureScheme};
+
+use super::error::ClientError;
+
+/// Why the pinned verifier refused the gateway's chain.
+#[derive(Debug, thiserror::Error)]
+pub enum ServingCaError {
+    /// No certificate the gateway sent has the pinned SPKI.
+    #[error(
+        "the gateway's chain holds no certificate of the pinned serving CA {pin}: \
+         serving_ca_spki_pin is from another deployment, or something else answers at this address"
+    )]
+    NotPinned {
+        /// The configured pin.
+        pin: String,
+    },
+    /// The pinned CA's certificate is outside its validity.
+    #[error(
+        "the pinned serving CA's certificate is not valid now (renew the PKI: bcctl pki show)"
+    )]
+    CaNotValid,
+    /// The chain failed webpki's checks.
+    #[error("the gateway's certificate does not verify under the pinned serving CA: {0}")]
+    Chain(String),
+}
+
+fn other(e: ServingCaError) -> rustls::Error {
+    rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(e))))
+}
+
+/// The SHA-256 pin of a certificate's SubjectPublicKeyInfo, `None` when it does not parse.
+pub fn certificate_spki_pin(der: &[u8]) -> Option<Pin> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(Pin::of_spki_der(cert.tbs_certificate.subject_pki.raw))
+}
+
+fn valid_at(der: &[u8], now: UnixTime) -> bool {
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return false;
+    };
+    let Ok(secs) = i64::try_from(now.as_secs()) else {
+        return false;
+    };
+    match x509_parser::time::ASN1Time::from_timestamp(secs) {
+        Ok(t) => cert.validity().is_valid_at(t),
+        Err(_) => false,
+    }
+}
+
+fn webpki_error(e: webpki::Error) -> rustls::Error {
+    let cert = match e {
+        webpki::Error::CertExpired { .. } => CertificateError::Expired,
+        webpki::Error::CertNotValidYet { .. } => CertificateError::NotValidYet,
+        webpki::Error::UnknownIssuer => CertificateError::UnknownIssuer,
+        webpki::Error::InvalidSignatureForPublicKey => CertificateError::BadSignature,
+        webpki::Error::CertNotValidForName(_) => CertificateError::NotValidForName,
+        other_error => return other(ServingCaError::Chain(format!("{other_error:?}"))),
+    };
+    rustls::Error::InvalidCertificate(cert)
+}
+
+/// The server certificate verifier pinned to the serving CA's SPKI (see the module docs).
+#[derive(Debug)]
+pub struct PinnedServingCa {
+    pin: Pin,
+    provider: Arc<CryptoProvider>,
+}
+
+impl PinnedServingCa {
+    /// A verifier for `serving_ca_spki_pin`.
+    pub fn new(pin: Pin) -> PinnedServingCa {
+        PinnedServingCa {
+            pin,
+            provider: provider(),
+        }
+    }
+}
+
+impl ServerCertVerifier for PinnedServingCa {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let anchor_at = intermediates
+            .iter()
+            .position(|c| certificate_spki_pin(c) == Some(self.pin))
+            .ok_or_else(|| {
+                other(ServingCaError::NotPinned {
+                    pin: self.pin.to_string(),
+                })
+            })?;
+        let anchor_der = &intermediates[anchor_at];
+        if !valid_at(anchor_der, now) {
+            return Err(other(ServingCaError::CaNotValid));
+        }
+        let anchor = webpki::anchor_from_trusted_cert(anchor_der).map_err(webpki_error)?;
+        let others: Vec<CertificateDer<'_>> = intermediates
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != anchor_at)
+            .map(|(_, c)| c.clone())
+            .collect();
+        let ee = webpki::EndEntityCert::try_from(end_entity).map_err(webpki_error)?;
+        ee.verify_for_usage(
+            self.provider.signature_verification_algorithms.all,
+            &[anchor],
+            &others,
+            now,
+            webpki::KeyUsage::server_auth(),
+            None,
+            None,
+        )
+        .map_err(webpki_error)?;
+        ee.verify_is_valid_for_subject_name(server_name)
+            .map_err(webpki_error)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// The ring crypto provider (as the gateway uses).
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificate chain and key bcd presents for Renew and the session.
+#[derive(Debug, Clone)]
+pub struct ClientIdentity {
+    chain: Vec<Vec<u8>>,
+    pkcs8: Vec<u8>,
+}
+
+impl ClientIdentity {
+    /// The node's chain (leaf first, DER) and its key.
+    pub fn new(chain: &[Vec<u8>], key: &PrivateKey) -> ClientIdentity {
+        ClientIdentity {
+            chain: chain.to_vec(),
+            pkcs8: key.pkcs8_der().to_vec(),
+        }
+    }
+}
+
+/// TLS 1.3 only, pinned to the serving CA, with ALPN `h2`; `identity` is presented when given.
+pub fn client_config(
+    serving_ca: Pin,
+    identity: Option<&ClientIdentity>,
+) -> Result<ClientConfig, ClientError> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| ClientError::ClientIdentity(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PinnedServingCa::new(serving_ca)));
+    let mut config = match identity {
+        None => builder.with_no_client_auth(),
+        Some(id) => {
+            let chain = id
+                .chain
+                .iter()
+                .map(|der| CertificateDer::from(der.clone()))
+                .collect();
+            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(id.pkcs8.clone()));
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| ClientError::ClientIdentity(e.to_string()))?
+        }
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}

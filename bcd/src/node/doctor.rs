@@ -1,0 +1,187 @@
+//! [`NetworkDoctor`], `bcd doctor`'s network half: a pinned TLS handshake with the gateway, and
+//! the clock against the `Welcome` of a real session.
+
+use domain::pki::Pin;
+use time::{Duration, OffsetDateTime};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::session::{client_identity, time_of_ms, WELCOME_TIMEOUT};
+use crate::client::{connect, describe_status};
+use crate::config::Config;
+use crate::files::DataDir;
+use crate::identity_store::{load_read_only, LoadedIdentity};
+use crate::status::{Check, Level, NetworkChecks, CLOCK_TOLERANCE};
+use proto::gateway_message::Body as GatewayBody;
+use proto::node_message::Body as NodeBody;
+
+/// Clock skew against the server past which doctor fails (warns past [`CLOCK_TOLERANCE`]).
+pub const CLOCK_SKEW_FAIL: Duration = Duration::minutes(5);
+
+/// `bcd doctor`'s network checks over the real client.
+#[derive(Debug)]
+pub struct NetworkDoctor {
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Default for NetworkDoctor {
+    fn default() -> Self {
+        NetworkDoctor::new()
+    }
+}
+
+impl NetworkDoctor {
+    /// A doctor with its own current-thread runtime.
+    pub fn new() -> NetworkDoctor {
+        NetworkDoctor {
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok(),
+        }
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> Option<F::Output> {
+        self.runtime.as_ref().map(|rt| rt.block_on(f))
+    }
+}
+
+/// The gateway's `Welcome` time for a session opened with this node's certificate.
+pub async fn welcome_time(
+    server: &str,
+    serving_ca: Pin,
+    loaded: &LoadedIdentity,
+) -> Result<OffsetDateTime, String> {
+    let identity = client_identity(loaded);
+    let mut client = connect(server, serving_ca, Some(&identity))
+        .await
+        .map_err(|e| e.to_string())?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<proto::NodeMessage>(2);
+    let hello = proto::NodeMessage {
+        body: Some(NodeBody::Hello(proto::Hello {
+            trust_version: loaded.stored.trust_version,
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+        })),
+    };
+    tx.send(hello)
+        .await
+        .map_err(|_| "the session's sender closed".to_owned())?;
+    let exchange = async {
+        let mut inbound = client
+            .session(ReceiverStream::new(rx))
+            .await
+            .map_err(|s| describe_status(&s))?
+            .into_inner();
+        loop {
+            match inbound.message().await.map_err(|s| describe_status(&s))? {
+                Some(proto::GatewayMessage {
+                    body: Some(GatewayBody::Welcome(w)),
+                }) => {
+                    return time_of_ms(w.server_time_ms)
+                        .ok_or_else(|| "the Welcome's server time is out of range".to_owned())
+                }
+                Some(proto::GatewayMessage {
+                    body: Some(GatewayBody::Revocation(n)),
+                }) => return Err(format!("this certificate is revoked: {}", n.reason)),
+                Some(_) => {}
+                None => return Err("the gateway closed the session before Welcome".to_owned()),
+            }
+        }
+    };
+    let result = tokio::time::timeout(WELCOME_TIMEOUT, exchange)
+        .await
+        .map_err(|_| format!("no Welcome within {} s", WELCOME_TIMEOUT.as_secs()))?;
+    drop(tx);
+    result
+}
+
+impl NetworkChecks for NetworkDoctor {
+    fn gateway_reachable(&self, config: &Config) -> Check {
+        let (Some(server), Some(pin)) = (&config.server, config.pins.serving_ca_spki_pin) else {
+            return Check::new(
+                "gateway",
+                Level::Warn,
+                "not checked: set `server` and serving_ca_spki_pin in config.toml",
+            );
+        };
+        match self.block_on(connect(server, pin, None)) {
+            None => Check::new("gateway", Level::Fail, "cannot start an async runtime"),
+            Some(Ok(_)) => Check::new(
+                "gateway",
+                Level::Ok,
+                format!("{server} answers TLS 1.3 under the pinned serving CA"),
+            ),
+            Some(Err(e)) => Check::new(
+                "gateway",
+                Level::Fail,
+                format!(
+                    "{e}; check that the gateway runs (systemctl status bcctl) and that `server` \
+                     and serving_ca_spki_pin match `bcctl pki show`"
+                ),
+            ),
+        }
+    }
+
+    fn clock_skew(&self, config: &Config, now: OffsetDateTime) -> Check {
+        let (Some(server), Some(pin)) = (&config.server, config.pins.serving_ca_spki_pin) else {
+            return Check::new("clock skew", Level::Warn, "not checked: no server or pin");
+        };
+        let dir = DataDir::new(&config.data_dir);
+        let loaded = match load_read_only(&dir) {
+            Ok(loaded) => loaded,
+            Err(_) => {
+                return Check::new(
+                    "clock skew",
+                    Level::Warn,
+                    "not checked: a session needs the node's identity (see identity above)",
+                )
+            }
+        };
+        let started = std::time::Instant::now();
+        let welcome = match self.block_on(welcome_time(server, pin, &loaded)) {
+            None => return Check::new("clock skew", Level::Fail, "cannot start an async runtime"),
+            Some(Ok(t)) => t,
+            Some(Err(e)) => {
+                return Check::new(
+                    "clock skew",
+                    Level::Fail,
+                    format!(
+                        "the gateway did not open a session for this node: {e}; if this node \
+                         was revoked, join again: bcd join --reset --yes, then bcd join with a \
+                         new token"
+                    ),
+                )
+            }
+        };
+        // Compare with the local time when the Welcome arrived.
+        let local = now + started.elapsed();
+        let skew = local - welcome;
+        let detail = format!(
+            "local clock {} the server's by {:.1} s",
+            if skew.is_negative() {
+                "behind"
+            } else {
+                "ahead of"
+            },
+            skew.abs().as_seconds_f64()
+        );
+        if skew.abs() > CLOCK_SKEW_FAIL {
+            Check::new(
+                "clock skew",
+                Level::Fail,
+                format!(
+                    "{detail}: fix the clock (timedatectl status; chrony or systemd-timesyncd)"
+                ),
+            )
+        } else if skew.abs() > CLOCK_TOLERANCE {
+            Check::new(
+                "clock skew",
+                Level::Warn,
+                format!(
+                    "{detail}: fix the clock (timedatectl status; chrony or systemd-timesyncd)"
+                ),
+            )
+        } else {
+            Check::new("clock skew", Level::Ok, detail)
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! `bcd node`: hold the session, renew the certificate, stop for good on a revocation.
+//!
+//! [`run_node`] loops:
+//!
+//! 1. load the identity in the spec's three steps ([`crate::identity_store::load`]); an expired
+//!    certificate stops bcd with the way back;
+//! 2. when the renewal is due (60% of the leaf's lifetime, or the retry time after a failure),
+//!    renew over mTLS with the current certificate ([`renew_once`]): `node.key.next` is written
+//!    before the request, then the answer is checked and stored through
+//!    [`crate::identity_store::RenewalStore`] (`node.key.next` again, `identity.json`, the
+//!    rename), so a crash at any step leaves a matching key and certificate. A failed renewal is
+//!    retried with [`crate::renewal_schedule::next_renewal_attempt`] (30 s doubling to 10 min, a
+//!    gateway's pushback waited out exactly);
+//! 3. otherwise open the session with the current certificate: `Hello` with the trust version
+//!    held, then a `StatusReport` every [`NodeOptions::status_interval`], until the renewal is
+//!    due (the session is then closed, the certificate renewed, and the session reopened with the
+//!    new one) or the session ends (reconnect with backoff, 1 s doubling to 30 s);
+//! 4. a `RevocationNotice` ends [`run_node`] with [`NodeExit::Revoked`]: bcd never redials with
+//!    that certificate. So does a session the gateway refuses at the handshake with the TLS
+//!    alert `certificate_revoked` (a revocation that happened while bcd was disconnected); the
+//!    alert comes over the connection pinned to the serving CA, so no one else can forge it.
+//!
+//! Each `Welcome` raises the `serverTime` high-water mark in `identity.json`, and its signed trust
+//! bundle, once verified under the pinned join signing key and only when newer than the one
+//! held, is stored there too ([`crate::trust_bundle`]); the next `StatusReport` carries the new
+//! version.
+//!
+//! [`NetworkDoctor`] is `bcd doctor`'s network half: a pinned TLS handshake with the gateway, and
+//! the clock against the `Welcome` of a real session.
+//!
+//! | module    | job                                                                   |
+//! |-----------|-----------------------------------------------------------------------|
+//! | `run`     | the loop ([`run_node`]), its options and how it ends                  |
+//! | `renew`   | one renewal ([`renew_once`]) and its errors                           |
+//! | `session` | one session ([`hold_session`]) and the server time it records         |
+//! | `doctor`  | [`NetworkDoctor`]                                                     |
+//! | `log`     | the log line format                                                   |
+//!
+//! Every item is re-exported here, so callers name `crate::node::X` whatever file holds it.
+
+mod doctor;
+mod log;
+mod renew;
+mod run;
+mod session;
+
+pub use doctor::{welcome_time, NetworkDoctor, CLOCK_SKEW_FAIL};
+pub use log::log;
+pub use renew::{renew_once, RenewError};
+pub use run::{
+    run_node, NodeExit, NodeOptions, RECONNECT_MAX, RECONNECT_MIN, REVOKED_EXIT_MESSAGE,
+};
+pub use session::{hold_session, record_server_time, SessionEnd, WELCOME_TIMEOUT};

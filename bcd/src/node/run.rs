@@ -1,0 +1,194 @@
+//! [`run_node`], the `bcd node` loop: load the identity, renew when due (retrying on failure),
+//! otherwise hold a session until the renewal is due, reconnecting with backoff, until a
+//! revocation, an expiry or an identity that stops loading ends it ([`NodeExit`]).
+
+use std::time::Duration as StdDuration;
+
+use domain::pki::{Pin, PublicKey};
+use time::{Duration, OffsetDateTime};
+
+use super::log::{log, rfc3339};
+use super::renew::{renew_once, RenewError};
+use super::session::{client_identity, hold_session, SessionEnd};
+use crate::client::{connect, ClientError, GatewayAddress};
+use crate::files::DataDir;
+use crate::identity_store::{load, LoadError, WAY_BACK};
+use crate::renewal_schedule::{jitter, next_renewal_attempt, renew_at, RENEW_RETRY_MIN};
+
+/// What `bcd node` prints last when its certificate was revoked (exit status 1).
+pub const REVOKED_EXIT_MESSAGE: &str = "agent: this node's certificate was revoked";
+/// First reconnect delay after a lost session.
+pub const RECONNECT_MIN: Duration = Duration::seconds(1);
+/// Longest reconnect delay.
+pub const RECONNECT_MAX: Duration = Duration::seconds(30);
+
+/// How `bcd node` runs.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// The gateway, `host:port`.
+    pub server: String,
+    /// `serving_ca_spki_pin`.
+    pub serving_ca: Pin,
+    /// How often a `StatusReport` is sent.
+    pub status_interval: StdDuration,
+    /// The JoinService signing key (`join-signing.jwk`, checked against `join_signing_key_pin`):
+    /// Welcome trust bundles are verified under it and stored. `None`: they are not stored.
+    pub join_signing_key: Option<PublicKey>,
+}
+
+/// How `bcd node` ended (it runs until one of these).
+#[derive(Debug, thiserror::Error)]
+pub enum NodeExit {
+    /// The gateway sent a RevocationNotice.
+    #[error("{REVOKED_EXIT_MESSAGE}")]
+    Revoked {
+        /// Its reason.
+        reason: String,
+        /// The serial it names.
+        serial: String,
+    },
+    /// The identity does not load.
+    #[error("bcd node: {0}")]
+    Load(#[from] LoadError),
+    /// The certificate expired before a renewal succeeded.
+    #[error(
+        "bcd node: the node certificate expired at {0} before a renewal succeeded; {WAY_BACK}"
+    )]
+    Expired(String),
+    /// The configuration cannot work (a malformed server address...).
+    #[error("bcd node: {0}")]
+    Config(String),
+}
+
+fn reconnect_delay(failures: u32) -> StdDuration {
+    let doublings = failures.saturating_sub(1).min(10);
+    let nominal = (RECONNECT_MIN * 2f64.powi(doublings as i32)).min(RECONNECT_MAX);
+    let d = nominal * (0.8 + 0.4 * jitter());
+    d.clamp(RECONNECT_MIN, RECONNECT_MAX)
+        .try_into()
+        .unwrap_or(StdDuration::from_secs(1))
+}
+
+/// Runs `bcd node` until the certificate is revoked, expires, or the identity stops loading.
+pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
+    if let Err(e) = GatewayAddress::parse(&options.server) {
+        return NodeExit::Config(e.to_string());
+    }
+    let mut renew_failures = 0u32;
+    let mut retry_at: Option<OffsetDateTime> = None;
+    let mut lost = 0u32;
+    let mut first = true;
+    loop {
+        let loaded = match load(dir) {
+            Ok(loaded) => loaded,
+            Err(e) => return NodeExit::Load(e),
+        };
+        if first {
+            log(format_args!(
+                "identity {} loaded; certificate valid until {}",
+                loaded.describe(),
+                rfc3339(loaded.leaf.not_after)
+            ));
+            first = false;
+        }
+        let now = OffsetDateTime::now_utc();
+        if now >= loaded.leaf.not_after {
+            return NodeExit::Expired(rfc3339(loaded.leaf.not_after));
+        }
+        let due =
+            retry_at.unwrap_or_else(|| renew_at(loaded.leaf.not_before, loaded.leaf.not_after));
+        let identity = client_identity(&loaded);
+
+        if now >= due {
+            let result = match connect(&options.server, options.serving_ca, Some(&identity)).await {
+                Ok(mut client) => renew_once(&mut client, dir, &loaded).await,
+                Err(e) => Err(RenewError::Connect(e)),
+            };
+            match result {
+                Ok(renewed) => {
+                    log(format_args!(
+                        "renewed: certificate serial {} valid until {}; renewal due at {}",
+                        renewed.leaf.serial.to_hex(),
+                        rfc3339(renewed.leaf.not_after),
+                        rfc3339(renew_at(renewed.leaf.not_before, renewed.leaf.not_after)),
+                    ));
+                    renew_failures = 0;
+                    retry_at = None;
+                }
+                Err(e) => {
+                    renew_failures += 1;
+                    let now = OffsetDateTime::now_utc();
+                    let next = next_renewal_attempt(
+                        now,
+                        loaded.leaf.not_after,
+                        renew_failures,
+                        e.pushback(),
+                        jitter(),
+                    )
+                    // Past expiry there is nothing to wait for: keep trying until it expires.
+                    .unwrap_or(now + RENEW_RETRY_MIN);
+                    log(format_args!(
+                        "{e}; attempt {renew_failures} failed, next at {}",
+                        rfc3339(next)
+                    ));
+                    retry_at = Some(next);
+                }
+            }
+            continue;
+        }
+
+        let end = match connect(&options.server, options.serving_ca, Some(&identity)).await {
+            Ok(mut client) => {
+                hold_session(
+                    &mut client,
+                    dir,
+                    &loaded,
+                    due,
+                    options.status_interval,
+                    options.join_signing_key.as_ref(),
+                )
+                .await
+            }
+            Err(ClientError::CertificateRevoked { addr }) => SessionEnd::Revoked {
+                reason: format!("the gateway at {addr} refused this certificate as revoked at the TLS handshake"),
+                serial: loaded.leaf.serial.to_hex(),
+            },
+            Err(e) => SessionEnd::Lost(e.to_string()),
+        };
+        match end {
+            SessionEnd::Revoked { reason, serial } => {
+                log(format_args!(
+                    "certificate revoked: {reason} (serial {serial}); not reconnecting with it"
+                ));
+                return NodeExit::Revoked { reason, serial };
+            }
+            SessionEnd::Due => lost = 0,
+            SessionEnd::Lost(why) => {
+                lost += 1;
+                let delay = reconnect_delay(lost);
+                log(format_args!(
+                    "session lost: {why}; reconnecting in {} ms",
+                    delay.as_millis()
+                ));
+                // Never sleep past the renewal.
+                let until_due: StdDuration = (due - OffsetDateTime::now_utc())
+                    .try_into()
+                    .unwrap_or(StdDuration::ZERO);
+                tokio::time::sleep(delay.min(until_due)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconnect_delay_is_bounded() {
+        for failures in 0..40 {
+            let d = reconnect_delay(failures);
+            assert!(d >= StdDuration::from_secs(1) && d <= StdDuration::from_secs(30));
+        }
+    }
+}
