@@ -6,8 +6,9 @@
 #   benchmarks/callgrind.sh [count]
 #
 # Builds commands/benches/cost.rs in the bench profile (release, with symbols), then runs each
-# operation under `valgrind --tool=callgrind`, counting only between the harness's
-# `measure_begin` and `measure_end` markers (setup and warm-up excluded, every thread counted).
+# operation under `valgrind --tool=callgrind`, dumping the counters on entering the harness's
+# `measure_begin` and `measure_end` markers: the second dump holds the measured runs alone
+# (setup and warm-up excluded), in every thread of the process.
 # `count` (default 1) is how many joins, renewals or crypto operations are measured; the rebuild
 # always replays its whole log (1,025 events) and is divided by its event count.
 # The raw callgrind files stay in $CALLGRIND_OUT (default: a fresh temporary directory).
@@ -33,15 +34,16 @@ measure() {
     local op=$1 n=$2
     rm -f "$out/$op".*
     if ! valgrind --tool=callgrind --callgrind-out-file="$out/$op.%p" \
-        --zero-before='*measure_begin*' --dump-before='*measure_end*' \
+        --dump-before='*measure_begin*' --dump-before='*measure_end*' \
         "$bin" "$op" "$n" >"$out/$op.stdout" 2>"$out/$op.stderr"; then
         echo "callgrind.sh: $op failed; see $out/$op.stderr" >&2
         exit 1
     fi
     local units dump total
     units=$(sed -n 's/^units=//p' "$out/$op.stdout")
-    # The dump taken at measure_end is the first numbered one (`<file>.1`).
-    dump=$(ls "$out/$op".*.1 2>/dev/null | head -n 1)
+    # Dump 1 (at measure_begin) holds the setup, dump 2 (at measure_end) the measured runs.
+    # (With `--zero-before` instead, the summary line over-counts a process of several threads.)
+    dump=$(ls "$out/$op".*.2 2>/dev/null | head -n 1)
     [ -n "$units" ] && [ -n "$dump" ] || { echo "callgrind.sh: no measurement for $op in $out" >&2; exit 1; }
     total=$(sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$dump" | head -n 1)
     awk -v t="$total" -v u="$units" 'BEGIN { printf "%d\n", t / u }'
@@ -60,7 +62,7 @@ commas='function c(n,  s) { s = sprintf("%d", n); while (s ~ /[0-9]{4}/) sub(/[0
 row() { awk -v a="$2" -v b="$3" -v name="$1" -v ref="$4" \
     "$commas"' BEGIN { printf "| %s | %s | %s | %.2f× | %s |\n", name, c(a), c(b), a / b, ref }'; }
 
-echo "Instruction counts (callgrind Ir), $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD), count $count"
+echo "Instruction counts (callgrind Ir), $(date -u +%Y-%m-%dT%H:%MZ), commit $(git describe --always --dirty), count $count"
 echo
 echo "| operation | Ir | floor Ir | ratio | floor |"
 echo "| --- | ---: | ---: | ---: | --- |"

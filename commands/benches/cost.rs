@@ -2,10 +2,10 @@
 //!
 //! `cost <operation> [count]` prepares everything the operation needs, runs it once to warm up,
 //! then runs it `count` times (default 1) between two marker functions, [`measure_begin`] and
-//! [`measure_end`]. Under `valgrind --tool=callgrind --zero-before=*measure_begin*
-//! --dump-before=*measure_end*` the dump written at `measure_end` holds the instructions of
-//! exactly those runs, in every thread of the process (the SQLite worker thread included), and
-//! none of the setup. The last line printed is `units=<n>`: what the count is divided by.
+//! [`measure_end`]. Under `valgrind --tool=callgrind --dump-before=*measure_begin*
+//! --dump-before=*measure_end*` the second dump holds the instructions of exactly those runs,
+//! in every thread of the process (the SQLite worker thread included), and none of the setup.
+//! The last line printed is `units=<n>`: what the count is divided by.
 //!
 //! Our operations, all in this process and with no database unless said:
 //!
@@ -60,7 +60,7 @@ const LOG_NODES: usize = 128;
 /// Events per page, as `bcctl rebuild` reads them.
 const REBUILD_BATCH: u32 = 10_000;
 
-/// Callgrind zeroes every counter on entering this function (`--zero-before`).
+/// Callgrind dumps (and so zeroes) its counters on entering this function (`--dump-before`).
 #[inline(never)]
 fn measure_begin() {
     std::hint::black_box(0x6265_6769u32);
@@ -601,6 +601,10 @@ fn run(op: &str, count: usize) -> Fallible<()> {
         other => Err(format!("unknown operation {other:?}; see the doc comment of cost.rs").into()),
     }
 }
+
+/// The allocator bcctl runs with, so that the counts are those of `bcctl serve` and `rebuild`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const OPERATIONS: [&str; 9] = [
     "join",
