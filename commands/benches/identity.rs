@@ -208,14 +208,10 @@ fn cpu_only_joins(keys: &KeySet, n: usize) -> f64 {
                 .expect("node id"),
             serial: Serial::generate().expect("serial"),
         };
-        let events = decide_join(&ctx, &cmd, &state, now).expect("joins");
-        let der = events
-            .iter()
-            .find_map(|e| match e {
-                domain::identity::IdentityEvent::CertificateIssued(c) => Some(c.der.clone()),
-                _ => None,
-            })
-            .expect("certificate");
+        let der = decide_join(&ctx, &cmd, &state, now)
+            .expect("joins")
+            .outcome
+            .certificate_der;
         let body = proto::JoinResponse {
             csr_sha256: csr_sha256.to_vec(),
             certificate_chain: vec![der, keys.node_ca.cert_der().to_vec()],

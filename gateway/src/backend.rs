@@ -27,7 +27,7 @@ pub const TRUST_CACHE: Duration = Duration::from_secs(2);
 /// The status for a failed identity command (refusals excluded).
 pub fn identity_failure(what: &str, e: &IdentityError) -> Status {
     match e {
-        IdentityError::Run(RunError::Store(_)) | IdentityError::Query(_) => {
+        IdentityError::Run(RunError::Store(_)) => {
             tracing::error!(error = %e, "{what}: the store failed");
             Status::unavailable("the control plane's store is unavailable; retry later")
         }

@@ -25,6 +25,7 @@ use events::schema::{
 };
 use events::store::{EventStore, LogStore, StoreError, TailCursor};
 use events::RecordedEvent;
+use projections::identity::read::{self, RevokedCertRow};
 
 use crate::metrics::Metrics;
 use crate::revoked::RevokedSerials;
@@ -59,7 +60,7 @@ pub enum FeedError {
     #[error(
         "revocation feed: reading node_certs: {0} (is the store migrated? run `bcctl migrate`)"
     )]
-    Query(#[from] sqlx::Error),
+    Read(StoreError),
     #[error("revocation feed: node_certs holds a serial that is not hex: {0:?}")]
     BadSerial(String),
 }
@@ -115,13 +116,6 @@ impl FeedHealth {
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct RevokedRow {
-    serial: String,
-    not_after_us: i64,
-    revoke_reason: Option<String>,
-}
-
 /// What the feed fills and whom it tells.
 #[derive(Clone)]
 pub struct FeedTargets {
@@ -135,33 +129,10 @@ async fn query_revoked(
     store: &EventStore,
     node_id: Option<&str>,
     now_us: i64,
-) -> Result<Vec<RevokedRow>, sqlx::Error> {
-    const ALL: &str = "SELECT serial, not_after_us, revoke_reason FROM node_certs \
-        WHERE revoked_at_us IS NOT NULL AND not_after_us > $1";
-    const ONE: &str = "SELECT serial, not_after_us, revoke_reason FROM node_certs \
-        WHERE revoked_at_us IS NOT NULL AND not_after_us > $1 AND node_id = $2";
-    match (store, node_id) {
-        (EventStore::Postgres(s), None) => {
-            sqlx::query_as(ALL).bind(now_us).fetch_all(s.pool()).await
-        }
-        (EventStore::Postgres(s), Some(n)) => {
-            sqlx::query_as(ONE)
-                .bind(now_us)
-                .bind(n)
-                .fetch_all(s.pool())
-                .await
-        }
-        (EventStore::Sqlite(s), None) => {
-            sqlx::query_as(ALL).bind(now_us).fetch_all(s.reader()).await
-        }
-        (EventStore::Sqlite(s), Some(n)) => {
-            sqlx::query_as(ONE)
-                .bind(now_us)
-                .bind(n)
-                .fetch_all(s.reader())
-                .await
-        }
-    }
+) -> Result<Vec<RevokedCertRow>, FeedError> {
+    read::revoked_unexpired(store, node_id, now_us)
+        .await
+        .map_err(FeedError::Read)
 }
 
 fn now_us() -> i64 {
@@ -169,7 +140,7 @@ fn now_us() -> i64 {
     i64::try_from(ns).unwrap_or(i64::MAX)
 }
 
-fn insert_rows(revoked: &RevokedSerials, rows: &[RevokedRow]) -> Result<(), FeedError> {
+fn insert_rows(revoked: &RevokedSerials, rows: &[RevokedCertRow]) -> Result<(), FeedError> {
     for row in rows {
         let bytes =
             hex::decode(&row.serial).map_err(|_| FeedError::BadSerial(row.serial.clone()))?;

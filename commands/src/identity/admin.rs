@@ -7,10 +7,10 @@ use domain::identity::{
 };
 use domain::pki::TokenSecret;
 use events::store::{LogStore, LogTx};
+use projections::identity::read;
 
-use super::store::query_as;
 use super::{
-    append_decided, fresh_id, store, CertView, CreatedToken, IdentityError, JoinService, NewToken,
+    append_decided, fresh_id, rows, CertView, CreatedToken, IdentityError, JoinService, NewToken,
     NodeDetail, NodeView, TokenView,
 };
 
@@ -35,7 +35,7 @@ impl JoinService {
         let events = decide_create_token(&cmd, now)?;
         let token = crate::transaction!(&self.store, IdentityError, |tx| {
             append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
-            store::token_by_id(tx, &cmd.token_id)
+            read::token_by_id(tx, &cmd.token_id)
                 .await?
                 .ok_or_else(|| IdentityError::Corrupt("the created token has no row".into()))
         })?;
@@ -53,15 +53,15 @@ impl JoinService {
     ) -> Result<TokenView, IdentityError> {
         let now_us = self.clock.now_us();
         let row = crate::transaction!(&self.store, IdentityError, |tx| {
-            let row = store::token_by_id(tx, token_id).await?;
-            let state = row.as_ref().map(|r| r.state()).transpose()?;
+            let row = read::token_by_id(tx, token_id).await?;
+            let state = row.as_ref().map(rows::token_state).transpose()?;
             let events = decide_revoke_token(token_id, state.as_ref(), reason)?;
             let Some(row) = row else {
                 return Err(AdminRefusal::UnknownToken(token_id.into()).into());
             };
             let versions = vec![(format!("token/{token_id}"), Some(row.version))];
             append_decided(tx, events, &row.tenant_id, now_us, &versions).await?;
-            store::token_by_id(tx, token_id)
+            read::token_by_id(tx, token_id)
                 .await?
                 .ok_or_else(|| IdentityError::Corrupt("the revoked token has no row".into()))
         })?;
@@ -71,17 +71,7 @@ impl JoinService {
     /// `token list`, of one tenant or all.
     pub async fn list_tokens(&self, tenant: Option<&str>) -> Result<Vec<TokenView>, IdentityError> {
         let mut tx = self.store.begin().await?;
-        let sql = format!(
-            "SELECT {} FROM join_tokens WHERE ($1 = '' OR tenant_id = $1) ORDER BY token_id",
-            store::TOKEN_COLUMNS
-        );
-        let rows = query_as!(
-            &mut tx,
-            store::TokenRow,
-            fetch_all,
-            &sql,
-            tenant.unwrap_or("")
-        )?;
+        let rows = read::tokens_of_tenant(&mut tx, tenant).await?;
         tx.rollback().await?;
         Ok(rows.iter().map(TokenView::from).collect())
     }
@@ -95,15 +85,15 @@ impl JoinService {
     ) -> Result<NodeView, IdentityError> {
         let now_us = self.clock.now_us();
         let row = crate::transaction!(&self.store, IdentityError, |tx| {
-            let row = store::node_by_id(tx, node_id).await?;
-            let state = row.as_ref().map(|r| r.state()).transpose()?;
+            let row = read::node_by_id(tx, node_id).await?;
+            let state = row.as_ref().map(rows::node_state).transpose()?;
             let events = decide(state.as_ref())?;
             let Some(row) = row else {
                 return Err(AdminRefusal::UnknownNode(node_id.into()).into());
             };
             let versions = vec![(format!("node/{node_id}"), Some(row.version))];
             append_decided(tx, events, &row.tenant_id, now_us, &versions).await?;
-            store::node_by_id(tx, node_id)
+            read::node_by_id(tx, node_id)
                 .await?
                 .ok_or_else(|| IdentityError::Corrupt("the node has no row".into()))
         })?;
@@ -143,17 +133,7 @@ impl JoinService {
     /// `node list`, of one tenant or all.
     pub async fn list_nodes(&self, tenant: Option<&str>) -> Result<Vec<NodeView>, IdentityError> {
         let mut tx = self.store.begin().await?;
-        let sql = format!(
-            "SELECT {} FROM nodes WHERE ($1 = '' OR tenant_id = $1) ORDER BY node_id",
-            store::NODE_COLUMNS
-        );
-        let rows = query_as!(
-            &mut tx,
-            store::NodeRow,
-            fetch_all,
-            &sql,
-            tenant.unwrap_or("")
-        )?;
+        let rows = read::nodes_of_tenant(&mut tx, tenant).await?;
         tx.rollback().await?;
         Ok(rows.iter().map(NodeView::from).collect())
     }
@@ -161,10 +141,10 @@ impl JoinService {
     /// `node show`: the node and every certificate it was issued.
     pub async fn show_node(&self, node_id: &str) -> Result<NodeDetail, IdentityError> {
         let mut tx = self.store.begin().await?;
-        let node = store::node_by_id(&mut tx, node_id)
+        let node = read::node_by_id(&mut tx, node_id)
             .await?
             .ok_or_else(|| AdminRefusal::UnknownNode(node_id.into()))?;
-        let certs = store::certs_of_node(&mut tx, node_id).await?;
+        let certs = read::certs_of_node(&mut tx, node_id).await?;
         tx.rollback().await?;
         Ok(NodeDetail {
             node: NodeView::from(&node),

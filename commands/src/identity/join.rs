@@ -4,8 +4,8 @@
 //! JoinService signing key; or record the refusal.
 
 use domain::identity::{
-    decide_join, open_join, unix_us, DecideError, HardwareClaims, IdentityEvent, JoinCommand,
-    JoinInput, JoinRefusal, JoinState, JOIN_TOKEN_ATTESTOR,
+    decide_join, join_refusal_attribution, open_join, unix_us, DecideError, Decision,
+    HardwareClaims, JoinCommand, JoinInput, JoinRefusal, JoinState, Joined, JOIN_TOKEN_ATTESTOR,
 };
 use domain::pki::statement::{sign, JoinResponseStatement};
 use domain::pki::{NodeId, Serial};
@@ -14,21 +14,10 @@ use events::store::StoreTx;
 use prost::Message;
 
 use super::{
-    append_decided, digest_vec, fresh_id, refusals, store, IdentityError, JoinService,
-    JOIN_REFUSED, SUPPORTED_ATTESTORS,
+    append_decided, digest_vec, fresh_id, refusals, rows, IdentityError, JoinService, JOIN_REFUSED,
+    SUPPORTED_ATTESTORS,
 };
-
-enum JoinOutcome {
-    Joined {
-        node_id: String,
-        site_id: String,
-        role: String,
-        generation: u64,
-        der: Vec<u8>,
-        not_after_us: i64,
-    },
-    Refused,
-}
+use projections::identity::read;
 
 impl JoinService {
     #[allow(clippy::too_many_arguments)]
@@ -49,7 +38,7 @@ impl JoinService {
             token_id: token_id.into(),
             csr_sha256: digest_vec(csr_sha256),
             hardware_key_sha256: digest_vec(hardware_key),
-            window_start_us: refusals::window_start(now_us),
+            window_start_us: domain::identity::window_start(now_us),
         };
         refusals::record(
             tx,
@@ -105,13 +94,13 @@ impl JoinService {
         let hash = opened.secret_hash();
 
         let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
-            let token_row = store::token_by_hash(tx, hash.as_bytes()).await?;
-            let token = token_row.as_ref().map(|r| r.state()).transpose()?;
+            let token_row = read::token_by_hash(tx, hash.as_bytes()).await?;
+            let token = token_row.as_ref().map(rows::token_state).transpose()?;
             let holder_row = match opened.digests.hardware_key {
-                Some(k) => store::node_by_hardware_key(tx, &k).await?,
+                Some(k) => read::node_by_hardware_key(tx, &k).await?,
                 None => None,
             };
-            let holder = holder_row.as_ref().map(|r| r.state()).transpose()?;
+            let holder = holder_row.as_ref().map(rows::node_state).transpose()?;
             let cmd = JoinCommand {
                 opened: opened.clone(),
                 new_node_id: NodeId::new(&fresh_id("node"))
@@ -123,70 +112,29 @@ impl JoinService {
                 hardware_key_holder: holder,
             };
             match decide_join(&ctx, &cmd, &state, now) {
-                Ok(events) => {
-                    let Some(token) = &state.token else {
-                        return Err(IdentityError::Failed("a join without a token".into()));
-                    };
-                    let mut joined = None;
-                    for e in &events {
-                        match e {
-                            IdentityEvent::NodeJoined(j) => {
-                                joined = Some((
-                                    j.node_id.clone(),
-                                    j.site_id.clone(),
-                                    j.role.clone(),
-                                    j.identity_generation,
-                                ))
-                            }
-                            IdentityEvent::CertificateIssued(c) => {
-                                if let Some(j) = joined.as_mut() {
-                                    j.3 = c.identity_generation;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    let cert = events.iter().find_map(|e| match e {
-                        IdentityEvent::CertificateIssued(c) => {
-                            Some((c.der.clone(), c.not_after_us))
-                        }
-                        _ => None,
-                    });
-                    let (Some((node_id, site_id, role, generation)), Some((der, not_after_us))) =
-                        (joined, cert)
-                    else {
-                        return Err(IdentityError::Failed(
-                            "the join decision lacks node.joined or the certificate".into(),
-                        ));
-                    };
+                Ok(Decision { events, outcome }) => {
                     let versions = vec![
                         (
-                            format!("token/{}", token.token_id),
+                            format!("token/{}", outcome.token_id),
                             token_row.as_ref().map(|r| r.version),
                         ),
                         (
-                            format!("node/{node_id}"),
+                            format!("node/{}", outcome.node_id),
                             holder_row
                                 .as_ref()
-                                .filter(|h| h.node_id == node_id)
+                                .filter(|h| h.node_id == outcome.node_id)
                                 .map(|h| h.version),
                         ),
                     ];
-                    append_decided(tx, events, &token.tenant_id, now_us, &versions).await?;
-                    Ok(JoinOutcome::Joined {
-                        node_id,
-                        site_id,
-                        role,
-                        generation,
-                        der,
-                        not_after_us,
-                    })
+                    append_decided(tx, events, &outcome.tenant_id, now_us, &versions).await?;
+                    Ok(Some(outcome))
                 }
                 Err(DecideError::Refused(refusal)) => {
-                    let (tenant, token_id) = match (&state.token, refusal.secret_matched()) {
-                        (Some(t), true) => (t.tenant_id.clone(), t.token_id.clone()),
-                        _ => (root.clone(), String::new()),
-                    };
+                    let (tenant, token_id) =
+                        match join_refusal_attribution(refusal, state.token.as_ref()) {
+                            Some((tenant, token)) => (tenant.to_owned(), token.to_owned()),
+                            None => (root.clone(), String::new()),
+                        };
                     self.record_join_refusal(
                         tx,
                         refusal,
@@ -197,22 +145,23 @@ impl JoinService {
                         now_us,
                     )
                     .await?;
-                    Ok(JoinOutcome::Refused)
+                    Ok(None)
                 }
                 Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
             }
         })?;
 
         match outcome {
-            JoinOutcome::Refused => Err(IdentityError::AccessDenied(JOIN_REFUSED)),
-            JoinOutcome::Joined {
+            None => Err(IdentityError::AccessDenied(JOIN_REFUSED)),
+            Some(Joined {
                 node_id,
                 site_id,
                 role,
-                generation,
-                der,
+                identity_generation: generation,
+                certificate_der: der,
                 not_after_us,
-            } => {
+                ..
+            }) => {
                 let body = proto::JoinResponse {
                     csr_sha256: csr_sha.to_vec(),
                     trust_domain: self.config.trust_domain.to_string(),

@@ -20,7 +20,8 @@ use events::store::ExpectedVersion;
 use events::{new_event_id, NewEvent};
 use tokio::sync::watch;
 
-use super::store::query_as;
+use projections::identity::read;
+
 use super::{refusals, IdentityError, JoinService};
 use crate::append_and_project;
 
@@ -45,23 +46,10 @@ impl JoinService {
     /// Deletes up to `batch` expired `attestation_uses` rows (expired at the clock's now) with
     /// one `attestation.uses.pruned` event naming them. Returns how many were pruned.
     pub async fn prune_attestation_uses(&self, batch: u32) -> Result<u64, IdentityError> {
-        #[derive(sqlx::FromRow)]
-        struct Key {
-            attestor: String,
-            subject: Vec<u8>,
-        }
         let now_us = self.clock.now_us();
         let root = self.config.root_tenant.clone();
         crate::transaction!(&self.store, IdentityError, |tx| {
-            let keys = query_as!(
-                tx,
-                Key,
-                fetch_all,
-                "SELECT attestor, subject FROM attestation_uses WHERE expires_at_us IS NOT NULL \
-                 AND expires_at_us <= $1 ORDER BY expires_at_us, attestor, subject LIMIT $2",
-                now_us,
-                i64::from(batch)
-            )?;
+            let keys = read::expired_attestation_uses(tx, now_us, batch).await?;
             if keys.is_empty() {
                 return Ok(0);
             }
@@ -94,7 +82,7 @@ impl JoinService {
     pub async fn flush_suppressed_refusals(&self) -> Result<u64, IdentityError> {
         let now_us = self.clock.now_us();
         crate::transaction!(&self.store, IdentityError, |tx| {
-            refusals::flush_in(tx, None, refusals::window_start(now_us), now_us).await
+            refusals::flush_in(tx, None, domain::identity::window_start(now_us), now_us).await
         })
     }
 

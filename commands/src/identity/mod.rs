@@ -14,7 +14,7 @@
 //! | `admin` | operator commands on tokens and nodes |
 //! | [`maintenance`] | pruning expired proofs, writing suppressed refusal counts |
 //! | `refusals` | recording refusals under the per-minute bound |
-//! | `store` | reads of the identity projections inside a transaction |
+//! | `rows` | projection rows ([`projections::identity::read`]) into domain state |
 //! | `views` | what the operator commands print |
 
 mod admin;
@@ -22,7 +22,7 @@ mod join;
 pub mod maintenance;
 mod refusals;
 mod renew;
-mod store;
+mod rows;
 pub mod views;
 
 use std::sync::Arc;
@@ -89,9 +89,6 @@ pub enum IdentityError {
     /// The store or a projection failed, or conflicts did not settle.
     #[error(transparent)]
     Run(#[from] RunError),
-    /// A query failed.
-    #[error("identity query: {0}")]
-    Query(#[from] sqlx::Error),
     /// A projection row that cannot be read back (corruption or a bug).
     #[error("corrupt identity row: {0}")]
     Corrupt(String),
@@ -112,20 +109,17 @@ impl From<ProjectionError> for IdentityError {
     }
 }
 
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
 impl AsConflict for IdentityError {
     /// Expected-version conflicts and unique-key violations of the projections (a token use or
     /// a renew proof spent by a concurrent command) are retried from a fresh read.
     fn into_conflict(self) -> Result<StoreError, Self> {
         match self {
-            IdentityError::Run(RunError::Store(StoreError::Database(e)))
-            | IdentityError::Run(RunError::Projection(ProjectionError::Store(
-                StoreError::Database(e),
-            ))) if is_unique_violation(&e) => Ok(StoreError::Database(e)),
-            IdentityError::Query(e) if is_unique_violation(&e) => Ok(StoreError::Database(e)),
+            IdentityError::Run(RunError::Store(e))
+            | IdentityError::Run(RunError::Projection(ProjectionError::Store(e)))
+                if e.is_unique_violation() =>
+            {
+                Ok(e)
+            }
             IdentityError::Run(r) => r.into_conflict().map_err(IdentityError::Run),
             other => Err(other),
         }

@@ -91,7 +91,9 @@ fn opt_text(v: Option<String>) -> SqlValue {
 
 mod certs;
 mod nodes;
+pub mod read;
 mod refusals;
+pub mod suppressed;
 mod tokens;
 mod uses;
 
