@@ -161,8 +161,9 @@ async fn token_and_node_commands_on_both_backends() {
             &domain::identity::sha256(&csr),
         )
         .expect("seal");
-        let signed = svc
-            .join(&proto::JoinRequest {
+        let signed = gateway::wire::join(
+            svc.joins(),
+            &proto::JoinRequest {
                 csr,
                 attestor: String::new(),
                 sealed_token: sealed.as_bytes().to_vec(),
@@ -172,9 +173,10 @@ async fn token_and_node_commands_on_both_backends() {
                     ..Default::default()
                 }),
                 attestation: Vec::new(),
-            })
-            .await
-            .expect("join");
+            },
+        )
+        .await
+        .expect("join");
         assert!(!signed.response.is_empty());
 
         let nodes = ok_json(d, &url, &["node", "list", "--json"]);

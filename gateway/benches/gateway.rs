@@ -111,7 +111,7 @@ async fn main() {
     let t = Instant::now();
     for _ in 1..sessions_n {
         let (req, key) = env.join_request(&token);
-        let signed = env.join.join(&req).await.unwrap();
+        let signed = gateway::wire::join(env.join.joins(), &req).await.unwrap();
         let resp =
             <proto::JoinResponse as prost::Message>::decode(signed.response.as_slice()).unwrap();
         nodes.push(common::Node {

@@ -80,7 +80,7 @@ pub async fn local_join(
     join: &JoinService,
     request: &JoinRequest,
 ) -> Result<SignedJoinResponse, Status> {
-    match join.join(request).await {
+    match crate::wire::join(join.joins(), request).await {
         Ok(answer) => Ok(answer),
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(JOIN_REFUSED)),
         Err(IdentityError::UnsupportedAttestor(attestor)) => {
@@ -103,7 +103,7 @@ pub async fn local_renew(
         tracing::warn!("renew refused: the request's leaf is not the certificate the node presented at the handshake");
         return Err(Status::permission_denied(RENEW_REFUSED));
     }
-    match join.renew(request).await {
+    match crate::wire::renew(join.renewals(), request).await {
         Ok(answer) => Ok(answer),
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(RENEW_REFUSED)),
         Err(e) => Err(identity_failure("renew", &e)),

@@ -19,3 +19,4 @@ pub mod serving;
 pub mod sessions;
 pub mod tls;
 pub mod trust;
+pub mod wire;

@@ -14,9 +14,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commands::identity::{IdentityConfig, IdentityError, JoinService, NewToken};
+use commands::identity::{IdentityConfig, IdentityError, JoinRequest, JoinService, NewToken};
 use commands::{Clock, SimClock};
-use domain::identity::{ExpectBinding, TokenRole};
+use domain::identity::{ExpectBinding, HardwareClaims, JoinInput, RenewInput, TokenRole};
 use domain::pki::statement::{sign, RenewPop};
 use domain::pki::{
     build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, TokenSecret,
@@ -25,7 +25,6 @@ use domain::pki::{
 use events::store::testkit::TestDb;
 use events::store::LogStore;
 use proptest::prelude::*;
-use prost::Message;
 use serde_json::Value;
 
 const TD: &str = "replay.example.com";
@@ -132,7 +131,7 @@ struct Node {
     id: String,
     agent: Agent,
     leaf: Vec<u8>,
-    last_renew: Option<proto::RenewRequest>,
+    last_renew: Option<RenewInput>,
 }
 
 struct World {
@@ -143,13 +142,7 @@ struct World {
     nodes: Vec<Node>,
 }
 
-fn join_request(
-    w: &World,
-    agent: &Agent,
-    secret: &str,
-    role: &str,
-    hw: Option<u8>,
-) -> proto::JoinRequest {
+fn join_request(w: &World, agent: &Agent, secret: &str, role: &str, hw: Option<u8>) -> JoinRequest {
     let secret = TokenSecret::parse(secret).expect("secret");
     let sealed = seal_token(
         w.keys.join_encryption.public_key(),
@@ -157,17 +150,18 @@ fn join_request(
         &agent.csr_sha256(),
     )
     .expect("seal");
-    proto::JoinRequest {
-        csr: agent.csr.clone(),
+    JoinRequest {
         attestor: String::new(),
-        sealed_token: sealed.as_bytes().to_vec(),
-        role: role.into(),
-        claims: Some(proto::HardwareClaims {
-            product_uuid: String::new(),
-            macs: vec![],
-            hardware_key: hw.map(|b| vec![b; 65]).unwrap_or_default(),
-        }),
-        attestation: Vec::new(),
+        input: JoinInput {
+            csr_der: agent.csr.clone(),
+            sealed_token: sealed.as_bytes().to_vec(),
+            role: role.into(),
+            claims: HardwareClaims {
+                product_uuid: None,
+                macs: vec![],
+                hardware_key: hw.map(|b| vec![b; 65]),
+            },
+        },
     }
 }
 
@@ -177,17 +171,17 @@ fn renew_request(
     node_id: &str,
     next: &Agent,
     client_time_ms: i64,
-) -> proto::RenewRequest {
+) -> RenewInput {
     let pop = RenewPop {
         csr_sha256: next.csr_sha256(),
         node_id: NodeId::new(node_id).expect("node id"),
         client_time_ms: client_time_ms as u64,
     };
     let sig = sign(&current.key, &pop).expect("sign");
-    proto::RenewRequest {
-        csr: next.csr.clone(),
+    RenewInput {
+        csr_der: next.csr.clone(),
         chain: vec![leaf.to_vec()],
-        client_time_ms,
+        client_time_ms: u64::try_from(client_time_ms).unwrap_or(0),
         signature: sig.as_bytes().to_vec(),
     }
 }
@@ -245,8 +239,7 @@ async fn step(w: &mut World, op: &Op) {
             let t = &w.tokens[token % w.tokens.len()];
             let agent = Agent::new();
             let req = join_request(w, &agent, &t.secret, t.role, *hw);
-            if let Some(signed) = expected(w.svc.join(&req).await) {
-                let body = proto::JoinResponse::decode(signed.response.as_slice()).expect("body");
+            if let Some(body) = expected(w.svc.join(&req).await) {
                 let leaf = body.certificate_chain.first().cloned().expect("leaf");
                 // A reclaim keeps the node id: replace its agent.
                 w.nodes.retain(|n| n.id != body.node_id);
@@ -278,7 +271,7 @@ async fn step(w: &mut World, op: &Op) {
             }
             let t = &w.tokens[token % w.tokens.len()];
             let mut req = join_request(w, &Agent::new(), &t.secret, t.role, None);
-            req.csr[20] ^= 0xff;
+            req.input.csr_der[20] ^= 0xff;
             assert!(expected(w.svc.join(&req).await).is_none());
         }
         Op::Renew { node } => {

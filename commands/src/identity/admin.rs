@@ -5,16 +5,33 @@ use domain::identity::{
     decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
     decide_revoke_token, unix_us, AdminRefusal, CreateToken, IdentityEvent,
 };
+use std::sync::Arc;
+
 use domain::pki::TokenSecret;
-use events::store::{LogStore, LogTx};
+use events::store::{EventStore, LogStore, LogTx};
 use projections::identity::read;
 
 use super::{
-    append_decided, fresh_id, rows, CertView, CreatedToken, IdentityError, JoinService, NewToken,
-    NodeDetail, NodeView, TokenView,
+    append_decided, fresh_id, rows, CertView, CreatedToken, IdentityError, NewToken, NodeDetail,
+    NodeView, TokenView,
 };
+use crate::Clock;
 
-impl JoinService {
+/// The operator commands on tokens and nodes. They need the store and the clock only: no key
+/// of the key set (a token's secret is drawn here and only its hash is stored), so `bcctl node
+/// revoke` and the others never unseal the PKI bundle.
+#[derive(Clone)]
+pub struct NodeAdmin {
+    store: EventStore,
+    clock: Arc<dyn Clock>,
+}
+
+impl NodeAdmin {
+    /// The operator commands over `store`, on `clock`.
+    pub fn new(store: EventStore, clock: Arc<dyn Clock>) -> Self {
+        NodeAdmin { store, clock }
+    }
+
     /// `token create`: returns the secret, shown once, and the stored token.
     pub async fn create_token(&self, new: &NewToken) -> Result<CreatedToken, IdentityError> {
         let secret = TokenSecret::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;

@@ -1,25 +1,36 @@
 //! Token joins: open the sealed token and check the CSR, load the token and the holder of the
 //! claimed hardware key, decide, append `node.joined` + `node.certificate.issued` +
-//! `token.used` with the inline projections, and answer a JoinResponse signed by the
-//! JoinService signing key; or record the refusal.
+//! `token.used` with the inline projections, and answer the admitted node and its chain (the
+//! edge encodes and signs the JoinResponse); or record the refusal.
+
+use std::sync::Arc;
 
 use domain::identity::{
-    decide_join, join_refusal_attribution, open_join, unix_us, DecideError, Decision,
-    HardwareClaims, JoinCommand, JoinInput, JoinRefusal, JoinState, Joined, JOIN_TOKEN_ATTESTOR,
+    decide_join, join_refusal_attribution, open_join, unix_us, DecideError, Decision, JoinCommand,
+    JoinRefusal, JoinState, JOIN_TOKEN_ATTESTOR,
 };
-use domain::pki::statement::{sign, JoinResponseStatement};
-use domain::pki::{NodeId, Serial};
+use domain::pki::{KeySet, NodeId, Serial};
 use events::schema::JoinRefused;
-use events::store::StoreTx;
-use prost::Message;
-
-use super::{
-    append_decided, digest_vec, fresh_id, refusals, rows, IdentityError, JoinService, JOIN_REFUSED,
-    SUPPORTED_ATTESTORS,
-};
+use events::store::{EventStore, StoreTx};
 use projections::identity::read;
 
-impl JoinService {
+use super::{
+    append_decided, check_trust_domain, context, digest_vec, fresh_id, refusals, rows,
+    IdentityConfig, IdentityError, JoinAnswer, JoinRequest, JOIN_REFUSED, SUPPORTED_ATTESTORS,
+};
+use crate::Clock;
+
+/// Joins: the JoinService's admission of new nodes. Holds the key set (the node CA signs the
+/// certificate, the encryption key opens the sealed token).
+#[derive(Clone)]
+pub struct Joins {
+    store: EventStore,
+    keys: Arc<KeySet>,
+    clock: Arc<dyn Clock>,
+    config: IdentityConfig,
+}
+
+impl Joins {
     #[allow(clippy::too_many_arguments)]
     async fn record_join_refusal(
         &self,
@@ -53,34 +64,43 @@ impl JoinService {
         Ok(())
     }
 
-    /// Join with the `join-token` attestor. Answers a JoinResponse signed by the JoinService
-    /// signing key and bound to the CSR's SHA-256, or `ACCESS_DENIED: Join refused`.
-    pub async fn join(
-        &self,
-        request: &proto::JoinRequest,
-    ) -> Result<proto::SignedJoinResponse, IdentityError> {
+    /// A join service over `store` with the loaded key set. Refuses a config whose trust
+    /// domain is not the key set's.
+    pub fn new(
+        store: EventStore,
+        keys: Arc<KeySet>,
+        clock: Arc<dyn Clock>,
+        config: IdentityConfig,
+    ) -> Result<Self, IdentityError> {
+        check_trust_domain(&keys, &config)?;
+        Ok(Joins {
+            store,
+            keys,
+            clock,
+            config,
+        })
+    }
+
+    /// The key set (the edge signs the JoinResponse with its JoinService signing key).
+    pub fn keys(&self) -> &Arc<KeySet> {
+        &self.keys
+    }
+
+    /// Join with the `join-token` attestor. Answers the admitted node and its chain, bound to
+    /// the CSR's SHA-256 (the edge encodes and signs it), or `ACCESS_DENIED: Join refused`.
+    pub async fn join(&self, request: &JoinRequest) -> Result<JoinAnswer, IdentityError> {
         if !request.attestor.is_empty() && !SUPPORTED_ATTESTORS.contains(&request.attestor.as_str())
         {
             return Err(IdentityError::UnsupportedAttestor(request.attestor.clone()));
         }
-        let claims = request.claims.clone().unwrap_or_default();
-        let input = JoinInput {
-            csr_der: request.csr.clone(),
-            sealed_token: request.sealed_token.clone(),
-            role: request.role.clone(),
-            claims: HardwareClaims {
-                product_uuid: (!claims.product_uuid.is_empty()).then_some(claims.product_uuid),
-                macs: claims.macs,
-                hardware_key: (!claims.hardware_key.is_empty()).then_some(claims.hardware_key),
-            },
-        };
-        let ctx = self.ctx();
+        let input = &request.input;
+        let ctx = context(&self.keys, &self.config);
         let now = self.clock.now();
         let now_us = unix_us(now);
         let hw_digest = domain::identity::claims_digests(&input.claims).hardware_key;
         let root = self.config.root_tenant.clone();
 
-        let opened = match open_join(&ctx, &input) {
+        let opened = match open_join(&ctx, input) {
             Ok(o) => o,
             Err((refusal, csr_sha)) => {
                 crate::transaction!(&self.store, IdentityError, |tx| {
@@ -153,41 +173,21 @@ impl JoinService {
 
         match outcome {
             None => Err(IdentityError::AccessDenied(JOIN_REFUSED)),
-            Some(Joined {
-                node_id,
-                site_id,
-                role,
-                identity_generation: generation,
-                certificate_der: der,
-                not_after_us,
-                ..
-            }) => {
-                let body = proto::JoinResponse {
-                    csr_sha256: csr_sha.to_vec(),
-                    trust_domain: self.config.trust_domain.to_string(),
-                    node_id,
-                    site_id,
-                    role,
-                    certificate_chain: vec![der, self.keys.node_ca.cert_der().to_vec()],
-                    trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
-                    not_after_ms: not_after_us / 1000,
-                    server_time_ms: now_us / 1000,
-                    identity_generation: generation,
-                }
-                .encode_to_vec();
-                let signature = sign(
-                    &self.keys.join_signing,
-                    &JoinResponseStatement {
-                        csr_sha256: csr_sha,
-                        response: &body,
-                    },
-                )
-                .map_err(|e| IdentityError::Failed(format!("signing the JoinResponse: {e}")))?;
-                Ok(proto::SignedJoinResponse {
-                    response: body,
-                    signature: signature.as_bytes().to_vec(),
-                })
-            }
+            Some(joined) => Ok(JoinAnswer {
+                csr_sha256: joined.csr_sha256,
+                trust_domain: self.config.trust_domain.to_string(),
+                node_id: joined.node_id,
+                site_id: joined.site_id,
+                role: joined.role,
+                identity_generation: joined.identity_generation,
+                certificate_chain: vec![
+                    joined.certificate_der,
+                    self.keys.node_ca.cert_der().to_vec(),
+                ],
+                trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
+                not_after_us: joined.not_after_us,
+                server_time_us: now_us,
+            }),
         }
     }
 }

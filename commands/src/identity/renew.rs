@@ -1,21 +1,33 @@
 //! Renewals: a proof of possession by the current key over the new CSR, checked against the
 //! stored certificate, the clock window and the single-use record; or the refusal recorded.
 
+use std::sync::Arc;
+
 use domain::identity::{
     decide_renew, prepare_renew, renew_refusal_tenant, unix_us, DecideError, Decision,
     RenewCommand, RenewInput, RenewRefusal, RenewState, RENEW_POP_ATTESTOR,
 };
-use domain::pki::Serial;
+use domain::pki::{KeySet, Serial};
 use events::schema::RenewRefused;
-use events::store::StoreTx;
-
+use events::store::{EventStore, StoreTx};
 use projections::identity::read;
 
 use super::{
-    append_decided, digest_vec, refusals, rows, IdentityError, JoinService, RENEW_REFUSED,
+    append_decided, check_trust_domain, context, digest_vec, refusals, rows, IdentityConfig,
+    IdentityError, RenewAnswer, RENEW_REFUSED,
 };
+use crate::Clock;
 
-impl JoinService {
+/// Renewals: new certificates for admitted nodes. Holds the key set (the node CA signs).
+#[derive(Clone)]
+pub struct Renewals {
+    store: EventStore,
+    keys: Arc<KeySet>,
+    clock: Arc<dyn Clock>,
+    config: IdentityConfig,
+}
+
+impl Renewals {
     #[allow(clippy::too_many_arguments)]
     async fn record_renew_refusal(
         &self,
@@ -48,23 +60,31 @@ impl JoinService {
         Ok(())
     }
 
+    /// A renewal service over `store` with the loaded key set. Refuses a config whose trust
+    /// domain is not the key set's.
+    pub fn new(
+        store: EventStore,
+        keys: Arc<KeySet>,
+        clock: Arc<dyn Clock>,
+        config: IdentityConfig,
+    ) -> Result<Self, IdentityError> {
+        check_trust_domain(&keys, &config)?;
+        Ok(Renewals {
+            store,
+            keys,
+            clock,
+            config,
+        })
+    }
+
     /// Renew: a proof of possession by the current key over the new CSR. Answers the new chain,
     /// or `ACCESS_DENIED: Renew refused`.
-    pub async fn renew(
-        &self,
-        request: &proto::RenewRequest,
-    ) -> Result<proto::RenewResponse, IdentityError> {
-        let ctx = self.ctx();
+    pub async fn renew(&self, input: &RenewInput) -> Result<RenewAnswer, IdentityError> {
+        let ctx = context(&self.keys, &self.config);
         let now = self.clock.now();
         let now_us = unix_us(now);
         let root = self.config.root_tenant.clone();
-        let input = RenewInput {
-            csr_der: request.csr.clone(),
-            chain: request.chain.clone(),
-            client_time_ms: u64::try_from(request.client_time_ms).unwrap_or(0),
-            signature: request.signature.clone(),
-        };
-        let prepared = match prepare_renew(&ctx, &input) {
+        let prepared = match prepare_renew(&ctx, input) {
             Ok(p) => p,
             Err((refusal, ids, csr_sha)) => {
                 let (node_id, serial) = ids.unwrap_or_default();
@@ -121,14 +141,15 @@ impl JoinService {
         })?;
         match outcome {
             None => Err(IdentityError::AccessDenied(RENEW_REFUSED)),
-            Some(renewed) => Ok(proto::RenewResponse {
+            Some(renewed) => Ok(RenewAnswer {
+                node_id: renewed.node_id,
                 certificate_chain: vec![
                     renewed.certificate_der,
                     self.keys.node_ca.cert_der().to_vec(),
                 ],
                 trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
-                not_after_ms: renewed.not_after_us / 1000,
-                server_time_ms: now_us / 1000,
+                not_after_us: renewed.not_after_us,
+                server_time_us: now_us,
             }),
         }
     }
