@@ -215,7 +215,7 @@ fn cpu_only_joins(keys: &KeySet, n: usize) -> f64 {
     };
     let state = JoinState {
         token: Some(token),
-        hardware_key_holder: None,
+        ..JoinState::default()
     };
     let now = time::OffsetDateTime::now_utc();
     let start = Instant::now();

@@ -63,7 +63,7 @@ fn create_token_validates_and_evolves() {
 #[test]
 fn revoking_an_unknown_node_is_not_found() {
     assert_eq!(
-        decide_revoke_identity("node_x", None, "r"),
+        decide_revoke_identity("node_x", None, &[], "r"),
         Err(AdminRefusal::UnknownNode("node_x".into()))
     );
     assert!(evolve_node(None, &IdentityEvent::NodeDeleted(Default::default())).is_none());

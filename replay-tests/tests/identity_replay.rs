@@ -676,3 +676,182 @@ fn replay_at_a_time_stops_before_the_first_later_event() {
         }
     });
 }
+
+/// The `node_certs` rows of `node_id`, oldest first, as (serial, revoked at, reason, revoked
+/// position, issued position).
+type CertLine = (String, Option<i64>, Option<String>, Option<i64>, i64);
+
+async fn cert_lines(store: &events::store::EventStore, node_id: &str) -> Vec<CertLine> {
+    let mut tx = store.begin().await.expect("begin");
+    let rows = projections::identity::read::certs_of_node(&mut tx, node_id)
+        .await
+        .expect("certs");
+    events::store::LogTx::rollback(tx).await.expect("rollback");
+    rows.into_iter()
+        .map(|r| {
+            (
+                r.serial,
+                r.revoked_at_us,
+                r.revoke_reason,
+                r.revoked_position,
+                r.issued_position,
+            )
+        })
+        .collect()
+}
+
+/// `node.identity.revoked` events written before they named their serials (schema 1, no field
+/// 4; the bytes built by hand) replay to exactly the tables they built then: every certificate
+/// of the node still open at the event revoked, inline and rebuilt, on both backends. A
+/// schema 2 event revokes exactly the serials it names.
+#[test]
+fn identity_revoked_written_before_it_named_serials_replays_as_before() {
+    use events::schema::{NodeCertificateIssued, NodeIdentityRevoked, NodeJoined};
+    use events::{new_event_id, EventPayload, NewEvent};
+
+    fn lp(field: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![field, u8::try_from(bytes.len()).expect("short")];
+        out.extend_from_slice(bytes);
+        out
+    }
+    let t0 = 1_767_225_600_000_000i64;
+    let issued = |serial: &str, at: i64| {
+        NewEvent::from_payload(
+            new_event_id(),
+            "t1",
+            at,
+            &NodeCertificateIssued {
+                node_id: "node_u".into(),
+                serial: serial.into(),
+                der: vec![0x30, serial.len() as u8],
+                not_before_us: at,
+                not_after_us: at + 86_400_000_000,
+                identity_generation: 1,
+                cause: "join".into(),
+                renewed_serial: String::new(),
+            },
+        )
+    };
+    // The old shape: node_id = 1, reason = 2, new_identity_generation = 3 (varint), nothing else.
+    let mut old_bytes = lp(0x0a, b"node_u");
+    old_bytes.extend(lp(0x12, b"compromised"));
+    old_bytes.extend([0x18, 0x02]);
+    let old_revoked = NewEvent::from_bytes(
+        new_event_id(),
+        NodeIdentityRevoked::EVENT_TYPE,
+        1,
+        "t1",
+        t0 + 30,
+        old_bytes.clone(),
+    );
+    // The same message today, with no serials, encodes to those very bytes.
+    let same = NewEvent::from_payload(
+        new_event_id(),
+        "t1",
+        t0,
+        &NodeIdentityRevoked {
+            node_id: "node_u".into(),
+            reason: "compromised".into(),
+            new_identity_generation: 2,
+            revoked_serials: Vec::new(),
+        },
+    );
+    assert_eq!(same.payload(), old_bytes.as_slice());
+    assert_eq!(same.schema_version, 2);
+    let named = NewEvent::from_payload(
+        new_event_id(),
+        "t1",
+        t0 + 60,
+        &NodeIdentityRevoked {
+            node_id: "node_u".into(),
+            reason: "named".into(),
+            new_identity_generation: 3,
+            revoked_serials: vec!["dd".into()],
+        },
+    );
+    let log = vec![
+        NewEvent::from_payload(
+            new_event_id(),
+            "t1",
+            t0,
+            &NodeJoined {
+                node_id: "node_u".into(),
+                tenant_id: "t1".into(),
+                site_id: "site-1".into(),
+                pool_id: "pool-1".into(),
+                role: "node".into(),
+                attestor: "join-token".into(),
+                node_key: "unattested".into(),
+                token_id: "tok_u".into(),
+                identity_generation: 1,
+                ..Default::default()
+            },
+        ),
+        issued("aa", t0 + 10),
+        issued("bb", t0 + 20),
+        old_revoked,
+        issued("cc", t0 + 40),
+        issued("dd", t0 + 50),
+        named,
+    ];
+
+    runtime().block_on(async {
+        for db in TestDb::each().await.expect("databases") {
+            let store = db.store().await.expect("store");
+            let all = projections::identity::all();
+            let mut tx = store.begin().await.expect("begin");
+            let recorded = commands::append_and_project(
+                &mut tx,
+                &all,
+                "node/node_u",
+                events::store::ExpectedVersion::NoStream,
+                &log,
+            )
+            .await
+            .expect("append");
+            events::store::LogTx::commit(tx).await.expect("commit");
+            let pos: Vec<i64> = recorded.iter().map(|e| e.position).collect();
+            let old = Some("identity revoked: compromised".to_owned());
+            let want: Vec<CertLine> = vec![
+                (
+                    "aa".into(),
+                    Some(t0 + 30),
+                    old.clone(),
+                    Some(pos[3]),
+                    pos[1],
+                ),
+                ("bb".into(), Some(t0 + 30), old, Some(pos[3]), pos[2]),
+                ("cc".into(), None, None, None, pos[4]),
+                (
+                    "dd".into(),
+                    Some(t0 + 60),
+                    Some("identity revoked: named".into()),
+                    Some(pos[6]),
+                    pos[5],
+                ),
+            ];
+            assert_eq!(cert_lines(&store, "node_u").await, want, "inline");
+            let tables = projections::identity::tables();
+            let live = projections::digest_tables(&store, &tables)
+                .await
+                .expect("digest");
+            for batch in [1u32, 3, 1000] {
+                projections::rebuild(&store, &all, None, batch, |_| {})
+                    .await
+                    .expect("rebuild");
+                assert_eq!(
+                    cert_lines(&store, "node_u").await,
+                    want,
+                    "rebuilt ({batch})"
+                );
+                assert_eq!(
+                    projections::digest_tables(&store, &tables)
+                        .await
+                        .expect("digest"),
+                    live,
+                    "rebuilt ({batch})"
+                );
+            }
+        }
+    });
+}

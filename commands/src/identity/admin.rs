@@ -98,13 +98,18 @@ impl NodeAdmin {
         node_id: &str,
         decide: impl Fn(
             Option<&domain::identity::NodeState>,
+            &[String],
         ) -> Result<Vec<IdentityEvent>, AdminRefusal>,
     ) -> Result<NodeView, IdentityError> {
         let now_us = self.clock.now_us();
         let row = crate::transaction!(&self.store, IdentityError, |tx| {
             let row = read::node_by_id(tx, node_id).await?;
             let state = row.as_ref().map(rows::node_state).transpose()?;
-            let events = decide(state.as_ref())?;
+            let unrevoked = match &row {
+                Some(_) => read::unrevoked_serials_of_node(tx, node_id).await?,
+                None => Vec::new(),
+            };
+            let events = decide(state.as_ref(), &unrevoked)?;
             let Some(row) = row else {
                 return Err(AdminRefusal::UnknownNode(node_id.into()).into());
             };
@@ -123,8 +128,10 @@ impl NodeAdmin {
         node_id: &str,
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
-        self.node_command(node_id, |n| decide_revoke_identity(node_id, n, reason))
-            .await
+        self.node_command(node_id, |n, serials| {
+            decide_revoke_identity(node_id, n, serials, reason)
+        })
+        .await
     }
 
     /// `node delete`: revokes its certificates and frees its hardware key.
@@ -133,7 +140,7 @@ impl NodeAdmin {
         node_id: &str,
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
-        self.node_command(node_id, |n| decide_delete_node(node_id, n, reason))
+        self.node_command(node_id, |n, _| decide_delete_node(node_id, n, reason))
             .await
     }
 
@@ -143,7 +150,7 @@ impl NodeAdmin {
         node_id: &str,
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
-        self.node_command(node_id, |n| decide_retire_node(node_id, n, reason))
+        self.node_command(node_id, |n, _| decide_retire_node(node_id, n, reason))
             .await
     }
 

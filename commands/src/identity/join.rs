@@ -121,6 +121,10 @@ impl Joins {
                 None => None,
             };
             let holder = holder_row.as_ref().map(rows::node_state).transpose()?;
+            let holder_serials = match &holder_row {
+                Some(h) => read::unrevoked_serials_of_node(tx, &h.node_id).await?,
+                None => Vec::new(),
+            };
             let cmd = JoinCommand {
                 opened: opened.clone(),
                 new_node_id: NodeId::new(&fresh_id("node"))
@@ -130,6 +134,7 @@ impl Joins {
             let state = JoinState {
                 token,
                 hardware_key_holder: holder,
+                hardware_key_holder_unrevoked_serials: holder_serials,
             };
             match decide_join(&ctx, &cmd, &state, now) {
                 Ok(Decision { events, outcome }) => {

@@ -135,10 +135,12 @@ fn existing<'a>(node_id: &str, node: Option<&'a NodeState>) -> Result<&'a NodeSt
     }
 }
 
-/// Revokes a node's identity: the generation goes up, every certificate of the node is revoked.
+/// Revokes a node's identity: the generation goes up, and every certificate of the node not yet
+/// revoked (`unrevoked_serials`, as the shell loaded them) is revoked; the event names them.
 pub fn decide_revoke_identity(
     node_id: &str,
     node: Option<&NodeState>,
+    unrevoked_serials: &[String],
     reason: &str,
 ) -> Result<Vec<IdentityEvent>, AdminRefusal> {
     let node = existing(node_id, node)?;
@@ -146,6 +148,7 @@ pub fn decide_revoke_identity(
         node_id: node.node_id.clone(),
         reason: reason.into(),
         new_identity_generation: node.identity_generation + 1,
+        revoked_serials: unrevoked_serials.to_vec(),
     })])
 }
 

@@ -227,6 +227,8 @@ pub struct JoinState {
     pub token: Option<TokenState>,
     /// The active node holding the claimed hardware key, if any.
     pub hardware_key_holder: Option<NodeState>,
+    /// The serials of that node's certificates not revoked yet (a reclaim revokes them).
+    pub hardware_key_holder_unrevoked_serials: Vec<String>,
 }
 
 /// What an admitted join answers: the node (new, or the reclaimed one) and its certificate.
@@ -331,6 +333,7 @@ pub fn decide_join(
                 node_id: holder.node_id.clone(),
                 reason: "reclaim".into(),
                 new_identity_generation: generation,
+                revoked_serials: state.hardware_key_holder_unrevoked_serials.clone(),
             }));
             let id = NodeId::new(&holder.node_id)
                 .map_err(|e| DecideError::Failed(format!("stored node id: {e}")))?;

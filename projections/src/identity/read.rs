@@ -181,6 +181,22 @@ pub async fn certs_of_node(tx: &mut StoreTx, node_id: &str) -> Result<Vec<CertRo
     tx.fetch_all(&sql, &[node_id.into()]).await
 }
 
+/// The serials of a node's certificates not revoked yet, oldest first: what revoking its
+/// identity names.
+pub async fn unrevoked_serials_of_node(
+    tx: &mut StoreTx,
+    node_id: &str,
+) -> Result<Vec<String>, StoreError> {
+    let rows: Vec<(String,)> = tx
+        .fetch_all(
+            "SELECT serial FROM node_certs WHERE node_id = $1 AND revoked_at_us IS NULL \
+             ORDER BY issued_position, serial",
+            &[node_id.into()],
+        )
+        .await?;
+    Ok(rows.into_iter().map(|(s,)| s).collect())
+}
+
 /// Every revoked certificate still unexpired at `now_us` (of one node when given), read outside
 /// any transaction: what the gateway's revocation feed loads at start and after each revocation.
 pub async fn revoked_unexpired(
