@@ -19,6 +19,7 @@ use proto::{JoinRequest, RenewRequest, RenewResponse, SignedJoinResponse};
 use tonic::Status;
 
 use crate::relay::ApiClient;
+pub use crate::relay::UNSUPPORTED_PREFIX;
 use crate::trust::{TrustSigner, WelcomeTrust};
 
 /// How long a Welcome trust bundle is served before it is read (or asked for) again.
@@ -37,11 +38,6 @@ pub fn identity_failure(what: &str, e: &IdentityError) -> Status {
         }
     }
 }
-
-/// How an unsupported attestor's status message starts (the spec's code); the relay passes on
-/// an UNIMPLEMENTED Join from the api only with it, so an api that lacks the method entirely
-/// still reads as unavailable.
-pub const UNSUPPORTED_PREFIX: &str = "UNSUPPORTED: ";
 
 /// How much of an unknown attestor name a status or log line repeats (the name comes from the
 /// network).

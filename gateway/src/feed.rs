@@ -16,7 +16,6 @@
 //! gateway then refuses new sessions (fails closed), logs it, reports NOT_SERVING on the health
 //! service and sets `bc_revocation_feed_stale`, and recovers by itself once a step succeeds.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +26,7 @@ use events::store::{EventStore, LogStore, StoreError, TailCursor};
 use events::RecordedEvent;
 use projections::identity::read::{self, RevokedCertRow};
 
+pub use crate::feed_health::FeedHealth;
 use crate::metrics::Metrics;
 use crate::revoked::RevokedSerials;
 use crate::sessions::Sessions;
@@ -63,57 +63,6 @@ pub enum FeedError {
     Read(StoreError),
     #[error("revocation feed: node_certs holds a serial that is not hex: {0:?}")]
     BadSerial(String),
-}
-
-/// Whether the feed is caught up, shared with the server and the metrics.
-#[derive(Debug)]
-pub struct FeedHealth {
-    started: Instant,
-    /// Milliseconds since `started` at the last caught-up step.
-    caught_up_ms: AtomicI64,
-    max_lag: Duration,
-    stale: AtomicBool,
-}
-
-impl FeedHealth {
-    pub fn new(max_lag: Duration) -> Arc<Self> {
-        Arc::new(FeedHealth {
-            started: Instant::now(),
-            caught_up_ms: AtomicI64::new(0),
-            max_lag,
-            stale: AtomicBool::new(false),
-        })
-    }
-
-    fn mark_caught_up(&self) {
-        let ms = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        self.caught_up_ms.store(ms, Ordering::Release);
-    }
-
-    /// Time since the feed was last caught up.
-    pub fn lag(&self) -> Duration {
-        let now = self.started.elapsed();
-        let at = Duration::from_millis(
-            u64::try_from(self.caught_up_ms.load(Ordering::Acquire)).unwrap_or(0),
-        );
-        now.saturating_sub(at)
-    }
-
-    /// Whether the feed has been behind for more than its limit (computed now).
-    pub fn is_stale(&self) -> bool {
-        self.lag() > self.max_lag
-    }
-
-    /// Updates the remembered state; returns `Some(new)` when it changed.
-    pub fn transition(&self) -> Option<bool> {
-        let now = self.is_stale();
-        let before = self.stale.swap(now, Ordering::AcqRel);
-        (before != now).then_some(now)
-    }
-
-    pub fn max_lag(&self) -> Duration {
-        self.max_lag
-    }
 }
 
 /// What the feed fills and whom it tells.

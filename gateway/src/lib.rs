@@ -9,6 +9,7 @@ pub mod api;
 pub mod backend;
 pub mod conn;
 pub mod feed;
+pub mod feed_health;
 pub mod internal_tls;
 pub mod metrics;
 pub mod relay;

@@ -20,8 +20,8 @@ use crate::pki::{
     Signature, VerifiedCsr,
 };
 
-/// The `attestation_uses.attestor` of renew proofs.
-pub const RENEW_POP_ATTESTOR: &str = "renew-pop";
+/// The `attestation_uses.attestor` of renew proofs (declared with the event schema).
+pub use events::schema::RENEW_POP_ATTESTOR;
 /// How long a used proof is remembered (twice the ±60 s window).
 pub const RENEW_PROOF_TTL: Duration = Duration::seconds(120);
 

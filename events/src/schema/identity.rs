@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The `attestation_uses.attestor` a `node.renew_proof.used` event's proof is recorded under.
+pub const RENEW_POP_ATTESTOR: &str = "renew-pop";
+
 event_payload! {
     JoinTokenCreated => "token.created", version 1;
     JoinTokenRevoked => "token.revoked", version 1;
