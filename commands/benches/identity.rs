@@ -5,8 +5,8 @@
 //!    certificate, append, project, commit; then the one JoinResponse signature the edge adds,
 //!    `gateway::wire`, made here by the same `domain::pki::statement::sign` over bytes of the
 //!    body's size, so the figure still counts it) at 1 and 16 concurrent callers,
-//!    next to the raw commit rate measured in the same run (a single-row `INSERT` + `COMMIT`
-//!    through sqlx at the same concurrency). Agent-side work (key generation, CSR, sealing the
+//!    next to the raw commit rate measured in the same run (a single-row `INSERT` + `COMMIT`,
+//!    `projections::identity::reference::raw_commit`, at the same concurrency). Agent-side work (key generation, CSR, sealing the
 //!    token, the renew proof) is done before the clock starts; server-side signatures are
 //!    included.
 //! 2. a rebuild of every projection (`commands::every_projection`, what `bcctl rebuild` rebuilds:
@@ -43,6 +43,7 @@ use events::schema::{
 use events::store::testkit::TestDb;
 use events::store::{EventStore, ExpectedVersion, LogStore, LogTx};
 use events::{new_event_id, NewEvent};
+use projections::identity::reference;
 
 const ROUNDS: usize = 3;
 
@@ -290,21 +291,17 @@ async fn renew_round(
 }
 
 /// Raw commit rate: `callers` tasks each doing single-row INSERT + COMMIT, `total` in all.
-async fn raw_commits(pool: &sqlx::PgPool, callers: usize, total: usize) -> f64 {
+async fn raw_commits(store: &EventStore, callers: usize, total: usize) -> f64 {
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..callers {
-        let pool = pool.clone();
+        let store = store.clone();
         let n = total / callers;
         tasks.spawn(async move {
             for i in 0..n {
-                let mut tx = pool.begin().await.expect("begin");
-                sqlx::query("INSERT INTO bench_raw_commits (payload) VALUES ($1)")
-                    .bind(vec![i as u8; 64])
-                    .execute(&mut *tx)
+                reference::raw_commit(&store, vec![i as u8; 64])
                     .await
-                    .expect("insert");
-                tx.commit().await.expect("commit");
+                    .expect("insert and commit");
             }
         });
     }
@@ -499,14 +496,10 @@ async fn run() {
     let target_events = env_usize("IDENTITY_BENCH_EVENTS", 1_000_000) as i64;
     let db = TestDb::postgres().await.expect("postgres (DATABASE_URL)");
     let pg = db.pg_store(40).await.expect("store");
-    let pool = pg.pool().clone();
     let store = EventStore::Postgres(pg);
-    sqlx::query(
-        "CREATE TABLE bench_raw_commits (id BIGSERIAL PRIMARY KEY, payload BYTEA NOT NULL)",
-    )
-    .execute(&pool)
-    .await
-    .expect("raw table");
+    reference::create_raw_commit_table(&store)
+        .await
+        .expect("raw table");
 
     let clock = SimClock::new();
     let td = TrustDomain::new("bench.example.com").expect("td");
@@ -539,7 +532,7 @@ async fn run() {
                 der = nodes.first().map(|n| n.leaf.clone()).unwrap_or_default();
             }
             let r = renew_round(&svc, &clock, nodes, callers).await;
-            let raw = raw_commits(&pool, callers, callers * per_caller).await;
+            let raw = raw_commits(&store, callers, callers * per_caller).await;
             joins.push(j);
             renews.push(r);
             raws.push(raw);

@@ -92,6 +92,7 @@ fn opt_text(v: Option<String>) -> SqlValue {
 mod certs;
 mod nodes;
 pub mod read;
+pub mod reference;
 mod refusals;
 pub mod suppressed;
 mod tokens;
