@@ -39,7 +39,7 @@ fn create_token_validates_and_evolves() {
         expect: ExpectBinding::default(),
         allow_reclaim: false,
     };
-    let events = decide_create_token(&cmd, now).unwrap();
+    let events = decide_create_token(&cmd, now).unwrap().events;
     let state = events.iter().fold(None, evolve_token).unwrap();
     assert_eq!(state.uses_left, 2);
     assert!(state.secret_hash.matches(&secret));
@@ -133,7 +133,9 @@ fn a_join_refusal_names_the_token_only_once_its_secret_matched() {
 fn revoking_an_identity_names_the_serials_it_revokes() {
     let node = active_node();
     let serials = vec!["0a".to_owned(), "0b".to_owned()];
-    let events = decide_revoke_identity("node_a", Some(&node), &serials, "compromised").unwrap();
+    let events = decide_revoke_identity("node_a", Some(&node), &serials, "compromised")
+        .unwrap()
+        .events;
     let [IdentityEvent::IdentityRevoked(e)] = events.as_slice() else {
         panic!("one node.identity.revoked: {events:?}");
     };

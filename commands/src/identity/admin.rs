@@ -3,7 +3,7 @@
 
 use domain::identity::{
     decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
-    decide_revoke_token, unix_us, AdminRefusal, CreateToken, IdentityEvent,
+    decide_revoke_token, unix_us, AdminRefusal, CreateToken, Decision,
 };
 use std::sync::Arc;
 
@@ -49,7 +49,7 @@ impl NodeAdmin {
             expect: new.expect.clone(),
             allow_reclaim: new.allow_reclaim,
         };
-        let events = decide_create_token(&cmd, now)?;
+        let events = decide_create_token(&cmd, now)?.events;
         let token = crate::transaction!(&self.store, IdentityError, |tx| {
             append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
             read::token_by_id(tx, &cmd.token_id)
@@ -72,7 +72,7 @@ impl NodeAdmin {
         let row = crate::transaction!(&self.store, IdentityError, |tx| {
             let row = read::token_by_id(tx, token_id).await?;
             let state = row.as_ref().map(rows::token_state).transpose()?;
-            let events = decide_revoke_token(token_id, state.as_ref(), reason)?;
+            let events = decide_revoke_token(token_id, state.as_ref(), reason)?.events;
             let Some(row) = row else {
                 return Err(AdminRefusal::UnknownToken(token_id.into()).into());
             };
@@ -99,7 +99,7 @@ impl NodeAdmin {
         decide: impl Fn(
             Option<&domain::identity::NodeState>,
             &[String],
-        ) -> Result<Vec<IdentityEvent>, AdminRefusal>,
+        ) -> Result<Decision<()>, AdminRefusal>,
     ) -> Result<NodeView, IdentityError> {
         let now_us = self.clock.now_us();
         let row = crate::transaction!(&self.store, IdentityError, |tx| {
@@ -109,7 +109,7 @@ impl NodeAdmin {
                 Some(_) => read::unrevoked_serials_of_node(tx, node_id).await?,
                 None => Vec::new(),
             };
-            let events = decide(state.as_ref(), &unrevoked)?;
+            let events = decide(state.as_ref(), &unrevoked)?.events;
             let Some(row) = row else {
                 return Err(AdminRefusal::UnknownNode(node_id.into()).into());
             };

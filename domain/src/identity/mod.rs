@@ -1,8 +1,8 @@
 //! Node identity decisions: join tokens, token joins, renewals and the end of an identity.
 //!
 //! Every decision here is a pure function of (command, state, time): the command layer loads the
-//! state from the projections in its transaction, calls a `decide_*` function, appends what it
-//! returns and applies the projections. Nothing here reads a clock, a database or the network.
+//! state from the projections in its transaction, calls a `decide_*` function, appends the
+//! events of the [`Decision`] it returns, applies the projections and answers with its outcome. Nothing here reads a clock, a database or the network.
 //! Certificates are built by [`crate::pki`] from the decision (only the CSR's public key is
 //! taken); the one outside input is the randomness of ECDSA signatures.
 //!
@@ -52,6 +52,17 @@ pub struct Decision<O> {
     pub events: Vec<IdentityEvent>,
     /// What the caller is told.
     pub outcome: O,
+}
+
+impl Decision<()> {
+    /// A decision whose caller is told nothing beyond the events (the operator commands read
+    /// the row they changed back).
+    pub fn events_only(events: Vec<IdentityEvent>) -> Self {
+        Decision {
+            events,
+            outcome: (),
+        }
+    }
 }
 
 /// Why a decision produced no events.
