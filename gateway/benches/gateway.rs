@@ -2,7 +2,7 @@
 //!
 //! 1. start: a gateway over a store with N revoked, unexpired certificates in `node_certs`
 //!    (default 100,000), from `start()` until a TLS client completes a call; reference: the raw
-//!    `SELECT` of those rows alone (`projections::identity::read::revoked_unexpired`);
+//!    read of those rows alone (`projections::identity::read::revoked_unexpired`);
 //! 2. revocation commit to session closed, p50 / p99, with S live sessions (default 2,000) held
 //!    by one load generator over real TLS, revoking R nodes (default 200) one after another;
 //! 3. memory per live session: process RSS (server and client in this one process) before and
@@ -85,7 +85,7 @@ async fn main() {
     assert_eq!(env.gateway.sources.revoked.len(), revoked_n);
     println!(
         "start with {revoked_n} revoked certificates: serving after {:.0} ms (start() {:.0} ms; \
-         first Join answered at {:.0} ms, includes token creation); raw SELECT of the rows {:.0} ms",
+         first Join answered at {:.0} ms, includes token creation); raw read of the rows {:.0} ms",
         started.as_secs_f64() * 1e3,
         started.as_secs_f64() * 1e3,
         serving.as_secs_f64() * 1e3,

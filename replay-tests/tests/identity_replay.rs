@@ -835,6 +835,50 @@ fn identity_revoked_written_before_it_named_serials_replays_as_before() {
             let live = projections::digest_tables(&store, &tables)
                 .await
                 .expect("digest");
+            // A schema 2 event naming a serial that is no open certificate of the node does not
+            // apply: the trail and the table would disagree.
+            let mut tx = store.begin().await.expect("begin");
+            let stray = NewEvent::from_payload(
+                new_event_id(),
+                "t1",
+                t0 + 70,
+                &NodeIdentityRevoked {
+                    node_id: "node_u".into(),
+                    reason: "stray".into(),
+                    new_identity_generation: 4,
+                    revoked_serials: vec!["aa".into()],
+                },
+            );
+            let refused: Option<String> = match commands::append_and_project(
+                &mut tx,
+                &all,
+                "node/node_u",
+                events::store::ExpectedVersion::Any,
+                &[stray],
+            )
+            .await
+            {
+                Err(e) => {
+                    events::store::LogTx::rollback(tx).await.expect("rollback");
+                    Some(e.to_string())
+                }
+                // On Postgres the deferred update goes out at commit.
+                Ok(_) => events::store::LogTx::commit(tx)
+                    .await
+                    .err()
+                    .map(|e| e.to_string()),
+            };
+            assert!(
+                refused
+                    .as_deref()
+                    .is_some_and(|e| e.contains("names a serial")),
+                "{refused:?}"
+            );
+            assert_eq!(
+                cert_lines(&store, "node_u").await,
+                want,
+                "after the refusal"
+            );
             for batch in [1u32, 3, 1000] {
                 projections::rebuild(&store, &all, None, batch, |_| {})
                     .await
