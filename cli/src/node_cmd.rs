@@ -1,11 +1,10 @@
-//! `bcctl node list | show | revoke | delete | retire`: nodes through the JoinService.
+//! `bcctl node list | show | revoke | delete | retire`: nodes through
+//! [`commands::identity::NodeAdmin`], from the store alone (no key is unsealed).
 
 use clap::{Args, Subcommand};
 use commands::identity::{NodeDetail, NodeView};
 
-use crate::token_cmd::{
-    fmt_us, open_service, print_table, to_json, IdentityArgs, IdentityCmdError,
-};
+use crate::token_cmd::{fmt_us, open_admin, print_table, to_json, IdentityArgs, IdentityCmdError};
 
 #[derive(Subcommand)]
 pub enum NodeCommand {
@@ -61,7 +60,7 @@ pub struct DeleteArgs {
 pub async fn run(cmd: NodeCommand) -> Result<(), IdentityCmdError> {
     match cmd {
         NodeCommand::List(args) => {
-            let svc = open_service(&args.common).await?;
+            let svc = open_admin(&args.common).await?;
             let nodes = svc.list_nodes(args.tenant.as_deref()).await?;
             if args.common.json {
                 println!("{}", to_json(&nodes));
@@ -70,7 +69,7 @@ pub async fn run(cmd: NodeCommand) -> Result<(), IdentityCmdError> {
             }
         }
         NodeCommand::Show(args) => {
-            let svc = open_service(&args.common).await?;
+            let svc = open_admin(&args.common).await?;
             let detail = svc.show_node(&args.node_id).await?;
             if args.common.json {
                 println!("{}", to_json(&detail));
@@ -101,7 +100,7 @@ enum Op {
 }
 
 async fn change(args: ReasonArgs, verb: &str, op: Op) -> Result<(), IdentityCmdError> {
-    let svc = open_service(&args.common).await?;
+    let svc = open_admin(&args.common).await?;
     let node = match op {
         Op::Revoke => svc.revoke_identity(&args.node_id, &args.reason).await?,
         Op::Delete => svc.delete_node(&args.node_id, &args.reason).await?,

@@ -175,7 +175,7 @@ fn start_audit(
 fn start_identity_maintenance(join: Arc<JoinService>, stopped: tokio::sync::watch::Receiver<bool>) {
     use commands::identity::{run_maintenance, MAINTENANCE_INTERVAL};
     tokio::spawn(run_maintenance(
-        join,
+        Arc::new(join.maintenance().clone()),
         MAINTENANCE_INTERVAL,
         stopped,
         |round| match round {

@@ -1,18 +1,18 @@
-//! `bcctl token create | list | revoke`: join tokens through the JoinService.
+//! `bcctl token create | list | revoke`: join tokens through [`NodeAdmin`].
 //!
 //! Also the shared opening of the identity commands (`token`, `node`): the store from
-//! `--database-url` / `DATABASE_URL` (the embedded `.bcctl/events.db` by default) and the key set
-//! from the PKI bundle (`--pki`, `.bcctl/pki.json` by default, opened with
-//! `BC_DEPLOYMENT_SECRET` when its keys are sealed).
+//! `--database-url` / `DATABASE_URL` (the embedded `.bcctl/events.db` by default); the PKI
+//! bundle (`--pki`, `.bcctl/pki.json` by default) is read for its public half only, never
+//! unsealed: no operator command on tokens or nodes needs a key.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use commands::identity::{IdentityConfig, IdentityError, JoinService, NewToken, TokenView};
+use commands::identity::{IdentityError, NewToken, NodeAdmin, TokenView};
 use commands::SystemClock;
 use domain::identity::{ExpectBinding, TokenRole};
-use domain::pki::{open_bundle, BundleError, DeploymentSecret, SecretError, DEPLOYMENT_SECRET_ENV};
+use domain::pki::{open_bundle, BundleError, SecretError};
 use events::store::{EventStore, StoreError};
 use time::OffsetDateTime;
 
@@ -31,8 +31,6 @@ pub enum IdentityCmdError {
     },
     #[error("PKI bundle {path}: {source}")]
     Bundle { path: PathBuf, source: BundleError },
-    #[error("PKI bundle {path}: its private keys are sealed; set {DEPLOYMENT_SECRET_ENV} to the deployment secret")]
-    Locked { path: PathBuf },
     #[error("{0}")]
     Secret(#[from] SecretError),
     #[error("store: {0}")]
@@ -57,32 +55,21 @@ pub struct IdentityArgs {
     pub json: bool,
 }
 
-/// Opens the store and the key set and builds the JoinService on the system clock.
-pub async fn open_service(args: &IdentityArgs) -> Result<JoinService, IdentityCmdError> {
+/// Opens what the operator commands on tokens and nodes need: the store, on the system clock.
+/// The PKI bundle is read for its public half only (it must exist and parse: it names the
+/// deployment); its private keys are never unsealed, so these commands need no deployment
+/// secret (none of them signs or opens anything).
+pub async fn open_admin(args: &IdentityArgs) -> Result<NodeAdmin, IdentityCmdError> {
     let bytes = std::fs::read(&args.pki).map_err(|source| IdentityCmdError::ReadBundle {
         path: args.pki.clone(),
         source,
     })?;
-    let secret = match std::env::var(DEPLOYMENT_SECRET_ENV) {
-        Ok(v) => Some(DeploymentSecret::from_env_value(Some(&v))?),
-        Err(_) => None,
-    };
-    let loaded =
-        open_bundle(&bytes, secret.as_ref()).map_err(|source| IdentityCmdError::Bundle {
-            path: args.pki.clone(),
-            source,
-        })?;
-    let keys = loaded.keys.ok_or_else(|| IdentityCmdError::Locked {
+    open_bundle(&bytes, None).map_err(|source| IdentityCmdError::Bundle {
         path: args.pki.clone(),
+        source,
     })?;
     let store = EventStore::open(&args.database_url).await?;
-    let config = IdentityConfig::new(keys.trust_domain.clone());
-    Ok(JoinService::new(
-        store,
-        Arc::new(keys),
-        Arc::new(SystemClock),
-        config,
-    )?)
+    Ok(NodeAdmin::new(store, Arc::new(SystemClock)))
 }
 
 #[derive(Subcommand)]
@@ -187,7 +174,7 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
         IdentityCmdError::Invalid(format!("--role {:?}: expected node or site", args.role))
     })?;
     let ttl_seconds = parse_duration(&args.expires_in)?;
-    let svc = open_service(&args.common).await?;
+    let svc = open_admin(&args.common).await?;
     let created = svc
         .create_token(&NewToken {
             tenant_id: args.tenant,
@@ -214,7 +201,7 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
 }
 
 async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
-    let svc = open_service(&args.common).await?;
+    let svc = open_admin(&args.common).await?;
     let tokens = svc.list_tokens(args.tenant.as_deref()).await?;
     if args.common.json {
         println!("{}", to_json(&tokens));
@@ -225,7 +212,7 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
 }
 
 async fn revoke(args: RevokeArgs) -> Result<(), IdentityCmdError> {
-    let svc = open_service(&args.common).await?;
+    let svc = open_admin(&args.common).await?;
     let token = svc.revoke_token(&args.token_id, &args.reason).await?;
     if args.common.json {
         println!("{}", to_json(&token));

@@ -82,14 +82,17 @@ async fn rebuild_gives_the_same_tables_on_both_backends() {
                     &domain::identity::sha256(&csr),
                 )
                 .expect("seal");
-                svc.join(&proto::JoinRequest {
-                    csr,
-                    attestor: String::new(),
-                    sealed_token: sealed.as_bytes().to_vec(),
-                    role: "node".into(),
-                    claims: None,
-                    attestation: Vec::new(),
-                })
+                gateway::wire::join(
+                    svc.joins(),
+                    &proto::JoinRequest {
+                        csr,
+                        attestor: String::new(),
+                        sealed_token: sealed.as_bytes().to_vec(),
+                        role: "node".into(),
+                        claims: None,
+                        attestation: Vec::new(),
+                    },
+                )
                 .await
             }
         };

@@ -161,8 +161,9 @@ async fn token_and_node_commands_on_both_backends() {
             &domain::identity::sha256(&csr),
         )
         .expect("seal");
-        let signed = svc
-            .join(&proto::JoinRequest {
+        let signed = gateway::wire::join(
+            svc.joins(),
+            &proto::JoinRequest {
                 csr,
                 attestor: String::new(),
                 sealed_token: sealed.as_bytes().to_vec(),
@@ -172,9 +173,10 @@ async fn token_and_node_commands_on_both_backends() {
                     ..Default::default()
                 }),
                 attestation: Vec::new(),
-            })
-            .await
-            .expect("join");
+            },
+        )
+        .await
+        .expect("join");
         assert!(!signed.response.is_empty());
 
         let nodes = ok_json(d, &url, &["node", "list", "--json"]);
@@ -247,4 +249,61 @@ async fn token_and_node_commands_on_both_backends() {
         let text = bcctl_at(d, &url, &["replay", "--at", &cut, "--node", &node_id]);
         assert!(String::from_utf8_lossy(&text.stdout).contains("node.joined"));
     }
+}
+
+/// The operator commands on tokens and nodes never unseal the key set: with the bundle's keys
+/// sealed and no deployment secret in their environment (`bcctl_at` removes it) they run; they
+/// used to stop at the sealed keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_and_node_commands_need_no_deployment_secret() {
+    let db = TestDb::sqlite().expect("sqlite");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let url = db.url().to_string();
+    let init = std::process::Command::new(support::bcctl_bin())
+        .current_dir(d)
+        .env("DATABASE_URL", &url)
+        .env(
+            "BC_DEPLOYMENT_SECRET",
+            "a deployment secret long enough for the sealed bundle",
+        )
+        .args(["pki", "init", "--trust-domain", "cli.example.com"])
+        .output()
+        .expect("run bcctl");
+    assert!(
+        init.status.success(),
+        "pki init: {}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let bytes = std::fs::read(d.join(".bcctl/pki.json")).expect("bundle");
+    assert!(
+        open_bundle(&bytes, None)
+            .expect("public half")
+            .keys
+            .is_none(),
+        "the bundle's keys are sealed"
+    );
+
+    let created = ok_json(
+        d,
+        &url,
+        &[
+            "token", "create", "--tenant", "t1", "--site", "s1", "--json",
+        ],
+    );
+    let token_id = created["token"]["tokenId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let listed = ok_json(d, &url, &["token", "list", "--json"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    let revoked = ok_json(d, &url, &["token", "revoke", &token_id, "--json"]);
+    assert!(revoked["revokedAtUs"].as_i64().is_some(), "{revoked}");
+    assert_eq!(
+        ok_json(d, &url, &["node", "list", "--json"]),
+        serde_json::json!([])
+    );
+    // An unknown node is the command's own refusal, not a locked bundle.
+    fails(d, &url, &["node", "revoke", "node_nope"], "node_nope");
+    fails(d, &url, &["node", "show", "node_nope"], "no node node_nope");
 }

@@ -126,7 +126,8 @@ impl Fixture {
                 allow_reclaim: false,
             },
             now,
-        )?;
+        )?
+        .events;
         Ok(Fixture {
             keys,
             secret,
@@ -148,6 +149,7 @@ impl Fixture {
         JoinState {
             token: self.token_events.iter().fold(None, evolve_token),
             hardware_key_holder: None,
+            hardware_key_holder_unrevoked_serials: Vec::new(),
         }
     }
 
@@ -253,7 +255,7 @@ fn join(fx: &Fixture, state: &JoinState, input: &JoinInput) -> Fallible<Joined> 
         new_node_id: NodeId::new(&format!("node_{}", uuid::Uuid::new_v4().simple()))?,
         serial: Serial::generate()?,
     };
-    let events = decide_join(&ctx, &cmd, state, fx.now)?;
+    let events = decide_join(&ctx, &cmd, state, fx.now)?.events;
     let appends = encode_for_append(&events, TENANT, now_us);
     let cert = issued(&events)?;
     let body = proto::JoinResponse {
@@ -304,7 +306,7 @@ fn renew(fx: &Fixture, state: &RenewState, input: &RenewInput) -> Fallible<Renew
         prepared,
         serial: Serial::generate()?,
     };
-    let events = decide_renew(&ctx, &cmd, state, fx.now)?;
+    let events = decide_renew(&ctx, &cmd, state, fx.now)?.events;
     let appends = encode_for_append(&events, TENANT, now_us);
     let cert = issued(&events)?;
     let response = proto::RenewResponse {

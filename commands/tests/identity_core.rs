@@ -4,17 +4,17 @@ mod identity_support;
 
 use commands::identity::NewToken;
 use commands::Clock;
-use domain::identity::ExpectBinding;
+use domain::identity::{ExpectBinding, HardwareClaims};
 use domain::pki::{NodeIdentity, TrustDomain};
 use events::store::testkit::TestDb;
 use identity_support::*;
 use projections::identity;
 
-fn claims(uuid: &str, macs: &[&str], hw: &[u8]) -> proto::HardwareClaims {
-    proto::HardwareClaims {
-        product_uuid: uuid.into(),
+fn claims(uuid: &str, macs: &[&str], hw: &[u8]) -> HardwareClaims {
+    HardwareClaims {
+        product_uuid: (!uuid.is_empty()).then(|| uuid.to_owned()),
         macs: macs.iter().map(|m| m.to_string()).collect(),
-        hardware_key: hw.to_vec(),
+        hardware_key: (!hw.is_empty()).then(|| hw.to_vec()),
     }
 }
 
@@ -28,14 +28,14 @@ async fn join_refusals_each_reason() {
         // bad-csr: the root tenant, no secret matched.
         let agent = Agent::new();
         let mut req = join_request(&f, &agent, &secret, "node", Default::default());
-        req.csr[20] ^= 0xff;
+        req.input.csr_der[20] ^= 0xff;
         assert_join_denied(f.svc.join(&req).await);
         assert_last_refusal(&f.store, "root", "join-token:bad-csr").await;
         // The event holds the digest of the CSR as sent, never the CSR or the token.
         let (_, event) = last_join_refusal(&f.store).await;
         assert_eq!(
             event.csr_sha256,
-            domain::identity::sha256(&req.csr).to_vec()
+            domain::identity::sha256(&req.input.csr_der).to_vec()
         );
         assert_eq!(event.attestor, "join-token");
         assert!(event.token_id.is_empty() && event.hardware_key_sha256.is_empty());
@@ -44,7 +44,7 @@ async fn join_refusals_each_reason() {
         // broken CSR still give wrong-role, in the root tenant.
         for role in ["admin", "ramdisk", ""] {
             let mut req = join_request(&f, &agent, &secret, role, Default::default());
-            req.csr[20] ^= 0xff;
+            req.input.csr_der[20] ^= 0xff;
             assert_join_denied(f.svc.join(&req).await);
             assert_last_refusal(&f.store, "root", "join-token:wrong-role").await;
         }
@@ -52,7 +52,7 @@ async fn join_refusals_each_reason() {
         // token-does-not-open: sealed for another CSR.
         let other = Agent::new();
         let mut req = join_request(&f, &agent, &secret, "node", Default::default());
-        req.csr = other.csr.clone();
+        req.input.csr_der = other.csr.clone();
         assert_join_denied(f.svc.join(&req).await);
         assert_last_refusal(&f.store, "root", "join-token:token-does-not-open").await;
 
@@ -438,7 +438,7 @@ async fn join_events_record_the_attestor_the_unattested_key_and_the_claim_digest
         assert_eq!(tenant, "t1");
         assert_eq!(event.refusal, "join-token:hardware-key-enrolled");
         assert_eq!(event.hardware_key_sha256, sha256(&hw).to_vec());
-        assert_eq!(event.csr_sha256, sha256(&again.csr).to_vec());
+        assert_eq!(event.csr_sha256, sha256(&again.input.csr_der).to_vec());
     }
 }
 
@@ -489,7 +489,7 @@ async fn renewal_keeps_identity_and_refuses_each_reason() {
 
         // bad-csr.
         let mut bad = renew_request(&next, &new_leaf, &node, &n2, now_ms(&f));
-        bad.csr[30] ^= 0x01;
+        bad.csr_der[30] ^= 0x01;
         assert_renew_denied(f.svc.renew(&bad).await);
         assert_last_refusal(&f.store, "root", "renew:bad-csr").await;
         // The event names the node and serial the leaf claims, and the CSR as sent.
@@ -498,12 +498,12 @@ async fn renewal_keeps_identity_and_refuses_each_reason() {
         assert_eq!(event.serial, new_id.serial.to_hex());
         assert_eq!(
             event.csr_sha256,
-            domain::identity::sha256(&bad.csr).to_vec()
+            domain::identity::sha256(&bad.csr_der).to_vec()
         );
 
         // bad-proof: a valid proof for another CSR (the proof binds the CSR's SHA-256).
         let mut swapped = renew_request(&next, &new_leaf, &node, &n2, now_ms(&f));
-        swapped.csr = Agent::new().csr;
+        swapped.csr_der = Agent::new().csr;
         assert_renew_denied(f.svc.renew(&swapped).await);
         assert_last_refusal(&f.store, "t1", "renew:bad-proof").await;
         let (_, event) = last_renew_refusal(&f.store).await;
@@ -696,7 +696,7 @@ async fn refusals_over_sixty_a_minute_are_counted_not_lost() {
         assert_eq!(suppressed[0].refusal, "join-token:unknown-token");
         // The bound is per (attestor, reason): another reason in the same minute is recorded.
         let mut bad = join_request(&f, &agent, stranger.expose(), "node", Default::default());
-        bad.csr[20] ^= 0xff;
+        bad.input.csr_der[20] ^= 0xff;
         assert_join_denied(f.svc.join(&bad).await);
         assert_last_refusal(&f.store, "root", "join-token:bad-csr").await;
         assert_eq!(refusals(&f.store).await.len(), 61);

@@ -7,10 +7,7 @@ mod identity_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use commands::identity::{
-    run_maintenance, IdentityConfig, JoinService, MaintenanceReport, PRUNE_BATCH,
-};
-use domain::pki::TrustDomain;
+use commands::identity::{run_maintenance, IdentityMaintenance, MaintenanceReport, PRUNE_BATCH};
 use events::store::testkit::TestDb;
 use identity_support::*;
 use projections::identity;
@@ -134,16 +131,12 @@ async fn the_maintenance_loop_prunes_without_being_called_and_stops_on_shutdown(
         renew_times(&f, &agent, &leaf, &body.node_id, 3).await;
         f.clock.advance_secs(120);
 
-        // A second JoinService on the same store and clock, as a serving process holds one.
-        let service = Arc::new(
-            JoinService::new(
-                f.store.clone(),
-                f.keys.clone(),
-                Arc::new(f.clock.clone()),
-                IdentityConfig::new(TrustDomain::new(TD).unwrap()),
-            )
-            .unwrap(),
-        );
+        // A second maintenance service on the same store and clock, as a serving process holds one.
+        let service = Arc::new(IdentityMaintenance::new(
+            f.store.clone(),
+            Arc::new(f.clock.clone()),
+            "root",
+        ));
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let (rounds, mut reported) = tokio::sync::mpsc::unbounded_channel();
         let task = tokio::spawn(run_maintenance(

@@ -23,7 +23,7 @@ async fn two_hundred_concurrent_joins_one_single_use_token() {
         })
         .await
         .unwrap();
-    let requests: Vec<proto::JoinRequest> = (0..200)
+    let requests: Vec<commands::identity::JoinRequest> = (0..200)
         .map(|_| {
             join_request(
                 &f,

@@ -39,7 +39,7 @@ fn create_token_validates_and_evolves() {
         expect: ExpectBinding::default(),
         allow_reclaim: false,
     };
-    let events = decide_create_token(&cmd, now).unwrap();
+    let events = decide_create_token(&cmd, now).unwrap().events;
     let state = events.iter().fold(None, evolve_token).unwrap();
     assert_eq!(state.uses_left, 2);
     assert!(state.secret_hash.matches(&secret));
@@ -63,8 +63,83 @@ fn create_token_validates_and_evolves() {
 #[test]
 fn revoking_an_unknown_node_is_not_found() {
     assert_eq!(
-        decide_revoke_identity("node_x", None, "r"),
+        decide_revoke_identity("node_x", None, &[], "r"),
         Err(AdminRefusal::UnknownNode("node_x".into()))
     );
     assert!(evolve_node(None, &IdentityEvent::NodeDeleted(Default::default())).is_none());
+}
+
+fn active_node() -> domain::identity::NodeState {
+    domain::identity::NodeState {
+        node_id: "node_a".into(),
+        tenant_id: "t1".into(),
+        site_id: "site-1".into(),
+        pool_id: "pool-1".into(),
+        role: "node".parse().unwrap(),
+        status: domain::identity::NodeStatus::Active,
+        identity_generation: 4,
+        hardware_key_sha256: None,
+    }
+}
+
+#[test]
+fn a_renew_refusal_names_the_node_tenant_only_once_the_leaf_matched() {
+    use domain::identity::renew_refusal_tenant;
+    let node = active_node();
+    for refusal in RenewRefusal::ALL {
+        let unmatched = matches!(
+            refusal,
+            RenewRefusal::BadCsr
+                | RenewRefusal::BadCertificate
+                | RenewRefusal::UnknownCertificate
+                | RenewRefusal::CertificateMismatch
+        );
+        let want = if unmatched { None } else { Some("t1") };
+        assert_eq!(
+            renew_refusal_tenant(refusal, Some(&node)),
+            want,
+            "{refusal}"
+        );
+        assert_eq!(renew_refusal_tenant(refusal, None), None, "{refusal}");
+    }
+}
+
+#[test]
+fn a_join_refusal_names_the_token_only_once_its_secret_matched() {
+    use domain::identity::{join_refusal_attribution, TokenState};
+    let secret = TokenSecret::generate().unwrap();
+    let token = TokenState {
+        token_id: "tok_1".into(),
+        tenant_id: "t1".into(),
+        site_id: "site-1".into(),
+        pool_id: "pool-1".into(),
+        role: TokenRole::Node,
+        uses_total: 1,
+        uses_left: 1,
+        expires_at_us: 0,
+        secret_hash: secret.hash(),
+        expect: ExpectBinding::default(),
+        allow_reclaim: false,
+        revoked: false,
+    };
+    for refusal in JoinRefusal::ALL {
+        let want = refusal.secret_matched().then_some(("t1", "tok_1"));
+        assert_eq!(join_refusal_attribution(refusal, Some(&token)), want);
+        assert_eq!(join_refusal_attribution(refusal, None), None);
+    }
+}
+
+#[test]
+fn revoking_an_identity_names_the_serials_it_revokes() {
+    let node = active_node();
+    let serials = vec!["0a".to_owned(), "0b".to_owned()];
+    let events = decide_revoke_identity("node_a", Some(&node), &serials, "compromised")
+        .unwrap()
+        .events;
+    let [IdentityEvent::IdentityRevoked(e)] = events.as_slice() else {
+        panic!("one node.identity.revoked: {events:?}");
+    };
+    assert_eq!(e.revoked_serials, serials);
+    assert_eq!(e.new_identity_generation, 5);
+    assert_eq!(e.reason, "compromised");
 }

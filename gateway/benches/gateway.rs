@@ -2,7 +2,7 @@
 //!
 //! 1. start: a gateway over a store with N revoked, unexpired certificates in `node_certs`
 //!    (default 100,000), from `start()` until a TLS client completes a call; reference: the raw
-//!    `SELECT` of those rows alone;
+//!    read of those rows alone (`projections::identity::read::revoked_unexpired`);
 //! 2. revocation commit to session closed, p50 / p99, with S live sessions (default 2,000) held
 //!    by one load generator over real TLS, revoking R nodes (default 200) one after another;
 //! 3. memory per live session: process RSS (server and client in this one process) before and
@@ -46,22 +46,15 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
 }
 
 async fn seed_revoked(store: &EventStore, n: usize) {
-    let EventStore::Postgres(pg) = store else {
-        panic!("the benchmark runs on Postgres");
-    };
+    assert!(
+        matches!(store, EventStore::Postgres(_)),
+        "the benchmark runs on Postgres"
+    );
     let far =
         (time::OffsetDateTime::now_utc() + time::Duration::hours(20)).unix_timestamp() * 1_000_000;
-    sqlx::query(
-        "INSERT INTO node_certs (serial, node_id, identity_generation, der, not_before_us, \
-         not_after_us, revoked_at_us, revoke_reason, issued_position, revoked_position) \
-         SELECT lpad(to_hex(g), 32, '0'), 'bench_' || g, 1, '\\x00'::bytea, 0, $1, 1, 'bench', g, g \
-         FROM generate_series(1, $2) AS g",
-    )
-    .bind(far)
-    .bind(n as i64)
-    .execute(pg.pool())
-    .await
-    .unwrap();
+    projections::identity::reference::seed_revoked_certs(store, n as u64, far)
+        .await
+        .unwrap();
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -74,17 +67,10 @@ async fn main() {
     let db = TestDb::postgres().await.unwrap();
     let store = db.store().await.unwrap();
     seed_revoked(&store, revoked_n).await;
-    let EventStore::Postgres(pg) = &store else {
-        unreachable!()
-    };
     let t = Instant::now();
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT serial, not_after_us FROM node_certs WHERE revoked_at_us IS NOT NULL AND not_after_us > $1",
-    )
-    .bind(0i64)
-    .fetch_all(pg.pool())
-    .await
-    .unwrap();
+    let rows = projections::identity::read::revoked_unexpired(&store, None, 0)
+        .await
+        .unwrap();
     let raw_select = t.elapsed();
     assert_eq!(rows.len(), revoked_n);
     let t = Instant::now();
@@ -99,7 +85,7 @@ async fn main() {
     assert_eq!(env.gateway.sources.revoked.len(), revoked_n);
     println!(
         "start with {revoked_n} revoked certificates: serving after {:.0} ms (start() {:.0} ms; \
-         first Join answered at {:.0} ms, includes token creation); raw SELECT of the rows {:.0} ms",
+         first Join answered at {:.0} ms, includes token creation); raw read of the rows {:.0} ms",
         started.as_secs_f64() * 1e3,
         started.as_secs_f64() * 1e3,
         serving.as_secs_f64() * 1e3,
@@ -111,7 +97,7 @@ async fn main() {
     let t = Instant::now();
     for _ in 1..sessions_n {
         let (req, key) = env.join_request(&token);
-        let signed = env.join.join(&req).await.unwrap();
+        let signed = gateway::wire::join(env.join.joins(), &req).await.unwrap();
         let resp =
             <proto::JoinResponse as prost::Message>::decode(signed.response.as_slice()).unwrap();
         nodes.push(common::Node {

@@ -25,12 +25,9 @@ use tonic::{Request, Response, Status};
 use crate::backend::Backend;
 use crate::conn::{tls_incoming, PeerInfo};
 use crate::internal_tls::api_server_config;
-use crate::run::{serving_request, StartError, SHUTDOWN_GRACE};
-use crate::serving::{backdate, Issuer, ServingCert};
+use crate::run::{StartError, SHUTDOWN_GRACE};
+use crate::serving::{backdate, serving_request, Issuer, ServingCert};
 use crate::trust::TrustSigner;
-
-/// The service name the api's health status would use.
-pub const API_SERVICE_NAME: &str = "bc.internal.v1.ApiService";
 
 /// How the internal endpoint is set up.
 #[derive(Clone, Debug)]

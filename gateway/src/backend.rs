@@ -19,6 +19,7 @@ use proto::{JoinRequest, RenewRequest, RenewResponse, SignedJoinResponse};
 use tonic::Status;
 
 use crate::relay::ApiClient;
+pub use crate::relay::UNSUPPORTED_PREFIX;
 use crate::trust::{TrustSigner, WelcomeTrust};
 
 /// How long a Welcome trust bundle is served before it is read (or asked for) again.
@@ -27,7 +28,7 @@ pub const TRUST_CACHE: Duration = Duration::from_secs(2);
 /// The status for a failed identity command (refusals excluded).
 pub fn identity_failure(what: &str, e: &IdentityError) -> Status {
     match e {
-        IdentityError::Run(RunError::Store(_)) | IdentityError::Query(_) => {
+        IdentityError::Run(RunError::Store(_)) => {
             tracing::error!(error = %e, "{what}: the store failed");
             Status::unavailable("the control plane's store is unavailable; retry later")
         }
@@ -37,11 +38,6 @@ pub fn identity_failure(what: &str, e: &IdentityError) -> Status {
         }
     }
 }
-
-/// How an unsupported attestor's status message starts (the spec's code); the relay passes on
-/// an UNIMPLEMENTED Join from the api only with it, so an api that lacks the method entirely
-/// still reads as unavailable.
-pub const UNSUPPORTED_PREFIX: &str = "UNSUPPORTED: ";
 
 /// How much of an unknown attestor name a status or log line repeats (the name comes from the
 /// network).
@@ -80,7 +76,7 @@ pub async fn local_join(
     join: &JoinService,
     request: &JoinRequest,
 ) -> Result<SignedJoinResponse, Status> {
-    match join.join(request).await {
+    match crate::wire::join(join.joins(), request).await {
         Ok(answer) => Ok(answer),
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(JOIN_REFUSED)),
         Err(IdentityError::UnsupportedAttestor(attestor)) => {
@@ -103,7 +99,7 @@ pub async fn local_renew(
         tracing::warn!("renew refused: the request's leaf is not the certificate the node presented at the handshake");
         return Err(Status::permission_denied(RENEW_REFUSED));
     }
-    match join.renew(request).await {
+    match crate::wire::renew(join.renewals(), request).await {
         Ok(answer) => Ok(answer),
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(RENEW_REFUSED)),
         Err(e) => Err(identity_failure("renew", &e)),

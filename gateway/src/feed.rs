@@ -16,7 +16,6 @@
 //! gateway then refuses new sessions (fails closed), logs it, reports NOT_SERVING on the health
 //! service and sets `bc_revocation_feed_stale`, and recovers by itself once a step succeeds.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +24,9 @@ use events::schema::{
 };
 use events::store::{EventStore, LogStore, StoreError, TailCursor};
 use events::RecordedEvent;
+use projections::identity::read::{self, RevokedCertRow};
 
+pub use crate::feed_health::FeedHealth;
 use crate::metrics::Metrics;
 use crate::revoked::RevokedSerials;
 use crate::sessions::Sessions;
@@ -59,67 +60,9 @@ pub enum FeedError {
     #[error(
         "revocation feed: reading node_certs: {0} (is the store migrated? run `bcctl migrate`)"
     )]
-    Query(#[from] sqlx::Error),
+    Read(StoreError),
     #[error("revocation feed: node_certs holds a serial that is not hex: {0:?}")]
     BadSerial(String),
-}
-
-/// Whether the feed is caught up, shared with the server and the metrics.
-#[derive(Debug)]
-pub struct FeedHealth {
-    started: Instant,
-    /// Milliseconds since `started` at the last caught-up step.
-    caught_up_ms: AtomicI64,
-    max_lag: Duration,
-    stale: AtomicBool,
-}
-
-impl FeedHealth {
-    pub fn new(max_lag: Duration) -> Arc<Self> {
-        Arc::new(FeedHealth {
-            started: Instant::now(),
-            caught_up_ms: AtomicI64::new(0),
-            max_lag,
-            stale: AtomicBool::new(false),
-        })
-    }
-
-    fn mark_caught_up(&self) {
-        let ms = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        self.caught_up_ms.store(ms, Ordering::Release);
-    }
-
-    /// Time since the feed was last caught up.
-    pub fn lag(&self) -> Duration {
-        let now = self.started.elapsed();
-        let at = Duration::from_millis(
-            u64::try_from(self.caught_up_ms.load(Ordering::Acquire)).unwrap_or(0),
-        );
-        now.saturating_sub(at)
-    }
-
-    /// Whether the feed has been behind for more than its limit (computed now).
-    pub fn is_stale(&self) -> bool {
-        self.lag() > self.max_lag
-    }
-
-    /// Updates the remembered state; returns `Some(new)` when it changed.
-    pub fn transition(&self) -> Option<bool> {
-        let now = self.is_stale();
-        let before = self.stale.swap(now, Ordering::AcqRel);
-        (before != now).then_some(now)
-    }
-
-    pub fn max_lag(&self) -> Duration {
-        self.max_lag
-    }
-}
-
-#[derive(sqlx::FromRow)]
-struct RevokedRow {
-    serial: String,
-    not_after_us: i64,
-    revoke_reason: Option<String>,
 }
 
 /// What the feed fills and whom it tells.
@@ -135,33 +78,10 @@ async fn query_revoked(
     store: &EventStore,
     node_id: Option<&str>,
     now_us: i64,
-) -> Result<Vec<RevokedRow>, sqlx::Error> {
-    const ALL: &str = "SELECT serial, not_after_us, revoke_reason FROM node_certs \
-        WHERE revoked_at_us IS NOT NULL AND not_after_us > $1";
-    const ONE: &str = "SELECT serial, not_after_us, revoke_reason FROM node_certs \
-        WHERE revoked_at_us IS NOT NULL AND not_after_us > $1 AND node_id = $2";
-    match (store, node_id) {
-        (EventStore::Postgres(s), None) => {
-            sqlx::query_as(ALL).bind(now_us).fetch_all(s.pool()).await
-        }
-        (EventStore::Postgres(s), Some(n)) => {
-            sqlx::query_as(ONE)
-                .bind(now_us)
-                .bind(n)
-                .fetch_all(s.pool())
-                .await
-        }
-        (EventStore::Sqlite(s), None) => {
-            sqlx::query_as(ALL).bind(now_us).fetch_all(s.reader()).await
-        }
-        (EventStore::Sqlite(s), Some(n)) => {
-            sqlx::query_as(ONE)
-                .bind(now_us)
-                .bind(n)
-                .fetch_all(s.reader())
-                .await
-        }
-    }
+) -> Result<Vec<RevokedCertRow>, FeedError> {
+    read::revoked_unexpired(store, node_id, now_us)
+        .await
+        .map_err(FeedError::Read)
 }
 
 fn now_us() -> i64 {
@@ -169,7 +89,7 @@ fn now_us() -> i64 {
     i64::try_from(ns).unwrap_or(i64::MAX)
 }
 
-fn insert_rows(revoked: &RevokedSerials, rows: &[RevokedRow]) -> Result<(), FeedError> {
+fn insert_rows(revoked: &RevokedSerials, rows: &[RevokedCertRow]) -> Result<(), FeedError> {
     for row in rows {
         let bytes =
             hex::decode(&row.serial).map_err(|_| FeedError::BadSerial(row.serial.clone()))?;

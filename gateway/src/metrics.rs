@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::feed::FeedHealth;
+use crate::feed_health::FeedHealth;
 use crate::revoked::RevokedSerials;
 use crate::sessions::Sessions;
 use crate::tls::RefusalCounters;

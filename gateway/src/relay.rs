@@ -16,9 +16,13 @@ use tokio_rustls::TlsConnector;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 
-use crate::backend::UNSUPPORTED_PREFIX;
 use crate::internal_tls::relay_client_config;
 use crate::trust::WelcomeTrust;
+
+/// How an unsupported attestor's status message starts (the spec's code); the relay passes on
+/// an UNIMPLEMENTED Join from the api only with it, so an api that lacks the method entirely
+/// still reads as unavailable.
+pub const UNSUPPORTED_PREFIX: &str = "UNSUPPORTED: ";
 
 /// How long a TCP connect plus TLS handshake to the api may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,15 +1,13 @@
 //! Starting a gateway: serving certificate, revocation feed, TLS listener, NodeService and
 //! health service, metrics endpoint.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use commands::identity::JoinService;
 use commands::Clock;
-use domain::pki::{
-    KeySet, PublicBundle, Serial, ServingCertificateRequest, ServingRole, TrustDomain,
-};
+use domain::pki::{KeySet, PublicBundle, ServingRole, TrustDomain};
 use events::store::EventStore;
 use proto::node_service_server::NodeServiceServer;
 use tokio::net::TcpListener;
@@ -25,7 +23,7 @@ use crate::metrics::{serve_metrics, MetricSources, Metrics, API_DOWN, API_UP};
 use crate::relay::ApiClient;
 use crate::revoked::RevokedSerials;
 use crate::server::{NodeServer, TrustReporter};
-use crate::serving::{IssueFailure, Issued, Issuer, ServingCert};
+use crate::serving::{serving_request, IssueFailure, Issued, Issuer, ServingCert};
 use crate::sessions::Sessions;
 use crate::tls::{server_config_resolving, NodeClientVerifier, RefusalCounters};
 use crate::trust::TrustSigner;
@@ -78,6 +76,8 @@ impl GatewayConfig {
 pub enum StartError {
     #[error("serving certificate: {0}")]
     Serving(String),
+    #[error(transparent)]
+    ServingRequest(#[from] crate::serving::ServingRequestError),
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsSetupError),
     #[error("cannot listen on {addr}: {source} (is another server using the port?)")]
@@ -138,27 +138,6 @@ impl Running {
             Err(e) => Err(e.to_string()),
         }
     }
-}
-
-pub(crate) fn serving_request(
-    names: &[String],
-    lifetime: time::Duration,
-) -> Result<ServingCertificateRequest, StartError> {
-    let mut dns_names = Vec::new();
-    let mut ip_addresses = Vec::new();
-    for n in names {
-        match n.parse::<IpAddr>() {
-            Ok(ip) => ip_addresses.push(ip),
-            Err(_) => dns_names.push(n.to_ascii_lowercase()),
-        }
-    }
-    Ok(ServingCertificateRequest {
-        dns_names,
-        ip_addresses,
-        role: ServingRole::Gateway,
-        serial: Serial::generate().map_err(|e| StartError::Serving(e.to_string()))?,
-        lifetime,
-    })
 }
 
 /// Starts a gateway in this process over `join` (the `all` role): issues its serving

@@ -99,23 +99,8 @@ fn verified<T>(request: &Request<T>) -> Result<VerifiedNode, Status> {
 
 impl NodeServer {
     async fn tenant_of(&self, node_id: &str) -> Option<String> {
-        const SQL: &str = "SELECT tenant_id FROM nodes WHERE node_id = $1";
-        let r: Result<Option<(String,)>, sqlx::Error> = match &self.store {
-            EventStore::Postgres(s) => {
-                sqlx::query_as(SQL)
-                    .bind(node_id)
-                    .fetch_optional(s.pool())
-                    .await
-            }
-            EventStore::Sqlite(s) => {
-                sqlx::query_as(SQL)
-                    .bind(node_id)
-                    .fetch_optional(s.reader())
-                    .await
-            }
-        };
-        match r {
-            Ok(row) => row.map(|(t,)| t),
+        match projections::identity::read::tenant_of(&self.store, node_id).await {
+            Ok(tenant) => tenant,
             Err(e) => {
                 tracing::warn!(node = node_id, error = %e, "reading the node's tenant failed");
                 None

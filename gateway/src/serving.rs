@@ -10,19 +10,49 @@
 //! 10 min). It is logged as a warning, and as an error once the certificate in use is within a
 //! tenth of its lifetime of expiring.
 
+use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use commands::Clock;
-use domain::pki::{issue_serving_certificate, KeyRole, KeySet, PrivateKey, ServingRole};
+use domain::pki::{
+    issue_serving_certificate, KeyRole, KeySet, PrivateKey, Serial, ServingCertificateRequest,
+    ServingRole,
+};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use time::OffsetDateTime;
 
 use crate::relay::ApiClient;
-use crate::run::serving_request;
 use crate::tls::{provider, TlsSetupError};
+
+/// Why a serving certificate request could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("serving certificate: {0}")]
+pub struct ServingRequestError(String);
+
+/// The request for a gateway serving certificate naming `names` (IP addresses and DNS names).
+pub(crate) fn serving_request(
+    names: &[String],
+    lifetime: time::Duration,
+) -> Result<ServingCertificateRequest, ServingRequestError> {
+    let mut dns_names = Vec::new();
+    let mut ip_addresses = Vec::new();
+    for n in names {
+        match n.parse::<IpAddr>() {
+            Ok(ip) => ip_addresses.push(ip),
+            Err(_) => dns_names.push(n.to_ascii_lowercase()),
+        }
+    }
+    Ok(ServingCertificateRequest {
+        dns_names,
+        ip_addresses,
+        role: ServingRole::Gateway,
+        serial: Serial::generate().map_err(|e| ServingRequestError(e.to_string()))?,
+        lifetime,
+    })
+}
 
 /// The first retry after a failed renewal; it doubles up to [`RETRY_MAX`].
 const RETRY_MIN: Duration = Duration::from_secs(30);

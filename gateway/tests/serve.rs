@@ -199,6 +199,9 @@ async fn a_late_committed_revocation_still_cuts_the_session() {
 
     // The revocation of A takes its position first and stays uncommitted.
     let mut late = env.store.begin().await.unwrap();
+    let serials = projections::identity::read::unrevoked_serials_of_node(&mut late, &a.node_id)
+        .await
+        .unwrap();
     let revoked = NewEvent::from_payload(
         new_event_id(),
         "t1",
@@ -207,6 +210,7 @@ async fn a_late_committed_revocation_still_cuts_the_session() {
             node_id: a.node_id.clone(),
             reason: "late".into(),
             new_identity_generation: 2,
+            revoked_serials: serials,
         },
     );
     let appended = append_and_project(

@@ -14,9 +14,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commands::identity::{IdentityConfig, IdentityError, JoinService, NewToken};
+use commands::identity::{IdentityConfig, IdentityError, JoinRequest, JoinService, NewToken};
 use commands::{Clock, SimClock};
-use domain::identity::{ExpectBinding, TokenRole};
+use domain::identity::{ExpectBinding, HardwareClaims, JoinInput, RenewInput, TokenRole};
 use domain::pki::statement::{sign, RenewPop};
 use domain::pki::{
     build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, TokenSecret,
@@ -25,7 +25,6 @@ use domain::pki::{
 use events::store::testkit::TestDb;
 use events::store::LogStore;
 use proptest::prelude::*;
-use prost::Message;
 use serde_json::Value;
 
 const TD: &str = "replay.example.com";
@@ -132,7 +131,7 @@ struct Node {
     id: String,
     agent: Agent,
     leaf: Vec<u8>,
-    last_renew: Option<proto::RenewRequest>,
+    last_renew: Option<RenewInput>,
 }
 
 struct World {
@@ -143,13 +142,7 @@ struct World {
     nodes: Vec<Node>,
 }
 
-fn join_request(
-    w: &World,
-    agent: &Agent,
-    secret: &str,
-    role: &str,
-    hw: Option<u8>,
-) -> proto::JoinRequest {
+fn join_request(w: &World, agent: &Agent, secret: &str, role: &str, hw: Option<u8>) -> JoinRequest {
     let secret = TokenSecret::parse(secret).expect("secret");
     let sealed = seal_token(
         w.keys.join_encryption.public_key(),
@@ -157,17 +150,18 @@ fn join_request(
         &agent.csr_sha256(),
     )
     .expect("seal");
-    proto::JoinRequest {
-        csr: agent.csr.clone(),
+    JoinRequest {
         attestor: String::new(),
-        sealed_token: sealed.as_bytes().to_vec(),
-        role: role.into(),
-        claims: Some(proto::HardwareClaims {
-            product_uuid: String::new(),
-            macs: vec![],
-            hardware_key: hw.map(|b| vec![b; 65]).unwrap_or_default(),
-        }),
-        attestation: Vec::new(),
+        input: JoinInput {
+            csr_der: agent.csr.clone(),
+            sealed_token: sealed.as_bytes().to_vec(),
+            role: role.into(),
+            claims: HardwareClaims {
+                product_uuid: None,
+                macs: vec![],
+                hardware_key: hw.map(|b| vec![b; 65]),
+            },
+        },
     }
 }
 
@@ -177,17 +171,17 @@ fn renew_request(
     node_id: &str,
     next: &Agent,
     client_time_ms: i64,
-) -> proto::RenewRequest {
+) -> RenewInput {
     let pop = RenewPop {
         csr_sha256: next.csr_sha256(),
         node_id: NodeId::new(node_id).expect("node id"),
         client_time_ms: client_time_ms as u64,
     };
     let sig = sign(&current.key, &pop).expect("sign");
-    proto::RenewRequest {
-        csr: next.csr.clone(),
+    RenewInput {
+        csr_der: next.csr.clone(),
         chain: vec![leaf.to_vec()],
-        client_time_ms,
+        client_time_ms: u64::try_from(client_time_ms).unwrap_or(0),
         signature: sig.as_bytes().to_vec(),
     }
 }
@@ -245,8 +239,7 @@ async fn step(w: &mut World, op: &Op) {
             let t = &w.tokens[token % w.tokens.len()];
             let agent = Agent::new();
             let req = join_request(w, &agent, &t.secret, t.role, *hw);
-            if let Some(signed) = expected(w.svc.join(&req).await) {
-                let body = proto::JoinResponse::decode(signed.response.as_slice()).expect("body");
+            if let Some(body) = expected(w.svc.join(&req).await) {
                 let leaf = body.certificate_chain.first().cloned().expect("leaf");
                 // A reclaim keeps the node id: replace its agent.
                 w.nodes.retain(|n| n.id != body.node_id);
@@ -278,7 +271,7 @@ async fn step(w: &mut World, op: &Op) {
             }
             let t = &w.tokens[token % w.tokens.len()];
             let mut req = join_request(w, &Agent::new(), &t.secret, t.role, None);
-            req.csr[20] ^= 0xff;
+            req.input.csr_der[20] ^= 0xff;
             assert!(expected(w.svc.join(&req).await).is_none());
         }
         Op::Renew { node } => {
@@ -680,6 +673,229 @@ fn replay_at_a_time_stops_before_the_first_later_event() {
             let mut want = vec![ahead.token.token_id.clone(), behind.token.token_id.clone()];
             want.sort();
             assert_eq!(both, want);
+        }
+    });
+}
+
+/// The `node_certs` rows of `node_id`, oldest first, as (serial, revoked at, reason, revoked
+/// position, issued position).
+type CertLine = (String, Option<i64>, Option<String>, Option<i64>, i64);
+
+async fn cert_lines(store: &events::store::EventStore, node_id: &str) -> Vec<CertLine> {
+    let mut tx = store.begin().await.expect("begin");
+    let rows = projections::identity::read::certs_of_node(&mut tx, node_id)
+        .await
+        .expect("certs");
+    events::store::LogTx::rollback(tx).await.expect("rollback");
+    rows.into_iter()
+        .map(|r| {
+            (
+                r.serial,
+                r.revoked_at_us,
+                r.revoke_reason,
+                r.revoked_position,
+                r.issued_position,
+            )
+        })
+        .collect()
+}
+
+/// `node.identity.revoked` events written before they named their serials (schema 1, no field
+/// 4; the bytes built by hand) replay to exactly the tables they built then: every certificate
+/// of the node still open at the event revoked, inline and rebuilt, on both backends. A
+/// schema 2 event revokes exactly the serials it names.
+#[test]
+fn identity_revoked_written_before_it_named_serials_replays_as_before() {
+    use events::schema::{NodeCertificateIssued, NodeIdentityRevoked, NodeJoined};
+    use events::{new_event_id, EventPayload, NewEvent};
+
+    fn lp(field: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![field, u8::try_from(bytes.len()).expect("short")];
+        out.extend_from_slice(bytes);
+        out
+    }
+    let t0 = 1_767_225_600_000_000i64;
+    let issued = |serial: &str, at: i64| {
+        NewEvent::from_payload(
+            new_event_id(),
+            "t1",
+            at,
+            &NodeCertificateIssued {
+                node_id: "node_u".into(),
+                serial: serial.into(),
+                der: vec![0x30, serial.len() as u8],
+                not_before_us: at,
+                not_after_us: at + 86_400_000_000,
+                identity_generation: 1,
+                cause: "join".into(),
+                renewed_serial: String::new(),
+            },
+        )
+    };
+    // The old shape: node_id = 1, reason = 2, new_identity_generation = 3 (varint), nothing else.
+    let mut old_bytes = lp(0x0a, b"node_u");
+    old_bytes.extend(lp(0x12, b"compromised"));
+    old_bytes.extend([0x18, 0x02]);
+    let old_revoked = NewEvent::from_bytes(
+        new_event_id(),
+        NodeIdentityRevoked::EVENT_TYPE,
+        1,
+        "t1",
+        t0 + 30,
+        old_bytes.clone(),
+    );
+    // The same message today, with no serials, encodes to those very bytes.
+    let same = NewEvent::from_payload(
+        new_event_id(),
+        "t1",
+        t0,
+        &NodeIdentityRevoked {
+            node_id: "node_u".into(),
+            reason: "compromised".into(),
+            new_identity_generation: 2,
+            revoked_serials: Vec::new(),
+        },
+    );
+    assert_eq!(same.payload(), old_bytes.as_slice());
+    assert_eq!(same.schema_version, 2);
+    let named = NewEvent::from_payload(
+        new_event_id(),
+        "t1",
+        t0 + 60,
+        &NodeIdentityRevoked {
+            node_id: "node_u".into(),
+            reason: "named".into(),
+            new_identity_generation: 3,
+            revoked_serials: vec!["dd".into()],
+        },
+    );
+    let log = vec![
+        NewEvent::from_payload(
+            new_event_id(),
+            "t1",
+            t0,
+            &NodeJoined {
+                node_id: "node_u".into(),
+                tenant_id: "t1".into(),
+                site_id: "site-1".into(),
+                pool_id: "pool-1".into(),
+                role: "node".into(),
+                attestor: "join-token".into(),
+                node_key: "unattested".into(),
+                token_id: "tok_u".into(),
+                identity_generation: 1,
+                ..Default::default()
+            },
+        ),
+        issued("aa", t0 + 10),
+        issued("bb", t0 + 20),
+        old_revoked,
+        issued("cc", t0 + 40),
+        issued("dd", t0 + 50),
+        named,
+    ];
+
+    runtime().block_on(async {
+        for db in TestDb::each().await.expect("databases") {
+            let store = db.store().await.expect("store");
+            let all = projections::identity::all();
+            let mut tx = store.begin().await.expect("begin");
+            let recorded = commands::append_and_project(
+                &mut tx,
+                &all,
+                "node/node_u",
+                events::store::ExpectedVersion::NoStream,
+                &log,
+            )
+            .await
+            .expect("append");
+            events::store::LogTx::commit(tx).await.expect("commit");
+            let pos: Vec<i64> = recorded.iter().map(|e| e.position).collect();
+            let old = Some("identity revoked: compromised".to_owned());
+            let want: Vec<CertLine> = vec![
+                (
+                    "aa".into(),
+                    Some(t0 + 30),
+                    old.clone(),
+                    Some(pos[3]),
+                    pos[1],
+                ),
+                ("bb".into(), Some(t0 + 30), old, Some(pos[3]), pos[2]),
+                ("cc".into(), None, None, None, pos[4]),
+                (
+                    "dd".into(),
+                    Some(t0 + 60),
+                    Some("identity revoked: named".into()),
+                    Some(pos[6]),
+                    pos[5],
+                ),
+            ];
+            assert_eq!(cert_lines(&store, "node_u").await, want, "inline");
+            let tables = projections::identity::tables();
+            let live = projections::digest_tables(&store, &tables)
+                .await
+                .expect("digest");
+            // A schema 2 event naming a serial that is no open certificate of the node does not
+            // apply: the trail and the table would disagree.
+            let mut tx = store.begin().await.expect("begin");
+            let stray = NewEvent::from_payload(
+                new_event_id(),
+                "t1",
+                t0 + 70,
+                &NodeIdentityRevoked {
+                    node_id: "node_u".into(),
+                    reason: "stray".into(),
+                    new_identity_generation: 4,
+                    revoked_serials: vec!["aa".into()],
+                },
+            );
+            let refused: Option<String> = match commands::append_and_project(
+                &mut tx,
+                &all,
+                "node/node_u",
+                events::store::ExpectedVersion::Any,
+                &[stray],
+            )
+            .await
+            {
+                Err(e) => {
+                    events::store::LogTx::rollback(tx).await.expect("rollback");
+                    Some(e.to_string())
+                }
+                // On Postgres the deferred update goes out at commit.
+                Ok(_) => events::store::LogTx::commit(tx)
+                    .await
+                    .err()
+                    .map(|e| e.to_string()),
+            };
+            assert!(
+                refused
+                    .as_deref()
+                    .is_some_and(|e| e.contains("names a serial")),
+                "{refused:?}"
+            );
+            assert_eq!(
+                cert_lines(&store, "node_u").await,
+                want,
+                "after the refusal"
+            );
+            for batch in [1u32, 3, 1000] {
+                projections::rebuild(&store, &all, None, batch, |_| {})
+                    .await
+                    .expect("rebuild");
+                assert_eq!(
+                    cert_lines(&store, "node_u").await,
+                    want,
+                    "rebuilt ({batch})"
+                );
+                assert_eq!(
+                    projections::digest_tables(&store, &tables)
+                        .await
+                        .expect("digest"),
+                    live,
+                    "rebuilt ({batch})"
+                );
+            }
         }
     });
 }

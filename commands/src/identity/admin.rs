@@ -3,18 +3,35 @@
 
 use domain::identity::{
     decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
-    decide_revoke_token, unix_us, AdminRefusal, CreateToken, IdentityEvent,
+    decide_revoke_token, unix_us, AdminRefusal, CreateToken, Decision,
 };
+use std::sync::Arc;
+
 use domain::pki::TokenSecret;
-use events::store::{LogStore, LogTx};
+use events::store::{EventStore, LogStore, LogTx};
+use projections::identity::read;
 
-use super::store::query_as;
 use super::{
-    append_decided, fresh_id, store, CertView, CreatedToken, IdentityError, JoinService, NewToken,
-    NodeDetail, NodeView, TokenView,
+    append_decided, fresh_id, rows, CertView, CreatedToken, IdentityError, NewToken, NodeDetail,
+    NodeView, TokenView,
 };
+use crate::Clock;
 
-impl JoinService {
+/// The operator commands on tokens and nodes. They need the store and the clock only: no key
+/// of the key set (a token's secret is drawn here and only its hash is stored), so `bcctl node
+/// revoke` and the others never unseal the PKI bundle.
+#[derive(Clone)]
+pub struct NodeAdmin {
+    store: EventStore,
+    clock: Arc<dyn Clock>,
+}
+
+impl NodeAdmin {
+    /// The operator commands over `store`, on `clock`.
+    pub fn new(store: EventStore, clock: Arc<dyn Clock>) -> Self {
+        NodeAdmin { store, clock }
+    }
+
     /// `token create`: returns the secret, shown once, and the stored token.
     pub async fn create_token(&self, new: &NewToken) -> Result<CreatedToken, IdentityError> {
         let secret = TokenSecret::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
@@ -32,10 +49,10 @@ impl JoinService {
             expect: new.expect.clone(),
             allow_reclaim: new.allow_reclaim,
         };
-        let events = decide_create_token(&cmd, now)?;
+        let events = decide_create_token(&cmd, now)?.events;
         let token = crate::transaction!(&self.store, IdentityError, |tx| {
             append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
-            store::token_by_id(tx, &cmd.token_id)
+            read::token_by_id(tx, &cmd.token_id)
                 .await?
                 .ok_or_else(|| IdentityError::Corrupt("the created token has no row".into()))
         })?;
@@ -53,15 +70,15 @@ impl JoinService {
     ) -> Result<TokenView, IdentityError> {
         let now_us = self.clock.now_us();
         let row = crate::transaction!(&self.store, IdentityError, |tx| {
-            let row = store::token_by_id(tx, token_id).await?;
-            let state = row.as_ref().map(|r| r.state()).transpose()?;
-            let events = decide_revoke_token(token_id, state.as_ref(), reason)?;
+            let row = read::token_by_id(tx, token_id).await?;
+            let state = row.as_ref().map(rows::token_state).transpose()?;
+            let events = decide_revoke_token(token_id, state.as_ref(), reason)?.events;
             let Some(row) = row else {
                 return Err(AdminRefusal::UnknownToken(token_id.into()).into());
             };
             let versions = vec![(format!("token/{token_id}"), Some(row.version))];
             append_decided(tx, events, &row.tenant_id, now_us, &versions).await?;
-            store::token_by_id(tx, token_id)
+            read::token_by_id(tx, token_id)
                 .await?
                 .ok_or_else(|| IdentityError::Corrupt("the revoked token has no row".into()))
         })?;
@@ -71,17 +88,7 @@ impl JoinService {
     /// `token list`, of one tenant or all.
     pub async fn list_tokens(&self, tenant: Option<&str>) -> Result<Vec<TokenView>, IdentityError> {
         let mut tx = self.store.begin().await?;
-        let sql = format!(
-            "SELECT {} FROM join_tokens WHERE ($1 = '' OR tenant_id = $1) ORDER BY token_id",
-            store::TOKEN_COLUMNS
-        );
-        let rows = query_as!(
-            &mut tx,
-            store::TokenRow,
-            fetch_all,
-            &sql,
-            tenant.unwrap_or("")
-        )?;
+        let rows = read::tokens_of_tenant(&mut tx, tenant).await?;
         tx.rollback().await?;
         Ok(rows.iter().map(TokenView::from).collect())
     }
@@ -91,19 +98,24 @@ impl JoinService {
         node_id: &str,
         decide: impl Fn(
             Option<&domain::identity::NodeState>,
-        ) -> Result<Vec<IdentityEvent>, AdminRefusal>,
+            &[String],
+        ) -> Result<Decision<()>, AdminRefusal>,
     ) -> Result<NodeView, IdentityError> {
         let now_us = self.clock.now_us();
         let row = crate::transaction!(&self.store, IdentityError, |tx| {
-            let row = store::node_by_id(tx, node_id).await?;
-            let state = row.as_ref().map(|r| r.state()).transpose()?;
-            let events = decide(state.as_ref())?;
+            let row = read::node_by_id(tx, node_id).await?;
+            let state = row.as_ref().map(rows::node_state).transpose()?;
+            let unrevoked = match &row {
+                Some(_) => read::unrevoked_serials_of_node(tx, node_id).await?,
+                None => Vec::new(),
+            };
+            let events = decide(state.as_ref(), &unrevoked)?.events;
             let Some(row) = row else {
                 return Err(AdminRefusal::UnknownNode(node_id.into()).into());
             };
             let versions = vec![(format!("node/{node_id}"), Some(row.version))];
             append_decided(tx, events, &row.tenant_id, now_us, &versions).await?;
-            store::node_by_id(tx, node_id)
+            read::node_by_id(tx, node_id)
                 .await?
                 .ok_or_else(|| IdentityError::Corrupt("the node has no row".into()))
         })?;
@@ -116,8 +128,10 @@ impl JoinService {
         node_id: &str,
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
-        self.node_command(node_id, |n| decide_revoke_identity(node_id, n, reason))
-            .await
+        self.node_command(node_id, |n, serials| {
+            decide_revoke_identity(node_id, n, serials, reason)
+        })
+        .await
     }
 
     /// `node delete`: revokes its certificates and frees its hardware key.
@@ -126,7 +140,7 @@ impl JoinService {
         node_id: &str,
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
-        self.node_command(node_id, |n| decide_delete_node(node_id, n, reason))
+        self.node_command(node_id, |n, _| decide_delete_node(node_id, n, reason))
             .await
     }
 
@@ -136,24 +150,14 @@ impl JoinService {
         node_id: &str,
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
-        self.node_command(node_id, |n| decide_retire_node(node_id, n, reason))
+        self.node_command(node_id, |n, _| decide_retire_node(node_id, n, reason))
             .await
     }
 
     /// `node list`, of one tenant or all.
     pub async fn list_nodes(&self, tenant: Option<&str>) -> Result<Vec<NodeView>, IdentityError> {
         let mut tx = self.store.begin().await?;
-        let sql = format!(
-            "SELECT {} FROM nodes WHERE ($1 = '' OR tenant_id = $1) ORDER BY node_id",
-            store::NODE_COLUMNS
-        );
-        let rows = query_as!(
-            &mut tx,
-            store::NodeRow,
-            fetch_all,
-            &sql,
-            tenant.unwrap_or("")
-        )?;
+        let rows = read::nodes_of_tenant(&mut tx, tenant).await?;
         tx.rollback().await?;
         Ok(rows.iter().map(NodeView::from).collect())
     }
@@ -161,10 +165,10 @@ impl JoinService {
     /// `node show`: the node and every certificate it was issued.
     pub async fn show_node(&self, node_id: &str) -> Result<NodeDetail, IdentityError> {
         let mut tx = self.store.begin().await?;
-        let node = store::node_by_id(&mut tx, node_id)
+        let node = read::node_by_id(&mut tx, node_id)
             .await?
             .ok_or_else(|| AdminRefusal::UnknownNode(node_id.into()))?;
-        let certs = store::certs_of_node(&mut tx, node_id).await?;
+        let certs = read::certs_of_node(&mut tx, node_id).await?;
         tx.rollback().await?;
         Ok(NodeDetail {
             node: NodeView::from(&node),

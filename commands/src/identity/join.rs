@@ -1,36 +1,36 @@
 //! Token joins: open the sealed token and check the CSR, load the token and the holder of the
 //! claimed hardware key, decide, append `node.joined` + `node.certificate.issued` +
-//! `token.used` with the inline projections, and answer a JoinResponse signed by the
-//! JoinService signing key; or record the refusal.
+//! `token.used` with the inline projections, and answer the admitted node and its chain (the
+//! edge encodes and signs the JoinResponse); or record the refusal.
+
+use std::sync::Arc;
 
 use domain::identity::{
-    decide_join, open_join, unix_us, DecideError, HardwareClaims, IdentityEvent, JoinCommand,
-    JoinInput, JoinRefusal, JoinState, JOIN_TOKEN_ATTESTOR,
+    decide_join, join_refusal_attribution, open_join, unix_us, DecideError, Decision, JoinCommand,
+    JoinRefusal, JoinState, JOIN_TOKEN_ATTESTOR,
 };
-use domain::pki::statement::{sign, JoinResponseStatement};
-use domain::pki::{NodeId, Serial};
+use domain::pki::{KeySet, NodeId, Serial};
 use events::schema::JoinRefused;
-use events::store::StoreTx;
-use prost::Message;
+use events::store::{EventStore, StoreTx};
+use projections::identity::read;
 
 use super::{
-    append_decided, digest_vec, fresh_id, refusals, store, IdentityError, JoinService,
-    JOIN_REFUSED, SUPPORTED_ATTESTORS,
+    append_decided, check_trust_domain, context, digest_vec, fresh_id, refusals, rows,
+    IdentityConfig, IdentityError, JoinAnswer, JoinRequest, JOIN_REFUSED, SUPPORTED_ATTESTORS,
 };
+use crate::Clock;
 
-enum JoinOutcome {
-    Joined {
-        node_id: String,
-        site_id: String,
-        role: String,
-        generation: u64,
-        der: Vec<u8>,
-        not_after_us: i64,
-    },
-    Refused,
+/// Joins: the JoinService's admission of new nodes. Holds the key set (the node CA signs the
+/// certificate, the encryption key opens the sealed token).
+#[derive(Clone)]
+pub struct Joins {
+    store: EventStore,
+    keys: Arc<KeySet>,
+    clock: Arc<dyn Clock>,
+    config: IdentityConfig,
 }
 
-impl JoinService {
+impl Joins {
     #[allow(clippy::too_many_arguments)]
     async fn record_join_refusal(
         &self,
@@ -49,7 +49,7 @@ impl JoinService {
             token_id: token_id.into(),
             csr_sha256: digest_vec(csr_sha256),
             hardware_key_sha256: digest_vec(hardware_key),
-            window_start_us: refusals::window_start(now_us),
+            window_start_us: domain::identity::window_start(now_us),
         };
         refusals::record(
             tx,
@@ -64,34 +64,43 @@ impl JoinService {
         Ok(())
     }
 
-    /// Join with the `join-token` attestor. Answers a JoinResponse signed by the JoinService
-    /// signing key and bound to the CSR's SHA-256, or `ACCESS_DENIED: Join refused`.
-    pub async fn join(
-        &self,
-        request: &proto::JoinRequest,
-    ) -> Result<proto::SignedJoinResponse, IdentityError> {
+    /// A join service over `store` with the loaded key set. Refuses a config whose trust
+    /// domain is not the key set's.
+    pub fn new(
+        store: EventStore,
+        keys: Arc<KeySet>,
+        clock: Arc<dyn Clock>,
+        config: IdentityConfig,
+    ) -> Result<Self, IdentityError> {
+        check_trust_domain(&keys, &config)?;
+        Ok(Joins {
+            store,
+            keys,
+            clock,
+            config,
+        })
+    }
+
+    /// The key set (the edge signs the JoinResponse with its JoinService signing key).
+    pub fn keys(&self) -> &Arc<KeySet> {
+        &self.keys
+    }
+
+    /// Join with the `join-token` attestor. Answers the admitted node and its chain, bound to
+    /// the CSR's SHA-256 (the edge encodes and signs it), or `ACCESS_DENIED: Join refused`.
+    pub async fn join(&self, request: &JoinRequest) -> Result<JoinAnswer, IdentityError> {
         if !request.attestor.is_empty() && !SUPPORTED_ATTESTORS.contains(&request.attestor.as_str())
         {
             return Err(IdentityError::UnsupportedAttestor(request.attestor.clone()));
         }
-        let claims = request.claims.clone().unwrap_or_default();
-        let input = JoinInput {
-            csr_der: request.csr.clone(),
-            sealed_token: request.sealed_token.clone(),
-            role: request.role.clone(),
-            claims: HardwareClaims {
-                product_uuid: (!claims.product_uuid.is_empty()).then_some(claims.product_uuid),
-                macs: claims.macs,
-                hardware_key: (!claims.hardware_key.is_empty()).then_some(claims.hardware_key),
-            },
-        };
-        let ctx = self.ctx();
+        let input = &request.input;
+        let ctx = context(&self.keys, &self.config);
         let now = self.clock.now();
         let now_us = unix_us(now);
         let hw_digest = domain::identity::claims_digests(&input.claims).hardware_key;
         let root = self.config.root_tenant.clone();
 
-        let opened = match open_join(&ctx, &input) {
+        let opened = match open_join(&ctx, input) {
             Ok(o) => o,
             Err((refusal, csr_sha)) => {
                 crate::transaction!(&self.store, IdentityError, |tx| {
@@ -105,13 +114,17 @@ impl JoinService {
         let hash = opened.secret_hash();
 
         let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
-            let token_row = store::token_by_hash(tx, hash.as_bytes()).await?;
-            let token = token_row.as_ref().map(|r| r.state()).transpose()?;
+            let token_row = read::token_by_hash(tx, hash.as_bytes()).await?;
+            let token = token_row.as_ref().map(rows::token_state).transpose()?;
             let holder_row = match opened.digests.hardware_key {
-                Some(k) => store::node_by_hardware_key(tx, &k).await?,
+                Some(k) => read::node_by_hardware_key(tx, &k).await?,
                 None => None,
             };
-            let holder = holder_row.as_ref().map(|r| r.state()).transpose()?;
+            let holder = holder_row.as_ref().map(rows::node_state).transpose()?;
+            let holder_serials = match &holder_row {
+                Some(h) => read::unrevoked_serials_of_node(tx, &h.node_id).await?,
+                None => Vec::new(),
+            };
             let cmd = JoinCommand {
                 opened: opened.clone(),
                 new_node_id: NodeId::new(&fresh_id("node"))
@@ -121,72 +134,32 @@ impl JoinService {
             let state = JoinState {
                 token,
                 hardware_key_holder: holder,
+                hardware_key_holder_unrevoked_serials: holder_serials,
             };
             match decide_join(&ctx, &cmd, &state, now) {
-                Ok(events) => {
-                    let Some(token) = &state.token else {
-                        return Err(IdentityError::Failed("a join without a token".into()));
-                    };
-                    let mut joined = None;
-                    for e in &events {
-                        match e {
-                            IdentityEvent::NodeJoined(j) => {
-                                joined = Some((
-                                    j.node_id.clone(),
-                                    j.site_id.clone(),
-                                    j.role.clone(),
-                                    j.identity_generation,
-                                ))
-                            }
-                            IdentityEvent::CertificateIssued(c) => {
-                                if let Some(j) = joined.as_mut() {
-                                    j.3 = c.identity_generation;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    let cert = events.iter().find_map(|e| match e {
-                        IdentityEvent::CertificateIssued(c) => {
-                            Some((c.der.clone(), c.not_after_us))
-                        }
-                        _ => None,
-                    });
-                    let (Some((node_id, site_id, role, generation)), Some((der, not_after_us))) =
-                        (joined, cert)
-                    else {
-                        return Err(IdentityError::Failed(
-                            "the join decision lacks node.joined or the certificate".into(),
-                        ));
-                    };
+                Ok(Decision { events, outcome }) => {
                     let versions = vec![
                         (
-                            format!("token/{}", token.token_id),
+                            format!("token/{}", outcome.token_id),
                             token_row.as_ref().map(|r| r.version),
                         ),
                         (
-                            format!("node/{node_id}"),
+                            format!("node/{}", outcome.node_id),
                             holder_row
                                 .as_ref()
-                                .filter(|h| h.node_id == node_id)
+                                .filter(|h| h.node_id == outcome.node_id)
                                 .map(|h| h.version),
                         ),
                     ];
-                    append_decided(tx, events, &token.tenant_id, now_us, &versions).await?;
-                    Ok(JoinOutcome::Joined {
-                        node_id,
-                        site_id,
-                        role,
-                        generation,
-                        der,
-                        not_after_us,
-                    })
+                    append_decided(tx, events, &outcome.tenant_id, now_us, &versions).await?;
+                    Ok(Some(outcome))
                 }
                 Err(DecideError::Refused(refusal)) => {
-                    let (tenant, token_id) = match (&state.token, refusal.secret_matched()) {
-                        (Some(t), true) => (t.tenant_id.clone(), t.token_id.clone()),
-                        _ => (root.clone(), String::new()),
-                    };
+                    let (tenant, token_id) =
+                        match join_refusal_attribution(refusal, state.token.as_ref()) {
+                            Some((tenant, token)) => (tenant.to_owned(), token.to_owned()),
+                            None => (root.clone(), String::new()),
+                        };
                     self.record_join_refusal(
                         tx,
                         refusal,
@@ -197,48 +170,29 @@ impl JoinService {
                         now_us,
                     )
                     .await?;
-                    Ok(JoinOutcome::Refused)
+                    Ok(None)
                 }
                 Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
             }
         })?;
 
         match outcome {
-            JoinOutcome::Refused => Err(IdentityError::AccessDenied(JOIN_REFUSED)),
-            JoinOutcome::Joined {
-                node_id,
-                site_id,
-                role,
-                generation,
-                der,
-                not_after_us,
-            } => {
-                let body = proto::JoinResponse {
-                    csr_sha256: csr_sha.to_vec(),
-                    trust_domain: self.config.trust_domain.to_string(),
-                    node_id,
-                    site_id,
-                    role,
-                    certificate_chain: vec![der, self.keys.node_ca.cert_der().to_vec()],
-                    trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
-                    not_after_ms: not_after_us / 1000,
-                    server_time_ms: now_us / 1000,
-                    identity_generation: generation,
-                }
-                .encode_to_vec();
-                let signature = sign(
-                    &self.keys.join_signing,
-                    &JoinResponseStatement {
-                        csr_sha256: csr_sha,
-                        response: &body,
-                    },
-                )
-                .map_err(|e| IdentityError::Failed(format!("signing the JoinResponse: {e}")))?;
-                Ok(proto::SignedJoinResponse {
-                    response: body,
-                    signature: signature.as_bytes().to_vec(),
-                })
-            }
+            None => Err(IdentityError::AccessDenied(JOIN_REFUSED)),
+            Some(joined) => Ok(JoinAnswer {
+                csr_sha256: joined.csr_sha256,
+                trust_domain: self.config.trust_domain.to_string(),
+                node_id: joined.node_id,
+                site_id: joined.site_id,
+                role: joined.role,
+                identity_generation: joined.identity_generation,
+                certificate_chain: vec![
+                    joined.certificate_der,
+                    self.keys.node_ca.cert_der().to_vec(),
+                ],
+                trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
+                not_after_us: joined.not_after_us,
+                server_time_us: now_us,
+            }),
         }
     }
 }

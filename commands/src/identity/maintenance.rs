@@ -20,17 +20,20 @@ use events::store::ExpectedVersion;
 use events::{new_event_id, NewEvent};
 use tokio::sync::watch;
 
-use super::store::query_as;
-use super::{refusals, IdentityError, JoinService};
-use crate::append_and_project;
+use projections::identity::read;
+
+use events::store::EventStore;
+
+use super::{refusals, IdentityError};
+use crate::{append_and_project, Clock};
 
 /// Expired `attestation_uses` rows per prune event (spec 001's default).
 pub const PRUNE_BATCH: u32 = 5_000;
 
-/// How often a serving process runs [`JoinService::maintain`].
+/// How often a serving process runs [`IdentityMaintenance::maintain`].
 pub const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
 
-/// What one [`JoinService::maintain`] did.
+/// What one [`IdentityMaintenance::maintain`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MaintenanceReport {
     /// Expired `attestation_uses` rows pruned.
@@ -41,27 +44,32 @@ pub struct MaintenanceReport {
     pub suppressed_events: u64,
 }
 
-impl JoinService {
+/// The identity housekeeping of a serving process: store, clock and the tenant its events are
+/// written in; no key.
+#[derive(Clone)]
+pub struct IdentityMaintenance {
+    store: EventStore,
+    clock: Arc<dyn Clock>,
+    root_tenant: String,
+}
+
+impl IdentityMaintenance {
+    /// Housekeeping over `store`, writing its events in `root_tenant`.
+    pub fn new(store: EventStore, clock: Arc<dyn Clock>, root_tenant: impl Into<String>) -> Self {
+        IdentityMaintenance {
+            store,
+            clock,
+            root_tenant: root_tenant.into(),
+        }
+    }
+
     /// Deletes up to `batch` expired `attestation_uses` rows (expired at the clock's now) with
     /// one `attestation.uses.pruned` event naming them. Returns how many were pruned.
     pub async fn prune_attestation_uses(&self, batch: u32) -> Result<u64, IdentityError> {
-        #[derive(sqlx::FromRow)]
-        struct Key {
-            attestor: String,
-            subject: Vec<u8>,
-        }
         let now_us = self.clock.now_us();
-        let root = self.config.root_tenant.clone();
+        let root = self.root_tenant.clone();
         crate::transaction!(&self.store, IdentityError, |tx| {
-            let keys = query_as!(
-                tx,
-                Key,
-                fetch_all,
-                "SELECT attestor, subject FROM attestation_uses WHERE expires_at_us IS NOT NULL \
-                 AND expires_at_us <= $1 ORDER BY expires_at_us, attestor, subject LIMIT $2",
-                now_us,
-                i64::from(batch)
-            )?;
+            let keys = read::expired_attestation_uses(tx, now_us, batch).await?;
             if keys.is_empty() {
                 return Ok(0);
             }
@@ -94,7 +102,7 @@ impl JoinService {
     pub async fn flush_suppressed_refusals(&self) -> Result<u64, IdentityError> {
         let now_us = self.clock.now_us();
         crate::transaction!(&self.store, IdentityError, |tx| {
-            refusals::flush_in(tx, None, refusals::window_start(now_us), now_us).await
+            refusals::flush_in(tx, None, domain::identity::window_start(now_us), now_us).await
         })
     }
 
@@ -105,7 +113,7 @@ impl JoinService {
         self.maintain_in_batches(PRUNE_BATCH).await
     }
 
-    /// [`JoinService::maintain`] with another batch size (tests use small ones).
+    /// [`IdentityMaintenance::maintain`] with another batch size (tests use small ones).
     pub async fn maintain_in_batches(
         &self,
         batch: u32,
@@ -127,12 +135,12 @@ impl JoinService {
     }
 }
 
-/// Runs [`JoinService::maintain`] now and then every `interval`, until `shutdown` turns true or
+/// Runs [`IdentityMaintenance::maintain`] now and then every `interval`, until `shutdown` turns true or
 /// its sender is dropped. Each round's outcome goes to `report` (the serving process logs it);
 /// a failed round (the database restarting, say) is tried again at the next tick and does not
 /// stop the loop.
 pub async fn run_maintenance(
-    service: Arc<JoinService>,
+    service: Arc<IdentityMaintenance>,
     interval: Duration,
     mut shutdown: watch::Receiver<bool>,
     mut report: impl FnMut(Result<MaintenanceReport, IdentityError>) + Send,

@@ -1,6 +1,9 @@
-//! Identity command handlers: the JoinService (token joins, renewals) and the operator commands
-//! on tokens and nodes. Each runs in one transaction: load the state from the identity
-//! projections, let [`domain::identity`] decide, append, apply the projections, commit.
+//! Identity command handlers, one type per job: [`Joins`] (token joins), [`Renewals`],
+//! [`NodeAdmin`] (the operator commands on tokens and nodes, which need no key) and
+//! [`IdentityMaintenance`]; [`JoinService`] bundles the four for a serving process. Each command
+//! runs in one transaction: load the state from the identity projections, let
+//! [`domain::identity`] decide, append, apply the projections, commit. Inputs and answers are
+//! domain values ([`JoinRequest`], [`JoinAnswer`], ...): the wire messages are the edge's.
 //!
 //! Every join or renew refusal reaches the caller as the same [`IdentityError::AccessDenied`];
 //! the reason goes into a `security.join.refused` / `security.renew.refused` event (see
@@ -9,38 +12,47 @@
 //!
 //! | module | job |
 //! | --- | --- |
-//! | `join` | token joins and the signed JoinResponse |
-//! | `renew` | renewals by proof of possession |
-//! | `admin` | operator commands on tokens and nodes |
+//! | `join` | token joins ([`Joins`]) |
+//! | `renew` | renewals by proof of possession ([`Renewals`]) |
+//! | `admin` | operator commands on tokens and nodes ([`NodeAdmin`]) |
+//! | `answers` | what a join or renewal is asked and answers |
+//! | `service` | [`JoinService`]: the four together |
 //! | [`maintenance`] | pruning expired proofs, writing suppressed refusal counts |
 //! | `refusals` | recording refusals under the per-minute bound |
-//! | `store` | reads of the identity projections inside a transaction |
+//! | `rows` | projection rows ([`projections::identity::read`]) into domain state |
 //! | `views` | what the operator commands print |
 
 mod admin;
+mod answers;
 mod join;
 pub mod maintenance;
 mod refusals;
 mod renew;
-mod store;
+mod rows;
+mod service;
 pub mod views;
-
-use std::sync::Arc;
 
 use domain::identity::{AdminRefusal, ExpectBinding, IdentityEvent, JoinContext, TokenRole};
 use domain::pki::{KeySet, TrustDomain};
-use events::store::{EventStore, ExpectedVersion, StoreError, StoreTx, StreamAppend};
+use events::store::{ExpectedVersion, StoreError, StoreTx, StreamAppend};
 use events::{new_event_id, NewEvent};
 use projections::ProjectionError;
 use time::Duration;
 
 use crate::run::append_streams_and_project;
-use crate::{AsConflict, Clock, RunError};
+use crate::{AsConflict, RunError};
 
-pub use maintenance::{run_maintenance, MaintenanceReport, MAINTENANCE_INTERVAL, PRUNE_BATCH};
+pub use admin::NodeAdmin;
+pub use answers::{JoinAnswer, JoinRequest, RenewAnswer};
+pub use join::Joins;
+pub use maintenance::{
+    run_maintenance, IdentityMaintenance, MaintenanceReport, MAINTENANCE_INTERVAL, PRUNE_BATCH,
+};
+pub use renew::Renewals;
+pub use service::JoinService;
 pub use views::{CertView, CreatedToken, NodeDetail, NodeView, TokenView};
 
-/// The attestors `JoinService::join` runs, as a JoinRequest names them; an empty name means
+/// The attestors [`Joins::join`] runs, as a JoinRequest names them; an empty name means
 /// the first. Anything else is [`IdentityError::UnsupportedAttestor`].
 pub const SUPPORTED_ATTESTORS: &[&str] = &[domain::identity::JOIN_TOKEN_ATTESTOR];
 
@@ -89,9 +101,6 @@ pub enum IdentityError {
     /// The store or a projection failed, or conflicts did not settle.
     #[error(transparent)]
     Run(#[from] RunError),
-    /// A query failed.
-    #[error("identity query: {0}")]
-    Query(#[from] sqlx::Error),
     /// A projection row that cannot be read back (corruption or a bug).
     #[error("corrupt identity row: {0}")]
     Corrupt(String),
@@ -112,20 +121,17 @@ impl From<ProjectionError> for IdentityError {
     }
 }
 
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
 impl AsConflict for IdentityError {
     /// Expected-version conflicts and unique-key violations of the projections (a token use or
     /// a renew proof spent by a concurrent command) are retried from a fresh read.
     fn into_conflict(self) -> Result<StoreError, Self> {
         match self {
-            IdentityError::Run(RunError::Store(StoreError::Database(e)))
-            | IdentityError::Run(RunError::Projection(ProjectionError::Store(
-                StoreError::Database(e),
-            ))) if is_unique_violation(&e) => Ok(StoreError::Database(e)),
-            IdentityError::Query(e) if is_unique_violation(&e) => Ok(StoreError::Database(e)),
+            IdentityError::Run(RunError::Store(e))
+            | IdentityError::Run(RunError::Projection(ProjectionError::Store(e)))
+                if e.is_unique_violation() =>
+            {
+                Ok(e)
+            }
             IdentityError::Run(r) => r.into_conflict().map_err(IdentityError::Run),
             other => Err(other),
         }
@@ -154,14 +160,6 @@ pub struct NewToken {
     /// Allow reclaim of a node holding the claimed hardware key.
     #[serde(default)]
     pub allow_reclaim: bool,
-}
-
-/// The JoinService and the identity operator commands.
-pub struct JoinService {
-    store: EventStore,
-    keys: Arc<KeySet>,
-    clock: Arc<dyn Clock>,
-    config: IdentityConfig,
 }
 
 /// Groups decided events by stream, keeping their order, streams in order of first appearance.
@@ -242,40 +240,23 @@ fn digest_vec(d: Option<[u8; 32]>) -> Vec<u8> {
     d.map(|d| d.to_vec()).unwrap_or_default()
 }
 
-impl JoinService {
-    /// A JoinService over `store` with the loaded key set. Refuses a config whose trust domain
-    /// is not the key set's.
-    pub fn new(
-        store: EventStore,
-        keys: Arc<KeySet>,
-        clock: Arc<dyn Clock>,
-        config: IdentityConfig,
-    ) -> Result<Self, IdentityError> {
-        if keys.trust_domain != config.trust_domain {
-            return Err(IdentityError::Failed(format!(
-                "INVALID_CONFIG: the configured trust domain {} is not the PKI bundle's {}",
-                config.trust_domain, keys.trust_domain
-            )));
-        }
-        Ok(JoinService {
-            store,
-            keys,
-            clock,
-            config,
-        })
+/// Refuses a config whose trust domain is not the key set's.
+fn check_trust_domain(keys: &KeySet, config: &IdentityConfig) -> Result<(), IdentityError> {
+    if keys.trust_domain != config.trust_domain {
+        return Err(IdentityError::Failed(format!(
+            "INVALID_CONFIG: the configured trust domain {} is not the PKI bundle's {}",
+            config.trust_domain, keys.trust_domain
+        )));
     }
+    Ok(())
+}
 
-    /// The store.
-    pub fn store(&self) -> &EventStore {
-        &self.store
-    }
-
-    fn ctx(&self) -> JoinContext<'_> {
-        JoinContext {
-            trust_domain: &self.config.trust_domain,
-            node_ca: &self.keys.node_ca,
-            join_encryption: &self.keys.join_encryption,
-            leaf_lifetime: self.config.leaf_lifetime,
-        }
+/// What the join and renew decisions need of the key set and the config.
+fn context<'a>(keys: &'a KeySet, config: &'a IdentityConfig) -> JoinContext<'a> {
+    JoinContext {
+        trust_domain: &config.trust_domain,
+        node_ca: &keys.node_ca,
+        join_encryption: &keys.join_encryption,
+        leaf_lifetime: config.leaf_lifetime,
     }
 }

@@ -1,40 +1,19 @@
-//! Recording refusals: one `security.*.refused` event per refusal, at most `limit` a minute per
-//! (kind, refusal); refusals over the bound are counted in `refusal_suppressed_pending` and
-//! written as one `security.refusals.suppressed` event per (kind, refusal, window, tenant) once
-//! their minute is over (by the next recorded refusal of that reason, or by
-//! [`super::JoinService::flush_suppressed_refusals`]).
+//! Recording refusals under the per-minute bound ([`domain::identity::decide_refusal_bound`]):
+//! one `security.*.refused` event per refusal, at most `limit` a minute per (kind, refusal);
+//! refusals over the bound are counted in `refusal_suppressed_pending`
+//! ([`projections::identity::suppressed`]) and written as one `security.refusals.suppressed`
+//! event per (kind, refusal, window, tenant) once their minute is over (by the next recorded
+//! refusal of that reason, or by the maintenance flush).
 
-use events::schema::RefusalsSuppressed;
-use events::store::{ExpectedVersion, LogTx, StoreTx};
+use domain::identity::{
+    decide_refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
+};
+use events::store::{ExpectedVersion, StoreTx};
 use events::{new_event_id, EventPayload, NewEvent};
+use projections::identity::{read, suppressed};
 
-use super::store::query_as;
 use super::IdentityError;
 use crate::append_and_project;
-
-/// The minute window a time falls in, µs.
-pub(crate) fn window_start(now_us: i64) -> i64 {
-    now_us - now_us.rem_euclid(60_000_000)
-}
-
-#[derive(sqlx::FromRow)]
-struct Count {
-    recorded: i64,
-}
-
-#[derive(sqlx::FromRow)]
-struct Pending {
-    kind: String,
-    refusal: String,
-    window_start_us: i64,
-    tenant_id: String,
-    count: i64,
-}
-
-fn lock_key(kind: &str, refusal: &str) -> i64 {
-    let d = domain::identity::sha256(format!("{kind}\0{refusal}").as_bytes());
-    i64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
-}
 
 /// Records one refusal (`payload` is the `security.*.refused` event) or counts it as suppressed.
 /// Returns whether it was recorded as an event.
@@ -49,44 +28,28 @@ pub(crate) async fn record<P: EventPayload>(
     limit: u32,
 ) -> Result<bool, IdentityError> {
     let window = window_start(now_us);
-    if let StoreTx::Postgres(t) = tx {
-        // Serializes refusals of one reason only, so the bound is exact across replicas.
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(lock_key(kind, refusal))
-            .execute(t.connection())
+    // Serializes refusals of one reason only, so the bound is exact across replicas.
+    suppressed::lock_refusal_reason(tx, refusal_lock_key(kind, refusal)).await?;
+    let recorded = read::refusals_recorded(tx, kind, refusal, window).await?;
+    match decide_refusal_bound(recorded, limit) {
+        RefusalBound::Suppress => {
+            suppressed::count_suppressed(tx, kind, refusal, window, tenant_id).await?;
+            Ok(false)
+        }
+        RefusalBound::Record => {
+            flush_in(tx, Some((kind, refusal)), window, now_us).await?;
+            let event = NewEvent::from_payload(new_event_id(), tenant_id, now_us, payload);
+            append_and_project(
+                tx,
+                &projections::identity::all(),
+                &format!("tenant/{tenant_id}"),
+                ExpectedVersion::Any,
+                &[event],
+            )
             .await?;
+            Ok(true)
+        }
     }
-    let recorded = query_as!(
-        tx,
-        Count,
-        fetch_optional,
-        "SELECT recorded FROM refusal_counters WHERE kind = $1 AND refusal = $2 AND window_start_us = $3",
-        kind,
-        refusal,
-        window
-    )?
-    .map_or(0, |c| c.recorded);
-    if recorded >= i64::from(limit) {
-        tx.execute(
-            "INSERT INTO refusal_suppressed_pending (kind, refusal, window_start_us, tenant_id, count) \
-             VALUES ($1, $2, $3, $4, 1) ON CONFLICT (kind, refusal, window_start_us, tenant_id) \
-             DO UPDATE SET count = refusal_suppressed_pending.count + 1",
-            &[kind.into(), refusal.into(), window.into(), tenant_id.into()],
-        )
-        .await?;
-        return Ok(false);
-    }
-    flush_in(tx, Some((kind, refusal)), window, now_us).await?;
-    let event = NewEvent::from_payload(new_event_id(), tenant_id, now_us, payload);
-    append_and_project(
-        tx,
-        &projections::identity::all(),
-        &format!("tenant/{tenant_id}"),
-        ExpectedVersion::Any,
-        &[event],
-    )
-    .await?;
-    Ok(true)
 }
 
 /// Writes the pending suppressed counts of windows before `current_window` as events (only of
@@ -97,48 +60,21 @@ pub(crate) async fn flush_in(
     current_window: i64,
     now_us: i64,
 ) -> Result<u64, IdentityError> {
-    let (kind, refusal) = only.unwrap_or(("", ""));
-    let rows = query_as!(
-        tx,
-        Pending,
-        fetch_all,
-        "SELECT kind, refusal, window_start_us, tenant_id, count FROM refusal_suppressed_pending \
-         WHERE window_start_us < $1 AND ($2 = '' OR (kind = $2 AND refusal = $3)) \
-         ORDER BY kind, refusal, window_start_us, tenant_id",
-        current_window,
-        kind,
-        refusal
-    )?;
+    let rows = suppressed::pending_before(tx, only, current_window).await?;
     let mut written = 0;
     for row in rows {
         // Another process (a second replica's maintenance) may have written this count since
         // the read: the row it deleted is then gone here, and the count is not written twice.
-        let removed = tx
-            .execute(
-                "DELETE FROM refusal_suppressed_pending WHERE kind = $1 AND refusal = $2 \
-             AND window_start_us = $3 AND tenant_id = $4",
-                &[
-                    row.kind.clone().into(),
-                    row.refusal.clone().into(),
-                    row.window_start_us.into(),
-                    row.tenant_id.clone().into(),
-                ],
-            )
-            .await?;
-        if removed == 0 {
+        if !suppressed::take_pending(tx, &row).await? {
             continue;
         }
-        let payload = RefusalsSuppressed {
-            kind: row.kind,
-            refusal: row.refusal,
-            window_start_us: row.window_start_us,
-            count: u64::try_from(row.count).unwrap_or(0),
-        };
-        let event = NewEvent::from_payload(new_event_id(), row.tenant_id.clone(), now_us, &payload);
+        let tenant = row.tenant_id;
+        let payload = suppressed_event(row.kind, row.refusal, row.window_start_us, row.count);
+        let event = NewEvent::from_payload(new_event_id(), tenant.clone(), now_us, &payload);
         append_and_project(
             tx,
             &projections::identity::all(),
-            &format!("tenant/{}", row.tenant_id),
+            &format!("tenant/{tenant}"),
             ExpectedVersion::Any,
             &[event],
         )

@@ -1,24 +1,33 @@
 //! Renewals: a proof of possession by the current key over the new CSR, checked against the
 //! stored certificate, the clock window and the single-use record; or the refusal recorded.
 
+use std::sync::Arc;
+
 use domain::identity::{
-    decide_renew, prepare_renew, unix_us, DecideError, IdentityEvent, RenewCommand, RenewInput,
-    RenewRefusal, RenewState, RENEW_POP_ATTESTOR,
+    decide_renew, prepare_renew, renew_refusal_tenant, unix_us, DecideError, Decision,
+    RenewCommand, RenewInput, RenewRefusal, RenewState, RENEW_POP_ATTESTOR,
 };
-use domain::pki::Serial;
+use domain::pki::{KeySet, Serial};
 use events::schema::RenewRefused;
-use events::store::StoreTx;
+use events::store::{EventStore, StoreTx};
+use projections::identity::read;
 
 use super::{
-    append_decided, digest_vec, refusals, store, IdentityError, JoinService, RENEW_REFUSED,
+    append_decided, check_trust_domain, context, digest_vec, refusals, rows, IdentityConfig,
+    IdentityError, RenewAnswer, RENEW_REFUSED,
 };
+use crate::Clock;
 
-enum RenewOutcome {
-    Renewed { der: Vec<u8>, not_after_us: i64 },
-    Refused,
+/// Renewals: new certificates for admitted nodes. Holds the key set (the node CA signs).
+#[derive(Clone)]
+pub struct Renewals {
+    store: EventStore,
+    keys: Arc<KeySet>,
+    clock: Arc<dyn Clock>,
+    config: IdentityConfig,
 }
 
-impl JoinService {
+impl Renewals {
     #[allow(clippy::too_many_arguments)]
     async fn record_renew_refusal(
         &self,
@@ -36,7 +45,7 @@ impl JoinService {
             node_id: node_id.into(),
             serial: serial.into(),
             csr_sha256: digest_vec(csr_sha256),
-            window_start_us: refusals::window_start(now_us),
+            window_start_us: domain::identity::window_start(now_us),
         };
         refusals::record(
             tx,
@@ -51,23 +60,31 @@ impl JoinService {
         Ok(())
     }
 
+    /// A renewal service over `store` with the loaded key set. Refuses a config whose trust
+    /// domain is not the key set's.
+    pub fn new(
+        store: EventStore,
+        keys: Arc<KeySet>,
+        clock: Arc<dyn Clock>,
+        config: IdentityConfig,
+    ) -> Result<Self, IdentityError> {
+        check_trust_domain(&keys, &config)?;
+        Ok(Renewals {
+            store,
+            keys,
+            clock,
+            config,
+        })
+    }
+
     /// Renew: a proof of possession by the current key over the new CSR. Answers the new chain,
     /// or `ACCESS_DENIED: Renew refused`.
-    pub async fn renew(
-        &self,
-        request: &proto::RenewRequest,
-    ) -> Result<proto::RenewResponse, IdentityError> {
-        let ctx = self.ctx();
+    pub async fn renew(&self, input: &RenewInput) -> Result<RenewAnswer, IdentityError> {
+        let ctx = context(&self.keys, &self.config);
         let now = self.clock.now();
         let now_us = unix_us(now);
         let root = self.config.root_tenant.clone();
-        let input = RenewInput {
-            csr_der: request.csr.clone(),
-            chain: request.chain.clone(),
-            client_time_ms: u64::try_from(request.client_time_ms).unwrap_or(0),
-            signature: request.signature.clone(),
-        };
-        let prepared = match prepare_renew(&ctx, &input) {
+        let prepared = match prepare_renew(&ctx, input) {
             Ok(p) => p,
             Err((refusal, ids, csr_sha)) => {
                 let (node_id, serial) = ids.unwrap_or_default();
@@ -85,12 +102,12 @@ impl JoinService {
         let csr_sha = *prepared.csr.sha256();
 
         let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
-            let node_row = store::node_by_id(tx, &node_id).await?;
-            let cert_row = store::cert_by_serial(tx, &serial).await?;
+            let node_row = read::node_by_id(tx, &node_id).await?;
+            let cert_row = read::cert_by_serial(tx, &serial).await?;
             let state = RenewState {
-                node: node_row.as_ref().map(|r| r.state()).transpose()?,
-                cert: cert_row.as_ref().map(|r| r.state()).transpose()?,
-                proof_used: store::attestation_used(tx, RENEW_POP_ATTESTOR, &prepared.replay_key)
+                node: node_row.as_ref().map(rows::node_state).transpose()?,
+                cert: cert_row.as_ref().map(rows::cert_state).transpose()?,
+                proof_used: read::attestation_used(tx, RENEW_POP_ATTESTOR, &prepared.replay_key)
                     .await?,
             };
             let cmd = RenewCommand {
@@ -98,35 +115,15 @@ impl JoinService {
                 serial: Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?,
             };
             match decide_renew(&ctx, &cmd, &state, now) {
-                Ok(events) => {
-                    let Some(node) = &node_row else {
-                        return Err(IdentityError::Failed("a renewal without a node".into()));
-                    };
-                    let cert = events.iter().find_map(|e| match e {
-                        IdentityEvent::CertificateIssued(c) => {
-                            Some((c.der.clone(), c.not_after_us))
-                        }
-                        _ => None,
-                    });
-                    let Some((der, not_after_us)) = cert else {
-                        return Err(IdentityError::Failed(
-                            "the renew decision lacks the certificate".into(),
-                        ));
-                    };
-                    let versions = vec![(format!("node/{node_id}"), Some(node.version))];
-                    append_decided(tx, events, &node.tenant_id, now_us, &versions).await?;
-                    Ok(RenewOutcome::Renewed { der, not_after_us })
+                Ok(Decision { events, outcome }) => {
+                    let version = node_row.as_ref().map(|n| n.version);
+                    let versions = vec![(format!("node/{node_id}"), version)];
+                    append_decided(tx, events, &outcome.tenant_id, now_us, &versions).await?;
+                    Ok(Some(outcome))
                 }
                 Err(DecideError::Refused(refusal)) => {
-                    // The node's tenant only once the presented leaf is its stored certificate.
-                    let matched = !matches!(
-                        refusal,
-                        RenewRefusal::UnknownCertificate | RenewRefusal::CertificateMismatch
-                    );
-                    let tenant = match (&node_row, matched) {
-                        (Some(n), true) => n.tenant_id.clone(),
-                        _ => root.clone(),
-                    };
+                    let tenant = renew_refusal_tenant(refusal, state.node.as_ref())
+                        .map_or_else(|| root.clone(), str::to_owned);
                     self.record_renew_refusal(
                         tx,
                         refusal,
@@ -137,18 +134,22 @@ impl JoinService {
                         now_us,
                     )
                     .await?;
-                    Ok(RenewOutcome::Refused)
+                    Ok(None)
                 }
                 Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
             }
         })?;
         match outcome {
-            RenewOutcome::Refused => Err(IdentityError::AccessDenied(RENEW_REFUSED)),
-            RenewOutcome::Renewed { der, not_after_us } => Ok(proto::RenewResponse {
-                certificate_chain: vec![der, self.keys.node_ca.cert_der().to_vec()],
+            None => Err(IdentityError::AccessDenied(RENEW_REFUSED)),
+            Some(renewed) => Ok(RenewAnswer {
+                node_id: renewed.node_id,
+                certificate_chain: vec![
+                    renewed.certificate_der,
+                    self.keys.node_ca.cert_der().to_vec(),
+                ],
                 trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
-                not_after_ms: not_after_us / 1000,
-                server_time_ms: now_us / 1000,
+                not_after_us: renewed.not_after_us,
+                server_time_us: now_us,
             }),
         }
     }

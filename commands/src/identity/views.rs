@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::store::{CertRow, NodeRow, TokenRow};
+use projections::identity::read::{CertRow, NodeRow, TokenRow};
 
 /// A join token, without its secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -8,7 +8,7 @@ use events::schema::{
 use time::OffsetDateTime;
 
 use super::state::{ExpectBinding, IdentityEvent, NodeState, NodeStatus, TokenRole, TokenState};
-use super::unix_us;
+use super::{unix_us, Decision};
 use crate::pki::{SiteId, TokenHash};
 
 /// Why an operator command was refused.
@@ -80,7 +80,7 @@ fn check_id(what: &str, value: &str) -> Result<(), AdminRefusal> {
 pub fn decide_create_token(
     cmd: &CreateToken,
     now: OffsetDateTime,
-) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+) -> Result<Decision<()>, AdminRefusal> {
     check_id("token id", &cmd.token_id)?;
     check_id("tenant id", &cmd.tenant_id)?;
     check_id("pool id", &cmd.pool_id)?;
@@ -93,19 +93,21 @@ pub fn decide_create_token(
             "the expiry must be in the future".into(),
         ));
     }
-    Ok(vec![IdentityEvent::TokenCreated(JoinTokenCreated {
-        token_id: cmd.token_id.clone(),
-        tenant_id: cmd.tenant_id.clone(),
-        site_id: cmd.site_id.clone(),
-        pool_id: cmd.pool_id.clone(),
-        role: cmd.role.as_str().into(),
-        uses: cmd.uses,
-        expires_at_us: cmd.expires_at_us,
-        secret_sha256: cmd.secret_hash.as_bytes().to_vec(),
-        expect_product_uuid: cmd.expect.product_uuid.clone().unwrap_or_default(),
-        expect_mac: cmd.expect.mac.clone().unwrap_or_default(),
-        allow_reclaim: cmd.allow_reclaim,
-    })])
+    Ok(Decision::events_only(vec![IdentityEvent::TokenCreated(
+        JoinTokenCreated {
+            token_id: cmd.token_id.clone(),
+            tenant_id: cmd.tenant_id.clone(),
+            site_id: cmd.site_id.clone(),
+            pool_id: cmd.pool_id.clone(),
+            role: cmd.role.as_str().into(),
+            uses: cmd.uses,
+            expires_at_us: cmd.expires_at_us,
+            secret_sha256: cmd.secret_hash.as_bytes().to_vec(),
+            expect_product_uuid: cmd.expect.product_uuid.clone().unwrap_or_default(),
+            expect_mac: cmd.expect.mac.clone().unwrap_or_default(),
+            allow_reclaim: cmd.allow_reclaim,
+        },
+    )]))
 }
 
 /// Revokes a token.
@@ -113,15 +115,17 @@ pub fn decide_revoke_token(
     token_id: &str,
     token: Option<&TokenState>,
     reason: &str,
-) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+) -> Result<Decision<()>, AdminRefusal> {
     let token = token.ok_or_else(|| AdminRefusal::UnknownToken(token_id.into()))?;
     if token.revoked {
         return Err(AdminRefusal::TokenAlreadyRevoked(token_id.into()));
     }
-    Ok(vec![IdentityEvent::TokenRevoked(JoinTokenRevoked {
-        token_id: token.token_id.clone(),
-        reason: reason.into(),
-    })])
+    Ok(Decision::events_only(vec![IdentityEvent::TokenRevoked(
+        JoinTokenRevoked {
+            token_id: token.token_id.clone(),
+            reason: reason.into(),
+        },
+    )]))
 }
 
 fn existing<'a>(node_id: &str, node: Option<&'a NodeState>) -> Result<&'a NodeState, AdminRefusal> {
@@ -135,18 +139,23 @@ fn existing<'a>(node_id: &str, node: Option<&'a NodeState>) -> Result<&'a NodeSt
     }
 }
 
-/// Revokes a node's identity: the generation goes up, every certificate of the node is revoked.
+/// Revokes a node's identity: the generation goes up, and every certificate of the node not yet
+/// revoked (`unrevoked_serials`, as the shell loaded them) is revoked; the event names them.
 pub fn decide_revoke_identity(
     node_id: &str,
     node: Option<&NodeState>,
+    unrevoked_serials: &[String],
     reason: &str,
-) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+) -> Result<Decision<()>, AdminRefusal> {
     let node = existing(node_id, node)?;
-    Ok(vec![IdentityEvent::IdentityRevoked(NodeIdentityRevoked {
-        node_id: node.node_id.clone(),
-        reason: reason.into(),
-        new_identity_generation: node.identity_generation + 1,
-    })])
+    Ok(Decision::events_only(vec![IdentityEvent::IdentityRevoked(
+        NodeIdentityRevoked {
+            node_id: node.node_id.clone(),
+            reason: reason.into(),
+            new_identity_generation: node.identity_generation + 1,
+            revoked_serials: unrevoked_serials.to_vec(),
+        },
+    )]))
 }
 
 /// Deletes a node: certificates revoked, hardware key freed.
@@ -154,12 +163,14 @@ pub fn decide_delete_node(
     node_id: &str,
     node: Option<&NodeState>,
     reason: &str,
-) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+) -> Result<Decision<()>, AdminRefusal> {
     let node = existing(node_id, node)?;
-    Ok(vec![IdentityEvent::NodeDeleted(NodeDeleted {
-        node_id: node.node_id.clone(),
-        reason: reason.into(),
-    })])
+    Ok(Decision::events_only(vec![IdentityEvent::NodeDeleted(
+        NodeDeleted {
+            node_id: node.node_id.clone(),
+            reason: reason.into(),
+        },
+    )]))
 }
 
 /// Retires a node: certificates revoked; it never renews again.
@@ -167,7 +178,7 @@ pub fn decide_retire_node(
     node_id: &str,
     node: Option<&NodeState>,
     reason: &str,
-) -> Result<Vec<IdentityEvent>, AdminRefusal> {
+) -> Result<Decision<()>, AdminRefusal> {
     let node = existing(node_id, node)?;
     if node.status == NodeStatus::Retired {
         return Err(AdminRefusal::NodeState {
@@ -175,8 +186,10 @@ pub fn decide_retire_node(
             status: NodeStatus::Retired.as_str(),
         });
     }
-    Ok(vec![IdentityEvent::NodeRetired(NodeRetired {
-        node_id: node.node_id.clone(),
-        reason: reason.into(),
-    })])
+    Ok(Decision::events_only(vec![IdentityEvent::NodeRetired(
+        NodeRetired {
+            node_id: node.node_id.clone(),
+            reason: reason.into(),
+        },
+    )]))
 }

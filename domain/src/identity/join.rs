@@ -18,7 +18,7 @@ use time::{Duration, OffsetDateTime};
 use super::state::{
     IdentityEvent, NodeState, NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,
 };
-use super::{sha256, unix_us, DecideError};
+use super::{sha256, unix_us, DecideError, Decision};
 use crate::pki::{
     issue_node_certificate, JoinEncryptionKey, NodeCa, NodeCertificateDecision, NodeId, NodeRole,
     SealedToken, Serial, SiteId, SpiffeId, TokenHash, TokenSecret, TrustDomain, VerifiedCsr,
@@ -227,6 +227,46 @@ pub struct JoinState {
     pub token: Option<TokenState>,
     /// The active node holding the claimed hardware key, if any.
     pub hardware_key_holder: Option<NodeState>,
+    /// The serials of that node's certificates not revoked yet (a reclaim revokes them).
+    pub hardware_key_holder_unrevoked_serials: Vec<String>,
+}
+
+/// What an admitted join answers: the node (new, or the reclaimed one) and its certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// The node admitted.
+    pub node_id: String,
+    /// Its tenant (the token's): the tenant the events are written in.
+    pub tenant_id: String,
+    /// The token used.
+    pub token_id: String,
+    /// Its site.
+    pub site_id: String,
+    /// Its role.
+    pub role: String,
+    /// The identity generation of the new certificate.
+    pub identity_generation: u64,
+    /// Whether an active node holding the claimed hardware key was reclaimed (its stream already
+    /// exists).
+    pub reclaimed: bool,
+    /// The new certificate, DER.
+    pub certificate_der: Vec<u8>,
+    /// Its end of validity, µs.
+    pub not_after_us: i64,
+    /// SHA-256 of the CSR the certificate answers (the JoinResponse is bound to it).
+    pub csr_sha256: [u8; 32],
+}
+
+/// Who a refused join is attributed to: the token's (tenant, token id) once its secret had
+/// matched, otherwise nobody (the shell writes the refusal in its root tenant, without a token).
+pub fn join_refusal_attribution(
+    refusal: JoinRefusal,
+    token: Option<&TokenState>,
+) -> Option<(&str, &str)> {
+    match token {
+        Some(t) if refusal.secret_matched() => Some((t.tenant_id.as_str(), t.token_id.as_str())),
+        _ => None,
+    }
 }
 
 fn mac_eq(a: &str, b: &str) -> bool {
@@ -240,7 +280,7 @@ pub fn decide_join(
     cmd: &JoinCommand,
     state: &JoinState,
     now: OffsetDateTime,
-) -> Result<Vec<IdentityEvent>, DecideError<JoinRefusal>> {
+) -> Result<Decision<Joined>, DecideError<JoinRefusal>> {
     let opened = &cmd.opened;
     let token = state.token.as_ref().ok_or(JoinRefusal::UnknownToken)?;
     if !token.secret_hash.matches(&opened.secret) {
@@ -293,6 +333,7 @@ pub fn decide_join(
                 node_id: holder.node_id.clone(),
                 reason: "reclaim".into(),
                 new_identity_generation: generation,
+                revoked_serials: state.hardware_key_holder_unrevoked_serials.clone(),
             }));
             let id = NodeId::new(&holder.node_id)
                 .map_err(|e| DecideError::Failed(format!("stored node id: {e}")))?;
@@ -314,6 +355,18 @@ pub fn decide_join(
         .map_err(|e| DecideError::Failed(format!("issuing the node certificate: {e}")))?;
 
     let digest = |d: Option<[u8; 32]>| d.map(|d| d.to_vec()).unwrap_or_default();
+    let outcome = Joined {
+        node_id: node_id.as_str().to_owned(),
+        tenant_id: token.tenant_id.clone(),
+        token_id: token.token_id.clone(),
+        site_id: token.site_id.clone(),
+        role: role.as_str().to_owned(),
+        identity_generation: generation,
+        reclaimed,
+        certificate_der: issued.der.clone(),
+        not_after_us: unix_us(issued.not_after),
+        csr_sha256: *opened.csr.sha256(),
+    };
     events.push(IdentityEvent::NodeJoined(NodeJoined {
         node_id: node_id.as_str().to_owned(),
         tenant_id: token.tenant_id.clone(),
@@ -346,5 +399,5 @@ pub fn decide_join(
         node_id: node_id.as_str().to_owned(),
         uses_left: token.uses_left - 1,
     }));
-    Ok(events)
+    Ok(Decision { events, outcome })
 }

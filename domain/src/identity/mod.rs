@@ -1,8 +1,8 @@
 //! Node identity decisions: join tokens, token joins, renewals and the end of an identity.
 //!
 //! Every decision here is a pure function of (command, state, time): the command layer loads the
-//! state from the projections in its transaction, calls a `decide_*` function, appends what it
-//! returns and applies the projections. Nothing here reads a clock, a database or the network.
+//! state from the projections in its transaction, calls a `decide_*` function, appends the
+//! events of the [`Decision`] it returns, applies the projections and answers with its outcome. Nothing here reads a clock, a database or the network.
 //! Certificates are built by [`crate::pki`] from the decision (only the CSR's public key is
 //! taken); the one outside input is the randomness of ECDSA signatures.
 //!
@@ -11,6 +11,7 @@
 //! | [`join`] | a join with the `join-token` attestor |
 //! | [`renew`] | a renewal by proof of possession of the current key |
 //! | [`admin`] | token create / revoke, identity revoke, node delete / retire |
+//! | [`refusal_bound`] | whether a refusal is recorded or counted under the per-minute bound |
 //!
 //! Refusals are typed ([`JoinRefusal`], [`RenewRefusal`]), one variant per reason, each with its
 //! `<attestor>:<reason>` text for the `security.*.refused` event; the caller only ever sees
@@ -18,6 +19,7 @@
 
 pub mod admin;
 pub mod join;
+pub mod refusal_bound;
 pub mod renew;
 mod state;
 
@@ -26,17 +28,42 @@ pub use admin::{
     decide_revoke_token, AdminRefusal, CreateToken,
 };
 pub use join::{
-    claims_digests, decide_join, open_join, ClaimsDigests, HardwareClaims, JoinCommand,
-    JoinContext, JoinInput, JoinRefusal, JoinState, OpenedJoin, JOIN_TOKEN_ATTESTOR,
+    claims_digests, decide_join, join_refusal_attribution, open_join, ClaimsDigests,
+    HardwareClaims, JoinCommand, JoinContext, JoinInput, JoinRefusal, JoinState, Joined,
+    OpenedJoin, JOIN_TOKEN_ATTESTOR,
+};
+pub use refusal_bound::{
+    decide_refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
 };
 pub use renew::{
-    decide_renew, prepare_renew, PreparedRenew, RenewCommand, RenewInput, RenewRefusal, RenewState,
-    RENEW_POP_ATTESTOR, RENEW_PROOF_TTL,
+    decide_renew, prepare_renew, renew_refusal_tenant, PreparedRenew, RenewCommand, RenewInput,
+    RenewRefusal, RenewState, Renewed, RENEW_POP_ATTESTOR, RENEW_PROOF_TTL,
 };
 pub use state::{
     evolve_node, evolve_token, CertState, ExpectBinding, IdentityEvent, NodeState, NodeStatus,
     TokenRole, TokenState, NODE_KEY_UNATTESTED,
 };
+
+/// What a decision decided: the events to append, and the outcome the shell answers with (so
+/// no handler searches its own events for it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision<O> {
+    /// The events, in the order they are appended.
+    pub events: Vec<IdentityEvent>,
+    /// What the caller is told.
+    pub outcome: O,
+}
+
+impl Decision<()> {
+    /// A decision whose caller is told nothing beyond the events (the operator commands read
+    /// the row they changed back).
+    pub fn events_only(events: Vec<IdentityEvent>) -> Self {
+        Decision {
+            events,
+            outcome: (),
+        }
+    }
+}
 
 /// Why a decision produced no events.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

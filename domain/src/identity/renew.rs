@@ -13,15 +13,15 @@ use time::{Duration, OffsetDateTime};
 
 use super::join::JoinContext;
 use super::state::{CertState, IdentityEvent, NodeState, NodeStatus};
-use super::{sha256, unix_us, DecideError};
+use super::{sha256, unix_us, DecideError, Decision};
 use crate::pki::statement::{verify, RenewPop, Statement};
 use crate::pki::{
     check_clock_window, issue_node_certificate, NodeCertificateDecision, NodeIdentity, Serial,
     Signature, VerifiedCsr,
 };
 
-/// The `attestation_uses.attestor` of renew proofs.
-pub const RENEW_POP_ATTESTOR: &str = "renew-pop";
+/// The `attestation_uses.attestor` of renew proofs (declared with the event schema).
+pub use events::schema::RENEW_POP_ATTESTOR;
 /// How long a used proof is remembered (twice the ±60 s window).
 pub const RENEW_PROOF_TTL: Duration = Duration::seconds(120);
 
@@ -87,6 +87,33 @@ impl RenewRefusal {
     pub fn reason(self) -> String {
         self.to_string()
     }
+}
+
+/// Who a refused renewal is attributed to: the node's tenant only once the presented leaf is
+/// byte for byte its stored certificate, otherwise nobody (the shell writes the refusal in its
+/// root tenant). The join's twin is [`super::join_refusal_attribution`].
+pub fn renew_refusal_tenant(refusal: RenewRefusal, node: Option<&NodeState>) -> Option<&str> {
+    let matched = !matches!(
+        refusal,
+        RenewRefusal::BadCsr
+            | RenewRefusal::BadCertificate
+            | RenewRefusal::UnknownCertificate
+            | RenewRefusal::CertificateMismatch
+    );
+    node.filter(|_| matched).map(|n| n.tenant_id.as_str())
+}
+
+/// What an admitted renewal answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewed {
+    /// The node renewed.
+    pub node_id: String,
+    /// Its tenant: the tenant the events are written in.
+    pub tenant_id: String,
+    /// The new certificate, DER.
+    pub certificate_der: Vec<u8>,
+    /// Its end of validity, µs.
+    pub not_after_us: i64,
 }
 
 /// A renew request as it arrives.
@@ -194,7 +221,7 @@ pub fn decide_renew(
     cmd: &RenewCommand,
     state: &RenewState,
     now: OffsetDateTime,
-) -> Result<Vec<IdentityEvent>, DecideError<RenewRefusal>> {
+) -> Result<Decision<Renewed>, DecideError<RenewRefusal>> {
     let p = &cmd.prepared;
     let node_id = p.node_id();
     let cert = state
@@ -238,7 +265,13 @@ pub fn decide_renew(
     };
     let issued = issue_node_certificate(ctx.node_ca, &p.csr, &decision, now)
         .map_err(|e| DecideError::Failed(format!("issuing the renewed certificate: {e}")))?;
-    Ok(vec![
+    let outcome = Renewed {
+        node_id: node_id.to_owned(),
+        tenant_id: node.tenant_id.clone(),
+        certificate_der: issued.der.clone(),
+        not_after_us: unix_us(issued.not_after),
+    };
+    let events = vec![
         IdentityEvent::RenewProofUsed(RenewProofUsed {
             node_id: node_id.to_owned(),
             subject: p.replay_key.to_vec(),
@@ -254,5 +287,6 @@ pub fn decide_renew(
             cause: "renew".into(),
             renewed_serial: cert.serial.clone(),
         }),
-    ])
+    ];
+    Ok(Decision { events, outcome })
 }

@@ -55,6 +55,12 @@ impl StoreError {
     pub fn is_conflict(&self) -> bool {
         matches!(self, StoreError::Conflict { .. })
     }
+
+    /// True when the database refused a write for breaking a unique key (a projection's race
+    /// guard: a token use or a renew proof spent by a concurrent command).
+    pub fn is_unique_violation(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation())
+    }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

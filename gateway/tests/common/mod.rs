@@ -115,9 +115,22 @@ impl Env {
     /// Joins over the wire (no client certificate) and returns the node.
     pub async fn join_node(&self, token: &str) -> Node {
         let (req, key) = self.join_request(token);
+        let csr_sha256: [u8; 32] = Sha256::digest(&req.csr).into();
         let mut c = self.client(None).await.unwrap();
         let signed = c.join(req).await.unwrap().into_inner();
+        // Signed by the JoinService key over these exact bytes, bound to this CSR.
+        let sig = domain::pki::Signature::from_bytes(&signed.signature).expect("64-byte signature");
+        domain::pki::statement::verify(
+            self.keys.join_signing.public_key(),
+            &domain::pki::statement::JoinResponseStatement {
+                csr_sha256,
+                response: &signed.response,
+            },
+            &sig,
+        )
+        .expect("JoinResponse signed by the JoinService key over this CSR");
         let resp = proto::JoinResponse::decode(signed.response.as_slice()).unwrap();
+        assert_eq!(resp.csr_sha256, csr_sha256.to_vec());
         Node {
             node_id: resp.node_id,
             chain: resp.certificate_chain,

@@ -1,7 +1,11 @@
 //! The `node_certs` projection: issues are inserted in runs (one `COPY` for a long run on
-//! Postgres); a revocation, deletion or retirement revokes every open certificate of the node.
+//! Postgres); an identity revocation revokes the serials it names (schema 1 events, which name
+//! none, every open certificate of the node: [`RevokedCertificates`]); a deletion or retirement
+//! revokes every open certificate of the node.
 
-use events::schema::{NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeRetired};
+use events::schema::{
+    NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeRetired, RevokedCertificates,
+};
 use events::store::{DeferredWrite, LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
@@ -85,6 +89,50 @@ async fn revoke_all(
     Ok(())
 }
 
+/// Serials per statement of [`revoke_named`] (well under both backends' parameter limits).
+const SERIALS_PER_STATEMENT: usize = 500;
+
+/// Revokes the named open certificates of a node; each must be one (else the event and the
+/// table disagree: corruption or a bug, reported when the write is sent).
+async fn revoke_named(
+    tx: &mut StoreTx,
+    e: &RecordedEvent,
+    node_id: &str,
+    serials: &[String],
+    reason: &str,
+) -> Result<(), ProjectionError> {
+    for chunk in serials.chunks(SERIALS_PER_STATEMENT) {
+        let mut sql = String::from(
+            "UPDATE node_certs SET revoked_at_us = $2, revoke_reason = $3, revoked_position = $4 \
+             WHERE node_id = $1 AND revoked_at_us IS NULL AND serial IN (",
+        );
+        let mut args: Vec<SqlValue> = vec![
+            node_id.into(),
+            e.occurred_at_us.into(),
+            reason.into(),
+            e.position.into(),
+        ];
+        for (i, serial) in chunk.iter().enumerate() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            args.push(serial.as_str().into());
+            sql.push_str(&format!("${}", args.len()));
+        }
+        sql.push(')');
+        tx.defer(DeferredWrite::new("node_certs", sql, args).expecting(
+            chunk.len() as u64,
+            format!(
+                "node.identity.revoked at position {} names a serial that is not an open \
+                 certificate of node {node_id}",
+                e.position
+            ),
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
 impl Projection for NodeCerts {
     fn name(&self) -> &'static str {
         "node_certs"
@@ -122,8 +170,15 @@ impl Projection for NodeCerts {
                     NodeIdentityRevoked::EVENT_TYPE => {
                         insert_certs(tx, &mut pending).await?;
                         let p: NodeIdentityRevoked = e.decode()?;
-                        revoke_all(tx, e, p.node_id, format!("identity revoked: {}", p.reason))
-                            .await?;
+                        let reason = format!("identity revoked: {}", p.reason);
+                        match p.revoked_certificates(e.schema_version) {
+                            RevokedCertificates::Named(serials) => {
+                                revoke_named(tx, e, &p.node_id, serials, &reason).await?
+                            }
+                            RevokedCertificates::EveryUnrevokedOfNode => {
+                                revoke_all(tx, e, p.node_id.clone(), reason).await?
+                            }
+                        }
                     }
                     NodeDeleted::EVENT_TYPE => {
                         insert_certs(tx, &mut pending).await?;

@@ -15,7 +15,7 @@ use events::RecordedEvent;
 use crate::{Projection, ProjectionError, TableSpec};
 
 /// The attestor name a renew proof is recorded under in `attestation_uses`.
-pub const RENEW_POP_ATTESTOR: &str = "renew-pop";
+pub use events::schema::RENEW_POP_ATTESTOR;
 
 fn bytes_or_null(b: &[u8]) -> SqlValue {
     if b.is_empty() {
@@ -91,7 +91,10 @@ fn opt_text(v: Option<String>) -> SqlValue {
 
 mod certs;
 mod nodes;
+pub mod read;
+pub mod reference;
 mod refusals;
+pub mod suppressed;
 mod tokens;
 mod uses;
 

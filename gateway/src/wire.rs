@@ -1,0 +1,190 @@
+//! The wire at the edge: `bc.wire.v1` requests decoded into the command layer's domain inputs,
+//! and its answers encoded back; the JoinResponse is encoded here and signed with the
+//! JoinService signing key through [`domain::pki::statement::sign`] (purpose `join-response`,
+//! bound to the CSR's SHA-256). Nothing past this module sees a `proto` type.
+
+use commands::identity::{
+    IdentityError, JoinAnswer, JoinRequest as Join, Joins, RenewAnswer, Renewals,
+};
+use domain::identity::{HardwareClaims as Claims, JoinInput, RenewInput};
+use domain::pki::statement::{sign, JoinResponseStatement};
+use domain::pki::PrivateKey;
+use prost::Message;
+use proto::{JoinRequest, JoinResponse, RenewRequest, RenewResponse, SignedJoinResponse};
+
+/// The join a wire JoinRequest asks for (absent or empty claims are no claims).
+pub fn join_request(request: &JoinRequest) -> Join {
+    let claims = request.claims.clone().unwrap_or_default();
+    Join {
+        attestor: request.attestor.clone(),
+        input: JoinInput {
+            csr_der: request.csr.clone(),
+            sealed_token: request.sealed_token.clone(),
+            role: request.role.clone(),
+            claims: Claims {
+                product_uuid: (!claims.product_uuid.is_empty()).then_some(claims.product_uuid),
+                macs: claims.macs,
+                hardware_key: (!claims.hardware_key.is_empty()).then_some(claims.hardware_key),
+            },
+        },
+    }
+}
+
+/// The renewal a wire RenewRequest asks for (a negative client time reads as 0, which the clock
+/// window then refuses).
+pub fn renew_input(request: &RenewRequest) -> RenewInput {
+    RenewInput {
+        csr_der: request.csr.clone(),
+        chain: request.chain.clone(),
+        client_time_ms: u64::try_from(request.client_time_ms).unwrap_or(0),
+        signature: request.signature.clone(),
+    }
+}
+
+/// The JoinResponse of an admitted join, encoded and signed by `join_signing`.
+pub fn signed_join_response(
+    join_signing: &PrivateKey,
+    answer: &JoinAnswer,
+) -> Result<SignedJoinResponse, IdentityError> {
+    let body = JoinResponse {
+        csr_sha256: answer.csr_sha256.to_vec(),
+        trust_domain: answer.trust_domain.clone(),
+        node_id: answer.node_id.clone(),
+        site_id: answer.site_id.clone(),
+        role: answer.role.clone(),
+        certificate_chain: answer.certificate_chain.clone(),
+        trust_roots: answer.trust_roots.clone(),
+        not_after_ms: answer.not_after_us / 1000,
+        server_time_ms: answer.server_time_us / 1000,
+        identity_generation: answer.identity_generation,
+    }
+    .encode_to_vec();
+    let signature = sign(
+        join_signing,
+        &JoinResponseStatement {
+            csr_sha256: answer.csr_sha256,
+            response: &body,
+        },
+    )
+    .map_err(|e| IdentityError::Failed(format!("signing the JoinResponse: {e}")))?;
+    Ok(SignedJoinResponse {
+        response: body,
+        signature: signature.as_bytes().to_vec(),
+    })
+}
+
+/// The RenewResponse of an admitted renewal.
+pub fn renew_response(answer: RenewAnswer) -> RenewResponse {
+    RenewResponse {
+        certificate_chain: answer.certificate_chain,
+        trust_roots: answer.trust_roots,
+        not_after_ms: answer.not_after_us / 1000,
+        server_time_ms: answer.server_time_us / 1000,
+    }
+}
+
+/// A wire Join through `joins`, answered with the signed JoinResponse.
+pub async fn join(
+    joins: &Joins,
+    request: &JoinRequest,
+) -> Result<SignedJoinResponse, IdentityError> {
+    let answer = joins.join(&join_request(request)).await?;
+    signed_join_response(&joins.keys().join_signing, &answer)
+}
+
+/// A wire Renew through `renewals`.
+pub async fn renew(
+    renewals: &Renewals,
+    request: &RenewRequest,
+) -> Result<RenewResponse, IdentityError> {
+    let answer = renewals.renew(&renew_input(request)).await?;
+    Ok(renew_response(answer))
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::pki::statement::verify;
+    use domain::pki::{KeySet, KeySetLifetimes, Signature, TrustDomain};
+
+    use super::*;
+
+    fn answer() -> JoinAnswer {
+        JoinAnswer {
+            csr_sha256: [7; 32],
+            trust_domain: "compute.example.com".into(),
+            node_id: "node_a".into(),
+            site_id: "site-1".into(),
+            role: "node".into(),
+            identity_generation: 3,
+            certificate_chain: vec![vec![1, 2], vec![3]],
+            trust_roots: vec![vec![4]],
+            not_after_us: 5_000_999,
+            server_time_us: 2_000_999,
+        }
+    }
+
+    #[test]
+    fn the_join_response_is_signed_over_its_bytes_and_bound_to_the_csr() {
+        let td = TrustDomain::new("compute.example.com").unwrap();
+        let now = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap();
+        let keys = KeySet::generate(td, now, KeySetLifetimes::default()).unwrap();
+        let signed = signed_join_response(&keys.join_signing, &answer()).unwrap();
+        let sig = Signature::from_bytes(&signed.signature).expect("64-byte signature");
+        verify(
+            keys.join_signing.public_key(),
+            &JoinResponseStatement {
+                csr_sha256: [7; 32],
+                response: &signed.response,
+            },
+            &sig,
+        )
+        .expect("verifies over the exact bytes");
+        // Bound to the CSR: another CSR's digest does not verify.
+        assert!(verify(
+            keys.join_signing.public_key(),
+            &JoinResponseStatement {
+                csr_sha256: [8; 32],
+                response: &signed.response,
+            },
+            &sig,
+        )
+        .is_err());
+        let body = JoinResponse::decode(signed.response.as_slice()).unwrap();
+        assert_eq!(body.csr_sha256, vec![7; 32]);
+        assert_eq!(body.node_id, "node_a");
+        assert_eq!(body.site_id, "site-1");
+        assert_eq!(body.role, "node");
+        assert_eq!(body.identity_generation, 3);
+        assert_eq!(body.certificate_chain, vec![vec![1, 2], vec![3]]);
+        assert_eq!(body.trust_roots, vec![vec![4]]);
+        assert_eq!((body.not_after_ms, body.server_time_ms), (5_000, 2_000));
+    }
+
+    #[test]
+    fn empty_wire_claims_are_no_claims() {
+        let req = JoinRequest {
+            csr: vec![1],
+            attestor: "join-token".into(),
+            sealed_token: vec![2],
+            role: "node".into(),
+            claims: Some(proto::HardwareClaims {
+                product_uuid: String::new(),
+                macs: vec!["aa:bb".into()],
+                hardware_key: Vec::new(),
+            }),
+            attestation: Vec::new(),
+        };
+        let join = join_request(&req);
+        assert_eq!(join.attestor, "join-token");
+        assert_eq!(join.input.claims.product_uuid, None);
+        assert_eq!(join.input.claims.hardware_key, None);
+        assert_eq!(join.input.claims.macs, vec!["aa:bb".to_owned()]);
+        let renew = renew_input(&RenewRequest {
+            csr: vec![1],
+            chain: vec![vec![2]],
+            client_time_ms: -5,
+            signature: vec![3],
+        });
+        assert_eq!(renew.client_time_ms, 0);
+    }
+}

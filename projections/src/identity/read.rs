@@ -1,0 +1,264 @@
+//! Every read of the identity tables (`join_tokens`, `nodes`, `node_certs`, `attestation_uses`),
+//! beside the projections that write them: inside a command's transaction (`&mut StoreTx`, which
+//! sees the transaction's own writes) or outside one (`&EventStore`, for the gateway's feed and
+//! sessions). Rows come back as they are stored; turning them into domain state is the caller's.
+
+use events::store::{EventStore, StoreError, StoreTx};
+
+/// A `join_tokens` row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct TokenRow {
+    pub token_id: String,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub role: String,
+    pub secret_sha256: Vec<u8>,
+    pub uses_total: i64,
+    pub uses_left: i64,
+    pub expires_at_us: i64,
+    pub expect_product_uuid: Option<String>,
+    pub expect_mac: Option<String>,
+    pub allow_reclaim: bool,
+    pub created_at_us: i64,
+    pub revoked_at_us: Option<i64>,
+    pub revoke_reason: Option<String>,
+    pub version: i64,
+    pub position: i64,
+}
+
+const TOKEN_COLUMNS: &str = "token_id, tenant_id, site_id, pool_id, role, \
+    secret_sha256, uses_total, uses_left, expires_at_us, expect_product_uuid, expect_mac, \
+    allow_reclaim, created_at_us, revoked_at_us, revoke_reason, version, position";
+
+/// A `nodes` row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct NodeRow {
+    pub node_id: String,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub role: String,
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub identity_generation: i64,
+    pub attestor: String,
+    pub node_key: String,
+    pub token_id: String,
+    pub hardware_key_sha256: Option<Vec<u8>>,
+    pub joined_at_us: i64,
+    pub updated_at_us: i64,
+    pub version: i64,
+    pub position: i64,
+}
+
+const NODE_COLUMNS: &str = "node_id, tenant_id, site_id, pool_id, role, status, \
+    status_reason, identity_generation, attestor, node_key, token_id, hardware_key_sha256, \
+    joined_at_us, updated_at_us, version, position";
+
+/// A `node_certs` row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct CertRow {
+    pub serial: String,
+    pub node_id: String,
+    pub identity_generation: i64,
+    pub der: Vec<u8>,
+    pub not_before_us: i64,
+    pub not_after_us: i64,
+    pub revoked_at_us: Option<i64>,
+    pub revoke_reason: Option<String>,
+    pub issued_position: i64,
+    pub revoked_position: Option<i64>,
+}
+
+const CERT_COLUMNS: &str = "serial, node_id, identity_generation, der, \
+    not_before_us, not_after_us, revoked_at_us, revoke_reason, issued_position, revoked_position";
+
+/// A revoked certificate that has not expired yet: what the gateway's revocation feed holds.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct RevokedCertRow {
+    /// Lower-case hex.
+    pub serial: String,
+    pub not_after_us: i64,
+    pub revoke_reason: Option<String>,
+}
+
+/// The key of an `attestation_uses` row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct AttestationUseKey {
+    pub attestor: String,
+    pub subject: Vec<u8>,
+}
+
+/// ` FOR UPDATE` on Postgres (the row stays locked until the transaction ends), nothing on
+/// SQLite (its single writer already serializes).
+fn lock_suffix(tx: &StoreTx) -> &'static str {
+    match tx {
+        StoreTx::Postgres(_) => " FOR UPDATE",
+        StoreTx::Sqlite(_) | StoreTx::Recorder(_) => "",
+    }
+}
+
+/// The token whose secret hashes to `hash`, locked for this transaction on Postgres.
+pub async fn token_by_hash(
+    tx: &mut StoreTx,
+    hash: &[u8; 32],
+) -> Result<Option<TokenRow>, StoreError> {
+    let sql = format!(
+        "SELECT {TOKEN_COLUMNS} FROM join_tokens WHERE secret_sha256 = $1{}",
+        lock_suffix(tx)
+    );
+    tx.fetch_optional(&sql, &[hash.to_vec().into()]).await
+}
+
+/// A token by id.
+pub async fn token_by_id(tx: &mut StoreTx, token_id: &str) -> Result<Option<TokenRow>, StoreError> {
+    let sql = format!("SELECT {TOKEN_COLUMNS} FROM join_tokens WHERE token_id = $1");
+    tx.fetch_optional(&sql, &[token_id.into()]).await
+}
+
+/// Every token of `tenant` (of every tenant when `None`), by id.
+pub async fn tokens_of_tenant(
+    tx: &mut StoreTx,
+    tenant: Option<&str>,
+) -> Result<Vec<TokenRow>, StoreError> {
+    let sql = format!(
+        "SELECT {TOKEN_COLUMNS} FROM join_tokens WHERE ($1 = '' OR tenant_id = $1) ORDER BY token_id"
+    );
+    tx.fetch_all(&sql, &[tenant.unwrap_or("").into()]).await
+}
+
+/// A node by id.
+pub async fn node_by_id(tx: &mut StoreTx, node_id: &str) -> Result<Option<NodeRow>, StoreError> {
+    let sql = format!("SELECT {NODE_COLUMNS} FROM nodes WHERE node_id = $1");
+    tx.fetch_optional(&sql, &[node_id.into()]).await
+}
+
+/// The active node holding the hardware key whose SHA-256 is `key`.
+pub async fn node_by_hardware_key(
+    tx: &mut StoreTx,
+    key: &[u8; 32],
+) -> Result<Option<NodeRow>, StoreError> {
+    let sql = format!(
+        "SELECT {NODE_COLUMNS} FROM nodes WHERE hardware_key_sha256 = $1 AND status = 'active'"
+    );
+    tx.fetch_optional(&sql, &[key.to_vec().into()]).await
+}
+
+/// Every node of `tenant` (of every tenant when `None`), by id.
+pub async fn nodes_of_tenant(
+    tx: &mut StoreTx,
+    tenant: Option<&str>,
+) -> Result<Vec<NodeRow>, StoreError> {
+    let sql = format!(
+        "SELECT {NODE_COLUMNS} FROM nodes WHERE ($1 = '' OR tenant_id = $1) ORDER BY node_id"
+    );
+    tx.fetch_all(&sql, &[tenant.unwrap_or("").into()]).await
+}
+
+/// The tenant of a node, read outside any transaction (the gateway's sessions).
+pub async fn tenant_of(store: &EventStore, node_id: &str) -> Result<Option<String>, StoreError> {
+    let row: Option<(String,)> = store
+        .fetch_optional(
+            "SELECT tenant_id FROM nodes WHERE node_id = $1",
+            &[node_id.into()],
+        )
+        .await?;
+    Ok(row.map(|(t,)| t))
+}
+
+/// A certificate by serial (lower-case hex).
+pub async fn cert_by_serial(tx: &mut StoreTx, serial: &str) -> Result<Option<CertRow>, StoreError> {
+    let sql = format!("SELECT {CERT_COLUMNS} FROM node_certs WHERE serial = $1");
+    tx.fetch_optional(&sql, &[serial.into()]).await
+}
+
+/// Every certificate of a node, oldest first.
+pub async fn certs_of_node(tx: &mut StoreTx, node_id: &str) -> Result<Vec<CertRow>, StoreError> {
+    let sql = format!(
+        "SELECT {CERT_COLUMNS} FROM node_certs WHERE node_id = $1 ORDER BY issued_position"
+    );
+    tx.fetch_all(&sql, &[node_id.into()]).await
+}
+
+/// The serials of a node's certificates not revoked yet, oldest first: what revoking its
+/// identity names.
+pub async fn unrevoked_serials_of_node(
+    tx: &mut StoreTx,
+    node_id: &str,
+) -> Result<Vec<String>, StoreError> {
+    let rows: Vec<(String,)> = tx
+        .fetch_all(
+            "SELECT serial FROM node_certs WHERE node_id = $1 AND revoked_at_us IS NULL \
+             ORDER BY issued_position, serial",
+            &[node_id.into()],
+        )
+        .await?;
+    Ok(rows.into_iter().map(|(s,)| s).collect())
+}
+
+/// Every revoked certificate still unexpired at `now_us` (of one node when given), read outside
+/// any transaction: what the gateway's revocation feed loads at start and after each revocation.
+pub async fn revoked_unexpired(
+    store: &EventStore,
+    node_id: Option<&str>,
+    now_us: i64,
+) -> Result<Vec<RevokedCertRow>, StoreError> {
+    const ALL: &str = "SELECT serial, not_after_us, revoke_reason FROM node_certs \
+        WHERE revoked_at_us IS NOT NULL AND not_after_us > $1";
+    const ONE: &str = "SELECT serial, not_after_us, revoke_reason FROM node_certs \
+        WHERE revoked_at_us IS NOT NULL AND not_after_us > $1 AND node_id = $2";
+    match node_id {
+        None => store.fetch_all(ALL, &[now_us.into()]).await,
+        Some(n) => store.fetch_all(ONE, &[now_us.into(), n.into()]).await,
+    }
+}
+
+/// Whether `attestation_uses` holds (attestor, subject): the evidence was spent.
+pub async fn attestation_used(
+    tx: &mut StoreTx,
+    attestor: &str,
+    subject: &[u8; 32],
+) -> Result<bool, StoreError> {
+    let row: Option<(i64,)> = tx
+        .fetch_optional(
+            "SELECT CAST(1 AS BIGINT) AS one FROM attestation_uses \
+             WHERE attestor = $1 AND subject = $2",
+            &[attestor.into(), subject.to_vec().into()],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
+/// Up to `limit` keys of `attestation_uses` rows expired at `now_us`, the oldest first: what one
+/// prune event names.
+pub async fn expired_attestation_uses(
+    tx: &mut StoreTx,
+    now_us: i64,
+    limit: u32,
+) -> Result<Vec<AttestationUseKey>, StoreError> {
+    tx.fetch_all(
+        "SELECT attestor, subject FROM attestation_uses WHERE expires_at_us IS NOT NULL \
+         AND expires_at_us <= $1 ORDER BY expires_at_us, attestor, subject LIMIT $2",
+        &[now_us.into(), i64::from(limit).into()],
+    )
+    .await
+}
+
+/// Refusals of (kind, refusal) recorded one by one in the minute window starting at
+/// `window_start_us` (`refusal_counters.recorded`; 0 when there is no row).
+pub async fn refusals_recorded(
+    tx: &mut StoreTx,
+    kind: &str,
+    refusal: &str,
+    window_start_us: i64,
+) -> Result<i64, StoreError> {
+    let row: Option<(i64,)> = tx
+        .fetch_optional(
+            "SELECT recorded FROM refusal_counters \
+             WHERE kind = $1 AND refusal = $2 AND window_start_us = $3",
+            &[kind.into(), refusal.into(), window_start_us.into()],
+        )
+        .await?;
+    Ok(row.map_or(0, |(n,)| n))
+}
