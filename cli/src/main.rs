@@ -19,7 +19,10 @@ mod replay_cmd;
 mod serve_cmd;
 mod serve_config;
 mod serve_config_errors;
+mod serve_error;
+mod serve_roles;
 mod serve_split;
+mod serve_trust;
 mod store_cmd;
 mod token_cmd;
 mod up_cmd;
@@ -81,7 +84,7 @@ fn main() -> ExitCode {
     let result: Result<(), Failure> = runtime.block_on(async {
         match cli.command {
             Command::Up(args) => up_cmd::up(args).await.map_err(Failure::from),
-            Command::Serve(args) => serve_cmd::serve(args).await.map_err(Failure::from),
+            Command::Serve(args) => serve_roles::serve(args).await.map_err(Failure::from),
             Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
             Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
             Command::Pki(cmd) => pki_cmd::run(cmd).map_err(Failure::from),

@@ -1,8 +1,10 @@
-//! `bcctl serve`: the JoinService and the gateway in one process (`--role all`), or split
-//! (`--role api` and `--role gateway`, see [`crate::serve_split`]). The configuration keys and
-//! how they are resolved are in [`crate::serve_config`].
+//! `bcctl serve --role all`: the JoinService and the gateway in one process, and the parts the
+//! split roles share with it (the core of keys, store, JoinService and audit; the gateway's
+//! configuration; waiting for a stop). Which role runs is [`crate::serve_roles`]; the split roles
+//! are [`crate::serve_split`]; the configuration keys and how they are resolved are in
+//! [`crate::serve_config`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,54 +17,7 @@ use gateway::run::{GatewayConfig, Running};
 
 use crate::serve_config::env;
 pub use crate::serve_config::{parse_duration, resolve, LogFormat, Role, ServeArgs, Settings};
-
-/// Errors of `bcctl serve` (and of `bcctl up` while starting the server).
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("{path}: cannot read the configuration: {source}")]
-    ReadConfig {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: not a valid bcctl serve configuration: {message}")]
-    ConfigSyntax { path: PathBuf, message: String },
-    #[error("configuration {key}: {message}")]
-    Invalid { key: &'static str, message: String },
-    #[error(
-        "--role {role} needs {key} in the configuration file or {env} in the environment: {hint}"
-    )]
-    Missing {
-        role: &'static str,
-        key: &'static str,
-        env: &'static str,
-        hint: &'static str,
-    },
-    #[error("internal certificate: {0}")]
-    InternalCert(String),
-    #[error("the api relay: {0}")]
-    Relay(#[from] gateway::relay::RelayError),
-    #[error("settling the trust bundle: {0}")]
-    Trust(String),
-    #[error("{path}: cannot read the PKI bundle: {source} (create one with `bcctl pki init` or run `bcctl up`)")]
-    ReadBundle {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Bundle { path: PathBuf, message: String },
-    #[error("{path}: the bundle's private keys are sealed: set {DEPLOYMENT_SECRET_ENV} or deployment_secret_file to this deployment's secret")]
-    Sealed { path: PathBuf },
-    #[error("deployment secret: {0}")]
-    Secret(String),
-    #[error("store: {0}")]
-    Store(#[from] events::store::StoreError),
-    #[error("JoinService: {0}")]
-    Identity(#[from] commands::identity::IdentityError),
-    #[error("gateway: {0}")]
-    Start(#[from] gateway::run::StartError),
-    #[error("the server stopped: {0}")]
-    Stopped(String),
-}
+pub use crate::serve_error::ServeError;
 
 /// Starts structured logging on standard error (`RUST_LOG` filters; `info` by default).
 pub fn init_logging(format: LogFormat) {
@@ -212,7 +167,7 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
     )?);
     let store = EventStore::open(&settings.database_url).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    crate::serve_split::settle_trust(&store, clock.as_ref(), &keys, settings.trust_version_floor)
+    crate::serve_trust::settle_trust(&store, clock.as_ref(), &keys, settings.trust_version_floor)
         .await?;
     let mut identity = IdentityConfig::new(keys.trust_domain.clone());
     identity.leaf_lifetime =
@@ -301,27 +256,4 @@ pub(crate) async fn until_signal(
         _ = term => Ok(()),
         r = stopped => r.map_err(ServeError::Stopped),
     }
-}
-
-pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
-    let settings = resolve(&args)?;
-    init_logging(settings.log_format);
-    match settings.role {
-        Role::All => {}
-        Role::Api => return crate::serve_split::serve_api(&settings).await,
-        Role::Gateway => return crate::serve_split::serve_gateway(&settings).await,
-    }
-    let mut started = start(&settings).await?;
-    eprintln!(
-        "bcctl serve: listening on {} (metrics {})",
-        started.running.addr,
-        started
-            .running
-            .metrics_addr
-            .map_or("off".to_string(), |a| format!("http://{a}/metrics"))
-    );
-    until_stopped(&mut started.running).await?;
-    tracing::info!("stopping");
-    started.shutdown().await;
-    Ok(())
 }

@@ -1,0 +1,67 @@
+//! The errors of `bcctl serve` (and of `bcctl up` while starting the server), in a file of their
+//! own so that every serve module can name them without importing another's: no import circle.
+
+use domain::pki::DEPLOYMENT_SECRET_ENV;
+use std::path::PathBuf;
+
+use crate::serve_config::ConfigError;
+
+/// Errors of `bcctl serve` (and of `bcctl up` while starting the server).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{path}: cannot read the configuration: {source}")]
+    ReadConfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid bcctl serve configuration: {message}")]
+    ConfigSyntax { path: PathBuf, message: String },
+    #[error("configuration {key}: {message}")]
+    Invalid { key: &'static str, message: String },
+    #[error(
+        "--role {role} needs {key} in the configuration file or {env} in the environment: {hint}"
+    )]
+    Missing {
+        role: &'static str,
+        key: &'static str,
+        env: &'static str,
+        hint: &'static str,
+    },
+    #[error("internal certificate: {0}")]
+    InternalCert(String),
+    #[error("the api relay: {0}")]
+    Relay(#[from] gateway::relay::RelayError),
+    #[error("settling the trust bundle: {0}")]
+    Trust(String),
+    #[error("{path}: cannot read the PKI bundle: {source} (create one with `bcctl pki init` or run `bcctl up`)")]
+    ReadBundle {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Bundle { path: PathBuf, message: String },
+    #[error("{path}: the bundle's private keys are sealed: set {DEPLOYMENT_SECRET_ENV} or deployment_secret_file to this deployment's secret")]
+    Sealed { path: PathBuf },
+    #[error("deployment secret: {0}")]
+    Secret(String),
+    #[error("store: {0}")]
+    Store(#[from] events::store::StoreError),
+    #[error("JoinService: {0}")]
+    Identity(#[from] commands::identity::IdentityError),
+    #[error("gateway: {0}")]
+    Start(#[from] gateway::run::StartError),
+    #[error("the server stopped: {0}")]
+    Stopped(String),
+}
+
+impl From<ConfigError> for ServeError {
+    fn from(e: ConfigError) -> Self {
+        match e {
+            ConfigError::ReadConfig { path, source } => ServeError::ReadConfig { path, source },
+            ConfigError::ConfigSyntax { path, message } => {
+                ServeError::ConfigSyntax { path, message }
+            }
+            ConfigError::Invalid { key, message } => ServeError::Invalid { key, message },
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! `bcctl serve`: resolves the configuration and runs the role it names: everything in one
+//! process ([`crate::serve_cmd`]), or the api or the gateway alone ([`crate::serve_split`]).
+
+use crate::serve_cmd::{init_logging, resolve, start, until_stopped, Role, ServeArgs};
+use crate::serve_error::ServeError;
+
+pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
+    let settings = resolve(&args)?;
+    init_logging(settings.log_format);
+    match settings.role {
+        Role::All => {}
+        Role::Api => return crate::serve_split::serve_api(&settings).await,
+        Role::Gateway => return crate::serve_split::serve_gateway(&settings).await,
+    }
+    let mut started = start(&settings).await?;
+    eprintln!(
+        "bcctl serve: listening on {} (metrics {})",
+        started.running.addr,
+        started
+            .running
+            .metrics_addr
+            .map_or("off".to_string(), |a| format!("http://{a}/metrics"))
+    );
+    until_stopped(&mut started.running).await?;
+    tracing::info!("stopping");
+    started.shutdown().await;
+    Ok(())
+}
