@@ -19,12 +19,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use commands::identity::edge_reads::{self as read, RevokedCertRow};
 use events::schema::{
     JoinRefused, NodeDeleted, NodeIdentityRevoked, NodeRetired, RefusalsSuppressed, RenewRefused,
 };
 use events::store::{EventStore, LogStore, StoreError, TailCursor};
 use events::RecordedEvent;
-use projections::identity::read::{self, RevokedCertRow};
 
 pub use crate::feed_health::FeedHealth;
 use crate::metrics::Metrics;

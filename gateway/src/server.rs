@@ -99,7 +99,7 @@ fn verified<T>(request: &Request<T>) -> Result<VerifiedNode, Status> {
 
 impl NodeServer {
     async fn tenant_of(&self, node_id: &str) -> Option<String> {
-        match projections::identity::read::tenant_of(&self.store, node_id).await {
+        match commands::identity::edge_reads::tenant_of(&self.store, node_id).await {
             Ok(tenant) => tenant,
             Err(e) => {
                 tracing::warn!(node = node_id, error = %e, "reading the node's tenant failed");

@@ -52,6 +52,12 @@ pub use renew::Renewals;
 pub use service::JoinService;
 pub use views::{CertView, CreatedToken, NodeDetail, NodeView, TokenView};
 
+/// The identity reads the edge runs outside any command (the revocation feed, a session's tenant):
+/// the projection's own functions, named here so the gateway depends on `commands` only.
+pub mod edge_reads {
+    pub use projections::identity::read::{revoked_unexpired, tenant_of, RevokedCertRow};
+}
+
 /// The attestors [`Joins::join`] runs, as a JoinRequest names them; an empty name means
 /// the first. Anything else is [`IdentityError::UnsupportedAttestor`].
 pub const SUPPORTED_ATTESTORS: &[&str] = &[domain::identity::JOIN_TOKEN_ATTESTOR];
