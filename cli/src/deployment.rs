@@ -22,13 +22,9 @@ use domain::pki::{
 /// The bundle's default place, beside the embedded store.
 pub const DEFAULT_BUNDLE: &str = ".bcctl/pki.json";
 
-// Until `bcctl up` calls `Deployment::in_dir` (its conversion is the identity engineer's).
-#[allow(dead_code)]
 /// The bundle's file name inside a deployment directory.
 pub const BUNDLE_FILE: &str = "pki.json";
 
-// Until `bcctl up` calls `Deployment::in_dir` (its conversion is the identity engineer's).
-#[allow(dead_code)]
 /// The development secret's file name inside a deployment directory (`bcctl up`).
 pub const SECRET_FILE: &str = "deployment-secret";
 
@@ -77,7 +73,6 @@ impl Deployment {
     }
 
     /// The deployment `bcctl up` keeps in `dir`: its bundle and its development secret file.
-    #[allow(dead_code)] // until up_cmd calls it
     pub fn in_dir(dir: &Path) -> Self {
         Deployment {
             bundle: dir.join(BUNDLE_FILE),
@@ -87,7 +82,6 @@ impl Deployment {
 
     /// The same deployment with the secret file a configuration resolved (it already holds
     /// `BC_DEPLOYMENT_SECRET_FILE` when that is set; `None` keeps no file).
-    #[allow(dead_code)] // until serve_cmd's load_keys calls it
     pub fn with_secret_file(mut self, file: Option<PathBuf>) -> Self {
         self.secret_file = file;
         self
@@ -138,7 +132,6 @@ impl Deployment {
     }
 
     /// Only the bundle's public half, unauthenticated, without reading any secret.
-    #[allow(dead_code)] // until serve_split's public_half calls it
     pub fn public_half(&self) -> Result<LoadedBundle, DeploymentError> {
         let bytes = self.read_bundle()?;
         self.opened(&bytes, None)

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use commands::identity::{IdentityConfig, JoinService};
 use commands::{Clock, SystemClock};
-use domain::pki::{open_bundle, DeploymentSecret, KeySet, DEPLOYMENT_SECRET_ENV};
+use domain::pki::KeySet;
 use events::store::EventStore;
 use gateway::feed::FeedOptions;
 use gateway::run::{GatewayConfig, Running};
 
-use crate::serve_config::env;
+use crate::deployment::Deployment;
 pub use crate::serve_config::{parse_duration, resolve, LogFormat, Role, ServeArgs, Settings};
 pub use crate::serve_error::ServeError;
 
@@ -33,39 +33,12 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
-fn read_secret(file: Option<&Path>) -> Result<Option<DeploymentSecret>, ServeError> {
-    if let Some(v) = env(DEPLOYMENT_SECRET_ENV) {
-        return DeploymentSecret::new(&v)
-            .map(Some)
-            .map_err(|e| ServeError::Secret(e.to_string()));
-    }
-    match file {
-        None => Ok(None),
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                ServeError::Secret(format!("{}: cannot read it: {e}", path.display()))
-            })?;
-            DeploymentSecret::new(text.trim())
-                .map(Some)
-                .map_err(|e| ServeError::Secret(format!("{}: {e}", path.display())))
-        }
-    }
-}
-
-/// Loads the key set from the bundle, opening it with the deployment secret.
+/// Loads the key set from the bundle, opening it with the deployment secret (the one way every
+/// command does: [`Deployment`]).
 pub fn load_keys(bundle: &Path, secret_file: Option<&Path>) -> Result<KeySet, ServeError> {
-    let bytes = std::fs::read(bundle).map_err(|source| ServeError::ReadBundle {
-        path: bundle.to_path_buf(),
-        source,
-    })?;
-    let secret = read_secret(secret_file)?;
-    let loaded = open_bundle(&bytes, secret.as_ref()).map_err(|e| ServeError::Bundle {
-        path: bundle.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    loaded.keys.ok_or_else(|| ServeError::Sealed {
-        path: bundle.to_path_buf(),
-    })
+    Ok(Deployment::new(bundle)
+        .with_secret_file(secret_file.map(Path::to_path_buf))
+        .keys()?)
 }
 
 /// The started server, with the JoinService for callers that need it (`bcctl up`).

@@ -1,7 +1,6 @@
 //! The errors of `bcctl serve` (and of `bcctl up` while starting the server), in a file of their
 //! own so that every serve module can name them without importing another's: no import circle.
 
-use domain::pki::DEPLOYMENT_SECRET_ENV;
 use std::path::PathBuf;
 
 use crate::serve_config::ConfigError;
@@ -33,17 +32,8 @@ pub enum ServeError {
     Relay(#[from] gateway::relay::RelayError),
     #[error("settling the trust bundle: {0}")]
     Trust(String),
-    #[error("{path}: cannot read the PKI bundle: {source} (create one with `bcctl pki init` or run `bcctl up`)")]
-    ReadBundle {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Bundle { path: PathBuf, message: String },
-    #[error("{path}: the bundle's private keys are sealed: set {DEPLOYMENT_SECRET_ENV} or deployment_secret_file to this deployment's secret")]
-    Sealed { path: PathBuf },
-    #[error("deployment secret: {0}")]
-    Secret(String),
+    #[error("{0}")]
+    Deployment(#[from] crate::deployment::DeploymentError),
     #[error("store: {0}")]
     Store(#[from] events::store::StoreError),
     #[error("JoinService: {0}")]

@@ -17,11 +17,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use commands::{Clock, SystemClock};
-use domain::pki::{open_bundle, PublicBundle};
+use domain::pki::PublicBundle;
 use events::store::EventStore;
 use gateway::api::{start_api, ApiConfig};
 use gateway::relay::ApiClient;
 
+use crate::deployment::Deployment;
 use crate::internal_cert_cmd::load_internal_identity;
 use crate::serve_cmd::{gateway_config, start_core, until_signal, Core, Settings};
 use crate::serve_error::ServeError;
@@ -71,17 +72,10 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
     result
 }
 
-/// Reads the public half of the PKI bundle; the private keys are never opened here.
+/// Reads the public half of the PKI bundle; the private keys are never opened here, whatever
+/// secret the environment holds.
 fn public_half(path: &Path) -> Result<PublicBundle, ServeError> {
-    let bytes = std::fs::read(path).map_err(|source| ServeError::ReadBundle {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let loaded = open_bundle(&bytes, None).map_err(|e| ServeError::Bundle {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    Ok(loaded.public)
+    Ok(Deployment::new(path).public_half()?.public)
 }
 
 /// `--role gateway`: the agent-facing edge without signing keys.

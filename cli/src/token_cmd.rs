@@ -12,11 +12,11 @@ use clap::{Args, Subcommand};
 use commands::identity::{IdentityError, NewToken, NodeAdmin, TokenView};
 use commands::SystemClock;
 use domain::identity::{ExpectBinding, TokenRole};
-use domain::pki::{open_bundle, BundleError, SecretError};
+use domain::pki::SecretError;
 use events::store::{EventStore, StoreError};
 use time::OffsetDateTime;
 
-use crate::pki_cmd::DEFAULT_BUNDLE;
+use crate::deployment::{Deployment, DeploymentError, DEFAULT_BUNDLE};
 
 /// The embedded store `bcctl up` creates.
 pub const DEFAULT_STORE: &str = "sqlite://.bcctl/events.db";
@@ -24,13 +24,8 @@ pub const DEFAULT_STORE: &str = "sqlite://.bcctl/events.db";
 /// Errors of the identity subcommands, each with the way out.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityCmdError {
-    #[error("cannot read the PKI bundle {path}: {source} (create one with `bcctl pki init`, or pass --pki)")]
-    ReadBundle {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("PKI bundle {path}: {source}")]
-    Bundle { path: PathBuf, source: BundleError },
+    #[error("{0}")]
+    Deployment(#[from] DeploymentError),
     #[error("{0}")]
     Secret(#[from] SecretError),
     #[error("store: {0}")]
@@ -60,14 +55,7 @@ pub struct IdentityArgs {
 /// deployment); its private keys are never unsealed, so these commands need no deployment
 /// secret (none of them signs or opens anything).
 pub async fn open_admin(args: &IdentityArgs) -> Result<NodeAdmin, IdentityCmdError> {
-    let bytes = std::fs::read(&args.pki).map_err(|source| IdentityCmdError::ReadBundle {
-        path: args.pki.clone(),
-        source,
-    })?;
-    open_bundle(&bytes, None).map_err(|source| IdentityCmdError::Bundle {
-        path: args.pki.clone(),
-        source,
-    })?;
+    Deployment::new(&args.pki).public_half()?;
     let store = EventStore::open(&args.database_url).await?;
     Ok(NodeAdmin::new(store, Arc::new(SystemClock)))
 }

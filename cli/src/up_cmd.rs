@@ -25,6 +25,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 use time::OffsetDateTime;
 
+use crate::deployment::Deployment;
 use crate::serve_cmd::{self, LogFormat, ServeArgs, ServeError};
 
 /// Errors of `bcctl up`.
@@ -96,28 +97,25 @@ fn create_private_dir(dir: &Path) -> Result<(), UpError> {
 }
 
 /// The deployment secret: `BC_DEPLOYMENT_SECRET` if set (nothing written), else the file in the
-/// working directory, created with 32 random bytes (base64url) on first use.
+/// working directory, created with 32 random bytes (base64url) on first use; read the one way
+/// every command reads it ([`Deployment`]).
 fn secret(dir: &Path) -> Result<(DeploymentSecret, Option<PathBuf>), UpError> {
-    if let Some(v) = std::env::var(DEPLOYMENT_SECRET_ENV)
-        .ok()
-        .filter(|v| !v.is_empty())
-    {
-        let s = DeploymentSecret::new(&v)
-            .map_err(|e| UpError::Setup(format!("{DEPLOYMENT_SECRET_ENV}: {e}")))?;
-        return Ok((s, None));
+    let deployment = Deployment::in_dir(dir);
+    let from_env = std::env::var(DEPLOYMENT_SECRET_ENV).is_ok_and(|v| !v.is_empty());
+    let file = deployment.secret_file.clone();
+    if let (false, Some(path)) = (from_env, &file) {
+        if !path.exists() {
+            let mut raw = [0u8; 32];
+            SystemRandom::new()
+                .fill(&mut raw)
+                .map_err(|_| UpError::Setup("no randomness for the deployment secret".into()))?;
+            crate::pki_cmd::write_new_private(path, URL_SAFE_NO_PAD.encode(raw).as_bytes())?;
+        }
     }
-    let path = dir.join("deployment-secret");
-    if !path.exists() {
-        let mut raw = [0u8; 32];
-        SystemRandom::new()
-            .fill(&mut raw)
-            .map_err(|_| UpError::Setup("no randomness for the deployment secret".into()))?;
-        crate::pki_cmd::write_new_private(&path, URL_SAFE_NO_PAD.encode(raw).as_bytes())?;
-    }
-    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-    let s = DeploymentSecret::new(text.trim())
-        .map_err(|e| UpError::Setup(format!("{}: {e}", path.display())))?;
-    Ok((s, Some(path)))
+    let s = deployment
+        .required_secret()
+        .map_err(|e| UpError::Setup(e.to_string()))?;
+    Ok((s, if from_env { None } else { file }))
 }
 
 fn jwk(key: &PublicKey) -> String {
@@ -154,7 +152,7 @@ pub async fn up(args: UpArgs) -> Result<(), UpError> {
     create_private_dir(&args.dir)?;
     let dir = std::fs::canonicalize(&args.dir).map_err(io(&args.dir))?;
     let (secret, secret_file) = secret(&dir)?;
-    let bundle = dir.join("pki.json");
+    let bundle = Deployment::in_dir(&dir).bundle;
     if !bundle.exists() {
         let td = TrustDomain::new(&args.trust_domain)
             .map_err(|e| UpError::Setup(format!("--trust-domain: {e}")))?;
