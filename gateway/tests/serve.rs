@@ -4,7 +4,7 @@
 //! late still cutting the session; a Join naming an unknown attestor is UNSUPPORTED
 //! (UNIMPLEMENTED), not refused.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
