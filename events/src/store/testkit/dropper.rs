@@ -2,7 +2,8 @@
 //!
 //! On Postgres 15 every `DROP DATABASE` waits for a forced checkpoint (seconds on a busy server),
 //! which a test used to wait for in its handle's `Drop`. Now the handle only marks its database
-//! finished (`ALLOW_CONNECTIONS false`: a quick catalogue update) and hands the name to one
+//! finished (`ALLOW_CONNECTIONS false`: a quick catalogue update), ends the connections still
+//! open to it (their slots are wanted by the next tests) and hands the name to one
 //! background thread per process, which drops up to [`AT_ONCE`] databases at a time (concurrent
 //! drops share their checkpoints). A database still marked finished when its process exits is
 //! dropped by the next process's sweep, whatever its age: a finished database is used by no one.
@@ -31,11 +32,20 @@ pub fn finish(admin_url: &str, name: &str) {
             .build()
             .ok()?;
         rt.block_on(async {
-            let mut admin = sqlx::PgConnection::connect(&job.0).await.ok()?;
+            let mut admin = connect(&job.0).await?;
             let marked = sqlx::query(&format!(
                 "ALTER DATABASE {} WITH ALLOW_CONNECTIONS false",
                 job.1
             ))
+            .execute(&mut admin)
+            .await;
+            // What is still connected goes now, as a `DROP .. WITH (FORCE)` here used to do: on a
+            // server with few connection slots, a finished test must not hold any.
+            let _ = sqlx::query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+            )
+            .bind(&job.1)
             .execute(&mut admin)
             .await;
             let _ = admin.close().await;
@@ -50,9 +60,21 @@ pub fn finish(admin_url: &str, name: &str) {
     }
 }
 
+/// A connection to the admin database, tried a few times: when the server's connection slots
+/// are all taken (other tests, other checkouts), one is usually free again within moments.
+async fn connect(admin_url: &str) -> Option<sqlx::PgConnection> {
+    for _ in 0..10 {
+        match sqlx::PgConnection::connect(admin_url).await {
+            Ok(admin) => return Some(admin),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+    None
+}
+
 /// Drops `name` on the server at `admin_url`, closing what is still connected to it.
 pub async fn drop_now(admin_url: &str, name: &str) -> bool {
-    let Ok(mut admin) = sqlx::PgConnection::connect(admin_url).await else {
+    let Some(mut admin) = connect(admin_url).await else {
         return false;
     };
     let gone = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
