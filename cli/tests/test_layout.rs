@@ -71,14 +71,20 @@ fn every_test_file_is_in_a_test_binary() {
                 .strip_prefix(&crate_dir)
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
-            let own_binary = harnesses.iter().any(|h| *h == relative);
-            let a_module = declared.lines().any(|l| l.trim() == format!("mod {module};"));
+            let own_binary = harnesses.contains(&relative);
+            let a_module = declared
+                .lines()
+                .any(|l| l.trim() == format!("mod {module};"));
             if !own_binary && !a_module {
                 left_out.push(path.display().to_string());
             }
         }
     }
-    assert!(checked > 0, "no test files found under {}", workspace.display());
+    assert!(
+        checked > 0,
+        "no test files found under {}",
+        workspace.display()
+    );
     assert!(
         left_out.is_empty(),
         "test files no test binary builds (declare `mod <file>;` in the crate's tests/suite.rs, \

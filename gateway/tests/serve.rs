@@ -279,7 +279,10 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
     // next 250 ms tick), bounded.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while status(&mut health).await != ServingStatus::NotServing as i32 {
-        assert!(std::time::Instant::now() < deadline, "health never turned NOT_SERVING");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "health never turned NOT_SERVING"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(env.gateway.sources.feed.is_stale());
@@ -301,7 +304,10 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
     env.token(1).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while status(&mut health).await != ServingStatus::Serving as i32 {
-        assert!(std::time::Instant::now() < deadline, "health never turned SERVING again");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "health never turned SERVING again"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(!env.gateway.sources.feed.is_stale());

@@ -78,7 +78,8 @@ pub async fn sweep_stale_databases(admin_url: &str, older_than: Duration) -> Res
         }
         if is_finished {
             let admin_url = admin_url.to_owned();
-            finished.spawn(async move { dropper::drop_now(&admin_url, &name).await.then_some(name) });
+            finished
+                .spawn(async move { dropper::drop_now(&admin_url, &name).await.then_some(name) });
             while finished.len() >= dropper::AT_ONCE {
                 dropped.extend(finished.join_next().await.and_then(Result::ok).flatten());
             }
