@@ -1,6 +1,6 @@
 //! The real `bcd` binary: --reset, token input, already joined, malformed pins.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::{Seek, Write};

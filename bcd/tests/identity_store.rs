@@ -1,6 +1,6 @@
 //! Loading the identity in three steps, and renewal crash safety, on real files and certificates.
 
-mod common;
+use crate::common;
 
 use bcd::files::{key_to_pem, NEXT_KEY_FILE, NODE_KEY_FILE};
 use bcd::identity_store::{load, LoadError, NextKeyOutcome, RenewalStore};

@@ -1,6 +1,6 @@
 //! The join loop with a stand-in transport: retries, pushback, verification, storing.
 
-mod common;
+use crate::common;
 
 use bcd::config::JoinPins;
 use bcd::files::DataDir;

@@ -2,7 +2,7 @@
 //! pinned serving CA, for the name dialled, within validity; and a real TLS 1.3 handshake
 //! through `bcd::client::client_config` refuses a gateway of another deployment.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! stored in identity.json (0600) only when newer; a tampered, relabelled, foreign or wrongly
 //! signed bundle is refused and leaves identity.json byte for byte as it was.
 
-mod common;
+use crate::common;
 
 use bcd::trust_bundle::{apply_welcome_trust, TrustBundleRefusal, TrustError, TrustUpdate};
 use common::*;

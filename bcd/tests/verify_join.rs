@@ -3,7 +3,7 @@
 //! The wire encoding is the proto crate's job; here the signed body is JSON of the fields, and
 //! the test's decoder reads it, so every checked field still comes from the signed bytes.
 
-mod common;
+use crate::common;
 
 use bcd::verify_join::{
     verify_join_response, JoinExpectation, JoinRefusal, JoinResponseFields, SignedJoinResponse,

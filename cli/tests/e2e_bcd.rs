@@ -13,7 +13,7 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`; each test makes its own database). The
 //! server's leaves live 10 s (`BC_LEAF_LIFETIME`), so each node renews every 6 s.
 
-mod support;
+use crate::support;
 
 use support::{bcctl_bin, bcd_bin, wait_for, Proc};
 

@@ -285,7 +285,9 @@ fn up_creates_the_embedded_deployment_serves_and_prints_how_to_join() {
 
 #[tokio::test]
 async fn status_on_an_unmigrated_postgres_database_says_how_to_fix_it() {
-    let db = events::store::testkit::TestDb::postgres().await.unwrap();
+    let db = events::store::testkit::TestDb::postgres_unmigrated()
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let status = bcctl(dir.path(), &["status", "--database-url", db.url()], None);
     assert_eq!(status.status.code(), Some(1));

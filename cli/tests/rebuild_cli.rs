@@ -2,7 +2,7 @@
 //! log gives the same tables, byte for byte (the digest of a canonical dump), with any page size;
 //! the counts are exact; a bad page size is a usage error.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! `bcctl token …`, `bcctl node …` and `bcctl replay` through the real binary, on both backends:
 //! JSON output, text tables, clear errors with exit code 1 on bad input or unknown ids.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;

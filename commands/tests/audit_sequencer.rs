@@ -1,7 +1,7 @@
 //! The sequencer and the sealer on both backends: exactly-once dense indexes, crash-resume,
 //! concurrent writers (Postgres), seal refusals and the checkpoint chain.
 
-mod audit_support;
+use crate::audit_support;
 
 use std::sync::Arc;
 use std::time::Duration;

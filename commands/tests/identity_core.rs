@@ -1,6 +1,6 @@
 //! Identity: joins, renewals, revocations and every refusal reason, on Postgres and SQLite.
 
-mod identity_support;
+use crate::identity_support;
 
 use commands::identity::NewToken;
 use commands::Clock;

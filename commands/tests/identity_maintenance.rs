@@ -2,7 +2,7 @@
 //! exactly their expiry (120 s after use), unexpired ones kept, suppressed refusal counts written
 //! to the log, and the background loop a serving process runs.
 
-mod identity_support;
+use crate::identity_support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! (Postgres) Races under real concurrency: 200 concurrent joins with one single-use token, exactly
 //! one node joins; one renew proof sent to two replicas at once, exactly one renewal.
 
-mod identity_support;
+use crate::identity_support;
 
 use std::sync::Arc;
 

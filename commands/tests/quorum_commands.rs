@@ -2,8 +2,7 @@
 //! history, floor), approver-set refusals, root rotation gates, batches, and admission with the
 //! stored approval and proofs.
 
-#[path = "quorum_support.rs"]
-mod support;
+use crate::quorum_support as support;
 
 use commands::quorum::{
     approve_batch, batch_view, cancel_batch, create_batch, drop_command_root, expire_due_batches,

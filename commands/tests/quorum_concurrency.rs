@@ -6,8 +6,7 @@
 //! closures) are not provably `Send` to rustc today, so they cannot be spawned on a multi-thread
 //! runtime; separate threads are the stronger test anyway (true parallelism).
 
-#[path = "quorum_support.rs"]
-mod support;
+use crate::quorum_support as support;
 
 use std::future::Future;
 use std::sync::{Arc, Barrier};

@@ -2,8 +2,7 @@
 //! scope proofs and approvals) rebuild byte-identically from the log, and at random cut points
 //! equal the tables of a store that only ever saw the events up to the cut. Both backends.
 
-#[path = "quorum_support.rs"]
-mod support;
+use crate::quorum_support as support;
 
 use commands::quorum::{
     approve_batch, cancel_batch, create_batch, drop_command_root, expire_due_batches,

@@ -1,6 +1,6 @@
 //! Batch creation limits, approvals, and the agent-side admission check: one test per refusal.
 
-mod quorum_support;
+use crate::quorum_support;
 
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 //! yet every verdict equals `admit`'s. Each test warms the memo with a genuine approval first,
 //! then shows that anything that differs from what was verified is checked afresh.
 
-mod quorum_support;
+use crate::quorum_support;
 
 use domain::quorum::admission::MAX_VERIFIED_APPROVALS;
 use domain::quorum::{

@@ -1,6 +1,6 @@
 //! Approver-set validation and the set-change rule: one test per refusal.
 
-mod quorum_support;
+use crate::quorum_support;
 
 use domain::quorum::{
     approver_set_signing_input, decide_set_change, ApproverKey, ApproverSet, ApproverSetError,

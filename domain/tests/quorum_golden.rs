@@ -1,7 +1,7 @@
 //! Golden vectors: the code reproduces, byte for byte, the vectors `data/quorum/vectors.py`
 //! computed independently from the spec with hashlib (and RFC 6962's recursive tree algorithm).
 
-mod quorum_support;
+use crate::quorum_support;
 
 use domain::quorum::{
     approver_set_signing_input, batch_approval_signing_input, ApproverKey, ApproverSet, BatchId,

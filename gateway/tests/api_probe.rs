@@ -3,7 +3,7 @@
 //! NodeService itself stays SERVING (node sessions do not need the api). When an api answers
 //! again, all of it recovers by itself. A gateway in the `all` role has no such metric.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration as StdDuration;

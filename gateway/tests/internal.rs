@@ -5,7 +5,7 @@
 //! certificate; a relayed Renew whose presented leaf is not the request's is refused; a Join
 //! naming an unknown attestor reaches the node through a split gateway still UNSUPPORTED.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! late still cutting the session; a Join naming an unknown attestor is UNSUPPORTED
 //! (UNIMPLEMENTED), not refused.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -279,7 +279,16 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
             .status
         }
     };
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Until the health check says so (the feed turns stale after 800 ms, health follows on its
+    // next 250 ms tick), bounded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while status(&mut health).await != ServingStatus::NotServing as i32 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "health never turned NOT_SERVING"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(env.gateway.sources.feed.is_stale());
     assert_eq!(status(&mut health).await, ServingStatus::NotServing as i32);
     assert!(env
@@ -297,7 +306,14 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
 
     // A commit wakes the feed, it catches up, sessions are accepted again.
     env.token(1).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while status(&mut health).await != ServingStatus::Serving as i32 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "health never turned SERVING again"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(!env.gateway.sources.feed.is_stale());
     assert_eq!(status(&mut health).await, ServingStatus::Serving as i32);
     let (_tx, _inbound) = open_session(&env, &node).await;

@@ -3,7 +3,7 @@
 //! validity, over and over, and connections opened before keep working. In the `all` role the
 //! gateway issues it itself; in the `gateway` role the api issues it over internal mTLS.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration as StdDuration;

@@ -47,6 +47,24 @@ pub fn bcd_bin() -> PathBuf {
             let profile_dir = bcctl.parent().ok_or("bcctl has no directory")?;
             let target_dir = profile_dir.parent().ok_or("no target directory")?;
             let mut cmd = Command::new(env!("CARGO"));
+            // Without the variables cargo sets for this test process: build scripts that watch
+            // them (ring's watches CARGO_PKG_NAME and CARGO_MANIFEST_DIR) would be rebuilt here,
+            // and again by the next `cargo test`, with everything that depends on them.
+            for (name, _) in std::env::vars() {
+                let set_for_tests = name.starts_with("CARGO_PKG_")
+                    || name.starts_with("CARGO_BIN_EXE_")
+                    || name.starts_with("CARGO_MANIFEST_")
+                    || [
+                        "CARGO_CRATE_NAME",
+                        "CARGO_BIN_NAME",
+                        "CARGO_PRIMARY_PACKAGE",
+                        "CARGO_TARGET_TMPDIR",
+                    ]
+                    .contains(&name.as_str());
+                if set_for_tests {
+                    cmd.env_remove(&name);
+                }
+            }
             cmd.args(["build", "--quiet", "-p", "bcd", "--bin", "bcd"])
                 .env("CARGO_TARGET_DIR", target_dir)
                 .current_dir(env!("CARGO_MANIFEST_DIR"));

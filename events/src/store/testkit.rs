@@ -1,9 +1,12 @@
 //! Throwaway stores for tests: each test gets its own database and never sees another's rows.
 //!
 //! Postgres: a new database `bc_test_<unix seconds>_<random>` on the server named by
-//! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`), dropped when the
-//! handle is dropped. A process that is killed cannot drop its databases, so the first test
-//! database of each process also sweeps the ones left more than [`STALE_AFTER`] ago by others.
+//! `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`), dropped in the
+//! background once the handle is dropped (see [`dropper`]). It is copied from a migrated
+//! template (see [`template`]), so it starts with the schema in place;
+//! [`TestDb::postgres_unmigrated`] makes an empty one. A process that is killed cannot drop its
+//! databases, so the first test database of each process also sweeps the finished ones and
+//! those left more than [`STALE_AFTER`] ago by others.
 //! SQLite: a new file in a temporary directory, removed with it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +15,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sqlx::Connection;
 
 use super::{EventStore, LogStore, PgLogStore, Result};
+
+pub mod dropper;
+pub mod template;
 
 /// The server tests use, from `DATABASE_URL`.
 pub fn server_url() -> String {
@@ -43,26 +49,41 @@ fn created_at(name: &str) -> Option<u64> {
     secs.parse().ok()
 }
 
-/// Drops the test databases on the server at `admin_url` whose names say they were created more
-/// than `older_than` ago, and returns their names. A database someone is still connected to is
-/// left alone (no `FORCE`), as are databases named otherwise.
+/// Drops the test databases on the server at `admin_url` that are finished (their handle was
+/// dropped, see [`dropper`]), whatever their age, and those whose names say they were created
+/// more than `older_than` ago, and returns their names. An unfinished database someone is still
+/// connected to is left alone (no `FORCE`), as are databases named otherwise.
 pub async fn sweep_stale_databases(admin_url: &str, older_than: Duration) -> Result<Vec<String>> {
     let mut admin = sqlx::PgConnection::connect(admin_url).await?;
-    let names: Vec<String> =
-        sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE starts_with(datname, $1)")
-            .bind(PREFIX)
-            .fetch_all(&mut admin)
-            .await?;
+    let found: Vec<(String, bool)> = sqlx::query_as(
+        "SELECT datname::text, NOT datallowconn FROM pg_database WHERE starts_with(datname, $1)",
+    )
+    .bind(PREFIX)
+    .fetch_all(&mut admin)
+    .await?;
     let cutoff = unix_now().saturating_sub(older_than.as_secs());
     let mut dropped = Vec::new();
-    for name in names {
-        let stale = created_at(&name).is_some_and(|t| t < cutoff);
+    let mut finished = tokio::task::JoinSet::new();
+    for (name, is_finished) in found {
+        let Some(created) = created_at(&name) else {
+            continue;
+        };
         // The name comes from the catalogue and matched the pattern of our own names, which are
         // plain identifiers ([a-z0-9_]).
         let plain = name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        if stale && plain {
+        if !plain {
+            continue;
+        }
+        if is_finished {
+            let admin_url = admin_url.to_owned();
+            finished
+                .spawn(async move { dropper::drop_now(&admin_url, &name).await.then_some(name) });
+            while finished.len() >= dropper::AT_ONCE {
+                dropped.extend(finished.join_next().await.and_then(Result::ok).flatten());
+            }
+        } else if created < cutoff {
             let gone = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
                 .execute(&mut admin)
                 .await;
@@ -70,6 +91,9 @@ pub async fn sweep_stale_databases(admin_url: &str, older_than: Duration) -> Res
                 dropped.push(name);
             }
         }
+    }
+    while let Some(done) = finished.join_next().await {
+        dropped.extend(done.ok().flatten());
     }
     admin.close().await?;
     Ok(dropped)
@@ -87,18 +111,33 @@ enum Kind {
 }
 
 impl TestDb {
-    /// A fresh, empty Postgres database (not migrated).
+    /// A fresh Postgres database with every migration applied: a copy of the migrated template
+    /// (made on first use). [`TestDb::store`] on it finds nothing left to migrate.
     pub async fn postgres() -> Result<TestDb> {
         let admin_url = server_url();
+        let template = template::migrated_template(&admin_url).await?;
+        TestDb::postgres_from(admin_url, Some(&template)).await
+    }
+
+    /// A fresh, empty Postgres database (not migrated), for tests of what happens before the
+    /// migrations have run.
+    pub async fn postgres_unmigrated() -> Result<TestDb> {
+        TestDb::postgres_from(server_url(), None).await
+    }
+
+    /// A new test database on the server at `admin_url`, copied from `template` if one is given.
+    async fn postgres_from(admin_url: String, template: Option<&str>) -> Result<TestDb> {
         if !SWEPT.swap(true, Ordering::SeqCst) {
             // Best effort: a sweep that fails must not fail the test.
             let _ = sweep_stale_databases(&admin_url, STALE_AFTER).await;
         }
         let name = format!("{PREFIX}{}_{}", unix_now(), uuid::Uuid::new_v4().simple());
+        let create = match template {
+            Some(template) => format!("CREATE DATABASE {name} TEMPLATE {template}"),
+            None => format!("CREATE DATABASE {name}"),
+        };
         let mut admin = sqlx::PgConnection::connect(&admin_url).await?;
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut admin)
-            .await?;
+        sqlx::query(&create).execute(&mut admin).await?;
         admin.close().await?;
         let url = replace_database(&admin_url, &name);
         Ok(TestDb {
@@ -117,7 +156,8 @@ impl TestDb {
         })
     }
 
-    /// Both kinds, for conformance tests that run against each backend.
+    /// Both kinds, for conformance tests that run against each backend (the Postgres one
+    /// migrated, the SQLite one not yet: [`TestDb::store`] migrates either).
     pub async fn each() -> Result<Vec<TestDb>> {
         Ok(vec![TestDb::postgres().await?, TestDb::sqlite()?])
     }
@@ -148,26 +188,7 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Kind::Postgres { admin_url, name } = &self.kind {
-            let admin_url = admin_url.clone();
-            let name = name.clone();
-            // Drop runs outside any runtime guarantee, so the cleanup gets a runtime of its own.
-            let cleanup = std::thread::spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
-                    return;
-                };
-                rt.block_on(async move {
-                    if let Ok(mut admin) = sqlx::PgConnection::connect(&admin_url).await {
-                        let _ =
-                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                                .execute(&mut admin)
-                                .await;
-                    }
-                });
-            });
-            let _ = cleanup.join();
+            dropper::finish(admin_url, name);
         }
     }
 }

@@ -1,0 +1,12 @@
+//! bcd's integration tests, compiled into one test binary (one link, one process) instead of
+//! one per file. Each `tests/*.rs` file is a module here; `common` is declared once for all.
+//! Run one file's tests with `cargo test -p bcd --test suite <file>::`.
+
+mod common;
+
+mod cli;
+mod identity_store;
+mod join;
+mod pinned_verifier;
+mod trust_bundle;
+mod verify_join;

@@ -1,0 +1,16 @@
+//! The `cli` crate's integration tests (the real `bcctl` and `bcd` binaries), compiled into one
+//! test binary instead of one per file. Each `tests/*.rs` file is a module here; `support` is
+//! declared once for all. Run one file's tests with `cargo test -p cli --test suite <file>::`.
+
+mod support;
+
+mod audit_tamper;
+mod batch_cli;
+mod e2e_bcd;
+mod e2e_split;
+mod grpc_python;
+mod pki_and_store_cli;
+mod rebuild_cli;
+mod test_layout;
+mod token_node_cli;
+mod token_node_sealing;

@@ -1,0 +1,21 @@
+//! The command handlers' integration tests, compiled into one test binary instead of one per
+//! file. Each `tests/*.rs` file is a module here; the shared fixtures (`audit_support`,
+//! `identity_support`, `quorum_support`) are declared once for all. Run one file's tests with
+//! `cargo test -p commands --test suite <file>::`.
+
+mod audit_support;
+mod identity_support;
+mod quorum_support;
+
+mod audit_sequencer;
+mod audit_worked_example;
+mod handlers_are_send;
+mod identity_core;
+mod identity_maintenance;
+mod identity_races;
+mod projection_runner;
+mod quorum_commands;
+mod quorum_concurrency;
+mod quorum_replay;
+mod quorum_scope_storage;
+mod rebuild_pipeline;

@@ -1,0 +1,20 @@
+//! The domain's integration tests, compiled into one test binary instead of one per file. Each
+//! `tests/*.rs` file is a module here; `quorum_support` is declared once for all. Run one file's
+//! tests with `cargo test -p domain --test suite <file>::`.
+
+mod quorum_support;
+
+mod audit_merkle;
+mod audit_notes;
+mod audit_seal;
+mod audit_trail;
+mod identity_decide;
+mod pki_bundle;
+mod pki_certificates;
+mod pki_tokens;
+mod quorum_admission;
+mod quorum_admission_cache;
+mod quorum_approver_set;
+mod quorum_golden;
+mod quorum_scope;
+mod quorum_scope_storage;

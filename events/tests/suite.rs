@@ -1,0 +1,10 @@
+//! The log store's integration tests, compiled into one test binary instead of one per file.
+//! Each `tests/*.rs` file is a module here, except two that stay binaries of their own (see
+//! `Cargo.toml`): `bounded_memory` installs a counting global allocator, which the other tests'
+//! allocations would disturb, and `testkit_sweep` drops stale test databases, which would race
+//! the sweep every process makes when it creates its first test database. Run one file's tests
+//! with `cargo test -p events --test suite <file>::`.
+
+mod cancel_safety;
+mod conformance;
+mod postgres_races;

@@ -1,0 +1,11 @@
+//! The gateway's integration tests, compiled into one test binary instead of one per file. Each
+//! `tests/*.rs` file is a module here; `common` is declared once for all. Run one file's tests
+//! with `cargo test -p gateway --test suite <file>::`.
+
+mod common;
+
+mod api_probe;
+mod handshake;
+mod internal;
+mod serve;
+mod serving_renewal;

@@ -1,0 +1,5 @@
+//! The replay tests and the house rules, compiled into one test binary. Run one file's tests with
+//! `cargo test -p replay-tests --test suite <file>::`.
+
+mod house_rules;
+mod identity_replay;
