@@ -3,8 +3,7 @@
 //! approvals and status after it. The handlers run the same end to end in
 //! `commands/tests/quorum_commands.rs`.
 
-#[path = "quorum_support.rs"]
-mod support;
+use crate::quorum_support as support;
 
 use std::collections::BTreeMap;
 

@@ -2,8 +2,7 @@
 //! unchanged, stale, floor), the set-change refusal, and the rotation stages' gates. The same
 //! rules run end to end in `commands/tests/quorum_commands.rs`.
 
-#[path = "quorum_support.rs"]
-mod support;
+use crate::quorum_support as support;
 
 use domain::quorum::{ApproverSet, ApproverSetOffer, SetChangeRefusal};
 use domain::trust_bundle::{

@@ -15,6 +15,8 @@ mod pki_tokens;
 mod quorum_admission;
 mod quorum_admission_cache;
 mod quorum_approver_set;
+mod quorum_batch_decisions;
 mod quorum_golden;
 mod quorum_scope;
 mod quorum_scope_storage;
+mod quorum_trust_bundle;
