@@ -9,7 +9,7 @@
 //! no-op when it is fresh) into the target directory `bcctl` was built in. Every spawned process
 //! is killed when its guard drops; every wait is bounded and names what it waited for.
 //!
-//! Run: `cargo test -p cli --test e2e_bcd` (Postgres at `DATABASE_URL`, default
+//! Run: `cargo test -p cli --test suite e2e_bcd::` (Postgres at `DATABASE_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/postgres`; each test makes its own database). The
 //! server's leaves live 10 s (`BC_LEAF_LIFETIME`), so each node renews every 6 s.
 

@@ -9,7 +9,7 @@
 //! internal endpoint refuses TLS clients without a gateway's internal certificate (none, and a
 //! node's own certificate).
 //!
-//! Run: `cargo test -p cli --test e2e_split` (Postgres at `DATABASE_URL`, default
+//! Run: `cargo test -p cli --test suite e2e_split::` (Postgres at `DATABASE_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/postgres`; the test makes its own database). Leaves live
 //! 10 s, so the node renews every 6 s.
 

@@ -1,4 +1,4 @@
-//! Shared helpers for the quorum command tests (included with `#[path]`; also built alone).
+//! Shared helpers for the quorum command tests (a module of the commands test binary, declared once in `tests/suite.rs`).
 
 #![allow(dead_code)]
 
