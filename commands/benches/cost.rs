@@ -200,18 +200,7 @@ fn encode_for_append(
 ) -> Vec<(String, Vec<NewEvent>)> {
     let mut out: Vec<(String, Vec<NewEvent>)> = Vec::new();
     for e in events {
-        let id = new_event_id();
-        let new = match e {
-            IdentityEvent::TokenCreated(p) => NewEvent::from_payload(id, tenant, now_us, p),
-            IdentityEvent::TokenRevoked(p) => NewEvent::from_payload(id, tenant, now_us, p),
-            IdentityEvent::TokenUsed(p) => NewEvent::from_payload(id, tenant, now_us, p),
-            IdentityEvent::NodeJoined(p) => NewEvent::from_payload(id, tenant, now_us, p),
-            IdentityEvent::CertificateIssued(p) => NewEvent::from_payload(id, tenant, now_us, p),
-            IdentityEvent::RenewProofUsed(p) => NewEvent::from_payload(id, tenant, now_us, p),
-            IdentityEvent::IdentityRevoked(p) => NewEvent::from_payload(id, tenant, now_us, p),
-            IdentityEvent::NodeDeleted(p) => NewEvent::from_payload(id, tenant, now_us, p),
-            IdentityEvent::NodeRetired(p) => NewEvent::from_payload(id, tenant, now_us, p),
-        };
+        let new = e.to_new_event(new_event_id(), tenant, now_us);
         let stream = e.stream();
         match out.iter_mut().find(|(s, _)| *s == stream) {
             Some((_, list)) => list.push(new),

@@ -181,21 +181,6 @@ fn by_stream(events: Vec<IdentityEvent>) -> Vec<(String, Vec<IdentityEvent>)> {
     out
 }
 
-fn to_new_event(e: &IdentityEvent, tenant: &str, now_us: i64) -> NewEvent {
-    let id = new_event_id();
-    match e {
-        IdentityEvent::TokenCreated(p) => NewEvent::from_payload(id, tenant, now_us, p),
-        IdentityEvent::TokenRevoked(p) => NewEvent::from_payload(id, tenant, now_us, p),
-        IdentityEvent::TokenUsed(p) => NewEvent::from_payload(id, tenant, now_us, p),
-        IdentityEvent::NodeJoined(p) => NewEvent::from_payload(id, tenant, now_us, p),
-        IdentityEvent::CertificateIssued(p) => NewEvent::from_payload(id, tenant, now_us, p),
-        IdentityEvent::RenewProofUsed(p) => NewEvent::from_payload(id, tenant, now_us, p),
-        IdentityEvent::IdentityRevoked(p) => NewEvent::from_payload(id, tenant, now_us, p),
-        IdentityEvent::NodeDeleted(p) => NewEvent::from_payload(id, tenant, now_us, p),
-        IdentityEvent::NodeRetired(p) => NewEvent::from_payload(id, tenant, now_us, p),
-    }
-}
-
 fn expected(version: Option<i64>) -> ExpectedVersion {
     match version {
         None | Some(0) => ExpectedVersion::NoStream,
@@ -221,7 +206,7 @@ async fn append_decided(
                 .and_then(|(_, v)| *v);
             let new = list
                 .iter()
-                .map(|e| to_new_event(e, tenant, now_us))
+                .map(|e| e.to_new_event(new_event_id(), tenant, now_us))
                 .collect();
             (stream, expected(version), new)
         })

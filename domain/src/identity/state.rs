@@ -181,6 +181,29 @@ pub enum IdentityEvent {
 }
 
 impl IdentityEvent {
+    /// The event as the log stores it: its payload encoded and hashed, under `event_id`, in
+    /// `tenant`, decided at `occurred_at_us` (the id and the time come from the shell).
+    pub fn to_new_event(
+        &self,
+        event_id: [u8; 16],
+        tenant: &str,
+        occurred_at_us: i64,
+    ) -> events::NewEvent {
+        use events::NewEvent;
+        let (id, at) = (event_id, occurred_at_us);
+        match self {
+            IdentityEvent::TokenCreated(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::TokenRevoked(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::TokenUsed(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::NodeJoined(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::CertificateIssued(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::RenewProofUsed(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::IdentityRevoked(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::NodeDeleted(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::NodeRetired(p) => NewEvent::from_payload(id, tenant, at, p),
+        }
+    }
+
     /// The stream the event is appended to.
     pub fn stream(&self) -> String {
         match self {
