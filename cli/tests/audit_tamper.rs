@@ -1,6 +1,7 @@
 //! `bcctl audit` end to end, running the real binary: a clean trail verifies (database, export,
 //! --pin and --pki), proofs verify, and every case of the tamper matrix is caught, named, and
-//! exits with the tampered code (3); usage errors exit with 2.
+//! exits with the tampered code (3); usage errors exit with 2. What is not covered by a signature
+//! (unsealed tails, no checkpoint, truncation) is `audit_coverage`'s, on this file's trail.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,30 +18,33 @@ use projections::audit::ReadFrom;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-const TENANT: &str = "acme";
+pub(crate) const TENANT: &str = "acme";
 
-struct Trail {
-    db: TestDb,
+pub(crate) struct Trail {
+    pub(crate) db: TestDb,
     _dir: tempfile::TempDir,
-    dir: PathBuf,
-    pki: PathBuf,
-    pin: String,
-    keys: KeySet,
+    pub(crate) dir: PathBuf,
+    pub(crate) pki: PathBuf,
+    pub(crate) pin: String,
+    pub(crate) keys: KeySet,
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-fn bcctl(args: &[&str]) -> Run {
+pub(crate) fn bcctl(args: &[&str]) -> Run {
     bcctl_with_secret(args, None)
 }
 
 /// `bcctl`, with `BC_DEPLOYMENT_SECRET` set to `secret` or removed.
 fn bcctl_with_secret(args: &[&str], secret: Option<&str>) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bcctl"));
+    // BCCTL_UNDER_TEST runs these tests against another build (e.g. main's, to see them fail).
+    let bin = std::env::var_os("BCCTL_UNDER_TEST")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_bcctl").into());
+    let mut cmd = Command::new(bin);
     cmd.args(args)
         .env_remove("DATABASE_URL")
         .env_remove("BC_AUDIT_PIN")
@@ -80,9 +84,9 @@ async fn append(store: &EventStore, tenant: &str, from: u64, count: u64) {
     }
 }
 
-/// A tenant with three checkpoints (sizes 20, 36, 47) and a few unsealed events, plus another
-/// tenant's events interleaved.
-async fn trail(postgres: bool) -> Trail {
+/// A tenant with three checkpoints (sizes 20, 36, 47; their sealed events are leaves 20, 36 and
+/// 47) and 4 unsealed leaves (47..50), plus another tenant's events interleaved.
+pub(crate) async fn trail(postgres: bool) -> Trail {
     let db = if postgres {
         TestDb::postgres().await.expect("pg")
     } else {
@@ -125,6 +129,9 @@ async fn trail(postgres: bool) -> Trail {
     append(&store, TENANT, 35, 10).await;
     seal(TENANT);
     append(&store, TENANT, 45, 3).await;
+    // Sealing the other tenant sequences everything: acme's last sealed event and its 3 later
+    // events become leaves 47..50, after acme's last checkpoint.
+    seal("other");
     let path = dir.path().to_path_buf();
     Trail {
         db,
@@ -137,11 +144,11 @@ async fn trail(postgres: bool) -> Trail {
 }
 
 impl Trail {
-    fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         self.db.url()
     }
 
-    fn verify_db(&self) -> Run {
+    pub(crate) fn verify_db(&self, extra: &[&str]) -> Run {
         bcctl(&[
             "audit",
             "verify",
@@ -152,12 +159,21 @@ impl Trail {
             "--pin",
             &self.pin,
             "--json",
-        ])
+        ]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>())
     }
 
-    fn export(&self, name: &str) -> PathBuf {
+    pub(crate) fn export(&self, name: &str) -> PathBuf {
+        self.export_with(name, &[])
+    }
+
+    /// `bcctl audit export` with more arguments (e.g. `--include-unsealed`).
+    pub(crate) fn export_with(&self, name: &str, extra: &[&str]) -> PathBuf {
         let out = self.dir.join(name);
-        let r = bcctl(&[
+        let mut args = vec![
             "audit",
             "export",
             "--tenant",
@@ -166,13 +182,20 @@ impl Trail {
             out.to_str().expect("path"),
             "--database-url",
             self.url(),
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let r = bcctl(&args);
         assert_eq!(r.code, 0, "export: {} {}", r.stdout, r.stderr);
         out
     }
 
-    fn verify_file(&self, file: &Path) -> Run {
-        bcctl(&[
+    pub(crate) fn verify_file(&self, file: &Path) -> Run {
+        self.verify_file_with(file, &[])
+    }
+
+    /// `bcctl audit verify --bundle FILE --pin PIN --json` with more arguments.
+    pub(crate) fn verify_file_with(&self, file: &Path, extra: &[&str]) -> Run {
+        let mut args = vec![
             "audit",
             "verify",
             "--bundle",
@@ -180,10 +203,12 @@ impl Trail {
             "--pin",
             &self.pin,
             "--json",
-        ])
+        ];
+        args.extend_from_slice(extra);
+        bcctl(&args)
     }
 
-    fn signer(&self) -> AuditSigner {
+    pub(crate) fn signer(&self) -> AuditSigner {
         AuditSigner::from_pkcs8(
             self.keys.audit_signing.pkcs8_der(),
             &ring::rand::SystemRandom::new(),
@@ -193,7 +218,7 @@ impl Trail {
 }
 
 /// The fault of a `--json` verify run that must have failed as tampered.
-fn fault(r: &Run) -> Value {
+pub(crate) fn fault(r: &Run) -> Value {
     assert_eq!(
         r.code, 3,
         "expected exit 3 (tampered): {} {}",
@@ -204,7 +229,7 @@ fn fault(r: &Run) -> Value {
     v["fault"].clone()
 }
 
-fn read_lines(file: &Path) -> Vec<Value> {
+pub(crate) fn read_lines(file: &Path) -> Vec<Value> {
     std::fs::read_to_string(file)
         .expect("read export")
         .lines()
@@ -212,17 +237,17 @@ fn read_lines(file: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn write_lines(file: &Path, lines: &[Value]) {
+pub(crate) fn write_lines(file: &Path, lines: &[Value]) {
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(file, text).expect("write export");
 }
 
-fn checkpoint_count(lines: &[Value]) -> usize {
+pub(crate) fn checkpoint_count(lines: &[Value]) -> usize {
     lines[0]["checkpoints"].as_u64().expect("count") as usize
 }
 
 /// The leaf hash of an event line, as an attacker would recompute it.
-fn leaf_hash_of(line: &Value) -> String {
+pub(crate) fn leaf_hash_of(line: &Value) -> String {
     let payload = B64
         .decode(line["payload"].as_str().expect("payload"))
         .expect("b64");
@@ -245,7 +270,7 @@ fn leaf_hash_of(line: &Value) -> String {
     hex::encode(leaf.leaf_hash().expect("leaf"))
 }
 
-async fn position_of(url: &str, index: u64) -> i64 {
+pub(crate) async fn position_of(url: &str, index: u64) -> i64 {
     let store = EventStore::connect(url).await.expect("connect");
     let leaf = projections::audit::read::leaves(&mut ReadFrom::Store(&store), "acme", index, 1)
         .await
@@ -259,12 +284,18 @@ async fn position_of(url: &str, index: u64) -> i64 {
 #[tokio::test]
 async fn clean_trail_verifies_every_way() {
     let t = trail(false).await;
-    let r = t.verify_db();
+    // The store holds 4 leaves after the last checkpoint (its own sealed event, 3 events):
+    // accepted only when asked, and reported.
+    let r = t.verify_db(&["--allow-unsealed"]);
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
     let v: Value = serde_json::from_str(r.stdout.trim()).expect("json");
     assert_eq!(v["ok"], true);
     assert_eq!(v["checkpoints"], 3);
     assert_eq!(v["signed_size"], 47);
+    assert_eq!(v["unsealed_leaves"], 4);
+    assert_eq!(v["unsealed_from_index"], 47);
+    let r = t.verify_db(&[]);
+    assert_eq!(r.code, 4, "not every leaf is covered: {} {}", r.stdout, r.stderr);
     let file = t.export("trail.jsonl");
     let r = t.verify_file(&file);
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
@@ -277,7 +308,12 @@ async fn clean_trail_verifies_every_way() {
         t.pki.to_str().expect("p"),
     ]);
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
-    assert!(r.stdout.starts_with("OK: tenant acme: "), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .starts_with("OK: tenant acme: every leaf is covered by a verified signature: 47 leaves, 3 checkpoints, signed size 47 root "),
+        "{}",
+        r.stdout
+    );
 
     // An inclusion proof, checked; then a tampered one.
     let position = position_of(t.url(), 7).await;
@@ -380,7 +416,7 @@ async fn payload_byte_changed_in_the_database(postgres: bool) {
     tamper::overwrite_payload_byte(t.url(), position)
         .await
         .expect("tamper");
-    let f = fault(&t.verify_db());
+    let f = fault(&t.verify_db(&[]));
     assert_eq!(f["kind"], "tampered_leaf", "{f}");
     assert_eq!(f["index"], 25);
     assert_eq!(f["position"], position);
@@ -403,7 +439,7 @@ async fn event_deleted_in_the_database() {
     tamper::delete_event(t.url(), position)
         .await
         .expect("tamper");
-    let f = fault(&t.verify_db());
+    let f = fault(&t.verify_db(&[]));
     assert_eq!(f["kind"], "missing_event", "{f}");
     assert_eq!(f["index"], 11);
     assert_eq!(f["position"], position);
@@ -416,7 +452,7 @@ async fn event_deleted_with_its_leaf_row() {
     tamper::delete_event_and_leaf(t.url(), position)
         .await
         .expect("tamper");
-    let f = fault(&t.verify_db());
+    let f = fault(&t.verify_db(&[]));
     assert_eq!(f["kind"], "missing_leaf", "{f}");
     assert_eq!(f["index"], 11);
 }
@@ -428,7 +464,7 @@ async fn two_events_swapped_in_the_database() {
     tamper::swap_leaf_positions(t.url(), p5, p6)
         .await
         .expect("tamper");
-    let f = fault(&t.verify_db());
+    let f = fault(&t.verify_db(&[]));
     assert_eq!(f["kind"], "tampered_leaf", "{f}");
     assert_eq!(f["index"], 5);
     assert_eq!(f["position"], p6);
@@ -555,7 +591,7 @@ async fn checkpoint_signed_by_another_key() {
     assert!(f["message"].as_str().expect("m").contains("pinned"), "{f}");
 }
 
-fn note_sha256(note: &str) -> String {
+pub(crate) fn note_sha256(note: &str) -> String {
     hex::encode(Sha256::digest(note.as_bytes()))
 }
 

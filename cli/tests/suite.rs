@@ -4,6 +4,8 @@
 
 mod support;
 
+mod audit_coverage;
+mod audit_seal_kill;
 mod audit_tamper;
 mod batch_cli;
 mod e2e_bcd;

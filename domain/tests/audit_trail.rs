@@ -120,6 +120,7 @@ fn leaves(events: &[(u64, RecordedEvent)], recorded: Option<&[Hash]>) -> Vec<Tra
                 .leaf_hash()
                 .unwrap(),
             recorded_leaf_hash: recorded.and_then(|r| r.get(*index as usize).copied()),
+            sealed: None,
         })
         .collect()
 }

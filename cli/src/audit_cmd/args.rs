@@ -33,6 +33,10 @@ pub struct ExportArgs {
     /// The file to write (refused if it exists).
     #[arg(long)]
     pub out: PathBuf,
+    /// Also write the events after the last checkpoint (covered by no signature yet; `verify`
+    /// then needs --allow-unsealed). Without it the export ends at the last checkpoint's size.
+    #[arg(long)]
+    pub include_unsealed: bool,
     #[command(flatten)]
     pub db: DbArgs,
 }
@@ -59,6 +63,19 @@ pub struct VerifyArgs {
     /// With --pin: the trust domain the log's origin must name.
     #[arg(long)]
     pub trust_domain: Option<String>,
+    /// Accept leaves after the last checkpoint: exit 0 when everything signed verifies, and
+    /// report how many leaves no signature covers (without it they are a failure, exit 4).
+    #[arg(long)]
+    pub allow_unsealed: bool,
+    /// A checkpoint you saw before (a signed note, or a JSON object with a `signed_note` field:
+    /// an export's checkpoint line, a proof file, an earlier `verify --json` report): the trail
+    /// must extend it (the root of its first N leaves is that checkpoint's) and its last
+    /// checkpoint must be at least that large.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
+    /// The trail's last checkpoint must cover at least N leaves.
+    #[arg(long, value_name = "N")]
+    pub at_least_size: Option<u64>,
     /// Print one JSON object instead of text (and no progress bar).
     #[arg(long)]
     pub json: bool,

@@ -11,6 +11,12 @@ use crate::deployment::DeploymentError;
 pub const EXIT_TAMPERED: u8 = 3;
 /// The command was used wrongly.
 pub const EXIT_USAGE: u8 = 2;
+/// The trail verifies, but leaves after its last checkpoint are covered by no signature.
+pub const EXIT_UNSEALED: u8 = 4;
+/// The trail has no checkpoint: nothing in it is signed.
+pub const EXIT_NO_CHECKPOINT: u8 = 5;
+/// The trail's last checkpoint is smaller than one the auditor saw before (truncated).
+pub const EXIT_TRUNCATED: u8 = 6;
 
 /// Errors of `bcctl audit`, each with its exit code.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +25,12 @@ pub enum AuditCmdError {
     Usage(String),
     #[error("TAMPERED: {0}")]
     Tampered(String),
+    #[error("NOT COVERED: {0}")]
+    Unsealed(String),
+    #[error("NOT COVERED: {0}")]
+    NoCheckpoint(String),
+    #[error("TRUNCATED: {0}")]
+    Truncated(String),
     #[error("{0}")]
     Audit(#[from] AuditError),
     #[error("store: {0}")]
@@ -38,6 +50,9 @@ impl AuditCmdError {
         match self {
             AuditCmdError::Usage(_) => EXIT_USAGE,
             AuditCmdError::Tampered(_) => EXIT_TAMPERED,
+            AuditCmdError::Unsealed(_) => EXIT_UNSEALED,
+            AuditCmdError::NoCheckpoint(_) => EXIT_NO_CHECKPOINT,
+            AuditCmdError::Truncated(_) => EXIT_TRUNCATED,
             _ => 1,
         }
     }

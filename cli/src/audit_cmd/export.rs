@@ -1,4 +1,6 @@
-//! `bcctl audit export`: a tenant's whole trail to a self-contained JSON-lines file.
+//! `bcctl audit export`: a tenant's trail to a self-contained JSON-lines file: every checkpoint,
+//! and the events up to the last checkpoint's size (every one covered by a signature), or with
+//! `--include-unsealed` every sequenced event.
 
 use std::io::{BufWriter, Write};
 
@@ -13,7 +15,12 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
     let store = EventStore::connect(&args.db.database_url).await?;
     let tenant = args.tenant.as_str();
     let checkpoints = reads::checkpoints(&store, tenant).await?;
-    let size = reads::tree_size(&store, tenant).await?;
+    let sequenced = reads::tree_size(&store, tenant).await?;
+    let size = if args.include_unsealed {
+        sequenced
+    } else {
+        checkpoints.last().map_or(0, |c| c.tree_size.min(sequenced))
+    };
     let io = |what, source| AuditCmdError::Io {
         what,
         path: args.out.clone(),
@@ -61,8 +68,14 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         from = page.last().map_or(size, |r| r.index + 1);
     }
     out.flush().map_err(|e| io("cannot write", e))?;
+    let left_out = sequenced - size;
+    let note = if left_out > 0 {
+        format!(" ({left_out} later events, not yet sealed, left out; --include-unsealed adds them)")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "exported tenant {tenant}: {size} events, {} checkpoints to {}",
+        "exported tenant {tenant}: {size} events, {} checkpoints to {}{note}",
         checkpoints.len(),
         args.out.display()
     );

@@ -1,12 +1,14 @@
 //! The leaves `verify` feeds the trail verifier, read one at a time from an export or page by
-//! page from the database, each recomputed from its event; a fault found while reading stops the
-//! stream and is reported as the verification's fault.
+//! page from the database, each recomputed from its event (and, for the tenant's own
+//! `audit.checkpoint.sealed` events, the checkpoint each recorded); a fault found while reading
+//! stops the stream and is reported as the verification's fault.
 
 use std::io::{BufRead, BufReader};
 
 use commands::audit::reads;
-use domain::audit::{AuditLeaf, TrailLeaf};
+use domain::audit::{sealed_leaf, AuditLeaf, SealedLeaf, TrailLeaf};
 use events::store::EventStore;
+use events::EventPayload as _;
 
 use super::format::{hex_array, EventLine, PAGE};
 
@@ -58,6 +60,21 @@ impl Leaves {
         });
     }
 
+    /// The checkpoint a sealed event of the tenant recorded (`Some(None)` for any other event);
+    /// `None` (with the fault set) when such an event does not decode.
+    fn sealed_of(&mut self, event: &events::RecordedEvent) -> Option<Option<SealedLeaf>> {
+        match sealed_leaf(event, &self.tenant) {
+            Ok(sealed) => Some(sealed),
+            Err(e) => {
+                let msg = format!(
+                    "an audit.checkpoint.sealed event does not decode: {e}; the checkpoint it recorded cannot be checked"
+                );
+                self.fail("malformed_event", msg, None, Some(event.position));
+                None
+            }
+        }
+    }
+
     pub(super) fn next_export(&mut self) -> Option<TrailLeaf> {
         let LeafSource::Export {
             reader,
@@ -106,12 +123,34 @@ impl Leaves {
         let recomputed = ev.recompute(&mut self.payload);
         let (index, position) = (ev.index, ev.position);
         match (recorded, recomputed) {
-            (Some(recorded), Ok(hash)) => Some(TrailLeaf {
-                index,
-                position,
-                leaf_hash: hash,
-                recorded_leaf_hash: Some(recorded),
-            }),
+            (Some(recorded), Ok(hash)) => {
+                let sealed = if ev.event_type == events::schema::AuditCheckpointSealed::EVENT_TYPE
+                {
+                    let event = events::RecordedEvent {
+                        position,
+                        stream_id: ev.stream_id.to_string(),
+                        stream_version: ev.stream_version,
+                        event_id: hex_array::<16>(&ev.event_id).unwrap_or_default(),
+                        event_type: ev.event_type.to_string(),
+                        schema_version: ev.schema_version,
+                        tenant_id: ev.tenant_id.to_string(),
+                        occurred_at_us: ev.occurred_at_us,
+                        payload: self.payload.clone(),
+                        payload_sha256: [0; 32],
+                        tx_id: None,
+                    };
+                    self.sealed_of(&event)?
+                } else {
+                    None
+                };
+                Some(TrailLeaf {
+                    index,
+                    position,
+                    leaf_hash: hash,
+                    recorded_leaf_hash: Some(recorded),
+                    sealed,
+                })
+            }
             (None, _) => {
                 let msg =
                     format!("leaf {index} (position {position}): leaf_hash is not 64 hex digits");
@@ -184,6 +223,7 @@ impl Leaves {
                 position: row.position,
                 leaf_hash: hash,
                 recorded_leaf_hash: Some(row.leaf_hash),
+                sealed: self.sealed_of(event)?,
             }),
             Err(e) => {
                 let msg = format!("leaf {} (position {}): {e}", row.index, row.position);

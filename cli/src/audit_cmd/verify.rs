@@ -1,61 +1,21 @@
 //! `bcctl audit verify`: a tenant's trail, from the database or an export, checked offline
-//! against the pinned audit key with the domain's one trail verifier.
+//! against the pinned audit key with the domain's one trail verifier, then judged for coverage:
+//! success (exit 0, `"ok": true`) means every leaf is covered by a verified checkpoint signature
+//! (see `docs/AUDIT.md`, "What `ok` means").
 
 use std::io::{BufRead, BufReader, IsTerminal};
 
 use commands::audit::reads;
-use domain::audit::{verify_trail, AuditPublicKey, Progress, TrailFault};
+use domain::audit::{coverage, verify_trail_against, AuditPublicKey, Expectations, Progress};
 use events::store::EventStore;
-use serde::Serialize;
 
 use super::args::VerifyArgs;
 use super::error::AuditCmdError;
 use super::format::{checkpoint_line, trail_checkpoint, CheckpointLine, Header, EXPORT_FORMAT};
+use super::known::{open_known, read_known_note};
 use super::leaves::{LeafSource, Leaves};
+use super::report::{FaultReport, Report};
 use super::trust::trust;
-
-/// What `verify` reports.
-#[derive(Serialize)]
-struct Report {
-    ok: bool,
-    tenant: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    leaves: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    checkpoints: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    signed_size: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    signed_root: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    unsealed_leaves: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fault: Option<FaultReport>,
-}
-
-#[derive(Serialize)]
-struct FaultReport {
-    kind: &'static str,
-    message: String,
-    index: Option<u64>,
-    position: Option<i64>,
-    checkpoint: Option<usize>,
-}
-
-fn fault_kind(f: &TrailFault) -> &'static str {
-    match f {
-        TrailFault::TamperedLeaf { .. } => "tampered_leaf",
-        TrailFault::MissingLeaf { .. } => "missing_leaf",
-        TrailFault::ExtraLeaf { .. } => "extra_leaf",
-        TrailFault::RootMismatch { .. } => "root_mismatch",
-        TrailFault::BadSignature { .. } => "bad_signature",
-        TrailFault::WrongKey { .. } => "wrong_key",
-        TrailFault::MalformedCheckpoint { .. } => "malformed_checkpoint",
-        TrailFault::Fork { .. } => "fork",
-        TrailFault::NotExtension { .. } => "not_extension",
-        TrailFault::BrokenChain { .. } => "broken_chain",
-    }
-}
 
 pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
     let trust = trust(
@@ -161,9 +121,18 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
         (None, None) => return Err(AuditCmdError::Usage("give --tenant or --bundle".into())),
     };
 
+    let known_note = match &args.checkpoint {
+        Some(path) => Some(read_known_note(path)?),
+        None => None,
+    };
+
     let outcome = (|| -> Result<Report, AuditCmdError> {
         let key = trust.key_for(carried_key.as_deref())?;
         let origin = trust.origin_for(&tenant, stated_origin.as_deref())?;
+        let known = match &known_note {
+            Some(note) => Some(open_known(note, &origin, key.as_ref())?),
+            None => None,
+        };
         let checkpoints = checkpoint_lines
             .iter()
             .enumerate()
@@ -172,7 +141,8 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
         let key = match key {
             Some(k) => k,
             None if checkpoints.is_empty() => {
-                // No checkpoint: nothing is signed; leaves are still checked. Any key will do.
+                // No checkpoint: nothing is signed (the verdict says so); the leaves are still
+                // checked. No signature is opened, so any key will do.
                 AuditPublicKey::from_uncompressed_point(&[4u8; 65])
                     .map_err(|e| AuditCmdError::Other(e.to_string()))?
             }
@@ -190,11 +160,12 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
             payload: Vec::new(),
             total,
         };
-        let result = verify_trail(
+        let result = verify_trail_against(
             &origin,
             &key,
             &mut leaves,
             &checkpoints,
+            known,
             &mut |p: Progress| {
                 if let Some(bar) = &bar {
                     bar.set_position(p.leaves_checked);
@@ -204,119 +175,60 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
         if let Some(bar) = &bar {
             bar.finish_and_clear();
         }
-        let mut report = Report {
-            ok: false,
-            tenant: tenant.clone(),
-            leaves: None,
-            checkpoints: None,
-            signed_size: None,
-            signed_root: None,
-            unsealed_leaves: None,
-            fault: None,
-        };
+        let mut report = Report::new(&tenant);
         if let Some(f) = leaves.fault.take() {
-            report.fault = Some(FaultReport {
-                kind: f.kind,
-                message: f.message,
-                index: f.index,
-                position: f.position,
-                checkpoint: None,
-            });
+            report.fault = Some(FaultReport::tampered(
+                f.kind, f.message, f.index, f.position,
+            ));
             return Ok(report);
         }
-        match result {
-            Ok(s) => {
-                if let Some(expected) = total {
-                    if s.leaves != expected {
-                        report.fault = Some(FaultReport {
-                            kind: "missing_leaf",
-                            message: format!(
-                                "the trail states {expected} leaves but holds {}: the tail was truncated or extended",
-                                s.leaves
-                            ),
-                            index: Some(s.leaves.min(expected)),
-                            position: None,
-                            checkpoint: None,
-                        });
-                        return Ok(report);
-                    }
-                }
-                report.ok = true;
-                report.leaves = Some(s.leaves);
-                report.checkpoints = Some(s.checkpoints);
-                report.signed_size = Some(s.signed_size);
-                report.signed_root = Some(hex::encode(s.signed_root));
-                report.unsealed_leaves = Some(s.unsealed_leaves);
-            }
+        let summary = match result {
+            Ok(s) => s,
             Err(f) => {
-                report.fault = Some(FaultReport {
-                    kind: fault_kind(&f),
-                    message: f.to_string(),
-                    index: Some(f.index()),
-                    position: f.position(),
-                    checkpoint: f.checkpoint(),
-                });
+                report.fault = Some(FaultReport::of_trail(&f));
+                return Ok(report);
             }
+        };
+        if let Some(expected) = total {
+            if summary.leaves != expected {
+                report.fault = Some(FaultReport::tampered(
+                    "missing_leaf",
+                    format!(
+                        "the trail states {expected} leaves but holds {}: the tail was truncated or extended",
+                        summary.leaves
+                    ),
+                    Some(summary.leaves.min(expected)),
+                    None,
+                ));
+                return Ok(report);
+            }
+        }
+        report.summary(
+            &summary,
+            checkpoint_lines.last().map(|c| c.signed_note.as_str()),
+        );
+        let expect = Expectations {
+            known,
+            at_least_size: args.at_least_size,
+            allow_unsealed: args.allow_unsealed,
+        };
+        match coverage(&summary, &expect) {
+            Ok(()) => report.ok = true,
+            Err(f) => report.fault = Some(FaultReport::of_coverage(&f)),
         }
         Ok(report)
     })();
 
     let report = match outcome {
         Ok(r) => r,
-        Err(AuditCmdError::Tampered(message)) => Report {
-            ok: false,
-            tenant: tenant.clone(),
-            leaves: None,
-            checkpoints: None,
-            signed_size: None,
-            signed_root: None,
-            unsealed_leaves: None,
-            fault: Some(FaultReport {
-                kind: "key_or_origin",
-                message,
-                index: None,
-                position: None,
-                checkpoint: None,
-            }),
-        },
+        Err(AuditCmdError::Tampered(message)) => {
+            let mut r = Report::new(&tenant);
+            r.fault = Some(FaultReport::tampered("key_or_origin", message, None, None));
+            r
+        }
         Err(e) => return Err(e),
     };
-    print_report(&report, args.json)?;
-    match &report.fault {
-        None => Ok(()),
-        Some(f) => Err(AuditCmdError::Tampered(f.message.clone())),
-    }
-}
-
-fn print_report(report: &Report, json: bool) -> Result<(), AuditCmdError> {
-    if json {
-        let text =
-            serde_json::to_string(report).map_err(|e| AuditCmdError::Other(e.to_string()))?;
-        println!("{text}");
-        return Ok(());
-    }
-    match &report.fault {
-        None => println!(
-            "OK: tenant {}: {} leaves, {} checkpoints, signed size {} root {}, {} leaves not yet sealed",
-            report.tenant,
-            report.leaves.unwrap_or(0),
-            report.checkpoints.unwrap_or(0),
-            report.signed_size.unwrap_or(0),
-            report.signed_root.as_deref().unwrap_or(""),
-            report.unsealed_leaves.unwrap_or(0)
-        ),
-        Some(f) => {
-            println!("TAMPERED ({}): {}", f.kind, f.message);
-            let show = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-            println!(
-                "first bad index: {}, position: {}, checkpoint: {}",
-                show(f.index.map(|v| v.to_string())),
-                show(f.position.map(|v| v.to_string())),
-                show(f.checkpoint.map(|v| v.to_string()))
-            );
-        }
-    }
-    Ok(())
+    report.finish(args.json)
 }
 
 fn progress_bar(enabled: bool, total: Option<u64>) -> Option<indicatif::ProgressBar> {

@@ -78,6 +78,7 @@ pub async fn verify_tenant(
                 position: row.position,
                 leaf_hash: hash,
                 recorded_leaf_hash: Some(row.leaf_hash),
+                sealed: domain::audit::sealed_leaf(event, tenant).expect("sealed event decodes"),
             });
         }
         from = page.last().map_or(from, |r| r.index + 1);

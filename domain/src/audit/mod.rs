@@ -14,6 +14,7 @@
 //! | [`checkpoint`] | C2SP tlog checkpoints of a tenant's log                                      |
 //! | [`seal`]       | the seal decision: sign only strict extensions of the last checkpoint        |
 //! | [`trail`]      | the offline verifier of a tenant's whole trail                               |
+//! | [`coverage`]   | whether a verified trail is entirely covered by signatures (the one bit)     |
 //!
 //! A typical flow: the sequencer turns each event into an [`AuditLeaf`], hashes it
 //! ([`AuditLeaf::leaf_hash`]), appends the batch to the tenant's [`Frontier`] and stores the
@@ -23,6 +24,7 @@
 //! [`verify_trail`].
 
 pub mod checkpoint;
+pub mod coverage;
 pub mod key;
 pub mod leaf;
 pub mod merkle;
@@ -39,5 +41,9 @@ pub use merkle::{
 };
 pub use note::{open_note, sign_note, Note, NoteError};
 pub use seal::{decide_seal, SealRefusal, TreeHead};
-pub use trail::{verify_trail, Progress, TrailCheckpoint, TrailFault, TrailLeaf, TrailSummary};
+pub use coverage::{coverage, sealed_leaf, CoverageFault, Expectations};
+pub use trail::{
+    verify_trail, verify_trail_against, Progress, SealedLeaf, TrailCheckpoint, TrailFault, TrailLeaf,
+    TrailSummary,
+};
 pub use tree::{Frontier, HashReader, MemoryStore, NodeCoord, ProofPlan, StoredNode, TreeError};

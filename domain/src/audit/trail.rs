@@ -23,6 +23,17 @@
 //! Since every checkpoint's root is recomputed from one and the same leaf sequence, consecutive
 //! checkpoints that pass are consistent with each other (each tree is a prefix of the next).
 //!
+//! Two more checks ride on the same walk. A leaf that is one of the tenant's own
+//! `audit.checkpoint.sealed` events ([`SealedLeaf`]) names the checkpoint it recorded; that
+//! checkpoint must be among the trail's, with the same note (removing checkpoints from a trail
+//! leaves this evidence behind in its leaves). And a checkpoint the auditor saw before
+//! ([`verify_trail_against`]'s `known`) must have the root of the trail's first `known.size`
+//! leaves: the trail extends it (RFC 9162 consistency, checked on the leaves themselves).
+//!
+//! Whether every leaf is *covered* by a signature (no unsealed tail, at least one checkpoint, at
+//! least as large as what the auditor saw) is decided afterwards from the summary, by
+//! [`super::coverage::coverage`].
+//!
 //! It stops at the first problem, in the order above, and names it ([`TrailFault`]), with the
 //! first bad index and position where they are known. A root mismatch without recorded leaf
 //! hashes can only be narrowed to the leaves between the previous checkpoint and this one; the
@@ -33,6 +44,7 @@ use sha2::{Digest, Sha256};
 use super::checkpoint::{Checkpoint, CheckpointError};
 use super::key::AuditPublicKey;
 use super::note::NoteError;
+use super::seal::TreeHead;
 use super::tree::Frontier;
 use crate::merkle::{verify_consistency, Hash, ProofError, EMPTY_ROOT};
 
@@ -50,6 +62,18 @@ pub struct TrailLeaf {
     pub leaf_hash: Hash,
     /// The leaf hash the sequencer recorded for this index, if the export carries it.
     pub recorded_leaf_hash: Option<Hash>,
+    /// When the leaf is one of the tenant's own `audit.checkpoint.sealed` events: the checkpoint
+    /// it recorded ([`super::coverage::sealed_leaf`] reads it from the event).
+    pub sealed: Option<SealedLeaf>,
+}
+
+/// The checkpoint an `audit.checkpoint.sealed` leaf recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SealedLeaf {
+    /// The checkpoint's number: the event's version in its `audit/<tenant>` stream (1 = first).
+    pub seq: u64,
+    /// SHA-256 of the signed note the event carries.
+    pub note_sha256: Hash,
 }
 
 /// One signed checkpoint of the trail.
@@ -89,6 +113,8 @@ pub struct TrailSummary {
     pub signed_root: Hash,
     /// Leaves after the last checkpoint (checked for order and recorded hashes, not yet signed).
     pub unsealed_leaves: u64,
+    /// The global position of the first of those leaves.
+    pub first_unsealed_position: Option<i64>,
     /// The chain link the next checkpoint must carry.
     pub last_note_sha256: Option<Hash>,
 }
@@ -156,6 +182,17 @@ pub enum TrailFault {
         expected: String,
         found: String,
     },
+    #[error("checkpoints were removed: leaf {index} (position {position}) records checkpoint {seq}, but the trail carries only {carried}")]
+    CheckpointRemoved {
+        index: u64,
+        position: i64,
+        seq: u64,
+        carried: usize,
+    },
+    #[error("leaf {index} (position {position}) records a checkpoint {seq} other than the trail's checkpoint {seq}")]
+    CheckpointMismatch { index: u64, position: i64, seq: u64 },
+    #[error("the trail does not extend the checkpoint you gave (size {size}): its first {size} leaves have another root, so a leaf before index {size} was changed, inserted, removed or reordered, or the log forked")]
+    InconsistentWithKnown { size: u64 },
 }
 
 impl TrailFault {
@@ -172,15 +209,19 @@ impl TrailFault {
             | TrailFault::Fork { from_index, .. }
             | TrailFault::BrokenChain { from_index, .. } => *from_index,
             TrailFault::NotExtension { previous_size, .. } => *previous_size,
+            TrailFault::CheckpointRemoved { index, .. }
+            | TrailFault::CheckpointMismatch { index, .. } => *index,
+            TrailFault::InconsistentWithKnown { .. } => 0,
         }
     }
 
     /// The global position of the first bad event, when known.
     pub fn position(&self) -> Option<i64> {
         match self {
-            TrailFault::TamperedLeaf { position, .. } | TrailFault::ExtraLeaf { position, .. } => {
-                Some(*position)
-            }
+            TrailFault::TamperedLeaf { position, .. }
+            | TrailFault::ExtraLeaf { position, .. }
+            | TrailFault::CheckpointRemoved { position, .. }
+            | TrailFault::CheckpointMismatch { position, .. } => Some(*position),
             TrailFault::RootMismatch { from_position, .. } => *from_position,
             _ => None,
         }
@@ -207,6 +248,10 @@ struct LeafWalk<I> {
     tree: Frontier,
     last_position: Option<i64>,
     total: Option<u64>,
+    /// SHA-256 of each checkpoint's note, in trail order (what sealed leaves must name).
+    notes: Vec<Hash>,
+    /// The checkpoint the auditor saw before, whose root the walk checks at its size.
+    known: Option<TreeHead>,
 }
 
 impl<I: Iterator<Item = TrailLeaf>> LeafWalk<I> {
@@ -231,7 +276,48 @@ impl<I: Iterator<Item = TrailLeaf>> LeafWalk<I> {
                 position: leaf.position,
             });
         }
+        if let Some(sealed) = leaf.sealed {
+            let carried = usize::try_from(sealed.seq)
+                .ok()
+                .and_then(|seq| seq.checked_sub(1))
+                .and_then(|k| self.notes.get(k));
+            match carried {
+                Some(note) if *note == sealed.note_sha256 => {}
+                Some(_) => {
+                    return Err(TrailFault::CheckpointMismatch {
+                        index: leaf.index,
+                        position: leaf.position,
+                        seq: sealed.seq,
+                    })
+                }
+                None if sealed.seq == 0 => {
+                    return Err(TrailFault::CheckpointMismatch {
+                        index: leaf.index,
+                        position: leaf.position,
+                        seq: 0,
+                    })
+                }
+                None => {
+                    return Err(TrailFault::CheckpointRemoved {
+                        index: leaf.index,
+                        position: leaf.position,
+                        seq: sealed.seq,
+                        carried: self.notes.len(),
+                    })
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// The root of the leaves so far must be the known checkpoint's, at its size.
+    fn check_known(&self) -> Result<(), TrailFault> {
+        match self.known {
+            Some(k) if k.size == self.tree.size() && k.root != self.tree.root() => {
+                Err(TrailFault::InconsistentWithKnown { size: k.size })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Takes the next leaf, checks it and adds it to the tree. `None` when the leaves ran out.
@@ -242,6 +328,9 @@ impl<I: Iterator<Item = TrailLeaf>> LeafWalk<I> {
         }
         self.tree.push(leaf.leaf_hash, |_, _| {});
         self.last_position = Some(leaf.position);
+        if let Err(e) = self.check_known() {
+            return Some(Err(e));
+        }
         Some(Ok(leaf))
     }
 }
@@ -259,6 +348,24 @@ pub fn verify_trail<L>(
 where
     L: IntoIterator<Item = TrailLeaf>,
 {
+    verify_trail_against(origin, key, leaves, checkpoints, None, progress)
+}
+
+/// [`verify_trail`], and also that the trail extends `known`, a checkpoint the auditor saw
+/// before (its signature already checked by the caller): the root of the trail's first
+/// `known.size` leaves must be `known.root` ([`TrailFault::InconsistentWithKnown`]). A trail with
+/// fewer leaves is not refused here; [`super::coverage::coverage`] calls it truncated.
+pub fn verify_trail_against<L>(
+    origin: &str,
+    key: &AuditPublicKey,
+    leaves: L,
+    checkpoints: &[TrailCheckpoint],
+    known: Option<TreeHead>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<TrailSummary, TrailFault>
+where
+    L: IntoIterator<Item = TrailLeaf>,
+{
     let leaves = leaves.into_iter();
     let total = leaves.size_hint().1.map(|n| n as u64);
     let mut walk = LeafWalk {
@@ -266,7 +373,13 @@ where
         tree: Frontier::new(),
         last_position: None,
         total,
+        notes: checkpoints
+            .iter()
+            .map(|c| note_sha256(&c.signed_note))
+            .collect(),
+        known,
     };
+    walk.check_known()?;
     let report = |walk: &LeafWalk<_>, done: usize, progress: &mut dyn FnMut(Progress)| {
         progress(Progress {
             leaves_checked: walk.tree.size(),
@@ -372,8 +485,10 @@ where
         report(&walk, k + 1, progress);
     }
 
+    let mut first_unsealed_position = None;
     while let Some(step) = walk.step() {
-        step?;
+        let leaf = step?;
+        first_unsealed_position.get_or_insert(leaf.position);
         if walk.tree.size() % PROGRESS_EVERY == 0 {
             report(&walk, checkpoints.len(), progress);
         }
@@ -386,6 +501,7 @@ where
         signed_size,
         signed_root,
         unsealed_leaves: walk.tree.size() - signed_size,
+        first_unsealed_position,
         last_note_sha256: last_note,
     })
 }
