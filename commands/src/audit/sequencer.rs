@@ -9,7 +9,10 @@
 //! 2. read the stored cursor (`audit_sequencer`); if it is not the one this sequencer last
 //!    committed (another process sequenced meanwhile, or this one just started), drop every cached
 //!    tree and resume from the stored one;
-//! 3. one exact-tailer step from the cursor (a read: writers never wait on the sequencer);
+//! 3. one exact-tailer step from the cursor (a read: writers never wait on the sequencer); when
+//!    it finds the snapshot the cursor was paging through exhausted, a second step from a fresh
+//!    snapshot, so that "idle" always means "nothing new as of this step" (a stored cursor may
+//!    carry a snapshot taken long ago);
 //! 4. for each event, in the order the tailer hands them out: its tenant's next index, its leaf
 //!    hash ([`AuditLeaf::from_event`]), appended to the tenant's [`Frontier`] (loaded from the
 //!    stored nodes on first use);
@@ -153,7 +156,14 @@ impl Sequencer {
             return Ok(None);
         };
 
-        let (events, next) = self.store.tail_step(&cursor, self.options.batch).await?;
+        let (mut events, mut next) = self.store.tail_step(&cursor, self.options.batch).await?;
+        if events.is_empty() && has_ceiling(&cursor) {
+            // The snapshot being paged through is exhausted, but it may be old (a stored cursor
+            // whose last batch was full, or one taken many steps ago): look at the present
+            // before calling the log caught up, or `catch_up` would return with later commits
+            // unsequenced.
+            (events, next) = self.store.tail_step(&next, self.options.batch).await?;
+        }
         if events.is_empty() {
             // Nothing committed between the snapshots: moving on needs no write.
             self.cursor = Some(next);
@@ -283,6 +293,17 @@ impl Sequencer {
             }
         }
     }
+}
+
+/// Whether the cursor is in the middle of delivering a snapshot (Postgres), which may be old.
+fn has_ceiling(cursor: &TailCursor) -> bool {
+    matches!(
+        cursor,
+        TailCursor::Postgres {
+            ceiling: Some(_),
+            ..
+        }
+    )
 }
 
 fn leaf_hash(event: &RecordedEvent, index: u64) -> Result<Hash, AuditError> {
