@@ -116,7 +116,8 @@ async fn a_fabricated_trail_without_checkpoint_exits_5() {
     ]);
     assert_eq!(r.code, EXIT_NO_CHECKPOINT, "{} {}", r.stdout, r.stderr);
     assert!(
-        r.stdout.starts_with("NOT COVERED (no_checkpoint): no checkpoint: "),
+        r.stdout
+            .starts_with("NOT COVERED (no_checkpoint): no checkpoint: "),
         "{}",
         r.stdout
     );

@@ -58,7 +58,11 @@ async fn append_events(store: &EventStore, from: u64, count: u64) {
             .collect();
         let len = events.len() as u64;
         store
-            .append(&format!("tenant/{tenant}/b{n}"), ExpectedVersion::Any, &events)
+            .append(
+                &format!("tenant/{tenant}/b{n}"),
+                ExpectedVersion::Any,
+                &events,
+            )
             .await
             .expect("append");
         n += len;
@@ -80,7 +84,9 @@ fn seal_command(pki: &Path, url: &str) -> Command {
 /// Every checkpoint of `tenant` (rows and events agree), with every property of the module doc.
 async fn check_tenant(store: &EventStore, tenant: &str, key: &AuditPublicKey) -> usize {
     let origin = format!("audit.example.org/audit/{tenant}");
-    let rows = reads::checkpoints(store, tenant).await.expect("checkpoints");
+    let rows = reads::checkpoints(store, tenant)
+        .await
+        .expect("checkpoints");
     let events = store
         .read_stream(&format!("audit/{tenant}"))
         .await
@@ -107,20 +113,38 @@ async fn check_tenant(store: &EventStore, tenant: &str, key: &AuditPublicKey) ->
         let sealed: AuditCheckpointSealed = event.decode().expect("sealed event decodes");
         assert_eq!(row.seq, k as u64 + 1);
         assert_eq!(event.stream_version, k as i64 + 1);
-        assert_eq!(sealed.signed_note, row.signed_note.as_bytes(), "{tenant} #{k}");
+        assert_eq!(
+            sealed.signed_note,
+            row.signed_note.as_bytes(),
+            "{tenant} #{k}"
+        );
         let cp = Checkpoint::open(&row.signed_note, &origin, key).expect("signature opens");
         assert_eq!((cp.size, cp.root), (row.tree_size, row.root_hash));
-        assert_eq!(row.previous_note_sha256, previous_note, "{tenant} #{k}: chain");
+        assert_eq!(
+            row.previous_note_sha256, previous_note,
+            "{tenant} #{k}: chain"
+        );
         previous_note = Some(note_sha256(&row.signed_note));
         if let Some(root) = by_size.insert(cp.size, cp.root) {
-            assert_eq!(root, cp.root, "{tenant}: size {} signed with two roots", cp.size);
+            assert_eq!(
+                root, cp.root,
+                "{tenant}: size {} signed with two roots",
+                cp.size
+            );
         }
         if let Some(&(size, _)) = heads.last() {
             assert!(cp.size > size, "{tenant}: checkpoint #{k} does not grow");
         }
         let size = usize::try_from(cp.size).expect("size");
-        assert!(size <= leaves.len(), "{tenant}: signed beyond the stored leaves");
-        assert_eq!(merkle::root(&leaves[..size]), cp.root, "{tenant} #{k}: root");
+        assert!(
+            size <= leaves.len(),
+            "{tenant}: signed beyond the stored leaves"
+        );
+        assert_eq!(
+            merkle::root(&leaves[..size]),
+            cp.root,
+            "{tenant} #{k}: root"
+        );
         heads.push((cp.size, cp.root));
     }
     for (i, &(old, old_root)) in heads.iter().enumerate() {
@@ -149,8 +173,8 @@ async fn killed_mid_seal(postgres: bool) {
     .expect("keys");
     let pki = dir.path().join("pki.json");
     std::fs::write(&pki, plaintext_bundle(&keys).expect("bundle")).expect("bundle");
-    let key = AuditPublicKey::from_spki_der(keys.audit_signing.public_key().spki_der())
-        .expect("key");
+    let key =
+        AuditPublicKey::from_spki_der(keys.audit_signing.public_key().spki_der()).expect("key");
 
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -204,7 +228,14 @@ async fn killed_mid_seal(postgres: bool) {
     for tenant in TENANTS {
         counts.push(check_tenant(&store, tenant, &key).await);
         let out = Command::new(env!("CARGO_BIN_EXE_bcctl"))
-            .args(["audit", "verify", "--tenant", tenant, "--allow-unsealed", "--json"])
+            .args([
+                "audit",
+                "verify",
+                "--tenant",
+                tenant,
+                "--allow-unsealed",
+                "--json",
+            ])
             .args(["--database-url", db.url(), "--pki"])
             .arg(&pki)
             .env_remove("BC_DEPLOYMENT_SECRET")

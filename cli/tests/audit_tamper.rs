@@ -42,8 +42,8 @@ pub(crate) fn bcctl(args: &[&str]) -> Run {
 /// `bcctl`, with `BC_DEPLOYMENT_SECRET` set to `secret` or removed.
 fn bcctl_with_secret(args: &[&str], secret: Option<&str>) -> Run {
     // BCCTL_UNDER_TEST runs these tests against another build (e.g. main's, to see them fail).
-    let bin = std::env::var_os("BCCTL_UNDER_TEST")
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_bcctl").into());
+    let bin =
+        std::env::var_os("BCCTL_UNDER_TEST").unwrap_or_else(|| env!("CARGO_BIN_EXE_bcctl").into());
     let mut cmd = Command::new(bin);
     cmd.args(args)
         .env_remove("DATABASE_URL")
@@ -149,21 +149,23 @@ impl Trail {
     }
 
     pub(crate) fn verify_db(&self, extra: &[&str]) -> Run {
-        bcctl(&[
-            "audit",
-            "verify",
-            "--tenant",
-            TENANT,
-            "--database-url",
-            self.url(),
-            "--pin",
-            &self.pin,
-            "--json",
-        ]
-        .iter()
-        .chain(extra)
-        .copied()
-        .collect::<Vec<_>>())
+        bcctl(
+            &[
+                "audit",
+                "verify",
+                "--tenant",
+                TENANT,
+                "--database-url",
+                self.url(),
+                "--pin",
+                &self.pin,
+                "--json",
+            ]
+            .iter()
+            .chain(extra)
+            .copied()
+            .collect::<Vec<_>>(),
+        )
     }
 
     pub(crate) fn export(&self, name: &str) -> PathBuf {
@@ -295,7 +297,11 @@ async fn clean_trail_verifies_every_way() {
     assert_eq!(v["unsealed_leaves"], 4);
     assert_eq!(v["unsealed_from_index"], 47);
     let r = t.verify_db(&[]);
-    assert_eq!(r.code, 4, "not every leaf is covered: {} {}", r.stdout, r.stderr);
+    assert_eq!(
+        r.code, 4,
+        "not every leaf is covered: {} {}",
+        r.stdout, r.stderr
+    );
     let file = t.export("trail.jsonl");
     let r = t.verify_file(&file);
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);

@@ -70,7 +70,9 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
     out.flush().map_err(|e| io("cannot write", e))?;
     let left_out = sequenced - size;
     let note = if left_out > 0 {
-        format!(" ({left_out} later events, not yet sealed, left out; --include-unsealed adds them)")
+        format!(
+            " ({left_out} later events, not yet sealed, left out; --include-unsealed adds them)"
+        )
     } else {
         String::new()
     };

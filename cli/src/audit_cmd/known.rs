@@ -26,7 +26,9 @@ pub(super) fn read_known_note(path: &Path) -> Result<String, AuditCmdError> {
         serde_json::from_str(&text).map_err(|e| usage(format!("not valid JSON: {e}")))?;
     match value.get("signed_note").and_then(|v| v.as_str()) {
         Some(note) => Ok(note.to_string()),
-        None => Err(usage("the JSON object has no \"signed_note\" string".into())),
+        None => Err(usage(
+            "the JSON object has no \"signed_note\" string".into(),
+        )),
     }
 }
 

@@ -124,8 +124,7 @@ impl Leaves {
         let (index, position) = (ev.index, ev.position);
         match (recorded, recomputed) {
             (Some(recorded), Ok(hash)) => {
-                let sealed = if ev.event_type == events::schema::AuditCheckpointSealed::EVENT_TYPE
-                {
+                let sealed = if ev.event_type == events::schema::AuditCheckpointSealed::EVENT_TYPE {
                     let event = events::RecordedEvent {
                         position,
                         stream_id: ev.stream_id.to_string(),

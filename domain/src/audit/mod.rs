@@ -34,6 +34,7 @@ pub mod trail;
 pub mod tree;
 
 pub use checkpoint::{audit_origin, Checkpoint, CheckpointError};
+pub use coverage::{coverage, sealed_leaf, CoverageFault, Expectations};
 pub use key::{AuditPublicKey, AuditSigner, KeyError, KeyPin};
 pub use leaf::{AuditLeaf, LeafError};
 pub use merkle::{
@@ -41,9 +42,8 @@ pub use merkle::{
 };
 pub use note::{open_note, sign_note, Note, NoteError};
 pub use seal::{decide_seal, SealRefusal, TreeHead};
-pub use coverage::{coverage, sealed_leaf, CoverageFault, Expectations};
 pub use trail::{
-    verify_trail, verify_trail_against, Progress, SealedLeaf, TrailCheckpoint, TrailFault, TrailLeaf,
-    TrailSummary,
+    verify_trail, verify_trail_against, Progress, SealedLeaf, TrailCheckpoint, TrailFault,
+    TrailLeaf, TrailSummary,
 };
 pub use tree::{Frontier, HashReader, MemoryStore, NodeCoord, ProofPlan, StoredNode, TreeError};
