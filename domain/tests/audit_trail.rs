@@ -563,3 +563,139 @@ fn a_checkpoint_of_another_tenant_is_refused() {
         "{fault:?}"
     );
 }
+
+// --- Coverage (issue 17): what the checkpoints do not cover is not "ok". ---
+
+fn summary_with_tail(log: &Log) -> domain::audit::trail::TrailSummary {
+    let mut events = indexed(&log.events);
+    events.push((40, event(40)));
+    events.push((41, event(41)));
+    verify(log, leaves(&events, None), &log.checkpoints).unwrap()
+}
+
+#[test]
+fn coverage_refuses_a_tail_a_truncation_and_no_checkpoint_in_that_order() {
+    use domain::audit::{coverage, CoverageFault, Expectations, TreeHead};
+    let log = build();
+    let s = summary_with_tail(&log);
+    assert_eq!(
+        coverage(&s, &Expectations::default()),
+        Err(CoverageFault::Unsealed {
+            count: 2,
+            from_index: 40,
+            from_position: Some(event(40).position),
+            signed_size: 40,
+        })
+    );
+    let accept = Expectations {
+        allow_unsealed: true,
+        ..Default::default()
+    };
+    assert_eq!(coverage(&s, &accept), Ok(()));
+    let known = TreeHead {
+        size: 41,
+        root: [0; 32],
+    };
+    let expect = Expectations {
+        known: Some(known),
+        allow_unsealed: true,
+        ..Default::default()
+    };
+    assert!(matches!(
+        coverage(&s, &expect),
+        Err(CoverageFault::Truncated {
+            signed_size: 40,
+            expected: 41,
+            against: domain::audit::coverage::FROM_KNOWN,
+        })
+    ));
+    let expect = Expectations {
+        at_least_size: Some(41),
+        ..Default::default()
+    };
+    assert!(matches!(
+        coverage(&s, &expect),
+        Err(CoverageFault::Truncated { expected: 41, .. })
+    ));
+    // No checkpoint at all: the leaves verify (nothing to compare them with), none is covered.
+    let bare = verify(&log, leaves(&indexed(&log.events), None), &[]).unwrap();
+    assert_eq!(
+        coverage(&bare, &accept),
+        Err(CoverageFault::NoCheckpoint { leaves: 40 })
+    );
+    // The whole sealed trail: covered.
+    let full = verify(
+        &log,
+        leaves(&indexed(&log.events), Some(&log.recorded)),
+        &log.checkpoints,
+    )
+    .unwrap();
+    assert_eq!(coverage(&full, &Expectations::default()), Ok(()));
+}
+
+#[test]
+fn a_sealed_leaf_naming_a_checkpoint_the_trail_lacks_is_named() {
+    use domain::audit::SealedLeaf;
+    let log = build();
+    let mut ls = leaves(&indexed(&log.events), None);
+    // Leaf 12 claims to be the event that recorded checkpoint 1: it must be checkpoint 1's note.
+    ls[12].sealed = Some(SealedLeaf {
+        seq: 1,
+        note_sha256: note_sha256(&log.checkpoints[0].signed_note),
+    });
+    assert!(verify(&log, ls.clone(), &log.checkpoints).is_ok());
+    ls[12].sealed = Some(SealedLeaf {
+        seq: 1,
+        note_sha256: [9; 32],
+    });
+    assert!(matches!(
+        verify(&log, ls.clone(), &log.checkpoints),
+        Err(TrailFault::CheckpointMismatch {
+            index: 12,
+            seq: 1,
+            ..
+        })
+    ));
+    // Checkpoints removed from the trail: the leaf still shows one.
+    ls[12].sealed = Some(SealedLeaf {
+        seq: 2,
+        note_sha256: note_sha256(&log.checkpoints[1].signed_note),
+    });
+    assert!(matches!(
+        verify(&log, ls, &log.checkpoints[..1]),
+        Err(TrailFault::CheckpointRemoved {
+            index: 12,
+            seq: 2,
+            carried: 1,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_trail_that_does_not_extend_a_known_checkpoint_is_named() {
+    use domain::audit::{verify_trail_against, TreeHead};
+    let log = build();
+    let run = |known: TreeHead| {
+        verify_trail_against(
+            &origin(),
+            log.signer.public_key(),
+            leaves(&indexed(&log.events), None),
+            &log.checkpoints,
+            Some(known),
+            &mut |_| {},
+        )
+    };
+    let real = TreeHead {
+        size: 17,
+        root: merkle::root(&log.recorded[..17]),
+    };
+    assert!(run(real).is_ok());
+    assert_eq!(
+        run(TreeHead {
+            size: 17,
+            root: [7; 32]
+        }),
+        Err(TrailFault::InconsistentWithKnown { size: 17 })
+    );
+}
