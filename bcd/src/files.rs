@@ -197,7 +197,11 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), FileErro
             .map_err(FileError::io(&tmp, "writing"))?;
         file.sync_all().map_err(FileError::io(&tmp, "syncing"))?;
         drop(file);
+        #[cfg(debug_assertions)]
+        crate::fault::point(&format!("write:{name}:tmp-synced"));
         fs::rename(&tmp, &target).map_err(FileError::io(&target, "replacing"))?;
+        #[cfg(debug_assertions)]
+        crate::fault::point(&format!("write:{name}:renamed"));
         sync_dir(dir)
     })();
     if result.is_err() {

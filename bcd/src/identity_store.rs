@@ -429,6 +429,7 @@ pub fn store_joined(
         }
     }
     dir.remove(NEXT_KEY_FILE)?;
+    crate::fault::point("store:next-removed");
     dir.write(NODE_KEY_FILE, key_to_pem(key).as_bytes())?;
     dir.write(IDENTITY_FILE, &identity.to_json())?;
     Ok(JoinStored { journal_moved_to })

@@ -134,6 +134,8 @@ impl ResetPlan {
                             .join(", ")
                     },
                 })?;
+            #[cfg(debug_assertions)]
+            crate::fault::point(&format!("reset:moved:{}", m.from));
             done.push(m.clone());
         }
         Ok(done)

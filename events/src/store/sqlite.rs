@@ -4,6 +4,11 @@
 //! so there is one writer at a time: the position a transaction takes is also its place in commit
 //! order, which makes the position itself an exact tail cursor. Reads use a separate pool and
 //! never wait for the writer.
+//!
+//! A full disk (`SQLITE_FULL`) fails the statement with [`StoreError::DiskFull`]; SQLite rolls
+//! the transaction back, the dropped transaction queues its `ROLLBACK` on the writer, and the
+//! next `BEGIN` waits that out (see `begin`), so the store takes commands again as soon as
+//! there is room, without a restart.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -74,6 +79,22 @@ impl SqliteLogStore {
     /// The reader pool, for projection queries outside a transaction.
     pub fn reader(&self) -> &SqlitePool {
         &self.reader
+    }
+
+    /// SQLite's own check of the file (`PRAGMA integrity_check`): `"ok"`, or the problems it
+    /// found, joined with `; `. For the checks after a crash or a full disk.
+    pub async fn integrity_check(&self) -> Result<String> {
+        let rows: Vec<String> = sqlx::query_scalar("PRAGMA integrity_check")
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.join("; "))
+    }
+
+    /// Closes both pools (waits for their connections to close), so the file can be reopened
+    /// or moved.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
     }
 }
 
