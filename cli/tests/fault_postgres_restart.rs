@@ -7,8 +7,9 @@
 //! store is unavailable; retry later") at each attempt and keeps retrying; the revocation feed
 //! fails closed (`bc_revocation_feed_stale 1`, a new session refused); the server neither panics
 //! nor exits. Once Postgres is back: that same `bcd join` completes by itself, the feed catches
-//! up (`bc_revocation_feed_stale 0`, the new node opens a session), and a revocation committed
-//! after the restart still cuts the revoked node's live session, so the feed really tails again.
+//! up (`bc_revocation_feed_stale 0`, the new node opens a session), a revocation committed
+//! after the restart still cuts the revoked node's live session, so the feed really tails again,
+//! and the audit sequencer gives every event, old and new, its leaf.
 //!
 //! Run: `cargo test -p cli --test suite fault_postgres_restart::` (as root, which may run
 //! Postgres as the `postgres` user; needs `/usr/lib/postgresql/15/bin`).
@@ -349,6 +350,26 @@ fn postgres_restart_under_a_running_server() {
     assert_eq!(status.code(), Some(1), "{text}");
     assert!(text.contains("certificate revoked"), "{text}");
     assert!(node2.is_running(), "{}", node2.log_text());
+
+    // The audit sequencer survived the outage too: every event, those committed after the
+    // restart included, gets its leaf.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let store = rt
+        .block_on(events::store::EventStore::connect(&url))
+        .expect("the test's own store connection");
+    let coverage = || {
+        rt.block_on(projections::inspect::audit_coverage(&store))
+            .expect("audit coverage")
+    };
+    wait_for(
+        "every event to have its audit leaf",
+        Duration::from_secs(60),
+        || {
+            let c = coverage();
+            c.missing == 0 && c.events > 0
+        },
+        || format!("{:?}\n{}", coverage(), server.log_text()),
+    );
 
     let log = server.log_text();
     assert!(server.is_running(), "{log}");
