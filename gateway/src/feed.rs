@@ -75,8 +75,8 @@ pub enum FeedError {
     /// A revocation event that cannot be read: the feed stops (see the module doc).
     #[error(
         "the {event_type} event at log position {position} does not decode ({source}); it was \
-         not skipped: upgrade this gateway if a newer control plane wrote it, or inspect the event \
-         (`bcctl replay`), then restart the gateway"
+         not skipped: upgrade this gateway if a newer control plane wrote it, or inspect that \
+         row of the `events` table, then restart the gateway"
     )]
     Undecodable {
         position: i64,
