@@ -22,7 +22,7 @@ use commands::identity::{IdentityConfig, IdentityError, JoinService, NewToken};
 use commands::{Clock, RunError, SystemClock};
 use domain::identity::{ExpectBinding, TokenRole};
 use domain::pki::{KeySet, KeySetLifetimes, TrustDomain};
-use events::store::{EventStore, LogStore, StoreError};
+use events::store::{EventStore, StoreError};
 use projections::ProjectionError;
 
 /// A tmpfs mounted at a fresh directory, unmounted when dropped.
