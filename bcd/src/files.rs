@@ -157,8 +157,7 @@ impl DataDir {
     /// identity that never took effect. Only for a directory no other bcd is writing to (a
     /// join on a machine that has not joined). Returns how many were removed.
     pub fn remove_stale_temporaries(&self, names: &[&str]) -> Result<usize, FileError> {
-        let entries =
-            fs::read_dir(&self.root).map_err(FileError::io(&self.root, "listing"))?;
+        let entries = fs::read_dir(&self.root).map_err(FileError::io(&self.root, "listing"))?;
         let mut removed = 0;
         for entry in entries {
             let entry = entry.map_err(FileError::io(&self.root, "listing"))?;

@@ -94,7 +94,12 @@ fn start_audit(
         let now = Arc::new(tokio::sync::Notify::new());
         let mut restarts = Restarts::default();
         loop {
-            let sealer = Sealer::new(store.clone(), signer.clone(), clock.clone(), options.clone());
+            let sealer = Sealer::new(
+                store.clone(),
+                signer.clone(),
+                clock.clone(),
+                options.clone(),
+            );
             let report = |r: Result<_, commands::audit::AuditError>| {
                 if let Err(e) = r {
                     tracing::warn!(error = %e, "audit seal failed");

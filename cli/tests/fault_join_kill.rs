@@ -157,7 +157,10 @@ fn kill_at(mut cmd: Command, point: &str, log: &Path) {
         // `pid (comm) STATE ...`: the state follows the last `)`.
         let state = fs::read_to_string(&stat)
             .ok()
-            .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_owned()))
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().to_owned())
+            })
             .and_then(|rest| rest.chars().next());
         if state == Some('T') {
             break;
@@ -211,7 +214,10 @@ fn on_disk(data: &Path, context: &str) -> Option<String> {
     match load_read_only(&DataDir::new(data)) {
         Ok(loaded) => Some(loaded.stored.node_id),
         Err(LoadError::NotJoined) => None,
-        Err(e) => panic!("{context}: the files mix identities or are broken: {e}\n{:?}", names(data)),
+        Err(e) => panic!(
+            "{context}: the files mix identities or are broken: {e}\n{:?}",
+            names(data)
+        ),
     }
 }
 
@@ -279,7 +285,10 @@ fn killed_join(up: &Up, tmp: &Path, index: usize, point: &str, next: Next) {
         "{ctx}: {:?}",
         names(&data)
     );
-    assert!(token.exists(), "{ctx}: the token file was deleted before the join completed");
+    assert!(
+        token.exists(),
+        "{ctx}: the token file was deleted before the join completed"
+    );
 
     let again = run(up.bcd_join(&data, &token, &[]));
     match next {
@@ -355,7 +364,10 @@ fn killed_reset(up: &Up, tmp: &Path, moved_last: &str) {
             );
             // The reset did not happen: run it again.
             let token = up.token_file(&tmp.join(format!("reset-{moved_last}.token3")));
-            joined_id(&run(up.bcd_join(&data, &token, &["--reset", "--yes"])), &ctx)
+            joined_id(
+                &run(up.bcd_join(&data, &token, &["--reset", "--yes"])),
+                &ctx,
+            )
         }
         Some(0) => joined_id(&again, &ctx),
         _ => {
@@ -368,7 +380,10 @@ fn killed_reset(up: &Up, tmp: &Path, moved_last: &str) {
                 "{ctx}"
             );
             assert_eq!(again.code, Some(1), "{ctx}");
-            joined_id(&run(up.bcd_join(&data, &token, &["--reset", "--yes"])), &ctx)
+            joined_id(
+                &run(up.bcd_join(&data, &token, &["--reset", "--yes"])),
+                &ctx,
+            )
         }
     };
     assert_ne!(new_id, old_id, "{ctx}");
@@ -383,8 +398,17 @@ fn killed_reset(up: &Up, tmp: &Path, moved_last: &str) {
             .filter(|(n, c)| n.starts_with(&format!("{name}.reset-")) && *c == content)
             .map(|(n, _)| n)
             .collect();
-        assert_eq!(kept.len(), 1, "{ctx}: the old {name} is gone: {:?}", now.keys());
-        assert_ne!(now.get(name), Some(content), "{ctx}: the old {name} beside the new identity");
+        assert_eq!(
+            kept.len(),
+            1,
+            "{ctx}: the old {name} is gone: {:?}",
+            now.keys()
+        );
+        assert_ne!(
+            now.get(name),
+            Some(content),
+            "{ctx}: the old {name} beside the new identity"
+        );
     }
     let current: Vec<&String> = now.keys().filter(|n| !n.contains(".reset-")).collect();
     assert_eq!(current, ["identity.json", "node.key"], "{ctx}");

@@ -212,7 +212,11 @@ fn postgres_restart_under_a_running_server() {
         .env("BC_FEED_MAX_LAG", "1s");
     let mut server = Proc::spawn("bcctl serve", cmd, t.join("serve.log"));
     let line = server.wait_line("listening on ", Duration::from_secs(60));
-    let gw = line.split_whitespace().next().unwrap_or_default().to_owned();
+    let gw = line
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let metrics_addr = line
         .split("http://")
         .nth(1)
@@ -311,7 +315,10 @@ fn postgres_restart_under_a_running_server() {
         t.join("join-2.log"),
     );
     joining.wait_line(STORE_DOWN, Duration::from_secs(90));
-    joining.wait_line("attempt 2 failed: Unavailable: the control plane's store is unavailable; retry later", Duration::from_secs(90));
+    joining.wait_line(
+        "attempt 2 failed: Unavailable: the control plane's store is unavailable; retry later",
+        Duration::from_secs(90),
+    );
     assert!(joining.is_running(), "{}", joining.log_text());
     // A new session is refused while the feed cannot tail (doctor opens one).
     let doctor = bcd(&first, &["doctor"]).output().expect("bcd doctor");
@@ -342,7 +349,10 @@ fn postgres_restart_under_a_running_server() {
     node2.wait_line("session open as", Duration::from_secs(60));
 
     // A revocation after the restart reaches the live session: the feed tails again.
-    let mut revoke = bcctl(&["node", "revoke", &first_id, "--reason", "after restart"], &url);
+    let mut revoke = bcctl(
+        &["node", "revoke", &first_id, "--reason", "after restart"],
+        &url,
+    );
     revoke.arg("--pki").arg(&pki);
     ok(revoke);
     let status = node1.wait_exit(Duration::from_secs(30));

@@ -28,11 +28,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use commands::identity::edge_reads::{self as read, RevokedCertRow};
+use events::envelope::DecodeError;
 use events::schema::{
     JoinRefused, NodeDeleted, NodeIdentityRevoked, NodeRetired, RefusalsSuppressed, RenewRefused,
 };
 use events::store::{EventStore, LogStore, StoreError, TailCursor};
-use events::envelope::DecodeError;
 use events::RecordedEvent;
 
 pub use crate::feed_health::FeedHealth;

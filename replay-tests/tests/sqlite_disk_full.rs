@@ -38,7 +38,13 @@ impl Tmpfs {
         let dir = parent.path().join("full");
         fs::create_dir(&dir).expect("mkdir");
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
             .arg(&dir)
             .output()
             .expect("run mount");
@@ -146,7 +152,9 @@ async fn a_full_disk_fails_the_append_cleanly_and_the_store_reopens_whole() {
     );
     let join = join_service(&store, &keys);
     for _ in 0..5 {
-        join.create_token(&token()).await.expect("a token on a roomy disk");
+        join.create_token(&token())
+            .await
+            .expect("a token on a roomy disk");
     }
 
     // Leave 64 KiB: a few more commands fit, then one hits the full disk.
@@ -175,7 +183,11 @@ async fn a_full_disk_fails_the_append_cleanly_and_the_store_reopens_whole() {
         "{failure}"
     );
     // Nothing of the failed command was written.
-    assert_eq!(state(&store).await, before, "the failed command left something");
+    assert_eq!(
+        state(&store).await,
+        before,
+        "the failed command left something"
+    );
     assert_eq!(before.0, created, "one event per token created");
 
     // Still full: the same clean error, not a stuck writer.
