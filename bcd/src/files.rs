@@ -152,6 +152,36 @@ impl DataDir {
         }
     }
 
+    /// Removes what a writer killed between its fsync and its rename left behind: the
+    /// `.<name>.tmp-<pid>` files of `names` (see [`write_atomic`]), each a whole key or
+    /// identity that never took effect. Only for a directory no other bcd is writing to (a
+    /// join on a machine that has not joined). Returns how many were removed.
+    pub fn remove_stale_temporaries(&self, names: &[&str]) -> Result<usize, FileError> {
+        let entries = fs::read_dir(&self.root).map_err(FileError::io(&self.root, "listing"))?;
+        let mut removed = 0;
+        for entry in entries {
+            let entry = entry.map_err(FileError::io(&self.root, "listing"))?;
+            let file_name = entry.file_name();
+            let Some(file_name) = file_name.to_str() else {
+                continue;
+            };
+            let stale = names.iter().any(|name| {
+                file_name
+                    .strip_prefix(&format!(".{name}.tmp-"))
+                    .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+            });
+            if stale {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(FileError::io(&path, "removing"))?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            sync_dir(&self.root)?;
+        }
+        Ok(removed)
+    }
+
     /// Whether `name` exists (as anything, a dangling symlink included).
     pub fn exists(&self, name: &str) -> bool {
         fs::symlink_metadata(self.file(name)).is_ok()
@@ -197,7 +227,11 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), FileErro
             .map_err(FileError::io(&tmp, "writing"))?;
         file.sync_all().map_err(FileError::io(&tmp, "syncing"))?;
         drop(file);
+        #[cfg(debug_assertions)]
+        crate::fault::point(&format!("write:{name}:tmp-synced"));
         fs::rename(&tmp, &target).map_err(FileError::io(&target, "replacing"))?;
+        #[cfg(debug_assertions)]
+        crate::fault::point(&format!("write:{name}:renamed"));
         sync_dir(dir)
     })();
     if result.is_err() {

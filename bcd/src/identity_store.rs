@@ -406,7 +406,9 @@ pub struct JoinStored {
 
 /// Persists a verified join (spec 002, "What the join does", step 6): when the data directory
 /// held another node's identity its `journal.db` moves aside as `journal.db.<oldNode>-<unix
-/// time>`; a stale `node.key.next` is removed; then `node.key`, then `identity.json`.
+/// time>`; the temporaries of a join killed mid-write and a stale `node.key.next` are removed;
+/// then `node.key`, then `identity.json` (the commit point: killed before it, the machine has
+/// not joined and the next join starts over; after it, it has).
 pub fn store_joined(
     dir: &DataDir,
     key: &PrivateKey,
@@ -415,6 +417,9 @@ pub fn store_joined(
 ) -> Result<JoinStored, StoreError> {
     check_certifies(identity, key.public_key())?;
     dir.ensure_exists()?;
+    // A join killed between a file's fsync and its rename left that file's temporary (a key
+    // that never took effect): nothing else writes here on a machine that has not joined.
+    dir.remove_stale_temporaries(&[NODE_KEY_FILE, IDENTITY_FILE, NEXT_KEY_FILE])?;
     let old_node = match read_stored(dir) {
         Ok(Some(old)) => Some(old.node_id),
         // An unreadable old identity names no node; its journal cannot be attributed.
@@ -429,6 +434,7 @@ pub fn store_joined(
         }
     }
     dir.remove(NEXT_KEY_FILE)?;
+    crate::fault::point("store:next-removed");
     dir.write(NODE_KEY_FILE, key_to_pem(key).as_bytes())?;
     dir.write(IDENTITY_FILE, &identity.to_json())?;
     Ok(JoinStored { journal_moved_to })

@@ -270,6 +270,7 @@ pub fn run_join(
     now: &dyn Fn() -> OffsetDateTime,
 ) -> Result<Joined, JoinError> {
     let mut attempt = 0u32;
+    crate::fault::point("join:prepared");
     let signed = loop {
         attempt += 1;
         match transport.join(&prepared.request) {
@@ -278,6 +279,8 @@ pub fn run_join(
             Err(CallError::NotWired) => return Err(JoinError::NotWired),
             Err(CallError::Fatal(message)) => return Err(JoinError::Transport(message)),
             Err(CallError::Retryable { message, pushback }) => {
+                // Said at every attempt, so a join that waits out an outage shows why.
+                eprintln!("bcd join: attempt {attempt} failed: {message}");
                 match join_retry(attempt, pushback, jitter()) {
                     JoinRetry::After(delay) => sleep(delay),
                     JoinRetry::GiveUp => {
@@ -298,7 +301,9 @@ pub fn run_join(
         trust_domain,
         node_id: None,
     };
+    crate::fault::point("join:answer-received");
     let verified = verify_join_response(&signed, |body| transport.decode_body(body), &expect)?;
+    crate::fault::point("join:verified");
     let stored = store_joined(dir, &prepared.key, &verified.stored_identity(), now())?;
     Ok(Joined { verified, stored })
 }

@@ -4,6 +4,7 @@
 //! | --- | --- |
 //! | [`config`] | `config.toml`, environment overrides, the three pins |
 //! | [`files`] | the data directory, durable 0600 writes, PKCS#8 PEM node keys |
+//! | [`fault`] | fault points the crash tests stop the process at (debug builds only) |
 //! | [`identity_store`] | `identity.json`, loading in three steps, storing a join and a renewal |
 //! | [`token_input`] | where `bcd join` takes its token from (never the command line) |
 //! | [`hardware`] | the hardware claims a join sends (product UUID, permanent MACs) |
@@ -23,6 +24,7 @@
 pub mod admission_store;
 pub mod client;
 pub mod config;
+pub mod fault;
 pub mod files;
 pub mod hardware;
 pub mod identity_store;

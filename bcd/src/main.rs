@@ -310,6 +310,7 @@ fn join(
     );
     match result {
         Ok(joined) => {
+            bcd::fault::point("join:stored");
             println!("{}", joined.message());
             if let Some(moved) = &joined.stored.journal_moved_to {
                 println!("another node's journal.db moved to {moved}");

@@ -3,8 +3,10 @@
 //! `identity.json`, `node.key`, `node.key.next` and `journal.db`, whichever exist, are each
 //! renamed `<name>.reset-<UTC time>` (`YYYYMMDDTHHMMSSZ`, for example
 //! `node.key.reset-20260926T114200Z`). Nothing is deleted. [`plan`] says what would move;
-//! [`ResetPlan::execute`] moves it (each rename followed by a directory fsync). A plan whose
-//! targets already exist (two resets in the same second) is refused before anything moves.
+//! [`ResetPlan::execute`] moves it (each rename followed by a directory fsync), `identity.json`
+//! last (see [`RESET_FILES`]), so a reset killed half-way leaves the old identity or nothing of
+//! it, never its key or journal beside the next identity. A plan whose targets already exist
+//! (two resets in the same second) is refused before anything moves.
 
 use std::fmt::Write as _;
 
@@ -13,8 +15,12 @@ use time::OffsetDateTime;
 
 use crate::files::{DataDir, FileError, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
 
-/// The files a reset moves, in the order it moves them.
-pub const RESET_FILES: [&str; 4] = [IDENTITY_FILE, NODE_KEY_FILE, NEXT_KEY_FILE, JOURNAL_FILE];
+/// The files a reset moves, in the order it moves them: `identity.json` last. Until it moves,
+/// the old identity is still there (whole, or without its key, and then `bcd join` says to
+/// reset again); once it moved, nothing of the old identity is left under its own name. Moved
+/// first, a reset killed half-way would leave the old key and journal behind for the next join
+/// to overwrite the one and adopt the other.
+pub const RESET_FILES: [&str; 4] = [JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE, IDENTITY_FILE];
 
 /// The exit code of `bcd join --reset` without `--yes`.
 pub const DRY_RUN_EXIT: i32 = 2;
@@ -134,6 +140,8 @@ impl ResetPlan {
                             .join(", ")
                     },
                 })?;
+            #[cfg(debug_assertions)]
+            crate::fault::point(&format!("reset:moved:{}", m.from));
             done.push(m.clone());
         }
         Ok(done)

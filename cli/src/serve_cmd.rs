@@ -74,28 +74,92 @@ fn start_audit(
             message: format!("the audit signing key does not load: {e}"),
         })?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let sequencer = Sequencer::new(store.clone(), SequencerOptions::default());
+    let seq_store = store.clone();
     let seq_stop = stopped.clone();
     tokio::spawn(async move {
-        if let Err(e) = sequencer.run(seq_stop).await {
-            tracing::error!(error = %e, "audit sequencer stopped");
+        let mut restarts = Restarts::default();
+        loop {
+            let sequencer = Sequencer::new(seq_store.clone(), SequencerOptions::default());
+            let result = sequencer.run(seq_stop.clone()).await;
+            if !restarts.after("audit sequencer", result, &seq_stop).await {
+                break;
+            }
         }
     });
     let mut options = SealerOptions::new(keys.trust_domain.to_string());
     options.interval = interval;
-    let sealer = Sealer::new(store.clone(), Arc::new(signer), clock, options);
+    let signer = Arc::new(signer);
+    let store = store.clone();
     tokio::spawn(async move {
         let now = Arc::new(tokio::sync::Notify::new());
-        let report = |r: Result<_, commands::audit::AuditError>| {
-            if let Err(e) = r {
-                tracing::warn!(error = %e, "audit seal failed");
+        let mut restarts = Restarts::default();
+        loop {
+            let sealer = Sealer::new(
+                store.clone(),
+                signer.clone(),
+                clock.clone(),
+                options.clone(),
+            );
+            let report = |r: Result<_, commands::audit::AuditError>| {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "audit seal failed");
+                }
+            };
+            let result = sealer.run(now.clone(), stopped.clone(), report).await;
+            if !restarts.after("audit sealer", result, &stopped).await {
+                break;
             }
-        };
-        if let Err(e) = sealer.run(now, stopped, report).await {
-            tracing::error!(error = %e, "audit sealer stopped");
         }
     });
     Ok(stop)
+}
+
+/// Keeps a background task alive across store failures (a Postgres restart, a full disk): a
+/// run that fails is logged and started again from what the store holds, after a pause of 1 s
+/// doubling to 30 s (back to 1 s after a run of more than a minute).
+struct Restarts {
+    pause: Duration,
+    started: std::time::Instant,
+}
+
+impl Default for Restarts {
+    fn default() -> Self {
+        Restarts {
+            pause: Duration::from_secs(1),
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Restarts {
+    /// After a run of `task` ended with `result`: whether to run it again (not after a clean
+    /// stop, nor once `stopped` is set).
+    async fn after(
+        &mut self,
+        task: &str,
+        result: Result<(), commands::audit::AuditError>,
+        stopped: &tokio::sync::watch::Receiver<bool>,
+    ) -> bool {
+        let Err(e) = result else {
+            return false;
+        };
+        if *stopped.borrow() {
+            return false;
+        }
+        if self.started.elapsed() > Duration::from_secs(60) {
+            self.pause = Duration::from_secs(1);
+        }
+        tracing::error!(error = %e, retry_in_ms = self.pause.as_millis() as u64, "{task} failed; starting it again");
+        let mut stopped = stopped.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(self.pause) => {}
+            _ = stopped.changed() => return false,
+        }
+        self.pause = (self.pause * 2).min(Duration::from_secs(30));
+        self.started = std::time::Instant::now();
+        let stop_now = *stopped.borrow();
+        !stop_now
+    }
 }
 
 /// Starts the identity housekeeping (expired renew proofs pruned, suppressed refusal counts

@@ -10,6 +10,8 @@ mod audit_tamper;
 mod batch_cli;
 mod e2e_bcd;
 mod e2e_split;
+mod fault_join_kill;
+mod fault_postgres_restart;
 mod grpc_python;
 mod pki_and_store_cli;
 mod rebuild_cli;

@@ -15,11 +15,20 @@
 //! has not been caught up for more than `max_lag`, [`FeedHealth::is_stale`] turns true; the
 //! gateway then refuses new sessions (fails closed), logs it, reports NOT_SERVING on the health
 //! service and sets `bc_revocation_feed_stale`, and recovers by itself once a step succeeds.
+//!
+//! A revocation event that does not decode (a payload that is not the type it names, or a schema
+//! version this build has no upcaster for, say from a newer control plane) is never skipped:
+//! skipping it would let the revoked node's sessions and handshakes through. The feed stops
+//! there, loudly: an error log naming the position, [`FeedHealth::halt`] (stale for good, the
+//! reason on the refusals, `bc_revocation_feed_halted 1`, health NOT_SERVING) and every live
+//! session ended, since which node it revoked is unknown. A restart of the gateway (after an
+//! upgrade, or once the event is understood) loads the revoked set from `node_certs` again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use commands::identity::edge_reads::{self as read, RevokedCertRow};
+use events::envelope::DecodeError;
 use events::schema::{
     JoinRefused, NodeDeleted, NodeIdentityRevoked, NodeRetired, RefusalsSuppressed, RenewRefused,
 };
@@ -63,6 +72,17 @@ pub enum FeedError {
     Read(StoreError),
     #[error("revocation feed: node_certs holds a serial that is not hex: {0:?}")]
     BadSerial(String),
+    /// A revocation event that cannot be read: the feed stops (see the module doc).
+    #[error(
+        "the {event_type} event at log position {position} does not decode ({source}); it was \
+         not skipped: upgrade this gateway if a newer control plane wrote it, or inspect that \
+         row of the `events` table, then restart the gateway"
+    )]
+    Undecodable {
+        position: i64,
+        event_type: String,
+        source: DecodeError,
+    },
 }
 
 /// What the feed fills and whom it tells.
@@ -108,8 +128,9 @@ pub async fn load(store: &EventStore, targets: &FeedTargets) -> Result<TailCurso
     Ok(cursor)
 }
 
-/// Follows the log from `cursor` forever. Never stops the gateway: errors are logged and
-/// retried (100 ms, doubling to 5 s).
+/// Follows the log from `cursor` until it meets a revocation it cannot read. Never stops the
+/// gateway: store errors are logged and retried (100 ms, doubling to 5 s); an undecodable
+/// revocation halts the feed ([`halt`]) and returns.
 pub async fn run(
     store: EventStore,
     mut cursor: TailCursor,
@@ -134,10 +155,17 @@ pub async fn run(
                 );
                 let mut failed = false;
                 for e in &events {
-                    if let Err(err) = handle(&store, e, &targets).await {
-                        tracing::warn!(error = %err, position = e.position, "revocation feed: applying an event failed; retrying");
-                        failed = true;
-                        break;
+                    match handle(&store, e, &targets).await {
+                        Ok(()) => {}
+                        Err(err @ FeedError::Undecodable { .. }) => {
+                            halt(&targets, &err);
+                            return;
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, position = e.position, "revocation feed: applying an event failed; retrying");
+                            failed = true;
+                            break;
+                        }
                     }
                 }
                 if failed {
@@ -169,6 +197,20 @@ pub async fn run(
             _ = tokio::time::sleep(options.poll_interval) => {}
         }
     }
+}
+
+/// Stops the feed for good on `err`: fails closed (every new session refused, health
+/// NOT_SERVING, `bc_revocation_feed_halted 1`) and ends every live session, since the
+/// revocation that could not be read may be any node's.
+fn halt(targets: &FeedTargets, err: &FeedError) {
+    let why = err.to_string();
+    targets.health.halt(why.clone());
+    let ended = targets.sessions.end_all();
+    tracing::error!(
+        error = %why,
+        sessions_ended = ended,
+        "revocation feed STOPPED: refusing every node session until the gateway is restarted"
+    );
 }
 
 async fn handle(
@@ -207,13 +249,11 @@ async fn handle(
         }
         _ => return Ok(()),
     };
-    let (node_id, reason) = match decoded {
-        Ok(v) => v,
-        Err(err) => {
-            tracing::error!(error = %err, position = e.position, "revocation feed: undecodable revocation event skipped");
-            return Ok(());
-        }
-    };
+    let (node_id, reason) = decoded.map_err(|source| FeedError::Undecodable {
+        position: e.position,
+        event_type: e.event_type.clone(),
+        source,
+    })?;
     let rows = query_revoked(store, Some(&node_id), now_us()).await?;
     insert_rows(&targets.revoked, &rows)?;
     let serials: Vec<String> = rows.iter().map(|r| r.serial.clone()).collect();

@@ -2,9 +2,13 @@
 //! (`crate::feed`), read by the server (new sessions fail closed when it is stale), the health
 //! service and the metrics. Its own file so that the feed and the metrics need not import each
 //! other.
+//!
+//! Two ways to be unhealthy: behind (no caught-up step for more than `max_lag`; recovers by
+//! itself at the next good step) and halted ([`FeedHealth::halt`]: the feed met a revocation it
+//! cannot read and stopped; stale for good, with the reason, until the gateway restarts).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Whether the feed is caught up, shared with the server and the metrics.
@@ -15,6 +19,8 @@ pub struct FeedHealth {
     caught_up_ms: AtomicI64,
     max_lag: Duration,
     stale: AtomicBool,
+    /// Why the feed stopped, once it has.
+    halted: OnceLock<String>,
 }
 
 impl FeedHealth {
@@ -24,7 +30,29 @@ impl FeedHealth {
             caught_up_ms: AtomicI64::new(0),
             max_lag,
             stale: AtomicBool::new(false),
+            halted: OnceLock::new(),
         })
+    }
+
+    /// The feed stopped for good (`why` says where and what to do): stale from now on, whatever
+    /// a later step says. The first reason is kept; returns whether this call set it.
+    pub(crate) fn halt(&self, why: String) -> bool {
+        self.halted.set(why).is_ok()
+    }
+
+    /// Why the feed stopped, when it has.
+    pub fn halted(&self) -> Option<&str> {
+        self.halted.get().map(String::as_str)
+    }
+
+    /// The message a refused session gets while the feed is stale.
+    pub fn session_refusal(&self) -> String {
+        match self.halted() {
+            Some(why) => format!(
+                "the gateway's revocation feed has stopped ({why}); every node session is refused until the gateway is fixed and restarted"
+            ),
+            None => "the gateway's revocation feed is behind; new sessions are refused until it catches up: retry".to_owned(),
+        }
     }
 
     pub(crate) fn mark_caught_up(&self) {
@@ -41,9 +69,9 @@ impl FeedHealth {
         now.saturating_sub(at)
     }
 
-    /// Whether the feed has been behind for more than its limit (computed now).
+    /// Whether the feed has stopped, or has been behind for more than its limit (computed now).
     pub fn is_stale(&self) -> bool {
-        self.lag() > self.max_lag
+        self.halted.get().is_some() || self.lag() > self.max_lag
     }
 
     /// Updates the remembered state; returns `Some(new)` when it changed.

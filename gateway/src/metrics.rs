@@ -229,6 +229,17 @@ impl MetricSources {
         );
         family(
             &mut out,
+            "bc_revocation_feed_halted",
+            "1 once the feed stopped at a revocation it cannot read (every session is refused until a restart).",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "bc_revocation_feed_halted {}",
+            u8::from(self.feed.halted().is_some())
+        );
+        family(
+            &mut out,
             "bc_revoked_serials",
             "Revoked, unexpired certificate serials the verifier refuses.",
             "gauge",

@@ -193,9 +193,7 @@ impl NodeService for NodeServer {
         };
         if self.feed.is_stale() {
             self.metrics.sessions_refused.inc("feed-stale");
-            return Err(Status::unavailable(
-                "the gateway's revocation feed is behind; new sessions are refused until it catches up: retry",
-            ));
+            return Err(Status::unavailable(self.feed.session_refusal()));
         }
         let identity = node.identity().clone();
         let node_id = identity.spiffe_id.node.as_str().to_string();

@@ -5,6 +5,7 @@
 mod common;
 
 mod api_probe;
+mod feed_faults;
 mod handshake;
 mod internal;
 mod serve;

@@ -3,3 +3,4 @@
 
 mod house_rules;
 mod identity_replay;
+mod sqlite_disk_full;

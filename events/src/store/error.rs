@@ -46,8 +46,44 @@ pub enum StoreError {
     RecordingOnly { op: &'static str },
     #[error("applying migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The filesystem under the database is full (SQLite `SQLITE_FULL`, Postgres `53100`). The
+    /// database rolled the statement's transaction back: nothing of it is in the store.
+    #[error(
+        "the disk holding the {backend} store is full ({detail}): this transaction was rolled \
+         back and nothing of it was written; free space on that filesystem (for SQLite, where the \
+         database file and its -wal file live), then retry"
+    )]
+    DiskFull {
+        backend: &'static str,
+        detail: String,
+    },
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    /// Every database error, with a full disk told apart ([`StoreError::DiskFull`]).
+    fn from(err: sqlx::Error) -> StoreError {
+        if let sqlx::Error::Database(db) = &err {
+            let code = db.code();
+            let sqlite = db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some();
+            let backend = match code.as_deref() {
+                // SQLITE_FULL (an extended code keeps the primary code in its low byte).
+                Some(c) if sqlite && c.parse::<i32>().is_ok_and(|n| n & 0xff == 13) => {
+                    Some("SQLite")
+                }
+                Some("53100") if !sqlite => Some("Postgres"),
+                _ => None,
+            };
+            if let Some(backend) = backend {
+                return StoreError::DiskFull {
+                    backend,
+                    detail: db.message().to_owned(),
+                };
+            }
+        }
+        StoreError::Database(err)
+    }
 }
 
 impl StoreError {
@@ -74,5 +110,5 @@ pub(crate) fn map_append_error(err: sqlx::Error) -> StoreError {
             };
         }
     }
-    StoreError::Database(err)
+    StoreError::from(err)
 }

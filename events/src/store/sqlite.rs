@@ -4,6 +4,11 @@
 //! so there is one writer at a time: the position a transaction takes is also its place in commit
 //! order, which makes the position itself an exact tail cursor. Reads use a separate pool and
 //! never wait for the writer.
+//!
+//! A full disk (`SQLITE_FULL`) fails the statement with [`StoreError::DiskFull`]; SQLite rolls
+//! the transaction back, the dropped transaction queues its `ROLLBACK` on the writer, and the
+//! next `BEGIN` waits that out (see `begin`), so the store takes commands again as soon as
+//! there is room, without a restart.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -75,6 +80,22 @@ impl SqliteLogStore {
     pub fn reader(&self) -> &SqlitePool {
         &self.reader
     }
+
+    /// SQLite's own check of the file (`PRAGMA integrity_check`): `"ok"`, or the problems it
+    /// found, joined with `; `. For the checks after a crash or a full disk.
+    pub async fn integrity_check(&self) -> Result<String> {
+        let rows: Vec<String> = sqlx::query_scalar("PRAGMA integrity_check")
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.join("; "))
+    }
+
+    /// Closes both pools (waits for their connections to close), so the file can be reopened
+    /// or moved.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
 }
 
 impl LogStore for SqliteLogStore {
@@ -97,15 +118,20 @@ impl LogStore for SqliteLogStore {
         // queues the rollback.
         let writer = self.writer.clone();
         let tx = tokio::spawn(async move {
-            // A transaction dropped mid-statement leaves its rollback queued on the writer
-            // connection; until the worker has run it, sqlx refuses a custom BEGIN there
-            // (`InvalidSavePointStatement`). That clears by itself within moments: wait it out.
-            let mut waits = 0;
+            // sqlx refuses a custom BEGIN (`InvalidSavePointStatement`) on a connection it
+            // believes is inside a transaction. Two causes: a transaction dropped mid-statement
+            // left its rollback queued on the writer (it clears once the worker ran it), or a
+            // failed COMMIT that SQLite had already rolled back (`SQLITE_FULL`): sqlx's ROLLBACK
+            // then fails with "no transaction is active" and the connection stays marked as in
+            // a transaction for good. `unstick_writer` tells them apart and replaces the second.
+            let mut tries = 0;
             loop {
                 match writer.begin_with("BEGIN IMMEDIATE").await {
-                    Err(sqlx::Error::InvalidSavePointStatement) if waits < 200 => {
-                        waits += 1;
-                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    Err(sqlx::Error::InvalidSavePointStatement) if tries < 200 => {
+                        tries += 1;
+                        if !unstick_writer(&writer).await {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
                     }
                     other => break other,
                 }
@@ -180,6 +206,25 @@ impl LogStore for SqliteLogStore {
     fn commit_signal(&self) -> watch::Receiver<u64> {
         self.commits.subscribe()
     }
+}
+
+/// Replaces the writer connection when it is marked as inside a transaction that SQLite no
+/// longer has (see `begin`); returns whether it did. A queued rollback runs first (the ping
+/// waits for it), so a connection that is only catching up is kept.
+async fn unstick_writer(writer: &SqlitePool) -> bool {
+    use sqlx::Connection as _;
+    let Ok(mut conn) = writer.acquire().await else {
+        return false;
+    };
+    if conn.ping().await.is_err() || !conn.is_in_transaction() {
+        return false;
+    }
+    tracing::warn!(
+        "the SQLite writer connection is marked inside a transaction SQLite already rolled back \
+         (a failed commit, such as on a full disk): replacing the connection"
+    );
+    conn.close_on_drop();
+    true
 }
 
 impl SqliteStoreTx {

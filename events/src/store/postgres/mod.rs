@@ -74,6 +74,11 @@ pub struct PgStoreTx {
     fresh: bool,
 }
 
+/// How long a command waits for a pooled connection: past it, the store error is returned (the
+/// gateway answers UNAVAILABLE). Long enough for a burst that holds every connection, short
+/// enough that an agent's call (30 s) gets the answer rather than its own timeout.
+pub const POOL_ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl PgLogStore {
     /// Connects with a pool sized for concurrent commands (`max_connections` in the URL's
     /// `pool_max` is not standard, so the size is a parameter of [`PgLogStore::with_pool_size`]).
@@ -90,6 +95,9 @@ impl PgLogStore {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .test_before_acquire(false)
+            // While Postgres is down a command fails within this (UNAVAILABLE to an agent)
+            // instead of after sqlx's default 30 s, which is bcd's whole call timeout.
+            .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
         Ok(Self::from_pool(pool))
