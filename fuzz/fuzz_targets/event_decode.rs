@@ -13,7 +13,6 @@ use events::envelope::DecodeError;
 use events::schema::*;
 use events::{EventPayload, RecordedEvent};
 use libfuzzer_sys::fuzz_target;
-use prost::Message;
 
 fn event(event_type: &str, schema_version: u32, payload: &[u8]) -> RecordedEvent {
     use sha2::{Digest, Sha256};
@@ -28,6 +27,7 @@ fn event(event_type: &str, schema_version: u32, payload: &[u8]) -> RecordedEvent
         occurred_at_us: 1_700_000_000_000_000,
         payload: payload.to_vec(),
         payload_sha256: Sha256::digest(payload).into(),
+        tx_id: None,
     }
 }
 

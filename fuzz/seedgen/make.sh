@@ -16,8 +16,12 @@ trap 'rm -rf "$work"' EXIT
 # Built into the project's target/ with its profile, so its dependencies are reused.
 export CARGO_TARGET_DIR="$repo/target"
 (cd "$here" && cargo build -q)
-(cd "$repo" && cargo build -q -p cli --bin bcctl)
-bcctl="$repo/target/debug/bcctl"
+# BCCTL names an already built bcctl of this same tree, to skip building it.
+bcctl="${BCCTL:-}"
+if [ -z "$bcctl" ]; then
+  (cd "$repo" && cargo build -q -p cli --bin bcctl)
+  bcctl="$repo/target/debug/bcctl"
+fi
 
 rm -rf "$fuzz/corpus"
 "$CARGO_TARGET_DIR/debug/bc-fuzz-seedgen" "$fuzz" "$work"
