@@ -170,15 +170,23 @@ fuzz_target!(|data: &[u8]| {
         leaves.push(leaf);
     }
     let key = audit_signer().public_key();
-    let Ok(summary) = verify_trail(&origin, key, leaves.iter().copied(), &checkpoints, &mut |_| {})
-    else {
+    let Ok(summary) = verify_trail(
+        &origin,
+        key,
+        leaves.iter().copied(),
+        &checkpoints,
+        &mut |_| {},
+    ) else {
         return;
     };
     // Soundness: everything the verifier vouches for is recomputed here independently.
     let hashes: Vec<Hash> = leaves.iter().map(|l| l.leaf_hash).collect();
     assert_eq!(summary.leaves, hashes.len() as u64);
     assert_eq!(summary.checkpoints, checkpoints.len());
-    assert_eq!(summary.unsealed_leaves, summary.leaves - summary.signed_size);
+    assert_eq!(
+        summary.unsealed_leaves,
+        summary.leaves - summary.signed_size
+    );
     for (i, leaf) in leaves.iter().enumerate() {
         assert_eq!(leaf.index, i as u64, "accepted leaves are dense from 0");
         assert_eq!(leaf.recorded_leaf_hash, Some(leaf.leaf_hash));
@@ -188,7 +196,11 @@ fuzz_target!(|data: &[u8]| {
         let head = Checkpoint::open(&cp.signed_note, &origin, key).expect("accepted: opens");
         assert!(head.size >= last_size, "accepted checkpoints never shrink");
         let size = usize::try_from(head.size).expect("small");
-        assert_eq!(root(&hashes[..size]), head.root, "a signed root is its prefix's root");
+        assert_eq!(
+            root(&hashes[..size]),
+            head.root,
+            "a signed root is its prefix's root"
+        );
         last_size = head.size;
     }
     assert_eq!(summary.signed_size, last_size);

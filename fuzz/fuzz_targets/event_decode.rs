@@ -39,7 +39,9 @@ fn decode_as<P: EventPayload + PartialEq + std::fmt::Debug>(
     let e = event(P::EVENT_TYPE, schema, payload);
     let decoded = match e.decode::<P>() {
         Ok(p) => p,
-        Err(DecodeError::UnsupportedSchema { found, supported, .. }) => {
+        Err(DecodeError::UnsupportedSchema {
+            found, supported, ..
+        }) => {
             assert!(found > supported && supported == P::SCHEMA_VERSION);
             return None;
         }
@@ -49,10 +51,22 @@ fn decode_as<P: EventPayload + PartialEq + std::fmt::Debug>(
     assert!(schema <= P::SCHEMA_VERSION);
     let bytes = decoded.encode_to_vec();
     let again = P::decode(bytes.as_slice()).expect("a re-encoded payload decodes");
-    assert_eq!(again, decoded, "decode(encode(p)) == p for {}", P::EVENT_TYPE);
-    assert_eq!(again.encode_to_vec(), bytes, "a second encoding is byte-identical");
+    assert_eq!(
+        again,
+        decoded,
+        "decode(encode(p)) == p for {}",
+        P::EVENT_TYPE
+    );
+    assert_eq!(
+        again.encode_to_vec(),
+        bytes,
+        "a second encoding is byte-identical"
+    );
     let wrong = event("no.such.type", schema, payload);
-    assert!(matches!(wrong.decode::<P>(), Err(DecodeError::WrongType { .. })));
+    assert!(matches!(
+        wrong.decode::<P>(),
+        Err(DecodeError::WrongType { .. })
+    ));
     check_leaf(&e);
     Some(decoded)
 }

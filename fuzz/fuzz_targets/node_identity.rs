@@ -15,7 +15,10 @@ fuzz_target!(|data: &[u8]| {
         let again = NodeIdentity::from_leaf_der(data, &td).expect("reads again");
         assert_eq!(again, identity);
         let uri = identity.spiffe_id.to_string();
-        assert_eq!(SpiffeId::parse(&uri).expect("own SPIFFE ID parses"), identity.spiffe_id);
+        assert_eq!(
+            SpiffeId::parse(&uri).expect("own SPIFFE ID parses"),
+            identity.spiffe_id
+        );
     }
     let Ok(text) = std::str::from_utf8(data) else {
         return;

@@ -29,14 +29,20 @@ fuzz_target!(|data: &[u8]| {
     };
     let key = audit_signer().public_key();
     if let Ok(note) = Note::parse(text) {
-        assert_eq!(print_note(&note), text, "a parsed note prints back to its bytes");
+        assert_eq!(
+            print_note(&note),
+            text,
+            "a parsed note prints back to its bytes"
+        );
         if let Ok(opened) = open_note(text, "fuzz", key) {
             assert_eq!(opened, note.text);
         }
     }
     if let Ok(cp) = Checkpoint::parse(text) {
         assert_eq!(cp.body(), text, "a parsed checkpoint is its canonical body");
-        let signed = cp.sign(audit_signer(), &SystemRandom::new()).expect("signs");
+        let signed = cp
+            .sign(audit_signer(), &SystemRandom::new())
+            .expect("signs");
         let opened = Checkpoint::open(&signed, &cp.origin, key).expect("own signature opens");
         assert_eq!(opened, cp);
         let other = format!("{}x", cp.origin);

@@ -11,7 +11,10 @@ use libfuzzer_sys::fuzz_target;
 
 fn check(sealed: &SealedToken) {
     let text = sealed.to_base64url();
-    assert_eq!(&SealedToken::from_base64url(&text).expect("own text form parses"), sealed);
+    assert_eq!(
+        &SealedToken::from_base64url(&text).expect("own text form parses"),
+        sealed
+    );
     let csr = csr_sha256();
     let Ok(secret) = join_encryption_key().open(sealed, &csr) else {
         return;

@@ -15,9 +15,9 @@ use domain::audit::{AuditLeaf, AuditSigner, Checkpoint};
 use domain::pki::statement::{sign, TrustBundleStatement};
 use domain::pki::token::TokenSecret;
 use domain::pki::{
-    build_csr, issue_node_certificate, plaintext_bundle, seal_bundle, seal_token,
-    DeploymentSecret, KeyRole, KeySet, KeySetLifetimes, NodeCertificateDecision, NodeId,
-    NodeIdentity, NodeRole, PrivateKey, Serial, SiteId, SpiffeId, TrustDomain, VerifiedCsr,
+    build_csr, issue_node_certificate, plaintext_bundle, seal_bundle, seal_token, DeploymentSecret,
+    KeyRole, KeySet, KeySetLifetimes, NodeCertificateDecision, NodeId, NodeIdentity, NodeRole,
+    PrivateKey, Serial, SiteId, SpiffeId, TrustDomain, VerifiedCsr,
 };
 use events::schema::*;
 use events::{EventPayload, RecordedEvent};
@@ -64,9 +64,15 @@ fn recorded(event_type: &str, schema_version: u32, payload: Vec<u8>) -> Recorded
 fn event_seed<P: EventPayload>(out: &Out, kind: u8, schema: u8, payload: &P) {
     let mut seed = vec![kind, schema];
     seed.extend(payload.encode_to_vec());
-    out.put("event_decode", &format!("{kind:02}-{}-v{schema}", P::EVENT_TYPE), &seed);
+    out.put(
+        "event_decode",
+        &format!("{kind:02}-{}-v{schema}", P::EVENT_TYPE),
+        &seed,
+    );
     let e = recorded(P::EVENT_TYPE, u32::from(schema), payload.encode_to_vec());
-    let leaf = AuditLeaf::from_event(&e, u64::from(kind)).encode().expect("leaf");
+    let leaf = AuditLeaf::from_event(&e, u64::from(kind))
+        .encode()
+        .expect("leaf");
     out.put("audit_leaf", &format!("{}", P::EVENT_TYPE), &leaf);
 }
 
@@ -85,7 +91,11 @@ fn main() {
     let plain = plaintext_bundle(&keys).expect("plaintext bundle");
     out.put("pki_bundle", "plaintext.json", &plain);
     let secret = DeploymentSecret::new(SECRET).expect("secret");
-    out.put("pki_bundle", "sealed.json", &seal_bundle(&keys, &secret).expect("sealed"));
+    out.put(
+        "pki_bundle",
+        "sealed.json",
+        &seal_bundle(&keys, &secret).expect("sealed"),
+    );
     std::fs::write(work.join("pki.json"), &plain).expect("work pki.json");
 
     // csr, token_seal
@@ -116,16 +126,16 @@ fn main() {
     out.put("node_identity", "leaf.der", &issued.der);
     out.put("node_identity", "node_ca.der", keys.node_ca.cert_der());
     out.put("node_identity", "spiffe.txt", spiffe.to_string().as_bytes());
-    out.put("node_identity", "pin.txt", node_key.public_key().pin().to_string().as_bytes());
+    out.put(
+        "node_identity",
+        "pin.txt",
+        node_key.public_key().pin().to_string().as_bytes(),
+    );
 
     // trust_bundle
     let roots = vec![keys.command_signing_root.cert_der().to_vec()];
-    let content = domain::trust_bundle::content_of(
-        &roots,
-        &domain::quorum::ApproverSet::none(),
-        0,
-        &[],
-    );
+    let content =
+        domain::trust_bundle::content_of(&roots, &domain::quorum::ApproverSet::none(), 0, &[]);
     let bundle = proto::TrustBundle {
         version: 2,
         trust_domain: TRUST_DOMAIN.into(),
@@ -171,57 +181,94 @@ fn main() {
         },
     );
     out.put("identity_json", "identity.json", &stored.to_json());
-    out.put("identity_json", "node.key", key_to_pem(&node_key).as_bytes());
+    out.put(
+        "identity_json",
+        "node.key",
+        key_to_pem(&node_key).as_bytes(),
+    );
 
     // event_decode, audit_leaf: one payload per event type, as the decisions fill them.
     let node = |s: &str| s.to_string();
-    event_seed(&out, 0, 1, &JoinTokenCreated {
-        token_id: node("tok_1"),
-        tenant_id: node(TENANT),
-        site_id: node("site-1"),
-        pool_id: node("default"),
-        role: node("node"),
-        uses: 3,
-        expires_at_us: 1_767_229_200_000_000,
-        secret_sha256: token.hash().as_bytes().to_vec(),
-        allow_reclaim: true,
-        ..Default::default()
-    });
-    event_seed(&out, 1, 1, &JoinTokenRevoked { token_id: node("tok_1"), reason: node("operator") });
-    event_seed(&out, 2, 1, &JoinTokenUsed {
-        token_id: node("tok_1"),
-        use_number: 1,
-        node_id: node("node-1"),
-        uses_left: 2,
-    });
-    event_seed(&out, 3, 1, &NodeJoined {
-        node_id: node("node-1"),
-        tenant_id: node(TENANT),
-        site_id: node("site-1"),
-        pool_id: node("default"),
-        role: node("node"),
-        attestor: node("join-token"),
-        token_id: node("tok_1"),
-        identity_generation: 1,
-        hardware_key_sha256: vec![3; 32],
-        csr_sha256: verified.sha256().to_vec(),
-        ..Default::default()
-    });
-    event_seed(&out, 4, 1, &NodeCertificateIssued {
-        node_id: node("node-1"),
-        serial: issued.serial.to_hex(),
-        der: issued.der.clone(),
-        not_before_us: 1,
-        not_after_us: 2,
-        identity_generation: 1,
-        cause: node("join"),
-        ..Default::default()
-    });
-    event_seed(&out, 5, 1, &RenewProofUsed {
-        node_id: node("node-1"),
-        subject: vec![5; 32],
-        expires_at_us: 9,
-    });
+    event_seed(
+        &out,
+        0,
+        1,
+        &JoinTokenCreated {
+            token_id: node("tok_1"),
+            tenant_id: node(TENANT),
+            site_id: node("site-1"),
+            pool_id: node("default"),
+            role: node("node"),
+            uses: 3,
+            expires_at_us: 1_767_229_200_000_000,
+            secret_sha256: token.hash().as_bytes().to_vec(),
+            allow_reclaim: true,
+            ..Default::default()
+        },
+    );
+    event_seed(
+        &out,
+        1,
+        1,
+        &JoinTokenRevoked {
+            token_id: node("tok_1"),
+            reason: node("operator"),
+        },
+    );
+    event_seed(
+        &out,
+        2,
+        1,
+        &JoinTokenUsed {
+            token_id: node("tok_1"),
+            use_number: 1,
+            node_id: node("node-1"),
+            uses_left: 2,
+        },
+    );
+    event_seed(
+        &out,
+        3,
+        1,
+        &NodeJoined {
+            node_id: node("node-1"),
+            tenant_id: node(TENANT),
+            site_id: node("site-1"),
+            pool_id: node("default"),
+            role: node("node"),
+            attestor: node("join-token"),
+            token_id: node("tok_1"),
+            identity_generation: 1,
+            hardware_key_sha256: vec![3; 32],
+            csr_sha256: verified.sha256().to_vec(),
+            ..Default::default()
+        },
+    );
+    event_seed(
+        &out,
+        4,
+        1,
+        &NodeCertificateIssued {
+            node_id: node("node-1"),
+            serial: issued.serial.to_hex(),
+            der: issued.der.clone(),
+            not_before_us: 1,
+            not_after_us: 2,
+            identity_generation: 1,
+            cause: node("join"),
+            ..Default::default()
+        },
+    );
+    event_seed(
+        &out,
+        5,
+        1,
+        &RenewProofUsed {
+            node_id: node("node-1"),
+            subject: vec![5; 32],
+            expires_at_us: 9,
+        },
+    );
     let revoked = NodeIdentityRevoked {
         node_id: node("node-1"),
         reason: node("compromised"),
@@ -230,48 +277,93 @@ fn main() {
     };
     event_seed(&out, 6, 1, &revoked);
     event_seed(&out, 6, 2, &revoked);
-    event_seed(&out, 7, 1, &NodeDeleted { node_id: node("node-1"), reason: node("gone") });
-    event_seed(&out, 8, 1, &NodeRetired { node_id: node("node-1"), reason: node("old") });
-    event_seed(&out, 9, 1, &JoinRefused {
-        refusal: node("token_unknown"),
-        attestor: node("join-token"),
-        csr_sha256: vec![1; 32],
-        ..Default::default()
-    });
-    event_seed(&out, 10, 1, &RenewRefused {
-        refusal: node("proof_replayed"),
-        node_id: node("node-1"),
-        ..Default::default()
-    });
-    event_seed(&out, 11, 1, &RefusalsSuppressed {
-        kind: node("join"),
-        refusal: node("token_unknown"),
-        window_start_us: 5,
-        count: 17,
-    });
-    event_seed(&out, 12, 1, &AttestationUsesPruned {
-        expired_before_us: 4,
-        keys: vec![AttestationUseKey { attestor: node("renew-pop"), subject: vec![2; 32] }],
-    });
-    event_seed(&out, 13, 1, &TrustBundlePublished {
-        version: 2,
-        digest: vec![1; 32],
-        content: Some(content.clone()),
-        previous_version: 1,
-        cause: node("settled"),
-        ..Default::default()
-    });
+    event_seed(
+        &out,
+        7,
+        1,
+        &NodeDeleted {
+            node_id: node("node-1"),
+            reason: node("gone"),
+        },
+    );
+    event_seed(
+        &out,
+        8,
+        1,
+        &NodeRetired {
+            node_id: node("node-1"),
+            reason: node("old"),
+        },
+    );
+    event_seed(
+        &out,
+        9,
+        1,
+        &JoinRefused {
+            refusal: node("token_unknown"),
+            attestor: node("join-token"),
+            csr_sha256: vec![1; 32],
+            ..Default::default()
+        },
+    );
+    event_seed(
+        &out,
+        10,
+        1,
+        &RenewRefused {
+            refusal: node("proof_replayed"),
+            node_id: node("node-1"),
+            ..Default::default()
+        },
+    );
+    event_seed(
+        &out,
+        11,
+        1,
+        &RefusalsSuppressed {
+            kind: node("join"),
+            refusal: node("token_unknown"),
+            window_start_us: 5,
+            count: 17,
+        },
+    );
+    event_seed(
+        &out,
+        12,
+        1,
+        &AttestationUsesPruned {
+            expired_before_us: 4,
+            keys: vec![AttestationUseKey {
+                attestor: node("renew-pop"),
+                subject: vec![2; 32],
+            }],
+        },
+    );
+    event_seed(
+        &out,
+        13,
+        1,
+        &TrustBundlePublished {
+            version: 2,
+            digest: vec![1; 32],
+            content: Some(content.clone()),
+            previous_version: 1,
+            cause: node("settled"),
+            ..Default::default()
+        },
+    );
     event_seed(&out, 18, 1, &NodeTrustReported::default());
     event_seed(&out, 19, 1, &BatchCreated::default());
 
     // signed_note
-    let signer = AuditSigner::from_pkcs8(
-        keys.audit_signing.pkcs8_der(),
-        &ring_rng(),
-    )
-    .expect("audit signer");
+    let signer =
+        AuditSigner::from_pkcs8(keys.audit_signing.pkcs8_der(), &ring_rng()).expect("audit signer");
     let origin = domain::audit::audit_origin(TRUST_DOMAIN, TENANT).expect("origin");
-    let cp = Checkpoint { origin, size: 3, root: [9; 32] };
+    let cp = Checkpoint {
+        origin,
+        size: 3,
+        root: [9; 32],
+    };
     out.put("signed_note", "body.txt", cp.body().as_bytes());
     let note = cp.sign(&signer, &ring_rng()).expect("sign checkpoint");
     out.put("signed_note", "note.txt", note.as_bytes());
@@ -280,7 +372,11 @@ fn main() {
         "verifier_key.txt",
         signer.public_key().to_verifier_key().as_bytes(),
     );
-    out.put("signed_note", "pin.txt", signer.public_key().pin().to_string().as_bytes());
+    out.put(
+        "signed_note",
+        "pin.txt",
+        signer.public_key().pin().to_string().as_bytes(),
+    );
     let _ = Path::new(".");
 }
 
