@@ -13,6 +13,7 @@ mod handlers_are_send;
 mod identity_core;
 mod identity_maintenance;
 mod identity_races;
+mod join_replay;
 mod projection_runner;
 mod quorum_commands;
 mod quorum_concurrency;
