@@ -11,6 +11,7 @@ mod e2e_split;
 mod grpc_python;
 mod pki_and_store_cli;
 mod rebuild_cli;
+mod serve_plaintext;
 mod test_layout;
 mod token_node_cli;
 mod token_node_sealing;

@@ -20,3 +20,4 @@ mod quorum_concurrency;
 mod quorum_replay;
 mod quorum_scope_storage;
 mod rebuild_pipeline;
+mod refusal_budget;

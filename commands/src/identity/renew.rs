@@ -54,7 +54,7 @@ impl Renewals {
             tenant,
             &payload,
             now_us,
-            self.config.refusals_per_minute,
+            &self.config,
         )
         .await?;
         Ok(())
