@@ -10,6 +10,7 @@ mod e2e_bcd;
 mod e2e_split;
 mod grpc_python;
 mod pki_and_store_cli;
+mod pki_kdf_cli;
 mod rebuild_cli;
 mod serve_plaintext;
 mod test_layout;

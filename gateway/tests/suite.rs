@@ -7,5 +7,6 @@ mod common;
 mod api_probe;
 mod handshake;
 mod internal;
+mod join_replay_wire;
 mod serve;
 mod serving_renewal;
