@@ -96,6 +96,11 @@ fn an_old_hkdf_bundle_still_opens_and_says_so() {
     assert_eq!(loaded.kdf, Some(BundleKdf::HkdfSha256));
     let keys = loaded.keys.expect("keys");
     assert_eq!(keys.trust_domain.as_str(), "old.example.com");
+    // The pins the old `bcctl pki init` printed for it.
+    assert_eq!(
+        keys.pins().node_ca.to_string(),
+        "sha256/RTJUdkjCiw2wM27920H46Xatw99O80/XxFsjXRIb1U0="
+    );
     assert_eq!(keys.pins(), loaded.public.pins().unwrap());
     assert_eq!(
         BundleKdf::HkdfSha256.describe(),
