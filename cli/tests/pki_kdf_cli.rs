@@ -43,7 +43,11 @@ fn pki_show_names_the_key_derivation() {
             "--json",
         ],
     );
-    let shown = bcctl(dir, SECRET, &["pki", "show", "--file", "pki.json", "--json"]);
+    let shown = bcctl(
+        dir,
+        SECRET,
+        &["pki", "show", "--file", "pki.json", "--json"],
+    );
     assert_eq!(shown["kdf"], "Argon2id");
     assert_eq!(
         shown["kdfParams"],
@@ -56,7 +60,13 @@ fn pki_show_names_the_key_derivation() {
     let shown = bcctl(
         dir,
         OLD_SECRET,
-        &["pki", "show", "--file", &old.display().to_string(), "--json"],
+        &[
+            "pki",
+            "show",
+            "--file",
+            &old.display().to_string(),
+            "--json",
+        ],
     );
     assert_eq!(shown["kdf"], "HKDF-SHA256");
     assert_eq!(shown["kdfParams"], serde_json::Value::Null);

@@ -29,7 +29,10 @@ fn bcctl(dir: &Path, args: &[&str]) -> Command {
     }
     cmd.env("BC_LISTEN", "127.0.0.1:0")
         .env("BC_METRICS_LISTEN", "off")
-        .env("DATABASE_URL", format!("sqlite://{}/events.db", dir.display()))
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}/events.db", dir.display()),
+        )
         .stdin(Stdio::null());
     cmd
 }
@@ -64,7 +67,10 @@ fn assert_refused(mut cmd: Command, what: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
     assert!(stderr.contains(REFUSAL), "{what}: {stderr}");
-    assert!(stderr.contains("pki.json"), "{what}: names the file: {stderr}");
+    assert!(
+        stderr.contains("pki.json"),
+        "{what}: names the file: {stderr}"
+    );
     assert!(
         stderr.contains("--allow-plaintext") && stderr.contains("bcctl pki init"),
         "{what}: says what to do: {stderr}"
@@ -74,7 +80,11 @@ fn assert_refused(mut cmd: Command, what: &str) {
 fn assert_starts_and_warns(cmd: Command, log: &Path, what: &str) {
     let mut serve = Proc::spawn(what, cmd, log.to_path_buf());
     serve.wait_line("listening on", Duration::from_secs(60));
-    assert!(serve.log_text().contains(WARNING), "{what}: {}", serve.log_text());
+    assert!(
+        serve.log_text().contains(WARNING),
+        "{what}: {}",
+        serve.log_text()
+    );
 }
 
 #[test]
@@ -99,7 +109,10 @@ fn a_plaintext_bundle_is_refused_while_a_secret_is_set() {
 fn allow_plaintext_starts_it_with_a_warning() {
     let tmp = plaintext_deployment();
     let dir = tmp.path();
-    let mut cmd = bcctl(dir, &["serve", "--pki-bundle", "pki.json", "--allow-plaintext"]);
+    let mut cmd = bcctl(
+        dir,
+        &["serve", "--pki-bundle", "pki.json", "--allow-plaintext"],
+    );
     cmd.env("BC_DEPLOYMENT_SECRET", SECRET);
     assert_starts_and_warns(cmd, &dir.join("flag.log"), "--allow-plaintext");
 

@@ -44,7 +44,13 @@ async fn a_thousand_refused_joins_write_sixty_events_and_one_exact_count() {
     for db in TestDb::each().await.unwrap() {
         let f = fixture(db).await;
         let stranger = domain::pki::TokenSecret::generate().unwrap();
-        let unknown = join_request(&f, &Agent::new(), stranger.expose(), "node", Default::default());
+        let unknown = join_request(
+            &f,
+            &Agent::new(),
+            stranger.expose(),
+            "node",
+            Default::default(),
+        );
         let mut broken = unknown.clone();
         broken.input.csr_der[20] ^= 0xff;
         let head = f.store.head_position().await.unwrap();
@@ -62,7 +68,11 @@ async fn a_thousand_refused_joins_write_sixty_events_and_one_exact_count() {
         let of = |reason: &str| refused.iter().filter(|(_, r)| r == reason).count();
         assert_eq!(of("join-token:unknown-token"), 60);
         assert_eq!(of("join-token:bad-csr"), 60);
-        assert_eq!(buffered_rows(&f.store).await, 0, "no store write per refusal");
+        assert_eq!(
+            buffered_rows(&f.store).await,
+            0,
+            "no store write per refusal"
+        );
         assert_eq!(f.svc.joins().suppressed_in_memory(), 1_880);
         // The minute is not over: the flush writes nothing yet.
         assert_eq!(f.svc.flush_suppressed_refusals().await.unwrap(), 0);
@@ -82,10 +92,17 @@ async fn a_thousand_refused_joins_write_sixty_events_and_one_exact_count() {
         assert_eq!(f.svc.maintain().await.unwrap().suppressed_events, 0);
         // The counters add up to every refusal.
         assert_eq!(
-            projections::identity::refusal_totals(&f.store).await.unwrap(),
+            projections::identity::refusal_totals(&f.store)
+                .await
+                .unwrap(),
             vec![
                 ("join".to_owned(), "join-token:bad-csr".to_owned(), 60, 940),
-                ("join".to_owned(), "join-token:unknown-token".to_owned(), 60, 940)
+                (
+                    "join".to_owned(),
+                    "join-token:unknown-token".to_owned(),
+                    60,
+                    940
+                )
             ]
         );
     }

@@ -63,7 +63,10 @@ fn a_new_bundle_records_argon2id_and_its_default_parameters_and_opens() {
     );
     let loaded = open_bundle(&bytes, Some(&secret(SECRET))).unwrap();
     assert!(loaded.authenticated);
-    assert_eq!(loaded.kdf, Some(BundleKdf::Argon2id(Argon2idParams::DEFAULT)));
+    assert_eq!(
+        loaded.kdf,
+        Some(BundleKdf::Argon2id(Argon2idParams::DEFAULT))
+    );
     assert_eq!(loaded.keys.expect("keys").pins(), keys.pins());
     // Without the secret, the KDF is still named (`bcctl pki show`).
     let public_only = open_bundle(&bytes, None).unwrap();
@@ -109,7 +112,11 @@ fn an_old_hkdf_bundle_still_opens_and_says_so() {
     // The HKDF-only derivation is still written on request, and opens the same way.
     let again = seal_bundle_with(&keys, &secret(SECRET), BundleKdf::HkdfSha256).unwrap();
     assert_eq!(private_keys(&again)["kdf"], json!("HKDF-SHA256"));
-    assert!(open_bundle(&again, Some(&secret(SECRET))).unwrap().authenticated);
+    assert!(
+        open_bundle(&again, Some(&secret(SECRET)))
+            .unwrap()
+            .authenticated
+    );
 }
 
 #[test]
@@ -136,7 +143,10 @@ fn changed_parameters_do_not_open() {
     // Downgrading an Argon2id bundle to HKDF-only does not open either.
     let downgraded = edit(&bytes, |d| {
         d["privateKeys"]["kdf"] = json!("HKDF-SHA256");
-        d["privateKeys"].as_object_mut().unwrap().remove("kdfParams");
+        d["privateKeys"]
+            .as_object_mut()
+            .unwrap()
+            .remove("kdfParams");
     });
     assert_eq!(
         open_bundle(&downgraded, Some(&secret(SECRET))).unwrap_err(),
@@ -174,11 +184,17 @@ fn a_file_cannot_ask_for_unbounded_memory_or_an_unknown_kdf() {
         })
     ));
     let missing = edit(&bytes, |d| {
-        d["privateKeys"].as_object_mut().unwrap().remove("kdfParams");
+        d["privateKeys"]
+            .as_object_mut()
+            .unwrap()
+            .remove("kdfParams");
     });
     match open_bundle(&missing, None) {
         Err(BundleError::Malformed { field, reason }) => {
-            assert_eq!((field, reason.as_str()), ("privateKeys.kdf", "Argon2id without kdfParams"));
+            assert_eq!(
+                (field, reason.as_str()),
+                ("privateKeys.kdf", "Argon2id without kdfParams")
+            );
         }
         other => panic!("expected a malformed kdf, got {other:?}"),
     }

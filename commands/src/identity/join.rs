@@ -51,16 +51,7 @@ impl Joins {
             hardware_key_sha256: digest_vec(hardware_key),
             window_start_us: domain::identity::window_start(now_us),
         };
-        refusals::record(
-            tx,
-            "join",
-            &reason,
-            tenant,
-            &payload,
-            now_us,
-            &self.config,
-        )
-        .await?;
+        refusals::record(tx, "join", &reason, tenant, &payload, now_us, &self.config).await?;
         Ok(())
     }
 
@@ -118,10 +109,8 @@ impl Joins {
                     now_us,
                 ) {
                     crate::transaction!(&self.store, IdentityError, |tx| {
-                        self.record_join_refusal(
-                            tx, refusal, &root, "", csr_sha, hw_digest, now_us,
-                        )
-                        .await
+                        self.record_join_refusal(tx, refusal, &root, "", csr_sha, hw_digest, now_us)
+                            .await
                     })?;
                 }
                 return Err(IdentityError::AccessDenied(JOIN_REFUSED));

@@ -76,7 +76,12 @@ impl RefusalBudget {
         }
         *state
             .held
-            .entry((kind.to_owned(), refusal.to_owned(), window, tenant.to_owned()))
+            .entry((
+                kind.to_owned(),
+                refusal.to_owned(),
+                window,
+                tenant.to_owned(),
+            ))
             .or_insert(0) += 1;
         true
     }
@@ -89,7 +94,12 @@ impl RefusalBudget {
             .insert((kind.to_owned(), refusal.to_owned()), window);
         *state
             .held
-            .entry((kind.to_owned(), refusal.to_owned(), window, tenant.to_owned()))
+            .entry((
+                kind.to_owned(),
+                refusal.to_owned(),
+                window,
+                tenant.to_owned(),
+            ))
             .or_insert(0) += 1;
     }
 

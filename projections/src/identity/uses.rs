@@ -126,4 +126,3 @@ async fn insert_uses(tx: &mut StoreTx, rows: Vec<Vec<SqlValue>>) -> Result<(), P
     tx.insert_rows(table.name, table.columns, rows).await?;
     Ok(())
 }
-
