@@ -57,7 +57,7 @@ use ring::aead::{Aad, Nonce};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 
-use super::bundle_kdf::{seal_keys, Argon2idParams, BundleKdf};
+use super::bundle_kdf::{seal_keys, Argon2idParams, BundleKdf, KdfError};
 use super::ca::{parse_cert, CaError, CommandSigningRoot, NodeCa, RootCa, ServingCa};
 use super::encoding::{b64, b64_decode, pem_decode, pem_encode, put_lp, sha256};
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
@@ -126,6 +126,22 @@ pub enum BundleError {
 impl From<CaError> for BundleError {
     fn from(e: CaError) -> Self {
         BundleError::Keys(KeySetError::Ca(e))
+    }
+}
+
+impl From<KdfError> for BundleError {
+    fn from(e: KdfError) -> Self {
+        match e {
+            KdfError::Params(reason) => BundleError::Malformed {
+                field: "privateKeys.kdfParams",
+                reason,
+            },
+            KdfError::Kdf(reason) => BundleError::Malformed {
+                field: "privateKeys.kdf",
+                reason,
+            },
+            KdfError::Derive(why) => BundleError::Seal(why),
+        }
     }
 }
 

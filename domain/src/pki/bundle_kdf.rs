@@ -23,7 +23,6 @@
 use ring::aead::{LessSafeKey, UnboundKey, AES_256_GCM};
 use ring::hkdf;
 
-use super::bundle::BundleError;
 use super::secret::DeploymentSecret;
 
 /// The `privateKeys.kdf` of a bundle sealed with Argon2id.
@@ -31,6 +30,21 @@ pub const KDF_ARGON2ID: &str = "Argon2id";
 /// The `privateKeys.kdf` of a bundle sealed before issue 17 (HKDF alone).
 pub const KDF_HKDF_SHA256: &str = "HKDF-SHA256";
 const SEAL_LABEL: &str = "bc-pki-bundle-seal-v1";
+
+/// Why a key derivation could not be named or run (the bundle reports it as
+/// `BundleError::Malformed` or `BundleError::Seal`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KdfError {
+    /// `privateKeys.kdfParams` out of bounds.
+    #[error("privateKeys.kdfParams: {0}")]
+    Params(String),
+    /// `privateKeys.kdf` unknown, or with the wrong parameters.
+    #[error("privateKeys.kdf: {0}")]
+    Kdf(String),
+    /// The derivation itself failed.
+    #[error("{0}")]
+    Derive(String),
+}
 
 /// Argon2id's cost parameters, as `privateKeys.kdfParams` records them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -59,11 +73,8 @@ impl Argon2idParams {
     pub const MAX_PARALLELISM: u32 = 16;
 
     /// Refuses parameters Argon2 does not take, or beyond the bounds above.
-    pub fn check(&self) -> Result<(), BundleError> {
-        let bad = |reason: String| BundleError::Malformed {
-            field: "privateKeys.kdfParams",
-            reason,
-        };
+    pub fn check(&self) -> Result<(), KdfError> {
+        let bad = KdfError::Params;
         if self.parallelism == 0 || self.parallelism > Self::MAX_PARALLELISM {
             return Err(bad(format!(
                 "parallelism {} is not between 1 and {}",
@@ -117,14 +128,8 @@ impl BundleKdf {
     }
 
     /// The derivation a bundle names (`kdf`, `kdfParams`), checked.
-    pub fn from_header(
-        name: &str,
-        params: Option<Argon2idParams>,
-    ) -> Result<BundleKdf, BundleError> {
-        let bad = |reason: &str| BundleError::Malformed {
-            field: "privateKeys.kdf",
-            reason: reason.into(),
-        };
+    pub fn from_header(name: &str, params: Option<Argon2idParams>) -> Result<BundleKdf, KdfError> {
+        let bad = |reason: &str| KdfError::Kdf(reason.into());
         match (name, params) {
             (KDF_ARGON2ID, Some(p)) => {
                 p.check()?;
@@ -153,15 +158,15 @@ impl BundleKdf {
     }
 }
 
-fn hkdf_expand(prk: &hkdf::Prk, suffix: &str) -> Result<[u8; 32], BundleError> {
+fn hkdf_expand(prk: &hkdf::Prk, suffix: &str) -> Result<[u8; 32], KdfError> {
     let info = format!("{SEAL_LABEL}{suffix}");
     let parts = [info.as_bytes()];
     let okm = prk
         .expand(&parts, hkdf::HKDF_SHA256)
-        .map_err(|_| BundleError::Seal("HKDF".into()))?;
+        .map_err(|_| KdfError::Derive("HKDF".into()))?;
     let mut out = [0u8; 32];
     okm.fill(&mut out)
-        .map_err(|_| BundleError::Seal("HKDF".into()))?;
+        .map_err(|_| KdfError::Derive("HKDF".into()))?;
     Ok(out)
 }
 
@@ -169,7 +174,7 @@ fn argon2id(
     params: &Argon2idParams,
     secret: &DeploymentSecret,
     salt: &[u8],
-) -> Result<[u8; 32], BundleError> {
+) -> Result<[u8; 32], KdfError> {
     params.check()?;
     let argon_params = argon2::Params::new(
         params.memory_kib,
@@ -177,7 +182,7 @@ fn argon2id(
         params.parallelism,
         Some(32),
     )
-    .map_err(|e| BundleError::Seal(format!("Argon2id parameters: {e}")))?;
+    .map_err(|e| KdfError::Derive(format!("Argon2id parameters: {e}")))?;
     let argon = argon2::Argon2::new(
         argon2::Algorithm::Argon2id,
         argon2::Version::V0x13,
@@ -186,7 +191,7 @@ fn argon2id(
     let mut out = [0u8; 32];
     argon
         .hash_password_into(secret.as_bytes(), salt, &mut out)
-        .map_err(|e| BundleError::Seal(format!("Argon2id: {e}")))?;
+        .map_err(|e| KdfError::Derive(format!("Argon2id: {e}")))?;
     Ok(out)
 }
 
@@ -195,7 +200,7 @@ pub(super) fn seal_keys(
     kdf: &BundleKdf,
     secret: &DeploymentSecret,
     salt: &[u8],
-) -> Result<(LessSafeKey, [u8; 32]), BundleError> {
+) -> Result<(LessSafeKey, [u8; 32]), KdfError> {
     let prk = match kdf {
         BundleKdf::Argon2id(params) => {
             let mut ikm = argon2id(params, secret, salt)?;
@@ -210,7 +215,7 @@ pub(super) fn seal_keys(
     let key = hkdf_expand(&prk, " key")?;
     let check = hkdf_expand(&prk, " check")?;
     let unbound =
-        UnboundKey::new(&AES_256_GCM, &key).map_err(|_| BundleError::Seal("AES key".into()))?;
+        UnboundKey::new(&AES_256_GCM, &key).map_err(|_| KdfError::Derive("AES key".into()))?;
     Ok((LessSafeKey::new(unbound), check))
 }
 
@@ -240,10 +245,7 @@ mod tests {
             p(64, 1, 0),
             p(1024, 1, 17),
         ] {
-            assert!(
-                matches!(bad.check(), Err(BundleError::Malformed { field, .. }) if field == "privateKeys.kdfParams"),
-                "{bad:?}"
-            );
+            assert!(matches!(bad.check(), Err(KdfError::Params(_))), "{bad:?}");
         }
         assert!(p(8, 1, 1).check().is_ok());
     }
@@ -270,10 +272,7 @@ mod tests {
         ] {
             assert!(matches!(
                 BundleKdf::from_header(name, params),
-                Err(BundleError::Malformed {
-                    field: "privateKeys.kdf",
-                    ..
-                })
+                Err(KdfError::Kdf(_))
             ));
         }
     }

@@ -44,7 +44,7 @@ pub use bundle::{
     open_bundle, plaintext_bundle, seal_bundle, seal_bundle_with, BundleError, LoadedBundle,
     Protection, PublicBundle,
 };
-pub use bundle_kdf::{Argon2idParams, BundleKdf};
+pub use bundle_kdf::{Argon2idParams, BundleKdf, KdfError};
 pub use ca::{
     CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, RootCa, ServingCa,
 };
