@@ -11,11 +11,15 @@
 //! - [`Deployment::open`] opens the bundle with the secret when there is one (then a sealed
 //!   bundle's public half is authenticated and its keys are open); [`Deployment::keys`] also
 //!   requires the keys; [`Deployment::public_half`] never reads the secret (a split gateway).
+//! - [`Deployment::serving_keys`] is what `bcctl serve` loads: a plaintext bundle while a
+//!   secret is set is refused ([`DeploymentError::PlaintextWithSecret`]: whoever can write the
+//!   file would choose every key, and the secret would protect nothing) unless the operator
+//!   allowed it (`--allow-plaintext`); a plaintext bundle that is served comes with a warning.
 
 use std::path::{Path, PathBuf};
 
 use domain::pki::{
-    open_bundle, BundleError, DeploymentSecret, KeySet, LoadedBundle, SecretError,
+    open_bundle, BundleError, DeploymentSecret, KeySet, LoadedBundle, Protection, SecretError,
     DEPLOYMENT_SECRET_ENV,
 };
 
@@ -47,7 +51,12 @@ pub enum DeploymentError {
     Secret(#[from] SecretError),
     #[error("deployment secret file {path}: {why}")]
     SecretFile { path: PathBuf, why: String },
+    #[error("PKI bundle {path}: its private keys are in PLAINTEXT, but a deployment secret is set ({DEPLOYMENT_SECRET_ENV} or {SECRET_FILE_ENV}): whoever can write this file chooses every key, and the secret protects nothing. Point --pki-bundle at the sealed bundle (`bcctl pki init` writes one while the secret is set), or unset the secret for a development deployment, or pass --allow-plaintext (BC_ALLOW_PLAINTEXT=true, or allow_plaintext = true in the configuration) to serve it anyway")]
+    PlaintextWithSecret { path: PathBuf },
 }
+
+/// What `bcctl serve` logs when it serves a plaintext bundle.
+pub const PLAINTEXT_WARNING: &str = "serving a PLAINTEXT PKI bundle: its private keys are unsealed and whoever can write the file chooses every key; development only (seal it with `bcctl pki init` under BC_DEPLOYMENT_SECRET)";
 
 /// Where a deployment's bundle and secret are.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,6 +138,30 @@ impl Deployment {
         self.open()?.keys.ok_or_else(|| DeploymentError::Sealed {
             path: self.bundle.clone(),
         })
+    }
+
+    /// The key set `bcctl serve` runs with, and whether it must warn that the bundle is
+    /// plaintext. A plaintext bundle while a secret is set is refused unless `allow_plaintext`.
+    pub fn serving_keys(
+        &self,
+        allow_plaintext: bool,
+    ) -> Result<(KeySet, Option<&'static str>), DeploymentError> {
+        let secret = self.secret()?;
+        let bytes = self.read_bundle()?;
+        let loaded = self.opened(&bytes, secret.as_ref())?;
+        let warning = match loaded.protection {
+            Protection::Sealed => None,
+            Protection::Plaintext if secret.is_some() && !allow_plaintext => {
+                return Err(DeploymentError::PlaintextWithSecret {
+                    path: self.bundle.clone(),
+                })
+            }
+            Protection::Plaintext => Some(PLAINTEXT_WARNING),
+        };
+        let keys = loaded.keys.ok_or_else(|| DeploymentError::Sealed {
+            path: self.bundle.clone(),
+        })?;
+        Ok((keys, warning))
     }
 
     /// Only the bundle's public half, unauthenticated, without reading any secret.

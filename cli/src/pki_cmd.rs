@@ -156,6 +156,8 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
                 "file": args.file.display().to_string(),
                 "trustDomain": loaded.public.trust_domain.to_string(),
                 "protection": protection,
+                "kdf": loaded.kdf.map(|k| k.name()),
+                "kdfParams": loaded.kdf.and_then(|k| k.params()),
                 "publicAuthenticated": loaded.authenticated,
                 "pins": pins,
             })
@@ -164,6 +166,9 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
         println!("bundle:         {}", args.file.display());
         println!("trust domain:   {}", loaded.public.trust_domain);
         println!("private keys:   {protection}");
+        if let Some(kdf) = &loaded.kdf {
+            println!("key derivation: {}", kdf.describe());
+        }
         println!(
             "public half:    {}",
             if loaded.authenticated {

@@ -34,11 +34,20 @@ pub fn init_logging(format: LogFormat) {
 }
 
 /// Loads the key set from the bundle, opening it with the deployment secret (the one way every
-/// command does: [`Deployment`]).
-pub fn load_keys(bundle: &Path, secret_file: Option<&Path>) -> Result<KeySet, ServeError> {
-    Ok(Deployment::new(bundle)
+/// command does: [`Deployment`]). A plaintext bundle while a secret is set is refused unless
+/// `allow_plaintext`; a plaintext bundle served is warned about on standard error.
+pub fn load_keys(
+    bundle: &Path,
+    secret_file: Option<&Path>,
+    allow_plaintext: bool,
+) -> Result<KeySet, ServeError> {
+    let (keys, warning) = Deployment::new(bundle)
         .with_secret_file(secret_file.map(Path::to_path_buf))
-        .keys()?)
+        .serving_keys(allow_plaintext)?;
+    if let Some(warning) = warning {
+        tracing::warn!(bundle = %bundle.display(), "{warning}");
+    }
+    Ok(keys)
 }
 
 /// The started server, with the JoinService for callers that need it (`bcctl up`).
@@ -51,10 +60,21 @@ pub struct Started {
 }
 
 impl Started {
-    /// Stops serving, then the audit sequencer and sealer.
+    /// Stops serving, writes the suppressed refusal counts still held, then stops the audit
+    /// sequencer and sealer (and the maintenance loop).
     pub async fn shutdown(self) {
         self.running.shutdown().await;
+        flush_held_refusals(&self.join).await;
         let _ = self.audit_shutdown.send(true);
+    }
+}
+
+/// Writes the suppressed refusal counts this process still holds (it is stopping).
+pub(crate) async fn flush_held_refusals(join: &JoinService) {
+    match join.maintenance().flush_all_suppressed_refusals().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(suppressed_events = n, "suppressed refusal counts written"),
+        Err(e) => tracing::warn!(error = %e, "the suppressed refusal counts could not be written"),
     }
 }
 
@@ -201,6 +221,7 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
     let keys = Arc::new(load_keys(
         &settings.pki_bundle,
         settings.deployment_secret_file.as_deref(),
+        settings.allow_plaintext,
     )?);
     let store = EventStore::open(&settings.database_url).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

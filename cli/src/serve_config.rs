@@ -18,6 +18,7 @@
 //! | `root_tenant` | `BC_ROOT_TENANT` | `root` |
 //! | `record_trust_reports` | `BC_RECORD_TRUST_REPORTS` | `true` |
 //! | `log_format` | `BC_LOG_FORMAT` | `text` (or `json`) |
+//! | `allow_plaintext` | `BC_ALLOW_PLAINTEXT` (or `--allow-plaintext`) | `false`: a plaintext bundle while a deployment secret is set is refused |
 //! | `trust_version_floor` | `BC_TRUST_VERSION_FLOOR` | `0` (the published trust version is never below it) |
 //! | `api_internal_listen` | `BC_API_INTERNAL_LISTEN` | `127.0.0.1:9443` (`api`: where gateways connect) |
 //! | `api_internal_names` | `BC_API_INTERNAL_NAMES` (comma-separated) | `["localhost", "127.0.0.1"]` (`api`: names of its internal certificate) |
@@ -87,6 +88,9 @@ pub struct ServeArgs {
     /// text or json logs on standard error.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Serve a plaintext PKI bundle even though a deployment secret is set (development only).
+    #[arg(long)]
+    pub allow_plaintext: bool,
 }
 
 /// The configuration file as written.
@@ -114,6 +118,7 @@ pub struct FileConfig {
     pub api_internal_url: Option<String>,
     pub internal_cert: Option<PathBuf>,
     pub internal_key: Option<PathBuf>,
+    pub allow_plaintext: Option<bool>,
 }
 
 /// Everything resolved.
@@ -147,6 +152,8 @@ pub struct Settings {
     pub internal_cert: Option<PathBuf>,
     /// `gateway`: its internal client key (PKCS#8 PEM, mode 0600).
     pub internal_key: Option<PathBuf>,
+    /// Serve a plaintext bundle while a deployment secret is set (refused otherwise).
+    pub allow_plaintext: bool,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -277,6 +284,11 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
     };
+    let allow_plaintext = args.allow_plaintext
+        || match env("BC_ALLOW_PLAINTEXT") {
+            Some(v) => v == "true" || v == "1",
+            None => file.allow_plaintext.unwrap_or(false),
+        };
     Ok(Settings {
         listen: socket("listen", &listen)?,
         database_url: pick(
@@ -346,5 +358,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         internal_key: env("BC_INTERNAL_KEY")
             .map(PathBuf::from)
             .or(file.internal_key),
+        allow_plaintext,
     })
 }

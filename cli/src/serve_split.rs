@@ -60,6 +60,7 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
             }
         })?,
     };
+    let join_for_flush = join.clone();
     let mut api = start_api(store, keys, join, clock, config).await?;
     eprintln!(
         "bcctl serve --role api: internal endpoint on {} (mTLS, gateways only)",
@@ -68,6 +69,7 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
     let result = until_signal(api.wait()).await;
     tracing::info!("stopping");
     api.shutdown().await;
+    crate::serve_cmd::flush_held_refusals(&join_for_flush).await;
     let _ = audit_shutdown.send(true);
     result
 }

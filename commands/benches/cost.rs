@@ -150,6 +150,7 @@ impl Fixture {
             token: self.token_events.iter().fold(None, evolve_token),
             hardware_key_holder: None,
             hardware_key_holder_unrevoked_serials: Vec::new(),
+            csr_key_used: false,
         }
     }
 

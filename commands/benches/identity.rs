@@ -354,6 +354,7 @@ async fn fill_log(store: &EventStore, target: i64, der: &[u8], start_us: i64) ->
                         use_number: k + 1,
                         node_id: node_id.clone(),
                         uses_left: 99 - k,
+                        ..Default::default()
                     },
                 ));
                 let mut evs = vec![NewEvent::from_payload(

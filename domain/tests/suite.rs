@@ -8,6 +8,7 @@ mod audit_merkle;
 mod audit_notes;
 mod audit_seal;
 mod audit_trail;
+mod bundle_kdf;
 mod identity_decide;
 mod pki_bundle;
 mod pki_certificates;

@@ -8,5 +8,6 @@ mod api_probe;
 mod feed_faults;
 mod handshake;
 mod internal;
+mod join_replay_wire;
 mod serve;
 mod serving_renewal;

@@ -1,5 +1,5 @@
-//! Token joins: open the sealed token and check the CSR, load the token and the holder of the
-//! claimed hardware key, decide, append `node.joined` + `node.certificate.issued` +
+//! Token joins: open the sealed token and check the CSR, load the token, the holder of the
+//! claimed hardware key and whether the CSR's key already joined, decide, append `node.joined` + `node.certificate.issued` +
 //! `token.used` with the inline projections, and answer the admitted node and its chain (the
 //! edge encodes and signs the JoinResponse); or record the refusal.
 
@@ -10,7 +10,7 @@ use domain::identity::{
     JoinRefusal, JoinState, JOIN_TOKEN_ATTESTOR,
 };
 use domain::pki::{KeySet, NodeId, Serial};
-use events::schema::JoinRefused;
+use events::schema::{JoinRefused, JOIN_KEY_ATTESTOR};
 use events::store::{EventStore, StoreTx};
 use projections::identity::read;
 
@@ -51,16 +51,7 @@ impl Joins {
             hardware_key_sha256: digest_vec(hardware_key),
             window_start_us: domain::identity::window_start(now_us),
         };
-        refusals::record(
-            tx,
-            "join",
-            &reason,
-            tenant,
-            &payload,
-            now_us,
-            self.config.refusals_per_minute,
-        )
-        .await?;
+        refusals::record(tx, "join", &reason, tenant, &payload, now_us, &self.config).await?;
         Ok(())
     }
 
@@ -79,6 +70,12 @@ impl Joins {
             clock,
             config,
         })
+    }
+
+    /// Suppressed refusals this process holds, not written yet (the maintenance flush writes
+    /// them once their minute is over).
+    pub fn suppressed_in_memory(&self) -> u64 {
+        self.config.refusal_budget.held()
     }
 
     /// The key set (the edge signs the JoinResponse with its JoinService signing key).
@@ -103,10 +100,19 @@ impl Joins {
         let opened = match open_join(&ctx, input) {
             Ok(o) => o,
             Err((refusal, csr_sha)) => {
-                crate::transaction!(&self.store, IdentityError, |tx| {
-                    self.record_join_refusal(tx, refusal, &root, "", csr_sha, hw_digest, now_us)
-                        .await
-                })?;
+                // Over the bound and known so: counted without opening a transaction.
+                if !refusals::suppressed_without_store(
+                    &self.config,
+                    "join",
+                    &refusal.reason(),
+                    &root,
+                    now_us,
+                ) {
+                    crate::transaction!(&self.store, IdentityError, |tx| {
+                        self.record_join_refusal(tx, refusal, &root, "", csr_sha, hw_digest, now_us)
+                            .await
+                    })?;
+                }
                 return Err(IdentityError::AccessDenied(JOIN_REFUSED));
             }
         };
@@ -125,6 +131,11 @@ impl Joins {
                 Some(h) => read::unrevoked_serials_of_node(tx, &h.node_id).await?,
                 None => Vec::new(),
             };
+            // A concurrent join of the same key that commits first makes this one's insert
+            // into `attestation_uses` a unique violation: the transaction retries and reads
+            // the use here.
+            let csr_key_used =
+                read::attestation_used(tx, JOIN_KEY_ATTESTOR, &opened.csr_key_sha256()).await?;
             let cmd = JoinCommand {
                 opened: opened.clone(),
                 new_node_id: NodeId::new(&fresh_id("node"))
@@ -135,6 +146,7 @@ impl Joins {
                 token,
                 hardware_key_holder: holder,
                 hardware_key_holder_unrevoked_serials: holder_serials,
+                csr_key_used,
             };
             match decide_join(&ctx, &cmd, &state, now) {
                 Ok(Decision { events, outcome }) => {

@@ -4,9 +4,10 @@
 //! - expired single-use evidence (renew proofs in `attestation_uses`) is pruned in batches of
 //!   [`PRUNE_BATCH`] (spec 001 "Single-use evidence": "in batches (5,000 by default)"), each
 //!   batch one `attestation.uses.pruned` event, until no expired row is left;
-//! - the suppressed-refusal counts of every finished minute are written to the log as
-//!   `security.refusals.suppressed` events, so a burst followed by silence is not left out of
-//!   the audit trail.
+//! - the suppressed-refusal counts of every finished minute, which the process held in memory
+//!   ([`super::RefusalBudget`]), are written to the log as `security.refusals.suppressed`
+//!   events, so a burst followed by silence is not left out of the audit trail; when the loop
+//!   stops, the counts of the current minute too.
 //!
 //! Both are events, so a rebuild or a replay gives the same tables. Several serving replicas may
 //! run this at once: a second prune naming rows the first already deleted deletes nothing, and
@@ -24,7 +25,7 @@ use projections::identity::read;
 
 use events::store::EventStore;
 
-use super::{refusals, IdentityError};
+use super::{refusals, IdentityError, RefusalBudget};
 use crate::{append_and_project, Clock};
 
 /// Expired `attestation_uses` rows per prune event (spec 001's default).
@@ -51,16 +52,26 @@ pub struct IdentityMaintenance {
     store: EventStore,
     clock: Arc<dyn Clock>,
     root_tenant: String,
+    budget: Arc<RefusalBudget>,
 }
 
 impl IdentityMaintenance {
-    /// Housekeeping over `store`, writing its events in `root_tenant`.
+    /// Housekeeping over `store`, writing its events in `root_tenant`, with a refusal budget
+    /// of its own (empty: see [`IdentityMaintenance::with_refusal_budget`]).
     pub fn new(store: EventStore, clock: Arc<dyn Clock>, root_tenant: impl Into<String>) -> Self {
         IdentityMaintenance {
             store,
             clock,
             root_tenant: root_tenant.into(),
+            budget: Arc::new(RefusalBudget::new()),
         }
+    }
+
+    /// The same housekeeping flushing the suppressed refusals counted in `budget` (the one the
+    /// process's join and renew handlers count in).
+    pub fn with_refusal_budget(mut self, budget: Arc<RefusalBudget>) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Deletes up to `batch` expired `attestation_uses` rows (expired at the clock's now) with
@@ -101,9 +112,14 @@ impl IdentityMaintenance {
     /// `security.refusals.suppressed` events. Returns how many events were written.
     pub async fn flush_suppressed_refusals(&self) -> Result<u64, IdentityError> {
         let now_us = self.clock.now_us();
-        crate::transaction!(&self.store, IdentityError, |tx| {
-            refusals::flush_in(tx, None, domain::identity::window_start(now_us), now_us).await
-        })
+        let window = domain::identity::window_start(now_us);
+        refusals::flush(&self.store, &self.budget, Some(window), now_us).await
+    }
+
+    /// Writes every suppressed-refusal count held, the current minute's too (a process that
+    /// stops). Returns how many events were written.
+    pub async fn flush_all_suppressed_refusals(&self) -> Result<u64, IdentityError> {
+        refusals::flush(&self.store, &self.budget, None, self.clock.now_us()).await
     }
 
     /// Prunes every expired `attestation_uses` row, [`PRUNE_BATCH`] per event, then writes the
@@ -136,7 +152,9 @@ impl IdentityMaintenance {
 }
 
 /// Runs [`IdentityMaintenance::maintain`] now and then every `interval`, until `shutdown` turns true or
-/// its sender is dropped. Each round's outcome goes to `report` (the serving process logs it);
+/// its sender is dropped, and then writes the suppressed counts still held
+/// ([`IdentityMaintenance::flush_all_suppressed_refusals`]). Each round's outcome goes to
+/// `report` (the serving process logs it);
 /// a failed round (the database restarting, say) is tried again at the next tick and does not
 /// stop the loop.
 pub async fn run_maintenance(
@@ -151,6 +169,11 @@ pub async fn run_maintenance(
         tokio::select! {
             r = shutdown.changed() => {
                 if r.is_err() || *shutdown.borrow() {
+                    let last = service.flush_all_suppressed_refusals().await;
+                    report(last.map(|suppressed_events| MaintenanceReport {
+                        suppressed_events,
+                        ..MaintenanceReport::default()
+                    }));
                     return;
                 }
                 continue;

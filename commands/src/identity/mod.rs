@@ -18,7 +18,7 @@
 //! | `answers` | what a join or renewal is asked and answers |
 //! | `service` | [`JoinService`]: the four together |
 //! | [`maintenance`] | pruning expired proofs, writing suppressed refusal counts |
-//! | `refusals` | recording refusals under the per-minute bound |
+//! | `refusals` | recording refusals under the per-minute bound, the rest counted in memory ([`RefusalBudget`]) |
 //! | `rows` | projection rows ([`projections::identity::read`]) into domain state |
 //! | `views` | what the operator commands print |
 
@@ -31,6 +31,8 @@ mod renew;
 mod rows;
 mod service;
 pub mod views;
+
+use std::sync::Arc;
 
 use domain::identity::{AdminRefusal, ExpectBinding, IdentityEvent, JoinContext, TokenRole};
 use domain::pki::{KeySet, TrustDomain};
@@ -48,6 +50,7 @@ pub use join::Joins;
 pub use maintenance::{
     run_maintenance, IdentityMaintenance, MaintenanceReport, MAINTENANCE_INTERVAL, PRUNE_BATCH,
 };
+pub use refusals::RefusalBudget;
 pub use renew::Renewals;
 pub use service::JoinService;
 pub use views::{CertView, CreatedToken, NodeDetail, NodeView, TokenView};
@@ -78,16 +81,20 @@ pub struct IdentityConfig {
     pub root_tenant: String,
     /// Refusal events per (kind, reason) and minute; more are counted, not recorded one by one.
     pub refusals_per_minute: u32,
+    /// The suppressed refusals this process holds until the maintenance flush writes them
+    /// (shared by every handler built from clones of this config).
+    pub refusal_budget: Arc<RefusalBudget>,
 }
 
 impl IdentityConfig {
-    /// 24 h leaves, root tenant `root`, 60 refusals a minute.
+    /// 24 h leaves, root tenant `root`, 60 refusals a minute, an empty refusal budget.
     pub fn new(trust_domain: TrustDomain) -> Self {
         IdentityConfig {
             trust_domain,
             leaf_lifetime: Duration::hours(24),
             root_tenant: "root".into(),
             refusals_per_minute: 60,
+            refusal_budget: Arc::new(RefusalBudget::new()),
         }
     }
 }

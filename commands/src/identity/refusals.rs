@@ -1,9 +1,21 @@
 //! Recording refusals under the per-minute bound ([`domain::identity::decide_refusal_bound`]):
-//! one `security.*.refused` event per refusal, at most `limit` a minute per (kind, refusal);
-//! refusals over the bound are counted in `refusal_suppressed_pending`
-//! ([`projections::identity::suppressed`]) and written as one `security.refusals.suppressed`
-//! event per (kind, refusal, window, tenant) once their minute is over (by the next recorded
-//! refusal of that reason, or by the maintenance flush).
+//! one `security.*.refused` event per refusal, at most `limit` a minute per (kind, refusal).
+//!
+//! A refusal over the bound costs no store write. The process keeps its count in memory, in
+//! the [`RefusalBudget`] its handlers share (through [`super::IdentityConfig`]), and the
+//! maintenance flush (every minute in a serving process, and once more when it stops) writes
+//! one `security.refusals.suppressed` event per (kind, refusal, window, tenant) it holds once
+//! that minute is over. Once a process saw a window's bound reached for a reason, it suppresses
+//! the rest of that window's refusals of that reason without opening a transaction: the
+//! recorded count of a window only grows, so the answer cannot change.
+//!
+//! Deciding Record or Suppress still reads the window's recorded count under a per-reason lock
+//! (exact across replicas), but only until the bound is reached. A process that dies loses the
+//! counts it held (at most a minute of suppressed refusals, the events recorded one by one are
+//! in the log). Counts an older build left in `refusal_suppressed_pending` are still written.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 use domain::identity::{
     decide_refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
@@ -12,12 +24,124 @@ use events::store::{ExpectedVersion, StoreTx};
 use events::{new_event_id, EventPayload, NewEvent};
 use projections::identity::{read, suppressed};
 
-use super::IdentityError;
+use super::{IdentityConfig, IdentityError};
 use crate::append_and_project;
 
-/// Records one refusal (`payload` is the `security.*.refused` event) or counts it as suppressed.
-/// Returns whether it was recorded as an event.
-#[allow(clippy::too_many_arguments)]
+/// (kind, refusal, window start, tenant) of a suppressed count.
+type CountKey = (String, String, i64, String);
+
+#[derive(Default)]
+struct BudgetState {
+    /// The window each (kind, refusal) is known to have reached its bound in (only the latest).
+    full: HashMap<(String, String), i64>,
+    /// Suppressed refusals not written yet.
+    held: BTreeMap<CountKey, u64>,
+}
+
+/// The refusals a process suppressed and has not written yet, and the windows it knows are
+/// full. Its size is bounded by the reasons (a fixed set), the tenants a refusal can be
+/// attributed to (only a matched token's) and the windows not flushed yet (one or two).
+#[derive(Default)]
+pub struct RefusalBudget {
+    state: Mutex<BudgetState>,
+}
+
+impl std::fmt::Debug for RefusalBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RefusalBudget {{ held: {} }}", self.held())
+    }
+}
+
+impl RefusalBudget {
+    /// An empty budget.
+    pub fn new() -> Self {
+        RefusalBudget::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BudgetState> {
+        // A panic while holding the lock leaves plain counters behind: still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Suppressed refusals held in memory, not written yet.
+    pub fn held(&self) -> u64 {
+        self.lock().held.values().sum()
+    }
+
+    /// Counts the refusal as suppressed, with no store access, when its window is known full.
+    fn suppress_if_full(&self, kind: &str, refusal: &str, tenant: &str, window: i64) -> bool {
+        let mut state = self.lock();
+        if state.full.get(&(kind.to_owned(), refusal.to_owned())) != Some(&window) {
+            return false;
+        }
+        *state
+            .held
+            .entry((
+                kind.to_owned(),
+                refusal.to_owned(),
+                window,
+                tenant.to_owned(),
+            ))
+            .or_insert(0) += 1;
+        true
+    }
+
+    /// The store said the window is full: remember it, and count this refusal.
+    fn count_over_bound(&self, kind: &str, refusal: &str, tenant: &str, window: i64) {
+        let mut state = self.lock();
+        state
+            .full
+            .insert((kind.to_owned(), refusal.to_owned()), window);
+        *state
+            .held
+            .entry((
+                kind.to_owned(),
+                refusal.to_owned(),
+                window,
+                tenant.to_owned(),
+            ))
+            .or_insert(0) += 1;
+    }
+
+    /// Takes the counts of windows before `before` (every count with `None`).
+    fn take(&self, before: Option<i64>) -> Vec<(CountKey, u64)> {
+        let mut state = self.lock();
+        let keys: Vec<CountKey> = state
+            .held
+            .keys()
+            .filter(|k| before.is_none_or(|b| k.2 < b))
+            .cloned()
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| state.held.remove(&k).map(|n| (k, n)))
+            .collect()
+    }
+
+    /// Gives back counts whose write failed (the next flush tries again).
+    fn put_back(&self, counts: Vec<(CountKey, u64)>) {
+        let mut state = self.lock();
+        for (k, n) in counts {
+            *state.held.entry(k).or_insert(0) += n;
+        }
+    }
+}
+
+/// Counts the refusal as suppressed without any store access when this process already knows
+/// its window is full (call it before opening a transaction). Returns whether it did.
+pub(crate) fn suppressed_without_store(
+    config: &IdentityConfig,
+    kind: &str,
+    refusal: &str,
+    tenant_id: &str,
+    now_us: i64,
+) -> bool {
+    config
+        .refusal_budget
+        .suppress_if_full(kind, refusal, tenant_id, window_start(now_us))
+}
+
+/// Records one refusal (`payload` is the `security.*.refused` event) or counts it as suppressed
+/// (in memory, no write). Returns whether it was recorded as an event.
 pub(crate) async fn record<P: EventPayload>(
     tx: &mut StoreTx,
     kind: &str,
@@ -25,19 +149,22 @@ pub(crate) async fn record<P: EventPayload>(
     tenant_id: &str,
     payload: &P,
     now_us: i64,
-    limit: u32,
+    config: &IdentityConfig,
 ) -> Result<bool, IdentityError> {
     let window = window_start(now_us);
+    let budget = &config.refusal_budget;
+    if budget.suppress_if_full(kind, refusal, tenant_id, window) {
+        return Ok(false);
+    }
     // Serializes refusals of one reason only, so the bound is exact across replicas.
     suppressed::lock_refusal_reason(tx, refusal_lock_key(kind, refusal)).await?;
     let recorded = read::refusals_recorded(tx, kind, refusal, window).await?;
-    match decide_refusal_bound(recorded, limit) {
+    match decide_refusal_bound(recorded, config.refusals_per_minute) {
         RefusalBound::Suppress => {
-            suppressed::count_suppressed(tx, kind, refusal, window, tenant_id).await?;
+            budget.count_over_bound(kind, refusal, tenant_id, window);
             Ok(false)
         }
         RefusalBound::Record => {
-            flush_in(tx, Some((kind, refusal)), window, now_us).await?;
             let event = NewEvent::from_payload(new_event_id(), tenant_id, now_us, payload);
             append_and_project(
                 tx,
@@ -52,15 +179,71 @@ pub(crate) async fn record<P: EventPayload>(
     }
 }
 
-/// Writes the pending suppressed counts of windows before `current_window` as events (only of
-/// one (kind, refusal) when given). Returns how many events were written.
-pub(crate) async fn flush_in(
+async fn write_suppressed(
     tx: &mut StoreTx,
-    only: Option<(&str, &str)>,
+    kind: String,
+    refusal: String,
+    window: i64,
+    tenant: String,
+    count: i64,
+    now_us: i64,
+) -> Result<(), IdentityError> {
+    let payload = suppressed_event(kind, refusal, window, count);
+    let event = NewEvent::from_payload(new_event_id(), tenant.clone(), now_us, &payload);
+    append_and_project(
+        tx,
+        &projections::identity::all(),
+        &format!("tenant/{tenant}"),
+        ExpectedVersion::Any,
+        &[event],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes the suppressed counts of windows before `current_window` (every window with `None`:
+/// a process that stops) as events: those `budget` holds, and any an older build left in
+/// `refusal_suppressed_pending`. Returns how many events were written. Counts whose
+/// transaction fails go back to the budget.
+pub(crate) async fn flush(
+    store: &events::store::EventStore,
+    budget: &RefusalBudget,
+    current_window: Option<i64>,
+    now_us: i64,
+) -> Result<u64, IdentityError> {
+    let held = budget.take(current_window);
+    let result = crate::transaction!(store, IdentityError, |tx| {
+        let mut written = flush_buffered(tx, current_window.unwrap_or(i64::MAX), now_us).await?;
+        for ((kind, refusal, window, tenant), count) in &held {
+            let count = i64::try_from(*count).unwrap_or(i64::MAX);
+            write_suppressed(
+                tx,
+                kind.clone(),
+                refusal.clone(),
+                *window,
+                tenant.clone(),
+                count,
+                now_us,
+            )
+            .await?;
+            written += 1;
+        }
+        Ok(written)
+    });
+    if result.is_err() {
+        budget.put_back(held);
+    }
+    result
+}
+
+/// Writes the counts of `refusal_suppressed_pending` (left by a build that buffered each
+/// suppressed refusal there) of windows before `current_window` as events.
+async fn flush_buffered(
+    tx: &mut StoreTx,
     current_window: i64,
     now_us: i64,
 ) -> Result<u64, IdentityError> {
-    let rows = suppressed::pending_before(tx, only, current_window).await?;
+    let rows = suppressed::pending_before(tx, None, current_window).await?;
     let mut written = 0;
     for row in rows {
         // Another process (a second replica's maintenance) may have written this count since
@@ -68,15 +251,14 @@ pub(crate) async fn flush_in(
         if !suppressed::take_pending(tx, &row).await? {
             continue;
         }
-        let tenant = row.tenant_id;
-        let payload = suppressed_event(row.kind, row.refusal, row.window_start_us, row.count);
-        let event = NewEvent::from_payload(new_event_id(), tenant.clone(), now_us, &payload);
-        append_and_project(
+        write_suppressed(
             tx,
-            &projections::identity::all(),
-            &format!("tenant/{tenant}"),
-            ExpectedVersion::Any,
-            &[event],
+            row.kind,
+            row.refusal,
+            row.window_start_us,
+            row.tenant_id,
+            row.count,
+            now_us,
         )
         .await?;
         written += 1;

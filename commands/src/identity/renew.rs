@@ -47,16 +47,7 @@ impl Renewals {
             csr_sha256: digest_vec(csr_sha256),
             window_start_us: domain::identity::window_start(now_us),
         };
-        refusals::record(
-            tx,
-            "renew",
-            &reason,
-            tenant,
-            &payload,
-            now_us,
-            self.config.refusals_per_minute,
-        )
-        .await?;
+        refusals::record(tx, "renew", &reason, tenant, &payload, now_us, &self.config).await?;
         Ok(())
     }
 

@@ -36,7 +36,8 @@ impl JoinService {
         config: IdentityConfig,
     ) -> Result<Self, IdentityError> {
         let maintenance =
-            IdentityMaintenance::new(store.clone(), clock.clone(), config.root_tenant.clone());
+            IdentityMaintenance::new(store.clone(), clock.clone(), config.root_tenant.clone())
+                .with_refusal_budget(config.refusal_budget.clone());
         Ok(JoinService {
             joins: Joins::new(store.clone(), keys.clone(), clock.clone(), config.clone())?,
             renewals: Renewals::new(store.clone(), keys, clock.clone(), config)?,

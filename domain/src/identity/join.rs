@@ -7,7 +7,8 @@
 //!    opened with the JoinService encryption key, bound to the CSR's SHA-256. The command layer
 //!    then loads the `join_tokens` row whose hash is the secret's, and the node (if any) holding
 //!    the claimed hardware key.
-//! 2. [`decide_join`]: the secret is matched in constant time, then revocation, expiry, uses,
+//! 2. [`decide_join`]: the secret is matched in constant time, then revocation, expiry, the
+//!    CSR key's earlier use (`attestation_uses`: one key joins once while the token lives), uses,
 //!    role, the expect binding and the hardware-key rule are checked, and the events are
 //!    decided: `node.joined`, `node.certificate.issued` and `token.used` (with an allow-reclaim
 //!    token and a known hardware key, `node.identity.revoked` first, and the node keeps its id).
@@ -48,6 +49,10 @@ pub enum JoinRefusal {
     /// The token has no use left.
     #[error("join-token:no-use-left")]
     NoUseLeft,
+    /// The CSR's key already joined (this request replayed, or the same key in another CSR)
+    /// while the token that admitted it lives.
+    #[error("join-token:csr-key-used")]
+    CsrKeyUsed,
     /// The requested role is not the one the token admits (or not a role at all).
     #[error("join-token:wrong-role")]
     WrongRole,
@@ -67,13 +72,14 @@ pub enum JoinRefusal {
 
 impl JoinRefusal {
     /// Every reason, for tests and documentation.
-    pub const ALL: [JoinRefusal; 11] = [
+    pub const ALL: [JoinRefusal; 12] = [
         JoinRefusal::BadCsr,
         JoinRefusal::TokenDoesNotOpen,
         JoinRefusal::UnknownToken,
         JoinRefusal::Revoked,
         JoinRefusal::Expired,
         JoinRefusal::NoUseLeft,
+        JoinRefusal::CsrKeyUsed,
         JoinRefusal::WrongRole,
         JoinRefusal::ExpectProductUuid,
         JoinRefusal::ExpectMac,
@@ -178,6 +184,12 @@ impl OpenedJoin {
     pub fn secret_hash(&self) -> TokenHash {
         self.secret.hash()
     }
+
+    /// SHA-256 of the CSR key's DER SubjectPublicKeyInfo: the `attestation_uses` subject that
+    /// lets one key join once (a replayed request and a new CSR for the same key alike).
+    pub fn csr_key_sha256(&self) -> [u8; 32] {
+        sha256(self.csr.spki_der())
+    }
 }
 
 /// Step 1: refuse a role the attestor does not list (`node`, `site`), verify the CSR and open
@@ -229,6 +241,8 @@ pub struct JoinState {
     pub hardware_key_holder: Option<NodeState>,
     /// The serials of that node's certificates not revoked yet (a reclaim revokes them).
     pub hardware_key_holder_unrevoked_serials: Vec<String>,
+    /// Whether `attestation_uses` holds the CSR key's use ([`OpenedJoin::csr_key_sha256`]).
+    pub csr_key_used: bool,
 }
 
 /// What an admitted join answers: the node (new, or the reclaimed one) and its certificate.
@@ -291,6 +305,11 @@ pub fn decide_join(
     }
     if unix_us(now) >= token.expires_at_us {
         return Err(JoinRefusal::Expired.into());
+    }
+    // One key joins once while its use is kept (the token's lifetime): a replayed request
+    // spends no use and makes no node, whoever relays it.
+    if state.csr_key_used {
+        return Err(JoinRefusal::CsrKeyUsed.into());
     }
     if token.uses_left == 0 {
         return Err(JoinRefusal::NoUseLeft.into());
@@ -398,6 +417,8 @@ pub fn decide_join(
         use_number: token.uses_total - token.uses_left + 1,
         node_id: node_id.as_str().to_owned(),
         uses_left: token.uses_left - 1,
+        csr_key_sha256: opened.csr_key_sha256().to_vec(),
+        key_use_expires_at_us: token.expires_at_us,
     }));
     Ok(Decision { events, outcome })
 }

@@ -17,7 +17,8 @@
 //!   },
 //!   "privateKeys": {
 //!     "mode": "sealed",
-//!     "aead": "AES-256-GCM", "kdf": "HKDF-SHA256",
+//!     "aead": "AES-256-GCM", "kdf": "Argon2id",
+//!     "kdfParams": {"memoryKib": 65536, "iterations": 3, "parallelism": 1},
 //!     "salt": "<base64 32 bytes>", "keyCheck": "<base64 32 bytes>",
 //!     "nonce": "<base64 12 bytes>", "ciphertext": "<base64>"
 //!   }
@@ -33,7 +34,9 @@
 //!
 //! With `lp(x) = u32_be(len(x)) || x` and `L = "bc-pki-bundle-seal-v1"`:
 //!
-//! * `PRK = HKDF-Extract(salt, secret)` (SHA-256; `salt` is 32 fresh random bytes);
+//! * `PRK = HKDF-Extract(salt, Argon2id(secret, salt, kdfParams))` (SHA-256; `salt` is 32 fresh
+//!   random bytes; bundles written before issue 17 say `"kdf": "HKDF-SHA256"`, have no
+//!   `kdfParams` and use `PRK = HKDF-Extract(salt, secret)`: see [`super::bundle_kdf`]);
 //!   `K = HKDF-Expand(PRK, L || " key", 32)`, `keyCheck = HKDF-Expand(PRK, L || " check", 32)`.
 //!   `keyCheck` tells a wrong secret ([`BundleError::WrongSecret`]) apart from a changed
 //!   bundle; it reveals nothing the ciphertext does not already let one test.
@@ -50,11 +53,11 @@
 //! Everything here is pure: bytes in, bytes out. The CLI writes the file (mode 0600, never
 //! overwriting). The only outside input is randomness (salt, nonce), from ring's `SystemRandom`.
 
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
-use ring::hkdf;
+use ring::aead::{Aad, Nonce};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 
+use super::bundle_kdf::{seal_keys, Argon2idParams, BundleKdf, KdfError};
 use super::ca::{parse_cert, CaError, CommandSigningRoot, NodeCa, RootCa, ServingCa};
 use super::encoding::{b64, b64_decode, pem_decode, pem_encode, put_lp, sha256};
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
@@ -101,7 +104,7 @@ pub enum BundleError {
     #[error(transparent)]
     Secret(#[from] SecretError),
     /// The secret is not this bundle's.
-    #[error("INVALID_CONFIG: the PKI bundle does not open with this BC_DEPLOYMENT_SECRET: it was sealed under another secret")]
+    #[error("INVALID_CONFIG: the PKI bundle does not open with this BC_DEPLOYMENT_SECRET: it was sealed under another secret (or its kdf or kdfParams were changed)")]
     WrongSecret,
     /// The secret is right, but the sealed keys do not open for this trust domain.
     #[error("INVALID_CONFIG: the PKI bundle's sealed keys do not open for trust domain {trust_domain}: the trust domain or the sealed keys were changed; restore the bundle from a backup")]
@@ -123,6 +126,22 @@ pub enum BundleError {
 impl From<CaError> for BundleError {
     fn from(e: CaError) -> Self {
         BundleError::Keys(KeySetError::Ca(e))
+    }
+}
+
+impl From<KdfError> for BundleError {
+    fn from(e: KdfError) -> Self {
+        match e {
+            KdfError::Params(reason) => BundleError::Malformed {
+                field: "privateKeys.kdfParams",
+                reason,
+            },
+            KdfError::Kdf(reason) => BundleError::Malformed {
+                field: "privateKeys.kdf",
+                reason,
+            },
+            KdfError::Derive(why) => BundleError::Seal(why),
+        }
     }
 }
 
@@ -167,6 +186,8 @@ enum PrivateKeys {
     Sealed {
         aead: String,
         kdf: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kdf_params: Option<Argon2idParams>,
         salt: String,
         key_check: String,
         nonce: String,
@@ -299,31 +320,8 @@ pub struct LoadedBundle {
     pub authenticated: bool,
     /// The keys: `None` for a sealed bundle read without a secret.
     pub keys: Option<KeySet>,
-}
-
-fn hkdf_expand(prk: &hkdf::Prk, suffix: &str) -> Result<[u8; 32], BundleError> {
-    let info = format!("{SEAL_LABEL}{suffix}");
-    let parts = [info.as_bytes()];
-    let okm = prk
-        .expand(&parts, hkdf::HKDF_SHA256)
-        .map_err(|_| BundleError::Seal("HKDF".into()))?;
-    let mut out = [0u8; 32];
-    okm.fill(&mut out)
-        .map_err(|_| BundleError::Seal("HKDF".into()))?;
-    Ok(out)
-}
-
-/// (AEAD key, key check) for `secret` and `salt`.
-fn seal_keys(
-    secret: &DeploymentSecret,
-    salt: &[u8],
-) -> Result<(LessSafeKey, [u8; 32]), BundleError> {
-    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, salt).extract(secret.as_bytes());
-    let key = hkdf_expand(&prk, " key")?;
-    let check = hkdf_expand(&prk, " check")?;
-    let unbound =
-        UnboundKey::new(&AES_256_GCM, &key).map_err(|_| BundleError::Seal("AES key".into()))?;
-    Ok((LessSafeKey::new(unbound), check))
+    /// How a sealed bundle's key is derived from the secret (`None` for a plaintext bundle).
+    pub kdf: Option<BundleKdf>,
 }
 
 fn seal_aad(td: &TrustDomain) -> Vec<u8> {
@@ -373,15 +371,29 @@ fn to_json(doc: &Document) -> Result<Vec<u8>, BundleError> {
     Ok(out)
 }
 
-/// Writes `keys` as a bundle whose private keys are sealed under `secret`.
+/// Writes `keys` as a bundle whose private keys are sealed under `secret`, its key derived with
+/// Argon2id at [`Argon2idParams::DEFAULT`].
 pub fn seal_bundle(keys: &KeySet, secret: &DeploymentSecret) -> Result<Vec<u8>, BundleError> {
+    seal_bundle_with(keys, secret, BundleKdf::Argon2id(Argon2idParams::DEFAULT))
+}
+
+/// [`seal_bundle`] with another derivation (tests use small Argon2id parameters, and the
+/// HKDF-only derivation of older bundles).
+pub fn seal_bundle_with(
+    keys: &KeySet,
+    secret: &DeploymentSecret,
+    kdf: BundleKdf,
+) -> Result<Vec<u8>, BundleError> {
+    if let BundleKdf::Argon2id(params) = &kdf {
+        params.check()?;
+    }
     let rng = SystemRandom::new();
     let mut salt = [0u8; 32];
     let mut nonce = [0u8; 12];
     rng.fill(&mut salt)
         .and_then(|_| rng.fill(&mut nonce))
         .map_err(|_| BundleError::Seal("the system random generator failed".into()))?;
-    let (aead, check) = seal_keys(secret, &salt)?;
+    let (aead, check) = seal_keys(&kdf, secret, &salt)?;
     let payload = SealedPayload {
         public_sha256: hex::encode(PublicBundle::of(keys).public_sha256()),
         keys: key_map(keys, |k| b64(k.pkcs8_der())),
@@ -395,7 +407,8 @@ pub fn seal_bundle(keys: &KeySet, secret: &DeploymentSecret) -> Result<Vec<u8>, 
     .map_err(|_| BundleError::Seal("AES-256-GCM".into()))?;
     let sealed = PrivateKeys::Sealed {
         aead: "AES-256-GCM".into(),
-        kdf: "HKDF-SHA256".into(),
+        kdf: kdf.name().into(),
+        kdf_params: kdf.params(),
         salt: b64(&salt),
         key_check: b64(&check),
         nonce: b64(&nonce),
@@ -558,25 +571,29 @@ pub fn open_bundle(
                 protection: Protection::Plaintext,
                 authenticated: false,
                 keys: Some(set),
+                kdf: None,
             })
         }
         PrivateKeys::Sealed {
             aead,
             kdf,
+            kdf_params,
             salt,
             key_check,
             nonce,
             ciphertext,
         } => {
-            if aead != "AES-256-GCM" || kdf != "HKDF-SHA256" {
-                return Err(malformed("privateKeys", "unknown aead or kdf"));
+            if aead != "AES-256-GCM" {
+                return Err(malformed("privateKeys", "unknown aead"));
             }
+            let kdf = BundleKdf::from_header(kdf, *kdf_params)?;
             let Some(secret) = secret else {
                 return Ok(LoadedBundle {
                     public,
                     protection: Protection::Sealed,
                     authenticated: false,
                     keys: None,
+                    kdf: Some(kdf),
                 });
             };
             let b = |field: &'static str, text: &str| {
@@ -588,7 +605,7 @@ pub fn open_bundle(
                 .try_into()
                 .map_err(|_| malformed("privateKeys.nonce", "not 12 bytes"))?;
             let mut body = b("privateKeys.ciphertext", ciphertext)?;
-            let (aead, expected_check) = seal_keys(secret, &salt)?;
+            let (aead, expected_check) = seal_keys(&kdf, secret, &salt)?;
             if !constant_time_eq(&check, &expected_check) {
                 return Err(BundleError::WrongSecret);
             }
@@ -616,6 +633,7 @@ pub fn open_bundle(
                 protection: Protection::Sealed,
                 authenticated: true,
                 keys: Some(set),
+                kdf: Some(kdf),
             })
         }
     }

@@ -16,6 +16,7 @@
 //! | [`keyset`] | the deployment's seven keys (`pki init`) |
 //! | [`secret`] | the deployment secret (`BC_DEPLOYMENT_SECRET`) |
 //! | [`bundle`] | the JSON bundle, sealed or plaintext |
+//! | [`bundle_kdf`] | the seal's key derivation (Argon2id; HKDF-only for older bundles) |
 //! | [`csr`] | PKCS#10 verification ([`csr::VerifiedCsr`]) |
 //! | [`leaf`] | agent and serving certificate issuance |
 //! | [`identity`] | reading a node identity from an agent certificate |
@@ -24,6 +25,7 @@
 //! | [`statement`] | purpose-bound signatures and the proof time window |
 
 pub mod bundle;
+pub mod bundle_kdf;
 pub mod ca;
 pub mod csr;
 mod encoding;
@@ -39,8 +41,10 @@ pub mod token;
 pub mod token_seal;
 
 pub use bundle::{
-    open_bundle, plaintext_bundle, seal_bundle, BundleError, LoadedBundle, Protection, PublicBundle,
+    open_bundle, plaintext_bundle, seal_bundle, seal_bundle_with, BundleError, LoadedBundle,
+    Protection, PublicBundle,
 };
+pub use bundle_kdf::{Argon2idParams, BundleKdf, KdfError};
 pub use ca::{
     CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, RootCa, ServingCa,
 };

@@ -5,6 +5,10 @@ use super::*;
 /// The `attestation_uses.attestor` a `node.renew_proof.used` event's proof is recorded under.
 pub const RENEW_POP_ATTESTOR: &str = "renew-pop";
 
+/// The `attestation_uses.attestor` a `token.used` event's node key is recorded under (subject:
+/// SHA-256 of the CSR's SubjectPublicKeyInfo), so one key joins once while the token lives.
+pub const JOIN_KEY_ATTESTOR: &str = "join-token";
+
 event_payload! {
     JoinTokenCreated => "token.created", version 1;
     JoinTokenRevoked => "token.revoked", version 1;

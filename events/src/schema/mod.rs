@@ -22,5 +22,5 @@ macro_rules! event_payload {
 // One file per area, beside its `.proto` file.
 mod audit;
 mod identity;
-pub use identity::{RevokedCertificates, RENEW_POP_ATTESTOR};
+pub use identity::{RevokedCertificates, JOIN_KEY_ATTESTOR, RENEW_POP_ATTESTOR};
 mod quorum;

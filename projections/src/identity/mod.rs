@@ -100,7 +100,7 @@ mod uses;
 
 pub use certs::NodeCerts;
 pub use nodes::Nodes;
-pub use refusals::RefusalCounters;
+pub use refusals::{refusal_totals, RefusalCounters};
 pub use tokens::JoinTokens;
 pub use uses::AttestationUses;
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use events::schema::{JoinRefused, RefusalsSuppressed, RenewRefused};
-use events::store::StoreTx;
+use events::store::{EventStore, StoreError, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
 use super::{bulk, greatest, to_i64};
@@ -111,4 +111,18 @@ impl Projection for RefusalCounters {
             Ok(())
         })
     }
+}
+
+/// (kind, refusal, recorded, suppressed) summed over every window, in (kind, refusal) order:
+/// how many refusals of each reason there were in all.
+pub async fn refusal_totals(
+    store: &EventStore,
+) -> Result<Vec<(String, String, i64, i64)>, StoreError> {
+    store
+        .fetch_all(
+            "SELECT kind, refusal, CAST(SUM(recorded) AS BIGINT), CAST(SUM(suppressed) AS BIGINT) \
+             FROM refusal_counters GROUP BY kind, refusal ORDER BY kind, refusal",
+            &[],
+        )
+        .await
 }

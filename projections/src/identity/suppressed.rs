@@ -1,9 +1,9 @@
-//! `refusal_suppressed_pending`: refusals over the per-minute bound, counted per (kind, refusal,
-//! window, tenant) until their minute is over and the count goes to the log as one
-//! `security.refusals.suppressed` event. This table is not a projection: the command layer
-//! writes it in the refusal's transaction (no event carries a single suppressed refusal), and
-//! removes a count in the transaction that writes its event. The advisory lock that makes the
-//! bound exact across replicas is here too.
+//! `refusal_suppressed_pending`: where builds before issue 17 counted each refusal over the
+//! per-minute bound (one upsert per refusal, in the refusal's transaction). Suppressed counts
+//! are now held in the serving process's memory (`commands::identity::RefusalBudget`) and
+//! written as `security.refusals.suppressed` events by its minute flush; this table is only
+//! read and emptied, so counts an older build left are written once. It is not a projection.
+//! The advisory lock that makes the bound exact across replicas is here too.
 
 use events::store::{LogTx, StoreError, StoreTx};
 
@@ -24,29 +24,6 @@ pub async fn lock_refusal_reason(tx: &mut StoreTx, lock_key: i64) -> Result<(), 
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[lock_key.into()])
             .await?;
     }
-    Ok(())
-}
-
-/// Counts one suppressed refusal of (kind, refusal) in `tenant_id`'s window.
-pub async fn count_suppressed(
-    tx: &mut StoreTx,
-    kind: &str,
-    refusal: &str,
-    window_start_us: i64,
-    tenant_id: &str,
-) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO refusal_suppressed_pending (kind, refusal, window_start_us, tenant_id, count) \
-         VALUES ($1, $2, $3, $4, 1) ON CONFLICT (kind, refusal, window_start_us, tenant_id) \
-         DO UPDATE SET count = refusal_suppressed_pending.count + 1",
-        &[
-            kind.into(),
-            refusal.into(),
-            window_start_us.into(),
-            tenant_id.into(),
-        ],
-    )
-    .await?;
     Ok(())
 }
 

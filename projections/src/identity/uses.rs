@@ -1,14 +1,16 @@
-//! The `attestation_uses` projection: renew-proof uses inserted in runs, deleted only by
-//! `attestation.uses.pruned` events, which name the exact keys.
+//! The `attestation_uses` projection: single-use evidence inserted in runs (renew proofs from
+//! `node.renew_proof.used`, join keys from `token.used`), deleted only by
+//! `attestation.uses.pruned` events, which name the exact keys (`read::attestation_used` is
+//! the check a join or renewal makes).
 
-use events::schema::{AttestationUsesPruned, RenewProofUsed};
+use events::schema::{AttestationUsesPruned, JoinTokenUsed, RenewProofUsed, JOIN_KEY_ATTESTOR};
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
 use super::{bulk, text_or_null, RENEW_POP_ATTESTOR};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
-/// `attestation_uses`: single-use evidence (renew proofs here), pruned by explicit events.
+/// `attestation_uses`: single-use evidence (renew proofs, join keys), pruned by explicit events.
 pub struct AttestationUses;
 
 const ATTESTATION_USES_TABLES: &[TableSpec] = &[TableSpec {
@@ -35,7 +37,9 @@ impl Projection for AttestationUses {
         true
     }
     fn handles(&self, event_type: &str) -> bool {
-        event_type == RenewProofUsed::EVENT_TYPE || event_type == AttestationUsesPruned::EVENT_TYPE
+        event_type == RenewProofUsed::EVENT_TYPE
+            || event_type == JoinTokenUsed::EVENT_TYPE
+            || event_type == AttestationUsesPruned::EVENT_TYPE
     }
     fn apply<'a>(
         &'a self,
@@ -64,6 +68,29 @@ impl Projection for AttestationUses {
                             text_or_null(&p.node_id),
                             e.occurred_at_us.into(),
                             p.expires_at_us.into(),
+                            e.position.into(),
+                        ]);
+                    }
+                    JoinTokenUsed::EVENT_TYPE => {
+                        let p: JoinTokenUsed = e.decode()?;
+                        // Events written before the field record no key use.
+                        if p.csr_key_sha256.is_empty() {
+                            continue;
+                        }
+                        if p.csr_key_sha256.len() != 32 {
+                            return Err(ProjectionError::Inapplicable {
+                                projection: "attestation_uses",
+                                position: e.position,
+                                event_type: e.event_type.clone(),
+                                why: "the CSR key digest is not 32 bytes".into(),
+                            });
+                        }
+                        pending.push(vec![
+                            JOIN_KEY_ATTESTOR.into(),
+                            p.csr_key_sha256.into(),
+                            text_or_null(&p.node_id),
+                            e.occurred_at_us.into(),
+                            p.key_use_expires_at_us.into(),
                             e.position.into(),
                         ]);
                     }

@@ -1,0 +1,163 @@
+//! Refused joins cost no store write each (issue 17 item 7: "every refused join is a store
+//! write"): at most `refusals_per_minute` `security.join.refused` events per (kind, reason) and
+//! minute, the rest counted in the process's memory and written by the maintenance flush as
+//! `security.refusals.suppressed` counts that add up exactly; exact across two replicas on
+//! Postgres.
+
+use crate::identity_support;
+
+use std::sync::Arc;
+
+use commands::identity::{IdentityConfig, JoinService};
+use events::store::testkit::TestDb;
+use events::store::{EventStore, LogStore, LogTx};
+use identity_support::*;
+
+/// (refusal, window, count) of every `security.refusals.suppressed` event.
+async fn suppressed(store: &EventStore) -> Vec<(String, u64)> {
+    all_events(store)
+        .await
+        .into_iter()
+        .filter(|e| e.event_type == "security.refusals.suppressed")
+        .map(|e| {
+            let p: events::schema::RefusalsSuppressed = e.decode().unwrap();
+            (p.refusal, p.count)
+        })
+        .collect()
+}
+
+/// Rows of the old per-refusal buffer table (each suppressed refusal was an upsert there).
+async fn buffered_rows(store: &EventStore) -> i64 {
+    let mut tx = store.begin().await.unwrap();
+    let n = projections::inspect::row_count(&mut tx, "refusal_suppressed_pending")
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    n
+}
+
+/// 1,000 refusals of one reason in a minute, for each of the two paths (refused before the
+/// token is looked up: a broken CSR; refused by the decision: an unknown token): exactly 60
+/// events of each, nothing written for the other 940 until the flush, which writes 940.
+#[tokio::test]
+async fn a_thousand_refused_joins_write_sixty_events_and_one_exact_count() {
+    for db in TestDb::each().await.unwrap() {
+        let f = fixture(db).await;
+        let stranger = domain::pki::TokenSecret::generate().unwrap();
+        let unknown = join_request(
+            &f,
+            &Agent::new(),
+            stranger.expose(),
+            "node",
+            Default::default(),
+        );
+        let mut broken = unknown.clone();
+        broken.input.csr_der[20] ^= 0xff;
+        let head = f.store.head_position().await.unwrap();
+        for _ in 0..1_000 {
+            assert_join_denied(f.svc.join(&unknown).await);
+            assert_join_denied(f.svc.join(&broken).await);
+        }
+        let written = all_events(&f.store)
+            .await
+            .into_iter()
+            .filter(|e| e.position > head)
+            .count();
+        assert_eq!(written, 120, "60 events per reason, nothing else");
+        let refused = refusals(&f.store).await;
+        let of = |reason: &str| refused.iter().filter(|(_, r)| r == reason).count();
+        assert_eq!(of("join-token:unknown-token"), 60);
+        assert_eq!(of("join-token:bad-csr"), 60);
+        assert_eq!(
+            buffered_rows(&f.store).await,
+            0,
+            "no store write per refusal"
+        );
+        assert_eq!(f.svc.joins().suppressed_in_memory(), 1_880);
+        // The minute is not over: the flush writes nothing yet.
+        assert_eq!(f.svc.flush_suppressed_refusals().await.unwrap(), 0);
+        f.clock.advance_secs(60);
+        assert_eq!(f.svc.maintain().await.unwrap().suppressed_events, 2);
+        let mut counts = suppressed(&f.store).await;
+        counts.sort();
+        assert_eq!(
+            counts,
+            vec![
+                ("join-token:bad-csr".to_owned(), 940),
+                ("join-token:unknown-token".to_owned(), 940)
+            ]
+        );
+        assert_eq!(f.svc.joins().suppressed_in_memory(), 0);
+        // Written once.
+        assert_eq!(f.svc.maintain().await.unwrap().suppressed_events, 0);
+        // The counters add up to every refusal.
+        assert_eq!(
+            projections::identity::refusal_totals(&f.store)
+                .await
+                .unwrap(),
+            vec![
+                ("join".to_owned(), "join-token:bad-csr".to_owned(), 60, 940),
+                (
+                    "join".to_owned(),
+                    "join-token:unknown-token".to_owned(),
+                    60,
+                    940
+                )
+            ]
+        );
+    }
+}
+
+/// (Postgres) Two replicas on one database, 500 refusals each at once: the bound is exact
+/// across them (60 events in all) and their two flushes add up to the 940 not written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_keep_the_bound_exact_and_their_counts_add_up() {
+    let db = TestDb::postgres().await.unwrap();
+    let first = EventStore::Postgres(db.pg_store(20).await.unwrap());
+    let second = EventStore::Postgres(db.pg_store(20).await.unwrap());
+    let f = Arc::new(fixture_on(db, first).await);
+    let replica = Arc::new(
+        JoinService::new(
+            second,
+            f.keys.clone(),
+            Arc::new(f.clock.clone()),
+            IdentityConfig::new(domain::pki::TrustDomain::new(TD).unwrap()),
+        )
+        .unwrap(),
+    );
+    let stranger = domain::pki::TokenSecret::generate().unwrap();
+    let req = Arc::new(join_request(
+        &f,
+        &Agent::new(),
+        stranger.expose(),
+        "node",
+        Default::default(),
+    ));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let (f, replica, req) = (f.clone(), replica.clone(), req.clone());
+        tasks.spawn(async move {
+            for _ in 0..50 {
+                let r = if i % 2 == 0 {
+                    f.svc.join(&req).await
+                } else {
+                    replica.join(&req).await
+                };
+                assert_join_denied(r);
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    assert_eq!(refusals(&f.store).await.len(), 60);
+    assert_eq!(
+        f.svc.joins().suppressed_in_memory() + replica.joins().suppressed_in_memory(),
+        940
+    );
+    f.clock.advance_secs(60);
+    f.svc.flush_suppressed_refusals().await.unwrap();
+    replica.flush_suppressed_refusals().await.unwrap();
+    let total: u64 = suppressed(&f.store).await.iter().map(|(_, c)| c).sum();
+    assert_eq!(total, 940);
+}
