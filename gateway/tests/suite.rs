@@ -8,4 +8,6 @@ mod api_probe;
 mod handshake;
 mod internal;
 mod serve;
+mod serving_grant;
 mod serving_renewal;
+mod session_hardening;
