@@ -180,11 +180,16 @@ pub struct SessionReports {
     last: Option<u64>,
     /// Events recorded in this session.
     recorded: u32,
+    /// The end was recorded: nothing more is.
+    ended: bool,
 }
 
 impl SessionReports {
     /// Whether `seen` is to be recorded, as which (`session_start`, `connected`, version).
     pub fn admit(&mut self, seen: Seen) -> Result<(bool, bool, u64), Skipped> {
+        if self.ended {
+            return Err(Skipped::Unchanged);
+        }
         let (changed, report) = match seen {
             Seen::Hello(v) => (self.last != Some(v), (true, true, v)),
             Seen::Status(v) => (self.last.is_none_or(|l| v > l), (false, true, v)),
@@ -203,10 +208,9 @@ impl SessionReports {
             return Err(Skipped::OverBound);
         }
         self.recorded += 1;
-        if let Seen::Hello(v) | Seen::Status(v) = seen {
-            self.last = Some(v);
-        } else {
-            self.recorded = MAX_REPORTS_PER_SESSION;
+        match seen {
+            Seen::Hello(v) | Seen::Status(v) => self.last = Some(v),
+            Seen::End => self.ended = true,
         }
         Ok(report)
     }
@@ -234,7 +238,8 @@ mod tests {
         assert_eq!(s.admit(Seen::Hello(1)), Ok((true, true, 1)));
         assert_eq!(s.admit(Seen::End), Ok((false, false, 0)));
         assert_eq!(s.admit(Seen::End), Err(Skipped::Unchanged));
-        assert_eq!(s.recorded(), MAX_REPORTS_PER_SESSION);
+        assert_eq!(s.admit(Seen::Status(9)), Err(Skipped::Unchanged));
+        assert_eq!(s.recorded(), 4);
     }
 
     #[test]
