@@ -36,7 +36,7 @@ pub(crate) fn serving_request(
     names: &[String],
     lifetime: time::Duration,
 ) -> Result<ServingCertificateRequest, ServingRequestError> {
-    let (dns_names, ip_addresses) = domain::pki::serving_grant::split_names(names);
+    let (dns_names, ip_addresses) = domain::pki::leaf::split_names(names);
     Ok(ServingCertificateRequest {
         dns_names,
         ip_addresses,

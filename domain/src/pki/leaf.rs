@@ -311,6 +311,26 @@ fn check_dns_name(name: &str) -> Result<(), IssueError> {
     Ok(())
 }
 
+/// Splits names into DNS names (lower case) and IP addresses, dropping repeats, in the order
+/// given.
+pub fn split_names(names: &[String]) -> (Vec<String>, Vec<IpAddr>) {
+    let mut dns_names: Vec<String> = Vec::new();
+    let mut ip_addresses: Vec<IpAddr> = Vec::new();
+    for n in names {
+        match n.parse::<IpAddr>() {
+            Ok(ip) if !ip_addresses.contains(&ip) => ip_addresses.push(ip),
+            Ok(_) => {}
+            Err(_) => {
+                let dns = n.to_ascii_lowercase();
+                if !dns_names.contains(&dns) {
+                    dns_names.push(dns);
+                }
+            }
+        }
+    }
+    (dns_names, ip_addresses)
+}
+
 /// Issues a serving certificate from `serving_ca` for `public_key` (the gateway's own key).
 pub fn issue_serving_certificate(
     serving_ca: &ServingCa,
@@ -366,7 +386,7 @@ pub fn issue_serving_certificate(
 /// usage clientAuth only, so it can never serve TLS, and a gateway's serving certificate,
 /// serverAuth only, can never act as it). Its subjectAltNames are `name` (a DNS name, first),
 /// then `serving_names` (DNS names or IP addresses): together the only names the api issues
-/// this gateway serving certificates for ([`super::serving_grant`]). Lifetime capped at
+/// this gateway serving certificates for (`serving_grant`). Lifetime capped at
 /// [`SERVING_MAX_LIFETIME`].
 pub fn issue_internal_client_certificate(
     serving_ca: &ServingCa,
@@ -379,7 +399,7 @@ pub fn issue_internal_client_certificate(
 ) -> Result<IssuedCertificate, IssueError> {
     let mut all = vec![name.to_owned()];
     all.extend(serving_names.iter().cloned());
-    let (dns_names, ip_addresses) = super::serving_grant::split_names(&all);
+    let (dns_names, ip_addresses) = split_names(&all);
     if dns_names.first().map(String::as_str) != Some(&name.to_ascii_lowercase()) {
         return Err(IssueError::BadDnsName(name.to_owned()));
     }

@@ -16,7 +16,9 @@ use std::net::IpAddr;
 use time::Duration;
 use x509_parser::extensions::GeneralName;
 
-use super::leaf::{Serial, ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME};
+use super::leaf::{
+    split_names, Serial, ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME,
+};
 
 /// The role an internal client certificate carries (`OU=bc-role:gateway`).
 const GATEWAY_OU: &str = "bc-role:gateway";
@@ -104,26 +106,6 @@ fn ip_from_bytes(bytes: &[u8]) -> Option<IpAddr> {
         16 => <[u8; 16]>::try_from(bytes).ok().map(IpAddr::from),
         _ => None,
     }
-}
-
-/// Splits names into DNS names (lower case) and IP addresses, dropping repeats, in the order
-/// given.
-pub fn split_names(names: &[String]) -> (Vec<String>, Vec<IpAddr>) {
-    let mut dns_names: Vec<String> = Vec::new();
-    let mut ip_addresses: Vec<IpAddr> = Vec::new();
-    for n in names {
-        match n.parse::<IpAddr>() {
-            Ok(ip) if !ip_addresses.contains(&ip) => ip_addresses.push(ip),
-            Ok(_) => {}
-            Err(_) => {
-                let dns = n.to_ascii_lowercase();
-                if !dns_names.contains(&dns) {
-                    dns_names.push(dns);
-                }
-            }
-        }
-    }
-    (dns_names, ip_addresses)
 }
 
 /// Why the api refuses a gateway's serving certificate request.
