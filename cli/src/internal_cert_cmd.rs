@@ -3,7 +3,9 @@
 //!
 //! The certificate comes from the deployment's serving CA (so the command needs the deployment
 //! secret), names the gateway (`--name`, a DNS name), carries `OU=bc-role:gateway` and the
-//! clientAuth usage only, and lives at most 90 days. Two files: the chain (`--cert-out`, PEM,
+//! clientAuth usage only, and lives at most 90 days. Its subjectAltNames, `--name` first and
+//! then every `--serving-name`, are the only names the api issues this gateway serving
+//! certificates for (the gateway's `serving_names` must be among them). Two files: the chain (`--cert-out`, PEM,
 //! leaf then serving CA, mode 0644) and the key (`--key-out`, PKCS#8 PEM, mode 0600). Existing
 //! files are replaced only with `--replace` (written aside, then renamed over), so re-issuing
 //! before expiry never leaves a half-written pair.
@@ -27,9 +29,15 @@ pub struct IssueInternalArgs {
     /// the file BC_DEPLOYMENT_SECRET_FILE names).
     #[arg(long, default_value = DEFAULT_BUNDLE)]
     pub pki: PathBuf,
-    /// The gateway's name (a DNS name; shown in the api's logs).
+    /// The gateway's name (a DNS name; shown in the api's logs and in its
+    /// `gateway.serving.issued` events). It may also serve under it.
     #[arg(long)]
     pub name: String,
+    /// A name (DNS name or IP address) the gateway may serve agents under: the api issues its
+    /// serving certificates only for `--name` and these. Repeat for each of the gateway's
+    /// `serving_names`.
+    #[arg(long = "serving-name", value_name = "NAME")]
+    pub serving_names: Vec<String>,
     /// Where to write the certificate chain (PEM).
     #[arg(long)]
     pub cert_out: PathBuf,
@@ -152,6 +160,7 @@ pub fn issue_internal(args: IssueInternalArgs) -> Result<(), InternalCertError> 
         &keys.serving_ca,
         key.public_key(),
         &args.name.to_ascii_lowercase(),
+        &args.serving_names,
         &serial,
         lifetime,
         OffsetDateTime::now_utc() - time::Duration::minutes(5),
@@ -178,16 +187,18 @@ pub fn issue_internal(args: IssueInternalArgs) -> Result<(), InternalCertError> 
                 "certificate": args.cert_out.display().to_string(),
                 "key": args.key_out.display().to_string(),
                 "name": args.name,
+                "servingNames": args.serving_names,
                 "serial": issued.serial.to_hex(),
                 "notAfter": not_after,
             })
         );
     } else {
         println!(
-            "wrote {} and {} (gateway {}, serial {}, valid until {not_after}): give them to the gateway as internal_cert and internal_key",
+            "wrote {} and {} (gateway {}, may serve as {:?}, serial {}, valid until {not_after}): give them to the gateway as internal_cert and internal_key",
             args.cert_out.display(),
             args.key_out.display(),
             args.name,
+            std::iter::once(&args.name).chain(&args.serving_names).collect::<Vec<_>>(),
             issued.serial.to_hex()
         );
     }

@@ -182,6 +182,12 @@ fn scenario(db_url: &str) {
         &pki_s,
         "--name",
         "gateway-1",
+        // The names the gateway serves under (its default serving_names): the api issues its
+        // serving certificates for these only.
+        "--serving-name",
+        "localhost",
+        "--serving-name",
+        "127.0.0.1",
     ]);
     issue
         .arg("--cert-out")

@@ -1,15 +1,18 @@
 //! The api process's internal endpoint (`bcctl serve --role api`): `bc.internal.v1.ApiService`
 //! over mutual TLS for split gateways. It answers Join and Renew with the JoinService (the only
 //! place that signs), the signed Welcome trust bundle, and serving certificates for gateways'
-//! own keys. Only a client certificate from `bcctl pki issue-internal` (serving CA,
+//! own keys: only for the names the gateway's internal certificate lists, at most 7 days, each
+//! recorded as a `gateway.serving.issued` event before it is answered
+//! ([`commands::serving`]). Only a client certificate from `bcctl pki issue-internal` (serving CA,
 //! `OU=bc-role:gateway`, clientAuth) gets past the handshake ([`crate::internal_tls`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use commands::identity::{JoinService, RENEW_REFUSED};
+use commands::serving::{issue_gateway_serving, ServingAsk, ServingError};
 use commands::Clock;
-use domain::pki::{issue_serving_certificate, KeySet, PublicKey, ServingRole};
+use domain::pki::{KeySet, PublicKey, ServingRefusal, ServingRole};
 use events::store::EventStore;
 use proto::internal::api_service_server::{ApiService, ApiServiceServer};
 use proto::internal::{
@@ -26,7 +29,7 @@ use crate::backend::Backend;
 use crate::conn::{tls_incoming, PeerInfo};
 use crate::internal_tls::api_server_config;
 use crate::run::{StartError, SHUTDOWN_GRACE};
-use crate::serving::{backdate, serving_request, Issuer, ServingCert};
+use crate::serving::{serving_request, Issuer, ServingCert};
 use crate::trust::TrustSigner;
 
 /// How the internal endpoint is set up.
@@ -77,6 +80,7 @@ impl RunningApi {
 
 struct ApiServer {
     backend: Backend,
+    store: EventStore,
     keys: Arc<KeySet>,
     clock: Arc<dyn Clock>,
 }
@@ -139,24 +143,66 @@ impl ApiService for ApiServer {
         request: Request<ServingCertificateRequest>,
     ) -> Result<Response<ServingCertificate>, Status> {
         let from = peer(&request);
+        let leaf = request
+            .extensions()
+            .get::<PeerInfo>()
+            .and_then(|p| p.client_leaf.clone())
+            .ok_or_else(|| {
+                Status::unauthenticated(
+                    "this call needs the gateway's internal client certificate (bcctl pki issue-internal)",
+                )
+            })?;
         let r = request.into_inner();
         let key = PublicKey::from_spki_der(&r.public_key_spki).map_err(|e| {
             Status::invalid_argument(format!("public_key_spki is not a P-256 key: {e}"))
         })?;
-        let lifetime = time::Duration::seconds(r.lifetime_seconds.max(1));
-        let req = serving_request(&r.names, lifetime)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let issued = issue_serving_certificate(
+        let lifetime = time::Duration::seconds(r.lifetime_seconds);
+        let ask = ServingAsk {
+            internal_leaf_der: &leaf,
+            public_key: &key,
+            names: &r.names,
+            lifetime,
+        };
+        let issued = match issue_gateway_serving(
+            &self.store,
             &self.keys.serving_ca,
-            &key,
-            &req,
-            self.clock.now() - backdate(lifetime),
+            self.clock.as_ref(),
+            &ask,
         )
-        .map_err(|e| Status::invalid_argument(format!("cannot issue: {e}")))?;
-        tracing::info!(gateway = %from, names = ?r.names, serial = %issued.serial.to_hex(), "issued a gateway serving certificate");
+        .await
+        {
+            Ok(issued) => issued,
+            Err(e) => return Err(serving_status(&from, &r.names, e)),
+        };
+        let c = &issued.certificate;
+        tracing::info!(gateway = %issued.gateway_name, peer = %from, names = ?issued.names, serial = %c.serial.to_hex(), not_after = %c.not_after, "issued a gateway serving certificate (gateway.serving.issued)");
         Ok(Response::new(ServingCertificate {
-            chain: vec![issued.der, self.keys.serving_ca.cert_der().to_vec()],
+            chain: vec![c.der.clone(), self.keys.serving_ca.cert_der().to_vec()],
         }))
+    }
+}
+
+/// The answer to a refused or failed serving certificate request; the reason is logged here.
+fn serving_status(from: &str, names: &[String], e: ServingError) -> Status {
+    match &e {
+        ServingError::Refused(ServingRefusal::NotGranted { .. }) => {
+            tracing::warn!(peer = %from, ?names, refusal = %e, "gateway serving certificate refused");
+            Status::permission_denied(e.to_string())
+        }
+        ServingError::Refused(_) | ServingError::Issue(_) => {
+            tracing::warn!(peer = %from, ?names, error = %e, "gateway serving certificate request invalid");
+            Status::invalid_argument(e.to_string())
+        }
+        ServingError::Grant(_) => {
+            tracing::warn!(peer = %from, error = %e, "gateway serving certificate refused");
+            Status::permission_denied(e.to_string())
+        }
+        ServingError::Serial(_) | ServingError::Run(_) => {
+            tracing::error!(peer = %from, error = %e, "gateway serving certificate not issued");
+            Status::unavailable(
+                "the serving certificate could not be recorded now; nothing was issued: retry",
+            )
+        }
     }
 }
 
@@ -200,7 +246,8 @@ pub async fn start_api(
         source,
     })?;
     let server = ApiServer {
-        backend: Backend::local(join, TrustSigner::new(store, keys.clone())),
+        backend: Backend::local(join, TrustSigner::new(store.clone(), keys.clone())),
+        store,
         keys: keys.clone(),
         clock,
     };

@@ -28,6 +28,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct PeerInfo {
     pub remote: SocketAddr,
     pub node: Option<VerifiedNode>,
+    /// The client certificate the handshake verified (DER), if any: on the api's internal
+    /// endpoint, the gateway's internal certificate, whose names bound its serving certificates.
+    pub client_leaf: Option<Arc<[u8]>>,
 }
 
 /// A TLS connection whose handshake completed.
@@ -116,13 +119,21 @@ pub fn tls_incoming(
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(stream)) => {
-                        let node = {
+                        let (node, client_leaf) = {
                             let (_, conn) = stream.get_ref();
-                            VerifiedNode::from_connection(conn, &trust_domain)
+                            let leaf = conn
+                                .peer_certificates()
+                                .and_then(|c| c.first())
+                                .map(|c| Arc::from(c.as_ref()));
+                            (VerifiedNode::from_connection(conn, &trust_domain), leaf)
                         };
                         let conn = TlsConn {
                             inner: stream,
-                            info: PeerInfo { remote, node },
+                            info: PeerInfo {
+                                remote,
+                                node,
+                                client_leaf,
+                            },
                         };
                         let _ = tx.send(Ok(conn)).await;
                     }

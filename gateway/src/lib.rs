@@ -20,4 +20,5 @@ pub mod serving;
 pub mod sessions;
 pub mod tls;
 pub mod trust;
+pub mod trust_reports;
 pub mod wire;

@@ -1,4 +1,9 @@
 //! Prometheus text metrics, served on a separate (loopback) port by a tiny HTTP/1.1 responder.
+//!
+//! No refusal reason is ever on this page (spec 001: reasons stay server-side, in the refusal
+//! events and the logs). Join and renew refusals are counted by attestor only (the part of
+//! `<attestor>:<reason>` before the colon, [`RefusalCounts`]); handshake refusals are one total
+//! (their reasons are in the gateway's log and in [`RefusalCounters::by_reason`] for tests).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,6 +17,7 @@ use crate::feed_health::FeedHealth;
 use crate::revoked::RevokedSerials;
 use crate::sessions::Sessions;
 use crate::tls::RefusalCounters;
+use crate::trust_reports::ReportCounters;
 
 /// A counter family keyed by one label value.
 #[derive(Debug, Default)]
@@ -40,21 +46,70 @@ impl Labeled {
     }
 }
 
+/// Most distinct attestor labels a [`RefusalCounts`] keeps; refusals of any further attestor
+/// are counted under `other`.
+pub const MAX_ATTESTOR_LABELS: usize = 64;
+
+/// Refusals counted by attestor only: the reason of `<attestor>:<reason>` is dropped on the way
+/// in, so it cannot reach `/metrics`.
+#[derive(Debug, Default)]
+pub struct RefusalCounts(Labeled);
+
+impl RefusalCounts {
+    /// The attestor of a refusal string (`unknown` when it names none).
+    pub fn attestor_of(refusal: &str) -> &str {
+        match refusal.split_once(':') {
+            Some((attestor, _)) if !attestor.is_empty() => attestor,
+            _ => "unknown",
+        }
+    }
+
+    /// Counts `n` refusals `<attestor>:<reason>` under their attestor.
+    pub fn add(&self, refusal: &str, n: u64) {
+        let attestor = Self::attestor_of(refusal);
+        let known = self
+            .0
+             .0
+            .lock()
+            .map(|m| m.contains_key(attestor) || m.len() < MAX_ATTESTOR_LABELS)
+            .unwrap_or(false);
+        self.0.add(if known { attestor } else { "other" }, n);
+    }
+
+    /// Counts one refusal.
+    pub fn inc(&self, refusal: &str) {
+        self.add(refusal, 1);
+    }
+
+    /// The count of one attestor.
+    pub fn get(&self, attestor: &str) -> u64 {
+        self.0.get(attestor)
+    }
+
+    fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.0.snapshot()
+    }
+}
+
 /// Every counter the gateway keeps.
 #[derive(Debug, Default)]
 pub struct Metrics {
     /// Join calls answered here, by outcome: joined, refused, unsupported (an attestor this
     /// control plane does not run), error.
     pub join_requests: Labeled,
-    /// Join refusals by reason (`<attestor>:<reason>`), deployment-wide, from the
-    /// `security.join.refused` events the feed reads (suppressed ones counted once summarized).
-    pub join_refusals: Labeled,
+    /// Join refusals by attestor, deployment-wide, from the `security.join.refused` events the
+    /// feed reads (suppressed ones counted once summarized).
+    pub join_refusals: RefusalCounts,
     /// Renew calls answered here, by outcome: renewed, refused, unauthenticated, error.
     pub renewals: Labeled,
-    /// Renew refusals by reason, deployment-wide, from `security.renew.refused` events.
-    pub renew_refusals: Labeled,
-    /// Session opens refused, by reason: no-certificate, feed-stale, revoked.
+    /// Renew refusals by attestor (`renew`), deployment-wide, from `security.renew.refused`
+    /// events.
+    pub renew_refusals: RefusalCounts,
+    /// Session opens refused, by outcome: no-certificate, expired, not-yet-valid, feed-stale,
+    /// revoked (each is what the node itself is told).
     pub sessions_refused: Labeled,
+    /// Trust reports of node sessions: recorded, skipped, dropped.
+    pub trust_reports: ReportCounters,
     /// Sessions opened.
     pub sessions_opened: AtomicU64,
     /// RevocationNotices sent.
@@ -113,13 +168,13 @@ impl MetricSources {
         family(
             &mut out,
             "bc_join_refusals_total",
-            "Join refusals by reason (from the event log, deployment-wide).",
+            "Join refusals by attestor (from the event log, deployment-wide; reasons stay in the events).",
             "counter",
         );
         labeled(
             &mut out,
             "bc_join_refusals_total",
-            "reason",
+            "attestor",
             &m.join_refusals.snapshot(),
         );
         family(
@@ -137,13 +192,13 @@ impl MetricSources {
         family(
             &mut out,
             "bc_renew_refusals_total",
-            "Renew refusals by reason (from the event log, deployment-wide).",
+            "Renew refusals (from the event log, deployment-wide; reasons stay in the events).",
             "counter",
         );
         labeled(
             &mut out,
             "bc_renew_refusals_total",
-            "reason",
+            "attestor",
             &m.renew_refusals.snapshot(),
         );
         family(
@@ -167,13 +222,13 @@ impl MetricSources {
         family(
             &mut out,
             "bc_sessions_refused_total",
-            "Node session opens refused, by reason.",
+            "Node session opens refused, by outcome (what the node is told).",
             "counter",
         );
         labeled(
             &mut out,
             "bc_sessions_refused_total",
-            "reason",
+            "outcome",
             &m.sessions_refused.snapshot(),
         );
         family(
@@ -187,23 +242,17 @@ impl MetricSources {
             "bc_revocation_notices_total {}",
             m.revocation_notices.load(Ordering::Relaxed)
         );
+        self.render_trust_reports(&mut out);
         family(
             &mut out,
             "bc_handshake_refusals_total",
-            "Client certificates refused at the TLS handshake, by reason.",
+            "Client certificates refused at the TLS handshake (reasons are in the gateway's log).",
             "counter",
         );
-        let by_reason: BTreeMap<String, u64> = self
-            .handshake_refusals
-            .by_reason()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        labeled(
-            &mut out,
-            "bc_handshake_refusals_total",
-            "reason",
-            &by_reason,
+        let _ = writeln!(
+            out,
+            "bc_handshake_refusals_total {}",
+            self.handshake_refusals.total()
         );
         family(
             &mut out,
@@ -256,6 +305,41 @@ impl MetricSources {
             let _ = writeln!(out, "bc_api_up {}", u8::from(api == API_UP));
         }
         out
+    }
+}
+
+impl MetricSources {
+    fn render_trust_reports(&self, out: &mut String) {
+        let t = &self.metrics.trust_reports;
+        family(
+            out,
+            "bc_trust_reports_total",
+            "Node trust reports, by outcome: queued (to be recorded), unchanged and over-bound (not recorded), dropped (queue full).",
+            "counter",
+        );
+        for (outcome, counter) in [
+            ("queued", &t.queued),
+            ("unchanged", &t.unchanged),
+            ("over-bound", &t.over_bound),
+            ("dropped", &t.dropped),
+        ] {
+            let _ = writeln!(
+                out,
+                "bc_trust_reports_total{{outcome=\"{outcome}\"}} {}",
+                counter.load(Ordering::Relaxed)
+            );
+        }
+        family(
+            out,
+            "bc_trust_report_queue_warnings_total",
+            "\"trust report queue full\" WARN lines written (one per 10 s at most).",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "bc_trust_report_queue_warnings_total {}",
+            t.warn_lines.load(Ordering::Relaxed)
+        );
     }
 }
 

@@ -4,10 +4,20 @@
 //! [`VerifiedNode`] the TLS handshake proved (through [`PeerInfo`] in the request extensions) and
 //! answer UNAUTHENTICATED without one. Every Join refusal is PERMISSION_DENIED "Join refused"
 //! (gRPC's name for ACCESS_DENIED), every Renew refusal PERMISSION_DENIED "Renew refused".
+//!
+//! A Session checks the identity's validity (notBefore, notAfter) against the clock before
+//! anything else: an expired or not yet valid certificate (one that expired on a connection
+//! opened while it was valid, or a resumed one) gets UNAUTHENTICATED, no Welcome and no trust
+//! report. Once open, the session's loop is biased: its end (revocation, shutdown) first, then
+//! the certificate's expiry, then the node's messages, and each message is checked against the
+//! expiry again, so nothing is answered or recorded past notAfter. Trust reports go through
+//! [`SessionReports`] (changes only, bounded per session).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+
+use time::OffsetDateTime;
 
 use commands::identity::RENEW_REFUSED;
 use commands::quorum::TrustReport;
@@ -31,45 +41,9 @@ use crate::revoked::RevokedSerials;
 use crate::sessions::{SessionEnd, Sessions};
 use crate::tls::VerifiedNode;
 use crate::trust::WelcomeTrust;
+use crate::trust_reports::{Queued, Seen, SessionReports, Skipped};
 
-/// Records the trust versions nodes report, through `commands::quorum::report_node_trust`
-/// (the `node.trust.reported` event), off the request path: reports queue here and one worker
-/// task appends them in order. A full queue drops a report with a warning (the next one carries the
-/// same information).
-#[derive(Clone)]
-pub struct TrustReporter {
-    tx: Option<mpsc::Sender<TrustReport>>,
-}
-
-impl TrustReporter {
-    /// A reporter that records nothing (benchmarks, or when disabled by configuration).
-    pub fn disabled() -> Self {
-        TrustReporter { tx: None }
-    }
-
-    /// Starts the worker task on the current runtime.
-    pub fn start(store: EventStore, clock: Arc<dyn Clock>) -> Self {
-        let (tx, mut rx) = mpsc::channel::<TrustReport>(4096);
-        tokio::spawn(async move {
-            while let Some(report) = rx.recv().await {
-                if let Err(e) =
-                    commands::quorum::report_node_trust(&store, clock.as_ref(), &report).await
-                {
-                    tracing::warn!(node = %report.node_id, error = %e, "recording a node's trust version failed");
-                }
-            }
-        });
-        TrustReporter { tx: Some(tx) }
-    }
-
-    fn report(&self, report: TrustReport) {
-        if let Some(tx) = &self.tx {
-            if let Err(e) = tx.try_send(report) {
-                tracing::warn!(error = %e, "trust report queue full; report dropped");
-            }
-        }
-    }
-}
+pub use crate::trust_reports::TrustReporter;
 
 /// The NodeService.
 #[derive(Clone)]
@@ -191,11 +165,17 @@ impl NodeService for NodeServer {
                 return Err(s);
             }
         };
+        // Before anything else: an identity outside its validity gets nothing.
+        let identity = node.identity().clone();
+        if let Err(refusal) = check_validity(&identity, self.clock.now()) {
+            self.metrics.sessions_refused.inc(refusal.label());
+            tracing::info!(node = %identity.spiffe_id, serial = %identity.serial.to_hex(), refusal = %refusal, "session refused");
+            return Err(Status::unauthenticated(refusal.to_string()));
+        }
         if self.feed.is_stale() {
             self.metrics.sessions_refused.inc("feed-stale");
             return Err(Status::unavailable(self.feed.session_refusal()));
         }
-        let identity = node.identity().clone();
         let node_id = identity.spiffe_id.node.as_str().to_string();
         let serial_hex = identity.serial.to_hex();
         // Register before the last revocation check: a revocation the feed applies after this
@@ -210,17 +190,23 @@ impl NodeService for NodeServer {
         let (tx, rx) = mpsc::channel::<Result<GatewayMessage, Status>>(8);
         let mut inbound = request.into_inner();
         let this = self.clone();
-        let expires_in = {
-            let left = identity.not_after - time::OffsetDateTime::now_utc();
-            Duration::from_millis(u64::try_from(left.whole_milliseconds()).unwrap_or(0))
-        };
+        let not_after = identity.not_after;
+        let expires_in = left_until(not_after, self.clock.now());
         tokio::spawn(async move {
             let _guard = guard;
             let expiry = tokio::time::sleep(expires_in);
             tokio::pin!(expiry);
-            let mut reported = false;
+            let mut reports = SessionReports::default();
+            let expired = || {
+                Err(Status::unauthenticated(
+                    "the session's certificate expired; reconnect with the renewed one",
+                ))
+            };
             loop {
                 tokio::select! {
+                    // Order matters: a revocation or shutdown first, then the expiry, and only
+                    // then the node's messages, however many are waiting.
+                    biased;
                     ended = &mut end => {
                         if let Ok(SessionEnd::Shutdown) = ended {
                             let _ = tx.send(Err(Status::unavailable("the gateway is shutting down; reconnect"))).await;
@@ -239,70 +225,132 @@ impl NodeService for NodeServer {
                         break;
                     }
                     _ = &mut expiry => {
-                        let _ = tx.send(Err(Status::unauthenticated("the session's certificate expired; reconnect with the renewed one"))).await;
+                        let _ = tx.send(expired()).await;
                         break;
                     }
-                    msg = inbound.message() => match msg {
-                        Ok(Some(NodeMessage { body: Some(node_message::Body::Hello(hello)) })) => {
-                            let trust = match this.backend.trust().await {
-                                Ok(t) => t,
-                                Err(e) => {
-                                    tracing::warn!(error = %e, "Welcome without a trust bundle");
-                                    WelcomeTrust::default()
+                    msg = inbound.message() => {
+                        // The timer may not have fired yet at the very edge of notAfter.
+                        if this.clock.now() >= not_after {
+                            let _ = tx.send(expired()).await;
+                            break;
+                        }
+                        match msg {
+                            Ok(Some(NodeMessage { body: Some(node_message::Body::Hello(hello)) })) => {
+                                let trust = match this.backend.trust().await {
+                                    Ok(t) => t,
+                                    Err(e) => {
+                                        tracing::warn!(error = %e, "Welcome without a trust bundle");
+                                        WelcomeTrust::default()
+                                    }
+                                };
+                                let welcome = GatewayMessage {
+                                    body: Some(gateway_message::Body::Welcome(Welcome {
+                                        server_time_ms: this.clock.now_us() / 1000,
+                                        trust_version: trust.version,
+                                        signed_trust_bundle: trust.bundle,
+                                        trust_bundle_signature: trust.signature,
+                                    })),
+                                };
+                                this.record(&mut reports, tenant.as_deref(), &node_id, Seen::Hello(hello.trust_version));
+                                tracing::debug!(node = %node_id, trust_version = hello.trust_version, agent = %hello.agent_version, "session hello");
+                                if tx.send(Ok(welcome)).await.is_err() {
+                                    break;
                                 }
-                            };
-                            let welcome = GatewayMessage {
-                                body: Some(gateway_message::Body::Welcome(Welcome {
-                                    server_time_ms: this.clock.now_us() / 1000,
-                                    trust_version: trust.version,
-                                    signed_trust_bundle: trust.bundle,
-                                    trust_bundle_signature: trust.signature,
-                                })),
-                            };
-                            if let Some(t) = &tenant {
-                                reported = true;
-                                this.reporter.report(TrustReport {
-                                    tenant_id: t.clone(),
-                                    node_id: node_id.clone(),
-                                    trust_version: hello.trust_version,
-                                    session_start: true,
-                                    connected: true,
-                                });
                             }
-                            tracing::debug!(node = %node_id, trust_version = hello.trust_version, agent = %hello.agent_version, "session hello");
-                            if tx.send(Ok(welcome)).await.is_err() {
-                                break;
+                            Ok(Some(NodeMessage { body: Some(node_message::Body::Status(status)) })) => {
+                                this.record(&mut reports, tenant.as_deref(), &node_id, Seen::Status(status.trust_version));
                             }
+                            Ok(Some(_)) => {}
+                            Ok(None) | Err(_) => break,
                         }
-                        Ok(Some(NodeMessage { body: Some(node_message::Body::Status(status)) })) => {
-                            if let Some(t) = &tenant {
-                                reported = true;
-                                this.reporter.report(TrustReport {
-                                    tenant_id: t.clone(),
-                                    node_id: node_id.clone(),
-                                    trust_version: status.trust_version,
-                                    session_start: false,
-                                    connected: true,
-                                });
-                            }
-                        }
-                        Ok(Some(_)) => {}
-                        Ok(None) | Err(_) => break,
                     }
                 }
             }
-            if reported {
-                if let Some(t) = &tenant {
-                    this.reporter.report(TrustReport {
-                        tenant_id: t.clone(),
-                        node_id: node_id.clone(),
-                        trust_version: 0,
-                        session_start: false,
-                        connected: false,
-                    });
-                }
-            }
+            this.record(&mut reports, tenant.as_deref(), &node_id, Seen::End);
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
+}
+
+impl NodeServer {
+    /// Records what a session saw, if it changes the node's (connected, trust version) and the
+    /// session is within its bound; counts what it skips or drops.
+    fn record(
+        &self,
+        reports: &mut SessionReports,
+        tenant: Option<&str>,
+        node_id: &str,
+        seen: Seen,
+    ) {
+        let Some(tenant) = tenant else {
+            return;
+        };
+        let counters = &self.metrics.trust_reports;
+        let (session_start, connected, trust_version) = match reports.admit(seen) {
+            Ok(r) => r,
+            Err(Skipped::Unchanged) => {
+                counters.unchanged.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Err(Skipped::OverBound) => {
+                if counters.over_bound.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::info!(node = node_id, bound = crate::trust_reports::MAX_REPORTS_PER_SESSION, "a session reached its bound of trust reports; further changes are dropped until the node reconnects");
+                }
+                return;
+            }
+        };
+        let outcome = self.reporter.report(TrustReport {
+            tenant_id: tenant.to_string(),
+            node_id: node_id.to_string(),
+            trust_version,
+            session_start,
+            connected,
+        });
+        match outcome {
+            Queued::Queued => {
+                counters.queued.fetch_add(1, Ordering::Relaxed);
+            }
+            Queued::Dropped { warned } => {
+                counters.dropped.fetch_add(1, Ordering::Relaxed);
+                if warned {
+                    counters.warn_lines.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Queued::Disabled => {}
+        }
+    }
+}
+
+/// Why a session is refused for its certificate's validity.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidityRefusal {
+    #[error("this certificate expired at {0}; renew it (bcd renews before expiry) or join again")]
+    Expired(OffsetDateTime),
+    #[error("this certificate is not valid before {0}; check this machine's clock")]
+    NotYetValid(OffsetDateTime),
+}
+
+impl ValidityRefusal {
+    /// The `/metrics` label of the refused session.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ValidityRefusal::Expired(_) => "expired",
+            ValidityRefusal::NotYetValid(_) => "not-yet-valid",
+        }
+    }
+}
+
+/// Whether `identity` is valid at `now` (notBefore <= now < notAfter).
+pub fn check_validity(identity: &NodeIdentity, now: OffsetDateTime) -> Result<(), ValidityRefusal> {
+    if now < identity.not_before {
+        return Err(ValidityRefusal::NotYetValid(identity.not_before));
+    }
+    if now >= identity.not_after {
+        return Err(ValidityRefusal::Expired(identity.not_after));
+    }
+    Ok(())
+}
+
+fn left_until(at: OffsetDateTime, now: OffsetDateTime) -> Duration {
+    Duration::try_from(at - now).unwrap_or(Duration::ZERO)
 }

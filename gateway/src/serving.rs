@@ -1,7 +1,7 @@
 //! The gateway's serving certificate, renewed while it runs.
 //!
-//! A gateway's serving certificate is short-lived (30 days by default), and a gateway can run
-//! for longer than that. So rustls does not get one fixed certificate. It gets a
+//! A gateway's serving certificate is short-lived (at most 7 days, whatever is configured:
+//! [`domain::pki::GATEWAY_SERVING_MAX_LIFETIME`]), and a gateway can run for longer than that. So rustls does not get one fixed certificate. It gets a
 //! [`ServingCert`] resolver, and [`renew`] replaces what that resolver hands out at two thirds
 //! of each certificate's validity, with a fresh key every time. Connections already open keep
 //! the certificate they were made with; new handshakes get the new one. The issuer is the
@@ -10,7 +10,6 @@
 //! 10 min). It is logged as a warning, and as an error once the certificate in use is within a
 //! tenth of its lifetime of expiring.
 
-use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -37,14 +36,7 @@ pub(crate) fn serving_request(
     names: &[String],
     lifetime: time::Duration,
 ) -> Result<ServingCertificateRequest, ServingRequestError> {
-    let mut dns_names = Vec::new();
-    let mut ip_addresses = Vec::new();
-    for n in names {
-        match n.parse::<IpAddr>() {
-            Ok(ip) => ip_addresses.push(ip),
-            Err(_) => dns_names.push(n.to_ascii_lowercase()),
-        }
-    }
+    let (dns_names, ip_addresses) = domain::pki::leaf::split_names(names);
     Ok(ServingCertificateRequest {
         dns_names,
         ip_addresses,
@@ -193,11 +185,7 @@ impl Issuer {
     }
 }
 
-/// How far back a certificate's validity starts, for clocks a little behind: five minutes, or a
-/// tenth of a shorter lifetime.
-pub fn backdate(lifetime: time::Duration) -> time::Duration {
-    std::cmp::min(lifetime / 10_i32, time::Duration::minutes(5))
-}
+pub use domain::pki::serving_grant::backdate;
 
 /// Why an issue failed: worth retrying (the api is not reachable) or not.
 #[derive(Debug)]
@@ -326,18 +314,6 @@ mod tests {
         assert_eq!(
             until(nb + time::Duration::seconds(90), nb),
             Duration::from_secs(90)
-        );
-    }
-
-    #[test]
-    fn backdates_five_minutes_or_a_tenth() {
-        assert_eq!(
-            backdate(time::Duration::days(30)),
-            time::Duration::minutes(5)
-        );
-        assert_eq!(
-            backdate(time::Duration::seconds(20)),
-            time::Duration::seconds(2)
         );
     }
 }

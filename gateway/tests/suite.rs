@@ -10,4 +10,6 @@ mod handshake;
 mod internal;
 mod join_replay_wire;
 mod serve;
+mod serving_grant;
 mod serving_renewal;
+mod session_hardening;

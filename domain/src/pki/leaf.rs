@@ -15,7 +15,8 @@
 //!   and the node CA's own notAfter. The CA enforces this whatever the caller asks.
 //!
 //! A serving certificate carries DNS and IP SANs, serverAuth, `OU=bc-role:gateway` (or
-//! `internal`), at most [`SERVING_MAX_LIFETIME`] and never past the serving CA.
+//! `internal`), at most [`GATEWAY_SERVING_MAX_LIFETIME`] for a gateway and
+//! [`SERVING_MAX_LIFETIME`] for the api's internal endpoint, and never past the serving CA.
 
 use std::net::IpAddr;
 
@@ -35,8 +36,12 @@ use super::spiffe::{NodeRole, Role, SpiffeId};
 pub const NODE_MAX_LIFETIME: Duration = Duration::hours(24);
 /// Longest life of a ramdisk certificate.
 pub const RAMDISK_MAX_LIFETIME: Duration = Duration::hours(2);
-/// Longest life of a serving certificate.
+/// Longest life of an internal serving certificate (the api's endpoint) and of a gateway's
+/// internal client certificate.
 pub const SERVING_MAX_LIFETIME: Duration = Duration::days(90);
+/// Longest life of a gateway's (agent-facing) serving certificate: gateways renew theirs while
+/// they run, so a stolen one is good for a week at most.
+pub const GATEWAY_SERVING_MAX_LIFETIME: Duration = Duration::days(7);
 /// Most URI SANs in an agent certificate: the SPIFFE ID and up to three statements.
 pub const MAX_URI_SANS: usize = 4;
 /// Prefix of a statement URI.
@@ -280,7 +285,8 @@ pub struct ServingCertificateRequest {
     pub role: ServingRole,
     /// Serial.
     pub serial: Serial,
-    /// Lifetime asked for; capped at [`SERVING_MAX_LIFETIME`] and the serving CA's notAfter.
+    /// Lifetime asked for; capped at [`GATEWAY_SERVING_MAX_LIFETIME`] (gateway) or
+    /// [`SERVING_MAX_LIFETIME`] (internal) and the serving CA's notAfter.
     pub lifetime: Duration,
 }
 
@@ -305,6 +311,26 @@ fn check_dns_name(name: &str) -> Result<(), IssueError> {
     Ok(())
 }
 
+/// Splits names into DNS names (lower case) and IP addresses, dropping repeats, in the order
+/// given.
+pub fn split_names(names: &[String]) -> (Vec<String>, Vec<IpAddr>) {
+    let mut dns_names: Vec<String> = Vec::new();
+    let mut ip_addresses: Vec<IpAddr> = Vec::new();
+    for n in names {
+        match n.parse::<IpAddr>() {
+            Ok(ip) if !ip_addresses.contains(&ip) => ip_addresses.push(ip),
+            Ok(_) => {}
+            Err(_) => {
+                let dns = n.to_ascii_lowercase();
+                if !dns_names.contains(&dns) {
+                    dns_names.push(dns);
+                }
+            }
+        }
+    }
+    (dns_names, ip_addresses)
+}
+
 /// Issues a serving certificate from `serving_ca` for `public_key` (the gateway's own key).
 pub fn issue_serving_certificate(
     serving_ca: &ServingCa,
@@ -325,12 +351,12 @@ pub fn issue_serving_certificate(
         sans.push(SanType::DnsName(ia5));
     }
     sans.extend(request.ip_addresses.iter().copied().map(SanType::IpAddress));
-    let (not_before, not_after) = validity(
-        now,
-        Some(request.lifetime),
-        SERVING_MAX_LIFETIME,
-        serving_ca.not_after(),
-    )?;
+    let max = match request.role {
+        ServingRole::Gateway => GATEWAY_SERVING_MAX_LIFETIME,
+        ServingRole::Internal => SERVING_MAX_LIFETIME,
+    };
+    let (not_before, not_after) =
+        validity(now, Some(request.lifetime), max, serving_ca.not_after())?;
     let role = match request.role {
         ServingRole::Gateway => Role::Gateway,
         ServingRole::Internal => Role::Internal,
@@ -356,22 +382,37 @@ pub fn issue_serving_certificate(
 }
 
 /// Issues an internal *client* certificate from `serving_ca` for `public_key`: the credential a
-/// split gateway presents to the api's internal endpoint (`OU=bc-role:gateway`, one DNS name,
-/// extended key usage clientAuth only, so it can never serve TLS, and a gateway's serving
-/// certificate, serverAuth only, can never act as it). Lifetime capped like serving certificates.
+/// split gateway presents to the api's internal endpoint (`OU=bc-role:gateway`, extended key
+/// usage clientAuth only, so it can never serve TLS, and a gateway's serving certificate,
+/// serverAuth only, can never act as it). Its subjectAltNames are `name` (a DNS name, first),
+/// then `serving_names` (DNS names or IP addresses): together the only names the api issues
+/// this gateway serving certificates for (`serving_grant`). Lifetime capped at
+/// [`SERVING_MAX_LIFETIME`].
 pub fn issue_internal_client_certificate(
     serving_ca: &ServingCa,
     public_key: &PublicKey,
     name: &str,
+    serving_names: &[String],
     serial: &Serial,
     lifetime: Duration,
     now: OffsetDateTime,
 ) -> Result<IssuedCertificate, IssueError> {
-    check_dns_name(name)?;
-    let ia5 = name
-        .to_owned()
-        .try_into()
-        .map_err(|_| IssueError::BadDnsName(name.to_owned()))?;
+    let mut all = vec![name.to_owned()];
+    all.extend(serving_names.iter().cloned());
+    let (dns_names, ip_addresses) = split_names(&all);
+    if dns_names.first().map(String::as_str) != Some(&name.to_ascii_lowercase()) {
+        return Err(IssueError::BadDnsName(name.to_owned()));
+    }
+    let mut sans = Vec::new();
+    for dns in &dns_names {
+        check_dns_name(dns)?;
+        let ia5 = dns
+            .clone()
+            .try_into()
+            .map_err(|_| IssueError::BadDnsName(dns.clone()))?;
+        sans.push(SanType::DnsName(ia5));
+    }
+    sans.extend(ip_addresses.into_iter().map(SanType::IpAddress));
     let (not_before, not_after) = validity(
         now,
         Some(lifetime),
@@ -387,7 +428,7 @@ pub fn issue_internal_client_certificate(
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     params.use_authority_key_identifier_extension = true;
-    params.subject_alt_names = vec![SanType::DnsName(ia5)];
+    params.subject_alt_names = sans;
     let der = serving_ca.sign(&params, public_key, now)?;
     Ok(IssuedCertificate {
         sha256: sha256(&der),

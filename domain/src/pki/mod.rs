@@ -19,6 +19,7 @@
 //! | [`bundle_kdf`] | the seal's key derivation (Argon2id; HKDF-only for older bundles) |
 //! | [`csr`] | PKCS#10 verification ([`csr::VerifiedCsr`]) |
 //! | [`leaf`] | agent and serving certificate issuance |
+//! | [`serving_grant`] | which serving certificates a split gateway may get |
 //! | [`identity`] | reading a node identity from an agent certificate |
 //! | [`token`] | join-token secrets and their stored hashes |
 //! | [`token_seal`] | sealing a token to the JoinService, bound to the CSR |
@@ -35,6 +36,7 @@ pub mod keyset;
 pub mod leaf;
 pub mod pin;
 pub mod secret;
+pub mod serving_grant;
 pub mod spiffe;
 pub mod statement;
 pub mod token;
@@ -55,10 +57,13 @@ pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins};
 pub use leaf::{
     issue_internal_client_certificate, issue_node_certificate, issue_serving_certificate,
     IssueError, IssuedCertificate, NodeCertificateDecision, NodeKeyStatement, Serial,
-    ServingCertificateRequest, ServingRole,
+    ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME, SERVING_MAX_LIFETIME,
 };
 pub use pin::{Pin, PinError};
 pub use secret::{DeploymentSecret, SecretError, DEPLOYMENT_SECRET_ENV};
+pub use serving_grant::{
+    decide_gateway_serving, read_grant, GatewayGrant, GrantError, ServingRefusal,
+};
 pub use spiffe::{NodeId, NodeRole, Role, SiteId, SpiffeError, SpiffeId, TrustDomain};
 pub use statement::{check_clock_window, ClockWindowError, Purpose, Statement, StatementError};
 pub use token::{TokenHash, TokenSecret};

@@ -21,6 +21,7 @@ macro_rules! event_payload {
 
 // One file per area, beside its `.proto` file.
 mod audit;
+mod gateway;
 mod identity;
 pub use identity::{RevokedCertificates, JOIN_KEY_ATTESTOR, RENEW_POP_ATTESTOR};
 mod quorum;

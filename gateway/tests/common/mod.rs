@@ -231,13 +231,21 @@ pub fn renew_request(node: &Node) -> proto::RenewRequest {
 }
 
 /// A gateway's internal client certificate (`bcctl pki issue-internal`) from `keys`' serving
-/// CA: (chain, key PKCS#8).
+/// CA, allowed to serve as `localhost` and `127.0.0.1` (the gateways' default names): (chain,
+/// key PKCS#8).
 pub fn internal_identity(keys: &KeySet) -> (Vec<Vec<u8>>, Vec<u8>) {
+    internal_identity_for(keys, &["localhost", "127.0.0.1"])
+}
+
+/// A gateway `gw-1`'s internal client certificate allowed to serve as `serving_names`.
+pub fn internal_identity_for(keys: &KeySet, serving_names: &[&str]) -> (Vec<Vec<u8>>, Vec<u8>) {
     let key = PrivateKey::generate(KeyRole::Serving).unwrap();
+    let names: Vec<String> = serving_names.iter().map(|n| n.to_string()).collect();
     let issued = domain::pki::issue_internal_client_certificate(
         &keys.serving_ca,
         key.public_key(),
         "gw-1",
+        &names,
         &domain::pki::Serial::generate().unwrap(),
         time::Duration::days(1),
         OffsetDateTime::now_utc() - time::Duration::minutes(5),

@@ -1,0 +1,138 @@
+//! Serving certificates for split gateways (the api's `IssueServingCertificate`): read the
+//! gateway's grant from its internal client certificate and let the domain decide
+//! ([`domain::pki::serving_grant`]), issue from the serving CA, append
+//! `gateway.serving.issued` and commit; only then is the certificate answered. A request naming
+//! anything the grant does not list is refused and writes nothing; a lifetime above 7 days is
+//! clamped.
+
+use domain::pki::serving_grant::backdate;
+use domain::pki::{
+    decide_gateway_serving, issue_serving_certificate, read_grant, GrantError, IssueError,
+    IssuedCertificate, KeyError, PublicKey, Serial, ServingCa, ServingRefusal,
+};
+use events::schema::GatewayServingIssued;
+use events::store::{ExpectedVersion, StoreError};
+use events::{new_event_id, NewEvent};
+use sha2::{Digest, Sha256};
+use time::Duration;
+
+use crate::clock::Clock;
+use crate::quorum::stream::DEPLOYMENT_TENANT;
+use crate::run::{append_and_project, AsConflict, RunError};
+
+/// The stream of one gateway's serving certificates.
+pub fn gateway_stream(gateway_name: &str) -> String {
+    format!("gateway/{gateway_name}")
+}
+
+/// What a gateway asks for.
+#[derive(Debug, Clone)]
+pub struct ServingAsk<'a> {
+    /// The internal client certificate the gateway's connection proved (DER).
+    pub internal_leaf_der: &'a [u8],
+    /// The key to certify (the gateway's own).
+    pub public_key: &'a PublicKey,
+    /// The names asked for (DNS names or IP addresses).
+    pub names: &'a [String],
+    /// The lifetime asked for.
+    pub lifetime: Duration,
+}
+
+/// What issuing a gateway serving certificate can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ServingError {
+    /// The request is refused (names outside the grant, no names, no lifetime): nothing written.
+    #[error("{0}")]
+    Refused(#[from] ServingRefusal),
+    /// The connection's certificate gives no grant.
+    #[error("{0}")]
+    Grant(#[from] GrantError),
+    /// The serving CA could not issue (a bad name in the grant itself, an expired CA).
+    #[error("the serving CA cannot issue: {0}")]
+    Issue(#[from] IssueError),
+    /// No randomness for the serial.
+    #[error("cannot draw a serial: {0}")]
+    Serial(#[from] KeyError),
+    /// Recording the event failed: no certificate is answered.
+    #[error("recording the serving certificate failed: {0}")]
+    Run(#[from] RunError),
+}
+
+impl From<StoreError> for ServingError {
+    fn from(e: StoreError) -> Self {
+        ServingError::Run(RunError::Store(e))
+    }
+}
+
+impl AsConflict for ServingError {
+    fn into_conflict(self) -> Result<StoreError, Self> {
+        match self {
+            ServingError::Run(run) => run.into_conflict().map_err(ServingError::Run),
+            other => Err(other),
+        }
+    }
+}
+
+/// An issued gateway serving certificate and the gateway it went to.
+#[derive(Debug, Clone)]
+pub struct ServingIssued {
+    pub certificate: IssuedCertificate,
+    pub gateway_name: String,
+    /// The names it carries, DNS names then IP addresses.
+    pub names: Vec<String>,
+}
+
+/// Issues a gateway's serving certificate and records it (see the module docs).
+pub async fn issue_gateway_serving(
+    store: &events::store::EventStore,
+    serving_ca: &ServingCa,
+    clock: &dyn Clock,
+    ask: &ServingAsk<'_>,
+) -> Result<ServingIssued, ServingError> {
+    let grant = read_grant(ask.internal_leaf_der)?;
+    let request = decide_gateway_serving(&grant, ask.names, ask.lifetime, Serial::generate()?)?;
+    let now = clock.now();
+    let certificate = issue_serving_certificate(
+        serving_ca,
+        ask.public_key,
+        &request,
+        now - backdate(request.lifetime),
+    )?;
+    let ip_addresses: Vec<String> = request
+        .ip_addresses
+        .iter()
+        .map(|ip| ip.to_string())
+        .collect();
+    let payload = GatewayServingIssued {
+        gateway_name: grant.gateway_name.clone(),
+        internal_certificate_serial: grant.certificate_serial.clone(),
+        internal_certificate_sha256: Sha256::digest(ask.internal_leaf_der).to_vec(),
+        dns_names: request.dns_names.clone(),
+        ip_addresses: ip_addresses.clone(),
+        serial: certificate.serial.to_hex(),
+        certificate_sha256: certificate.sha256.to_vec(),
+        not_before: certificate.not_before.unix_timestamp(),
+        not_after: certificate.not_after.unix_timestamp(),
+        requested_lifetime_seconds: ask.lifetime.whole_seconds(),
+    };
+    let event = NewEvent::from_payload(new_event_id(), DEPLOYMENT_TENANT, clock.now_us(), &payload);
+    let stream = gateway_stream(&grant.gateway_name);
+    crate::transaction!(store, ServingError, |tx| {
+        append_and_project(
+            tx,
+            &[],
+            &stream,
+            ExpectedVersion::Any,
+            std::slice::from_ref(&event),
+        )
+        .await?;
+        Ok(())
+    })?;
+    let mut names = request.dns_names;
+    names.extend(ip_addresses);
+    Ok(ServingIssued {
+        certificate,
+        gateway_name: grant.gateway_name,
+        names,
+    })
+}

@@ -1,0 +1,303 @@
+//! Recording the trust versions nodes report in their sessions (`node.trust.reported`), bounded.
+//!
+//! A node's session says which trust bundle version it holds in its Hello and in every
+//! StatusReport. What the log needs is a change of the node's (connected, trust version): the
+//! approver set travels inside the trust bundle that version names, so it changes only with the
+//! version. [`SessionReports`] keeps, per session, what was last recorded and lets through only
+//! a change: the Hello (or the first report), a StatusReport that raises the version (one that
+//! does not raise it changes nothing: the projection only ever raises on a StatusReport), a Hello
+//! that sets another version, and the end of the session. A session records at most
+//! [`MAX_REPORTS_PER_SESSION`] events in all, the end included; past that, reports are counted
+//! and dropped until the node reconnects.
+//!
+//! Reports are appended off the request path by one worker ([`TrustReporter`]); a full queue
+//! drops the report and counts it, with one WARN line per [`WARN_EVERY`] carrying how many were
+//! dropped since the last line ([`WarnLimiter`]).
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use commands::quorum::TrustReport;
+use commands::Clock;
+use events::store::EventStore;
+use tokio::sync::mpsc;
+
+/// Most `node.trust.reported` events one session records: the Hello, up to six changes of the
+/// trust version, and the end.
+pub const MAX_REPORTS_PER_SESSION: u32 = 8;
+
+/// The queue between the sessions and the worker that appends their reports.
+pub const QUEUE_CAPACITY: usize = 4096;
+
+/// At most one "queue full" WARN line per this interval.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Rate-limits a warning: one line per interval, the next carrying how many were suppressed.
+#[derive(Debug)]
+pub struct WarnLimiter {
+    every: Duration,
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl WarnLimiter {
+    pub fn new(every: Duration) -> Self {
+        WarnLimiter {
+            every,
+            state: Mutex::new((None, 0)),
+        }
+    }
+
+    /// Called for every occurrence at `now`: `Some(suppressed)` when a line is due (with how many
+    /// occurrences since the last line were not written), `None` when this one is suppressed.
+    pub fn check(&self, now: Instant) -> Option<u64> {
+        let Ok(mut state) = self.state.lock() else {
+            return None;
+        };
+        let (last, suppressed) = &mut *state;
+        let due = last.is_none_or(|at| now.saturating_duration_since(at) >= self.every);
+        if due {
+            *last = Some(now);
+            Some(std::mem::take(suppressed))
+        } else {
+            *suppressed += 1;
+            None
+        }
+    }
+}
+
+/// What became of one report handed to the [`TrustReporter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queued {
+    /// Queued for the worker.
+    Queued,
+    /// Dropped: the queue was full. `warned` says whether this one wrote the WARN line.
+    Dropped { warned: bool },
+    /// Recording is disabled.
+    Disabled,
+}
+
+/// Counters of the reports, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ReportCounters {
+    /// Reports queued for recording.
+    pub queued: AtomicU64,
+    /// Reports a session did not record because nothing changed.
+    pub unchanged: AtomicU64,
+    /// Reports a session did not record because it reached [`MAX_REPORTS_PER_SESSION`].
+    pub over_bound: AtomicU64,
+    /// Reports dropped because the queue was full.
+    pub dropped: AtomicU64,
+    /// "Queue full" WARN lines written.
+    pub warn_lines: AtomicU64,
+}
+
+/// Appends the reports sessions let through, off the request path: one worker task, in order.
+#[derive(Clone)]
+pub struct TrustReporter {
+    tx: Option<mpsc::Sender<TrustReport>>,
+    warn: Arc<WarnLimiter>,
+}
+
+impl TrustReporter {
+    /// A reporter that records nothing (benchmarks, or when disabled by configuration).
+    pub fn disabled() -> Self {
+        TrustReporter {
+            tx: None,
+            warn: Arc::new(WarnLimiter::new(WARN_EVERY)),
+        }
+    }
+
+    /// Starts the worker task on the current runtime.
+    pub fn start(store: EventStore, clock: Arc<dyn Clock>) -> Self {
+        let (tx, mut rx) = mpsc::channel::<TrustReport>(QUEUE_CAPACITY);
+        tokio::spawn(async move {
+            while let Some(report) = rx.recv().await {
+                if let Err(e) =
+                    commands::quorum::report_node_trust(&store, clock.as_ref(), &report).await
+                {
+                    tracing::warn!(node = %report.node_id, error = %e, "recording a node's trust version failed");
+                }
+            }
+        });
+        Self::over(tx)
+    }
+
+    /// A reporter feeding `tx` (the worker, or a test holding the receiver).
+    pub fn over(tx: mpsc::Sender<TrustReport>) -> Self {
+        TrustReporter {
+            tx: Some(tx),
+            warn: Arc::new(WarnLimiter::new(WARN_EVERY)),
+        }
+    }
+
+    /// Queues a report; a full queue drops it (the next change carries the same information),
+    /// with one WARN line per [`WARN_EVERY`].
+    pub fn report(&self, report: TrustReport) -> Queued {
+        let Some(tx) = &self.tx else {
+            return Queued::Disabled;
+        };
+        match tx.try_send(report) {
+            Ok(()) => Queued::Queued,
+            Err(e) => {
+                let warned = match self.warn.check(Instant::now()) {
+                    Some(suppressed) => {
+                        tracing::warn!(error = %e, suppressed_since_last_warning = suppressed, "trust report queue full; reports dropped");
+                        true
+                    }
+                    None => false,
+                };
+                Queued::Dropped { warned }
+            }
+        }
+    }
+}
+
+/// What a session message asks to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// A Hello with the version the node holds.
+    Hello(u64),
+    /// A StatusReport with the version the node holds.
+    Status(u64),
+    /// The session ended.
+    End,
+}
+
+/// Why a session did not record a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skipped {
+    /// Nothing changed.
+    Unchanged,
+    /// The session reached [`MAX_REPORTS_PER_SESSION`].
+    OverBound,
+}
+
+/// One session's record of what it reported (see the module docs).
+#[derive(Debug, Default)]
+pub struct SessionReports {
+    /// The trust version last recorded in this session.
+    last: Option<u64>,
+    /// Events recorded in this session.
+    recorded: u32,
+    /// The end was recorded: nothing more is.
+    ended: bool,
+}
+
+impl SessionReports {
+    /// Whether `seen` is to be recorded, as which (`session_start`, `connected`, version).
+    pub fn admit(&mut self, seen: Seen) -> Result<(bool, bool, u64), Skipped> {
+        if self.ended {
+            return Err(Skipped::Unchanged);
+        }
+        let (changed, report) = match seen {
+            Seen::Hello(v) => (self.last != Some(v), (true, true, v)),
+            Seen::Status(v) => (self.last.is_none_or(|l| v > l), (false, true, v)),
+            // The end is recorded once, when anything was.
+            Seen::End => (self.recorded > 0, (false, false, 0)),
+        };
+        if !changed {
+            return Err(Skipped::Unchanged);
+        }
+        // The last slot is kept for the end.
+        let room = match seen {
+            Seen::End => self.recorded < MAX_REPORTS_PER_SESSION,
+            _ => self.recorded + 1 < MAX_REPORTS_PER_SESSION,
+        };
+        if !room {
+            return Err(Skipped::OverBound);
+        }
+        self.recorded += 1;
+        match seen {
+            Seen::Hello(v) | Seen::Status(v) => self.last = Some(v),
+            Seen::End => self.ended = true,
+        }
+        Ok(report)
+    }
+
+    /// Events recorded in this session so far.
+    pub fn recorded(&self) -> u32 {
+        self.recorded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unchanged_reports_are_not_recorded() {
+        let mut s = SessionReports::default();
+        assert_eq!(s.admit(Seen::Hello(3)), Ok((true, true, 3)));
+        for _ in 0..20_000 {
+            assert_eq!(s.admit(Seen::Status(3)), Err(Skipped::Unchanged));
+            assert_eq!(s.admit(Seen::Status(2)), Err(Skipped::Unchanged));
+            assert_eq!(s.admit(Seen::Hello(3)), Err(Skipped::Unchanged));
+        }
+        assert_eq!(s.admit(Seen::Status(4)), Ok((false, true, 4)));
+        assert_eq!(s.admit(Seen::Hello(1)), Ok((true, true, 1)));
+        assert_eq!(s.admit(Seen::End), Ok((false, false, 0)));
+        assert_eq!(s.admit(Seen::End), Err(Skipped::Unchanged));
+        assert_eq!(s.admit(Seen::Status(9)), Err(Skipped::Unchanged));
+        assert_eq!(s.recorded(), 4);
+    }
+
+    #[test]
+    fn a_session_records_at_most_the_bound_and_always_its_end() {
+        let mut s = SessionReports::default();
+        let mut recorded = 0;
+        for v in 0..20_000u64 {
+            if s.admit(Seen::Status(v)).is_ok() {
+                recorded += 1;
+            }
+        }
+        assert_eq!(recorded, MAX_REPORTS_PER_SESSION - 1);
+        assert_eq!(s.admit(Seen::Status(1_000_000)), Err(Skipped::OverBound));
+        assert_eq!(s.admit(Seen::End), Ok((false, false, 0)));
+        // A session that recorded nothing records no end.
+        assert_eq!(
+            SessionReports::default().admit(Seen::End),
+            Err(Skipped::Unchanged)
+        );
+    }
+
+    #[test]
+    fn the_warning_is_written_once_per_interval_with_the_suppressed_count() {
+        let limiter = WarnLimiter::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        let lines: Vec<u64> = (0..20_000u64)
+            .filter_map(|i| limiter.check(t0 + Duration::from_micros(i)))
+            .collect();
+        assert_eq!(lines, vec![0]);
+        assert_eq!(limiter.check(t0 + Duration::from_secs(10)), Some(19_999));
+        assert_eq!(limiter.check(t0 + Duration::from_secs(11)), None);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_reports_with_few_warnings() {
+        // A queue of one that nobody drains: every report after the first is dropped.
+        let (tx, _rx) = mpsc::channel(1);
+        let reporter = TrustReporter::over(tx);
+        let report = TrustReport {
+            tenant_id: "t1".into(),
+            node_id: "n1".into(),
+            trust_version: 1,
+            session_start: false,
+            connected: true,
+        };
+        let outcomes: Vec<Queued> = (0..20_000)
+            .map(|_| reporter.report(report.clone()))
+            .collect();
+        assert_eq!(outcomes[0], Queued::Queued);
+        let dropped = outcomes
+            .iter()
+            .filter(|o| matches!(o, Queued::Dropped { .. }))
+            .count();
+        let warned = outcomes
+            .iter()
+            .filter(|o| matches!(o, Queued::Dropped { warned: true }))
+            .count();
+        assert_eq!(dropped, 19_999);
+        assert_eq!(warned, 1);
+    }
+}
