@@ -19,3 +19,4 @@ mod quorum_concurrency;
 mod quorum_replay;
 mod quorum_scope_storage;
 mod rebuild_pipeline;
+mod renew_guard;

@@ -7,5 +7,6 @@ mod common;
 mod api_probe;
 mod handshake;
 mod internal;
+mod renew_signed;
 mod serve;
 mod serving_renewal;
