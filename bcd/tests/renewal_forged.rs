@@ -30,16 +30,16 @@ use time::Duration;
 /// Everything on the node a renewal could change, and what `bcd status` says.
 #[derive(Debug, PartialEq, Eq)]
 struct NodeFiles {
-    identity: Vec<u8>,
-    key: Vec<u8>,
+    identity: String,
+    key: String,
     next_key: bool,
     status: String,
 }
 
 fn snapshot(data: &DataDir, at: time::OffsetDateTime) -> NodeFiles {
     NodeFiles {
-        identity: std::fs::read(data.file(IDENTITY_FILE)).unwrap(),
-        key: std::fs::read(data.file(NODE_KEY_FILE)).unwrap(),
+        identity: std::fs::read_to_string(data.file(IDENTITY_FILE)).unwrap(),
+        key: std::fs::read_to_string(data.file(NODE_KEY_FILE)).unwrap(),
         next_key: data.exists(NEXT_KEY_FILE),
         status: bcd::status::status(data, at).to_text(),
     }
@@ -160,7 +160,7 @@ async fn a_welcome_from_2036_does_not_move_the_server_time() {
     let mark = now() - Duration::hours(1);
     stored.observe_server_time(mark);
     data.write(IDENTITY_FILE, &stored.to_json()).unwrap();
-    let before = std::fs::read(data.file(IDENTITY_FILE)).unwrap();
+    let before = std::fs::read_to_string(data.file(IDENTITY_FILE)).unwrap();
 
     let loaded = load(&data).unwrap();
     let never: RenewAnswer = Arc::new(|_| Err(tonic::Status::unavailable("no")));
@@ -178,7 +178,10 @@ async fn a_welcome_from_2036_does_not_move_the_server_time() {
     )
     .await;
     assert!(matches!(end, SessionEnd::Due), "{end:?}");
-    assert_eq!(std::fs::read(data.file(IDENTITY_FILE)).unwrap(), before);
+    assert_eq!(
+        std::fs::read_to_string(data.file(IDENTITY_FILE)).unwrap(),
+        before
+    );
     assert_eq!(
         read_stored(&data).unwrap().unwrap().server_time(),
         Some(mark)

@@ -8,6 +8,7 @@ use crate::identity_support;
 use std::sync::Arc;
 
 use commands::identity::{IdentityConfig, IdentityError, JoinService};
+use commands::Clock;
 use domain::pki::{NodeIdentity, TrustDomain};
 use events::schema::{NodeIdentityRevoked, RenewCloned};
 use events::store::testkit::TestDb;

@@ -10,8 +10,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::log::{log, rfc3339};
 use crate::client::{describe_status, is_revoked_alert, ClientIdentity, NodeClient};
-use crate::files::{DataDir, IDENTITY_FILE};
-use crate::identity_store::{read_stored, LoadError, LoadedIdentity};
+use crate::files::DataDir;
+use crate::identity_store::LoadedIdentity;
 use crate::trust_bundle::{apply_welcome_trust, TrustUpdate};
 use proto::gateway_message::Body as GatewayBody;
 use proto::node_message::Body as NodeBody;
