@@ -140,8 +140,7 @@ pub fn verify_renewal<E: std::fmt::Display>(
     if fields.csr_sha256.as_slice() != expect.csr_sha256.as_slice() {
         return Err(RenewalRefusal::CsrMismatch);
     }
-    let signature =
-        Signature::from_bytes(&signed.signature).ok_or(RenewalRefusal::BadSignature)?;
+    let signature = Signature::from_bytes(&signed.signature).ok_or(RenewalRefusal::BadSignature)?;
     let statement = RenewResponseStatement {
         csr_sha256: expect.csr_sha256,
         response: &signed.body,

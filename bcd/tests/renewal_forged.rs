@@ -59,7 +59,11 @@ async fn a_gateways_ten_year_certificate_from_its_own_ca_is_refused_and_nothing_
     let loaded = load(&data).unwrap();
     let at = now();
     let before = snapshot(&data, at);
-    assert!(before.status.starts_with("joined as node_a"), "{}", before.status);
+    assert!(
+        before.status.starts_with("joined as node_a"),
+        "{}",
+        before.status
+    );
 
     // The gateway mints a certificate for this node's identity and new key, from its own CA,
     // for ten years, and signs the answer with a key of its own.
@@ -124,7 +128,10 @@ async fn a_gateways_ten_year_certificate_from_its_own_ca_is_refused_and_nothing_
     )
     .await
     .unwrap_err();
-    assert!(err.to_string().contains("signature does not verify"), "{err}");
+    assert!(
+        err.to_string().contains("signature does not verify"),
+        "{err}"
+    );
     assert_eq!(snapshot(&data, at), before);
 }
 

@@ -155,10 +155,8 @@ fn a_foreign_chain_is_refused() {
     // A leaf of another deployment's node CA (same trust domain, identity and key), with it.
     let other = keyset();
     let foreign = issue(&other, &c.next, "node_a", NodeRole::Node);
-    let (e, text) = refusal(c.check(c.answer(vec![
-        foreign.clone(),
-        other.node_ca.cert_der().to_vec(),
-    ])));
+    let (e, text) =
+        refusal(c.check(c.answer(vec![foreign.clone(), other.node_ca.cert_der().to_vec()])));
     assert_eq!(
         e,
         RenewalRefusal::ForeignChain("its CA is not the node CA this node joined under")
@@ -230,7 +228,10 @@ fn an_answer_for_another_key_is_refused() {
         c.ks.node_ca.cert_der().to_vec(),
     ])));
     assert!(matches!(e, RenewalRefusal::Answer(_)), "{e:?}");
-    assert_eq!(text, "renewal: the certificate does not certify the new key");
+    assert_eq!(
+        text,
+        "renewal: the certificate does not certify the new key"
+    );
 }
 
 #[test]

@@ -88,7 +88,10 @@ async fn a_superseded_certificate_renewing_is_refused_flagged_as_a_clone_and_rev
         assert_last_refusal(&f.store, "t1", "renew:old-generation").await;
         let detail = f.svc.show_node(&node).await.unwrap();
         assert_eq!(detail.certificates.len(), 2);
-        assert!(detail.certificates.iter().all(|c| c.revoked_at_us.is_some()));
+        assert!(detail
+            .certificates
+            .iter()
+            .all(|c| c.revoked_at_us.is_some()));
     }
 }
 
@@ -142,7 +145,10 @@ async fn the_seventh_renewal_in_an_hour_is_refused_with_the_time_the_next_is_all
                 node_id,
                 per_hour,
                 retry_after_ms,
-            }) => assert_eq!((node_id.as_str(), per_hour, retry_after_ms), (node.as_str(), 6, 300_000)),
+            }) => assert_eq!(
+                (node_id.as_str(), per_hour, retry_after_ms),
+                (node.as_str(), 6, 300_000)
+            ),
             other => panic!("expected RenewalsExhausted, got {other:?}"),
         }
         assert_last_refusal(&f.store, "t1", "renew:rate-limited").await;
@@ -166,6 +172,9 @@ async fn the_seventh_renewal_in_an_hour_is_refused_with_the_time_the_next_is_all
         // Exactly at the retry time it renews.
         f.clock.set_us(first_us + 3_600_000_000);
         let req = renew_request(&agent, &leaf, &node, &Agent::new(), now_ms(&f));
-        other.renew(&req).await.expect("the renewal the pushback named");
+        other
+            .renew(&req)
+            .await
+            .expect("the renewal the pushback named");
     }
 }

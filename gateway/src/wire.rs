@@ -12,8 +12,7 @@ use domain::pki::statement::{sign, JoinResponseStatement, RenewResponseStatement
 use domain::pki::PrivateKey;
 use prost::Message;
 use proto::{
-    JoinRequest, JoinResponse, RenewRequest, RenewResponse, SignedJoinResponse,
-    SignedRenewResponse,
+    JoinRequest, JoinResponse, RenewRequest, RenewResponse, SignedJoinResponse, SignedRenewResponse,
 };
 
 /// The join a wire JoinRequest asks for (absent or empty claims are no claims).
@@ -226,7 +225,11 @@ mod tests {
         let body = RenewResponse::decode(signed.response.as_slice()).unwrap();
         assert_eq!(body.csr_sha256, vec![9; 32]);
         assert_eq!(
-            (body.node_id.as_str(), body.site_id.as_str(), body.role.as_str()),
+            (
+                body.node_id.as_str(),
+                body.site_id.as_str(),
+                body.role.as_str()
+            ),
             ("node_a", "site-1", "node")
         );
         assert_eq!(body.identity_generation, 4);

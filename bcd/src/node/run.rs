@@ -103,13 +103,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
         if now >= due {
             let result = match connect(&options.server, options.serving_ca, Some(&identity)).await {
                 Ok(mut client) => {
-                    renew_once(
-                        &mut client,
-                        dir,
-                        &loaded,
-                        options.join_signing_key.as_ref(),
-                    )
-                    .await
+                    renew_once(&mut client, dir, &loaded, options.join_signing_key.as_ref()).await
                 }
                 Err(e) => Err(RenewError::Connect(e)),
             };
