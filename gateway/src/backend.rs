@@ -21,6 +21,7 @@ use tonic::Status;
 use crate::relay::ApiClient;
 pub use crate::relay::UNSUPPORTED_PREFIX;
 use crate::trust::{TrustSigner, WelcomeTrust};
+use crate::wire::renewals_exhausted;
 
 /// How long a Welcome trust bundle is served before it is read (or asked for) again.
 pub const TRUST_CACHE: Duration = Duration::from_secs(2);
@@ -113,22 +114,6 @@ pub async fn local_renew(
         }
         Err(e) => Err(identity_failure("renew", &e)),
     }
-}
-
-/// The metadata key of the retry hint a RESOURCE_EXHAUSTED renewal carries (bcd waits it out
-/// exactly).
-pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
-
-/// RESOURCE_EXHAUSTED for a node over its renewal bound, `grpc-retry-pushback-ms` saying when
-/// the next renewal is allowed.
-pub fn renewals_exhausted(per_hour: usize, retry_after_ms: u64) -> Status {
-    let mut status = Status::resource_exhausted(format!(
-        "this node renewed {per_hour} times in the last hour; retry in {retry_after_ms} ms"
-    ));
-    if let Ok(value) = retry_after_ms.to_string().parse() {
-        status.metadata_mut().insert(PUSHBACK_HEADER, value);
-    }
-    status
 }
 
 enum Kind {

@@ -14,6 +14,7 @@ use prost::Message;
 use proto::{
     JoinRequest, JoinResponse, RenewRequest, RenewResponse, SignedJoinResponse, SignedRenewResponse,
 };
+use tonic::Status;
 
 /// The join a wire JoinRequest asks for (absent or empty claims are no claims).
 pub fn join_request(request: &JoinRequest) -> Join {
@@ -125,6 +126,22 @@ pub async fn renew(
 ) -> Result<SignedRenewResponse, IdentityError> {
     let answer = renewals.renew(&renew_input(request)).await?;
     signed_renew_response(&renewals.keys().join_signing, answer)
+}
+
+/// The metadata key of the retry hint a RESOURCE_EXHAUSTED renewal carries (bcd waits it out
+/// exactly).
+pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
+
+/// RESOURCE_EXHAUSTED for a node over its renewal bound, `grpc-retry-pushback-ms` saying when
+/// the next renewal is allowed.
+pub fn renewals_exhausted(per_hour: usize, retry_after_ms: u64) -> Status {
+    let mut status = Status::resource_exhausted(format!(
+        "this node renewed {per_hour} times in the last hour; retry in {retry_after_ms} ms"
+    ));
+    if let Ok(value) = retry_after_ms.to_string().parse() {
+        status.metadata_mut().insert(PUSHBACK_HEADER, value);
+    }
+    status
 }
 
 #[cfg(test)]
