@@ -65,7 +65,8 @@ pub struct StoredIdentity {
     /// The bundle as the JoinService key signed it, from a `Welcome` (base64 in the file).
     #[serde(default, with = "b64_opt", skip_serializing_if = "Option::is_none")]
     pub signed_trust_bundle: Option<Vec<u8>>,
-    /// The server time high-water mark, RFC 3339, mirrored from the journal at each `Welcome`.
+    /// The server time high-water mark, RFC 3339: raised only by a signed server time (a
+    /// verified renewal answer), never by a `Welcome`, whose time is unsigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_time: Option<String>,
 }

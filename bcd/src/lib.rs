@@ -12,6 +12,7 @@
 //! | [`verify_join`] | verifying a JoinResponse against the pins and this request |
 //! | [`join`] | the join's local parts, its retry loop and the transport trait |
 //! | [`renewal`] | a renewal's request parts and the check of its answer |
+//! | [`verify_renewal`] | verifying a signed renewal answer before anything is stored |
 //! | [`renewal_schedule`] | when to renew and retry (pure) |
 //! | [`status`] | `bcd status` and `bcd doctor` |
 //! | [`client`] | gRPC over TLS 1.3 pinned to the serving CA; the Join transport |
@@ -37,3 +38,4 @@ pub mod status;
 pub mod token_input;
 pub mod trust_bundle;
 pub mod verify_join;
+pub mod verify_renewal;

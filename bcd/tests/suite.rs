@@ -3,10 +3,13 @@
 //! Run one file's tests with `cargo test -p bcd --test suite <file>::`.
 
 mod common;
+mod renewal_support;
 
 mod cli;
 mod identity_store;
 mod join;
 mod pinned_verifier;
+mod renewal_forged;
 mod trust_bundle;
 mod verify_join;
+mod verify_renewal;

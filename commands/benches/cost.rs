@@ -38,7 +38,7 @@ use domain::identity::{
     JoinCommand, JoinContext, JoinInput, JoinState, NodeState, RenewCommand, RenewInput,
     RenewState, TokenRole,
 };
-use domain::pki::statement::{sign, JoinResponseStatement, RenewPop};
+use domain::pki::statement::{sign, JoinResponseStatement, RenewPop, RenewResponseStatement};
 use domain::pki::{
     build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, SealedToken,
     Serial, Statement, TokenSecret, TrustDomain, VerifiedCsr,
@@ -283,7 +283,7 @@ fn join(fx: &Fixture, state: &JoinState, input: &JoinInput) -> Fallible<Joined> 
 struct Renewed {
     events: Vec<IdentityEvent>,
     appends: Vec<(String, Vec<NewEvent>)>,
-    response: proto::RenewResponse,
+    response: proto::SignedRenewResponse,
 }
 
 /// One renewal, all of its CPU but the SQL.
@@ -299,11 +299,30 @@ fn renew(fx: &Fixture, state: &RenewState, input: &RenewInput) -> Fallible<Renew
     let events = decide_renew(&ctx, &cmd, state, fx.now)?.events;
     let appends = encode_for_append(&events, TENANT, now_us);
     let cert = issued(&events)?;
-    let response = proto::RenewResponse {
+    let csr_sha256 = *cmd.prepared.csr.sha256();
+    let body = proto::RenewResponse {
         certificate_chain: vec![cert.der.clone(), fx.keys.node_ca.cert_der().to_vec()],
         trust_roots: vec![fx.keys.root_ca.cert_der().to_vec()],
         not_after_ms: cert.not_after_us / 1000,
         server_time_ms: now_us / 1000,
+        csr_sha256: csr_sha256.to_vec(),
+        trust_domain: fx.keys.trust_domain.to_string(),
+        node_id: cert.node_id.clone(),
+        site_id: "site-1".into(),
+        role: "node".into(),
+        identity_generation: cert.identity_generation,
+    }
+    .encode_to_vec();
+    let signature = sign(
+        &fx.keys.join_signing,
+        &RenewResponseStatement {
+            csr_sha256,
+            response: &body,
+        },
+    )?;
+    let response = proto::SignedRenewResponse {
+        response: body,
+        signature: signature.as_bytes().to_vec(),
     };
     Ok(Renewed {
         events,
@@ -326,6 +345,8 @@ fn renew_state(node: Option<NodeState>, events: &[IdentityEvent]) -> Fallible<Re
             revoked: false,
         }),
         proof_used: false,
+        successor: None,
+        recent_renewals_us: Vec::new(),
     })
 }
 

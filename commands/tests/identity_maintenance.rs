@@ -12,16 +12,28 @@ use events::store::testkit::TestDb;
 use identity_support::*;
 use projections::identity;
 
-/// Renews the node of (`agent`, `leaf`) `n` times at the clock's now, each with a fresh proof:
-/// `n` rows in `attestation_uses`, each expiring 120 s from now.
-async fn renew_times(f: &Fixture, agent: &Agent, leaf: &[u8], node: &str, n: usize) {
+/// Renews the node of (`agent`, `leaf`) `n` times at the clock's now, each renewal presenting
+/// the certificate the previous one issued (a renewed certificate never renews again), each
+/// with a fresh proof: `n` rows in `attestation_uses`, each expiring 120 s from now. Returns the
+/// last key and certificate.
+async fn renew_times(
+    f: &Fixture,
+    agent: Agent,
+    leaf: Vec<u8>,
+    node: &str,
+    n: usize,
+) -> (Agent, Vec<u8>) {
+    let (mut agent, mut leaf) = (agent, leaf);
     for _ in 0..n {
         let next = Agent::new();
-        f.svc
-            .renew(&renew_request(agent, leaf, node, &next, now_ms(f)))
+        let renewed = f
+            .svc
+            .renew(&renew_request(&agent, &leaf, node, &next, now_ms(f)))
             .await
             .expect("renewal");
+        (agent, leaf) = (next, renewed.certificate_chain[0].clone());
     }
+    (agent, leaf)
 }
 
 /// The keys named by every `attestation.uses.pruned` event, per event.
@@ -46,9 +58,9 @@ async fn expired_proofs_are_pruned_in_batches_at_their_expiry_and_the_rest_kept(
         let f = fixture(db).await;
         let (agent, body) = join_new(&f, "t1").await;
         let leaf = body.certificate_chain[0].clone();
-        renew_times(&f, &agent, &leaf, &body.node_id, 5).await;
+        let (agent, leaf) = renew_times(&f, agent, leaf, &body.node_id, 5).await;
         f.clock.advance_secs(60);
-        renew_times(&f, &agent, &leaf, &body.node_id, 1).await;
+        renew_times(&f, agent, leaf, &body.node_id, 1).await;
 
         // 1 µs before the first five expire: nothing to prune.
         f.clock.advance_us(60_000_000 - 1);
@@ -128,7 +140,7 @@ async fn the_maintenance_loop_prunes_without_being_called_and_stops_on_shutdown(
         let f = fixture(db).await;
         let (agent, body) = join_new(&f, "t1").await;
         let leaf = body.certificate_chain[0].clone();
-        renew_times(&f, &agent, &leaf, &body.node_id, 3).await;
+        renew_times(&f, agent, leaf, &body.node_id, 3).await;
         f.clock.advance_secs(120);
 
         // A second maintenance service on the same store and clock, as a serving process holds one.

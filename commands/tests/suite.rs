@@ -21,3 +21,4 @@ mod quorum_replay;
 mod quorum_scope_storage;
 mod rebuild_pipeline;
 mod refusal_budget;
+mod renew_guard;

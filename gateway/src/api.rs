@@ -18,7 +18,7 @@ use proto::internal::api_service_server::{ApiService, ApiServiceServer};
 use proto::internal::{
     RelayedRenew, ServingCertificate, ServingCertificateRequest, TrustBundleRequest, WelcomeTrust,
 };
-use proto::{JoinRequest, RenewResponse, SignedJoinResponse};
+use proto::{JoinRequest, SignedJoinResponse, SignedRenewResponse};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -108,7 +108,7 @@ impl ApiService for ApiServer {
     async fn renew(
         &self,
         request: Request<RelayedRenew>,
-    ) -> Result<Response<RenewResponse>, Status> {
+    ) -> Result<Response<SignedRenewResponse>, Status> {
         let from = peer(&request);
         let relayed = request.into_inner();
         let Some(renew) = relayed.request else {
@@ -116,7 +116,8 @@ impl ApiService for ApiServer {
             return Err(Status::permission_denied(RENEW_REFUSED));
         };
         // The JoinService checks the presented leaf against node_certs byte for byte and the
-        // proof of possession by its key (crate::backend::local_renew).
+        // proof of possession by its key, and signs the answer here (crate::backend::local_renew):
+        // the gateway passes it on unchanged and cannot forge one.
         self.backend
             .renew(renew, relayed.presented_leaf)
             .await

@@ -15,12 +15,13 @@ use commands::identity::{
 };
 use commands::RunError;
 use domain::identity::JOIN_TOKEN_ATTESTOR;
-use proto::{JoinRequest, RenewRequest, RenewResponse, SignedJoinResponse};
+use proto::{JoinRequest, RenewRequest, SignedJoinResponse, SignedRenewResponse};
 use tonic::Status;
 
 use crate::relay::ApiClient;
 pub use crate::relay::UNSUPPORTED_PREFIX;
 use crate::trust::{TrustSigner, WelcomeTrust};
+use crate::wire::renewals_exhausted;
 
 /// How long a Welcome trust bundle is served before it is read (or asked for) again.
 pub const TRUST_CACHE: Duration = Duration::from_secs(2);
@@ -89,12 +90,13 @@ pub async fn local_join(
 
 /// Renew through the JoinService. `presented_leaf` is the leaf the node's TLS handshake
 /// presented; the request's chain must start with exactly those bytes (the JoinService then
-/// checks them byte for byte against `node_certs` and the proof of possession).
+/// checks them byte for byte against `node_certs` and the proof of possession). The answer is
+/// signed; a node over its renewal bound gets [`renewals_exhausted`].
 pub async fn local_renew(
     join: &JoinService,
     request: &RenewRequest,
     presented_leaf: &[u8],
-) -> Result<RenewResponse, Status> {
+) -> Result<SignedRenewResponse, Status> {
     if request.chain.first().map(Vec::as_slice) != Some(presented_leaf) {
         tracing::warn!("renew refused: the request's leaf is not the certificate the node presented at the handshake");
         return Err(Status::permission_denied(RENEW_REFUSED));
@@ -102,6 +104,14 @@ pub async fn local_renew(
     match crate::wire::renew(join.renewals(), request).await {
         Ok(answer) => Ok(answer),
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(RENEW_REFUSED)),
+        Err(IdentityError::RenewalsExhausted {
+            node_id,
+            per_hour,
+            retry_after_ms,
+        }) => {
+            tracing::info!(node = %node_id, retry_after_ms, "renew: over the per-node bound");
+            Err(renewals_exhausted(per_hour, retry_after_ms))
+        }
         Err(e) => Err(identity_failure("renew", &e)),
     }
 }
@@ -153,7 +163,7 @@ impl Backend {
         &self,
         request: RenewRequest,
         presented_leaf: Vec<u8>,
-    ) -> Result<RenewResponse, Status> {
+    ) -> Result<SignedRenewResponse, Status> {
         match &self.kind {
             Kind::Local { join, .. } => local_renew(join, &request, &presented_leaf).await,
             Kind::Relay(api) => api.renew(request, presented_leaf).await,

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use commands::identity::{JOIN_REFUSED, RENEW_REFUSED};
+use domain::identity::RENEWALS_PER_HOUR;
 use hyper_util::rt::TokioIo;
 use proto::internal::api_service_client::ApiServiceClient;
 use proto::internal::{RelayedRenew, ServingCertificateRequest, TrustBundleRequest};
-use proto::{JoinRequest, RenewRequest, RenewResponse, SignedJoinResponse};
+use proto::{JoinRequest, RenewRequest, SignedJoinResponse, SignedRenewResponse};
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -18,6 +19,7 @@ use tonic::{Code, Status};
 
 use crate::internal_tls::relay_client_config;
 use crate::trust::WelcomeTrust;
+use crate::wire::{renewals_exhausted, PUSHBACK_HEADER};
 
 /// How an unsupported attestor's status message starts (the spec's code); the relay passes on
 /// an UNIMPLEMENTED Join from the api only with it, so an api that lacks the method entirely
@@ -147,11 +149,14 @@ impl ApiClient {
         })
     }
 
+    /// Relays a Renew. The api's signed answer is passed on unchanged (this gateway cannot
+    /// sign one), and so is a RESOURCE_EXHAUSTED over the node's renewal bound, with its
+    /// `grpc-retry-pushback-ms`; other failures as [`Self::relayed`] says.
     pub async fn renew(
         &self,
         request: RenewRequest,
         presented_leaf: Vec<u8>,
-    ) -> Result<RenewResponse, Status> {
+    ) -> Result<SignedRenewResponse, Status> {
         let mut c = self.client.clone();
         c.renew(RelayedRenew {
             request: Some(request),
@@ -159,7 +164,15 @@ impl ApiClient {
         })
         .await
         .map(|r| r.into_inner())
-        .map_err(|s| self.relayed("renew", RENEW_REFUSED, s))
+        .map_err(|s| match (s.code(), s.metadata().get(PUSHBACK_HEADER)) {
+            (Code::ResourceExhausted, Some(v)) => {
+                match v.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
+                    Some(ms) => renewals_exhausted(RENEWALS_PER_HOUR, ms),
+                    None => self.relayed("renew", RENEW_REFUSED, s),
+                }
+            }
+            _ => self.relayed("renew", RENEW_REFUSED, s),
+        })
     }
 
     pub async fn trust(&self) -> Result<WelcomeTrust, Status> {

@@ -27,7 +27,7 @@ use events::store::EventStore;
 use proto::node_service_server::NodeService;
 use proto::{
     gateway_message, node_message, GatewayMessage, JoinRequest, NodeMessage, RenewRequest,
-    RenewResponse, RevocationNotice, SignedJoinResponse, Welcome,
+    RevocationNotice, SignedJoinResponse, SignedRenewResponse, Welcome,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -112,7 +112,7 @@ impl NodeService for NodeServer {
     async fn renew(
         &self,
         request: Request<RenewRequest>,
-    ) -> Result<Response<RenewResponse>, Status> {
+    ) -> Result<Response<SignedRenewResponse>, Status> {
         let node = match verified(&request) {
             Ok(n) => n,
             Err(s) => {

@@ -199,8 +199,10 @@ async fn a_relayed_renew_must_carry_the_presented_leaf() {
         (s.code(), s.message()),
         (Code::PermissionDenied, "Renew refused")
     );
-    // With the leaf a presented, it renews.
-    let renewed = relay.renew(request, a.chain[0].clone()).await.unwrap();
+    // With the leaf a presented, it renews (the signed answer: crate::renew_signed).
+    let signed = relay.renew(request, a.chain[0].clone()).await.unwrap();
+    let renewed =
+        <proto::RenewResponse as prost::Message>::decode(signed.response.as_slice()).unwrap();
     assert_eq!(renewed.certificate_chain.len(), 2);
     assert_ne!(renewed.certificate_chain[0], a.chain[0]);
     api.shutdown().await;

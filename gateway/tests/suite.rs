@@ -9,6 +9,7 @@ mod feed_faults;
 mod handshake;
 mod internal;
 mod join_replay_wire;
+mod renew_signed;
 mod serve;
 mod serving_grant;
 mod serving_renewal;

@@ -191,7 +191,9 @@ fn renew_request(
 fn expected<T>(r: Result<T, IdentityError>) -> Option<T> {
     match r {
         Ok(v) => Some(v),
-        Err(IdentityError::AccessDenied(_)) | Err(IdentityError::Admin(_)) => None,
+        Err(IdentityError::AccessDenied(_))
+        | Err(IdentityError::Admin(_))
+        | Err(IdentityError::RenewalsExhausted { .. }) => None,
         Err(e) => panic!("unexpected error: {e}"),
     }
 }

@@ -20,10 +20,11 @@
 //!    alert `certificate_revoked` (a revocation that happened while bcd was disconnected); the
 //!    alert comes over the connection pinned to the serving CA, so no one else can forge it.
 //!
-//! Each `Welcome` raises the `serverTime` high-water mark in `identity.json`, and its signed trust
-//! bundle, once verified under the pinned join signing key and only when newer than the one
-//! held, is stored there too ([`crate::trust_bundle`]); the next `StatusReport` carries the new
-//! version.
+//! A `Welcome`'s server time is logged but never raises the `serverTime` high-water mark: it is
+//! not signed, so a gateway could push it to any date. The mark is raised only from the signed
+//! server time of a verified renewal answer. A `Welcome`'s signed trust bundle, once verified
+//! under the pinned join signing key and only when newer than the one held, is stored in
+//! `identity.json` ([`crate::trust_bundle`]); the next `StatusReport` carries the new version.
 //!
 //! [`NetworkDoctor`] is `bcd doctor`'s network half: a pinned TLS handshake with the gateway, and
 //! the clock against the `Welcome` of a real session.
@@ -46,8 +47,8 @@ mod session;
 
 pub use doctor::{welcome_time, NetworkDoctor, CLOCK_SKEW_FAIL};
 pub use log::log;
-pub use renew::{renew_once, RenewError};
+pub use renew::{decode_renew_body, renew_once, RenewError};
 pub use run::{
     run_node, NodeExit, NodeOptions, RECONNECT_MAX, RECONNECT_MIN, REVOKED_EXIT_MESSAGE,
 };
-pub use session::{hold_session, record_server_time, SessionEnd, WELCOME_TIMEOUT};
+pub use session::{hold_session, SessionEnd, WELCOME_TIMEOUT};

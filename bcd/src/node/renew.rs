@@ -1,17 +1,26 @@
 //! One renewal over an open client ([`renew_once`]) and why it failed ([`RenewError`]).
 //!
-//! `node.key.next` is written before the request, then the answer is checked and stored through
+//! `node.key.next` is written before the request, then the signed answer is verified
+//! ([`crate::verify_renewal`]: the pinned JoinService key, the CSR binding, the identity, the
+//! key, the chain to this node's CA, the lifetime) and only then stored through
 //! [`crate::identity_store::RenewalStore`] (`node.key.next` again, `identity.json`, the rename),
-//! so a crash at any step leaves a matching key and certificate.
+//! so a crash at any step leaves a matching key and certificate, and a forged answer changes
+//! nothing but the removal of `node.key.next`. The answer's signed server time raises the
+//! `serverTime` high-water mark.
 
+use domain::pki::PublicKey;
+use prost::Message as _;
 use time::OffsetDateTime;
 
 use crate::client::{classify, ClientError, NodeClient, CALL_TIMEOUT};
 use crate::files::DataDir;
 use crate::identity_store::{load, LoadError, LoadedIdentity, StoreError};
 use crate::join::CallError;
-use crate::renewal::{check_renewal_answer, prepare_renewal, PrepareError, RenewalAnswerError};
+use crate::renewal::{prepare_renewal, PrepareError};
 use crate::renewal_schedule::Pushback;
+use crate::verify_renewal::{
+    verify_renewal, RenewalExpectation, RenewalFields, RenewalRefusal, SignedRenewal,
+};
 
 /// Why one renewal failed.
 #[derive(Debug, thiserror::Error)]
@@ -25,12 +34,15 @@ pub enum RenewError {
     /// The gateway refused or failed the call.
     #[error("renewal: the gateway answered {0}")]
     Call(String, Option<Pushback>),
-    /// The answer is not a renewal of this identity.
+    /// The answer did not verify: nothing of it was stored.
     #[error(transparent)]
-    Answer(#[from] RenewalAnswerError),
-    /// The answer carried no certificate.
-    #[error("renewal: the answer carries no certificate")]
-    Empty,
+    Answer(#[from] RenewalRefusal),
+    /// No JoinService signing key to verify an answer with: nothing is sent.
+    #[error(
+        "renewal: join_signing_key_pin is not set (or join-signing.jwk is missing), so a renewal \
+         answer cannot be verified and none is asked for; copy both from `bcctl pki show`"
+    )]
+    NoSigningKey,
     /// Storing the new identity failed.
     #[error("renewal: storing the new identity: {0}")]
     Store(#[from] StoreError),
@@ -41,7 +53,7 @@ pub enum RenewError {
 
 impl RenewError {
     /// The gateway's retry hint, when the call itself failed with one.
-    pub(super) fn pushback(&self) -> Option<Pushback> {
+    pub fn pushback(&self) -> Option<Pushback> {
         match self {
             RenewError::Call(_, pushback) => *pushback,
             _ => None,
@@ -49,14 +61,31 @@ impl RenewError {
     }
 }
 
-/// Renews once over `client`: writes `node.key.next`, sends Renew, checks the answer, stores it
-/// in the spec's order, and loads the renewed identity.
+/// Decodes a signed `bc.wire.v1.RenewResponse` body into the fields the agent checks.
+pub fn decode_renew_body(body: &[u8]) -> Result<RenewalFields, String> {
+    let r = proto::RenewResponse::decode(body).map_err(|e| e.to_string())?;
+    Ok(RenewalFields {
+        csr_sha256: r.csr_sha256,
+        trust_domain: r.trust_domain,
+        node_id: r.node_id,
+        site_id: r.site_id,
+        role: r.role,
+        chain: r.certificate_chain,
+        server_time_ms: r.server_time_ms,
+    })
+}
+
+/// Renews once over `client`: writes `node.key.next`, sends Renew, verifies the signed answer
+/// under `join_signing_key`, stores it in the spec's order, and loads the renewed identity.
 pub async fn renew_once(
     client: &mut NodeClient,
     dir: &DataDir,
     current: &LoadedIdentity,
+    join_signing_key: Option<&PublicKey>,
 ) -> Result<LoadedIdentity, RenewError> {
+    let join_signing_key = join_signing_key.ok_or(RenewError::NoSigningKey)?;
     let (begun, parts) = prepare_renewal(dir, current, OffsetDateTime::now_utc())?;
+    let csr_sha256 = parts.csr_sha256;
     let mut call = tonic::Request::new(proto::RenewRequest {
         csr: parts.csr_der,
         chain: parts.chain,
@@ -83,20 +112,28 @@ pub async fn renew_once(
             return Err(RenewError::Call(message, pushback));
         }
     };
-    let Some(leaf_der) = answer.certificate_chain.first() else {
-        let _ = begun.abandon();
-        return Err(RenewError::Empty);
+    let signed = SignedRenewal {
+        body: answer.response,
+        signature: answer.signature,
     };
-    let new_leaf = match check_renewal_answer(&current.leaf, leaf_der, begun.next_key()) {
-        Ok(leaf) => leaf,
+    let expect = RenewalExpectation {
+        join_signing_key,
+        csr_sha256,
+        current: &current.leaf,
+        current_chain: &current.stored.chain,
+        next_key: begun.next_key(),
+    };
+    let verified = match verify_renewal(&signed, decode_renew_body, &expect) {
+        Ok(verified) => verified,
         Err(e) => {
             let _ = begun.abandon();
             return Err(e.into());
         }
     };
-    let renewed = current
-        .stored
-        .renewed(&new_leaf, answer.certificate_chain.clone());
+    let mut renewed = current.stored.renewed(&verified.leaf, verified.chain);
+    if let Some(t) = verified.server_time {
+        renewed.observe_server_time(t);
+    }
     begun.store_certificate(&renewed)?.promote()?;
     Ok(load(dir)?)
 }

@@ -32,7 +32,8 @@ pub struct NodeOptions {
     /// How often a `StatusReport` is sent.
     pub status_interval: StdDuration,
     /// The JoinService signing key (`join-signing.jwk`, checked against `join_signing_key_pin`):
-    /// Welcome trust bundles are verified under it and stored. `None`: they are not stored.
+    /// renewal answers and Welcome trust bundles are verified under it. `None`: no bundle is
+    /// stored and no renewal is attempted (an answer could not be verified).
     pub join_signing_key: Option<PublicKey>,
 }
 
@@ -101,7 +102,9 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
 
         if now >= due {
             let result = match connect(&options.server, options.serving_ca, Some(&identity)).await {
-                Ok(mut client) => renew_once(&mut client, dir, &loaded).await,
+                Ok(mut client) => {
+                    renew_once(&mut client, dir, &loaded, options.join_signing_key.as_ref()).await
+                }
                 Err(e) => Err(RenewError::Connect(e)),
             };
             match result {

@@ -1,6 +1,6 @@
 //! One session with the gateway ([`hold_session`]): `Hello` with the trust version held, a
-//! `StatusReport` every interval, each `Welcome`'s server time and signed trust bundle kept,
-//! until the renewal is due, a revocation, or the session's end.
+//! `StatusReport` every interval, each `Welcome`'s signed trust bundle kept (its unsigned
+//! server time only logged), until the renewal is due, a revocation, or the session's end.
 
 use std::time::Duration as StdDuration;
 
@@ -10,8 +10,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::log::{log, rfc3339};
 use crate::client::{describe_status, is_revoked_alert, ClientIdentity, NodeClient};
-use crate::files::{DataDir, IDENTITY_FILE};
-use crate::identity_store::{read_stored, LoadError, LoadedIdentity};
+use crate::files::DataDir;
+use crate::identity_store::LoadedIdentity;
 use crate::trust_bundle::{apply_welcome_trust, TrustUpdate};
 use proto::gateway_message::Body as GatewayBody;
 use proto::node_message::Body as NodeBody;
@@ -43,19 +43,6 @@ pub enum SessionEnd {
     Due,
     /// The session ended or could not start.
     Lost(String),
-}
-
-/// Raises `serverTime` in `identity.json` to `seen` (a Welcome's time).
-pub fn record_server_time(dir: &DataDir, seen: OffsetDateTime) -> Result<(), LoadError> {
-    let Some(mut stored) = read_stored(dir)? else {
-        return Ok(());
-    };
-    let before = stored.server_time.clone();
-    stored.observe_server_time(seen);
-    if stored.server_time != before {
-        dir.write(IDENTITY_FILE, &stored.to_json())?;
-    }
-    Ok(())
 }
 
 /// A gateway time in Unix milliseconds, `None` when out of range.
@@ -120,11 +107,8 @@ pub async fn hold_session(
                             w.trust_version,
                         ));
                     }
-                    if let Some(t) = server_time {
-                        if let Err(e) = record_server_time(dir, t) {
-                            log(format_args!("recording the server time: {e}"));
-                        }
-                    }
+                    // The Welcome's server time is not signed: it is logged above and never
+                    // raises the serverTime high-water mark (a signed renewal answer does).
                     if let Some(key) = signing_key {
                         match apply_welcome_trust(dir, key, &w) {
                             Ok(TrustUpdate::Stored { previous, version }) => {

@@ -1,5 +1,5 @@
 //! What a join or a renewal is asked and what it answers, as domain values: the edge decodes
-//! the wire request into these and encodes (and, for a join, signs) the answer.
+//! the wire request into these and encodes and signs the answer.
 
 use domain::identity::JoinInput;
 
@@ -37,11 +37,21 @@ pub struct JoinAnswer {
     pub server_time_us: i64,
 }
 
-/// An admitted renewal: the body of the RenewResponse.
+/// An admitted renewal: the body of the RenewResponse, before encoding and signing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenewAnswer {
+    /// SHA-256 of the new CSR the answer is bound to.
+    pub csr_sha256: [u8; 32],
+    /// The deployment's trust domain.
+    pub trust_domain: String,
     /// The node renewed.
     pub node_id: String,
+    /// Its site.
+    pub site_id: String,
+    /// Its role.
+    pub role: String,
+    /// The certificate's identity generation.
+    pub identity_generation: u64,
     /// The new leaf, then the node CA.
     pub certificate_chain: Vec<Vec<u8>>,
     /// The root CA.

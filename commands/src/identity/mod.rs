@@ -105,6 +105,20 @@ pub enum IdentityError {
     /// The join or renewal was refused; the reason is only in the refusal event.
     #[error("ACCESS_DENIED: {0}")]
     AccessDenied(&'static str),
+    /// The node renewed its bound of times in the last hour (spec 002): retry after
+    /// `retry_after_ms` (the edge answers RESOURCE_EXHAUSTED with `grpc-retry-pushback-ms`).
+    #[error(
+        "RESOURCE_EXHAUSTED: node {node_id} renewed {per_hour} times in the last hour; the next \
+         renewal is allowed in {retry_after_ms} ms"
+    )]
+    RenewalsExhausted {
+        /// The node.
+        node_id: String,
+        /// The bound.
+        per_hour: usize,
+        /// How long until the next renewal is allowed.
+        retry_after_ms: u64,
+    },
     /// An attestor this control plane does not run.
     #[error("UNSUPPORTED: attestor {0:?} is not registered (this build runs join-token only)")]
     UnsupportedAttestor(String),

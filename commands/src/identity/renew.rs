@@ -1,11 +1,15 @@
 //! Renewals: a proof of possession by the current key over the new CSR, checked against the
-//! stored certificate, the clock window and the single-use record; or the refusal recorded.
+//! stored certificate, the clock window, the single-use record, the certificate's successors
+//! and the node's renewals of the last hour; or the refusal recorded. A superseded certificate
+//! renewing is a clone: its `security.renew.cloned` and the revocation of every certificate of
+//! the node are appended with the refusal ([`domain::identity::decide_clone`]).
 
 use std::sync::Arc;
 
 use domain::identity::{
-    decide_renew, prepare_renew, renew_refusal_tenant, unix_us, DecideError, Decision,
-    RenewCommand, RenewInput, RenewRefusal, RenewState, RENEW_POP_ATTESTOR,
+    decide_clone, decide_renew, prepare_renew, renew_refusal_tenant, renewal_retry_at, unix_us,
+    DecideError, Decision, RenewCommand, RenewInput, RenewRefusal, RenewState, Renewed,
+    RENEWALS_PER_HOUR, RENEWAL_WINDOW, RENEW_POP_ATTESTOR,
 };
 use domain::pki::{KeySet, Serial};
 use events::schema::RenewRefused;
@@ -95,26 +99,43 @@ impl Renewals {
         let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
             let node_row = read::node_by_id(tx, &node_id).await?;
             let cert_row = read::cert_by_serial(tx, &serial).await?;
+            let successor = match cert_row.as_ref().filter(|c| c.node_id == node_id) {
+                Some(c) => {
+                    read::successor_of(tx, &node_id, c.identity_generation, c.issued_position)
+                        .await?
+                }
+                None => None,
+            };
+            let since = now_us.saturating_sub(RENEWAL_WINDOW.whole_microseconds() as i64);
             let state = RenewState {
                 node: node_row.as_ref().map(rows::node_state).transpose()?,
                 cert: cert_row.as_ref().map(rows::cert_state).transpose()?,
                 proof_used: read::attestation_used(tx, RENEW_POP_ATTESTOR, &prepared.replay_key)
                     .await?,
+                successor,
+                recent_renewals_us: read::renewals_since(tx, &node_id, since).await?,
             };
             let cmd = RenewCommand {
                 prepared: prepared.clone(),
                 serial: Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?,
             };
+            let version = node_row.as_ref().map(|n| n.version);
+            let versions = vec![(format!("node/{node_id}"), version)];
             match decide_renew(&ctx, &cmd, &state, now) {
                 Ok(Decision { events, outcome }) => {
-                    let version = node_row.as_ref().map(|n| n.version);
-                    let versions = vec![(format!("node/{node_id}"), version)];
                     append_decided(tx, events, &outcome.tenant_id, now_us, &versions).await?;
-                    Ok(Some(outcome))
+                    Ok(Outcome::Renewed(outcome))
                 }
                 Err(DecideError::Refused(refusal)) => {
                     let tenant = renew_refusal_tenant(refusal, state.node.as_ref())
                         .map_or_else(|| root.clone(), str::to_owned);
+                    if let (RenewRefusal::Superseded, Some(node), Some(successor)) =
+                        (refusal, state.node.as_ref(), state.successor.as_deref())
+                    {
+                        let open = read::unrevoked_serials_of_node(tx, &node_id).await?;
+                        let events = decide_clone(node, &serial, successor, csr_sha, &open);
+                        append_decided(tx, events, &node.tenant_id, now_us, &versions).await?;
+                    }
                     self.record_renew_refusal(
                         tx,
                         refusal,
@@ -125,15 +146,32 @@ impl Renewals {
                         now_us,
                     )
                     .await?;
-                    Ok(None)
+                    Ok(match refusal {
+                        RenewRefusal::RateLimited => Outcome::RateLimited {
+                            retry_at_us: renewal_retry_at(&state.recent_renewals_us, now_us)
+                                .unwrap_or(now_us),
+                        },
+                        _ => Outcome::Refused,
+                    })
                 }
                 Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
             }
         })?;
         match outcome {
-            None => Err(IdentityError::AccessDenied(RENEW_REFUSED)),
-            Some(renewed) => Ok(RenewAnswer {
+            Outcome::Refused => Err(IdentityError::AccessDenied(RENEW_REFUSED)),
+            Outcome::RateLimited { retry_at_us } => Err(IdentityError::RenewalsExhausted {
+                node_id,
+                per_hour: RENEWALS_PER_HOUR,
+                retry_after_ms: u64::try_from(retry_at_us.saturating_sub(now_us) / 1000)
+                    .unwrap_or(0),
+            }),
+            Outcome::Renewed(renewed) => Ok(RenewAnswer {
+                csr_sha256: csr_sha,
+                trust_domain: self.keys.trust_domain.to_string(),
                 node_id: renewed.node_id,
+                site_id: renewed.site_id,
+                role: renewed.role,
+                identity_generation: renewed.identity_generation,
                 certificate_chain: vec![
                     renewed.certificate_der,
                     self.keys.node_ca.cert_der().to_vec(),
@@ -144,4 +182,16 @@ impl Renewals {
             }),
         }
     }
+
+    /// The key set (the edge signs the answer with its JoinService signing key).
+    pub fn keys(&self) -> &Arc<KeySet> {
+        &self.keys
+    }
+}
+
+/// What the renewal transaction decided.
+enum Outcome {
+    Renewed(Renewed),
+    Refused,
+    RateLimited { retry_at_us: i64 },
 }

@@ -10,6 +10,7 @@
 //! | --- | --- |
 //! | [`join`] | a join with the `join-token` attestor |
 //! | [`renew`] | a renewal by proof of possession of the current key |
+//! | [`renew_guard`] | the clone signal and the per-node renewal bound |
 //! | [`admin`] | token create / revoke, identity revoke, node delete / retire |
 //! | [`refusal_bound`] | whether a refusal is recorded or counted under the per-minute bound |
 //!
@@ -21,6 +22,7 @@ pub mod admin;
 pub mod join;
 pub mod refusal_bound;
 pub mod renew;
+pub mod renew_guard;
 mod state;
 
 pub use admin::{
@@ -39,6 +41,7 @@ pub use renew::{
     decide_renew, prepare_renew, renew_refusal_tenant, PreparedRenew, RenewCommand, RenewInput,
     RenewRefusal, RenewState, Renewed, RENEW_POP_ATTESTOR, RENEW_PROOF_TTL,
 };
+pub use renew_guard::{decide_clone, renewal_retry_at, RENEWALS_PER_HOUR, RENEWAL_WINDOW};
 pub use state::{
     evolve_node, evolve_token, CertState, ExpectBinding, IdentityEvent, NodeState, NodeStatus,
     TokenRole, TokenState, NODE_KEY_UNATTESTED,

@@ -6,12 +6,15 @@
 //! leaf's serial and whether the proof was used, and [`decide_renew`] decides, in this order:
 //! the leaf is byte for byte a stored row of this node; of the node's current identity
 //! generation; not revoked; the node active; not expired; no key statement it cannot prove; the
-//! proof verifies under the leaf's key; its client time within ±60 s; and never used before.
+//! proof verifies under the leaf's key; its client time within ±60 s; never used before; the
+//! leaf not superseded by a newer certificate (a clone: [`super::renew_guard`]); and fewer than
+//! [`super::RENEWALS_PER_HOUR`] renewals of the node in the last hour.
 
 use events::schema::{NodeCertificateIssued, RenewProofUsed};
 use time::{Duration, OffsetDateTime};
 
 use super::join::JoinContext;
+use super::renew_guard::renewal_retry_at;
 use super::state::{CertState, IdentityEvent, NodeState, NodeStatus};
 use super::{sha256, unix_us, DecideError, Decision};
 use crate::pki::statement::{verify, RenewPop, Statement};
@@ -64,11 +67,18 @@ pub enum RenewRefusal {
     /// The proof was used before.
     #[error("renew:replay")]
     Replay,
+    /// The leaf was already renewed: a newer certificate of this node and generation exists.
+    /// With a valid proof that is two holders of one key, flagged as a clone.
+    #[error("renew:superseded")]
+    Superseded,
+    /// The node renewed [`super::RENEWALS_PER_HOUR`] times in the last hour.
+    #[error("renew:rate-limited")]
+    RateLimited,
 }
 
 impl RenewRefusal {
     /// Every reason.
-    pub const ALL: [RenewRefusal; 12] = [
+    pub const ALL: [RenewRefusal; 14] = [
         RenewRefusal::BadCsr,
         RenewRefusal::BadCertificate,
         RenewRefusal::UnknownCertificate,
@@ -81,6 +91,8 @@ impl RenewRefusal {
         RenewRefusal::BadProof,
         RenewRefusal::ClockWindow,
         RenewRefusal::Replay,
+        RenewRefusal::Superseded,
+        RenewRefusal::RateLimited,
     ];
 
     /// `renew:<reason>`.
@@ -110,6 +122,12 @@ pub struct Renewed {
     pub node_id: String,
     /// Its tenant: the tenant the events are written in.
     pub tenant_id: String,
+    /// Its site (from the presented leaf, kept by the new one).
+    pub site_id: String,
+    /// Its role (kept).
+    pub role: String,
+    /// The identity generation the new certificate belongs to.
+    pub identity_generation: u64,
     /// The new certificate, DER.
     pub certificate_der: Vec<u8>,
     /// Its end of validity, µs.
@@ -204,6 +222,11 @@ pub struct RenewState {
     pub cert: Option<CertState>,
     /// Whether `attestation_uses` holds the proof's replay key.
     pub proof_used: bool,
+    /// The serial of a newer certificate of the node in the leaf's identity generation, if
+    /// one exists: the leaf was already renewed.
+    pub successor: Option<String>,
+    /// When the node's renewals of the last [`super::RENEWAL_WINDOW`] were issued, µs.
+    pub recent_renewals_us: Vec<i64>,
 }
 
 /// A prepared renewal and the serial the shell drew for the new certificate.
@@ -254,6 +277,12 @@ pub fn decide_renew(
     if state.proof_used {
         return Err(RenewRefusal::Replay.into());
     }
+    if state.successor.is_some() {
+        return Err(RenewRefusal::Superseded.into());
+    }
+    if renewal_retry_at(&state.recent_renewals_us, unix_us(now)).is_some() {
+        return Err(RenewRefusal::RateLimited.into());
+    }
 
     // The new certificate keeps node, site, role and trust domain: all from the stored leaf.
     let decision = NodeCertificateDecision {
@@ -268,6 +297,9 @@ pub fn decide_renew(
     let outcome = Renewed {
         node_id: node_id.to_owned(),
         tenant_id: node.tenant_id.clone(),
+        site_id: p.identity.spiffe_id.site.to_string(),
+        role: p.identity.role.to_string(),
+        identity_generation: node.identity_generation,
         certificate_der: issued.der.clone(),
         not_after_us: unix_us(issued.not_after),
     };

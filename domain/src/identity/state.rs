@@ -2,7 +2,7 @@
 
 use events::schema::{
     JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed, NodeCertificateIssued, NodeDeleted,
-    NodeIdentityRevoked, NodeJoined, NodeRetired, RenewProofUsed,
+    NodeIdentityRevoked, NodeJoined, NodeRetired, RenewCloned, RenewProofUsed,
 };
 
 use crate::pki::{NodeRole, TokenHash};
@@ -178,6 +178,8 @@ pub enum IdentityEvent {
     NodeDeleted(NodeDeleted),
     /// `node.retired`, stream `node/<id>`.
     NodeRetired(NodeRetired),
+    /// `security.renew.cloned`, stream `node/<id>`.
+    RenewCloned(RenewCloned),
 }
 
 impl IdentityEvent {
@@ -201,6 +203,7 @@ impl IdentityEvent {
             IdentityEvent::IdentityRevoked(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::NodeDeleted(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::NodeRetired(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::RenewCloned(p) => NewEvent::from_payload(id, tenant, at, p),
         }
     }
 
@@ -216,6 +219,7 @@ impl IdentityEvent {
             IdentityEvent::IdentityRevoked(e) => format!("node/{}", e.node_id),
             IdentityEvent::NodeDeleted(e) => format!("node/{}", e.node_id),
             IdentityEvent::NodeRetired(e) => format!("node/{}", e.node_id),
+            IdentityEvent::RenewCloned(e) => format!("node/{}", e.node_id),
         }
     }
 }

@@ -148,3 +148,13 @@ impl NodeIdentity {
         })
     }
 }
+
+/// Whether the certificate `der` carries a valid signature by the key of the CA certificate
+/// `issuer_der` (the agent's check that a renewed leaf chains to the node CA it already holds).
+/// Either not parsing as one DER certificate is `false`.
+pub fn issued_by(der: &[u8], issuer_der: &[u8]) -> bool {
+    let (Some(cert), Some(issuer)) = (parse_cert(der), parse_cert(issuer_der)) else {
+        return false;
+    };
+    cert.verify_signature(Some(issuer.public_key())).is_ok()
+}

@@ -51,7 +51,7 @@ pub use ca::{
     CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, RootCa, ServingCa,
 };
 pub use csr::{build_csr, CsrError, VerifiedCsr};
-pub use identity::{IdentityError, NodeIdentity};
+pub use identity::{issued_by, IdentityError, NodeIdentity};
 pub use keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};
 pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins};
 pub use leaf::{

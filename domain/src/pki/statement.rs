@@ -34,6 +34,8 @@ pub enum Purpose {
     X509Pop,
     /// The JoinService's signature on a JoinResponse body.
     JoinResponse,
+    /// The JoinService's signature on a RenewResponse body.
+    RenewResponse,
     /// The JoinService's signature on a trust bundle.
     TrustBundle,
 }
@@ -45,6 +47,7 @@ impl Purpose {
             Purpose::RenewPop => "renew-pop",
             Purpose::X509Pop => "x509pop",
             Purpose::JoinResponse => "join-response",
+            Purpose::RenewResponse => "renew-response",
             Purpose::TrustBundle => "trust-bundle",
         }
     }
@@ -53,7 +56,9 @@ impl Purpose {
     pub fn signer(self) -> KeyRole {
         match self {
             Purpose::RenewPop | Purpose::X509Pop => KeyRole::Node,
-            Purpose::JoinResponse | Purpose::TrustBundle => KeyRole::JoinSigning,
+            Purpose::JoinResponse | Purpose::RenewResponse | Purpose::TrustBundle => {
+                KeyRole::JoinSigning
+            }
         }
     }
 }
@@ -174,6 +179,25 @@ impl Statement for JoinResponseStatement<'_> {
     }
     fn signed_input(&self) -> Vec<u8> {
         signed_input(Purpose::JoinResponse, &[&self.csr_sha256, self.response])
+    }
+}
+
+/// `renew-response`: the JoinService signs the encoded renewal answer, bound to the new CSR.
+/// Its own purpose, so a JoinResponse signature never verifies as a renewal answer (or back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenewResponseStatement<'a> {
+    /// SHA-256 of the renewal request's new CSR.
+    pub csr_sha256: [u8; 32],
+    /// The encoded RenewResponse body, exactly as sent.
+    pub response: &'a [u8],
+}
+
+impl Statement for RenewResponseStatement<'_> {
+    fn purpose(&self) -> Purpose {
+        Purpose::RenewResponse
+    }
+    fn signed_input(&self) -> Vec<u8> {
+        signed_input(Purpose::RenewResponse, &[&self.csr_sha256, self.response])
     }
 }
 
@@ -300,6 +324,21 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_join_response_signature_is_no_renew_response_signature() {
+        let join = JoinResponseStatement {
+            csr_sha256: [1; 32],
+            response: b"body",
+        };
+        let renew = RenewResponseStatement {
+            csr_sha256: [1; 32],
+            response: b"body",
+        };
+        assert_ne!(join.signed_input(), renew.signed_input());
+        assert_eq!(Purpose::RenewResponse.signer(), KeyRole::JoinSigning);
+        assert_eq!(Purpose::RenewResponse.label(), "renew-response");
     }
 
     #[test]

@@ -23,6 +23,7 @@ event_payload! {
     RenewRefused => "security.renew.refused", version 1;
     RefusalsSuppressed => "security.refusals.suppressed", version 1;
     AttestationUsesPruned => "attestation.uses.pruned", version 1;
+    RenewCloned => "security.renew.cloned", version 1;
 }
 
 /// Which certificates a `node.identity.revoked` event revokes: the upcast of its schema 1.

@@ -181,6 +181,44 @@ pub async fn certs_of_node(tx: &mut StoreTx, node_id: &str) -> Result<Vec<CertRo
     tx.fetch_all(&sql, &[node_id.into()]).await
 }
 
+/// The newest certificate of `node_id` in identity generation `generation` issued after
+/// position `after_position` (serial), if any: a certificate issued there was renewed.
+pub async fn successor_of(
+    tx: &mut StoreTx,
+    node_id: &str,
+    generation: i64,
+    after_position: i64,
+) -> Result<Option<String>, StoreError> {
+    let row: Option<(String,)> = tx
+        .fetch_optional(
+            "SELECT serial FROM node_certs WHERE node_id = $1 AND identity_generation = $2 \
+             AND issued_position > $3 ORDER BY issued_position DESC LIMIT 1",
+            &[node_id.into(), generation.into(), after_position.into()],
+        )
+        .await?;
+    Ok(row.map(|(s,)| s))
+}
+
+/// When each renewal of `node_id` issued after `since_us` was issued (its notBefore, µs,
+/// oldest first). A renewal is a certificate that is not the first of its identity generation
+/// (that one came from the join).
+pub async fn renewals_since(
+    tx: &mut StoreTx,
+    node_id: &str,
+    since_us: i64,
+) -> Result<Vec<i64>, StoreError> {
+    let rows: Vec<(i64,)> = tx
+        .fetch_all(
+            "SELECT c.not_before_us FROM node_certs c WHERE c.node_id = $1 \
+             AND c.not_before_us > $2 AND EXISTS (SELECT 1 FROM node_certs o \
+             WHERE o.node_id = c.node_id AND o.identity_generation = c.identity_generation \
+             AND o.issued_position < c.issued_position) ORDER BY c.not_before_us",
+            &[node_id.into(), since_us.into()],
+        )
+        .await?;
+    Ok(rows.into_iter().map(|(t,)| t).collect())
+}
+
 /// The serials of a node's certificates not revoked yet, oldest first: what revoking its
 /// identity names.
 pub async fn unrevoked_serials_of_node(
