@@ -8,6 +8,7 @@ mod audit_tamper;
 mod batch_cli;
 mod e2e_bcd;
 mod e2e_split;
+mod edge_limits;
 mod grpc_python;
 mod pki_and_store_cli;
 mod rebuild_cli;

@@ -38,6 +38,8 @@ pub struct ApiConfig {
     pub names: Vec<String>,
     /// Lifetime of the internal certificate (issued at every start; capped at 90 days).
     pub certificate_lifetime: time::Duration,
+    /// Message, stream, connection and time limits of the internal endpoint.
+    pub limits: crate::limits::EdgeLimits,
 }
 
 /// A running internal endpoint.

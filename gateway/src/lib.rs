@@ -11,6 +11,8 @@ pub mod conn;
 pub mod feed;
 pub mod feed_health;
 pub mod internal_tls;
+pub mod limits;
+pub mod limits_join;
 pub mod metrics;
 pub mod relay;
 pub mod revoked;

@@ -19,6 +19,8 @@ use tonic_health::ServingStatus;
 use crate::backend::Backend;
 use crate::conn::tls_incoming;
 use crate::feed::{self, FeedHealth, FeedOptions, FeedTargets};
+use crate::limits::{EdgeCounters, EdgeLimits};
+use crate::limits_join::{JoinRefusalLimiter, JoinRefusalLimits};
 use crate::metrics::{serve_metrics, MetricSources, Metrics, API_DOWN, API_UP};
 use crate::relay::ApiClient;
 use crate::revoked::RevokedSerials;
@@ -56,6 +58,11 @@ pub struct GatewayConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Record nodes' trust versions (`node.trust.reported`).
     pub record_trust_reports: bool,
+    /// Message, stream, connection and time limits of the agent-facing endpoint.
+    pub limits: EdgeLimits,
+    /// How many refused joins a peer address gets before its joins are answered
+    /// RESOURCE_EXHAUSTED without reaching the JoinService.
+    pub join_refusals: JoinRefusalLimits,
 }
 
 impl GatewayConfig {
@@ -67,6 +74,8 @@ impl GatewayConfig {
             feed: FeedOptions::default(),
             metrics_listen: None,
             record_trust_reports: true,
+            limits: EdgeLimits::public(),
+            join_refusals: JoinRefusalLimits::default(),
         }
     }
 }
@@ -102,6 +111,10 @@ pub struct Running {
     pub metrics_addr: Option<SocketAddr>,
     /// Everything the metrics page reads (for tests and benchmarks).
     pub sources: MetricSources,
+    /// What the edge limits closed or refused, by reason.
+    pub edge: Arc<EdgeCounters>,
+    /// The per-peer limit on refused joins (its counts, for tests and metrics).
+    pub join_limiter: Arc<JoinRefusalLimiter>,
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     background: Vec<JoinHandle<()>>,
@@ -389,6 +402,8 @@ async fn serve_edge(
         addr,
         metrics_addr,
         sources,
+        edge: Arc::new(EdgeCounters::default()),
+        join_limiter: Arc::new(JoinRefusalLimiter::new(config.join_refusals.clone())),
         shutdown: Some(shutdown_tx),
         server,
         background,

@@ -44,6 +44,8 @@ pub enum HandshakeRefusal {
     Profile(String),
     #[error("certificate serial {0} is revoked")]
     Revoked(String),
+    #[error("certificate has no extended key usage naming clientAuth; a node certificate must")]
+    NoClientAuthUsage,
 }
 
 impl HandshakeRefusal {
@@ -57,6 +59,7 @@ impl HandshakeRefusal {
             HandshakeRefusal::SeveralRoles(_) => "several-roles",
             HandshakeRefusal::Profile(_) => "profile",
             HandshakeRefusal::Revoked(_) => "revoked",
+            HandshakeRefusal::NoClientAuthUsage => "no-client-auth-usage",
         }
     }
 

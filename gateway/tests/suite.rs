@@ -5,6 +5,7 @@
 mod common;
 
 mod api_probe;
+mod edge;
 mod handshake;
 mod internal;
 mod serve;
