@@ -10,6 +10,7 @@ pub mod backend;
 pub mod conn;
 pub mod feed;
 pub mod feed_health;
+pub mod http2;
 pub mod internal_tls;
 pub mod limits;
 pub mod limits_join;
