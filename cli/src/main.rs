@@ -19,6 +19,7 @@ mod replay_cmd;
 mod serve_cmd;
 mod serve_config;
 mod serve_config_errors;
+mod serve_config_limits;
 mod serve_error;
 mod serve_roles;
 mod serve_split;

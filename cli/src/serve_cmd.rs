@@ -267,6 +267,8 @@ pub(crate) fn gateway_config(settings: &Settings) -> Result<GatewayConfig, Serve
     };
     config.metrics_listen = settings.metrics_listen;
     config.record_trust_reports = settings.record_trust_reports;
+    config.limits = settings.limits.clone();
+    config.join_refusals = settings.join_refusals.clone();
     Ok(config)
 }
 

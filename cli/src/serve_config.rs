@@ -27,13 +27,20 @@
 //! | `internal_key` | `BC_INTERNAL_KEY` | none; required by `gateway` (mode 0600) |
 //!
 //! Durations are `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (`30s`, `24h`).
+//!
+//! The edge limits are the tables `[limits]` (the agent-facing endpoint) and `[api_limits]`
+//! (the api's internal endpoint), file only: [`crate::serve_config_limits`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use gateway::limits::EdgeLimits;
+use gateway::limits_join::JoinRefusalLimits;
 use serde::Deserialize;
+
+use crate::serve_config_limits::{api_limits, public_limits, FileLimits};
 
 /// Why the configuration could not be resolved. The same texts as the `ServeError` variants of
 /// the same names, into which `crate::serve_config_errors` turns them.
@@ -48,6 +55,8 @@ pub enum ConfigError {
     ConfigSyntax { path: PathBuf, message: String },
     #[error("configuration {key}: {message}")]
     Invalid { key: &'static str, message: String },
+    #[error("configuration {0}")]
+    Limits(#[from] gateway::limits::LimitsError),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -119,6 +128,8 @@ pub struct FileConfig {
     pub internal_cert: Option<PathBuf>,
     pub internal_key: Option<PathBuf>,
     pub allow_plaintext: Option<bool>,
+    pub limits: Option<FileLimits>,
+    pub api_limits: Option<FileLimits>,
 }
 
 /// Everything resolved.
@@ -154,6 +165,12 @@ pub struct Settings {
     pub internal_key: Option<PathBuf>,
     /// Serve a plaintext bundle while a deployment secret is set (refused otherwise).
     pub allow_plaintext: bool,
+    /// The agent-facing endpoint's edge limits (`[limits]`).
+    pub limits: EdgeLimits,
+    /// The per-peer limit on refused joins (`[limits]`).
+    pub join_refusals: JoinRefusalLimits,
+    /// The internal endpoint's edge limits (`[api_limits]`, role `api`).
+    pub api_limits: EdgeLimits,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -280,6 +297,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
     let api_internal_listen = env("BC_API_INTERNAL_LISTEN")
         .or(file.api_internal_listen)
         .unwrap_or_else(|| "127.0.0.1:9443".into());
+    let (limits, join_refusals) = public_limits(&file.limits, parse_duration)?;
+    let api_limits = api_limits(&file.api_limits, parse_duration)?;
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -359,5 +378,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
             .map(PathBuf::from)
             .or(file.internal_key),
         allow_plaintext,
+        limits,
+        join_refusals,
+        api_limits,
     })
 }

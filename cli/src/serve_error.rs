@@ -17,6 +17,8 @@ pub enum ServeError {
     ConfigSyntax { path: PathBuf, message: String },
     #[error("configuration {key}: {message}")]
     Invalid { key: &'static str, message: String },
+    #[error("configuration {0}")]
+    Limits(gateway::limits::LimitsError),
     #[error(
         "--role {role} needs {key} in the configuration file or {env} in the environment: {hint}"
     )]
@@ -52,6 +54,7 @@ impl From<ConfigError> for ServeError {
                 ServeError::ConfigSyntax { path, message }
             }
             ConfigError::Invalid { key, message } => ServeError::Invalid { key, message },
+            ConfigError::Limits(e) => ServeError::Limits(e),
         }
     }
 }

@@ -59,6 +59,7 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
                 message: e.to_string(),
             }
         })?,
+        limits: settings.api_limits.clone(),
     };
     let join_for_flush = join.clone();
     let mut api = start_api(store, keys, join, clock, config).await?;

@@ -12,6 +12,7 @@ mod e2e_bcd;
 mod e2e_split;
 mod fault_join_kill;
 mod fault_postgres_restart;
+mod edge_limits;
 mod grpc_python;
 mod pki_and_store_cli;
 mod pki_kdf_cli;

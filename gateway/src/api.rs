@@ -26,7 +26,8 @@ use tokio_rustls::TlsAcceptor;
 use tonic::{Request, Response, Status};
 
 use crate::backend::Backend;
-use crate::conn::{tls_incoming, PeerInfo};
+use crate::conn::PeerInfo;
+use crate::http2::{EdgeServer, ServeError};
 use crate::internal_tls::api_server_config;
 use crate::run::{StartError, SHUTDOWN_GRACE};
 use crate::serving::{serving_request, Issuer, ServingCert};
@@ -41,6 +42,8 @@ pub struct ApiConfig {
     pub names: Vec<String>,
     /// Lifetime of the internal certificate (issued at every start; capped at 90 days).
     pub certificate_lifetime: time::Duration,
+    /// Message, stream, connection and time limits of the internal endpoint.
+    pub limits: crate::limits::EdgeLimits,
 }
 
 /// A running internal endpoint.
@@ -48,7 +51,7 @@ pub struct RunningApi {
     /// The address gateways connect to (the real port when 0 was asked for).
     pub addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
-    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    server: JoinHandle<Result<(), ServeError>>,
     /// Renews the endpoint's own certificate.
     renewer: JoinHandle<()>,
 }
@@ -217,6 +220,7 @@ pub async fn start_api(
     config: ApiConfig,
 ) -> Result<RunningApi, StartError> {
     serving_request(&config.names, config.certificate_lifetime)?;
+    config.limits.validate("api_limits")?;
     let issuer = Issuer::Local {
         keys: keys.clone(),
         clock: clock.clone(),
@@ -252,19 +256,23 @@ pub async fn start_api(
         keys: keys.clone(),
         clock,
     };
-    let incoming = tls_incoming(
-        listener,
-        TlsAcceptor::from(Arc::new(tls)),
-        keys.trust_domain.clone(),
-    );
+    let max = config.limits.max_message_bytes;
+    let edge_server = EdgeServer {
+        routes: tonic::service::Routes::new(
+            ApiServiceServer::new(server)
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max),
+        )
+        .prepare(),
+        acceptor: TlsAcceptor::from(Arc::new(tls)),
+        trust_domain: keys.trust_domain.clone(),
+        limits: config.limits.clone(),
+        counters: Arc::default(),
+    };
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(ApiServiceServer::new(server))
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = shutdown_rx.await;
-            }),
-    );
+    let server = tokio::spawn(crate::http2::serve(listener, edge_server, async {
+        let _ = shutdown_rx.await;
+    }));
     tracing::info!(%addr, names = ?config.names, "api internal endpoint serving (mTLS, gateways only)");
     Ok(RunningApi {
         addr,

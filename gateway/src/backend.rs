@@ -7,6 +7,7 @@
 //! control plane does not run, UNAVAILABLE when the store (or the api) cannot be reached,
 //! INTERNAL for bugs with the detail only in a log.
 
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,7 @@ use domain::identity::JOIN_TOKEN_ATTESTOR;
 use proto::{JoinRequest, RenewRequest, SignedJoinResponse, SignedRenewResponse};
 use tonic::Status;
 
+use crate::limits_join::JoinRefusalLimiter;
 use crate::relay::ApiClient;
 pub use crate::relay::UNSUPPORTED_PREFIX;
 use crate::trust::{TrustSigner, WelcomeTrust};
@@ -128,6 +130,7 @@ enum Kind {
 pub struct Backend {
     kind: Kind,
     cache: Mutex<Option<(Instant, WelcomeTrust)>>,
+    join_limiter: Option<Arc<JoinRefusalLimiter>>,
 }
 
 impl Backend {
@@ -136,6 +139,7 @@ impl Backend {
         Backend {
             kind: Kind::Local { join, trust },
             cache: Mutex::new(None),
+            join_limiter: None,
         }
     }
 
@@ -144,12 +148,43 @@ impl Backend {
         Backend {
             kind: Kind::Relay(api),
             cache: Mutex::new(None),
+            join_limiter: None,
         }
     }
 
     /// Whether this backend relays to an api process.
     pub fn is_relay(&self) -> bool {
         matches!(self.kind, Kind::Relay(_))
+    }
+
+    /// Limits refused joins per peer address before they reach the JoinService (the
+    /// agent-facing endpoint; the api's internal endpoint, whose peers are gateways, has none).
+    pub fn with_join_limiter(mut self, limiter: Arc<JoinRefusalLimiter>) -> Self {
+        self.join_limiter = Some(limiter);
+        self
+    }
+
+    /// [`Backend::join`] from `peer`: answered RESOURCE_EXHAUSTED without reaching the
+    /// JoinService while the peer is over its refusal bound; a refusal counts against it.
+    pub async fn join_from(
+        &self,
+        peer: Option<IpAddr>,
+        request: JoinRequest,
+    ) -> Result<SignedJoinResponse, Status> {
+        let limiter = match (&self.join_limiter, peer) {
+            (Some(l), Some(ip)) => Some((l, ip)),
+            _ => None,
+        };
+        if let Some((l, ip)) = limiter {
+            l.check(ip)?;
+        }
+        let answer = self.join(request).await;
+        if let (Err(s), Some((l, ip))) = (&answer, limiter) {
+            if s.code() == tonic::Code::PermissionDenied {
+                l.refused(ip);
+            }
+        }
+        answer
     }
 
     pub async fn join(&self, request: JoinRequest) -> Result<SignedJoinResponse, Status> {

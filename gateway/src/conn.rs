@@ -1,26 +1,28 @@
-//! TLS in front of tonic: accepted TCP connections go through the rustls handshake (with the
-//! [`crate::tls::NodeClientVerifier`]) before tonic sees them, and each connection carries the
-//! [`VerifiedNode`] it proved, if any, into every request's extensions as a [`PeerInfo`].
+//! One accepted connection up to the point HTTP/2 starts: the rustls handshake (with the
+//! endpoint's client verifier, [`crate::tls::NodeClientVerifier`] or
+//! [`crate::internal_tls::InternalClientVerifier`]) and the client's HTTP/2 preface, both within
+//! the endpoint's `handshake_timeout` ([`crate::limits::EdgeLimits`]; [`crate::http2`] applies
+//! it). A connection that does not get that far is dropped, so an idle TLS connection that never
+//! speaks HTTP/2 is held for at most the timeout.
+//!
+//! The connection then carries the [`VerifiedNode`] it proved, if any, into every request's
+//! extensions as a [`PeerInfo`].
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use domain::pki::TrustDomain;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
-use tonic::transport::server::Connected;
 
 use crate::tls::VerifiedNode;
 
-/// How long a client may take to finish the TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The bytes every HTTP/2 client sends first (RFC 9113, 3.4).
+pub const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// What a request knows about its connection: the peer address and the node identity its
 /// client certificate proved (none for a machine that is joining).
@@ -33,18 +35,66 @@ pub struct PeerInfo {
     pub client_leaf: Option<Arc<[u8]>>,
 }
 
-/// A TLS connection whose handshake completed.
-pub struct TlsConn {
-    inner: TlsStream<TcpStream>,
-    info: PeerInfo,
+/// Why a connection did not reach HTTP/2.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeFailure {
+    #[error("TLS handshake failed: {0}")]
+    Tls(io::Error),
+    #[error("the connection closed before the HTTP/2 preface: {0}")]
+    NoPreface(io::Error),
+    #[error("the first bytes after the TLS handshake are not the HTTP/2 preface")]
+    BadPreface,
 }
 
-impl Connected for TlsConn {
-    type ConnectInfo = PeerInfo;
+/// A TLS connection whose handshake completed and whose client sent the HTTP/2 preface. The
+/// preface, read to check it, is read again first by HTTP/2.
+pub struct TlsConn {
+    inner: TlsStream<TcpStream>,
+    replay: usize,
+}
 
-    fn connect_info(&self) -> PeerInfo {
-        self.info.clone()
+impl TlsConn {
+    /// The TLS session (for tests: the handshake kind, the peer's certificates).
+    pub fn tls(&self) -> &rustls::ServerConnection {
+        self.inner.get_ref().1
     }
+}
+
+/// The TLS handshake, then the HTTP/2 preface. The caller bounds the time it takes.
+pub async fn handshake(
+    acceptor: &TlsAcceptor,
+    trust_domain: &TrustDomain,
+    tcp: TcpStream,
+    remote: SocketAddr,
+) -> Result<(TlsConn, PeerInfo), HandshakeFailure> {
+    let mut stream = acceptor.accept(tcp).await.map_err(HandshakeFailure::Tls)?;
+    let (node, client_leaf) = {
+        let (_, conn) = stream.get_ref();
+        let leaf = conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| Arc::from(c.as_ref()));
+        (VerifiedNode::from_connection(conn, trust_domain), leaf)
+    };
+    let mut preface = [0u8; 24];
+    stream
+        .read_exact(&mut preface)
+        .await
+        .map_err(HandshakeFailure::NoPreface)?;
+    if &preface != H2_PREFACE {
+        return Err(HandshakeFailure::BadPreface);
+    }
+    Ok((
+        TlsConn {
+            inner: stream,
+            replay: 0,
+        },
+        PeerInfo {
+            remote,
+            node,
+            client_leaf,
+        },
+    ))
 }
 
 impl AsyncRead for TlsConn {
@@ -53,6 +103,13 @@ impl AsyncRead for TlsConn {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.replay < H2_PREFACE.len() {
+            let rest = &H2_PREFACE[self.replay..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            self.replay += n;
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
@@ -85,63 +142,4 @@ impl AsyncWrite for TlsConn {
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
     }
-}
-
-/// Accepts TCP connections on `listener`, runs each handshake concurrently (bounded by
-/// [`HANDSHAKE_TIMEOUT`]) and yields the completed ones. Failed handshakes are logged at debug
-/// level; the verifier has already counted them by reason.
-pub fn tls_incoming(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    trust_domain: TrustDomain,
-) -> tokio_stream::wrappers::ReceiverStream<Result<TlsConn, io::Error>> {
-    let (tx, rx) = mpsc::channel::<Result<TlsConn, io::Error>>(256);
-    let trust_domain = Arc::new(trust_domain);
-    tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                _ = tx.closed() => break, // the server stopped: release the port
-                a = listener.accept() => a,
-            };
-            let (tcp, remote) = match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait a little, keep serving.
-                    tracing::warn!(error = %e, "accepting a TCP connection failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = tcp.set_nodelay(true);
-            let acceptor = acceptor.clone();
-            let tx = tx.clone();
-            let trust_domain = trust_domain.clone();
-            tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => {
-                        let (node, client_leaf) = {
-                            let (_, conn) = stream.get_ref();
-                            let leaf = conn
-                                .peer_certificates()
-                                .and_then(|c| c.first())
-                                .map(|c| Arc::from(c.as_ref()));
-                            (VerifiedNode::from_connection(conn, &trust_domain), leaf)
-                        };
-                        let conn = TlsConn {
-                            inner: stream,
-                            info: PeerInfo {
-                                remote,
-                                node,
-                                client_leaf,
-                            },
-                        };
-                        let _ = tx.send(Ok(conn)).await;
-                    }
-                    Ok(Err(e)) => tracing::debug!(%remote, error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
-                }
-            });
-        }
-    });
-    tokio_stream::wrappers::ReceiverStream::new(rx)
 }

@@ -7,11 +7,12 @@
 //!   `bcctl pki issue-internal` (the gateway holds no CA key, so it cannot make one).
 //!
 //! [`InternalClientVerifier`] (api side) lets webpki check the chain to the serving CA and the
-//! clientAuth usage, then requires the gateway role; a node certificate (another CA), a
-//! gateway's agent-facing serving certificate (serverAuth only) or no certificate at all fails
-//! the handshake. [`InternalServerVerifier`] (gateway side) checks the chain, serverAuth, the
-//! dialled name, then requires the internal role, so another gateway's serving certificate
-//! cannot pose as the api.
+//! clientAuth usage, then requires the leaf to name clientAuth (webpki admits a leaf naming no
+//! usage at all) and the gateway role; a node certificate (another CA), a gateway's agent-facing
+//! serving certificate (serverAuth only) or no certificate at all fails the handshake.
+//! [`InternalServerVerifier`] (gateway side) checks the chain, serverAuth (named by the leaf),
+//! the dialled name, then requires the internal role, so another gateway's serving certificate
+//! cannot pose as the api. The api's server configuration resumes no TLS session.
 
 use std::sync::Arc;
 
@@ -25,7 +26,7 @@ use rustls::{
     RootCertStore, ServerConfig, SignatureScheme,
 };
 
-use crate::tls::{provider, TlsSetupError};
+use crate::tls::{has_extended_key_usage, provider, without_resumption, TlsSetupError, Usage};
 
 /// The role the api's internal certificate carries.
 pub const API_ROLE: &str = "internal";
@@ -42,6 +43,20 @@ pub enum InternalRefusal {
         found: Option<String>,
         expected: &'static str,
     },
+    #[error("the certificate names no extended key usage {0:?}")]
+    NoUsage(Usage),
+}
+
+/// Requires the leaf to name `usage` (webpki admits a leaf without extended key usages).
+fn require_usage(der: &[u8], usage: Usage) -> Result<(), rustls::Error> {
+    if has_extended_key_usage(der, usage) {
+        return Ok(());
+    }
+    let refusal = InternalRefusal::NoUsage(usage);
+    tracing::warn!(%refusal, "internal TLS peer refused");
+    Err(rustls::Error::InvalidCertificate(CertificateError::Other(
+        OtherError(Arc::new(refusal)),
+    )))
 }
 
 /// The single `bc-role:<role>` of a certificate's subject (`None` when there is not exactly one).
@@ -114,6 +129,7 @@ impl ClientCertVerifier for InternalClientVerifier {
             tracing::warn!(error = %e, "internal client certificate refused");
             return Err(e);
         }
+        require_usage(end_entity.as_ref(), Usage::ClientAuth)?;
         require_role(end_entity.as_ref(), GATEWAY_ROLE)?;
         Ok(ClientCertVerified::assertion())
     }
@@ -181,6 +197,7 @@ impl ServerCertVerifier for InternalServerVerifier {
             ocsp_response,
             now,
         )?;
+        require_usage(end_entity.as_ref(), Usage::ServerAuth)?;
         require_role(end_entity.as_ref(), API_ROLE)?;
         Ok(ServerCertVerified::assertion())
     }
@@ -219,6 +236,7 @@ pub fn api_server_config(
         .with_client_cert_verifier(Arc::new(InternalClientVerifier::new(serving_ca_der)?))
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec()];
+    without_resumption(&mut config);
     Ok(config)
 }
 

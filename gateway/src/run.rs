@@ -17,8 +17,10 @@ use tokio_rustls::TlsAcceptor;
 use tonic_health::ServingStatus;
 
 use crate::backend::Backend;
-use crate::conn::tls_incoming;
 use crate::feed::{self, FeedHealth, FeedOptions, FeedTargets};
+use crate::http2::{EdgeServer, ServeError};
+use crate::limits::{EdgeCounters, EdgeLimits, LimitsError};
+use crate::limits_join::{JoinRefusalLimiter, JoinRefusalLimits};
 use crate::metrics::{serve_metrics, MetricSources, Metrics, API_DOWN, API_UP};
 use crate::relay::ApiClient;
 use crate::revoked::RevokedSerials;
@@ -56,6 +58,11 @@ pub struct GatewayConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Record nodes' trust versions (`node.trust.reported`).
     pub record_trust_reports: bool,
+    /// Message, stream, connection and time limits of the agent-facing endpoint.
+    pub limits: EdgeLimits,
+    /// How many refused joins a peer address gets before its joins are answered
+    /// RESOURCE_EXHAUSTED without reaching the JoinService.
+    pub join_refusals: JoinRefusalLimits,
 }
 
 impl GatewayConfig {
@@ -67,6 +74,8 @@ impl GatewayConfig {
             feed: FeedOptions::default(),
             metrics_listen: None,
             record_trust_reports: true,
+            limits: EdgeLimits::public(),
+            join_refusals: JoinRefusalLimits::default(),
         }
     }
 }
@@ -87,6 +96,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Feed(#[from] feed::FeedError),
+    #[error("configuration {0}")]
+    Limits(#[from] LimitsError),
     #[error("the api at {url} did not issue this gateway's serving certificate: {reason} (is `bcctl serve --role api` running there, and is this gateway's internal certificate from `bcctl pki issue-internal` of this deployment?)")]
     Api { url: String, reason: String },
 }
@@ -102,14 +113,19 @@ pub struct Running {
     pub metrics_addr: Option<SocketAddr>,
     /// Everything the metrics page reads (for tests and benchmarks).
     pub sources: MetricSources,
+    /// What the edge limits closed or refused, by reason.
+    pub edge: Arc<EdgeCounters>,
+    /// The per-peer limit on refused joins (its counts, for tests and metrics).
+    pub join_limiter: Arc<JoinRefusalLimiter>,
     shutdown: Option<oneshot::Sender<()>>,
-    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    server: JoinHandle<Result<(), ServeError>>,
     background: Vec<JoinHandle<()>>,
 }
 
 impl Running {
-    /// Stops serving: ends every live session (UNAVAILABLE, so nodes reconnect), lets tonic
-    /// finish in-flight calls for up to [`SHUTDOWN_GRACE`], then drops what is left.
+    /// Stops serving: ends every live session (UNAVAILABLE, so nodes reconnect), sends every
+    /// connection GOAWAY, lets in-flight calls finish for up to [`SHUTDOWN_GRACE`], then drops
+    /// what is left.
     pub async fn shutdown(mut self) {
         let ended = self.sources.sessions.end_all();
         if let Some(tx) = self.shutdown.take() {
@@ -234,6 +250,10 @@ async fn serve_edge(
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
 ) -> Result<Running, StartError> {
+    config.limits.validate("limits")?;
+    let join_limiter = Arc::new(JoinRefusalLimiter::new(config.join_refusals.clone()));
+    let backend = backend.with_join_limiter(join_limiter.clone());
+    let edge_counters = Arc::new(EdgeCounters::default());
     let relay = backend.is_relay();
     let revoked = Arc::new(RevokedSerials::new());
     let refusals = Arc::new(RefusalCounters::default());
@@ -369,26 +389,38 @@ async fn serve_edge(
         }
     }));
 
-    let incoming = tls_incoming(
-        listener,
-        TlsAcceptor::from(Arc::new(tls)),
-        edge.trust_domain.clone(),
-    );
+    // Every service decodes and encodes at most the message limit; the connections are ours
+    // (crate::http2), so the stream, connection and time limits hold too.
+    let max = config.limits.max_message_bytes;
+    let routes = tonic::service::Routes::new(
+        health_service
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+    )
+    .add_service(
+        NodeServiceServer::new(node_server)
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+    )
+    .prepare();
+    let edge_server = EdgeServer {
+        routes,
+        acceptor: TlsAcceptor::from(Arc::new(tls)),
+        trust_domain: edge.trust_domain.clone(),
+        limits: config.limits.clone(),
+        counters: edge_counters.clone(),
+    };
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(Duration::from_secs(30)))
-            .add_service(health_service)
-            .add_service(NodeServiceServer::new(node_server))
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = shutdown_rx.await;
-            }),
-    );
+    let server = tokio::spawn(crate::http2::serve(listener, edge_server, async {
+        let _ = shutdown_rx.await;
+    }));
     tracing::info!(%addr, metrics = ?metrics_addr, trust_domain = %edge.trust_domain, relay, "gateway serving");
     Ok(Running {
         addr,
         metrics_addr,
         sources,
+        edge: edge_counters,
+        join_limiter,
         shutdown: Some(shutdown_tx),
         server,
         background,

@@ -89,10 +89,18 @@ impl NodeService for NodeServer {
         &self,
         request: Request<JoinRequest>,
     ) -> Result<Response<SignedJoinResponse>, Status> {
-        match self.backend.join(request.into_inner()).await {
+        let peer = request
+            .extensions()
+            .get::<PeerInfo>()
+            .map(|p| p.remote.ip());
+        match self.backend.join_from(peer, request.into_inner()).await {
             Ok(answer) => {
                 self.metrics.join_requests.inc("joined");
                 Ok(Response::new(answer))
+            }
+            Err(s) if s.code() == tonic::Code::ResourceExhausted => {
+                self.metrics.join_requests.inc("limited");
+                Err(s)
             }
             Err(s) if s.code() == tonic::Code::PermissionDenied => {
                 self.metrics.join_requests.inc("refused");

@@ -1,10 +1,15 @@
 //! mTLS for node connections: the serving side's rustls configuration and the client-certificate
 //! verifier that admits only live node identities.
 //!
+//! No server configuration of this crate resumes a TLS session ([`without_resumption`]: no
+//! session cache, no tickets), so every connection runs its client verifier: a certificate
+//! revoked or expired since an earlier handshake cannot come back on that handshake's session.
+//!
 //! tonic's own TLS options can check a chain but not a SPIFFE profile or a revocation list, so
 //! TLS is terminated here, in front of the gRPC server. [`NodeClientVerifier`] first lets webpki
-//! check the chain to the node CA (signature, validity, client-auth usage), then checks the
-//! profile with `domain::pki::NodeIdentity` (exactly one SPIFFE ID, in our trust domain, exactly
+//! check the chain to the node CA (signature, validity, client-auth usage when the leaf names
+//! usages), then requires the leaf to name clientAuth (webpki accepts a leaf with no extended key
+//! usage at all; every node certificate we issue names it), then checks the profile with `domain::pki::NodeIdentity` (exactly one SPIFFE ID, in our trust domain, exactly
 //! one agent role, nothing but `urn:bc:` statements beside it), then the serial against the
 //! revocation feed's [`RevokedSerials`]. Every refusal is counted by reason.
 //!
@@ -44,6 +49,8 @@ pub enum HandshakeRefusal {
     Profile(String),
     #[error("certificate serial {0} is revoked")]
     Revoked(String),
+    #[error("certificate has no extended key usage naming clientAuth; a node certificate must")]
+    NoClientAuthUsage,
 }
 
 impl HandshakeRefusal {
@@ -57,6 +64,7 @@ impl HandshakeRefusal {
             HandshakeRefusal::SeveralRoles(_) => "several-roles",
             HandshakeRefusal::Profile(_) => "profile",
             HandshakeRefusal::Revoked(_) => "revoked",
+            HandshakeRefusal::NoClientAuthUsage => "no-client-auth-usage",
         }
     }
 
@@ -197,6 +205,9 @@ impl ClientCertVerifier for NodeClientVerifier {
         {
             return Err(self.refuse(HandshakeRefusal::Chain(e.to_string())));
         }
+        if !has_extended_key_usage(end_entity.as_ref(), Usage::ClientAuth) {
+            return Err(self.refuse(HandshakeRefusal::NoClientAuthUsage));
+        }
         let identity = NodeIdentity::from_leaf_der(end_entity.as_ref(), &self.trust_domain)
             .map_err(|e| self.refuse(HandshakeRefusal::from_identity(e)))?;
         if self.revoked.contains(identity.serial.as_bytes()) {
@@ -236,6 +247,36 @@ impl ClientCertVerifier for NodeClientVerifier {
     }
 }
 
+/// An extended key usage a leaf must name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Usage {
+    ClientAuth,
+    ServerAuth,
+}
+
+/// Whether the certificate `der` has an extended key usage extension naming `usage`. A
+/// certificate without the extension names none (webpki would take it for any usage).
+pub fn has_extended_key_usage(der: &[u8], usage: Usage) -> bool {
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return false;
+    };
+    match cert.extended_key_usage() {
+        Ok(Some(eku)) => match usage {
+            Usage::ClientAuth => eku.value.client_auth,
+            Usage::ServerAuth => eku.value.server_auth,
+        },
+        _ => false,
+    }
+}
+
+/// Turns TLS session resumption off: no server-side session cache, no TLS 1.3 tickets (and
+/// the default ticketer, which makes none). Every handshake is then a full one and runs the
+/// client verifier.
+pub fn without_resumption(config: &mut ServerConfig) {
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    config.send_tls13_tickets = 0;
+}
+
 /// The gateway's serving configuration: its certificate chain (leaf first, from the serving
 /// CA), its key (PKCS#8), and client certificates checked by `verifier`. TLS 1.3 only.
 pub fn server_config(
@@ -251,6 +292,7 @@ pub fn server_config(
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pkcs8)),
         )?;
     config.alpn_protocols = vec![b"h2".to_vec()];
+    without_resumption(&mut config);
     Ok(config)
 }
 
@@ -265,6 +307,7 @@ pub fn server_config_resolving(
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec()];
+    without_resumption(&mut config);
     Ok(config)
 }
 

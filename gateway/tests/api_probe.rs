@@ -28,6 +28,7 @@ async fn api_at(env: &common::Env, listen: std::net::SocketAddr) -> RunningApi {
             listen,
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
+            limits: gateway::limits::EdgeLimits::internal(),
         },
     )
     .await

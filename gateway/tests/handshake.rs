@@ -71,6 +71,21 @@ fn node_cert(keys: &KeySet, node: &str, issued_at: OffsetDateTime) -> (Vec<u8>, 
 /// A certificate signed by `keys`' node CA with whatever SANs and OUs a test wants, built with
 /// rcgen directly (the real issuance path refuses to make these).
 fn crafted_cert(keys: &KeySet, uris: &[&str], roles: &[&str]) -> (Vec<u8>, PrivateKey) {
+    crafted_cert_with_usages(
+        keys,
+        uris,
+        roles,
+        vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth],
+    )
+}
+
+/// [`crafted_cert`] with the extended key usages given (none: no extension at all).
+fn crafted_cert_with_usages(
+    keys: &KeySet,
+    uris: &[&str],
+    roles: &[&str],
+    usages: Vec<rcgen::ExtendedKeyUsagePurpose>,
+) -> (Vec<u8>, PrivateKey) {
     let key = PrivateKey::generate(KeyRole::Node).unwrap();
     let subject_key = rcgen::KeyPair::try_from(key.pkcs8_der()).unwrap();
     let ca_key = rcgen::KeyPair::try_from(keys.node_ca.private_key().pkcs8_der()).unwrap();
@@ -94,7 +109,7 @@ fn crafted_cert(keys: &KeySet, uris: &[&str], roles: &[&str]) -> (Vec<u8>, Priva
     params.distinguished_name = dn;
     params.not_before = OffsetDateTime::now_utc() - Duration::hours(1);
     params.not_after = OffsetDateTime::now_utc() + Duration::hours(10);
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    params.extended_key_usages = usages;
     params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
     params.use_authority_key_identifier_extension = true;
     let cert = params.signed_by(&subject_key, &issuer).unwrap();
@@ -233,6 +248,24 @@ async fn no_role_is_refused() {
     let (cert, key) = crafted_cert(&pki.keys, &["spiffe://fleet.test/site/s1/node/n1"], &[]);
     let r = refused(handshake(&pki, cert, &key, Arc::new(RevokedSerials::new())).await);
     assert_eq!(r, HandshakeRefusal::NoRole);
+}
+
+#[tokio::test]
+async fn a_node_ca_leaf_without_extended_key_usage_is_refused() {
+    let pki = pki();
+    let (cert, key) = crafted_cert_with_usages(
+        &pki.keys,
+        &["spiffe://fleet.test/site/s1/node/n1"],
+        &["node"],
+        vec![],
+    );
+    let r = refused(handshake(&pki, cert, &key, Arc::new(RevokedSerials::new())).await);
+    assert_eq!(r, HandshakeRefusal::NoClientAuthUsage);
+    assert_eq!(r.reason(), "no-client-auth-usage");
+    assert_eq!(
+        r.to_string(),
+        "certificate has no extended key usage naming clientAuth; a node certificate must"
+    );
 }
 
 #[tokio::test]

@@ -125,6 +125,7 @@ async fn a_split_gateway_and_the_api_renew_their_certificates() {
             listen: "127.0.0.1:0".parse().unwrap(),
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::seconds(6),
+            limits: gateway::limits::EdgeLimits::internal(),
         },
     )
     .await

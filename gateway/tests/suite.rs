@@ -6,6 +6,7 @@ mod common;
 
 mod api_probe;
 mod feed_faults;
+mod edge;
 mod handshake;
 mod internal;
 mod join_replay_wire;

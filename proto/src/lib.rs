@@ -14,6 +14,8 @@
 
 #![allow(clippy::doc_lazy_continuation)]
 
+pub mod codec;
+
 /// The generated packages, nested as their names are (so cross-package paths resolve).
 pub mod bc {
     pub mod wire {
