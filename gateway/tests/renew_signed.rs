@@ -171,6 +171,7 @@ async fn api_for(env: &common::Env) -> gateway::api::RunningApi {
             listen: "127.0.0.1:0".parse().unwrap(),
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
+            limits: gateway::limits::EdgeLimits::internal(),
         },
     )
     .await

@@ -34,6 +34,7 @@ async fn api_for(env: &common::Env) -> RunningApi {
             listen: "127.0.0.1:0".parse().unwrap(),
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
+            limits: gateway::limits::EdgeLimits::internal(),
         },
     )
     .await
