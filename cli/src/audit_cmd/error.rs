@@ -29,7 +29,7 @@ pub enum AuditCmdError {
     Unsealed(String),
     #[error("NOT COVERED: {0}")]
     NoCheckpoint(String),
-    #[error("TRUNCATED: {0}")]
+    #[error("CUT BACK: {0}")]
     Truncated(String),
     #[error("{0}")]
     Audit(#[from] AuditError),

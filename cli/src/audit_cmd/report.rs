@@ -227,7 +227,7 @@ impl Report {
                 let head = match f.class {
                     FaultClass::Tampered => "TAMPERED",
                     FaultClass::Unsealed | FaultClass::NoCheckpoint => "NOT COVERED",
-                    FaultClass::Truncated => "TRUNCATED",
+                    FaultClass::Truncated => "CUT BACK",
                 };
                 println!("{head} ({}): {}", f.kind, f.message);
                 if f.class == FaultClass::Tampered {
