@@ -362,3 +362,59 @@ pub fn check_validity(identity: &NodeIdentity, now: OffsetDateTime) -> Result<()
 fn left_until(at: OffsetDateTime, now: OffsetDateTime) -> Duration {
     Duration::try_from(at - now).unwrap_or(Duration::ZERO)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::pki::{
+        build_csr, issue_node_certificate, KeyRole, KeySet, KeySetLifetimes,
+        NodeCertificateDecision, NodeRole, PrivateKey, Serial, SpiffeId, VerifiedCsr,
+    };
+
+    #[test]
+    fn a_session_is_refused_before_not_before_and_from_not_after_on() {
+        let td = TrustDomain::new("fleet.test").unwrap();
+        let t0 = OffsetDateTime::now_utc() - time::Duration::days(1);
+        let keys = KeySet::generate(td.clone(), t0, KeySetLifetimes::default()).unwrap();
+        let key = PrivateKey::generate(KeyRole::Node).unwrap();
+        let csr = VerifiedCsr::verify(&build_csr(&key).unwrap()).unwrap();
+        let issued_at = t0 + time::Duration::hours(1);
+        let cert = issue_node_certificate(
+            &keys.node_ca,
+            &csr,
+            &NodeCertificateDecision {
+                spiffe_id: SpiffeId::parse("spiffe://fleet.test/site/s1/node/n1").unwrap(),
+                role: NodeRole::Node,
+                serial: Serial::generate().unwrap(),
+                requested_lifetime: Some(time::Duration::hours(1)),
+                statements: vec![],
+            },
+            issued_at,
+        )
+        .unwrap();
+        let id = NodeIdentity::from_leaf_der(&cert.der, &td).unwrap();
+        let second = time::Duration::seconds(1);
+        assert_eq!(
+            check_validity(&id, id.not_before - second),
+            Err(ValidityRefusal::NotYetValid(id.not_before))
+        );
+        assert_eq!(check_validity(&id, id.not_before), Ok(()));
+        assert_eq!(check_validity(&id, id.not_after - second), Ok(()));
+        assert_eq!(
+            check_validity(&id, id.not_after),
+            Err(ValidityRefusal::Expired(id.not_after))
+        );
+        assert_eq!(
+            ValidityRefusal::NotYetValid(id.not_before).to_string(),
+            format!(
+                "this certificate is not valid before {}; check this machine's clock",
+                id.not_before
+            )
+        );
+        assert_eq!(
+            ValidityRefusal::NotYetValid(id.not_before).label(),
+            "not-yet-valid"
+        );
+        assert_eq!(ValidityRefusal::Expired(id.not_after).label(), "expired");
+    }
+}
