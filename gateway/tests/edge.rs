@@ -470,3 +470,15 @@ async fn the_internal_endpoint_closes_an_idle_gateway_connection() {
     }
     assert!(goaway, "the server said GOAWAY");
 }
+
+#[tokio::test]
+async fn a_real_join_is_far_below_the_message_limit() {
+    let db = TestDb::postgres().await.unwrap();
+    let env = common::start(db.store().await.unwrap(), |_| {}).await;
+    let (req, _) = env.join_request(&env.token(1).await);
+    let len = prost::Message::encoded_len(&req);
+    eprintln!("a join-token Join is {len} bytes");
+    // Room for TPM evidence and an event log: the limit is far above a join-token Join.
+    assert!(len < 1024, "{len}");
+    assert!(len * 32 < EdgeLimits::public().max_message_bytes);
+}

@@ -79,17 +79,12 @@ impl<U: Message + Default + WireDirection> Decoder for WireDecoder<U> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_method_type_has_its_direction() {
-        assert!(<crate::JoinRequest as WireDirection>::IS_REQUEST);
-        assert!(<crate::NodeMessage as WireDirection>::IS_REQUEST);
-        assert!(<crate::internal::RelayedRenew as WireDirection>::IS_REQUEST);
-        assert!(!<crate::SignedJoinResponse as WireDirection>::IS_REQUEST);
-        assert!(!<crate::GatewayMessage as WireDirection>::IS_REQUEST);
-        assert!(!<crate::internal::WelcomeTrust as WireDirection>::IS_REQUEST);
-    }
-}
+// Checked at compile time: the methods' types have their directions.
+const _: () = {
+    assert!(<crate::JoinRequest as WireDirection>::IS_REQUEST);
+    assert!(<crate::NodeMessage as WireDirection>::IS_REQUEST);
+    assert!(<crate::internal::RelayedRenew as WireDirection>::IS_REQUEST);
+    assert!(!<crate::SignedJoinResponse as WireDirection>::IS_REQUEST);
+    assert!(!<crate::GatewayMessage as WireDirection>::IS_REQUEST);
+    assert!(!<crate::internal::WelcomeTrust as WireDirection>::IS_REQUEST);
+};
