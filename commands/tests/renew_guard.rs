@@ -1,7 +1,8 @@
 //! Issue 17: a certificate already renewed never renews again (it is flagged as a clone and the
 //! node's certificates revoked), and a node renews at most 6 times an hour, the bound counted
 //! from the log's projection (a second service over the same store, with nothing in memory,
-//! refuses the same renewal). On Postgres and SQLite.
+//! refuses the same renewal). A renewal retried after its answer was lost (same old leaf, same
+//! next key) gets the same certificate back and is no clone. On Postgres and SQLite.
 
 use crate::identity_support;
 
@@ -92,6 +93,78 @@ async fn a_superseded_certificate_renewing_is_refused_flagged_as_a_clone_and_rev
             .certificates
             .iter()
             .all(|c| c.revoked_at_us.is_some()));
+    }
+}
+
+#[tokio::test]
+async fn a_lost_answer_retried_with_the_same_key_gets_the_same_certificate() {
+    for db in TestDb::each().await.unwrap() {
+        let f = fixture(db).await;
+        let (agent, body) = join_new(&f, "t1").await;
+        let node = body.node_id.clone();
+        let leaf = body.certificate_chain[0].clone();
+
+        f.clock.advance_secs(3600);
+        let next = Agent::new();
+        let first = f
+            .svc
+            .renew(&renew_request(&agent, &leaf, &node, &next, now_ms(&f)))
+            .await
+            .expect("the first renewal (committed; its answer is lost on the way)");
+
+        // bcd retries with the old leaf, a fresh proof and a new CSR for the SAME next key.
+        f.clock.advance_secs(30);
+        let again = Agent {
+            csr: domain::pki::build_csr(&next.key).unwrap(),
+            key: domain::pki::PrivateKey::from_pkcs8_der(
+                domain::pki::KeyRole::Node,
+                next.key.pkcs8_der(),
+            )
+            .unwrap(),
+        };
+        assert_ne!(again.csr, next.csr);
+        let retried = f
+            .svc
+            .renew(&renew_request(&agent, &leaf, &node, &again, now_ms(&f)))
+            .await
+            .expect("the retried renewal is answered");
+        assert_eq!(retried.certificate_chain, first.certificate_chain);
+        assert_eq!(retried.csr_sha256, again.csr_sha256());
+
+        let types: Vec<String> = all_events(&f.store)
+            .await
+            .into_iter()
+            .map(|e| e.event_type)
+            .collect();
+        let issued = types
+            .iter()
+            .filter(|t| *t == "node.certificate.issued")
+            .count();
+        assert_eq!(
+            issued, 2,
+            "the join's certificate and one renewal: {types:?}"
+        );
+        assert!(!types.iter().any(|t| t == "security.renew.cloned"));
+        assert!(!types.iter().any(|t| t == "node.identity.revoked"));
+        let detail = f.svc.show_node(&node).await.unwrap();
+        assert_eq!(detail.certificates.len(), 2);
+        assert!(detail
+            .certificates
+            .iter()
+            .all(|c| c.revoked_at_us.is_none()));
+
+        // The renewed certificate still renews.
+        let new_leaf = first.certificate_chain[0].clone();
+        f.svc
+            .renew(&renew_request(
+                &next,
+                &new_leaf,
+                &node,
+                &Agent::new(),
+                now_ms(&f),
+            ))
+            .await
+            .expect("the renewed certificate renews");
     }
 }
 

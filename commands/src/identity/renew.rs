@@ -2,7 +2,9 @@
 //! stored certificate, the clock window, the single-use record, the certificate's successors
 //! and the node's renewals of the last hour; or the refusal recorded. A superseded certificate
 //! renewing is a clone: its `security.renew.cloned` and the revocation of every certificate of
-//! the node are appended with the refusal ([`domain::identity::decide_clone`]).
+//! the node are appended with the refusal ([`domain::identity::decide_clone`]), unless its
+//! successor certifies the CSR's key: the same renewal retried after its answer was lost, answered
+//! again with that certificate and nothing appended ([`domain::identity::answer_again`]).
 
 use std::sync::Arc;
 
@@ -99,11 +101,15 @@ impl Renewals {
         let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
             let node_row = read::node_by_id(tx, &node_id).await?;
             let cert_row = read::cert_by_serial(tx, &serial).await?;
-            let successor = match cert_row.as_ref().filter(|c| c.node_id == node_id) {
+            let successor_serial = match cert_row.as_ref().filter(|c| c.node_id == node_id) {
                 Some(c) => {
                     read::successor_of(tx, &node_id, c.identity_generation, c.issued_position)
                         .await?
                 }
+                None => None,
+            };
+            let successor = match successor_serial {
+                Some(s) => read::cert_by_serial(tx, &s).await?,
                 None => None,
             };
             let since = now_us.saturating_sub(RENEWAL_WINDOW.whole_microseconds() as i64);
@@ -112,7 +118,7 @@ impl Renewals {
                 cert: cert_row.as_ref().map(rows::cert_state).transpose()?,
                 proof_used: read::attestation_used(tx, RENEW_POP_ATTESTOR, &prepared.replay_key)
                     .await?,
-                successor,
+                successor: successor.as_ref().map(rows::cert_state).transpose()?,
                 recent_renewals_us: read::renewals_since(tx, &node_id, since).await?,
             };
             let cmd = RenewCommand {
@@ -123,17 +129,20 @@ impl Renewals {
             let versions = vec![(format!("node/{node_id}"), version)];
             match decide_renew(&ctx, &cmd, &state, now) {
                 Ok(Decision { events, outcome }) => {
-                    append_decided(tx, events, &outcome.tenant_id, now_us, &versions).await?;
+                    // No events: the same renewal retried, its certificate answered again.
+                    if !events.is_empty() {
+                        append_decided(tx, events, &outcome.tenant_id, now_us, &versions).await?;
+                    }
                     Ok(Outcome::Renewed(outcome))
                 }
                 Err(DecideError::Refused(refusal)) => {
                     let tenant = renew_refusal_tenant(refusal, state.node.as_ref())
                         .map_or_else(|| root.clone(), str::to_owned);
                     if let (RenewRefusal::Superseded, Some(node), Some(successor)) =
-                        (refusal, state.node.as_ref(), state.successor.as_deref())
+                        (refusal, state.node.as_ref(), state.successor.as_ref())
                     {
                         let open = read::unrevoked_serials_of_node(tx, &node_id).await?;
-                        let events = decide_clone(node, &serial, successor, csr_sha, &open);
+                        let events = decide_clone(node, &serial, &successor.serial, csr_sha, &open);
                         append_decided(tx, events, &node.tenant_id, now_us, &versions).await?;
                     }
                     self.record_renew_refusal(

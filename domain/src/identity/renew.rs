@@ -7,7 +7,8 @@
 //! the leaf is byte for byte a stored row of this node; of the node's current identity
 //! generation; not revoked; the node active; not expired; no key statement it cannot prove; the
 //! proof verifies under the leaf's key; its client time within ±60 s; never used before; the
-//! leaf not superseded by a newer certificate (a clone: [`super::renew_guard`]); and fewer than
+//! leaf not superseded by a newer certificate (a clone: [`super::renew_guard`], unless the
+//! newer one certifies the CSR's key: the same renewal retried, [`answer_again`]); and fewer than
 //! [`super::RENEWALS_PER_HOUR`] renewals of the node in the last hour.
 
 use events::schema::{NodeCertificateIssued, RenewProofUsed};
@@ -222,9 +223,9 @@ pub struct RenewState {
     pub cert: Option<CertState>,
     /// Whether `attestation_uses` holds the proof's replay key.
     pub proof_used: bool,
-    /// The serial of a newer certificate of the node in the leaf's identity generation, if
-    /// one exists: the leaf was already renewed.
-    pub successor: Option<String>,
+    /// The newest certificate of the node in the leaf's identity generation issued after it,
+    /// if one exists: the leaf was already renewed.
+    pub successor: Option<CertState>,
     /// When the node's renewals of the last [`super::RENEWAL_WINDOW`] were issued, µs.
     pub recent_renewals_us: Vec<i64>,
 }
@@ -236,6 +237,37 @@ pub struct RenewCommand {
     pub prepared: PreparedRenew,
     /// The new serial.
     pub serial: Serial,
+}
+
+/// A superseded leaf renewing for exactly the key its successor certifies (the CSR proves
+/// possession of it, the proof by the leaf's key verified) is the renewal whose answer was lost
+/// after the server committed it, asked again: the successor is answered again, nothing is
+/// issued or appended. `None` for another key: two holders of the leaf's key, a clone. A
+/// revoked successor is refused as `renew:revoked`.
+pub fn answer_again(
+    ctx: &JoinContext<'_>,
+    p: &PreparedRenew,
+    node: &NodeState,
+    successor: &CertState,
+) -> Result<Option<Renewed>, RenewRefusal> {
+    let Ok(issued) = NodeIdentity::from_leaf_der(&successor.der, ctx.trust_domain) else {
+        return Ok(None);
+    };
+    if &issued.public_key != p.csr.public_key() || issued.spiffe_id != p.identity.spiffe_id {
+        return Ok(None);
+    }
+    if successor.revoked {
+        return Err(RenewRefusal::Revoked);
+    }
+    Ok(Some(Renewed {
+        node_id: p.node_id().to_owned(),
+        tenant_id: node.tenant_id.clone(),
+        site_id: issued.spiffe_id.site.to_string(),
+        role: issued.role.to_string(),
+        identity_generation: successor.identity_generation,
+        certificate_der: successor.der.clone(),
+        not_after_us: successor.not_after_us,
+    }))
 }
 
 /// Step 2: the renewal decision.
@@ -277,8 +309,15 @@ pub fn decide_renew(
     if state.proof_used {
         return Err(RenewRefusal::Replay.into());
     }
-    if state.successor.is_some() {
-        return Err(RenewRefusal::Superseded.into());
+    if let Some(successor) = &state.successor {
+        // The same renewal asked again is answered again; any other key is a clone.
+        return match answer_again(ctx, p, node, successor)? {
+            Some(outcome) => Ok(Decision {
+                events: Vec::new(),
+                outcome,
+            }),
+            None => Err(RenewRefusal::Superseded.into()),
+        };
     }
     if renewal_retry_at(&state.recent_renewals_us, unix_us(now)).is_some() {
         return Err(RenewRefusal::RateLimited.into());
