@@ -190,7 +190,7 @@ async fn scenario(db: TestDb, broken: Broken) {
         .gateway
         .sources
         .render()
-        .contains("bc_sessions_refused_total{reason=\"feed-stale\"} 2"));
+        .contains("bc_sessions_refused_total{outcome=\"feed-stale\"} 2"));
     env.gateway.shutdown().await;
 }
 
