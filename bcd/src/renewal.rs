@@ -1,6 +1,7 @@
 //! The local halves of a renewal: the request's parts and the check of the answer.
 //!
-//! [`prepare_renewal`] makes the next key, writes `node.key.next` (through
+//! [`prepare_renewal`] makes the next key (or reuses the one [`PendingRenewal`] kept after a
+//! failed attempt from the same leaf), writes `node.key.next` (through
 //! [`crate::identity_store::RenewalStore`], before anything is sent), builds the new CSR and the
 //! `renew-pop` proof by the current key over (the new CSR's SHA-256, the node id, the client
 //! time). [`check_renewal_answer`] is spec 002's step 4: the new leaf names the same node, site,
@@ -48,13 +49,54 @@ pub fn csr_for(key: &PrivateKey) -> Result<(Vec<u8>, [u8; 32]), String> {
     Ok((der, digest))
 }
 
-/// Makes the next key, stores it as `node.key.next`, and builds the request.
+/// The next key of a renewal that got no verified answer, kept in memory by the running
+/// process (never across a restart: start-up still removes a `node.key.next` the stored leaf
+/// does not certify) so the retry from the same leaf certifies the same key. The server may
+/// have committed the first attempt and lost only its answer; a retry for another key from a
+/// superseded leaf is a clone there (`renew:superseded`, every certificate revoked), one for
+/// this key gets the committed certificate back.
+#[derive(Debug, Default)]
+pub struct PendingRenewal {
+    kept: Option<(Vec<u8>, PrivateKey)>,
+}
+
+impl PendingRenewal {
+    /// Keeps `next` for a retry from the leaf `leaf_der`.
+    pub fn keep(&mut self, leaf_der: &[u8], next: &PrivateKey) {
+        self.kept = PrivateKey::from_pkcs8_der(KeyRole::Node, next.pkcs8_der())
+            .ok()
+            .map(|k| (leaf_der.to_vec(), k));
+    }
+
+    /// The kept key when it was kept for `leaf_der` (a renewed or re-joined identity drops it).
+    pub fn take_for(&mut self, leaf_der: &[u8]) -> Option<PrivateKey> {
+        match self.kept.take() {
+            Some((leaf, key)) if leaf == leaf_der => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// Makes the next key (or takes the one `pending` kept for this leaf), stores it as
+/// `node.key.next`, and builds the request.
 pub fn prepare_renewal<'a>(
     dir: &'a DataDir,
     current: &LoadedIdentity,
     now: OffsetDateTime,
+    pending: &mut PendingRenewal,
 ) -> Result<(RenewalBegun<'a>, RenewalRequestParts), PrepareError> {
-    let next = PrivateKey::generate(KeyRole::Node).map_err(|e| PrepareError::Key(e.to_string()))?;
+    let leaf_der = current
+        .stored
+        .chain
+        .first()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let next = match pending.take_for(leaf_der) {
+        Some(kept) => kept,
+        None => {
+            PrivateKey::generate(KeyRole::Node).map_err(|e| PrepareError::Key(e.to_string()))?
+        }
+    };
     let begun = RenewalStore::new(dir).begin(next)?;
     let (csr_der, csr_sha256) = csr_for(begun.next_key()).map_err(PrepareError::Key)?;
     let client_time_ms = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);

@@ -7,7 +7,9 @@
 //! * a Welcome whose server time is in 2036 does not move the stored `serverTime`;
 //! * an answer the JoinService signed is stored, and its signed server time is the mark;
 //! * a RESOURCE_EXHAUSTED renewal with `grpc-retry-pushback-ms` schedules the next attempt at
-//!   exactly that time.
+//!   exactly that time;
+//! * a renewal whose answer is lost (the server may have committed it) is retried for the same
+//!   next key, so the server answers its certificate again instead of flagging a clone.
 
 use crate::common;
 use crate::renewal_support::*;
@@ -17,7 +19,8 @@ use std::sync::Arc;
 use bcd::client::{certificate_spki_pin, connect, ClientIdentity, NodeClient};
 use bcd::files::{DataDir, IDENTITY_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
 use bcd::identity_store::{load, read_stored, LoadedIdentity};
-use bcd::node::{hold_session, renew_once, RenewError, SessionEnd};
+use bcd::node::{hold_session, renew_once, renew_retrying, RenewError, SessionEnd};
+use bcd::renewal::PendingRenewal;
 use bcd::renewal_schedule::{next_renewal_attempt, Pushback};
 use common::{joined, keyset, now};
 use domain::pki::{
@@ -287,4 +290,70 @@ async fn a_busy_gateways_pushback_is_when_the_next_renewal_is_tried() {
     );
     // Nothing changed on the node; the next key was removed.
     assert_eq!(snapshot(&data, at), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_whose_answer_was_lost_is_retried_for_the_same_key() {
+    let ks = Arc::new(keyset());
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, _, _) = joined(tmp.path(), &ks, "node_a");
+    let loaded = load(&data).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (id, keys, log) = (loaded.leaf.clone(), ks.clone(), seen.clone());
+    // The first answer is lost on the way back; the second is the JoinService's.
+    let flaky: RenewAnswer = Arc::new(move |req| {
+        let mut log = log.lock().unwrap();
+        log.push(csr_key(&req));
+        if log.len() == 1 {
+            return Err(tonic::Status::unavailable("connection reset"));
+        }
+        let csr = VerifiedCsr::verify(&req.csr).unwrap();
+        let issued = issue_node_certificate(
+            &keys.node_ca,
+            &csr,
+            &NodeCertificateDecision {
+                spiffe_id: id.spiffe_id.clone(),
+                role: id.role,
+                serial: Serial::generate().unwrap(),
+                requested_lifetime: None,
+                statements: vec![],
+            },
+            now(),
+        )
+        .unwrap();
+        let chain = vec![issued.der, keys.node_ca.cert_der().to_vec()];
+        let sha = csr_sha256(&req);
+        Ok(signed(
+            &keys.join_signing,
+            sha,
+            &body(&id, sha, chain, now()),
+        ))
+    });
+    let gw = fake_gateway(&ks, flaky, 0).await;
+    let mut client = client_for(&ks, &gw, &loaded).await;
+    let mut pending = PendingRenewal::default();
+    let pin = Some(ks.join_signing.public_key());
+    let err = renew_retrying(&mut client, &data, &loaded, pin, &mut pending)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RenewError::Call(..)), "{err}");
+    let renewed = renew_retrying(&mut client, &data, &loaded, pin, &mut pending)
+        .await
+        .unwrap();
+    let keys_seen = seen.lock().unwrap().clone();
+    assert_eq!(keys_seen.len(), 2);
+    assert_eq!(
+        keys_seen[0], keys_seen[1],
+        "the retry certifies the same key"
+    );
+    assert_eq!(*renewed.key.public_key(), keys_seen[0]);
+    assert!(!data.exists(NEXT_KEY_FILE));
+    // The next renewal, from the new leaf, makes a fresh key.
+    let mut client = client_for(&ks, &gw, &renewed).await;
+    renew_retrying(&mut client, &data, &renewed, pin, &mut pending)
+        .await
+        .unwrap();
+    let keys_seen = seen.lock().unwrap().clone();
+    assert_eq!(keys_seen.len(), 3);
+    assert_ne!(keys_seen[2], keys_seen[0]);
 }

@@ -47,7 +47,7 @@ mod session;
 
 pub use doctor::{welcome_time, NetworkDoctor, CLOCK_SKEW_FAIL};
 pub use log::log;
-pub use renew::{decode_renew_body, renew_once, RenewError};
+pub use renew::{decode_renew_body, renew_once, renew_retrying, RenewError};
 pub use run::{
     run_node, NodeExit, NodeOptions, RECONNECT_MAX, RECONNECT_MIN, REVOKED_EXIT_MESSAGE,
 };

@@ -16,7 +16,7 @@ use crate::client::{classify, ClientError, NodeClient, CALL_TIMEOUT};
 use crate::files::DataDir;
 use crate::identity_store::{load, LoadError, LoadedIdentity, StoreError};
 use crate::join::CallError;
-use crate::renewal::{prepare_renewal, PrepareError};
+use crate::renewal::{prepare_renewal, PendingRenewal, PrepareError};
 use crate::renewal_schedule::Pushback;
 use crate::verify_renewal::{
     verify_renewal, RenewalExpectation, RenewalFields, RenewalRefusal, SignedRenewal,
@@ -77,14 +77,34 @@ pub fn decode_renew_body(body: &[u8]) -> Result<RenewalFields, String> {
 
 /// Renews once over `client`: writes `node.key.next`, sends Renew, verifies the signed answer
 /// under `join_signing_key`, stores it in the spec's order, and loads the renewed identity.
+/// A fresh next key each call; [`renew_retrying`] keeps it for the retry.
 pub async fn renew_once(
     client: &mut NodeClient,
     dir: &DataDir,
     current: &LoadedIdentity,
     join_signing_key: Option<&PublicKey>,
 ) -> Result<LoadedIdentity, RenewError> {
+    let mut pending = PendingRenewal::default();
+    renew_retrying(client, dir, current, join_signing_key, &mut pending).await
+}
+
+/// [`renew_once`] with the next key of a failed attempt from the same leaf reused (and this
+/// attempt's key kept in `pending` when it fails), so a retry after a lost answer certifies
+/// the key the server may already have certified.
+pub async fn renew_retrying(
+    client: &mut NodeClient,
+    dir: &DataDir,
+    current: &LoadedIdentity,
+    join_signing_key: Option<&PublicKey>,
+    pending: &mut PendingRenewal,
+) -> Result<LoadedIdentity, RenewError> {
     let join_signing_key = join_signing_key.ok_or(RenewError::NoSigningKey)?;
-    let (begun, parts) = prepare_renewal(dir, current, OffsetDateTime::now_utc())?;
+    let (begun, parts) = prepare_renewal(dir, current, OffsetDateTime::now_utc(), pending)?;
+    // Kept until this attempt stores a certificate for it.
+    pending.keep(
+        parts.chain.first().map(Vec::as_slice).unwrap_or(&[]),
+        begun.next_key(),
+    );
     let csr_sha256 = parts.csr_sha256;
     let mut call = tonic::Request::new(proto::RenewRequest {
         csr: parts.csr_der,
@@ -135,5 +155,6 @@ pub async fn renew_once(
         renewed.observe_server_time(t);
     }
     begun.store_certificate(&renewed)?.promote()?;
+    *pending = PendingRenewal::default();
     Ok(load(dir)?)
 }

@@ -8,11 +8,12 @@ use domain::pki::{Pin, PublicKey};
 use time::{Duration, OffsetDateTime};
 
 use super::log::{log, rfc3339};
-use super::renew::{renew_once, RenewError};
+use super::renew::{renew_retrying, RenewError};
 use super::session::{client_identity, hold_session, SessionEnd};
 use crate::client::{connect, ClientError, GatewayAddress};
 use crate::files::DataDir;
 use crate::identity_store::{load, LoadError, WAY_BACK};
+use crate::renewal::PendingRenewal;
 use crate::renewal_schedule::{jitter, next_renewal_attempt, renew_at, RENEW_RETRY_MIN};
 
 /// What `bcd node` prints last when its certificate was revoked (exit status 1).
@@ -76,6 +77,8 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
         return NodeExit::Config(e.to_string());
     }
     let mut renew_failures = 0u32;
+    // The next key of a failed renewal, reused by the retry (its answer may only have been lost).
+    let mut pending = PendingRenewal::default();
     let mut retry_at: Option<OffsetDateTime> = None;
     let mut lost = 0u32;
     let mut first = true;
@@ -103,7 +106,14 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
         if now >= due {
             let result = match connect(&options.server, options.serving_ca, Some(&identity)).await {
                 Ok(mut client) => {
-                    renew_once(&mut client, dir, &loaded, options.join_signing_key.as_ref()).await
+                    renew_retrying(
+                        &mut client,
+                        dir,
+                        &loaded,
+                        options.join_signing_key.as_ref(),
+                        &mut pending,
+                    )
+                    .await
                 }
                 Err(e) => Err(RenewError::Connect(e)),
             };
