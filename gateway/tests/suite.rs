@@ -5,8 +5,8 @@
 mod common;
 
 mod api_probe;
-mod feed_faults;
 mod edge;
+mod feed_faults;
 mod handshake;
 mod internal;
 mod join_replay_wire;
