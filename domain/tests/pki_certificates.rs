@@ -606,3 +606,13 @@ fn pki_serving_request_checks() {
         );
     }
 }
+
+/// Found by the `node_identity` fuzz target: a certificate whose URI SAN has a multi-byte UTF-8
+/// character across byte 9 (the length of `spiffe://`) panicked the SPIFFE-URI check (a string
+/// slice inside a character) instead of being read or refused.
+#[test]
+fn a_uri_san_with_a_character_across_the_scheme_length_does_not_panic() {
+    let der = include_bytes!("data/fuzz/node_identity_uri_not_char_boundary.der");
+    let td = TrustDomain::new("fuzz.example.com").unwrap();
+    assert!(NodeIdentity::from_leaf_der(der, &td).is_err());
+}

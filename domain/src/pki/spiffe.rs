@@ -230,8 +230,11 @@ impl SpiffeId {
 
     /// Whether `uri` is a SPIFFE URI at all (well-formed or not): used to count SPIFFE SANs.
     pub fn is_spiffe_uri(uri: &str) -> bool {
-        uri.len() >= SPIFFE_SCHEME.len()
-            && uri[..SPIFFE_SCHEME.len()].eq_ignore_ascii_case(SPIFFE_SCHEME)
+        // Compared as bytes: a URI from a certificate may hold a multi-byte character across the
+        // scheme's length, where a string slice would panic (found by fuzzing).
+        uri.as_bytes()
+            .get(..SPIFFE_SCHEME.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(SPIFFE_SCHEME.as_bytes()))
     }
 }
 
@@ -383,6 +386,16 @@ impl FromStr for NodeRole {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by fuzzing: a character across byte 9 must not panic the scheme check.
+    #[test]
+    fn a_multibyte_character_across_the_scheme_length_is_not_a_spiffe_uri() {
+        assert!(!SpiffeId::is_spiffe_uri("spiffe:/\u{6d9}x"));
+        assert!(!SpiffeId::is_spiffe_uri(
+            "\u{6d9}\u{6d9}\u{6d9}\u{6d9}\u{6d9}"
+        ));
+        assert!(SpiffeId::is_spiffe_uri("SPIFFE://td/x"));
+    }
 
     #[test]
     fn round_trip() {
