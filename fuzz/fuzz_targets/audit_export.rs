@@ -13,7 +13,8 @@
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use domain::audit::{
-    node_hash, verify_trail, AuditLeaf, Checkpoint, Hash, TrailCheckpoint, TrailLeaf, EMPTY_ROOT,
+    node_hash, sealed_leaf, verify_trail, AuditLeaf, Checkpoint, Hash, TrailCheckpoint, TrailLeaf,
+    EMPTY_ROOT,
 };
 use fuzz_support::{audit_origin, audit_signer};
 use libfuzzer_sys::fuzz_target;
@@ -106,11 +107,29 @@ fn leaf_of(ev: &EventLine) -> Option<TrailLeaf> {
         event_id,
         payload_sha256: Sha256::digest(&payload).into(),
     };
+    let leaf_hash = leaf.leaf_hash().ok()?;
+    // The checkpoint an `audit.checkpoint.sealed` leaf of the tenant recorded, read from the
+    // event as the cli's export reader does (an undecodable one is a refused export).
+    let event = events::RecordedEvent {
+        position: ev.position,
+        stream_id: ev.stream_id.clone(),
+        stream_version: ev.stream_version,
+        event_id,
+        event_type: ev.event_type.clone(),
+        schema_version: ev.schema_version,
+        tenant_id: ev.tenant_id.clone(),
+        occurred_at_us: ev.occurred_at_us,
+        payload,
+        payload_sha256: [0; 32],
+        tx_id: None,
+    };
+    let sealed = sealed_leaf(&event, &ev.tenant_id).ok()?;
     Some(TrailLeaf {
         index: ev.index,
         position: ev.position,
-        leaf_hash: leaf.leaf_hash().ok()?,
+        leaf_hash,
         recorded_leaf_hash: Some(hex32(&ev.leaf_hash)?),
+        sealed,
     })
 }
 
