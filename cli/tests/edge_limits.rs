@@ -371,9 +371,13 @@ fn half_sent_4_mib_joins_on_one_connection_keep_the_server_memory_bounded() {
             second < 40 * 1024,
             "60 half-sent 64 KiB joins grew the server by {second} KiB"
         );
+        // Whether a stream over the limit is refused by the server or held back by the h2
+        // client (once it has read the server's SETTINGS) depends on timing; the exact count of
+        // refusals on raw frames is `streams_over_the_limit_on_one_connection_are_refused`.
+        // Here: none answered (above), every one accounted for, and the memory bounded.
         assert_eq!(
-            (pending, refused),
-            (16, 44),
+            pending + refused,
+            60,
             "streams held and refused on one connection"
         );
     });
