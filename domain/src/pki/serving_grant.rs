@@ -19,9 +19,10 @@ use x509_parser::extensions::GeneralName;
 use super::leaf::{
     split_names, Serial, ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME,
 };
+use super::spiffe::ROLE_OU_PREFIX;
 
 /// The role an internal client certificate carries (`OU=bc-role:gateway`).
-const GATEWAY_OU: &str = "bc-role:gateway";
+const GATEWAY_ROLE: &str = "gateway";
 
 /// What one gateway's internal client certificate allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +68,7 @@ pub fn read_grant(internal_leaf_der: &[u8]) -> Result<GatewayGrant, GrantError> 
         .subject()
         .iter_organizational_unit()
         .filter_map(|ou| ou.as_str().ok())
-        .any(|ou| ou == GATEWAY_OU);
+        .any(|ou| ou.strip_prefix(ROLE_OU_PREFIX) == Some(GATEWAY_ROLE));
     if !is_gateway {
         return Err(GrantError::NotGateway);
     }
