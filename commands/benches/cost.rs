@@ -259,6 +259,7 @@ fn join(fx: &Fixture, state: &JoinState, input: &JoinInput) -> Fallible<Joined> 
         not_after_ms: cert.not_after_us / 1000,
         server_time_ms: now_us / 1000,
         identity_generation: cert.identity_generation,
+        deferral: None,
     }
     .encode_to_vec();
     let signature = sign(

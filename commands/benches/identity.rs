@@ -195,6 +195,9 @@ fn cpu_only_joins(keys: &KeySet, n: usize) -> f64 {
         secret_hash: secret.hash(),
         expect: ExpectBinding::default(),
         allow_reclaim: false,
+        reclaim_node_id: None,
+        for_node_id: None,
+        require_approval: false,
         revoked: false,
     };
     let inputs: Vec<JoinInput> = (0..n)

@@ -7,6 +7,7 @@
 //! be async: time comes in as an argument, state comes in as a value, and what it decides goes out
 //! as events or a refusal. It may see `events` for its types only (no store).
 
+pub mod attest;
 pub mod audit;
 pub mod identity;
 pub mod merkle;

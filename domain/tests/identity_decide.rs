@@ -79,6 +79,7 @@ fn active_node() -> domain::identity::NodeState {
         status: domain::identity::NodeStatus::Active,
         identity_generation: 4,
         hardware_key_sha256: None,
+        product_uuid_sha256: None,
     }
 }
 
@@ -120,6 +121,9 @@ fn a_join_refusal_names_the_token_only_once_its_secret_matched() {
         secret_hash: secret.hash(),
         expect: ExpectBinding::default(),
         allow_reclaim: false,
+        reclaim_node_id: None,
+        for_node_id: None,
+        require_approval: false,
         revoked: false,
     };
     for refusal in JoinRefusal::ALL {

@@ -61,6 +61,7 @@ pub fn signed_join_response(
         not_after_ms: answer.not_after_us / 1000,
         server_time_ms: answer.server_time_us / 1000,
         identity_generation: answer.identity_generation,
+        deferral: None,
     }
     .encode_to_vec();
     let signature = sign(

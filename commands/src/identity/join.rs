@@ -50,6 +50,7 @@ impl Joins {
             csr_sha256: digest_vec(csr_sha256),
             hardware_key_sha256: digest_vec(hardware_key),
             window_start_us: domain::identity::window_start(now_us),
+            ..Default::default()
         };
         refusals::record(tx, "join", &reason, tenant, &payload, now_us, &self.config).await?;
         Ok(())

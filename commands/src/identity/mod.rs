@@ -16,6 +16,7 @@
 //! | `renew` | renewals by proof of possession ([`Renewals`]) |
 //! | `admin` | operator commands on tokens and nodes ([`NodeAdmin`]) |
 //! | `answers` | what a join or renewal is asked and answers |
+//! | [`attestors`] | the registry of attestors this control plane runs, in process and remote |
 //! | `service` | [`JoinService`]: the four together |
 //! | [`maintenance`] | pruning expired proofs, writing suppressed refusal counts |
 //! | `refusals` | recording refusals under the per-minute bound, the rest counted in memory ([`RefusalBudget`]) |
@@ -24,6 +25,7 @@
 
 mod admin;
 mod answers;
+pub mod attestors;
 mod join;
 pub mod maintenance;
 mod refusals;

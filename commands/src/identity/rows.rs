@@ -31,6 +31,9 @@ pub(crate) fn token_state(row: &TokenRow) -> Result<TokenState, IdentityError> {
             mac: row.expect_mac.clone(),
         },
         allow_reclaim: row.allow_reclaim,
+        reclaim_node_id: row.reclaim_node_id.clone(),
+        for_node_id: row.for_node_id.clone(),
+        require_approval: row.require_approval,
         revoked: row.revoked_at_us.is_some(),
     })
 }
@@ -53,6 +56,14 @@ pub(crate) fn node_state(row: &NodeRow) -> Result<NodeState, IdentityError> {
                 b.as_slice()
                     .try_into()
                     .map_err(|_| corrupt("hardware_key_sha256 is not 32 bytes"))?,
+            ),
+        },
+        product_uuid_sha256: match &row.product_uuid_sha256 {
+            None => None,
+            Some(b) => Some(
+                b.as_slice()
+                    .try_into()
+                    .map_err(|_| corrupt("product_uuid_sha256 is not 32 bytes"))?,
             ),
         },
     })

@@ -106,6 +106,7 @@ pub fn decide_create_token(
             expect_product_uuid: cmd.expect.product_uuid.clone().unwrap_or_default(),
             expect_mac: cmd.expect.mac.clone().unwrap_or_default(),
             allow_reclaim: cmd.allow_reclaim,
+            ..Default::default()
         },
     )]))
 }

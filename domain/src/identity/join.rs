@@ -401,6 +401,8 @@ pub fn decide_join(
         hardware_key_sha256: digest(opened.digests.hardware_key),
         reclaimed,
         csr_sha256: opened.csr.sha256().to_vec(),
+        allowed_kinds: Vec::new(),
+        node_key_uri: String::new(),
     }));
     events.push(IdentityEvent::CertificateIssued(NodeCertificateIssued {
         node_id: node_id.as_str().to_owned(),

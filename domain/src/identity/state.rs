@@ -1,8 +1,10 @@
 //! The state identity decisions read, the events they produce, and how events change the state.
 
 use events::schema::{
-    JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed, NodeCertificateIssued, NodeDeleted,
-    NodeIdentityRevoked, NodeJoined, NodeRetired, RenewCloned, RenewProofUsed,
+    EvidenceUsed, JoinRequestApproved, JoinRequestConsumed, JoinRequestCreated, JoinRequestExpired,
+    JoinRequestRejected, JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed, NodeBound,
+    NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeRetired, PoolCreated,
+    PoolUpdated, RenewCloned, RenewProofUsed,
 };
 
 use crate::pki::{NodeRole, TokenHash};
@@ -18,6 +20,9 @@ pub enum TokenRole {
     Node,
     /// Admits `site`.
     Site,
+    /// Admits `node`, through the `provisioned` attestor only: a single-use token rendered into
+    /// an installed system's user data (spec 000 "provisioned").
+    Provisioned,
 }
 
 impl TokenRole {
@@ -26,6 +31,7 @@ impl TokenRole {
         match self {
             TokenRole::Node => "node",
             TokenRole::Site => "site",
+            TokenRole::Provisioned => "provisioned",
         }
     }
 
@@ -34,6 +40,7 @@ impl TokenRole {
         match text {
             "node" => Some(TokenRole::Node),
             "site" => Some(TokenRole::Site),
+            "provisioned" => Some(TokenRole::Provisioned),
             _ => None,
         }
     }
@@ -43,6 +50,7 @@ impl TokenRole {
         match self {
             TokenRole::Node => NodeRole::Node,
             TokenRole::Site => NodeRole::Site,
+            TokenRole::Provisioned => NodeRole::Node,
         }
     }
 }
@@ -80,8 +88,15 @@ pub struct TokenState {
     pub secret_hash: TokenHash,
     /// Expect binding.
     pub expect: ExpectBinding,
-    /// Whether a machine whose hardware key is enrolled may reclaim its node.
+    /// Written before issue 18 only (a claimed hardware key reclaimed its holder); new tokens
+    /// name the node instead ([`TokenState::reclaim_node_id`]). Has no power any more.
     pub allow_reclaim: bool,
+    /// The one node this token re-keys in place (`bcctl token create --reclaim NODE`).
+    pub reclaim_node_id: Option<String>,
+    /// Role provisioned: the node the token was minted for (`--for-node NODE`).
+    pub for_node_id: Option<String>,
+    /// A join with this token waits for an operator's approval.
+    pub require_approval: bool,
     /// Revoked by an operator.
     pub revoked: bool,
 }
@@ -136,8 +151,10 @@ pub struct NodeState {
     pub status: NodeStatus,
     /// Current identity generation (1 after the first join).
     pub identity_generation: u64,
-    /// SHA-256 of the trusted hardware key claimed at join, if any.
+    /// SHA-256 of the trusted hardware key claimed at join, if any (a digest with no power).
     pub hardware_key_sha256: Option<[u8; 32]>,
+    /// SHA-256 of the lower-cased product UUID claimed at its last join, if any.
+    pub product_uuid_sha256: Option<[u8; 32]>,
 }
 
 /// One stored certificate (a `node_certs` row).
@@ -180,6 +197,24 @@ pub enum IdentityEvent {
     NodeRetired(NodeRetired),
     /// `security.renew.cloned`, stream `node/<id>`.
     RenewCloned(RenewCloned),
+    /// `attestation.evidence.used`, stream `node/<id>`.
+    EvidenceUsed(EvidenceUsed),
+    /// `node.bound`, stream `node/<id>`.
+    NodeBound(NodeBound),
+    /// `pool.created`, stream `pool/<id>`.
+    PoolCreated(PoolCreated),
+    /// `pool.updated`, stream `pool/<id>`.
+    PoolUpdated(PoolUpdated),
+    /// `join_request.created`, stream `join-request/<id>`.
+    JoinRequestCreated(JoinRequestCreated),
+    /// `join_request.approved`, stream `join-request/<id>`.
+    JoinRequestApproved(JoinRequestApproved),
+    /// `join_request.rejected`, stream `join-request/<id>`.
+    JoinRequestRejected(JoinRequestRejected),
+    /// `join_request.consumed`, stream `join-request/<id>`.
+    JoinRequestConsumed(JoinRequestConsumed),
+    /// `join_request.expired`, stream `join-request/<id>`.
+    JoinRequestExpired(JoinRequestExpired),
 }
 
 impl IdentityEvent {
@@ -204,6 +239,15 @@ impl IdentityEvent {
             IdentityEvent::NodeDeleted(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::NodeRetired(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::RenewCloned(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::EvidenceUsed(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::NodeBound(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::PoolCreated(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::PoolUpdated(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::JoinRequestCreated(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::JoinRequestApproved(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::JoinRequestRejected(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::JoinRequestConsumed(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::JoinRequestExpired(p) => NewEvent::from_payload(id, tenant, at, p),
         }
     }
 
@@ -220,6 +264,15 @@ impl IdentityEvent {
             IdentityEvent::NodeDeleted(e) => format!("node/{}", e.node_id),
             IdentityEvent::NodeRetired(e) => format!("node/{}", e.node_id),
             IdentityEvent::RenewCloned(e) => format!("node/{}", e.node_id),
+            IdentityEvent::EvidenceUsed(e) => format!("node/{}", e.node_id),
+            IdentityEvent::NodeBound(e) => format!("node/{}", e.node_id),
+            IdentityEvent::PoolCreated(e) => format!("pool/{}", e.pool_id),
+            IdentityEvent::PoolUpdated(e) => format!("pool/{}", e.pool_id),
+            IdentityEvent::JoinRequestCreated(e) => format!("join-request/{}", e.request_id),
+            IdentityEvent::JoinRequestApproved(e) => format!("join-request/{}", e.request_id),
+            IdentityEvent::JoinRequestRejected(e) => format!("join-request/{}", e.request_id),
+            IdentityEvent::JoinRequestConsumed(e) => format!("join-request/{}", e.request_id),
+            IdentityEvent::JoinRequestExpired(e) => format!("join-request/{}", e.request_id),
         }
     }
 }
@@ -244,6 +297,9 @@ pub fn evolve_token(state: Option<TokenState>, event: &IdentityEvent) -> Option<
                     mac: non_empty(&e.expect_mac),
                 },
                 allow_reclaim: e.allow_reclaim,
+                reclaim_node_id: non_empty(&e.reclaim_node_id),
+                for_node_id: non_empty(&e.for_node_id),
+                require_approval: e.require_approval,
                 revoked: false,
             })
         }
@@ -271,6 +327,7 @@ pub fn evolve_node(state: Option<NodeState>, event: &IdentityEvent) -> Option<No
             status: NodeStatus::Active,
             identity_generation: e.identity_generation,
             hardware_key_sha256: e.hardware_key_sha256.as_slice().try_into().ok(),
+            product_uuid_sha256: e.product_uuid_sha256.as_slice().try_into().ok(),
         }),
         (Some(mut s), IdentityEvent::IdentityRevoked(e)) => {
             s.identity_generation = e.new_identity_generation;

@@ -24,6 +24,15 @@ event_payload! {
     RefusalsSuppressed => "security.refusals.suppressed", version 1;
     AttestationUsesPruned => "attestation.uses.pruned", version 1;
     RenewCloned => "security.renew.cloned", version 1;
+    EvidenceUsed => "attestation.evidence.used", version 1;
+    NodeBound => "node.bound", version 1;
+    PoolCreated => "pool.created", version 1;
+    PoolUpdated => "pool.updated", version 1;
+    JoinRequestCreated => "join_request.created", version 1;
+    JoinRequestApproved => "join_request.approved", version 1;
+    JoinRequestRejected => "join_request.rejected", version 1;
+    JoinRequestConsumed => "join_request.consumed", version 1;
+    JoinRequestExpired => "join_request.expired", version 1;
 }
 
 /// Which certificates a `node.identity.revoked` event revokes: the upcast of its schema 1.

@@ -20,6 +20,9 @@ pub struct TokenRow {
     pub expect_product_uuid: Option<String>,
     pub expect_mac: Option<String>,
     pub allow_reclaim: bool,
+    pub reclaim_node_id: Option<String>,
+    pub for_node_id: Option<String>,
+    pub require_approval: bool,
     pub created_at_us: i64,
     pub revoked_at_us: Option<i64>,
     pub revoke_reason: Option<String>,
@@ -29,7 +32,7 @@ pub struct TokenRow {
 
 const TOKEN_COLUMNS: &str = "token_id, tenant_id, site_id, pool_id, role, \
     secret_sha256, uses_total, uses_left, expires_at_us, expect_product_uuid, expect_mac, \
-    allow_reclaim, created_at_us, revoked_at_us, revoke_reason, version, position";
+    allow_reclaim, reclaim_node_id, for_node_id, require_approval, created_at_us, revoked_at_us, revoke_reason, version, position";
 
 /// A `nodes` row.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -46,6 +49,7 @@ pub struct NodeRow {
     pub node_key: String,
     pub token_id: String,
     pub hardware_key_sha256: Option<Vec<u8>>,
+    pub product_uuid_sha256: Option<Vec<u8>>,
     pub joined_at_us: i64,
     pub updated_at_us: i64,
     pub version: i64,
@@ -54,7 +58,7 @@ pub struct NodeRow {
 
 const NODE_COLUMNS: &str = "node_id, tenant_id, site_id, pool_id, role, status, \
     status_reason, identity_generation, attestor, node_key, token_id, hardware_key_sha256, \
-    joined_at_us, updated_at_us, version, position";
+    product_uuid_sha256, joined_at_us, updated_at_us, version, position";
 
 /// A `node_certs` row.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

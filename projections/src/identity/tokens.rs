@@ -29,6 +29,9 @@ const JOIN_TOKENS_TABLES: &[TableSpec] = &[
             "expect_product_uuid",
             "expect_mac",
             "allow_reclaim",
+            "reclaim_node_id",
+            "for_node_id",
+            "require_approval",
             "created_at_us",
             "revoked_at_us",
             "revoke_reason",
@@ -167,6 +170,9 @@ impl Projection for JoinTokens {
                         text_or_null(&r.p.expect_product_uuid),
                         text_or_null(&r.p.expect_mac),
                         r.p.allow_reclaim.into(),
+                        text_or_null(&r.p.reclaim_node_id),
+                        text_or_null(&r.p.for_node_id),
+                        r.p.require_approval.into(),
                         r.created_at_us.into(),
                         opt_int(revoked_at),
                         opt_text(reason),
@@ -180,8 +186,8 @@ impl Projection for JoinTokens {
                 "join_tokens",
                 "INSERT INTO join_tokens (token_id, tenant_id, site_id, pool_id, role, \
                  secret_sha256, uses_total, uses_left, expires_at_us, expect_product_uuid, \
-                 expect_mac, allow_reclaim, created_at_us, revoked_at_us, revoke_reason, version, \
-                 position) VALUES ",
+                 expect_mac, allow_reclaim, reclaim_node_id, for_node_id, require_approval, \
+                 created_at_us, revoked_at_us, revoke_reason, version, position) VALUES ",
                 "",
                 rows,
                 None,

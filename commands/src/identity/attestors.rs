@@ -1,0 +1,143 @@
+//! The attestors this control plane runs (spec 001 "Registering"): the built-ins and any
+//! registered in process (pure [`domain::attest::Attestor`]s, run inside the join's transaction
+//! on facts the shell loads), and out-of-process ones ([`RemoteAttestor`], called before the
+//! transaction; their answer is then held to exactly the same admission step).
+//!
+//! An empty attestor name means `join-token`; an id not registered is
+//! [`super::IdentityError::UnsupportedAttestor`] (UNIMPLEMENTED on the wire, spending nothing).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use domain::attest::{Attestor, Verdict};
+use domain::identity::{HardwareClaims, JOIN_TOKEN_ATTESTOR};
+use domain::pki::NodeRole;
+
+/// What an out-of-process attestor is asked: never the database, only the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteVerifyRequest {
+    /// The attestor id.
+    pub attestor: String,
+    /// The role asked for.
+    pub role: NodeRole,
+    /// SHA-256 of the CSR: bind proofs to it.
+    pub csr_sha256: [u8; 32],
+    /// The machine's claims.
+    pub claims: HardwareClaims,
+    /// `JoinRequest.attestation`.
+    pub evidence: Vec<u8>,
+}
+
+/// Why a remote attestor gave no verdict (not a refusal: the join fails as an error, and the
+/// agent retries later).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RemoteAttestorError {
+    /// The attestor's socket could not be reached or answered an error.
+    #[error("UNAVAILABLE: attestor {attestor} at {endpoint}: {why}")]
+    Unavailable {
+        /// The attestor id.
+        attestor: String,
+        /// Where it was called.
+        endpoint: String,
+        /// What went wrong.
+        why: String,
+    },
+    /// It answered something the contract does not allow.
+    #[error("attestor {attestor} answered an invalid verdict: {why}")]
+    InvalidAnswer {
+        /// The attestor id.
+        attestor: String,
+        /// What was wrong.
+        why: String,
+    },
+}
+
+/// The boxed future a [`RemoteAttestor`] answers.
+pub type RemoteVerdict<'a> =
+    Pin<Box<dyn Future<Output = Result<Verdict, RemoteAttestorError>> + Send + 'a>>;
+
+/// An attestor that runs outside this process (the `external` attestor over `bc.attestor.v1`).
+/// Its [`Verdict`] may name single-use subjects, bindings, a reclaim and an approval; it may not
+/// name a token (it cannot read one).
+pub trait RemoteAttestor: Send + Sync {
+    /// The id agents name.
+    fn id(&self) -> &str;
+    /// The roles it may admit.
+    fn roles(&self) -> &[NodeRole];
+    /// Verifies, remotely.
+    fn verify<'a>(&'a self, request: &'a RemoteVerifyRequest) -> RemoteVerdict<'a>;
+}
+
+/// One registered attestor.
+#[derive(Clone)]
+pub enum RegisteredAttestor {
+    /// Pure, in process (built-in or custom Rust).
+    InProcess(Arc<dyn Attestor>),
+    /// Out of process.
+    Remote(Arc<dyn RemoteAttestor>),
+}
+
+impl RegisteredAttestor {
+    /// Its id.
+    pub fn id(&self) -> &str {
+        match self {
+            RegisteredAttestor::InProcess(a) => a.id(),
+            RegisteredAttestor::Remote(a) => a.id(),
+        }
+    }
+
+    /// The roles it may admit.
+    pub fn roles(&self) -> &[NodeRole] {
+        match self {
+            RegisteredAttestor::InProcess(a) => a.roles(),
+            RegisteredAttestor::Remote(a) => a.roles(),
+        }
+    }
+}
+
+/// The attestors of this control plane, by id. Later registrations of an id replace earlier
+/// ones (one with id `join-token` replaces the built-in).
+#[derive(Clone, Default)]
+pub struct AttestorRegistry {
+    entries: Vec<RegisteredAttestor>,
+}
+
+impl AttestorRegistry {
+    /// An empty registry (see the built-ins' constructor for the default set).
+    pub fn empty() -> Self {
+        AttestorRegistry::default()
+    }
+
+    /// Registers `attestor`, replacing one with the same id.
+    pub fn register(&mut self, attestor: RegisteredAttestor) -> &mut Self {
+        self.entries.retain(|e| e.id() != attestor.id());
+        self.entries.push(attestor);
+        self
+    }
+
+    /// Registers a pure attestor.
+    pub fn register_in_process(&mut self, attestor: Arc<dyn Attestor>) -> &mut Self {
+        self.register(RegisteredAttestor::InProcess(attestor))
+    }
+
+    /// Registers a remote attestor.
+    pub fn register_remote(&mut self, attestor: Arc<dyn RemoteAttestor>) -> &mut Self {
+        self.register(RegisteredAttestor::Remote(attestor))
+    }
+
+    /// The attestor a JoinRequest names (empty: `join-token`).
+    pub fn get(&self, requested: &str) -> Option<&RegisteredAttestor> {
+        let id = if requested.is_empty() {
+            JOIN_TOKEN_ATTESTOR
+        } else {
+            requested
+        };
+        self.entries.iter().find(|e| e.id() == id)
+    }
+
+    /// The registered ids, in registration order (pool policies must name only these).
+    pub fn ids(&self) -> Vec<String> {
+        self.entries.iter().map(|e| e.id().to_owned()).collect()
+    }
+}

@@ -1,0 +1,273 @@
+//! The attestor contract (spec 001 "The contract", "What a result means", "Two-round joins").
+//!
+//! An attestor answers one question at join time: may this machine join, and as which node? It
+//! is pure. The shell runs it in two steps inside the join's transaction:
+//!
+//! 1. [`Attestor::plan`] reads the request (evidence, CSR digest, claims, the opened token) and
+//!    names the [`FactKey`]s it needs, or refuses malformed evidence at once;
+//! 2. the shell loads exactly those facts from the projections into [`Facts`], and
+//!    [`Attestor::verify`] answers a [`Verdict`]: an [`AttestationResult`], a [`Deferral`] or an
+//!    [`AttestorRefusal`].
+//!
+//! An attestor never spends anything itself: what must be used once, bound for good, or spent
+//! (a token use) is *named* in the result, and the admission step (written once, after every
+//! attestor) checks and records it in the same transaction. That is also what lets an
+//! out-of-process attestor, which never sees the database, be held to the same rules.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use time::OffsetDateTime;
+
+use crate::identity::{CertState, ClaimsDigests, HardwareClaims, NodeState, TokenState};
+use crate::pki::{NodeRole, TokenHash, TokenSecret, VerifiedCsr};
+
+/// What an attestor is asked: everything the JoinRequest carried, already decoded, with the CSR
+/// verified and the sealed token (when the request had one) opened.
+#[derive(Debug, Clone, Copy)]
+pub struct AttestRequest<'a> {
+    /// The role asked for; the registry already refused a role the attestor does not list.
+    pub role: NodeRole,
+    /// The CSR, verified (its SHA-256 is [`VerifiedCsr::sha256`]: bind every proof to it).
+    pub csr: &'a VerifiedCsr,
+    /// Self-asserted claims, and their digests (the only form events record).
+    pub claims: &'a HardwareClaims,
+    /// Digests of `claims`.
+    pub digests: &'a ClaimsDigests,
+    /// `JoinRequest.attestation`: the evidence, or the answer to a challenge.
+    pub evidence: &'a [u8],
+    /// The sealed token's secret, when the request carried one and it opened for this CSR.
+    pub token: Option<&'a TokenSecret>,
+    /// The JoinService's clock at this round.
+    pub now: OffsetDateTime,
+}
+
+/// A fact an attestor asks the shell to load before [`Attestor::verify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactKey {
+    /// The `join_tokens` row whose secret hash this is.
+    TokenByHash(TokenHash),
+    /// The `join_tokens` row with this id.
+    TokenById(String),
+    /// The `nodes` row with this id.
+    Node(String),
+    /// The `node_certs` row with this serial (lower-case hex).
+    Certificate(String),
+    /// Whether `attestation_uses` holds (attestor, subject).
+    Use {
+        /// The `attestation_uses.attestor`.
+        attestor: String,
+        /// The 32-byte subject.
+        subject: [u8; 32],
+    },
+    /// The `node_bindings` row of this subject.
+    Binding([u8; 32]),
+}
+
+/// A `node_bindings` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingState {
+    /// The attestor that bound it.
+    pub attestor: String,
+    /// The node it is bound to.
+    pub node_id: String,
+}
+
+/// The facts the shell loaded for the keys [`Attestor::plan`] named. A key that names nothing
+/// stored is simply absent.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Tokens found, by secret hash (`FactKey::TokenByHash`) or id (`FactKey::TokenById`).
+    pub tokens: Vec<TokenState>,
+    /// Nodes found, by id.
+    pub nodes: BTreeMap<String, NodeState>,
+    /// Certificates found, by serial.
+    pub certificates: BTreeMap<String, CertState>,
+    /// The (attestor, subject) pairs `attestation_uses` holds, of those asked.
+    pub uses: BTreeSet<(String, [u8; 32])>,
+    /// Bindings found, by subject.
+    pub bindings: BTreeMap<[u8; 32], BindingState>,
+}
+
+impl Facts {
+    /// The token with this secret hash.
+    pub fn token_by_hash(&self, hash: &TokenHash) -> Option<&TokenState> {
+        self.tokens.iter().find(|t| &t.secret_hash == hash)
+    }
+
+    /// The token with this id.
+    pub fn token_by_id(&self, id: &str) -> Option<&TokenState> {
+        self.tokens.iter().find(|t| t.token_id == id)
+    }
+
+    /// Whether (attestor, subject) was used.
+    pub fn used(&self, attestor: &str, subject: &[u8; 32]) -> bool {
+        self.uses.contains(&(attestor.to_owned(), *subject))
+    }
+}
+
+/// A refusal: `<attestor>:<reason>` in the `security.join.refused` event, ACCESS_DENIED on the
+/// wire. `tenant_id` only once the evidence authenticated a tenant (a token's secret matched, a
+/// stored certificate was presented); otherwise the refusal goes to the root tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttestorRefusal {
+    /// The attestor id (or `join` for the admission step's own refusals).
+    pub attestor: String,
+    /// The reason, kebab-case (`expired`, `bound-elsewhere`).
+    pub reason: String,
+    /// The tenant the evidence authenticated, if any.
+    pub tenant_id: Option<String>,
+    /// The token used, when known.
+    pub token_id: Option<String>,
+    /// The node named or reclaimed, when known.
+    pub node_id: Option<String>,
+}
+
+impl AttestorRefusal {
+    /// A refusal attributed to nobody (the root tenant).
+    pub fn new(attestor: &str, reason: &str) -> Self {
+        AttestorRefusal {
+            attestor: attestor.to_owned(),
+            reason: reason.to_owned(),
+            tenant_id: None,
+            token_id: None,
+            node_id: None,
+        }
+    }
+
+    /// Attributed to `tenant` (the evidence authenticated it).
+    pub fn in_tenant(mut self, tenant: &str) -> Self {
+        self.tenant_id = Some(tenant.to_owned());
+        self
+    }
+
+    /// Naming the token.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token_id = Some(token.to_owned());
+        self
+    }
+
+    /// Naming the node.
+    pub fn with_node(mut self, node: &str) -> Self {
+        self.node_id = Some(node.to_owned());
+        self
+    }
+
+    /// `<attestor>:<reason>`, as the event records it.
+    pub fn text(&self) -> String {
+        format!("{}:{}", self.attestor, self.reason)
+    }
+}
+
+impl std::fmt::Display for AttestorRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.attestor, self.reason)
+    }
+}
+
+/// What the control plane knows about the node key (spec 001 "What a result means").
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NodeKeyStatement {
+    /// Nothing proved about the key: `nodeKey: unattested`, no URI in the certificate.
+    #[default]
+    Unattested,
+    /// A statement to write into the certificate (`urn:bc:tpm-ak:...`) with its `nodeKey`
+    /// label (`tpm`). The admission step refuses one the renewal path cannot prove again
+    /// (`join:node-key-statement`).
+    Statement {
+        /// The `node.joined` `node_key` value.
+        label: String,
+        /// The URI SAN.
+        uri: String,
+    },
+}
+
+/// Evidence that admits one join at most: recorded in `attestation_uses` by the admission step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SingleUse {
+    /// The `attestation_uses.attestor` (usually the attestor's id).
+    pub attestor: String,
+    /// SHA-256 of what must be used once.
+    pub subject: [u8; 32],
+    /// When the row may be pruned (µs); `None` keeps it forever.
+    pub expires_at_us: Option<i64>,
+    /// The reason a second use is refused with (`reused`, `csr-key-used`).
+    pub reason_if_used: String,
+}
+
+/// An operator must approve this join first (spec 001 "Approval"): the admission step finds
+/// the join request keyed by (attestor, subject), creates it when there is none, defers while it
+/// is pending, refuses when it was rejected, and admits (consuming it) once approved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalAsk {
+    /// SHA-256 of what the request is keyed by (the built-ins use the CSR's SHA-256).
+    pub subject: [u8; 32],
+    /// One operator-readable line (never the evidence).
+    pub summary: String,
+}
+
+/// An admitted join, as the attestor sees it (spec 001 "The contract"). The admission step then
+/// checks the rest itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttestationResult {
+    /// The tenant the node joins (or keeps, on a reclaim).
+    pub tenant_id: String,
+    /// Its role.
+    pub role: NodeRole,
+    /// Its site.
+    pub site_id: String,
+    /// Its pool.
+    pub pool_id: String,
+    /// The node to reclaim in place (identity generation + 1, older certificates revoked).
+    pub reclaim_node_id: Option<String>,
+    /// The token to spend one use of: its state as loaded (the admission step checks its expect
+    /// binding and reclaim rule, and writes `token.used`).
+    pub token: Option<TokenState>,
+    /// Subjects to bind to the node for good (`node_bindings`).
+    pub bind: Vec<[u8; 32]>,
+    /// Single-use subjects to record in `attestation_uses`.
+    pub single_use: Vec<SingleUse>,
+    /// The node-key statement.
+    pub node_key: NodeKeyStatement,
+    /// Command kinds the certificate allows (empty: every kind the role allows).
+    pub allowed_kinds: Vec<String>,
+    /// Set when an operator must approve the join first.
+    pub approval: Option<ApprovalAsk>,
+}
+
+/// A deferral that asks the agent a question (spec 001 "Challenge"). Stateless on the server:
+/// whatever the attestor needs to check the answer goes into `payload`, sealed if it must be,
+/// and bound to the CSR's SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Challenge {
+    /// Attestor-specific bytes for the agent's producer.
+    pub payload: Vec<u8>,
+    /// Answers after this (µs) are refused.
+    pub not_after_us: i64,
+}
+
+/// What [`Attestor::verify`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The machine may join, subject to the admission step.
+    Admit(Box<AttestationResult>),
+    /// Not yet: ask the agent this, and verify its answer in the next round.
+    Challenge(Challenge),
+    /// Refused.
+    Refuse(AttestorRefusal),
+}
+
+/// An attestor (spec 001 "The contract"). Implementations are pure: no clock (the request has
+/// `now`), no database (the facts are loaded by the shell), no network.
+pub trait Attestor: Send + Sync {
+    /// The id an agent names in `JoinRequest.attestor` (`join-token`, `x509pop`).
+    fn id(&self) -> &str;
+
+    /// The agent roles it may admit; any other is refused `<id>:wrong-role` before `plan`.
+    fn roles(&self) -> &[NodeRole];
+
+    /// Reads the request and names the facts to load; refuses evidence that does not parse.
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal>;
+
+    /// Decides, from the request and the facts loaded for [`Attestor::plan`]'s keys.
+    fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict;
+}
