@@ -13,6 +13,7 @@
 //! | --- | --- |
 //! | `join` | what `JoinService::join` does besides SQL: open the sealed token (ECDH, HKDF, AES-GCM), verify the CSR, draw the node id and serial, decide (issue and sign the certificate), encode the events as the append does (protobuf, SHA-256), build and sign the JoinResponse |
 //! | `renew` | the same for `JoinService::renew`: parse the leaf, verify the new CSR, decide (verify the renew-pop proof, issue and sign the certificate), encode the events, build the RenewResponse |
+//! | `service-join` | one token join through the real `JoinService::join` on SQLite in this process (the SQL and the SQLite engine included), then the JoinResponse encoded and signed as the gateway does (`cost/whole_join.rs`) |
 //! | `rebuild` | a rebuild of every projection (`commands::every_projection`, as `bcctl rebuild`) from a SQLite log in a temporary directory; `units` is the log's event count |
 //!
 //! Their references, the same libraries the code uses, doing only the crypto:
@@ -51,6 +52,9 @@ use prost::Message;
 use ring::rand::SystemRandom;
 use ring::signature::{self as sig, EcdsaKeyPair, KeyPair, UnparsedPublicKey};
 use time::OffsetDateTime;
+
+#[path = "cost/whole_join.rs"]
+mod whole_join;
 
 type Fallible<T> = Result<T, Box<dyn Error>>;
 
@@ -548,6 +552,7 @@ fn run(op: &str, count: usize) -> Fallible<()> {
                     .map_err(|_| "ring could not sign".into())
             })
         }
+        "service-join" => whole_join::run(count),
         "rebuild" | "read" => {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -588,7 +593,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Every operation, in the order the smoke test runs them.
 const OPERATIONS: &str =
-    "join renew rebuild csr-verify ecdh-open cert-sign response-sign pop-verify read";
+    "join service-join renew rebuild csr-verify ecdh-open cert-sign response-sign pop-verify read";
 
 fn main() -> Fallible<()> {
     // `cargo bench` passes `--bench`; anything else is the operation and the count.
