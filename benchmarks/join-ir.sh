@@ -80,7 +80,7 @@ echo "| operation | Ir per join | commit |"
 echo "| --- | ---: | --- |"
 for op in join service-join; do
     ir=$(measure "$op" "$count")
-    awk -v a="$ir" -v name="$op" -v c="$commit" "$commas"' BEGIN { printf "| %s | %s | %s |\n", name, c(a), c }'
+    awk -v a="$ir" -v name="$op" -v at="$commit" "$commas"' BEGIN { printf "| %s | %s | %s |\n", name, c(a), at }'
 done
 echo
 echo "callgrind files: $out (callgrind_annotate \$file.2 for the top functions)"
