@@ -16,7 +16,8 @@
 # temporary directory, with benchmarks/join-ir/pre-contract.patch applied when its cost.rs has
 # no `service-join` (the patch is this harness written against the handler's API before the
 # contract, for d99b67d). `--tree DIR` measures the checkout in DIR as it is. Every build shares
-# CARGO_TARGET_DIR (default target/join-ir), so the dependencies are built once.
+# CARGO_TARGET_DIR (default target/join-ir), so the dependencies are built once (the workspace's
+# own crates are built again from the tree measured, every time).
 # Prints one table row per figure; the raw callgrind files stay in $CALLGRIND_OUT.
 set -euo pipefail
 
@@ -47,6 +48,13 @@ else
     commit=$(git -C "$tree" rev-parse --short HEAD)
     git -C "$tree" diff --quiet HEAD -- . ':!commands/benches' || commit="$commit (modified)"
 fi
+
+# Trees share the target directory, and cargo gives a workspace crate the same artifact whatever
+# its checkout's path, deciding freshness by file times (and `git archive` writes old ones): touch
+# the tree's sources so that its workspace crates are built from them, never reused from another
+# tree's build. The dependencies stay built.
+find "$tree" -path "$tree/target" -prune -o -type f \( -name '*.rs' -o -name '*.proto' \
+    -o -name '*.sql' -o -name 'Cargo.toml' -o -name 'build.rs' \) -exec touch {} +
 
 build_log="$out/build.log"
 if ! (cd "$tree" && cargo bench -p commands --bench cost --no-run) >"$build_log" 2>&1; then
