@@ -104,14 +104,17 @@ pub use refusals::{refusal_totals, RefusalCounters};
 pub use tokens::JoinTokens;
 pub use uses::AttestationUses;
 
-/// Every identity projection, in the order they are applied.
-pub fn all() -> [&'static dyn Projection; 5] {
+/// Every identity projection, in the order they are applied (with the attestation plane's
+/// `pools` and `join_requests`, whose events every identity append may carry).
+pub fn all() -> [&'static dyn Projection; 7] {
     [
         &JoinTokens,
         &Nodes,
         &NodeCerts,
         &AttestationUses,
         &RefusalCounters,
+        &crate::attest::Pools,
+        &crate::attest::JoinRequests,
     ]
 }
 
