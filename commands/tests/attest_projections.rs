@@ -112,7 +112,10 @@ fn history() -> Vec<(i64, Vec<IdentityEvent>)> {
         (T0, vec![pool_created("edge", &["x509pop", "join-token"])]),
         (T0 + 1, vec![pool_created("any", &[])]),
         (T0 + 2, vec![pool_updated("edge", "racks", &["x509pop"])]),
-        (T0 + 3, vec![pool_updated("any", "now strict", &["provisioned"])]),
+        (
+            T0 + 3,
+            vec![pool_updated("any", "now strict", &["provisioned"])],
+        ),
         (T0 + 4, vec![request_created("jr_a", 1, T0 + 4)]),
         (T0 + 5, vec![request_created("jr_b", 2, T0 + 5)]),
         (T0 + 6, vec![request_created("jr_c", 3, T0 + 6)]),
@@ -136,7 +139,10 @@ async fn check_rows(store: &EventStore) {
             join_attestors: Some(vec!["x509pop".into()]),
         }
     );
-    assert_eq!((edge.version, edge.created_at_us, edge.updated_at_us), (2, T0, T0 + 2));
+    assert_eq!(
+        (edge.version, edge.created_at_us, edge.updated_at_us),
+        (2, T0, T0 + 2)
+    );
     let any = read::pool(&mut tx, "any").await.unwrap().expect("any");
     assert_eq!(any.join_attestors.as_deref(), Some("provisioned"));
     assert!(read::pool(&mut tx, "nope").await.unwrap().is_none());
@@ -147,9 +153,15 @@ async fn check_rows(store: &EventStore) {
         .map(|p| p.pool_id)
         .collect();
     assert_eq!(all, ["any", "edge"]);
-    assert!(read::pools(&mut tx, Some("other")).await.unwrap().is_empty());
+    assert!(read::pools(&mut tx, Some("other"))
+        .await
+        .unwrap()
+        .is_empty());
 
-    let a = read::join_request(&mut tx, "jr_a").await.unwrap().expect("a");
+    let a = read::join_request(&mut tx, "jr_a")
+        .await
+        .unwrap()
+        .expect("a");
     assert_eq!(a.status, "consumed");
     assert_eq!(a.decided_by.as_deref(), Some("alice"));
     assert_eq!(a.decision_reason.as_deref(), Some("known box"));
@@ -158,10 +170,20 @@ async fn check_rows(store: &EventStore) {
     assert_eq!(a.token_id.as_deref(), Some("tok_1"));
     assert_eq!(a.node_id, None);
     let s = rows::join_request_state(&a).unwrap();
-    assert_eq!((s.status, s.version, s.subject), (JoinRequestStatus::Consumed, 3, [1; 32]));
-    let b = read::join_request(&mut tx, "jr_b").await.unwrap().expect("b");
     assert_eq!(
-        (b.status.as_str(), b.decided_by.as_deref(), b.decision_reason),
+        (s.status, s.version, s.subject),
+        (JoinRequestStatus::Consumed, 3, [1; 32])
+    );
+    let b = read::join_request(&mut tx, "jr_b")
+        .await
+        .unwrap()
+        .expect("b");
+    assert_eq!(
+        (
+            b.status.as_str(),
+            b.decided_by.as_deref(),
+            b.decision_reason
+        ),
         ("rejected", Some("bob"), None)
     );
     // The newest request of a subject is the retry's.
@@ -181,18 +203,24 @@ async fn check_rows(store: &EventStore) {
         .map(|r| r.request_id)
         .collect();
     assert_eq!(pending, ["jr_d"]);
-    let every = read::join_requests(&mut tx, Some("acme"), None).await.unwrap();
+    let every = read::join_requests(&mut tx, Some("acme"), None)
+        .await
+        .unwrap();
     assert_eq!(every.len(), 4);
     // jr_d expires at T0 + 1007: not before, then it is the one to expire.
     assert!(read::expired_join_requests(&mut tx, T0 + 1_006, 10)
         .await
         .unwrap()
         .is_empty());
-    let due = read::expired_join_requests(&mut tx, T0 + 1_007, 10).await.unwrap();
+    let due = read::expired_join_requests(&mut tx, T0 + 1_007, 10)
+        .await
+        .unwrap();
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].request_id, "jr_d");
     tx.rollback().await.unwrap();
-    let outside = read::join_requests_in_store(store, None, Some("expired")).await.unwrap();
+    let outside = read::join_requests_in_store(store, None, Some("expired"))
+        .await
+        .unwrap();
     assert_eq!(outside.len(), 1);
     assert_eq!(read::pools_in_store(store, None).await.unwrap().len(), 2);
 }
@@ -240,6 +268,9 @@ async fn an_update_of_a_request_no_event_created_is_inapplicable() {
         )
         .await
         .expect_err("inapplicable");
-        assert!(err.to_string().contains("without a join_request.created"), "{err}");
+        assert!(
+            err.to_string().contains("without a join_request.created"),
+            "{err}"
+        );
     }
 }

@@ -47,13 +47,13 @@ pub fn decide_approve(
     if r.expires_at_us <= unix_us(now) {
         return Err(AttestAdminRefusal::JoinRequestExpired(r.request_id.clone()));
     }
-    Ok(Decision::events_only(vec![IdentityEvent::JoinRequestApproved(
-        JoinRequestApproved {
+    Ok(Decision::events_only(vec![
+        IdentityEvent::JoinRequestApproved(JoinRequestApproved {
             request_id: r.request_id.clone(),
             actor: actor.into(),
             reason: reason.into(),
-        },
-    )]))
+        }),
+    ]))
 }
 
 /// Rejects a pending request (also one past its expiry that maintenance has not expired yet: a
@@ -66,13 +66,13 @@ pub fn decide_reject(
 ) -> Result<Decision<()>, AttestAdminRefusal> {
     check_decision(actor, reason)?;
     let r = pending(request_id, request)?;
-    Ok(Decision::events_only(vec![IdentityEvent::JoinRequestRejected(
-        JoinRequestRejected {
+    Ok(Decision::events_only(vec![
+        IdentityEvent::JoinRequestRejected(JoinRequestRejected {
             request_id: r.request_id.clone(),
             actor: actor.into(),
             reason: reason.into(),
-        },
-    )]))
+        }),
+    ]))
 }
 
 /// Expires a request still open (pending, or approved and not consumed) whose expiry is at or
@@ -86,9 +86,11 @@ pub fn decide_expire(request: &JoinRequestState, now: OffsetDateTime) -> Decisio
     if !open || request.expires_at_us > unix_us(now) {
         return Decision::events_only(Vec::new());
     }
-    Decision::events_only(vec![IdentityEvent::JoinRequestExpired(JoinRequestExpired {
-        request_id: request.request_id.clone(),
-    })])
+    Decision::events_only(vec![IdentityEvent::JoinRequestExpired(
+        JoinRequestExpired {
+            request_id: request.request_id.clone(),
+        },
+    )])
 }
 
 /// Applies an event to a join request's state (`None` before `join_request.created`); every
@@ -245,7 +247,10 @@ mod tests {
             JoinRequestStatus::Consumed,
             JoinRequestStatus::Expired,
         ] {
-            let done = JoinRequestState { status, ..s.clone() };
+            let done = JoinRequestState {
+                status,
+                ..s.clone()
+            };
             assert!(decide_expire(&done, at(T0 + 5000)).events.is_empty());
         }
     }

@@ -17,11 +17,11 @@ pub use contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState,
     Challenge, FactKey, Facts, NodeKeyStatement, SingleUse, Verdict,
 };
-pub use state::{
-    JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,
-};
 pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};
 pub use pools::{
     decide_create_pool, decide_update_pool, evolve_pool, AttestAdminRefusal, AttestorPolicy,
     CreatePool, UpdatePool, MAX_POOL_ATTESTORS,
+};
+pub use state::{
+    JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,
 };

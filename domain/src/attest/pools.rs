@@ -352,7 +352,11 @@ mod tests {
             join_attestors: Some(AttestorPolicy::Any),
         };
         let d = decide_update_pool(&to_any, state.as_ref(), KNOWN).expect("valid");
-        let s = d.events.iter().fold(state.clone(), evolve_pool).expect("pool");
+        let s = d
+            .events
+            .iter()
+            .fold(state.clone(), evolve_pool)
+            .expect("pool");
         assert_eq!((s.description.as_str(), s.join_attestors), ("racks", None));
         let nothing = UpdatePool {
             pool_id: "edge".into(),

@@ -63,7 +63,9 @@ impl Change {
         match later {
             Later::Decided { status, by, reason } => {
                 self.status = status;
-                self.decided_by = Some(by).filter(|s| !s.is_empty()).or(self.decided_by.take());
+                self.decided_by = Some(by)
+                    .filter(|s| !s.is_empty())
+                    .or(self.decided_by.take());
                 self.decision_reason = Some(reason)
                     .filter(|s| !s.is_empty())
                     .or(self.decision_reason.take());

@@ -104,9 +104,8 @@ impl Projection for Pools {
                     PoolUpdated::EVENT_TYPE => {
                         let p: PoolUpdated = e.decode()?;
                         let attestors = attestors_column(&p.join_attestors);
-                        if let Some(row) = created_at
-                            .get(&p.pool_id)
-                            .and_then(|&i| created.get_mut(i))
+                        if let Some(row) =
+                            created_at.get(&p.pool_id).and_then(|&i| created.get_mut(i))
                         {
                             row.description = p.description;
                             row.join_attestors = attestors;

@@ -122,8 +122,11 @@ pub async fn join_requests(
     status: Option<&str>,
 ) -> Result<Vec<JoinRequestRow>, StoreError> {
     let sql = format!("SELECT {JOIN_REQUEST_COLUMNS} {JOIN_REQUESTS_FILTERED}");
-    tx.fetch_all(&sql, &[tenant.unwrap_or("").into(), status.unwrap_or("").into()])
-        .await
+    tx.fetch_all(
+        &sql,
+        &[tenant.unwrap_or("").into(), status.unwrap_or("").into()],
+    )
+    .await
 }
 
 /// [`join_requests`], read outside any transaction.
@@ -134,7 +137,10 @@ pub async fn join_requests_in_store(
 ) -> Result<Vec<JoinRequestRow>, StoreError> {
     let sql = format!("SELECT {JOIN_REQUEST_COLUMNS} {JOIN_REQUESTS_FILTERED}");
     store
-        .fetch_all(&sql, &[tenant.unwrap_or("").into(), status.unwrap_or("").into()])
+        .fetch_all(
+            &sql,
+            &[tenant.unwrap_or("").into(), status.unwrap_or("").into()],
+        )
         .await
 }
 
