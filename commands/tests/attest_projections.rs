@@ -18,7 +18,7 @@ const T0: i64 = 1_800_000_000_000_000;
 
 /// Appends `events` (each stream at `Any`) in one transaction at time `at`, applying every
 /// identity projection.
-async fn append(store: &EventStore, at: i64, events: Vec<IdentityEvent>) {
+pub async fn append(store: &EventStore, at: i64, events: Vec<IdentityEvent>) {
     let mut streams: Vec<(String, Vec<NewEvent>)> = Vec::new();
     for e in &events {
         let s = e.stream();
@@ -60,7 +60,7 @@ fn pool_updated(id: &str, text: &str, ids: &[&str]) -> IdentityEvent {
     })
 }
 
-fn request_created(id: &str, subject: u8, at: i64) -> IdentityEvent {
+pub fn request_created(id: &str, subject: u8, at: i64) -> IdentityEvent {
     IdentityEvent::JoinRequestCreated(JoinRequestCreated {
         request_id: id.into(),
         tenant_id: "acme".into(),
@@ -77,7 +77,7 @@ fn request_created(id: &str, subject: u8, at: i64) -> IdentityEvent {
     })
 }
 
-fn approved(id: &str) -> IdentityEvent {
+pub fn approved(id: &str) -> IdentityEvent {
     IdentityEvent::JoinRequestApproved(JoinRequestApproved {
         request_id: id.into(),
         actor: "alice".into(),
@@ -93,7 +93,7 @@ fn rejected(id: &str) -> IdentityEvent {
     })
 }
 
-fn consumed(id: &str) -> IdentityEvent {
+pub fn consumed(id: &str) -> IdentityEvent {
     IdentityEvent::JoinRequestConsumed(JoinRequestConsumed {
         request_id: id.into(),
         node_id: "node_1".into(),

@@ -7,6 +7,7 @@ mod audit_support;
 mod identity_support;
 mod quorum_support;
 
+mod attest_commands;
 mod attest_projections;
 mod audit_sequencer;
 mod audit_worked_example;
