@@ -10,14 +10,23 @@ use serde_json::{json, Value};
 use support::{bcctl_at, ok_json};
 
 use domain::identity::IdentityEvent;
+use events::new_event_id;
 use events::schema::JoinRequestCreated;
 use events::store::testkit::TestDb;
 use events::store::{EventStore, ExpectedVersion, LogStore, LogTx};
-use events::new_event_id;
 
 fn fails(dir: &Path, url: &str, args: &[&str], needle: &str) {
+    fails_with(dir, url, args, needle, 1);
+}
+
+/// `bcctl args` exits `code` (1: refused; 2: a usage error clap reports) naming `needle`.
+fn fails_with(dir: &Path, url: &str, args: &[&str], needle: &str, code: i32) {
     let out = bcctl_at(dir, url, args);
-    assert_eq!(out.status.code(), Some(1), "bcctl {args:?} must exit 1");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "bcctl {args:?} must exit {code}"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(needle),
@@ -110,7 +119,13 @@ async fn pool_and_join_request_commands_on_both_backends() {
         let init = bcctl_at(
             d,
             &url,
-            &["pki", "init", "--trust-domain", "cli.example.com", "--plaintext"],
+            &[
+                "pki",
+                "init",
+                "--trust-domain",
+                "cli.example.com",
+                "--plaintext",
+            ],
         );
         assert!(init.status.success());
 
@@ -162,7 +177,13 @@ async fn pool_and_join_request_commands_on_both_backends() {
             d,
             &url,
             &[
-                "pool", "create", "p2", "--tenant", "acme", "--join-attestors", "tpm-remote",
+                "pool",
+                "create",
+                "p2",
+                "--tenant",
+                "acme",
+                "--join-attestors",
+                "tpm-remote",
             ],
             "INVALID_INPUT: join attestor \"tpm-remote\" is not one the control plane runs \
              (it runs: join-token, x509pop, provisioned)",
@@ -170,7 +191,15 @@ async fn pool_and_join_request_commands_on_both_backends() {
         fails(
             d,
             &url,
-            &["pool", "create", "p2", "--tenant", "acme", "--join-attestors", ""],
+            &[
+                "pool",
+                "create",
+                "p2",
+                "--tenant",
+                "acme",
+                "--join-attestors",
+                "",
+            ],
             "INVALID_INPUT: join attestors must be 1 to 16 ids, got 0",
         );
         fails(
@@ -185,12 +214,25 @@ async fn pool_and_join_request_commands_on_both_backends() {
             &["pool", "update", "edge"],
             "INVALID_INPUT: an update names a new description or new join attestors",
         );
-        fails(d, &url, &["pool", "show", "nope"], "NOT_FOUND: no pool nope");
         fails(
             d,
             &url,
-            &["pool", "update", "edge", "--join-attestors", "x509pop", "--any-attestor"],
+            &["pool", "show", "nope"],
+            "NOT_FOUND: no pool nope",
+        );
+        fails_with(
+            d,
+            &url,
+            &[
+                "pool",
+                "update",
+                "edge",
+                "--join-attestors",
+                "x509pop",
+                "--any-attestor",
+            ],
             "--any-attestor",
+            2,
         );
 
         // pool update replaces what it names.
@@ -220,7 +262,10 @@ async fn pool_and_join_request_commands_on_both_backends() {
             "position": updated_position,
         });
         assert_eq!(updated, expected);
-        assert_eq!(ok_json(d, &url, &["pool", "show", "edge", "--json"]), expected);
+        assert_eq!(
+            ok_json(d, &url, &["pool", "show", "edge", "--json"]),
+            expected
+        );
         let listed = ok_json(d, &url, &["pool", "list", "--tenant", "acme", "--json"]);
         assert_eq!(listed, json!([any, expected]));
         assert_eq!(
@@ -331,7 +376,11 @@ async fn pool_and_join_request_commands_on_both_backends() {
             ),
             json!([rejected_expected])
         );
-        let all = ok_json(d, &url, &["join-request", "list", "--tenant", "acme", "--json"]);
+        let all = ok_json(
+            d,
+            &url,
+            &["join-request", "list", "--tenant", "acme", "--json"],
+        );
         assert_eq!(all.as_array().map(Vec::len), Some(2));
         let text = bcctl_at(d, &url, &["join-request", "list"]);
         let text = String::from_utf8_lossy(&text.stdout);
