@@ -147,8 +147,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(policy, duplicate)| Op::CreatePool { policy, duplicate }),
         1 => (idx.clone(), any::<u8>(), any::<bool>())
             .prop_map(|(pool, policy, text)| Op::UpdatePool { pool, policy, text }),
-        2 => (30i64..400).prop_map(|ttl_s| Op::RequestJoin { ttl_s }),
-        1 => idx.clone().prop_map(|request| Op::ApproveRequest { request }),
+        3 => (30i64..400).prop_map(|ttl_s| Op::RequestJoin { ttl_s }),
+        2 => idx.clone().prop_map(|request| Op::ApproveRequest { request }),
         1 => idx.clone().prop_map(|request| Op::RejectRequest { request }),
         1 => idx.clone().prop_map(|request| Op::ConsumeRequest { request }),
         1 => Just(Op::ExpireRequests),
@@ -479,14 +479,14 @@ async fn step(w: &mut World, op: &Op) {
                     .first()
                     .cloned()
                     .unwrap_or_else(|| "pool-1".into()),
-                node_id: if n % 3 == 0 {
+                node_id: if n.is_multiple_of(3) {
                     "node_x".into()
                 } else {
                     String::new()
                 },
                 token_id: w.tokens.first().map(|t| t.id.clone()).unwrap_or_default(),
-                product_uuid_sha256: if n % 2 == 0 {
-                    vec![n as u8; 32]
+                product_uuid_sha256: if n.is_multiple_of(2) {
+                    vec![u8::try_from(n).unwrap_or(0); 32]
                 } else {
                     Vec::new()
                 },
