@@ -4,8 +4,8 @@
 //!
 //! The reasons come from two places:
 //!
-//! - the attestors' exported lists (`X509PopRefusal::ALL`, `ProvisionedRefusal::ALL`), which
-//!   their own tests keep complete;
+//! - the attestors' exported lists (`JoinRefusal::ALL`, `X509PopRefusal::ALL`,
+//!   `ProvisionedRefusal::ALL`), which their own tests keep complete;
 //! - the sources, for refusals written in place: in each attestor's file (and the admission
 //!   step's, and the join shell's), the reason of every `refuse("…")` / `refuse(CONST)` call and
 //!   every `AttestorRefusal::new(…, "…")`, attributed to the file's attestor, and every string
@@ -29,6 +29,7 @@ fn workspace_root() -> PathBuf {
 /// the file refuses for several attestors (the shell), so only calls naming a known id count.
 const SCANNED: &[(&str, Option<&str>)] = &[
     ("domain/src/attest/join_token.rs", Some("join-token")),
+    ("domain/src/identity/join.rs", Some("join-token")),
     ("domain/src/attest/admission.rs", Some("join")),
     ("domain/src/attest/x509pop.rs", Some("x509pop")),
     ("domain/src/attest/provisioned.rs", Some("provisioned")),
@@ -179,6 +180,7 @@ fn code_reasons() -> BTreeSet<String> {
         };
         out.extend(scanned_reasons(&code_of(&src), *attestor));
     }
+    out.extend(domain::identity::JoinRefusal::ALL.map(|r| r.reason()));
     for id in BUILTIN {
         out.insert(format!("{id}:wrong-role"));
         out.insert(format!("{id}:bad-csr"));

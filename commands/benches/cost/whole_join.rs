@@ -30,6 +30,9 @@ fn new_token(uses: u32) -> NewToken {
         ttl_seconds: 86_400,
         expect: ExpectBinding::default(),
         allow_reclaim: false,
+        reclaim_node_id: None,
+        for_node_id: None,
+        require_approval: false,
     }
 }
 
@@ -98,6 +101,7 @@ pub fn run(count: usize) -> Fallible<()> {
                     sealed_token: sealed.as_bytes().to_vec(),
                     role: "node".into(),
                     claims: HardwareClaims::default(),
+                    attestation: Vec::new(),
                 },
             })
         })
