@@ -72,10 +72,14 @@ impl Agent {
         }
     }
     fn seal(&self, keys: &KeySet, secret: &TokenSecret) -> Vec<u8> {
-        seal_token(keys.join_encryption.public_key(), secret, &self.csr_sha256())
-            .expect("seal")
-            .as_bytes()
-            .to_vec()
+        seal_token(
+            keys.join_encryption.public_key(),
+            secret,
+            &self.csr_sha256(),
+        )
+        .expect("seal")
+        .as_bytes()
+        .to_vec()
     }
     fn request(&self, attestor: &str, sealed_token: Vec<u8>, attestation: Vec<u8>) -> JoinRequest {
         JoinRequest {

@@ -152,7 +152,9 @@ fn scanned_reasons(code: &str, attestor: Option<&str>) -> BTreeSet<String> {
                 continue;
             };
             let ids: Vec<String> = match id_arg {
-                Some(a) if a.starts_with('"') => first_literal(a).into_iter().map(Into::into).collect(),
+                Some(a) if a.starts_with('"') => {
+                    first_literal(a).into_iter().map(Into::into).collect()
+                }
                 Some("&id") | Some("id") | Some("&self.id") => {
                     BUILTIN.iter().map(|s| s.to_string()).collect()
                 }

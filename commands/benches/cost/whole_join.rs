@@ -78,7 +78,11 @@ pub fn run(count: usize) -> Fallible<()> {
     let store = rt.block_on(db.store())?;
     let td = TrustDomain::new("bench.example.com")?;
     let now = OffsetDateTime::now_utc();
-    let keys = Arc::new(KeySet::generate(td.clone(), now, KeySetLifetimes::default())?);
+    let keys = Arc::new(KeySet::generate(
+        td.clone(),
+        now,
+        KeySetLifetimes::default(),
+    )?);
     let svc = JoinService::new(
         store,
         keys.clone(),
