@@ -30,6 +30,9 @@
 //!
 //! The edge limits are the tables `[limits]` (the agent-facing endpoint) and `[api_limits]`
 //! (the api's internal endpoint), file only: [`crate::serve_config_limits`].
+//!
+//! Out-of-process attestors are `[[attestors.external]]` entries, file only:
+//! [`crate::serve_config_attestors`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,6 +43,7 @@ use gateway::limits::EdgeLimits;
 use gateway::limits_join::JoinRefusalLimits;
 use serde::Deserialize;
 
+use crate::serve_config_attestors::{external_attestors, FileAttestors};
 use crate::serve_config_limits::{api_limits, public_limits, FileLimits};
 
 /// Why the configuration could not be resolved. The same texts as the `ServeError` variants of
@@ -130,6 +134,7 @@ pub struct FileConfig {
     pub allow_plaintext: Option<bool>,
     pub limits: Option<FileLimits>,
     pub api_limits: Option<FileLimits>,
+    pub attestors: Option<FileAttestors>,
 }
 
 /// Everything resolved.
@@ -171,6 +176,8 @@ pub struct Settings {
     pub join_refusals: JoinRefusalLimits,
     /// The internal endpoint's edge limits (`[api_limits]`, role `api`).
     pub api_limits: EdgeLimits,
+    /// Out-of-process attestors (`[[attestors.external]]`), registered with the JoinService.
+    pub external_attestors: Vec<gateway::external_attestor::ExternalAttestorConfig>,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -299,6 +306,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         .unwrap_or_else(|| "127.0.0.1:9443".into());
     let (limits, join_refusals) = public_limits(&file.limits, parse_duration)?;
     let api_limits = api_limits(&file.api_limits, parse_duration)?;
+    let external_attestors = external_attestors(&file.attestors, |t| parse_duration(t))?;
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -381,5 +389,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         limits,
         join_refusals,
         api_limits,
+        external_attestors,
     })
 }
