@@ -12,7 +12,9 @@ use crate::serve_error::ServeError;
 
 /// The configured external attestors, ready to register (they connect on their first call, so
 /// the server starts while an attestor is not up yet).
-pub(crate) fn external_attestors(settings: &Settings) -> Result<Vec<RegisteredAttestor>, ServeError> {
+pub(crate) fn external_attestors(
+    settings: &Settings,
+) -> Result<Vec<RegisteredAttestor>, ServeError> {
     let mut out = Vec::new();
     for config in &settings.external_attestors {
         let external = ExternalAttestor::new(config.clone()).map_err(|e| ServeError::Invalid {

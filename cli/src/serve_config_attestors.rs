@@ -57,7 +57,10 @@ pub fn external_attestors(
             ExternalAttestorConfig::new(&entry.id, &entry.roles, entry.socket.clone(), timeout)
                 .map_err(|e| invalid(e.to_string()))?;
         if out.iter().any(|c| c.id == config.id) {
-            return Err(invalid(format!("attestor id {:?} is configured twice", config.id)));
+            return Err(invalid(format!(
+                "attestor id {:?} is configured twice",
+                config.id
+            )));
         }
         out.push(config);
     }
