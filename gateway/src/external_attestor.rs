@@ -367,12 +367,7 @@ pub fn verdict_from_answer(
     }
 }
 
-fn admit(
-    id: &str,
-    roles: &[NodeRole],
-    asked: NodeRole,
-    a: wire::Admit,
-) -> Result<Verdict, String> {
+fn admit(id: &str, roles: &[NodeRole], asked: NodeRole, a: wire::Admit) -> Result<Verdict, String> {
     let role = if a.role.is_empty() {
         asked
     } else {
@@ -432,8 +427,7 @@ fn admit(
         None => None,
         Some(ask) => {
             let summary = ask.summary;
-            if summary.chars().count() > MAX_SUMMARY_LEN || summary.chars().any(char::is_control)
-            {
+            if summary.chars().count() > MAX_SUMMARY_LEN || summary.chars().any(char::is_control) {
                 return Err(format!(
                     "the approval summary must be at most {MAX_SUMMARY_LEN} characters without \
                      control characters"

@@ -31,8 +31,8 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use domain::attest::{
-    AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts,
-    NodeKeyStatement, SingleUse, Verdict,
+    AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts, NodeKeyStatement,
+    SingleUse, Verdict,
 };
 use domain::pki::NodeRole;
 use serde::Deserialize;

@@ -98,12 +98,16 @@ fn every_refusal_has_its_reason() {
     let a = attestor(&v);
     let csr = csr();
     let none = Facts::default();
-    assert_eq!(refused(run(&a, &csr, b"not json", &none)), "acme-asset:malformed");
+    assert_eq!(
+        refused(run(&a, &csr, b"not json", &none)),
+        "acme-asset:malformed"
+    );
     assert_eq!(
         refused(run(&a, &csr, br#"{"assetTag":"A","sig":7}"#, &none)),
         "acme-asset:malformed"
     );
-    let no_binding = serde_json::json!({"assetTag": "ASSET-0042", "sig": URL_SAFE_NO_PAD.encode([1u8; 64])});
+    let no_binding =
+        serde_json::json!({"assetTag": "ASSET-0042", "sig": URL_SAFE_NO_PAD.encode([1u8; 64])});
     assert_eq!(
         refused(run(&a, &csr, no_binding.to_string().as_bytes(), &none)),
         "acme-asset:no-csr-binding"

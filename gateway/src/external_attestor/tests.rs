@@ -379,7 +379,10 @@ async fn no_answer_is_unavailable_not_a_refusal() {
         .verify(&request())
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("the asset database is down"), "{err}");
+    assert!(
+        err.to_string().contains("the asset database is down"),
+        "{err}"
+    );
 
     // Too slow: the call timeout.
     let dir = tempfile::tempdir().unwrap();
