@@ -36,6 +36,8 @@ pub mod bc {
     }
     pub mod attestor {
         /// `bc.attestor.v1`.
+        // An Admit is much larger than a Refuse; a verdict is made once per join round.
+        #[allow(clippy::large_enum_variant)]
         pub mod v1 {
             include!(concat!(env!("OUT_DIR"), "/bc.attestor.v1.rs"));
         }

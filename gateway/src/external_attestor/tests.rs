@@ -252,7 +252,7 @@ fn configuration_is_checked() {
 /// What the test server answers.
 #[derive(Clone)]
 enum Script {
-    Answer(wire::VerifyResponse),
+    Answer(Box<wire::VerifyResponse>),
     Fail,
     Slow,
 }
@@ -272,7 +272,7 @@ impl AttestorService for Server {
             seen.push(request.into_inner());
         }
         match &self.script {
-            Script::Answer(a) => Ok(Response::new(a.clone())),
+            Script::Answer(a) => Ok(Response::new((**a).clone())),
             Script::Fail => Err(Status::internal("the asset database is down")),
             Script::Slow => {
                 tokio::time::sleep(Duration::from_secs(30)).await;
@@ -327,7 +327,9 @@ async fn the_client_asks_over_the_socket_and_validates_the_answer() {
     let dir = tempfile::tempdir().unwrap();
     let (socket, seen) = serve(
         dir.path(),
-        Script::Answer(answer(verify_response::Verdict::Admit(admit_answer()))),
+        Script::Answer(Box::new(answer(verify_response::Verdict::Admit(
+            admit_answer(),
+        )))),
     );
     let external = client(socket, DEFAULT_CALL_TIMEOUT);
     let verdict = external.verify(&request()).await.unwrap();
@@ -347,7 +349,7 @@ async fn the_client_asks_over_the_socket_and_validates_the_answer() {
     bad.bind = vec![vec![0; 5]];
     let (socket, _) = serve(
         dir2.path(),
-        Script::Answer(answer(verify_response::Verdict::Admit(bad))),
+        Script::Answer(Box::new(answer(verify_response::Verdict::Admit(bad)))),
     );
     let err = client(socket, DEFAULT_CALL_TIMEOUT)
         .verify(&request())
