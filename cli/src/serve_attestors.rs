@@ -4,11 +4,21 @@
 
 use std::sync::Arc;
 
-use commands::identity::attestors::{RegisteredAttestor, RemoteAttestor};
+use commands::identity::attestors::{AttestorRegistry, RegisteredAttestor, RemoteAttestor};
 use gateway::external_attestor::ExternalAttestor;
 
 use crate::serve_config::Settings;
 use crate::serve_error::ServeError;
+
+/// The registry the JoinService runs: the built-ins, then every configured external attestor
+/// (whose ids configuration already kept apart from the built-ins').
+pub(crate) fn registry(settings: &Settings) -> Result<AttestorRegistry, ServeError> {
+    let mut registry = AttestorRegistry::builtin();
+    for attestor in external_attestors(settings)? {
+        registry.register(attestor);
+    }
+    Ok(registry)
+}
 
 /// The configured external attestors, ready to register (they connect on their first call, so
 /// the server starts while an attestor is not up yet).

@@ -381,7 +381,7 @@ impl Joins {
                 let verdict = remote
                     .verify(&ask)
                     .await
-                    .map_err(|e| IdentityError::Failed(e.to_string()))?;
+                    .map_err(IdentityError::AttestorUnavailable)?;
                 Source::Remote(check_remote_verdict(&id, verdict)?)
             }
         };

@@ -144,6 +144,11 @@ pub enum IdentityError {
     /// A decision failed for a reason that is not a refusal (the CA cannot sign, randomness).
     #[error("identity decision failed: {0}")]
     Failed(String),
+    /// An out-of-process attestor gave no verdict: unreachable, an error status, too slow, or
+    /// an answer its contract does not allow. Not a refusal: nothing is recorded or spent, and
+    /// the edge answers UNAVAILABLE (the agent retries later).
+    #[error(transparent)]
+    AttestorUnavailable(#[from] attestors::RemoteAttestorError),
 }
 
 impl From<StoreError> for IdentityError {

@@ -181,7 +181,9 @@ async fn every_refusal_is_access_denied_with_its_reason() {
             "acme-asset:malformed",
         )
         .await;
-        let unbound = serde_json::json!({"assetTag": "ASSET-0042", "sig": "AAAA"}).to_string();
+        let sig =
+            base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, [1u8; 64]);
+        let unbound = serde_json::json!({"assetTag": "ASSET-0042", "sig": sig}).to_string();
         assert_refused(
             &f,
             &request(&a, "node", unbound.into_bytes()),
