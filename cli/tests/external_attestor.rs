@@ -6,10 +6,12 @@
 //!
 //! - the first round defers with the attestor's challenge (signed like any answer, no node, no
 //!   certificate), the answer admits: a node in the attestor's tenant, site and pool;
-//! - the same answer sent again is refused (`py-asset:reused`, the single-use subject the
-//!   attestor named, spent by the JoinService);
-//! - another key for the same machine (a fresh challenge, answered) is refused
-//!   `join:bound-elsewhere` (the bind subject the attestor named is the first node's);
+//! - the same answer sent again, or another key for the same machine (a fresh challenge,
+//!   answered), is refused `join:bound-elsewhere` (the bind subject the attestor named is the
+//!   first node's; the admission step checks bindings before single-use subjects);
+//! - for a machine the attestor binds nothing for, the same answer sent again is refused
+//!   `py-asset:reused` (the single-use subject the attestor named, spent by the JoinService);
+//! - a challenge answered for another CSR is refused `py-asset:csr-mismatch`;
 //! - an attestor whose socket nobody listens on fails the join UNAVAILABLE, not a refusal.
 //!
 //! Uses the venv of `grpc_python` (same pinned requirements, so the same cached venv); set
@@ -182,6 +184,13 @@ fn a_python_attestor_challenges_then_admits_once_and_binds_the_machine() {
                 "tenant": "acme",
                 "site": "site-7",
                 "pool": "racks",
+            },
+            "machine-2": {
+                "secret": hex::encode(MACHINE_SECRET),
+                "tenant": "acme",
+                "site": "site-7",
+                "pool": "racks",
+                "bind": false,
             }
         })
         .to_string(),
@@ -291,7 +300,8 @@ fn a_python_attestor_challenges_then_admits_once_and_binds_the_machine() {
         assert_eq!(joined.role, "node");
         assert!(!joined.certificate_chain.is_empty());
 
-        // The same single-use answer again: refused, and the reason is the attestor's.
+        // The same answer again would be a second node for machine-1: the admission step checks
+        // the bind subject (the first node's) before the single-use subject.
         let again = client
             .join(agent.request("py-asset", &proof))
             .await
@@ -300,8 +310,40 @@ fn a_python_attestor_challenges_then_admits_once_and_binds_the_machine() {
         assert_eq!(again.message(), "Join refused");
         let seen = refusals(&database_url).await;
         assert_eq!(
-            seen.last().map(|(_, r)| r.as_str()),
-            Some("py-asset:reused"),
+            seen.last(),
+            Some(&("acme".to_string(), "join:bound-elsewhere".to_string())),
+            "{seen:?}"
+        );
+
+        // machine-2 binds nothing: its answer admits once, and the same single-use answer
+        // again is refused with the attestor's reason for its subject.
+        let m2 = Agent::new();
+        let first = body(
+            client
+                .join(m2.request("py-asset", br#"{"machine":"machine-2"}"#))
+                .await
+                .expect("the first round answers")
+                .into_inner(),
+        );
+        let proof = answer(&challenge_of(&first).payload, &m2.csr_sha256);
+        let joined2 = body(
+            client
+                .join(m2.request("py-asset", &proof))
+                .await
+                .expect("machine-2's answer admits")
+                .into_inner(),
+        );
+        assert!(!joined2.node_id.is_empty() && joined2.node_id != joined.node_id);
+        let again = client
+            .join(m2.request("py-asset", &proof))
+            .await
+            .expect_err("a replayed single-use answer is refused");
+        assert_eq!(again.code(), tonic::Code::PermissionDenied);
+        assert_eq!(again.message(), "Join refused");
+        let seen = refusals(&database_url).await;
+        assert_eq!(
+            seen.last(),
+            Some(&("acme".to_string(), "py-asset:reused".to_string())),
             "{seen:?}"
         );
 

@@ -3,7 +3,8 @@
 Usage: attestor.py GEN_DIR SOCKET MACHINES_JSON
 
 GEN_DIR holds the stubs grpc_tools.protoc generated from proto/bc/attestor/v1/attestor.proto;
-MACHINES_JSON maps a machine name to {"secret": hex, "tenant": .., "site": .., "pool": ..}.
+MACHINES_JSON maps a machine name to {"secret": hex, "tenant": .., "site": .., "pool": ..,
+"bind": true (default) or false}.
 
 Two rounds, stateless (any replica of this attestor could answer the second):
 
@@ -115,7 +116,7 @@ class Attestor(rpc.AttestorServicer):
                 tenant_id=entry["tenant"],
                 site_id=entry["site"],
                 pool_id=entry["pool"],
-                bind=[bind],
+                bind=[bind] if entry.get("bind", True) else [],
                 single_use=[
                     pb.SingleUse(
                         subject=once, expires_at_ms=not_after, reason_if_used="reused"
