@@ -306,7 +306,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         .unwrap_or_else(|| "127.0.0.1:9443".into());
     let (limits, join_refusals) = public_limits(&file.limits, parse_duration)?;
     let api_limits = api_limits(&file.api_limits, parse_duration)?;
-    let external_attestors = external_attestors(&file.attestors, |t| parse_duration(t))?;
+    let external_attestors = external_attestors(&file.attestors, parse_duration)?;
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
