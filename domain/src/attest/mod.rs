@@ -5,9 +5,11 @@
 //! | --- | --- |
 //! | [`contract`] | the [`Attestor`] trait, what it is asked and what it answers |
 //! | [`state`] | pools and join requests, as the admission step reads them |
+//! | [`x509pop`] | the `x509pop` attestor: an expired certificate re-joins as its node |
 
 pub mod contract;
 pub mod state;
+pub mod x509pop;
 
 pub use contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState,
@@ -16,3 +18,4 @@ pub use contract::{
 pub use state::{
     JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,
 };
+pub use x509pop::{build_evidence, X509PopAttestor, X509PopRefusal, X509POP_ATTESTOR};
