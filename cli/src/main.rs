@@ -18,6 +18,7 @@ mod rebuild_cmd;
 mod replay_cmd;
 mod serve_cmd;
 mod serve_config;
+mod serve_config_attestors;
 mod serve_config_errors;
 mod serve_config_limits;
 mod serve_error;
