@@ -17,9 +17,10 @@
 //! identity of this trust domain is `unknown-certificate`) and asks for the nodes named, the
 //! `node_certs` row of the leaf's serial and the proof's use. [`Attestor::verify`] then refuses,
 //! in this order: [`X509PopRefusal::UnknownCertificate`] (root tenant), then, attributed to the
-//! certificate's node's tenant, `node-mismatch`, `bad-chain`, `stale-generation`, `revoked`,
-//! `node-inactive`, `wrong-role`, `key-statement`, `expired-beyond-grace`, `bad-signature`,
-//! `clock-skew` and `reused`. A certificate that has not expired yet is admitted too: the spec's
+//! certificate's node's tenant, `node-mismatch`, `bad-chain`, `bad-signature`, `reused` (so that
+//! a replayed proof is `reused` even once the join it admitted made its certificate stale),
+//! `stale-generation`, `revoked`, `node-inactive`, `wrong-role`, `key-statement`,
+//! `expired-beyond-grace` and `clock-skew`. A certificate that has not expired yet is admitted too: the spec's
 //! bound is "expired at most grace ago", and a valid one is less than that.
 
 use std::time::Duration;
@@ -334,6 +335,16 @@ impl X509PopAttestor {
         if !chain_ok {
             return Err(X509PopRefusal::BadChain);
         }
+        // The proof and its use before the node's state: a replay is `reused` even once the
+        // join it admitted made the certificate stale.
+        let statement = evidence.statement(request.csr.sha256());
+        let signature = Signature::from_bytes(&evidence.sig).ok_or(X509PopRefusal::BadSignature)?;
+        verify(&identity.public_key, &statement, &signature)
+            .map_err(|_| X509PopRefusal::BadSignature)?;
+        let subject = statement.replay_key();
+        if facts.used(X509POP_ATTESTOR, &subject) {
+            return Err(X509PopRefusal::Reused);
+        }
         if cert.identity_generation < node.identity_generation {
             return Err(X509PopRefusal::StaleGeneration);
         }
@@ -356,16 +367,8 @@ impl X509PopAttestor {
         if now_ms - not_after_ms > ms(self.grace) {
             return Err(X509PopRefusal::ExpiredBeyondGrace);
         }
-        let statement = evidence.statement(request.csr.sha256());
-        let signature = Signature::from_bytes(&evidence.sig).ok_or(X509PopRefusal::BadSignature)?;
-        verify(&identity.public_key, &statement, &signature)
-            .map_err(|_| X509PopRefusal::BadSignature)?;
         if (now_ms - i128::from(evidence.client_time_ms)).abs() > ms(self.window) {
             return Err(X509PopRefusal::ClockSkew);
-        }
-        let subject = statement.replay_key();
-        if facts.used(X509POP_ATTESTOR, &subject) {
-            return Err(X509PopRefusal::Reused);
         }
         Ok(subject)
     }
