@@ -19,7 +19,7 @@
 //! in this order: [`X509PopRefusal::UnknownCertificate`] (root tenant), then, attributed to the
 //! certificate's node's tenant, `node-mismatch`, `bad-chain`, `bad-signature`, `reused` (so that
 //! a replayed proof is `reused` even once the join it admitted made its certificate stale),
-//! `stale-generation`, `revoked`, `node-inactive`, `wrong-role`, `key-statement`,
+//! `node-inactive`, `stale-generation`, `revoked`, `wrong-role`, `key-statement`,
 //! `expired-beyond-grace` and `clock-skew`. A certificate that has not expired yet is admitted too: the spec's
 //! bound is "expired at most grace ago", and a valid one is less than that.
 
@@ -345,14 +345,16 @@ impl X509PopAttestor {
         if facts.used(X509POP_ATTESTOR, &subject) {
             return Err(X509PopRefusal::Reused);
         }
+        // Retiring or deleting a node revokes its certificates: the node's status first, so
+        // that it is the reason.
+        if node.status != NodeStatus::Active {
+            return Err(X509PopRefusal::NodeInactive);
+        }
         if cert.identity_generation < node.identity_generation {
             return Err(X509PopRefusal::StaleGeneration);
         }
         if cert.revoked {
             return Err(X509PopRefusal::Revoked);
-        }
-        if node.status != NodeStatus::Active {
-            return Err(X509PopRefusal::NodeInactive);
         }
         let role_ok = identity.role == request.role
             || (identity.role == NodeRole::NodeTenant && request.role == NodeRole::Node);
