@@ -234,6 +234,7 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
             message: e.to_string(),
         })?;
     identity.root_tenant = settings.root_tenant.clone();
+    identity.x509pop_grace = settings.x509pop_grace;
     let join = Arc::new(JoinService::new(
         store.clone(),
         keys.clone(),

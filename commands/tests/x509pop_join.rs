@@ -29,7 +29,12 @@ async fn each(case: impl AsyncFn(&Fixture)) {
 }
 
 /// Sends `request`, expects ACCESS_DENIED, and `reason` recorded in `tenant`.
-async fn refused(f: &Fixture, request: &commands::identity::JoinRequest, tenant: &str, reason: &str) {
+async fn refused(
+    f: &Fixture,
+    request: &commands::identity::JoinRequest,
+    tenant: &str,
+    reason: &str,
+) {
     assert_join_denied(f.svc.join(request).await);
     assert_last_refusal(&f.store, tenant, reason).await;
 }
@@ -45,7 +50,10 @@ async fn an_expired_certificate_re_joins_in_place() {
         assert_eq!(answer.csr_sha256, next.csr_sha256());
         assert_eq!(answer.node_id, node.node_id());
         assert_eq!(answer.site_id, node.answer.site_id);
-        assert_eq!(answer.identity_generation, node.answer.identity_generation + 1);
+        assert_eq!(
+            answer.identity_generation,
+            node.answer.identity_generation + 1
+        );
         assert!(answer.not_after_us > f.clock.now_us());
 
         let detail = f.svc.show_node(node.node_id()).await.unwrap();
@@ -54,21 +62,25 @@ async fn an_expired_certificate_re_joins_in_place() {
         assert_eq!(detail.node.identity_generation, 2);
         assert_eq!(detail.node.attestor, "x509pop");
         let old_serial = hex::encode(
-            domain::pki::NodeIdentity::from_leaf_der(
-                node.leaf(),
-                &TrustDomain::new(TD).unwrap(),
-            )
-            .unwrap()
-            .serial
-            .as_bytes(),
+            domain::pki::NodeIdentity::from_leaf_der(node.leaf(), &TrustDomain::new(TD).unwrap())
+                .unwrap()
+                .serial
+                .as_bytes(),
         );
         let old = detail
             .certificates
             .iter()
             .find(|c| c.serial == old_serial)
             .expect("the old certificate");
-        assert!(old.revoked_at_us.is_some(), "the old certificate is revoked");
-        assert_eq!(f.svc.list_nodes(None).await.unwrap().len(), 1, "no new node");
+        assert!(
+            old.revoked_at_us.is_some(),
+            "the old certificate is revoked"
+        );
+        assert_eq!(
+            f.svc.list_nodes(None).await.unwrap().len(),
+            1,
+            "no new node"
+        );
 
         // The new certificate renews like any other.
         let after = Agent::new();
@@ -135,7 +147,13 @@ async fn malformed_evidence_is_refused_in_the_root_tenant() {
             edit_json(&good, |v| v["sig"] = "a+b/".into()),
             edit_json(&good, |v| v["more"] = true.into()),
         ] {
-            refused(f, &x509pop_request(&next, bad, "node"), "root", "x509pop:malformed").await;
+            refused(
+                f,
+                &x509pop_request(&next, bad, "node"),
+                "root",
+                "x509pop:malformed",
+            )
+            .await;
         }
     })
     .await;
@@ -232,7 +250,9 @@ async fn a_chain_to_another_issuer_is_a_bad_chain() {
         let next = Agent::new();
         let root = b64url(f.keys.root_ca.cert_der());
         for chain in [
-            edit_json(&evidence(f, &node, &next), |v| v["chain"][1] = root.clone().into()),
+            edit_json(&evidence(f, &node, &next), |v| {
+                v["chain"][1] = root.clone().into()
+            }),
             edit_json(&evidence(f, &node, &next), |v| {
                 v["chain"] = serde_json::json!([v["chain"][0]])
             }),
@@ -273,7 +293,10 @@ async fn a_retired_or_deleted_node_is_inactive() {
     each(async |f| {
         let retired = joined(f, "t1").await;
         let deleted = joined(f, "t1").await;
-        f.svc.retire_node(retired.node_id(), "decommissioned").await.unwrap();
+        f.svc
+            .retire_node(retired.node_id(), "decommissioned")
+            .await
+            .unwrap();
         f.svc.delete_node(deleted.node_id(), "gone").await.unwrap();
         expire(f, &retired);
         for node in [&retired, &deleted] {
@@ -448,10 +471,18 @@ async fn fifty_joins_with_one_proof_admit_exactly_one() {
             .all(|(t, r)| t == "t1" && r == "x509pop:reused"),
         "{refusals:?}"
     );
-    let uses = all_events(&f.store)
+    let uses: Vec<events::schema::EvidenceUsed> = all_events(&f.store)
         .await
         .into_iter()
         .filter(|e| e.event_type == "attestation.evidence.used")
-        .count();
-    assert_eq!(uses, 1);
+        .map(|e| e.decode().unwrap())
+        .filter(|u: &events::schema::EvidenceUsed| u.attestor == "x509pop")
+        .collect();
+    assert_eq!(uses.len(), 1, "one use of the proof");
+    assert_eq!(uses[0].node_id, node.node_id());
+    assert_eq!(
+        uses[0].expires_at_us,
+        (i64::try_from(clock_ms(&f)).unwrap() + 120_000) * 1000,
+        "remembered for the window and a minute more"
+    );
 }

@@ -91,7 +91,9 @@ pub(crate) async fn load_facts(
             FactKey::Node(id) => {
                 if let Some(row) = read::node_by_id(tx, id).await? {
                     versions.push((format!("node/{}", row.node_id), Some(row.version)));
-                    facts.nodes.insert(row.node_id.clone(), rows::node_state(&row)?);
+                    facts
+                        .nodes
+                        .insert(row.node_id.clone(), rows::node_state(&row)?);
                 }
             }
             FactKey::Certificate(serial) => {
@@ -249,7 +251,8 @@ impl Joins {
     }
 
     /// A join service over `store` with the loaded key set and the built-in attestors
-    /// ([`AttestorRegistry::builtin`]). Refuses a config whose trust domain is not the key set's.
+    /// ([`AttestorRegistry::builtin_for`]). Refuses a config whose trust domain is not the key
+    /// set's.
     pub fn new(
         store: EventStore,
         keys: Arc<KeySet>,
@@ -257,12 +260,13 @@ impl Joins {
         config: IdentityConfig,
     ) -> Result<Self, IdentityError> {
         check_trust_domain(&keys, &config)?;
+        let attestors = AttestorRegistry::builtin_for(&keys, &config);
         Ok(Joins {
             store,
             keys,
             clock,
+            attestors,
             config,
-            attestors: AttestorRegistry::builtin(),
         })
     }
 
@@ -403,8 +407,8 @@ impl Joins {
                 Verdict::Admit(result) => result,
             };
             let facts = load_admission_facts(tx, &id, &result, &mut versions).await?;
-            let new_node_id = NodeId::new(&fresh_id("node"))
-                .map_err(|e| IdentityError::Failed(e.to_string()))?;
+            let new_node_id =
+                NodeId::new(&fresh_id("node")).map_err(|e| IdentityError::Failed(e.to_string()))?;
             let serial = Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
             let new_request_id = fresh_id("jr");
             let cmd = AdmissionCommand {
