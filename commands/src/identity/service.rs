@@ -11,8 +11,9 @@ use events::store::EventStore;
 
 use super::{
     CreatedToken, IdentityConfig, IdentityError, IdentityMaintenance, JoinAnswer, JoinOutcome,
-    JoinRequest, Joins, MaintenanceReport, NewToken, NodeAdmin, NodeDetail, NodeView, RenewAnswer,
-    Renewals, TokenView,
+    JoinRequest,
+    Joins, MaintenanceReport, NewToken, NodeAdmin, NodeDetail, NodeView, RenewAnswer, Renewals,
+    TokenView,
 };
 use crate::Clock;
 
