@@ -10,10 +10,14 @@ use gateway::external_attestor::ExternalAttestor;
 use crate::serve_config::Settings;
 use crate::serve_error::ServeError;
 
-/// The registry the JoinService runs: the built-ins, then every configured external attestor
-/// (whose ids configuration already kept apart from the built-ins').
-pub(crate) fn registry(settings: &Settings) -> Result<AttestorRegistry, ServeError> {
-    let mut registry = AttestorRegistry::builtin();
+/// The registry the JoinService runs: its built-ins (`builtin`, the JoinService's own: they
+/// include those built from the deployment's keys, such as x509pop), then every configured
+/// external attestor (whose ids configuration already kept apart from the built-ins').
+pub(crate) fn registry(
+    builtin: &AttestorRegistry,
+    settings: &Settings,
+) -> Result<AttestorRegistry, ServeError> {
+    let mut registry = builtin.clone();
     for attestor in external_attestors(settings)? {
         registry.register(attestor);
     }
