@@ -18,13 +18,15 @@
 //!
 //! Run: `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p commands --bench attest`
 //! (`ATTEST_BENCH_JOINS` joins of each kind per round, default 400; `ATTEST_BENCH_CALLERS`, 16;
-//! `ATTEST_BENCH_ROUNDS`, 3; `ATTEST_BENCH_BACKENDS`, `postgres,sqlite`).
+//! `ATTEST_BENCH_ROUNDS`, 3; `ATTEST_BENCH_BACKENDS`, `postgres,sqlite`; `ATTEST_BENCH_KINDS`, the
+//! re-joins after the token joins, `x509pop,provisioned`).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use commands::identity::{IdentityConfig, JoinAnswer, JoinRequest, JoinService, NewToken};
 use commands::{Clock, SimClock};
+use domain::attest::x509pop::build_evidence;
 use domain::identity::{ExpectBinding, HardwareClaims, JoinInput, TokenRole};
 use domain::pki::{
     build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, TokenSecret,
@@ -181,8 +183,91 @@ async fn token_round(
     (rate, nodes)
 }
 
+/// Step 2: every node re-joins by x509pop with a new key.
+async fn x509pop_round(
+    svc: &Arc<JoinService>,
+    keys: &KeySet,
+    clock: &SimClock,
+    nodes: Vec<Node>,
+    callers: usize,
+) -> (f64, Vec<Node>) {
+    let now_ms = u64::try_from(clock.now_us() / 1000).expect("time");
+    let ca = keys.node_ca.cert_der().to_vec();
+    let mut work: Vec<Vec<(Agent, JoinRequest)>> = (0..callers).map(|_| Vec::new()).collect();
+    let mut expect = Vec::new();
+    for (i, node) in nodes.into_iter().enumerate() {
+        let next = Agent::new(node.agent.product_uuid.clone());
+        let id = NodeId::new(&node.node_id).expect("node id");
+        let chain = [node.leaf, ca.clone()];
+        let evidence = build_evidence(&chain, &node.agent.key, &next.csr_sha256(), &id, now_ms)
+            .expect("evidence");
+        let req = next.request("x509pop", Vec::new(), evidence);
+        expect.push(node.node_id);
+        work[i % callers].push((next, req));
+    }
+    finish(svc, work, expect).await
+}
+
+/// Step 3: every node re-joins with a provisioned token minted for it.
+async fn provisioned_round(
+    svc: &Arc<JoinService>,
+    keys: &KeySet,
+    nodes: Vec<Node>,
+    callers: usize,
+) -> (f64, Vec<Node>) {
+    let mut work: Vec<Vec<(Agent, JoinRequest)>> = (0..callers).map(|_| Vec::new()).collect();
+    let mut expect = Vec::new();
+    for (i, node) in nodes.into_iter().enumerate() {
+        let token = new_token(TokenRole::Provisioned, 1, Some(&node.node_id));
+        let created = svc.create_token(&token).await.expect("provisioned token");
+        let secret = TokenSecret::parse(&created.secret).expect("secret");
+        let next = Agent::new(node.agent.product_uuid.clone());
+        let req = next.request("provisioned", next.seal(keys, &secret), Vec::new());
+        expect.push(node.node_id);
+        work[i % callers].push((next, req));
+    }
+    finish(svc, work, expect).await
+}
+
+/// Times the re-joins and checks that each kept its node id.
+async fn finish(
+    svc: &Arc<JoinService>,
+    work: Vec<Vec<(Agent, JoinRequest)>>,
+    expect: Vec<String>,
+) -> (f64, Vec<Node>) {
+    let (rate, done) = timed(svc, work).await;
+    let mut expect = expect;
+    expect.sort();
+    let mut got: Vec<String> = done.iter().map(|(_, a)| a.node_id.clone()).collect();
+    got.sort();
+    assert_eq!(got, expect, "every re-join keeps its node id");
+    let nodes = done
+        .into_iter()
+        .map(|(agent, a)| Node {
+            agent,
+            node_id: a.node_id,
+            leaf: a.certificate_chain.first().cloned().expect("leaf"),
+        })
+        .collect();
+    (rate, nodes)
+}
+
+/// Which re-joins a round runs after its token joins.
+#[derive(Clone, Copy)]
+struct Kinds {
+    x509pop: bool,
+    provisioned: bool,
+}
+
 /// The rounds on one backend; prints one line.
-async fn bench(name: &str, store: EventStore, joins: usize, callers: usize, rounds: usize) {
+async fn bench(
+    name: &str,
+    store: EventStore,
+    joins: usize,
+    callers: usize,
+    rounds: usize,
+    kinds: Kinds,
+) {
     let clock = SimClock::new();
     let td = TrustDomain::new("bench.example.com").expect("td");
     let keys = Arc::new(
@@ -198,16 +283,40 @@ async fn bench(name: &str, store: EventStore, joins: usize, callers: usize, roun
         .expect("svc"),
     );
     let per_caller = (joins / callers).max(1);
-    let mut token = vec![];
+    let (mut token, mut x509, mut prov) = (vec![], vec![], vec![]);
+    let (mut x509_ratio, mut prov_ratio) = (vec![], vec![]);
     for _ in 0..rounds {
-        let (t, nodes) = token_round(&svc, &keys, callers, per_caller).await;
-        clock.advance_secs(1);
+        let (t, mut nodes) = token_round(&svc, &keys, callers, per_caller).await;
         token.push(t);
-        assert_eq!(nodes.len(), callers * per_caller);
+        if kinds.x509pop {
+            let (x, rejoined) = x509pop_round(&svc, &keys, &clock, nodes, callers).await;
+            nodes = rejoined;
+            x509.push(x);
+            x509_ratio.push(x / t);
+        }
+        if kinds.provisioned {
+            let (p, _) = provisioned_round(&svc, &keys, nodes, callers).await;
+            prov.push(p);
+            prov_ratio.push(p / t);
+        }
+        clock.advance_secs(1);
     }
+    let rate = |v: &[f64], ratios: &[f64], what: &str| {
+        if v.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "  {what} {:>7.0}/s ({:.2}× token)",
+                median(v.to_vec()),
+                median(ratios.to_vec())
+            )
+        }
+    };
     println!(
-        "{name:<8} callers {callers:>2}: token joins {:>7.0}/s  [{} joins per round, {rounds} rounds]",
+        "{name:<8} callers {callers:>2}: token joins {:>7.0}/s{}{}  [{} joins of each kind per round, {rounds} rounds]",
         median(token),
+        rate(&x509, &x509_ratio, "x509pop re-joins"),
+        rate(&prov, &prov_ratio, "provisioned joins"),
         callers * per_caller,
     );
 }
@@ -229,18 +338,32 @@ async fn run() {
     let rounds = env_usize("ATTEST_BENCH_ROUNDS", 3).max(1);
     let backends =
         std::env::var("ATTEST_BENCH_BACKENDS").unwrap_or_else(|_| "postgres,sqlite".into());
+    let listed =
+        std::env::var("ATTEST_BENCH_KINDS").unwrap_or_else(|_| "x509pop,provisioned".into());
+    let kinds = Kinds {
+        x509pop: listed.split(',').any(|k| k.trim() == "x509pop"),
+        provisioned: listed.split(',').any(|k| k.trim() == "provisioned"),
+    };
     println!("attest benchmark: joins per second by attestor, medians of {rounds} rounds");
     for backend in backends.split(',').map(str::trim) {
         match backend {
             "postgres" => {
                 let db = TestDb::postgres().await.expect("postgres (DATABASE_URL)");
                 let pg = db.pg_store(40).await.expect("store");
-                bench("postgres", EventStore::Postgres(pg), joins, callers, rounds).await;
+                bench(
+                    "postgres",
+                    EventStore::Postgres(pg),
+                    joins,
+                    callers,
+                    rounds,
+                    kinds,
+                )
+                .await;
             }
             "sqlite" => {
                 let db = TestDb::sqlite().expect("sqlite");
                 let store = db.store().await.expect("store");
-                bench("sqlite", store, joins, callers, rounds).await;
+                bench("sqlite", store, joins, callers, rounds, kinds).await;
             }
             other => panic!("unknown backend {other:?} (postgres, sqlite)"),
         }

@@ -183,6 +183,7 @@ fn code_reasons() -> BTreeSet<String> {
         out.extend(scanned_reasons(&code_of(&src), *attestor));
     }
     out.extend(domain::identity::JoinRefusal::ALL.map(|r| r.reason()));
+    out.extend(domain::attest::X509PopRefusal::ALL.map(|r| format!("x509pop:{}", r.reason())));
     for id in BUILTIN {
         out.insert(format!("{id}:wrong-role"));
         out.insert(format!("{id}:bad-csr"));
