@@ -7,16 +7,28 @@ use prost::Message as _;
 use super::connect::{connect, NodeClient, CALL_TIMEOUT};
 use super::retry::classify;
 use crate::join::{CallError, JoinRequestParts, JoinTransport};
-use crate::verify_join::{JoinResponseFields, SignedJoinResponse};
+use crate::verify_join::{DeferralFields, JoinResponseFields, SignedJoinResponse};
 
 /// Decodes a signed `bc.wire.v1.JoinResponse` body into the fields the agent checks.
 pub fn decode_join_body(body: &[u8]) -> Result<JoinResponseFields, String> {
     let response = proto::JoinResponse::decode(body).map_err(|e| e.to_string())?;
     let mut chain = response.certificate_chain.into_iter();
-    let leaf_der = chain
-        .next()
-        .ok_or("the JoinResponse carries no certificate")?;
+    // A deferral carries none; the verifier refuses a join without one.
+    let leaf_der = chain.next().unwrap_or_default();
+    let deferral = response.deferral.map(|d| match d {
+        proto::join_response::Deferral::Pending(p) => DeferralFields::Pending {
+            request_id: p.request_id,
+            retry_after_seconds: p.retry_after_seconds,
+        },
+        proto::join_response::Deferral::Challenge(c) => DeferralFields::Challenge {
+            attestor: c.attestor,
+            payload: c.payload,
+            not_after_ms: c.not_after_ms,
+        },
+    });
     Ok(JoinResponseFields {
+        node_id: response.node_id,
+        deferral,
         csr_sha256: response.csr_sha256,
         trust_domain: response.trust_domain,
         leaf_der,
@@ -70,15 +82,19 @@ impl JoinTransport for GrpcJoinTransport {
     fn join(&mut self, request: &JoinRequestParts) -> Result<SignedJoinResponse, CallError> {
         let wire = proto::JoinRequest {
             csr: request.csr_der.clone(),
-            attestor: String::new(),
-            sealed_token: request.sealed_token.as_bytes().to_vec(),
+            attestor: request.attestor.clone(),
+            sealed_token: request
+                .sealed_token
+                .as_ref()
+                .map(|t| t.as_bytes().to_vec())
+                .unwrap_or_default(),
             role: request.role.to_string(),
             claims: Some(proto::HardwareClaims {
                 product_uuid: request.claims.product_uuid.clone().unwrap_or_default(),
                 macs: request.claims.macs.clone(),
                 hardware_key: Vec::new(),
             }),
-            attestation: Vec::new(),
+            attestation: request.evidence.clone(),
         };
         let server = self.server.clone();
         let pin = self.serving_ca;
