@@ -14,8 +14,8 @@ use domain::pki::{
 };
 use serde::Deserialize;
 
-use crate::hardware::HardwareClaims;
 use crate::attest::{EvidenceError, JOIN_TOKEN};
+use crate::hardware::HardwareClaims;
 use crate::identity_store::StoreError;
 use crate::renewal::csr_for;
 use crate::renewal_schedule::Pushback;
@@ -76,7 +76,9 @@ pub enum JoinError {
         waited: String,
     },
     /// The exchange went on past `--approval-timeout` (challenges, no approval).
-    #[error("bcd join: the join did not finish within {0} (--approval-timeout); nothing was stored")]
+    #[error(
+        "bcd join: the join did not finish within {0} (--approval-timeout); nothing was stored"
+    )]
     Timeout(String),
     /// A challenge named another attestor than the one this join uses.
     #[error(
@@ -328,4 +330,3 @@ pub fn prepare(
         },
     })
 }
-

@@ -244,10 +244,9 @@ pub fn exchange(
                         max: MAX_CHALLENGES,
                     });
                 }
-                let not_after = OffsetDateTime::from_unix_timestamp_nanos(
-                    i128::from(not_after_ms) * 1_000_000,
-                )
-                .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+                let not_after =
+                    OffsetDateTime::from_unix_timestamp_nanos(i128::from(not_after_ms) * 1_000_000)
+                        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
                 let now = (env.now)();
                 if now > not_after {
                     return Err(JoinError::ChallengeExpired {
@@ -295,7 +294,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "m" => 60,
         "h" => 3_600,
         "d" => 86_400,
-        _ => return Err(format!("{text:?} is not a duration (like 90s, 15m, 24h, 7d)")),
+        _ => {
+            return Err(format!(
+                "{text:?} is not a duration (like 90s, 15m, 24h, 7d)"
+            ))
+        }
     };
     n.checked_mul(len)
         .map(Duration::seconds)

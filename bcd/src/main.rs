@@ -12,15 +12,14 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bcd::attest::command::CommandProducer;
+use bcd::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509POP};
 use bcd::client::GrpcJoinTransport;
 use bcd::config::{Config, Environment, Overrides};
 use bcd::files::DataDir;
 use bcd::identity_store::{load, LoadError};
-use bcd::attest::command::CommandProducer;
-use bcd::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509POP};
 use bcd::join::{
-    load_join_encryption_key, load_join_signing_key, prepare, JOIN_ENCRYPTION_JWK,
-    JOIN_SIGNING_JWK,
+    load_join_encryption_key, load_join_signing_key, prepare, JOIN_ENCRYPTION_JWK, JOIN_SIGNING_JWK,
 };
 use bcd::join_loop::{parse_duration, run_join, JoinEnv, JoinLoop};
 use bcd::node::{
@@ -285,8 +284,8 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         }
         (None, false) => {
             return usage(format_args!(
-                "bcd has no producer of its own for attestor {attestor:?}: give --evidence-command CMD"
-            ))
+            "bcd has no producer of its own for attestor {attestor:?}: give --evidence-command CMD"
+        ))
         }
         _ => {}
     }
@@ -396,13 +395,13 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         .and_then(|p| p.parent().map(|d| d.to_path_buf()))
         .unwrap_or_else(|| PathBuf::from("/etc/bcd"));
     let encryption_key = match &token {
-        Some(_) => match load_join_encryption_key(
-            &beside.join(JOIN_ENCRYPTION_JWK),
-            &pins.join_encryption,
-        ) {
-            Ok(key) => Some(key),
-            Err(e) => return fail(e),
-        },
+        Some(_) => {
+            match load_join_encryption_key(&beside.join(JOIN_ENCRYPTION_JWK), &pins.join_encryption)
+            {
+                Ok(key) => Some(key),
+                Err(e) => return fail(e),
+            }
+        }
         None => None,
     };
     let signing_key =

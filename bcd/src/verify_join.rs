@@ -268,8 +268,7 @@ pub fn read_join_answer<E: std::fmt::Display>(
             signed, fields, expect,
         )?)));
     };
-    if !fields.leaf_der.is_empty() || !fields.chain_ders.is_empty() || !fields.node_id.is_empty()
-    {
+    if !fields.leaf_der.is_empty() || !fields.chain_ders.is_empty() || !fields.node_id.is_empty() {
         return Err(JoinRefusal::MalformedDeferral);
     }
     Ok(match deferral {

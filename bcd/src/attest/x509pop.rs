@@ -50,7 +50,10 @@ pub fn build_evidence(
     let evidence = Evidence {
         v: 1,
         node_id: node_id.as_str(),
-        chain: chain.iter().map(|der| URL_SAFE_NO_PAD.encode(der)).collect(),
+        chain: chain
+            .iter()
+            .map(|der| URL_SAFE_NO_PAD.encode(der))
+            .collect(),
         client_time: client_time_ms,
         sig: URL_SAFE_NO_PAD.encode(sig.as_bytes()),
     };

@@ -86,7 +86,9 @@ pub enum RejoinError {
     )]
     NoSigningKey(String),
     /// The re-join failed.
-    #[error("bcd node: the node certificate expired at {expired}; the x509pop re-join failed: {error}")]
+    #[error(
+        "bcd node: the node certificate expired at {expired}; the x509pop re-join failed: {error}"
+    )]
     Failed {
         /// When the certificate expired.
         expired: String,
@@ -127,7 +129,11 @@ pub fn rejoin_if_expired(
         options.serving_ca,
         signing.spki_der().to_vec(),
     )
-    .map_err(|e| failed(JoinError::Transport(format!("cannot start an async runtime: {e}"))))?;
+    .map_err(|e| {
+        failed(JoinError::Transport(format!(
+            "cannot start an async runtime: {e}"
+        )))
+    })?;
     let mut sleep = |d: Duration| std::thread::sleep(d.try_into().unwrap_or_default());
     let mut draw = crate::renewal_schedule::jitter;
     let mut say = |line: &str| log(line);
