@@ -136,7 +136,7 @@ pub fn rejoin_if_expired(
     })?;
     let mut sleep = |d: Duration| std::thread::sleep(d.try_into().unwrap_or_default());
     let mut draw = crate::renewal_schedule::jitter;
-    let mut say = |line: &str| log(line);
+    let mut say = |line: &str| log(line.trim_start_matches("bcd join: "));
     let mut env = JoinEnv {
         sleep: &mut sleep,
         jitter: &mut draw,
