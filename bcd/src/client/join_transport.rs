@@ -138,3 +138,69 @@ impl JoinTransport for GrpcJoinTransport {
         decode_join_body(body)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deferral_decodes_with_no_certificate() {
+        let body = proto::JoinResponse {
+            csr_sha256: vec![1; 32],
+            trust_domain: "td.example".into(),
+            deferral: Some(proto::join_response::Deferral::Pending(
+                proto::JoinPending {
+                    request_id: "jr_1".into(),
+                    retry_after_seconds: 30,
+                },
+            )),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let fields = decode_join_body(&body).unwrap();
+        assert!(fields.leaf_der.is_empty() && fields.node_id.is_empty());
+        assert_eq!(
+            fields.deferral,
+            Some(DeferralFields::Pending {
+                request_id: "jr_1".into(),
+                retry_after_seconds: 30
+            })
+        );
+        let body = proto::JoinResponse {
+            csr_sha256: vec![1; 32],
+            deferral: Some(proto::join_response::Deferral::Challenge(
+                proto::JoinChallenge {
+                    attestor: "tpm".into(),
+                    payload: vec![9],
+                    not_after_ms: 5,
+                },
+            )),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert_eq!(
+            decode_join_body(&body).unwrap().deferral,
+            Some(DeferralFields::Challenge {
+                attestor: "tpm".into(),
+                payload: vec![9],
+                not_after_ms: 5
+            })
+        );
+        let body = proto::JoinResponse {
+            node_id: "n1".into(),
+            certificate_chain: vec![vec![1], vec![2]],
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let fields = decode_join_body(&body).unwrap();
+        assert_eq!(
+            (
+                fields.leaf_der,
+                fields.chain_ders,
+                fields.node_id,
+                fields.deferral
+            ),
+            (vec![1], vec![vec![2]], "n1".to_owned(), None)
+        );
+    }
+}
