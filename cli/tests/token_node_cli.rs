@@ -62,7 +62,6 @@ async fn token_and_node_commands_on_both_backends() {
                 "2h",
                 "--expect-mac",
                 "aa:bb:cc:dd:ee:ff",
-                "--allow-reclaim",
                 "--json",
             ],
         );
@@ -72,7 +71,7 @@ async fn token_and_node_commands_on_both_backends() {
         let token_id = token["tokenId"].as_str().expect("id").to_string();
         assert_eq!(token["usesLeft"], 3);
         assert_eq!(token["expectMac"], "aa:bb:cc:dd:ee:ff");
-        assert_eq!(token["allowReclaim"], true);
+        assert_eq!(token["allowReclaim"], false);
         assert_eq!(
             token["expiresAtUs"].as_i64().unwrap_or(0) - token["createdAtUs"].as_i64().unwrap_or(0),
             7_200_000_000
@@ -125,6 +124,22 @@ async fn token_and_node_commands_on_both_backends() {
                 "token", "create", "--tenant", "t1", "--site", "s1", "--uses", "0",
             ],
             "INVALID_INPUT",
+        );
+        // The old flag is refused, pointing at its replacement (a claimed hardware key reclaims
+        // nothing any more).
+        fails(
+            d,
+            &url,
+            &[
+                "token",
+                "create",
+                "--tenant",
+                "t1",
+                "--site",
+                "s1",
+                "--allow-reclaim",
+            ],
+            "--reclaim NODE",
         );
         fails(d, &url, &["token", "revoke", "tok_nope"], "tok_nope");
         fails(d, &url, &["node", "show", "node_nope"], "no node node_nope");
@@ -243,7 +258,15 @@ async fn token_and_node_commands_on_both_backends() {
             .iter()
             .filter_map(|e| e["type"].as_str())
             .collect();
-        assert_eq!(types, ["node.joined", "node.certificate.issued"]);
+        // The CSR key's single use is on the node's stream (issue 18).
+        assert_eq!(
+            types,
+            [
+                "node.joined",
+                "node.certificate.issued",
+                "attestation.evidence.used"
+            ]
+        );
         let live = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
         assert_eq!(live["node"]["status"], "deleted");
         let text = bcctl_at(d, &url, &["replay", "--at", &cut, "--node", &node_id]);

@@ -10,9 +10,9 @@ use domain::pki::KeySet;
 use events::store::EventStore;
 
 use super::{
-    CreatedToken, IdentityConfig, IdentityError, IdentityMaintenance, JoinAnswer, JoinRequest,
-    Joins, MaintenanceReport, NewToken, NodeAdmin, NodeDetail, NodeView, RenewAnswer, Renewals,
-    TokenView,
+    CreatedToken, IdentityConfig, IdentityError, IdentityMaintenance, JoinAnswer, JoinOutcome,
+    JoinRequest, Joins, MaintenanceReport, NewToken, NodeAdmin, NodeDetail, NodeView, RenewAnswer,
+    Renewals, TokenView,
 };
 use crate::Clock;
 
@@ -70,6 +70,17 @@ impl JoinService {
     /// Maintenance.
     pub fn maintenance(&self) -> &IdentityMaintenance {
         &self.maintenance
+    }
+
+    /// The same service joining through `attestors` ([`Joins::with_attestors`]).
+    pub fn with_attestors(mut self, attestors: super::AttestorRegistry) -> Self {
+        self.joins = self.joins.with_attestors(attestors);
+        self
+    }
+
+    /// [`Joins::attest`]: a join answered as admitted or deferred.
+    pub async fn attest(&self, request: &JoinRequest) -> Result<JoinOutcome, IdentityError> {
+        self.joins.attest(request).await
     }
 
     /// [`Joins::join`].
