@@ -50,7 +50,7 @@ impl Server {
         Command::new(bcctl_bin())
             .args(args)
             .arg("--database-url")
-            .arg(&self.facts["databaseUrlFull"].as_str().unwrap_or_default())
+            .arg(self.facts["databaseUrlFull"].as_str().unwrap_or_default())
             .arg("--pki")
             .arg(self.s("pkiBundle"))
             .env("BC_DEPLOYMENT_SECRET", &self.secret)
