@@ -12,6 +12,7 @@ mod batch_cli;
 mod e2e_bcd;
 mod e2e_split;
 mod edge_limits;
+mod external_attestor;
 mod fault_join_kill;
 mod fault_postgres_restart;
 mod grpc_python;

@@ -327,7 +327,7 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
 /// quotes it).
 fn unsupported(shown: &str) -> String {
     format!(
-        "UNSUPPORTED: attestor {shown} is not supported by this control plane; supported: \"join-token\" (an empty attestor means \"join-token\")"
+        "UNSUPPORTED: attestor {shown} is not supported by this control plane; supported: \"join-token\", \"x509pop\" (an empty attestor means \"join-token\")"
     )
 }
 
@@ -343,11 +343,11 @@ async fn an_unknown_attestor_is_unsupported_not_refused() {
     let mut anon = env.client(None).await.unwrap();
 
     let (mut req, _) = env.join_request(&token);
-    req.attestor = "x509pop".into();
+    req.attestor = "tpm".into();
     let s = anon.join(req).await.unwrap_err();
     assert_eq!(
         (s.code(), s.message()),
-        (Code::Unimplemented, unsupported("\"x509pop\"").as_str())
+        (Code::Unimplemented, unsupported("\"tpm\"").as_str())
     );
     // A name from the network is repeated escaped and at most 64 characters of it.
     let (mut req, _) = env.join_request(&token);

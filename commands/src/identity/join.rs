@@ -251,7 +251,8 @@ impl Joins {
     }
 
     /// A join service over `store` with the loaded key set and the built-in attestors
-    /// ([`AttestorRegistry::builtin`]). Refuses a config whose trust domain is not the key set's.
+    /// ([`AttestorRegistry::builtin_for`]). Refuses a config whose trust domain is not the key
+    /// set's.
     pub fn new(
         store: EventStore,
         keys: Arc<KeySet>,
@@ -259,12 +260,13 @@ impl Joins {
         config: IdentityConfig,
     ) -> Result<Self, IdentityError> {
         check_trust_domain(&keys, &config)?;
+        let attestors = AttestorRegistry::builtin_for(&keys, &config);
         Ok(Joins {
             store,
             keys,
             clock,
+            attestors,
             config,
-            attestors: AttestorRegistry::builtin(),
         })
     }
 
@@ -381,7 +383,7 @@ impl Joins {
                 let verdict = remote
                     .verify(&ask)
                     .await
-                    .map_err(|e| IdentityError::Failed(e.to_string()))?;
+                    .map_err(IdentityError::AttestorUnavailable)?;
                 Source::Remote(check_remote_verdict(&id, verdict)?)
             }
         };
