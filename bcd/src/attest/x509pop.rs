@@ -10,30 +10,17 @@
 //! `sig` is ES256 by the leaf's key over `domain::pki::statement::X509Pop`'s signed input,
 //! `lp("x509pop") || lp(csr_sha256) || lp(node_id) || lp(u64_be(clientTime))`, so neither a renew
 //! proof nor an earlier x509pop proof can be replayed as one. [`build_evidence`] is the pure
-//! builder; [`X509PopProducer`] makes a fresh one (the clock read again) for every round.
+//! builder (the control plane's own, `domain::attest::x509pop`); [`X509PopProducer`] makes a fresh one (the clock read again) for every round.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
-use domain::pki::statement::{sign, X509Pop};
 use domain::pki::{NodeId, PrivateKey};
-use serde::Serialize;
 use time::OffsetDateTime;
 
 use super::{EvidenceError, EvidenceProducer, X509POP};
 use crate::identity_store::LoadedIdentity;
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Evidence<'a> {
-    v: u32,
-    node_id: &'a str,
-    chain: Vec<String>,
-    client_time: u64,
-    sig: String,
-}
-
 /// Builds x509pop evidence: `chain` leaf first (its key is `signer`), bound to `csr_sha256`,
-/// `node_id` and `client_time_ms`.
+/// `node_id` and `client_time_ms`. The one builder, shared with the control plane's tests
+/// ([`domain::attest::x509pop::build_evidence`]).
 pub fn build_evidence(
     chain: &[Vec<u8>],
     signer: &PrivateKey,
@@ -41,23 +28,8 @@ pub fn build_evidence(
     node_id: &NodeId,
     client_time_ms: u64,
 ) -> Result<Vec<u8>, String> {
-    let statement = X509Pop {
-        csr_sha256: *csr_sha256,
-        node_id: node_id.clone(),
-        client_time_ms,
-    };
-    let sig = sign(signer, &statement).map_err(|e| e.to_string())?;
-    let evidence = Evidence {
-        v: 1,
-        node_id: node_id.as_str(),
-        chain: chain
-            .iter()
-            .map(|der| URL_SAFE_NO_PAD.encode(der))
-            .collect(),
-        client_time: client_time_ms,
-        sig: URL_SAFE_NO_PAD.encode(sig.as_bytes()),
-    };
-    serde_json::to_vec(&evidence).map_err(|e| e.to_string())
+    domain::attest::x509pop::build_evidence(chain, signer, csr_sha256, node_id, client_time_ms)
+        .map_err(|e| e.to_string())
 }
 
 /// Unix milliseconds of `t` (0 before 1970).
