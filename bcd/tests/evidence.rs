@@ -92,6 +92,16 @@ fn x509pop_evidence_is_the_fixed_format_and_verifies() {
         (b["nodeId"].clone(), b["chain"].clone()),
         (v["nodeId"].clone(), v["chain"].clone())
     );
+    // And the control plane's parser reads the producer's evidence as what was meant.
+    let parsed = domain::attest::x509pop::X509PopEvidence::parse(&bytes).unwrap();
+    assert_eq!(parsed.node_id.as_str(), "node_a1");
+    assert_eq!(parsed.chain, identity.chain);
+    assert_eq!(parsed.client_time_ms, client_time);
+    assert_eq!(
+        domain::pki::Statement::signed_input(&parsed.statement(&csr)),
+        input
+    );
+    assert_eq!(parsed.sig, sig.as_bytes().to_vec());
 }
 
 fn script(tmp: &std::path::Path, body: &str) -> String {
