@@ -12,7 +12,9 @@ use domain::attest::{
 };
 use domain::identity::{sha256, JoinInput};
 use domain::pki::{NodeRole, TokenSecret};
-use events::schema::{JoinRequestApproved, JoinRequestCreated, JoinRequestRejected, JoinTokenCreated};
+use events::schema::{
+    JoinRequestApproved, JoinRequestCreated, JoinRequestRejected, JoinTokenCreated,
+};
 use events::store::testkit::TestDb;
 use events::store::{DeferredWrite, ExpectedVersion, LogTx, SqlValue};
 use events::{new_event_id, EventPayload, NewEvent};
@@ -227,15 +229,27 @@ async fn a_claimed_hardware_key_reclaims_no_other_node() {
         let attacker = Agent::new();
         let answer = f
             .svc
-            .join(&join_request(&f, &attacker, secret.expose(), "node", claims))
+            .join(&join_request(
+                &f,
+                &attacker,
+                secret.expose(),
+                "node",
+                claims,
+            ))
             .await
             .expect("the attacker's machine joins as a node of its own");
-        assert_ne!(answer.node_id, joined.node_id, "the victim was not reclaimed");
+        assert_ne!(
+            answer.node_id, joined.node_id,
+            "the victim was not reclaimed"
+        );
         assert_eq!(answer.identity_generation, 1);
         let detail = f.svc.show_node(&joined.node_id).await.unwrap();
         assert_eq!(detail.node.identity_generation, 1);
         assert_eq!(detail.node.status, "active");
-        assert!(detail.certificates.iter().all(|c| c.revoked_at_us.is_none()));
+        assert!(detail
+            .certificates
+            .iter()
+            .all(|c| c.revoked_at_us.is_none()));
         let all = all_events(&f.store).await;
         assert_eq!(count(&all, "node.identity.revoked"), 0);
     }

@@ -7,8 +7,8 @@ mod audit_support;
 mod identity_support;
 mod quorum_support;
 
-mod audit_sequencer;
 mod attest_admission;
+mod audit_sequencer;
 mod audit_worked_example;
 mod handlers_are_send;
 mod identity_core;

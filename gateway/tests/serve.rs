@@ -175,7 +175,9 @@ async fn the_whole_path(db: TestDb) {
         "{page}"
     );
     assert!(
-        page.contains("bc_attestor_verification_seconds_bucket{attestor=\"join-token\",le=\"+Inf\"} 2"),
+        page.contains(
+            "bc_attestor_verification_seconds_bucket{attestor=\"join-token\",le=\"+Inf\"} 2"
+        ),
         "{page}"
     );
     assert!(page.contains("bc_revocation_notices_total 1"), "{page}");

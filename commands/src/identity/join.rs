@@ -91,7 +91,9 @@ pub(crate) async fn load_facts(
             FactKey::Node(id) => {
                 if let Some(row) = read::node_by_id(tx, id).await? {
                     versions.push((format!("node/{}", row.node_id), Some(row.version)));
-                    facts.nodes.insert(row.node_id.clone(), rows::node_state(&row)?);
+                    facts
+                        .nodes
+                        .insert(row.node_id.clone(), rows::node_state(&row)?);
                 }
             }
             FactKey::Certificate(serial) => {
@@ -403,8 +405,8 @@ impl Joins {
                 Verdict::Admit(result) => result,
             };
             let facts = load_admission_facts(tx, &id, &result, &mut versions).await?;
-            let new_node_id = NodeId::new(&fresh_id("node"))
-                .map_err(|e| IdentityError::Failed(e.to_string()))?;
+            let new_node_id =
+                NodeId::new(&fresh_id("node")).map_err(|e| IdentityError::Failed(e.to_string()))?;
             let serial = Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
             let new_request_id = fresh_id("jr");
             let cmd = AdmissionCommand {
