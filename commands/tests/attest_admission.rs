@@ -13,10 +13,10 @@ use domain::attest::{
 use domain::identity::{sha256, JoinInput};
 use domain::pki::{NodeRole, TokenSecret};
 use events::schema::{
-    JoinRequestApproved, JoinRequestCreated, JoinRequestRejected, JoinTokenCreated,
+    JoinRequestApproved, JoinRequestCreated, JoinRequestRejected, JoinTokenCreated, PoolCreated,
 };
 use events::store::testkit::TestDb;
-use events::store::{DeferredWrite, ExpectedVersion, LogTx, SqlValue};
+use events::store::ExpectedVersion;
 use events::{new_event_id, EventPayload, NewEvent};
 
 use crate::identity_support::*;
@@ -121,17 +121,8 @@ async fn append<P: EventPayload>(f: &Fixture, stream: &str, tenant: &str, payloa
     commands::run::commit(tx).await.unwrap();
 }
 
-async fn write_row(f: &Fixture, table: &str, sql: &str, args: Vec<SqlValue>) {
-    let mut tx = commands::run::begin(&f.store).await.unwrap();
-    tx.defer(DeferredWrite::new(table, sql.to_owned(), args))
-        .await
-        .unwrap();
-    commands::run::commit(tx).await.unwrap();
-}
-
-/// Decides a pending join request as an operator would: the event on its stream, and its row
-/// (written here while the join request projection is not on this branch; an upsert, so it
-/// agrees with that projection once it is).
+/// Decides a pending join request as an operator would: the event on its stream (the
+/// join_requests projection applies it).
 async fn decide_request(f: &Fixture, created: &JoinRequestCreated, approve: bool) {
     let stream = format!("join-request/{}", created.request_id);
     if approve {
@@ -149,35 +140,6 @@ async fn decide_request(f: &Fixture, created: &JoinRequestCreated, approve: bool
         };
         append(f, &stream, &created.tenant_id, &e).await;
     }
-    let status = if approve { "approved" } else { "rejected" };
-    let now = f.clock.now_us();
-    write_row(
-        f,
-        "join_requests",
-        "INSERT INTO join_requests (request_id, tenant_id, attestor, subject, csr_sha256, role, \
-         site_id, pool_id, node_id, token_id, product_uuid_sha256, macs_sha256, summary, status, \
-         decided_by, decision_reason, joined_node_id, created_at_us, expires_at_us, \
-         updated_at_us, version, position) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL, $9, \
-         NULL, NULL, $10, $11, 'op', NULL, NULL, $12, $13, $12, 2, 0) \
-         ON CONFLICT (request_id) DO UPDATE SET status = excluded.status, \
-         version = excluded.version",
-        vec![
-            created.request_id.clone().into(),
-            created.tenant_id.clone().into(),
-            created.attestor.clone().into(),
-            created.subject.clone().into(),
-            created.csr_sha256.clone().into(),
-            created.role.clone().into(),
-            created.site_id.clone().into(),
-            created.pool_id.clone().into(),
-            created.token_id.clone().into(),
-            created.summary.clone().into(),
-            status.into(),
-            now.into(),
-            created.expires_at_us.into(),
-        ],
-    )
-    .await;
 }
 
 fn count(all: &[events::RecordedEvent], event_type: &str) -> usize {
@@ -334,15 +296,13 @@ async fn each_admission_refusal_is_access_denied_with_its_reason_and_tenant() {
             .expect("a dropped binding binds again");
 
         // join:pool-attestor, in the pool owner's tenant.
-        write_row(
-            &f,
-            "pools",
-            "INSERT INTO pools (pool_id, tenant_id, description, join_attestors, \
-             created_at_us, updated_at_us, version, position) \
-             VALUES ('pool-owned', 'owner', '', 'x509pop,join-token', 0, 0, 1, 0)",
-            Vec::new(),
-        )
-        .await;
+        let pool = PoolCreated {
+            pool_id: "pool-owned".into(),
+            tenant_id: "owner".into(),
+            description: String::new(),
+            join_attestors: vec!["x509pop".into(), "join-token".into()],
+        };
+        append(&f, "pool/pool-owned", "owner", &pool).await;
         assert_join_denied(
             svc.join(&custom_request("test-pooled", &Agent::new(), b"p"))
                 .await,
@@ -415,6 +375,16 @@ async fn an_approval_defers_spends_nothing_and_joins_once_approved() {
         assert_eq!(created.subject, agent.csr_sha256().to_vec());
         let listed = f.svc.list_tokens(Some("t1")).await.unwrap();
         assert_eq!(listed[0].uses_left, 5);
+        // Retried while pending: the same request, nothing new written.
+        let JoinOutcome::Pending {
+            request_id: again, ..
+        } = f.svc.attest(&request).await.unwrap()
+        else {
+            panic!("still pending")
+        };
+        assert_eq!(again, request_id);
+        let all = all_events(&f.store).await;
+        assert_eq!(count(&all, "join_request.created"), 1);
         // `join` (no deferral path) says so.
         assert!(matches!(
             f.svc.join(&request).await,

@@ -13,7 +13,6 @@
 //! | module | job |
 //! | --- | --- |
 //! | `join` | joins through any registered attestor, and the admission step ([`Joins`]) |
-//! | `attest_reads` | the pools and join requests the admission step reads |
 //! | `renew` | renewals by proof of possession ([`Renewals`]) |
 //! | `admin` | operator commands on tokens and nodes ([`NodeAdmin`]) |
 //! | `answers` | what a join or renewal is asked and answers |
@@ -26,7 +25,6 @@
 
 mod admin;
 mod answers;
-mod attest_reads;
 pub mod attestors;
 mod join;
 pub mod maintenance;
@@ -232,7 +230,7 @@ fn expected(version: Option<i64>) -> ExpectedVersion {
 
 /// Appends decided events: each stream at the version its state was read at, all streams in
 /// one append ([`crate::run::append_streams_and_project`]).
-async fn append_decided(
+pub(crate) async fn append_decided(
     tx: &mut StoreTx,
     events: Vec<IdentityEvent>,
     tenant: &str,
