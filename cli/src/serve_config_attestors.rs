@@ -27,7 +27,6 @@ use std::path::PathBuf;
 use gateway::external_attestor::ExternalAttestorConfig;
 use serde::Deserialize;
 
-
 /// How a duration is read (`crate::serve_config::parse_duration`, passed in).
 pub type ParseDuration = fn(&str) -> Result<std::time::Duration, String>;
 
