@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 mod audit_cmd;
 mod batch_cmd;
 mod deployment;
+mod duration;
 mod internal_cert_cmd;
 mod join_request_cmd;
 mod node_cmd;

@@ -195,32 +195,7 @@ fn list_env(name: &str) -> Option<Vec<String>> {
     })
 }
 
-/// Parses `30s`, `250ms`, `5m`, `24h`, `7d`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{text:?} has no unit (ms, s, m, h, d)"))?;
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{text:?} does not start with a whole number"))?;
-    let secs = match unit {
-        "ms" => return Ok(Duration::from_millis(n)),
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?} (ms, s, m, h, d)"
-            ))
-        }
-    };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{text:?} is too long"))
-}
+pub use crate::duration::parse_duration;
 
 pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
@@ -312,7 +287,13 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         .unwrap_or_else(|| "127.0.0.1:9443".into());
     let (limits, join_refusals) = public_limits(&file.limits, parse_duration)?;
     let api_limits = api_limits(&file.api_limits, parse_duration)?;
-    let external_attestors = external_attestors(&file.attestors, parse_duration)?;
+    let external_attestors =
+        external_attestors(&file.attestors, parse_duration).map_err(|message| {
+            ConfigError::Invalid {
+                key: "attestors.external",
+                message,
+            }
+        })?;
     let x509pop_grace = x509pop_grace(&file.attestors, env("BC_X509POP_GRACE"), parse_duration)
         .map_err(|message| ConfigError::Invalid {
             key: "attestors.x509pop.grace",

@@ -27,8 +27,6 @@ use std::path::PathBuf;
 use gateway::external_attestor::ExternalAttestorConfig;
 use serde::Deserialize;
 
-use crate::serve_config::ConfigError;
-
 /// How a duration is read (`crate::serve_config::parse_duration`, passed in).
 pub type ParseDuration = fn(&str) -> Result<std::time::Duration, String>;
 
@@ -77,28 +75,22 @@ pub struct FileExternalAttestor {
 }
 
 /// The external attestors, checked.
+/// Refusals are the message of the `attestors.external` key.
 pub fn external_attestors(
     file: &Option<FileAttestors>,
     parse_duration: impl Fn(&str) -> Result<std::time::Duration, String>,
-) -> Result<Vec<ExternalAttestorConfig>, ConfigError> {
-    let invalid = |message: String| ConfigError::Invalid {
-        key: "attestors.external",
-        message,
-    };
+) -> Result<Vec<ExternalAttestorConfig>, String> {
     let mut out: Vec<ExternalAttestorConfig> = Vec::new();
     for entry in file.iter().flat_map(|f| f.external.iter()) {
         let timeout = match &entry.timeout {
             None => None,
-            Some(t) => Some(parse_duration(t).map_err(|m| invalid(format!("{}: {m}", entry.id)))?),
+            Some(t) => Some(parse_duration(t).map_err(|m| format!("{}: {m}", entry.id))?),
         };
         let config =
             ExternalAttestorConfig::new(&entry.id, &entry.roles, entry.socket.clone(), timeout)
-                .map_err(|e| invalid(e.to_string()))?;
+                .map_err(|e| e.to_string())?;
         if out.iter().any(|c| c.id == config.id) {
-            return Err(invalid(format!(
-                "attestor id {:?} is configured twice",
-                config.id
-            )));
+            return Err(format!("attestor id {:?} is configured twice", config.id));
         }
         out.push(config);
     }
@@ -110,7 +102,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::serve_config::parse_duration;
+    use crate::duration::parse_duration;
 
     fn parse(text: &str) -> Result<Vec<ExternalAttestorConfig>, String> {
         #[derive(Deserialize)]
@@ -118,7 +110,7 @@ mod tests {
             attestors: Option<FileAttestors>,
         }
         let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
-        external_attestors(&file.attestors, parse_duration).map_err(|e| e.to_string())
+        external_attestors(&file.attestors, parse_duration)
     }
 
     #[test]

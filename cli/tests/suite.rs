@@ -4,6 +4,7 @@
 
 mod support;
 
+mod approval_e2e;
 mod audit_coverage;
 mod audit_seal_kill;
 mod audit_tamper;
@@ -23,3 +24,4 @@ mod serve_plaintext;
 mod test_layout;
 mod token_node_cli;
 mod token_node_sealing;
+mod x509pop_e2e;

@@ -8,6 +8,7 @@ mod identity_support;
 mod quorum_support;
 mod x509pop_support;
 
+mod attest_admission;
 mod attest_commands;
 mod attest_projections;
 mod audit_sequencer;

@@ -157,6 +157,29 @@ async fn the_whole_path(db: TestDb) {
         page.contains("bc_join_requests_total{outcome=\"refused\"} 1"),
         "{page}"
     );
+    // Verifications by attestor and outcome, and their durations (issue 18 item 11).
+    assert!(
+        page.contains(
+            "bc_attestor_verifications_total{attestor=\"join-token\",outcome=\"admitted\"} 1"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "bc_attestor_verifications_total{attestor=\"join-token\",outcome=\"refused\"} 1"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains("bc_attestor_verification_seconds_count{attestor=\"join-token\"} 2"),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "bc_attestor_verification_seconds_bucket{attestor=\"join-token\",le=\"+Inf\"} 2"
+        ),
+        "{page}"
+    );
     assert!(page.contains("bc_revocation_notices_total 1"), "{page}");
     // Handshake refusals are one total on the page; their reasons stay server-side.
     assert!(

@@ -31,9 +31,11 @@ use projections::identity::read;
 use super::attestors::{
     AttestorRegistry, RegisteredAttestor, RemoteAttestorError, RemoteVerifyRequest,
 };
+use crate::attest::{read as attest_read, rows as attest_rows};
+
 use super::{
-    append_decided, attest_reads, check_trust_domain, context, digest_vec, fresh_id, refusals,
-    rows, IdentityConfig, IdentityError, JoinAnswer, JoinOutcome, JoinRequest, JOIN_REFUSED,
+    append_decided, check_trust_domain, context, digest_vec, fresh_id, refusals, rows,
+    IdentityConfig, IdentityError, JoinAnswer, JoinOutcome, JoinRequest, JOIN_REFUSED,
 };
 use crate::Clock;
 
@@ -165,9 +167,16 @@ async fn load_admission_facts(
             facts.uses.insert((u.attestor.clone(), u.subject));
         }
     }
-    facts.pool = attest_reads::pool(tx, &result.pool_id).await?;
+    facts.pool = attest_read::pool(tx, &result.pool_id)
+        .await?
+        .as_ref()
+        .map(attest_rows::pool_state);
     if let Some(ask) = &result.approval {
-        facts.join_request = attest_reads::latest_join_request(tx, attestor, &ask.subject).await?;
+        facts.join_request = attest_read::latest_join_request(tx, attestor, &ask.subject)
+            .await?
+            .as_ref()
+            .map(attest_rows::join_request_state)
+            .transpose()?;
         if let Some(r) = &facts.join_request {
             versions.push((format!("join-request/{}", r.request_id), Some(r.version)));
         }

@@ -13,7 +13,6 @@
 //! | module | job |
 //! | --- | --- |
 //! | `join` | joins through any registered attestor, and the admission step ([`Joins`]) |
-//! | `attest_reads` | the pools and join requests the admission step reads |
 //! | `renew` | renewals by proof of possession ([`Renewals`]) |
 //! | `admin` | operator commands on tokens and nodes ([`NodeAdmin`]) |
 //! | `answers` | what a join or renewal is asked and answers |
@@ -26,7 +25,6 @@
 
 mod admin;
 mod answers;
-mod attest_reads;
 pub mod attestors;
 mod join;
 pub mod maintenance;
