@@ -8,8 +8,9 @@
 //!   `ProvisionedRefusal::ALL`), which their own tests keep complete;
 //! - the sources, for refusals written in place: in each attestor's file (and the admission
 //!   step's, and the join shell's), the reason of every `refuse("…")` / `refuse(CONST)` call and
-//!   every `AttestorRefusal::new(…, "…")`, attributed to the file's attestor, and every string
-//!   literal of the form `"<attestor>:<reason>"`.
+//!   every `AttestorRefusal::new(…, "…")` and every arm `XRefusal::Variant => "…"` of a
+//!   refusal enum, attributed to the file's attestor, and every string literal of the form
+//!   `"<attestor>:<reason>"`.
 //!
 //! The source scan is deliberately simple (comments and `#[cfg(test)]` modules left out); a new
 //! way of spelling a refusal needs a line here, which the scan's own test below keeps honest.
@@ -118,6 +119,32 @@ fn scanned_reasons(code: &str, attestor: Option<&str>) -> BTreeSet<String> {
         }
         rest = &after[len + 1..];
     }
+    // The arms of a refusal enum's `reason()`: `XRefusal::Variant => "reason"` (or a const).
+    if let Some(id) = attestor {
+        for line in code
+            .lines()
+            .filter(|l| l.contains("Refusal::") && l.contains("=>"))
+        {
+            let Some((_, arm)) = line.split_once("=>") else {
+                continue;
+            };
+            let arm = arm.trim().trim_end_matches(',');
+            let reason = if arm.starts_with('"') {
+                first_literal(arm)
+            } else if !arm.is_empty()
+                && arm
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            {
+                const_value(code, arm)
+            } else {
+                None
+            };
+            if let Some(reason) = reason.filter(|r| is_reason(r)) {
+                out.insert(format!("{id}:{reason}"));
+            }
+        }
+    }
     // `refuse(…)` calls and `AttestorRefusal::new(id, reason)`.
     for (pattern, second) in [("refuse(", false), ("AttestorRefusal::new(", true)] {
         let mut from = 0;
@@ -220,6 +247,8 @@ fn the_scan_reads_each_way_a_refusal_is_written() {
         fn c() { AttestorRefusal::new(JOIN_TOKEN_ATTESTOR, "token-does-not-open"); }
         #[error("x509pop:clock-skew")]
         fn d() { format!("not a reason: {}", x); }
+        fn reason(self) -> &'static str { match self { R::A => "no-use-left", R::B => USED, } }
+        fn e(r: XRefusal) { match r { XRefusal::Gone => "gone-too", } }
     "#;
     let got = scanned_reasons(&code_of(code), Some("join-token"));
     let want: BTreeSet<String> = [
@@ -228,6 +257,7 @@ fn the_scan_reads_each_way_a_refusal_is_written() {
         "join:pool-attestor",
         "join-token:token-does-not-open",
         "x509pop:clock-skew",
+        "join-token:gone-too",
     ]
     .into_iter()
     .map(String::from)
