@@ -26,7 +26,7 @@ pub mod renew_guard;
 mod state;
 
 pub use admin::{
-    decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
+    check_token_target, decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
     decide_revoke_token, AdminRefusal, CreateToken,
 };
 pub use join::{
