@@ -17,8 +17,8 @@
 //! one the machine joins as a new node. The token use is spent by the admission step.
 
 use super::contract::{
-    ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts, NodeKeyStatement,
-    SingleUse, Verdict,
+    ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts,
+    NodeKeyStatement, SingleUse, Verdict,
 };
 use crate::identity::{sha256, unix_us, NodeStatus, TokenRole, TokenState};
 use crate::pki::NodeRole;

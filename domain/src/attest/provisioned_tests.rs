@@ -85,7 +85,9 @@ impl Fixture {
             tokens: vec![self.token.clone()],
             ..Facts::default()
         };
-        facts.nodes.insert(self.node.node_id.clone(), self.node.clone());
+        facts
+            .nodes
+            .insert(self.node.node_id.clone(), self.node.clone());
         facts
     }
 

@@ -151,10 +151,7 @@ fn check_provisioned(cmd: &CreateToken) -> Result<(), AdminRefusal> {
 /// (the join re-keys it in place, keeping all three), and the join must have a product UUID to
 /// hold the machine to: the one the node recorded at its last join, or the token's expected one.
 /// Nothing to check without `for_node_id`.
-pub fn check_token_target(
-    cmd: &CreateToken,
-    node: Option<&NodeState>,
-) -> Result<(), AdminRefusal> {
+pub fn check_token_target(cmd: &CreateToken, node: Option<&NodeState>) -> Result<(), AdminRefusal> {
     let Some(id) = &cmd.for_node_id else {
         return Ok(());
     };
@@ -188,8 +185,7 @@ pub fn check_token_target(
     }
     if node.product_uuid_sha256.is_none() && cmd.expect.product_uuid.is_none() {
         return invalid(
-            "the node recorded no product UUID at its join; give --expect-product-uuid UUID"
-                .into(),
+            "the node recorded no product UUID at its join; give --expect-product-uuid UUID".into(),
         );
     }
     Ok(())
