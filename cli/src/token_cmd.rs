@@ -83,8 +83,7 @@ pub struct CreateArgs {
     /// Pool the joined nodes belong to.
     #[arg(long, default_value = "default")]
     pub pool: String,
-    /// Role admitted: node, site, or provisioned (a single-use token bound to one machine,
-    /// joined through the provisioned attestor: needs --for-node or --expect-product-uuid).
+    /// Role admitted: node or site.
     #[arg(long, default_value = "node")]
     pub role: String,
     /// How many joins the token admits.
@@ -102,10 +101,6 @@ pub struct CreateArgs {
     /// Let a machine whose hardware key is already enrolled join again (reclaim).
     #[arg(long)]
     pub allow_reclaim: bool,
-    /// Role provisioned: the node the token is minted for; the machine that joins with it
-    /// (claiming that node's product UUID) re-keys that node in place.
-    #[arg(long, value_name = "NODE")]
-    pub for_node: Option<String>,
 }
 
 #[derive(Args)]
@@ -164,30 +159,24 @@ pub fn parse_duration(text: &str) -> Result<i64, IdentityCmdError> {
 
 async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
     let role = TokenRole::parse(&args.role).ok_or_else(|| {
-        IdentityCmdError::Invalid(format!(
-            "--role {:?}: expected node, site or provisioned",
-            args.role
-        ))
+        IdentityCmdError::Invalid(format!("--role {:?}: expected node or site", args.role))
     })?;
     let ttl_seconds = parse_duration(&args.expires_in)?;
     let svc = open_admin(&args.common).await?;
     let created = svc
-        .create_token_for_node(
-            &NewToken {
-                tenant_id: args.tenant,
-                site_id: args.site,
-                pool_id: args.pool,
-                role,
-                uses: args.uses,
-                ttl_seconds,
-                expect: ExpectBinding {
-                    product_uuid: args.expect_product_uuid,
-                    mac: args.expect_mac,
-                },
-                allow_reclaim: args.allow_reclaim,
+        .create_token(&NewToken {
+            tenant_id: args.tenant,
+            site_id: args.site,
+            pool_id: args.pool,
+            role,
+            uses: args.uses,
+            ttl_seconds,
+            expect: ExpectBinding {
+                product_uuid: args.expect_product_uuid,
+                mac: args.expect_mac,
             },
-            args.for_node.as_deref(),
-        )
+            allow_reclaim: args.allow_reclaim,
+        })
         .await?;
     if args.common.json {
         println!("{}", to_json(&created));

@@ -16,6 +16,7 @@ mod fault_postgres_restart;
 mod grpc_python;
 mod pki_and_store_cli;
 mod pki_kdf_cli;
+mod provisioned_e2e;
 mod rebuild_cli;
 mod serve_plaintext;
 mod test_layout;

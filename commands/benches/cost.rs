@@ -124,7 +124,6 @@ impl Fixture {
                 secret_hash: secret.hash(),
                 expect: ExpectBinding::default(),
                 allow_reclaim: false,
-                for_node_id: None,
             },
             now,
         )?

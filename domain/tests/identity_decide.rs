@@ -38,7 +38,6 @@ fn create_token_validates_and_evolves() {
         secret_hash: secret.hash(),
         expect: ExpectBinding::default(),
         allow_reclaim: false,
-        for_node_id: None,
     };
     let events = decide_create_token(&cmd, now).unwrap().events;
     let state = events.iter().fold(None, evolve_token).unwrap();

@@ -2,8 +2,8 @@
 //! and list tokens; revoke a node's identity, delete or retire a node; list and show nodes.
 
 use domain::identity::{
-    check_token_target, decide_create_token, decide_delete_node, decide_retire_node,
-    decide_revoke_identity, decide_revoke_token, unix_us, AdminRefusal, CreateToken, Decision,
+    decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
+    decide_revoke_token, unix_us, AdminRefusal, CreateToken, Decision,
 };
 use std::sync::Arc;
 
@@ -34,16 +34,6 @@ impl NodeAdmin {
 
     /// `token create`: returns the secret, shown once, and the stored token.
     pub async fn create_token(&self, new: &NewToken) -> Result<CreatedToken, IdentityError> {
-        self.create_token_for_node(new, None).await
-    }
-
-    /// `token create --role provisioned --for-node NODE`: a token minted for `for_node_id`
-    /// (checked in the same transaction: an active node of the token's tenant, site and pool).
-    pub async fn create_token_for_node(
-        &self,
-        new: &NewToken,
-        for_node_id: Option<&str>,
-    ) -> Result<CreatedToken, IdentityError> {
         let secret = TokenSecret::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
         let now = self.clock.now();
         let now_us = unix_us(now);
@@ -58,15 +48,9 @@ impl NodeAdmin {
             secret_hash: secret.hash(),
             expect: new.expect.clone(),
             allow_reclaim: new.allow_reclaim,
-            for_node_id: for_node_id.map(str::to_owned),
         };
         let events = decide_create_token(&cmd, now)?.events;
         let token = crate::transaction!(&self.store, IdentityError, |tx| {
-            if let Some(node_id) = &cmd.for_node_id {
-                let row = read::node_by_id(tx, node_id).await?;
-                let node = row.as_ref().map(rows::node_state).transpose()?;
-                check_token_target(&cmd, node.as_ref())?;
-            }
             append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
             read::token_by_id(tx, &cmd.token_id)
                 .await?

@@ -87,15 +87,6 @@ impl JoinService {
         self.admin.create_token(new).await
     }
 
-    /// [`NodeAdmin::create_token_for_node`].
-    pub async fn create_token_for_node(
-        &self,
-        new: &NewToken,
-        for_node_id: Option<&str>,
-    ) -> Result<CreatedToken, IdentityError> {
-        self.admin.create_token_for_node(new, for_node_id).await
-    }
-
     /// [`NodeAdmin::revoke_token`].
     pub async fn revoke_token(
         &self,

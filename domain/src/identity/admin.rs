@@ -59,8 +59,6 @@ pub struct CreateToken {
     pub expect: ExpectBinding,
     /// Allow reclaim.
     pub allow_reclaim: bool,
-    /// Role provisioned: the node the token is minted for (re-keyed in place by the join).
-    pub for_node_id: Option<String>,
 }
 
 fn check_id(what: &str, value: &str) -> Result<(), AdminRefusal> {
@@ -95,7 +93,6 @@ pub fn decide_create_token(
             "the expiry must be in the future".into(),
         ));
     }
-    check_provisioned(cmd)?;
     Ok(Decision::events_only(vec![IdentityEvent::TokenCreated(
         JoinTokenCreated {
             token_id: cmd.token_id.clone(),
@@ -109,86 +106,9 @@ pub fn decide_create_token(
             expect_product_uuid: cmd.expect.product_uuid.clone().unwrap_or_default(),
             expect_mac: cmd.expect.mac.clone().unwrap_or_default(),
             allow_reclaim: cmd.allow_reclaim,
-            for_node_id: cmd.for_node_id.clone().unwrap_or_default(),
             ..Default::default()
         },
     )]))
-}
-
-/// Spec 000 "provisioned": a provisioned token is one machine's credential, so it admits one
-/// join and is bound to one machine when it is created (an expected product UUID, or the node
-/// it is minted for); `for_node_id` belongs to role provisioned only.
-fn check_provisioned(cmd: &CreateToken) -> Result<(), AdminRefusal> {
-    if cmd.role != TokenRole::Provisioned {
-        if cmd.for_node_id.is_some() {
-            return Err(AdminRefusal::Invalid(
-                "--for-node applies to role provisioned only".into(),
-            ));
-        }
-        return Ok(());
-    }
-    if cmd.uses != 1 {
-        return Err(AdminRefusal::Invalid(format!(
-            "a provisioned token admits exactly one machine: uses must be 1, not {}",
-            cmd.uses
-        )));
-    }
-    if cmd.for_node_id.is_none() && cmd.expect.product_uuid.is_none() {
-        return Err(AdminRefusal::Invalid(
-            "a provisioned token must be bound to one machine: give --for-node NODE or \
-             --expect-product-uuid UUID"
-                .into(),
-        ));
-    }
-    if let Some(node) = &cmd.for_node_id {
-        check_id("--for-node", node)?;
-    }
-    Ok(())
-}
-
-/// Checks the node a provisioned token is minted for (`cmd.for_node_id`, loaded by the shell as
-/// `node`): it must exist, be active, and be the token's tenant's, in the token's site and pool
-/// (the join re-keys it in place, keeping all three), and the join must have a product UUID to
-/// hold the machine to: the one the node recorded at its last join, or the token's expected one.
-/// Nothing to check without `for_node_id`.
-pub fn check_token_target(cmd: &CreateToken, node: Option<&NodeState>) -> Result<(), AdminRefusal> {
-    let Some(id) = &cmd.for_node_id else {
-        return Ok(());
-    };
-    let invalid = |why: String| Err(AdminRefusal::Invalid(format!("--for-node {id}: {why}")));
-    let Some(node) = node else {
-        return invalid("no such node".into());
-    };
-    if node.status != NodeStatus::Active {
-        return invalid(format!(
-            "the node is {}, a provisioned token re-keys an active node only",
-            node.status.as_str()
-        ));
-    }
-    if node.tenant_id != cmd.tenant_id {
-        return invalid(format!(
-            "the node belongs to another tenant than {}",
-            cmd.tenant_id
-        ));
-    }
-    if node.site_id != cmd.site_id || node.pool_id != cmd.pool_id {
-        return invalid(format!(
-            "the node is in site {} pool {}; create the token with --site {} --pool {}",
-            node.site_id, node.pool_id, node.site_id, node.pool_id
-        ));
-    }
-    if node.role != cmd.role.node_role() {
-        return invalid(format!(
-            "the node has role {}, a provisioned token admits node",
-            node.role.as_str()
-        ));
-    }
-    if node.product_uuid_sha256.is_none() && cmd.expect.product_uuid.is_none() {
-        return invalid(
-            "the node recorded no product UUID at its join; give --expect-product-uuid UUID".into(),
-        );
-    }
-    Ok(())
 }
 
 /// Revokes a token.
