@@ -98,9 +98,20 @@ pub struct CreateArgs {
     /// Only a machine with this MAC address may join.
     #[arg(long)]
     pub expect_mac: Option<String>,
-    /// Let a machine whose hardware key is already enrolled join again (reclaim).
-    #[arg(long)]
+    /// Gone: a claimed hardware key reclaims nothing any more. Refused with a pointer at
+    /// --reclaim.
+    #[arg(long, hide = true)]
     pub allow_reclaim: bool,
+    /// The token re-keys this node in place (same id, identity generation + 1, its certificates
+    /// revoked). Single use: --uses must be 1; the node must exist and be active.
+    #[arg(long, value_name = "NODE")]
+    pub reclaim: Option<String>,
+    /// Role provisioned: the node the token is minted for.
+    #[arg(long, value_name = "NODE")]
+    pub for_node: Option<String>,
+    /// A join with this token waits until an operator approves its join request.
+    #[arg(long)]
+    pub approval: bool,
 }
 
 #[derive(Args)]
@@ -161,6 +172,13 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
     let role = TokenRole::parse(&args.role).ok_or_else(|| {
         IdentityCmdError::Invalid(format!("--role {:?}: expected node or site", args.role))
     })?;
+    if args.allow_reclaim {
+        return Err(IdentityCmdError::Invalid(
+            "--allow-reclaim is gone: a claimed hardware key reclaims nothing any more; name the \
+             node the token re-keys with --reclaim NODE (single use)"
+                .into(),
+        ));
+    }
     let ttl_seconds = parse_duration(&args.expires_in)?;
     let svc = open_admin(&args.common).await?;
     let created = svc
@@ -175,7 +193,10 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
                 product_uuid: args.expect_product_uuid,
                 mac: args.expect_mac,
             },
-            allow_reclaim: args.allow_reclaim,
+            allow_reclaim: false,
+            reclaim_node_id: args.reclaim,
+            for_node_id: args.for_node,
+            require_approval: args.approval,
         })
         .await?;
     if args.common.json {

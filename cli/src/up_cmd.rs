@@ -196,6 +196,9 @@ pub async fn up(args: UpArgs) -> Result<(), UpError> {
             ttl_seconds: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
             expect: ExpectBinding::default(),
             allow_reclaim: false,
+            reclaim_node_id: None,
+            for_node_id: None,
+            require_approval: false,
         })
         .await
         .map_err(|e| UpError::Setup(format!("creating the join token: {e}")))?;

@@ -190,6 +190,9 @@ async fn a_write_during_a_rebuild_waits_and_is_not_lost() {
             ttl_seconds: 3600,
             expect: ExpectBinding::default(),
             allow_reclaim: false,
+            reclaim_node_id: None,
+            for_node_id: None,
+            require_approval: false,
         })
         .await
         .expect("token")

@@ -62,7 +62,6 @@ async fn token_and_node_commands_on_both_backends() {
                 "2h",
                 "--expect-mac",
                 "aa:bb:cc:dd:ee:ff",
-                "--allow-reclaim",
                 "--json",
             ],
         );
@@ -72,7 +71,7 @@ async fn token_and_node_commands_on_both_backends() {
         let token_id = token["tokenId"].as_str().expect("id").to_string();
         assert_eq!(token["usesLeft"], 3);
         assert_eq!(token["expectMac"], "aa:bb:cc:dd:ee:ff");
-        assert_eq!(token["allowReclaim"], true);
+        assert_eq!(token["allowReclaim"], false);
         assert_eq!(
             token["expiresAtUs"].as_i64().unwrap_or(0) - token["createdAtUs"].as_i64().unwrap_or(0),
             7_200_000_000
@@ -125,6 +124,16 @@ async fn token_and_node_commands_on_both_backends() {
                 "token", "create", "--tenant", "t1", "--site", "s1", "--uses", "0",
             ],
             "INVALID_INPUT",
+        );
+        // The old flag is refused, pointing at its replacement (a claimed hardware key reclaims
+        // nothing any more).
+        fails(
+            d,
+            &url,
+            &[
+                "token", "create", "--tenant", "t1", "--site", "s1", "--allow-reclaim",
+            ],
+            "--reclaim NODE",
         );
         fails(d, &url, &["token", "revoke", "tok_nope"], "tok_nope");
         fails(d, &url, &["node", "show", "node_nope"], "no node node_nope");

@@ -123,7 +123,9 @@ impl Fixture {
                 expires_at_us: unix_us(now) + 86_400_000_000,
                 secret_hash: secret.hash(),
                 expect: ExpectBinding::default(),
-                allow_reclaim: false,
+                reclaim_node_id: None,
+                for_node_id: None,
+                require_approval: false,
             },
             now,
         )?
@@ -148,9 +150,8 @@ impl Fixture {
     fn join_state(&self) -> JoinState {
         JoinState {
             token: self.token_events.iter().fold(None, evolve_token),
-            hardware_key_holder: None,
-            hardware_key_holder_unrevoked_serials: Vec::new(),
             csr_key_used: false,
+            ..JoinState::default()
         }
     }
 
@@ -165,6 +166,7 @@ impl Fixture {
             sealed_token: sealed.as_bytes().to_vec(),
             role: "node".into(),
             claims: HardwareClaims::default(),
+            attestation: Vec::new(),
         };
         Ok((agent, input))
     }

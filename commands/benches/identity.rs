@@ -122,6 +122,9 @@ async fn join_round(
                 ttl_seconds: 86_400,
                 expect: ExpectBinding::default(),
                 allow_reclaim: false,
+                reclaim_node_id: None,
+                for_node_id: None,
+                require_approval: false,
             })
             .await
             .expect("token");
@@ -136,6 +139,7 @@ async fn join_round(
                     sealed_token: agent.seal(keys, &secret),
                     role: "node".into(),
                     claims: HardwareClaims::default(),
+                    attestation: Vec::new(),
                 },
             };
             reqs.push((agent, req));
@@ -208,6 +212,7 @@ fn cpu_only_joins(keys: &KeySet, n: usize) -> f64 {
                 csr_der: agent.csr,
                 role: "node".into(),
                 claims: HardwareClaims::default(),
+                attestation: Vec::new(),
             }
         })
         .collect();

@@ -58,6 +58,7 @@ async fn identity_handlers_run_on_spawned_tasks() {
             sealed_token: Vec::new(),
             role: "node".into(),
             claims: Default::default(),
+            attestation: Vec::new(),
         },
     };
     let renew = RenewInput {

@@ -94,7 +94,7 @@ async fn join_refusals_each_reason() {
             ),
         );
         assert_join_denied(f.svc.join(&req).await);
-        assert_last_refusal(&f.store, "t1", "join-token:expect-product-uuid").await;
+        assert_last_refusal(&f.store, "t1", "join:expect-product-uuid").await;
         let req = join_request(
             &f,
             &agent,
@@ -107,7 +107,7 @@ async fn join_refusals_each_reason() {
             ),
         );
         assert_join_denied(f.svc.join(&req).await);
-        assert_last_refusal(&f.store, "t1", "join-token:expect-mac").await;
+        assert_last_refusal(&f.store, "t1", "join:expect-mac").await;
         // The right machine joins (case-insensitive match).
         let req = join_request(
             &f,
@@ -186,7 +186,8 @@ async fn join_refusals_each_reason() {
         assert_join_denied(f.svc.join(&req).await);
         assert_last_refusal(&f.store, "t4", "join-token:expired").await;
 
-        // hardware-key-enrolled: a second node may not take an enrolled hardware key.
+        // A claimed hardware key has no power (issue 18): a second machine claiming the same
+        // key joins as a node of its own, and nothing is reclaimed.
         let hw = b"ek-public-area-of-machine-7";
         let first = f.svc.create_token(&token_spec("t5")).await.unwrap();
         let m1 = Agent::new();
@@ -203,48 +204,58 @@ async fn join_refusals_each_reason() {
             .unwrap();
         let joined = open_response(&f, &m1, &signed);
         let m2 = Agent::new();
-        assert_join_denied(
-            f.svc
-                .join(&join_request(
-                    &f,
-                    &m2,
-                    &first.secret,
-                    "node",
-                    claims("", &[], hw),
-                ))
-                .await,
-        );
-        assert_last_refusal(&f.store, "t5", "join-token:hardware-key-enrolled").await;
+        let signed = f
+            .svc
+            .join(&join_request(
+                &f,
+                &m2,
+                &first.secret,
+                "node",
+                claims("", &[], hw),
+            ))
+            .await
+            .expect("the same claimed key joins as another node");
+        let other = open_response(&f, &m2, &signed);
+        assert_ne!(other.node_id, joined.node_id);
+        assert_eq!(other.identity_generation, 1);
+        let detail = f.svc.show_node(&joined.node_id).await.unwrap();
+        assert_eq!(detail.node.identity_generation, 1);
+        assert!(detail.certificates.iter().all(|c| c.revoked_at_us.is_none()));
 
-        // reclaim-mismatch: an allow-reclaim token for another pool.
+        // reclaim-mismatch: a token that reclaims the node, minted for another pool.
         let elsewhere = f
             .svc
             .create_token(&NewToken {
-                allow_reclaim: true,
+                uses: 1,
+                reclaim_node_id: Some(joined.node_id.clone()),
                 pool_id: "pool-2".into(),
                 ..token_spec("t5")
             })
             .await
             .unwrap();
+        let m3 = Agent::new();
         assert_join_denied(
             f.svc
                 .join(&join_request(
                     &f,
-                    &m2,
+                    &m3,
                     &elsewhere.secret,
                     "node",
-                    claims("", &[], hw),
+                    Default::default(),
                 ))
                 .await,
         );
-        assert_last_refusal(&f.store, "t5", "join-token:reclaim-mismatch").await;
+        assert_last_refusal(&f.store, "t5", "join:reclaim-mismatch").await;
+        let (_, event) = last_join_refusal(&f.store).await;
+        assert_eq!(event.node_id, joined.node_id);
 
-        // An allow-reclaim token of the same pool reclaims the node in place: same id, a new
+        // A reclaim token of the same placement re-keys the node in place: same id, a new
         // generation, every older certificate revoked.
         let reclaim = f
             .svc
             .create_token(&NewToken {
-                allow_reclaim: true,
+                uses: 1,
+                reclaim_node_id: Some(joined.node_id.clone()),
                 ..token_spec("t5")
             })
             .await
@@ -253,14 +264,14 @@ async fn join_refusals_each_reason() {
             .svc
             .join(&join_request(
                 &f,
-                &m2,
+                &m3,
                 &reclaim.secret,
                 "node",
-                claims("", &[], hw),
+                Default::default(),
             ))
             .await
             .unwrap();
-        let again = open_response(&f, &m2, &signed);
+        let again = open_response(&f, &m3, &signed);
         assert_eq!(again.node_id, joined.node_id);
         assert_eq!(again.identity_generation, 2);
         let detail = f.svc.show_node(&joined.node_id).await.unwrap();
@@ -408,35 +419,44 @@ async fn join_events_record_the_attestor_the_unattested_key_and_the_claim_digest
             sha256(b"aa:bb:cc:dd:ee:01\naa:bb:cc:dd:ee:02").to_vec()
         );
         assert_eq!(p.hardware_key_sha256, sha256(&hw).to_vec());
-        // The join's three events are one transaction's (one commit marker on Postgres), in
-        // order, with nothing between them.
+        assert_eq!(p.allowed_kinds, Vec::<String>::new());
+        assert_eq!(p.node_key_uri, "");
+        // The join's four events are one transaction's (one commit marker on Postgres), in
+        // order, with nothing between them: the node's stream, then the token's.
         let at = all
             .iter()
             .position(|e| e.event_type == "node.joined")
             .unwrap();
-        let mine = &all[at..at + 3];
+        let mine = &all[at..at + 4];
         assert_eq!(
             mine.iter()
                 .map(|e| e.event_type.as_str())
                 .collect::<Vec<_>>(),
-            ["node.joined", "node.certificate.issued", "token.used"]
+            [
+                "node.joined",
+                "node.certificate.issued",
+                "attestation.evidence.used",
+                "token.used"
+            ]
         );
         assert!(mine.iter().all(|e| e.tx_id == joined.tx_id));
-        assert_eq!(mine[2].position, mine[0].position + 2);
+        assert_eq!(mine[3].position, mine[0].position + 3);
+        // The CSR key's use is the evidence.used (attestor join-token, until the token's
+        // expiry), not a field of token.used any more.
+        let used: events::schema::EvidenceUsed = mine[2].decode().unwrap();
+        assert_eq!(used.attestor, "join-token");
+        assert_eq!(used.node_id, body.node_id);
+        assert_eq!(used.expires_at_us, created.token.expires_at_us);
+        let token_used: events::schema::JoinTokenUsed = mine[3].decode().unwrap();
+        assert!(token_used.csr_key_sha256.is_empty());
 
         // A refusal with a claimed hardware key records its digest, in the token's tenant once
-        // the secret matched.
-        let again = join_request(
-            &f,
-            &Agent::new(),
-            &created.secret,
-            "node",
-            claims("", &[], &hw),
-        );
+        // the secret matched: the same request again (its key joined already).
+        let again = req.clone();
         assert_join_denied(f.svc.join(&again).await);
         let (tenant, event) = last_join_refusal(&f.store).await;
         assert_eq!(tenant, "t1");
-        assert_eq!(event.refusal, "join-token:hardware-key-enrolled");
+        assert_eq!(event.refusal, "join-token:csr-key-used");
         assert_eq!(event.hardware_key_sha256, sha256(&hw).to_vec());
         assert_eq!(event.csr_sha256, sha256(&again.input.csr_der).to_vec());
     }

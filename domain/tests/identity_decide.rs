@@ -37,7 +37,9 @@ fn create_token_validates_and_evolves() {
         expires_at_us: 1_790_000_060_000_000,
         secret_hash: secret.hash(),
         expect: ExpectBinding::default(),
-        allow_reclaim: false,
+        reclaim_node_id: None,
+        for_node_id: None,
+        require_approval: false,
     };
     let events = decide_create_token(&cmd, now).unwrap().events;
     let state = events.iter().fold(None, evolve_token).unwrap();

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use commands::identity::{
-    IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED, SUPPORTED_ATTESTORS,
+    IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED,
 };
 use commands::RunError;
 use domain::identity::JOIN_TOKEN_ATTESTOR;
@@ -61,9 +61,9 @@ fn shown_attestor(attestor: &str) -> String {
 /// UNSUPPORTED, which gRPC calls UNIMPLEMENTED. Unlike a refusal it is not secret: it names the
 /// attestor asked for and the ones that exist, so the operator can fix the agent's
 /// configuration (retrying cannot help).
-pub fn unsupported_attestor(attestor: &str) -> Status {
+pub fn unsupported_attestor(attestor: &str, registered: &[String]) -> Status {
     let attestor = shown_attestor(attestor);
-    let supported = SUPPORTED_ATTESTORS
+    let supported = registered
         .iter()
         .map(|a| format!("{a:?}"))
         .collect::<Vec<_>>()
@@ -84,7 +84,7 @@ pub async fn local_join(
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(JOIN_REFUSED)),
         Err(IdentityError::UnsupportedAttestor(attestor)) => {
             tracing::info!(attestor = %shown_attestor(&attestor), "join: unsupported attestor");
-            Err(unsupported_attestor(&attestor))
+            Err(unsupported_attestor(&attestor, &join.joins().attestors().ids()))
         }
         Err(e) => Err(identity_failure("join", &e)),
     }

@@ -5,14 +5,16 @@
 //! this module sees a `proto` type.
 
 use commands::identity::{
-    IdentityError, JoinAnswer, JoinRequest as Join, Joins, RenewAnswer, Renewals,
+    IdentityError, JoinAnswer, JoinOutcome, JoinRequest as Join, Joins, RenewAnswer, Renewals,
 };
 use domain::identity::{HardwareClaims as Claims, JoinInput, RenewInput};
 use domain::pki::statement::{sign, JoinResponseStatement, RenewResponseStatement};
 use domain::pki::PrivateKey;
 use prost::Message;
+use proto::join_response::Deferral;
 use proto::{
-    JoinRequest, JoinResponse, RenewRequest, RenewResponse, SignedJoinResponse, SignedRenewResponse,
+    JoinChallenge, JoinPending, JoinRequest, JoinResponse, RenewRequest, RenewResponse,
+    SignedJoinResponse, SignedRenewResponse,
 };
 use tonic::Status;
 
@@ -30,6 +32,7 @@ pub fn join_request(request: &JoinRequest) -> Join {
                 macs: claims.macs,
                 hardware_key: (!claims.hardware_key.is_empty()).then_some(claims.hardware_key),
             },
+            attestation: request.attestation.clone(),
         },
     }
 }
@@ -62,12 +65,72 @@ pub fn signed_join_response(
         server_time_ms: answer.server_time_us / 1000,
         identity_generation: answer.identity_generation,
         deferral: None,
-    }
-    .encode_to_vec();
+    };
+    sign_join_body(join_signing, answer.csr_sha256, body)
+}
+
+/// The JoinResponse of any join outcome, encoded and signed by `join_signing`: an admission as
+/// [`signed_join_response`], a deferral with `deferral` set and no node id, chain or roots.
+pub fn signed_join_outcome(
+    join_signing: &PrivateKey,
+    outcome: &JoinOutcome,
+) -> Result<SignedJoinResponse, IdentityError> {
+    let (csr_sha256, trust_domain, server_time_us, deferral) = match outcome {
+        JoinOutcome::Joined(answer) => return signed_join_response(join_signing, answer),
+        JoinOutcome::Pending {
+            request_id,
+            retry_after_seconds,
+            csr_sha256,
+            trust_domain,
+            server_time_us,
+        } => (
+            *csr_sha256,
+            trust_domain,
+            *server_time_us,
+            Deferral::Pending(JoinPending {
+                request_id: request_id.clone(),
+                retry_after_seconds: (*retry_after_seconds).max(1),
+            }),
+        ),
+        JoinOutcome::Challenge {
+            attestor,
+            payload,
+            not_after_us,
+            csr_sha256,
+            trust_domain,
+            server_time_us,
+        } => (
+            *csr_sha256,
+            trust_domain,
+            *server_time_us,
+            Deferral::Challenge(JoinChallenge {
+                attestor: attestor.clone(),
+                payload: payload.clone(),
+                not_after_ms: not_after_us / 1000,
+            }),
+        ),
+    };
+    let body = JoinResponse {
+        csr_sha256: csr_sha256.to_vec(),
+        trust_domain: trust_domain.clone(),
+        server_time_ms: server_time_us / 1000,
+        deferral: Some(deferral),
+        ..JoinResponse::default()
+    };
+    sign_join_body(join_signing, csr_sha256, body)
+}
+
+/// Encodes `body` and signs it (purpose `join-response`, bound to `csr_sha256`).
+fn sign_join_body(
+    join_signing: &PrivateKey,
+    csr_sha256: [u8; 32],
+    body: JoinResponse,
+) -> Result<SignedJoinResponse, IdentityError> {
+    let body = body.encode_to_vec();
     let signature = sign(
         join_signing,
         &JoinResponseStatement {
-            csr_sha256: answer.csr_sha256,
+            csr_sha256,
             response: &body,
         },
     )
@@ -111,13 +174,14 @@ pub fn signed_renew_response(
     })
 }
 
-/// A wire Join through `joins`, answered with the signed JoinResponse.
+/// A wire Join through `joins`, answered with the signed JoinResponse (an admission or a
+/// deferral).
 pub async fn join(
     joins: &Joins,
     request: &JoinRequest,
 ) -> Result<SignedJoinResponse, IdentityError> {
-    let answer = joins.join(&join_request(request)).await?;
-    signed_join_response(&joins.keys().join_signing, &answer)
+    let outcome = joins.attest(&join_request(request)).await?;
+    signed_join_outcome(&joins.keys().join_signing, &outcome)
 }
 
 /// A wire Renew through `renewals`, answered with the signed RenewResponse.

@@ -97,6 +97,9 @@ fn token() -> NewToken {
         ttl_seconds: 3600,
         expect: ExpectBinding::default(),
         allow_reclaim: false,
+        reclaim_node_id: None,
+        for_node_id: None,
+        require_approval: false,
     }
 }
 

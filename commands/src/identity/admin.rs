@@ -34,6 +34,14 @@ impl NodeAdmin {
 
     /// `token create`: returns the secret, shown once, and the stored token.
     pub async fn create_token(&self, new: &NewToken) -> Result<CreatedToken, IdentityError> {
+        if new.allow_reclaim {
+            return Err(AdminRefusal::Invalid(
+                "allow-reclaim is gone: a claimed hardware key reclaims nothing any more; name \
+                 the node the token re-keys instead (--reclaim NODE, reclaimNodeId)"
+                    .into(),
+            )
+            .into());
+        }
         let secret = TokenSecret::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
         let now = self.clock.now();
         let now_us = unix_us(now);
@@ -47,10 +55,25 @@ impl NodeAdmin {
             expires_at_us: now_us.saturating_add(new.ttl_seconds.saturating_mul(1_000_000)),
             secret_hash: secret.hash(),
             expect: new.expect.clone(),
-            allow_reclaim: new.allow_reclaim,
+            reclaim_node_id: new.reclaim_node_id.clone(),
+            for_node_id: new.for_node_id.clone(),
+            require_approval: new.require_approval,
         };
         let events = decide_create_token(&cmd, now)?.events;
         let token = crate::transaction!(&self.store, IdentityError, |tx| {
+            if let Some(node_id) = &cmd.reclaim_node_id {
+                let node = read::node_by_id(tx, node_id).await?;
+                match node.as_ref().map(|n| n.status.as_str()) {
+                    None => return Err(AdminRefusal::UnknownNode(node_id.clone()).into()),
+                    Some("active") => {}
+                    Some(_) => {
+                        return Err(AdminRefusal::Invalid(format!(
+                            "node {node_id} is not active: only an active node can be reclaimed"
+                        ))
+                        .into())
+                    }
+                }
+            }
             append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
             read::token_by_id(tx, &cmd.token_id)
                 .await?

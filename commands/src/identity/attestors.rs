@@ -126,6 +126,17 @@ impl AttestorRegistry {
         self.register(RegisteredAttestor::Remote(attestor))
     }
 
+    /// The built-in attestors: `join-token`.
+    ///
+    /// The other built-ins register here, one line each, as they land (`x509pop`,
+    /// `provisioned`): `registry.register_in_process(Arc::new(X509PopAttestor::new(..)))`.
+    pub fn builtin() -> Self {
+        let mut registry = AttestorRegistry::empty();
+        registry.register_in_process(Arc::new(domain::attest::JoinTokenAttestor));
+        // -- further built-in attestors register here --
+        registry
+    }
+
     /// The attestor a JoinRequest names (empty: `join-token`).
     pub fn get(&self, requested: &str) -> Option<&RegisteredAttestor> {
         let id = if requested.is_empty() {

@@ -1,63 +1,255 @@
-//! Token joins: open the sealed token and check the CSR, load the token, the holder of the
-//! claimed hardware key and whether the CSR's key already joined, decide, append `node.joined` + `node.certificate.issued` +
-//! `token.used` with the inline projections, and answer the admitted node and its chain (the
-//! edge encodes and signs the JoinResponse); or record the refusal.
+//! Joins, for every attestor (spec 001 "How a join reaches your attestor"): the thin generic
+//! shell over [`AttestorRegistry`].
+//!
+//! 1. The registry finds the attestor (an unknown id is [`IdentityError::UnsupportedAttestor`],
+//!    spending nothing); a role it does not list is `<id>:wrong-role`, a CSR that does not
+//!    verify `<id>:bad-csr`, a sealed token that does not open for the CSR
+//!    `join-token:token-does-not-open`, all refused before any transaction reads.
+//! 2. An in-process attestor plans (names its [`FactKey`]s, or refuses); a remote one is called
+//!    here, before the transaction (it never sees the database).
+//! 3. In one transaction: [`load_facts`] for the plan, verify, then the admission step's facts
+//!    (the token's row version, the reclaimed node and its serials, bindings, uses, the pool,
+//!    the join request), [`decide_admission`], and the append at the versions read. A refusal
+//!    is recorded (`security.join.refused`, in the tenant the evidence authenticated, else the
+//!    root tenant) and answered `ACCESS_DENIED: Join refused`.
 
 use std::sync::Arc;
 
-use domain::identity::{
-    decide_join, join_refusal_attribution, open_join, unix_us, DecideError, Decision, JoinCommand,
-    JoinRefusal, JoinState, JOIN_TOKEN_ATTESTOR,
+use domain::attest::{
+    decide_admission, Admission, AdmissionCommand, AdmissionFacts, AttestRequest,
+    AttestationResult, Attestor, AttestorRefusal, BindingState, FactKey, Facts, Verdict,
+    JOIN_PENDING_RETRY_SECONDS,
 };
-use domain::pki::{KeySet, NodeId, Serial};
-use events::schema::{JoinRefused, JOIN_KEY_ATTESTOR};
+use domain::identity::{
+    claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision, JOIN_TOKEN_ATTESTOR,
+};
+use domain::pki::{KeySet, NodeId, NodeRole, SealedToken, Serial, TokenSecret, VerifiedCsr};
+use events::schema::JoinRefused;
 use events::store::{EventStore, StoreTx};
 use projections::identity::read;
 
+use super::attestors::{
+    AttestorRegistry, RegisteredAttestor, RemoteAttestorError, RemoteVerifyRequest,
+};
 use super::{
-    append_decided, check_trust_domain, context, digest_vec, fresh_id, refusals, rows,
-    IdentityConfig, IdentityError, JoinAnswer, JoinRequest, JOIN_REFUSED, SUPPORTED_ATTESTORS,
+    append_decided, attest_reads, check_trust_domain, context, digest_vec, fresh_id, refusals,
+    rows, IdentityConfig, IdentityError, JoinAnswer, JoinOutcome, JoinRequest, JOIN_REFUSED,
 };
 use crate::Clock;
 
-/// Joins: the JoinService's admission of new nodes. Holds the key set (the node CA signs the
-/// certificate, the encryption key opens the sealed token).
+/// Joins: the JoinService's admission of new nodes through the registered attestors. Holds the
+/// key set (the node CA signs the certificate, the encryption key opens the sealed token).
 #[derive(Clone)]
 pub struct Joins {
     store: EventStore,
     keys: Arc<KeySet>,
     clock: Arc<dyn Clock>,
     config: IdentityConfig,
+    attestors: AttestorRegistry,
+}
+
+/// The streams a decision read, with the versions it read them at.
+type Versions = Vec<(String, Option<i64>)>;
+
+/// What the transaction decided.
+enum Step {
+    Refused,
+    Challenge(domain::attest::Challenge),
+    Admitted(Admission),
+}
+
+/// How the verdict is reached inside the transaction.
+enum Source<'a> {
+    /// An in-process attestor and the keys its plan named.
+    InProcess(&'a dyn Attestor, Vec<FactKey>),
+    /// A remote attestor's verdict, reached before the transaction.
+    Remote(Verdict),
+}
+
+/// Loads the facts `keys` name (a key naming nothing stored is simply absent), with the versions
+/// of the token and node streams read.
+pub(crate) async fn load_facts(
+    tx: &mut StoreTx,
+    keys: &[FactKey],
+) -> Result<(Facts, Versions), IdentityError> {
+    let mut facts = Facts::default();
+    let mut versions = Versions::new();
+    for key in keys {
+        match key {
+            FactKey::TokenByHash(hash) => {
+                if let Some(row) = read::token_by_hash(tx, hash.as_bytes()).await? {
+                    versions.push((format!("token/{}", row.token_id), Some(row.version)));
+                    facts.tokens.push(rows::token_state(&row)?);
+                }
+            }
+            FactKey::TokenById(id) => {
+                if let Some(row) = read::token_by_id(tx, id).await? {
+                    versions.push((format!("token/{}", row.token_id), Some(row.version)));
+                    facts.tokens.push(rows::token_state(&row)?);
+                }
+            }
+            FactKey::Node(id) => {
+                if let Some(row) = read::node_by_id(tx, id).await? {
+                    versions.push((format!("node/{}", row.node_id), Some(row.version)));
+                    facts.nodes.insert(row.node_id.clone(), rows::node_state(&row)?);
+                }
+            }
+            FactKey::Certificate(serial) => {
+                if let Some(row) = read::cert_by_serial(tx, serial).await? {
+                    facts
+                        .certificates
+                        .insert(row.serial.clone(), rows::cert_state(&row)?);
+                }
+            }
+            FactKey::Use { attestor, subject } => {
+                if read::attestation_used(tx, attestor, subject).await? {
+                    facts.uses.insert((attestor.clone(), *subject));
+                }
+            }
+            FactKey::Binding(subject) => {
+                if let Some(b) = binding(tx, subject).await? {
+                    facts.bindings.insert(*subject, b);
+                }
+            }
+        }
+    }
+    Ok((facts, versions))
+}
+
+async fn binding(
+    tx: &mut StoreTx,
+    subject: &[u8; 32],
+) -> Result<Option<BindingState>, IdentityError> {
+    Ok(read::binding(tx, subject).await?.map(|row| BindingState {
+        attestor: row.attestor,
+        node_id: row.node_id,
+    }))
+}
+
+/// Loads what the admission step reads for `result`, adding the versions it read to `versions`.
+async fn load_admission_facts(
+    tx: &mut StoreTx,
+    attestor: &str,
+    result: &AttestationResult,
+    versions: &mut Versions,
+) -> Result<AdmissionFacts, IdentityError> {
+    let mut facts = AdmissionFacts::default();
+    if let Some(token) = &result.token {
+        let stream = format!("token/{}", token.token_id);
+        if !versions.iter().any(|(s, _)| *s == stream) {
+            let row = read::token_by_id(tx, &token.token_id).await?;
+            versions.push((stream, row.map(|r| r.version)));
+        }
+    }
+    if let Some(id) = &result.reclaim_node_id {
+        if let Some(row) = read::node_by_id(tx, id).await? {
+            let stream = format!("node/{}", row.node_id);
+            versions.retain(|(s, _)| *s != stream);
+            versions.push((stream, Some(row.version)));
+            facts.reclaimed_unrevoked_serials =
+                read::unrevoked_serials_of_node(tx, &row.node_id).await?;
+            facts.reclaimed = Some(rows::node_state(&row)?);
+        }
+    }
+    for subject in &result.bind {
+        if let Some(b) = binding(tx, subject).await? {
+            facts.bindings.insert(*subject, b);
+        }
+    }
+    // A concurrent join spending the same subject that commits first makes this one's insert
+    // into `attestation_uses` a unique violation: the transaction retries and reads the use here.
+    for u in &result.single_use {
+        if read::attestation_used(tx, &u.attestor, &u.subject).await? {
+            facts.uses.insert((u.attestor.clone(), u.subject));
+        }
+    }
+    facts.pool = attest_reads::pool(tx, &result.pool_id).await?;
+    if let Some(ask) = &result.approval {
+        facts.join_request = attest_reads::latest_join_request(tx, attestor, &ask.subject).await?;
+        if let Some(r) = &facts.join_request {
+            versions.push((format!("join-request/{}", r.request_id), Some(r.version)));
+        }
+    }
+    Ok(facts)
+}
+
+/// A remote attestor's verdict held to the contract: it cannot name a token (it never read one).
+fn check_remote_verdict(attestor: &str, verdict: Verdict) -> Result<Verdict, IdentityError> {
+    if let Verdict::Admit(result) = &verdict {
+        if result.token.is_some() {
+            return Err(IdentityError::Failed(
+                RemoteAttestorError::InvalidAnswer {
+                    attestor: attestor.to_owned(),
+                    why: "a remote attestor cannot spend a token".into(),
+                }
+                .to_string(),
+            ));
+        }
+    }
+    Ok(verdict)
 }
 
 impl Joins {
-    #[allow(clippy::too_many_arguments)]
-    async fn record_join_refusal(
+    /// Records `refusal` (the caller answers ACCESS_DENIED): in its tenant when the evidence
+    /// authenticated one, otherwise in the root tenant.
+    async fn record_refusal(
         &self,
         tx: &mut StoreTx,
-        refusal: JoinRefusal,
-        tenant: &str,
-        token_id: &str,
+        attestor: &str,
+        refusal: &AttestorRefusal,
         csr_sha256: Option<[u8; 32]>,
-        hardware_key: Option<[u8; 32]>,
+        digests: &ClaimsDigests,
         now_us: i64,
     ) -> Result<(), IdentityError> {
-        let reason = refusal.reason();
+        let reason = refusal.text();
+        let tenant = refusal
+            .tenant_id
+            .clone()
+            .unwrap_or_else(|| self.config.root_tenant.clone());
         let payload = JoinRefused {
             refusal: reason.clone(),
-            attestor: JOIN_TOKEN_ATTESTOR.into(),
-            token_id: token_id.into(),
+            attestor: attestor.into(),
+            token_id: refusal.token_id.clone().unwrap_or_default(),
             csr_sha256: digest_vec(csr_sha256),
-            hardware_key_sha256: digest_vec(hardware_key),
+            hardware_key_sha256: digest_vec(digests.hardware_key),
             window_start_us: domain::identity::window_start(now_us),
-            ..Default::default()
+            node_id: refusal.node_id.clone().unwrap_or_default(),
         };
-        refusals::record(tx, "join", &reason, tenant, &payload, now_us, &self.config).await?;
+        refusals::record(tx, "join", &reason, &tenant, &payload, now_us, &self.config).await?;
         Ok(())
     }
 
-    /// A join service over `store` with the loaded key set. Refuses a config whose trust
-    /// domain is not the key set's.
+    /// A refusal decided before any transaction read: recorded in a transaction of its own
+    /// (or counted without one when this process knows its minute is full).
+    async fn refuse_early(
+        &self,
+        attestor: &str,
+        refusal: AttestorRefusal,
+        csr_sha256: Option<[u8; 32]>,
+        digests: &ClaimsDigests,
+        now_us: i64,
+    ) -> Result<JoinOutcome, IdentityError> {
+        let tenant = refusal
+            .tenant_id
+            .clone()
+            .unwrap_or_else(|| self.config.root_tenant.clone());
+        if !refusals::suppressed_without_store(
+            &self.config,
+            "join",
+            &refusal.text(),
+            &tenant,
+            now_us,
+        ) {
+            crate::transaction!(&self.store, IdentityError, |tx| {
+                self.record_refusal(tx, attestor, &refusal, csr_sha256, digests, now_us)
+                    .await
+            })?;
+        }
+        Err(IdentityError::AccessDenied(JOIN_REFUSED))
+    }
+
+    /// A join service over `store` with the loaded key set and the built-in attestors
+    /// ([`AttestorRegistry::builtin`]). Refuses a config whose trust domain is not the key set's.
     pub fn new(
         store: EventStore,
         keys: Arc<KeySet>,
@@ -70,7 +262,19 @@ impl Joins {
             keys,
             clock,
             config,
+            attestors: AttestorRegistry::builtin(),
         })
+    }
+
+    /// The same service running `attestors` instead.
+    pub fn with_attestors(mut self, attestors: AttestorRegistry) -> Self {
+        self.attestors = attestors;
+        self
+    }
+
+    /// The attestors this service runs.
+    pub fn attestors(&self) -> &AttestorRegistry {
+        &self.attestors
     }
 
     /// Suppressed refusals this process holds, not written yet (the maintenance flush writes
@@ -84,116 +288,172 @@ impl Joins {
         &self.keys
     }
 
-    /// Join with the `join-token` attestor. Answers the admitted node and its chain, bound to
-    /// the CSR's SHA-256 (the edge encodes and signs it), or `ACCESS_DENIED: Join refused`.
+    /// [`Joins::attest`] for callers that expect an admission: a deferral is
+    /// [`IdentityError::Deferred`].
     pub async fn join(&self, request: &JoinRequest) -> Result<JoinAnswer, IdentityError> {
-        if !request.attestor.is_empty() && !SUPPORTED_ATTESTORS.contains(&request.attestor.as_str())
-        {
-            return Err(IdentityError::UnsupportedAttestor(request.attestor.clone()));
+        match self.attest(request).await? {
+            JoinOutcome::Joined(answer) => Ok(answer),
+            other => Err(IdentityError::Deferred(Box::new(other))),
         }
+    }
+
+    /// Join through the attestor the request names. Answers the admitted node and its chain, or
+    /// a deferral, each bound to the CSR's SHA-256 (the edge encodes and signs it); or
+    /// `ACCESS_DENIED: Join refused`.
+    pub async fn attest(&self, request: &JoinRequest) -> Result<JoinOutcome, IdentityError> {
+        let entry = self
+            .attestors
+            .get(&request.attestor)
+            .cloned()
+            .ok_or_else(|| IdentityError::UnsupportedAttestor(request.attestor.clone()))?;
+        let id = entry.id().to_owned();
         let input = &request.input;
-        let ctx = context(&self.keys, &self.config);
         let now = self.clock.now();
         let now_us = unix_us(now);
-        let hw_digest = domain::identity::claims_digests(&input.claims).hardware_key;
-        let root = self.config.root_tenant.clone();
+        let digests = claims_digests(&input.claims);
+        let sent_sha = Some(sha256(&input.csr_der));
 
-        let opened = match open_join(&ctx, input) {
-            Ok(o) => o,
-            Err((refusal, csr_sha)) => {
-                // Over the bound and known so: counted without opening a transaction.
-                if !refusals::suppressed_without_store(
-                    &self.config,
-                    "join",
-                    &refusal.reason(),
-                    &root,
-                    now_us,
-                ) {
-                    crate::transaction!(&self.store, IdentityError, |tx| {
-                        self.record_join_refusal(tx, refusal, &root, "", csr_sha, hw_digest, now_us)
-                            .await
-                    })?;
-                }
-                return Err(IdentityError::AccessDenied(JOIN_REFUSED));
+        // Spec 001 "The contract": a role the attestor does not list is refused before verify.
+        let role = match input.role.parse::<NodeRole>() {
+            Ok(r) if entry.roles().contains(&r) => r,
+            _ => {
+                let refusal = AttestorRefusal::new(&id, "wrong-role");
+                return self
+                    .refuse_early(&id, refusal, sent_sha, &digests, now_us)
+                    .await;
             }
         };
-        let csr_sha = *opened.csr.sha256();
-        let hash = opened.secret_hash();
+        let csr = match VerifiedCsr::verify(&input.csr_der) {
+            Ok(c) => c,
+            Err(_) => {
+                let refusal = AttestorRefusal::new(&id, "bad-csr");
+                return self
+                    .refuse_early(&id, refusal, sent_sha, &digests, now_us)
+                    .await;
+            }
+        };
+        let csr_sha = *csr.sha256();
+        let secret: Option<TokenSecret> = if input.sealed_token.is_empty() {
+            None
+        } else {
+            let opened = SealedToken::from_bytes(&input.sealed_token)
+                .ok()
+                .and_then(|sealed| self.keys.join_encryption.open(&sealed, &csr_sha).ok());
+            match opened {
+                Some(s) => Some(s),
+                None => {
+                    let refusal = AttestorRefusal::new(JOIN_TOKEN_ATTESTOR, "token-does-not-open");
+                    return self
+                        .refuse_early(&id, refusal, Some(csr_sha), &digests, now_us)
+                        .await;
+                }
+            }
+        };
+        let attest_request = AttestRequest {
+            role,
+            csr: &csr,
+            claims: &input.claims,
+            digests: &digests,
+            evidence: &input.attestation,
+            token: secret.as_ref(),
+            now,
+        };
 
-        let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
-            let token_row = read::token_by_hash(tx, hash.as_bytes()).await?;
-            let token = token_row.as_ref().map(rows::token_state).transpose()?;
-            let holder_row = match opened.digests.hardware_key {
-                Some(k) => read::node_by_hardware_key(tx, &k).await?,
-                None => None,
+        let source = match &entry {
+            RegisteredAttestor::InProcess(attestor) => match attestor.plan(&attest_request) {
+                Ok(keys) => Source::InProcess(attestor.as_ref(), keys),
+                Err(refusal) => {
+                    return self
+                        .refuse_early(&id, refusal, Some(csr_sha), &digests, now_us)
+                        .await;
+                }
+            },
+            RegisteredAttestor::Remote(remote) => {
+                let ask = RemoteVerifyRequest {
+                    attestor: id.clone(),
+                    role,
+                    csr_sha256: csr_sha,
+                    claims: input.claims.clone(),
+                    evidence: input.attestation.clone(),
+                };
+                let verdict = remote
+                    .verify(&ask)
+                    .await
+                    .map_err(|e| IdentityError::Failed(e.to_string()))?;
+                Source::Remote(check_remote_verdict(&id, verdict)?)
+            }
+        };
+
+        let ctx = context(&self.keys, &self.config);
+        let step = crate::transaction!(&self.store, IdentityError, |tx| {
+            let (verdict, mut versions) = match &source {
+                Source::InProcess(attestor, keys) => {
+                    let (facts, versions) = load_facts(tx, keys).await?;
+                    (attestor.verify(&attest_request, &facts), versions)
+                }
+                Source::Remote(verdict) => (verdict.clone(), Versions::new()),
             };
-            let holder = holder_row.as_ref().map(rows::node_state).transpose()?;
-            let holder_serials = match &holder_row {
-                Some(h) => read::unrevoked_serials_of_node(tx, &h.node_id).await?,
-                None => Vec::new(),
+            let result = match verdict {
+                Verdict::Refuse(refusal) => {
+                    self.record_refusal(tx, &id, &refusal, Some(csr_sha), &digests, now_us)
+                        .await?;
+                    return Ok(Step::Refused);
+                }
+                Verdict::Challenge(challenge) => return Ok(Step::Challenge(challenge)),
+                Verdict::Admit(result) => result,
             };
-            // A concurrent join of the same key that commits first makes this one's insert
-            // into `attestation_uses` a unique violation: the transaction retries and reads
-            // the use here.
-            let csr_key_used =
-                read::attestation_used(tx, JOIN_KEY_ATTESTOR, &opened.csr_key_sha256()).await?;
-            let cmd = JoinCommand {
-                opened: opened.clone(),
-                new_node_id: NodeId::new(&fresh_id("node"))
-                    .map_err(|e| IdentityError::Failed(e.to_string()))?,
-                serial: Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?,
+            let facts = load_admission_facts(tx, &id, &result, &mut versions).await?;
+            let new_node_id = NodeId::new(&fresh_id("node"))
+                .map_err(|e| IdentityError::Failed(e.to_string()))?;
+            let serial = Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
+            let new_request_id = fresh_id("jr");
+            let cmd = AdmissionCommand {
+                attestor: &id,
+                csr: &csr,
+                claims: &input.claims,
+                digests: &digests,
+                result: &result,
+                new_node_id: &new_node_id,
+                serial: &serial,
+                new_request_id: &new_request_id,
             };
-            let state = JoinState {
-                token,
-                hardware_key_holder: holder,
-                hardware_key_holder_unrevoked_serials: holder_serials,
-                csr_key_used,
-            };
-            match decide_join(&ctx, &cmd, &state, now) {
+            match decide_admission(&ctx, &cmd, &facts, now) {
                 Ok(Decision { events, outcome }) => {
-                    let versions = vec![
-                        (
-                            format!("token/{}", outcome.token_id),
-                            token_row.as_ref().map(|r| r.version),
-                        ),
-                        (
-                            format!("node/{}", outcome.node_id),
-                            holder_row
-                                .as_ref()
-                                .filter(|h| h.node_id == outcome.node_id)
-                                .map(|h| h.version),
-                        ),
-                    ];
-                    append_decided(tx, events, &outcome.tenant_id, now_us, &versions).await?;
-                    Ok(Some(outcome))
+                    if !events.is_empty() {
+                        append_decided(tx, events, outcome.tenant_id(), now_us, &versions).await?;
+                    }
+                    Ok(Step::Admitted(outcome))
                 }
                 Err(DecideError::Refused(refusal)) => {
-                    let (tenant, token_id) =
-                        match join_refusal_attribution(refusal, state.token.as_ref()) {
-                            Some((tenant, token)) => (tenant.to_owned(), token.to_owned()),
-                            None => (root.clone(), String::new()),
-                        };
-                    self.record_join_refusal(
-                        tx,
-                        refusal,
-                        &tenant,
-                        &token_id,
-                        Some(csr_sha),
-                        opened.digests.hardware_key,
-                        now_us,
-                    )
-                    .await?;
-                    Ok(None)
+                    self.record_refusal(tx, &id, &refusal, Some(csr_sha), &digests, now_us)
+                        .await?;
+                    Ok(Step::Refused)
                 }
                 Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
             }
         })?;
 
-        match outcome {
-            None => Err(IdentityError::AccessDenied(JOIN_REFUSED)),
-            Some(joined) => Ok(JoinAnswer {
+        let trust_domain = self.config.trust_domain.to_string();
+        match step {
+            Step::Refused => Err(IdentityError::AccessDenied(JOIN_REFUSED)),
+            Step::Challenge(c) => Ok(JoinOutcome::Challenge {
+                attestor: id,
+                payload: c.payload,
+                not_after_us: c.not_after_us,
+                csr_sha256: csr_sha,
+                trust_domain,
+                server_time_us: now_us,
+            }),
+            Step::Admitted(Admission::Pending(p)) => Ok(JoinOutcome::Pending {
+                request_id: p.request_id,
+                retry_after_seconds: JOIN_PENDING_RETRY_SECONDS,
+                csr_sha256: p.csr_sha256,
+                trust_domain,
+                server_time_us: now_us,
+            }),
+            Step::Admitted(Admission::Joined(joined)) => Ok(JoinOutcome::Joined(JoinAnswer {
                 csr_sha256: joined.csr_sha256,
-                trust_domain: self.config.trust_domain.to_string(),
+                trust_domain,
                 node_id: joined.node_id,
                 site_id: joined.site_id,
                 role: joined.role,
@@ -205,7 +465,7 @@ impl Joins {
                 trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
                 not_after_us: joined.not_after_us,
                 server_time_us: now_us,
-            }),
+            })),
         }
     }
 }

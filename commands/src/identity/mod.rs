@@ -1,4 +1,4 @@
-//! Identity command handlers, one type per job: [`Joins`] (token joins), [`Renewals`],
+//! Identity command handlers, one type per job: [`Joins`] (joins through the attestors), [`Renewals`],
 //! [`NodeAdmin`] (the operator commands on tokens and nodes, which need no key) and
 //! [`IdentityMaintenance`]; [`JoinService`] bundles the four for a serving process. Each command
 //! runs in one transaction: load the state from the identity projections, let
@@ -12,7 +12,8 @@
 //!
 //! | module | job |
 //! | --- | --- |
-//! | `join` | token joins ([`Joins`]) |
+//! | `join` | joins through any registered attestor, and the admission step ([`Joins`]) |
+//! | `attest_reads` | the pools and join requests the admission step reads |
 //! | `renew` | renewals by proof of possession ([`Renewals`]) |
 //! | `admin` | operator commands on tokens and nodes ([`NodeAdmin`]) |
 //! | `answers` | what a join or renewal is asked and answers |
@@ -25,6 +26,7 @@
 
 mod admin;
 mod answers;
+mod attest_reads;
 pub mod attestors;
 mod join;
 pub mod maintenance;
@@ -47,7 +49,8 @@ use crate::run::append_streams_and_project;
 use crate::{AsConflict, RunError};
 
 pub use admin::NodeAdmin;
-pub use answers::{JoinAnswer, JoinRequest, RenewAnswer};
+pub use answers::{JoinAnswer, JoinOutcome, JoinRequest, RenewAnswer};
+pub use attestors::AttestorRegistry;
 pub use join::Joins;
 pub use maintenance::{
     run_maintenance, IdentityMaintenance, MaintenanceReport, MAINTENANCE_INTERVAL, PRUNE_BATCH,
@@ -63,8 +66,9 @@ pub mod edge_reads {
     pub use projections::identity::read::{revoked_unexpired, tenant_of, RevokedCertRow};
 }
 
-/// The attestors [`Joins::join`] runs, as a JoinRequest names them; an empty name means
-/// the first. Anything else is [`IdentityError::UnsupportedAttestor`].
+/// The ids of the built-in attestors ([`AttestorRegistry::builtin`]); an empty name means the
+/// first. What a service runs is its registry's ([`Joins::attestors`]); an id it does not run is
+/// [`IdentityError::UnsupportedAttestor`].
 pub const SUPPORTED_ATTESTORS: &[&str] = &[domain::identity::JOIN_TOKEN_ATTESTOR];
 
 /// The message every refused join carries.
@@ -122,8 +126,12 @@ pub enum IdentityError {
         retry_after_ms: u64,
     },
     /// An attestor this control plane does not run.
-    #[error("UNSUPPORTED: attestor {0:?} is not registered (this build runs join-token only)")]
+    #[error("UNSUPPORTED: attestor {0:?} is not registered")]
     UnsupportedAttestor(String),
+    /// [`Joins::join`] was answered a deferral (pending approval or a challenge), not an
+    /// admission; [`Joins::attest`] answers it as an outcome.
+    #[error("the join was deferred: {}", .0.kind())]
+    Deferred(Box<JoinOutcome>),
     /// An operator command was refused (bad input, unknown id, wrong state).
     #[error(transparent)]
     Admin(#[from] AdminRefusal),
@@ -186,9 +194,20 @@ pub struct NewToken {
     /// Expect binding.
     #[serde(default)]
     pub expect: ExpectBinding,
-    /// Allow reclaim of a node holding the claimed hardware key.
+    /// The pre-issue-18 "reclaim whichever node holds the claimed hardware key": refused
+    /// (INVALID_INPUT pointing at `reclaim_node_id`); a claimed hardware key has no power.
     #[serde(default)]
     pub allow_reclaim: bool,
+    /// The one node the token re-keys in place (`--reclaim NODE`): uses must be 1, the node
+    /// must exist and be active.
+    #[serde(default)]
+    pub reclaim_node_id: Option<String>,
+    /// Role provisioned: the node the token is minted for (`--for-node NODE`).
+    #[serde(default)]
+    pub for_node_id: Option<String>,
+    /// A join with this token waits for an operator's approval (`--approval`).
+    #[serde(default)]
+    pub require_approval: bool,
 }
 
 /// Groups decided events by stream, keeping their order, streams in order of first appearance.

@@ -10,7 +10,8 @@ use domain::pki::KeySet;
 use events::store::EventStore;
 
 use super::{
-    CreatedToken, IdentityConfig, IdentityError, IdentityMaintenance, JoinAnswer, JoinRequest,
+    CreatedToken, IdentityConfig, IdentityError, IdentityMaintenance, JoinAnswer, JoinOutcome,
+    JoinRequest,
     Joins, MaintenanceReport, NewToken, NodeAdmin, NodeDetail, NodeView, RenewAnswer, Renewals,
     TokenView,
 };
@@ -70,6 +71,17 @@ impl JoinService {
     /// Maintenance.
     pub fn maintenance(&self) -> &IdentityMaintenance {
         &self.maintenance
+    }
+
+    /// The same service joining through `attestors` ([`Joins::with_attestors`]).
+    pub fn with_attestors(mut self, attestors: super::AttestorRegistry) -> Self {
+        self.joins = self.joins.with_attestors(attestors);
+        self
+    }
+
+    /// [`Joins::attest`]: a join answered as admitted or deferred.
+    pub async fn attest(&self, request: &JoinRequest) -> Result<JoinOutcome, IdentityError> {
+        self.joins.attest(request).await
     }
 
     /// [`Joins::join`].

@@ -66,6 +66,9 @@ pub fn token_spec(tenant: &str) -> NewToken {
         ttl_seconds: 3600,
         expect: ExpectBinding::default(),
         allow_reclaim: false,
+        reclaim_node_id: None,
+        for_node_id: None,
+        require_approval: false,
     }
 }
 
@@ -107,6 +110,7 @@ pub fn join_request(
             sealed_token: sealed.as_bytes().to_vec(),
             role: role.into(),
             claims,
+            attestation: Vec::new(),
         },
     }
 }

@@ -5,16 +5,25 @@
 //! | --- | --- |
 //! | [`contract`] | the [`Attestor`] trait, what it is asked and what it answers |
 //! | [`state`] | pools and join requests, as the admission step reads them |
+//! | [`join_token`] | the `join-token` attestor |
+//! | [`admission`] | the admission step: the checks every result is held to, and its events |
 //! | [`provisioned`] | the `provisioned` attestor: a single-use token bound to one machine |
 
+pub mod admission;
 pub mod contract;
+pub mod join_token;
 pub mod provisioned;
 pub mod state;
 
+pub use admission::{
+    decide_admission, renewal_can_prove, Admission, AdmissionCommand, AdmissionFacts, PendingJoin,
+    ADMISSION,
+};
 pub use contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState,
     Challenge, FactKey, Facts, NodeKeyStatement, SingleUse, Verdict,
 };
+pub use join_token::{csr_key_subject, JoinTokenAttestor, CSR_KEY_USED};
 pub use provisioned::{ProvisionedAttestor, ProvisionedRefusal, PROVISIONED_ATTESTOR};
 pub use state::{
     JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,

@@ -57,8 +57,13 @@ pub struct CreateToken {
     pub secret_hash: TokenHash,
     /// Expect binding.
     pub expect: ExpectBinding,
-    /// Allow reclaim.
-    pub allow_reclaim: bool,
+    /// The one node this token re-keys in place (single use; the shell checks it exists and is
+    /// active).
+    pub reclaim_node_id: Option<String>,
+    /// Role provisioned: the node the token was minted for.
+    pub for_node_id: Option<String>,
+    /// A join with this token waits for an operator's approval of a join request.
+    pub require_approval: bool,
 }
 
 fn check_id(what: &str, value: &str) -> Result<(), AdminRefusal> {
@@ -88,6 +93,18 @@ pub fn decide_create_token(
     if cmd.uses == 0 {
         return Err(AdminRefusal::Invalid("uses must be at least 1".into()));
     }
+    if let Some(node) = &cmd.reclaim_node_id {
+        check_id("reclaim node id", node)?;
+        if cmd.uses != 1 {
+            return Err(AdminRefusal::Invalid(format!(
+                "a token that reclaims node {node} is single use: uses must be 1, not {}",
+                cmd.uses
+            )));
+        }
+    }
+    if let Some(node) = &cmd.for_node_id {
+        check_id("for-node id", node)?;
+    }
     if cmd.expires_at_us <= unix_us(now) {
         return Err(AdminRefusal::Invalid(
             "the expiry must be in the future".into(),
@@ -105,8 +122,10 @@ pub fn decide_create_token(
             secret_sha256: cmd.secret_hash.as_bytes().to_vec(),
             expect_product_uuid: cmd.expect.product_uuid.clone().unwrap_or_default(),
             expect_mac: cmd.expect.mac.clone().unwrap_or_default(),
-            allow_reclaim: cmd.allow_reclaim,
-            ..Default::default()
+            allow_reclaim: false,
+            reclaim_node_id: cmd.reclaim_node_id.clone().unwrap_or_default(),
+            for_node_id: cmd.for_node_id.clone().unwrap_or_default(),
+            require_approval: cmd.require_approval,
         },
     )]))
 }

@@ -1,34 +1,35 @@
-//! A join with the `join-token` attestor (spec 000 "join-token", 001 "The contract").
+//! Token joins, and what every join is asked and answers: the machine's claims and their
+//! digests, the decoded request ([`JoinInput`]), the keys a join needs ([`JoinContext`]) and
+//! an admitted join ([`Joined`]). The decision itself is on the attestor contract
+//! ([`crate::attest`]): [`crate::attest::join_token::JoinTokenAttestor`] then the admission step
+//! ([`crate::attest::admission::decide_admission`]).
 //!
-//! Two pure steps, because the token to load is only known once the sealed token opened:
+//! For callers without a store (the benches) the two pure steps of a token join remain:
 //!
-//! 1. [`open_join`]: a role the attestor does not list is refused first (spec 001 "The
-//!    contract"); the CSR's signature and P-256 key are checked, and the sealed token is
-//!    opened with the JoinService encryption key, bound to the CSR's SHA-256. The command layer
-//!    then loads the `join_tokens` row whose hash is the secret's, and the node (if any) holding
-//!    the claimed hardware key.
-//! 2. [`decide_join`]: the secret is matched in constant time, then revocation, expiry, the
-//!    CSR key's earlier use (`attestation_uses`: one key joins once while the token lives), uses,
-//!    role, the expect binding and the hardware-key rule are checked, and the events are
-//!    decided: `node.joined`, `node.certificate.issued` and `token.used` (with an allow-reclaim
-//!    token and a known hardware key, `node.identity.revoked` first, and the node keeps its id).
+//! 1. [`open_join`]: refuse a role that is none, verify the CSR, open the sealed token with the
+//!    JoinService encryption key, bound to the CSR's SHA-256;
+//! 2. [`decide_join`]: the attestor's verify on the given state, then the admission step. A
+//!    claimed hardware key is recorded as a digest and has no power (issue 18 item 9): only a
+//!    token naming the node (`reclaim_node_id`) re-keys it.
 
-use events::schema::{JoinTokenUsed, NodeCertificateIssued, NodeIdentityRevoked, NodeJoined};
 use time::{Duration, OffsetDateTime};
 
-use super::state::{
-    IdentityEvent, NodeState, NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,
-};
-use super::{sha256, unix_us, DecideError, Decision};
+use super::state::{NodeState, TokenRole, TokenState};
+use super::{sha256, DecideError, Decision};
+use crate::attest::admission::{decide_admission, Admission, AdmissionCommand, AdmissionFacts};
+use crate::attest::join_token::JoinTokenAttestor;
+use crate::attest::{AttestRequest, Attestor, AttestorRefusal, Facts, Verdict};
 use crate::pki::{
-    issue_node_certificate, JoinEncryptionKey, NodeCa, NodeCertificateDecision, NodeId, NodeRole,
-    SealedToken, Serial, SiteId, SpiffeId, TokenHash, TokenSecret, TrustDomain, VerifiedCsr,
+    JoinEncryptionKey, NodeCa, NodeId, NodeRole, SealedToken, Serial, TokenHash, TokenSecret,
+    TrustDomain, VerifiedCsr,
 };
 
 /// The attestor id of token joins.
 pub const JOIN_TOKEN_ATTESTOR: &str = "join-token";
 
-/// Why a token join was refused. One variant per reason; [`JoinRefusal::reason`] is the text.
+/// Why the `join-token` attestor refused a join, for callers that name its reasons. One variant
+/// per reason; [`JoinRefusal::reason`] is the text. The admission step's own reasons
+/// (`join:expect-mac`, `join:reclaim-mismatch`, ...) are [`crate::attest::admission`]'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum JoinRefusal {
     /// The CSR does not parse, is not P-256, or its self-signature fails.
@@ -56,23 +57,11 @@ pub enum JoinRefusal {
     /// The requested role is not the one the token admits (or not a role at all).
     #[error("join-token:wrong-role")]
     WrongRole,
-    /// The token expects another product UUID (or none was claimed).
-    #[error("join-token:expect-product-uuid")]
-    ExpectProductUuid,
-    /// The token expects a MAC the machine did not claim.
-    #[error("join-token:expect-mac")]
-    ExpectMac,
-    /// Another node holds the claimed hardware key and the token does not allow reclaim.
-    #[error("join-token:hardware-key-enrolled")]
-    HardwareKeyEnrolled,
-    /// An allow-reclaim token whose tenant, site, pool or role is not the reclaimed node's.
-    #[error("join-token:reclaim-mismatch")]
-    ReclaimMismatch,
 }
 
 impl JoinRefusal {
     /// Every reason, for tests and documentation.
-    pub const ALL: [JoinRefusal; 12] = [
+    pub const ALL: [JoinRefusal; 8] = [
         JoinRefusal::BadCsr,
         JoinRefusal::TokenDoesNotOpen,
         JoinRefusal::UnknownToken,
@@ -81,10 +70,6 @@ impl JoinRefusal {
         JoinRefusal::NoUseLeft,
         JoinRefusal::CsrKeyUsed,
         JoinRefusal::WrongRole,
-        JoinRefusal::ExpectProductUuid,
-        JoinRefusal::ExpectMac,
-        JoinRefusal::HardwareKeyEnrolled,
-        JoinRefusal::ReclaimMismatch,
     ];
 
     /// `join-token:<reason>`, as the `security.join.refused` event records it.
@@ -139,7 +124,7 @@ pub fn claims_digests(claims: &HardwareClaims) -> ClaimsDigests {
 }
 
 /// A join request as it arrives (already decoded from the wire).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JoinInput {
     /// The CSR, DER.
     pub csr_der: Vec<u8>,
@@ -149,6 +134,9 @@ pub struct JoinInput {
     pub role: String,
     /// Hardware claims.
     pub claims: HardwareClaims,
+    /// `JoinRequest.attestation`: the attestor's evidence, or the answer to a challenge (empty
+    /// for join-token).
+    pub attestation: Vec<u8>,
 }
 
 /// The keys and settings a join decision needs.
@@ -232,17 +220,17 @@ pub struct JoinCommand {
     pub serial: Serial,
 }
 
-/// The state a join reads.
+/// The state a token join reads.
 #[derive(Debug, Clone, Default)]
 pub struct JoinState {
     /// The token whose stored hash equals the secret's, if any.
     pub token: Option<TokenState>,
-    /// The active node holding the claimed hardware key, if any.
-    pub hardware_key_holder: Option<NodeState>,
-    /// The serials of that node's certificates not revoked yet (a reclaim revokes them).
-    pub hardware_key_holder_unrevoked_serials: Vec<String>,
     /// Whether `attestation_uses` holds the CSR key's use ([`OpenedJoin::csr_key_sha256`]).
     pub csr_key_used: bool,
+    /// The node the token reclaims (`reclaim_node_id`), if it exists.
+    pub reclaimed: Option<NodeState>,
+    /// The serials of that node's certificates not revoked yet (a reclaim revokes them).
+    pub reclaimed_unrevoked_serials: Vec<String>,
 }
 
 /// What an admitted join answers: the node (new, or the reclaimed one) and its certificate.
@@ -283,144 +271,69 @@ pub fn join_refusal_attribution(
     }
 }
 
-fn mac_eq(a: &str, b: &str) -> bool {
-    let norm = |s: &str| s.trim().to_ascii_lowercase().replace('-', ":");
-    norm(a) == norm(b)
-}
-
-/// Step 2: the join decision.
+/// Step 2: the whole token join on the attestor contract, for callers without a store (the
+/// benches): [`JoinTokenAttestor`]'s verify on `state`, then [`decide_admission`] (no pool, no
+/// bindings, no join request). The command layer runs the same two steps on loaded facts.
 pub fn decide_join(
     ctx: &JoinContext<'_>,
     cmd: &JoinCommand,
     state: &JoinState,
     now: OffsetDateTime,
-) -> Result<Decision<Joined>, DecideError<JoinRefusal>> {
+) -> Result<Decision<Joined>, DecideError<AttestorRefusal>> {
     let opened = &cmd.opened;
-    let token = state.token.as_ref().ok_or(JoinRefusal::UnknownToken)?;
-    if !token.secret_hash.matches(&opened.secret) {
-        return Err(JoinRefusal::UnknownToken.into());
-    }
-    if token.revoked {
-        return Err(JoinRefusal::Revoked.into());
-    }
-    if unix_us(now) >= token.expires_at_us {
-        return Err(JoinRefusal::Expired.into());
-    }
-    // One key joins once while its use is kept (the token's lifetime): a replayed request
-    // spends no use and makes no node, whoever relays it.
-    if state.csr_key_used {
-        return Err(JoinRefusal::CsrKeyUsed.into());
-    }
-    if token.uses_left == 0 {
-        return Err(JoinRefusal::NoUseLeft.into());
-    }
-    let role: NodeRole = opened.role.parse().map_err(|_| JoinRefusal::WrongRole)?;
-    if role != token.role.node_role() {
-        return Err(JoinRefusal::WrongRole.into());
-    }
-    if let Some(want) = &token.expect.product_uuid {
-        let ok = opened
-            .claims
-            .product_uuid
-            .as_ref()
-            .is_some_and(|got| got.trim().eq_ignore_ascii_case(want.trim()));
-        if !ok {
-            return Err(JoinRefusal::ExpectProductUuid.into());
-        }
-    }
-    if let Some(want) = &token.expect.mac {
-        if !opened.claims.macs.iter().any(|m| mac_eq(m, want)) {
-            return Err(JoinRefusal::ExpectMac.into());
-        }
-    }
-
-    let mut events = Vec::new();
-    let (node_id, generation, reclaimed) = match &state.hardware_key_holder {
-        Some(holder) if holder.status == NodeStatus::Active => {
-            if !token.allow_reclaim {
-                return Err(JoinRefusal::HardwareKeyEnrolled.into());
-            }
-            if holder.tenant_id != token.tenant_id
-                || holder.site_id != token.site_id
-                || holder.pool_id != token.pool_id
-                || holder.role != role
-            {
-                return Err(JoinRefusal::ReclaimMismatch.into());
-            }
-            let generation = holder.identity_generation + 1;
-            events.push(IdentityEvent::IdentityRevoked(NodeIdentityRevoked {
-                node_id: holder.node_id.clone(),
-                reason: "reclaim".into(),
-                new_identity_generation: generation,
-                revoked_serials: state.hardware_key_holder_unrevoked_serials.clone(),
-            }));
-            let id = NodeId::new(&holder.node_id)
-                .map_err(|e| DecideError::Failed(format!("stored node id: {e}")))?;
-            (id, generation, true)
-        }
-        _ => (cmd.new_node_id.clone(), 1, false),
-    };
-
-    let site = SiteId::new(&token.site_id)
-        .map_err(|e| DecideError::Failed(format!("stored site id: {e}")))?;
-    let decision = NodeCertificateDecision {
-        spiffe_id: SpiffeId::new(ctx.trust_domain.clone(), site, node_id.clone()),
+    let role: NodeRole = opened.role.parse().map_err(|_| {
+        DecideError::Refused(AttestorRefusal::new(JOIN_TOKEN_ATTESTOR, "wrong-role"))
+    })?;
+    let request = AttestRequest {
         role,
-        serial: cmd.serial.clone(),
-        requested_lifetime: Some(ctx.leaf_lifetime),
-        statements: Vec::new(),
+        csr: &opened.csr,
+        claims: &opened.claims,
+        digests: &opened.digests,
+        evidence: &[],
+        token: Some(&opened.secret),
+        now,
     };
-    let issued = issue_node_certificate(ctx.node_ca, &opened.csr, &decision, now)
-        .map_err(|e| DecideError::Failed(format!("issuing the node certificate: {e}")))?;
-
-    let digest = |d: Option<[u8; 32]>| d.map(|d| d.to_vec()).unwrap_or_default();
-    let outcome = Joined {
-        node_id: node_id.as_str().to_owned(),
-        tenant_id: token.tenant_id.clone(),
-        token_id: token.token_id.clone(),
-        site_id: token.site_id.clone(),
-        role: role.as_str().to_owned(),
-        identity_generation: generation,
-        reclaimed,
-        certificate_der: issued.der.clone(),
-        not_after_us: unix_us(issued.not_after),
-        csr_sha256: *opened.csr.sha256(),
+    let key = (JOIN_TOKEN_ATTESTOR.to_owned(), opened.csr_key_sha256());
+    let mut facts = Facts {
+        tokens: state.token.iter().cloned().collect(),
+        ..Facts::default()
     };
-    events.push(IdentityEvent::NodeJoined(NodeJoined {
-        node_id: node_id.as_str().to_owned(),
-        tenant_id: token.tenant_id.clone(),
-        site_id: token.site_id.clone(),
-        pool_id: token.pool_id.clone(),
-        role: role.as_str().to_owned(),
-        attestor: JOIN_TOKEN_ATTESTOR.into(),
-        node_key: NODE_KEY_UNATTESTED.into(),
-        token_id: token.token_id.clone(),
-        identity_generation: generation,
-        product_uuid_sha256: digest(opened.digests.product_uuid),
-        macs_sha256: digest(opened.digests.macs),
-        hardware_key_sha256: digest(opened.digests.hardware_key),
-        reclaimed,
-        csr_sha256: opened.csr.sha256().to_vec(),
-        allowed_kinds: Vec::new(),
-        node_key_uri: String::new(),
-    }));
-    events.push(IdentityEvent::CertificateIssued(NodeCertificateIssued {
-        node_id: node_id.as_str().to_owned(),
-        serial: issued.serial.to_hex(),
-        der: issued.der,
-        not_before_us: unix_us(issued.not_before),
-        not_after_us: unix_us(issued.not_after),
-        identity_generation: generation,
-        cause: "join".into(),
-        renewed_serial: String::new(),
-    }));
-    events.push(IdentityEvent::TokenUsed(JoinTokenUsed {
-        token_id: token.token_id.clone(),
-        use_number: token.uses_total - token.uses_left + 1,
-        node_id: node_id.as_str().to_owned(),
-        uses_left: token.uses_left - 1,
-        csr_key_sha256: opened.csr_key_sha256().to_vec(),
-        key_use_expires_at_us: token.expires_at_us,
-    }));
-    Ok(Decision { events, outcome })
+    if state.csr_key_used {
+        facts.uses.insert(key.clone());
+    }
+    let result = match JoinTokenAttestor.verify(&request, &facts) {
+        Verdict::Admit(r) => r,
+        Verdict::Refuse(r) => return Err(DecideError::Refused(r)),
+        Verdict::Challenge(_) => {
+            return Err(DecideError::Failed("join-token never challenges".into()))
+        }
+    };
+    let mut admission_facts = AdmissionFacts {
+        reclaimed: state.reclaimed.clone(),
+        reclaimed_unrevoked_serials: state.reclaimed_unrevoked_serials.clone(),
+        ..AdmissionFacts::default()
+    };
+    if state.csr_key_used {
+        admission_facts.uses.insert(key);
+    }
+    let admission = AdmissionCommand {
+        attestor: JOIN_TOKEN_ATTESTOR,
+        csr: &opened.csr,
+        claims: &opened.claims,
+        digests: &opened.digests,
+        result: &result,
+        new_node_id: &cmd.new_node_id,
+        serial: &cmd.serial,
+        new_request_id: "",
+    };
+    let Decision { events, outcome } = decide_admission(ctx, &admission, &admission_facts, now)?;
+    match outcome {
+        Admission::Joined(joined) => Ok(Decision {
+            events,
+            outcome: *joined,
+        }),
+        Admission::Pending(_) => Err(DecideError::Failed(
+            "the token requires approval: join through the command layer".into(),
+        )),
+    }
 }

@@ -1,5 +1,5 @@
 //! Identity projections: `join_tokens` (+ `join_token_uses`), `nodes`, `node_certs`,
-//! `attestation_uses` and `refusal_counters`, built only from the events of
+//! `attestation_uses`, `node_bindings` and `refusal_counters`, built only from the events of
 //! `events/proto/bc/events/v1/identity.proto`.
 //!
 //! Every row records the position it reflects (`position`, or `issued_position` /
@@ -89,6 +89,7 @@ fn opt_text(v: Option<String>) -> SqlValue {
     v.map_or(SqlValue::NullText, SqlValue::Text)
 }
 
+mod bindings;
 mod certs;
 mod nodes;
 pub mod read;
@@ -98,6 +99,7 @@ pub mod suppressed;
 mod tokens;
 mod uses;
 
+pub use bindings::NodeBindings;
 pub use certs::NodeCerts;
 pub use nodes::Nodes;
 pub use refusals::{refusal_totals, RefusalCounters};
@@ -105,12 +107,13 @@ pub use tokens::JoinTokens;
 pub use uses::AttestationUses;
 
 /// Every identity projection, in the order they are applied.
-pub fn all() -> [&'static dyn Projection; 5] {
+pub fn all() -> [&'static dyn Projection; 6] {
     [
         &JoinTokens,
         &Nodes,
         &NodeCerts,
         &AttestationUses,
+        &NodeBindings,
         &RefusalCounters,
     ]
 }

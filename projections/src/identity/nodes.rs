@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use events::schema::{
-    NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeRetired,
-    RenewProofUsed,
+    EvidenceUsed, NodeBound, NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined,
+    NodeRetired, RenewProofUsed,
 };
 use events::store::StoreTx;
 use events::{EventPayload, RecordedEvent};
@@ -34,6 +34,8 @@ const NODES_TABLES: &[TableSpec] = &[TableSpec {
         "hardware_key_sha256",
         "product_uuid_sha256",
         "macs_sha256",
+        "node_key_uri",
+        "allowed_kinds",
         "joined_at_us",
         "updated_at_us",
         "version",
@@ -49,7 +51,15 @@ const NODE_STREAM_TYPES: &[&str] = &[
     NodeIdentityRevoked::EVENT_TYPE,
     NodeDeleted::EVENT_TYPE,
     NodeRetired::EVENT_TYPE,
+    EvidenceUsed::EVENT_TYPE,
+    NodeBound::EVENT_TYPE,
 ];
+
+/// `node.joined`'s allowed kinds as stored: comma-joined, NULL for none (every kind the role
+/// allows).
+fn allowed_kinds(kinds: &[String]) -> Option<String> {
+    (!kinds.is_empty()).then(|| kinds.join(","))
+}
 
 /// A node joined in the run being applied, with its later changes folded in: one row of the
 /// `INSERT … ON CONFLICT` that writes it.
@@ -68,6 +78,8 @@ struct JoinedRow {
     hardware_key_sha256: Vec<u8>,
     product_uuid_sha256: Vec<u8>,
     macs_sha256: Vec<u8>,
+    node_key_uri: String,
+    allowed_kinds: Option<String>,
     joined_at_us: i64,
     updated_at_us: i64,
     version: i64,
@@ -174,6 +186,8 @@ impl NodeBatch {
                     bytes_or_null(&r.hardware_key_sha256),
                     bytes_or_null(&r.product_uuid_sha256),
                     bytes_or_null(&r.macs_sha256),
+                    super::text_or_null(&r.node_key_uri),
+                    opt_text(r.allowed_kinds),
                     r.joined_at_us.into(),
                     r.updated_at_us.into(),
                     r.version.into(),
@@ -187,15 +201,16 @@ impl NodeBatch {
             "nodes",
             "INSERT INTO nodes (node_id, tenant_id, site_id, pool_id, role, status, \
              status_reason, identity_generation, attestor, node_key, token_id, \
-             hardware_key_sha256, product_uuid_sha256, macs_sha256, joined_at_us, updated_at_us, \
-             version, position) VALUES ",
+             hardware_key_sha256, product_uuid_sha256, macs_sha256, node_key_uri, allowed_kinds, \
+             joined_at_us, updated_at_us, version, position) VALUES ",
             " ON CONFLICT (node_id) DO UPDATE SET status = excluded.status, \
              status_reason = excluded.status_reason, \
              identity_generation = excluded.identity_generation, attestor = excluded.attestor, \
              node_key = excluded.node_key, token_id = excluded.token_id, \
              hardware_key_sha256 = excluded.hardware_key_sha256, \
              product_uuid_sha256 = excluded.product_uuid_sha256, \
-             macs_sha256 = excluded.macs_sha256, updated_at_us = excluded.updated_at_us, \
+             macs_sha256 = excluded.macs_sha256, node_key_uri = excluded.node_key_uri, \
+             allowed_kinds = excluded.allowed_kinds, updated_at_us = excluded.updated_at_us, \
              version = excluded.version, position = excluded.position",
             rows,
             None,
@@ -292,6 +307,8 @@ impl Projection for Nodes {
                                 row.hardware_key_sha256 = p.hardware_key_sha256;
                                 row.product_uuid_sha256 = p.product_uuid_sha256;
                                 row.macs_sha256 = p.macs_sha256;
+                                row.node_key_uri = p.node_key_uri;
+                                row.allowed_kinds = allowed_kinds(&p.allowed_kinds);
                                 row.updated_at_us = e.occurred_at_us;
                                 row.version = e.stream_version;
                                 row.position = e.position;
@@ -315,6 +332,8 @@ impl Projection for Nodes {
                                     hardware_key_sha256: p.hardware_key_sha256,
                                     product_uuid_sha256: p.product_uuid_sha256,
                                     macs_sha256: p.macs_sha256,
+                                    node_key_uri: p.node_key_uri,
+                                    allowed_kinds: allowed_kinds(&p.allowed_kinds),
                                     joined_at_us: e.occurred_at_us,
                                     updated_at_us: e.occurred_at_us,
                                     version: e.stream_version,
@@ -329,6 +348,15 @@ impl Projection for Nodes {
                     }
                     RenewProofUsed::EVENT_TYPE => {
                         let p: RenewProofUsed = e.decode()?;
+                        batch.touch(e, p.node_id, Touch::Plain);
+                    }
+                    // On the node's stream too: the row's version follows them.
+                    EvidenceUsed::EVENT_TYPE => {
+                        let p: EvidenceUsed = e.decode()?;
+                        batch.touch(e, p.node_id, Touch::Plain);
+                    }
+                    NodeBound::EVENT_TYPE => {
+                        let p: NodeBound = e.decode()?;
                         batch.touch(e, p.node_id, Touch::Plain);
                     }
                     NodeIdentityRevoked::EVENT_TYPE => {

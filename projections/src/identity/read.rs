@@ -50,6 +50,10 @@ pub struct NodeRow {
     pub token_id: String,
     pub hardware_key_sha256: Option<Vec<u8>>,
     pub product_uuid_sha256: Option<Vec<u8>>,
+    /// The node-key statement its certificates carry (`urn:bc:tpm-ak:...`), if any.
+    pub node_key_uri: Option<String>,
+    /// The command kinds its certificates allow, comma-joined; `None`: every kind its role allows.
+    pub allowed_kinds: Option<String>,
     pub joined_at_us: i64,
     pub updated_at_us: i64,
     pub version: i64,
@@ -58,7 +62,8 @@ pub struct NodeRow {
 
 const NODE_COLUMNS: &str = "node_id, tenant_id, site_id, pool_id, role, status, \
     status_reason, identity_generation, attestor, node_key, token_id, hardware_key_sha256, \
-    product_uuid_sha256, joined_at_us, updated_at_us, version, position";
+    product_uuid_sha256, node_key_uri, allowed_kinds, joined_at_us, updated_at_us, version, \
+    position";
 
 /// A `node_certs` row.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -303,4 +308,27 @@ pub async fn refusals_recorded(
         )
         .await?;
     Ok(row.map_or(0, |(n,)| n))
+}
+
+/// A `node_bindings` row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct BindingRow {
+    pub subject: Vec<u8>,
+    pub attestor: String,
+    pub node_id: String,
+    pub bound_at_us: i64,
+    pub position: i64,
+}
+
+/// The binding of `subject` (a subject an attestor proved, bound to one node for good).
+pub async fn binding(
+    tx: &mut StoreTx,
+    subject: &[u8; 32],
+) -> Result<Option<BindingRow>, StoreError> {
+    tx.fetch_optional(
+        "SELECT subject, attestor, node_id, bound_at_us, position FROM node_bindings \
+         WHERE subject = $1",
+        &[subject.to_vec().into()],
+    )
+    .await
 }

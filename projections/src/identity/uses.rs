@@ -1,9 +1,12 @@
-//! The `attestation_uses` projection: single-use evidence inserted in runs (renew proofs from
-//! `node.renew_proof.used`, join keys from `token.used`), deleted only by
+//! The `attestation_uses` projection: single-use evidence inserted in runs (every attestor's
+//! from `attestation.evidence.used`; in logs written before it, renew proofs from
+//! `node.renew_proof.used` and join keys from `token.used`), deleted only by
 //! `attestation.uses.pruned` events, which name the exact keys (`read::attestation_used` is
 //! the check a join or renewal makes).
 
-use events::schema::{AttestationUsesPruned, JoinTokenUsed, RenewProofUsed, JOIN_KEY_ATTESTOR};
+use events::schema::{
+    AttestationUsesPruned, EvidenceUsed, JoinTokenUsed, RenewProofUsed, JOIN_KEY_ATTESTOR,
+};
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
@@ -38,6 +41,7 @@ impl Projection for AttestationUses {
     }
     fn handles(&self, event_type: &str) -> bool {
         event_type == RenewProofUsed::EVENT_TYPE
+            || event_type == EvidenceUsed::EVENT_TYPE
             || event_type == JoinTokenUsed::EVENT_TYPE
             || event_type == AttestationUsesPruned::EVENT_TYPE
     }
@@ -68,6 +72,30 @@ impl Projection for AttestationUses {
                             text_or_null(&p.node_id),
                             e.occurred_at_us.into(),
                             p.expires_at_us.into(),
+                            e.position.into(),
+                        ]);
+                    }
+                    EvidenceUsed::EVENT_TYPE => {
+                        let p: EvidenceUsed = e.decode()?;
+                        if p.subject.len() != 32 {
+                            return Err(ProjectionError::Inapplicable {
+                                projection: "attestation_uses",
+                                position: e.position,
+                                event_type: e.event_type.clone(),
+                                why: "the subject is not 32 bytes".into(),
+                            });
+                        }
+                        let expires = if p.expires_at_us == 0 {
+                            SqlValue::NullInt
+                        } else {
+                            p.expires_at_us.into()
+                        };
+                        pending.push(vec![
+                            p.attestor.into(),
+                            p.subject.into(),
+                            text_or_null(&p.node_id),
+                            e.occurred_at_us.into(),
+                            expires,
                             e.position.into(),
                         ]);
                     }

@@ -1,0 +1,790 @@
+//! The admission step (spec 001 "What a result means"): written once, run after whichever
+//! attestor admitted a machine, so every attestor (built-in, custom, out of process) is held to
+//! the same rules. Pure: the shell loads [`AdmissionFacts`] for the result in the join's
+//! transaction and appends the [`Decision`] this answers.
+//!
+//! In this order:
+//!
+//! 1. the pool's attestor policy ([`PoolState::admits`]): `join:pool-attestor`, recorded in the
+//!    pool owner's tenant, before anything is reclaimed or inserted;
+//! 2. a token's expect binding whenever the result names a token: `join:expect-product-uuid`,
+//!    `join:expect-mac`;
+//! 3. the node-key statement: one the renewal path cannot prove again is
+//!    `join:node-key-statement` ([`renewal_can_prove`]);
+//! 4. a reclaim: the node must exist and be active (`join:reclaim-inactive`) and keeps its
+//!    tenant, site, pool and role (`join:reclaim-mismatch`);
+//! 5. each subject to bind must not be bound to another node (`join:bound-elsewhere`);
+//! 6. each single-use subject must be unused (`<SingleUse.attestor>:<reason_if_used>`);
+//! 7. an approval: no request (or an expired one) creates a request and defers, a pending one
+//!    defers, a rejected one is `join:request-rejected`, an approved one past its expiry is
+//!    `join:request-expired`, an approved one admits and is consumed.
+//!
+//! Then the events, all in one decision: on a reclaim `node.identity.revoked` (reason
+//! `reclaim`, the unrevoked serials, generation + 1), `node.joined`, `node.certificate.issued`,
+//! `attestation.evidence.used` per single-use subject, `node.bound` per subject to bind,
+//! `token.used` when a token was used, `join_request.consumed` when a request was approved.
+//! A deferral spends nothing: its only event is the `join_request.created` of a new request.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use events::schema::{
+    EvidenceUsed, JoinRequestConsumed, JoinRequestCreated, JoinTokenUsed, NodeBound,
+    NodeCertificateIssued, NodeIdentityRevoked, NodeJoined,
+};
+use time::OffsetDateTime;
+
+use super::contract::{AttestationResult, AttestorRefusal, BindingState, NodeKeyStatement};
+use super::state::{JoinRequestState, JoinRequestStatus, PoolState, JOIN_REQUEST_TTL};
+use crate::identity::{
+    unix_us, ClaimsDigests, DecideError, Decision, HardwareClaims, IdentityEvent, JoinContext,
+    Joined, NodeState, NodeStatus, NODE_KEY_UNATTESTED,
+};
+use crate::pki::{
+    issue_node_certificate, NodeCertificateDecision, NodeId, Serial, SiteId, SpiffeId,
+    VerifiedCsr,
+};
+
+/// The attestor name of the admission step's own refusals (`join:<reason>`).
+pub const ADMISSION: &str = "join";
+
+/// What the admission step reads, loaded by the shell for one [`AttestationResult`].
+#[derive(Debug, Clone, Default)]
+pub struct AdmissionFacts {
+    /// The node the result reclaims (`reclaim_node_id`), when it exists.
+    pub reclaimed: Option<NodeState>,
+    /// That node's certificates not revoked yet (a reclaim revokes them).
+    pub reclaimed_unrevoked_serials: Vec<String>,
+    /// The bindings of the result's `bind` subjects, of those bound.
+    pub bindings: BTreeMap<[u8; 32], BindingState>,
+    /// The (attestor, subject) pairs of the result's single-use subjects already used.
+    pub uses: BTreeSet<(String, [u8; 32])>,
+    /// The pool the result admits into, when it has a row.
+    pub pool: Option<PoolState>,
+    /// The latest join request of (attestor, approval subject), when the result asks approval.
+    pub join_request: Option<JoinRequestState>,
+}
+
+/// One admission: the attestor's result and the fresh ids the shell drew.
+#[derive(Debug, Clone, Copy)]
+pub struct AdmissionCommand<'a> {
+    /// The attestor that admitted (`node.joined` `attestor`).
+    pub attestor: &'a str,
+    /// The verified CSR the certificate is issued for.
+    pub csr: &'a VerifiedCsr,
+    /// The machine's claims (checked against a token's expect binding).
+    pub claims: &'a HardwareClaims,
+    /// Their digests (the only form events record).
+    pub digests: &'a ClaimsDigests,
+    /// What the attestor answered.
+    pub result: &'a AttestationResult,
+    /// The id a new node gets (unused on a reclaim).
+    pub new_node_id: &'a NodeId,
+    /// The new certificate's serial.
+    pub serial: &'a Serial,
+    /// The id a new join request gets (unused unless one is created).
+    pub new_request_id: &'a str,
+}
+
+/// A join deferred for an operator's approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingJoin {
+    /// The join request waited on.
+    pub request_id: String,
+    /// The tenant its events are written in.
+    pub tenant_id: String,
+    /// SHA-256 of the CSR the deferral is bound to.
+    pub csr_sha256: [u8; 32],
+    /// Whether this round created the request (its `join_request.created` is the decision's).
+    pub created: bool,
+}
+
+/// What the admission step decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Admitted: a node and its certificate.
+    Joined(Box<Joined>),
+    /// Waiting for an operator.
+    Pending(PendingJoin),
+}
+
+impl Admission {
+    /// The tenant the decision's events are written in.
+    pub fn tenant_id(&self) -> &str {
+        match self {
+            Admission::Joined(j) => &j.tenant_id,
+            Admission::Pending(p) => &p.tenant_id,
+        }
+    }
+}
+
+/// Whether the renewal path can prove `statement` again at every renewal. Only "unattested"
+/// can so far; the TPM attestor extends this with a well-formed `urn:bc:tpm-ak:` once renewals
+/// check the AK (spec 001 "What a result means").
+pub fn renewal_can_prove(statement: &NodeKeyStatement) -> bool {
+    match statement {
+        NodeKeyStatement::Unattested => true,
+        NodeKeyStatement::Statement { .. } => false,
+    }
+}
+
+fn mac_eq(a: &str, b: &str) -> bool {
+    let norm = |s: &str| s.trim().to_ascii_lowercase().replace('-', ":");
+    norm(a) == norm(b)
+}
+
+/// The admission step (see the module documentation for the order of the checks).
+pub fn decide_admission(
+    ctx: &JoinContext<'_>,
+    cmd: &AdmissionCommand<'_>,
+    facts: &AdmissionFacts,
+    now: OffsetDateTime,
+) -> Result<Decision<Admission>, DecideError<AttestorRefusal>> {
+    let result = cmd.result;
+    let now_us = unix_us(now);
+    let token_id = result.token.as_ref().map(|t| t.token_id.as_str());
+    let refuse = |reason: &str| {
+        let mut r = AttestorRefusal::new(ADMISSION, reason).in_tenant(&result.tenant_id);
+        if let Some(t) = token_id {
+            r = r.with_token(t);
+        }
+        if let Some(n) = &result.reclaim_node_id {
+            r = r.with_node(n);
+        }
+        DecideError::Refused(r)
+    };
+
+    // 1. The pool's policy, in its owner's tenant, before anything is reclaimed or inserted.
+    if let Some(pool) = &facts.pool {
+        if !pool.admits(cmd.attestor) {
+            let mut r = AttestorRefusal::new(ADMISSION, "pool-attestor").in_tenant(&pool.tenant_id);
+            if let Some(t) = token_id {
+                r = r.with_token(t);
+            }
+            return Err(DecideError::Refused(r));
+        }
+    }
+
+    // 2. A token's expect binding.
+    if let Some(token) = &result.token {
+        if let Some(want) = &token.expect.product_uuid {
+            let ok = cmd
+                .claims
+                .product_uuid
+                .as_ref()
+                .is_some_and(|got| got.trim().eq_ignore_ascii_case(want.trim()));
+            if !ok {
+                return Err(refuse("expect-product-uuid"));
+            }
+        }
+        if let Some(want) = &token.expect.mac {
+            if !cmd.claims.macs.iter().any(|m| mac_eq(m, want)) {
+                return Err(refuse("expect-mac"));
+            }
+        }
+    }
+
+    // 3. A node-key statement the renewal path cannot prove.
+    if !renewal_can_prove(&result.node_key) {
+        return Err(refuse("node-key-statement"));
+    }
+
+    // 4. A reclaim keeps the node's tenant, site, pool and role.
+    let reclaimed = match &result.reclaim_node_id {
+        None => None,
+        Some(id) => {
+            let node = facts
+                .reclaimed
+                .as_ref()
+                .filter(|n| n.node_id == *id && n.status == NodeStatus::Active)
+                .ok_or_else(|| refuse("reclaim-inactive"))?;
+            if node.tenant_id != result.tenant_id
+                || node.site_id != result.site_id
+                || node.pool_id != result.pool_id
+                || node.role != result.role
+            {
+                return Err(refuse("reclaim-mismatch"));
+            }
+            Some(node)
+        }
+    };
+    let node_id = match reclaimed {
+        Some(n) => NodeId::new(&n.node_id)
+            .map_err(|e| DecideError::Failed(format!("stored node id: {e}")))?,
+        None => cmd.new_node_id.clone(),
+    };
+
+    // 5. A subject bound to another node admits no other.
+    for subject in &result.bind {
+        if let Some(b) = facts.bindings.get(subject) {
+            if b.node_id != node_id.as_str() {
+                return Err(refuse("bound-elsewhere"));
+            }
+        }
+    }
+
+    // 6. Single-use evidence, once.
+    for u in &result.single_use {
+        if facts.uses.contains(&(u.attestor.clone(), u.subject)) {
+            let mut r =
+                AttestorRefusal::new(&u.attestor, &u.reason_if_used).in_tenant(&result.tenant_id);
+            if let Some(t) = token_id {
+                r = r.with_token(t);
+            }
+            if let Some(n) = &result.reclaim_node_id {
+                r = r.with_node(n);
+            }
+            return Err(DecideError::Refused(r));
+        }
+    }
+
+    let csr_sha256 = *cmd.csr.sha256();
+    let mut events = Vec::new();
+
+    // 7. Approval.
+    let mut consumed: Option<String> = None;
+    if let Some(ask) = &result.approval {
+        let live = |r: &JoinRequestState| r.expires_at_us > now_us;
+        let existing = facts
+            .join_request
+            .as_ref()
+            .filter(|r| r.attestor == cmd.attestor && r.subject == ask.subject);
+        match existing {
+            Some(r) if r.status == JoinRequestStatus::Rejected => {
+                return Err(refuse("request-rejected"));
+            }
+            Some(r) if r.status == JoinRequestStatus::Approved && !live(r) => {
+                return Err(refuse("request-expired"));
+            }
+            Some(r) if r.status == JoinRequestStatus::Approved => {
+                consumed = Some(r.request_id.clone());
+            }
+            Some(r) if r.status == JoinRequestStatus::Pending && live(r) => {
+                return Ok(Decision {
+                    events,
+                    outcome: Admission::Pending(PendingJoin {
+                        request_id: r.request_id.clone(),
+                        tenant_id: result.tenant_id.clone(),
+                        csr_sha256,
+                        created: false,
+                    }),
+                });
+            }
+            // None, an expired or consumed request, a pending one past its expiry: a new one.
+            _ => {
+                let digest = |d: Option<[u8; 32]>| d.map(|d| d.to_vec()).unwrap_or_default();
+                events.push(IdentityEvent::JoinRequestCreated(JoinRequestCreated {
+                    request_id: cmd.new_request_id.to_owned(),
+                    tenant_id: result.tenant_id.clone(),
+                    attestor: cmd.attestor.to_owned(),
+                    subject: ask.subject.to_vec(),
+                    csr_sha256: csr_sha256.to_vec(),
+                    role: result.role.as_str().to_owned(),
+                    site_id: result.site_id.clone(),
+                    pool_id: result.pool_id.clone(),
+                    node_id: result.reclaim_node_id.clone().unwrap_or_default(),
+                    token_id: token_id.unwrap_or_default().to_owned(),
+                    product_uuid_sha256: digest(cmd.digests.product_uuid),
+                    macs_sha256: digest(cmd.digests.macs),
+                    summary: ask.summary.clone(),
+                    expires_at_us: unix_us(now + JOIN_REQUEST_TTL),
+                }));
+                return Ok(Decision {
+                    events,
+                    outcome: Admission::Pending(PendingJoin {
+                        request_id: cmd.new_request_id.to_owned(),
+                        tenant_id: result.tenant_id.clone(),
+                        csr_sha256,
+                        created: true,
+                    }),
+                });
+            }
+        }
+    }
+
+    // Admitted: the events.
+    let (generation, is_reclaim) = match reclaimed {
+        Some(n) => {
+            let generation = n.identity_generation + 1;
+            events.push(IdentityEvent::IdentityRevoked(NodeIdentityRevoked {
+                node_id: n.node_id.clone(),
+                reason: "reclaim".into(),
+                new_identity_generation: generation,
+                revoked_serials: facts.reclaimed_unrevoked_serials.clone(),
+            }));
+            (generation, true)
+        }
+        None => (1, false),
+    };
+    let site = SiteId::new(&result.site_id)
+        .map_err(|e| DecideError::Failed(format!("site id {:?}: {e}", result.site_id)))?;
+    let decision = NodeCertificateDecision {
+        spiffe_id: SpiffeId::new(ctx.trust_domain.clone(), site, node_id.clone()),
+        role: result.role,
+        serial: cmd.serial.clone(),
+        requested_lifetime: Some(ctx.leaf_lifetime),
+        statements: Vec::new(),
+    };
+    let issued = issue_node_certificate(ctx.node_ca, cmd.csr, &decision, now)
+        .map_err(|e| DecideError::Failed(format!("issuing the node certificate: {e}")))?;
+
+    let digest = |d: Option<[u8; 32]>| d.map(|d| d.to_vec()).unwrap_or_default();
+    let (node_key, node_key_uri) = match &result.node_key {
+        NodeKeyStatement::Unattested => (NODE_KEY_UNATTESTED.to_owned(), String::new()),
+        NodeKeyStatement::Statement { label, uri } => (label.clone(), uri.clone()),
+    };
+    let node = node_id.as_str().to_owned();
+    let outcome = Joined {
+        node_id: node.clone(),
+        tenant_id: result.tenant_id.clone(),
+        token_id: token_id.unwrap_or_default().to_owned(),
+        site_id: result.site_id.clone(),
+        role: result.role.as_str().to_owned(),
+        identity_generation: generation,
+        reclaimed: is_reclaim,
+        certificate_der: issued.der.clone(),
+        not_after_us: unix_us(issued.not_after),
+        csr_sha256,
+    };
+    events.push(IdentityEvent::NodeJoined(NodeJoined {
+        node_id: node.clone(),
+        tenant_id: result.tenant_id.clone(),
+        site_id: result.site_id.clone(),
+        pool_id: result.pool_id.clone(),
+        role: result.role.as_str().to_owned(),
+        attestor: cmd.attestor.to_owned(),
+        node_key,
+        token_id: token_id.unwrap_or_default().to_owned(),
+        identity_generation: generation,
+        product_uuid_sha256: digest(cmd.digests.product_uuid),
+        macs_sha256: digest(cmd.digests.macs),
+        hardware_key_sha256: digest(cmd.digests.hardware_key),
+        reclaimed: is_reclaim,
+        csr_sha256: csr_sha256.to_vec(),
+        allowed_kinds: result.allowed_kinds.clone(),
+        node_key_uri,
+    }));
+    events.push(IdentityEvent::CertificateIssued(NodeCertificateIssued {
+        node_id: node.clone(),
+        serial: issued.serial.to_hex(),
+        der: issued.der,
+        not_before_us: unix_us(issued.not_before),
+        not_after_us: unix_us(issued.not_after),
+        identity_generation: generation,
+        cause: "join".into(),
+        renewed_serial: String::new(),
+    }));
+    for u in &result.single_use {
+        events.push(IdentityEvent::EvidenceUsed(EvidenceUsed {
+            attestor: u.attestor.clone(),
+            subject: u.subject.to_vec(),
+            node_id: node.clone(),
+            expires_at_us: u.expires_at_us.unwrap_or(0),
+        }));
+    }
+    for subject in &result.bind {
+        if facts.bindings.contains_key(subject) {
+            continue; // already bound to this node
+        }
+        events.push(IdentityEvent::NodeBound(NodeBound {
+            node_id: node.clone(),
+            attestor: cmd.attestor.to_owned(),
+            subject: subject.to_vec(),
+        }));
+    }
+    if let Some(token) = &result.token {
+        let uses_left = token
+            .uses_left
+            .checked_sub(1)
+            .ok_or_else(|| DecideError::Failed("the token has no use left to spend".into()))?;
+        events.push(IdentityEvent::TokenUsed(JoinTokenUsed {
+            token_id: token.token_id.clone(),
+            use_number: token.uses_total - token.uses_left + 1,
+            node_id: node.clone(),
+            uses_left,
+            csr_key_sha256: Vec::new(),
+            key_use_expires_at_us: 0,
+        }));
+    }
+    if let Some(request_id) = consumed {
+        events.push(IdentityEvent::JoinRequestConsumed(JoinRequestConsumed {
+            request_id,
+            node_id: node,
+        }));
+    }
+    Ok(Decision {
+        events,
+        outcome: Admission::Joined(Box::new(outcome)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attest::contract::{ApprovalAsk, SingleUse};
+    use crate::identity::{claims_digests, ExpectBinding, TokenRole, TokenState};
+    use crate::pki::{
+        build_csr, KeyRole, KeySet, KeySetLifetimes, NodeRole, PrivateKey, TokenSecret,
+        TrustDomain,
+    };
+
+    struct World {
+        keys: KeySet,
+        csr: VerifiedCsr,
+        now: OffsetDateTime,
+    }
+
+    fn world() -> World {
+        let now = OffsetDateTime::from_unix_timestamp(1_790_000_000).unwrap();
+        let td = TrustDomain::new("compute.example.com").unwrap();
+        let keys = KeySet::generate(td, now, KeySetLifetimes::default()).unwrap();
+        let key = PrivateKey::generate(KeyRole::Node).unwrap();
+        let csr = VerifiedCsr::verify(&build_csr(&key).unwrap()).unwrap();
+        World { keys, csr, now }
+    }
+
+    fn token() -> TokenState {
+        TokenState {
+            token_id: "tok_1".into(),
+            tenant_id: "t1".into(),
+            site_id: "site-1".into(),
+            pool_id: "pool-1".into(),
+            role: TokenRole::Node,
+            uses_total: 3,
+            uses_left: 3,
+            expires_at_us: i64::MAX,
+            secret_hash: TokenSecret::generate().unwrap().hash(),
+            expect: ExpectBinding::default(),
+            allow_reclaim: false,
+            reclaim_node_id: None,
+            for_node_id: None,
+            require_approval: false,
+            revoked: false,
+        }
+    }
+
+    fn result() -> AttestationResult {
+        AttestationResult {
+            tenant_id: "t1".into(),
+            role: NodeRole::Node,
+            site_id: "site-1".into(),
+            pool_id: "pool-1".into(),
+            reclaim_node_id: None,
+            token: Some(token()),
+            bind: Vec::new(),
+            single_use: vec![SingleUse {
+                attestor: "join-token".into(),
+                subject: [1; 32],
+                expires_at_us: Some(5),
+                reason_if_used: "csr-key-used".into(),
+            }],
+            node_key: NodeKeyStatement::Unattested,
+            allowed_kinds: Vec::new(),
+            approval: None,
+        }
+    }
+
+    fn node(id: &str) -> NodeState {
+        NodeState {
+            node_id: id.into(),
+            tenant_id: "t1".into(),
+            site_id: "site-1".into(),
+            pool_id: "pool-1".into(),
+            role: NodeRole::Node,
+            status: NodeStatus::Active,
+            identity_generation: 2,
+            hardware_key_sha256: None,
+            product_uuid_sha256: None,
+        }
+    }
+
+    fn run(
+        w: &World,
+        result: &AttestationResult,
+        claims: &HardwareClaims,
+        facts: &AdmissionFacts,
+    ) -> Result<Decision<Admission>, DecideError<AttestorRefusal>> {
+        let ctx = JoinContext {
+            trust_domain: &w.keys.trust_domain,
+            node_ca: &w.keys.node_ca,
+            join_encryption: &w.keys.join_encryption,
+            leaf_lifetime: time::Duration::hours(24),
+        };
+        let digests = claims_digests(claims);
+        let new_node_id = NodeId::new("node_new").unwrap();
+        let serial = Serial::generate().unwrap();
+        let cmd = AdmissionCommand {
+            attestor: "join-token",
+            csr: &w.csr,
+            claims,
+            digests: &digests,
+            result,
+            new_node_id: &new_node_id,
+            serial: &serial,
+            new_request_id: "jr_new",
+        };
+        decide_admission(&ctx, &cmd, facts, w.now)
+    }
+
+    fn refused(
+        r: Result<Decision<Admission>, DecideError<AttestorRefusal>>,
+    ) -> AttestorRefusal {
+        match r {
+            Err(DecideError::Refused(r)) => r,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    fn types(d: &Decision<Admission>) -> Vec<String> {
+        d.events
+            .iter()
+            .map(|e| e.to_new_event([0; 16], "t", 0).event_type)
+            .collect()
+    }
+
+    #[test]
+    fn a_plain_result_joins_a_new_node_and_spends_what_it_names() {
+        let w = world();
+        let d = run(&w, &result(), &HardwareClaims::default(), &AdmissionFacts::default()).unwrap();
+        assert_eq!(
+            types(&d),
+            [
+                "node.joined",
+                "node.certificate.issued",
+                "attestation.evidence.used",
+                "token.used"
+            ]
+        );
+        let Admission::Joined(j) = &d.outcome else {
+            panic!("joined")
+        };
+        assert_eq!((j.node_id.as_str(), j.identity_generation), ("node_new", 1));
+        match &d.events[3] {
+            IdentityEvent::TokenUsed(u) => {
+                assert!(u.csr_key_sha256.is_empty());
+                assert_eq!((u.use_number, u.uses_left), (1, 2));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_expect_binding_is_checked_whenever_a_token_is_named() {
+        let w = world();
+        let mut r = result();
+        r.token.as_mut().unwrap().expect.product_uuid = Some("ABC".into());
+        let claims = HardwareClaims {
+            product_uuid: Some("other".into()),
+            ..HardwareClaims::default()
+        };
+        let refusal = refused(run(&w, &r, &claims, &AdmissionFacts::default()));
+        assert_eq!(refusal.text(), "join:expect-product-uuid");
+        assert_eq!(refusal.tenant_id.as_deref(), Some("t1"));
+        assert_eq!(refusal.token_id.as_deref(), Some("tok_1"));
+        let ok = HardwareClaims {
+            product_uuid: Some(" abc ".into()),
+            ..HardwareClaims::default()
+        };
+        assert!(run(&w, &r, &ok, &AdmissionFacts::default()).is_ok());
+
+        let mut r = result();
+        r.token.as_mut().unwrap().expect.mac = Some("AA-BB-CC-DD-EE-FF".into());
+        let refusal = refused(run(&w, &r, &HardwareClaims::default(), &AdmissionFacts::default()));
+        assert_eq!(refusal.text(), "join:expect-mac");
+        let ok = HardwareClaims {
+            macs: vec!["aa:bb:cc:dd:ee:ff".into()],
+            ..HardwareClaims::default()
+        };
+        assert!(run(&w, &r, &ok, &AdmissionFacts::default()).is_ok());
+    }
+
+    #[test]
+    fn a_node_key_statement_the_renewal_cannot_prove_is_refused() {
+        let w = world();
+        let mut r = result();
+        r.node_key = NodeKeyStatement::Statement {
+            label: "other".into(),
+            uri: "urn:bc:other-key:1".into(),
+        };
+        let refusal = refused(run(&w, &r, &HardwareClaims::default(), &AdmissionFacts::default()));
+        assert_eq!(refusal.text(), "join:node-key-statement");
+    }
+
+    #[test]
+    fn a_reclaim_needs_an_active_node_with_the_same_placement() {
+        let w = world();
+        let mut r = result();
+        r.reclaim_node_id = Some("node_old".into());
+        let none = refused(run(&w, &r, &HardwareClaims::default(), &AdmissionFacts::default()));
+        assert_eq!(none.text(), "join:reclaim-inactive");
+        assert_eq!(none.node_id.as_deref(), Some("node_old"));
+        let mut retired = node("node_old");
+        retired.status = NodeStatus::Retired;
+        let facts = AdmissionFacts {
+            reclaimed: Some(retired),
+            ..AdmissionFacts::default()
+        };
+        let refusal = refused(run(&w, &r, &HardwareClaims::default(), &facts));
+        assert_eq!(refusal.text(), "join:reclaim-inactive");
+
+        for change in 0..4 {
+            let mut other = node("node_old");
+            match change {
+                0 => other.tenant_id = "t2".into(),
+                1 => other.site_id = "site-2".into(),
+                2 => other.pool_id = "pool-2".into(),
+                _ => other.role = NodeRole::Site,
+            }
+            let facts = AdmissionFacts {
+                reclaimed: Some(other),
+                ..AdmissionFacts::default()
+            };
+            let refusal = refused(run(&w, &r, &HardwareClaims::default(), &facts));
+            assert_eq!(refusal.text(), "join:reclaim-mismatch", "change {change}");
+        }
+
+        let facts = AdmissionFacts {
+            reclaimed: Some(node("node_old")),
+            reclaimed_unrevoked_serials: vec!["0a".into()],
+            ..AdmissionFacts::default()
+        };
+        let d = run(&w, &r, &HardwareClaims::default(), &facts).unwrap();
+        assert_eq!(types(&d)[0], "node.identity.revoked");
+        match &d.events[0] {
+            IdentityEvent::IdentityRevoked(e) => {
+                assert_eq!(e.reason, "reclaim");
+                assert_eq!(e.new_identity_generation, 3);
+                assert_eq!(e.revoked_serials, vec!["0a".to_owned()]);
+            }
+            other => panic!("{other:?}"),
+        }
+        let Admission::Joined(j) = &d.outcome else {
+            panic!("joined")
+        };
+        assert_eq!((j.node_id.as_str(), j.reclaimed), ("node_old", true));
+    }
+
+    #[test]
+    fn a_subject_bound_to_another_node_is_refused() {
+        let w = world();
+        let mut r = result();
+        r.bind = vec![[9; 32]];
+        let mut facts = AdmissionFacts::default();
+        facts.bindings.insert(
+            [9; 32],
+            BindingState {
+                attestor: "tpm".into(),
+                node_id: "node_other".into(),
+            },
+        );
+        let refusal = refused(run(&w, &r, &HardwareClaims::default(), &facts));
+        assert_eq!(refusal.text(), "join:bound-elsewhere");
+        // Unbound: the join binds it.
+        let d = run(&w, &r, &HardwareClaims::default(), &AdmissionFacts::default()).unwrap();
+        assert!(types(&d).contains(&"node.bound".to_owned()));
+    }
+
+    #[test]
+    fn the_pool_policy_is_checked_first_in_the_pool_owners_tenant() {
+        let w = world();
+        let mut r = result();
+        r.reclaim_node_id = Some("node_missing".into());
+        let facts = AdmissionFacts {
+            pool: Some(PoolState {
+                pool_id: "pool-1".into(),
+                tenant_id: "owner".into(),
+                description: String::new(),
+                join_attestors: Some(vec!["x509pop".into()]),
+            }),
+            ..AdmissionFacts::default()
+        };
+        let refusal = refused(run(&w, &r, &HardwareClaims::default(), &facts));
+        assert_eq!(refusal.text(), "join:pool-attestor");
+        assert_eq!(refusal.tenant_id.as_deref(), Some("owner"));
+    }
+
+    #[test]
+    fn used_single_use_evidence_is_refused_with_its_own_reason() {
+        let w = world();
+        let mut facts = AdmissionFacts::default();
+        facts.uses.insert(("join-token".into(), [1; 32]));
+        let refusal = refused(run(&w, &result(), &HardwareClaims::default(), &facts));
+        assert_eq!(refusal.text(), "join-token:csr-key-used");
+        assert_eq!(refusal.tenant_id.as_deref(), Some("t1"));
+    }
+
+    fn request(status: JoinRequestStatus, expires_at_us: i64) -> JoinRequestState {
+        JoinRequestState {
+            request_id: "jr_old".into(),
+            tenant_id: "t1".into(),
+            attestor: "join-token".into(),
+            subject: [4; 32],
+            csr_sha256: [4; 32],
+            status,
+            expires_at_us,
+            version: 2,
+        }
+    }
+
+    #[test]
+    fn an_approval_defers_until_approved_and_spends_nothing_before() {
+        let w = world();
+        let mut r = result();
+        r.approval = Some(ApprovalAsk {
+            subject: [4; 32],
+            summary: "s".into(),
+        });
+        let later = unix_us(w.now) + 1_000_000;
+        let at = |req: Option<JoinRequestState>| AdmissionFacts {
+            join_request: req,
+            ..AdmissionFacts::default()
+        };
+        // None: a new request, its created event only.
+        let d = run(&w, &r, &HardwareClaims::default(), &at(None)).unwrap();
+        assert_eq!(types(&d), ["join_request.created"]);
+        assert!(matches!(&d.outcome, Admission::Pending(p) if p.request_id == "jr_new" && p.created));
+        // Pending: deferred, nothing written.
+        let d = run(
+            &w,
+            &r,
+            &HardwareClaims::default(),
+            &at(Some(request(JoinRequestStatus::Pending, later))),
+        )
+        .unwrap();
+        assert!(d.events.is_empty());
+        assert!(matches!(&d.outcome, Admission::Pending(p) if p.request_id == "jr_old"));
+        // Pending past its expiry, or expired: a new request.
+        for req in [
+            request(JoinRequestStatus::Pending, 0),
+            request(JoinRequestStatus::Expired, later),
+        ] {
+            let d = run(&w, &r, &HardwareClaims::default(), &at(Some(req))).unwrap();
+            assert_eq!(types(&d), ["join_request.created"]);
+        }
+        // Rejected.
+        let refusal = refused(run(
+            &w,
+            &r,
+            &HardwareClaims::default(),
+            &at(Some(request(JoinRequestStatus::Rejected, later))),
+        ));
+        assert_eq!(refusal.text(), "join:request-rejected");
+        // Approved but not consumed in time.
+        let refusal = refused(run(
+            &w,
+            &r,
+            &HardwareClaims::default(),
+            &at(Some(request(JoinRequestStatus::Approved, 0))),
+        ));
+        assert_eq!(refusal.text(), "join:request-expired");
+        // Approved: admitted and consumed.
+        let d = run(
+            &w,
+            &r,
+            &HardwareClaims::default(),
+            &at(Some(request(JoinRequestStatus::Approved, later))),
+        )
+        .unwrap();
+        assert_eq!(types(&d).last().unwrap(), "join_request.consumed");
+        assert!(types(&d).contains(&"token.used".to_owned()));
+    }
+}
