@@ -59,8 +59,7 @@ impl Server {
             String::from_utf8_lossy(&out.stderr),
             String::from_utf8_lossy(&out.stdout)
         );
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("bcctl {args:?} --json: {e}"))
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bcctl {args:?} --json: {e}"))
     }
 }
 
@@ -120,8 +119,11 @@ fn machine(tmp: &Path, name: &str, uuid: &str) -> Machine {
     let sys = tmp.join(format!("{name}-sys"));
     let dmi = sys.join("class/dmi/id");
     fs::create_dir_all(&dmi).expect("mkdir dmi");
-    fs::write(dmi.join("product_uuid"), format!("{}\n", uuid.to_ascii_uppercase()))
-        .expect("write product_uuid");
+    fs::write(
+        dmi.join("product_uuid"),
+        format!("{}\n", uuid.to_ascii_uppercase()),
+    )
+    .expect("write product_uuid");
     Machine {
         data: tmp.join(format!("{name}-data")),
         sys,
@@ -178,14 +180,22 @@ fn provisioned_token(server: &Server, node: &str) -> String {
         "--for-node",
         node,
     ]);
-    assert_eq!(created["token"]["forNodeId"].as_str(), Some(node), "{created}");
+    assert_eq!(
+        created["token"]["forNodeId"].as_str(),
+        Some(node),
+        "{created}"
+    );
     assert_eq!(created["token"]["role"].as_str(), Some("provisioned"));
     created["secret"].as_str().expect("secret").to_owned()
 }
 
 fn assert_refused(server: &Server, m: &Machine, token: &str, node: &str) {
-    let (code, stdout, stderr) =
-        bcd_join(server, m, token, &["--attestor", "provisioned", "--node-id", node]);
+    let (code, stdout, stderr) = bcd_join(
+        server,
+        m,
+        token,
+        &["--attestor", "provisioned", "--node-id", node],
+    );
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stderr.contains("Join refused (ACCESS_DENIED)"), "{stderr}");
     assert!(!m.data.join("identity.json").exists());

@@ -131,7 +131,13 @@ async fn token_and_node_commands_on_both_backends() {
             d,
             &url,
             &[
-                "token", "create", "--tenant", "t1", "--site", "s1", "--allow-reclaim",
+                "token",
+                "create",
+                "--tenant",
+                "t1",
+                "--site",
+                "s1",
+                "--allow-reclaim",
             ],
             "--reclaim NODE",
         );

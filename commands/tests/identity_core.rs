@@ -220,7 +220,10 @@ async fn join_refusals_each_reason() {
         assert_eq!(other.identity_generation, 1);
         let detail = f.svc.show_node(&joined.node_id).await.unwrap();
         assert_eq!(detail.node.identity_generation, 1);
-        assert!(detail.certificates.iter().all(|c| c.revoked_at_us.is_none()));
+        assert!(detail
+            .certificates
+            .iter()
+            .all(|c| c.revoked_at_us.is_none()));
 
         // reclaim-mismatch: a token that reclaims the node, minted for another pool.
         let elsewhere = f

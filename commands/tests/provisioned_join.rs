@@ -9,8 +9,8 @@ use crate::identity_support;
 
 use std::sync::Arc;
 
-use commands::identity::{CreatedToken, IdentityError, JoinAnswer, JoinRequest, NewToken};
 use commands::append_and_project;
+use commands::identity::{CreatedToken, IdentityError, JoinAnswer, JoinRequest, NewToken};
 use domain::identity::{ExpectBinding, HardwareClaims, IdentityEvent, TokenRole};
 use domain::pki::TokenSecret;
 use events::store::testkit::TestDb;
@@ -51,7 +51,7 @@ fn provisioned_request(
 }
 
 async fn join(f: &Fixture, req: &JoinRequest) -> Result<JoinAnswer, IdentityError> {
-    joined(f.svc.join(req).await)
+    f.svc.join(req).await
 }
 
 /// A node joined with a join-token claiming `UUID`: the provisioned token's target.
@@ -63,9 +63,16 @@ async fn target_node(f: &Fixture) -> (Agent, JoinAnswer) {
     (agent, answer)
 }
 
+fn for_node(spec: NewToken, node: &str) -> NewToken {
+    NewToken {
+        for_node_id: Some(node.into()),
+        ..spec
+    }
+}
+
 async fn token_for(f: &Fixture, node: &str) -> CreatedToken {
     f.svc
-        .create_token_for_node(&provisioned_spec(), Some(node))
+        .create_token(&for_node(provisioned_spec(), node))
         .await
         .expect("provisioned token")
 }
@@ -152,7 +159,10 @@ async fn a_token_for_a_node_rekeys_it_once() {
         assert_eq!(f.svc.list_nodes(None).await.unwrap().len(), 1);
         for cert in &after.certificates {
             if cert.identity_generation == 1 {
-                assert!(cert.revoked_at_us.is_some(), "old certificate revoked: {cert:?}");
+                assert!(
+                    cert.revoked_at_us.is_some(),
+                    "old certificate revoked: {cert:?}"
+                );
             } else {
                 assert_eq!(cert.revoked_at_us, None, "{cert:?}");
             }
@@ -177,7 +187,15 @@ async fn a_token_for_a_node_rekeys_it_once() {
         refused_as(&f, &again, TENANT, "provisioned:not-single-use").await;
         // The same request replayed: its CSR key was used.
         refused_as(&f, &req, TENANT, "provisioned:csr-key-used").await;
-        assert_eq!(f.svc.show_node(&node).await.unwrap().node.identity_generation, 2);
+        assert_eq!(
+            f.svc
+                .show_node(&node)
+                .await
+                .unwrap()
+                .node
+                .identity_generation,
+            2
+        );
     })
     .await;
 }
@@ -207,6 +225,11 @@ async fn token_does_not_open_and_unknown_token() {
         let mut req = provisioned_request(&f, &Agent::new(), &created.secret, "node", Some(UUID));
         req.input.sealed_token.clear();
         refused_as(&f, &req, "root", "provisioned:token-does-not-open").await;
+        // A sealed token bound to another CSR does not open for this one.
+        let other = provisioned_request(&f, &Agent::new(), &created.secret, "node", Some(UUID));
+        let mut req = provisioned_request(&f, &Agent::new(), &created.secret, "node", Some(UUID));
+        req.input.sealed_token = other.input.sealed_token;
+        refused_as(&f, &req, "root", "provisioned:token-does-not-open").await;
         // A secret no token has.
         let stranger = TokenSecret::generate().unwrap();
         let req = provisioned_request(&f, &Agent::new(), stranger.expose(), "node", Some(UUID));
@@ -227,7 +250,7 @@ async fn revoked_and_expired() {
         refused_as(&f, &req, TENANT, "provisioned:revoked").await;
 
         let created = token_expecting(&f, UUID).await;
-        f.clock.advance(time::Duration::seconds(3601));
+        f.clock.advance_us(3_601_000_000);
         let req = provisioned_request(&f, &Agent::new(), &created.secret, "node", Some(UUID));
         refused_as(&f, &req, TENANT, "provisioned:expired").await;
     })
@@ -246,7 +269,13 @@ async fn wrong_token_role_and_wrong_role() {
         let req = provisioned_request(&f, &Agent::new(), &created.secret, "site", Some(UUID));
         refused_as(&f, &req, "root", "provisioned:wrong-role").await;
         // A provisioned token through join-token.
-        let req = join_request(&f, &Agent::new(), &created.secret, "node", claims(Some(UUID)));
+        let req = join_request(
+            &f,
+            &Agent::new(),
+            &created.secret,
+            "node",
+            claims(Some(UUID)),
+        );
         refused_as(&f, &req, TENANT, "join-token:wrong-role").await;
         // None of them spent it: it still admits its machine.
         let req = provisioned_request(&f, &Agent::new(), &created.secret, "node", Some(UUID));
@@ -285,7 +314,15 @@ async fn no_product_uuid_and_mismatches() {
         let created = token_expecting(&f, UUID).await;
         let req = provisioned_request(&f, &Agent::new(), &created.secret, "node", Some(OTHER_UUID));
         refused_as(&f, &req, TENANT, "provisioned:product-uuid-mismatch").await;
-        assert_eq!(f.svc.show_node(&target.node_id).await.unwrap().node.identity_generation, 1);
+        assert_eq!(
+            f.svc
+                .show_node(&target.node_id)
+                .await
+                .unwrap()
+                .node
+                .identity_generation,
+            1
+        );
     })
     .await;
 }
@@ -329,35 +366,66 @@ async fn token_creation_rules() {
         let svc = &f.svc;
         let spec = provisioned_spec();
         invalid(
-            svc.create_token_for_node(&NewToken { uses: 2, ..spec.clone() }, Some(node))
-                .await,
+            svc.create_token(&for_node(
+                NewToken {
+                    uses: 2,
+                    ..spec.clone()
+                },
+                node,
+            ))
+            .await,
             "uses must be 1",
         );
-        invalid(svc.create_token(&spec).await, "--for-node NODE or --expect-product-uuid");
         invalid(
-            svc.create_token_for_node(&spec, Some("node_nobody")).await,
+            svc.create_token(&spec).await,
+            "--for-node NODE or --expect-product-uuid",
+        );
+        invalid(
+            svc.create_token(&for_node(spec.clone(), "node_nobody"))
+                .await,
             "no such node",
         );
         invalid(
-            svc.create_token_for_node(&NewToken { tenant_id: "t2".into(), ..spec.clone() }, Some(node))
-                .await,
+            svc.create_token(&for_node(
+                NewToken {
+                    tenant_id: "t2".into(),
+                    ..spec.clone()
+                },
+                node,
+            ))
+            .await,
             "another tenant",
         );
         invalid(
-            svc.create_token_for_node(&NewToken { pool_id: "pool-2".into(), ..spec.clone() }, Some(node))
-                .await,
+            svc.create_token(&for_node(
+                NewToken {
+                    pool_id: "pool-2".into(),
+                    ..spec.clone()
+                },
+                node,
+            ))
+            .await,
             "--site site-1 --pool pool-1",
         );
         invalid(
-            svc.create_token_for_node(&token_spec(TENANT), Some(node)).await,
+            svc.create_token(&for_node(token_spec(TENANT), node)).await,
             "role provisioned only",
+        );
+        invalid(
+            svc.create_token(&NewToken {
+                reclaim_node_id: Some(node.into()),
+                ..for_node(spec.clone(), node)
+            })
+            .await,
+            "not --reclaim",
         );
         // A node that recorded no product UUID needs the token's expected one.
         let plain = f.svc.create_token(&token_spec(TENANT)).await.unwrap();
         let req = join_request(&f, &Agent::new(), &plain.secret, "node", claims(None));
         let bare = join(&f, &req).await.unwrap();
         invalid(
-            svc.create_token_for_node(&spec, Some(&bare.node_id)).await,
+            svc.create_token(&for_node(spec.clone(), &bare.node_id))
+                .await,
             "recorded no product UUID",
         );
         let expecting = NewToken {
@@ -367,11 +435,14 @@ async fn token_creation_rules() {
             },
             ..spec.clone()
         };
-        svc.create_token_for_node(&expecting, Some(&bare.node_id))
+        svc.create_token(&for_node(expecting, &bare.node_id))
             .await
             .expect("bound by the expected UUID");
         svc.retire_node(node, "test").await.unwrap();
-        invalid(svc.create_token_for_node(&spec, Some(node)).await, "retired");
+        invalid(
+            svc.create_token(&for_node(spec.clone(), node)).await,
+            "retired",
+        );
     })
     .await;
 }
@@ -417,7 +488,12 @@ async fn fifty_concurrent_joins_one_provisioned_token() {
         .iter()
         .filter(|c| c.revoked_at_us.is_none())
         .collect();
-    assert_eq!(live.len(), 1, "one live certificate: {:?}", node.certificates);
+    assert_eq!(
+        live.len(),
+        1,
+        "one live certificate: {:?}",
+        node.certificates
+    );
     let events = all_events(&f.store).await;
     let count = |t: &str| events.iter().filter(|e| e.event_type == t).count();
     // The target's own join, then the one provisioned join.

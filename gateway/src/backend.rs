@@ -11,9 +11,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use commands::identity::{
-    IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED,
-};
+use commands::identity::{IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED};
 use commands::RunError;
 use domain::identity::JOIN_TOKEN_ATTESTOR;
 use proto::{JoinRequest, RenewRequest, SignedJoinResponse, SignedRenewResponse};
@@ -84,7 +82,10 @@ pub async fn local_join(
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(JOIN_REFUSED)),
         Err(IdentityError::UnsupportedAttestor(attestor)) => {
             tracing::info!(attestor = %shown_attestor(&attestor), "join: unsupported attestor");
-            Err(unsupported_attestor(&attestor, &join.joins().attestors().ids()))
+            Err(unsupported_attestor(
+                &attestor,
+                &join.joins().attestors().ids(),
+            ))
         }
         Err(e) => Err(identity_failure("join", &e)),
     }

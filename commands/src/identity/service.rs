@@ -11,9 +11,8 @@ use events::store::EventStore;
 
 use super::{
     CreatedToken, IdentityConfig, IdentityError, IdentityMaintenance, JoinAnswer, JoinOutcome,
-    JoinRequest,
-    Joins, MaintenanceReport, NewToken, NodeAdmin, NodeDetail, NodeView, RenewAnswer, Renewals,
-    TokenView,
+    JoinRequest, Joins, MaintenanceReport, NewToken, NodeAdmin, NodeDetail, NodeView, RenewAnswer,
+    Renewals, TokenView,
 };
 use crate::Clock;
 

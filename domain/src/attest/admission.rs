@@ -40,8 +40,7 @@ use crate::identity::{
     Joined, NodeState, NodeStatus, NODE_KEY_UNATTESTED,
 };
 use crate::pki::{
-    issue_node_certificate, NodeCertificateDecision, NodeId, Serial, SiteId, SpiffeId,
-    VerifiedCsr,
+    issue_node_certificate, NodeCertificateDecision, NodeId, Serial, SiteId, SpiffeId, VerifiedCsr,
 };
 
 /// The attestor name of the admission step's own refusals (`join:<reason>`).
@@ -423,8 +422,7 @@ mod tests {
     use crate::attest::contract::{ApprovalAsk, SingleUse};
     use crate::identity::{claims_digests, ExpectBinding, TokenRole, TokenState};
     use crate::pki::{
-        build_csr, KeyRole, KeySet, KeySetLifetimes, NodeRole, PrivateKey, TokenSecret,
-        TrustDomain,
+        build_csr, KeyRole, KeySet, KeySetLifetimes, NodeRole, PrivateKey, TokenSecret, TrustDomain,
     };
 
     struct World {
@@ -525,9 +523,7 @@ mod tests {
         decide_admission(&ctx, &cmd, facts, w.now)
     }
 
-    fn refused(
-        r: Result<Decision<Admission>, DecideError<AttestorRefusal>>,
-    ) -> AttestorRefusal {
+    fn refused(r: Result<Decision<Admission>, DecideError<AttestorRefusal>>) -> AttestorRefusal {
         match r {
             Err(DecideError::Refused(r)) => r,
             other => panic!("expected a refusal, got {other:?}"),
@@ -544,7 +540,13 @@ mod tests {
     #[test]
     fn a_plain_result_joins_a_new_node_and_spends_what_it_names() {
         let w = world();
-        let d = run(&w, &result(), &HardwareClaims::default(), &AdmissionFacts::default()).unwrap();
+        let d = run(
+            &w,
+            &result(),
+            &HardwareClaims::default(),
+            &AdmissionFacts::default(),
+        )
+        .unwrap();
         assert_eq!(
             types(&d),
             [
@@ -588,7 +590,12 @@ mod tests {
 
         let mut r = result();
         r.token.as_mut().unwrap().expect.mac = Some("AA-BB-CC-DD-EE-FF".into());
-        let refusal = refused(run(&w, &r, &HardwareClaims::default(), &AdmissionFacts::default()));
+        let refusal = refused(run(
+            &w,
+            &r,
+            &HardwareClaims::default(),
+            &AdmissionFacts::default(),
+        ));
         assert_eq!(refusal.text(), "join:expect-mac");
         let ok = HardwareClaims {
             macs: vec!["aa:bb:cc:dd:ee:ff".into()],
@@ -605,7 +612,12 @@ mod tests {
             label: "other".into(),
             uri: "urn:bc:other-key:1".into(),
         };
-        let refusal = refused(run(&w, &r, &HardwareClaims::default(), &AdmissionFacts::default()));
+        let refusal = refused(run(
+            &w,
+            &r,
+            &HardwareClaims::default(),
+            &AdmissionFacts::default(),
+        ));
         assert_eq!(refusal.text(), "join:node-key-statement");
     }
 
@@ -614,7 +626,12 @@ mod tests {
         let w = world();
         let mut r = result();
         r.reclaim_node_id = Some("node_old".into());
-        let none = refused(run(&w, &r, &HardwareClaims::default(), &AdmissionFacts::default()));
+        let none = refused(run(
+            &w,
+            &r,
+            &HardwareClaims::default(),
+            &AdmissionFacts::default(),
+        ));
         assert_eq!(none.text(), "join:reclaim-inactive");
         assert_eq!(none.node_id.as_deref(), Some("node_old"));
         let mut retired = node("node_old");
@@ -679,7 +696,13 @@ mod tests {
         let refusal = refused(run(&w, &r, &HardwareClaims::default(), &facts));
         assert_eq!(refusal.text(), "join:bound-elsewhere");
         // Unbound: the join binds it.
-        let d = run(&w, &r, &HardwareClaims::default(), &AdmissionFacts::default()).unwrap();
+        let d = run(
+            &w,
+            &r,
+            &HardwareClaims::default(),
+            &AdmissionFacts::default(),
+        )
+        .unwrap();
         assert!(types(&d).contains(&"node.bound".to_owned()));
     }
 
@@ -741,7 +764,9 @@ mod tests {
         // None: a new request, its created event only.
         let d = run(&w, &r, &HardwareClaims::default(), &at(None)).unwrap();
         assert_eq!(types(&d), ["join_request.created"]);
-        assert!(matches!(&d.outcome, Admission::Pending(p) if p.request_id == "jr_new" && p.created));
+        assert!(
+            matches!(&d.outcome, Admission::Pending(p) if p.request_id == "jr_new" && p.created)
+        );
         // Pending: deferred, nothing written.
         let d = run(
             &w,

@@ -176,7 +176,10 @@ mod tests {
         }
         let mut facts = facts.clone();
         // The CSR key subject depends on the CSR drawn here: mark it used when asked to.
-        if facts.uses.remove(&(JOIN_TOKEN_ATTESTOR.to_owned(), [0; 32])) {
+        if facts
+            .uses
+            .remove(&(JOIN_TOKEN_ATTESTOR.to_owned(), [0; 32]))
+        {
             facts
                 .uses
                 .insert((JOIN_TOKEN_ATTESTOR.to_owned(), csr_key_subject(&request)));
