@@ -240,7 +240,7 @@ async fn an_unknown_attestor_stays_unsupported_through_the_relay() {
         (s.code(), s.message()),
         (
             Code::Unimplemented,
-            "UNSUPPORTED: attestor \"x509pop\" is not supported by this control plane; supported: \"join-token\" (an empty attestor means \"join-token\")"
+            "UNSUPPORTED: attestor \"x509pop\" is not supported by this control plane; supported: \"join-token\", \"provisioned\" (an empty attestor means \"join-token\")"
         )
     );
     assert!(split

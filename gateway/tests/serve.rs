@@ -327,7 +327,7 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
 /// quotes it).
 fn unsupported(shown: &str) -> String {
     format!(
-        "UNSUPPORTED: attestor {shown} is not supported by this control plane; supported: \"join-token\" (an empty attestor means \"join-token\")"
+        "UNSUPPORTED: attestor {shown} is not supported by this control plane; supported: \"join-token\", \"provisioned\" (an empty attestor means \"join-token\")"
     )
 }
 
