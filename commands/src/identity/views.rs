@@ -19,9 +19,6 @@ pub struct TokenView {
     pub expect_product_uuid: Option<String>,
     pub expect_mac: Option<String>,
     pub allow_reclaim: bool,
-    /// Role provisioned: the node the token was minted for.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub for_node_id: Option<String>,
     pub created_at_us: i64,
     pub revoked_at_us: Option<i64>,
     pub revoke_reason: Option<String>,
@@ -42,7 +39,6 @@ impl From<&TokenRow> for TokenView {
             expect_product_uuid: r.expect_product_uuid.clone(),
             expect_mac: r.expect_mac.clone(),
             allow_reclaim: r.allow_reclaim,
-            for_node_id: r.for_node_id.clone(),
             created_at_us: r.created_at_us,
             revoked_at_us: r.revoked_at_us,
             revoke_reason: r.revoke_reason.clone(),
