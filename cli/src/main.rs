@@ -12,8 +12,10 @@ mod audit_cmd;
 mod batch_cmd;
 mod deployment;
 mod internal_cert_cmd;
+mod join_request_cmd;
 mod node_cmd;
 mod pki_cmd;
+mod pool_cmd;
 mod rebuild_cmd;
 mod replay_cmd;
 mod serve_cmd;
@@ -61,6 +63,12 @@ enum Command {
     /// Nodes: list, show, revoke their identity, delete, retire.
     #[command(subcommand)]
     Node(node_cmd::NodeCommand),
+    /// Pools and their attestor policy: create, show, list, update.
+    #[command(subcommand)]
+    Pool(pool_cmd::PoolCommand),
+    /// Join requests awaiting approval: list, show, approve, reject.
+    #[command(subcommand)]
+    JoinRequest(join_request_cmd::JoinRequestCommand),
     /// The identity state as of a log position or time, rebuilt from the events (read only).
     Replay(replay_cmd::ReplayArgs),
     /// Rebuild every projection from the log, in one transaction, with progress.
@@ -97,6 +105,8 @@ fn main() -> ExitCode {
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Token(cmd) => token_cmd::run(cmd).await.map_err(Failure::from),
             Command::Node(cmd) => node_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Pool(cmd) => pool_cmd::run(cmd).await.map_err(Failure::from),
+            Command::JoinRequest(cmd) => join_request_cmd::run(cmd).await.map_err(Failure::from),
             Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
             Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),

@@ -258,7 +258,15 @@ async fn token_and_node_commands_on_both_backends() {
             .iter()
             .filter_map(|e| e["type"].as_str())
             .collect();
-        assert_eq!(types, ["node.joined", "node.certificate.issued"]);
+        // The CSR key's single use is on the node's stream (issue 18).
+        assert_eq!(
+            types,
+            [
+                "node.joined",
+                "node.certificate.issued",
+                "attestation.evidence.used"
+            ]
+        );
         let live = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
         assert_eq!(live["node"]["status"], "deleted");
         let text = bcctl_at(d, &url, &["replay", "--at", &cut, "--node", &node_id]);

@@ -6,6 +6,7 @@
 //! itself, never read the time except from its [`clock::Clock`], and never hold a global write
 //! lock: concurrent commands commit concurrently.
 
+pub mod attest;
 pub mod audit;
 pub mod clock;
 pub mod identity;

@@ -76,7 +76,8 @@ async fn expired_proofs_are_pruned_in_batches_at_their_expiry_and_the_rest_kept(
             MaintenanceReport {
                 pruned: 5,
                 prune_events: 3,
-                suppressed_events: 0
+                suppressed_events: 0,
+                expired_join_requests: 0
             }
         );
         assert_eq!(prune_events(&f).await, vec![2, 2, 1]);

@@ -7,6 +7,8 @@ mod audit_support;
 mod identity_support;
 mod quorum_support;
 
+mod attest_commands;
+mod attest_projections;
 mod audit_sequencer;
 mod audit_worked_example;
 mod handlers_are_send;

@@ -550,3 +550,81 @@ async fn commands_run_after_every_idle_connection_was_killed() {
     }
     assert_eq!(store.read_stream("after/kill").await.unwrap().len(), 3);
 }
+
+/// The two-stream form of the race above: the loser of a one-statement append to a fresh node
+/// stream and a contended token stream, with no second connection to read versions on, reports
+/// the stream the unique key named (the token's), not the first stream of its append. Before,
+/// it named the node stream, whose version it never expected wrongly (seen under load in
+/// `sixty_four_two_stream_appenders_one_wins_and_losers_land_nothing`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_stream_race_lost_while_the_pool_is_exhausted_names_the_contended_stream() {
+    let db = TestDb::postgres().await.unwrap();
+    let winner_store = db.pg_store(2).await.unwrap();
+    let store = db.pg_store(2).await.unwrap();
+    let mut setup = store.begin().await.unwrap();
+    setup
+        .append("token/t", ExpectedVersion::NoStream, &[event(0)])
+        .await
+        .unwrap();
+    setup.commit().await.unwrap();
+
+    let mut winner = winner_store.begin().await.unwrap();
+    winner
+        .append_streams(&[
+            StreamAppend {
+                stream: "node/winner",
+                expected: ExpectedVersion::NoStream,
+                events: &[event(10)],
+            },
+            StreamAppend {
+                stream: "token/t",
+                expected: ExpectedVersion::Exact(1),
+                events: &[event(1)],
+            },
+        ])
+        .await
+        .unwrap();
+    let idle = store.begin().await.unwrap();
+    let mut loser = store.begin().await.unwrap();
+    let loser_pid = pid(&mut loser).await;
+    let race = tokio::spawn(async move {
+        let node = [event(20)];
+        let token = [event(2)];
+        let r = loser
+            .append_streams(&[
+                StreamAppend {
+                    stream: "node/loser",
+                    expected: ExpectedVersion::NoStream,
+                    events: &node,
+                },
+                StreamAppend {
+                    stream: "token/t",
+                    expected: ExpectedVersion::Exact(1),
+                    events: &token,
+                },
+            ])
+            .await;
+        (r, loser)
+    });
+    wait_until_waiting_on_a_lock(&winner_store, loser_pid).await;
+    winner.commit().await.unwrap();
+    let (result, loser) = tokio::time::timeout(Duration::from_secs(20), race)
+        .await
+        .expect("the loser must not wait for the pool's acquire timeout")
+        .unwrap();
+    match result {
+        Err(StoreError::Conflict {
+            stream,
+            expected,
+            actual,
+        }) => {
+            assert_eq!(stream, "token/t");
+            assert_eq!(expected, ExpectedVersion::Exact(1));
+            assert_eq!(actual, 2);
+        }
+        other => panic!("expected a typed conflict, got {other:?}"),
+    }
+    drop(loser);
+    drop(idle);
+    assert!(store.read_stream("node/loser").await.unwrap().is_empty());
+}

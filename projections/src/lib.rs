@@ -6,6 +6,7 @@
 //! from the log gives byte-identical tables ([`digest`] checks that); every row records the log
 //! position it reflects.
 
+pub mod attest;
 pub mod audit;
 pub mod digest;
 pub mod identity;

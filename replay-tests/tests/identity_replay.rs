@@ -8,20 +8,28 @@
 //! - `bcctl replay` leaves the live tables untouched;
 //! - rebuilding every identity projection from the whole log gives byte-identical tables.
 //!
+//! The history includes the attestation plane's pools (created, updated, refused) and join
+//! requests (recorded as the join's admission step records them, approved, rejected, consumed,
+//! expired by maintenance), so `pools` and `join_requests` are held to the same.
+//!
 //! The binary is found beside the test executable (`target/<profile>/bcctl`) or at `$BCCTL`:
 //! build it first with `cargo build -p cli --bin bcctl` (same target dir).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use commands::attest::{AttestError, JoinRequests, NewPool, Pools, BUILTIN_ATTESTORS};
 use commands::identity::{IdentityConfig, IdentityError, JoinRequest, JoinService, NewToken};
 use commands::{Clock, SimClock};
+use domain::attest::{AttestorPolicy, UpdatePool};
+use domain::identity::IdentityEvent;
 use domain::identity::{ExpectBinding, HardwareClaims, JoinInput, RenewInput, TokenRole};
 use domain::pki::statement::{sign, RenewPop};
 use domain::pki::{
     build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, TokenSecret,
     TrustDomain,
 };
+use events::schema::{JoinRequestConsumed, JoinRequestCreated};
 use events::store::testkit::TestDb;
 use events::store::LogStore;
 use proptest::prelude::*;
@@ -78,6 +86,39 @@ enum Op {
     Advance {
         secs: i64,
     },
+    CreatePool {
+        policy: u8,
+        duplicate: bool,
+    },
+    UpdatePool {
+        pool: usize,
+        policy: u8,
+        text: bool,
+    },
+    RequestJoin {
+        ttl_s: i64,
+    },
+    ApproveRequest {
+        request: usize,
+    },
+    RejectRequest {
+        request: usize,
+    },
+    ConsumeRequest {
+        request: usize,
+    },
+    ExpireRequests,
+}
+
+/// The attestor policy `n` picks: any, one built-in, two, or an id nobody runs (refused).
+fn pool_policy(n: u8) -> AttestorPolicy {
+    let ids: &[&str] = match n % 4 {
+        0 => return AttestorPolicy::Any,
+        1 => &["x509pop"],
+        2 => &["join-token", "provisioned"],
+        _ => &["tpm"],
+    };
+    AttestorPolicy::Only(ids.iter().map(|s| s.to_string()).collect())
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -102,6 +143,15 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Prune),
         1 => Just(Op::FlushRefusals),
         2 => (30i64..200).prop_map(|secs| Op::Advance { secs }),
+        1 => (any::<u8>(), any::<bool>())
+            .prop_map(|(policy, duplicate)| Op::CreatePool { policy, duplicate }),
+        1 => (idx.clone(), any::<u8>(), any::<bool>())
+            .prop_map(|(pool, policy, text)| Op::UpdatePool { pool, policy, text }),
+        3 => (30i64..400).prop_map(|ttl_s| Op::RequestJoin { ttl_s }),
+        2 => idx.clone().prop_map(|request| Op::ApproveRequest { request }),
+        1 => idx.clone().prop_map(|request| Op::RejectRequest { request }),
+        1 => idx.clone().prop_map(|request| Op::ConsumeRequest { request }),
+        1 => Just(Op::ExpireRequests),
     ]
 }
 
@@ -140,6 +190,11 @@ struct World {
     clock: SimClock,
     tokens: Vec<Token>,
     nodes: Vec<Node>,
+    store: events::store::EventStore,
+    pools: Pools,
+    requests: JoinRequests,
+    pool_ids: Vec<String>,
+    request_ids: Vec<String>,
 }
 
 fn join_request(w: &World, agent: &Agent, secret: &str, role: &str, hw: Option<u8>) -> JoinRequest {
@@ -197,6 +252,31 @@ fn expected<T>(r: Result<T, IdentityError>) -> Option<T> {
         | Err(IdentityError::RenewalsExhausted { .. }) => None,
         Err(e) => panic!("unexpected error: {e}"),
     }
+}
+
+/// Operator refusals of the pool and join-request commands are expected; anything else fails.
+fn attest_expected<T>(r: Result<T, AttestError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(AttestError::Refused(_)) => None,
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+}
+
+/// Appends `event` as the join's admission step would, at the clock's now.
+async fn append_identity(w: &World, event: IdentityEvent, tenant: &str) {
+    let new = event.to_new_event(events::new_event_id(), tenant, w.clock.now_us());
+    let mut tx = w.store.begin().await.expect("begin");
+    commands::append_and_project(
+        &mut tx,
+        &projections::identity::all(),
+        &event.stream(),
+        events::store::ExpectedVersion::Any,
+        &[new],
+    )
+    .await
+    .expect("append");
+    events::store::LogTx::commit(tx).await.expect("commit");
 }
 
 async fn step(w: &mut World, op: &Op) {
@@ -352,6 +432,106 @@ async fn step(w: &mut World, op: &Op) {
             w.svc.flush_suppressed_refusals().await.expect("flush");
         }
         Op::Advance { secs } => w.clock.advance_secs(*secs),
+        Op::CreatePool { policy, duplicate } => {
+            let pool_id = match (duplicate, w.pool_ids.first()) {
+                (true, Some(first)) => first.clone(),
+                _ => format!("pool-{}", w.pool_ids.len()),
+            };
+            let created = attest_expected(
+                w.pools
+                    .create(&NewPool {
+                        pool_id,
+                        tenant_id: format!("t{}", w.pool_ids.len() % 2),
+                        description: format!("pool made at op {}", w.clock.now_us()),
+                        join_attestors: pool_policy(*policy),
+                    })
+                    .await,
+            );
+            if let Some(p) = created {
+                w.pool_ids.push(p.pool_id);
+            }
+        }
+        Op::UpdatePool { pool, policy, text } => {
+            if w.pool_ids.is_empty() {
+                return;
+            }
+            let pool_id = w.pool_ids[pool % w.pool_ids.len()].clone();
+            let _ = attest_expected(
+                w.pools
+                    .update(&UpdatePool {
+                        pool_id,
+                        description: text.then(|| format!("updated {now_ms}")),
+                        join_attestors: Some(pool_policy(*policy)),
+                    })
+                    .await,
+            );
+        }
+        Op::RequestJoin { ttl_s } => {
+            let n = w.request_ids.len();
+            let request_id = format!("jr_{n}");
+            let now_us = w.clock.now_us();
+            let tenant = format!("t{}", n % 2);
+            let subject = domain::identity::sha256(request_id.as_bytes()).to_vec();
+            let event = IdentityEvent::JoinRequestCreated(JoinRequestCreated {
+                request_id: request_id.clone(),
+                tenant_id: tenant.clone(),
+                attestor: "join-token".into(),
+                subject: subject.clone(),
+                csr_sha256: subject,
+                role: "node".into(),
+                site_id: "site-1".into(),
+                pool_id: w
+                    .pool_ids
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| "pool-1".into()),
+                node_id: if n.is_multiple_of(3) {
+                    "node_x".into()
+                } else {
+                    String::new()
+                },
+                token_id: w.tokens.first().map(|t| t.id.clone()).unwrap_or_default(),
+                product_uuid_sha256: if n.is_multiple_of(2) {
+                    vec![u8::try_from(n).unwrap_or(0); 32]
+                } else {
+                    Vec::new()
+                },
+                macs_sha256: Vec::new(),
+                summary: format!("request {n}"),
+                expires_at_us: now_us + ttl_s * 1_000_000,
+            });
+            append_identity(w, event, &tenant).await;
+            w.request_ids.push(request_id);
+        }
+        Op::ApproveRequest { request } | Op::RejectRequest { request } => {
+            if w.request_ids.is_empty() {
+                return;
+            }
+            let id = w.request_ids[request % w.request_ids.len()].clone();
+            let r = match op {
+                Op::ApproveRequest { .. } => w.requests.approve(&id, "alice", "known").await,
+                _ => w.requests.reject(&id, "bob", "").await,
+            };
+            let _ = attest_expected(r);
+        }
+        Op::ConsumeRequest { request } => {
+            if w.request_ids.is_empty() {
+                return;
+            }
+            let id = w.request_ids[request % w.request_ids.len()].clone();
+            let shown = w.requests.show(&id).await.expect("request");
+            if shown.status != "approved" {
+                return;
+            }
+            let event = IdentityEvent::JoinRequestConsumed(JoinRequestConsumed {
+                request_id: id,
+                node_id: format!("node_{request}"),
+            });
+            append_identity(w, event, &shown.tenant_id).await;
+        }
+        Op::ExpireRequests => {
+            w.requests.expire_due(2).await.expect("expire");
+        }
     }
 }
 
@@ -430,12 +610,18 @@ async fn run_case(db: TestDb, ops: Vec<Op>, cut_picks: Vec<usize>) {
     config.refusals_per_minute = 2;
     let svc = JoinService::new(store.clone(), keys.clone(), Arc::new(clock.clone()), config)
         .expect("svc");
+    let known = BUILTIN_ATTESTORS.iter().map(|s| s.to_string()).collect();
     let mut w = World {
         svc,
         keys,
+        pools: Pools::new(store.clone(), Arc::new(clock.clone()), known),
+        requests: JoinRequests::new(store.clone(), Arc::new(clock.clone())),
+        store: store.clone(),
         clock,
         tokens: vec![],
         nodes: vec![],
+        pool_ids: vec![],
+        request_ids: vec![],
     };
     let tables = projections::identity::tables();
 

@@ -43,6 +43,8 @@ pub struct MaintenanceReport {
     pub prune_events: u64,
     /// `security.refusals.suppressed` events written.
     pub suppressed_events: u64,
+    /// Join requests expired (`join_request.expired`, [`crate::attest`]).
+    pub expired_join_requests: u64,
 }
 
 /// The identity housekeeping of a serving process: store, clock and the tenant its events are
@@ -147,7 +149,22 @@ impl IdentityMaintenance {
             }
         }
         report.suppressed_events = self.flush_suppressed_refusals().await?;
+        report.expired_join_requests = self.expire_join_requests().await?;
         Ok(report)
+    }
+
+    /// Expires every open join request past its expiry, [`crate::attest::EXPIRE_BATCH`] per
+    /// transaction. Returns how many.
+    pub async fn expire_join_requests(&self) -> Result<u64, IdentityError> {
+        let batch = crate::attest::EXPIRE_BATCH;
+        let mut total = 0;
+        loop {
+            let n = crate::attest::expire_due(&self.store, self.clock.as_ref(), batch).await?;
+            total += n;
+            if n < u64::from(batch) {
+                return Ok(total);
+            }
+        }
     }
 }
 

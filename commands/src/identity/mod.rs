@@ -232,7 +232,7 @@ fn expected(version: Option<i64>) -> ExpectedVersion {
 
 /// Appends decided events: each stream at the version its state was read at, all streams in
 /// one append ([`crate::run::append_streams_and_project`]).
-async fn append_decided(
+pub(crate) async fn append_decided(
     tx: &mut StoreTx,
     events: Vec<IdentityEvent>,
     tenant: &str,

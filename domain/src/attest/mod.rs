@@ -7,11 +7,15 @@
 //! | [`state`] | pools and join requests, as the admission step reads them |
 //! | [`join_token`] | the `join-token` attestor |
 //! | [`admission`] | the admission step: the checks every result is held to, and its events |
+//! | [`pools`] | pool create / update decisions (attestor policy), `evolve_pool` |
+//! | [`join_requests`] | approve / reject / expire decisions, `evolve_join_request` |
 //! | [`provisioned`] | the `provisioned` attestor: a single-use token bound to one machine |
 
 pub mod admission;
 pub mod contract;
+pub mod join_requests;
 pub mod join_token;
+pub mod pools;
 pub mod provisioned;
 pub mod state;
 
@@ -23,7 +27,12 @@ pub use contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState,
     Challenge, FactKey, Facts, NodeKeyStatement, SingleUse, Verdict,
 };
+pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};
 pub use join_token::{csr_key_subject, JoinTokenAttestor, CSR_KEY_USED};
+pub use pools::{
+    decide_create_pool, decide_update_pool, evolve_pool, AttestAdminRefusal, AttestorPolicy,
+    CreatePool, UpdatePool, MAX_POOL_ATTESTORS,
+};
 pub use provisioned::{ProvisionedAttestor, ProvisionedRefusal, PROVISIONED_ATTESTOR};
 pub use state::{
     JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,

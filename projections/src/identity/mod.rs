@@ -106,8 +106,9 @@ pub use refusals::{refusal_totals, RefusalCounters};
 pub use tokens::JoinTokens;
 pub use uses::AttestationUses;
 
-/// Every identity projection, in the order they are applied.
-pub fn all() -> [&'static dyn Projection; 6] {
+/// Every identity projection, in the order they are applied (with the attestation plane's
+/// `pools` and `join_requests`, whose events every identity append may carry).
+pub fn all() -> [&'static dyn Projection; 8] {
     [
         &JoinTokens,
         &Nodes,
@@ -115,6 +116,8 @@ pub fn all() -> [&'static dyn Projection; 6] {
         &AttestationUses,
         &NodeBindings,
         &RefusalCounters,
+        &crate::attest::Pools,
+        &crate::attest::JoinRequests,
     ]
 }
 

@@ -382,6 +382,22 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
     }
 }
 
+/// The `(stream, version)` a stream-version race collided on, read from the unique violation's
+/// detail (`Key (stream_id, stream_version)=(token/t, 2) already exists.`): the stream that lost,
+/// named without a second connection.
+fn collided_key(err: &sqlx::Error) -> Option<(String, u64)> {
+    let sqlx::Error::Database(db) = err else {
+        return None;
+    };
+    let detail = db
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?
+        .detail()?;
+    let key = detail.split_once(")=(")?.1;
+    let key = key.rsplit_once(") already exists")?.0;
+    let (stream, version) = key.rsplit_once(", ")?;
+    Some((stream.to_owned(), version.parse().ok()?))
+}
+
 fn is_stream_version_race(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.constraint() == Some("events_stream_version_key"))
 }

@@ -10,8 +10,8 @@ use std::sync::LazyLock;
 use sqlx::Row;
 
 use super::{
-    already_appended, is_stream_version_race, stream_version, version_param, EventArrays,
-    PgStoreTx, APPEND_COLUMNS, CONFLICT_READ_WAIT,
+    already_appended, collided_key, is_stream_version_race, stream_version, version_param,
+    EventArrays, PgStoreTx, APPEND_COLUMNS, CONFLICT_READ_WAIT,
 };
 use crate::store::{map_append_error, Appended, ExpectedVersion, Result, StoreError, StreamAppend};
 
@@ -95,7 +95,9 @@ impl PgStoreTx {
             .await;
         let rows = match result {
             Ok(rows) => rows,
-            Err(e) if is_stream_version_race(&e) => return Err(self.lost_race(appends).await),
+            Err(e) if is_stream_version_race(&e) => {
+                return Err(self.lost_race(appends, collided_key(&e)).await)
+            }
             Err(e) => return Err(map_append_error(e)),
         };
         if !rows.is_empty() {
@@ -154,8 +156,13 @@ impl PgStoreTx {
     /// The conflict of a lost race: this transaction is aborted, so the streams are read on a
     /// second connection, waited for briefly (see [`super::PgStoreTx`]'s single-stream append);
     /// the first stream found past its expectation is the one reported. Without a connection,
-    /// the first stream is reported with the version its append collided with, a lower bound.
-    async fn lost_race(&self, appends: &[StreamAppend<'_>]) -> StoreError {
+    /// the stream the unique key named (`collided`) is reported with the version its append
+    /// collided with, a lower bound (the first stream, when the key could not be read).
+    async fn lost_race(
+        &self,
+        appends: &[StreamAppend<'_>],
+        collided: Option<(String, u64)>,
+    ) -> StoreError {
         if let Ok(Ok(mut conn)) =
             tokio::time::timeout(CONFLICT_READ_WAIT, self.pool.acquire()).await
         {
@@ -165,6 +172,11 @@ impl PgStoreTx {
                     Ok(_) => {}
                     Err(e) => return e,
                 }
+            }
+        }
+        if let Some((stream, version)) = collided {
+            if let Some(a) = appends.iter().find(|a| a.stream == stream) {
+                return conflict(a, version);
             }
         }
         conflict(&appends[0], base(appends[0].expected) + 1)

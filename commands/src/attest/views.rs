@@ -1,0 +1,91 @@
+//! Serializable views of pools and join requests for the CLI (`--json`) and operators. Times
+//! are µs since the epoch; digests lower-case hex.
+
+use serde::Serialize;
+
+use projections::attest::read::{JoinRequestRow, PoolRow};
+
+/// A pool and its attestor policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolView {
+    pub pool_id: String,
+    pub tenant_id: String,
+    pub description: String,
+    /// The attestors that may admit a machine into it, in the order given; `null`: any.
+    pub join_attestors: Option<Vec<String>>,
+    pub created_at_us: i64,
+    pub updated_at_us: i64,
+    pub version: i64,
+    pub position: i64,
+}
+
+impl From<&PoolRow> for PoolView {
+    fn from(r: &PoolRow) -> Self {
+        PoolView {
+            pool_id: r.pool_id.clone(),
+            tenant_id: r.tenant_id.clone(),
+            description: r.description.clone(),
+            join_attestors: r.attestor_ids(),
+            created_at_us: r.created_at_us,
+            updated_at_us: r.updated_at_us,
+            version: r.version,
+            position: r.position,
+        }
+    }
+}
+
+/// A join request (never the evidence: the attestor's summary line only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JoinRequestView {
+    pub request_id: String,
+    pub tenant_id: String,
+    pub attestor: String,
+    pub subject_sha256: String,
+    pub csr_sha256: String,
+    pub role: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub node_id: Option<String>,
+    pub token_id: Option<String>,
+    pub product_uuid_sha256: Option<String>,
+    pub macs_sha256: Option<String>,
+    pub summary: String,
+    pub status: String,
+    pub decided_by: Option<String>,
+    pub decision_reason: Option<String>,
+    pub joined_node_id: Option<String>,
+    pub created_at_us: i64,
+    pub expires_at_us: i64,
+    pub updated_at_us: i64,
+    pub position: i64,
+}
+
+impl From<&JoinRequestRow> for JoinRequestView {
+    fn from(r: &JoinRequestRow) -> Self {
+        JoinRequestView {
+            request_id: r.request_id.clone(),
+            tenant_id: r.tenant_id.clone(),
+            attestor: r.attestor.clone(),
+            subject_sha256: hex::encode(&r.subject),
+            csr_sha256: hex::encode(&r.csr_sha256),
+            role: r.role.clone(),
+            site_id: r.site_id.clone(),
+            pool_id: r.pool_id.clone(),
+            node_id: r.node_id.clone(),
+            token_id: r.token_id.clone(),
+            product_uuid_sha256: r.product_uuid_sha256.as_ref().map(hex::encode),
+            macs_sha256: r.macs_sha256.as_ref().map(hex::encode),
+            summary: r.summary.clone(),
+            status: r.status.clone(),
+            decided_by: r.decided_by.clone(),
+            decision_reason: r.decision_reason.clone(),
+            joined_node_id: r.joined_node_id.clone(),
+            created_at_us: r.created_at_us,
+            expires_at_us: r.expires_at_us,
+            updated_at_us: r.updated_at_us,
+            position: r.position,
+        }
+    }
+}
