@@ -16,11 +16,8 @@ mod fault_postgres_restart;
 mod grpc_python;
 mod pki_and_store_cli;
 mod pki_kdf_cli;
-<<<<<<< HEAD
-mod provisioned_e2e;
-=======
 mod pool_cli;
->>>>>>> main
+mod provisioned_e2e;
 mod rebuild_cli;
 mod serve_plaintext;
 mod test_layout;
