@@ -40,9 +40,9 @@ impl Server {
             .to_owned()
     }
 
-    /// bcctl against the running server's store and PKI bundle; must succeed, prints JSON.
-    fn bcctl_json(&self, args: &[&str]) -> serde_json::Value {
-        let out = Command::new(bcctl_bin())
+    /// bcctl against the running server's store and PKI bundle, with `--json`.
+    fn bcctl(&self, args: &[&str]) -> std::process::Output {
+        Command::new(bcctl_bin())
             .args(args)
             .arg("--json")
             .arg("--database-url")
@@ -52,7 +52,12 @@ impl Server {
             .env("BC_DEPLOYMENT_SECRET", &self.secret)
             .stdin(Stdio::null())
             .output()
-            .expect("run bcctl");
+            .expect("run bcctl")
+    }
+
+    /// [`Server::bcctl`] that must succeed; its JSON.
+    fn bcctl_json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.bcctl(args);
         assert!(
             out.status.success(),
             "bcctl {args:?}: {}\n{}",
@@ -206,6 +211,36 @@ fn scenario(db_url: &str) {
     let (code, stdout, stderr) = bcd_join(&server, &first, &server.s("token"), &[]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     let node = joined_node_id(&stdout);
+
+    // A provisioned token must be bound to one machine, and admit one.
+    for (extra, says) in [
+        (&[][..], "--for-node NODE or --expect-product-uuid UUID"),
+        (
+            &["--for-node", node.as_str(), "--uses", "2"][..],
+            "uses must be 1",
+        ),
+        (
+            &["--for-node", "node_nobody"][..],
+            "--for-node node_nobody: no such node",
+        ),
+    ] {
+        let mut args = vec![
+            "token",
+            "create",
+            "--tenant",
+            "default",
+            "--site",
+            "site-1",
+            "--role",
+            "provisioned",
+        ];
+        args.extend_from_slice(extra);
+        let out = server.bcctl(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains("INVALID_INPUT"), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 
     // The machine is reinstalled: its new system joins with the token the deploy rendered,
     // from a new data directory, as the same node.
