@@ -1,4 +1,5 @@
-//! Compiles the wire schema with protox (pure Rust), so no system `protoc` is needed. Every
+//! Compiles every `.proto` under `proto/` (bc.wire.v1, bc.internal.v1, bc.attestor.v1; a new
+//! file is picked up by itself) with protox (pure Rust), so no system `protoc` is needed. Every
 //! service and client uses `crate::codec::WireCodec`, which needs to know whether a type is a
 //! method's request or response: this writes `wire_directions.rs` from the services.
 

@@ -18,6 +18,18 @@ pub struct HardwareClaims {
     pub macs: Vec<String>,
 }
 
+/// Where the claims are read from: `/sys`, or `BCD_SYSFS_ROOT` when set (a directory laid out
+/// like sysfs, for containers and tests; the claims are self-asserted either way).
+pub fn sysfs_root() -> std::path::PathBuf {
+    std::env::var_os(SYSFS_ROOT_ENV)
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from("/sys"))
+}
+
+/// The environment variable naming another sysfs root ([`sysfs_root`]).
+pub const SYSFS_ROOT_ENV: &str = "BCD_SYSFS_ROOT";
+
 /// Reads the claims from the sysfs mounted at `sys` (`/sys` on a real machine).
 pub fn read_claims(sys: &Path) -> HardwareClaims {
     HardwareClaims {

@@ -441,6 +441,39 @@ pub fn store_joined(
     Ok(JoinStored { journal_moved_to })
 }
 
+/// Persists a verified re-join of the node this directory already holds (x509pop), in the
+/// renewal's crash-safe order, since an identity is already there: `node.key.next` (the new
+/// key), then `identity.json` (the new certificate: the commit point), then `node.key.next`
+/// renamed over `node.key`. Killed before `identity.json`, [`load`] removes `node.key.next` (the
+/// old leaf does not certify it) and finds the old identity; killed after, it promotes it. The
+/// trust state the node held is kept where the answer carried none, and the server time
+/// high-water mark is kept.
+pub fn store_rejoined(
+    dir: &DataDir,
+    key: PrivateKey,
+    identity: &StoredIdentity,
+    previous: &StoredIdentity,
+) -> Result<PrivateKey, StoreError> {
+    check_certifies(identity, key.public_key())?;
+    let mut identity = identity.clone();
+    if identity.trust_version < previous.trust_version {
+        identity.trust_version = previous.trust_version;
+        identity.trust_bundle = previous.trust_bundle.clone();
+        identity.signed_trust_bundle = previous.signed_trust_bundle.clone();
+    }
+    if identity.trust_roots.is_empty() {
+        identity.trust_roots = previous.trust_roots.clone();
+    }
+    if let Some(seen) = previous.server_time() {
+        identity.observe_server_time(seen);
+    }
+    let begun = RenewalStore::new(dir).begin(key)?;
+    crate::fault::point("rejoin:next-written");
+    let stored = begun.store_certificate(&identity)?;
+    crate::fault::point("rejoin:identity-written");
+    stored.promote()
+}
+
 /// Stores a renewal in the spec's order, one step at a time.
 #[derive(Debug)]
 pub struct RenewalStore<'a> {

@@ -1,11 +1,9 @@
-//! The join, minus the network: the request's parts, the retry loop, and storing the answer.
+//! The join, minus the network: the request's parts and the transport trait.
 //!
 //! [`prepare_join`] makes the node key and its CSR and seals the token to the pinned JoinService
-//! encryption key, bound to the CSR's SHA-256. [`run_join`] sends it through a [`JoinTransport`]
-//! (the gRPC client implements it), retrying retryable failures up to 20 attempts with
-//! [`crate::renewal_schedule::join_retry`], then verifies the answer with
-//! [`crate::verify_join::verify_join_response`] and stores it with
-//! [`crate::identity_store::store_joined`]. Nothing is written before the answer verified.
+//! encryption key, bound to the CSR's SHA-256 ([`prepare`] for an attestor without a token).
+//! [`crate::join_loop`] runs the exchange through a [`JoinTransport`] (the gRPC client
+//! implements it) and stores the answer. Nothing is written before the answer verified.
 
 use std::path::Path;
 
@@ -13,21 +11,15 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use domain::pki::{
     seal_token, KeyRole, NodeRole, Pin, PrivateKey, PublicKey, SealedToken, TokenSecret,
-    TrustDomain,
 };
 use serde::Deserialize;
-use time::{Duration, OffsetDateTime};
 
-use crate::config::JoinPins;
-use crate::files::DataDir;
+use crate::attest::{EvidenceError, JOIN_TOKEN};
 use crate::hardware::HardwareClaims;
-use crate::identity_store::{store_joined, JoinStored, StoreError};
+use crate::identity_store::StoreError;
 use crate::renewal::csr_for;
-use crate::renewal_schedule::{join_retry, JoinRetry, Pushback};
-use crate::verify_join::{
-    verify_join_response, JoinExpectation, JoinRefusal, JoinResponseFields, SignedJoinResponse,
-    VerifiedJoin,
-};
+use crate::renewal_schedule::Pushback;
+use crate::verify_join::{JoinRefusal, JoinResponseFields, SignedJoinResponse};
 
 /// The JoinService encryption key's file, beside `config.toml`.
 pub const JOIN_ENCRYPTION_JWK: &str = "join-encryption.jwk";
@@ -64,8 +56,77 @@ pub enum JoinError {
     #[error("bcd join: {0}")]
     Local(String),
     /// The control plane refused (ACCESS_DENIED); the reason is only server-side.
-    #[error("Join refused (ACCESS_DENIED): check the token (expired, used, for another site or role, or bound to another machine) with the operator")]
-    Refused,
+    #[error("Join refused (ACCESS_DENIED): {}", refused_hint(attestor, pending.as_deref()))]
+    Refused {
+        /// The attestor the join went through.
+        attestor: String,
+        /// The join request this join waited for, when it did.
+        pending: Option<String>,
+    },
+    /// The join waited for an operator's approval longer than `--approval-timeout`.
+    #[error(
+        "bcd join: join request {request_id} was not approved within {waited} (--approval-timeout); \
+         nothing was stored: approve it (bcctl join-request approve {request_id}) and run bcd join \
+         again"
+    )]
+    ApprovalTimeout {
+        /// The join request.
+        request_id: String,
+        /// The bound, as given.
+        waited: String,
+    },
+    /// The exchange went on past `--approval-timeout` (challenges, no approval).
+    #[error(
+        "bcd join: the join did not finish within {0} (--approval-timeout); nothing was stored"
+    )]
+    Timeout(String),
+    /// A challenge named another attestor than the one this join uses.
+    #[error(
+        "bcd join: the control plane sent a challenge for attestor {found:?}, but this join uses \
+         {ours:?}: refused, nothing was stored"
+    )]
+    ChallengeForOther {
+        /// The challenge's attestor.
+        found: String,
+        /// This join's.
+        ours: String,
+    },
+    /// More challenges than [`crate::join_loop::MAX_CHALLENGES`].
+    #[error(
+        "bcd join: the {attestor} attestor sent a challenge after {max} rounds of them; refused, \
+         nothing was stored"
+    )]
+    TooManyChallenges {
+        /// The attestor.
+        attestor: String,
+        /// The bound.
+        max: u32,
+    },
+    /// A challenge whose `not_after` passed before it could be answered.
+    #[error(
+        "bcd join: the {attestor} challenge expired at {not_after} before it was answered \
+         (check this machine's clock); nothing was stored"
+    )]
+    ChallengeExpired {
+        /// The attestor.
+        attestor: String,
+        /// Its `not_after`, RFC 3339.
+        not_after: String,
+    },
+    /// The producer could not build the evidence or answer the challenge.
+    #[error("bcd join: {0}")]
+    Evidence(#[from] EvidenceError),
+    /// The issued identity is not the node `--node-id` names.
+    #[error(
+        "bcd join: the control plane issued an identity for node {found}, not for {expected} \
+         (--node-id); nothing was stored"
+    )]
+    NotThatNode {
+        /// The node issued.
+        found: String,
+        /// `--node-id`.
+        expected: String,
+    },
     /// Retryable failures used up the attempts.
     #[error("bcd join: gave up after {attempts} attempts: {last}")]
     GaveUp {
@@ -89,6 +150,21 @@ pub enum JoinError {
     /// Storing the identity failed.
     #[error("bcd join: {0}")]
     Store(#[from] StoreError),
+}
+
+fn refused_hint(attestor: &str, pending: Option<&str>) -> String {
+    let base = match attestor {
+        JOIN_TOKEN => "check the token (expired, used, for another site or role, or bound to another machine) with the operator".to_owned(),
+        "provisioned" => "check the provisioned token (expired, used, not for this machine's product UUID or for another node) with the operator".to_owned(),
+        "x509pop" => "the identity on disk cannot re-join by x509pop (its certificate revoked, expired more than the grace ago, or of an older identity generation); join again: bcd join --reset --yes, then bcd join".to_owned(),
+        other => format!("the {other} attestor refused this machine's evidence; its reason is server-side"),
+    };
+    match pending {
+        Some(id) => format!(
+            "{base} (this join waited for join request {id}: an operator may have rejected it, see bcctl join-request show {id})"
+        ),
+        None => base,
+    }
 }
 
 /// A failed Join call, as the transport classifies it.
@@ -116,8 +192,13 @@ pub struct JoinRequestParts {
     pub csr_der: Vec<u8>,
     /// Its SHA-256.
     pub csr_sha256: [u8; 32],
-    /// The token sealed to the JoinService encryption key, bound to the CSR.
-    pub sealed_token: SealedToken,
+    /// The token sealed to the JoinService encryption key, bound to the CSR (none for an
+    /// attestor without a token: x509pop, an external one).
+    pub sealed_token: Option<SealedToken>,
+    /// `JoinRequest.attestor` (empty: join-token).
+    pub attestor: String,
+    /// `JoinRequest.attestation`: this round's evidence (set by the join loop).
+    pub evidence: Vec<u8>,
     /// The role asked for.
     pub role: NodeRole,
     /// What the machine claims about its hardware ([`crate::hardware`]).
@@ -208,102 +289,44 @@ pub struct PreparedJoin {
 }
 
 /// Makes the node key and CSR and seals the token, bound to the CSR's SHA-256; the request
-/// carries `claims`.
+/// carries `claims` and names join-token.
 pub fn prepare_join(
     encryption_key: &PublicKey,
     token: &TokenSecret,
     role: NodeRole,
     claims: HardwareClaims,
 ) -> Result<PreparedJoin, JoinError> {
+    prepare(Some((encryption_key, token)), JOIN_TOKEN, role, claims)
+}
+
+/// Makes the node key and CSR for a join through `attestor` (its id), sealing `token` to the
+/// encryption key when there is one. One key and CSR for the whole exchange.
+pub fn prepare(
+    token: Option<(&PublicKey, &TokenSecret)>,
+    attestor: &str,
+    role: NodeRole,
+    claims: HardwareClaims,
+) -> Result<PreparedJoin, JoinError> {
     let key = PrivateKey::generate(KeyRole::Node).map_err(|e| JoinError::Local(e.to_string()))?;
     let (csr_der, csr_sha256) = csr_for(&key).map_err(JoinError::Local)?;
-    let sealed_token = seal_token(encryption_key, token, &csr_sha256)
-        .map_err(|e| JoinError::Local(format!("sealing the token: {e}")))?;
+    let sealed_token = match token {
+        Some((encryption_key, token)) => Some(
+            seal_token(encryption_key, token, &csr_sha256)
+                .map_err(|e| JoinError::Local(format!("sealing the token: {e}")))?,
+        ),
+        None => None,
+    };
     Ok(PreparedJoin {
         key,
         request: JoinRequestParts {
             csr_der,
             csr_sha256,
             sealed_token,
+            attestor: crate::attest::wire_attestor(attestor),
+            evidence: Vec::new(),
             role,
             claims,
             daemon_version: env!("CARGO_PKG_VERSION"),
         },
     })
-}
-
-/// A stored join.
-#[derive(Debug)]
-pub struct Joined {
-    /// The verified answer.
-    pub verified: VerifiedJoin,
-    /// What storing did besides the identity.
-    pub stored: JoinStored,
-}
-
-impl Joined {
-    /// `joined as <node> (site <site>, role <role>); certificate valid until <time>`.
-    pub fn message(&self) -> String {
-        let leaf = &self.verified.leaf;
-        let until = leaf
-            .not_after
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|_| leaf.not_after.to_string());
-        format!(
-            "joined as {} (site {}, role {}); certificate valid until {until}",
-            leaf.spiffe_id.node, leaf.spiffe_id.site, leaf.role
-        )
-    }
-}
-
-/// Sends `prepared` (retrying), verifies the answer and stores it. `sleep` waits between
-/// attempts; `jitter` draws a jitter value; `now` reads the clock for the journal's name.
-#[allow(clippy::too_many_arguments)]
-pub fn run_join(
-    dir: &DataDir,
-    transport: &mut dyn JoinTransport,
-    prepared: PreparedJoin,
-    pins: &JoinPins,
-    trust_domain: Option<&TrustDomain>,
-    sleep: &mut dyn FnMut(Duration),
-    jitter: &mut dyn FnMut() -> f64,
-    now: &dyn Fn() -> OffsetDateTime,
-) -> Result<Joined, JoinError> {
-    let mut attempt = 0u32;
-    crate::fault::point("join:prepared");
-    let signed = loop {
-        attempt += 1;
-        match transport.join(&prepared.request) {
-            Ok(signed) => break signed,
-            Err(CallError::Refused) => return Err(JoinError::Refused),
-            Err(CallError::NotWired) => return Err(JoinError::NotWired),
-            Err(CallError::Fatal(message)) => return Err(JoinError::Transport(message)),
-            Err(CallError::Retryable { message, pushback }) => {
-                // Said at every attempt, so a join that waits out an outage shows why.
-                eprintln!("bcd join: attempt {attempt} failed: {message}");
-                match join_retry(attempt, pushback, jitter()) {
-                    JoinRetry::After(delay) => sleep(delay),
-                    JoinRetry::GiveUp => {
-                        return Err(JoinError::GaveUp {
-                            attempts: attempt,
-                            last: message,
-                        })
-                    }
-                }
-            }
-        }
-    };
-    let expect = JoinExpectation {
-        join_signing_pin: pins.join_signing,
-        csr_sha256: prepared.request.csr_sha256,
-        node_key: prepared.key.public_key(),
-        role: prepared.request.role,
-        trust_domain,
-        node_id: None,
-    };
-    crate::fault::point("join:answer-received");
-    let verified = verify_join_response(&signed, |body| transport.decode_body(body), &expect)?;
-    crate::fault::point("join:verified");
-    let stored = store_joined(dir, &prepared.key, &verified.stored_identity(), now())?;
-    Ok(Joined { verified, stored })
 }

@@ -10,7 +10,9 @@
 //! | [`hardware`] | the hardware claims a join sends (product UUID, permanent MACs) |
 //! | [`reset`] | `bcd join --reset [--yes]` |
 //! | [`verify_join`] | verifying a JoinResponse against the pins and this request |
-//! | [`join`] | the join's local parts, its retry loop and the transport trait |
+//! | [`join`] | the join's local parts and the transport trait |
+//! | [`join_loop`] | the join loop: retries, pending waits, challenge rounds, storing |
+//! | [`attest`] | the attestors' agent halves: join-token, provisioned, x509pop, `--evidence-command` |
 //! | [`renewal`] | a renewal's request parts and the check of its answer |
 //! | [`verify_renewal`] | verifying a signed renewal answer before anything is stored |
 //! | [`renewal_schedule`] | when to renew and retry (pure) |
@@ -23,6 +25,7 @@
 //! [`status::NetworkChecks`].
 
 pub mod admission_store;
+pub mod attest;
 pub mod client;
 pub mod config;
 pub mod fault;
@@ -30,6 +33,7 @@ pub mod files;
 pub mod hardware;
 pub mod identity_store;
 pub mod join;
+pub mod join_loop;
 pub mod node;
 pub mod renewal;
 pub mod renewal_schedule;

@@ -12,15 +12,20 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bcd::attest::command::CommandProducer;
+use bcd::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509POP};
 use bcd::client::GrpcJoinTransport;
 use bcd::config::{Config, Environment, Overrides};
 use bcd::files::DataDir;
 use bcd::identity_store::{load, LoadError};
 use bcd::join::{
-    load_join_encryption_key, load_join_signing_key, prepare_join, run_join, JOIN_ENCRYPTION_JWK,
-    JOIN_SIGNING_JWK,
+    load_join_encryption_key, load_join_signing_key, prepare, JOIN_ENCRYPTION_JWK, JOIN_SIGNING_JWK,
 };
-use bcd::node::{run_node, NetworkDoctor, NodeExit, NodeOptions, REVOKED_EXIT_MESSAGE};
+use bcd::join_loop::{parse_duration, run_join, JoinEnv, JoinLoop};
+use bcd::node::{
+    rejoin_if_expired, rejoin_x509pop, run_node, NetworkDoctor, NodeExit, NodeOptions,
+    REVOKED_EXIT_MESSAGE,
+};
 use bcd::renewal_schedule::jitter;
 use bcd::reset::{plan, DRY_RUN_EXIT};
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status};
@@ -87,6 +92,23 @@ enum Command {
         /// The role to join as.
         #[arg(long, value_enum, default_value = "node")]
         role: RoleArg,
+        /// The attestor: join-token (default), provisioned (the default with --node-id),
+        /// x509pop (re-join from the identity on disk, no token), or any other id with
+        /// --evidence-command.
+        #[arg(long, value_name = "ID")]
+        attestor: Option<String>,
+        /// For another attestor: the command that prints its evidence (JSON on its standard
+        /// input, base64url on its standard output; see bcd::attest::command).
+        #[arg(long, value_name = "CMD")]
+        evidence_command: Option<String>,
+        /// The node this join must become (a provisioned re-key): the join fails, storing
+        /// nothing, unless the issued identity is that node.
+        #[arg(long, value_name = "NODE")]
+        node_id: Option<String>,
+        /// The longest a join waits for an operator's approval (and any challenge rounds):
+        /// 90s, 15m, 24h, 7d.
+        #[arg(long, value_name = "DURATION", default_value = "24h")]
+        approval_timeout: String,
         /// Never accepted: a token on the command line is refused without being echoed.
         #[arg(hide = true, num_args = 0.., allow_hyphen_values = true, trailing_var_arg = true)]
         refused: Vec<OsString>,
@@ -165,13 +187,27 @@ fn main() -> ExitCode {
             reset,
             yes,
             role,
+            attestor,
+            evidence_command,
+            node_id,
+            approval_timeout,
             refused,
         } => {
             if !refused.is_empty() {
                 eprintln!("{NO_TOKEN_ARGUMENTS}");
                 return ExitCode::from(2);
             }
-            join(&config, &dir, token_file, reset, yes, role.into(), now)
+            let args = JoinArgs {
+                token_file,
+                reset,
+                yes,
+                role: role.into(),
+                attestor,
+                evidence_command,
+                node_id,
+                approval_timeout,
+            };
+            join(&config, &dir, args, now)
         }
         Command::Node => node(&config, &dir),
         Command::Status { json } => {
@@ -194,15 +230,78 @@ fn main() -> ExitCode {
     }
 }
 
-fn join(
-    config: &Config,
-    dir: &DataDir,
+/// `bcd join`'s options.
+struct JoinArgs {
     token_file: Option<PathBuf>,
     reset: bool,
     yes: bool,
     role: NodeRole,
-    now: OffsetDateTime,
-) -> ExitCode {
+    attestor: Option<String>,
+    evidence_command: Option<String>,
+    node_id: Option<String>,
+    approval_timeout: String,
+}
+
+fn usage(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("bcd join: {message}");
+    ExitCode::from(2)
+}
+
+/// Whether `attestor` takes a token (sealed into the request) as its credential.
+fn takes_token(attestor: &str) -> bool {
+    attestor == JOIN_TOKEN || attestor == PROVISIONED
+}
+
+fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> ExitCode {
+    let JoinArgs {
+        token_file,
+        reset,
+        yes,
+        role,
+        attestor,
+        evidence_command,
+        node_id,
+        approval_timeout,
+    } = args;
+    let attestor = attestor.unwrap_or_else(|| {
+        if node_id.is_some() {
+            PROVISIONED.to_owned()
+        } else {
+            JOIN_TOKEN.to_owned()
+        }
+    });
+    let approval_timeout = match parse_duration(&approval_timeout) {
+        Ok(d) if d.is_positive() => d,
+        Ok(_) => return usage("--approval-timeout must be more than 0s"),
+        Err(e) => return usage(format_args!("--approval-timeout: {e}")),
+    };
+    let builtin = takes_token(&attestor) || attestor == X509POP;
+    match (&evidence_command, builtin) {
+        (Some(_), true) => {
+            return usage(format_args!(
+                "--evidence-command is for another attestor; {attestor} evidence is bcd's own"
+            ))
+        }
+        (None, false) => {
+            return usage(format_args!(
+            "bcd has no producer of its own for attestor {attestor:?}: give --evidence-command CMD"
+        ))
+        }
+        _ => {}
+    }
+    if !takes_token(&attestor) {
+        if token_file.is_some() {
+            return usage(format_args!(
+                "--token-file: the {attestor} attestor takes no token"
+            ));
+        }
+        // No token is read or sent: drop one from the environment so no child inherits it.
+        std::env::remove_var(bcd::token_input::TOKEN_ENV);
+    }
+    if attestor == X509POP && reset {
+        return usage("--reset moves the identity aside, and x509pop re-joins from it: not both");
+    }
+
     if reset {
         let plan = plan(dir, now);
         if !yes {
@@ -230,8 +329,19 @@ fn join(
         let _ = std::io::stdout().flush();
     }
 
+    let mut current = None;
     match load(dir) {
+        Ok(loaded) if attestor == X509POP => current = Some(loaded),
         Ok(loaded) => {
+            if let Some(wanted) = node_id.as_deref() {
+                if loaded.leaf.spiffe_id.node.as_str() != wanted {
+                    return fail(format_args!(
+                        "bcd join: already joined as {}, not as {wanted} (--node-id); nothing \
+                         was read or sent",
+                        loaded.describe()
+                    ));
+                }
+            }
             // No credential is read on a machine whose identity loads.
             println!("already joined as {}", loaded.describe());
             if let Some(path) = token_file {
@@ -240,6 +350,13 @@ fn join(
                 }
             }
             return ExitCode::SUCCESS;
+        }
+        Err(LoadError::NotJoined) if attestor == X509POP => {
+            return fail(format_args!(
+                "bcd join --attestor x509pop: this node has not joined: x509pop re-joins from the \
+                 identity on disk (in {}); join with a token first",
+                dir.root().display()
+            ))
         }
         Err(LoadError::NotJoined) => {}
         Err(e) => return fail(format_args!("bcd join: {e}")),
@@ -262,9 +379,13 @@ fn join(
         Ok(server) => server.to_owned(),
         Err(e) => return fail(format_args!("bcd join: {e}")),
     };
-    let token = match read_token(token_file.as_deref(), &mut ProcessEnv, &mut stdin) {
-        Ok(token) => token,
-        Err(e) => return fail(format_args!("bcd join: {e}")),
+    let token = if takes_token(&attestor) {
+        match read_token(token_file.as_deref(), &mut ProcessEnv, &mut stdin) {
+            Ok(token) => Some(token),
+            Err(e) => return fail(format_args!("bcd join: {e}")),
+        }
+    } else {
+        None
     };
     // The JoinService's public keys live beside config.toml, each checked against its pin.
     // (Read after the token: a missing file is a setup problem, and the token is not lost.)
@@ -273,21 +394,22 @@ fn join(
         .as_ref()
         .and_then(|p| p.parent().map(|d| d.to_path_buf()))
         .unwrap_or_else(|| PathBuf::from("/etc/bcd"));
-    let encryption_key =
-        match load_join_encryption_key(&beside.join(JOIN_ENCRYPTION_JWK), &pins.join_encryption) {
-            Ok(key) => key,
-            Err(e) => return fail(e),
-        };
+    let encryption_key = match &token {
+        Some(_) => {
+            match load_join_encryption_key(&beside.join(JOIN_ENCRYPTION_JWK), &pins.join_encryption)
+            {
+                Ok(key) => Some(key),
+                Err(e) => return fail(e),
+            }
+        }
+        None => None,
+    };
     let signing_key =
         match load_join_signing_key(&beside.join(JOIN_SIGNING_JWK), &pins.join_signing) {
             Ok(key) => key,
             Err(e) => return fail(e),
         };
-    let claims = bcd::hardware::read_claims(std::path::Path::new("/sys"));
-    let prepared = match prepare_join(&encryption_key, &token.secret, role, claims) {
-        Ok(prepared) => prepared,
-        Err(e) => return fail(e),
-    };
+    let claims = bcd::hardware::read_claims(&bcd::hardware::sysfs_root());
     let mut transport =
         match GrpcJoinTransport::new(&server, pins.serving_ca, signing_key.spki_der().to_vec()) {
             Ok(transport) => transport,
@@ -298,15 +420,72 @@ fn join(
         std::thread::sleep(d.try_into().unwrap_or_default());
     };
     let mut draw = jitter;
+    let mut say = |line: &str| eprintln!("{line}");
+    let mut env = JoinEnv {
+        sleep: &mut sleep,
+        jitter: &mut draw,
+        now: &OffsetDateTime::now_utc,
+        log: &mut say,
+    };
+
+    if let Some(current) = current {
+        // x509pop: the identity on disk proves itself; the issued identity must be this node.
+        if let Some(wanted) = node_id.as_deref() {
+            if current.leaf.spiffe_id.node.as_str() != wanted {
+                return fail(format_args!(
+                    "bcd join --attestor x509pop: the identity on disk is {}, not {wanted} \
+                     (--node-id); nothing was sent",
+                    current.describe()
+                ));
+            }
+        }
+        return match rejoin_x509pop(
+            dir,
+            &mut transport,
+            &current,
+            &signing_key,
+            claims,
+            approval_timeout,
+            &mut env,
+        ) {
+            Ok(rejoined) => {
+                bcd::fault::point("join:stored");
+                println!("{}", rejoined.message());
+                println!(
+                    "the previous certificate (serial {}) is revoked",
+                    rejoined.replaced_serial
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        };
+    }
+
+    let producer: Box<dyn EvidenceProducer> = match &evidence_command {
+        Some(command) => Box::new(CommandProducer::new(&attestor, command)),
+        None => Box::new(NoEvidence::new(&attestor)),
+    };
+    let sealed = match (&encryption_key, &token) {
+        (Some(key), Some(token)) => Some((key, &token.secret)),
+        _ => None,
+    };
+    let prepared = match prepare(sealed, &attestor, role, claims) {
+        Ok(prepared) => prepared,
+        Err(e) => return fail(e),
+    };
+    let options = JoinLoop {
+        join_signing: pins.join_signing,
+        trust_domain: None,
+        node_id: node_id.as_deref(),
+        approval_timeout,
+    };
     let result = run_join(
         dir,
         &mut transport,
         prepared,
-        &pins,
-        None,
-        &mut sleep,
-        &mut draw,
-        &OffsetDateTime::now_utc,
+        producer.as_ref(),
+        &options,
+        &mut env,
     );
     match result {
         Ok(joined) => {
@@ -315,8 +494,10 @@ fn join(
             if let Some(moved) = &joined.stored.journal_moved_to {
                 println!("another node's journal.db moved to {moved}");
             }
-            if let Consumed::Kept { warning, .. } = token.consume() {
-                eprintln!("{warning}");
+            if let Some(token) = token {
+                if let Consumed::Kept { warning, .. } = token.consume() {
+                    eprintln!("{warning}");
+                }
             }
             ExitCode::SUCCESS
         }
@@ -376,9 +557,27 @@ fn node(config: &Config, dir: &DataDir) -> ExitCode {
         status_interval: std::time::Duration::from_secs(30),
         join_signing_key,
     };
-    match runtime.block_on(run_node(dir, &options)) {
-        // run_node logged `certificate revoked: <reason> (serial ...)`.
-        NodeExit::Revoked { .. } => fail(REVOKED_EXIT_MESSAGE),
-        other => fail(other),
+    // A certificate that expired while the machine was off (or before a renewal succeeded)
+    // re-joins by x509pop from the identity on disk, logged, before bcd gives up.
+    let mut expired_again = false;
+    loop {
+        match rejoin_if_expired(
+            dir,
+            &options,
+            bcd::hardware::read_claims(&bcd::hardware::sysfs_root()),
+        ) {
+            Ok(Some(_)) => expired_again = false,
+            Ok(None) => {}
+            Err(e) => return fail(e),
+        }
+        match runtime.block_on(run_node(dir, &options)) {
+            // run_node logged `certificate revoked: <reason> (serial ...)`.
+            NodeExit::Revoked { .. } => return fail(REVOKED_EXIT_MESSAGE),
+            // Twice without a re-join in between: the clock says expired but the re-join
+            // thinks not; stop rather than spin.
+            NodeExit::Expired(at) if expired_again => return fail(NodeExit::Expired(at)),
+            NodeExit::Expired(_) => expired_again = true,
+            other => return fail(other),
+        }
     }
 }

@@ -16,6 +16,12 @@
 //! 6. the leaf carries exactly one SPIFFE ID, in that trust domain, and one agent role;
 //! 7. the leaf certifies this request's key;
 //! 8. the role is the one asked for (and the node, for a provisioned join).
+//!
+//! A deferral (the body's `oneof deferral`: `JoinPending` or `JoinChallenge`) issues nothing and
+//! is never taken for a join: [`verify_join_response`] refuses it ([`JoinRefusal::Deferral`]).
+//! [`read_join_answer`] is the join loop's reader: steps 1 to 4 for every answer, then it
+//! classifies the answer as joined (steps 5 to 8, exactly as [`verify_join_response`]), pending
+//! or challenge. A deferral that also carries a certificate or a node id is refused as malformed.
 
 use domain::pki::statement::{verify, JoinResponseStatement};
 use domain::pki::{IdentityError, NodeIdentity, NodeRole, Pin, PublicKey, Signature, TrustDomain};
@@ -50,6 +56,31 @@ pub struct JoinResponseFields {
     pub trust_roots: Vec<Vec<u8>>,
     /// The serialized trust bundle, when sent.
     pub trust_bundle: Option<Vec<u8>>,
+    /// The node id the body names (empty on a deferral).
+    pub node_id: String,
+    /// The body's deferral, when it is one.
+    pub deferral: Option<DeferralFields>,
+}
+
+/// A JoinResponse body's `oneof deferral`, decoded from the signed bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeferralFields {
+    /// `JoinPending`: an operator must approve the join request first.
+    Pending {
+        /// The join request (`jr_...`).
+        request_id: String,
+        /// When to send the same CSR again (the agent waits at least 1 s).
+        retry_after_seconds: u32,
+    },
+    /// `JoinChallenge`: the attestor asks a question.
+    Challenge {
+        /// The attestor asking.
+        attestor: String,
+        /// Its bytes, for that attestor's producer.
+        payload: Vec<u8>,
+        /// Answers after this (unix ms) are refused.
+        not_after_ms: i64,
+    },
 }
 
 /// What this request expects of its answer.
@@ -89,6 +120,15 @@ pub enum JoinRefusal {
     /// The body does not decode.
     #[error("the JoinResponse body does not decode: {0}")]
     Undecodable(String),
+    /// The (authentic) answer is a deferral, which issues nothing: never taken for a join.
+    #[error("the JoinResponse is a deferral ({0}), not a join: it issues nothing")]
+    Deferral(&'static str),
+    /// A deferral that carries a certificate or a node id.
+    #[error("the JoinResponse is a deferral that also carries a certificate or a node id")]
+    MalformedDeferral,
+    /// An answer that is neither a deferral nor carries a certificate.
+    #[error("the JoinResponse carries no certificate")]
+    NoCertificate,
     /// The response answers another CSR.
     #[error("the JoinResponse answers another request (its csr_sha256 is not this CSR's)")]
     CsrMismatch,
@@ -149,12 +189,35 @@ impl VerifiedJoin {
     }
 }
 
-/// Verifies `signed` against `expect` (see the module documentation for the order).
-pub fn verify_join_response<E: std::fmt::Display>(
+/// An authentic answer to this request, classified.
+#[derive(Debug, Clone)]
+pub enum JoinAnswer {
+    /// Joined: the answer verified in full (steps 1 to 8).
+    Joined(Box<VerifiedJoin>),
+    /// Pending an operator's approval of `request_id`.
+    Pending {
+        /// The join request.
+        request_id: String,
+        /// The server's retry hint, seconds (the loop waits at least 1 s).
+        retry_after_seconds: u32,
+    },
+    /// A question from `attestor`.
+    Challenge {
+        /// The attestor asking.
+        attestor: String,
+        /// Its bytes.
+        payload: Vec<u8>,
+        /// Answers after this (unix ms) are refused.
+        not_after_ms: i64,
+    },
+}
+
+/// Steps 1 to 4: the pinned signer, the body, the CSR binding, the signature.
+fn authenticate<E: std::fmt::Display>(
     signed: &SignedJoinResponse,
     decode: impl FnOnce(&[u8]) -> Result<JoinResponseFields, E>,
     expect: &JoinExpectation<'_>,
-) -> Result<VerifiedJoin, JoinRefusal> {
+) -> Result<JoinResponseFields, JoinRefusal> {
     let found = Pin::of_spki_der(&signed.signer_spki_der);
     if found != expect.join_signing_pin {
         return Err(JoinRefusal::WrongSigner {
@@ -174,7 +237,69 @@ pub fn verify_join_response<E: std::fmt::Display>(
         response: &signed.body,
     };
     verify(&signer, &statement, &signature).map_err(|_| JoinRefusal::BadSignature)?;
+    Ok(fields)
+}
 
+/// Verifies `signed` against `expect` as a join (see the module documentation for the order).
+/// A deferral, however authentic, is refused: it is never taken for a join.
+pub fn verify_join_response<E: std::fmt::Display>(
+    signed: &SignedJoinResponse,
+    decode: impl FnOnce(&[u8]) -> Result<JoinResponseFields, E>,
+    expect: &JoinExpectation<'_>,
+) -> Result<VerifiedJoin, JoinRefusal> {
+    let fields = authenticate(signed, decode, expect)?;
+    match fields.deferral {
+        Some(DeferralFields::Pending { .. }) => Err(JoinRefusal::Deferral("pending")),
+        Some(DeferralFields::Challenge { .. }) => Err(JoinRefusal::Deferral("challenge")),
+        None => verify_joined(signed, fields, expect),
+    }
+}
+
+/// The join loop's reader: authenticates `signed` (steps 1 to 4) and classifies it. A join is
+/// verified in full; a deferral must carry no certificate and no node id.
+pub fn read_join_answer<E: std::fmt::Display>(
+    signed: &SignedJoinResponse,
+    decode: impl FnOnce(&[u8]) -> Result<JoinResponseFields, E>,
+    expect: &JoinExpectation<'_>,
+) -> Result<JoinAnswer, JoinRefusal> {
+    let mut fields = authenticate(signed, decode, expect)?;
+    let Some(deferral) = fields.deferral.take() else {
+        return Ok(JoinAnswer::Joined(Box::new(verify_joined(
+            signed, fields, expect,
+        )?)));
+    };
+    if !fields.leaf_der.is_empty() || !fields.chain_ders.is_empty() || !fields.node_id.is_empty() {
+        return Err(JoinRefusal::MalformedDeferral);
+    }
+    Ok(match deferral {
+        DeferralFields::Pending {
+            request_id,
+            retry_after_seconds,
+        } => JoinAnswer::Pending {
+            request_id,
+            retry_after_seconds,
+        },
+        DeferralFields::Challenge {
+            attestor,
+            payload,
+            not_after_ms,
+        } => JoinAnswer::Challenge {
+            attestor,
+            payload,
+            not_after_ms,
+        },
+    })
+}
+
+/// Steps 5 to 8 on an authenticated, non-deferral body.
+fn verify_joined(
+    signed: &SignedJoinResponse,
+    fields: JoinResponseFields,
+    expect: &JoinExpectation<'_>,
+) -> Result<VerifiedJoin, JoinRefusal> {
+    if fields.leaf_der.is_empty() {
+        return Err(JoinRefusal::NoCertificate);
+    }
     let td_error = || JoinRefusal::TrustDomain {
         found: fields.trust_domain.clone(),
         expected: expect

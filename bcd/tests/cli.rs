@@ -366,3 +366,61 @@ fn status_and_doctor_on_a_joined_node() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("join again: bcd join --reset --yes, then bcd join"));
 }
+
+#[test]
+fn attestor_usage_errors_and_node_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let cfg = config(tmp.path(), &data);
+    let run = |args: &[&str]| {
+        let out = bcd(&cfg, args).stdin(Stdio::null()).output().unwrap();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    for (args, says) in [
+        (
+            &["join", "--attestor", "acme"][..],
+            "give --evidence-command CMD",
+        ),
+        (
+            &["join", "--evidence-command", "true"][..],
+            "--evidence-command is for another attestor",
+        ),
+        (
+            &["join", "--attestor", "x509pop", "--token-file", "/x"][..],
+            "the x509pop attestor takes no token",
+        ),
+        (
+            &["join", "--attestor", "x509pop", "--reset", "--yes"][..],
+            "not both",
+        ),
+        (
+            &["join", "--approval-timeout", "0s"][..],
+            "--approval-timeout must be more than 0s",
+        ),
+        (&["join", "--approval-timeout", "1w"][..], "not a duration"),
+    ] {
+        let (code, _, stderr) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    // x509pop re-joins from the identity on disk: there is none.
+    let (code, _, stderr) = run(&["join", "--attestor", "x509pop"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("this node has not joined"), "{stderr}");
+
+    // A joined machine: the same --node-id is `already joined`, another one is refused.
+    let ks = keyset();
+    joined(&data, &ks, "n1");
+    let (code, stdout, _) = run(&["join", "--node-id", "n1"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        stdout.trim_end(),
+        "already joined as n1 (site eu-1, role node)"
+    );
+    let (code, stdout, stderr) = run(&["join", "--node-id", "n2"]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("already joined as n1 (site eu-1, role node), not as n2 (--node-id)"),
+        "{stderr}"
+    );
+}

@@ -2,12 +2,14 @@
 
 use crate::common;
 
+use bcd::attest::NoEvidence;
 use bcd::config::JoinPins;
 use bcd::files::DataDir;
 use bcd::identity_store::load;
 use bcd::join::{
-    prepare_join, run_join, CallError, JoinError, JoinRequestParts, JoinTransport, PreparedJoin,
+    prepare_join, CallError, JoinError, JoinRequestParts, JoinTransport, PreparedJoin,
 };
+use bcd::join_loop::{run_join, JoinEnv, JoinLoop, Joined, DEFAULT_APPROVAL_TIMEOUT};
 use bcd::renewal_schedule::Pushback;
 use bcd::verify_join::{JoinResponseFields, SignedJoinResponse};
 use common::*;
@@ -32,7 +34,7 @@ impl JoinTransport for Fake<'_> {
         let secret = self
             .ks
             .join_encryption
-            .open(&request.sealed_token, csr.sha256())
+            .open(request.sealed_token.as_ref().unwrap(), csr.sha256())
             .unwrap();
         assert!(secret.expose().starts_with("bcjt_"));
         let decision = domain::pki::NodeCertificateDecision {
@@ -94,6 +96,37 @@ fn prepared(ks: &KeySet) -> PreparedJoin {
     .unwrap()
 }
 
+fn join(
+    dir: &DataDir,
+    fake: &mut Fake<'_>,
+    prepared: PreparedJoin,
+    pins: &JoinPins,
+    sleep: &mut dyn FnMut(Duration),
+) -> Result<Joined, JoinError> {
+    let options = JoinLoop {
+        join_signing: pins.join_signing,
+        trust_domain: None,
+        node_id: None,
+        approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+    };
+    let mut jitter = || 0.5;
+    let mut log = |_: &str| {};
+    let mut env = JoinEnv {
+        sleep,
+        jitter: &mut jitter,
+        now: &now,
+        log: &mut log,
+    };
+    run_join(
+        dir,
+        fake,
+        prepared,
+        &NoEvidence::new("join-token"),
+        &options,
+        &mut env,
+    )
+}
+
 #[test]
 fn retries_then_verifies_and_stores() {
     let tmp = tempfile::tempdir().unwrap();
@@ -114,16 +147,9 @@ fn retries_then_verifies_and_stores() {
         calls: 0,
     };
     let mut slept = Vec::new();
-    let joined = run_join(
-        &dir,
-        &mut fake,
-        prepared(&ks),
-        &pins(&ks),
-        None,
-        &mut |d| slept.push(d),
-        &mut || 0.5,
-        &now,
-    )
+    let joined = join(&dir, &mut fake, prepared(&ks), &pins(&ks), &mut |d| {
+        slept.push(d)
+    })
     .unwrap();
     assert_eq!(fake.calls, 3);
     assert_eq!(
@@ -153,16 +179,9 @@ fn gives_up_after_twenty_attempts_and_refusal_is_final() {
         calls: 0,
     };
     let mut sleeps = 0;
-    let err = run_join(
-        &dir,
-        &mut fake,
-        prepared(&ks),
-        &pins(&ks),
-        None,
-        &mut |_| sleeps += 1,
-        &mut || 0.5,
-        &now,
-    )
+    let err = join(&dir, &mut fake, prepared(&ks), &pins(&ks), &mut |_| {
+        sleeps += 1
+    })
     .unwrap_err();
     assert!(
         matches!(err, JoinError::GaveUp { attempts: 20, .. }),
@@ -175,17 +194,10 @@ fn gives_up_after_twenty_attempts_and_refusal_is_final() {
         failures: vec![CallError::Refused],
         calls: 0,
     };
-    let err = run_join(
-        &dir,
-        &mut fake,
-        prepared(&ks),
-        &pins(&ks),
-        None,
-        &mut |_| {},
-        &mut || 0.5,
-        &now,
-    )
-    .unwrap_err();
-    assert!(matches!(err, JoinError::Refused));
+    let err = join(&dir, &mut fake, prepared(&ks), &pins(&ks), &mut |_| {}).unwrap_err();
+    assert!(matches!(err, JoinError::Refused { .. }));
+    assert!(err
+        .to_string()
+        .starts_with("Join refused (ACCESS_DENIED): check the token"));
     assert!(!dir.exists("identity.json") && !dir.exists("node.key"));
 }

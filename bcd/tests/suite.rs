@@ -6,8 +6,10 @@ mod common;
 mod renewal_support;
 
 mod cli;
+mod evidence;
 mod identity_store;
 mod join;
+mod join_loop;
 mod pinned_verifier;
 mod renewal_forged;
 mod trust_bundle;

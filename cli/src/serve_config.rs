@@ -28,8 +28,14 @@
 //!
 //! Durations are `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (`30s`, `24h`).
 //!
+//! The built-in attestors' settings are the tables `[attestors.<id>]`, file first, the
+//! environment over it: [`crate::serve_config_attestors`] (`[attestors.x509pop] grace`).
+//!
 //! The edge limits are the tables `[limits]` (the agent-facing endpoint) and `[api_limits]`
 //! (the api's internal endpoint), file only: [`crate::serve_config_limits`].
+//!
+//! Out-of-process attestors are `[[attestors.external]]` entries, file only:
+//! [`crate::serve_config_attestors`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,6 +46,7 @@ use gateway::limits::EdgeLimits;
 use gateway::limits_join::JoinRefusalLimits;
 use serde::Deserialize;
 
+use crate::serve_config_attestors::{external_attestors, x509pop_grace, FileAttestors};
 use crate::serve_config_limits::{api_limits, public_limits, FileLimits};
 
 /// Why the configuration could not be resolved. The same texts as the `ServeError` variants of
@@ -130,6 +137,7 @@ pub struct FileConfig {
     pub allow_plaintext: Option<bool>,
     pub limits: Option<FileLimits>,
     pub api_limits: Option<FileLimits>,
+    pub attestors: Option<FileAttestors>,
 }
 
 /// Everything resolved.
@@ -171,6 +179,11 @@ pub struct Settings {
     pub join_refusals: JoinRefusalLimits,
     /// The internal endpoint's edge limits (`[api_limits]`, role `api`).
     pub api_limits: EdgeLimits,
+    /// Out-of-process attestors (`[[attestors.external]]`), registered with the JoinService.
+    pub external_attestors: Vec<gateway::external_attestor::ExternalAttestorConfig>,
+    /// How long after its notAfter a certificate may still re-join with x509pop
+    /// (`[attestors.x509pop] grace`).
+    pub x509pop_grace: Duration,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -182,32 +195,7 @@ fn list_env(name: &str) -> Option<Vec<String>> {
     })
 }
 
-/// Parses `30s`, `250ms`, `5m`, `24h`, `7d`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{text:?} has no unit (ms, s, m, h, d)"))?;
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{text:?} does not start with a whole number"))?;
-    let secs = match unit {
-        "ms" => return Ok(Duration::from_millis(n)),
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?} (ms, s, m, h, d)"
-            ))
-        }
-    };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{text:?} is too long"))
-}
+pub use crate::duration::parse_duration;
 
 pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
@@ -299,6 +287,18 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         .unwrap_or_else(|| "127.0.0.1:9443".into());
     let (limits, join_refusals) = public_limits(&file.limits, parse_duration)?;
     let api_limits = api_limits(&file.api_limits, parse_duration)?;
+    let external_attestors =
+        external_attestors(&file.attestors, parse_duration).map_err(|message| {
+            ConfigError::Invalid {
+                key: "attestors.external",
+                message,
+            }
+        })?;
+    let x509pop_grace = x509pop_grace(&file.attestors, env("BC_X509POP_GRACE"), parse_duration)
+        .map_err(|message| ConfigError::Invalid {
+            key: "attestors.x509pop.grace",
+            message,
+        })?;
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -381,5 +381,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         limits,
         join_refusals,
         api_limits,
+        external_attestors,
+        x509pop_grace,
     })
 }

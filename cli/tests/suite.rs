@@ -4,6 +4,7 @@
 
 mod support;
 
+mod approval_e2e;
 mod audit_coverage;
 mod audit_seal_kill;
 mod audit_tamper;
@@ -11,6 +12,7 @@ mod batch_cli;
 mod e2e_bcd;
 mod e2e_split;
 mod edge_limits;
+mod external_attestor;
 mod fault_join_kill;
 mod fault_postgres_restart;
 mod grpc_python;
@@ -23,3 +25,4 @@ mod serve_plaintext;
 mod test_layout;
 mod token_node_cli;
 mod token_node_sealing;
+mod x509pop_e2e;

@@ -128,7 +128,9 @@ async fn a_renew_proof_sent_to_two_replicas_at_once_renews_once() {
     assert_eq!(issued, 2, "the join's certificate and one renewal");
     let proofs = all
         .iter()
-        .filter(|e| e.event_type == "node.renew_proof.used")
+        .filter(|e| e.event_type == "attestation.evidence.used")
+        .filter_map(|e| e.decode::<events::schema::EvidenceUsed>().ok())
+        .filter(|u| u.attestor == "renew-pop")
         .count();
     assert_eq!(proofs, 1);
     let refused = refusals(&f.store).await;

@@ -6,7 +6,9 @@
 mod audit_support;
 mod identity_support;
 mod quorum_support;
+mod x509pop_support;
 
+mod attest_admission;
 mod attest_commands;
 mod attest_projections;
 mod audit_sequencer;
@@ -25,3 +27,5 @@ mod quorum_scope_storage;
 mod rebuild_pipeline;
 mod refusal_budget;
 mod renew_guard;
+mod x509pop_join;
+mod x509pop_python;

@@ -4,6 +4,7 @@
 
 mod quorum_support;
 
+mod attest_admission;
 mod audit_merkle;
 mod audit_notes;
 mod audit_seal;

@@ -33,6 +33,10 @@ pub fn identity_failure(what: &str, e: &IdentityError) -> Status {
             tracing::error!(error = %e, "{what}: the store failed");
             Status::unavailable("the control plane's store is unavailable; retry later")
         }
+        IdentityError::AttestorUnavailable(err) => {
+            tracing::warn!(error = %err, "{what}: the attestor gave no verdict");
+            Status::unavailable("the attestor is unavailable; retry later")
+        }
         _ => {
             tracing::error!(error = %e, "{what} failed");
             Status::internal("internal error (see the server log)")

@@ -8,6 +8,7 @@
 pub mod api;
 pub mod backend;
 pub mod conn;
+pub mod external_attestor;
 pub mod feed;
 pub mod feed_health;
 pub mod http2;

@@ -91,12 +91,147 @@ impl RefusalCounts {
     }
 }
 
+/// The upper bounds (seconds) of [`Verifications`]' duration histogram.
+pub const VERIFY_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+
+/// The outcomes a verification is counted under (spec 001 "Registering": admitted,
+/// deferred-<kind>, refused).
+pub const VERIFY_OUTCOMES: [&str; 4] = [
+    "admitted",
+    "deferred-approval",
+    "deferred-challenge",
+    "refused",
+];
+
+#[derive(Debug, Default, Clone)]
+struct Histogram {
+    buckets: [u64; VERIFY_BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+#[derive(Debug, Default)]
+struct VerificationState {
+    counts: BTreeMap<(String, &'static str), u64>,
+    durations: BTreeMap<String, Histogram>,
+}
+
+/// Join verifications answered here, by attestor id and outcome, with a duration histogram by
+/// attestor. Labelled by attestor id only (never a reason); at most [`MAX_ATTESTOR_LABELS`]
+/// distinct ids, any further under `other`.
+#[derive(Debug, Default)]
+pub struct Verifications(Mutex<VerificationState>);
+
+impl Verifications {
+    /// Counts one verification of `attestor` (empty: `join-token`) that ended in `outcome`
+    /// (one of [`VERIFY_OUTCOMES`]) after `elapsed`.
+    pub fn record(&self, attestor: &str, outcome: &'static str, elapsed: std::time::Duration) {
+        let attestor = if attestor.is_empty() {
+            "join-token"
+        } else {
+            attestor
+        };
+        let Ok(mut state) = self.0.lock() else {
+            return;
+        };
+        let label = if state.durations.contains_key(attestor)
+            || state.durations.len() < MAX_ATTESTOR_LABELS
+        {
+            attestor.to_owned()
+        } else {
+            "other".to_owned()
+        };
+        *state.counts.entry((label.clone(), outcome)).or_default() += 1;
+        let h = state.durations.entry(label).or_default();
+        let secs = elapsed.as_secs_f64();
+        for (i, le) in VERIFY_BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                h.buckets[i] += 1;
+            }
+        }
+        h.count += 1;
+        h.sum += secs;
+    }
+
+    /// The count of (attestor, outcome).
+    pub fn get(&self, attestor: &str, outcome: &str) -> u64 {
+        self.0
+            .lock()
+            .map(|s| {
+                s.counts
+                    .iter()
+                    .filter(|((a, o), _)| a == attestor && *o == outcome)
+                    .map(|(_, n)| *n)
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    fn render(&self, out: &mut String) {
+        let state = match self.0.lock() {
+            Ok(s) => VerificationState {
+                counts: s.counts.clone(),
+                durations: s.durations.clone(),
+            },
+            Err(_) => VerificationState::default(),
+        };
+        let esc = |k: &str| k.replace('\\', "\\\\").replace('"', "\\\"");
+        family(
+            out,
+            "bc_attestor_verifications_total",
+            "Join verifications answered by this gateway, by attestor and outcome (admitted, deferred-approval, deferred-challenge, refused).",
+            "counter",
+        );
+        for ((attestor, outcome), n) in &state.counts {
+            let _ = writeln!(
+                out,
+                "bc_attestor_verifications_total{{attestor=\"{}\",outcome=\"{outcome}\"}} {n}",
+                esc(attestor)
+            );
+        }
+        family(
+            out,
+            "bc_attestor_verification_seconds",
+            "Time to answer a join, by attestor.",
+            "histogram",
+        );
+        for (attestor, h) in &state.durations {
+            let a = esc(attestor);
+            for (i, le) in VERIFY_BUCKETS.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "bc_attestor_verification_seconds_bucket{{attestor=\"{a}\",le=\"{le}\"}} {}",
+                    h.buckets[i]
+                );
+            }
+            let _ = writeln!(
+                out,
+                "bc_attestor_verification_seconds_bucket{{attestor=\"{a}\",le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "bc_attestor_verification_seconds_sum{{attestor=\"{a}\"}} {:.6}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "bc_attestor_verification_seconds_count{{attestor=\"{a}\"}} {}",
+                h.count
+            );
+        }
+    }
+}
+
 /// Every counter the gateway keeps.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Join calls answered here, by outcome: joined, refused, unsupported (an attestor this
-    /// control plane does not run), error.
+    /// Join calls answered here, by outcome: joined, deferred (pending approval or a
+    /// challenge), refused, unsupported (an attestor this control plane does not run), limited,
+    /// error.
     pub join_requests: Labeled,
+    /// Join verifications by attestor and outcome, and their durations.
+    pub verifications: Verifications,
     /// Join refusals by attestor, deployment-wide, from the `security.join.refused` events the
     /// feed reads (suppressed ones counted once summarized).
     pub join_refusals: RefusalCounts,
@@ -177,6 +312,7 @@ impl MetricSources {
             "attestor",
             &m.join_refusals.snapshot(),
         );
+        m.verifications.render(&mut out);
         family(
             &mut out,
             "bc_renewals_total",
@@ -384,5 +520,38 @@ pub async fn serve_metrics(listener: TcpListener, sources: MetricSources) {
             let _ = stream.write_all(body.as_bytes()).await;
             let _ = stream.shutdown().await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn verifications_count_by_attestor_and_outcome_with_a_histogram() {
+        let v = Verifications::default();
+        v.record("", "admitted", Duration::from_millis(3));
+        v.record("x509pop", "refused", Duration::from_millis(30));
+        v.record("x509pop", "deferred-approval", Duration::from_secs(9));
+        assert_eq!(v.get("join-token", "admitted"), 1);
+        assert_eq!(v.get("x509pop", "refused"), 1);
+        let mut out = String::new();
+        v.render(&mut out);
+        assert!(out.contains(
+            "bc_attestor_verifications_total{attestor=\"x509pop\",outcome=\"deferred-approval\"} 1"
+        ));
+        assert!(out.contains(
+            "bc_attestor_verification_seconds_bucket{attestor=\"x509pop\",le=\"0.05\"} 1"
+        ));
+        assert!(out.contains(
+            "bc_attestor_verification_seconds_bucket{attestor=\"x509pop\",le=\"+Inf\"} 2"
+        ));
+        assert!(out.contains("bc_attestor_verification_seconds_count{attestor=\"join-token\"} 1"));
+        // The attestor labels are bounded.
+        for i in 0..(MAX_ATTESTOR_LABELS + 5) {
+            v.record(&format!("a{i}"), "refused", Duration::ZERO);
+        }
+        assert!(v.get("other", "refused") >= 5);
     }
 }

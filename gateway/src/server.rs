@@ -83,6 +83,17 @@ impl NodeServer {
     }
 }
 
+/// The metering outcome of a signed JoinResponse: `admitted`, or the deferral it carries.
+fn answer_outcome(answer: &SignedJoinResponse) -> &'static str {
+    use prost::Message as _;
+    use proto::join_response::Deferral;
+    match proto::JoinResponse::decode(answer.response.as_slice()).map(|r| r.deferral) {
+        Ok(Some(Deferral::Pending(_))) => "deferred-approval",
+        Ok(Some(Deferral::Challenge(_))) => "deferred-challenge",
+        _ => "admitted",
+    }
+}
+
 #[tonic::async_trait]
 impl NodeService for NodeServer {
     async fn join(
@@ -93,9 +104,21 @@ impl NodeService for NodeServer {
             .extensions()
             .get::<PeerInfo>()
             .map(|p| p.remote.ip());
-        match self.backend.join_from(peer, request.into_inner()).await {
+        let request = request.into_inner();
+        let attestor = request.attestor.clone();
+        let started = std::time::Instant::now();
+        match self.backend.join_from(peer, request).await {
             Ok(answer) => {
-                self.metrics.join_requests.inc("joined");
+                let outcome = answer_outcome(&answer);
+                self.metrics
+                    .verifications
+                    .record(&attestor, outcome, started.elapsed());
+                let label = if outcome == "admitted" {
+                    "joined"
+                } else {
+                    "deferred"
+                };
+                self.metrics.join_requests.inc(label);
                 Ok(Response::new(answer))
             }
             Err(s) if s.code() == tonic::Code::ResourceExhausted => {
@@ -103,6 +126,9 @@ impl NodeService for NodeServer {
                 Err(s)
             }
             Err(s) if s.code() == tonic::Code::PermissionDenied => {
+                self.metrics
+                    .verifications
+                    .record(&attestor, "refused", started.elapsed());
                 self.metrics.join_requests.inc("refused");
                 Err(s)
             }

@@ -269,6 +269,64 @@ mod tests {
     }
 
     #[test]
+    fn a_deferral_is_signed_like_an_admission_and_issues_nothing() {
+        let td = TrustDomain::new("compute.example.com").unwrap();
+        let now = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap();
+        let keys = KeySet::generate(td, now, KeySetLifetimes::default()).unwrap();
+        // The admitted outcome is byte for byte the admission's response.
+        let joined = signed_join_outcome(&keys.join_signing, &JoinOutcome::Joined(answer()))
+            .unwrap()
+            .response;
+        let direct = signed_join_response(&keys.join_signing, &answer())
+            .unwrap()
+            .response;
+        assert_eq!(joined, direct);
+        let pending = JoinOutcome::Pending {
+            request_id: "jr_1".into(),
+            retry_after_seconds: 30,
+            csr_sha256: [5; 32],
+            trust_domain: "compute.example.com".into(),
+            server_time_us: 2_000_999,
+        };
+        let challenge = JoinOutcome::Challenge {
+            attestor: "tpm".into(),
+            payload: vec![1, 2, 3],
+            not_after_us: 9_000_999,
+            csr_sha256: [5; 32],
+            trust_domain: "compute.example.com".into(),
+            server_time_us: 2_000_999,
+        };
+        for outcome in [pending, challenge] {
+            let signed = signed_join_outcome(&keys.join_signing, &outcome).unwrap();
+            let sig = Signature::from_bytes(&signed.signature).expect("64-byte signature");
+            verify(
+                keys.join_signing.public_key(),
+                &JoinResponseStatement {
+                    csr_sha256: [5; 32],
+                    response: &signed.response,
+                },
+                &sig,
+            )
+            .expect("bound to the CSR");
+            let body = JoinResponse::decode(signed.response.as_slice()).unwrap();
+            assert_eq!(body.csr_sha256, vec![5; 32]);
+            assert!(body.node_id.is_empty() && body.certificate_chain.is_empty());
+            assert!(body.trust_roots.is_empty());
+            match (&outcome, body.deferral) {
+                (JoinOutcome::Pending { .. }, Some(Deferral::Pending(p))) => {
+                    assert_eq!((p.request_id.as_str(), p.retry_after_seconds), ("jr_1", 30));
+                }
+                (JoinOutcome::Challenge { .. }, Some(Deferral::Challenge(c))) => {
+                    assert_eq!(c.attestor, "tpm");
+                    assert_eq!(c.payload, vec![1, 2, 3]);
+                    assert_eq!(c.not_after_ms, 9_000);
+                }
+                (o, d) => panic!("{o:?} encoded as {d:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn the_renew_response_is_signed_under_its_own_purpose_and_bound_to_the_csr() {
         let td = TrustDomain::new("compute.example.com").unwrap();
         let now = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap();

@@ -234,13 +234,13 @@ async fn an_unknown_attestor_stays_unsupported_through_the_relay() {
     let token = env.token(1).await;
 
     let (mut req, _) = env.join_request(&token);
-    req.attestor = "x509pop".into();
+    req.attestor = "tpm".into();
     let s = node.join(req).await.unwrap_err();
     assert_eq!(
         (s.code(), s.message()),
         (
             Code::Unimplemented,
-            "UNSUPPORTED: attestor \"x509pop\" is not supported by this control plane; supported: \"join-token\", \"provisioned\" (an empty attestor means \"join-token\")"
+            "UNSUPPORTED: attestor \"tpm\" is not supported by this control plane; supported: \"join-token\", \"provisioned\", \"x509pop\" (an empty attestor means \"join-token\")"
         )
     );
     assert!(split

@@ -157,6 +157,29 @@ async fn the_whole_path(db: TestDb) {
         page.contains("bc_join_requests_total{outcome=\"refused\"} 1"),
         "{page}"
     );
+    // Verifications by attestor and outcome, and their durations (issue 18 item 11).
+    assert!(
+        page.contains(
+            "bc_attestor_verifications_total{attestor=\"join-token\",outcome=\"admitted\"} 1"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "bc_attestor_verifications_total{attestor=\"join-token\",outcome=\"refused\"} 1"
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains("bc_attestor_verification_seconds_count{attestor=\"join-token\"} 2"),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "bc_attestor_verification_seconds_bucket{attestor=\"join-token\",le=\"+Inf\"} 2"
+        ),
+        "{page}"
+    );
     assert!(page.contains("bc_revocation_notices_total 1"), "{page}");
     // Handshake refusals are one total on the page; their reasons stay server-side.
     assert!(
@@ -327,7 +350,7 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
 /// quotes it).
 fn unsupported(shown: &str) -> String {
     format!(
-        "UNSUPPORTED: attestor {shown} is not supported by this control plane; supported: \"join-token\", \"provisioned\" (an empty attestor means \"join-token\")"
+        "UNSUPPORTED: attestor {shown} is not supported by this control plane; supported: \"join-token\", \"provisioned\", \"x509pop\" (an empty attestor means \"join-token\")"
     )
 }
 
@@ -343,11 +366,11 @@ async fn an_unknown_attestor_is_unsupported_not_refused() {
     let mut anon = env.client(None).await.unwrap();
 
     let (mut req, _) = env.join_request(&token);
-    req.attestor = "x509pop".into();
+    req.attestor = "tpm".into();
     let s = anon.join(req).await.unwrap_err();
     assert_eq!(
         (s.code(), s.message()),
-        (Code::Unimplemented, unsupported("\"x509pop\"").as_str())
+        (Code::Unimplemented, unsupported("\"tpm\"").as_str())
     );
     // A name from the network is repeated escaped and at most 64 characters of it.
     let (mut req, _) = env.join_request(&token);

@@ -11,6 +11,10 @@
 //!
 //! `ApiService` (`internal::api_service_server` / `internal::api_service_client`) is what a
 //! `--role api` process serves to `--role gateway` processes over internal mTLS.
+//!
+//! `Attestor` (`attestor::attestor_client` / `attestor::attestor_server`, package
+//! `bc.attestor.v1`) is what an out-of-process attestor serves to the JoinService over a Unix
+//! socket (`gateway::external_attestor` is the client).
 
 #![allow(clippy::doc_lazy_continuation)]
 
@@ -30,7 +34,18 @@ pub mod bc {
             include!(concat!(env!("OUT_DIR"), "/bc.internal.v1.rs"));
         }
     }
+    pub mod attestor {
+        /// `bc.attestor.v1`.
+        // An Admit is much larger than a Refuse; a verdict is made once per join round.
+        #[allow(clippy::large_enum_variant)]
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/bc.attestor.v1.rs"));
+        }
+    }
 }
+
+/// `bc.attestor.v1`.
+pub use bc::attestor::v1 as attestor;
 
 /// `bc.internal.v1`.
 pub use bc::internal::v1 as internal;

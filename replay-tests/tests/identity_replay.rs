@@ -287,14 +287,19 @@ async fn step(w: &mut World, op: &Op) {
             uses,
             ttl_s,
             site_role,
-            // A claimed hardware key has no power any more (issue 18): the op's reclaim flag
-            // makes a plain token.
-            reclaim: _,
+            reclaim,
         } => {
             let role = if *site_role {
                 TokenRole::Site
             } else {
                 TokenRole::Node
+            };
+            // A reclaim token names the node it re-keys (a claimed hardware key has no power
+            // any more, issue 18): single use, refused when that node is no longer active.
+            let reclaim_node_id = if *reclaim && !*site_role {
+                w.nodes.last().map(|n| n.id.clone())
+            } else {
+                None
             };
             let created = expected(
                 w.svc
@@ -303,17 +308,20 @@ async fn step(w: &mut World, op: &Op) {
                         site_id: "site-1".into(),
                         pool_id: "pool-1".into(),
                         role,
-                        uses: *uses,
+                        uses: if reclaim_node_id.is_some() { 1 } else { *uses },
                         ttl_seconds: *ttl_s,
                         expect: ExpectBinding::default(),
                         allow_reclaim: false,
-                        reclaim_node_id: None,
+                        reclaim_node_id: reclaim_node_id.clone(),
                         for_node_id: None,
                         require_approval: false,
                     })
                     .await,
-            )
-            .expect("a valid token is created");
+            );
+            let Some(created) = created else {
+                assert!(reclaim_node_id.is_some(), "a valid token is created");
+                return;
+            };
             w.tokens.push(Token {
                 id: created.token.token_id,
                 secret: created.secret,

@@ -7,16 +7,28 @@ use prost::Message as _;
 use super::connect::{connect, NodeClient, CALL_TIMEOUT};
 use super::retry::classify;
 use crate::join::{CallError, JoinRequestParts, JoinTransport};
-use crate::verify_join::{JoinResponseFields, SignedJoinResponse};
+use crate::verify_join::{DeferralFields, JoinResponseFields, SignedJoinResponse};
 
 /// Decodes a signed `bc.wire.v1.JoinResponse` body into the fields the agent checks.
 pub fn decode_join_body(body: &[u8]) -> Result<JoinResponseFields, String> {
     let response = proto::JoinResponse::decode(body).map_err(|e| e.to_string())?;
     let mut chain = response.certificate_chain.into_iter();
-    let leaf_der = chain
-        .next()
-        .ok_or("the JoinResponse carries no certificate")?;
+    // A deferral carries none; the verifier refuses a join without one.
+    let leaf_der = chain.next().unwrap_or_default();
+    let deferral = response.deferral.map(|d| match d {
+        proto::join_response::Deferral::Pending(p) => DeferralFields::Pending {
+            request_id: p.request_id,
+            retry_after_seconds: p.retry_after_seconds,
+        },
+        proto::join_response::Deferral::Challenge(c) => DeferralFields::Challenge {
+            attestor: c.attestor,
+            payload: c.payload,
+            not_after_ms: c.not_after_ms,
+        },
+    });
     Ok(JoinResponseFields {
+        node_id: response.node_id,
+        deferral,
         csr_sha256: response.csr_sha256,
         trust_domain: response.trust_domain,
         leaf_der,
@@ -70,15 +82,19 @@ impl JoinTransport for GrpcJoinTransport {
     fn join(&mut self, request: &JoinRequestParts) -> Result<SignedJoinResponse, CallError> {
         let wire = proto::JoinRequest {
             csr: request.csr_der.clone(),
-            attestor: String::new(),
-            sealed_token: request.sealed_token.as_bytes().to_vec(),
+            attestor: request.attestor.clone(),
+            sealed_token: request
+                .sealed_token
+                .as_ref()
+                .map(|t| t.as_bytes().to_vec())
+                .unwrap_or_default(),
             role: request.role.to_string(),
             claims: Some(proto::HardwareClaims {
                 product_uuid: request.claims.product_uuid.clone().unwrap_or_default(),
                 macs: request.claims.macs.clone(),
                 hardware_key: Vec::new(),
             }),
-            attestation: Vec::new(),
+            attestation: request.evidence.clone(),
         };
         let server = self.server.clone();
         let pin = self.serving_ca;
@@ -120,5 +136,71 @@ impl JoinTransport for GrpcJoinTransport {
 
     fn decode_body(&self, body: &[u8]) -> Result<JoinResponseFields, String> {
         decode_join_body(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deferral_decodes_with_no_certificate() {
+        let body = proto::JoinResponse {
+            csr_sha256: vec![1; 32],
+            trust_domain: "td.example".into(),
+            deferral: Some(proto::join_response::Deferral::Pending(
+                proto::JoinPending {
+                    request_id: "jr_1".into(),
+                    retry_after_seconds: 30,
+                },
+            )),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let fields = decode_join_body(&body).unwrap();
+        assert!(fields.leaf_der.is_empty() && fields.node_id.is_empty());
+        assert_eq!(
+            fields.deferral,
+            Some(DeferralFields::Pending {
+                request_id: "jr_1".into(),
+                retry_after_seconds: 30
+            })
+        );
+        let body = proto::JoinResponse {
+            csr_sha256: vec![1; 32],
+            deferral: Some(proto::join_response::Deferral::Challenge(
+                proto::JoinChallenge {
+                    attestor: "tpm".into(),
+                    payload: vec![9],
+                    not_after_ms: 5,
+                },
+            )),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert_eq!(
+            decode_join_body(&body).unwrap().deferral,
+            Some(DeferralFields::Challenge {
+                attestor: "tpm".into(),
+                payload: vec![9],
+                not_after_ms: 5
+            })
+        );
+        let body = proto::JoinResponse {
+            node_id: "n1".into(),
+            certificate_chain: vec![vec![1], vec![2]],
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let fields = decode_join_body(&body).unwrap();
+        assert_eq!(
+            (
+                fields.leaf_der,
+                fields.chain_ders,
+                fields.node_id,
+                fields.deferral
+            ),
+            (vec![1], vec![vec![2]], "n1".to_owned(), None)
+        );
     }
 }

@@ -3,7 +3,9 @@
 //! [`run_node`] loops:
 //!
 //! 1. load the identity in the spec's three steps ([`crate::identity_store::load`]); an expired
-//!    certificate stops bcd with the way back;
+//!    certificate ends the loop ([`NodeExit::Expired`]), and `bcd node` then re-joins by x509pop
+//!    from the identity on disk ([`rejoin_if_expired`], also run before the loop starts) before
+//!    giving up with the way back;
 //! 2. when the renewal is due (60% of the leaf's lifetime, or the retry time after a failure),
 //!    renew over mTLS with the current certificate ([`renew_once`]): `node.key.next` is written
 //!    before the request, then the answer is checked and stored through
@@ -33,6 +35,7 @@
 //! |-----------|-----------------------------------------------------------------------|
 //! | `run`     | the loop ([`run_node`]), its options and how it ends                  |
 //! | `renew`   | one renewal ([`renew_once`]) and its errors                           |
+//! | `rejoin`  | the x509pop re-join of an expired identity ([`rejoin_if_expired`])     |
 //! | `session` | one session ([`hold_session`]) and the server time it records         |
 //! | `doctor`  | [`NetworkDoctor`]                                                     |
 //! | `log`     | the log line format                                                   |
@@ -41,12 +44,14 @@
 
 mod doctor;
 mod log;
+mod rejoin;
 mod renew;
 mod run;
 mod session;
 
 pub use doctor::{welcome_time, NetworkDoctor, CLOCK_SKEW_FAIL};
 pub use log::log;
+pub use rejoin::{rejoin_if_expired, rejoin_x509pop, RejoinError, Rejoined};
 pub use renew::{decode_renew_body, renew_once, renew_retrying, RenewError};
 pub use run::{
     run_node, NodeExit, NodeOptions, RECONNECT_MAX, RECONNECT_MIN, REVOKED_EXIT_MESSAGE,

@@ -10,9 +10,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use domain::attest::{Attestor, Verdict};
+use domain::attest::{Attestor, Verdict, X509PopAttestor};
 use domain::identity::{HardwareClaims, JOIN_TOKEN_ATTESTOR};
-use domain::pki::NodeRole;
+use domain::pki::{KeySet, NodeRole};
+
+use super::IdentityConfig;
 
 /// What an out-of-process attestor is asked: never the database, only the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +137,18 @@ impl AttestorRegistry {
         registry.register_in_process(Arc::new(domain::attest::JoinTokenAttestor));
         // -- further built-in attestors register here --
         registry.register_in_process(Arc::new(domain::attest::ProvisionedAttestor));
+        registry
+    }
+
+    /// The built-ins of a JoinService over `keys` ([`AttestorRegistry::builtin`]), and those that
+    /// need the deployment's keys: `x509pop` (its node CA and trust domain, the grace period of
+    /// `config`).
+    pub fn builtin_for(keys: &KeySet, config: &IdentityConfig) -> Self {
+        let mut registry = AttestorRegistry::builtin();
+        registry.register_in_process(Arc::new(
+            X509PopAttestor::new(keys.trust_domain.clone(), keys.node_ca.cert_der().to_vec())
+                .with_grace(config.x509pop_grace),
+        ));
         registry
     }
 

@@ -29,9 +29,11 @@ use projections::identity::read;
 use super::attestors::{
     AttestorRegistry, RegisteredAttestor, RemoteAttestorError, RemoteVerifyRequest,
 };
+use crate::attest::{read as attest_read, rows as attest_rows};
+
 use super::{
-    append_decided, attest_reads, check_trust_domain, context, digest_vec, fresh_id, refusals,
-    rows, IdentityConfig, IdentityError, JoinAnswer, JoinOutcome, JoinRequest, JOIN_REFUSED,
+    append_decided, check_trust_domain, context, digest_vec, fresh_id, refusals, rows,
+    IdentityConfig, IdentityError, JoinAnswer, JoinOutcome, JoinRequest, JOIN_REFUSED,
 };
 use crate::Clock;
 
@@ -179,9 +181,16 @@ async fn load_admission_facts(
             facts.uses.insert((u.attestor.clone(), u.subject));
         }
     }
-    facts.pool = attest_reads::pool(tx, &result.pool_id).await?;
+    facts.pool = attest_read::pool(tx, &result.pool_id)
+        .await?
+        .as_ref()
+        .map(attest_rows::pool_state);
     if let Some(ask) = &result.approval {
-        facts.join_request = attest_reads::latest_join_request(tx, attestor, &ask.subject).await?;
+        facts.join_request = attest_read::latest_join_request(tx, attestor, &ask.subject)
+            .await?
+            .as_ref()
+            .map(attest_rows::join_request_state)
+            .transpose()?;
         if let Some(r) = &facts.join_request {
             versions.push((format!("join-request/{}", r.request_id), Some(r.version)));
         }
@@ -265,7 +274,8 @@ impl Joins {
     }
 
     /// A join service over `store` with the loaded key set and the built-in attestors
-    /// ([`AttestorRegistry::builtin`]). Refuses a config whose trust domain is not the key set's.
+    /// ([`AttestorRegistry::builtin_for`]). Refuses a config whose trust domain is not the key
+    /// set's.
     pub fn new(
         store: EventStore,
         keys: Arc<KeySet>,
@@ -273,12 +283,13 @@ impl Joins {
         config: IdentityConfig,
     ) -> Result<Self, IdentityError> {
         check_trust_domain(&keys, &config)?;
+        let attestors = AttestorRegistry::builtin_for(&keys, &config);
         Ok(Joins {
             store,
             keys,
             clock,
+            attestors,
             config,
-            attestors: AttestorRegistry::builtin(),
         })
     }
 
@@ -395,7 +406,7 @@ impl Joins {
                 let verdict = remote
                     .verify(&ask)
                     .await
-                    .map_err(|e| IdentityError::Failed(e.to_string()))?;
+                    .map_err(IdentityError::AttestorUnavailable)?;
                 Source::Remote(check_remote_verdict(&id, verdict)?)
             }
         };

@@ -13,7 +13,6 @@
 //! | module | job |
 //! | --- | --- |
 //! | `join` | joins through any registered attestor, and the admission step ([`Joins`]) |
-//! | `attest_reads` | the pools and join requests the admission step reads |
 //! | `renew` | renewals by proof of possession ([`Renewals`]) |
 //! | `admin` | operator commands on tokens and nodes ([`NodeAdmin`]) |
 //! | `answers` | what a join or renewal is asked and answers |
@@ -26,7 +25,6 @@
 
 mod admin;
 mod answers;
-mod attest_reads;
 pub mod attestors;
 mod join;
 pub mod maintenance;
@@ -69,7 +67,10 @@ pub mod edge_reads {
 /// The ids of the built-in attestors ([`AttestorRegistry::builtin`]); an empty name means the
 /// first. What a service runs is its registry's ([`Joins::attestors`]); an id it does not run is
 /// [`IdentityError::UnsupportedAttestor`].
-pub const SUPPORTED_ATTESTORS: &[&str] = &[domain::identity::JOIN_TOKEN_ATTESTOR];
+pub const SUPPORTED_ATTESTORS: &[&str] = &[
+    domain::identity::JOIN_TOKEN_ATTESTOR,
+    domain::attest::x509pop::X509POP_ATTESTOR,
+];
 
 /// The message every refused join carries.
 pub const JOIN_REFUSED: &str = "Join refused";
@@ -90,10 +91,14 @@ pub struct IdentityConfig {
     /// The suppressed refusals this process holds until the maintenance flush writes them
     /// (shared by every handler built from clones of this config).
     pub refusal_budget: Arc<RefusalBudget>,
+    /// How long after its notAfter a certificate may still re-join with `x509pop` (7 days;
+    /// `[attestors.x509pop] grace`).
+    pub x509pop_grace: std::time::Duration,
 }
 
 impl IdentityConfig {
-    /// 24 h leaves, root tenant `root`, 60 refusals a minute, an empty refusal budget.
+    /// 24 h leaves, root tenant `root`, 60 refusals a minute, an empty refusal budget, an x509pop
+    /// grace of 7 days.
     pub fn new(trust_domain: TrustDomain) -> Self {
         IdentityConfig {
             trust_domain,
@@ -101,6 +106,7 @@ impl IdentityConfig {
             root_tenant: "root".into(),
             refusals_per_minute: 60,
             refusal_budget: Arc::new(RefusalBudget::new()),
+            x509pop_grace: domain::attest::x509pop::DEFAULT_GRACE,
         }
     }
 }
@@ -144,6 +150,11 @@ pub enum IdentityError {
     /// A decision failed for a reason that is not a refusal (the CA cannot sign, randomness).
     #[error("identity decision failed: {0}")]
     Failed(String),
+    /// An out-of-process attestor gave no verdict: unreachable, an error status, too slow, or
+    /// an answer its contract does not allow. Not a refusal: nothing is recorded or spent, and
+    /// the edge answers UNAVAILABLE (the agent retries later).
+    #[error(transparent)]
+    AttestorUnavailable(#[from] attestors::RemoteAttestorError),
 }
 
 impl From<StoreError> for IdentityError {

@@ -6,6 +6,7 @@
 //! | [`contract`] | the [`Attestor`] trait, what it is asked and what it answers |
 //! | [`state`] | pools and join requests, as the admission step reads them |
 //! | [`join_token`] | the `join-token` attestor |
+//! | [`x509pop`] | the `x509pop` attestor: an expired certificate re-joins as its node |
 //! | [`admission`] | the admission step: the checks every result is held to, and its events |
 //! | [`pools`] | pool create / update decisions (attestor policy), `evolve_pool` |
 //! | [`join_requests`] | approve / reject / expire decisions, `evolve_join_request` |
@@ -18,6 +19,7 @@ pub mod join_token;
 pub mod pools;
 pub mod provisioned;
 pub mod state;
+pub mod x509pop;
 
 pub use admission::{
     decide_admission, renewal_can_prove, Admission, AdmissionCommand, AdmissionFacts, PendingJoin,
@@ -37,3 +39,4 @@ pub use provisioned::{ProvisionedAttestor, ProvisionedRefusal, PROVISIONED_ATTES
 pub use state::{
     JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,
 };
+pub use x509pop::{build_evidence, X509PopAttestor, X509PopRefusal, X509POP_ATTESTOR};

@@ -11,7 +11,7 @@
 //! newer one certifies the CSR's key: the same renewal retried, [`answer_again`]); and fewer than
 //! [`super::RENEWALS_PER_HOUR`] renewals of the node in the last hour.
 
-use events::schema::{NodeCertificateIssued, RenewProofUsed};
+use events::schema::{EvidenceUsed, NodeCertificateIssued};
 use time::{Duration, OffsetDateTime};
 
 use super::join::JoinContext;
@@ -343,9 +343,12 @@ pub fn decide_renew(
         not_after_us: unix_us(issued.not_after),
     };
     let events = vec![
-        IdentityEvent::RenewProofUsed(RenewProofUsed {
-            node_id: node_id.to_owned(),
+        // The proof's single use (issue 18: every attestor's use is an evidence.used; logs
+        // written before it carry node.renew_proof.used, which the projection still applies).
+        IdentityEvent::EvidenceUsed(EvidenceUsed {
+            attestor: RENEW_POP_ATTESTOR.to_owned(),
             subject: p.replay_key.to_vec(),
+            node_id: node_id.to_owned(),
             expires_at_us: unix_us(now + RENEW_PROOF_TTL),
         }),
         IdentityEvent::CertificateIssued(NodeCertificateIssued {

@@ -143,17 +143,6 @@ pub async fn node_by_id(tx: &mut StoreTx, node_id: &str) -> Result<Option<NodeRo
     tx.fetch_optional(&sql, &[node_id.into()]).await
 }
 
-/// The active node holding the hardware key whose SHA-256 is `key`.
-pub async fn node_by_hardware_key(
-    tx: &mut StoreTx,
-    key: &[u8; 32],
-) -> Result<Option<NodeRow>, StoreError> {
-    let sql = format!(
-        "SELECT {NODE_COLUMNS} FROM nodes WHERE hardware_key_sha256 = $1 AND status = 'active'"
-    );
-    tx.fetch_optional(&sql, &[key.to_vec().into()]).await
-}
-
 /// Every node of `tenant` (of every tenant when `None`), by id.
 pub async fn nodes_of_tenant(
     tx: &mut StoreTx,

@@ -1,0 +1,48 @@
+//! The attestors the server registers besides the built-ins: every `[[attestors.external]]`
+//! as a [`gateway::external_attestor::ExternalAttestor`] (the JoinService holds it as an
+//! `Arc<dyn RemoteAttestor>`; `commands` has no network client of its own).
+
+use std::sync::Arc;
+
+use commands::identity::attestors::{AttestorRegistry, RegisteredAttestor, RemoteAttestor};
+use gateway::external_attestor::ExternalAttestor;
+
+use crate::serve_config::Settings;
+use crate::serve_error::ServeError;
+
+/// The registry the JoinService runs: its built-ins (`builtin`, the JoinService's own: they
+/// include those built from the deployment's keys, such as x509pop), then every configured
+/// external attestor (whose ids configuration already kept apart from the built-ins').
+pub(crate) fn registry(
+    builtin: &AttestorRegistry,
+    settings: &Settings,
+) -> Result<AttestorRegistry, ServeError> {
+    let mut registry = builtin.clone();
+    for attestor in external_attestors(settings)? {
+        registry.register(attestor);
+    }
+    Ok(registry)
+}
+
+/// The configured external attestors, ready to register (they connect on their first call, so
+/// the server starts while an attestor is not up yet).
+pub(crate) fn external_attestors(
+    settings: &Settings,
+) -> Result<Vec<RegisteredAttestor>, ServeError> {
+    let mut out = Vec::new();
+    for config in &settings.external_attestors {
+        let external = ExternalAttestor::new(config.clone()).map_err(|e| ServeError::Invalid {
+            key: "attestors.external",
+            message: e.to_string(),
+        })?;
+        tracing::info!(
+            attestor = %config.id,
+            socket = %config.socket.display(),
+            roles = ?config.roles,
+            "external attestor registered"
+        );
+        let remote: Arc<dyn RemoteAttestor> = Arc::new(external);
+        out.push(RegisteredAttestor::Remote(remote));
+    }
+    Ok(out)
+}
