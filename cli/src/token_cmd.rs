@@ -83,7 +83,8 @@ pub struct CreateArgs {
     /// Pool the joined nodes belong to.
     #[arg(long, default_value = "default")]
     pub pool: String,
-    /// Role admitted: node or site.
+    /// Role admitted: node, site, or provisioned (a single-use token bound to one machine, for
+    /// the provisioned attestor: needs --for-node or --expect-product-uuid).
     #[arg(long, default_value = "node")]
     pub role: String,
     /// How many joins the token admits.
@@ -170,7 +171,10 @@ pub fn parse_duration(text: &str) -> Result<i64, IdentityCmdError> {
 
 async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
     let role = TokenRole::parse(&args.role).ok_or_else(|| {
-        IdentityCmdError::Invalid(format!("--role {:?}: expected node or site", args.role))
+        IdentityCmdError::Invalid(format!(
+            "--role {:?}: expected node, site or provisioned",
+            args.role
+        ))
     })?;
     if args.allow_reclaim {
         return Err(IdentityCmdError::Invalid(

@@ -19,6 +19,7 @@ mod grpc_python;
 mod pki_and_store_cli;
 mod pki_kdf_cli;
 mod pool_cli;
+mod provisioned_e2e;
 mod rebuild_cli;
 mod serve_plaintext;
 mod test_layout;

@@ -19,6 +19,7 @@ mod identity_maintenance;
 mod identity_races;
 mod join_replay;
 mod projection_runner;
+mod provisioned_join;
 mod quorum_commands;
 mod quorum_concurrency;
 mod quorum_replay;

@@ -211,6 +211,7 @@ fn code_reasons() -> BTreeSet<String> {
     }
     out.extend(domain::identity::JoinRefusal::ALL.map(|r| r.reason()));
     out.extend(domain::attest::X509PopRefusal::ALL.map(|r| format!("x509pop:{}", r.reason())));
+    out.extend(domain::attest::provisioned::ProvisionedRefusal::ALL.map(|r| r.text()));
     for id in BUILTIN {
         out.insert(format!("{id}:wrong-role"));
         out.insert(format!("{id}:bad-csr"));

@@ -2,8 +2,8 @@
 //! and list tokens; revoke a node's identity, delete or retire a node; list and show nodes.
 
 use domain::identity::{
-    decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
-    decide_revoke_token, unix_us, AdminRefusal, CreateToken, Decision,
+    check_token_target, decide_create_token, decide_delete_node, decide_retire_node,
+    decide_revoke_identity, decide_revoke_token, unix_us, AdminRefusal, CreateToken, Decision,
 };
 use std::sync::Arc;
 
@@ -73,6 +73,11 @@ impl NodeAdmin {
                         .into())
                     }
                 }
+            }
+            if let Some(node_id) = &cmd.for_node_id {
+                let row = read::node_by_id(tx, node_id).await?;
+                let node = row.as_ref().map(rows::node_state).transpose()?;
+                check_token_target(&cmd, node.as_ref())?;
             }
             append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
             read::token_by_id(tx, &cmd.token_id)

@@ -136,6 +136,7 @@ impl AttestorRegistry {
         let mut registry = AttestorRegistry::empty();
         registry.register_in_process(Arc::new(domain::attest::JoinTokenAttestor));
         // -- further built-in attestors register here --
+        registry.register_in_process(Arc::new(domain::attest::ProvisionedAttestor));
         registry
     }
 

@@ -4,7 +4,7 @@
 //! 1. The registry finds the attestor (an unknown id is [`IdentityError::UnsupportedAttestor`],
 //!    spending nothing); a role it does not list is `<id>:wrong-role`, a CSR that does not
 //!    verify `<id>:bad-csr`, a sealed token that does not open for the CSR
-//!    `join-token:token-does-not-open`, all refused before any transaction reads.
+//!    `<id>:token-does-not-open`, all refused before any transaction reads.
 //! 2. An in-process attestor plans (names its [`FactKey`]s, or refuses); a remote one is called
 //!    here, before the transaction (it never sees the database).
 //! 3. In one transaction: [`load_facts`] for the plan, verify, then the admission step's facts
@@ -20,9 +20,7 @@ use domain::attest::{
     AttestationResult, Attestor, AttestorRefusal, BindingState, FactKey, Facts, Verdict,
     JOIN_PENDING_RETRY_SECONDS,
 };
-use domain::identity::{
-    claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision, JOIN_TOKEN_ATTESTOR,
-};
+use domain::identity::{claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision};
 use domain::pki::{KeySet, NodeId, NodeRole, SealedToken, Serial, TokenSecret, VerifiedCsr};
 use events::schema::JoinRefused;
 use events::store::{EventStore, StoreTx};
@@ -115,6 +113,22 @@ pub(crate) async fn load_facts(
                     facts.bindings.insert(*subject, b);
                 }
             }
+        }
+    }
+    // The node a loaded token was minted for (role provisioned, `for_node_id`): no plan can name
+    // it, since it is only known once the token row is read, so it comes with the token.
+    let targets: Vec<String> = facts
+        .tokens
+        .iter()
+        .filter_map(|t| t.for_node_id.clone())
+        .filter(|id| !facts.nodes.contains_key(id))
+        .collect();
+    for id in targets {
+        if let Some(row) = read::node_by_id(tx, &id).await? {
+            versions.push((format!("node/{}", row.node_id), Some(row.version)));
+            facts
+                .nodes
+                .insert(row.node_id.clone(), rows::node_state(&row)?);
         }
     }
     Ok((facts, versions))
@@ -355,7 +369,7 @@ impl Joins {
             match opened {
                 Some(s) => Some(s),
                 None => {
-                    let refusal = AttestorRefusal::new(JOIN_TOKEN_ATTESTOR, "token-does-not-open");
+                    let refusal = AttestorRefusal::new(&id, "token-does-not-open");
                     return self
                         .refuse_early(&id, refusal, Some(csr_sha), &digests, now_us)
                         .await;

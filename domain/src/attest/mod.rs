@@ -10,12 +10,14 @@
 //! | [`admission`] | the admission step: the checks every result is held to, and its events |
 //! | [`pools`] | pool create / update decisions (attestor policy), `evolve_pool` |
 //! | [`join_requests`] | approve / reject / expire decisions, `evolve_join_request` |
+//! | [`provisioned`] | the `provisioned` attestor: a single-use token bound to one machine |
 
 pub mod admission;
 pub mod contract;
 pub mod join_requests;
 pub mod join_token;
 pub mod pools;
+pub mod provisioned;
 pub mod state;
 pub mod x509pop;
 
@@ -33,6 +35,7 @@ pub use pools::{
     decide_create_pool, decide_update_pool, evolve_pool, AttestAdminRefusal, AttestorPolicy,
     CreatePool, UpdatePool, MAX_POOL_ATTESTORS,
 };
+pub use provisioned::{ProvisionedAttestor, ProvisionedRefusal, PROVISIONED_ATTESTOR};
 pub use state::{
     JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,
 };

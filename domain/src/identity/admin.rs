@@ -105,6 +105,7 @@ pub fn decide_create_token(
     if let Some(node) = &cmd.for_node_id {
         check_id("for-node id", node)?;
     }
+    check_provisioned(cmd)?;
     if cmd.expires_at_us <= unix_us(now) {
         return Err(AdminRefusal::Invalid(
             "the expiry must be in the future".into(),
@@ -128,6 +129,86 @@ pub fn decide_create_token(
             require_approval: cmd.require_approval,
         },
     )]))
+}
+
+/// Spec 000 "provisioned": a provisioned token is one machine's credential, so it admits one
+/// join and is bound to one machine when it is created (an expected product UUID, or the node
+/// it is minted for); `for_node_id` belongs to role provisioned only, and its re-key is named by
+/// `for_node_id`, never `reclaim_node_id`.
+fn check_provisioned(cmd: &CreateToken) -> Result<(), AdminRefusal> {
+    if cmd.role != TokenRole::Provisioned {
+        if cmd.for_node_id.is_some() {
+            return Err(AdminRefusal::Invalid(
+                "--for-node applies to role provisioned only".into(),
+            ));
+        }
+        return Ok(());
+    }
+    if cmd.uses != 1 {
+        return Err(AdminRefusal::Invalid(format!(
+            "a provisioned token admits exactly one machine: uses must be 1, not {}",
+            cmd.uses
+        )));
+    }
+    if cmd.reclaim_node_id.is_some() {
+        return Err(AdminRefusal::Invalid(
+            "a provisioned token names the node it re-keys with --for-node NODE, not --reclaim"
+                .into(),
+        ));
+    }
+    if cmd.for_node_id.is_none() && cmd.expect.product_uuid.is_none() {
+        return Err(AdminRefusal::Invalid(
+            "a provisioned token must be bound to one machine: give --for-node NODE or \
+             --expect-product-uuid UUID"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the node a provisioned token is minted for (`cmd.for_node_id`, loaded by the shell as
+/// `node`): it must exist, be active, and be the token's tenant's, in the token's site and pool
+/// (the join re-keys it in place, keeping all three), and the join must have a product UUID to
+/// hold the machine to: the one the node recorded at its last join, or the token's expected one.
+/// Nothing to check without `for_node_id`.
+pub fn check_token_target(cmd: &CreateToken, node: Option<&NodeState>) -> Result<(), AdminRefusal> {
+    let Some(id) = &cmd.for_node_id else {
+        return Ok(());
+    };
+    let invalid = |why: String| Err(AdminRefusal::Invalid(format!("--for-node {id}: {why}")));
+    let Some(node) = node else {
+        return invalid("no such node".into());
+    };
+    if node.status != NodeStatus::Active {
+        return invalid(format!(
+            "the node is {}, a provisioned token re-keys an active node only",
+            node.status.as_str()
+        ));
+    }
+    if node.tenant_id != cmd.tenant_id {
+        return invalid(format!(
+            "the node belongs to another tenant than {}",
+            cmd.tenant_id
+        ));
+    }
+    if node.site_id != cmd.site_id || node.pool_id != cmd.pool_id {
+        return invalid(format!(
+            "the node is in site {} pool {}; create the token with --site {} --pool {}",
+            node.site_id, node.pool_id, node.site_id, node.pool_id
+        ));
+    }
+    if node.role != cmd.role.node_role() {
+        return invalid(format!(
+            "the node has role {}, a provisioned token admits node",
+            node.role.as_str()
+        ));
+    }
+    if node.product_uuid_sha256.is_none() && cmd.expect.product_uuid.is_none() {
+        return invalid(
+            "the node recorded no product UUID at its join; give --expect-product-uuid UUID".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Revokes a token.
