@@ -42,7 +42,7 @@ async fn a_pool_that_lists_only_x509pop_refuses_token_joins_and_admits_re_joins(
         assert_eq!(tenant, "owner");
         assert_eq!(refused.refusal, "join:pool-attestor");
         assert_eq!(refused.attestor, "join-token");
-        assert_eq!(refused.token_id, token.token_id);
+        assert_eq!(refused.token_id, token.token.token_id);
         // Nothing was spent and no node was made.
         assert_eq!(f.svc.list_nodes(None).await.unwrap().len(), 1);
 
