@@ -149,6 +149,7 @@ async fn load_admission_facts(
     tx: &mut StoreTx,
     attestor: &str,
     result: &AttestationResult,
+    loaded: Option<(&[FactKey], &Facts)>,
     versions: &mut Versions,
 ) -> Result<AdmissionFacts, IdentityError> {
     let mut facts = AdmissionFacts::default();
@@ -176,8 +177,19 @@ async fn load_admission_facts(
     }
     // A concurrent join spending the same subject that commits first makes this one's insert
     // into `attestation_uses` a unique violation: the transaction retries and reads the use here.
+    // A use the attestor's plan already asked for, in this transaction, is not read twice.
     for u in &result.single_use {
-        if read::attestation_used(tx, &u.attestor, &u.subject).await? {
+        let asked = loaded.filter(|(keys, _)| {
+            keys.iter().any(|k| {
+                matches!(k, FactKey::Use { attestor, subject }
+                    if *attestor == u.attestor && *subject == u.subject)
+            })
+        });
+        let used = match asked {
+            Some((_, facts)) => facts.used(&u.attestor, &u.subject),
+            None => read::attestation_used(tx, &u.attestor, &u.subject).await?,
+        };
+        if used {
             facts.uses.insert((u.attestor.clone(), u.subject));
         }
     }
@@ -413,12 +425,13 @@ impl Joins {
 
         let ctx = context(&self.keys, &self.config);
         let step = crate::transaction!(&self.store, IdentityError, |tx| {
-            let (verdict, mut versions) = match &source {
+            let (verdict, planned, mut versions) = match &source {
                 Source::InProcess(attestor, keys) => {
                     let (facts, versions) = load_facts(tx, keys).await?;
-                    (attestor.verify(&attest_request, &facts), versions)
+                    let verdict = attestor.verify(&attest_request, &facts);
+                    (verdict, Some((keys.as_slice(), facts)), versions)
                 }
-                Source::Remote(verdict) => (verdict.clone(), Versions::new()),
+                Source::Remote(verdict) => (verdict.clone(), None, Versions::new()),
             };
             let result = match verdict {
                 Verdict::Refuse(refusal) => {
@@ -429,7 +442,8 @@ impl Joins {
                 Verdict::Challenge(challenge) => return Ok(Step::Challenge(challenge)),
                 Verdict::Admit(result) => result,
             };
-            let facts = load_admission_facts(tx, &id, &result, &mut versions).await?;
+            let loaded = planned.as_ref().map(|(keys, facts)| (*keys, facts));
+            let facts = load_admission_facts(tx, &id, &result, loaded, &mut versions).await?;
             let new_node_id =
                 NodeId::new(&fresh_id("node")).map_err(|e| IdentityError::Failed(e.to_string()))?;
             let serial = Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
