@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use commands::identity::{AttestorRegistry, JoinOutcome, JoinRequest, JoinService, NewToken};
+use commands::identity::{
+    AttestorRegistry, CreatedToken, IdentityError, JoinOutcome, JoinRequest, JoinService, NewToken,
+};
 use commands::Clock;
 use domain::attest::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts,
@@ -250,22 +252,38 @@ async fn each_admission_refusal_is_access_denied_with_its_reason_and_tenant() {
         assert_eq!(event.node_id, victim.node_id);
         assert_eq!(event.token_id, reclaim.token.token_id);
         // A token cannot be minted for a node that is not active, nor for more than one use.
-        assert!(svc
-            .create_token(&NewToken {
-                uses: 1,
-                reclaim_node_id: Some(victim.node_id.clone()),
-                ..token_spec("t1")
-            })
-            .await
-            .is_err());
-        assert!(svc
-            .create_token(&NewToken {
-                uses: 2,
-                reclaim_node_id: Some(victim.node_id.clone()),
-                ..token_spec("t1")
-            })
-            .await
-            .is_err());
+        let refused = |r: Result<CreatedToken, IdentityError>| match r {
+            Err(IdentityError::Admin(domain::identity::AdminRefusal::Invalid(m))) => m,
+            other => panic!("expected INVALID_INPUT, got {other:?}"),
+        };
+        assert_eq!(
+            refused(
+                svc.create_token(&NewToken {
+                    uses: 1,
+                    reclaim_node_id: Some(victim.node_id.clone()),
+                    ..token_spec("t1")
+                })
+                .await
+            ),
+            format!(
+                "node {} is not active: only an active node can be reclaimed",
+                victim.node_id
+            )
+        );
+        assert_eq!(
+            refused(
+                svc.create_token(&NewToken {
+                    uses: 2,
+                    reclaim_node_id: Some(victim.node_id.clone()),
+                    ..token_spec("t1")
+                })
+                .await
+            ),
+            format!(
+                "a token that reclaims node {} is single use: uses must be 1, not 2",
+                victim.node_id
+            )
+        );
 
         // join:node-key-statement: a statement the renewal path cannot prove.
         assert_join_denied(
