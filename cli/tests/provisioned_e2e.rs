@@ -11,107 +11,21 @@
 
 use crate::support;
 
-use support::{bcctl_bin, bcd_bin, Proc};
+use crate::x509pop_e2e::{start_server_with_uses, Server};
+use support::bcd_bin;
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use events::store::testkit::TestDb;
 
 const UUID: &str = "4c4c4544-0042-3510-8052-b4c04f4e3332";
 const OTHER_UUID: &str = "0b9e4c1a-7f3d-4e2b-9c5a-1d2e3f405162";
 
-struct Server {
-    _proc: Proc,
-    facts: serde_json::Value,
-    secret: String,
-    db_url: String,
-}
-
-impl Server {
-    fn s(&self, key: &str) -> String {
-        self.facts[key]
-            .as_str()
-            .unwrap_or_else(|| panic!("bcctl up --json has no {key}: {}", self.facts))
-            .to_owned()
-    }
-
-    /// bcctl against the running server's store and PKI bundle, with `--json`.
-    fn bcctl(&self, args: &[&str]) -> std::process::Output {
-        Command::new(bcctl_bin())
-            .args(args)
-            .arg("--json")
-            .arg("--database-url")
-            .arg(&self.db_url)
-            .arg("--pki")
-            .arg(self.s("pkiBundle"))
-            .env("BC_DEPLOYMENT_SECRET", &self.secret)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run bcctl")
-    }
-
-    /// [`Server::bcctl`] that must succeed; its JSON.
-    fn bcctl_json(&self, args: &[&str]) -> serde_json::Value {
-        let out = self.bcctl(args);
-        assert!(
-            out.status.success(),
-            "bcctl {args:?}: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bcctl {args:?} --json: {e}"))
-    }
-}
-
+/// The server of these tests: `bcctl up` with 24 h leaves and a single-use printed token.
 fn start_server(tmp: &Path, db_url: &str) -> Server {
-    let work = tmp.join("up");
-    let log = tmp.join("bcctl.log");
-    let child = Command::new(bcctl_bin())
-        .args(["up", "--port", "0", "--json", "--token-uses", "1", "--dir"])
-        .arg(&work)
-        .arg("--database-url")
-        .arg(db_url)
-        .env_remove("BC_DEPLOYMENT_SECRET")
-        .env_remove("DATABASE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(fs::File::create(&log).expect("bcctl log")))
-        .spawn()
-        .expect("spawn bcctl up");
-    let mut proc = Proc {
-        name: "bcctl up".into(),
-        child,
-        log,
-    };
-    let stdout = proc.child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(120))
-        .unwrap_or_else(|_| panic!("bcctl up printed nothing in 120 s:\n{}", proc.log_text()));
-    let facts: serde_json::Value =
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bcctl up --json: {e}: {line}"));
-    let secret = fs::read_to_string(work.join("deployment-secret"))
-        .expect("bcctl up wrote its development secret")
-        .trim()
-        .to_owned();
-    Server {
-        _proc: proc,
-        facts,
-        secret,
-        db_url: db_url.to_owned(),
-    }
+    start_server_with_uses(tmp, db_url, "24h", 1)
 }
 
 /// A machine: its data directory and the sysfs-like tree its claims are read from.
@@ -184,6 +98,7 @@ fn provisioned_token(server: &Server, node: &str) -> String {
         "provisioned",
         "--for-node",
         node,
+        "--json",
     ]);
     assert_eq!(created["token"]["role"].as_str(), Some("provisioned"));
     created["secret"].as_str().expect("secret").to_owned()
@@ -235,7 +150,8 @@ fn scenario(db_url: &str) {
             "provisioned",
         ];
         args.extend_from_slice(extra);
-        let out = server.bcctl(&args);
+        args.push("--json");
+        let out = server.bcctl_output(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(stderr.contains("INVALID_INPUT"), "{args:?}: {stderr}");
@@ -254,7 +170,7 @@ fn scenario(db_url: &str) {
     );
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert_eq!(joined_node_id(&stdout), node, "{stdout}");
-    let shown = server.bcctl_json(&["node", "show", &node]);
+    let shown = server.bcctl_json(&["node", "show", &node, "--json"]);
     assert_eq!(shown["node"]["identityGeneration"], 2, "{shown}");
     assert_eq!(shown["node"]["attestor"], "provisioned", "{shown}");
     let certs = shown["certificates"].as_array().expect("certificates");
@@ -272,7 +188,7 @@ fn scenario(db_url: &str) {
     let token = provisioned_token(&server, &node);
     let stranger = machine(tmp.path(), "stranger", OTHER_UUID);
     assert_refused(&server, &stranger, &token, &node);
-    let shown = server.bcctl_json(&["node", "show", &node]);
+    let shown = server.bcctl_json(&["node", "show", &node, "--json"]);
     assert_eq!(shown["node"]["identityGeneration"], 2, "{shown}");
 }
 

@@ -93,12 +93,31 @@ impl Server {
     }
 }
 
-/// `bcctl up --port 0 --json` with leaves of `leaf_lifetime`.
+/// `bcctl up --port 0 --json` with leaves of `leaf_lifetime`, its printed token good for 3 joins.
 pub(crate) fn start_server(tmp: &Path, db_url: &str, leaf_lifetime: &str) -> Server {
+    start_server_with_uses(tmp, db_url, leaf_lifetime, 3)
+}
+
+/// [`start_server`] with the printed token good for `token_uses` joins.
+pub(crate) fn start_server_with_uses(
+    tmp: &Path,
+    db_url: &str,
+    leaf_lifetime: &str,
+    token_uses: u32,
+) -> Server {
     let work = tmp.join("up");
     let log = tmp.join("bcctl.log");
+    let uses = token_uses.to_string();
     let child = Command::new(bcctl_bin())
-        .args(["up", "--port", "0", "--json", "--token-uses", "3", "--dir"])
+        .args([
+            "up",
+            "--port",
+            "0",
+            "--json",
+            "--token-uses",
+            &uses,
+            "--dir",
+        ])
         .arg(&work)
         .arg("--database-url")
         .arg(db_url)
