@@ -19,6 +19,7 @@
 //! | [`status`] | `bcd status` and `bcd doctor` |
 //! | [`client`] | gRPC over TLS 1.3 pinned to the serving CA; the Join transport |
 //! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
+//! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi) |
 //! | [`trust_bundle`] | checking a Welcome's signed trust bundle and keeping it in `identity.json` |
 //!
 //! The network (gRPC over pinned mTLS) plugs in through [`join::JoinTransport`] and
@@ -40,6 +41,7 @@ pub mod renewal_schedule;
 pub mod reset;
 pub mod status;
 pub mod token_input;
+pub mod tpm;
 pub mod trust_bundle;
 pub mod verify_join;
 pub mod verify_renewal;

@@ -194,6 +194,7 @@ impl Fixture {
             chain: vec![leaf.der.clone()],
             client_time_ms,
             signature: signature.as_bytes().to_vec(),
+            key_attestation: None,
         };
         Ok((next, input))
     }

@@ -280,6 +280,7 @@ async fn renew_round(
             chain: vec![node.leaf],
             client_time_ms: u64::try_from(now_ms).expect("time"),
             signature: sig.as_bytes().to_vec(),
+            key_attestation: None,
         });
     }
     let start = Instant::now();

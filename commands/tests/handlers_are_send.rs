@@ -66,6 +66,7 @@ async fn identity_handlers_run_on_spawned_tasks() {
         chain: Vec::new(),
         client_time_ms: 0,
         signature: Vec::new(),
+        key_attestation: None,
     };
     // Compiles only if the handlers' futures are Send.
     assert_send(&joins.join(&request));

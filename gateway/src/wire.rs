@@ -45,6 +45,14 @@ pub fn renew_input(request: &RenewRequest) -> RenewInput {
         chain: request.chain.clone(),
         client_time_ms: u64::try_from(request.client_time_ms).unwrap_or(0),
         signature: request.signature.clone(),
+        key_attestation: request.key_attestation.as_ref().map(|a| {
+            domain::attest::tpm::TpmKeyAttestation {
+                ak_public: a.ak_public.clone(),
+                key_public: a.key_public.clone(),
+                certify_info: a.certify_info.clone(),
+                signature: a.signature.clone(),
+            }
+        }),
     }
 }
 
@@ -400,6 +408,7 @@ mod tests {
             chain: vec![vec![2]],
             client_time_ms: -5,
             signature: vec![3],
+            key_attestation: None,
         });
         assert_eq!(renew.client_time_ms, 0);
     }

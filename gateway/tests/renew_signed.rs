@@ -41,6 +41,7 @@ fn renew_request(node: &common::Node) -> (proto::RenewRequest, PrivateKey, [u8; 
             chain: node.chain.clone(),
             client_time_ms: i64::try_from(client_time_ms).unwrap(),
             signature: proof.as_bytes().to_vec(),
+            key_attestation: None,
         },
         next,
         csr_sha256,

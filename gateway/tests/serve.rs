@@ -115,6 +115,7 @@ async fn the_whole_path(db: TestDb) {
             chain: node.chain.clone(),
             client_time_ms: 0,
             signature: vec![],
+            key_attestation: None,
         })
         .await
         .unwrap_err();

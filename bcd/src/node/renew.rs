@@ -111,6 +111,7 @@ pub async fn renew_retrying(
         chain: parts.chain,
         client_time_ms: i64::try_from(parts.client_time_ms).unwrap_or(i64::MAX),
         signature: parts.proof.as_bytes().to_vec(),
+        key_attestation: None,
     });
     call.set_timeout(CALL_TIMEOUT);
     let answer = match client.renew(call).await {

@@ -113,6 +113,8 @@ pub(crate) async fn load_facts(
                     facts.bindings.insert(*subject, b);
                 }
             }
+            // The allow-list projection lands with `bcctl tpm allow` (issue 19).
+            FactKey::TpmAllowed(_) => {}
         }
     }
     // The node a loaded token was minted for (role provisioned, `for_node_id`): no plan can name

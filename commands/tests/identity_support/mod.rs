@@ -134,6 +134,7 @@ pub fn renew_request(
         chain: vec![leaf.to_vec()],
         client_time_ms: u64::try_from(client_time_ms).unwrap_or(0),
         signature: sig.as_bytes().to_vec(),
+        key_attestation: None,
     }
 }
 

@@ -61,6 +61,21 @@ pub enum FactKey {
     },
     /// The `node_bindings` row of this subject.
     Binding([u8; 32]),
+    /// The `tpm_ek_allows` entry of this EK (SHA-256 of its TPMT_PUBLIC), if not revoked.
+    TpmAllowed([u8; 32]),
+}
+
+/// An operator's allow-list entry for one EK (`bcctl tpm allow`): where it joins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TpmAllowState {
+    /// The entry's id (`tpma_…`).
+    pub allow_id: String,
+    /// The tenant the machine joins.
+    pub tenant_id: String,
+    /// Its site.
+    pub site_id: String,
+    /// Its pool.
+    pub pool_id: String,
 }
 
 /// A `node_bindings` row.
@@ -86,6 +101,8 @@ pub struct Facts {
     pub uses: BTreeSet<(String, [u8; 32])>,
     /// Bindings found, by subject.
     pub bindings: BTreeMap<[u8; 32], BindingState>,
+    /// Allow-list entries not revoked, by EK SHA-256.
+    pub tpm_allowed: BTreeMap<[u8; 32], TpmAllowState>,
 }
 
 impl Facts {

@@ -11,6 +11,7 @@
 //! | [`pools`] | pool create / update decisions (attestor policy), `evolve_pool` |
 //! | [`join_requests`] | approve / reject / expire decisions, `evolve_join_request` |
 //! | [`provisioned`] | the `provisioned` attestor: a single-use token bound to one machine |
+//! | [`tpm`] | the `tpm` attestor: the TPM's EK, a challenge, and a node key that never leaves it |
 
 pub mod admission;
 pub mod contract;
@@ -19,6 +20,7 @@ pub mod join_token;
 pub mod pools;
 pub mod provisioned;
 pub mod state;
+pub mod tpm;
 pub mod x509pop;
 
 pub use admission::{
@@ -27,7 +29,7 @@ pub use admission::{
 };
 pub use contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState,
-    Challenge, FactKey, Facts, NodeKeyStatement, SingleUse, Verdict,
+    Challenge, FactKey, Facts, NodeKeyStatement, SingleUse, TpmAllowState, Verdict,
 };
 pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};
 pub use join_token::{csr_key_subject, JoinTokenAttestor, CSR_KEY_USED};

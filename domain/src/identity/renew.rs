@@ -146,6 +146,9 @@ pub struct RenewInput {
     pub client_time_ms: u64,
     /// `renew-pop` signature (r || s) by the current key.
     pub signature: Vec<u8>,
+    /// `RenewRequest.key_attestation`: the AK's certification of the new key, required when the
+    /// leaf names a `urn:bc:tpm-ak:` statement.
+    pub key_attestation: Option<crate::attest::tpm::TpmKeyAttestation>,
 }
 
 /// A renewal whose CSR and leaf parsed.

@@ -20,6 +20,7 @@
 //! | [`csr`] | PKCS#10 verification ([`csr::VerifiedCsr`]) |
 //! | [`leaf`] | agent and serving certificate issuance |
 //! | [`serving_grant`] | which serving certificates a split gateway may get |
+//! | [`signer`] | node keys held elsewhere (a TPM): CSRs and statements through [`signer::NodeSigner`] |
 //! | [`identity`] | reading a node identity from an agent certificate |
 //! | [`token`] | join-token secrets and their stored hashes |
 //! | [`token_seal`] | sealing a token to the JoinService, bound to the CSR |
@@ -37,6 +38,7 @@ pub mod leaf;
 pub mod pin;
 pub mod secret;
 pub mod serving_grant;
+pub mod signer;
 pub mod spiffe;
 pub mod statement;
 pub mod token;
@@ -64,6 +66,7 @@ pub use secret::{DeploymentSecret, SecretError, DEPLOYMENT_SECRET_ENV};
 pub use serving_grant::{
     decide_gateway_serving, read_grant, GatewayGrant, GrantError, ServingRefusal,
 };
+pub use signer::{build_csr_with, ecdsa_der, sign_with, NodeSigner, SignerError};
 pub use spiffe::{NodeId, NodeRole, Role, SiteId, SpiffeError, SpiffeId, TrustDomain};
 pub use statement::{check_clock_window, ClockWindowError, Purpose, Statement, StatementError};
 pub use token::{TokenHash, TokenSecret};

@@ -230,6 +230,7 @@ pub fn renew_request(node: &Node) -> proto::RenewRequest {
         chain: node.chain.clone(),
         client_time_ms: i64::try_from(client_time_ms).unwrap(),
         signature: proof.as_bytes().to_vec(),
+        key_attestation: None,
     }
 }
 
