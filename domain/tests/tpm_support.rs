@@ -155,8 +155,10 @@ impl Machine {
         ];
         let unique_path = self.path_str("unique.bin");
         if let Some(u) = unique {
-            // TPMS_ECC_POINT: x = the record, y empty.
-            let mut point = tpm2b(u);
+            // TPMS_ECC_POINT: x = the record, y empty (tpm2-tools reads its sizes
+            // little-endian).
+            let mut point = (u.len() as u16).to_le_bytes().to_vec();
+            point.extend_from_slice(u);
             point.extend_from_slice(&[0, 0]);
             std::fs::write(&unique_path, point).unwrap();
             args.extend(["-u", &unique_path]);
