@@ -219,3 +219,25 @@ fn each_node_key_reason_refuses() {
         assert_eq!(r.renew(&[&r.ak_uri], Some(attestation)), Err(want));
     }
 }
+
+#[test]
+fn the_admission_step_lets_a_tpm_ak_statement_through() {
+    use domain::attest::{renewal_can_prove, NodeKeyStatement as Claim};
+    let claim = |uri: String| Claim::Statement {
+        label: "tpm".into(),
+        uri,
+    };
+    assert!(renewal_can_prove(&Claim::Unattested));
+    assert!(renewal_can_prove(&claim(format!(
+        "urn:bc:tpm-ak:000b:{}",
+        "0f".repeat(32)
+    ))));
+    for bad in [
+        format!("urn:bc:tpm-ak:000c:{}", "0f".repeat(32)),
+        format!("urn:bc:tpm-ak:000b:{}", "0F".repeat(32)),
+        format!("urn:bc:tpm-ak:000b:{}", "0f".repeat(33)),
+        "urn:bc:other-key:1".to_owned(),
+    ] {
+        assert!(!renewal_can_prove(&claim(bad.clone())), "{bad}");
+    }
+}

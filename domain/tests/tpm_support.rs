@@ -170,11 +170,6 @@ impl Machine {
         new[0].clone()
     }
 
-    /// Flushes a loaded object.
-    pub fn flush(&self, handle: &str) {
-        self.tool("tpm2_flushcontext", &[handle]);
-    }
-
     /// A TPMT_PUBLIC of a loaded or persistent object.
     pub fn public(&self, handle: &str) -> Vec<u8> {
         let out = self.path_str("read.pub");

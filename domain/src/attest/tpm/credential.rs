@@ -315,9 +315,16 @@ mod tests {
         .unwrap();
         assert_eq!(&out[..32], first.as_slice());
         assert_eq!(&out[32..], &second[..16]);
+        // The output size is part of every block's input: 128 bits is not a prefix of 384.
+        let short = hmac(
+            ALG_SHA256,
+            &key,
+            &[&1u32.to_be_bytes(), b"STORAGE\0uv", &128u32.to_be_bytes()],
+        )
+        .unwrap();
         assert_eq!(
             kdfa(ALG_SHA256, &key, b"STORAGE", b"u", b"v", 128).unwrap(),
-            first[..16].to_vec()
+            short[..16].to_vec()
         );
     }
 
@@ -331,9 +338,9 @@ mod tests {
     }
 
     #[test]
-    fn aes_cfb_matches_the_sp800_38a_vector() {
-        // NIST SP 800-38A F.3.13 (CFB128-AES128.Encrypt), first block, but with a zero IV: so
-        // the keystream is AES(key, 0); checked against the ECB of the zero block.
+    fn aes_cfb_chains_each_ciphertext_block() {
+        // CFB-128 with a zero IV: the first block's keystream is AES(key, 0), each next one
+        // AES(previous ciphertext block); checked against the block cipher itself.
         let key = hex::decode("2b7e151628aed2a6abf7158809cf4f3c").unwrap();
         let zero = aes_cfb_encrypt(&key, &[0u8; 16]).unwrap();
         let mut block = GenericArray::clone_from_slice(&[0u8; 16]);
