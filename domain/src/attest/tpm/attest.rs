@@ -59,10 +59,11 @@ fn pcr_selection(r: &mut Reader<'_>) -> Result<Vec<(u16, Vec<u32>)>, Truncated> 
         let size = r.u8()?;
         let bits = r.take(usize::from(size))?;
         let mut indices = Vec::new();
-        for (byte, b) in bits.iter().enumerate() {
+        // At most 255 bytes of bits: every index fits a u32.
+        for (byte, b) in (0u32..).zip(bits) {
             for bit in 0..8u32 {
                 if b & (1 << bit) != 0 {
-                    indices.push(u32::try_from(byte).unwrap_or(u32::MAX) * 8 + bit);
+                    indices.push(byte * 8 + bit);
                 }
             }
         }

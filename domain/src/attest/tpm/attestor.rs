@@ -25,7 +25,7 @@ use super::keys::{
     check_ak, verify_key_certification, Ak, AkError, KeyCertification, TPM_NODE_KEY_LABEL,
 };
 use super::marshal::{ALG_SHA256, TPM_GENERATED};
-use super::public::{attr, TpmPublic};
+use super::public::{attr, PublicError, TpmPublic};
 use super::refusal::TpmRefusal;
 use super::state::ChallengeState;
 use super::wire::{
@@ -117,7 +117,12 @@ impl TpmAttestor {
         request: &AttestRequest<'_>,
         evidence: &TpmEvidence,
     ) -> Result<Challenge, TpmRefusal> {
-        let ek = TpmPublic::parse(&evidence.ek_public).map_err(|_| TpmRefusal::EkMalformed)?;
+        let ek = TpmPublic::parse(&evidence.ek_public).map_err(|e| match e {
+            PublicError::UnsupportedNameAlg(_) | PublicError::UnsupportedType(_) => {
+                TpmRefusal::EkUnsupported
+            }
+            _ => TpmRefusal::EkMalformed,
+        })?;
         if !credential::supported(&ek) || !ek.has(EK_REQUIRED, attr::SIGN) {
             return Err(TpmRefusal::EkUnsupported);
         }

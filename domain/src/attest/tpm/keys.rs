@@ -7,7 +7,7 @@
 
 use super::attest::{Attested, EcdsaSignature, TpmAttest};
 use super::marshal::{ALG_ECDSA, ALG_NULL, ALG_SHA256, CURVE_P256, TPM_GENERATED};
-use super::public::{attr, KeyDetail, TpmPublic};
+use super::public::{attr, KeyDetail, PublicError, TpmPublic};
 
 /// The statement URI's prefix.
 pub const AK_STATEMENT_PREFIX: &str = "urn:bc:tpm-ak:";
@@ -71,7 +71,12 @@ impl Ak {
 
 /// Checks an AK's public area (the AK template of the contract).
 pub fn check_ak(bytes: &[u8]) -> Result<Ak, AkError> {
-    let public = TpmPublic::parse(bytes).map_err(|_| AkError::Malformed)?;
+    let public = TpmPublic::parse(bytes).map_err(|e| match e {
+        PublicError::UnsupportedNameAlg(_) | PublicError::UnsupportedType(_) => {
+            AkError::Unsupported
+        }
+        _ => AkError::Malformed,
+    })?;
     let KeyDetail::Ecc {
         scheme,
         scheme_hash,

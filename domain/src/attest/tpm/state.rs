@@ -61,11 +61,13 @@ impl ChallengeState {
         plain.extend_from_slice(&self.not_after_us.to_be_bytes());
         plain.extend_from_slice(&self.ek_sha256);
         plain.extend_from_slice(&self.secret);
-        let pcrs: Vec<u8> = self
+        // A PCR index past 255 is no TPM's (they have 24): refused, never silently dropped.
+        let pcrs = self
             .pcrs
             .iter()
-            .filter_map(|p| u8::try_from(*p).ok())
-            .collect();
+            .map(|p| u8::try_from(*p))
+            .collect::<Result<Vec<u8>, _>>()
+            .map_err(|_| StateError::Invalid)?;
         plain.push(u8::try_from(pcrs.len()).map_err(|_| StateError::Invalid)?);
         plain.extend_from_slice(&pcrs);
         plain.extend_from_slice(&self.ak_public);
