@@ -224,7 +224,7 @@ fn two_rounds_admit(kind: EkKind) {
     assert_eq!(result.bind, vec![ek]);
     assert_eq!(result.reclaim_node_id, None);
     assert_eq!(result.approval, None);
-    assert!(result.single_use.is_empty());
+    assert_eq!(result.single_use.len(), 1, "the answer admits once");
 }
 
 #[test]
@@ -471,7 +471,29 @@ fn where_the_machine_goes() {
             FactKey::TpmAllowed(ek)
         ])
     );
-    assert_eq!(admitted(verdict).bind, vec![ek, hw]);
+    let result = admitted(verdict);
+    assert_eq!(result.bind, vec![ek, hw]);
+    // The answer is single-use: its state's digest, refused `tpm:reused` a second time.
+    assert_eq!(result.single_use.len(), 1);
+    assert_eq!(result.single_use[0].subject, sha(&good.state));
+    assert_eq!(result.single_use[0].attestor, "tpm");
+    assert_eq!(result.single_use[0].reason_if_used, "reused");
+    // A claimed product UUID is bound too: another TPM in the same machine is bound elsewhere.
+    let mut boxed = claimed;
+    boxed.claims.product_uuid = Some("4c4c4544-0042-3510-8051-b7c04f4e3232".into());
+    boxed.digests = claims_digests(&boxed.claims);
+    let uuid = boxed.digests.product_uuid.expect("a product UUID digest");
+    let (plan, verdict) = boxed.round2_at(&attestor, &good, &boxed.allowed(), None, boxed.now);
+    assert_eq!(
+        plan,
+        Ok(vec![
+            FactKey::Binding(ek),
+            FactKey::Binding(hw),
+            FactKey::Binding(uuid),
+            FactKey::TpmAllowed(ek)
+        ])
+    );
+    assert_eq!(admitted(verdict).bind, vec![ek, hw, uuid]);
 }
 
 #[test]

@@ -34,10 +34,15 @@ use super::wire::{
 };
 use crate::attest::contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, Challenge, FactKey,
-    Facts, NodeKeyStatement, Verdict,
+    Facts, NodeKeyStatement, SingleUse, Verdict,
 };
 use crate::identity::{sha256, unix_us};
 use crate::pki::NodeRole;
+
+/// The reason a replayed round-2 answer is refused with (`tpm:reused`, by the admission step).
+pub const REUSED: &str = "reused";
+/// How long past the state's deadline a used answer is remembered, µs.
+const USE_MARGIN_US: i64 = 60_000_000;
 
 /// The EK attributes a storage key has (TCG EK Credential Profile templates).
 const EK_REQUIRED: u32 = attr::FIXED_TPM | attr::FIXED_PARENT | attr::RESTRICTED | attr::DECRYPT;
@@ -275,23 +280,30 @@ impl TpmAttestor {
             (None, NodeKeyPolicy::Certified) => return Err(TpmRefusal::NodeKeyNotCertified),
             (None, NodeKeyPolicy::Any) => NodeKeyStatement::Unattested,
         };
-        self.place(request, &opened.state.ek_sha256, node_key, facts)
+        self.place(request, &opened, node_key, facts)
     }
 
     /// Where the machine goes (the COMMON contract, "Where the machine goes").
     fn place(
         &self,
         request: &AttestRequest<'_>,
-        ek_sha256: &[u8; 32],
+        opened: &Opened,
         node_key: NodeKeyStatement,
         facts: &Facts,
     ) -> Result<AttestationResult, TpmRefusal> {
+        let ek_sha256 = &opened.state.ek_sha256;
+        let state_bytes = &opened.answer.state;
+        let not_after_us = opened.state.not_after_us;
         let mut bind = vec![*ek_sha256];
-        if let Some(hw) = request.digests.hardware_key {
-            if hw != *ek_sha256 {
-                bind.push(hw);
-            }
-        }
+        bind.extend(machine_subjects(request, ek_sha256));
+        // The answer admits one join: a replay of it (within the state's life) is refused
+        // `tpm:reused`, so a captured answer cannot reclaim the node a second time.
+        let single_use = vec![SingleUse {
+            attestor: TPM_ATTESTOR.to_owned(),
+            subject: sha256(state_bytes),
+            expires_at_us: Some(not_after_us.saturating_add(USE_MARGIN_US)),
+            reason_if_used: REUSED.to_owned(),
+        }];
         let result = |tenant: &str, site: &str, pool: &str| AttestationResult {
             tenant_id: tenant.to_owned(),
             role: request.role,
@@ -300,7 +312,7 @@ impl TpmAttestor {
             reclaim_node_id: None,
             token: None,
             bind: bind.clone(),
-            single_use: Vec::new(),
+            single_use: single_use.clone(),
             node_key: node_key.clone(),
             allowed_kinds: Vec::new(),
             approval: None,
@@ -334,6 +346,23 @@ impl TpmAttestor {
     }
 }
 
+/// The machine's claimed identities bound with its EK (the hardware key's and the product
+/// UUID's digests, when claimed): another TPM presenting the same machine is then
+/// `join:bound-elsewhere` until the node holding it is deleted (spec 000 "Recovering a node
+/// whose TPM changed", a new EK).
+fn machine_subjects(request: &AttestRequest<'_>, ek_sha256: &[u8; 32]) -> Vec<[u8; 32]> {
+    let mut subjects = Vec::new();
+    for digest in [request.digests.hardware_key, request.digests.product_uuid]
+        .into_iter()
+        .flatten()
+    {
+        if digest != *ek_sha256 && !subjects.contains(&digest) {
+            subjects.push(digest);
+        }
+    }
+    subjects
+}
+
 impl Attestor for TpmAttestor {
     fn id(&self) -> &str {
         TPM_ATTESTOR
@@ -350,11 +379,11 @@ impl Attestor for TpmAttestor {
                 let opened = self.open(request, answer).map_err(TpmRefusal::refusal)?;
                 let ek = opened.state.ek_sha256;
                 let mut keys = vec![FactKey::Binding(ek)];
-                if let Some(hw) = request.digests.hardware_key {
-                    if hw != ek {
-                        keys.push(FactKey::Binding(hw));
-                    }
-                }
+                keys.extend(
+                    machine_subjects(request, &ek)
+                        .into_iter()
+                        .map(FactKey::Binding),
+                );
                 keys.push(FactKey::TpmAllowed(ek));
                 Ok(keys)
             }
