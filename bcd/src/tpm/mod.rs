@@ -23,7 +23,7 @@
 //! | `worker` | the thread owning the TPM connection: every TPM command, handle flushing |
 
 mod convert;
-mod templates;
+pub mod templates;
 mod worker;
 
 use std::sync::{mpsc, Arc};
