@@ -13,6 +13,7 @@ mod join_loop;
 mod pinned_verifier;
 mod renewal_forged;
 mod tpm_answer;
+mod tpm_attestor;
 mod tpm_client;
 mod tpm_support;
 mod trust_bundle;
