@@ -96,8 +96,19 @@ impl Worker {
             tcti: tcti.to_owned(),
             reason,
         };
-        let conf = TctiNameConf::from_str(tcti).map_err(|e| unavailable(e.to_string()))?;
-        let ctx = Context::new(conf).map_err(|e| unavailable(e.to_string()))?;
+        let conf = TctiNameConf::from_str(tcti).map_err(|e| {
+            unavailable(format!(
+                "not a TCTI bcd knows ({e}): write device:/dev/tpmrm0, \
+                 swtpm:host=HOST,port=PORT, mssim:host=HOST,port=PORT or tabrmd"
+            ))
+        })?;
+        let ctx = Context::new(conf).map_err(|e| {
+            unavailable(format!(
+                "nothing answered there (libtss2: {e}): a device TCTI needs the device present \
+                 and readable by this user, a swtpm TCTI a swtpm listening on the port and on \
+                 the next one (its control channel)"
+            ))
+        })?;
         Ok(Worker {
             ctx,
             node: None,
