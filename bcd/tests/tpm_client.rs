@@ -241,3 +241,31 @@ fn a_tpm_nobody_listens_on_is_unavailable() {
          mssim:host=HOST,port=PORT or tabrmd"
     );
 }
+
+#[test]
+fn threads_share_one_tpm_and_their_keys_sign_as_themselves() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<Tpm>();
+    send_sync::<bcd::tpm::TpmNodeKey>();
+    let (swtpm, tpm) = tpm();
+    let keys: Vec<_> = (0..4).map(|_| tpm.create_node_key().unwrap()).collect();
+    let threads: Vec<_> = keys
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, key)| {
+            std::thread::spawn(move || {
+                for n in 0..10u8 {
+                    let message = [i as u8, n];
+                    let signature = key.sign_es256(&message).unwrap();
+                    assert!(key.public_key().verify_es256(&message, &signature));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop((keys, tpm));
+    assert_eq!(transient_handles(&swtpm), Vec::<String>::new());
+}
