@@ -88,7 +88,7 @@ fn pem(label: &str, der: &[u8]) -> String {
 }
 
 /// Every `label` block of a PEM text, decoded.
-fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>, String> {
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
     let mut out = Vec::new();
