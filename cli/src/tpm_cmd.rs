@@ -135,7 +135,14 @@ pub fn print_allows(list: &[TpmAllowView]) {
         .collect();
     print_table(
         &[
-            "ID", "EK SHA-256", "TENANT", "SITE", "POOL", "STATUS", "UPDATED", "NOTE",
+            "ID",
+            "EK SHA-256",
+            "TENANT",
+            "SITE",
+            "POOL",
+            "STATUS",
+            "UPDATED",
+            "NOTE",
         ],
         &rows,
     );

@@ -146,10 +146,11 @@ async fn pools_are_created_and_updated_and_each_bad_input_is_refused() {
             refused(p.update(&update("edge", None, None)).await),
             "INVALID_INPUT: an update names a new description or new join attestors"
         );
-        assert!(
-            refused(p.update(&update("edge", None, Some(only(&["tpm-nope"])))).await)
-                .starts_with("INVALID_INPUT: join attestor \"tpm-nope\"")
-        );
+        assert!(refused(
+            p.update(&update("edge", None, Some(only(&["tpm-nope"]))))
+                .await
+        )
+        .starts_with("INVALID_INPUT: join attestor \"tpm-nope\""));
         assert_eq!(refused(p.show("nope").await), "NOT_FOUND: no pool nope");
         assert_eq!(p.show("edge").await.unwrap(), edge);
         let ids: Vec<String> = p

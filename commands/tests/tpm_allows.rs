@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use commands::attest::{AttestError, NewTpmAllow, TpmAllows};
 use commands::identity::{AttestorRegistry, JoinRequest, JoinService};
+use commands::Clock;
 use domain::attest::{
     AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState, FactKey, Facts,
     NodeKeyStatement, TpmAllowState, Verdict,
@@ -327,10 +328,7 @@ async fn the_join_loads_the_active_allow_entry_and_the_node_a_binding_names() {
         assert_eq!(facts.nodes[&node.node_id].tenant_id, "t9");
 
         // Revoked: the entry is no longer a fact; another subject binds nothing.
-        allows(&f)
-            .revoke(&entry.allow_id, "bob", "")
-            .await
-            .unwrap();
+        allows(&f).revoke(&entry.allow_id, "bob", "").await.unwrap();
         assert_join_denied(svc.join(&request("test-probe", b"ek-b")).await);
         let facts = take();
         assert!(facts.tpm_allowed.is_empty());

@@ -2,7 +2,9 @@
 //! the domain decides on; a row that does not convert is corruption
 //! ([`IdentityError::Corrupt`]).
 
-use domain::attest::{JoinRequestState, JoinRequestStatus, PoolState, TpmAllowEntry, TpmAllowState};
+use domain::attest::{
+    JoinRequestState, JoinRequestStatus, PoolState, TpmAllowEntry, TpmAllowState,
+};
 use projections::attest::read::{JoinRequestRow, PoolRow, TpmAllowRow};
 
 use crate::identity::IdentityError;

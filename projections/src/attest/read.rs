@@ -205,7 +205,9 @@ pub async fn tpm_ek_stream_version(
         "SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows WHERE ek_sha256 = $1 \
          ORDER BY version DESC LIMIT 1"
     );
-    let row: Option<TpmAllowRow> = tx.fetch_optional(&sql, &[ek_sha256.to_vec().into()]).await?;
+    let row: Option<TpmAllowRow> = tx
+        .fetch_optional(&sql, &[ek_sha256.to_vec().into()])
+        .await?;
     Ok(row.map(|r| r.version))
 }
 

@@ -113,7 +113,10 @@ impl Projection for TpmEkAllows {
                             position: e.position,
                         };
                         let already = |r: &Option<Revocation>| r.is_some();
-                        match created_at.get(&p.allow_id).and_then(|&i| created.get_mut(i)) {
+                        match created_at
+                            .get(&p.allow_id)
+                            .and_then(|&i| created.get_mut(i))
+                        {
                             Some(row) if already(&row.revoked) => {
                                 return Err(inapplicable(
                                     "tpm_ek_allows",
