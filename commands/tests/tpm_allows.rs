@@ -150,6 +150,8 @@ async fn allow_list_and_revoke_with_each_refusal() {
         again.pool_id = "core".into();
         let second = a.allow(&again).await.unwrap();
         assert_ne!(second.allow_id, first.allow_id);
+        // The list is oldest first (ties by id): a later entry comes later.
+        f.clock.advance_us(1);
         let third = a.allow(&new_allow(EK2)).await.unwrap();
 
         let list = a.list().await.unwrap();
@@ -335,4 +337,21 @@ async fn the_join_loads_the_active_allow_entry_and_the_node_a_binding_names() {
         assert!(facts.bindings.is_empty() && facts.nodes.is_empty());
         assert_last_refusal(&f.store, "root", "test-probe:seen").await;
     }
+}
+
+#[tokio::test]
+async fn every_replica_of_a_deployment_derives_the_same_tpm_challenge_key() {
+    use commands::identity::attestors::tpm_challenge_key;
+    use domain::pki::{open_bundle, plaintext_bundle};
+    let db = TestDb::sqlite().unwrap();
+    let f = fixture(db).await;
+    let bundle = plaintext_bundle(&f.keys).unwrap();
+    let replica_a = open_bundle(&bundle, None).unwrap().keys.expect("keys");
+    let replica_b = open_bundle(&bundle, None).unwrap().keys.expect("keys");
+    let key = tpm_challenge_key(&f.keys);
+    assert_eq!(tpm_challenge_key(&replica_a), key);
+    assert_eq!(tpm_challenge_key(&replica_b), key);
+    let other = fixture(TestDb::sqlite().unwrap()).await;
+    assert_ne!(tpm_challenge_key(&other.keys), key);
+    assert_ne!(key, [0u8; 32]);
 }
