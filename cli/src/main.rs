@@ -15,6 +15,7 @@ mod duration;
 mod internal_cert_cmd;
 mod join_request_cmd;
 mod node_cmd;
+mod pem;
 mod pki_cmd;
 mod pool_cmd;
 mod rebuild_cmd;

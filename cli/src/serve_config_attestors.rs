@@ -151,7 +151,7 @@ pub fn tpm_settings(
                 format!("{}: cannot read the EK root: {e}", path.display()),
             )
         })?;
-        let blocks = crate::internal_cert_cmd::pem_blocks(&text, "CERTIFICATE")
+        let blocks = crate::pem::pem_blocks(&text, "CERTIFICATE")
             .map_err(|m| ("attestors.tpm.ek_roots", format!("{}: {m}", path.display())))?;
         if blocks.is_empty() {
             return Err((
