@@ -301,6 +301,75 @@ mod tests {
     }
 
     #[test]
+    fn the_tpm_table_is_read_whole_and_absent_means_no_tpm_attestor() {
+        let dir = tempfile_dir();
+        let root = dir.join("root.pem");
+        let der_a = vec![1u8, 2, 3];
+        let der_b = vec![4u8, 5];
+        std::fs::write(
+            &root,
+            "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n\
+             -----BEGIN CERTIFICATE-----\nBAU=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let digest = "ab".repeat(32);
+        let text = format!(
+            "[tpm]\nek_roots = [{:?}]\npcr_policy = {{ \"7\" = [\"{digest}\"], \"0\" = \
+             [\"{}\"] }}\nnode_key = \"any\"\nchallenge_ttl = \"90s\"\n\
+             [tpm.enrollment]\ntenant = \"acme\"\nsite = \"par1\"\npool = \"edge\"\n",
+            root.display().to_string(),
+            digest.to_uppercase()
+        );
+        let file: FileAttestors = toml::from_str(&text).unwrap();
+        let t = tpm_settings(&Some(file), parse_duration).unwrap().unwrap();
+        assert_eq!(t.ek_roots, vec![der_a, der_b]);
+        assert_eq!(
+            t.pcr_policy.into_iter().collect::<Vec<_>>(),
+            vec![(0, vec![[0xab; 32]]), (7, vec![[0xab; 32]])]
+        );
+        assert_eq!(t.node_key, NodeKeyPolicy::Any);
+        assert_eq!(t.challenge_ttl, Duration::from_secs(90));
+        assert_eq!(
+            t.enrollment,
+            Some(Placement {
+                tenant_id: "acme".into(),
+                site_id: "par1".into(),
+                pool_id: "edge".into(),
+            })
+        );
+        let minimal = format!("[tpm]\nek_roots = [{:?}]\n", root.display().to_string());
+        let file: FileAttestors = toml::from_str(&minimal).unwrap();
+        let t = tpm_settings(&Some(file), parse_duration).unwrap().unwrap();
+        assert_eq!(
+            (
+                t.node_key,
+                t.challenge_ttl,
+                t.enrollment.clone(),
+                t.pcr_policy.len()
+            ),
+            (NodeKeyPolicy::Certified, MAX_CHALLENGE_TTL, None, 0)
+        );
+        let config = t.config([9; 32]);
+        assert_eq!(config.challenge_key, [9; 32]);
+        assert!(tpm_settings(&None, parse_duration).unwrap().is_none());
+        let empty: FileAttestors = toml::from_str("[x509pop]\n").unwrap();
+        assert!(tpm_settings(&Some(empty), parse_duration)
+            .unwrap()
+            .is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "bc-tpm-config-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
     fn grace_defaults_to_seven_days_and_reads_the_file_then_the_environment() {
         assert_eq!(
             x509pop_grace(&None, None, parse_duration),
