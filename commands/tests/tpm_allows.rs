@@ -355,3 +355,37 @@ async fn every_replica_of_a_deployment_derives_the_same_tpm_challenge_key() {
     assert_ne!(tpm_challenge_key(&other.keys), key);
     assert_ne!(key, [0u8; 32]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_allows_of_one_ek_admit_exactly_one() {
+    for db in TestDb::each().await.unwrap() {
+        let f = fixture(db).await;
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let a = allows(&f);
+            tasks.push(tokio::spawn(async move {
+                let mut new = new_allow(EK2);
+                new.note = format!("racer {i}");
+                a.allow(&new).await
+            }));
+        }
+        let mut admitted = Vec::new();
+        let mut refusals = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(v) => admitted.push(v.allow_id),
+                Err(AttestError::Refused(e)) => refusals.push(e.to_string()),
+                Err(e) => panic!("not a refusal: {e:?}"),
+            }
+        }
+        assert_eq!(admitted.len(), 1, "{refusals:?}");
+        let expected = format!(
+            "INVALID_STATE: EK {EK2} is already allowed by {} (revoke it first)",
+            admitted[0]
+        );
+        assert_eq!(refusals, vec![expected; 7]);
+        let list = allows(&f).list().await.unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(tpm_events(&f).await.len(), 1);
+    }
+}
