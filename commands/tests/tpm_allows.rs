@@ -378,7 +378,7 @@ async fn concurrent_allows_of_one_ek_admit_exactly_one() {
                 Err(e) => panic!("not a refusal: {e:?}"),
             }
         }
-        assert_eq!(admitted.len(), 1, "{refusals:?}");
+        assert_eq!(admitted.len(), 1, "{:?}", tpm_events(&f).await);
         let expected = format!(
             "INVALID_STATE: EK {EK2} is already allowed by {} (revoke it first)",
             admitted[0]
@@ -387,5 +387,26 @@ async fn concurrent_allows_of_one_ek_admit_exactly_one() {
         let list = allows(&f).list().await.unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!(tpm_events(&f).await.len(), 1);
+
+        // Eight concurrent revokes of it: one revokes, seven are told it is revoked.
+        let id = admitted[0].clone();
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (a, id) = (allows(&f), id.clone());
+            tasks.push(tokio::spawn(async move { a.revoke(&id, "bob", "").await }));
+        }
+        let mut revoked = 0;
+        let mut refusals = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(_) => revoked += 1,
+                Err(AttestError::Refused(e)) => refusals.push(e.to_string()),
+                Err(e) => panic!("not a refusal: {e:?}"),
+            }
+        }
+        assert_eq!(revoked, 1, "{refusals:?}");
+        let expected = format!("INVALID_STATE: tpm allow-list entry {id} is already revoked");
+        assert_eq!(refusals, vec![expected; 7]);
+        assert_eq!(tpm_events(&f).await.len(), 2);
     }
 }

@@ -60,10 +60,14 @@ impl TpmAllows {
         };
         let ek = parse_ek_sha256(&cmd.ek_sha256_hex)?;
         let row = crate::transaction!(&self.store, AttestError, |tx| {
-            let active = read::tpm_allowed(tx, &ek).await?;
-            let state = active.as_ref().map(rows::tpm_allow_state);
+            let entries = read::tpm_ek_entries(tx, &ek).await?;
+            let state = entries
+                .iter()
+                .rev()
+                .find(|r| !r.revoked)
+                .map(rows::tpm_allow_state);
             let events = decide_allow_ek(&cmd, state.as_ref())?.events;
-            let version = read::tpm_ek_stream_version(tx, &ek).await?;
+            let version = entries.iter().map(|r| r.version).max();
             let versions = vec![(format!("tpm-ek/{}", hex::encode(ek)), version)];
             append_decided(tx, events, &cmd.tenant_id, now_us, &versions).await?;
             allow_back(tx, &cmd.allow_id).await
@@ -86,13 +90,23 @@ impl TpmAllows {
     ) -> Result<TpmAllowView, AttestError> {
         let now_us = self.clock.now_us();
         let row = crate::transaction!(&self.store, AttestError, |tx| {
-            let row = read::tpm_allow(tx, allow_id).await?;
-            let entry = row.as_ref().map(rows::tpm_allow_entry).transpose()?;
+            // The EK of an entry never changes; its state and the stream's version are then read
+            // in one statement (see read::tpm_ek_entries).
+            let ek = match read::tpm_allow(tx, allow_id).await? {
+                Some(row) => Some(rows::tpm_allow_ek(&row)?),
+                None => None,
+            };
+            let entries = match &ek {
+                Some(ek) => read::tpm_ek_entries(tx, ek).await?,
+                None => Vec::new(),
+            };
+            let row = entries.iter().find(|r| r.allow_id == allow_id);
+            let entry = row.map(rows::tpm_allow_entry).transpose()?;
             let events = decide_revoke_tpm_allow(allow_id, entry.as_ref(), actor, reason)?.events;
             let (Some(row), Some(entry)) = (row, entry) else {
                 return Err(AttestAdminRefusal::UnknownTpmAllow(allow_id.into()).into());
             };
-            let version = read::tpm_ek_stream_version(tx, &entry.ek_sha256).await?;
+            let version = entries.iter().map(|r| r.version).max();
             let versions = vec![(format!("tpm-ek/{}", hex::encode(entry.ek_sha256)), version)];
             append_decided(tx, events, &row.tenant_id, now_us, &versions).await?;
             allow_back(tx, allow_id).await

@@ -195,20 +195,17 @@ pub async fn tpm_allowed(
     tx.fetch_optional(&sql, &[ek_sha256.to_vec().into()]).await
 }
 
-/// The version of the EK's stream (`tpm-ek/<hex>`): the newest version any of its entries
-/// records; `None` before its first entry.
-pub async fn tpm_ek_stream_version(
+/// Every entry of the EK (revoked ones too), by stream version: one statement, so the EK
+/// stream's version (the newest `version`) and its active entry come from one snapshot (under
+/// Postgres's READ COMMITTED two reads could see two different commits).
+pub async fn tpm_ek_entries(
     tx: &mut StoreTx,
     ek_sha256: &[u8; 32],
-) -> Result<Option<i64>, StoreError> {
+) -> Result<Vec<TpmAllowRow>, StoreError> {
     let sql = format!(
-        "SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows WHERE ek_sha256 = $1 \
-         ORDER BY version DESC LIMIT 1"
+        "SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows WHERE ek_sha256 = $1 ORDER BY version"
     );
-    let row: Option<TpmAllowRow> = tx
-        .fetch_optional(&sql, &[ek_sha256.to_vec().into()])
-        .await?;
-    Ok(row.map(|r| r.version))
+    tx.fetch_all(&sql, &[ek_sha256.to_vec().into()]).await
 }
 
 /// An allow-list entry by id (active or revoked).
