@@ -148,8 +148,17 @@ async fn allow_list_and_revoke_with_each_refusal() {
         // Revoked, the EK may be allowed again, elsewhere.
         let mut again = new_allow(EK1);
         again.pool_id = "core".into();
+        again.tenant_id = "globex".into();
         let second = a.allow(&again).await.unwrap();
         assert_ne!(second.allow_id, first.allow_id);
+        assert_eq!(second.tenant_id, "globex");
+        let tenants: Vec<String> = all_events(&f.store)
+            .await
+            .into_iter()
+            .filter(|e| e.event_type.starts_with("tpm."))
+            .map(|e| e.tenant_id)
+            .collect();
+        assert_eq!(tenants, ["acme", "acme", "globex"]);
         // The list is oldest first (ties by id): a later entry comes later.
         f.clock.advance_us(1);
         let third = a.allow(&new_allow(EK2)).await.unwrap();
