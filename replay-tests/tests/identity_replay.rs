@@ -10,7 +10,9 @@
 //!
 //! The history includes the attestation plane's pools (created, updated, refused) and join
 //! requests (recorded as the join's admission step records them, approved, rejected, consumed,
-//! expired by maintenance), so `pools` and `join_requests` are held to the same.
+//! expired by maintenance), so `pools` and `join_requests` are held to the same, and the TPM
+//! allow-list (EKs allowed, a second active entry refused, revoked, allowed again), so
+//! `tpm_ek_allows` is too.
 //!
 //! The binary is found beside the test executable (`target/<profile>/bcctl`) or at `$BCCTL`:
 //! build it first with `cargo build -p cli --bin bcctl` (same target dir).
@@ -18,7 +20,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use commands::attest::{AttestError, JoinRequests, NewPool, Pools, BUILTIN_ATTESTORS};
+use commands::attest::{
+    AttestError, JoinRequests, NewPool, NewTpmAllow, Pools, TpmAllows, BUILTIN_ATTESTORS,
+};
 use commands::identity::{IdentityConfig, IdentityError, JoinRequest, JoinService, NewToken};
 use commands::{Clock, SimClock};
 use domain::attest::{AttestorPolicy, UpdatePool};
@@ -108,6 +112,14 @@ enum Op {
         request: usize,
     },
     ExpireRequests,
+    /// `tpm allow` of one of three EKs (a second active entry for one is refused).
+    AllowEk {
+        ek: u8,
+    },
+    /// `tpm revoke` of an entry made (revoked twice: refused).
+    RevokeAllow {
+        allow: usize,
+    },
 }
 
 /// The attestor policy `n` picks: any, one built-in, two, or an id nobody runs (refused).
@@ -116,7 +128,7 @@ fn pool_policy(n: u8) -> AttestorPolicy {
         0 => return AttestorPolicy::Any,
         1 => &["x509pop"],
         2 => &["join-token", "provisioned"],
-        _ => &["tpm"],
+        _ => &["no-such-attestor"],
     };
     AttestorPolicy::Only(ids.iter().map(|s| s.to_string()).collect())
 }
@@ -152,6 +164,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => idx.clone().prop_map(|request| Op::RejectRequest { request }),
         1 => idx.clone().prop_map(|request| Op::ConsumeRequest { request }),
         1 => Just(Op::ExpireRequests),
+        2 => (0u8..3).prop_map(|ek| Op::AllowEk { ek }),
+        1 => idx.clone().prop_map(|allow| Op::RevokeAllow { allow }),
     ]
 }
 
@@ -195,6 +209,8 @@ struct World {
     requests: JoinRequests,
     pool_ids: Vec<String>,
     request_ids: Vec<String>,
+    tpm: TpmAllows,
+    allow_ids: Vec<String>,
 }
 
 fn join_request(w: &World, agent: &Agent, secret: &str, role: &str, hw: Option<u8>) -> JoinRequest {
@@ -541,6 +557,30 @@ async fn step(w: &mut World, op: &Op) {
         Op::ExpireRequests => {
             w.requests.expire_due(2).await.expect("expire");
         }
+        Op::AllowEk { ek } => {
+            let allowed = attest_expected(
+                w.tpm
+                    .allow(&NewTpmAllow {
+                        ek_sha256_hex: format!("{ek:02x}").repeat(32),
+                        tenant_id: format!("t{}", ek % 2),
+                        site_id: "site-1".into(),
+                        pool_id: format!("pool-{ek}"),
+                        actor: "op".into(),
+                        note: format!("allowed at {}", w.clock.now_us()),
+                    })
+                    .await,
+            );
+            if let Some(a) = allowed {
+                w.allow_ids.push(a.allow_id);
+            }
+        }
+        Op::RevokeAllow { allow } => {
+            if w.allow_ids.is_empty() {
+                return;
+            }
+            let id = w.allow_ids[allow % w.allow_ids.len()].clone();
+            let _ = attest_expected(w.tpm.revoke(&id, "op", "replay").await);
+        }
     }
 }
 
@@ -625,6 +665,8 @@ async fn run_case(db: TestDb, ops: Vec<Op>, cut_picks: Vec<usize>) {
         keys,
         pools: Pools::new(store.clone(), Arc::new(clock.clone()), known),
         requests: JoinRequests::new(store.clone(), Arc::new(clock.clone())),
+        tpm: TpmAllows::new(store.clone(), Arc::new(clock.clone())),
+        allow_ids: vec![],
         store: store.clone(),
         clock,
         tokens: vec![],
