@@ -25,4 +25,5 @@ mod serve_plaintext;
 mod test_layout;
 mod token_node_cli;
 mod token_node_sealing;
+mod tpm_e2e;
 mod x509pop_e2e;
