@@ -21,6 +21,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::deployment::{Deployment, DeploymentError, DEFAULT_BUNDLE};
+use crate::pem::pem_blocks;
 use crate::serve_config::parse_duration;
 
 #[derive(Args, Debug)]
@@ -85,28 +86,6 @@ fn pem(label: &str, der: &[u8]) -> String {
     }
     out.push_str(&format!("-----END {label}-----\n"));
     out
-}
-
-/// Every `label` block of a PEM text, decoded.
-fn pem_blocks(text: &str, label: &str) -> Result<Vec<Vec<u8>>, String> {
-    let begin = format!("-----BEGIN {label}-----");
-    let end = format!("-----END {label}-----");
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find(&begin) {
-        let after = &rest[at + begin.len()..];
-        let stop = after
-            .find(&end)
-            .ok_or_else(|| format!("a {label} block has no END line"))?;
-        let body: String = after[..stop].split_whitespace().collect();
-        out.push(
-            STANDARD
-                .decode(body)
-                .map_err(|e| format!("a {label} block is not base64: {e}"))?,
-        );
-        rest = &after[stop + end.len()..];
-    }
-    Ok(out)
 }
 
 fn write_file(

@@ -15,6 +15,7 @@ mod duration;
 mod internal_cert_cmd;
 mod join_request_cmd;
 mod node_cmd;
+mod pem;
 mod pki_cmd;
 mod pool_cmd;
 mod rebuild_cmd;
@@ -31,6 +32,7 @@ mod serve_split;
 mod serve_trust;
 mod store_cmd;
 mod token_cmd;
+mod tpm_cmd;
 mod up_cmd;
 
 #[derive(Parser)]
@@ -72,6 +74,9 @@ enum Command {
     /// Join requests awaiting approval: list, show, approve, reject.
     #[command(subcommand)]
     JoinRequest(join_request_cmd::JoinRequestCommand),
+    /// The TPM allow-list: allow an EK, list, revoke.
+    #[command(subcommand)]
+    Tpm(tpm_cmd::TpmCommand),
     /// The identity state as of a log position or time, rebuilt from the events (read only).
     Replay(replay_cmd::ReplayArgs),
     /// Rebuild every projection from the log, in one transaction, with progress.
@@ -110,6 +115,7 @@ fn main() -> ExitCode {
             Command::Node(cmd) => node_cmd::run(cmd).await.map_err(Failure::from),
             Command::Pool(cmd) => pool_cmd::run(cmd).await.map_err(Failure::from),
             Command::JoinRequest(cmd) => join_request_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Tpm(cmd) => tpm_cmd::run(cmd).await.map_err(Failure::from),
             Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
             Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),

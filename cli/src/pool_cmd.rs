@@ -4,7 +4,7 @@
 //! A policy names the attestors that may admit a machine into the pool
 //! (`--join-attestors x509pop,join-token`); without one, any attestor the control plane runs
 //! may. The ids are checked against the attestors the control plane runs: the built-ins
-//! (`join-token`, `x509pop`, `provisioned`) and the ids given with `--external-attestor`
+//! (`join-token`, `x509pop`, `provisioned`, `tpm`) and the ids given with `--external-attestor`
 //! (repeatable: the external attestors of the serving configuration). A token may name a pool
 //! that does not exist: it then has no policy (docs/DECISIONS.md).
 

@@ -1,23 +1,40 @@
-//! The attestors the server registers besides the built-ins: every `[[attestors.external]]`
-//! as a [`gateway::external_attestor::ExternalAttestor`] (the JoinService holds it as an
-//! `Arc<dyn RemoteAttestor>`; `commands` has no network client of its own).
+//! The attestors the server registers besides the built-ins: the `tpm` attestor when
+//! `[attestors.tpm]` is configured (its challenge key derived from the deployment's keys), and
+//! every `[[attestors.external]]` as a [`gateway::external_attestor::ExternalAttestor`] (the
+//! JoinService holds it as an `Arc<dyn RemoteAttestor>`; `commands` has no network client of
+//! its own).
 
 use std::sync::Arc;
 
-use commands::identity::attestors::{AttestorRegistry, RegisteredAttestor, RemoteAttestor};
+use commands::identity::attestors::{
+    tpm_challenge_key, AttestorRegistry, RegisteredAttestor, RemoteAttestor,
+};
+use domain::pki::KeySet;
 use gateway::external_attestor::ExternalAttestor;
 
 use crate::serve_config::Settings;
 use crate::serve_error::ServeError;
 
 /// The registry the JoinService runs: its built-ins (`builtin`, the JoinService's own: they
-/// include those built from the deployment's keys, such as x509pop), then every configured
-/// external attestor (whose ids configuration already kept apart from the built-ins').
+/// include those built from the deployment's keys, such as x509pop), the `tpm` attestor when
+/// configured, then every configured external attestor (whose ids configuration already kept
+/// apart from the built-ins').
 pub(crate) fn registry(
     builtin: &AttestorRegistry,
     settings: &Settings,
+    keys: &KeySet,
 ) -> Result<AttestorRegistry, ServeError> {
     let mut registry = builtin.clone();
+    if let Some(tpm) = &settings.tpm {
+        registry.register_tpm(tpm.config(tpm_challenge_key(keys)));
+        tracing::info!(
+            ek_roots = tpm.ek_roots.len(),
+            pcr_policy = tpm.pcr_policy.len(),
+            node_key = ?tpm.node_key,
+            enrollment = tpm.enrollment.is_some(),
+            "tpm attestor registered"
+        );
+    }
     for attestor in external_attestors(settings)? {
         registry.register(attestor);
     }

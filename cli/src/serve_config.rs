@@ -46,7 +46,9 @@ use gateway::limits::EdgeLimits;
 use gateway::limits_join::JoinRefusalLimits;
 use serde::Deserialize;
 
-use crate::serve_config_attestors::{external_attestors, x509pop_grace, FileAttestors};
+use crate::serve_config_attestors::{
+    external_attestors, tpm_settings, x509pop_grace, FileAttestors, TpmSettings,
+};
 use crate::serve_config_limits::{api_limits, public_limits, FileLimits};
 
 /// Why the configuration could not be resolved. The same texts as the `ServeError` variants of
@@ -184,6 +186,8 @@ pub struct Settings {
     /// How long after its notAfter a certificate may still re-join with x509pop
     /// (`[attestors.x509pop] grace`).
     pub x509pop_grace: Duration,
+    /// The `tpm` attestor's settings (`[attestors.tpm]`); `None`: it does not run.
+    pub tpm: Option<TpmSettings>,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -299,6 +303,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
             key: "attestors.x509pop.grace",
             message,
         })?;
+    let tpm = tpm_settings(&file.attestors, parse_duration)
+        .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -383,5 +389,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         api_limits,
         external_attestors,
         x509pop_grace,
+        tpm,
     })
 }

@@ -7,6 +7,20 @@
 //! | --- | --- | --- |
 //! | `[attestors.x509pop] grace` | `BC_X509POP_GRACE` | `7d`: how long after its notAfter a certificate may still re-join |
 //!
+//! `[attestors.tpm]`: the `tpm` attestor registers only when the table is present, file only:
+//!
+//! ```toml
+//! [attestors.tpm]
+//! ek_roots = ["/etc/bc/ek-root.pem"]   # required: PEM files of the TPM makers' EK roots
+//! pcr_policy = { "7" = ["<64 hex>"] }  # optional: PCR index -> allowed SHA-256 values
+//! node_key = "certified"               # or "any" (default "certified")
+//! challenge_ttl = "5m"                 # optional, at most 5m (the default)
+//! [attestors.tpm.enrollment]           # optional: unknown EKs wait for approval here
+//! tenant = "acme"
+//! site = "par1"
+//! pool = "edge"
+//! ```
+//!
 //! `[[attestors.external]]`: out-of-process attestors (`bc.attestor.v1` over a Unix socket),
 //! file only:
 //!
@@ -22,8 +36,10 @@
 //! not a built-in attestor's id, at least one role, absolute socket); two entries with one id
 //! are refused too.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use domain::attest::tpm::{NodeKeyPolicy, Placement, TpmConfig, MAX_CHALLENGE_TTL};
 use gateway::external_attestor::ExternalAttestorConfig;
 use serde::Deserialize;
 
@@ -35,6 +51,7 @@ pub type ParseDuration = fn(&str) -> Result<std::time::Duration, String>;
 #[serde(deny_unknown_fields)]
 pub struct FileAttestors {
     pub x509pop: Option<FileX509Pop>,
+    pub tpm: Option<FileTpm>,
     #[serde(default)]
     pub external: Vec<FileExternalAttestor>,
 }
@@ -62,6 +79,150 @@ pub fn x509pop_grace(
         None => Ok(domain::attest::x509pop::DEFAULT_GRACE),
         Some(t) => parse(&t),
     }
+}
+
+/// `[attestors.tpm]` as written.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileTpm {
+    pub ek_roots: Option<Vec<PathBuf>>,
+    #[serde(default)]
+    pub pcr_policy: BTreeMap<String, Vec<String>>,
+    pub node_key: Option<String>,
+    pub challenge_ttl: Option<String>,
+    pub enrollment: Option<FilePlacement>,
+}
+
+/// `[attestors.tpm.enrollment]` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilePlacement {
+    pub tenant: String,
+    pub site: String,
+    pub pool: String,
+}
+
+/// The `tpm` attestor's settings, resolved: everything of its [`TpmConfig`] but the challenge
+/// key, which the server derives from the deployment's keys when it starts.
+#[derive(Debug, Clone)]
+pub struct TpmSettings {
+    /// The EK roots, DER, in the order of the files.
+    pub ek_roots: Vec<Vec<u8>>,
+    pub pcr_policy: BTreeMap<u32, Vec<[u8; 32]>>,
+    pub node_key: NodeKeyPolicy,
+    pub enrollment: Option<Placement>,
+    pub challenge_ttl: std::time::Duration,
+}
+
+impl TpmSettings {
+    /// The attestor's configuration, with the deployment's challenge key.
+    pub fn config(&self, challenge_key: [u8; 32]) -> TpmConfig {
+        TpmConfig {
+            ek_roots: self.ek_roots.clone(),
+            pcr_policy: self.pcr_policy.clone(),
+            node_key: self.node_key,
+            enrollment: self.enrollment.clone(),
+            challenge_key,
+            challenge_ttl: self.challenge_ttl,
+        }
+    }
+}
+
+/// Why `[attestors.tpm]` was refused: the key it names and the message.
+pub type TpmSettingError = (&'static str, String);
+
+/// `[attestors.tpm]`, checked, its EK root files read (`None` without the table).
+pub fn tpm_settings(
+    file: &Option<FileAttestors>,
+    parse: ParseDuration,
+) -> Result<Option<TpmSettings>, TpmSettingError> {
+    let Some(tpm) = file.as_ref().and_then(|a| a.tpm.as_ref()) else {
+        return Ok(None);
+    };
+    let roots = tpm.ek_roots.as_ref().filter(|r| !r.is_empty()).ok_or((
+        "attestors.tpm.ek_roots",
+        "is required: the PEM files of the EK roots an EK certificate must chain to".to_owned(),
+    ))?;
+    let mut ek_roots = Vec::new();
+    for path in roots {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            (
+                "attestors.tpm.ek_roots",
+                format!("{}: cannot read the EK root: {e}", path.display()),
+            )
+        })?;
+        let blocks = crate::pem::pem_blocks(&text, "CERTIFICATE")
+            .map_err(|m| ("attestors.tpm.ek_roots", format!("{}: {m}", path.display())))?;
+        if blocks.is_empty() {
+            return Err((
+                "attestors.tpm.ek_roots",
+                format!("{}: holds no PEM CERTIFICATE block", path.display()),
+            ));
+        }
+        ek_roots.extend(blocks);
+    }
+    let mut pcr_policy = BTreeMap::new();
+    for (index, values) in &tpm.pcr_policy {
+        let pcr: u32 = index.parse().ok().filter(|i| *i < 24).ok_or((
+            "attestors.tpm.pcr_policy",
+            format!("PCR {index:?} is not an index from 0 to 23"),
+        ))?;
+        if values.is_empty() {
+            return Err((
+                "attestors.tpm.pcr_policy",
+                format!("PCR {pcr} lists no value (drop the entry for no policy on it)"),
+            ));
+        }
+        let mut digests = Vec::new();
+        for v in values {
+            let digest: [u8; 32] = hex::decode(v)
+                .ok()
+                .and_then(|b| b.try_into().ok())
+                .filter(|_| v.len() == 64)
+                .ok_or((
+                    "attestors.tpm.pcr_policy",
+                    format!("PCR {pcr}: {v:?} is not a SHA-256 value (64 hex digits)"),
+                ))?;
+            digests.push(digest);
+        }
+        pcr_policy.insert(pcr, digests);
+    }
+    let node_key = match tpm.node_key.as_deref() {
+        None | Some("certified") => NodeKeyPolicy::Certified,
+        Some("any") => NodeKeyPolicy::Any,
+        Some(other) => {
+            return Err((
+                "attestors.tpm.node_key",
+                format!("{other:?} is not \"certified\" or \"any\""),
+            ))
+        }
+    };
+    let challenge_ttl = match &tpm.challenge_ttl {
+        None => MAX_CHALLENGE_TTL,
+        Some(t) => parse(t).map_err(|m| ("attestors.tpm.challenge_ttl", m))?,
+    };
+    if challenge_ttl > MAX_CHALLENGE_TTL || challenge_ttl.is_zero() {
+        return Err((
+            "attestors.tpm.challenge_ttl",
+            format!(
+                "{challenge_ttl:?} is not above 0 and at most {}s (spec: a challenge lives at \
+                 most 5 minutes)",
+                MAX_CHALLENGE_TTL.as_secs()
+            ),
+        ));
+    }
+    let enrollment = tpm.enrollment.as_ref().map(|e| Placement {
+        tenant_id: e.tenant.clone(),
+        site_id: e.site.clone(),
+        pool_id: e.pool.clone(),
+    });
+    Ok(Some(TpmSettings {
+        ek_roots,
+        pcr_policy,
+        node_key,
+        enrollment,
+        challenge_ttl,
+    }))
 }
 
 /// One `[[attestors.external]]` as written.

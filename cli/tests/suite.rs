@@ -25,5 +25,9 @@ mod serve_plaintext;
 mod test_layout;
 mod token_node_cli;
 mod token_node_sealing;
+<<<<<<< HEAD
 mod tpm_e2e;
+=======
+mod tpm_cli;
+>>>>>>> h-shell
 mod x509pop_e2e;

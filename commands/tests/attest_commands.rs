@@ -71,11 +71,11 @@ async fn pools_are_created_and_updated_and_each_bad_input_is_refused() {
             .unwrap();
         assert_eq!(any.join_attestors, None);
 
-        let known = "join-token, x509pop, provisioned, tpm-remote";
+        let known = "join-token, x509pop, provisioned, tpm, tpm-remote";
         assert_eq!(
-            refused(p.create(&new_pool("p2", only(&["tpm"]))).await),
+            refused(p.create(&new_pool("p2", only(&["tpm-nope"]))).await),
             format!(
-                "INVALID_INPUT: join attestor \"tpm\" is not one the control plane runs \
+                "INVALID_INPUT: join attestor \"tpm-nope\" is not one the control plane runs \
                  (it runs: {known})"
             )
         );
@@ -146,10 +146,11 @@ async fn pools_are_created_and_updated_and_each_bad_input_is_refused() {
             refused(p.update(&update("edge", None, None)).await),
             "INVALID_INPUT: an update names a new description or new join attestors"
         );
-        assert!(
-            refused(p.update(&update("edge", None, Some(only(&["tpm"])))).await)
-                .starts_with("INVALID_INPUT: join attestor \"tpm\"")
-        );
+        assert!(refused(
+            p.update(&update("edge", None, Some(only(&["tpm-nope"]))))
+                .await
+        )
+        .starts_with("INVALID_INPUT: join attestor \"tpm-nope\""));
         assert_eq!(refused(p.show("nope").await), "NOT_FOUND: no pool nope");
         assert_eq!(p.show("edge").await.unwrap(), edge);
         let ids: Vec<String> = p

@@ -28,5 +28,6 @@ mod quorum_scope_storage;
 mod rebuild_pipeline;
 mod refusal_budget;
 mod renew_guard;
+mod tpm_allows;
 mod x509pop_join;
 mod x509pop_python;

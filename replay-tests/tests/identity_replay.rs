@@ -116,7 +116,7 @@ fn pool_policy(n: u8) -> AttestorPolicy {
         0 => return AttestorPolicy::Any,
         1 => &["x509pop"],
         2 => &["join-token", "provisioned"],
-        _ => &["tpm"],
+        _ => &["no-such-attestor"],
     };
     AttestorPolicy::Only(ids.iter().map(|s| s.to_string()).collect())
 }

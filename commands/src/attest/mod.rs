@@ -1,16 +1,19 @@
 //! The attestation plane's operator side: pools and their attestor policy ([`Pools`]), join
-//! requests and their decisions ([`JoinRequests`]), and the expiry of join requests that
+//! requests and their decisions ([`JoinRequests`]), the TPM allow-list ([`TpmAllows`]), and
+//! the expiry of join requests that
 //! identity maintenance runs. The join's admission step (in `identity`) reads the same rows
 //! through [`rows`] and [`read`].
 //!
 //! | module | job |
 //! | --- | --- |
 //! | `admin` | [`Pools`], [`JoinRequests`]: the operator commands |
+//! | `tpm_allows` | [`TpmAllows`]: `bcctl tpm allow / list / revoke` |
 //! | [`rows`] | projection rows into domain state |
 //! | [`views`] | what the operator commands print |
 
 mod admin;
 pub mod rows;
+mod tpm_allows;
 pub mod views;
 
 use domain::attest::AttestAdminRefusal;
@@ -20,13 +23,14 @@ use crate::{AsConflict, RunError};
 
 pub(crate) use admin::expire_due;
 pub use admin::{JoinRequests, NewPool, Pools};
-pub use views::{JoinRequestView, PoolView};
+pub use tpm_allows::{NewTpmAllow, TpmAllows};
+pub use views::{JoinRequestView, PoolView, TpmAllowView};
 
 /// The reads of `pools` and `join_requests`, named here for the join's admission step.
 pub use projections::attest::read;
 
 /// The attestors built into the control plane: what a pool's policy may always name.
-pub const BUILTIN_ATTESTORS: &[&str] = &["join-token", "x509pop", "provisioned"];
+pub const BUILTIN_ATTESTORS: &[&str] = &["join-token", "x509pop", "provisioned", "tpm"];
 
 /// Join requests expired per maintenance transaction.
 pub const EXPIRE_BATCH: u32 = 500;

@@ -2,8 +2,10 @@
 //! the domain decides on; a row that does not convert is corruption
 //! ([`IdentityError::Corrupt`]).
 
-use domain::attest::{JoinRequestState, JoinRequestStatus, PoolState};
-use projections::attest::read::{JoinRequestRow, PoolRow};
+use domain::attest::{
+    JoinRequestState, JoinRequestStatus, PoolState, TpmAllowEntry, TpmAllowState,
+};
+use projections::attest::read::{JoinRequestRow, PoolRow, TpmAllowRow};
 
 use crate::identity::IdentityError;
 
@@ -38,5 +40,34 @@ pub fn join_request_state(row: &JoinRequestRow) -> Result<JoinRequestState, Iden
         status: JoinRequestStatus::parse(&row.status).ok_or_else(|| corrupt("unknown status"))?,
         expires_at_us: row.expires_at_us,
         version: row.version,
+    })
+}
+
+/// The placement of a `tpm_ek_allows` row, as the `tpm` attestor reads it.
+pub fn tpm_allow_state(row: &TpmAllowRow) -> TpmAllowState {
+    TpmAllowState {
+        allow_id: row.allow_id.clone(),
+        tenant_id: row.tenant_id.clone(),
+        site_id: row.site_id.clone(),
+        pool_id: row.pool_id.clone(),
+    }
+}
+
+/// The EK SHA-256 of a `tpm_ek_allows` row.
+pub fn tpm_allow_ek(row: &TpmAllowRow) -> Result<[u8; 32], IdentityError> {
+    row.ek_sha256.as_slice().try_into().map_err(|_| {
+        IdentityError::Corrupt(format!(
+            "tpm_ek_allows {}: ek_sha256 is not 32 bytes",
+            row.allow_id
+        ))
+    })
+}
+
+/// A `tpm_ek_allows` row as the revoke decision reads it.
+pub fn tpm_allow_entry(row: &TpmAllowRow) -> Result<TpmAllowEntry, IdentityError> {
+    Ok(TpmAllowEntry {
+        allow_id: row.allow_id.clone(),
+        ek_sha256: tpm_allow_ek(row)?,
+        revoked: row.revoked,
     })
 }

@@ -1,9 +1,9 @@
-//! Serializable views of pools and join requests for the CLI (`--json`) and operators. Times
+//! Serializable views of pools, join requests and TPM allow-list entries for the CLI (`--json`) and operators. Times
 //! are µs since the epoch; digests lower-case hex.
 
 use serde::Serialize;
 
-use projections::attest::read::{JoinRequestRow, PoolRow};
+use projections::attest::read::{JoinRequestRow, PoolRow, TpmAllowRow};
 
 /// A pool and its attestor policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -84,6 +84,47 @@ impl From<&JoinRequestRow> for JoinRequestView {
             joined_node_id: r.joined_node_id.clone(),
             created_at_us: r.created_at_us,
             expires_at_us: r.expires_at_us,
+            updated_at_us: r.updated_at_us,
+            position: r.position,
+        }
+    }
+}
+
+/// A TPM allow-list entry (`bcctl tpm allow|list|revoke`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TpmAllowView {
+    pub allow_id: String,
+    /// SHA-256 of the EK's TPMT_PUBLIC, lower-case hex.
+    pub ek_sha256: String,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub allowed_by: String,
+    pub note: String,
+    /// `active` or `revoked`.
+    pub status: String,
+    pub revoked_by: Option<String>,
+    pub revoke_reason: Option<String>,
+    pub created_at_us: i64,
+    pub updated_at_us: i64,
+    pub position: i64,
+}
+
+impl From<&TpmAllowRow> for TpmAllowView {
+    fn from(r: &TpmAllowRow) -> Self {
+        TpmAllowView {
+            allow_id: r.allow_id.clone(),
+            ek_sha256: hex::encode(&r.ek_sha256),
+            tenant_id: r.tenant_id.clone(),
+            site_id: r.site_id.clone(),
+            pool_id: r.pool_id.clone(),
+            allowed_by: r.allowed_by.clone(),
+            note: r.note.clone(),
+            status: if r.revoked { "revoked" } else { "active" }.into(),
+            revoked_by: r.revoked_by.clone(),
+            revoke_reason: r.revoke_reason.clone(),
+            created_at_us: r.created_at_us,
             updated_at_us: r.updated_at_us,
             position: r.position,
         }

@@ -152,6 +152,12 @@ impl AttestorRegistry {
         registry
     }
 
+    /// Registers the `tpm` attestor with `config` (whose challenge key the shell derived with
+    /// [`tpm_challenge_key`], so every replica of the deployment opens every other's states).
+    pub fn register_tpm(&mut self, config: domain::attest::tpm::TpmConfig) -> &mut Self {
+        self.register_in_process(Arc::new(domain::attest::tpm::TpmAttestor::new(config)))
+    }
+
     /// The attestor a JoinRequest names (empty: `join-token`).
     pub fn get(&self, requested: &str) -> Option<&RegisteredAttestor> {
         let id = if requested.is_empty() {
@@ -165,5 +171,47 @@ impl AttestorRegistry {
     /// The registered ids, in registration order (pool policies must name only these).
     pub fn ids(&self) -> Vec<String> {
         self.entries.iter().map(|e| e.id().to_owned()).collect()
+    }
+}
+
+/// The HKDF info the `tpm` attestor's challenge-state key is derived under.
+pub const TPM_CHALLENGE_INFO: &[u8] = b"bc tpm challenge state v1";
+
+/// The AES-256-GCM key that seals the `tpm` attestor's challenge states: HKDF-SHA256 over the
+/// private key of the deployment's JoinService encryption key (which every replica loads from
+/// the one PKI bundle), info [`TPM_CHALLENGE_INFO`]. A challenge one replica made is answered at
+/// any other; the key never leaves the process and changes with that key.
+pub fn tpm_challenge_key(keys: &KeySet) -> [u8; 32] {
+    hkdf_sha256_32(
+        &[],
+        keys.join_encryption.private_key().pkcs8_der(),
+        TPM_CHALLENGE_INFO,
+    )
+}
+
+/// HKDF-SHA256 (RFC 5869) of 32 bytes: one HMAC block, so it cannot fail.
+fn hkdf_sha256_32(salt: &[u8], ikm: &[u8], info: &[u8]) -> [u8; 32] {
+    use ring::hmac;
+    let prk = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, salt), ikm);
+    let mut ctx = hmac::Context::with_key(&hmac::Key::new(hmac::HMAC_SHA256, prk.as_ref()));
+    ctx.update(info);
+    ctx.update(&[1]);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.sign().as_ref());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hkdf_matches_rfc_5869_test_case_1() {
+        // RFC 5869 A.1, the first 32 bytes of its OKM.
+        let ikm = [0x0b; 22];
+        let salt: Vec<u8> = (0x00..=0x0c).collect();
+        let info: Vec<u8> = (0xf0..=0xf9).collect();
+        assert_eq!(
+            hex::encode(super::hkdf_sha256_32(&salt, &ikm, &info)),
+            "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf"
+        );
     }
 }

@@ -113,18 +113,27 @@ pub(crate) async fn load_facts(
                     facts.bindings.insert(*subject, b);
                 }
             }
-            // The allow-list projection lands with `bcctl tpm allow` (issue 19).
-            FactKey::TpmAllowed(_) => {}
+            FactKey::TpmAllowed(ek) => {
+                if let Some(row) = crate::attest::read::tpm_allowed(tx, ek).await? {
+                    facts
+                        .tpm_allowed
+                        .insert(*ek, crate::attest::rows::tpm_allow_state(&row));
+                }
+            }
         }
     }
     // The node a loaded token was minted for (role provisioned, `for_node_id`): no plan can name
     // it, since it is only known once the token row is read, so it comes with the token.
-    let targets: Vec<String> = facts
+    // Likewise the node a loaded binding names (a TPM's EK reclaims the node it is bound to).
+    let mut targets: Vec<String> = facts
         .tokens
         .iter()
         .filter_map(|t| t.for_node_id.clone())
+        .chain(facts.bindings.values().map(|b| b.node_id.clone()))
         .filter(|id| !facts.nodes.contains_key(id))
         .collect();
+    targets.sort();
+    targets.dedup();
     for id in targets {
         if let Some(row) = read::node_by_id(tx, &id).await? {
             versions.push((format!("node/{}", row.node_id), Some(row.version)));

@@ -276,7 +276,7 @@ pub(crate) async fn append_decided(
     Ok(())
 }
 
-fn fresh_id(prefix: &str) -> String {
+pub(crate) fn fresh_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
 }
 

@@ -12,6 +12,7 @@
 //! | [`join_requests`] | approve / reject / expire decisions, `evolve_join_request` |
 //! | [`provisioned`] | the `provisioned` attestor: a single-use token bound to one machine |
 //! | [`tpm`] | the `tpm` attestor: the TPM's EK, a challenge, and a node key that never leaves it |
+//! | [`tpm_allows`] | the operator's TPM allow-list: allow / revoke decisions |
 
 pub mod admission;
 pub mod contract;
@@ -21,6 +22,7 @@ pub mod pools;
 pub mod provisioned;
 pub mod state;
 pub mod tpm;
+pub mod tpm_allows;
 pub mod x509pop;
 
 pub use admission::{
@@ -40,5 +42,9 @@ pub use pools::{
 pub use provisioned::{ProvisionedAttestor, ProvisionedRefusal, PROVISIONED_ATTESTOR};
 pub use state::{
     JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,
+};
+pub use tpm_allows::{
+    decide_allow_ek, decide_revoke_tpm_allow, parse_ek_sha256, AllowEk, TpmAllowEntry,
+    MAX_TPM_ALLOW_TEXT, TPM_ALLOW_ID_PREFIX,
 };
 pub use x509pop::{build_evidence, X509PopAttestor, X509PopRefusal, X509POP_ATTESTOR};

@@ -41,6 +41,20 @@ pub enum AttestAdminRefusal {
     /// The request is pending but past its expiry (maintenance has not expired it yet).
     #[error("INVALID_STATE: join request {0} has expired")]
     JoinRequestExpired(String),
+    /// No such TPM allow-list entry.
+    #[error("NOT_FOUND: no tpm allow-list entry {0}")]
+    UnknownTpmAllow(String),
+    /// `tpm allow` of an EK an entry not revoked already allows.
+    #[error("INVALID_STATE: EK {ek_sha256} is already allowed by {allow_id} (revoke it first)")]
+    TpmAllowExists {
+        /// The EK's SHA-256, lower-case hex.
+        ek_sha256: String,
+        /// The active entry.
+        allow_id: String,
+    },
+    /// `tpm revoke` of an entry already revoked.
+    #[error("INVALID_STATE: tpm allow-list entry {0} is already revoked")]
+    TpmAllowRevoked(String),
 }
 
 impl AttestAdminRefusal {
@@ -48,12 +62,14 @@ impl AttestAdminRefusal {
     pub fn code(&self) -> &'static str {
         match self {
             AttestAdminRefusal::Invalid(_) => "INVALID_INPUT",
-            AttestAdminRefusal::UnknownPool(_) | AttestAdminRefusal::UnknownJoinRequest(_) => {
-                "NOT_FOUND"
-            }
+            AttestAdminRefusal::UnknownPool(_)
+            | AttestAdminRefusal::UnknownJoinRequest(_)
+            | AttestAdminRefusal::UnknownTpmAllow(_) => "NOT_FOUND",
             AttestAdminRefusal::PoolExists(_)
             | AttestAdminRefusal::JoinRequestState { .. }
-            | AttestAdminRefusal::JoinRequestExpired(_) => "INVALID_STATE",
+            | AttestAdminRefusal::JoinRequestExpired(_)
+            | AttestAdminRefusal::TpmAllowExists { .. }
+            | AttestAdminRefusal::TpmAllowRevoked(_) => "INVALID_STATE",
         }
     }
 }

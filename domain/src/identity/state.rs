@@ -4,7 +4,7 @@ use events::schema::{
     EvidenceUsed, JoinRequestApproved, JoinRequestConsumed, JoinRequestCreated, JoinRequestExpired,
     JoinRequestRejected, JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed, NodeBound,
     NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeRetired, PoolCreated,
-    PoolUpdated, RenewCloned, RenewProofUsed,
+    PoolUpdated, RenewCloned, RenewProofUsed, TpmEkAllowRevoked, TpmEkAllowed,
 };
 
 use crate::pki::{NodeRole, TokenHash};
@@ -215,6 +215,10 @@ pub enum IdentityEvent {
     JoinRequestConsumed(JoinRequestConsumed),
     /// `join_request.expired`, stream `join-request/<id>`.
     JoinRequestExpired(JoinRequestExpired),
+    /// `tpm.ek.allowed`, stream `tpm-ek/<ek_sha256 hex>`.
+    TpmEkAllowed(TpmEkAllowed),
+    /// `tpm.ek.allow.revoked`, stream `tpm-ek/<ek_sha256 hex>`.
+    TpmEkAllowRevoked(TpmEkAllowRevoked),
 }
 
 impl IdentityEvent {
@@ -248,6 +252,8 @@ impl IdentityEvent {
             IdentityEvent::JoinRequestRejected(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::JoinRequestConsumed(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::JoinRequestExpired(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::TpmEkAllowed(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::TpmEkAllowRevoked(p) => NewEvent::from_payload(id, tenant, at, p),
         }
     }
 
@@ -273,6 +279,10 @@ impl IdentityEvent {
             IdentityEvent::JoinRequestRejected(e) => format!("join-request/{}", e.request_id),
             IdentityEvent::JoinRequestConsumed(e) => format!("join-request/{}", e.request_id),
             IdentityEvent::JoinRequestExpired(e) => format!("join-request/{}", e.request_id),
+            IdentityEvent::TpmEkAllowed(e) => format!("tpm-ek/{}", hex::encode(&e.ek_sha256)),
+            IdentityEvent::TpmEkAllowRevoked(e) => {
+                format!("tpm-ek/{}", hex::encode(&e.ek_sha256))
+            }
         }
     }
 }

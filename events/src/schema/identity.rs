@@ -33,6 +33,8 @@ event_payload! {
     JoinRequestRejected => "join_request.rejected", version 1;
     JoinRequestConsumed => "join_request.consumed", version 1;
     JoinRequestExpired => "join_request.expired", version 1;
+    TpmEkAllowed => "tpm.ek.allowed", version 1;
+    TpmEkAllowRevoked => "tpm.ek.allow.revoked", version 1;
 }
 
 /// Which certificates a `node.identity.revoked` event revokes: the upcast of its schema 1.

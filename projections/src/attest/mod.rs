@@ -1,5 +1,6 @@
-//! Attestation-plane projections: `pools` (from `pool.created` / `pool.updated`) and
-//! `join_requests` (from `join_request.created|approved|rejected|consumed|expired`), built only
+//! Attestation-plane projections: `pools` (from `pool.created` / `pool.updated`),
+//! `join_requests` (from `join_request.created|approved|rejected|consumed|expired`) and
+//! `tpm_ek_allows` (from `tpm.ek.allowed` / `tpm.ek.allow.revoked`), built only
 //! from the events of `events/proto/bc/events/v1/identity.proto` and applied with every identity
 //! append (`crate::identity::all()` lists them).
 //!
@@ -15,9 +16,11 @@ use crate::ProjectionError;
 mod join_requests;
 mod pools;
 pub mod read;
+mod tpm_allows;
 
 pub use join_requests::JoinRequests;
 pub use pools::Pools;
+pub use tpm_allows::TpmEkAllows;
 
 /// Rows per multi-row statement (well under both backends' parameter limits).
 const BULK_ROWS: usize = 200;

@@ -1,4 +1,4 @@
-//! Every read of `pools` and `join_requests`: inside a command's transaction (`&mut StoreTx`,
+//! Every read of `pools`, `join_requests` and `tpm_ek_allows`: inside a command's transaction (`&mut StoreTx`,
 //! which sees the transaction's own writes) or outside one (`&EventStore`). Rows come back as
 //! they are stored; turning them into domain state is the caller's
 //! (`commands::attest::rows`).
@@ -158,4 +158,71 @@ pub async fn expired_join_requests(
     );
     tx.fetch_all(&sql, &[now_us.into(), i64::from(limit).into()])
         .await
+}
+
+/// A `tpm_ek_allows` row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct TpmAllowRow {
+    pub allow_id: String,
+    pub ek_sha256: Vec<u8>,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub allowed_by: String,
+    pub note: String,
+    pub revoked: bool,
+    pub revoked_by: Option<String>,
+    pub revoke_reason: Option<String>,
+    pub created_at_us: i64,
+    pub updated_at_us: i64,
+    pub version: i64,
+    pub position: i64,
+}
+
+const TPM_ALLOW_COLUMNS: &str = "allow_id, ek_sha256, tenant_id, site_id, pool_id, allowed_by, \
+    note, revoked, revoked_by, revoke_reason, created_at_us, updated_at_us, version, position";
+
+/// The entry not revoked that allows the EK with this SHA-256 (of its TPMT_PUBLIC), if any:
+/// where a machine proving it joins.
+pub async fn tpm_allowed(
+    tx: &mut StoreTx,
+    ek_sha256: &[u8; 32],
+) -> Result<Option<TpmAllowRow>, StoreError> {
+    let sql = format!(
+        "SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows WHERE ek_sha256 = $1 AND NOT revoked \
+         ORDER BY position DESC LIMIT 1"
+    );
+    tx.fetch_optional(&sql, &[ek_sha256.to_vec().into()]).await
+}
+
+/// The version of the EK's stream (`tpm-ek/<hex>`): the newest version any of its entries
+/// records; `None` before its first entry.
+pub async fn tpm_ek_stream_version(
+    tx: &mut StoreTx,
+    ek_sha256: &[u8; 32],
+) -> Result<Option<i64>, StoreError> {
+    let sql = format!(
+        "SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows WHERE ek_sha256 = $1 \
+         ORDER BY version DESC LIMIT 1"
+    );
+    let row: Option<TpmAllowRow> = tx
+        .fetch_optional(&sql, &[ek_sha256.to_vec().into()])
+        .await?;
+    Ok(row.map(|r| r.version))
+}
+
+/// An allow-list entry by id (active or revoked).
+pub async fn tpm_allow(
+    tx: &mut StoreTx,
+    allow_id: &str,
+) -> Result<Option<TpmAllowRow>, StoreError> {
+    let sql = format!("SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows WHERE allow_id = $1");
+    tx.fetch_optional(&sql, &[allow_id.into()]).await
+}
+
+/// Every allow-list entry (revoked ones too), oldest first, read outside any transaction.
+pub async fn tpm_allows_in_store(store: &EventStore) -> Result<Vec<TpmAllowRow>, StoreError> {
+    let sql =
+        format!("SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows ORDER BY created_at_us, allow_id");
+    store.fetch_all(&sql, &[]).await
 }

@@ -107,8 +107,8 @@ pub use tokens::JoinTokens;
 pub use uses::AttestationUses;
 
 /// Every identity projection, in the order they are applied (with the attestation plane's
-/// `pools` and `join_requests`, whose events every identity append may carry).
-pub fn all() -> [&'static dyn Projection; 8] {
+/// `pools`, `join_requests` and `tpm_ek_allows`, whose events every identity append may carry).
+pub fn all() -> [&'static dyn Projection; 9] {
     [
         &JoinTokens,
         &Nodes,
@@ -118,6 +118,7 @@ pub fn all() -> [&'static dyn Projection; 8] {
         &RefusalCounters,
         &crate::attest::Pools,
         &crate::attest::JoinRequests,
+        &crate::attest::TpmEkAllows,
     ]
 }
 

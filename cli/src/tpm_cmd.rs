@@ -1,0 +1,149 @@
+//! `bcctl tpm allow | list | revoke`: the TPM allow-list through
+//! [`commands::attest::TpmAllows`], from the store alone (no key is unsealed). An entry names
+//! one endorsement key by the SHA-256 of its TPMT_PUBLIC (`bcd` prints it) and where a machine
+//! proving it joins; an EK already bound to a node reclaims that node whatever the list says.
+
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use commands::attest::{NewTpmAllow, TpmAllowView, TpmAllows};
+use commands::SystemClock;
+
+use crate::pool_cmd::{open_store, AttestCmdError};
+use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+
+#[derive(Subcommand)]
+pub enum TpmCommand {
+    /// Allow one TPM's EK: a machine proving it joins as a new node at this placement.
+    Allow(AllowArgs),
+    /// List the allow-list, revoked entries too, oldest first.
+    List(ListArgs),
+    /// Revoke an entry: its EK no longer joins through it.
+    Revoke(RevokeArgs),
+}
+
+#[derive(Args)]
+pub struct AllowArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// SHA-256 of the EK's TPMT_PUBLIC, 64 hex digits.
+    #[arg(long = "ek-sha256", value_name = "HEX")]
+    pub ek_sha256: String,
+    /// The tenant the machine joins.
+    #[arg(long)]
+    pub tenant: String,
+    /// Its site.
+    #[arg(long)]
+    pub site: String,
+    /// Its pool.
+    #[arg(long)]
+    pub pool: String,
+    /// Free text (recorded in the event).
+    #[arg(long, default_value = "")]
+    pub note: String,
+    /// Who allows it (recorded in the event).
+    #[arg(long, env = "USER", default_value = "operator")]
+    pub actor: String,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+}
+
+#[derive(Args)]
+pub struct RevokeArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// The entry id (tpma_...).
+    pub allow_id: String,
+    /// Why (recorded in the event).
+    #[arg(long, default_value = "")]
+    pub reason: String,
+    /// Who revokes it (recorded in the event).
+    #[arg(long, env = "USER", default_value = "operator")]
+    pub actor: String,
+}
+
+async fn open(common: &IdentityArgs) -> Result<TpmAllows, AttestCmdError> {
+    Ok(TpmAllows::new(
+        open_store(common).await?,
+        Arc::new(SystemClock),
+    ))
+}
+
+pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
+    match cmd {
+        TpmCommand::Allow(args) => {
+            let svc = open(&args.common).await?;
+            let entry = svc
+                .allow(&NewTpmAllow {
+                    ek_sha256_hex: args.ek_sha256,
+                    tenant_id: args.tenant,
+                    site_id: args.site,
+                    pool_id: args.pool,
+                    actor: args.actor,
+                    note: args.note,
+                })
+                .await?;
+            print_one(&entry, args.common.json, "allowed");
+        }
+        TpmCommand::List(args) => {
+            let list = open(&args.common).await?.list().await?;
+            if args.common.json {
+                println!("{}", to_json(&list));
+            } else {
+                print_allows(&list);
+            }
+        }
+        TpmCommand::Revoke(args) => {
+            let svc = open(&args.common).await?;
+            let entry = svc
+                .revoke(&args.allow_id, &args.actor, &args.reason)
+                .await?;
+            print_one(&entry, args.common.json, "revoked");
+        }
+    }
+    Ok(())
+}
+
+fn print_one(entry: &TpmAllowView, json: bool, verb: &str) {
+    if json {
+        println!("{}", to_json(entry));
+        return;
+    }
+    println!("{verb} tpm allow-list entry {}", entry.allow_id);
+    print_allows(std::slice::from_ref(entry));
+}
+
+pub fn print_allows(list: &[TpmAllowView]) {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|e| {
+            vec![
+                e.allow_id.clone(),
+                e.ek_sha256.clone(),
+                e.tenant_id.clone(),
+                e.site_id.clone(),
+                e.pool_id.clone(),
+                e.status.clone(),
+                fmt_us(e.updated_at_us),
+                e.note.clone(),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "ID",
+            "EK SHA-256",
+            "TENANT",
+            "SITE",
+            "POOL",
+            "STATUS",
+            "UPDATED",
+            "NOTE",
+        ],
+        &rows,
+    );
+}
