@@ -25,9 +25,6 @@ mod serve_plaintext;
 mod test_layout;
 mod token_node_cli;
 mod token_node_sealing;
-<<<<<<< HEAD
-mod tpm_e2e;
-=======
 mod tpm_cli;
->>>>>>> h-shell
+mod tpm_e2e;
 mod x509pop_e2e;

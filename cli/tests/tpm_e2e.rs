@@ -120,7 +120,15 @@ fn leaf_uris(data: &Path) -> Vec<String> {
     let der_path = data.join("leaf.der");
     fs::write(&der_path, der).expect("leaf.der");
     let out = Command::new("openssl")
-        .args(["x509", "-inform", "der", "-noout", "-ext", "subjectAltName", "-in"])
+        .args([
+            "x509",
+            "-inform",
+            "der",
+            "-noout",
+            "-ext",
+            "subjectAltName",
+            "-in",
+        ])
         .arg(&der_path)
         .output()
         .expect("openssl runs");
@@ -160,14 +168,22 @@ fn scenario(db_url: &str) {
     let a = tmp.path().join("machine-a");
     let shown = tpm_show(&server, &a, &tpm_a);
     let ek_a = shown["ekSha256"].as_str().expect("ekSha256").to_owned();
-    let statement = shown["akStatement"].as_str().expect("akStatement").to_owned();
+    let statement = shown["akStatement"]
+        .as_str()
+        .expect("akStatement")
+        .to_owned();
     assert!(statement.starts_with("urn:bc:tpm-ak:000b:"), "{shown}");
     assert_eq!(ek_a.len(), 64, "{shown}");
     allow(&server, &ek_a);
     let mut join = bcd_tpm(&server, &a, &tpm_a, &["join", "--attestor", "tpm"]);
     join.env("BCD_JOIN_TOKEN", "bcjt_not-a-token");
     let (code, stdout, stderr) = run(join);
-    assert_eq!(code, 0, "{stdout}{stderr}\nserver:\n{}", server.proc.log_text());
+    assert_eq!(
+        code,
+        0,
+        "{stdout}{stderr}\nserver:\n{}",
+        server.proc.log_text()
+    );
     let node = node_in(&stdout, "joined");
     let data_a = a.join("data");
     let uris = leaf_uris(&data_a);
@@ -182,11 +198,7 @@ fn scenario(db_url: &str) {
 
     // bcd node renews with the AK's certification, twice; the statement is carried on.
     let log = tmp.path().join("bcd-node-a.log");
-    let mut agent = Proc::spawn(
-        "bcd node (a)",
-        bcd_tpm(&server, &a, &tpm_a, &["node"]),
-        log,
-    );
+    let mut agent = Proc::spawn("bcd node (a)", bcd_tpm(&server, &a, &tpm_a, &["node"]), log);
     wait_for(
         "two renewals",
         Duration::from_secs(60),
@@ -200,7 +212,10 @@ fn scenario(db_url: &str) {
     assert_eq!(st["nodeKey"], "tpm", "{st}");
     assert_eq!(leaf_uris(&data_a)[1], statement);
     check_key_record(&data_a);
-    assert_ne!(fs::read(data_a.join("node.key")).expect("node.key"), first_key);
+    assert_ne!(
+        fs::read(data_a.join("node.key")).expect("node.key"),
+        first_key
+    );
 
     // 2. Recovery: the identity moved aside, the same TPM reclaims the same node.
     let generation = |server: &Server, node: &str| {
@@ -215,7 +230,12 @@ fn scenario(db_url: &str) {
         &tpm_a,
         &["join", "--reset", "--yes", "--attestor", "tpm"],
     ));
-    assert_eq!(code, 0, "{stdout}{stderr}\nserver:\n{}", server.proc.log_text());
+    assert_eq!(
+        code,
+        0,
+        "{stdout}{stderr}\nserver:\n{}",
+        server.proc.log_text()
+    );
     assert_eq!(node_in(&stdout, "joined"), node, "{stdout}");
     assert_eq!(generation(&server, &node), g0 + 1);
 
@@ -235,7 +255,12 @@ fn scenario(db_url: &str) {
     assert_eq!(refused, "join:bound-elsewhere");
     server.bcctl(&["node", "delete", &node, "--yes", "--reason", "TPM replaced"]);
     let (code, stdout, stderr) = run(bcd_tpm(&server, &b, &tpm_b, &["join", "--attestor", "tpm"]));
-    assert_eq!(code, 0, "{stdout}{stderr}\nserver:\n{}", server.proc.log_text());
+    assert_eq!(
+        code,
+        0,
+        "{stdout}{stderr}\nserver:\n{}",
+        server.proc.log_text()
+    );
     let node_b = node_in(&stdout, "joined");
     assert_ne!(node_b, node);
 
@@ -245,8 +270,15 @@ fn scenario(db_url: &str) {
     let mut cmd = bcd_tpm(&server, &c, &tpm_c, &["join", "--attestor", "tpm"]);
     cmd.env("BCD_SYSFS_ROOT", tmp.path().join("no-sysfs"));
     let mut join = Proc::spawn("bcd join (enrolled)", cmd, tmp.path().join("c.log"));
-    let line = join.wait_line("bcd join: waiting for approval of ", Duration::from_secs(60));
-    let id = line.split_whitespace().next().unwrap_or_default().to_owned();
+    let line = join.wait_line(
+        "bcd join: waiting for approval of ",
+        Duration::from_secs(60),
+    );
+    let id = line
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     assert!(id.starts_with("jr_"), "{}", join.log_text());
     server.bcctl(&["join-request", "approve", &id]);
     let status = join.wait_exit(Duration::from_secs(90));
@@ -273,7 +305,10 @@ fn check_key_record(data: &Path) {
         text.starts_with("-----BEGIN BCD TPM NODE KEY-----\n"),
         "{text}"
     );
-    assert!(text.trim_end().ends_with("-----END BCD TPM NODE KEY-----"), "{text}");
+    assert!(
+        text.trim_end().ends_with("-----END BCD TPM NODE KEY-----"),
+        "{text}"
+    );
     assert_eq!(base64_decode(&body).len(), 32, "{text}");
     let mode = fs::metadata(&path).expect("stat").permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);

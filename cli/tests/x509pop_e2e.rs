@@ -130,7 +130,11 @@ pub(crate) fn start_server_configured(
             "--dir",
         ])
         .arg(&work)
-        .args(config.map(|c| vec![std::ffi::OsStr::new("--config"), c.as_os_str()]).unwrap_or_default())
+        .args(
+            config
+                .map(|c| vec![std::ffi::OsStr::new("--config"), c.as_os_str()])
+                .unwrap_or_default(),
+        )
         .arg("--database-url")
         .arg(db_url)
         .env("BC_LEAF_LIFETIME", leaf_lifetime)
