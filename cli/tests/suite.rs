@@ -26,4 +26,5 @@ mod test_layout;
 mod token_node_cli;
 mod token_node_sealing;
 mod tpm_cli;
+mod tpm_e2e;
 mod x509pop_e2e;

@@ -105,6 +105,17 @@ pub(crate) fn start_server_with_uses(
     leaf_lifetime: &str,
     token_uses: u32,
 ) -> Server {
+    start_server_configured(tmp, db_url, leaf_lifetime, token_uses, None)
+}
+
+/// [`start_server_with_uses`] with a serve configuration file (`bcctl up --config`).
+pub(crate) fn start_server_configured(
+    tmp: &Path,
+    db_url: &str,
+    leaf_lifetime: &str,
+    token_uses: u32,
+    config: Option<&Path>,
+) -> Server {
     let work = tmp.join("up");
     let log = tmp.join("bcctl.log");
     let uses = token_uses.to_string();
@@ -119,6 +130,11 @@ pub(crate) fn start_server_with_uses(
             "--dir",
         ])
         .arg(&work)
+        .args(
+            config
+                .map(|c| vec![std::ffi::OsStr::new("--config"), c.as_os_str()])
+                .unwrap_or_default(),
+        )
         .arg("--database-url")
         .arg(db_url)
         .env("BC_LEAF_LIFETIME", leaf_lifetime)

@@ -6,6 +6,9 @@
 mod audit_support;
 mod identity_support;
 mod quorum_support;
+// The TPM test client of domain's tests (swtpm driven by tpm2-tools), shared rather than copied.
+#[path = "../../domain/tests/tpm_support.rs"]
+mod tpm_support;
 mod x509pop_support;
 
 mod attest_admission;
@@ -29,5 +32,6 @@ mod rebuild_pipeline;
 mod refusal_budget;
 mod renew_guard;
 mod tpm_allows;
+mod tpm_join;
 mod x509pop_join;
 mod x509pop_python;

@@ -2,7 +2,10 @@
 //! the `tpm` attestor's tests: it reads the EK and its certificate, makes the AK and node keys
 //! (primaries, left loaded: swtpm has no resource manager), activates credentials, quotes,
 //! certifies and signs. TPM2_Certify with qualifying data goes through `tpm2_send` (tpm2-tools
-//! 5.4's tpm2_certify cannot pass qualifying data).
+//! 5.4's tpm2_certify cannot pass qualifying data). commands' tests use it too (`#[path]`), each
+//! suite a part of it.
+
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::Command;

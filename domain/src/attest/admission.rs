@@ -318,12 +318,24 @@ pub fn decide_admission(
     };
     let site = SiteId::new(&result.site_id)
         .map_err(|e| DecideError::Failed(format!("site id {:?}: {e}", result.site_id)))?;
+    // The node-key statement goes into the certificate after the SPIFFE ID, so every renewal
+    // must prove it again (spec 000 "Renewing a TPM-held key").
+    let statements = match &result.node_key {
+        NodeKeyStatement::Unattested => Vec::new(),
+        NodeKeyStatement::Statement { uri, .. } => vec![crate::pki::NodeKeyStatement::new(uri)
+            .map_err(|_| {
+                DecideError::Refused(
+                    AttestorRefusal::new(ADMISSION, "node-key-statement")
+                        .in_tenant(&result.tenant_id),
+                )
+            })?],
+    };
     let decision = NodeCertificateDecision {
         spiffe_id: SpiffeId::new(ctx.trust_domain.clone(), site, node_id.clone()),
         role: result.role,
         serial: cmd.serial.clone(),
         requested_lifetime: Some(ctx.leaf_lifetime),
-        statements: Vec::new(),
+        statements,
     };
     let issued = issue_node_certificate(ctx.node_ca, cmd.csr, &decision, now)
         .map_err(|e| DecideError::Failed(format!("issuing the node certificate: {e}")))?;
