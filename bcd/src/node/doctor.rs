@@ -126,7 +126,7 @@ impl NetworkChecks for NetworkDoctor {
             return Check::new("clock skew", Level::Warn, "not checked: no server or pin");
         };
         let dir = DataDir::new(&config.data_dir);
-        let loaded = match load_read_only(&dir) {
+        let loaded = match load_read_only(&dir, &config.tpm_host()) {
             Ok(loaded) => loaded,
             Err(_) => {
                 return Check::new(

@@ -32,6 +32,13 @@ pub fn node_key() -> PrivateKey {
     PrivateKey::generate(KeyRole::Node).unwrap()
 }
 
+/// The same file key as a [`bcd::node_key::NodeKey`].
+pub fn as_node_key(key: &PrivateKey) -> bcd::node_key::NodeKey {
+    PrivateKey::from_pkcs8_der(KeyRole::Node, key.pkcs8_der())
+        .unwrap()
+        .into()
+}
+
 pub fn csr(key: &PrivateKey) -> VerifiedCsr {
     VerifiedCsr::verify(&build_csr(key).unwrap()).unwrap()
 }
@@ -79,6 +86,6 @@ pub fn joined(dir: &Path, ks: &KeySet, node: &str) -> (DataDir, PrivateKey, Stor
     let data = DataDir::new(dir);
     let key = node_key();
     let identity = identity_for(ks, issue(ks, &key, node, NodeRole::Node));
-    store_joined(&data, &key, &identity, now()).unwrap();
+    store_joined(&data, &as_node_key(&key), &identity, now()).unwrap();
     (data, key, identity)
 }
