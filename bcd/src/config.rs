@@ -417,7 +417,8 @@ mod tests {
 
     #[test]
     fn tpm_tcti_from_the_file_then_the_environment() {
-        let text = "[tpm]\ntcti = \"swtpm:host=127.0.0.1,port=2321\"\nek_intermediates = [\"/e.pem\"]\n";
+        let text =
+            "[tpm]\ntcti = \"swtpm:host=127.0.0.1,port=2321\"\nek_intermediates = [\"/e.pem\"]\n";
         let cfg = Config::parse(Path::new("c.toml"), text).unwrap();
         assert_eq!(cfg.tpm.tcti, "swtpm:host=127.0.0.1,port=2321");
         assert_eq!(cfg.tpm.ek_intermediates, vec![PathBuf::from("/e.pem")]);

@@ -31,8 +31,8 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::files::{
-    DataDir, FileError, KeyFileError, IDENTITY_FILE, JOURNAL_FILE, MAX_KEY_FILE_LEN,
-    NEXT_KEY_FILE, NODE_KEY_FILE,
+    DataDir, FileError, KeyFileError, IDENTITY_FILE, JOURNAL_FILE, MAX_KEY_FILE_LEN, NEXT_KEY_FILE,
+    NODE_KEY_FILE,
 };
 use crate::node_key::{parse_key_file, KeyRecord, NodeKey, TpmHost};
 use crate::tpm::TpmError;
@@ -350,7 +350,12 @@ pub fn load_in(dir: &DataDir, tpm: &TpmHost) -> Result<LoadedIdentity, LoadError
 /// Loads the identity as [`load`] does but changes no file: a `node.key.next` the leaf certifies
 /// is used as the key (it would be promoted), any other is left alone. For `bcd status` and
 /// `bcd doctor`, which must not race a running `bcd node`'s renewal.
-pub fn load_read_only(dir: &DataDir, tpm: &TpmHost) -> Result<LoadedIdentity, LoadError> {
+pub fn load_read_only(dir: &DataDir) -> Result<LoadedIdentity, LoadError> {
+    load_read_only_in(dir, &TpmHost::from_env())
+}
+
+/// [`load_read_only`], a TPM key loaded through `tpm`.
+pub fn load_read_only_in(dir: &DataDir, tpm: &TpmHost) -> Result<LoadedIdentity, LoadError> {
     load_with(dir, tpm, false)
 }
 

@@ -9,9 +9,7 @@ use std::path::Path;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use domain::pki::{
-    seal_token, NodeRole, Pin, PublicKey, SealedToken, TokenSecret,
-};
+use domain::pki::{seal_token, NodeRole, Pin, PublicKey, SealedToken, TokenSecret};
 use serde::Deserialize;
 
 use crate::attest::{EvidenceError, JOIN_TOKEN};

@@ -22,8 +22,8 @@ use bcd::join::{
     load_join_encryption_key, load_join_signing_key, prepare_with_key, JOIN_ENCRYPTION_JWK,
     JOIN_SIGNING_JWK,
 };
-use bcd::join_tpm::join_key;
 use bcd::join_loop::{parse_duration, run_join, JoinEnv, JoinLoop};
+use bcd::join_tpm::join_key;
 use bcd::node::{
     rejoin_if_expired, rejoin_x509pop, run_node, NetworkDoctor, NodeExit, NodeOptions,
     REVOKED_EXIT_MESSAGE,

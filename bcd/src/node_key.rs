@@ -131,7 +131,7 @@ impl NodeSigner for NodeKey {
 #[derive(Debug)]
 pub enum KeyRecord {
     /// A PKCS#8 file key.
-    File(PrivateKey),
+    File(Box<PrivateKey>),
     /// A TPM key's unique.
     Tpm([u8; 32]),
 }
@@ -148,17 +148,17 @@ pub fn parse_key_file(text: &[u8]) -> Result<KeyRecord, KeyFileError> {
         return Ok(KeyRecord::Tpm(unique));
     }
     let der = pem_block(text, PKCS8_PEM_LABEL).ok_or(KeyFileError::NotPem)??;
-    Ok(KeyRecord::File(PrivateKey::from_pkcs8_der(
+    Ok(KeyRecord::File(Box::new(PrivateKey::from_pkcs8_der(
         KeyRole::Node,
         &der,
-    )?))
+    )?)))
 }
 
 impl KeyRecord {
     /// The key itself: a file key as it is, a TPM record derived again by `host`'s TPM.
     pub fn open(self, host: &TpmHost) -> Result<NodeKey, TpmError> {
         match self {
-            KeyRecord::File(key) => Ok(key.into()),
+            KeyRecord::File(key) => Ok(NodeKey::File(Arc::new(*key))),
             KeyRecord::Tpm(unique) => Ok(host.open()?.load_node_key(&unique)?.into()),
         }
     }

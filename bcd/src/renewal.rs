@@ -22,9 +22,7 @@ use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 
 use crate::files::DataDir;
-use crate::identity_store::{
-    LoadedIdentity, RenewalBegun, RenewalStore, StoreError, WAY_BACK,
-};
+use crate::identity_store::{LoadedIdentity, RenewalBegun, RenewalStore, StoreError, WAY_BACK};
 use crate::node_key::{new_node_key, NodeKey};
 use crate::tpm::{AttestationKey, Tpm};
 
@@ -173,17 +171,17 @@ pub fn prepare_renewal<'a>(
     let (csr_der, csr_sha256) = csr_for(begun.next_key()).map_err(PrepareError::Key)?;
     let key_attestation = match (&ak, begun.next_key().as_tpm()) {
         (Some((tpm, ak)), Some(key)) => match tpm.certify(key, &csr_sha256) {
-                Ok(certified) => Some(TpmKeyAttestation {
-                    ak_public: ak.public_area.clone(),
-                    key_public: certified.public,
-                    certify_info: certified.certify_info,
-                    signature: certified.signature,
-                }),
-                Err(e) => {
-                    let _ = begun.abandon();
-                    return Err(PrepareError::Certification(e.to_string()));
-                }
-            },
+            Ok(certified) => Some(TpmKeyAttestation {
+                ak_public: ak.public_area.clone(),
+                key_public: certified.public,
+                certify_info: certified.certify_info,
+                signature: certified.signature,
+            }),
+            Err(e) => {
+                let _ = begun.abandon();
+                return Err(PrepareError::Certification(e.to_string()));
+            }
+        },
         _ => None,
     };
     let client_time_ms = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);

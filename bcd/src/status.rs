@@ -1,6 +1,6 @@
 //! `bcd status [--json]` and `bcd doctor`.
 //!
-//! Both read the identity with [`crate::identity_store::load_read_only`], so they never change a
+//! Both read the identity with [`crate::identity_store::load_read_only_in`], so they never change a
 //! file under a running `bcd node`. `status` prints one identity line (or the reason there is
 //! none); `doctor` runs checks, each `ok`, `warn` or `fail`, and every problem ends with the way
 //! back. The local checks are here; the network ones (gateway reachable, clock skew against the
@@ -12,7 +12,9 @@ use time::{Duration, OffsetDateTime};
 
 use crate::config::{Config, PIN_KEYS};
 use crate::files::{DataDir, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
-use crate::identity_store::{load_read_only, LoadError, LoadedIdentity, NextKeyOutcome, WAY_BACK};
+use crate::identity_store::{
+    load_read_only_in, LoadError, LoadedIdentity, NextKeyOutcome, WAY_BACK,
+};
 use crate::node_key::{NodeKeyKind, TpmHost};
 use crate::renewal_schedule::renew_at;
 
@@ -133,7 +135,7 @@ pub fn status(dir: &DataDir, tpm: &TpmHost, now: OffsetDateTime) -> StatusReport
         trust_version: None,
         problem: None,
     };
-    let loaded = match load_read_only(dir, tpm) {
+    let loaded = match load_read_only_in(dir, tpm) {
         Ok(loaded) => loaded,
         Err(LoadError::NotJoined) => {
             report.state = "not-joined";
@@ -295,7 +297,7 @@ fn identity_checks(
     tpm: &TpmHost,
     now: OffsetDateTime,
 ) -> (Vec<Check>, Option<LoadedIdentity>) {
-    let loaded = match load_read_only(dir, tpm) {
+    let loaded = match load_read_only_in(dir, tpm) {
         Ok(loaded) => loaded,
         Err(LoadError::NotJoined) => {
             return (

@@ -10,6 +10,8 @@ mod evidence;
 mod identity_store;
 mod join;
 mod join_loop;
+mod node_key;
+mod node_key_tls;
 mod pinned_verifier;
 mod renewal_forged;
 mod trust_bundle;

@@ -20,8 +20,8 @@ use crate::files::DataDir;
 use crate::hardware::HardwareClaims;
 use crate::identity_store::{load_in, store_rejoined, LoadError, LoadedIdentity, WAY_BACK};
 use crate::join::{prepare_with_key, JoinError, JoinTransport};
-use crate::node_key::new_node_key;
 use crate::join_loop::{exchange, joined_message, JoinEnv, JoinLoop, DEFAULT_APPROVAL_TIMEOUT};
+use crate::node_key::new_node_key;
 use crate::verify_join::VerifiedJoin;
 
 /// A stored re-join.
