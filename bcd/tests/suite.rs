@@ -12,6 +12,7 @@ mod join;
 mod join_loop;
 mod node_key;
 mod node_key_tls;
+mod node_key_tpm;
 mod pinned_verifier;
 mod renewal_forged;
 mod trust_bundle;
