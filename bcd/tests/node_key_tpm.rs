@@ -309,3 +309,28 @@ fn a_tpm_join_makes_its_key_in_the_tpm_and_produces_the_tpms_evidence() {
     let ak = config.tpm_host().open().unwrap().attestation_key().unwrap();
     assert_eq!(evidence.ak_public, ak.public_area);
 }
+
+#[test]
+fn x509pop_evidence_by_a_tpm_key_is_what_the_control_plane_parses_and_verifies() {
+    use bcd::attest::EvidenceProducer as _;
+    let tpm = Swtpm::start();
+    let host = TpmHost::new(&tpm.tcti());
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let key = tpm_key(&host);
+    let (data, identity) = joined_with(tmp.path(), &ks, "node_a1", &key, &[]);
+    let loaded = load_in(&data, &host).unwrap();
+    let producer = bcd::attest::x509pop::X509PopProducer::new(
+        &loaded,
+        Box::new(|| time::macros::datetime!(2026-12-01 10:00 UTC)),
+    )
+    .unwrap();
+    let csr = [7u8; 32];
+    let bytes = producer.produce(1, &csr, None).unwrap();
+    let parsed = domain::attest::x509pop::X509PopEvidence::parse(&bytes).unwrap();
+    assert_eq!(parsed.chain, identity.chain);
+    assert_eq!(parsed.node_id.as_str(), "node_a1");
+    assert_eq!(parsed.client_time_ms, 1_796_119_200_000);
+    let sig = domain::pki::Signature::from_bytes(&parsed.sig).unwrap();
+    domain::pki::statement::verify(key.public_key(), &parsed.statement(&csr), &sig).unwrap();
+}
