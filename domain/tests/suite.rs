@@ -3,6 +3,7 @@
 //! tests with `cargo test -p domain --test suite <file>::`.
 
 mod quorum_support;
+mod tpm_support;
 
 mod attest_admission;
 mod audit_merkle;
@@ -22,3 +23,5 @@ mod quorum_golden;
 mod quorum_scope;
 mod quorum_scope_storage;
 mod quorum_trust_bundle;
+mod tpm_join;
+mod tpm_renew;

@@ -116,13 +116,15 @@ impl Admission {
     }
 }
 
-/// Whether the renewal path can prove `statement` again at every renewal. Only "unattested"
-/// can so far; the TPM attestor extends this with a well-formed `urn:bc:tpm-ak:` once renewals
-/// check the AK (spec 001 "What a result means").
+/// Whether the renewal path can prove `statement` again at every renewal (spec 001 "What a
+/// result means"): "unattested", and a well-formed `urn:bc:tpm-ak:000b:<64 hex>` (renewals
+/// check the AK's certification of every new key, [`crate::identity::check_key_statements`]).
 pub fn renewal_can_prove(statement: &NodeKeyStatement) -> bool {
     match statement {
         NodeKeyStatement::Unattested => true,
-        NodeKeyStatement::Statement { .. } => false,
+        NodeKeyStatement::Statement { uri, .. } => {
+            crate::attest::tpm::parse_ak_statement(uri).is_some()
+        }
     }
 }
 

@@ -38,8 +38,9 @@ pub use refusal_bound::{
     decide_refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
 };
 pub use renew::{
-    answer_again, decide_renew, prepare_renew, renew_refusal_tenant, PreparedRenew, RenewCommand,
-    RenewInput, RenewRefusal, RenewState, Renewed, RENEW_POP_ATTESTOR, RENEW_PROOF_TTL,
+    answer_again, check_key_statements, decide_renew, prepare_renew, renew_refusal_tenant,
+    PreparedRenew, RenewCommand, RenewInput, RenewRefusal, RenewState, Renewed, RENEW_POP_ATTESTOR,
+    RENEW_PROOF_TTL,
 };
 pub use renew_guard::{decide_clone, renewal_retry_at, RENEWALS_PER_HOUR, RENEWAL_WINDOW};
 pub use state::{

@@ -5,7 +5,10 @@
 //! the `renew-pop` proof. The command layer then loads the node, the `node_certs` row of the
 //! leaf's serial and whether the proof was used, and [`decide_renew`] decides, in this order:
 //! the leaf is byte for byte a stored row of this node; of the node's current identity
-//! generation; not revoked; the node active; not expired; no key statement it cannot prove; the
+//! generation; not revoked; the node active; not expired; no key statement it cannot prove; a
+//! leaf naming a TPM AK (`urn:bc:tpm-ak:`) comes with that AK's certification of the CSR's key
+//! (spec 000 "Renewing a TPM-held key": `key_attestation` present, the AK's name is the
+//! statement, then the join's own [`verify_key_certification`]); the
 //! proof verifies under the leaf's key; its client time within ±60 s; never used before; the
 //! leaf not superseded by a newer certificate (a clone: [`super::renew_guard`], unless the
 //! newer one certifies the CSR's key: the same renewal retried, [`answer_again`]); and fewer than
@@ -18,6 +21,10 @@ use super::join::JoinContext;
 use super::renew_guard::renewal_retry_at;
 use super::state::{CertState, IdentityEvent, NodeState, NodeStatus};
 use super::{sha256, unix_us, DecideError, Decision};
+use crate::attest::tpm::{
+    check_ak, parse_ak_statement, verify_key_certification, KeyCertRefusal, KeyCertification,
+    TpmKeyAttestation,
+};
 use crate::pki::statement::{verify, RenewPop, Statement};
 use crate::pki::{
     check_clock_window, issue_node_certificate, NodeCertificateDecision, NodeIdentity, Serial,
@@ -59,6 +66,31 @@ pub enum RenewRefusal {
     /// The leaf carries a `urn:bc:` key statement this control plane cannot prove again.
     #[error("renew:key-statement-unknown")]
     KeyStatementUnknown,
+    /// The leaf names a TPM AK but the request carries no `key_attestation`.
+    #[error("renew:node-key-missing")]
+    NodeKeyMissing,
+    /// The attestation's AK is not the one the leaf names (or not an AK at all).
+    #[error("renew:node-key-ak")]
+    NodeKeyAk,
+    /// The key's TPMT_PUBLIC, the TPMS_ATTEST or its signature does not parse, or the attest is
+    /// no TPM-generated certify.
+    #[error("renew:node-key-malformed")]
+    NodeKeyMalformed,
+    /// The certification is not signed by the AK.
+    #[error("renew:node-key-signature")]
+    NodeKeySignature,
+    /// The certification is not qualified by SHA-256 of this CSR.
+    #[error("renew:node-key-nonce")]
+    NodeKeyNonce,
+    /// The certified name is not the presented key's.
+    #[error("renew:node-key-name")]
+    NodeKeyName,
+    /// The key is not an unrestricted P-256 signing key the TPM made and keeps.
+    #[error("renew:node-key-attributes")]
+    NodeKeyAttributes,
+    /// The certified key is not the CSR's key.
+    #[error("renew:node-key-not-csr")]
+    NodeKeyNotCsr,
     /// The proof does not verify under the presented leaf's key.
     #[error("renew:bad-proof")]
     BadProof,
@@ -79,7 +111,7 @@ pub enum RenewRefusal {
 
 impl RenewRefusal {
     /// Every reason.
-    pub const ALL: [RenewRefusal; 14] = [
+    pub const ALL: [RenewRefusal; 22] = [
         RenewRefusal::BadCsr,
         RenewRefusal::BadCertificate,
         RenewRefusal::UnknownCertificate,
@@ -89,6 +121,14 @@ impl RenewRefusal {
         RenewRefusal::NodeInactive,
         RenewRefusal::Expired,
         RenewRefusal::KeyStatementUnknown,
+        RenewRefusal::NodeKeyMissing,
+        RenewRefusal::NodeKeyAk,
+        RenewRefusal::NodeKeyMalformed,
+        RenewRefusal::NodeKeySignature,
+        RenewRefusal::NodeKeyNonce,
+        RenewRefusal::NodeKeyName,
+        RenewRefusal::NodeKeyAttributes,
+        RenewRefusal::NodeKeyNotCsr,
         RenewRefusal::BadProof,
         RenewRefusal::ClockWindow,
         RenewRefusal::Replay,
@@ -148,7 +188,7 @@ pub struct RenewInput {
     pub signature: Vec<u8>,
     /// `RenewRequest.key_attestation`: the AK's certification of the new key, required when the
     /// leaf names a `urn:bc:tpm-ak:` statement.
-    pub key_attestation: Option<crate::attest::tpm::TpmKeyAttestation>,
+    pub key_attestation: Option<TpmKeyAttestation>,
 }
 
 /// A renewal whose CSR and leaf parsed.
@@ -166,6 +206,8 @@ pub struct PreparedRenew {
     pub signature: Vec<u8>,
     /// SHA-256 of the statement's signed input: `attestation_uses.subject`.
     pub replay_key: [u8; 32],
+    /// `RenewRequest.key_attestation`, as sent.
+    pub key_attestation: Option<TpmKeyAttestation>,
 }
 
 impl PreparedRenew {
@@ -214,6 +256,7 @@ pub fn prepare_renew(
         identity,
         statement,
         signature: input.signature.clone(),
+        key_attestation: input.key_attestation.clone(),
     })
 }
 
@@ -273,6 +316,51 @@ pub fn answer_again(
     }))
 }
 
+impl From<KeyCertRefusal> for RenewRefusal {
+    fn from(r: KeyCertRefusal) -> Self {
+        match r {
+            KeyCertRefusal::Malformed => RenewRefusal::NodeKeyMalformed,
+            KeyCertRefusal::Signature => RenewRefusal::NodeKeySignature,
+            KeyCertRefusal::Nonce => RenewRefusal::NodeKeyNonce,
+            KeyCertRefusal::Name => RenewRefusal::NodeKeyName,
+            KeyCertRefusal::Attributes => RenewRefusal::NodeKeyAttributes,
+            KeyCertRefusal::NotCsr => RenewRefusal::NodeKeyNotCsr,
+        }
+    }
+}
+
+/// The leaf's key statements, proved again for the CSR's key: none, or only
+/// `urn:bc:tpm-ak:000b:<digest>` statements of one AK whose certification of the new key comes
+/// with the request. Any other statement is `renew:key-statement-unknown`.
+pub fn check_key_statements(
+    p: &PreparedRenew,
+    key_attestation: Option<&TpmKeyAttestation>,
+) -> Result<(), RenewRefusal> {
+    let mut ak_digests = Vec::new();
+    for statement in &p.identity.statements {
+        let digest =
+            parse_ak_statement(statement.as_str()).ok_or(RenewRefusal::KeyStatementUnknown)?;
+        ak_digests.push(digest);
+    }
+    if ak_digests.is_empty() {
+        return Ok(());
+    }
+    let attestation = key_attestation.ok_or(RenewRefusal::NodeKeyMissing)?;
+    let ak = check_ak(&attestation.ak_public).map_err(|_| RenewRefusal::NodeKeyAk)?;
+    let name = ak.name();
+    if ak_digests.iter().any(|d| d.as_slice() != &name[2..]) {
+        return Err(RenewRefusal::NodeKeyAk);
+    }
+    let cert = KeyCertification {
+        key_public: &attestation.key_public,
+        certify_info: &attestation.certify_info,
+        signature: &attestation.signature,
+    };
+    let point = p.csr.public_key().uncompressed_point();
+    verify_key_certification(&ak, cert, p.csr.sha256(), point)?;
+    Ok(())
+}
+
 /// Step 2: the renewal decision.
 pub fn decide_renew(
     ctx: &JoinContext<'_>,
@@ -303,9 +391,7 @@ pub fn decide_renew(
     if unix_us(now) >= cert.not_after_us {
         return Err(RenewRefusal::Expired.into());
     }
-    if !p.identity.statements.is_empty() {
-        return Err(RenewRefusal::KeyStatementUnknown.into());
-    }
+    check_key_statements(p, p.key_attestation.as_ref())?;
     let signature = Signature::from_bytes(&p.signature).ok_or(RenewRefusal::BadProof)?;
     verify(&p.identity.public_key, &p.statement, &signature).map_err(|_| RenewRefusal::BadProof)?;
     check_clock_window(p.statement.client_time_ms, now).map_err(|_| RenewRefusal::ClockWindow)?;
@@ -332,7 +418,8 @@ pub fn decide_renew(
         role: p.identity.role,
         serial: cmd.serial.clone(),
         requested_lifetime: Some(ctx.leaf_lifetime),
-        statements: Vec::new(),
+        // The statements were proved again above: the new certificate carries them forward.
+        statements: p.identity.statements.clone(),
     };
     let issued = issue_node_certificate(ctx.node_ca, &p.csr, &decision, now)
         .map_err(|e| DecideError::Failed(format!("issuing the renewed certificate: {e}")))?;

@@ -6,14 +6,35 @@
 //! | --- | --- |
 //! | [`wire`] | the messages bcd and the control plane exchange |
 //! | [`config`] | what the operator configures |
+//! | [`marshal`] | reading TPM-marshalled integers and TPM2B buffers; algorithm ids |
+//! | [`public`] | TPMT_PUBLIC and a key's name |
+//! | [`attest`] | TPMS_ATTEST (certify, quote) and ECDSA TPMT_SIGNATURE |
+//! | [`credential`] | MakeCredential in software (KDFa, KDFe, RSA-OAEP, ECDH, AES-CFB, HMAC) |
+//! | [`ek`] | the EK certificate's chain and key |
+//! | [`keys`] | the AK and node-key checks, the shared certification check, the AK statement |
+//! | [`state`] | the sealed challenge state |
+//! | [`refusal`] | `tpm:<reason>` |
 //! | [`attestor`] | [`TpmAttestor`]: round 1's challenge, round 2's checks, where the machine goes |
 
+pub mod attest;
 pub mod attestor;
 pub mod config;
+pub mod credential;
+pub mod ek;
+pub mod keys;
+pub mod marshal;
+pub mod public;
+pub mod refusal;
+pub mod state;
 pub mod wire;
 
 pub use attestor::TpmAttestor;
 pub use config::{NodeKeyPolicy, Placement, TpmConfig, MAX_CHALLENGE_TTL};
+pub use keys::{
+    check_ak, parse_ak_statement, verify_key_certification, Ak, AkError, KeyCertRefusal,
+    KeyCertification, AK_STATEMENT_PREFIX, TPM_NODE_KEY_LABEL,
+};
+pub use refusal::TpmRefusal;
 pub use wire::{
     CertifiedKey, PcrValue, TpmAnswer, TpmAttestation, TpmChallenge, TpmEvidence,
     TpmKeyAttestation, DEFAULT_QUOTE_PCRS, TPM_ATTESTOR, TPM_WIRE_VERSION,
