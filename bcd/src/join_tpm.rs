@@ -6,15 +6,16 @@
 //! - `--attestor tpm`: in the TPM of `[tpm] tcti` (`BCD_TPM_TCTI`), with no fallback: a TPM
 //!   that does not open or cannot make the key stops the join. The same TPM connection produces
 //!   the evidence (EK, EK certificate, `[tpm] ek_intermediates`, AK) and answers each challenge,
-//!   the AK certifying the key over `sha256(csr)` (see [`TpmJoinProducer`]);
+//!   the AK certifying the key over `sha256(csr)` ([`TpmProducer`]);
 //! - any other attestor: in the host's TPM when it has one, else a file key with a warning
 //!   ([`crate::node_key::new_node_key`]).
 
 use std::path::PathBuf;
 
-use domain::attest::tpm::{TpmAttestation, TpmChallenge, TPM_ATTESTOR};
+use domain::attest::tpm::TPM_ATTESTOR;
 
-use crate::attest::{EvidenceError, EvidenceProducer};
+use crate::attest::tpm::TpmProducer;
+use crate::attest::EvidenceProducer;
 use crate::config::Config;
 use crate::node_key::{new_node_key, NodeKey};
 use crate::tpm::{Tpm, TpmError, TpmNodeKey};
@@ -109,52 +110,5 @@ pub fn tpm_producer(
     intermediates: Vec<Vec<u8>>,
     key: TpmNodeKey,
 ) -> Box<dyn EvidenceProducer> {
-    Box::new(TpmJoinProducer {
-        tpm,
-        intermediates,
-        key,
-    })
-}
-
-/// Round 1: the TPM's evidence; each challenge: its answer, certifying the join's key.
-#[derive(Debug)]
-pub struct TpmJoinProducer {
-    tpm: Tpm,
-    intermediates: Vec<Vec<u8>>,
-    key: TpmNodeKey,
-}
-
-impl EvidenceProducer for TpmJoinProducer {
-    fn id(&self) -> &str {
-        TPM_ATTESTOR
-    }
-
-    fn produce(
-        &self,
-        _round: u32,
-        csr_sha256: &[u8; 32],
-        challenge: Option<&[u8]>,
-    ) -> Result<Vec<u8>, EvidenceError> {
-        let failed = |reason: String| EvidenceError::Failed {
-            attestor: TPM_ATTESTOR.to_owned(),
-            reason,
-        };
-        let message = match challenge {
-            None => TpmAttestation::evidence(
-                self.tpm
-                    .join_evidence(&self.intermediates)
-                    .map_err(|e| failed(e.to_string()))?,
-            ),
-            Some(payload) => {
-                let challenge: TpmChallenge = serde_json::from_slice(payload)
-                    .map_err(|e| failed(format!("the challenge does not parse: {e}")))?;
-                TpmAttestation::answer(
-                    self.tpm
-                        .answer_challenge(&challenge, csr_sha256, Some(&self.key))
-                        .map_err(|e| failed(e.to_string()))?,
-                )
-            }
-        };
-        Ok(message.to_bytes())
-    }
+    Box::new(TpmProducer::new(tpm, intermediates, Some(key)))
 }

@@ -188,6 +188,20 @@ fn the_renewal_of_a_leaf_naming_the_ak_carries_its_certification_of_the_next_key
         &attestation.signature,
         &parts.csr_sha256,
     );
+    // The control plane's own check (the renewal's and the join's) accepts it.
+    let control_ak = domain::attest::tpm::check_ak(&attestation.ak_public).unwrap();
+    assert_eq!(control_ak.name(), ak.name);
+    domain::attest::tpm::verify_key_certification(
+        &control_ak,
+        domain::attest::tpm::KeyCertification {
+            key_public: &attestation.key_public,
+            certify_info: &attestation.certify_info,
+            signature: &attestation.signature,
+        },
+        &parts.csr_sha256,
+        domain::pki::NodeSigner::public_key(&next).uncompressed_point(),
+    )
+    .unwrap();
     // The CSR is the next key's, the proof the current key's.
     let csr = domain::pki::VerifiedCsr::verify(&parts.csr_der).unwrap();
     assert_eq!(csr.public_key(), domain::pki::NodeSigner::public_key(&next));
@@ -333,4 +347,100 @@ fn x509pop_evidence_by_a_tpm_key_is_what_the_control_plane_parses_and_verifies()
     assert_eq!(parsed.client_time_ms, 1_796_119_200_000);
     let sig = domain::pki::Signature::from_bytes(&parsed.sig).unwrap();
     domain::pki::statement::verify(key.public_key(), &parsed.statement(&csr), &sig).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tpm_node_renews_over_the_wire_certified_by_its_ak_and_stays_in_the_tpm() {
+    use crate::renewal_support::{body, csr_sha256, fake_gateway, signed, RenewAnswer};
+    use domain::attest::tpm::{check_ak, verify_key_certification, KeyCertification};
+    use std::sync::{Arc, Mutex};
+
+    let tpm = Swtpm::start();
+    let host = TpmHost::new(&tpm.tcti());
+    let ks = Arc::new(keyset());
+    let tmp = tempfile::tempdir().unwrap();
+    let ak = host.open().unwrap().attestation_key().unwrap();
+    let statement = ak.statement();
+    let key = tpm_key(&host);
+    let (data, _) = joined_with(tmp.path(), &ks, "node_a", &key, &[&statement]);
+    let loaded = load_in(&data, &host).unwrap();
+
+    // The gateway checks the key attestation as the control plane does and carries the
+    // statement forward.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (id, keys, log, uri) = (
+        loaded.leaf.clone(),
+        ks.clone(),
+        seen.clone(),
+        statement.clone(),
+    );
+    let answer: RenewAnswer = Arc::new(move |req: proto::RenewRequest| {
+        let att = req
+            .key_attestation
+            .clone()
+            .expect("key_attestation is sent");
+        let csr = domain::pki::VerifiedCsr::verify(&req.csr).unwrap();
+        let control_ak = check_ak(&att.ak_public).unwrap();
+        verify_key_certification(
+            &control_ak,
+            KeyCertification {
+                key_public: &att.key_public,
+                certify_info: &att.certify_info,
+                signature: &att.signature,
+            },
+            csr.sha256(),
+            csr.public_key().uncompressed_point(),
+        )
+        .unwrap();
+        log.lock().unwrap().push(att.ak_public.clone());
+        let issued = domain::pki::issue_node_certificate(
+            &keys.node_ca,
+            &csr,
+            &domain::pki::NodeCertificateDecision {
+                spiffe_id: id.spiffe_id.clone(),
+                role: id.role,
+                serial: domain::pki::Serial::generate().unwrap(),
+                requested_lifetime: None,
+                statements: vec![domain::pki::NodeKeyStatement::new(&uri).unwrap()],
+            },
+            now(),
+        )
+        .unwrap();
+        let chain = vec![issued.der, keys.node_ca.cert_der().to_vec()];
+        let sha = csr_sha256(&req);
+        Ok(signed(
+            &keys.join_signing,
+            sha,
+            &body(&id, sha, chain, now()),
+        ))
+    });
+    let gw = fake_gateway(&ks, answer, 0).await;
+    let pin = bcd::client::certificate_spki_pin(ks.serving_ca.cert_der()).unwrap();
+    let identity = bcd::client::ClientIdentity::new(&loaded.stored.chain, &loaded.key);
+    let mut client = bcd::client::connect(&gw.server(), pin, Some(&identity))
+        .await
+        .unwrap();
+    let renewed = bcd::node::renew_once(
+        &mut client,
+        &data,
+        &loaded,
+        Some(ks.join_signing.public_key()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![ak.public_area.clone()]);
+    assert_eq!(renewed.key.kind(), NodeKeyKind::Tpm);
+    assert_ne!(renewed.key.public_key(), loaded.key.public_key());
+    assert_eq!(
+        bcd::renewal::ak_statement(&renewed.leaf),
+        Some(statement.as_str())
+    );
+    assert_eq!(
+        std::fs::read_to_string(data.node_key()).unwrap(),
+        format!(
+            "-----BEGIN BCD TPM NODE KEY-----\n{}\n-----END BCD TPM NODE KEY-----\n",
+            STANDARD.encode(renewed.key.as_tpm().unwrap().unique())
+        )
+    );
+    assert!(!data.exists(NEXT_KEY_FILE));
 }
