@@ -160,3 +160,70 @@ fn join_with_the_tpm_attestor_refuses_a_token_file() {
     assert!(token_file.exists());
     assert!(!tmp.path().join("data").exists());
 }
+
+#[test]
+fn reset_yes_with_the_tpm_attestor_moves_the_identity_and_then_needs_the_tpm() {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let data_dir = tmp.path().join("data");
+    let key = NodeKey::generate_file().unwrap();
+    let (data, _) = joined_with(&data_dir, &ks, "n1", &key, &[]);
+    // join-signing.jwk beside config.toml, matching its pin (the join reads it before the TPM).
+    let signing = ks.join_signing.public_key();
+    let point = signing.uncompressed_point();
+    std::fs::write(
+        tmp.path().join("join-signing.jwk"),
+        format!(
+            "{{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"{}\",\"y\":\"{}\"}}",
+            URL_SAFE_NO_PAD.encode(&point[1..33]),
+            URL_SAFE_NO_PAD.encode(&point[33..])
+        ),
+    )
+    .unwrap();
+    let pin = signing.pin().to_string();
+    let cfg = tmp.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "server = \"127.0.0.1:1\"\ndata_dir = \"{}\"\nserving_ca_spki_pin = \"{pin}\"\n\
+             join_encryption_key_pin = \"{pin}\"\njoin_signing_key_pin = \"{pin}\"\n\
+             [tpm]\ntcti = \"swtpm:host=127.0.0.1,port=1\"\n",
+            data_dir.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_bcd"))
+        .arg("--config")
+        .arg(&cfg)
+        .args(["join", "--reset", "--yes", "--attestor", "tpm"])
+        .env("BCD_JOIN_TOKEN", "bct_never_read")
+        .env_remove("BCD_TPM_TCTI")
+        .env_remove("BCD_DATA_DIR")
+        .env_remove("BCD_SERVER")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("/identity.json -> "), "{stdout}");
+    assert!(!data.exists("identity.json") && !data.exists(NODE_KEY_FILE));
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(
+            "bcd join --attestor tpm: the TPM (swtpm:host=127.0.0.1,port=1) is unavailable: "
+        ),
+        "{stderr}"
+    );
+    assert!(
+        last.ends_with(
+            "; the TPM is the credential of a tpm join (check [tpm] tcti in config.toml, or \
+             BCD_TPM_TCTI)"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("bct_never_read"));
+}
