@@ -444,3 +444,37 @@ async fn a_tpm_node_renews_over_the_wire_certified_by_its_ak_and_stays_in_the_tp
     );
     assert!(!data.exists(NEXT_KEY_FILE));
 }
+
+#[test]
+fn bcd_status_and_doctor_say_the_key_is_in_the_tpm() {
+    let tpm = Swtpm::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let data = {
+        let host = TpmHost::new(&tpm.tcti());
+        let key = tpm_key(&host);
+        joined_with(tmp.path(), &ks, "n1", &key, &[]).0
+        // Every clone of the connection is dropped here: swtpm serves one client at a time.
+    };
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bcd"))
+            .arg("--data-dir")
+            .arg(data.root())
+            .args(args)
+            .env("BCD_TPM_TCTI", tpm.tcti())
+            .env_remove("BCD_CONFIG")
+            .env_remove("BCD_SERVER")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = run(&["status"]);
+    assert!(
+        text.starts_with("joined as n1 (site eu-1, role node); node key in the TPM; certificate"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&run(&["status", "--json"])).unwrap();
+    assert_eq!(json["nodeKey"], "tpm");
+    let doctor = run(&["doctor"]);
+    assert!(doctor.contains("\nok   node key: in the TPM\n"), "{doctor}");
+}
