@@ -250,3 +250,35 @@ pub fn check_renewal_answer(
     }
     Ok(new)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ak_named_renewals_failures_are_spec_002s_messages() {
+        let cases = [
+            (
+                PrepareError::TpmUnavailable("x".into()),
+                "renewal: the certificate's node key is in the TPM, which is unavailable: x",
+            ),
+            (
+                PrepareError::AnotherAk,
+                "renewal: this TPM's attestation key is not the one the certificate names \
+                 (another TPM, or its endorsement seed changed): the certificate cannot be \
+                 renewed here; join again: bcd join --reset --yes, then bcd join",
+            ),
+            (
+                PrepareError::NextKeyInTpm("x".into()),
+                "renewal: the next node key in the TPM: x",
+            ),
+            (
+                PrepareError::Certification("x".into()),
+                "renewal: the TPM's attestation key certifying the next key: x",
+            ),
+        ];
+        for (error, message) in cases {
+            assert_eq!(error.to_string(), message);
+        }
+    }
+}
