@@ -208,6 +208,16 @@ impl TpmHost {
         self.tcti.as_deref().unwrap_or("none")
     }
 
+    /// Whether this host may have the TPM at all: not for [`TpmHost::none`], nor for a
+    /// `device:` TCTI whose device file does not exist (a host without a TPM, or its driver not
+    /// loaded); any other TCTI is tried.
+    pub fn present(&self) -> bool {
+        match self.tcti.as_deref() {
+            None => false,
+            Some(tcti) => device_path(tcti).is_none_or(|path| std::path::Path::new(path).exists()),
+        }
+    }
+
     /// The TPM, opened at the first call and shared after.
     pub fn open(&self) -> Result<Tpm, TpmError> {
         let Some(tcti) = &self.tcti else {
@@ -216,6 +226,16 @@ impl TpmHost {
                 reason: "this bcd is configured without a TPM".into(),
             });
         };
+        if !self.present() {
+            // Checked here so that libtss2 does not log its own errors for a missing device.
+            return Err(TpmError::Unavailable {
+                tcti: tcti.clone(),
+                reason: format!(
+                    "{} does not exist (this host has no TPM, or its driver is not loaded)",
+                    device_path(tcti).unwrap_or_default()
+                ),
+            });
+        }
         let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tpm) = opened.as_ref() {
             return Ok(tpm.clone());
@@ -223,6 +243,16 @@ impl TpmHost {
         let tpm = Tpm::open(tcti)?;
         *opened = Some(tpm.clone());
         Ok(tpm)
+    }
+}
+
+/// The device file of a `device:` TCTI (`/dev/tpm0` when it names none).
+fn device_path(tcti: &str) -> Option<&str> {
+    let rest = tcti.strip_prefix("device")?;
+    match rest.strip_prefix(':') {
+        Some(path) if !path.is_empty() => Some(path),
+        _ if rest.is_empty() || rest == ":" => Some("/dev/tpm0"),
+        _ => None,
     }
 }
 
@@ -244,8 +274,15 @@ pub struct NewKey {
     pub warning: Option<String>,
 }
 
-/// Makes a node key in `host`'s TPM when it opens and makes one, else a file key with a warning.
+/// Makes a node key in `host`'s TPM when it opens and makes one, else a file key: with a
+/// warning when the host has a TPM that failed, quietly on a host with none.
 pub fn new_node_key(host: &TpmHost) -> Result<NewKey, String> {
+    if !host.present() {
+        return Ok(NewKey {
+            key: NodeKey::generate_file()?,
+            warning: None,
+        });
+    }
     let made = host.open().and_then(|tpm| tpm.create_node_key());
     match made {
         Ok(key) => Ok(NewKey {
@@ -294,15 +331,42 @@ mod tests {
     }
 
     #[test]
-    fn without_a_tpm_a_new_key_is_a_file_with_a_warning() {
-        let made = new_node_key(&TpmHost::none()).unwrap();
-        assert_eq!(made.key.kind(), NodeKeyKind::File);
+    fn without_a_tpm_a_new_key_is_a_file_quietly() {
+        for host in [TpmHost::none(), TpmHost::new("device:/dev/no-such-tpm")] {
+            assert!(!host.present());
+            let made = new_node_key(&host).unwrap();
+            assert_eq!(made.key.kind(), NodeKeyKind::File);
+            assert_eq!(made.warning, None);
+        }
         assert_eq!(
-            made.warning.as_deref(),
-            Some(
-                "the node key is a file, not in the TPM: the TPM (none) is unavailable: this bcd \
-                 is configured without a TPM (the next renewal tries the TPM again)"
-            )
+            TpmHost::new("device:/dev/no-such-tpm")
+                .open()
+                .unwrap_err()
+                .to_string(),
+            "the TPM (device:/dev/no-such-tpm) is unavailable: /dev/no-such-tpm does not exist \
+             (this host has no TPM, or its driver is not loaded)"
+        );
+        assert_eq!(device_path("device"), Some("/dev/tpm0"));
+        assert_eq!(device_path("swtpm:host=127.0.0.1,port=1"), None);
+        assert!(TpmHost::new("swtpm:host=127.0.0.1,port=1").present());
+    }
+
+    #[test]
+    fn a_tpm_that_fails_gives_a_file_key_with_a_warning() {
+        // Nothing listens on port 1: the TPM is configured but does not open.
+        let made = new_node_key(&TpmHost::new("swtpm:host=127.0.0.1,port=1")).unwrap();
+        assert_eq!(made.key.kind(), NodeKeyKind::File);
+        let warning = made.warning.unwrap();
+        assert!(
+            warning.starts_with(
+                "the node key is a file, not in the TPM: the TPM (swtpm:host=127.0.0.1,port=1) is \
+                 unavailable: "
+            ),
+            "{warning}"
+        );
+        assert!(
+            warning.ends_with(" (the next renewal tries the TPM again)"),
+            "{warning}"
         );
     }
 }
