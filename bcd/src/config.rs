@@ -6,6 +6,10 @@
 //! serving_ca_spki_pin = "sha256/..."
 //! join_encryption_key_pin = "sha256/..."
 //! join_signing_key_pin = "sha256/..."
+//!
+//! [tpm]
+//! tcti = "device:/dev/tpmrm0"          # the default; BCD_TPM_TCTI overrides it
+//! ek_intermediates = ["/etc/bcd/ek-issuer.pem"]
 //! ```
 //!
 //! Every pin is parsed when the file is read, before bcd does anything else: a malformed pin is
@@ -21,6 +25,9 @@ use std::path::{Path, PathBuf};
 
 use domain::pki::{Pin, PinError};
 use serde::Deserialize;
+
+use crate::node_key::{TpmHost, TPM_TCTI_ENV};
+use crate::tpm::DEFAULT_TCTI;
 
 /// Where bcd looks for its configuration when `--config` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/bcd/config.toml";
@@ -118,6 +125,27 @@ struct RawConfig {
     serving_ca_spki_pin: Option<String>,
     join_encryption_key_pin: Option<String>,
     join_signing_key_pin: Option<String>,
+    #[serde(default)]
+    tpm: RawTpm,
+}
+
+/// `[tpm]` as written.
+#[derive(Debug, Default, Deserialize)]
+struct RawTpm {
+    tcti: Option<String>,
+    #[serde(default)]
+    ek_intermediates: Vec<PathBuf>,
+}
+
+/// `[tpm]`: how bcd reaches the host's TPM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TpmSettings {
+    /// The TCTI: `BCD_TPM_TCTI`, else `[tpm] tcti`, else `device:/dev/tpmrm0`.
+    pub tcti: String,
+    /// `[tpm] ek_intermediates`: PEM files of the EK certificate's issuers, sent with a tpm join.
+    pub ek_intermediates: Vec<PathBuf>,
+    /// The TPM at `tcti`, opened at most once for every user of this configuration.
+    host: TpmHost,
 }
 
 /// The pins as loaded; each is absent or well formed.
@@ -160,6 +188,8 @@ pub struct Environment {
     pub server: Option<String>,
     /// `BCD_DATA_DIR`.
     pub data_dir: Option<PathBuf>,
+    /// `BCD_TPM_TCTI`.
+    pub tpm_tcti: Option<String>,
 }
 
 impl Environment {
@@ -176,6 +206,9 @@ impl Environment {
                 .filter(|v| !v.is_empty())
                 .map(|v| v.to_string_lossy().into_owned()),
             data_dir: path(DATA_DIR_ENV),
+            tpm_tcti: std::env::var_os(TPM_TCTI_ENV)
+                .filter(|v| !v.is_empty())
+                .map(|v| v.to_string_lossy().into_owned()),
         }
     }
 }
@@ -191,6 +224,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The pins.
     pub pins: Pins,
+    /// `[tpm]`.
+    pub tpm: TpmSettings,
 }
 
 fn parse_pin(
@@ -295,12 +330,29 @@ impl Config {
         if data_dir.as_os_str().is_empty() {
             return Err(ConfigError::EmptyDataDir { path: shown });
         }
+        let tcti = env
+            .tpm_tcti
+            .clone()
+            .or(raw.tpm.tcti)
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_TCTI.to_owned());
+        let tpm = TpmSettings {
+            host: TpmHost::new(&tcti),
+            tcti,
+            ek_intermediates: raw.tpm.ek_intermediates,
+        };
         Ok(Config {
             path,
             server,
             data_dir,
             pins,
+            tpm,
         })
+    }
+
+    /// The host's TPM at `[tpm] tcti`, shared by every caller (opened at the first use).
+    pub fn tpm_host(&self) -> TpmHost {
+        self.tpm.host.clone()
     }
 
     fn shown_path(&self) -> PathBuf {
@@ -355,10 +407,28 @@ mod tests {
             config: None,
             server: Some("env:1".into()),
             data_dir: Some("/env".into()),
+            tpm_tcti: None,
         };
         let cfg = Config::from_raw(None, raw, &env, &Overrides::default()).unwrap();
         assert_eq!(cfg.server.as_deref(), Some("env:1"));
         assert_eq!(cfg.data_dir, PathBuf::from("/env"));
+        assert_eq!(cfg.tpm.tcti, DEFAULT_TCTI);
+    }
+
+    #[test]
+    fn tpm_tcti_from_the_file_then_the_environment() {
+        let text =
+            "[tpm]\ntcti = \"swtpm:host=127.0.0.1,port=2321\"\nek_intermediates = [\"/e.pem\"]\n";
+        let cfg = Config::parse(Path::new("c.toml"), text).unwrap();
+        assert_eq!(cfg.tpm.tcti, "swtpm:host=127.0.0.1,port=2321");
+        assert_eq!(cfg.tpm.ek_intermediates, vec![PathBuf::from("/e.pem")]);
+        let raw = Config::parse_raw(Path::new("c.toml"), text).unwrap();
+        let env = Environment {
+            tpm_tcti: Some("swtpm:host=127.0.0.1,port=9".into()),
+            ..Environment::default()
+        };
+        let cfg = Config::from_raw(None, raw, &env, &Overrides::default()).unwrap();
+        assert_eq!(cfg.tpm.tcti, "swtpm:host=127.0.0.1,port=9");
     }
 
     #[test]

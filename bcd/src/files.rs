@@ -3,7 +3,7 @@
 //! | file | what |
 //! | --- | --- |
 //! | `identity.json` | the identity ([`crate::identity_store::StoredIdentity`]) |
-//! | `node.key` | the node key, PKCS#8 PEM (`PRIVATE KEY`) |
+//! | `node.key` | the node key: PKCS#8 PEM (`PRIVATE KEY`), or a TPM key's record (`BCD TPM NODE KEY`, see [`crate::node_key`]) |
 //! | `node.key.next` | the key a renewal is certifying, until its certificate is stored |
 //! | `journal.db` | the command journal (owned by `bcd node`; only moved here) |
 //!
@@ -250,41 +250,59 @@ pub fn sync_dir(dir: &Path) -> Result<(), FileError> {
 /// Why a key file does not hold a node key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyFileError {
-    /// No `-----BEGIN PRIVATE KEY-----` block.
-    #[error("not a PKCS#8 PEM file (expected a -----BEGIN PRIVATE KEY----- block)")]
+    /// No `-----BEGIN PRIVATE KEY-----` (or `BCD TPM NODE KEY`) block.
+    #[error(
+        "not a node key file (expected a -----BEGIN PRIVATE KEY----- or -----BEGIN BCD TPM NODE \
+         KEY----- block)"
+    )]
     NotPem,
     /// The block's body is not base64.
     #[error("the PEM body is not base64")]
     BadBase64,
+    /// A TPM key record that is not 32 bytes.
+    #[error("the BCD TPM NODE KEY record is {0} bytes, not 32")]
+    TpmRecordLength(usize),
     /// The key is not a P-256 PKCS#8 key.
     #[error(transparent)]
     Key(#[from] KeyError),
 }
 
-/// PEM (`PRIVATE KEY`) of a node key's PKCS#8 DER, lines of 64 characters.
-pub fn key_to_pem(key: &PrivateKey) -> String {
-    let body = STANDARD.encode(key.pkcs8_der());
-    let mut out = format!("-----BEGIN {PKCS8_PEM_LABEL}-----\n");
+/// PEM of `bytes` under `label`, lines of 64 characters.
+pub fn pem_encode(label: &str, bytes: &[u8]) -> String {
+    let body = STANDARD.encode(bytes);
+    let mut out = format!("-----BEGIN {label}-----\n");
     for chunk in body.as_bytes().chunks(64) {
         out.push_str(&String::from_utf8_lossy(chunk));
         out.push('\n');
     }
-    out.push_str(&format!("-----END {PKCS8_PEM_LABEL}-----\n"));
+    out.push_str(&format!("-----END {label}-----\n"));
     out
 }
 
-/// Reads a node key (role [`KeyRole::Node`]) from PKCS#8 PEM.
-pub fn key_from_pem(text: &[u8]) -> Result<PrivateKey, KeyFileError> {
-    let text = std::str::from_utf8(text).map_err(|_| KeyFileError::NotPem)?;
-    let begin = format!("-----BEGIN {PKCS8_PEM_LABEL}-----");
-    let end = format!("-----END {PKCS8_PEM_LABEL}-----");
-    let start = text.find(&begin).ok_or(KeyFileError::NotPem)? + begin.len();
-    let stop = text[start..].find(&end).ok_or(KeyFileError::NotPem)? + start;
+/// The bytes of the first PEM block labelled `label` in `text`: `None` when there is none.
+pub fn pem_block(text: &str, label: &str) -> Option<Result<Vec<u8>, KeyFileError>> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let start = text.find(&begin)? + begin.len();
+    let Some(stop) = text[start..].find(&end).map(|i| i + start) else {
+        return Some(Err(KeyFileError::NotPem));
+    };
     let body: String = text[start..stop]
         .chars()
         .filter(|c| !c.is_ascii_whitespace())
         .collect();
-    let der = STANDARD.decode(body).map_err(|_| KeyFileError::BadBase64)?;
+    Some(STANDARD.decode(body).map_err(|_| KeyFileError::BadBase64))
+}
+
+/// PEM (`PRIVATE KEY`) of a node key's PKCS#8 DER, lines of 64 characters.
+pub fn key_to_pem(key: &PrivateKey) -> String {
+    pem_encode(PKCS8_PEM_LABEL, key.pkcs8_der())
+}
+
+/// Reads a file node key (role [`KeyRole::Node`]) from PKCS#8 PEM.
+pub fn key_from_pem(text: &[u8]) -> Result<PrivateKey, KeyFileError> {
+    let text = std::str::from_utf8(text).map_err(|_| KeyFileError::NotPem)?;
+    let der = pem_block(text, PKCS8_PEM_LABEL).ok_or(KeyFileError::NotPem)??;
     Ok(PrivateKey::from_pkcs8_der(KeyRole::Node, &der)?)
 }
 

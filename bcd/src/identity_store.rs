@@ -7,7 +7,11 @@
 //! 2. a `node.key.next` whose public key the stored leaf certifies is promoted to `node.key` (a
 //!    renewal stopped after it stored the certificate); any other `node.key.next` is removed (a
 //!    renewal stopped before);
-//! 3. `node.key` must be the leaf's key, else [`LoadError::KeyMismatch`].
+//! 3. `node.key` must be the leaf's key, else [`LoadError::KeyMismatch`] (for a key in the TPM
+//!    [`LoadError::TpmKeyMismatch`], whose message adds the TPM hint).
+//!
+//! `node.key` holds a file key or a TPM key's record ([`crate::node_key`]); a record loads
+//! through the [`TpmHost`] given to [`load_in`] (the TPM is opened only for one).
 //!
 //! A join stores with [`store_joined`]: another node's `journal.db` moved aside, a stale
 //! `node.key.next` removed, then `node.key`, then `identity.json`.
@@ -21,15 +25,17 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use domain::pki::{IdentityError, NodeIdentity, PrivateKey, PublicKey, TrustDomain};
+use domain::pki::{IdentityError, NodeIdentity, PublicKey, TrustDomain};
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::files::{
-    key_from_pem, key_to_pem, DataDir, FileError, KeyFileError, IDENTITY_FILE, JOURNAL_FILE,
-    MAX_KEY_FILE_LEN, NEXT_KEY_FILE, NODE_KEY_FILE,
+    DataDir, FileError, KeyFileError, IDENTITY_FILE, JOURNAL_FILE, MAX_KEY_FILE_LEN, NEXT_KEY_FILE,
+    NODE_KEY_FILE,
 };
+use crate::node_key::{parse_key_file, KeyRecord, NodeKey, TpmHost};
+use crate::tpm::TpmError;
 
 /// The way back printed after every identity that does not load.
 pub const WAY_BACK: &str = "join again: bcd join --reset --yes, then bcd join";
@@ -247,6 +253,20 @@ pub enum LoadError {
     /// Step 3: `node.key` is not the leaf's key (the spec's exact message).
     #[error("the node key does not match the node certificate; {WAY_BACK}")]
     KeyMismatch,
+    /// Step 3 for a key in the TPM: the TPM derives another key from `node.key`'s record.
+    #[error(
+        "the node key does not match the node certificate: the TPM derives another key from \
+         node.key (was the TPM cleared?); {WAY_BACK}"
+    )]
+    TpmKeyMismatch,
+    /// `node.key` (or `node.key.next`) is a TPM key's record and the TPM could not derive it.
+    #[error("{path}: the node key is in the TPM, which cannot load it: {source}")]
+    Tpm {
+        /// The file.
+        path: String,
+        /// The TPM's error.
+        source: TpmError,
+    },
     /// A file could not be read, renamed or removed (permissions, IO).
     #[error(transparent)]
     File(#[from] FileError),
@@ -271,9 +291,11 @@ pub struct LoadedIdentity {
     /// The leaf, parsed.
     pub leaf: NodeIdentity,
     /// The node key (the leaf's key).
-    pub key: PrivateKey,
+    pub key: NodeKey,
     /// What step 2 did.
     pub next_key: NextKeyOutcome,
+    /// The TPM it was loaded with (renewals make their next key there).
+    pub tpm: TpmHost,
 }
 
 impl LoadedIdentity {
@@ -304,9 +326,9 @@ pub fn read_stored(dir: &DataDir) -> Result<Option<StoredIdentity>, LoadError> {
 fn read_key(
     dir: &DataDir,
     name: &str,
-) -> Result<Option<Result<PrivateKey, KeyFileError>>, FileError> {
+) -> Result<Option<Result<KeyRecord, KeyFileError>>, FileError> {
     match dir.read(name, MAX_KEY_FILE_LEN) {
-        Ok(bytes) => Ok(Some(key_from_pem(&bytes))),
+        Ok(bytes) => Ok(Some(parse_key_file(&bytes))),
         Err(e) if e.is_not_found() => Ok(None),
         // An oversized file is not a key bcd wrote.
         Err(FileError::TooLarge { .. }) => Ok(Some(Err(KeyFileError::NotPem))),
@@ -314,19 +336,41 @@ fn read_key(
     }
 }
 
-/// Loads the identity in the spec's three steps.
+/// Loads the identity in the spec's three steps, a TPM key through the TPM of `BCD_TPM_TCTI`
+/// (else `/dev/tpmrm0`); `bcd` itself uses [`load_in`] with `config.toml`'s.
 pub fn load(dir: &DataDir) -> Result<LoadedIdentity, LoadError> {
-    load_with(dir, true)
+    load_in(dir, &TpmHost::from_env())
+}
+
+/// Loads the identity in the spec's three steps, a TPM key through `tpm`.
+pub fn load_in(dir: &DataDir, tpm: &TpmHost) -> Result<LoadedIdentity, LoadError> {
+    load_with(dir, tpm, true)
 }
 
 /// Loads the identity as [`load`] does but changes no file: a `node.key.next` the leaf certifies
 /// is used as the key (it would be promoted), any other is left alone. For `bcd status` and
 /// `bcd doctor`, which must not race a running `bcd node`'s renewal.
 pub fn load_read_only(dir: &DataDir) -> Result<LoadedIdentity, LoadError> {
-    load_with(dir, false)
+    load_read_only_in(dir, &TpmHost::from_env())
 }
 
-fn load_with(dir: &DataDir, apply: bool) -> Result<LoadedIdentity, LoadError> {
+/// [`load_read_only`], a TPM key loaded through `tpm`.
+pub fn load_read_only_in(dir: &DataDir, tpm: &TpmHost) -> Result<LoadedIdentity, LoadError> {
+    load_with(dir, tpm, false)
+}
+
+fn open_key(
+    record: KeyRecord,
+    tpm: &TpmHost,
+    path: impl FnOnce() -> String,
+) -> Result<NodeKey, LoadError> {
+    record.open(tpm).map_err(|source| LoadError::Tpm {
+        path: path(),
+        source,
+    })
+}
+
+fn load_with(dir: &DataDir, tpm: &TpmHost, apply: bool) -> Result<LoadedIdentity, LoadError> {
     // Step 1.
     let stored = read_stored(dir)?.ok_or(LoadError::NotJoined)?;
     let leaf = stored.parse_leaf().map_err(|reason| LoadError::Corrupt {
@@ -336,7 +380,14 @@ fn load_with(dir: &DataDir, apply: bool) -> Result<LoadedIdentity, LoadError> {
 
     // Step 2.
     let mut promoted = None;
-    let next_key = match read_key(dir, NEXT_KEY_FILE)? {
+    let next = match read_key(dir, NEXT_KEY_FILE)? {
+        None => None,
+        Some(Ok(record)) => Some(Ok(open_key(record, tpm, || {
+            dir.next_key().display().to_string()
+        })?)),
+        Some(Err(e)) => Some(Err(e)),
+    };
+    let next_key = match next {
         None => NextKeyOutcome::Absent,
         Some(Ok(next)) if next.public_key() == &leaf.public_key => {
             if apply {
@@ -361,17 +412,21 @@ fn load_with(dir: &DataDir, apply: bool) -> Result<LoadedIdentity, LoadError> {
         None => match read_key(dir, NODE_KEY_FILE)? {
             None => return Err(LoadError::KeyMissing { path }),
             Some(Err(source)) => return Err(LoadError::KeyUnreadable { path, source }),
-            Some(Ok(key)) => key,
+            Some(Ok(record)) => open_key(record, tpm, || path.clone())?,
         },
     };
     if key.public_key() != &leaf.public_key {
-        return Err(LoadError::KeyMismatch);
+        return Err(match key {
+            NodeKey::Tpm(_) => LoadError::TpmKeyMismatch,
+            NodeKey::File(_) => LoadError::KeyMismatch,
+        });
     }
     Ok(LoadedIdentity {
         stored,
         leaf,
         key,
         next_key,
+        tpm: tpm.clone(),
     })
 }
 
@@ -412,7 +467,7 @@ pub struct JoinStored {
 /// not joined and the next join starts over; after it, it has).
 pub fn store_joined(
     dir: &DataDir,
-    key: &PrivateKey,
+    key: &NodeKey,
     identity: &StoredIdentity,
     now: OffsetDateTime,
 ) -> Result<JoinStored, StoreError> {
@@ -436,7 +491,7 @@ pub fn store_joined(
     }
     dir.remove(NEXT_KEY_FILE)?;
     crate::fault::point("store:next-removed");
-    dir.write(NODE_KEY_FILE, key_to_pem(key).as_bytes())?;
+    dir.write(NODE_KEY_FILE, key.to_pem().as_bytes())?;
     dir.write(IDENTITY_FILE, &identity.to_json())?;
     Ok(JoinStored { journal_moved_to })
 }
@@ -450,10 +505,10 @@ pub fn store_joined(
 /// high-water mark is kept.
 pub fn store_rejoined(
     dir: &DataDir,
-    key: PrivateKey,
+    key: NodeKey,
     identity: &StoredIdentity,
     previous: &StoredIdentity,
-) -> Result<PrivateKey, StoreError> {
+) -> Result<NodeKey, StoreError> {
     check_certifies(identity, key.public_key())?;
     let mut identity = identity.clone();
     if identity.trust_version < previous.trust_version {
@@ -484,7 +539,7 @@ pub struct RenewalStore<'a> {
 #[derive(Debug)]
 pub struct RenewalBegun<'a> {
     dir: &'a DataDir,
-    next_key: PrivateKey,
+    next_key: NodeKey,
 }
 
 /// After [`RenewalBegun::store_certificate`]: `identity.json` names the new key; only the rename
@@ -492,7 +547,7 @@ pub struct RenewalBegun<'a> {
 #[derive(Debug)]
 pub struct CertificateStored<'a> {
     dir: &'a DataDir,
-    next_key: PrivateKey,
+    next_key: NodeKey,
 }
 
 impl<'a> RenewalStore<'a> {
@@ -502,9 +557,9 @@ impl<'a> RenewalStore<'a> {
     }
 
     /// Step "writes `node.key.next` first", before the request is built.
-    pub fn begin(self, next_key: PrivateKey) -> Result<RenewalBegun<'a>, StoreError> {
+    pub fn begin(self, next_key: NodeKey) -> Result<RenewalBegun<'a>, StoreError> {
         self.dir
-            .write(NEXT_KEY_FILE, key_to_pem(&next_key).as_bytes())?;
+            .write(NEXT_KEY_FILE, next_key.to_pem().as_bytes())?;
         Ok(RenewalBegun {
             dir: self.dir,
             next_key,
@@ -514,7 +569,7 @@ impl<'a> RenewalStore<'a> {
 
 impl<'a> RenewalBegun<'a> {
     /// The key being certified (its CSR goes into the request).
-    pub fn next_key(&self) -> &PrivateKey {
+    pub fn next_key(&self) -> &NodeKey {
         &self.next_key
     }
 
@@ -526,7 +581,7 @@ impl<'a> RenewalBegun<'a> {
     ) -> Result<CertificateStored<'a>, StoreError> {
         check_certifies(identity, self.next_key.public_key())?;
         self.dir
-            .write(NEXT_KEY_FILE, key_to_pem(&self.next_key).as_bytes())?;
+            .write(NEXT_KEY_FILE, self.next_key.to_pem().as_bytes())?;
         self.dir.write(IDENTITY_FILE, &identity.to_json())?;
         Ok(CertificateStored {
             dir: self.dir,
@@ -542,7 +597,7 @@ impl<'a> RenewalBegun<'a> {
 
 impl CertificateStored<'_> {
     /// Renames `node.key.next` over `node.key`; returns the new node key.
-    pub fn promote(self) -> Result<PrivateKey, StoreError> {
+    pub fn promote(self) -> Result<NodeKey, StoreError> {
         self.dir.rename(NEXT_KEY_FILE, NODE_KEY_FILE)?;
         Ok(self.next_key)
     }

@@ -9,14 +9,13 @@ use std::path::Path;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use domain::pki::{
-    seal_token, KeyRole, NodeRole, Pin, PrivateKey, PublicKey, SealedToken, TokenSecret,
-};
+use domain::pki::{seal_token, NodeRole, Pin, PublicKey, SealedToken, TokenSecret};
 use serde::Deserialize;
 
 use crate::attest::{EvidenceError, JOIN_TOKEN};
 use crate::hardware::HardwareClaims;
 use crate::identity_store::StoreError;
+use crate::node_key::NodeKey;
 use crate::renewal::csr_for;
 use crate::renewal_schedule::Pushback;
 use crate::verify_join::{JoinRefusal, JoinResponseFields, SignedJoinResponse};
@@ -283,7 +282,7 @@ fn load_pinned_jwk(path: &Path, pin: &Pin) -> Result<PublicKey, JoinError> {
 #[derive(Debug)]
 pub struct PreparedJoin {
     /// The new node key; stored only once the answer verified.
-    pub key: PrivateKey,
+    pub key: NodeKey,
     /// The request.
     pub request: JoinRequestParts,
 }
@@ -299,15 +298,26 @@ pub fn prepare_join(
     prepare(Some((encryption_key, token)), JOIN_TOKEN, role, claims)
 }
 
-/// Makes the node key and CSR for a join through `attestor` (its id), sealing `token` to the
-/// encryption key when there is one. One key and CSR for the whole exchange.
+/// Makes a file node key and the CSR for a join through `attestor` (its id), sealing `token`
+/// to the encryption key when there is one. One key and CSR for the whole exchange.
 pub fn prepare(
     token: Option<(&PublicKey, &TokenSecret)>,
     attestor: &str,
     role: NodeRole,
     claims: HardwareClaims,
 ) -> Result<PreparedJoin, JoinError> {
-    let key = PrivateKey::generate(KeyRole::Node).map_err(|e| JoinError::Local(e.to_string()))?;
+    let key = NodeKey::generate_file().map_err(JoinError::Local)?;
+    prepare_with_key(key, token, attestor, role, claims)
+}
+
+/// [`prepare`] with the node key given (made in the TPM, or a file: [`crate::node_key`]).
+pub fn prepare_with_key(
+    key: NodeKey,
+    token: Option<(&PublicKey, &TokenSecret)>,
+    attestor: &str,
+    role: NodeRole,
+    claims: HardwareClaims,
+) -> Result<PreparedJoin, JoinError> {
     let (csr_der, csr_sha256) = csr_for(&key).map_err(JoinError::Local)?;
     let sealed_token = match token {
         Some((encryption_key, token)) => Some(

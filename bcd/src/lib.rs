@@ -11,6 +11,7 @@
 //! | [`reset`] | `bcd join --reset [--yes]` |
 //! | [`verify_join`] | verifying a JoinResponse against the pins and this request |
 //! | [`join`] | the join's local parts and the transport trait |
+//! | [`join_tpm`] | where the join's node key is made; `bcd join --attestor tpm`'s producer |
 //! | [`join_loop`] | the join loop: retries, pending waits, challenge rounds, storing |
 //! | [`attest`] | the attestors' agent halves: join-token, provisioned, x509pop, `--evidence-command` |
 //! | [`renewal`] | a renewal's request parts and the check of its answer |
@@ -18,6 +19,7 @@
 //! | [`renewal_schedule`] | when to renew and retry (pure) |
 //! | [`status`] | `bcd status` and `bcd doctor` |
 //! | [`client`] | gRPC over TLS 1.3 pinned to the serving CA; the Join transport |
+//! | [`node_key`] | the node key, a PKCS#8 file or held by the TPM; making it where it belongs |
 //! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
 //! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi) |
 //! | [`trust_bundle`] | checking a Welcome's signed trust bundle and keeping it in `identity.json` |
@@ -35,7 +37,9 @@ pub mod hardware;
 pub mod identity_store;
 pub mod join;
 pub mod join_loop;
+pub mod join_tpm;
 pub mod node;
+pub mod node_key;
 pub mod renewal;
 pub mod renewal_schedule;
 pub mod reset;

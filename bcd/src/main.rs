@@ -17,11 +17,13 @@ use bcd::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509POP
 use bcd::client::GrpcJoinTransport;
 use bcd::config::{Config, Environment, Overrides};
 use bcd::files::DataDir;
-use bcd::identity_store::{load, LoadError};
+use bcd::identity_store::{load_in, LoadError};
 use bcd::join::{
-    load_join_encryption_key, load_join_signing_key, prepare, JOIN_ENCRYPTION_JWK, JOIN_SIGNING_JWK,
+    load_join_encryption_key, load_join_signing_key, prepare_with_key, JOIN_ENCRYPTION_JWK,
+    JOIN_SIGNING_JWK,
 };
 use bcd::join_loop::{parse_duration, run_join, JoinEnv, JoinLoop};
+use bcd::join_tpm::join_key;
 use bcd::node::{
     rejoin_if_expired, rejoin_x509pop, run_node, NetworkDoctor, NodeExit, NodeOptions,
     REVOKED_EXIT_MESSAGE,
@@ -31,6 +33,7 @@ use bcd::reset::{plan, DRY_RUN_EXIT};
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status};
 use bcd::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 use clap::{Parser, Subcommand, ValueEnum};
+use domain::attest::tpm::TPM_ATTESTOR;
 use domain::pki::token::TOKEN_PREFIX;
 use domain::pki::NodeRole;
 use time::OffsetDateTime;
@@ -93,8 +96,8 @@ enum Command {
         #[arg(long, value_enum, default_value = "node")]
         role: RoleArg,
         /// The attestor: join-token (default), provisioned (the default with --node-id),
-        /// x509pop (re-join from the identity on disk, no token), or any other id with
-        /// --evidence-command.
+        /// x509pop (re-join from the identity on disk, no token), tpm (the TPM is the
+        /// credential, no token), or any other id with --evidence-command.
         #[arg(long, value_name = "ID")]
         attestor: Option<String>,
         /// For another attestor: the command that prints its evidence (JSON on its standard
@@ -211,7 +214,7 @@ fn main() -> ExitCode {
         }
         Command::Node => node(&config, &dir),
         Command::Status { json } => {
-            let report = status(&dir, now);
+            let report = status(&dir, &config.tpm_host(), now);
             if json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(text) => println!("{text}"),
@@ -275,7 +278,7 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         Ok(_) => return usage("--approval-timeout must be more than 0s"),
         Err(e) => return usage(format_args!("--approval-timeout: {e}")),
     };
-    let builtin = takes_token(&attestor) || attestor == X509POP;
+    let builtin = takes_token(&attestor) || attestor == X509POP || attestor == TPM_ATTESTOR;
     match (&evidence_command, builtin) {
         (Some(_), true) => {
             return usage(format_args!(
@@ -290,6 +293,12 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         _ => {}
     }
     if !takes_token(&attestor) {
+        if token_file.is_some() && attestor == TPM_ATTESTOR {
+            return usage(
+                "--token-file with --attestor tpm: the TPM is the credential of a tpm join; no \
+                 token is read or sent (drop --token-file)",
+            );
+        }
         if token_file.is_some() {
             return usage(format_args!(
                 "--token-file: the {attestor} attestor takes no token"
@@ -330,7 +339,7 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
     }
 
     let mut current = None;
-    match load(dir) {
+    match load_in(dir, &config.tpm_host()) {
         Ok(loaded) if attestor == X509POP => current = Some(loaded),
         Ok(loaded) => {
             if let Some(wanted) = node_id.as_deref() {
@@ -461,15 +470,23 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         };
     }
 
-    let producer: Box<dyn EvidenceProducer> = match &evidence_command {
-        Some(command) => Box::new(CommandProducer::new(&attestor, command)),
-        None => Box::new(NoEvidence::new(&attestor)),
+    let made = match join_key(config, &attestor) {
+        Ok(made) => made,
+        Err(e) => return fail(e),
+    };
+    if let Some(warning) = &made.warning {
+        eprintln!("bcd join: {warning}");
+    }
+    let producer: Box<dyn EvidenceProducer> = match (made.producer, &evidence_command) {
+        (Some(tpm), _) => tpm,
+        (None, Some(command)) => Box::new(CommandProducer::new(&attestor, command)),
+        (None, None) => Box::new(NoEvidence::new(&attestor)),
     };
     let sealed = match (&encryption_key, &token) {
         (Some(key), Some(token)) => Some((key, &token.secret)),
         _ => None,
     };
-    let prepared = match prepare(sealed, &attestor, role, claims) {
+    let prepared = match prepare_with_key(made.key, sealed, &attestor, role, claims) {
         Ok(prepared) => prepared,
         Err(e) => return fail(e),
     };
@@ -556,6 +573,7 @@ fn node(config: &Config, dir: &DataDir) -> ExitCode {
         serving_ca: pin,
         status_interval: std::time::Duration::from_secs(30),
         join_signing_key,
+        tpm: config.tpm_host(),
     };
     // A certificate that expired while the machine was off (or before a renewal succeeded)
     // re-joins by x509pop from the identity on disk, logged, before bcd gives up.

@@ -7,14 +7,27 @@
 //! time). [`check_renewal_answer`] is spec 002's step 4: the new leaf names the same node, site,
 //! trust domain and role, and certifies the new key; its refusals carry the spec's messages.
 //! The network client sends [`RenewalRequestParts`] and hands the answer back here.
+//!
+//! The next key (spec 002 "Renewal", step 1): when the current leaf names a TPM AK (a
+//! `urn:bc:tpm-ak:` statement), the TPM is opened, its AK must be the one the leaf names, the
+//! next key is made in that TPM and the AK certifies it over `sha256(csr)` into
+//! [`RenewalRequestParts::key_attestation`]; every failure is the spec's message and nothing is
+//! sent, with no file fallback. Otherwise the next key goes into the TPM when the host has one
+//! (a file-key node moves into the TPM here), else it is a file, with a warning.
 
-use domain::pki::statement::{sign, RenewPop};
-use domain::pki::{build_csr, KeyRole, NodeIdentity, PrivateKey, Signature};
+use domain::attest::tpm::TpmKeyAttestation;
+use domain::pki::statement::RenewPop;
+use domain::pki::{build_csr_with, sign_with, NodeIdentity, NodeSigner, PublicKey, Signature};
 use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 
 use crate::files::DataDir;
-use crate::identity_store::{LoadedIdentity, RenewalBegun, RenewalStore, StoreError};
+use crate::identity_store::{LoadedIdentity, RenewalBegun, RenewalStore, StoreError, WAY_BACK};
+use crate::node_key::{new_node_key, NodeKey};
+use crate::tpm::{AttestationKey, Tpm};
+
+/// The prefix of the statement that names the AK a leaf's key was certified by.
+pub const TPM_AK_STATEMENT_PREFIX: &str = "urn:bc:tpm-ak:";
 
 /// Why a renewal could not be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +38,21 @@ pub enum PrepareError {
     /// `node.key.next` could not be written.
     #[error("renewal: {0}")]
     Store(#[from] StoreError),
+    /// The leaf names an AK and the TPM cannot be opened (or its AK loaded).
+    #[error("renewal: the certificate's node key is in the TPM, which is unavailable: {0}")]
+    TpmUnavailable(String),
+    /// The leaf names another AK than this TPM's.
+    #[error(
+        "renewal: this TPM's attestation key is not the one the certificate names (another TPM, \
+         or its endorsement seed changed): the certificate cannot be renewed here; {WAY_BACK}"
+    )]
+    AnotherAk,
+    /// The leaf names an AK and the TPM could not make the next key.
+    #[error("renewal: the next node key in the TPM: {0}")]
+    NextKeyInTpm(String),
+    /// The leaf names an AK and the AK could not certify the next key.
+    #[error("renewal: the TPM's attestation key certifying the next key: {0}")]
+    Certification(String),
 }
 
 /// What the Renew call carries, built locally.
@@ -40,11 +68,15 @@ pub struct RenewalRequestParts {
     pub client_time_ms: u64,
     /// `renew-pop` by the current key.
     pub proof: Signature,
+    /// The AK's certification of the next key, for a leaf that names an AK.
+    pub key_attestation: Option<TpmKeyAttestation>,
+    /// Why the next key is a file although a TPM was tried (to log).
+    pub warning: Option<String>,
 }
 
 /// The CSR (DER) and its SHA-256 for a node key.
-pub fn csr_for(key: &PrivateKey) -> Result<(Vec<u8>, [u8; 32]), String> {
-    let der = build_csr(key).map_err(|e| e.to_string())?;
+pub fn csr_for(key: &dyn NodeSigner) -> Result<(Vec<u8>, [u8; 32]), String> {
+    let der = build_csr_with(key).map_err(|e| e.to_string())?;
     let digest: [u8; 32] = Sha256::digest(&der).into();
     Ok((der, digest))
 }
@@ -57,19 +89,17 @@ pub fn csr_for(key: &PrivateKey) -> Result<(Vec<u8>, [u8; 32]), String> {
 /// this key gets the committed certificate back.
 #[derive(Debug, Default)]
 pub struct PendingRenewal {
-    kept: Option<(Vec<u8>, PrivateKey)>,
+    kept: Option<(Vec<u8>, NodeKey)>,
 }
 
 impl PendingRenewal {
     /// Keeps `next` for a retry from the leaf `leaf_der`.
-    pub fn keep(&mut self, leaf_der: &[u8], next: &PrivateKey) {
-        self.kept = PrivateKey::from_pkcs8_der(KeyRole::Node, next.pkcs8_der())
-            .ok()
-            .map(|k| (leaf_der.to_vec(), k));
+    pub fn keep(&mut self, leaf_der: &[u8], next: &NodeKey) {
+        self.kept = Some((leaf_der.to_vec(), next.clone()));
     }
 
     /// The kept key when it was kept for `leaf_der` (a renewed or re-joined identity drops it).
-    pub fn take_for(&mut self, leaf_der: &[u8]) -> Option<PrivateKey> {
+    pub fn take_for(&mut self, leaf_der: &[u8]) -> Option<NodeKey> {
         match self.kept.take() {
             Some((leaf, key)) if leaf == leaf_der => Some(key),
             _ => None,
@@ -77,8 +107,34 @@ impl PendingRenewal {
     }
 }
 
+/// The AK statement of a leaf (`urn:bc:tpm-ak:…`), when it names one.
+pub fn ak_statement(leaf: &NodeIdentity) -> Option<&str> {
+    leaf.statements
+        .iter()
+        .map(|s| s.as_str())
+        .find(|s| s.starts_with(TPM_AK_STATEMENT_PREFIX))
+}
+
+/// The TPM of a leaf that names an AK, checked: it opens and its AK is the one named.
+fn tpm_of_ak(
+    current: &LoadedIdentity,
+    statement: &str,
+) -> Result<(Tpm, AttestationKey), PrepareError> {
+    let tpm = current
+        .tpm
+        .open()
+        .map_err(|e| PrepareError::TpmUnavailable(e.to_string()))?;
+    let ak = tpm
+        .attestation_key()
+        .map_err(|e| PrepareError::TpmUnavailable(e.to_string()))?;
+    if ak.statement() != statement {
+        return Err(PrepareError::AnotherAk);
+    }
+    Ok((tpm, ak))
+}
+
 /// Makes the next key (or takes the one `pending` kept for this leaf), stores it as
-/// `node.key.next`, and builds the request.
+/// `node.key.next`, and builds the request (with the AK's certification for a leaf naming one).
 pub fn prepare_renewal<'a>(
     dir: &'a DataDir,
     current: &LoadedIdentity,
@@ -91,16 +147,45 @@ pub fn prepare_renewal<'a>(
         .first()
         .map(Vec::as_slice)
         .unwrap_or(&[]);
-    let next = match pending.take_for(leaf_der) {
-        Some(kept) => kept,
-        None => {
-            PrivateKey::generate(KeyRole::Node).map_err(|e| PrepareError::Key(e.to_string()))?
+    let kept = pending.take_for(leaf_der);
+    let ak = match ak_statement(&current.leaf) {
+        Some(statement) => Some(tpm_of_ak(current, statement)?),
+        None => None,
+    };
+    let mut warning = None;
+    let next = match (&ak, kept) {
+        // A kept key of an AK-named leaf is a TPM key (it was made below).
+        (Some(_), Some(kept @ NodeKey::Tpm(_))) => kept,
+        (Some((tpm, _)), _) => tpm
+            .create_node_key()
+            .map_err(|e| PrepareError::NextKeyInTpm(e.to_string()))?
+            .into(),
+        (None, Some(kept)) => kept,
+        (None, None) => {
+            let made = new_node_key(&current.tpm).map_err(PrepareError::Key)?;
+            warning = made.warning;
+            made.key
         }
     };
     let begun = RenewalStore::new(dir).begin(next)?;
     let (csr_der, csr_sha256) = csr_for(begun.next_key()).map_err(PrepareError::Key)?;
+    let key_attestation = match (&ak, begun.next_key().as_tpm()) {
+        (Some((tpm, ak)), Some(key)) => match tpm.certify(key, &csr_sha256) {
+            Ok(certified) => Some(TpmKeyAttestation {
+                ak_public: ak.public_area.clone(),
+                key_public: certified.public,
+                certify_info: certified.certify_info,
+                signature: certified.signature,
+            }),
+            Err(e) => {
+                let _ = begun.abandon();
+                return Err(PrepareError::Certification(e.to_string()));
+            }
+        },
+        _ => None,
+    };
     let client_time_ms = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
-    let proof = sign(
+    let proof = sign_with(
         &current.key,
         &RenewPop {
             csr_sha256,
@@ -108,7 +193,7 @@ pub fn prepare_renewal<'a>(
             client_time_ms,
         },
     )
-    .map_err(|e| PrepareError::Key(e.to_string()))?;
+    .map_err(|e| PrepareError::Key(format!("the current key's renew proof: {e}")))?;
     Ok((
         begun,
         RenewalRequestParts {
@@ -117,6 +202,8 @@ pub fn prepare_renewal<'a>(
             chain: current.stored.chain.clone(),
             client_time_ms,
             proof,
+            key_attestation,
+            warning,
         },
     ))
 }
@@ -148,7 +235,7 @@ fn who(id: &NodeIdentity) -> String {
 pub fn check_renewal_answer(
     current: &NodeIdentity,
     new_leaf_der: &[u8],
-    next: &PrivateKey,
+    next: &PublicKey,
 ) -> Result<NodeIdentity, RenewalAnswerError> {
     let new = NodeIdentity::from_leaf_der(new_leaf_der, &current.spiffe_id.trust_domain)
         .map_err(|e| RenewalAnswerError::Leaf(e.to_string()))?;
@@ -158,8 +245,40 @@ pub fn check_renewal_answer(
             expected: who(current),
         });
     }
-    if &new.public_key != next.public_key() {
+    if &new.public_key != next {
         return Err(RenewalAnswerError::AnotherKey);
     }
     Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ak_named_renewals_failures_are_spec_002s_messages() {
+        let cases = [
+            (
+                PrepareError::TpmUnavailable("x".into()),
+                "renewal: the certificate's node key is in the TPM, which is unavailable: x",
+            ),
+            (
+                PrepareError::AnotherAk,
+                "renewal: this TPM's attestation key is not the one the certificate names \
+                 (another TPM, or its endorsement seed changed): the certificate cannot be \
+                 renewed here; join again: bcd join --reset --yes, then bcd join",
+            ),
+            (
+                PrepareError::NextKeyInTpm("x".into()),
+                "renewal: the next node key in the TPM: x",
+            ),
+            (
+                PrepareError::Certification("x".into()),
+                "renewal: the TPM's attestation key certifying the next key: x",
+            ),
+        ];
+        for (error, message) in cases {
+            assert_eq!(error.to_string(), message);
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! `bcd status [--json]` and `bcd doctor`.
 //!
-//! Both read the identity with [`crate::identity_store::load_read_only`], so they never change a
+//! Both read the identity with [`crate::identity_store::load_read_only_in`], so they never change a
 //! file under a running `bcd node`. `status` prints one identity line (or the reason there is
 //! none); `doctor` runs checks, each `ok`, `warn` or `fail`, and every problem ends with the way
 //! back. The local checks are here; the network ones (gateway reachable, clock skew against the
@@ -12,7 +12,10 @@ use time::{Duration, OffsetDateTime};
 
 use crate::config::{Config, PIN_KEYS};
 use crate::files::{DataDir, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
-use crate::identity_store::{load_read_only, LoadError, LoadedIdentity, NextKeyOutcome, WAY_BACK};
+use crate::identity_store::{
+    load_read_only_in, LoadError, LoadedIdentity, NextKeyOutcome, WAY_BACK,
+};
+use crate::node_key::{NodeKeyKind, TpmHost};
 use crate::renewal_schedule::renew_at;
 
 /// How far the local clock may be behind the last server time seen before doctor warns.
@@ -73,7 +76,7 @@ pub struct StatusReport {
     /// When the renewal is due.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub renew_at: Option<String>,
-    /// `file` (TPM keys are not supported by this build yet).
+    /// `tpm` or `file`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_key: Option<&'static str>,
     /// The trust bundle version held.
@@ -94,11 +97,15 @@ impl StatusReport {
     pub fn to_text(&self) -> String {
         match (self.state, &self.problem) {
             ("ok", _) => format!(
-                "joined as {} (site {}, role {}); node key a file; certificate valid until {} \
-                 ({} left, renewal due {})\n",
+                "joined as {} (site {}, role {}); {}; certificate valid until {} ({} left, \
+                 renewal due {})\n",
                 self.node_id.as_deref().unwrap_or("?"),
                 self.site_id.as_deref().unwrap_or("?"),
                 self.role.as_deref().unwrap_or("?"),
+                match self.node_key {
+                    Some("tpm") => NodeKeyKind::Tpm.describe(),
+                    _ => NodeKeyKind::File.describe(),
+                },
                 self.not_after.as_deref().unwrap_or("?"),
                 human(Duration::seconds(self.expires_in_seconds.unwrap_or(0))),
                 self.renew_at.as_deref().unwrap_or("?"),
@@ -109,8 +116,8 @@ impl StatusReport {
     }
 }
 
-/// `bcd status` of `dir` at `now`.
-pub fn status(dir: &DataDir, now: OffsetDateTime) -> StatusReport {
+/// `bcd status` of `dir` at `now`, a TPM key loaded through `tpm`.
+pub fn status(dir: &DataDir, tpm: &TpmHost, now: OffsetDateTime) -> StatusReport {
     let mut report = StatusReport {
         state: "ok",
         data_dir: dir.root().display().to_string(),
@@ -128,7 +135,7 @@ pub fn status(dir: &DataDir, now: OffsetDateTime) -> StatusReport {
         trust_version: None,
         problem: None,
     };
-    let loaded = match load_read_only(dir) {
+    let loaded = match load_read_only_in(dir, tpm) {
         Ok(loaded) => loaded,
         Err(LoadError::NotJoined) => {
             report.state = "not-joined";
@@ -152,7 +159,7 @@ pub fn status(dir: &DataDir, now: OffsetDateTime) -> StatusReport {
     report.not_after = Some(rfc3339(leaf.not_after));
     report.expires_in_seconds = Some((leaf.not_after - now).whole_seconds());
     report.renew_at = Some(rfc3339(renew_at(leaf.not_before, leaf.not_after)));
-    report.node_key = Some("file");
+    report.node_key = Some(loaded.key.kind().label());
     report.trust_version = Some(loaded.stored.trust_version);
     if now >= leaf.not_after {
         report.state = "expired";
@@ -285,8 +292,12 @@ fn server_check(config: &Config) -> Check {
     }
 }
 
-fn identity_checks(dir: &DataDir, now: OffsetDateTime) -> (Vec<Check>, Option<LoadedIdentity>) {
-    let loaded = match load_read_only(dir) {
+fn identity_checks(
+    dir: &DataDir,
+    tpm: &TpmHost,
+    now: OffsetDateTime,
+) -> (Vec<Check>, Option<LoadedIdentity>) {
+    let loaded = match load_read_only_in(dir, tpm) {
         Ok(loaded) => loaded,
         Err(LoadError::NotJoined) => {
             return (
@@ -357,12 +368,31 @@ fn identity_checks(dir: &DataDir, now: OffsetDateTime) -> (Vec<Check>, Option<Lo
             "node.key.next is an unfinished renewal's key (in progress, or removed at the next start)",
         )),
     }
-    checks.push(Check::new(
-        "node key",
-        Level::Ok,
-        "a PKCS#8 file (this build keeps no node key in a TPM)",
-    ));
+    checks.push(node_key_check(loaded.key.kind(), tpm));
     (checks, Some(loaded))
+}
+
+/// The `node key` check: ok in the TPM; ok a file on a host without a TPM; warn a file on a host
+/// with one (the next renewal moves it there).
+pub fn node_key_check(kind: NodeKeyKind, tpm: &TpmHost) -> Check {
+    match kind {
+        NodeKeyKind::Tpm => Check::new("node key", Level::Ok, "in the TPM"),
+        NodeKeyKind::File => match tpm.open() {
+            Ok(_) => Check::new(
+                "node key",
+                Level::Warn,
+                format!(
+                    "a file, on a host with a TPM ({}): the next renewal moves it into the TPM",
+                    tpm.tcti()
+                ),
+            ),
+            Err(e) => Check::new(
+                "node key",
+                Level::Ok,
+                format!("a file; this host has no TPM ({e})"),
+            ),
+        },
+    }
 }
 
 fn mode_check(dir: &DataDir) -> Check {
@@ -416,7 +446,7 @@ pub fn doctor(
     now: OffsetDateTime,
 ) -> Vec<Check> {
     let mut checks = vec![pins_check(config), server_check(config)];
-    let (identity, loaded) = identity_checks(dir, now);
+    let (identity, loaded) = identity_checks(dir, &config.tpm_host(), now);
     checks.extend(identity);
     checks.push(mode_check(dir));
     checks.extend(local_clock_check(loaded.as_ref(), now));

@@ -23,7 +23,7 @@
 //! caller removes `node.key.next`.
 
 use domain::pki::statement::{verify, RenewResponseStatement};
-use domain::pki::{issued_by, NodeIdentity, PrivateKey, PublicKey, Signature};
+use domain::pki::{issued_by, NodeIdentity, PublicKey, Signature};
 use time::OffsetDateTime;
 
 use crate::renewal::{check_renewal_answer, RenewalAnswerError};
@@ -67,8 +67,8 @@ pub struct RenewalExpectation<'a> {
     pub current: &'a NodeIdentity,
     /// The current chain, leaf first: its second certificate is the node CA the node holds.
     pub current_chain: &'a [Vec<u8>],
-    /// The key the new CSR carries.
-    pub next_key: &'a PrivateKey,
+    /// The public key the new CSR carries.
+    pub next_key: &'a PublicKey,
 }
 
 /// Why a renewal answer was refused. Nothing of a refused answer is stored.

@@ -81,7 +81,7 @@ fn x509pop_evidence_is_the_fixed_format_and_verifies() {
     // The pure builder gives the same layout.
     let built = build_evidence(
         &identity.chain,
-        &key,
+        &common::as_node_key(&key),
         &csr,
         &NodeId::new("node_a1").unwrap(),
         client_time,
@@ -192,7 +192,7 @@ fn a_rejoin_stores_in_the_crash_safe_order() {
     let key3 = node_key();
     let new3 = identity_for(&ks, issue(&ks, &key3, "node_r2", NodeRole::Node));
     let key3_pub = key3.public_key().clone();
-    store_rejoined(&dir2, key3, &new3, &old2).unwrap();
+    store_rejoined(&dir2, key3.into(), &new3, &old2).unwrap();
     let loaded = load(&dir2).unwrap();
     assert_eq!(loaded.key.public_key(), &key3_pub);
     assert_eq!(loaded.stored.chain, new3.chain);

@@ -133,7 +133,7 @@ fn renewal_crash_at_every_step_leaves_a_matching_key_and_certificate() {
 
         // Each step runs only if the crash comes later; dropping the typed state is the crash.
         if !matches!(crash, CrashAfter::Nothing) {
-            let begun = RenewalStore::new(&data).begin(next).unwrap();
+            let begun = RenewalStore::new(&data).begin(next.into()).unwrap();
             assert!(data.exists(NEXT_KEY_FILE), "node.key.next is written first");
             if !matches!(crash, CrashAfter::Begin) {
                 let stored = begun.store_certificate(&renewed).unwrap();
@@ -170,7 +170,7 @@ fn renewal_refuses_a_certificate_for_another_key() {
     let tmp = tempfile::tempdir().unwrap();
     let ks = keyset();
     let (data, _, identity) = joined(tmp.path(), &ks, "n1");
-    let begun = RenewalStore::new(&data).begin(node_key()).unwrap();
+    let begun = RenewalStore::new(&data).begin(node_key().into()).unwrap();
     let other = node_key();
     let leaf = issue(&ks, &other, "n1", NodeRole::Node);
     let parsed = domain::pki::NodeIdentity::from_leaf_der(&leaf, &ks.trust_domain).unwrap();
@@ -196,17 +196,19 @@ fn renewal_answer_checks_use_the_spec_messages() {
     .unwrap();
     let next = node_key();
     let other_node = issue(&ks, &next, "n2", NodeRole::Node);
-    let err = bcd::renewal::check_renewal_answer(&current, &other_node, &next).unwrap_err();
+    let err =
+        bcd::renewal::check_renewal_answer(&current, &other_node, next.public_key()).unwrap_err();
     assert_eq!(
         err.to_string(),
         "renewal: the certificate is for eu-1/n2 (node), not eu-1/n1 (node)"
     );
     let wrong_key = issue(&ks, &node_key(), "n1", NodeRole::Node);
-    let err = bcd::renewal::check_renewal_answer(&current, &wrong_key, &next).unwrap_err();
+    let err =
+        bcd::renewal::check_renewal_answer(&current, &wrong_key, next.public_key()).unwrap_err();
     assert_eq!(
         err.to_string(),
         "renewal: the certificate does not certify the new key"
     );
     let good = issue(&ks, &next, "n1", NodeRole::Node);
-    assert!(bcd::renewal::check_renewal_answer(&current, &good, &next).is_ok());
+    assert!(bcd::renewal::check_renewal_answer(&current, &good, next.public_key()).is_ok());
 }

@@ -58,7 +58,7 @@ impl Case {
                 csr_sha256: self.sha,
                 current: &self.current,
                 current_chain: &self.chain,
-                next_key: &self.next,
+                next_key: self.next.public_key(),
             },
         )
     }

@@ -10,26 +10,67 @@
 //! `sig` is ES256 by the leaf's key over `domain::pki::statement::X509Pop`'s signed input,
 //! `lp("x509pop") || lp(csr_sha256) || lp(node_id) || lp(u64_be(clientTime))`, so neither a renew
 //! proof nor an earlier x509pop proof can be replayed as one. [`build_evidence`] is the pure
-//! builder (the control plane's own, `domain::attest::x509pop`); [`X509PopProducer`] makes a fresh one (the clock read again) for every round.
+//! builder (the control plane's own, `domain::attest::x509pop`, for a file key; the same JSON
+//! built here around [`sign_with`] for a key in the TPM); [`X509PopProducer`] makes a fresh one
+//! (the clock read again) for every round.
 
-use domain::pki::{NodeId, PrivateKey};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use domain::attest::x509pop::X509POP_VERSION;
+use domain::pki::statement::X509Pop;
+use domain::pki::{sign_with, NodeId};
+use serde::Serialize;
 use time::OffsetDateTime;
 
 use super::{EvidenceError, EvidenceProducer, X509POP};
 use crate::identity_store::LoadedIdentity;
+use crate::node_key::NodeKey;
+
+/// The evidence as sent, in the spec's field order (`domain::attest::x509pop` parses it).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Wire<'a> {
+    v: u64,
+    node_id: &'a str,
+    chain: Vec<String>,
+    client_time: u64,
+    sig: String,
+}
 
 /// Builds x509pop evidence: `chain` leaf first (its key is `signer`), bound to `csr_sha256`,
-/// `node_id` and `client_time_ms`. The one builder, shared with the control plane's tests
-/// ([`domain::attest::x509pop::build_evidence`]).
+/// `node_id` and `client_time_ms`. A file key goes through the control plane's own builder
+/// ([`domain::attest::x509pop::build_evidence`]); a TPM key signs the same statement.
 pub fn build_evidence(
     chain: &[Vec<u8>],
-    signer: &PrivateKey,
+    signer: &NodeKey,
     csr_sha256: &[u8; 32],
     node_id: &NodeId,
     client_time_ms: u64,
 ) -> Result<Vec<u8>, String> {
-    domain::attest::x509pop::build_evidence(chain, signer, csr_sha256, node_id, client_time_ms)
-        .map_err(|e| e.to_string())
+    if let NodeKey::File(key) = signer {
+        return domain::attest::x509pop::build_evidence(
+            chain,
+            key,
+            csr_sha256,
+            node_id,
+            client_time_ms,
+        )
+        .map_err(|e| e.to_string());
+    }
+    let statement = X509Pop {
+        csr_sha256: *csr_sha256,
+        node_id: node_id.clone(),
+        client_time_ms,
+    };
+    let sig = sign_with(signer, &statement).map_err(|e| e.to_string())?;
+    let wire = Wire {
+        v: X509POP_VERSION,
+        node_id: node_id.as_str(),
+        chain: chain.iter().map(|c| URL_SAFE_NO_PAD.encode(c)).collect(),
+        client_time: client_time_ms,
+        sig: sig.to_base64url(),
+    };
+    serde_json::to_vec(&wire).map_err(|e| e.to_string())
 }
 
 /// Unix milliseconds of `t` (0 before 1970).
@@ -40,7 +81,7 @@ pub fn unix_ms(t: OffsetDateTime) -> u64 {
 /// The x509pop producer over the identity on disk: its chain (leaf first) and its node key.
 pub struct X509PopProducer {
     chain: Vec<Vec<u8>>,
-    key: PrivateKey,
+    key: NodeKey,
     node_id: NodeId,
     now: Box<dyn Fn() -> OffsetDateTime>,
 }
@@ -59,14 +100,9 @@ impl X509PopProducer {
         identity: &LoadedIdentity,
         now: Box<dyn Fn() -> OffsetDateTime>,
     ) -> Result<X509PopProducer, EvidenceError> {
-        let key = PrivateKey::from_pkcs8_der(identity.key.role(), identity.key.pkcs8_der())
-            .map_err(|e| EvidenceError::Failed {
-                attestor: X509POP.to_owned(),
-                reason: format!("the node key: {e}"),
-            })?;
         Ok(X509PopProducer {
             chain: identity.stored.chain.clone(),
-            key,
+            key: identity.key.clone(),
             node_id: identity.leaf.spiffe_id.node.clone(),
             now,
         })

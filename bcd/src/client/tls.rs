@@ -6,14 +6,25 @@
 //! and the name bcd dialled) with that certificate as the only trust anchor. The pinned CA must
 //! itself be within its validity. [`client_config`] builds the rustls config around it, with the
 //! node's certificate and key ([`ClientIdentity`]) when one is presented.
+//!
+//! The client identity signs through [`NodeSigner`] ([`NodeTlsKey`]), whatever holds the node
+//! key (a file or the TPM): scheme `ecdsa_secp256r1_sha256` only, the signature DER as TLS
+//! carries it. The wire is the same for both.
 
 use std::sync::Arc;
 
-use domain::pki::{Pin, PrivateKey};
+use domain::pki::{ecdsa_der, NodeSigner, Pin};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::ResolvesClientCert;
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, OtherError, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName, SubjectPublicKeyInfoDer, UnixTime};
+use rustls::sign::{CertifiedKey, Signer, SigningKey};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, OtherError, SignatureAlgorithm,
+    SignatureScheme,
+};
+
+use crate::node_key::NodeKey;
 
 use super::error::ClientError;
 
@@ -179,16 +190,85 @@ pub fn provider() -> Arc<CryptoProvider> {
 #[derive(Debug, Clone)]
 pub struct ClientIdentity {
     chain: Vec<Vec<u8>>,
-    pkcs8: Vec<u8>,
+    key: NodeKey,
 }
 
 impl ClientIdentity {
     /// The node's chain (leaf first, DER) and its key.
-    pub fn new(chain: &[Vec<u8>], key: &PrivateKey) -> ClientIdentity {
+    pub fn new(chain: &[Vec<u8>], key: &NodeKey) -> ClientIdentity {
         ClientIdentity {
             chain: chain.to_vec(),
-            pkcs8: key.pkcs8_der().to_vec(),
+            key: key.clone(),
         }
+    }
+
+    /// The rustls certified key: the chain and a [`NodeTlsKey`] over the node key.
+    pub fn certified_key(&self) -> Arc<CertifiedKey> {
+        let chain = self
+            .chain
+            .iter()
+            .map(|der| CertificateDer::from(der.clone()))
+            .collect();
+        Arc::new(CertifiedKey::new(
+            chain,
+            Arc::new(NodeTlsKey(self.key.clone())),
+        ))
+    }
+}
+
+/// The node key as a rustls signing key: ECDSA P-256 with SHA-256, through [`NodeSigner`].
+#[derive(Debug, Clone)]
+pub struct NodeTlsKey(pub NodeKey);
+
+impl SigningKey for NodeTlsKey {
+    fn choose_scheme(&self, offered: &[SignatureScheme]) -> Option<Box<dyn Signer>> {
+        offered
+            .contains(&SignatureScheme::ECDSA_NISTP256_SHA256)
+            .then(|| Box::new(self.clone()) as Box<dyn Signer>)
+    }
+
+    fn public_key(&self) -> Option<SubjectPublicKeyInfoDer<'_>> {
+        Some(SubjectPublicKeyInfoDer::from(
+            self.0.public_key().spki_der(),
+        ))
+    }
+
+    fn algorithm(&self) -> SignatureAlgorithm {
+        SignatureAlgorithm::ECDSA
+    }
+}
+
+impl Signer for NodeTlsKey {
+    fn sign(&self, message: &[u8]) -> Result<Vec<u8>, rustls::Error> {
+        let rs = self
+            .0
+            .sign_es256(message)
+            .map_err(|e| rustls::Error::General(e.to_string()))?;
+        Ok(ecdsa_der(rs.as_bytes()))
+    }
+
+    fn scheme(&self) -> SignatureScheme {
+        SignatureScheme::ECDSA_NISTP256_SHA256
+    }
+}
+
+/// Always presents the one node identity.
+#[derive(Debug)]
+struct PresentIdentity(Arc<CertifiedKey>);
+
+impl ResolvesClientCert for PresentIdentity {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        sigschemes
+            .contains(&SignatureScheme::ECDSA_NISTP256_SHA256)
+            .then(|| self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
     }
 }
 
@@ -205,15 +285,7 @@ pub fn client_config(
     let mut config = match identity {
         None => builder.with_no_client_auth(),
         Some(id) => {
-            let chain = id
-                .chain
-                .iter()
-                .map(|der| CertificateDer::from(der.clone()))
-                .collect();
-            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(id.pkcs8.clone()));
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| ClientError::ClientIdentity(e.to_string()))?
+            builder.with_client_cert_resolver(Arc::new(PresentIdentity(id.certified_key())))
         }
     };
     config.alpn_protocols = vec![b"h2".to_vec()];

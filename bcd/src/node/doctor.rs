@@ -9,7 +9,7 @@ use super::session::{client_identity, time_of_ms, WELCOME_TIMEOUT};
 use crate::client::{connect, describe_status};
 use crate::config::Config;
 use crate::files::DataDir;
-use crate::identity_store::{load_read_only, LoadedIdentity};
+use crate::identity_store::{load_read_only_in, LoadedIdentity};
 use crate::status::{Check, Level, NetworkChecks, CLOCK_TOLERANCE};
 use proto::gateway_message::Body as GatewayBody;
 use proto::node_message::Body as NodeBody;
@@ -126,7 +126,7 @@ impl NetworkChecks for NetworkDoctor {
             return Check::new("clock skew", Level::Warn, "not checked: no server or pin");
         };
         let dir = DataDir::new(&config.data_dir);
-        let loaded = match load_read_only(&dir) {
+        let loaded = match load_read_only_in(&dir, &config.tpm_host()) {
             Ok(loaded) => loaded,
             Err(_) => {
                 return Check::new(

@@ -18,9 +18,10 @@ use crate::attest::X509POP;
 use crate::client::GrpcJoinTransport;
 use crate::files::DataDir;
 use crate::hardware::HardwareClaims;
-use crate::identity_store::{load, store_rejoined, LoadError, LoadedIdentity, WAY_BACK};
-use crate::join::{prepare, JoinError, JoinTransport};
+use crate::identity_store::{load_in, store_rejoined, LoadError, LoadedIdentity, WAY_BACK};
+use crate::join::{prepare_with_key, JoinError, JoinTransport};
 use crate::join_loop::{exchange, joined_message, JoinEnv, JoinLoop, DEFAULT_APPROVAL_TIMEOUT};
+use crate::node_key::new_node_key;
 use crate::verify_join::VerifiedJoin;
 
 /// A stored re-join.
@@ -50,7 +51,11 @@ pub fn rejoin_x509pop(
     env: &mut JoinEnv<'_>,
 ) -> Result<Rejoined, JoinError> {
     let producer = X509PopProducer::new(current, Box::new(OffsetDateTime::now_utc))?;
-    let mut prepared = prepare(None, X509POP, current.leaf.role, claims)?;
+    let made = new_node_key(&current.tpm).map_err(JoinError::Local)?;
+    if let Some(warning) = &made.warning {
+        (env.log)(&format!("bcd join: {warning}"));
+    }
+    let mut prepared = prepare_with_key(made.key, None, X509POP, current.leaf.role, claims)?;
     let trust_domain: &TrustDomain = &current.leaf.spiffe_id.trust_domain;
     let options = JoinLoop {
         join_signing: join_signing.pin(),
@@ -105,7 +110,7 @@ pub fn rejoin_if_expired(
     options: &NodeOptions,
     claims: HardwareClaims,
 ) -> Result<Option<Rejoined>, RejoinError> {
-    let current = load(dir)?;
+    let current = load_in(dir, &options.tpm)?;
     let now = OffsetDateTime::now_utc();
     if now < current.leaf.not_after {
         return Ok(None);

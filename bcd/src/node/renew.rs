@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 
 use crate::client::{classify, ClientError, NodeClient, CALL_TIMEOUT};
 use crate::files::DataDir;
-use crate::identity_store::{load, LoadError, LoadedIdentity, StoreError};
+use crate::identity_store::{load_in, LoadError, LoadedIdentity, StoreError};
 use crate::join::CallError;
 use crate::renewal::{prepare_renewal, PendingRenewal, PrepareError};
 use crate::renewal_schedule::Pushback;
@@ -100,6 +100,9 @@ pub async fn renew_retrying(
 ) -> Result<LoadedIdentity, RenewError> {
     let join_signing_key = join_signing_key.ok_or(RenewError::NoSigningKey)?;
     let (begun, parts) = prepare_renewal(dir, current, OffsetDateTime::now_utc(), pending)?;
+    if let Some(warning) = &parts.warning {
+        super::log::log(format_args!("renewal: {warning}"));
+    }
     // Kept until this attempt stores a certificate for it.
     pending.keep(
         parts.chain.first().map(Vec::as_slice).unwrap_or(&[]),
@@ -111,7 +114,12 @@ pub async fn renew_retrying(
         chain: parts.chain,
         client_time_ms: i64::try_from(parts.client_time_ms).unwrap_or(i64::MAX),
         signature: parts.proof.as_bytes().to_vec(),
-        key_attestation: None,
+        key_attestation: parts.key_attestation.map(|a| proto::TpmKeyAttestation {
+            ak_public: a.ak_public,
+            key_public: a.key_public,
+            certify_info: a.certify_info,
+            signature: a.signature,
+        }),
     });
     call.set_timeout(CALL_TIMEOUT);
     let answer = match client.renew(call).await {
@@ -142,7 +150,7 @@ pub async fn renew_retrying(
         csr_sha256,
         current: &current.leaf,
         current_chain: &current.stored.chain,
-        next_key: begun.next_key(),
+        next_key: begun.next_key().public_key(),
     };
     let verified = match verify_renewal(&signed, decode_renew_body, &expect) {
         Ok(verified) => verified,
@@ -157,5 +165,5 @@ pub async fn renew_retrying(
     }
     begun.store_certificate(&renewed)?.promote()?;
     *pending = PendingRenewal::default();
-    Ok(load(dir)?)
+    Ok(load_in(dir, &current.tpm)?)
 }

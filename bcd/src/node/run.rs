@@ -12,7 +12,8 @@ use super::renew::{renew_retrying, RenewError};
 use super::session::{client_identity, hold_session, SessionEnd};
 use crate::client::{connect, ClientError, GatewayAddress};
 use crate::files::DataDir;
-use crate::identity_store::{load, LoadError, WAY_BACK};
+use crate::identity_store::{load_in, LoadError, WAY_BACK};
+use crate::node_key::TpmHost;
 use crate::renewal::PendingRenewal;
 use crate::renewal_schedule::{jitter, next_renewal_attempt, renew_at, RENEW_RETRY_MIN};
 
@@ -36,6 +37,8 @@ pub struct NodeOptions {
     /// renewal answers and Welcome trust bundles are verified under it. `None`: no bundle is
     /// stored and no renewal is attempted (an answer could not be verified).
     pub join_signing_key: Option<PublicKey>,
+    /// The host's TPM (`[tpm] tcti`): TPM-held keys load and new keys are made there.
+    pub tpm: TpmHost,
 }
 
 /// How `bcd node` ended (it runs until one of these).
@@ -83,7 +86,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
     let mut lost = 0u32;
     let mut first = true;
     loop {
-        let loaded = match load(dir) {
+        let loaded = match load_in(dir, &options.tpm) {
             Ok(loaded) => loaded,
             Err(e) => return NodeExit::Load(e),
         };

@@ -32,6 +32,13 @@ pub fn node_key() -> PrivateKey {
     PrivateKey::generate(KeyRole::Node).unwrap()
 }
 
+/// The same file key as a [`bcd::node_key::NodeKey`].
+pub fn as_node_key(key: &PrivateKey) -> bcd::node_key::NodeKey {
+    PrivateKey::from_pkcs8_der(KeyRole::Node, key.pkcs8_der())
+        .unwrap()
+        .into()
+}
+
 pub fn csr(key: &PrivateKey) -> VerifiedCsr {
     VerifiedCsr::verify(&build_csr(key).unwrap()).unwrap()
 }
@@ -79,6 +86,48 @@ pub fn joined(dir: &Path, ks: &KeySet, node: &str) -> (DataDir, PrivateKey, Stor
     let data = DataDir::new(dir);
     let key = node_key();
     let identity = identity_for(ks, issue(ks, &key, node, NodeRole::Node));
-    store_joined(&data, &key, &identity, now()).unwrap();
+    store_joined(&data, &as_node_key(&key), &identity, now()).unwrap();
     (data, key, identity)
+}
+
+/// A real node certificate for any node key (a file or the TPM), carrying `statements`
+/// (`urn:bc:…` URIs) after the SPIFFE ID.
+pub fn issue_for(
+    ks: &KeySet,
+    key: &bcd::node_key::NodeKey,
+    node: &str,
+    statements: &[&str],
+) -> Vec<u8> {
+    let csr = VerifiedCsr::verify(&domain::pki::build_csr_with(key).unwrap()).unwrap();
+    let decision = NodeCertificateDecision {
+        spiffe_id: SpiffeId {
+            trust_domain: ks.trust_domain.clone(),
+            site: SiteId::new("eu-1").unwrap(),
+            node: NodeId::new(node).unwrap(),
+        },
+        role: NodeRole::Node,
+        serial: Serial::generate().unwrap(),
+        requested_lifetime: None,
+        statements: statements
+            .iter()
+            .map(|s| domain::pki::NodeKeyStatement::new(s).unwrap())
+            .collect(),
+    };
+    issue_node_certificate(&ks.node_ca, &csr, &decision, now())
+        .unwrap()
+        .der
+}
+
+/// A joined data directory whose node key is `key` and whose leaf carries `statements`.
+pub fn joined_with(
+    dir: &Path,
+    ks: &KeySet,
+    node: &str,
+    key: &bcd::node_key::NodeKey,
+    statements: &[&str],
+) -> (DataDir, StoredIdentity) {
+    let data = DataDir::new(dir);
+    let identity = identity_for(ks, issue_for(ks, key, node, statements));
+    store_joined(&data, key, &identity, now()).unwrap();
+    (data, identity)
 }
