@@ -22,6 +22,7 @@
 //! | [`node_key`] | the node key, a PKCS#8 file or held by the TPM; making it where it belongs |
 //! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
 //! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi) |
+//! | [`tpm_show`] | `bcd tpm show`: the EK's SHA-256 to allow-list and the AK's statement |
 //! | [`trust_bundle`] | checking a Welcome's signed trust bundle and keeping it in `identity.json` |
 //!
 //! The network (gRPC over pinned mTLS) plugs in through [`join::JoinTransport`] and
@@ -46,6 +47,7 @@ pub mod reset;
 pub mod status;
 pub mod token_input;
 pub mod tpm;
+pub mod tpm_show;
 pub mod trust_bundle;
 pub mod verify_join;
 pub mod verify_renewal;

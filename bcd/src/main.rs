@@ -126,6 +126,19 @@ enum Command {
     },
     /// Check the identity, the configuration and the connection.
     Doctor,
+    /// The host's TPM.
+    #[command(subcommand)]
+    Tpm(TpmCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TpmCommand {
+    /// The EK's SHA-256 (what `bcctl tpm allow --ek-sha256` takes) and the AK's statement.
+    Show {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -229,6 +242,26 @@ fn main() -> ExitCode {
             let checks = doctor(&config, &dir, &NetworkDoctor::new(), now);
             print!("{}", doctor_text(&checks));
             ExitCode::from(doctor_exit_code(&checks) as u8)
+        }
+        Command::Tpm(TpmCommand::Show { json }) => {
+            let shown = config
+                .tpm_host()
+                .open()
+                .and_then(|tpm| bcd::tpm_show::show(&tpm));
+            match shown {
+                Ok(shown) if json => match serde_json::to_string_pretty(&shown) {
+                    Ok(text) => {
+                        println!("{text}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(format_args!("bcd tpm show: {e}")),
+                },
+                Ok(shown) => {
+                    print!("{}", shown.to_text());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(format_args!("bcd tpm show: {e}")),
+            }
         }
     }
 }

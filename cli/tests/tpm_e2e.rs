@@ -51,8 +51,14 @@ fn start(tmp: &Path, db_url: &str) -> Server {
 
 /// A bcd config for `tpm`: up's, with `[tpm]` naming the swtpm and the EK intermediate.
 fn bcd_config(server: &Server, dir: &Path, tpm: &Swtpm) -> PathBuf {
-    let base = fs::read_to_string(server.s("bcdConfig")).expect("up's bcd config");
-    let path = dir.join("config.toml");
+    let up_config = PathBuf::from(server.s("bcdConfig"));
+    let base = fs::read_to_string(&up_config).expect("up's bcd config");
+    // Beside up's config: its key files are named relative to it.
+    let machine = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("machine");
+    let path = up_config.with_file_name(format!("config-{machine}.toml"));
     let text = format!(
         "{base}\n[tpm]\ntcti = {tcti:?}\nek_intermediates = [{issuer:?}]\n",
         tcti = tpm.tcti(),
@@ -133,7 +139,7 @@ fn leaf_uris(data: &Path) -> Vec<String> {
         .output()
         .expect("openssl runs");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.split(',')
+    text.split([',', '\n'])
         .filter_map(|part| part.trim().strip_prefix("URI:").map(str::to_owned))
         .collect()
 }
@@ -207,6 +213,9 @@ fn scenario(db_url: &str) {
     );
     let _ = agent.child.kill();
     let _ = agent.wait_exit(Duration::from_secs(10));
+    // swtpm has no resource manager: what the killed process had loaded stays loaded (the
+    // kernel's /dev/tpmrm0 flushes it when the process goes).
+    flush_transient(&tpm_a);
     let st = status_tpm(&server, &a, &tpm_a);
     assert_ne!(st["serial"].as_str(), Some(first_serial.as_str()), "{st}");
     assert_eq!(st["nodeKey"], "tpm", "{st}");
@@ -219,7 +228,7 @@ fn scenario(db_url: &str) {
 
     // 2. Recovery: the identity moved aside, the same TPM reclaims the same node.
     let generation = |server: &Server, node: &str| {
-        server.bcctl_json(&["node", "show", node, "--json"])["identityGeneration"]
+        server.bcctl_json(&["node", "show", node, "--json"])["node"]["identityGeneration"]
             .as_i64()
             .unwrap_or(-1)
     };
@@ -290,6 +299,16 @@ fn status_tpm(server: &Server, dir: &Path, tpm: &Swtpm) -> serde_json::Value {
     let (_, stdout, stderr) = run(bcd_tpm(server, dir, tpm, &["status", "--json"]));
     serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("bcd status --json: {e}: {stdout}{stderr}"))
+}
+
+/// `tpm2_flushcontext -t`: what a resource manager does when a process exits.
+fn flush_transient(tpm: &Swtpm) {
+    let status = Command::new("tpm2_flushcontext")
+        .arg("-t")
+        .env("TPM2TOOLS_TCTI", tpm.tcti())
+        .status()
+        .expect("tpm2_flushcontext runs");
+    assert!(status.success());
 }
 
 /// node.key holds only the record: one `BCD TPM NODE KEY` PEM block of 32 bytes, mode 0600.
