@@ -167,10 +167,8 @@ impl Fixture {
         };
         let secret = m.activate(&challenge.credential_blob, &challenge.encrypted_secret);
         let csr_sha = *csr.sha256();
-        let (quote, quote_signature) = m.quote(
-            &challenge.pcrs,
-            &sha(&[&secret[..], &csr_sha[..]].concat()),
-        );
+        let (quote, quote_signature) =
+            m.quote(&challenge.pcrs, &sha(&[&secret[..], &csr_sha[..]].concat()));
         let values = m.pcr_values(&challenge.pcrs);
         let (certify_info, signature) = m.certify(&node, &csr_sha);
         let ak_point = TpmPublic::parse(&evidence.ak_public)
@@ -291,6 +289,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// One round's figures: µs per part (in [`PARTS`] order) and their [`derived`] figures.
+type Round = (Vec<f64>, [f64; 5]);
+
 /// One round's figures for one EK kind: µs per part, in [`PARTS`] order.
 fn round(fx: &Fixture, iters: u32) -> Fallible<Vec<f64>> {
     PARTS.iter().map(|(p, _)| fx.time(*p, iters)).collect()
@@ -336,7 +337,7 @@ fn wall() -> Fallible<()> {
             );
             rounds.push((us, d));
         }
-        let col = |f: &dyn Fn(&(Vec<f64>, [f64; 5])) -> f64| median(rounds.iter().map(f).collect());
+        let col = |f: &dyn Fn(&Round) -> f64| median(rounds.iter().map(f).collect());
         println!("EK {}:", kind_name(kind));
         for (i, (_, name)) in PARTS.iter().enumerate() {
             println!("  {name:<16} {:>9.1} µs", col(&|r| r.0[i]));
