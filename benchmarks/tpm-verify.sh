@@ -82,7 +82,8 @@ echo "| ratio attestor / own floor | $(ratio "${att[rsa]}" "${own[rsa]}") | $(ra
 echo "| ratio attestor / join floor | $(ratio "${att[rsa]}" "${join[rsa]}") | $(ratio "${att[p384]}" "${join[p384]}") |"
 echo "| attestor above own floor | $(num $((${att[rsa]} - ${own[rsa]}))) | $(num $((${att[p384]} - ${own[p384]}))) |"
 
-# callgrind_annotate's lines ("Ir (pct) file:function [object]") as "Ir-per-join function".
+# callgrind_annotate's lines ("Ir (pct) file:function [object]") as "Ir-per-join function". It runs
+# from / : in the repository it names our files relatively and splits their functions apart.
 per_join() {
     sed -n 's/^ *\([0-9,]*\) ([^)]*) *[^: ]*:\(.*\) \[.*$/\1 \2/p' | tr -d , \
         | awk -v n="$count" "$commas"'{ ir = $1; $1 = ""; printf "    %12s %s\n", c(ir / n), substr($0, 2, 150) }'
@@ -92,12 +93,12 @@ if command -v callgrind_annotate >/dev/null; then
         dump=$(ls "$out/$op".*.2 | head -n 1)
         echo
         echo "$op: top $top functions by self Ir per join"
-        callgrind_annotate --inclusive=no --threshold=100 "$dump" 2>/dev/null \
+        (cd / && callgrind_annotate --inclusive=no --threshold=100 "$dump" 2>/dev/null) \
             | grep ' \[' | grep -vE 'PROGRAM TOTALS|\(below main\)|libc_start|lang_start|:0x0|:main \[' \
-            | per_join | head -n "$top"
+            | per_join | head -n "$top" || true
         echo "$op: the attestor's own functions, inclusive Ir per join"
-        callgrind_annotate --inclusive=yes --threshold=100 "$dump" 2>/dev/null \
-            | grep ' \[' | grep -E ':<?domain::attest::tpm' | per_join | head -n "$top"
+        (cd / && callgrind_annotate --inclusive=yes --threshold=100 "$dump" 2>/dev/null) \
+            | grep ' \[' | grep -E ':<?domain::attest::tpm' | per_join | head -n "$top" || true
     done
 fi
 echo
