@@ -273,15 +273,6 @@ impl Fixture {
             Part::CertSign => self.floor.cert_sign(),
         }
     }
-
-    /// Microseconds per run of `part`, over `iters` runs.
-    fn time(&self, part: Part, iters: u32) -> Fallible<f64> {
-        let start = Instant::now();
-        for _ in 0..iters {
-            self.run(part)?;
-        }
-        Ok(start.elapsed().as_secs_f64() * 1e6 / f64::from(iters))
-    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -292,9 +283,21 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// One round's figures: µs per part (in [`PARTS`] order) and their [`derived`] figures.
 type Round = (Vec<f64>, [f64; 5]);
 
-/// One round's figures for one EK kind: µs per part, in [`PARTS`] order.
+/// One round's figures for one EK kind: µs per part, in [`PARTS`] order. The parts take turns
+/// (one run of each, `iters` times), so a change in the host's load falls on all of them alike.
 fn round(fx: &Fixture, iters: u32) -> Fallible<Vec<f64>> {
-    PARTS.iter().map(|(p, _)| fx.time(*p, iters)).collect()
+    let mut total = vec![Duration::ZERO; PARTS.len()];
+    for _ in 0..iters {
+        for (i, (part, _)) in PARTS.iter().enumerate() {
+            let start = Instant::now();
+            fx.run(*part)?;
+            total[i] += start.elapsed();
+        }
+    }
+    Ok(total
+        .iter()
+        .map(|t| t.as_secs_f64() * 1e6 / f64::from(iters))
+        .collect())
 }
 
 /// Derived figures of one round: attestor, attestor floor, join floor, and the two ratios.
