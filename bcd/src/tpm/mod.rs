@@ -16,11 +16,26 @@
 //!   (fixedTPM, fixedParent, sensitiveDataOrigin, userWithAuth, noDA, sign) derived from a
 //!   32-byte unique that `node.key` keeps (PEM block `BCD TPM NODE KEY`).
 //!
-//! (Placeholder API: every call answers [`TpmError::Unavailable`] until the implementation
-//! lands; the signatures are the contract the rest of bcd is written against.)
+//! | module | job |
+//! | --- | --- |
+//! | [`templates`] | the AK, node key and EK templates, the EK policy digests |
+//! | `convert` | TPM structures to points, marshalled areas and ES256 signatures |
+//! | `worker` | the thread owning the TPM connection: every TPM command, handle flushing |
 
-use domain::attest::tpm::{CertifiedKey, TpmAnswer, TpmChallenge, TpmEvidence};
+mod convert;
+pub mod templates;
+mod worker;
+
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle, ThreadId};
+
+use domain::attest::tpm::TPM_WIRE_VERSION;
+use domain::attest::tpm::{CertifiedKey, PcrValue, TpmAnswer, TpmChallenge, TpmEvidence};
 use domain::pki::{NodeSigner, PublicKey, Signature, SignerError};
+use sha2::{Digest as _, Sha256};
+
+pub use templates::EkKind;
+use worker::Worker;
 
 /// The TCTI bcd opens when `config.toml` names none.
 pub const DEFAULT_TCTI: &str = "device:/dev/tpmrm0";
@@ -65,6 +80,13 @@ pub struct AttestationKey {
 }
 
 impl AttestationKey {
+    /// The AK of its TPMT_PUBLIC: the name is computed, as the control plane does.
+    pub fn from_public_area(public_area: Vec<u8>) -> AttestationKey {
+        let mut name = vec![0x00, 0x0B];
+        name.extend(Sha256::digest(&public_area));
+        AttestationKey { public_area, name }
+    }
+
     /// The certificate statement naming it: `urn:bc:tpm-ak:<nameAlg hex>:<digest hex>`, e.g.
     /// `urn:bc:tpm-ak:000b:<64 hex>`.
     pub fn statement(&self) -> String {
@@ -77,19 +99,85 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A request to the TPM thread.
+type Job = Box<dyn FnOnce(&mut Worker) + Send>;
+
+/// The thread and the way to it; the last [`Tpm`] clone to go drops it, which closes the channel
+/// and waits for the thread to flush what it holds (a process must not leave objects loaded in a
+/// TPM with no resource manager).
+#[derive(Debug)]
+struct Inner {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+    thread_id: ThreadId,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if thread::current().id() == self.thread_id {
+            return;
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A connection to one TPM, served by its own thread.
 #[derive(Debug, Clone)]
 pub struct Tpm {
     tcti: String,
+    inner: Arc<Inner>,
 }
 
 impl Tpm {
     /// Opens the TPM at `tcti` (`device:/dev/tpmrm0`, `swtpm:host=127.0.0.1,port=2321`) and
     /// starts its thread.
     pub fn open(tcti: &str) -> Result<Tpm, TpmError> {
-        Err(TpmError::Unavailable {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (opened, open_result) = mpsc::sync_channel::<Result<(), TpmError>>(1);
+        let name = tcti.to_owned();
+        let thread = thread::Builder::new()
+            .name("bcd-tpm".into())
+            .spawn(move || {
+                let mut worker = match Worker::open(&name) {
+                    Ok(worker) => {
+                        let _ = opened.send(Ok(()));
+                        worker
+                    }
+                    Err(e) => {
+                        let _ = opened.send(Err(e));
+                        return;
+                    }
+                };
+                while let Ok(job) = queue.recv() {
+                    job(&mut worker);
+                }
+            })
+            .map_err(|e| TpmError::Unavailable {
+                tcti: tcti.to_owned(),
+                reason: format!("no thread for it: {e}"),
+            })?;
+        let thread_id = thread.thread().id();
+        match open_result.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = thread.join();
+                return Err(TpmError::Stopped);
+            }
+        }
+        Ok(Tpm {
             tcti: tcti.to_owned(),
-            reason: "not built yet".into(),
+            inner: Arc::new(Inner {
+                jobs: Some(jobs),
+                thread: Some(thread),
+                thread_id,
+            }),
         })
     }
 
@@ -98,37 +186,93 @@ impl Tpm {
         &self.tcti
     }
 
+    /// Runs `f` on the TPM thread and waits for its answer.
+    fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> Result<T, TpmError> + Send + 'static,
+    ) -> Result<T, TpmError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |worker| {
+            let _ = reply.send(f(worker));
+        });
+        let jobs = self.inner.jobs.as_ref().ok_or(TpmError::Stopped)?;
+        jobs.send(job).map_err(|_| TpmError::Stopped)?;
+        answer.recv().map_err(|_| TpmError::Stopped)?
+    }
+
     /// Makes a new node key in the TPM (a fresh random unique).
     pub fn create_node_key(&self) -> Result<TpmNodeKey, TpmError> {
-        Err(self.unavailable())
+        let from_tpm = self.call(|w| w.random(32))?;
+        let mut unique = Sha256::new();
+        unique.update(system_random()?);
+        unique.update(from_tpm);
+        self.load_node_key(&unique.finalize().into())
     }
 
     /// Derives again the node key of `unique` (what `node.key` keeps). After TPM2_Clear the
     /// owner hierarchy derives another key from the same unique: the caller sees a public key
     /// that does not match its certificate.
-    pub fn load_node_key(&self, _unique: &[u8; 32]) -> Result<TpmNodeKey, TpmError> {
-        Err(self.unavailable())
+    pub fn load_node_key(&self, unique: &[u8; 32]) -> Result<TpmNodeKey, TpmError> {
+        let record = *unique;
+        let derived = self.call(move |w| w.derive_node_key(&record))?;
+        let public =
+            PublicKey::from_uncompressed_point(&derived.point).map_err(|e| TpmError::Command {
+                operation: "create_primary (node key)",
+                reason: format!("the TPM made a key that is not a P-256 point: {e}"),
+            })?;
+        Ok(TpmNodeKey {
+            unique: record,
+            public,
+            public_area: derived.public_area,
+            tpm: self.clone(),
+        })
     }
 
     /// The AK (derived, not stored).
     pub fn attestation_key(&self) -> Result<AttestationKey, TpmError> {
-        Err(self.unavailable())
+        let public_area = self.call(|w| w.ak_public())?;
+        Ok(AttestationKey::from_public_area(public_area))
     }
 
     /// The AK's TPM2_Certify of `key`, qualified by `qualifying` (`sha256(csr)`).
     pub fn certify(
         &self,
-        _key: &TpmNodeKey,
-        _qualifying: &[u8; 32],
+        key: &TpmNodeKey,
+        qualifying: &[u8; 32],
     ) -> Result<CertifiedKey, TpmError> {
-        Err(self.unavailable())
+        self.same_tpm(key)?;
+        let (unique, public_area, qualifying) = (key.unique, key.public_area.clone(), *qualifying);
+        let public = public_area.clone();
+        let done = self.call(move |w| w.certify(&unique, &public_area, &qualifying))?;
+        Ok(CertifiedKey {
+            public,
+            certify_info: done.attest,
+            signature: done.signature,
+        })
+    }
+
+    /// Uses the EK `kind` (its certificate must be in NV) instead of the first one found, for
+    /// this connection's later `join_evidence` and `answer_challenge`.
+    pub fn use_ek(&self, kind: EkKind) -> Result<(), TpmError> {
+        self.call(move |w| w.set_ek(kind))
     }
 
     /// Round 1's evidence: the EK's public area, its certificate from NV (RSA-2048 at
     /// 0x01C00002; else P-256 at 0x01C0000A; else P-384 at 0x01C00016), `ek_intermediates`
     /// as given (DER), and the AK's public area.
-    pub fn join_evidence(&self, _ek_intermediates: &[Vec<u8>]) -> Result<TpmEvidence, TpmError> {
-        Err(self.unavailable())
+    pub fn join_evidence(&self, ek_intermediates: &[Vec<u8>]) -> Result<TpmEvidence, TpmError> {
+        let (ek_public, ek_certificate, ak_public) = self.call(|w| {
+            let (kind, certificate) = w.ek_certificate(None)?;
+            let ek_public = w.ek_public(kind)?;
+            let ak_public = w.ak_public()?;
+            Ok((ek_public, certificate, ak_public))
+        })?;
+        Ok(TpmEvidence {
+            ek_public,
+            ek_certificate,
+            ek_intermediates: ek_intermediates.to_vec(),
+            ak_public,
+        })
     }
 
     /// Round 2's answer to `challenge` for the CSR `csr_sha256`: ActivateCredential with the
@@ -137,19 +281,74 @@ impl Tpm {
     /// it qualified by `csr_sha256`.
     pub fn answer_challenge(
         &self,
-        _challenge: &TpmChallenge,
-        _csr_sha256: &[u8; 32],
-        _node_key: Option<&TpmNodeKey>,
+        challenge: &TpmChallenge,
+        csr_sha256: &[u8; 32],
+        node_key: Option<&TpmNodeKey>,
     ) -> Result<TpmAnswer, TpmError> {
-        Err(self.unavailable())
+        if challenge.v != TPM_WIRE_VERSION {
+            return Err(TpmError::BadChallenge(format!(
+                "it is version {} (bcd answers version {TPM_WIRE_VERSION})",
+                challenge.v
+            )));
+        }
+        if let Some(key) = node_key {
+            self.same_tpm(key)?;
+        }
+        let node = node_key.map(|k| (k.unique, k.public_area.clone()));
+        let node_public = node_key.map(|k| k.public_area.clone());
+        let (blob, secret, pcrs, csr) = (
+            challenge.credential_blob.clone(),
+            challenge.encrypted_secret.clone(),
+            challenge.pcrs.clone(),
+            *csr_sha256,
+        );
+        let (activated, quote, certification) = self.call(move |w| {
+            let node = node.as_ref().map(|(u, p)| (u, p.as_slice()));
+            w.answer(&blob, &secret, &pcrs, &csr, node)
+        })?;
+        Ok(TpmAnswer {
+            state: challenge.state.clone(),
+            secret: activated,
+            quote: quote.quote,
+            quote_signature: quote.signature,
+            pcr_values: quote
+                .pcrs
+                .into_iter()
+                .map(|(index, digest)| PcrValue { index, digest })
+                .collect(),
+            node_key: match (certification, node_public) {
+                (Some(c), Some(public)) => Some(CertifiedKey {
+                    public,
+                    certify_info: c.attest,
+                    signature: c.signature,
+                }),
+                _ => None,
+            },
+        })
     }
 
-    fn unavailable(&self) -> TpmError {
-        TpmError::Unavailable {
-            tcti: self.tcti.clone(),
-            reason: "not built yet".into(),
+    fn same_tpm(&self, key: &TpmNodeKey) -> Result<(), TpmError> {
+        if Arc::ptr_eq(&self.inner, &key.tpm.inner) {
+            Ok(())
+        } else {
+            Err(TpmError::BadChallenge(
+                "the node key belongs to another TPM connection than the AK's".into(),
+            ))
         }
     }
+}
+
+/// 32 bytes of the kernel's random generator (mixed with the TPM's for a node key's unique).
+fn system_random() -> Result<[u8; 32], TpmError> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| TpmError::Command {
+            operation: "random",
+            reason: format!("reading /dev/urandom: {e}"),
+        })?;
+    Ok(bytes)
 }
 
 /// A node key in the TPM: its unique, its public halves, and the TPM that derives it.
@@ -184,7 +383,13 @@ impl NodeSigner for TpmNodeKey {
     }
 
     /// TPM2_Sign (ECDSA) over SHA-256 of `message`, hashed here.
-    fn sign_es256(&self, _message: &[u8]) -> Result<Signature, SignerError> {
-        Err(SignerError(self.tpm.unavailable().to_string()))
+    fn sign_es256(&self, message: &[u8]) -> Result<Signature, SignerError> {
+        let digest: [u8; 32] = Sha256::digest(message).into();
+        let (unique, public_area) = (self.unique, self.public_area.clone());
+        let raw = self
+            .tpm
+            .call(move |w| w.sign(&unique, &public_area, &digest))
+            .map_err(|e| SignerError(e.to_string()))?;
+        Signature::from_bytes(&raw).ok_or_else(|| SignerError("a signature of another size".into()))
     }
 }
