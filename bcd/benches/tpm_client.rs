@@ -11,7 +11,8 @@
 //! replaces): two flush_context per operation but `sign_es256`.
 //! | `sign_es256` (node key loaded) | sign |
 //!
-//! One swtpm (RSA-2048 EK, the one bcd picks first) serves one connection at a time, so each
+//! One swtpm (the RSA-2048 EK, the one bcd picks first; `TPM_CLIENT_EK=p384` for the P-384 EK,
+//! through `Tpm::use_ek`) serves one connection at a time, so each
 //! round runs bcd's operations on a `bcd::tpm::Tpm`, closes it, then the raw commands on a
 //! `tss_esapi::Context`; three rounds, medians. The challenge is a real one, made once by the
 //! domain's `TpmAttestor` (not timed); the TPM does not remember a challenge, so answering it
@@ -37,8 +38,9 @@ use tss_esapi::interface_types::algorithm::HashingAlgorithm;
 use tss_esapi::interface_types::resource_handles::{Hierarchy, NvAuth};
 use tss_esapi::interface_types::session_handles::{AuthSession, PolicySession};
 use tss_esapi::structures::{
-    Data, Digest, EncryptedSecret, HashScheme, HashcheckTicket, IdObject, PcrSelectionList,
-    PcrSelectionListBuilder, PcrSlot, Public, SignatureScheme, SymmetricDefinition,
+    Data, Digest, DigestList, EncryptedSecret, HashScheme, HashcheckTicket, IdObject,
+    PcrSelectionList, PcrSelectionListBuilder, PcrSlot, Public, SignatureScheme,
+    SymmetricDefinition,
 };
 use tss_esapi::tcti_ldr::TctiNameConf;
 use tss_esapi::tss2_esys::TPMT_TK_HASHCHECK;
@@ -67,14 +69,16 @@ const RAW: [&str; 11] = [
 /// What every round needs: the TPM, the challenge and the CSR digest it is for.
 struct Setup {
     tcti: String,
+    kind: EkKind,
     challenge: TpmChallenge,
     csr_sha256: [u8; 32],
     node_unique: [u8; 32],
 }
 
-fn setup(swtpm: &Swtpm) -> Fallible<Setup> {
+fn setup(swtpm: &Swtpm, kind: EkKind) -> Fallible<Setup> {
     let tcti = swtpm.tcti();
     let tpm = Tpm::open(&tcti)?;
+    tpm.use_ek(kind)?;
     let key = tpm.create_node_key()?;
     let csr = VerifiedCsr::verify(&build_csr_with(&key)?)?;
     let evidence = tpm.join_evidence(&[ek_ca().issuer_der()])?;
@@ -104,6 +108,7 @@ fn setup(swtpm: &Swtpm) -> Fallible<Setup> {
     };
     Ok(Setup {
         tcti,
+        kind,
         challenge,
         csr_sha256: *csr.sha256(),
         node_unique: *key.unique(),
@@ -122,6 +127,7 @@ fn time_ms(iters: u32, mut f: impl FnMut() -> Fallible<()>) -> Fallible<f64> {
 /// bcd's four operations, ms each, in [`BCD`] order.
 fn bcd_round(s: &Setup, iters: u32) -> Fallible<Vec<f64>> {
     let tpm = Tpm::open(&s.tcti)?;
+    tpm.use_ek(s.kind)?;
     let issuer = vec![ek_ca().issuer_der()];
     let key = tpm.load_node_key(&s.node_unique)?;
     let mut out = vec![time_ms(iters, || {
@@ -204,8 +210,15 @@ impl Raw {
         Ok(())
     }
 
-    /// A policy session, PolicySecret(endorsement), ActivateCredential (the RSA EK's policy).
-    fn activate(&mut self, ak: KeyHandle, ek: KeyHandle, c: &TpmChallenge) -> Fallible<()> {
+    /// A policy session, PolicySecret(endorsement) (and for the P-384 EK, SHA-384, PolicyOR
+    /// of its policies A and C), ActivateCredential.
+    fn activate(
+        &mut self,
+        kind: EkKind,
+        ak: KeyHandle,
+        ek: KeyHandle,
+        c: &TpmChallenge,
+    ) -> Fallible<()> {
         let blob = IdObject::try_from(c.credential_blob.clone())?;
         let secret = EncryptedSecret::try_from(c.encrypted_secret.clone())?;
         let session = self
@@ -216,7 +229,11 @@ impl Raw {
                 None,
                 SessionType::Policy,
                 SymmetricDefinition::Null,
-                HashingAlgorithm::Sha256,
+                if kind.high_range() {
+                    HashingAlgorithm::Sha384
+                } else {
+                    HashingAlgorithm::Sha256
+                },
             )?
             .ok_or("no session")?;
         let policy = PolicySession::try_from(session)?;
@@ -231,6 +248,13 @@ impl Raw {
                     None,
                 )
             })?;
+        if kind.high_range() {
+            let mut list = DigestList::new();
+            list.add(Digest::try_from(templates::policy_a_sha384())?)?;
+            list.add(Digest::try_from(templates::POLICY_C_SHA384.to_vec())?)?;
+            self.ctx
+                .execute_without_session(|ctx| ctx.policy_or(policy, list))?;
+        }
         let out = self
             .ctx
             .execute_with_sessions((Some(AuthSession::Password), Some(session), None), |ctx| {
@@ -295,10 +319,10 @@ impl Raw {
 /// The raw commands, ms each, in [`RAW`] order.
 fn raw_round(s: &Setup, iters: u32) -> Fallible<Vec<f64>> {
     let mut raw = Raw::open(&s.tcti)?;
-    let ek_template = templates::ek_template(EkKind::Rsa2048)?;
+    let ek_template = templates::ek_template(s.kind)?;
     let ak_template = templates::ak_template()?;
     let node_template = templates::node_key_template(&s.node_unique)?;
-    let index = EkKind::Rsa2048.certificate_index();
+    let index = s.kind.certificate_index();
     let mut out = vec![time_ms(iters, || raw.nv_read(index))?];
     let ek_t = || Ok(ek_template.clone());
     out.push(
@@ -318,7 +342,9 @@ fn raw_round(s: &Setup, iters: u32) -> Fallible<Vec<f64>> {
     let ak = raw.primary(Hierarchy::Endorsement, ak_template)?;
     let ek = raw.primary(Hierarchy::Endorsement, ek_template)?;
     let node = raw.primary(Hierarchy::Owner, node_template)?;
-    out.push(time_ms(iters, || raw.activate(ak, ek, &s.challenge))?);
+    out.push(time_ms(iters, || {
+        raw.activate(s.kind, ak, ek, &s.challenge)
+    })?);
     let slots: Vec<PcrSlot> = s
         .challenge
         .pcrs
@@ -364,8 +390,13 @@ fn main() -> Fallible<()> {
         Ok(v) => v.parse()?,
         Err(_) => 5,
     };
+    let kind = match std::env::var("TPM_CLIENT_EK").as_deref() {
+        Ok("p384") => EkKind::EccP384,
+        Ok("rsa") | Err(_) => EkKind::Rsa2048,
+        Ok(other) => return Err(format!("TPM_CLIENT_EK={other}: rsa or p384").into()),
+    };
     let swtpm = Swtpm::start();
-    let s = setup(&swtpm)?;
+    let s = setup(&swtpm, kind)?;
     let mut bcd_rounds = Vec::new();
     let mut raw_rounds = Vec::new();
     for r in 0..ROUNDS {
@@ -376,7 +407,10 @@ fn main() -> Fallible<()> {
         raw_rounds.push(raw);
     }
     let col = |rounds: &[Vec<f64>], i: usize| median(rounds.iter().map(|r| r[i]).collect());
-    println!("bcd's TPM client on swtpm (RSA-2048 EK): {ROUNDS} rounds of {iters} runs, medians");
+    println!(
+        "bcd's TPM client on swtpm ({} EK): {ROUNDS} rounds of {iters} runs, medians",
+        kind.label()
+    );
     println!("raw TPM commands (tss-esapi, same swtpm, same run):");
     for (i, name) in RAW.iter().enumerate() {
         println!("  {name:<26} {:>8.2} ms", col(&raw_rounds, i));
