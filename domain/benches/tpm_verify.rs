@@ -1,5 +1,5 @@
 //! The `tpm` attestor's cost per join (issue 19), next to the crypto a join cannot avoid,
-//! measured in the same run (benchmarks/tpm-verify.sh, /work/notes/docs/bench.md).
+//! measured in the same run (benchmarks/tpm-verify.sh, benchmarks/RESULTS.md).
 //!
 //! Each EK kind (RSA-2048, ECC P-384) gets a real swtpm and real evidence made by tpm2-tools
 //! (the tests' independent client, `tests/tpm_support.rs`): the EK, its certificate, the AK, a
@@ -25,7 +25,6 @@
 //! --dump-before=*measure_begin* --dump-before=*measure_end*`; it prints `units=N`.
 //! `TPM_BENCH_ITERS` (default 200) sets the runs per part per round.
 
-#[allow(dead_code)]
 #[path = "../tests/tpm_support.rs"]
 mod tpm_support;
 
