@@ -21,8 +21,8 @@ use commands::identity::attestors::{tpm_challenge_key, AttestorRegistry};
 use commands::identity::{JoinOutcome, JoinRequest};
 use commands::Clock;
 use domain::attest::tpm::{
-    CertifiedKey, NodeKeyPolicy, PcrValue, TpmAnswer, TpmAttestation, TpmAttestor, TpmChallenge,
-    TpmConfig, TpmEvidence, TpmKeyAttestation,
+    NodeKeyPolicy, TpmAttestation, TpmAttestor, TpmChallenge, TpmConfig, TpmEvidence,
+    TpmKeyAttestation,
 };
 use domain::identity::{sha256, JoinInput, RenewInput};
 use domain::pki::statement::RenewPop;
@@ -97,35 +97,7 @@ impl Machine1 {
     }
 
     fn answer(&self, challenge: &TpmChallenge) -> Vec<u8> {
-        let secret = self
-            .m
-            .activate(&challenge.credential_blob, &challenge.encrypted_secret);
-        let csr_sha = sha256(&self.csr);
-        let extra = sha256(&[&secret[..], &csr_sha[..]].concat());
-        let (quote, quote_signature) = self.m.quote(&challenge.pcrs, &extra);
-        let values = self.m.pcr_values(&challenge.pcrs);
-        let (certify_info, signature) = self.m.certify(&self.key, &csr_sha);
-        TpmAttestation::answer(TpmAnswer {
-            state: challenge.state.clone(),
-            secret,
-            quote,
-            quote_signature,
-            pcr_values: challenge
-                .pcrs
-                .iter()
-                .zip(values)
-                .map(|(i, d)| PcrValue {
-                    index: *i,
-                    digest: d,
-                })
-                .collect(),
-            node_key: Some(CertifiedKey {
-                public: self.m.public(&self.key),
-                certify_info,
-                signature,
-            }),
-        })
-        .to_bytes()
+        TpmAttestation::answer(self.m.answer(challenge, &self.key, &sha256(&self.csr))).to_bytes()
     }
 
     /// Both rounds; the round-2 request too (to send again).

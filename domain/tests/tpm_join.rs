@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use domain::attest::tpm::{
-    CertifiedKey, NodeKeyPolicy, PcrValue, Placement, TpmAnswer, TpmAttestation, TpmAttestor,
-    TpmChallenge, TpmConfig, TpmEvidence,
+    CertifiedKey, NodeKeyPolicy, Placement, TpmAnswer, TpmAttestation, TpmAttestor, TpmChallenge,
+    TpmConfig, TpmEvidence,
 };
 use domain::attest::{
     AttestRequest, AttestationResult, Attestor, BindingState, FactKey, Facts, NodeKeyStatement,
@@ -108,34 +108,7 @@ impl Join {
 
     /// Everything a good agent answers.
     fn answer(&self, challenge: &TpmChallenge) -> TpmAnswer {
-        let secret = self
-            .m
-            .activate(&challenge.credential_blob, &challenge.encrypted_secret);
-        let csr_sha = *self.csr.sha256();
-        let extra = sha(&[&secret[..], &csr_sha[..]].concat());
-        let (quote, quote_signature) = self.m.quote(&challenge.pcrs, &extra);
-        let values = self.m.pcr_values(&challenge.pcrs);
-        let (certify_info, signature) = self.m.certify(&self.node, &csr_sha);
-        TpmAnswer {
-            state: challenge.state.clone(),
-            secret,
-            quote,
-            quote_signature,
-            pcr_values: challenge
-                .pcrs
-                .iter()
-                .zip(values)
-                .map(|(i, d)| PcrValue {
-                    index: *i,
-                    digest: d,
-                })
-                .collect(),
-            node_key: Some(CertifiedKey {
-                public: self.m.public(&self.node),
-                certify_info,
-                signature,
-            }),
-        }
+        self.m.answer(challenge, &self.node, self.csr.sha256())
     }
 
     fn round2_at(

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use domain::attest::tpm::attest::EcdsaSignature;
+use domain::attest::tpm::{CertifiedKey, PcrValue, TpmAnswer, TpmChallenge};
 use domain::pki::{NodeSigner, PublicKey, Signature, SignerError};
 use sha2::{Digest, Sha256, Sha384};
 use swtpm_fixture::swtpm::Swtpm;
@@ -368,6 +369,42 @@ impl Machine {
         rs[32 - parsed.r.len()..32].copy_from_slice(&parsed.r);
         rs[64 - parsed.s.len()..].copy_from_slice(&parsed.s);
         rs
+    }
+
+    /// Everything a good agent answers to `challenge` for the CSR `csr_sha256`: the activated
+    /// secret, a quote of the challenge's PCRs bound to it and the CSR, and the AK's
+    /// certification of the loaded `node_key`.
+    pub fn answer(
+        &self,
+        challenge: &TpmChallenge,
+        node_key: &str,
+        csr_sha256: &[u8; 32],
+    ) -> TpmAnswer {
+        let secret = self.activate(&challenge.credential_blob, &challenge.encrypted_secret);
+        let extra: [u8; 32] = Sha256::digest([&secret[..], &csr_sha256[..]].concat()).into();
+        let (quote, quote_signature) = self.quote(&challenge.pcrs, &extra);
+        let values = self.pcr_values(&challenge.pcrs);
+        let (certify_info, signature) = self.certify(node_key, csr_sha256);
+        TpmAnswer {
+            state: challenge.state.clone(),
+            secret,
+            quote,
+            quote_signature,
+            pcr_values: challenge
+                .pcrs
+                .iter()
+                .zip(values)
+                .map(|(i, d)| PcrValue {
+                    index: *i,
+                    digest: d,
+                })
+                .collect(),
+            node_key: Some(CertifiedKey {
+                public: self.public(node_key),
+                certify_info,
+                signature,
+            }),
+        }
     }
 
     /// A [`NodeSigner`] for a loaded node key.
