@@ -14,32 +14,16 @@
 //! built here around [`sign_with`] for a key in the TPM); [`X509PopProducer`] makes a fresh one
 //! (the clock read again) for every round.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
-use domain::attest::x509pop::X509POP_VERSION;
-use domain::pki::statement::X509Pop;
-use domain::pki::{sign_with, NodeId};
-use serde::Serialize;
+use domain::pki::NodeId;
 use time::OffsetDateTime;
 
 use super::{EvidenceError, EvidenceProducer, X509POP};
 use crate::identity_store::LoadedIdentity;
 use crate::node_key::NodeKey;
 
-/// The evidence as sent, in the spec's field order (`domain::attest::x509pop` parses it).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Wire<'a> {
-    v: u64,
-    node_id: &'a str,
-    chain: Vec<String>,
-    client_time: u64,
-    sig: String,
-}
-
-/// Builds x509pop evidence: `chain` leaf first (its key is `signer`), bound to `csr_sha256`,
-/// `node_id` and `client_time_ms`. A file key goes through the control plane's own builder
-/// ([`domain::attest::x509pop::build_evidence`]); a TPM key signs the same statement.
+/// Builds x509pop evidence: `chain` leaf first (its key is `signer`, in a file or the TPM),
+/// bound to `csr_sha256`, `node_id` and `client_time_ms`, with the control plane's own builder
+/// ([`domain::attest::x509pop::build_evidence`]).
 pub fn build_evidence(
     chain: &[Vec<u8>],
     signer: &NodeKey,
@@ -47,30 +31,8 @@ pub fn build_evidence(
     node_id: &NodeId,
     client_time_ms: u64,
 ) -> Result<Vec<u8>, String> {
-    if let NodeKey::File(key) = signer {
-        return domain::attest::x509pop::build_evidence(
-            chain,
-            key,
-            csr_sha256,
-            node_id,
-            client_time_ms,
-        )
-        .map_err(|e| e.to_string());
-    }
-    let statement = X509Pop {
-        csr_sha256: *csr_sha256,
-        node_id: node_id.clone(),
-        client_time_ms,
-    };
-    let sig = sign_with(signer, &statement).map_err(|e| e.to_string())?;
-    let wire = Wire {
-        v: X509POP_VERSION,
-        node_id: node_id.as_str(),
-        chain: chain.iter().map(|c| URL_SAFE_NO_PAD.encode(c)).collect(),
-        client_time: client_time_ms,
-        sig: sig.to_base64url(),
-    };
-    serde_json::to_vec(&wire).map_err(|e| e.to_string())
+    domain::attest::x509pop::build_evidence(chain, signer, csr_sha256, node_id, client_time_ms)
+        .map_err(|e| e.to_string())
 }
 
 /// Unix milliseconds of `t` (0 before 1970).

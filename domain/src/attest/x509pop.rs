@@ -34,8 +34,10 @@ use super::contract::{
     SingleUse, Verdict,
 };
 use crate::identity::{CertState, NodeState, NodeStatus};
-use crate::pki::statement::{sign, verify, Statement, StatementError, X509Pop};
-use crate::pki::{issued_by, NodeId, NodeIdentity, NodeRole, PrivateKey, Signature, TrustDomain};
+use crate::pki::statement::{verify, Statement, StatementError, X509Pop};
+use crate::pki::{
+    issued_by, sign_with, NodeId, NodeIdentity, NodeRole, NodeSigner, Signature, TrustDomain,
+};
 
 /// The attestor id, and the `attestation_uses.attestor` of its proofs.
 pub const X509POP_ATTESTOR: &str = "x509pop";
@@ -227,7 +229,7 @@ impl X509PopEvidence {
 /// producer for bcd and tests; fails only for a key that may not sign (or no randomness).
 pub fn build_evidence(
     chain: &[Vec<u8>],
-    signer: &PrivateKey,
+    signer: &dyn NodeSigner,
     csr_sha256: &[u8; 32],
     node_id: &NodeId,
     client_time_ms: u64,
@@ -237,7 +239,7 @@ pub fn build_evidence(
         node_id: node_id.clone(),
         client_time_ms,
     };
-    let sig = sign(signer, &statement)?;
+    let sig = sign_with(signer, &statement)?;
     let wire = Wire {
         v: X509POP_VERSION,
         node_id: node_id.as_str().to_owned(),
