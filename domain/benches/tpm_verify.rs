@@ -37,8 +37,7 @@ use std::time::{Duration, Instant};
 
 use domain::attest::tpm::public::TpmPublic;
 use domain::attest::tpm::{
-    CertifiedKey, NodeKeyPolicy, PcrValue, TpmAnswer, TpmAttestation, TpmAttestor, TpmChallenge,
-    TpmConfig, TpmEvidence,
+    NodeKeyPolicy, TpmAttestation, TpmAttestor, TpmChallenge, TpmConfig, TpmEvidence,
 };
 use domain::attest::{AttestRequest, Attestor, Facts, TpmAllowState, Verdict};
 use domain::identity::{claims_digests, ClaimsDigests, HardwareClaims};
@@ -164,12 +163,11 @@ impl Fixture {
             Verdict::Challenge(c) => serde_json::from_slice(&c.payload)?,
             other => return Err(format!("round 1 answered {other:?}").into()),
         };
-        let secret = m.activate(&challenge.credential_blob, &challenge.encrypted_secret);
-        let csr_sha = *csr.sha256();
-        let (quote, quote_signature) =
-            m.quote(&challenge.pcrs, &sha(&[&secret[..], &csr_sha[..]].concat()));
-        let values = m.pcr_values(&challenge.pcrs);
-        let (certify_info, signature) = m.certify(&node, &csr_sha);
+        let answer = m.answer(&challenge, &node, csr.sha256());
+        let certified = answer
+            .node_key
+            .clone()
+            .ok_or("the answer certifies the node key")?;
         let ak_point = TpmPublic::parse(&evidence.ak_public)
             .map_err(|e| format!("{e:?}"))?
             .ecc_point(32)
@@ -180,31 +178,11 @@ impl Fixture {
             issuer: &ek_ca().issuer_der(),
             root: &ek_ca().root_der(),
             ak_point: &ak_point,
-            quote: (&quote, &quote_signature),
-            certify: (&certify_info, &signature),
+            quote: (&answer.quote, &answer.quote_signature),
+            certify: (&certified.certify_info, &certified.signature),
             csr_der: &csr_der,
             csr_point: csr.public_key().uncompressed_point(),
         })?;
-        let answer = TpmAnswer {
-            state: challenge.state.clone(),
-            secret,
-            quote,
-            quote_signature,
-            pcr_values: challenge
-                .pcrs
-                .iter()
-                .zip(values)
-                .map(|(i, d)| PcrValue {
-                    index: *i,
-                    digest: d,
-                })
-                .collect(),
-            node_key: Some(CertifiedKey {
-                public: m.public(&node),
-                certify_info,
-                signature,
-            }),
-        };
         // Nothing loaded is left for the timed parts: they never reach the TPM.
         m.tool("tpm2_flushcontext", &["-t"]);
         let fx = Fixture {
