@@ -184,6 +184,22 @@ impl ApiService for ApiServer {
             chain: vec![c.der.clone(), self.keys.serving_ca.cert_der().to_vec()],
         }))
     }
+
+    async fn site_lease(
+        &self,
+        _request: Request<proto::internal::RelayedSiteLease>,
+    ) -> Result<Response<proto::SiteLeaseResponse>, Status> {
+        // Issue 20 (h-sites).
+        Err(Status::unimplemented("site leases are not served yet"))
+    }
+
+    async fn boot_token(
+        &self,
+        _request: Request<proto::internal::RelayedBootToken>,
+    ) -> Result<Response<proto::BootTokenResponse>, Status> {
+        // Issue 20 (h-sites).
+        Err(Status::unimplemented("boot tokens are not served yet"))
+    }
 }
 
 /// The answer to a refused or failed serving certificate request; the reason is logged here.

@@ -304,6 +304,22 @@ impl NodeService for NodeServer {
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
+
+    async fn site_lease(
+        &self,
+        _request: Request<proto::SiteLeaseRequest>,
+    ) -> Result<Response<proto::SiteLeaseResponse>, Status> {
+        // Issue 20 (h-sites): the site agent's boot lease.
+        Err(Status::unimplemented("site leases are not served yet"))
+    }
+
+    async fn boot_token(
+        &self,
+        _request: Request<proto::BootTokenRequest>,
+    ) -> Result<Response<proto::BootTokenResponse>, Status> {
+        // Issue 20 (h-sites): a boot entry and its discovery token.
+        Err(Status::unimplemented("boot tokens are not served yet"))
+    }
 }
 
 impl NodeServer {

@@ -977,6 +977,7 @@ fn identity_revoked_written_before_it_named_serials_replays_as_before() {
                 identity_generation: 1,
                 cause: "join".into(),
                 renewed_serial: String::new(),
+                allowed_kinds: Vec::new(),
             },
         )
     };

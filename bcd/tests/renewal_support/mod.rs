@@ -78,6 +78,20 @@ impl NodeService for Fake {
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }
+
+    async fn site_lease(
+        &self,
+        _request: Request<proto::SiteLeaseRequest>,
+    ) -> Result<Response<proto::SiteLeaseResponse>, Status> {
+        Err(Status::unimplemented("a fake gateway"))
+    }
+
+    async fn boot_token(
+        &self,
+        _request: Request<proto::BootTokenRequest>,
+    ) -> Result<Response<proto::BootTokenResponse>, Status> {
+        Err(Status::unimplemented("a fake gateway"))
+    }
 }
 
 struct Conn(tokio_rustls::server::TlsStream<TcpStream>);

@@ -120,6 +120,8 @@ pub(crate) async fn load_facts(
                         .insert(*ek, crate::attest::rows::tpm_allow_state(&row));
                 }
             }
+            // Issue 20: h-sites loads leases and boot entries, h-cloud cloud accounts.
+            FactKey::SiteLease(_) | FactKey::BootEntry(_) | FactKey::CloudAccount { .. } => {}
         }
     }
     // The node a loaded token was minted for (role provisioned, `for_node_id`): no plan can name

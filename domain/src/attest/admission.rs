@@ -385,6 +385,7 @@ pub fn decide_admission(
         identity_generation: generation,
         cause: "join".into(),
         renewed_serial: String::new(),
+        allowed_kinds: result.allowed_kinds.clone(),
     }));
     for u in &result.single_use {
         events.push(IdentityEvent::EvidenceUsed(EvidenceUsed {

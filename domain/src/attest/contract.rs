@@ -63,6 +63,75 @@ pub enum FactKey {
     Binding([u8; 32]),
     /// The `tpm_ek_allows` entry of this EK (SHA-256 of its TPMT_PUBLIC), if not revoked.
     TpmAllowed([u8; 32]),
+    /// The boot lease of this site (`site:<id>:boot`), if it was ever held.
+    SiteLease(String),
+    /// The boot entry with this id (`boot_…`), active or removed.
+    BootEntry(String),
+    /// The registered cloud account (provider, account), if not removed.
+    CloudAccount {
+        /// `aws`, `gcp`, `azure`, `oidc`.
+        provider: String,
+        /// The AWS account id, GCP project id, Azure subscription id or OIDC issuer.
+        account: String,
+    },
+}
+
+/// A site's boot lease (`site:<id>:boot`) as the discovery attestor reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteLeaseState {
+    /// The site.
+    pub site_id: String,
+    /// The node holding it, or that held it last (`None`: released, or never held).
+    pub holder_node_id: Option<String>,
+    /// The epoch of the current (or last) holding: rises at every acquisition.
+    pub epoch: u64,
+    /// When the holding lapses (µs); a lease past it is held by nobody.
+    pub expires_at_us: i64,
+}
+
+impl SiteLeaseState {
+    /// Whether `node` holds the lease at exactly `epoch` at `now_us`.
+    pub fn held_by(&self, node: &str, epoch: u64, now_us: i64) -> bool {
+        self.holder_node_id.as_deref() == Some(node)
+            && self.epoch == epoch
+            && now_us < self.expires_at_us
+    }
+}
+
+/// A site's boot entry: a machine an operator registered for commissioning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootEntryState {
+    /// `boot_…`.
+    pub entry_id: String,
+    /// The site.
+    pub site_id: String,
+    /// The tenant (the site's).
+    pub tenant_id: String,
+    /// Lower-case, colon-separated.
+    pub mac: String,
+    /// The registered product UUID, when the operator named one.
+    pub product_uuid: Option<String>,
+    /// The pool the ramdisk joins.
+    pub pool_id: String,
+    /// The entry serves no script after this (µs).
+    pub not_after_us: i64,
+    /// Removed by an operator (or replaced).
+    pub removed: bool,
+}
+
+/// A registered cloud account: where its instances join.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudAccountState {
+    /// `cloud_…`.
+    pub entry_id: String,
+    /// The tenant its instances join.
+    pub tenant_id: String,
+    /// Their site.
+    pub site_id: String,
+    /// Their pool.
+    pub pool_id: String,
+    /// Their role.
+    pub role: NodeRole,
 }
 
 /// An operator's allow-list entry for one EK (`bcctl tpm allow`): where it joins.
@@ -103,6 +172,12 @@ pub struct Facts {
     pub bindings: BTreeMap<[u8; 32], BindingState>,
     /// Allow-list entries not revoked, by EK SHA-256.
     pub tpm_allowed: BTreeMap<[u8; 32], TpmAllowState>,
+    /// Site boot leases, by site id.
+    pub site_leases: BTreeMap<String, SiteLeaseState>,
+    /// Boot entries, by entry id.
+    pub boot_entries: BTreeMap<String, BootEntryState>,
+    /// Registered cloud accounts not removed, by (provider, account).
+    pub cloud_accounts: BTreeMap<(String, String), CloudAccountState>,
 }
 
 impl Facts {

@@ -92,8 +92,11 @@ fn verify_token(
     if token.uses_left == 0 {
         return Err(refuse("no-use-left"));
     }
-    // A provisioned token admits through the `provisioned` attestor only.
-    if token.role == TokenRole::Provisioned || request.role != token.role.node_role() {
+    // A provisioned token admits through the `provisioned` attestor only, a discovery token
+    // through `discovery` only.
+    if matches!(token.role, TokenRole::Provisioned | TokenRole::Discovery)
+        || request.role != token.role.node_role()
+    {
         return Err(refuse("wrong-role"));
     }
     let csr_sha256 = *request.csr.sha256();

@@ -13,9 +13,13 @@
 //! | [`provisioned`] | the `provisioned` attestor: a single-use token bound to one machine |
 //! | [`tpm`] | the `tpm` attestor: the TPM's EK, a challenge, and a node key that never leaves it |
 //! | [`tpm_allows`] | the operator's TPM allow-list: allow / revoke decisions |
+//! | [`discovery`] | the `discovery` attestor: a PXE-booted ramdisk vouched for by its site's boot server |
+//! | [`cloud_iid`] | the `cloud-iid` attestor: a cloud VM's signed instance identity document |
 
 pub mod admission;
+pub mod cloud_iid;
 pub mod contract;
+pub mod discovery;
 pub mod join_requests;
 pub mod join_token;
 pub mod pools;
@@ -31,7 +35,8 @@ pub use admission::{
 };
 pub use contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState,
-    Challenge, FactKey, Facts, NodeKeyStatement, SingleUse, TpmAllowState, Verdict,
+    BootEntryState, Challenge, CloudAccountState, FactKey, Facts, NodeKeyStatement, SingleUse,
+    SiteLeaseState, TpmAllowState, Verdict,
 };
 pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};
 pub use join_token::{csr_key_subject, JoinTokenAttestor, CSR_KEY_USED};

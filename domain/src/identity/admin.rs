@@ -127,6 +127,7 @@ pub fn decide_create_token(
             reclaim_node_id: cmd.reclaim_node_id.clone().unwrap_or_default(),
             for_node_id: cmd.for_node_id.clone().unwrap_or_default(),
             require_approval: cmd.require_approval,
+            boot_entry_id: String::new(),
         },
     )]))
 }

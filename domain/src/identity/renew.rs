@@ -450,6 +450,7 @@ pub fn decide_renew(
             identity_generation: node.identity_generation,
             cause: "renew".into(),
             renewed_serial: cert.serial.clone(),
+            allowed_kinds: Vec::new(),
         }),
     ];
     Ok(Decision { events, outcome })

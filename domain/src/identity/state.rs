@@ -23,6 +23,9 @@ pub enum TokenRole {
     /// Admits `node`, through the `provisioned` attestor only: a single-use token rendered into
     /// an installed system's user data (spec 000 "provisioned").
     Provisioned,
+    /// Admits `ramdisk`, through the `discovery` attestor only: a single-use token a site's boot
+    /// server puts on a PXE-booted ramdisk's kernel command line (spec 000 "discovery").
+    Discovery,
 }
 
 impl TokenRole {
@@ -32,6 +35,7 @@ impl TokenRole {
             TokenRole::Node => "node",
             TokenRole::Site => "site",
             TokenRole::Provisioned => "provisioned",
+            TokenRole::Discovery => "discovery",
         }
     }
 
@@ -41,6 +45,7 @@ impl TokenRole {
             "node" => Some(TokenRole::Node),
             "site" => Some(TokenRole::Site),
             "provisioned" => Some(TokenRole::Provisioned),
+            "discovery" => Some(TokenRole::Discovery),
             _ => None,
         }
     }
@@ -51,6 +56,7 @@ impl TokenRole {
             TokenRole::Node => NodeRole::Node,
             TokenRole::Site => NodeRole::Site,
             TokenRole::Provisioned => NodeRole::Node,
+            TokenRole::Discovery => NodeRole::Ramdisk,
         }
     }
 }

@@ -38,6 +38,9 @@ pub enum Purpose {
     RenewResponse,
     /// The JoinService's signature on a trust bundle.
     TrustBundle,
+    /// A site agent's statement that its boot server just served a machine (spec 000
+    /// "discovery").
+    DiscoveryAssertion,
 }
 
 impl Purpose {
@@ -49,13 +52,14 @@ impl Purpose {
             Purpose::JoinResponse => "join-response",
             Purpose::RenewResponse => "renew-response",
             Purpose::TrustBundle => "trust-bundle",
+            Purpose::DiscoveryAssertion => "discovery-assertion",
         }
     }
 
     /// The only key role that may sign under this purpose.
     pub fn signer(self) -> KeyRole {
         match self {
-            Purpose::RenewPop | Purpose::X509Pop => KeyRole::Node,
+            Purpose::RenewPop | Purpose::X509Pop | Purpose::DiscoveryAssertion => KeyRole::Node,
             Purpose::JoinResponse | Purpose::RenewResponse | Purpose::TrustBundle => {
                 KeyRole::JoinSigning
             }

@@ -25,3 +25,5 @@ mod gateway;
 mod identity;
 pub use identity::{RevokedCertificates, JOIN_KEY_ATTESTOR, RENEW_POP_ATTESTOR};
 mod quorum;
+mod sites;
+pub use sites::site_boot_lease;
