@@ -10,6 +10,9 @@
 //! [tpm]
 //! tcti = "device:/dev/tpmrm0"          # the default; BCD_TPM_TCTI overrides it
 //! ek_intermediates = ["/etc/bcd/ek-issuer.pem"]
+//!
+//! [site]
+//! listen = "0.0.0.0:8069"               # `bcd site`'s iPXE server; --listen overrides it
 //! ```
 //!
 //! Every pin is parsed when the file is read, before bcd does anything else: a malformed pin is
@@ -127,6 +130,34 @@ struct RawConfig {
     join_signing_key_pin: Option<String>,
     #[serde(default)]
     tpm: RawTpm,
+    #[serde(default)]
+    site: RawSite,
+}
+
+/// `[site]` as written.
+#[derive(Debug, Default, Deserialize)]
+struct RawSite {
+    listen: Option<String>,
+}
+
+/// `bcd site`'s iPXE server address when neither `--listen` nor `[site] listen` names one.
+pub const DEFAULT_SITE_LISTEN: &str = "0.0.0.0:8069";
+
+/// `[site]`: the site agent (`bcd site`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SiteSettings {
+    /// `[site] listen`: where the boot server listens for iPXE (`host:port`), if set.
+    pub listen: Option<String>,
+}
+
+impl SiteSettings {
+    /// `--listen`, else `[site] listen`, else [`DEFAULT_SITE_LISTEN`].
+    pub fn listen_or(&self, flag: Option<&str>) -> String {
+        flag.map(str::to_owned)
+            .or_else(|| self.listen.clone())
+            .filter(|l| !l.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_SITE_LISTEN.to_owned())
+    }
 }
 
 /// `[tpm]` as written.
@@ -226,6 +257,8 @@ pub struct Config {
     pub pins: Pins,
     /// `[tpm]`.
     pub tpm: TpmSettings,
+    /// `[site]`.
+    pub site: SiteSettings,
 }
 
 fn parse_pin(
@@ -347,7 +380,19 @@ impl Config {
             data_dir,
             pins,
             tpm,
+            site: SiteSettings {
+                listen: raw.site.listen,
+            },
         })
+    }
+
+    /// Where the JoinService's public keys (`join-encryption.jwk`, `join-signing.jwk`) live:
+    /// beside `config.toml`, `/etc/bcd` without one.
+    pub fn keys_dir(&self) -> PathBuf {
+        self.path
+            .as_ref()
+            .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+            .unwrap_or_else(|| PathBuf::from("/etc/bcd"))
     }
 
     /// The host's TPM at `[tpm] tcti`, shared by every caller (opened at the first use).
@@ -429,6 +474,15 @@ mod tests {
         };
         let cfg = Config::from_raw(None, raw, &env, &Overrides::default()).unwrap();
         assert_eq!(cfg.tpm.tcti, "swtpm:host=127.0.0.1,port=9");
+    }
+
+    #[test]
+    fn site_listen_from_the_flag_then_the_file_then_the_default() {
+        let cfg = Config::parse(Path::new("c.toml"), "[site]\nlisten = \"10.0.0.1:80\"\n").unwrap();
+        assert_eq!(cfg.site.listen_or(None), "10.0.0.1:80");
+        assert_eq!(cfg.site.listen_or(Some("127.0.0.1:9")), "127.0.0.1:9");
+        let cfg = Config::parse(Path::new("c.toml"), "").unwrap();
+        assert_eq!(cfg.site.listen_or(None), DEFAULT_SITE_LISTEN);
     }
 
     #[test]

@@ -21,6 +21,8 @@
 //! | [`client`] | gRPC over TLS 1.3 pinned to the serving CA; the Join transport |
 //! | [`node_key`] | the node key, a PKCS#8 file or held by the TPM; making it where it belongs |
 //! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
+//! | [`site`] | `bcd site`: the site agent: `bcd node` plus the boot lease and the iPXE server |
+//! | [`ramdisk`] | `bcd ramdisk`: the kernel command line's token and assertion, the discovery join |
 //! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi) |
 //! | [`tpm_show`] | `bcd tpm show`: the EK's SHA-256 to allow-list and the AK's statement |
 //! | [`trust_bundle`] | checking a Welcome's signed trust bundle and keeping it in `identity.json` |
@@ -41,9 +43,11 @@ pub mod join_loop;
 pub mod join_tpm;
 pub mod node;
 pub mod node_key;
+pub mod ramdisk;
 pub mod renewal;
 pub mod renewal_schedule;
 pub mod reset;
+pub mod site;
 pub mod status;
 pub mod token_input;
 pub mod tpm;

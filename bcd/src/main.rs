@@ -30,6 +30,7 @@ use bcd::node::{
 };
 use bcd::renewal_schedule::jitter;
 use bcd::reset::{plan, DRY_RUN_EXIT};
+use bcd::site::{run_site, SiteExit, SiteOptions, STOPPED_MESSAGE};
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status};
 use bcd::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -118,6 +119,23 @@ enum Command {
     },
     /// Hold the session and renew the certificate.
     Node,
+    /// The site agent: `bcd node` for this site node, plus the boot lease and the iPXE server.
+    Site {
+        /// The boot server's address, host:port (overrides `[site] listen`; default
+        /// 0.0.0.0:8069).
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: Option<String>,
+    },
+    /// Join a PXE-booted ramdisk with the bc.token= and bc.assertion= its site's boot server
+    /// put on the kernel command line.
+    Ramdisk {
+        /// The kernel command line to read (default /proc/cmdline).
+        #[arg(long, value_name = "FILE", default_value = bcd::ramdisk::PROC_CMDLINE)]
+        cmdline: PathBuf,
+        /// The longest the join waits for an operator's approval: 90s, 15m, 24h.
+        #[arg(long, value_name = "DURATION", default_value = "24h")]
+        approval_timeout: String,
+    },
     /// Show this node's identity.
     Status {
         /// Machine-readable output.
@@ -225,7 +243,38 @@ fn main() -> ExitCode {
             };
             join(&config, &dir, args, now)
         }
-        Command::Node => node(&config, &dir),
+        Command::Node => node(&config, &dir, None),
+        Command::Site { listen } => {
+            let listen = config.site.listen_or(listen.as_deref());
+            node(&config, &dir, Some(listen))
+        }
+        Command::Ramdisk {
+            cmdline,
+            approval_timeout,
+        } => {
+            let approval_timeout = match parse_duration(&approval_timeout) {
+                Ok(d) if d.is_positive() => d,
+                Ok(_) => {
+                    eprintln!("bcd ramdisk: --approval-timeout must be more than 0s");
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("bcd ramdisk: --approval-timeout: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let args = bcd::ramdisk::RamdiskArgs {
+                cmdline,
+                approval_timeout,
+            };
+            match bcd::ramdisk::run_ramdisk(&config, &dir, &args) {
+                Ok(message) => {
+                    println!("{message}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
         Command::Status { json } => {
             let report = status(&dir, &config.tpm_host(), now);
             if json {
@@ -431,11 +480,7 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
     };
     // The JoinService's public keys live beside config.toml, each checked against its pin.
     // (Read after the token: a missing file is a setup problem, and the token is not lost.)
-    let beside = config
-        .path
-        .as_ref()
-        .and_then(|p| p.parent().map(|d| d.to_path_buf()))
-        .unwrap_or_else(|| PathBuf::from("/etc/bcd"));
+    let beside = config.keys_dir();
     let encryption_key = match &token {
         Some(_) => {
             match load_join_encryption_key(&beside.join(JOIN_ENCRYPTION_JWK), &pins.join_encryption)
@@ -555,12 +600,18 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
     }
 }
 
-fn node(config: &Config, dir: &DataDir) -> ExitCode {
+/// `bcd node`, or with `site_listen` `bcd site` (the same loop, plus the boot lease and server).
+fn node(config: &Config, dir: &DataDir, site_listen: Option<String>) -> ExitCode {
+    let verb = if site_listen.is_some() {
+        "bcd site"
+    } else {
+        "bcd node"
+    };
     let pin = match config.pins.serving_ca_spki_pin {
         Some(pin) => pin,
         None => {
             return fail(format_args!(
-                "bcd node: serving_ca_spki_pin is not set in {}; copy it from `bcctl pki show`",
+                "{verb}: serving_ca_spki_pin is not set in {}; copy it from `bcctl pki show`",
                 config
                     .path
                     .as_ref()
@@ -571,32 +622,25 @@ fn node(config: &Config, dir: &DataDir) -> ExitCode {
     };
     let server = match config.require_server() {
         Ok(server) => server.to_owned(),
-        Err(e) => return fail(format_args!("bcd node: {e}")),
+        Err(e) => return fail(format_args!("{verb}: {e}")),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return fail(format_args!("bcd node: cannot start an async runtime: {e}")),
+        Err(e) => return fail(format_args!("{verb}: cannot start an async runtime: {e}")),
     };
     // Welcome trust bundles are verified under the JoinService signing key before they are
     // stored: with join_signing_key_pin set, join-signing.jwk beside config.toml must match it.
     let join_signing_key = match config.pins.join_signing_key_pin {
-        Some(pin) => {
-            let beside = config
-                .path
-                .as_ref()
-                .and_then(|p| p.parent().map(|d| d.to_path_buf()))
-                .unwrap_or_else(|| PathBuf::from("/etc/bcd"));
-            match load_join_signing_key(&beside.join(JOIN_SIGNING_JWK), &pin) {
-                Ok(key) => Some(key),
-                Err(e) => return fail(format_args!("bcd node: {e}")),
-            }
-        }
+        Some(pin) => match load_join_signing_key(&config.keys_dir().join(JOIN_SIGNING_JWK), &pin) {
+            Ok(key) => Some(key),
+            Err(e) => return fail(format_args!("{verb}: {e}")),
+        },
         None => {
             eprintln!(
-                "bcd node: join_signing_key_pin is not set: trust bundles from the gateway are not verified, so none is stored"
+                "{verb}: join_signing_key_pin is not set: trust bundles from the gateway are not verified, so none is stored"
             );
             None
         }
@@ -621,7 +665,24 @@ fn node(config: &Config, dir: &DataDir) -> ExitCode {
             Ok(None) => {}
             Err(e) => return fail(e),
         }
-        match runtime.block_on(run_node(dir, &options)) {
+        let exit = match &site_listen {
+            None => runtime.block_on(run_node(dir, &options)),
+            Some(listen) => {
+                let site = SiteOptions {
+                    node: options.clone(),
+                    listen: listen.clone(),
+                };
+                match runtime.block_on(run_site(dir, &site)) {
+                    SiteExit::Node(exit) => exit,
+                    SiteExit::Stopped => {
+                        eprintln!("{STOPPED_MESSAGE}");
+                        return ExitCode::SUCCESS;
+                    }
+                    other => return fail(other),
+                }
+            }
+        };
+        match exit {
             // run_node logged `certificate revoked: <reason> (serial ...)`.
             NodeExit::Revoked { .. } => return fail(REVOKED_EXIT_MESSAGE),
             // Twice without a re-join in between: the clock says expired but the re-join

@@ -11,9 +11,11 @@
 //! | [`NoEvidence`] | `join-token`, `provisioned` | none (the sealed token is the credential) |
 //! | [`x509pop::X509PopProducer`] | `x509pop` | the identity on disk proving itself (spec 000 "x509pop") |
 //! | [`tpm::TpmProducer`] | `tpm` | the TPM's EK and AK, then the answer to its challenge (spec 000 "tpm") |
+//! | [`discovery::DiscoveryProducer`] | `discovery` | the site agent's signed assertion from the kernel command line (spec 000 "discovery") |
 //! | [`command::CommandProducer`] | any other (`--evidence-command`) | what an external command prints |
 
 pub mod command;
+pub mod discovery;
 pub mod tpm;
 pub mod x509pop;
 

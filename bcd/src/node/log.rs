@@ -5,7 +5,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 /// A time in RFC 3339 (its debug form if it cannot be formatted).
-pub(super) fn rfc3339(t: OffsetDateTime) -> String {
+pub fn rfc3339(t: OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
 }
 

@@ -50,10 +50,10 @@ mod run;
 mod session;
 
 pub use doctor::{welcome_time, NetworkDoctor, CLOCK_SKEW_FAIL};
-pub use log::log;
+pub use log::{log, rfc3339};
 pub use rejoin::{rejoin_if_expired, rejoin_x509pop, RejoinError, Rejoined};
 pub use renew::{decode_renew_body, renew_once, renew_retrying, RenewError};
 pub use run::{
     run_node, NodeExit, NodeOptions, RECONNECT_MAX, RECONNECT_MIN, REVOKED_EXIT_MESSAGE,
 };
-pub use session::{hold_session, SessionEnd, WELCOME_TIMEOUT};
+pub use session::{hold_session, now_ms, time_of_ms, SessionEnd, WELCOME_TIMEOUT};

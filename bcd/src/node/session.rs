@@ -20,7 +20,7 @@ use proto::node_message::Body as NodeBody;
 pub const WELCOME_TIMEOUT: StdDuration = StdDuration::from_secs(30);
 
 /// A time in Unix milliseconds (saturating), as the wire carries it.
-pub(super) fn now_ms(now: OffsetDateTime) -> i64 {
+pub fn now_ms(now: OffsetDateTime) -> i64 {
     i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
@@ -46,7 +46,7 @@ pub enum SessionEnd {
 }
 
 /// A gateway time in Unix milliseconds, `None` when out of range.
-pub(super) fn time_of_ms(ms: i64) -> Option<OffsetDateTime> {
+pub fn time_of_ms(ms: i64) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
 }
 

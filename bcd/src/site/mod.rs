@@ -1,0 +1,38 @@
+//! `bcd site`: the site agent (spec 000 "Both halves in bcd"). It is `bcd node` for its own
+//! identity (the same loop, [`crate::node::run_node`]: renewal, session, revocation) and, beside
+//! it, the site's boot server:
+//!
+//! - it holds the site's boot lease `site:<id>:boot` ([`lease::hold_lease`]): ACQUIRE at start
+//!   and whenever it is not held, RENEW every `renew_every_ms`, RELEASE on SIGTERM/SIGINT before
+//!   exiting; every change of epoch is logged;
+//! - it serves iPXE over plain HTTP ([`http`], [`boot`]): `GET /boot.ipxe?mac=…` answers a
+//!   script whose kernel line carries a fresh single-use discovery token and an assertion signed
+//!   by the agent's node key at the lease epoch; `GET /healthz` the lease state;
+//! - it stops vouching (503) the moment the lease lapses by the server's clock, a RENEW answers
+//!   `held=false`, or the control plane refuses a boot token at its epoch.
+//!
+//! | module  | job                                                                 |
+//! |---------|---------------------------------------------------------------------|
+//! | `run`   | [`run_site`]: the node loop, the lease task, the server, the signals |
+//! | `agent` | what the tasks share: the lease view, the identity and its connection |
+//! | `lease` | the lease as last answered (pure) and the task that holds it         |
+//! | `boot`  | `/boot.ipxe` and `/healthz`: the query, the assertion, the script    |
+//! | `http`  | a small HTTP/1.1 server on tokio                                     |
+
+pub mod agent;
+pub mod boot;
+pub mod http;
+pub mod lease;
+mod run;
+
+pub use run::{run_site, SiteExit, SiteOptions, STOPPED_MESSAGE};
+
+use time::OffsetDateTime;
+
+/// One log line of `bcd site` on standard error (the journal under systemd).
+pub fn site_log(message: impl std::fmt::Display) {
+    eprintln!(
+        "{} bcd site: {message}",
+        crate::node::rfc3339(OffsetDateTime::now_utc())
+    );
+}
