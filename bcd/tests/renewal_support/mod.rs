@@ -31,9 +31,28 @@ use crate::common::now;
 pub type RenewAnswer =
     Arc<dyn Fn(proto::RenewRequest) -> Result<proto::SignedRenewResponse, Status> + Send + Sync>;
 
+/// What the fake gateway answers a SiteLease with.
+pub type LeaseAnswer =
+    Arc<dyn Fn(proto::SiteLeaseRequest) -> Result<proto::SiteLeaseResponse, Status> + Send + Sync>;
+/// What the fake gateway answers a BootToken with.
+pub type BootAnswer =
+    Arc<dyn Fn(proto::BootTokenRequest) -> Result<proto::BootTokenResponse, Status> + Send + Sync>;
+/// What the fake gateway answers a Join with.
+pub type JoinAnswer =
+    Arc<dyn Fn(proto::JoinRequest) -> Result<proto::SignedJoinResponse, Status> + Send + Sync>;
+
+/// The fake gateway's answers besides Renew and Session (UNIMPLEMENTED when absent).
+#[derive(Clone, Default)]
+pub struct OtherAnswers {
+    pub lease: Option<LeaseAnswer>,
+    pub boot: Option<BootAnswer>,
+    pub join: Option<JoinAnswer>,
+}
+
 struct Fake {
     renew: RenewAnswer,
     welcome_time_ms: i64,
+    other: OtherAnswers,
 }
 
 type GatewayStream = ReceiverStream<Result<proto::GatewayMessage, Status>>;
@@ -42,9 +61,12 @@ type GatewayStream = ReceiverStream<Result<proto::GatewayMessage, Status>>;
 impl NodeService for Fake {
     async fn join(
         &self,
-        _request: Request<proto::JoinRequest>,
+        request: Request<proto::JoinRequest>,
     ) -> Result<Response<proto::SignedJoinResponse>, Status> {
-        Err(Status::unimplemented("a fake gateway"))
+        match &self.other.join {
+            Some(answer) => answer(request.into_inner()).map(Response::new),
+            None => Err(Status::unimplemented("a fake gateway")),
+        }
     }
 
     async fn renew(
@@ -81,16 +103,22 @@ impl NodeService for Fake {
 
     async fn site_lease(
         &self,
-        _request: Request<proto::SiteLeaseRequest>,
+        request: Request<proto::SiteLeaseRequest>,
     ) -> Result<Response<proto::SiteLeaseResponse>, Status> {
-        Err(Status::unimplemented("a fake gateway"))
+        match &self.other.lease {
+            Some(answer) => answer(request.into_inner()).map(Response::new),
+            None => Err(Status::unimplemented("a fake gateway")),
+        }
     }
 
     async fn boot_token(
         &self,
-        _request: Request<proto::BootTokenRequest>,
+        request: Request<proto::BootTokenRequest>,
     ) -> Result<Response<proto::BootTokenResponse>, Status> {
-        Err(Status::unimplemented("a fake gateway"))
+        match &self.other.boot {
+            Some(answer) => answer(request.into_inner()).map(Response::new),
+            None => Err(Status::unimplemented("a fake gateway")),
+        }
     }
 }
 
@@ -149,6 +177,16 @@ impl Drop for FakeGateway {
 /// Starts a fake gateway holding a real serving certificate of `ks` (a compromised gateway),
 /// answering Renew with `renew` and Session with a Welcome carrying `welcome_time_ms`.
 pub async fn fake_gateway(ks: &KeySet, renew: RenewAnswer, welcome_time_ms: i64) -> FakeGateway {
+    fake_gateway_with(ks, renew, welcome_time_ms, OtherAnswers::default()).await
+}
+
+/// [`fake_gateway`] that also answers SiteLease, BootToken and Join with `other`.
+pub async fn fake_gateway_with(
+    ks: &KeySet,
+    renew: RenewAnswer,
+    welcome_time_ms: i64,
+    other: OtherAnswers,
+) -> FakeGateway {
     let key = PrivateKey::generate(KeyRole::Serving).unwrap();
     let issued = issue_serving_certificate(
         &ks.serving_ca,
@@ -194,6 +232,7 @@ pub async fn fake_gateway(ks: &KeySet, renew: RenewAnswer, welcome_time_ms: i64)
     let service = NodeServiceServer::new(Fake {
         renew,
         welcome_time_ms,
+        other,
     });
     let task = tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()

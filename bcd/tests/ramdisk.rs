@@ -1,0 +1,253 @@
+//! `bcd ramdisk` (issue 20 item 4): the kernel command line's `bc.token=` and `bc.assertion=`
+//! (missing parts, twice, extra parameters, quoting, a malformed token never echoed), and the
+//! real binary's Join against a fake gateway that records it: attestor `discovery`, role
+//! `ramdisk`, the assertion's bytes as the attestation, the token sealed to the pinned key and
+//! bound to the CSR, the hardware claims from `BCD_SYSFS_ROOT`.
+
+use crate::common::keyset;
+use crate::renewal_support::{fake_gateway_with, OtherAnswers, RenewAnswer};
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use bcd::client::certificate_spki_pin;
+use bcd::ramdisk::{parse_cmdline, CmdlineError};
+use domain::attest::discovery::wire::{DiscoveryAssertion, SignedDiscoveryAssertion};
+use domain::pki::{KeyRole, PrivateKey, PublicKey, SealedToken, TokenSecret};
+use sha2::{Digest, Sha256};
+use tonic::Status;
+
+fn assertion() -> SignedDiscoveryAssertion {
+    let key = PrivateKey::generate(KeyRole::Node).unwrap();
+    let assertion = DiscoveryAssertion {
+        site_id: "eu-1".into(),
+        signer_node_id: "site_a".into(),
+        lease_epoch: 1,
+        mac: "52:54:00:12:34:56".into(),
+        workflow_id: "boot_1".into(),
+        issued_at_ms: 1_790_000_000_000,
+        not_after_ms: 1_790_000_600_000,
+        ..Default::default()
+    };
+    SignedDiscoveryAssertion::sign(&assertion, vec![1, 2, 3], &key).unwrap()
+}
+
+fn token() -> String {
+    TokenSecret::generate().unwrap().expose().to_owned()
+}
+
+#[test]
+fn the_command_line_gives_the_token_and_the_assertion_among_other_parameters() {
+    let (t, a) = (token(), assertion());
+    let line = format!(
+        "BOOT_IMAGE=/vmlinuz ro console=ttyS0,115200 bc.token={t} quiet bc.assertion={} \
+         initrd=initrd.img\n",
+        a.to_cmdline()
+    );
+    let got = parse_cmdline(&line).unwrap();
+    assert_eq!(got.token.expose(), t);
+    assert_eq!(got.assertion, a);
+    // Quoted, as the kernel allows: the quotes are not part of the values.
+    let quoted = format!(
+        "\"bc.token={t}\" x=\"a b\" bc.assertion=\"{}\"",
+        a.to_cmdline()
+    );
+    let got = parse_cmdline(&quoted).unwrap();
+    assert_eq!((got.token.expose(), &got.assertion), (t.as_str(), &a));
+}
+
+#[test]
+fn a_missing_part_is_refused_by_name() {
+    let a = assertion().to_cmdline();
+    assert_eq!(
+        parse_cmdline(&format!("ro bc.assertion={a}"))
+            .unwrap_err()
+            .to_string(),
+        "bcd ramdisk: the kernel command line has no bc.token= (was this machine booted by a \
+         site's boot server?)"
+    );
+    assert_eq!(
+        parse_cmdline(&format!("ro bc.token={} bc.assertion=", token()))
+            .unwrap_err()
+            .to_string(),
+        "bcd ramdisk: the kernel command line has no bc.assertion= (was this machine booted by a \
+         site's boot server?)"
+    );
+    // `bc.tokens=` is another parameter.
+    assert_eq!(
+        parse_cmdline(&format!("bc.tokens={} bc.assertion={a}", token())),
+        Err(CmdlineError::Missing("bc.token"))
+    );
+    assert_eq!(parse_cmdline(""), Err(CmdlineError::Missing("bc.token")));
+}
+
+#[test]
+fn twice_or_malformed_is_refused_and_the_token_is_never_shown() {
+    let a = assertion().to_cmdline();
+    let (t1, t2) = (token(), token());
+    assert_eq!(
+        parse_cmdline(&format!("bc.token={t1} bc.token={t2} bc.assertion={a}")),
+        Err(CmdlineError::Twice("bc.token"))
+    );
+    let err = parse_cmdline(&format!("bc.token=bcjt_secretish bc.assertion={a}")).unwrap_err();
+    assert_eq!(err, CmdlineError::BadToken);
+    assert!(!err.to_string().contains("secretish"));
+    let err = parse_cmdline(&format!("bc.token={t1} bc.assertion=!!")).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "bcd ramdisk: bc.assertion= on the kernel command line: bc.assertion is not base64url"
+        ),
+        "{err}"
+    );
+    assert!(!err.to_string().contains(&t1));
+}
+
+fn jwk(key: &PublicKey) -> String {
+    let point = key.uncompressed_point();
+    serde_json::json!({
+        "kty": "EC",
+        "crv": "P-256",
+        "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+        "y": URL_SAFE_NO_PAD.encode(&point[33..65]),
+    })
+    .to_string()
+}
+
+/// A sysfs with one permanent Ethernet NIC and a product UUID.
+fn sysfs(root: &Path) {
+    let nic = root.join("class/net/eth0");
+    std::fs::create_dir_all(nic.join("device")).unwrap();
+    std::fs::write(nic.join("type"), "1\n").unwrap();
+    std::fs::write(nic.join("addr_assign_type"), "0\n").unwrap();
+    std::fs::write(nic.join("address"), "52:54:00:12:34:56\n").unwrap();
+    let dmi = root.join("class/dmi/id");
+    std::fs::create_dir_all(&dmi).unwrap();
+    std::fs::write(
+        dmi.join("product_uuid"),
+        "4C4C4544-0042-3510-8052-B2C04F585931\n",
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bcd_ramdisk_joins_with_attestor_discovery_role_ramdisk_and_the_assertion_bytes() {
+    let ks = Arc::new(keyset());
+    let tmp = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<proto::JoinRequest>::new()));
+    let never: RenewAnswer = Arc::new(|_| Err(Status::unavailable("no renewals here")));
+    let record = seen.clone();
+    let other = OtherAnswers {
+        join: Some(Arc::new(move |req| {
+            record.lock().unwrap().push(req);
+            Err(Status::permission_denied("ACCESS_DENIED"))
+        })),
+        ..Default::default()
+    };
+    let gw = fake_gateway_with(&ks, never, 0, other).await;
+    let pins = ks.pins();
+    let conf = tmp.path().join("etc");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(
+        conf.join("config.toml"),
+        format!(
+            "server = \"{}\"\nserving_ca_spki_pin = \"{}\"\njoin_encryption_key_pin = \"{}\"\n\
+             join_signing_key_pin = \"{}\"\n",
+            gw.server(),
+            certificate_spki_pin(ks.serving_ca.cert_der()).unwrap(),
+            pins.join_encryption,
+            pins.join_signing
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        conf.join("join-encryption.jwk"),
+        jwk(ks.join_encryption.public_key()),
+    )
+    .unwrap();
+    std::fs::write(
+        conf.join("join-signing.jwk"),
+        jwk(ks.join_signing.public_key()),
+    )
+    .unwrap();
+    let sys = tmp.path().join("sys");
+    sysfs(&sys);
+    let (t, a) = (token(), assertion());
+    let cmdline = tmp.path().join("cmdline");
+    std::fs::write(
+        &cmdline,
+        format!("ro bc.token={t} bc.assertion={} quiet\n", a.to_cmdline()),
+    )
+    .unwrap();
+    let data = tmp.path().join("data");
+    let run = {
+        let (conf, data, sys, cmdline) = (conf.clone(), data.clone(), sys.clone(), cmdline.clone());
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_bcd"))
+                .arg("--config")
+                .arg(conf.join("config.toml"))
+                .arg("--data-dir")
+                .arg(&data)
+                .arg("ramdisk")
+                .arg("--cmdline")
+                .arg(&cmdline)
+                .env("BCD_SYSFS_ROOT", &sys)
+                .env_remove("BCD_CONFIG")
+                .env_remove("BCD_SERVER")
+                .env_remove("BCD_DATA_DIR")
+                .env_remove("BCD_TPM_TCTI")
+                .output()
+                .unwrap()
+        }
+    };
+    let out = tokio::task::spawn_blocking(run).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        "Join refused (ACCESS_DENIED): the discovery attestor refused this machine's evidence; \
+         its reason is server-side\n"
+    );
+    assert!(!stderr.contains(&t));
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    let req = &seen[0];
+    assert_eq!(req.attestor, "discovery");
+    assert_eq!(req.role, "ramdisk");
+    assert_eq!(req.attestation, a.to_bytes());
+    let claims = req.claims.clone().unwrap();
+    assert_eq!(claims.product_uuid, "4c4c4544-0042-3510-8052-b2c04f585931");
+    assert_eq!(claims.macs, vec!["52:54:00:12:34:56".to_owned()]);
+    // The token is sealed to the pinned JoinService key, bound to this request's CSR.
+    let csr_sha256: [u8; 32] = Sha256::digest(&req.csr).into();
+    let sealed = SealedToken::from_bytes(&req.sealed_token).unwrap();
+    let opened = ks.join_encryption.open(&sealed, &csr_sha256).unwrap();
+    assert_eq!(opened.expose(), t);
+    // Nothing was stored.
+    assert!(!data.join("identity.json").exists());
+}
+
+#[test]
+fn bcd_ramdisk_without_the_parameters_says_so_and_sends_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cmdline = tmp.path().join("cmdline");
+    std::fs::write(&cmdline, "BOOT_IMAGE=/vmlinuz ro quiet\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bcd"))
+        .arg("--data-dir")
+        .arg(tmp.path().join("data"))
+        .arg("ramdisk")
+        .arg("--cmdline")
+        .arg(&cmdline)
+        .env_remove("BCD_CONFIG")
+        .env_remove("BCD_SERVER")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "bcd ramdisk: the kernel command line has no bc.token= (was this machine booted by a \
+         site's boot server?)\n"
+    );
+}
