@@ -9,6 +9,7 @@ mod audit_coverage;
 mod audit_seal_kill;
 mod audit_tamper;
 mod batch_cli;
+mod discovery_e2e;
 mod e2e_bcd;
 mod e2e_split;
 mod edge_limits;

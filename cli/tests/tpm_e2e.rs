@@ -334,7 +334,7 @@ fn check_key_record(data: &Path) {
 }
 
 /// The reason of the newest `security.join.refused` event in the server's store.
-fn last_join_refusal(server: &Server) -> String {
+pub(crate) fn last_join_refusal(server: &Server) -> String {
     use events::store::{EventStore, LogStore};
     let url = server.facts["databaseUrlFull"]
         .as_str()
