@@ -20,6 +20,7 @@
 //! | [`status`] | `bcd status` and `bcd doctor` |
 //! | [`client`] | gRPC over TLS 1.3 pinned to the serving CA; the Join transport |
 //! | [`node_key`] | the node key, a PKCS#8 file or held by the TPM; making it where it belongs |
+//! | [`agent_cmd`] | `bcd node` and `bcd site` as commands: pins, runtime, the x509pop re-join loop |
 //! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
 //! | [`site`] | `bcd site`: the site agent: `bcd node` plus the boot lease and the iPXE server |
 //! | [`ramdisk`] | `bcd ramdisk`: the kernel command line's token and assertion, the discovery join |
@@ -31,6 +32,7 @@
 //! [`status::NetworkChecks`].
 
 pub mod admission_store;
+pub mod agent_cmd;
 pub mod attest;
 pub mod client;
 pub mod config;

@@ -12,6 +12,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bcd::agent_cmd::run_agent;
 use bcd::attest::command::CommandProducer;
 use bcd::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509POP};
 use bcd::client::GrpcJoinTransport;
@@ -24,13 +25,9 @@ use bcd::join::{
 };
 use bcd::join_loop::{parse_duration, run_join, JoinEnv, JoinLoop};
 use bcd::join_tpm::join_key;
-use bcd::node::{
-    rejoin_if_expired, rejoin_x509pop, run_node, NetworkDoctor, NodeExit, NodeOptions,
-    REVOKED_EXIT_MESSAGE,
-};
+use bcd::node::{rejoin_x509pop, NetworkDoctor};
 use bcd::renewal_schedule::jitter;
 use bcd::reset::{plan, DRY_RUN_EXIT};
-use bcd::site::{run_site, SiteExit, SiteOptions, STOPPED_MESSAGE};
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status};
 use bcd::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -159,6 +156,14 @@ enum TpmCommand {
     },
 }
 
+/// How `bcd node` and `bcd site` end: 0 when a signal stopped `bcd site`, else 1.
+fn agent(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => fail(message),
+    }
+}
+
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("{message}");
     ExitCode::from(1)
@@ -243,10 +248,10 @@ fn main() -> ExitCode {
             };
             join(&config, &dir, args, now)
         }
-        Command::Node => node(&config, &dir, None),
+        Command::Node => agent(run_agent(&config, &dir, None)),
         Command::Site { listen } => {
             let listen = config.site.listen_or(listen.as_deref());
-            node(&config, &dir, Some(listen))
+            agent(run_agent(&config, &dir, Some(listen)))
         }
         Command::Ramdisk {
             cmdline,
@@ -597,99 +602,5 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
-    }
-}
-
-/// `bcd node`, or with `site_listen` `bcd site` (the same loop, plus the boot lease and server).
-fn node(config: &Config, dir: &DataDir, site_listen: Option<String>) -> ExitCode {
-    let verb = if site_listen.is_some() {
-        "bcd site"
-    } else {
-        "bcd node"
-    };
-    let pin = match config.pins.serving_ca_spki_pin {
-        Some(pin) => pin,
-        None => {
-            return fail(format_args!(
-                "{verb}: serving_ca_spki_pin is not set in {}; copy it from `bcctl pki show`",
-                config
-                    .path
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| "config.toml".to_owned())
-            ))
-        }
-    };
-    let server = match config.require_server() {
-        Ok(server) => server.to_owned(),
-        Err(e) => return fail(format_args!("{verb}: {e}")),
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(format_args!("{verb}: cannot start an async runtime: {e}")),
-    };
-    // Welcome trust bundles are verified under the JoinService signing key before they are
-    // stored: with join_signing_key_pin set, join-signing.jwk beside config.toml must match it.
-    let join_signing_key = match config.pins.join_signing_key_pin {
-        Some(pin) => match load_join_signing_key(&config.keys_dir().join(JOIN_SIGNING_JWK), &pin) {
-            Ok(key) => Some(key),
-            Err(e) => return fail(format_args!("{verb}: {e}")),
-        },
-        None => {
-            eprintln!(
-                "{verb}: join_signing_key_pin is not set: trust bundles from the gateway are not verified, so none is stored"
-            );
-            None
-        }
-    };
-    let options = NodeOptions {
-        server,
-        serving_ca: pin,
-        status_interval: std::time::Duration::from_secs(30),
-        join_signing_key,
-        tpm: config.tpm_host(),
-    };
-    // A certificate that expired while the machine was off (or before a renewal succeeded)
-    // re-joins by x509pop from the identity on disk, logged, before bcd gives up.
-    let mut expired_again = false;
-    loop {
-        match rejoin_if_expired(
-            dir,
-            &options,
-            bcd::hardware::read_claims(&bcd::hardware::sysfs_root()),
-        ) {
-            Ok(Some(_)) => expired_again = false,
-            Ok(None) => {}
-            Err(e) => return fail(e),
-        }
-        let exit = match &site_listen {
-            None => runtime.block_on(run_node(dir, &options)),
-            Some(listen) => {
-                let site = SiteOptions {
-                    node: options.clone(),
-                    listen: listen.clone(),
-                };
-                match runtime.block_on(run_site(dir, &site)) {
-                    SiteExit::Node(exit) => exit,
-                    SiteExit::Stopped => {
-                        eprintln!("{STOPPED_MESSAGE}");
-                        return ExitCode::SUCCESS;
-                    }
-                    other => return fail(other),
-                }
-            }
-        };
-        match exit {
-            // run_node logged `certificate revoked: <reason> (serial ...)`.
-            NodeExit::Revoked { .. } => return fail(REVOKED_EXIT_MESSAGE),
-            // Twice without a re-join in between: the clock says expired but the re-join
-            // thinks not; stop rather than spin.
-            NodeExit::Expired(at) if expired_again => return fail(NodeExit::Expired(at)),
-            NodeExit::Expired(_) => expired_again = true,
-            other => return fail(other),
-        }
     }
 }
