@@ -251,3 +251,32 @@ fn bcd_ramdisk_without_the_parameters_says_so_and_sends_nothing() {
          site's boot server?)\n"
     );
 }
+
+#[test]
+fn bcd_status_shows_a_ramdisk_and_its_two_hour_certificate_normally() {
+    use crate::common::{as_node_key, identity_for, issue_at, node_key, now};
+    let ks = keyset();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = bcd::files::DataDir::new(tmp.path());
+    let key = node_key();
+    let leaf = issue_at(
+        &ks,
+        &key,
+        "rd1",
+        domain::pki::NodeRole::Ramdisk,
+        now(),
+        Some(time::Duration::hours(2)),
+    );
+    bcd::identity_store::store_joined(&data, &as_node_key(&key), &identity_for(&ks, leaf), now())
+        .unwrap();
+    let report = bcd::status::status(&data, &bcd::node_key::TpmHost::none(), now());
+    assert_eq!(report.exit_code(), 0);
+    let text = report.to_text();
+    assert!(
+        text.starts_with(
+            "joined as rd1 (site eu-1, role ramdisk); node key a file; certificate valid until"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("(2h 0m left, renewal due "), "{text}");
+}
