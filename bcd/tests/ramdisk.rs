@@ -2,7 +2,8 @@
 //! (missing parts, twice, extra parameters, quoting, a malformed token never echoed), and the
 //! real binary's Join against a fake gateway that records it: attestor `discovery`, role
 //! `ramdisk`, the assertion's bytes as the attestation, the token sealed to the pinned key and
-//! bound to the CSR, the hardware claims from `BCD_SYSFS_ROOT`.
+//! bound to the CSR, the hardware claims from `BCD_SYSFS_ROOT`; a deferral retried with the same
+//! CSR, then stored; `bcd status` of a ramdisk.
 
 use crate::common::keyset;
 use crate::renewal_support::{fake_gateway_with, OtherAnswers, RenewAnswer};
@@ -131,21 +132,30 @@ fn sysfs(root: &Path) {
     .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bcd_ramdisk_joins_with_attestor_discovery_role_ramdisk_and_the_assertion_bytes() {
-    let ks = Arc::new(keyset());
+/// A ramdisk about to run: a fake gateway answering Join with `join`, bcd's config and the
+/// JoinService keys, a sysfs, and a command line with a fresh token and assertion.
+struct Ramdisk {
+    _gw: crate::renewal_support::FakeGateway,
+    _tmp: tempfile::TempDir,
+    conf: std::path::PathBuf,
+    data: std::path::PathBuf,
+    sys: std::path::PathBuf,
+    cmdline: std::path::PathBuf,
+    token: String,
+    assertion: SignedDiscoveryAssertion,
+}
+
+async fn ramdisk_with(
+    ks: &domain::pki::KeySet,
+    join: crate::renewal_support::JoinAnswer,
+) -> Ramdisk {
     let tmp = tempfile::tempdir().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::<proto::JoinRequest>::new()));
     let never: RenewAnswer = Arc::new(|_| Err(Status::unavailable("no renewals here")));
-    let record = seen.clone();
     let other = OtherAnswers {
-        join: Some(Arc::new(move |req| {
-            record.lock().unwrap().push(req);
-            Err(Status::permission_denied("ACCESS_DENIED"))
-        })),
+        join: Some(join),
         ..Default::default()
     };
-    let gw = fake_gateway_with(&ks, never, 0, other).await;
+    let gw = fake_gateway_with(ks, never, 0, other).await;
     let pins = ks.pins();
     let conf = tmp.path().join("etc");
     std::fs::create_dir_all(&conf).unwrap();
@@ -173,17 +183,38 @@ async fn bcd_ramdisk_joins_with_attestor_discovery_role_ramdisk_and_the_assertio
     .unwrap();
     let sys = tmp.path().join("sys");
     sysfs(&sys);
-    let (t, a) = (token(), assertion());
+    let (token, assertion) = (token(), assertion());
     let cmdline = tmp.path().join("cmdline");
     std::fs::write(
         &cmdline,
-        format!("ro bc.token={t} bc.assertion={} quiet\n", a.to_cmdline()),
+        format!(
+            "ro bc.token={token} bc.assertion={} quiet\n",
+            assertion.to_cmdline()
+        ),
     )
     .unwrap();
     let data = tmp.path().join("data");
-    let run = {
-        let (conf, data, sys, cmdline) = (conf.clone(), data.clone(), sys.clone(), cmdline.clone());
-        move || {
+    Ramdisk {
+        _gw: gw,
+        _tmp: tmp,
+        conf,
+        data,
+        sys,
+        cmdline,
+        token,
+        assertion,
+    }
+}
+
+impl Ramdisk {
+    async fn run(&self) -> std::process::Output {
+        let (conf, data, sys, cmdline) = (
+            self.conf.clone(),
+            self.data.clone(),
+            self.sys.clone(),
+            self.cmdline.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
             std::process::Command::new(env!("CARGO_BIN_EXE_bcd"))
                 .arg("--config")
                 .arg(conf.join("config.toml"))
@@ -199,9 +230,26 @@ async fn bcd_ramdisk_joins_with_attestor_discovery_role_ramdisk_and_the_assertio
                 .env_remove("BCD_TPM_TCTI")
                 .output()
                 .unwrap()
-        }
-    };
-    let out = tokio::task::spawn_blocking(run).await.unwrap();
+        })
+        .await
+        .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bcd_ramdisk_joins_with_attestor_discovery_role_ramdisk_and_the_assertion_bytes() {
+    let ks = keyset();
+    let seen = Arc::new(Mutex::new(Vec::<proto::JoinRequest>::new()));
+    let record = seen.clone();
+    let rd = ramdisk_with(
+        &ks,
+        Arc::new(move |req| {
+            record.lock().unwrap().push(req);
+            Err(Status::permission_denied("ACCESS_DENIED"))
+        }),
+    )
+    .await;
+    let out = rd.run().await;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(
@@ -209,14 +257,14 @@ async fn bcd_ramdisk_joins_with_attestor_discovery_role_ramdisk_and_the_assertio
         "Join refused (ACCESS_DENIED): the discovery attestor refused this machine's evidence; \
          its reason is server-side\n"
     );
-    assert!(!stderr.contains(&t));
+    assert!(!stderr.contains(&rd.token));
 
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 1);
     let req = &seen[0];
     assert_eq!(req.attestor, "discovery");
     assert_eq!(req.role, "ramdisk");
-    assert_eq!(req.attestation, a.to_bytes());
+    assert_eq!(req.attestation, rd.assertion.to_bytes());
     let claims = req.claims.clone().unwrap();
     assert_eq!(claims.product_uuid, "4c4c4544-0042-3510-8052-b2c04f585931");
     assert_eq!(claims.macs, vec!["52:54:00:12:34:56".to_owned()]);
@@ -224,9 +272,118 @@ async fn bcd_ramdisk_joins_with_attestor_discovery_role_ramdisk_and_the_assertio
     let csr_sha256: [u8; 32] = Sha256::digest(&req.csr).into();
     let sealed = SealedToken::from_bytes(&req.sealed_token).unwrap();
     let opened = ks.join_encryption.open(&sealed, &csr_sha256).unwrap();
-    assert_eq!(opened.expose(), t);
+    assert_eq!(opened.expose(), rd.token);
     // Nothing was stored.
-    assert!(!data.join("identity.json").exists());
+    assert!(!rd.data.join("identity.json").exists());
+}
+
+/// A JoinResponse `body` for the request with CSR `csr`, signed by the JoinService key.
+fn signed_answer(
+    ks: &domain::pki::KeySet,
+    csr: &[u8],
+    body: proto::JoinResponse,
+) -> proto::SignedJoinResponse {
+    use domain::pki::statement::{sign, JoinResponseStatement};
+    use prost::Message as _;
+    let csr_sha256: [u8; 32] = Sha256::digest(csr).into();
+    let response = body.encode_to_vec();
+    let signature = sign(
+        &ks.join_signing,
+        &JoinResponseStatement {
+            csr_sha256,
+            response: &response,
+        },
+    )
+    .unwrap();
+    proto::SignedJoinResponse {
+        response,
+        signature: signature.as_bytes().to_vec(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_ramdisk_join_is_retried_with_the_same_csr_and_stored() {
+    let ks = Arc::new(keyset());
+    let seen = Arc::new(Mutex::new(Vec::<proto::JoinRequest>::new()));
+    let (record, keys) = (seen.clone(), ks.clone());
+    let rd = ramdisk_with(
+        &ks,
+        Arc::new(move |req: proto::JoinRequest| {
+            let mut seen = record.lock().unwrap();
+            seen.push(req.clone());
+            let csr_sha256 = Sha256::digest(&req.csr).to_vec();
+            let body = if seen.len() == 1 {
+                proto::JoinResponse {
+                    csr_sha256,
+                    trust_domain: keys.trust_domain.to_string(),
+                    deferral: Some(proto::join_response::Deferral::Pending(
+                        proto::JoinPending {
+                            request_id: "jr_1".into(),
+                            retry_after_seconds: 1,
+                        },
+                    )),
+                    ..Default::default()
+                }
+            } else {
+                let csr = domain::pki::VerifiedCsr::verify(&req.csr).unwrap();
+                let decision = domain::pki::NodeCertificateDecision {
+                    spiffe_id: domain::pki::SpiffeId::parse(&format!(
+                        "spiffe://{}/site/eu-1/node/node_rd",
+                        keys.trust_domain
+                    ))
+                    .unwrap(),
+                    role: domain::pki::NodeRole::Ramdisk,
+                    serial: domain::pki::Serial::generate().unwrap(),
+                    requested_lifetime: Some(time::Duration::hours(2)),
+                    statements: vec![],
+                };
+                let leaf = domain::pki::issue_node_certificate(
+                    &keys.node_ca,
+                    &csr,
+                    &decision,
+                    crate::common::now(),
+                )
+                .unwrap()
+                .der;
+                proto::JoinResponse {
+                    csr_sha256,
+                    trust_domain: keys.trust_domain.to_string(),
+                    node_id: "node_rd".into(),
+                    site_id: "eu-1".into(),
+                    role: "ramdisk".into(),
+                    certificate_chain: vec![leaf, keys.node_ca.cert_der().to_vec()],
+                    trust_roots: vec![keys.root_ca.cert_der().to_vec()],
+                    identity_generation: 1,
+                    ..Default::default()
+                }
+            };
+            Ok(signed_answer(&keys, &req.csr, body))
+        }),
+    )
+    .await;
+    let out = rd.run().await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("joined as node_rd (site eu-1, role ramdisk); certificate valid until"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("jr_1"), "{stderr}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].csr, seen[1].csr);
+    assert_eq!(seen[1].attestation, rd.assertion.to_bytes());
+    assert!(rd.data.join("identity.json").exists());
+    let report = bcd::status::status(
+        &bcd::files::DataDir::new(&rd.data),
+        &bcd::node_key::TpmHost::none(),
+        crate::common::now(),
+    );
+    assert_eq!(report.role.as_deref(), Some("ramdisk"));
+    assert!(report.expires_in_seconds.unwrap() <= 2 * 3600);
 }
 
 #[test]
