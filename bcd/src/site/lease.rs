@@ -288,20 +288,25 @@ pub async fn hold_lease(
         }
         wait_or_stop(&mut stop, wait.max(MIN_LEASE_WAIT)).await;
     }
-    release(&shared).await;
+    release(&dir, &options, &shared).await;
 }
 
-/// RELEASE on the way out, when this agent believes it holds the lease.
-async fn release(shared: &SiteShared) {
+/// RELEASE on the way out, when this agent believes it holds the lease (redialling once when
+/// the last call dropped the connection).
+async fn release(dir: &DataDir, options: &NodeOptions, shared: &SiteShared) {
     let view = shared.view();
     shared.drop_holding();
     if !view.held {
         return;
     }
-    let Some(agent) = shared.current_agent() else {
-        return;
+    let released = async {
+        let agent = shared
+            .agent_for(dir, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        call(&agent, Action::Release, view.epoch).await
     };
-    match tokio::time::timeout(RELEASE_TIMEOUT, call(&agent, Action::Release, view.epoch)).await {
+    match tokio::time::timeout(RELEASE_TIMEOUT, released).await {
         Ok(Ok(_)) => site_log(format_args!("boot lease released (epoch {})", view.epoch)),
         Ok(Err(e)) => site_log(format_args!(
             "boot lease RELEASE of epoch {} failed: {e}; it lapses at {}",
