@@ -128,5 +128,8 @@ pub async fn run_site(dir: &DataDir, options: &SiteOptions) -> SiteExit {
     let _ = tokio::time::timeout(RELEASE_TIMEOUT + StdDuration::from_secs(1), lease).await;
     shared.drop_holding();
     http.abort();
+    // Wait for the server task to be dropped, so its listener is closed before a re-run (after
+    // an x509pop re-join) binds the address again.
+    let _ = http.await;
     exit
 }
