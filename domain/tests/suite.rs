@@ -11,6 +11,7 @@ mod audit_notes;
 mod audit_seal;
 mod audit_trail;
 mod bundle_kdf;
+mod discovery_join;
 mod identity_decide;
 mod pki_bundle;
 mod pki_certificates;
