@@ -262,6 +262,9 @@ impl World {
     }
 }
 
+/// A change to the world before a join.
+type Change = Box<dyn Fn(&mut World)>;
+
 fn text(r: DiscoveryRefusal) -> String {
     r.to_string()
 }
@@ -472,7 +475,7 @@ fn discovery_refuses_a_retired_signer() {
 #[test]
 fn discovery_refuses_a_signer_certificate_that_is_not_its_current_stored_one() {
     let want = text(DiscoveryRefusal::SignerCertificate);
-    let cases: Vec<(&str, Box<dyn Fn(&mut World)>)> = vec![
+    let cases: Vec<(&str, Change)> = vec![
         ("no row", Box::new(|w| w.facts.certificates.clear())),
         ("other bytes", Box::new(|w| w.signer_cert().der.push(0))),
         ("revoked", Box::new(|w| w.signer_cert().revoked = true)),
@@ -525,7 +528,7 @@ fn discovery_refuses_a_signature_by_another_key() {
 #[test]
 fn discovery_refuses_a_signer_not_holding_the_lease_at_the_epoch() {
     let want = text(DiscoveryRefusal::NotLeaseHolder);
-    let cases: Vec<(&str, Box<dyn Fn(&mut World)>)> = vec![
+    let cases: Vec<(&str, Change)> = vec![
         (
             "another holder",
             Box::new(|w| w.lease().holder_node_id = Some("node_b".into())),
@@ -633,7 +636,7 @@ fn discovery_approval_follows_the_configuration() {
     w.config.approval = DiscoveryApproval::UnknownMachines;
     assert_eq!(w.run().unwrap().approval, None);
     // ... an entry without a UUID, another UUID, a removed entry, no entry: asks.
-    let cases: Vec<Box<dyn Fn(&mut World)>> = vec![
+    let cases: Vec<Change> = vec![
         Box::new(|w| w.facts.boot_entries.get_mut(ENTRY).unwrap().product_uuid = None),
         Box::new(|w| {
             w.facts.boot_entries.get_mut(ENTRY).unwrap().product_uuid =
