@@ -162,6 +162,11 @@ pub fn print_detail(d: &NodeDetail) {
                     _ => "valid".into(),
                 },
                 c.sha256.clone(),
+                if c.allowed_kinds.is_empty() {
+                    "(role's)".into()
+                } else {
+                    c.allowed_kinds.join(",")
+                },
             ]
         })
         .collect();
@@ -173,6 +178,7 @@ pub fn print_detail(d: &NodeDetail) {
             "NOT AFTER",
             "STATE",
             "SHA-256",
+            "KINDS",
         ],
         &rows,
     );

@@ -230,6 +230,10 @@ fn cert_view(r: CertRow) -> CertView {
         revoke_reason: r.revoke_reason,
         issued_position: r.issued_position,
         revoked_position: r.revoked_position,
+        allowed_kinds: r
+            .allowed_kinds
+            .map(|k| k.split(',').map(str::to_owned).collect())
+            .unwrap_or_default(),
     }
 }
 

@@ -235,6 +235,7 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
         })?;
     identity.root_tenant = settings.root_tenant.clone();
     identity.x509pop_grace = settings.x509pop_grace;
+    identity.discovery = settings.discovery.clone();
     let join = JoinService::new(store.clone(), keys.clone(), clock.clone(), identity)?;
     let attestors = crate::serve_attestors::registry(join.joins().attestors(), settings, &keys)?;
     let join = Arc::new(join.with_attestors(attestors));

@@ -47,7 +47,7 @@ use gateway::limits_join::JoinRefusalLimits;
 use serde::Deserialize;
 
 use crate::serve_config_attestors::{
-    external_attestors, tpm_settings, x509pop_grace, FileAttestors, TpmSettings,
+    discovery_settings, external_attestors, tpm_settings, x509pop_grace, FileAttestors, TpmSettings,
 };
 use crate::serve_config_limits::{api_limits, public_limits, FileLimits};
 
@@ -188,6 +188,8 @@ pub struct Settings {
     pub x509pop_grace: Duration,
     /// The `tpm` attestor's settings (`[attestors.tpm]`); `None`: it does not run.
     pub tpm: Option<TpmSettings>,
+    /// The `discovery` attestor's settings (`[attestors.discovery]`, defaults without it).
+    pub discovery: domain::attest::DiscoveryConfig,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -305,6 +307,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         })?;
     let tpm = tpm_settings(&file.attestors, parse_duration)
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    let discovery = discovery_settings(&file.attestors, parse_duration)
+        .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -390,5 +394,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         external_attestors,
         x509pop_grace,
         tpm,
+        discovery,
     })
 }

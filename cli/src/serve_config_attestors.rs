@@ -21,6 +21,16 @@
 //! pool = "edge"
 //! ```
 //!
+//! `[attestors.discovery]`: the `discovery` attestor is a built-in; the table is optional, file
+//! only, and every key keeps its default when missing:
+//!
+//! ```toml
+//! [attestors.discovery]
+//! approval = "never"        # or "unknown-machines", "always" (default "never")
+//! allowed_kinds = ["inventory.refresh", "logs.collect", "diag.*", "disk.wipe", "deploy.*", "boot.kexec"]
+//! cert_ttl = "2h"           # a ramdisk certificate's life, at most (and by default) 2h
+//! ```
+//!
 //! `[[attestors.external]]`: out-of-process attestors (`bc.attestor.v1` over a Unix socket),
 //! file only:
 //!
@@ -39,6 +49,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use domain::attest::discovery::{DiscoveryApproval, DiscoveryConfig, DiscoveryConfigError};
+use domain::attest::kinds::check_kind_list;
 use domain::attest::tpm::{NodeKeyPolicy, Placement, TpmConfig, MAX_CHALLENGE_TTL};
 use gateway::external_attestor::ExternalAttestorConfig;
 use serde::Deserialize;
@@ -52,6 +64,7 @@ pub type ParseDuration = fn(&str) -> Result<std::time::Duration, String>;
 pub struct FileAttestors {
     pub x509pop: Option<FileX509Pop>,
     pub tpm: Option<FileTpm>,
+    pub discovery: Option<FileDiscovery>,
     #[serde(default)]
     pub external: Vec<FileExternalAttestor>,
 }
@@ -225,6 +238,44 @@ pub fn tpm_settings(
     }))
 }
 
+/// `[attestors.discovery]` as written.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileDiscovery {
+    pub approval: Option<String>,
+    pub allowed_kinds: Option<Vec<String>>,
+    pub cert_ttl: Option<String>,
+}
+
+/// `[attestors.discovery]`, checked (the defaults without the table). Refusals name the key.
+pub fn discovery_settings(
+    file: &Option<FileAttestors>,
+    parse: ParseDuration,
+) -> Result<DiscoveryConfig, TpmSettingError> {
+    let mut config = DiscoveryConfig::default();
+    let Some(d) = file.as_ref().and_then(|a| a.discovery.as_ref()) else {
+        return Ok(config);
+    };
+    if let Some(text) = &d.approval {
+        config.approval = DiscoveryApproval::parse(text).ok_or((
+            "attestors.discovery.approval",
+            format!("{text:?} is not \"never\", \"unknown-machines\" or \"always\""),
+        ))?;
+    }
+    if let Some(kinds) = &d.allowed_kinds {
+        check_kind_list(kinds).map_err(|e| ("attestors.discovery.allowed_kinds", e.to_string()))?;
+        config.allowed_kinds = kinds.clone();
+    }
+    if let Some(text) = &d.cert_ttl {
+        config.cert_ttl = parse(text).map_err(|m| ("attestors.discovery.cert_ttl", m))?;
+    }
+    config.validate().map_err(|e| match e {
+        DiscoveryConfigError::Kinds(e) => ("attestors.discovery.allowed_kinds", e.to_string()),
+        e @ DiscoveryConfigError::CertTtl(_) => ("attestors.discovery.cert_ttl", e.to_string()),
+    })?;
+    Ok(config)
+}
+
 /// One `[[attestors.external]]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -367,6 +418,40 @@ mod tests {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn the_discovery_table_is_optional_and_checked() {
+        let read = |text: &str| {
+            let file: FileAttestors = toml::from_str(text).map_err(|e| e.to_string())?;
+            discovery_settings(&Some(file), parse_duration).map_err(|(k, m)| format!("{k}: {m}"))
+        };
+        assert_eq!(
+            discovery_settings(&None, parse_duration),
+            Ok(DiscoveryConfig::default())
+        );
+        assert_eq!(read("[discovery]\n"), Ok(DiscoveryConfig::default()));
+        let c = read(
+            "[discovery]\napproval = \"unknown-machines\"\nallowed_kinds = [\"disk.wipe\", \
+             \"diag.*\"]\ncert_ttl = \"30m\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.approval, DiscoveryApproval::UnknownMachines);
+        assert_eq!(c.allowed_kinds, vec!["disk.wipe", "diag.*"]);
+        assert_eq!(c.cert_ttl, Duration::from_secs(1800));
+        for (bad, key) in [
+            ("approval = \"sometimes\"", "attestors.discovery.approval"),
+            (
+                "allowed_kinds = [\"disk wipe\"]",
+                "attestors.discovery.allowed_kinds",
+            ),
+            ("cert_ttl = \"3h\"", "attestors.discovery.cert_ttl"),
+            ("cert_ttl = \"soon\"", "attestors.discovery.cert_ttl"),
+        ] {
+            let err = read(&format!("[discovery]\n{bad}\n")).unwrap_err();
+            assert!(err.starts_with(key), "{bad}: {err}");
+        }
+        assert!(read("[discovery]\nttl = \"1h\"\n").is_err());
     }
 
     #[test]

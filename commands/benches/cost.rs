@@ -148,6 +148,7 @@ impl Fixture {
             node_ca: &self.keys.node_ca,
             join_encryption: &self.keys.join_encryption,
             leaf_lifetime: time::Duration::hours(24),
+            ramdisk_lifetime: time::Duration::hours(2),
         }
     }
 
@@ -351,6 +352,7 @@ fn renew_state(node: Option<NodeState>, events: &[IdentityEvent]) -> Fallible<Re
             der: cert.der.clone(),
             not_after_us: cert.not_after_us,
             revoked: false,
+            allowed_kinds: cert.allowed_kinds.clone(),
         }),
         proof_used: false,
         successor: None,

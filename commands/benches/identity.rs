@@ -221,6 +221,7 @@ fn cpu_only_joins(keys: &KeySet, n: usize) -> f64 {
         node_ca: &keys.node_ca,
         join_encryption: &keys.join_encryption,
         leaf_lifetime: time::Duration::hours(24),
+        ramdisk_lifetime: time::Duration::hours(2),
     };
     let state = JoinState {
         token: Some(token),

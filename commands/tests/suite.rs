@@ -28,6 +28,7 @@ mod quorum_commands;
 mod quorum_concurrency;
 mod quorum_replay;
 mod quorum_scope_storage;
+mod ramdisk_certs;
 mod rebuild_pipeline;
 mod refusal_budget;
 mod renew_guard;

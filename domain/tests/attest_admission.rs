@@ -97,6 +97,7 @@ fn run(
         node_ca: &w.keys.node_ca,
         join_encryption: &w.keys.join_encryption,
         leaf_lifetime: time::Duration::hours(24),
+        ramdisk_lifetime: time::Duration::hours(2),
     };
     let digests = claims_digests(claims);
     let new_node_id = NodeId::new("node_new").unwrap();

@@ -58,6 +58,7 @@ impl Renewal {
             node_ca: &self.keys.node_ca,
             join_encryption: &self.keys.join_encryption,
             leaf_lifetime: time::Duration::hours(24),
+            ramdisk_lifetime: time::Duration::hours(2),
         }
     }
 
@@ -142,6 +143,7 @@ impl Renewal {
                 der: leaf.der.clone(),
                 not_after_us: (leaf.not_after.unix_timestamp_nanos() / 1000) as i64,
                 revoked: false,
+                allowed_kinds: Vec::new(),
             }),
             ..RenewState::default()
         };

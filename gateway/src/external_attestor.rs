@@ -37,7 +37,7 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// At most this many `bind` and this many `single_use` subjects in one answer.
 pub const MAX_SUBJECTS: usize = 16;
 /// At most this many allowed command kinds.
-pub const MAX_ALLOWED_KINDS: usize = 64;
+pub use domain::attest::kinds::MAX_ALLOWED_KINDS;
 /// The largest challenge payload.
 pub const MAX_CHALLENGE_PAYLOAD: usize = 64 * 1024;
 /// The longest refusal reason (and `reason_if_used`).
@@ -108,19 +108,6 @@ fn valid_name(s: &str) -> bool {
         && s.len() <= 128
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-}
-
-/// A command kind name (`disk.wipe`) or prefix (`diag.*`).
-fn valid_kind(s: &str) -> bool {
-    let body = s.strip_suffix(".*").unwrap_or(s);
-    !body.is_empty()
-        && s.len() <= 128
-        && body.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_".contains(&b))
-        })
 }
 
 /// One `[[attestors.external]]` entry, validated by [`ExternalAttestorConfig::validate`].
@@ -420,7 +407,11 @@ fn admit(id: &str, roles: &[NodeRole], asked: NodeRole, a: wire::Admit) -> Resul
     if a.allowed_kinds.len() > MAX_ALLOWED_KINDS {
         return Err(format!("more than {MAX_ALLOWED_KINDS} allowed_kinds"));
     }
-    if let Some(k) = a.allowed_kinds.iter().find(|k| !valid_kind(k)) {
+    if let Some(k) = a
+        .allowed_kinds
+        .iter()
+        .find(|k| !domain::attest::kinds::valid_kind_pattern(k))
+    {
         return Err(format!("allowed kind {k:?} is not a kind name or prefix.*"));
     }
     let approval = match a.approval {

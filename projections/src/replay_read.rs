@@ -39,6 +39,8 @@ pub struct CertRow {
     pub revoke_reason: Option<String>,
     pub issued_position: i64,
     pub revoked_position: Option<i64>,
+    /// Comma-joined; `None`: every kind the role allows.
+    pub allowed_kinds: Option<String>,
 }
 
 /// A row of `join_tokens`.
@@ -114,8 +116,8 @@ pub async fn certificates(
 ) -> Result<Vec<CertRow>, StoreError> {
     tx.fetch_all(
         "SELECT serial, node_id, identity_generation, der, not_before_us, not_after_us, \
-         revoked_at_us, revoke_reason, issued_position, revoked_position FROM node_certs \
-         WHERE ($1 = '' OR node_id = $1) ORDER BY node_id, issued_position",
+         revoked_at_us, revoke_reason, issued_position, revoked_position, allowed_kinds \
+         FROM node_certs WHERE ($1 = '' OR node_id = $1) ORDER BY node_id, issued_position",
         &[SqlValue::from(node.unwrap_or(""))],
     )
     .await

@@ -5,7 +5,7 @@
 //! The reasons come from two places:
 //!
 //! - the attestors' exported lists (`JoinRefusal::ALL`, `X509PopRefusal::ALL`,
-//!   `ProvisionedRefusal::ALL`, `TpmRefusal::ALL`), which their own tests keep complete;
+//!   `ProvisionedRefusal::ALL`, `TpmRefusal::ALL`, `DiscoveryRefusal::ALL`), which their own tests keep complete;
 //! - the sources, for refusals written in place: in each attestor's file (and the admission
 //!   step's, and the join shell's), the reason of every `refuse("…")` / `refuse(CONST)` call and
 //!   every `AttestorRefusal::new(…, "…")` and every arm `XRefusal::Variant => "…"` of a
@@ -35,13 +35,14 @@ const SCANNED: &[(&str, Option<&str>)] = &[
     ("domain/src/attest/x509pop.rs", Some("x509pop")),
     ("domain/src/attest/provisioned.rs", Some("provisioned")),
     ("domain/src/attest/tpm/attestor.rs", Some("tpm")),
+    ("domain/src/attest/discovery/attestor.rs", Some("discovery")),
     ("commands/src/identity/join.rs", None),
     ("examples/acme-asset/src/lib.rs", Some("acme-asset")),
 ];
 
 /// The attestor ids this control plane builds in: the shell's `<id>:wrong-role` and
 /// `<id>:bad-csr` apply to each.
-const BUILTIN: &[&str] = &["join-token", "x509pop", "provisioned", "tpm"];
+const BUILTIN: &[&str] = &["join-token", "x509pop", "provisioned", "tpm", "discovery"];
 
 /// `src` without comments and without `#[cfg(test)]` items (a test module at the end).
 fn code_of(src: &str) -> String {
@@ -214,6 +215,7 @@ fn code_reasons() -> BTreeSet<String> {
     out.extend(domain::attest::X509PopRefusal::ALL.map(|r| format!("x509pop:{}", r.reason())));
     out.extend(domain::attest::provisioned::ProvisionedRefusal::ALL.map(|r| r.text()));
     out.extend(domain::attest::tpm::refusal::TpmRefusal::ALL.map(|r| r.refusal().text()));
+    out.extend(domain::attest::DiscoveryRefusal::ALL.map(|r| r.refusal().text()));
     // The tpm answer's single-use reason (the admission step refuses with it).
     out.insert(format!("tpm:{}", domain::attest::tpm::attestor::REUSED));
     for id in BUILTIN {

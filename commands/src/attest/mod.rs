@@ -30,7 +30,8 @@ pub use views::{JoinRequestView, PoolView, TpmAllowView};
 pub use projections::attest::read;
 
 /// The attestors built into the control plane: what a pool's policy may always name.
-pub const BUILTIN_ATTESTORS: &[&str] = &["join-token", "x509pop", "provisioned", "tpm"];
+pub const BUILTIN_ATTESTORS: &[&str] =
+    &["join-token", "x509pop", "provisioned", "tpm", "discovery"];
 
 /// Join requests expired per maintenance transaction.
 pub const EXPIRE_BATCH: u32 = 500;

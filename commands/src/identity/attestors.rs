@@ -142,13 +142,18 @@ impl AttestorRegistry {
 
     /// The built-ins of a JoinService over `keys` ([`AttestorRegistry::builtin`]), and those that
     /// need the deployment's keys: `x509pop` (its node CA and trust domain, the grace period of
-    /// `config`).
+    /// `config`) and `discovery` (the trust domain its site agents' certificates name, the
+    /// settings of `config`).
     pub fn builtin_for(keys: &KeySet, config: &IdentityConfig) -> Self {
         let mut registry = AttestorRegistry::builtin();
         registry.register_in_process(Arc::new(
             X509PopAttestor::new(keys.trust_domain.clone(), keys.node_ca.cert_der().to_vec())
                 .with_grace(config.x509pop_grace),
         ));
+        registry.register_in_process(Arc::new(domain::attest::DiscoveryAttestor::new(
+            keys.trust_domain.clone(),
+            config.discovery.clone(),
+        )));
         registry
     }
 

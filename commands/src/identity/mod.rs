@@ -94,11 +94,14 @@ pub struct IdentityConfig {
     /// How long after its notAfter a certificate may still re-join with `x509pop` (7 days;
     /// `[attestors.x509pop] grace`).
     pub x509pop_grace: std::time::Duration,
+    /// The `discovery` attestor's settings (`[attestors.discovery]`); its `cert_ttl` is also the
+    /// lifetime of every ramdisk certificate, at join and at each renewal (at most 2 h).
+    pub discovery: domain::attest::DiscoveryConfig,
 }
 
 impl IdentityConfig {
     /// 24 h leaves, root tenant `root`, 60 refusals a minute, an empty refusal budget, an x509pop
-    /// grace of 7 days.
+    /// grace of 7 days, the discovery attestor's defaults.
     pub fn new(trust_domain: TrustDomain) -> Self {
         IdentityConfig {
             trust_domain,
@@ -107,6 +110,7 @@ impl IdentityConfig {
             refusals_per_minute: 60,
             refusal_budget: Arc::new(RefusalBudget::new()),
             x509pop_grace: domain::attest::x509pop::DEFAULT_GRACE,
+            discovery: domain::attest::DiscoveryConfig::default(),
         }
     }
 }
@@ -302,5 +306,6 @@ fn context<'a>(keys: &'a KeySet, config: &'a IdentityConfig) -> JoinContext<'a> 
         node_ca: &keys.node_ca,
         join_encryption: &keys.join_encryption,
         leaf_lifetime: config.leaf_lifetime,
+        ramdisk_lifetime: config.discovery.ramdisk_lifetime(),
     }
 }

@@ -80,5 +80,6 @@ pub(crate) fn cert_state(row: &CertRow) -> Result<CertState, IdentityError> {
         der: row.der.clone(),
         not_after_us: row.not_after_us,
         revoked: row.revoked_at_us.is_some(),
+        allowed_kinds: row.allowed_kinds(),
     })
 }

@@ -111,6 +111,8 @@ pub struct CertView {
     pub revoke_reason: Option<String>,
     pub issued_position: i64,
     pub revoked_position: Option<i64>,
+    /// The command kinds the certificate allows (empty: every kind its role allows).
+    pub allowed_kinds: Vec<String>,
 }
 
 impl From<&CertRow> for CertView {
@@ -126,6 +128,7 @@ impl From<&CertRow> for CertView {
             revoke_reason: r.revoke_reason.clone(),
             issued_position: r.issued_position,
             revoked_position: r.revoked_position,
+            allowed_kinds: r.allowed_kinds(),
         }
     }
 }

@@ -334,7 +334,7 @@ pub fn decide_admission(
         spiffe_id: SpiffeId::new(ctx.trust_domain.clone(), site, node_id.clone()),
         role: result.role,
         serial: cmd.serial.clone(),
-        requested_lifetime: Some(ctx.leaf_lifetime),
+        requested_lifetime: Some(ctx.lifetime_for(result.role)),
         statements,
     };
     let issued = issue_node_certificate(ctx.node_ca, cmd.csr, &decision, now)

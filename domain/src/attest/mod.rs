@@ -14,6 +14,7 @@
 //! | [`tpm`] | the `tpm` attestor: the TPM's EK, a challenge, and a node key that never leaves it |
 //! | [`tpm_allows`] | the operator's TPM allow-list: allow / revoke decisions |
 //! | [`discovery`] | the `discovery` attestor: a PXE-booted ramdisk vouched for by its site's boot server |
+//! | [`kinds`] | command-kind patterns a certificate may be limited to |
 //! | [`cloud_iid`] | the `cloud-iid` attestor: a cloud VM's signed instance identity document |
 
 pub mod admission;
@@ -22,6 +23,7 @@ pub mod contract;
 pub mod discovery;
 pub mod join_requests;
 pub mod join_token;
+pub mod kinds;
 pub mod pools;
 pub mod provisioned;
 pub mod state;
@@ -38,6 +40,7 @@ pub use contract::{
     BootEntryState, Challenge, CloudAccountState, FactKey, Facts, NodeKeyStatement, SingleUse,
     SiteLeaseState, TpmAllowState, Verdict,
 };
+pub use discovery::{DiscoveryAttestor, DiscoveryConfig, DiscoveryRefusal};
 pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};
 pub use join_token::{csr_key_subject, JoinTokenAttestor, CSR_KEY_USED};
 pub use pools::{

@@ -70,6 +70,7 @@ fn fixture_with(role: NodeRole, statements: Vec<UriStatement>) -> Fx {
         der: leaf.clone(),
         not_after_us: unix_us(not_after),
         revoked: false,
+        allowed_kinds: Vec::new(),
     };
     let node = NodeState {
         node_id: NODE.into(),

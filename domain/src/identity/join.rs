@@ -150,6 +150,23 @@ pub struct JoinContext<'a> {
     pub join_encryption: &'a JoinEncryptionKey,
     /// Leaf lifetime asked of the CA (it caps it at the role's maximum anyway).
     pub leaf_lifetime: Duration,
+    /// Lifetime of a ramdisk certificate, at join and at every renewal (`[attestors.discovery]
+    /// cert_ttl`); the CA caps it at 2 hours anyway.
+    pub ramdisk_lifetime: Duration,
+}
+
+impl JoinContext<'_> {
+    /// The lifetime asked for a certificate of `role`: the leaf lifetime, and for a ramdisk the
+    /// shorter of it and the ramdisk lifetime (the CA then caps both at the role's maximum).
+    pub fn lifetime_for(&self, role: crate::pki::NodeRole) -> Duration {
+        match role {
+            crate::pki::NodeRole::Ramdisk => self
+                .leaf_lifetime
+                .min(self.ramdisk_lifetime)
+                .min(role.max_lifetime()),
+            _ => self.leaf_lifetime,
+        }
+    }
 }
 
 /// A join whose CSR verified and whose sealed token opened.

@@ -417,7 +417,7 @@ pub fn decide_renew(
         spiffe_id: p.identity.spiffe_id.clone(),
         role: p.identity.role,
         serial: cmd.serial.clone(),
-        requested_lifetime: Some(ctx.leaf_lifetime),
+        requested_lifetime: Some(ctx.lifetime_for(p.identity.role)),
         // The statements were proved again above: the new certificate carries them forward.
         statements: p.identity.statements.clone(),
     };
@@ -450,7 +450,8 @@ pub fn decide_renew(
             identity_generation: node.identity_generation,
             cause: "renew".into(),
             renewed_serial: cert.serial.clone(),
-            allowed_kinds: Vec::new(),
+            // The presented certificate's command kinds are renewed with it (spec 001).
+            allowed_kinds: cert.allowed_kinds.clone(),
         }),
     ];
     Ok(Decision { events, outcome })

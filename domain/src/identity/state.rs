@@ -178,6 +178,9 @@ pub struct CertState {
     pub not_after_us: i64,
     /// Whether it was revoked.
     pub revoked: bool,
+    /// The command kinds it allows (`node_certs.allowed_kinds`; empty: every kind its role
+    /// allows), carried into each renewal.
+    pub allowed_kinds: Vec<String>,
 }
 
 /// An event an identity decision produced, with the stream it belongs to.

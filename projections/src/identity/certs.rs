@@ -1,7 +1,8 @@
 //! The `node_certs` projection: issues are inserted in runs (one `COPY` for a long run on
 //! Postgres); an identity revocation revokes the serials it names (schema 1 events, which name
 //! none, every open certificate of the node: [`RevokedCertificates`]); a deletion or retirement
-//! revokes every open certificate of the node.
+//! revokes every open certificate of the node. A certificate's allowed command kinds are stored
+//! comma-joined (`allowed_kinds`, NULL for none: every kind its role allows).
 
 use events::schema::{
     NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeRetired, RevokedCertificates,
@@ -28,6 +29,7 @@ const NODE_CERTS_TABLES: &[TableSpec] = &[TableSpec {
         "revoke_reason",
         "issued_position",
         "revoked_position",
+        "allowed_kinds",
     ],
     order_by: "serial",
 }];
@@ -41,6 +43,7 @@ const CERT_COLUMNS: &[&str] = &[
     "not_before_us",
     "not_after_us",
     "issued_position",
+    "allowed_kinds",
 ];
 
 /// Inserts a run of issued certificates ([`LogTx::insert_rows`]: one `COPY` on Postgres for a
@@ -60,6 +63,7 @@ async fn insert_certs(
                 SqlValue::Int(p.not_before_us),
                 SqlValue::Int(p.not_after_us),
                 SqlValue::Int(position),
+                super::opt_text((!p.allowed_kinds.is_empty()).then(|| p.allowed_kinds.join(","))),
             ]
         })
         .collect();

@@ -78,10 +78,23 @@ pub struct CertRow {
     pub revoke_reason: Option<String>,
     pub issued_position: i64,
     pub revoked_position: Option<i64>,
+    /// The allowed command kinds, comma-joined; `None`: every kind the role allows.
+    pub allowed_kinds: Option<String>,
+}
+
+impl CertRow {
+    /// The allowed command kinds as a list (empty: every kind the role allows).
+    pub fn allowed_kinds(&self) -> Vec<String> {
+        self.allowed_kinds
+            .as_deref()
+            .map(|k| k.split(',').map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
 }
 
 const CERT_COLUMNS: &str = "serial, node_id, identity_generation, der, \
-    not_before_us, not_after_us, revoked_at_us, revoke_reason, issued_position, revoked_position";
+    not_before_us, not_after_us, revoked_at_us, revoke_reason, issued_position, revoked_position, \
+    allowed_kinds";
 
 /// A revoked certificate that has not expired yet: what the gateway's revocation feed holds.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

@@ -5,9 +5,22 @@
 //! | module | job |
 //! | --- | --- |
 //! | [`wire`] | the `SignedDiscoveryAssertion`, its signing input, the kernel command line |
+//! | [`refusal`] | why a discovery join was refused (`discovery:<reason>`) |
+//! | [`config`] | `[attestors.discovery]`: approval, allowed kinds, certificate lifetime |
+//! | [`attestor`] | the [`DiscoveryAttestor`] itself |
 
+pub mod attestor;
+pub mod config;
+pub mod refusal;
 pub mod wire;
 
+pub use attestor::{
+    assertion_subject, assertion_valid_until_ms, DiscoveryAttestor, MAX_CLOCK_AHEAD_MS,
+};
+pub use config::{
+    DiscoveryApproval, DiscoveryConfig, DiscoveryConfigError, DEFAULT_ALLOWED_KINDS, MAX_CERT_TTL,
+};
+pub use refusal::DiscoveryRefusal;
 pub use wire::{
     normalize_mac, AssertionStatement, AssertionWireError, DiscoveryAssertion,
     SignedDiscoveryAssertion, CMDLINE_ASSERTION, CMDLINE_TOKEN, DISCOVERY_ATTESTOR,
