@@ -31,6 +31,7 @@ mod quorum_scope_storage;
 mod rebuild_pipeline;
 mod refusal_budget;
 mod renew_guard;
+mod site_commands;
 mod tpm_allows;
 mod tpm_join;
 mod x509pop_join;

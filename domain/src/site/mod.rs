@@ -8,13 +8,16 @@
 //! | module | decides |
 //! | --- | --- |
 //! | [`sites`] | `site create` |
+//! | [`agent`] | whether a presented certificate is a site agent's |
 //! | [`boot`] | `site boot add / remove` |
 //! | [`lease`] | a site agent's ACQUIRE / RENEW / RELEASE and an operator's fence |
 
+pub mod agent;
 pub mod boot;
 pub mod lease;
 pub mod sites;
 
+pub use agent::{check_site_agent, AgentRefusal, SiteAgentId};
 pub use boot::{
     active_entry_for_mac, decide_add_boot_entry, decide_remove_boot_entry, evolve_boot_entry,
     AddBootEntry, BOOT_ENTRY_DEFAULT_TTL_US, BOOT_ENTRY_ID_PREFIX, BOOT_ENTRY_MAX_TTL_US,
