@@ -331,6 +331,7 @@ async fn the_lease_is_acquired_renewed_released_and_lapses_with_rising_epochs() 
         assert_eq!((late.held, late.holder_node_id), (false, None));
         let took = calls.lease(&leaf_b, LeaseAction::Acquire, 0).await.unwrap();
         assert_eq!((took.held, took.epoch), (true, 2));
+        assert_eq!(took.holder_node_id.as_deref(), Some(b.as_str()));
         // b releases; a takes epoch 3.
         let released = calls.lease(&leaf_b, LeaseAction::Release, 2).await.unwrap();
         assert_eq!(

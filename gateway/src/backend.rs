@@ -1,4 +1,4 @@
-//! What answers Join, Renew and the Welcome trust bundle behind the NodeService: the JoinService
+//! What answers Join, Renew, the site agent's calls and the Welcome trust bundle behind the NodeService: the JoinService
 //! in this process (`--role all`), or the api process over internal mTLS (`--role gateway`,
 //! which holds no signing key and relays).
 //!
@@ -207,6 +207,36 @@ impl Backend {
         match &self.kind {
             Kind::Local { join, .. } => local_renew(join, &request, &presented_leaf).await,
             Kind::Relay(api) => api.renew(request, presented_leaf).await,
+        }
+    }
+
+    /// A site agent's SiteLease; `presented_leaf` is the certificate its connection proved.
+    pub async fn site_lease(
+        &self,
+        request: proto::SiteLeaseRequest,
+        presented_leaf: Vec<u8>,
+    ) -> Result<proto::SiteLeaseResponse, Status> {
+        match &self.kind {
+            Kind::Local { join, .. } => {
+                crate::site_agent::local_site_lease(join.site_agent(), &request, &presented_leaf)
+                    .await
+            }
+            Kind::Relay(api) => api.site_lease(request, presented_leaf).await,
+        }
+    }
+
+    /// A site agent's BootToken; `presented_leaf` is the certificate its connection proved.
+    pub async fn boot_token(
+        &self,
+        request: proto::BootTokenRequest,
+        presented_leaf: Vec<u8>,
+    ) -> Result<proto::BootTokenResponse, Status> {
+        match &self.kind {
+            Kind::Local { join, .. } => {
+                crate::site_agent::local_boot_token(join.site_agent(), &request, &presented_leaf)
+                    .await
+            }
+            Kind::Relay(api) => api.boot_token(request, presented_leaf).await,
         }
     }
 
