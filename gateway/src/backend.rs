@@ -12,14 +12,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use commands::identity::{IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED};
+use commands::site::{SiteAgent, SiteError};
 use commands::RunError;
 use domain::identity::JOIN_TOKEN_ATTESTOR;
-use proto::{JoinRequest, RenewRequest, SignedJoinResponse, SignedRenewResponse};
+use domain::site::SiteRefusal;
+use proto::{
+    BootTokenRequest, BootTokenResponse, JoinRequest, RenewRequest, SignedJoinResponse,
+    SignedRenewResponse, SiteLeaseRequest, SiteLeaseResponse,
+};
 use tonic::Status;
 
 use crate::limits_join::JoinRefusalLimiter;
 use crate::relay::ApiClient;
 pub use crate::relay::UNSUPPORTED_PREFIX;
+use crate::site_agent::SITE_AGENTS_ONLY;
 use crate::trust::{TrustSigner, WelcomeTrust};
 use crate::wire::renewals_exhausted;
 
@@ -123,6 +129,57 @@ pub async fn local_renew(
     }
 }
 
+/// The status for a failed site agent call.
+pub fn site_status(what: &str, e: SiteError) -> Status {
+    match e {
+        SiteError::NotSiteAgent(why) => {
+            tracing::info!(refusal = %why, "{what}: not a site agent");
+            Status::permission_denied(SITE_AGENTS_ONLY)
+        }
+        SiteError::NoIdentity => {
+            tracing::info!("{what}: the certificate carries no node identity");
+            Status::permission_denied(SITE_AGENTS_ONLY)
+        }
+        e @ SiteError::NotLeaseHolder { .. } => Status::failed_precondition(e.to_string()),
+        e @ SiteError::NoBootEntry { .. } => Status::not_found(e.to_string()),
+        SiteError::Refused(r @ SiteRefusal::Invalid(_)) => Status::invalid_argument(r.to_string()),
+        SiteError::Refused(r @ SiteRefusal::UnknownSite(_)) => Status::not_found(r.to_string()),
+        SiteError::Refused(r) => Status::failed_precondition(r.to_string()),
+        SiteError::Identity(e) => identity_failure(what, &e),
+    }
+}
+
+/// SiteLease through the SiteAgent here; `leaf` is the certificate the connection proved.
+pub async fn local_site_lease(
+    agent: &SiteAgent,
+    request: &SiteLeaseRequest,
+    leaf: &[u8],
+) -> Result<SiteLeaseResponse, Status> {
+    let action = crate::site_agent::action_of(request)?;
+    match agent.lease(leaf, action, request.epoch).await {
+        Ok(a) => Ok(crate::site_agent::lease_response(a)),
+        Err(e) => Err(site_status("site lease", e)),
+    }
+}
+
+/// BootToken through the SiteAgent here; `leaf` is the certificate the connection proved.
+pub async fn local_boot_token(
+    agent: &SiteAgent,
+    request: &BootTokenRequest,
+    leaf: &[u8],
+) -> Result<BootTokenResponse, Status> {
+    match agent
+        .boot_token(leaf, &request.mac, request.lease_epoch)
+        .await
+    {
+        Ok(a) => {
+            tracing::info!(entry = %a.entry_id, token = %a.token_id, "boot token minted");
+            Ok(crate::site_agent::boot_response(a))
+        }
+        Err(e) => Err(site_status("boot token", e)),
+    }
+}
+
 enum Kind {
     Local {
         join: Arc<JoinService>,
@@ -218,8 +275,7 @@ impl Backend {
     ) -> Result<proto::SiteLeaseResponse, Status> {
         match &self.kind {
             Kind::Local { join, .. } => {
-                crate::site_agent::local_site_lease(join.site_agent(), &request, &presented_leaf)
-                    .await
+                local_site_lease(join.site_agent(), &request, &presented_leaf).await
             }
             Kind::Relay(api) => api.site_lease(request, presented_leaf).await,
         }
@@ -233,8 +289,7 @@ impl Backend {
     ) -> Result<proto::BootTokenResponse, Status> {
         match &self.kind {
             Kind::Local { join, .. } => {
-                crate::site_agent::local_boot_token(join.site_agent(), &request, &presented_leaf)
-                    .await
+                local_boot_token(join.site_agent(), &request, &presented_leaf).await
             }
             Kind::Relay(api) => api.boot_token(request, presented_leaf).await,
         }
