@@ -211,6 +211,7 @@ async fn boot_entries_are_added_replaced_and_removed() {
             ),
             "NOT_FOUND: no site nope"
         );
+        f.clock.advance_secs(1);
         let second = b
             .add(&NewBootEntry {
                 replace: true,
