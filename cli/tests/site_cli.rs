@@ -234,3 +234,55 @@ async fn site_verbs_on_both_backends() {
         assert!(text.contains("aa:bb:cc:dd:ee:01"), "{text}");
     }
 }
+
+fn serve_refuses(dir: &Path, table: &str, needle: &str) {
+    let config = dir.join("serve.toml");
+    std::fs::write(&config, table).expect("config");
+    let out = std::process::Command::new(support::bcctl_bin())
+        .current_dir(dir)
+        .args(["serve", "--pki-bundle", "pki.json", "--config"])
+        .arg(&config)
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}/events.db", dir.display()),
+        )
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .env_remove("BC_SITES_BOOT_LEASE_TTL")
+        .env("BC_METRICS_LISTEN", "off")
+        .output()
+        .expect("bcctl serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{table}: {err}");
+    assert!(err.contains(needle), "{table}: {err:?} lacks {needle:?}");
+}
+
+#[test]
+fn serve_refuses_a_bad_sites_table_naming_the_key() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    let init = bcctl_at(
+        d,
+        "sqlite://unused.db",
+        &[
+            "pki",
+            "init",
+            "--trust-domain",
+            "cli.example.com",
+            "--out",
+            "pki.json",
+            "--plaintext",
+        ],
+    );
+    assert!(init.status.success());
+    serve_refuses(
+        d,
+        "[sites]\nboot_lease_ttl = \"500ms\"\n",
+        "sites.boot_lease_ttl: 500ms is too short: at least \"1s\"",
+    );
+    serve_refuses(
+        d,
+        "[sites]\nboot_lease_ttl = \"soon\"\n",
+        "sites.boot_lease_ttl",
+    );
+    serve_refuses(d, "[sites]\nlease = \"60s\"\n", "unknown field `lease`");
+}
