@@ -30,6 +30,7 @@ mod serve_error;
 mod serve_roles;
 mod serve_split;
 mod serve_trust;
+mod site_cmd;
 mod store_cmd;
 mod token_cmd;
 mod tpm_cmd;
@@ -77,6 +78,10 @@ enum Command {
     /// The TPM allow-list: allow an EK, list, revoke.
     #[command(subcommand)]
     Tpm(tpm_cmd::TpmCommand),
+    /// Sites, their boot entries and boot lease: create, list, show; boot add, list, remove;
+    /// lease fence.
+    #[command(subcommand)]
+    Site(site_cmd::SiteCommand),
     /// The identity state as of a log position or time, rebuilt from the events (read only).
     Replay(replay_cmd::ReplayArgs),
     /// Rebuild every projection from the log, in one transaction, with progress.
@@ -116,6 +121,9 @@ fn main() -> ExitCode {
             Command::Pool(cmd) => pool_cmd::run(cmd).await.map_err(Failure::from),
             Command::JoinRequest(cmd) => join_request_cmd::run(cmd).await.map_err(Failure::from),
             Command::Tpm(cmd) => tpm_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Site(cmd) => site_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
             Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),

@@ -238,7 +238,10 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
     identity.discovery = settings.discovery.clone();
     let join = JoinService::new(store.clone(), keys.clone(), clock.clone(), identity)?;
     let attestors = crate::serve_attestors::registry(join.joins().attestors(), settings, &keys)?;
-    let join = Arc::new(join.with_attestors(attestors));
+    let join = Arc::new(
+        join.with_attestors(attestors)
+            .with_site_settings(settings.sites),
+    );
     let audit_shutdown = start_audit(&store, &keys, clock.clone(), settings.audit_seal_interval)?;
     start_identity_maintenance(join.clone(), audit_shutdown.subscribe());
     Ok(Core {

@@ -34,6 +34,9 @@
 //! The edge limits are the tables `[limits]` (the agent-facing endpoint) and `[api_limits]`
 //! (the api's internal endpoint), file only: [`crate::serve_config_limits`].
 //!
+//! The site agents' boot lease is the table `[sites]` (`boot_lease_ttl`, default "60s";
+//! `BC_SITES_BOOT_LEASE_TTL` over it).
+//!
 //! Out-of-process attestors are `[[attestors.external]]` entries, file only:
 //! [`crate::serve_config_attestors`].
 
@@ -140,6 +143,16 @@ pub struct FileConfig {
     pub limits: Option<FileLimits>,
     pub api_limits: Option<FileLimits>,
     pub attestors: Option<FileAttestors>,
+    pub sites: Option<FileSites>,
+}
+
+/// `[sites]`: the site agents' boot lease.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSites {
+    /// How long a boot lease holding lasts unless renewed (default "60s", at least "1s"; the
+    /// holder renews every third of it). `BC_SITES_BOOT_LEASE_TTL` overrides it.
+    pub boot_lease_ttl: Option<String>,
 }
 
 /// Everything resolved.
@@ -190,6 +203,8 @@ pub struct Settings {
     pub tpm: Option<TpmSettings>,
     /// The `discovery` attestor's settings (`[attestors.discovery]`, defaults without it).
     pub discovery: domain::attest::DiscoveryConfig,
+    /// `[sites]`: the boot lease's TTL.
+    pub sites: commands::site::SiteSettings,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -309,6 +324,20 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let discovery = discovery_settings(&file.attestors, parse_duration)
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    let boot_lease_ttl = duration_setting(
+        "sites.boot_lease_ttl",
+        "BC_SITES_BOOT_LEASE_TTL",
+        file.sites.as_ref().and_then(|s| s.boot_lease_ttl.clone()),
+        "60s",
+    )?;
+    if boot_lease_ttl < Duration::from_secs(1) {
+        return Err(ConfigError::Invalid {
+            key: "sites.boot_lease_ttl",
+            message: format!(
+                "{boot_lease_ttl:?} is too short: at least \"1s\" (the holder renews every third of it)"
+            ),
+        });
+    }
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -395,5 +424,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         x509pop_grace,
         tpm,
         discovery,
+        sites: commands::site::SiteSettings { boot_lease_ttl },
     })
 }

@@ -130,6 +130,7 @@ impl Fixture {
                 reclaim_node_id: None,
                 for_node_id: None,
                 require_approval: false,
+                boot_entry_id: None,
             },
             now,
         )?

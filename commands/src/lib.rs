@@ -13,6 +13,7 @@ pub mod identity;
 pub mod quorum;
 pub mod run;
 pub mod serving;
+pub mod site;
 
 pub use clock::{Clock, SimClock, SystemClock};
 pub use run::{append_and_project, append_streams_and_project, AsConflict, RunError};

@@ -32,6 +32,8 @@ mod ramdisk_certs;
 mod rebuild_pipeline;
 mod refusal_budget;
 mod renew_guard;
+mod site_commands;
+mod site_facts;
 mod tpm_allows;
 mod tpm_join;
 mod x509pop_join;

@@ -40,6 +40,7 @@ fn create_token_validates_and_evolves() {
         reclaim_node_id: None,
         for_node_id: None,
         require_approval: false,
+        boot_entry_id: None,
     };
     let events = decide_create_token(&cmd, now).unwrap().events;
     let state = events.iter().fold(None, evolve_token).unwrap();
@@ -60,6 +61,78 @@ fn create_token_validates_and_evolves() {
         decide_create_token(&no_uses, now),
         Err(AdminRefusal::Invalid(_))
     ));
+}
+
+#[test]
+fn a_discovery_token_is_single_use_names_its_boot_entry_and_expects_a_mac() {
+    let now = OffsetDateTime::from_unix_timestamp(1_790_000_000).unwrap();
+    let secret = TokenSecret::generate().unwrap();
+    let cmd = CreateToken {
+        token_id: "tok_d".into(),
+        tenant_id: "t1".into(),
+        site_id: "par1".into(),
+        pool_id: "pool-1".into(),
+        role: TokenRole::Discovery,
+        uses: 1,
+        expires_at_us: 1_790_000_060_000_000,
+        secret_hash: secret.hash(),
+        expect: ExpectBinding {
+            product_uuid: None,
+            mac: Some("aa:bb:cc:dd:ee:ff".into()),
+        },
+        reclaim_node_id: None,
+        for_node_id: None,
+        require_approval: false,
+        boot_entry_id: Some("boot_1".into()),
+    };
+    let events = decide_create_token(&cmd, now).unwrap().events;
+    match events.as_slice() {
+        [IdentityEvent::TokenCreated(e)] => {
+            assert_eq!((e.role.as_str(), e.uses), ("discovery", 1));
+            assert_eq!(e.boot_entry_id, "boot_1");
+            assert_eq!(e.expect_mac, "aa:bb:cc:dd:ee:ff");
+        }
+        other => panic!("events {other:?}"),
+    }
+    let refused = |c: CreateToken| match decide_create_token(&c, now) {
+        Err(AdminRefusal::Invalid(why)) => why,
+        other => panic!("not refused: {other:?}"),
+    };
+    assert_eq!(
+        refused(CreateToken {
+            boot_entry_id: None,
+            ..cmd.clone()
+        }),
+        "a discovery token is minted for one boot entry by its site's boot server (bcctl site \
+         boot add), never by hand"
+    );
+    assert_eq!(
+        refused(CreateToken {
+            uses: 2,
+            ..cmd.clone()
+        }),
+        "a discovery token admits exactly one boot: uses must be 1, not 2"
+    );
+    assert_eq!(
+        refused(CreateToken {
+            expect: ExpectBinding::default(),
+            ..cmd.clone()
+        }),
+        "a discovery token must expect its boot entry's MAC"
+    );
+    assert!(refused(CreateToken {
+        require_approval: true,
+        ..cmd.clone()
+    })
+    .starts_with("a discovery token neither reclaims"));
+    assert_eq!(
+        refused(CreateToken {
+            role: TokenRole::Node,
+            expect: ExpectBinding::default(),
+            ..cmd
+        }),
+        "a boot entry id applies to role discovery only"
+    );
 }
 
 #[test]

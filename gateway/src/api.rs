@@ -187,18 +187,39 @@ impl ApiService for ApiServer {
 
     async fn site_lease(
         &self,
-        _request: Request<proto::internal::RelayedSiteLease>,
+        request: Request<proto::internal::RelayedSiteLease>,
     ) -> Result<Response<proto::SiteLeaseResponse>, Status> {
-        // Issue 20 (h-sites).
-        Err(Status::unimplemented("site leases are not served yet"))
+        let from = peer(&request);
+        let relayed = request.into_inner();
+        let Some(lease) = relayed.request else {
+            tracing::warn!(gateway = %from, "relayed site lease without a request");
+            return Err(Status::invalid_argument(
+                "a relayed SiteLease needs its request",
+            ));
+        };
+        // The SiteAgent checks the presented leaf against node_certs byte for byte.
+        self.backend
+            .site_lease(lease, relayed.presented_leaf)
+            .await
+            .map(Response::new)
     }
 
     async fn boot_token(
         &self,
-        _request: Request<proto::internal::RelayedBootToken>,
+        request: Request<proto::internal::RelayedBootToken>,
     ) -> Result<Response<proto::BootTokenResponse>, Status> {
-        // Issue 20 (h-sites).
-        Err(Status::unimplemented("boot tokens are not served yet"))
+        let from = peer(&request);
+        let relayed = request.into_inner();
+        let Some(boot) = relayed.request else {
+            tracing::warn!(gateway = %from, "relayed boot token without a request");
+            return Err(Status::invalid_argument(
+                "a relayed BootToken needs its request",
+            ));
+        };
+        self.backend
+            .boot_token(boot, relayed.presented_leaf)
+            .await
+            .map(Response::new)
     }
 }
 

@@ -1,4 +1,4 @@
-//! What answers Join, Renew and the Welcome trust bundle behind the NodeService: the JoinService
+//! What answers Join, Renew, the site agent's calls and the Welcome trust bundle behind the NodeService: the JoinService
 //! in this process (`--role all`), or the api process over internal mTLS (`--role gateway`,
 //! which holds no signing key and relays).
 //!
@@ -12,14 +12,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use commands::identity::{IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED};
+use commands::site::{SiteAgent, SiteError};
 use commands::RunError;
 use domain::identity::JOIN_TOKEN_ATTESTOR;
-use proto::{JoinRequest, RenewRequest, SignedJoinResponse, SignedRenewResponse};
+use domain::site::SiteRefusal;
+use proto::{
+    BootTokenRequest, BootTokenResponse, JoinRequest, RenewRequest, SignedJoinResponse,
+    SignedRenewResponse, SiteLeaseRequest, SiteLeaseResponse,
+};
 use tonic::Status;
 
 use crate::limits_join::JoinRefusalLimiter;
 use crate::relay::ApiClient;
 pub use crate::relay::UNSUPPORTED_PREFIX;
+use crate::site_agent::SITE_AGENTS_ONLY;
 use crate::trust::{TrustSigner, WelcomeTrust};
 use crate::wire::renewals_exhausted;
 
@@ -123,6 +129,57 @@ pub async fn local_renew(
     }
 }
 
+/// The status for a failed site agent call.
+pub fn site_status(what: &str, e: SiteError) -> Status {
+    match e {
+        SiteError::NotSiteAgent(why) => {
+            tracing::info!(refusal = %why, "{what}: not a site agent");
+            Status::permission_denied(SITE_AGENTS_ONLY)
+        }
+        SiteError::NoIdentity => {
+            tracing::info!("{what}: the certificate carries no node identity");
+            Status::permission_denied(SITE_AGENTS_ONLY)
+        }
+        e @ SiteError::NotLeaseHolder { .. } => Status::failed_precondition(e.to_string()),
+        e @ SiteError::NoBootEntry { .. } => Status::not_found(e.to_string()),
+        SiteError::Refused(r @ SiteRefusal::Invalid(_)) => Status::invalid_argument(r.to_string()),
+        SiteError::Refused(r @ SiteRefusal::UnknownSite(_)) => Status::not_found(r.to_string()),
+        SiteError::Refused(r) => Status::failed_precondition(r.to_string()),
+        SiteError::Identity(e) => identity_failure(what, &e),
+    }
+}
+
+/// SiteLease through the SiteAgent here; `leaf` is the certificate the connection proved.
+pub async fn local_site_lease(
+    agent: &SiteAgent,
+    request: &SiteLeaseRequest,
+    leaf: &[u8],
+) -> Result<SiteLeaseResponse, Status> {
+    let action = crate::site_agent::action_of(request)?;
+    match agent.lease(leaf, action, request.epoch).await {
+        Ok(a) => Ok(crate::site_agent::lease_response(a)),
+        Err(e) => Err(site_status("site lease", e)),
+    }
+}
+
+/// BootToken through the SiteAgent here; `leaf` is the certificate the connection proved.
+pub async fn local_boot_token(
+    agent: &SiteAgent,
+    request: &BootTokenRequest,
+    leaf: &[u8],
+) -> Result<BootTokenResponse, Status> {
+    match agent
+        .boot_token(leaf, &request.mac, request.lease_epoch)
+        .await
+    {
+        Ok(a) => {
+            tracing::info!(entry = %a.entry_id, token = %a.token_id, "boot token minted");
+            Ok(crate::site_agent::boot_response(a))
+        }
+        Err(e) => Err(site_status("boot token", e)),
+    }
+}
+
 enum Kind {
     Local {
         join: Arc<JoinService>,
@@ -207,6 +264,34 @@ impl Backend {
         match &self.kind {
             Kind::Local { join, .. } => local_renew(join, &request, &presented_leaf).await,
             Kind::Relay(api) => api.renew(request, presented_leaf).await,
+        }
+    }
+
+    /// A site agent's SiteLease; `presented_leaf` is the certificate its connection proved.
+    pub async fn site_lease(
+        &self,
+        request: proto::SiteLeaseRequest,
+        presented_leaf: Vec<u8>,
+    ) -> Result<proto::SiteLeaseResponse, Status> {
+        match &self.kind {
+            Kind::Local { join, .. } => {
+                local_site_lease(join.site_agent(), &request, &presented_leaf).await
+            }
+            Kind::Relay(api) => api.site_lease(request, presented_leaf).await,
+        }
+    }
+
+    /// A site agent's BootToken; `presented_leaf` is the certificate its connection proved.
+    pub async fn boot_token(
+        &self,
+        request: proto::BootTokenRequest,
+        presented_leaf: Vec<u8>,
+    ) -> Result<proto::BootTokenResponse, Status> {
+        match &self.kind {
+            Kind::Local { join, .. } => {
+                local_boot_token(join.site_agent(), &request, &presented_leaf).await
+            }
+            Kind::Relay(api) => api.boot_token(request, presented_leaf).await,
         }
     }
 

@@ -22,6 +22,7 @@ pub mod run;
 pub mod server;
 pub mod serving;
 pub mod sessions;
+pub mod site_agent;
 pub mod tls;
 pub mod trust;
 pub mod trust_reports;

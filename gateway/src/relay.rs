@@ -10,7 +10,9 @@ use commands::identity::{JOIN_REFUSED, RENEW_REFUSED};
 use domain::identity::RENEWALS_PER_HOUR;
 use hyper_util::rt::TokioIo;
 use proto::internal::api_service_client::ApiServiceClient;
-use proto::internal::{RelayedRenew, ServingCertificateRequest, TrustBundleRequest};
+use proto::internal::{
+    RelayedBootToken, RelayedRenew, RelayedSiteLease, ServingCertificateRequest, TrustBundleRequest,
+};
 use proto::{JoinRequest, RenewRequest, SignedJoinResponse, SignedRenewResponse};
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
@@ -173,6 +175,51 @@ impl ApiClient {
             }
             _ => self.relayed("renew", RENEW_REFUSED, s),
         })
+    }
+
+    /// What the site agent sees of a failed relayed SiteLease or BootToken: the api's own
+    /// answers (PERMISSION_DENIED "site agents only", FAILED_PRECONDITION, NOT_FOUND,
+    /// INVALID_ARGUMENT) as they are; anything else as [`Self::relayed`] says.
+    fn relayed_site(&self, what: &str, s: Status) -> Status {
+        match s.code() {
+            Code::FailedPrecondition | Code::NotFound | Code::InvalidArgument => {
+                Status::new(s.code(), s.message().to_owned())
+            }
+            _ => self.relayed(what, crate::site_agent::SITE_AGENTS_ONLY, s),
+        }
+    }
+
+    /// Relays a site agent's SiteLease with the leaf it presented.
+    pub async fn site_lease(
+        &self,
+        request: proto::SiteLeaseRequest,
+        presented_leaf: Vec<u8>,
+    ) -> Result<proto::SiteLeaseResponse, Status> {
+        let mut c = self.client.clone();
+        c.site_lease(RelayedSiteLease {
+            request: Some(request),
+            presented_leaf,
+        })
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| self.relayed_site("site lease", s))
+    }
+
+    /// Relays a site agent's BootToken with the leaf it presented (the answer carries the
+    /// token's secret: never logged).
+    pub async fn boot_token(
+        &self,
+        request: proto::BootTokenRequest,
+        presented_leaf: Vec<u8>,
+    ) -> Result<proto::BootTokenResponse, Status> {
+        let mut c = self.client.clone();
+        c.boot_token(RelayedBootToken {
+            request: Some(request),
+            presented_leaf,
+        })
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| self.relayed_site("boot token", s))
     }
 
     pub async fn trust(&self) -> Result<WelcomeTrust, Status> {

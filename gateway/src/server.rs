@@ -307,19 +307,38 @@ impl NodeService for NodeServer {
 
     async fn site_lease(
         &self,
-        _request: Request<proto::SiteLeaseRequest>,
+        request: Request<proto::SiteLeaseRequest>,
     ) -> Result<Response<proto::SiteLeaseResponse>, Status> {
-        // Issue 20 (h-sites): the site agent's boot lease.
-        Err(Status::unimplemented("site leases are not served yet"))
+        let leaf = site_agent_leaf(&request)?;
+        self.backend
+            .site_lease(request.into_inner(), leaf)
+            .await
+            .map(Response::new)
     }
 
     async fn boot_token(
         &self,
-        _request: Request<proto::BootTokenRequest>,
+        request: Request<proto::BootTokenRequest>,
     ) -> Result<Response<proto::BootTokenResponse>, Status> {
-        // Issue 20 (h-sites): a boot entry and its discovery token.
-        Err(Status::unimplemented("boot tokens are not served yet"))
+        let leaf = site_agent_leaf(&request)?;
+        self.backend
+            .boot_token(request.into_inner(), leaf)
+            .await
+            .map(Response::new)
     }
+}
+
+/// The leaf a site agent's connection proved: a certificate of role site, or PERMISSION_DENIED
+/// "site agents only" (the control plane then checks it byte for byte against `node_certs`).
+fn site_agent_leaf<T>(request: &Request<T>) -> Result<Vec<u8>, Status> {
+    let node = verified(request)?;
+    if node.identity().role != domain::pki::NodeRole::Site {
+        tracing::info!(node = %node.identity().spiffe_id, "site agent call refused: not a site certificate");
+        return Err(Status::permission_denied(
+            crate::site_agent::SITE_AGENTS_ONLY,
+        ));
+    }
+    Ok(node.leaf_der().to_vec())
 }
 
 impl NodeServer {

@@ -15,3 +15,4 @@ mod serve;
 mod serving_grant;
 mod serving_renewal;
 mod session_hardening;
+mod site_agent_wire;

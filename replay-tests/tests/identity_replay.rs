@@ -12,7 +12,9 @@
 //! requests (recorded as the join's admission step records them, approved, rejected, consumed,
 //! expired by maintenance), so `pools` and `join_requests` are held to the same, and the TPM
 //! allow-list (EKs allowed, a second active entry refused, revoked, allowed again), so
-//! `tpm_ek_allows` is too.
+//! `tpm_ek_allows` is too; and sites (created, a second create refused), boot entries (added,
+//! replaced, refused, removed), the boot lease (acquired, renewed, released, lapsed, fenced, by
+//! site and node agents) and boot tokens, so `sites`, `boot_entries` and `site_leases` are too.
 //!
 //! The binary is found beside the test executable (`target/<profile>/bcctl`) or at `$BCCTL`:
 //! build it first with `cargo build -p cli --bin bcctl` (same target dir).
@@ -24,6 +26,9 @@ use commands::attest::{
     AttestError, JoinRequests, NewPool, NewTpmAllow, Pools, TpmAllows, BUILTIN_ATTESTORS,
 };
 use commands::identity::{IdentityConfig, IdentityError, JoinRequest, JoinService, NewToken};
+use commands::site::{
+    BootEntries, LeaseAction, NewBootEntry, NewSite, SiteAgent, SiteError, SiteSettings, Sites,
+};
 use commands::{Clock, SimClock};
 use domain::attest::{AttestorPolicy, UpdatePool};
 use domain::identity::IdentityEvent;
@@ -120,6 +125,32 @@ enum Op {
     RevokeAllow {
         allow: usize,
     },
+    /// `site create` of site-1 or site-2 (a second create refused).
+    CreateSite {
+        second: bool,
+    },
+    /// `site boot add` at site-1 for one of three MACs (a second active entry refused unless
+    /// replaced).
+    AddBoot {
+        mac: u8,
+        replace: bool,
+    },
+    /// `site boot remove` of an entry made (removed twice: refused).
+    RemoveBoot {
+        entry: usize,
+    },
+    /// A node's SiteLease: 0 acquire, 1 renew, 2 release (a node agent's: refused).
+    Lease {
+        node: usize,
+        action: u8,
+    },
+    /// `site lease fence` of site-1 (a free lease: refused).
+    Fence,
+    /// A node's BootToken for one of three MACs at the epoch it last saw.
+    BootToken {
+        node: usize,
+        mac: u8,
+    },
 }
 
 /// The attestor policy `n` picks: any, one built-in, two, or an id nobody runs (refused).
@@ -166,6 +197,12 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::ExpireRequests),
         2 => (0u8..3).prop_map(|ek| Op::AllowEk { ek }),
         1 => idx.clone().prop_map(|allow| Op::RevokeAllow { allow }),
+        1 => any::<bool>().prop_map(|second| Op::CreateSite { second }),
+        2 => (0u8..3, any::<bool>()).prop_map(|(mac, replace)| Op::AddBoot { mac, replace }),
+        1 => idx.clone().prop_map(|entry| Op::RemoveBoot { entry }),
+        4 => (idx.clone(), 0u8..3).prop_map(|(node, action)| Op::Lease { node, action }),
+        1 => Just(Op::Fence),
+        2 => (idx.clone(), 0u8..3).prop_map(|(node, mac)| Op::BootToken { node, mac }),
     ]
 }
 
@@ -211,6 +248,12 @@ struct World {
     request_ids: Vec<String>,
     tpm: TpmAllows,
     allow_ids: Vec<String>,
+    sites: Sites,
+    boots: BootEntries,
+    agent: SiteAgent,
+    entry_ids: Vec<String>,
+    /// The lease epoch the agents last saw.
+    epoch: u64,
 }
 
 fn join_request(w: &World, agent: &Agent, secret: &str, role: &str, hw: Option<u8>) -> JoinRequest {
@@ -272,6 +315,14 @@ fn expected<T>(r: Result<T, IdentityError>) -> Option<T> {
 }
 
 /// Operator refusals of the pool and join-request commands are expected; anything else fails.
+fn site_expected<T>(r: Result<T, SiteError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(SiteError::Identity(e)) => panic!("unexpected error: {e}"),
+        Err(_) => None,
+    }
+}
+
 fn attest_expected<T>(r: Result<T, AttestError>) -> Option<T> {
     match r {
         Ok(v) => Some(v),
@@ -581,6 +632,73 @@ async fn step(w: &mut World, op: &Op) {
             let id = w.allow_ids[allow % w.allow_ids.len()].clone();
             let _ = attest_expected(w.tpm.revoke(&id, "op", "replay").await);
         }
+        Op::CreateSite { second } => {
+            let site = if *second { "site-2" } else { "site-1" };
+            let _ = site_expected(
+                w.sites
+                    .create(&NewSite {
+                        site_id: site.into(),
+                        tenant_id: "t0".into(),
+                        description: format!("created at {}", w.clock.now_us()),
+                        default_pool_id: Some("pool-1".into()),
+                        actor: "op".into(),
+                    })
+                    .await,
+            );
+        }
+        Op::AddBoot { mac, replace } => {
+            let added = site_expected(
+                w.boots
+                    .add(&NewBootEntry {
+                        site_id: "site-1".into(),
+                        mac: format!("aa:bb:cc:dd:ee:{mac:02x}"),
+                        product_uuid: None,
+                        kernel_url: "http://boot.example/k".into(),
+                        initrd_url: "http://boot.example/i".into(),
+                        kernel_args: String::new(),
+                        pool_id: None,
+                        expires_in_us: Some(600_000_000),
+                        replace: *replace,
+                        actor: "op".into(),
+                    })
+                    .await,
+            );
+            if let Some(e) = added {
+                w.entry_ids.push(e.entry_id);
+            }
+        }
+        Op::RemoveBoot { entry } => {
+            if w.entry_ids.is_empty() {
+                return;
+            }
+            let id = w.entry_ids[entry % w.entry_ids.len()].clone();
+            let _ = site_expected(w.boots.remove(&id, "op", "replay").await);
+        }
+        Op::Lease { node, action } => {
+            if w.nodes.is_empty() {
+                return;
+            }
+            let leaf = w.nodes[node % w.nodes.len()].leaf.clone();
+            let action = match action {
+                0 => LeaseAction::Acquire,
+                1 => LeaseAction::Renew,
+                _ => LeaseAction::Release,
+            };
+            if let Some(answer) = site_expected(w.agent.lease(&leaf, action, w.epoch).await) {
+                w.epoch = answer.epoch;
+            }
+        }
+        Op::Fence => {
+            let _ = site_expected(w.sites.fence("site-1", "op").await);
+        }
+        Op::BootToken { node, mac } => {
+            if w.nodes.is_empty() {
+                return;
+            }
+            let leaf = w.nodes[node % w.nodes.len()].leaf.clone();
+            let mac = format!("aa:bb:cc:dd:ee:{mac:02x}");
+            let _ = site_expected(w.agent.boot_token(&leaf, &mac, w.epoch).await);
+        }
     }
 }
 
@@ -667,6 +785,18 @@ async fn run_case(db: TestDb, ops: Vec<Op>, cut_picks: Vec<usize>) {
         requests: JoinRequests::new(store.clone(), Arc::new(clock.clone())),
         tpm: TpmAllows::new(store.clone(), Arc::new(clock.clone())),
         allow_ids: vec![],
+        sites: Sites::new(store.clone(), Arc::new(clock.clone())),
+        boots: BootEntries::new(store.clone(), Arc::new(clock.clone())),
+        agent: SiteAgent::new(
+            store.clone(),
+            Arc::new(clock.clone()),
+            TrustDomain::new(TD).expect("td"),
+            SiteSettings {
+                boot_lease_ttl: std::time::Duration::from_secs(3),
+            },
+        ),
+        entry_ids: vec![],
+        epoch: 0,
         store: store.clone(),
         clock,
         tokens: vec![],

@@ -58,6 +58,7 @@ impl NodeAdmin {
             reclaim_node_id: new.reclaim_node_id.clone(),
             for_node_id: new.for_node_id.clone(),
             require_approval: new.require_approval,
+            boot_entry_id: None,
         };
         let events = decide_create_token(&cmd, now)?.events;
         let token = crate::transaction!(&self.store, IdentityError, |tx| {

@@ -120,8 +120,21 @@ pub(crate) async fn load_facts(
                         .insert(*ek, crate::attest::rows::tpm_allow_state(&row));
                 }
             }
-            // Issue 20: h-sites loads leases and boot entries, h-cloud cloud accounts.
-            FactKey::SiteLease(_) | FactKey::BootEntry(_) | FactKey::CloudAccount { .. } => {}
+            FactKey::SiteLease(site) => {
+                if let Some(row) = crate::site::read::site_lease(tx, site).await? {
+                    let lease = crate::site::rows::lease_state(&row)?;
+                    facts.site_leases.insert(site.clone(), lease.as_fact());
+                }
+            }
+            FactKey::BootEntry(id) => {
+                if let Some(row) = crate::site::read::boot_entry(tx, id).await? {
+                    facts
+                        .boot_entries
+                        .insert(id.clone(), crate::site::rows::boot_entry_state(&row));
+                }
+            }
+            // Issue 20: h-cloud loads cloud accounts.
+            FactKey::CloudAccount { .. } => {}
         }
     }
     // The node a loaded token was minted for (role provisioned, `for_node_id`): no plan can name

@@ -30,7 +30,7 @@ mod join;
 pub mod maintenance;
 mod refusals;
 mod renew;
-mod rows;
+pub(crate) mod rows;
 mod service;
 pub mod views;
 

@@ -1,5 +1,6 @@
 //! [`JoinService`]: the four identity services of a serving process together ([`Joins`],
-//! [`Renewals`], [`NodeAdmin`], [`IdentityMaintenance`]), over one store, key set and clock.
+//! [`Renewals`], [`NodeAdmin`], [`IdentityMaintenance`]), and the site agent's calls
+//! ([`SiteAgent`]), over one store, key set and clock.
 //! Its methods delegate; code that needs one job takes that job's type (an operator command
 //! builds a [`NodeAdmin`] from the store alone, without the key set).
 
@@ -14,6 +15,7 @@ use super::{
     JoinRequest, Joins, MaintenanceReport, NewToken, NodeAdmin, NodeDetail, NodeView, RenewAnswer,
     Renewals, TokenView,
 };
+use crate::site::{SiteAgent, SiteSettings};
 use crate::Clock;
 
 /// Joins, renewals, the operator commands and maintenance over one store and key set.
@@ -24,6 +26,7 @@ pub struct JoinService {
     renewals: Renewals,
     admin: NodeAdmin,
     maintenance: IdentityMaintenance,
+    site_agent: SiteAgent,
 }
 
 impl JoinService {
@@ -38,7 +41,14 @@ impl JoinService {
         let maintenance =
             IdentityMaintenance::new(store.clone(), clock.clone(), config.root_tenant.clone())
                 .with_refusal_budget(config.refusal_budget.clone());
+        let site_agent = SiteAgent::new(
+            store.clone(),
+            clock.clone(),
+            config.trust_domain.clone(),
+            SiteSettings::default(),
+        );
         Ok(JoinService {
+            site_agent,
             joins: Joins::new(store.clone(), keys.clone(), clock.clone(), config.clone())?,
             renewals: Renewals::new(store.clone(), keys, clock.clone(), config)?,
             admin: NodeAdmin::new(store.clone(), clock),
@@ -70,6 +80,17 @@ impl JoinService {
     /// Maintenance.
     pub fn maintenance(&self) -> &IdentityMaintenance {
         &self.maintenance
+    }
+
+    /// The site agent's calls (SiteLease, BootToken).
+    pub fn site_agent(&self) -> &SiteAgent {
+        &self.site_agent
+    }
+
+    /// The same service with the serving configuration's `[sites]` settings.
+    pub fn with_site_settings(mut self, settings: SiteSettings) -> Self {
+        self.site_agent = self.site_agent.with_settings(settings);
+        self
     }
 
     /// The same service joining through `attestors` ([`Joins::with_attestors`]).

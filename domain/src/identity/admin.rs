@@ -64,6 +64,8 @@ pub struct CreateToken {
     pub for_node_id: Option<String>,
     /// A join with this token waits for an operator's approval of a join request.
     pub require_approval: bool,
+    /// Role discovery: the boot entry the token was minted for (a site agent's BootToken).
+    pub boot_entry_id: Option<String>,
 }
 
 fn check_id(what: &str, value: &str) -> Result<(), AdminRefusal> {
@@ -106,6 +108,7 @@ pub fn decide_create_token(
         check_id("for-node id", node)?;
     }
     check_provisioned(cmd)?;
+    check_discovery(cmd)?;
     if cmd.expires_at_us <= unix_us(now) {
         return Err(AdminRefusal::Invalid(
             "the expiry must be in the future".into(),
@@ -127,7 +130,7 @@ pub fn decide_create_token(
             reclaim_node_id: cmd.reclaim_node_id.clone().unwrap_or_default(),
             for_node_id: cmd.for_node_id.clone().unwrap_or_default(),
             require_approval: cmd.require_approval,
-            boot_entry_id: String::new(),
+            boot_entry_id: cmd.boot_entry_id.clone().unwrap_or_default(),
         },
     )]))
 }
@@ -161,6 +164,46 @@ fn check_provisioned(cmd: &CreateToken) -> Result<(), AdminRefusal> {
         return Err(AdminRefusal::Invalid(
             "a provisioned token must be bound to one machine: give --for-node NODE or \
              --expect-product-uuid UUID"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Issue 20: a discovery token is minted by the control plane for one boot entry of one site
+/// (a site agent's BootToken), for one boot of one machine: it admits exactly one join, names
+/// its boot entry and the MAC it expects; `boot_entry_id` belongs to role discovery only.
+fn check_discovery(cmd: &CreateToken) -> Result<(), AdminRefusal> {
+    if cmd.role != TokenRole::Discovery {
+        if cmd.boot_entry_id.is_some() {
+            return Err(AdminRefusal::Invalid(
+                "a boot entry id applies to role discovery only".into(),
+            ));
+        }
+        return Ok(());
+    }
+    let Some(entry) = &cmd.boot_entry_id else {
+        return Err(AdminRefusal::Invalid(
+            "a discovery token is minted for one boot entry by its site's boot server (bcctl site boot add), never by hand"
+                .into(),
+        ));
+    };
+    check_id("boot entry id", entry)?;
+    if cmd.uses != 1 {
+        return Err(AdminRefusal::Invalid(format!(
+            "a discovery token admits exactly one boot: uses must be 1, not {}",
+            cmd.uses
+        )));
+    }
+    if cmd.expect.mac.is_none() {
+        return Err(AdminRefusal::Invalid(
+            "a discovery token must expect its boot entry's MAC".into(),
+        ));
+    }
+    if cmd.reclaim_node_id.is_some() || cmd.require_approval {
+        return Err(AdminRefusal::Invalid(
+            "a discovery token neither reclaims a node nor requires approval (the discovery \
+             attestor's approval setting decides)"
                 .into(),
         ));
     }

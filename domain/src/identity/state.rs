@@ -1,6 +1,10 @@
 //! The state identity decisions read, the events they produce, and how events change the state.
 
 use events::schema::{
+    BootEntryAdded, BootEntryRemoved, SiteCreated, SiteLeaseAcquired, SiteLeaseReleased,
+    SiteLeaseRenewed,
+};
+use events::schema::{
     EvidenceUsed, JoinRequestApproved, JoinRequestConsumed, JoinRequestCreated, JoinRequestExpired,
     JoinRequestRejected, JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed, NodeBound,
     NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeRetired, PoolCreated,
@@ -228,6 +232,18 @@ pub enum IdentityEvent {
     TpmEkAllowed(TpmEkAllowed),
     /// `tpm.ek.allow.revoked`, stream `tpm-ek/<ek_sha256 hex>`.
     TpmEkAllowRevoked(TpmEkAllowRevoked),
+    /// `site.created`, stream `site/<id>`.
+    SiteCreated(SiteCreated),
+    /// `site.boot.added`, stream `site/<site_id>`.
+    BootEntryAdded(BootEntryAdded),
+    /// `site.boot.removed`, stream `site/<site_id>`.
+    BootEntryRemoved(BootEntryRemoved),
+    /// `site.lease.acquired`, stream `lease/site:<site_id>:boot`.
+    SiteLeaseAcquired(SiteLeaseAcquired),
+    /// `site.lease.renewed`, stream `lease/site:<site_id>:boot`.
+    SiteLeaseRenewed(SiteLeaseRenewed),
+    /// `site.lease.released`, stream `lease/site:<site_id>:boot`.
+    SiteLeaseReleased(SiteLeaseReleased),
 }
 
 impl IdentityEvent {
@@ -263,6 +279,12 @@ impl IdentityEvent {
             IdentityEvent::JoinRequestExpired(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::TpmEkAllowed(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::TpmEkAllowRevoked(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::SiteCreated(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::BootEntryAdded(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::BootEntryRemoved(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::SiteLeaseAcquired(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::SiteLeaseRenewed(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::SiteLeaseReleased(p) => NewEvent::from_payload(id, tenant, at, p),
         }
     }
 
@@ -292,8 +314,19 @@ impl IdentityEvent {
             IdentityEvent::TpmEkAllowRevoked(e) => {
                 format!("tpm-ek/{}", hex::encode(&e.ek_sha256))
             }
+            IdentityEvent::SiteCreated(e) => format!("site/{}", e.site_id),
+            IdentityEvent::BootEntryAdded(e) => format!("site/{}", e.site_id),
+            IdentityEvent::BootEntryRemoved(e) => format!("site/{}", e.site_id),
+            IdentityEvent::SiteLeaseAcquired(e) => lease_stream(&e.site_id),
+            IdentityEvent::SiteLeaseRenewed(e) => lease_stream(&e.site_id),
+            IdentityEvent::SiteLeaseReleased(e) => lease_stream(&e.site_id),
         }
     }
+}
+
+/// The stream of a site's boot lease: `lease/site:<site_id>:boot`.
+pub fn lease_stream(site_id: &str) -> String {
+    format!("lease/{}", events::schema::site_boot_lease(site_id))
 }
 
 /// Applies an event to a token's state (`None` before `token.created`).

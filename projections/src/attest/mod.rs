@@ -1,8 +1,9 @@
 //! Attestation-plane projections: `pools` (from `pool.created` / `pool.updated`),
 //! `join_requests` (from `join_request.created|approved|rejected|consumed|expired`) and
 //! `tpm_ek_allows` (from `tpm.ek.allowed` / `tpm.ek.allow.revoked`), built only
-//! from the events of `events/proto/bc/events/v1/identity.proto` and applied with every identity
-//! append (`crate::identity::all()` lists them).
+//! from the events of `events/proto/bc/events/v1/identity.proto`, and `sites`, `boot_entries`
+//! and `site_leases` (issue 20, from `events/proto/bc/events/v1/sites.proto`), applied with every
+//! identity append (`crate::identity::all()` lists them).
 //!
 //! Each run of events folds into one insert of the rows created in it (with their later
 //! changes) and one checked update per older row: an update of a row no created event made is
@@ -16,10 +17,15 @@ use crate::ProjectionError;
 mod join_requests;
 mod pools;
 pub mod read;
+mod site_leases;
+pub mod site_read;
+mod sites;
 mod tpm_allows;
 
 pub use join_requests::JoinRequests;
 pub use pools::Pools;
+pub use site_leases::SiteLeases;
+pub use sites::{BootEntries, Sites};
 pub use tpm_allows::TpmEkAllows;
 
 /// Rows per multi-row statement (well under both backends' parameter limits).

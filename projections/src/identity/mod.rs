@@ -107,8 +107,8 @@ pub use tokens::JoinTokens;
 pub use uses::AttestationUses;
 
 /// Every identity projection, in the order they are applied (with the attestation plane's
-/// `pools`, `join_requests` and `tpm_ek_allows`, whose events every identity append may carry).
-pub fn all() -> [&'static dyn Projection; 9] {
+/// `pools`, `join_requests`, `tpm_ek_allows`, `sites`, `boot_entries` and `site_leases`, whose events every identity append may carry).
+pub fn all() -> [&'static dyn Projection; 12] {
     [
         &JoinTokens,
         &Nodes,
@@ -119,6 +119,9 @@ pub fn all() -> [&'static dyn Projection; 9] {
         &crate::attest::Pools,
         &crate::attest::JoinRequests,
         &crate::attest::TpmEkAllows,
+        &crate::attest::Sites,
+        &crate::attest::BootEntries,
+        &crate::attest::SiteLeases,
     ]
 }
 

@@ -23,6 +23,8 @@ pub struct TokenRow {
     pub reclaim_node_id: Option<String>,
     pub for_node_id: Option<String>,
     pub require_approval: bool,
+    /// Role discovery: the boot entry it was minted for.
+    pub boot_entry_id: Option<String>,
     pub created_at_us: i64,
     pub revoked_at_us: Option<i64>,
     pub revoke_reason: Option<String>,
@@ -32,7 +34,7 @@ pub struct TokenRow {
 
 const TOKEN_COLUMNS: &str = "token_id, tenant_id, site_id, pool_id, role, \
     secret_sha256, uses_total, uses_left, expires_at_us, expect_product_uuid, expect_mac, \
-    allow_reclaim, reclaim_node_id, for_node_id, require_approval, created_at_us, revoked_at_us, revoke_reason, version, position";
+    allow_reclaim, reclaim_node_id, for_node_id, require_approval, boot_entry_id, created_at_us, revoked_at_us, revoke_reason, version, position";
 
 /// A `nodes` row.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

@@ -32,6 +32,7 @@ const JOIN_TOKENS_TABLES: &[TableSpec] = &[
             "reclaim_node_id",
             "for_node_id",
             "require_approval",
+            "boot_entry_id",
             "created_at_us",
             "revoked_at_us",
             "revoke_reason",
@@ -173,6 +174,7 @@ impl Projection for JoinTokens {
                         text_or_null(&r.p.reclaim_node_id),
                         text_or_null(&r.p.for_node_id),
                         r.p.require_approval.into(),
+                        text_or_null(&r.p.boot_entry_id),
                         r.created_at_us.into(),
                         opt_int(revoked_at),
                         opt_text(reason),
@@ -187,7 +189,7 @@ impl Projection for JoinTokens {
                 "INSERT INTO join_tokens (token_id, tenant_id, site_id, pool_id, role, \
                  secret_sha256, uses_total, uses_left, expires_at_us, expect_product_uuid, \
                  expect_mac, allow_reclaim, reclaim_node_id, for_node_id, require_approval, \
-                 created_at_us, revoked_at_us, revoke_reason, version, position) VALUES ",
+                 boot_entry_id, created_at_us, revoked_at_us, revoke_reason, version, position) VALUES ",
                 "",
                 rows,
                 None,
