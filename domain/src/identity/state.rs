@@ -1,5 +1,6 @@
 //! The state identity decisions read, the events they produce, and how events change the state.
 
+use events::schema::{CloudAccountAdded, CloudAccountRemoved};
 use events::schema::{
     EvidenceUsed, JoinRequestApproved, JoinRequestConsumed, JoinRequestCreated, JoinRequestExpired,
     JoinRequestRejected, JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed, NodeBound,
@@ -225,6 +226,10 @@ pub enum IdentityEvent {
     TpmEkAllowed(TpmEkAllowed),
     /// `tpm.ek.allow.revoked`, stream `tpm-ek/<ek_sha256 hex>`.
     TpmEkAllowRevoked(TpmEkAllowRevoked),
+    /// `cloud.account.added`, stream `cloud-account/<provider>/<account>`.
+    CloudAccountAdded(CloudAccountAdded),
+    /// `cloud.account.removed`, stream `cloud-account/<provider>/<account>`.
+    CloudAccountRemoved(CloudAccountRemoved),
 }
 
 impl IdentityEvent {
@@ -260,6 +265,8 @@ impl IdentityEvent {
             IdentityEvent::JoinRequestExpired(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::TpmEkAllowed(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::TpmEkAllowRevoked(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::CloudAccountAdded(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::CloudAccountRemoved(p) => NewEvent::from_payload(id, tenant, at, p),
         }
     }
 
@@ -289,8 +296,15 @@ impl IdentityEvent {
             IdentityEvent::TpmEkAllowRevoked(e) => {
                 format!("tpm-ek/{}", hex::encode(&e.ek_sha256))
             }
+            IdentityEvent::CloudAccountAdded(e) => cloud_account_stream(&e.provider, &e.account),
+            IdentityEvent::CloudAccountRemoved(e) => cloud_account_stream(&e.provider, &e.account),
         }
     }
+}
+
+/// The stream of a cloud account's entries: `cloud-account/<provider>/<account>`.
+pub fn cloud_account_stream(provider: &str, account: &str) -> String {
+    format!("cloud-account/{provider}/{account}")
 }
 
 /// Applies an event to a token's state (`None` before `token.created`).
