@@ -10,6 +10,11 @@
 //! [tpm]
 //! tcti = "device:/dev/tpmrm0"          # the default; BCD_TPM_TCTI overrides it
 //! ek_intermediates = ["/etc/bcd/ek-issuer.pem"]
+//!
+//! [cloud]                                # bcd join --attestor cloud-iid
+//! metadata_url = "http://169.254.169.254"  # BCD_CLOUD_METADATA_URL overrides it
+//! audience = "https://bc.example.com"     # GCP: the identity token's audience
+//! token_file = "/run/oidc/token"          # --provider oidc
 //! ```
 //!
 //! Every pin is parsed when the file is read, before bcd does anything else: a malformed pin is
@@ -127,6 +132,8 @@ struct RawConfig {
     join_signing_key_pin: Option<String>,
     #[serde(default)]
     tpm: RawTpm,
+    #[serde(default)]
+    cloud: CloudSettings,
 }
 
 /// `[tpm]` as written.
@@ -146,6 +153,19 @@ pub struct TpmSettings {
     pub ek_intermediates: Vec<PathBuf>,
     /// The TPM at `tcti`, opened at most once for every user of this configuration.
     host: TpmHost,
+}
+
+/// `[cloud]`: where `bcd join --attestor cloud-iid` fetches its identity document
+/// (`bcd::attest::cloud_iid`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct CloudSettings {
+    /// The metadata service's base URL (`BCD_CLOUD_METADATA_URL` overrides it); default
+    /// `http://169.254.169.254`, for GCP `http://metadata.google.internal`.
+    pub metadata_url: Option<String>,
+    /// The audience GCP's identity token is asked for (the control plane's configured one).
+    pub audience: Option<String>,
+    /// `--provider oidc`: the file holding the OIDC token.
+    pub token_file: Option<PathBuf>,
 }
 
 /// The pins as loaded; each is absent or well formed.
@@ -226,6 +246,8 @@ pub struct Config {
     pub pins: Pins,
     /// `[tpm]`.
     pub tpm: TpmSettings,
+    /// `[cloud]`.
+    pub cloud: CloudSettings,
 }
 
 fn parse_pin(
@@ -347,6 +369,7 @@ impl Config {
             data_dir,
             pins,
             tpm,
+            cloud: raw.cloud,
         })
     }
 

@@ -12,6 +12,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bcd::attest::cloud_iid::{CloudIidProducer, METADATA_URL_ENV as CLOUD_METADATA_URL_ENV};
 use bcd::attest::command::CommandProducer;
 use bcd::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509POP};
 use bcd::client::GrpcJoinTransport;
@@ -33,6 +34,7 @@ use bcd::reset::{plan, DRY_RUN_EXIT};
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status};
 use bcd::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 use clap::{Parser, Subcommand, ValueEnum};
+use domain::attest::cloud_iid::CLOUD_IID_ATTESTOR;
 use domain::attest::tpm::TPM_ATTESTOR;
 use domain::pki::token::TOKEN_PREFIX;
 use domain::pki::NodeRole;
@@ -104,6 +106,10 @@ enum Command {
         /// input, base64url on its standard output; see bcd::attest::command).
         #[arg(long, value_name = "CMD")]
         evidence_command: Option<String>,
+        /// With --attestor cloud-iid: aws, gcp, azure or oidc (the document comes from the
+        /// metadata service, `[cloud]` in config.toml; no token is read or sent).
+        #[arg(long, value_name = "PROVIDER")]
+        provider: Option<String>,
         /// The node this join must become (a provisioned re-key): the join fails, storing
         /// nothing, unless the issued identity is that node.
         #[arg(long, value_name = "NODE")]
@@ -205,6 +211,7 @@ fn main() -> ExitCode {
             role,
             attestor,
             evidence_command,
+            provider,
             node_id,
             approval_timeout,
             refused,
@@ -220,6 +227,7 @@ fn main() -> ExitCode {
                 role: role.into(),
                 attestor,
                 evidence_command,
+                provider,
                 node_id,
                 approval_timeout,
             };
@@ -274,6 +282,7 @@ struct JoinArgs {
     role: NodeRole,
     attestor: Option<String>,
     evidence_command: Option<String>,
+    provider: Option<String>,
     node_id: Option<String>,
     approval_timeout: String,
 }
@@ -296,6 +305,7 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         role,
         attestor,
         evidence_command,
+        provider,
         node_id,
         approval_timeout,
     } = args;
@@ -311,7 +321,21 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         Ok(_) => return usage("--approval-timeout must be more than 0s"),
         Err(e) => return usage(format_args!("--approval-timeout: {e}")),
     };
-    let builtin = takes_token(&attestor) || attestor == X509POP || attestor == TPM_ATTESTOR;
+    let builtin = takes_token(&attestor)
+        || attestor == X509POP
+        || attestor == TPM_ATTESTOR
+        || attestor == CLOUD_IID_ATTESTOR;
+    let cloud = if attestor == CLOUD_IID_ATTESTOR {
+        let env_url = std::env::var(CLOUD_METADATA_URL_ENV).ok();
+        match CloudIidProducer::new(provider.as_deref(), &config.cloud, env_url) {
+            Ok(producer) => Some(producer),
+            Err(e) => return usage(e),
+        }
+    } else if provider.is_some() {
+        return usage("--provider is for --attestor cloud-iid");
+    } else {
+        None
+    };
     match (&evidence_command, builtin) {
         (Some(_), true) => {
             return usage(format_args!(
@@ -512,6 +536,10 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
     }
     let producer: Box<dyn EvidenceProducer> = match (made.producer, &evidence_command) {
         (Some(tpm), _) => tpm,
+        (None, _) if cloud.is_some() => match cloud {
+            Some(cloud) => Box::new(cloud),
+            None => return fail("bcd join: no cloud-iid producer"),
+        },
         (None, Some(command)) => Box::new(CommandProducer::new(&attestor, command)),
         (None, None) => Box::new(NoEvidence::new(&attestor)),
     };

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod audit_cmd;
 mod batch_cmd;
+mod cloud_cmd;
 mod deployment;
 mod duration;
 mod internal_cert_cmd;
@@ -24,6 +25,7 @@ mod serve_attestors;
 mod serve_cmd;
 mod serve_config;
 mod serve_config_attestors;
+mod serve_config_cloud;
 mod serve_config_errors;
 mod serve_config_limits;
 mod serve_error;
@@ -77,6 +79,9 @@ enum Command {
     /// The TPM allow-list: allow an EK, list, revoke.
     #[command(subcommand)]
     Tpm(tpm_cmd::TpmCommand),
+    /// Cloud instance identity: the registry of cloud accounts whose instances join.
+    #[command(subcommand)]
+    Cloud(cloud_cmd::CloudCommand),
     /// The identity state as of a log position or time, rebuilt from the events (read only).
     Replay(replay_cmd::ReplayArgs),
     /// Rebuild every projection from the log, in one transaction, with progress.
@@ -116,6 +121,7 @@ fn main() -> ExitCode {
             Command::Pool(cmd) => pool_cmd::run(cmd).await.map_err(Failure::from),
             Command::JoinRequest(cmd) => join_request_cmd::run(cmd).await.map_err(Failure::from),
             Command::Tpm(cmd) => tpm_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Cloud(cmd) => cloud_cmd::run(cmd).await.map_err(Failure::from),
             Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
             Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),

@@ -188,6 +188,9 @@ pub struct Settings {
     pub x509pop_grace: Duration,
     /// The `tpm` attestor's settings (`[attestors.tpm]`); `None`: it does not run.
     pub tpm: Option<TpmSettings>,
+    /// The `cloud-iid` attestor's configuration (`[attestors.cloud-iid]`); `None`: it does not
+    /// run.
+    pub cloud_iid: Option<domain::attest::cloud_iid::CloudIidConfig>,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -305,6 +308,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         })?;
     let tpm = tpm_settings(&file.attestors, parse_duration)
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    let cloud_iid = crate::serve_config_cloud::cloud_iid_settings(&file.attestors, parse_duration)
+        .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -390,5 +395,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         external_attestors,
         x509pop_grace,
         tpm,
+        cloud_iid,
     })
 }

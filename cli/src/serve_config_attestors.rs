@@ -21,6 +21,9 @@
 //! pool = "edge"
 //! ```
 //!
+//! `[attestors.cloud-iid]`: the `cloud-iid` attestor registers only when the table is present
+//! (its keys: `crate::serve_config_cloud`).
+//!
 //! `[[attestors.external]]`: out-of-process attestors (`bc.attestor.v1` over a Unix socket),
 //! file only:
 //!
@@ -52,6 +55,9 @@ pub type ParseDuration = fn(&str) -> Result<std::time::Duration, String>;
 pub struct FileAttestors {
     pub x509pop: Option<FileX509Pop>,
     pub tpm: Option<FileTpm>,
+    /// `[attestors.cloud-iid]` (read by `crate::serve_config_cloud`).
+    #[serde(rename = "cloud-iid")]
+    pub cloud_iid: Option<crate::serve_config_cloud::FileCloudIid>,
     #[serde(default)]
     pub external: Vec<FileExternalAttestor>,
 }

@@ -11,8 +11,10 @@
 //! | [`NoEvidence`] | `join-token`, `provisioned` | none (the sealed token is the credential) |
 //! | [`x509pop::X509PopProducer`] | `x509pop` | the identity on disk proving itself (spec 000 "x509pop") |
 //! | [`tpm::TpmProducer`] | `tpm` | the TPM's EK and AK, then the answer to its challenge (spec 000 "tpm") |
+//! | [`cloud_iid::CloudIidProducer`] | `cloud-iid` | the instance identity document from the cloud's metadata service (spec 000 "cloud-iid") |
 //! | [`command::CommandProducer`] | any other (`--evidence-command`) | what an external command prints |
 
+pub mod cloud_iid;
 pub mod command;
 pub mod tpm;
 pub mod x509pop;

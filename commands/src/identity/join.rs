@@ -120,8 +120,17 @@ pub(crate) async fn load_facts(
                         .insert(*ek, crate::attest::rows::tpm_allow_state(&row));
                 }
             }
-            // Issue 20: h-sites loads leases and boot entries, h-cloud cloud accounts.
-            FactKey::SiteLease(_) | FactKey::BootEntry(_) | FactKey::CloudAccount { .. } => {}
+            FactKey::CloudAccount { provider, account } => {
+                let row = crate::attest::read::cloud_account_active(tx, provider, account).await?;
+                if let Some(row) = row {
+                    facts.cloud_accounts.insert(
+                        (provider.clone(), account.clone()),
+                        crate::attest::rows::cloud_account_state(&row)?,
+                    );
+                }
+            }
+            // Issue 20: h-sites loads leases and boot entries.
+            FactKey::SiteLease(_) | FactKey::BootEntry(_) => {}
         }
     }
     // The node a loaded token was minted for (role provisioned, `for_node_id`): no plan can name

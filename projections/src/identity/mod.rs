@@ -107,8 +107,9 @@ pub use tokens::JoinTokens;
 pub use uses::AttestationUses;
 
 /// Every identity projection, in the order they are applied (with the attestation plane's
-/// `pools`, `join_requests` and `tpm_ek_allows`, whose events every identity append may carry).
-pub fn all() -> [&'static dyn Projection; 9] {
+/// `pools`, `join_requests`, `tpm_ek_allows` and `cloud_accounts`, whose events every identity
+/// append may carry).
+pub fn all() -> [&'static dyn Projection; 10] {
     [
         &JoinTokens,
         &Nodes,
@@ -119,6 +120,7 @@ pub fn all() -> [&'static dyn Projection; 9] {
         &crate::attest::Pools,
         &crate::attest::JoinRequests,
         &crate::attest::TpmEkAllows,
+        &crate::attest::CloudAccounts,
     ]
 }
 
