@@ -12,7 +12,8 @@
 //! requests (recorded as the join's admission step records them, approved, rejected, consumed,
 //! expired by maintenance), so `pools` and `join_requests` are held to the same, and the TPM
 //! allow-list (EKs allowed, a second active entry refused, revoked, allowed again), so
-//! `tpm_ek_allows` is too.
+//! `tpm_ek_allows` is too, and the registry of cloud accounts (added, a second active entry
+//! refused, removed, added again), so `cloud_accounts` is too.
 //!
 //! The binary is found beside the test executable (`target/<profile>/bcctl`) or at `$BCCTL`:
 //! build it first with `cargo build -p cli --bin bcctl` (same target dir).
@@ -21,7 +22,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use commands::attest::{
-    AttestError, JoinRequests, NewPool, NewTpmAllow, Pools, TpmAllows, BUILTIN_ATTESTORS,
+    AttestError, CloudAccounts, JoinRequests, NewCloudAccount, NewPool, NewTpmAllow, Pools,
+    TpmAllows, BUILTIN_ATTESTORS,
 };
 use commands::identity::{IdentityConfig, IdentityError, JoinRequest, JoinService, NewToken};
 use commands::{Clock, SimClock};
@@ -120,6 +122,14 @@ enum Op {
     RevokeAllow {
         allow: usize,
     },
+    /// `cloud account add` of one of three accounts (a second active entry is refused).
+    AddCloudAccount {
+        account: u8,
+    },
+    /// `cloud account remove` of an entry made (removed twice: refused).
+    RemoveCloudAccount {
+        entry: usize,
+    },
 }
 
 /// The attestor policy `n` picks: any, one built-in, two, or an id nobody runs (refused).
@@ -166,6 +176,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::ExpireRequests),
         2 => (0u8..3).prop_map(|ek| Op::AllowEk { ek }),
         1 => idx.clone().prop_map(|allow| Op::RevokeAllow { allow }),
+        2 => (0u8..3).prop_map(|account| Op::AddCloudAccount { account }),
+        1 => idx.clone().prop_map(|entry| Op::RemoveCloudAccount { entry }),
     ]
 }
 
@@ -211,6 +223,8 @@ struct World {
     request_ids: Vec<String>,
     tpm: TpmAllows,
     allow_ids: Vec<String>,
+    cloud: CloudAccounts,
+    cloud_ids: Vec<String>,
 }
 
 fn join_request(w: &World, agent: &Agent, secret: &str, role: &str, hw: Option<u8>) -> JoinRequest {
@@ -581,6 +595,32 @@ async fn step(w: &mut World, op: &Op) {
             let id = w.allow_ids[allow % w.allow_ids.len()].clone();
             let _ = attest_expected(w.tpm.revoke(&id, "op", "replay").await);
         }
+        Op::AddCloudAccount { account } => {
+            let provider = ["aws", "gcp", "oidc"][usize::from(*account % 3)];
+            let added = attest_expected(
+                w.cloud
+                    .add(&NewCloudAccount {
+                        provider: provider.into(),
+                        account: format!("acct-{account}"),
+                        tenant_id: format!("t{}", account % 2),
+                        site_id: "site-1".into(),
+                        pool_id: format!("pool-{account}"),
+                        role: "node".into(),
+                        actor: "op".into(),
+                    })
+                    .await,
+            );
+            if let Some(a) = added {
+                w.cloud_ids.push(a.entry_id);
+            }
+        }
+        Op::RemoveCloudAccount { entry } => {
+            if w.cloud_ids.is_empty() {
+                return;
+            }
+            let id = w.cloud_ids[entry % w.cloud_ids.len()].clone();
+            let _ = attest_expected(w.cloud.remove(&id, "op", "replay").await);
+        }
     }
 }
 
@@ -667,6 +707,8 @@ async fn run_case(db: TestDb, ops: Vec<Op>, cut_picks: Vec<usize>) {
         requests: JoinRequests::new(store.clone(), Arc::new(clock.clone())),
         tpm: TpmAllows::new(store.clone(), Arc::new(clock.clone())),
         allow_ids: vec![],
+        cloud: CloudAccounts::new(store.clone(), Arc::new(clock.clone())),
+        cloud_ids: vec![],
         store: store.clone(),
         clock,
         tokens: vec![],
