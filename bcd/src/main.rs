@@ -12,7 +12,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bcd::attest::cloud_iid::{CloudIidProducer, METADATA_URL_ENV as CLOUD_METADATA_URL_ENV};
+use bcd::attest::cloud_iid::{cloud_producer, CLOUD_IID};
 use bcd::attest::command::CommandProducer;
 use bcd::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509POP};
 use bcd::client::GrpcJoinTransport;
@@ -34,7 +34,6 @@ use bcd::reset::{plan, DRY_RUN_EXIT};
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status};
 use bcd::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 use clap::{Parser, Subcommand, ValueEnum};
-use domain::attest::cloud_iid::CLOUD_IID_ATTESTOR;
 use domain::attest::tpm::TPM_ATTESTOR;
 use domain::pki::token::TOKEN_PREFIX;
 use domain::pki::NodeRole;
@@ -321,20 +320,11 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         Ok(_) => return usage("--approval-timeout must be more than 0s"),
         Err(e) => return usage(format_args!("--approval-timeout: {e}")),
     };
-    let builtin = takes_token(&attestor)
-        || attestor == X509POP
-        || attestor == TPM_ATTESTOR
-        || attestor == CLOUD_IID_ATTESTOR;
-    let cloud = if attestor == CLOUD_IID_ATTESTOR {
-        let env_url = std::env::var(CLOUD_METADATA_URL_ENV).ok();
-        match CloudIidProducer::new(provider.as_deref(), &config.cloud, env_url) {
-            Ok(producer) => Some(producer),
-            Err(e) => return usage(e),
-        }
-    } else if provider.is_some() {
-        return usage("--provider is for --attestor cloud-iid");
-    } else {
-        None
+    let builtin =
+        takes_token(&attestor) || [X509POP, TPM_ATTESTOR, CLOUD_IID].contains(&&*attestor);
+    let cloud = match cloud_producer(&attestor, provider.as_deref(), &config.cloud) {
+        Ok(cloud) => cloud,
+        Err(e) => return usage(e),
     };
     match (&evidence_command, builtin) {
         (Some(_), true) => {
@@ -534,14 +524,11 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
     if let Some(warning) = &made.warning {
         eprintln!("bcd join: {warning}");
     }
-    let producer: Box<dyn EvidenceProducer> = match (made.producer, &evidence_command) {
-        (Some(tpm), _) => tpm,
-        (None, _) if cloud.is_some() => match cloud {
-            Some(cloud) => Box::new(cloud),
-            None => return fail("bcd join: no cloud-iid producer"),
-        },
-        (None, Some(command)) => Box::new(CommandProducer::new(&attestor, command)),
-        (None, None) => Box::new(NoEvidence::new(&attestor)),
+    let producer: Box<dyn EvidenceProducer> = match (made.producer, &evidence_command, cloud) {
+        (Some(tpm), _, _) => tpm,
+        (None, _, Some(cloud)) => Box::new(cloud),
+        (None, Some(command), None) => Box::new(CommandProducer::new(&attestor, command)),
+        (None, None, None) => Box::new(NoEvidence::new(&attestor)),
     };
     let sealed = match (&encryption_key, &token) {
         (Some(key), Some(token)) => Some((key, &token.secret)),

@@ -308,7 +308,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         })?;
     let tpm = tpm_settings(&file.attestors, parse_duration)
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
-    let cloud_iid = crate::serve_config_cloud::cloud_iid_settings(&file.attestors, parse_duration)
+    let cloud_file = file.attestors.as_ref().and_then(|a| a.cloud_iid.as_ref());
+    let cloud_iid = crate::serve_config_cloud::cloud_iid_settings(cloud_file, parse_duration)
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",

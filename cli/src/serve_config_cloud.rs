@@ -28,8 +28,6 @@ use domain::attest::cloud_iid::{
 };
 use serde::Deserialize;
 
-use crate::serve_config_attestors::{FileAttestors, ParseDuration};
-
 /// `[attestors.cloud-iid]` as written.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,10 +107,10 @@ fn jwks(key: &'static str, path: &Path) -> Result<Vec<u8>, CloudIidSettingError>
 
 /// `[attestors.cloud-iid]`, checked, its files read (`None` without the table).
 pub fn cloud_iid_settings(
-    file: &Option<FileAttestors>,
-    parse: ParseDuration,
+    file: Option<&FileCloudIid>,
+    parse: fn(&str) -> Result<std::time::Duration, String>,
 ) -> Result<Option<CloudIidConfig>, CloudIidSettingError> {
-    let Some(c) = file.as_ref().and_then(|a| a.cloud_iid.as_ref()) else {
+    let Some(c) = file else {
         return Ok(None);
     };
     let max_age = match &c.max_age {
@@ -172,9 +170,9 @@ mod tests {
 
     #[test]
     fn absent_means_no_attestor_and_an_empty_table_runs_with_no_provider() {
-        assert!(cloud_iid_settings(&None, parse_duration).unwrap().is_none());
-        let file: FileAttestors = toml::from_str("[cloud-iid]\n").unwrap();
-        let c = cloud_iid_settings(&Some(file), parse_duration)
+        assert!(cloud_iid_settings(None, parse_duration).unwrap().is_none());
+        let file: FileCloudIid = toml::from_str("").unwrap();
+        let c = cloud_iid_settings(Some(&file), parse_duration)
             .unwrap()
             .unwrap();
         assert_eq!(c.max_age, DEFAULT_MAX_AGE);
@@ -183,27 +181,26 @@ mod tests {
 
     #[test]
     fn a_missing_file_or_bad_jwks_names_its_key() {
-        let file: FileAttestors = toml::from_str(
-            "[cloud-iid.gcp]\njwks_file = \"/nonexistent/jwks.json\"\naudience = \"a\"\n",
-        )
-        .unwrap();
-        let (key, message) = cloud_iid_settings(&Some(file), parse_duration).unwrap_err();
+        let file: FileCloudIid =
+            toml::from_str("[gcp]\njwks_file = \"/nonexistent/jwks.json\"\naudience = \"a\"\n")
+                .unwrap();
+        let (key, message) = cloud_iid_settings(Some(&file), parse_duration).unwrap_err();
         assert_eq!(key, "attestors.cloud-iid.gcp.jwks_file");
         assert!(message.contains("/nonexistent/jwks.json"), "{message}");
         let dir = std::env::temp_dir().join(format!("bc-cloud-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("jwks.json");
         std::fs::write(&path, "{\"keys\": []}").unwrap();
-        let file: FileAttestors = toml::from_str(&format!(
-            "[cloud-iid]\nmax_age = \"5m\"\n[cloud-iid.gcp]\njwks_file = {:?}\naudience = \"a\"\n",
+        let file: FileCloudIid = toml::from_str(&format!(
+            "max_age = \"5m\"\n[gcp]\njwks_file = {:?}\naudience = \"a\"\n",
             path.display().to_string()
         ))
         .unwrap();
-        let (key, message) = cloud_iid_settings(&Some(file), parse_duration).unwrap_err();
+        let (key, message) = cloud_iid_settings(Some(&file), parse_duration).unwrap_err();
         assert_eq!(key, "attestors.cloud-iid");
         assert!(message.contains("gcp JWKS"), "{message}");
-        let file: FileAttestors = toml::from_str("[cloud-iid.aws]\ncertificates = []\n").unwrap();
-        let (key, _) = cloud_iid_settings(&Some(file), parse_duration).unwrap_err();
+        let file: FileCloudIid = toml::from_str("[aws]\ncertificates = []\n").unwrap();
+        let (key, _) = cloud_iid_settings(Some(&file), parse_duration).unwrap_err();
         assert_eq!(key, "attestors.cloud-iid.aws.certificates");
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -23,6 +23,29 @@ use hyper::body::Bytes;
 use super::{EvidenceError, EvidenceProducer};
 use crate::config::CloudSettings;
 
+/// The attestor id (`bcd join --attestor cloud-iid`).
+pub const CLOUD_IID: &str = CLOUD_IID_ATTESTOR;
+
+/// `bcd join`'s producer for `attestor`: the cloud-iid producer of `--provider` with
+/// `[cloud]` and `BCD_CLOUD_METADATA_URL`, `None` for any other attestor (which takes no
+/// `--provider`). The error is a usage error's message.
+pub fn cloud_producer(
+    attestor: &str,
+    provider: Option<&str>,
+    settings: &CloudSettings,
+) -> Result<Option<CloudIidProducer>, String> {
+    if attestor != CLOUD_IID_ATTESTOR {
+        return match provider {
+            Some(_) => Err("--provider is for --attestor cloud-iid".into()),
+            None => Ok(None),
+        };
+    }
+    let env_url = std::env::var(METADATA_URL_ENV).ok();
+    CloudIidProducer::new(provider, settings, env_url)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 /// Environment override of `[cloud] metadata_url`.
 pub const METADATA_URL_ENV: &str = "BCD_CLOUD_METADATA_URL";
 /// The metadata service's address on AWS and Azure.

@@ -5,32 +5,15 @@
 //! The account is `accountId`, the instance `instanceId`, the issue time `pendingTime`.
 
 use base64::Engine as _;
-use rsa::pkcs8::DecodePublicKey as _;
-use rsa::{Pkcs1v15Sign, RsaPublicKey};
+use rsa::Pkcs1v15Sign;
 use serde::Deserialize;
 
+use super::certs::rsa_key_of;
 use super::config::AwsConfig;
 use super::refusal::CloudIidRefusal;
 use super::wire::CloudProvider;
 use super::CloudIdentity;
 use crate::identity::{sha256, unix_us};
-
-/// Why a configured certificate cannot verify a signature.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CertKeyError {
-    /// Not X.509 DER.
-    NotCertificate,
-    /// Its key is not RSA.
-    NotRsa,
-}
-
-/// The RSA key of a DER certificate.
-pub fn rsa_key_of(der: &[u8]) -> Result<RsaPublicKey, CertKeyError> {
-    let (_, cert) =
-        x509_parser::parse_x509_certificate(der).map_err(|_| CertKeyError::NotCertificate)?;
-    RsaPublicKey::from_public_key_der(cert.tbs_certificate.subject_pki.raw)
-        .map_err(|_| CertKeyError::NotRsa)
-}
 
 /// The fields of the document the attestor reads (the rest is ignored).
 #[derive(Deserialize)]

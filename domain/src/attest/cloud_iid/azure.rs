@@ -215,7 +215,7 @@ pub fn verify(
     let verified = sd.signer_infos.0.iter().any(|signer| {
         signer.digest_alg.oid == ID_SHA256
             && signer_certificate(&sd, signer).is_some_and(|cert| {
-                let Ok(key) = super::aws::rsa_key_of(&cert) else {
+                let Ok(key) = super::certs::rsa_key_of(&cert) else {
                     return false;
                 };
                 let Some(signed) = signed_bytes(signer, &content) else {

@@ -107,12 +107,14 @@ impl CloudIidConfig {
                 return Err(CloudIidConfigError::NoCertificate("aws"));
             }
             for (index, der) in aws.certificates.iter().enumerate() {
-                super::aws::rsa_key_of(der).map_err(|e| match e {
-                    super::aws::CertKeyError::NotCertificate => CloudIidConfigError::Certificate {
-                        provider: "aws",
-                        index,
-                    },
-                    super::aws::CertKeyError::NotRsa => CloudIidConfigError::NotRsa(index),
+                super::certs::rsa_key_of(der).map_err(|e| match e {
+                    super::certs::CertKeyError::NotCertificate => {
+                        CloudIidConfigError::Certificate {
+                            provider: "aws",
+                            index,
+                        }
+                    }
+                    super::certs::CertKeyError::NotRsa => CloudIidConfigError::NotRsa(index),
                 })?;
             }
         }

@@ -11,6 +11,7 @@
 //! | [`jwt`] | JWT + JWKS verification shared by GCP and OIDC (jsonwebtoken) |
 //! | [`aws`] | the instance identity document and its RSA-SHA256 signature |
 //! | [`gcp`] | the instance identity token (Google's claims) |
+//! | [`certs`] | the RSA key of a configured certificate |
 //! | [`azure`] | the attested data: PKCS#7 SignedData (cms, x509-cert, rsa) |
 //! | [`oidc`] | any configured OIDC issuer's token |
 //! | [`attestor`] | [`CloudIidAttestor`]: verify, find the account, name the single use |
@@ -18,6 +19,7 @@
 pub mod attestor;
 pub mod aws;
 pub mod azure;
+pub mod certs;
 pub mod config;
 pub mod gcp;
 pub mod jwt;
