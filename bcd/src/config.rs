@@ -13,6 +13,10 @@
 //!
 //! [site]
 //! listen = "0.0.0.0:8069"               # `bcd site`'s iPXE server; --listen overrides it
+//! [cloud]                                # bcd join --attestor cloud-iid
+//! metadata_url = "http://169.254.169.254"  # BCD_CLOUD_METADATA_URL overrides it
+//! audience = "https://bc.example.com"     # GCP: the identity token's audience
+//! token_file = "/run/oidc/token"          # --provider oidc
 //! ```
 //!
 //! Every pin is parsed when the file is read, before bcd does anything else: a malformed pin is
@@ -132,6 +136,8 @@ struct RawConfig {
     tpm: RawTpm,
     #[serde(default)]
     site: RawSite,
+    #[serde(default)]
+    cloud: CloudSettings,
 }
 
 /// `[site]` as written.
@@ -177,6 +183,19 @@ pub struct TpmSettings {
     pub ek_intermediates: Vec<PathBuf>,
     /// The TPM at `tcti`, opened at most once for every user of this configuration.
     host: TpmHost,
+}
+
+/// `[cloud]`: where `bcd join --attestor cloud-iid` fetches its identity document
+/// (`bcd::attest::cloud_iid`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct CloudSettings {
+    /// The metadata service's base URL (`BCD_CLOUD_METADATA_URL` overrides it); default
+    /// `http://169.254.169.254`, for GCP `http://metadata.google.internal`.
+    pub metadata_url: Option<String>,
+    /// The audience GCP's identity token is asked for (the control plane's configured one).
+    pub audience: Option<String>,
+    /// `--provider oidc`: the file holding the OIDC token.
+    pub token_file: Option<PathBuf>,
 }
 
 /// The pins as loaded; each is absent or well formed.
@@ -259,6 +278,8 @@ pub struct Config {
     pub tpm: TpmSettings,
     /// `[site]`.
     pub site: SiteSettings,
+    /// `[cloud]`.
+    pub cloud: CloudSettings,
 }
 
 fn parse_pin(
@@ -383,6 +404,7 @@ impl Config {
             site: SiteSettings {
                 listen: raw.site.listen,
             },
+            cloud: raw.cloud,
         })
     }
 

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use bcd::agent_cmd::run_agent;
+use bcd::attest::cloud_iid::{cloud_producer, CLOUD_IID};
 use bcd::attest::command::CommandProducer;
 use bcd::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509POP};
 use bcd::client::GrpcJoinTransport;
@@ -102,6 +103,10 @@ enum Command {
         /// input, base64url on its standard output; see bcd::attest::command).
         #[arg(long, value_name = "CMD")]
         evidence_command: Option<String>,
+        /// With --attestor cloud-iid: aws, gcp, azure or oidc (the document comes from the
+        /// metadata service, `[cloud]` in config.toml; no token is read or sent).
+        #[arg(long, value_name = "PROVIDER")]
+        provider: Option<String>,
         /// The node this join must become (a provisioned re-key): the join fails, storing
         /// nothing, unless the issued identity is that node.
         #[arg(long, value_name = "NODE")]
@@ -228,6 +233,7 @@ fn main() -> ExitCode {
             role,
             attestor,
             evidence_command,
+            provider,
             node_id,
             approval_timeout,
             refused,
@@ -243,6 +249,7 @@ fn main() -> ExitCode {
                 role: role.into(),
                 attestor,
                 evidence_command,
+                provider,
                 node_id,
                 approval_timeout,
             };
@@ -328,6 +335,7 @@ struct JoinArgs {
     role: NodeRole,
     attestor: Option<String>,
     evidence_command: Option<String>,
+    provider: Option<String>,
     node_id: Option<String>,
     approval_timeout: String,
 }
@@ -350,6 +358,7 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         role,
         attestor,
         evidence_command,
+        provider,
         node_id,
         approval_timeout,
     } = args;
@@ -365,7 +374,12 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
         Ok(_) => return usage("--approval-timeout must be more than 0s"),
         Err(e) => return usage(format_args!("--approval-timeout: {e}")),
     };
-    let builtin = takes_token(&attestor) || attestor == X509POP || attestor == TPM_ATTESTOR;
+    let builtin =
+        takes_token(&attestor) || [X509POP, TPM_ATTESTOR, CLOUD_IID].contains(&&*attestor);
+    let cloud = match cloud_producer(&attestor, provider.as_deref(), &config.cloud) {
+        Ok(cloud) => cloud,
+        Err(e) => return usage(e),
+    };
     match (&evidence_command, builtin) {
         (Some(_), true) => {
             return usage(format_args!(
@@ -560,10 +574,11 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
     if let Some(warning) = &made.warning {
         eprintln!("bcd join: {warning}");
     }
-    let producer: Box<dyn EvidenceProducer> = match (made.producer, &evidence_command) {
-        (Some(tpm), _) => tpm,
-        (None, Some(command)) => Box::new(CommandProducer::new(&attestor, command)),
-        (None, None) => Box::new(NoEvidence::new(&attestor)),
+    let producer: Box<dyn EvidenceProducer> = match (made.producer, &evidence_command, cloud) {
+        (Some(tpm), _, _) => tpm,
+        (None, _, Some(cloud)) => Box::new(cloud),
+        (None, Some(command), None) => Box::new(CommandProducer::new(&attestor, command)),
+        (None, None, None) => Box::new(NoEvidence::new(&attestor)),
     };
     let sealed = match (&encryption_key, &token) {
         (Some(key), Some(token)) => Some((key, &token.secret)),

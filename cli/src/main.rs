@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod audit_cmd;
 mod batch_cmd;
+mod cloud_cmd;
 mod deployment;
 mod duration;
 mod internal_cert_cmd;
@@ -24,6 +25,7 @@ mod serve_attestors;
 mod serve_cmd;
 mod serve_config;
 mod serve_config_attestors;
+mod serve_config_cloud;
 mod serve_config_errors;
 mod serve_config_limits;
 mod serve_error;
@@ -82,6 +84,9 @@ enum Command {
     /// lease fence.
     #[command(subcommand)]
     Site(site_cmd::SiteCommand),
+    /// Cloud instance identity: the registry of cloud accounts whose instances join.
+    #[command(subcommand)]
+    Cloud(cloud_cmd::CloudCommand),
     /// The identity state as of a log position or time, rebuilt from the events (read only).
     Replay(replay_cmd::ReplayArgs),
     /// Rebuild every projection from the log, in one transaction, with progress.
@@ -124,6 +129,7 @@ fn main() -> ExitCode {
             Command::Site(cmd) => site_cmd::run(cmd)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Cloud(cmd) => cloud_cmd::run(cmd).await.map_err(Failure::from),
             Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
             Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),

@@ -1,5 +1,6 @@
 //! The attestors the server registers besides the built-ins: the `tpm` attestor when
-//! `[attestors.tpm]` is configured (its challenge key derived from the deployment's keys), and
+//! `[attestors.tpm]` is configured (its challenge key derived from the deployment's keys), the
+//! `cloud-iid` attestor when `[attestors.cloud-iid]` is, and
 //! every `[[attestors.external]]` as a [`gateway::external_attestor::ExternalAttestor`] (the
 //! JoinService holds it as an `Arc<dyn RemoteAttestor>`; `commands` has no network client of
 //! its own).
@@ -33,6 +34,24 @@ pub(crate) fn registry(
             node_key = ?tpm.node_key,
             enrollment = tpm.enrollment.is_some(),
             "tpm attestor registered"
+        );
+    }
+    if let Some(cloud) = &settings.cloud_iid {
+        let attestor =
+            domain::attest::cloud_iid::CloudIidAttestor::new(cloud.clone()).map_err(|e| {
+                ServeError::Invalid {
+                    key: "attestors.cloud-iid",
+                    message: e.to_string(),
+                }
+            })?;
+        registry.register_in_process(Arc::new(attestor));
+        tracing::info!(
+            max_age_s = cloud.max_age.as_secs(),
+            aws = cloud.aws.is_some(),
+            gcp = cloud.gcp.is_some(),
+            azure = cloud.azure.is_some(),
+            oidc_issuers = cloud.oidc.len(),
+            "cloud-iid attestor registered"
         );
     }
     for attestor in external_attestors(settings)? {

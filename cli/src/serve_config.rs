@@ -205,6 +205,9 @@ pub struct Settings {
     pub discovery: domain::attest::DiscoveryConfig,
     /// `[sites]`: the boot lease's TTL.
     pub sites: commands::site::SiteSettings,
+    /// The `cloud-iid` attestor's configuration (`[attestors.cloud-iid]`); `None`: it does not
+    /// run.
+    pub cloud_iid: Option<domain::attest::cloud_iid::CloudIidConfig>,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -338,6 +341,9 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
             ),
         });
     }
+    let cloud_file = file.attestors.as_ref().and_then(|a| a.cloud_iid.as_ref());
+    let cloud_iid = crate::serve_config_cloud::cloud_iid_settings(cloud_file, parse_duration)
+        .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -425,5 +431,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         tpm,
         discovery,
         sites: commands::site::SiteSettings { boot_lease_ttl },
+        cloud_iid,
     })
 }

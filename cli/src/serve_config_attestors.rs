@@ -30,6 +30,8 @@
 //! allowed_kinds = ["inventory.refresh", "logs.collect", "diag.*", "disk.wipe", "deploy.*", "boot.kexec"]
 //! cert_ttl = "2h"           # a ramdisk certificate's life, at most (and by default) 2h
 //! ```
+//! `[attestors.cloud-iid]`: the `cloud-iid` attestor registers only when the table is present
+//! (its keys: `crate::serve_config_cloud`).
 //!
 //! `[[attestors.external]]`: out-of-process attestors (`bc.attestor.v1` over a Unix socket),
 //! file only:
@@ -65,6 +67,9 @@ pub struct FileAttestors {
     pub x509pop: Option<FileX509Pop>,
     pub tpm: Option<FileTpm>,
     pub discovery: Option<FileDiscovery>,
+    /// `[attestors.cloud-iid]` (read by `crate::serve_config_cloud`).
+    #[serde(rename = "cloud-iid")]
+    pub cloud_iid: Option<crate::serve_config_cloud::FileCloudIid>,
     #[serde(default)]
     pub external: Vec<FileExternalAttestor>,
 }

@@ -186,7 +186,7 @@ async fn pool_and_join_request_commands_on_both_backends() {
                 "tpm-remote",
             ],
             "INVALID_INPUT: join attestor \"tpm-remote\" is not one the control plane runs \
-             (it runs: join-token, x509pop, provisioned, tpm, discovery)",
+             (it runs: join-token, x509pop, provisioned, tpm, discovery, cloud-iid)",
         );
         fails(
             d,

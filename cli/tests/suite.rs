@@ -3,6 +3,9 @@
 //! declared once for all. Run one file's tests with `cargo test -p cli --test suite <file>::`.
 
 mod support;
+// The cloud of the cloud-iid tests (keys, tokens, documents), shared with domain's tests.
+#[path = "../../domain/tests/cloud_iid_support.rs"]
+mod cloud_iid_support;
 
 mod approval_e2e;
 mod audit_coverage;
@@ -10,6 +13,7 @@ mod audit_seal_kill;
 mod audit_tamper;
 mod batch_cli;
 mod discovery_e2e;
+mod cloud_iid_e2e;
 mod e2e_bcd;
 mod e2e_split;
 mod edge_limits;

@@ -71,7 +71,7 @@ async fn pools_are_created_and_updated_and_each_bad_input_is_refused() {
             .unwrap();
         assert_eq!(any.join_attestors, None);
 
-        let known = "join-token, x509pop, provisioned, tpm, discovery, tpm-remote";
+        let known = "join-token, x509pop, provisioned, tpm, discovery, cloud-iid, tpm-remote";
         assert_eq!(
             refused(p.create(&new_pool("p2", only(&["tpm-nope"]))).await),
             format!(

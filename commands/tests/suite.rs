@@ -4,6 +4,9 @@
 //! `cargo test -p commands --test suite <file>::`.
 
 mod audit_support;
+// The cloud of the cloud-iid tests (keys, tokens, documents), shared with domain's tests.
+#[path = "../../domain/tests/cloud_iid_support.rs"]
+mod cloud_iid_support;
 mod identity_support;
 mod quorum_support;
 // The TPM test client of domain's tests (swtpm driven by tpm2-tools), shared rather than copied.
@@ -16,6 +19,7 @@ mod attest_commands;
 mod attest_projections;
 mod audit_sequencer;
 mod audit_worked_example;
+mod cloud_iid_join;
 mod handlers_are_send;
 mod identity_core;
 mod identity_maintenance;

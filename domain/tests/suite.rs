@@ -3,6 +3,7 @@
 //! tests with `cargo test -p domain --test suite <file>::`.
 
 mod discovery_support;
+mod cloud_iid_support;
 mod quorum_support;
 mod tpm_support;
 
@@ -14,6 +15,7 @@ mod audit_trail;
 mod bundle_kdf;
 mod discovery_admit;
 mod discovery_join;
+mod cloud_iid;
 mod identity_decide;
 mod pki_bundle;
 mod pki_certificates;

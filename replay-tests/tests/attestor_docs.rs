@@ -5,7 +5,8 @@
 //! The reasons come from two places:
 //!
 //! - the attestors' exported lists (`JoinRefusal::ALL`, `X509PopRefusal::ALL`,
-//!   `ProvisionedRefusal::ALL`, `TpmRefusal::ALL`, `DiscoveryRefusal::ALL`), which their own tests keep complete;
+//!   `ProvisionedRefusal::ALL`, `TpmRefusal::ALL`, `DiscoveryRefusal::ALL`,
+//!   `CloudIidRefusal::ALL`), which their own tests keep complete;
 //! - the sources, for refusals written in place: in each attestor's file (and the admission
 //!   step's, and the join shell's), the reason of every `refuse("…")` / `refuse(CONST)` call and
 //!   every `AttestorRefusal::new(…, "…")` and every arm `XRefusal::Variant => "…"` of a
@@ -42,7 +43,7 @@ const SCANNED: &[(&str, Option<&str>)] = &[
 
 /// The attestor ids this control plane builds in: the shell's `<id>:wrong-role` and
 /// `<id>:bad-csr` apply to each.
-const BUILTIN: &[&str] = &["join-token", "x509pop", "provisioned", "tpm", "discovery"];
+const BUILTIN: &[&str] = &["join-token", "x509pop", "provisioned", "tpm", "discovery", "cloud-iid"];
 
 /// `src` without comments and without `#[cfg(test)]` items (a test module at the end).
 fn code_of(src: &str) -> String {
@@ -218,6 +219,7 @@ fn code_reasons() -> BTreeSet<String> {
     out.extend(domain::attest::DiscoveryRefusal::ALL.map(|r| r.refusal().text()));
     // The tpm answer's single-use reason (the admission step refuses with it).
     out.insert(format!("tpm:{}", domain::attest::tpm::attestor::REUSED));
+    out.extend(domain::attest::cloud_iid::CloudIidRefusal::ALL.map(|r| r.refusal().text()));
     for id in BUILTIN {
         out.insert(format!("{id}:wrong-role"));
         out.insert(format!("{id}:bad-csr"));

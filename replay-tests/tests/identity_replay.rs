@@ -15,6 +15,8 @@
 //! `tpm_ek_allows` is too; and sites (created, a second create refused), boot entries (added,
 //! replaced, refused, removed), the boot lease (acquired, renewed, released, lapsed, fenced, by
 //! site and node agents) and boot tokens, so `sites`, `boot_entries` and `site_leases` are too.
+//! The registry of cloud accounts (added, a second active entry refused, removed, added again)
+//! is replayed too, so `cloud_accounts` is held to the same.
 //!
 //! The binary is found beside the test executable (`target/<profile>/bcctl`) or at `$BCCTL`:
 //! build it first with `cargo build -p cli --bin bcctl` (same target dir).
@@ -23,7 +25,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use commands::attest::{
-    AttestError, JoinRequests, NewPool, NewTpmAllow, Pools, TpmAllows, BUILTIN_ATTESTORS,
+    AttestError, CloudAccounts, JoinRequests, NewCloudAccount, NewPool, NewTpmAllow, Pools,
+    TpmAllows, BUILTIN_ATTESTORS,
 };
 use commands::identity::{IdentityConfig, IdentityError, JoinRequest, JoinService, NewToken};
 use commands::site::{
@@ -151,6 +154,14 @@ enum Op {
         node: usize,
         mac: u8,
     },
+    /// `cloud account add` of one of three accounts (a second active entry is refused).
+    AddCloudAccount {
+        account: u8,
+    },
+    /// `cloud account remove` of an entry made (removed twice: refused).
+    RemoveCloudAccount {
+        entry: usize,
+    },
 }
 
 /// The attestor policy `n` picks: any, one built-in, two, or an id nobody runs (refused).
@@ -197,6 +208,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::ExpireRequests),
         2 => (0u8..3).prop_map(|ek| Op::AllowEk { ek }),
         1 => idx.clone().prop_map(|allow| Op::RevokeAllow { allow }),
+        2 => (0u8..3).prop_map(|account| Op::AddCloudAccount { account }),
+        1 => idx.clone().prop_map(|entry| Op::RemoveCloudAccount { entry }),
         1 => any::<bool>().prop_map(|second| Op::CreateSite { second }),
         2 => (0u8..3, any::<bool>()).prop_map(|(mac, replace)| Op::AddBoot { mac, replace }),
         1 => idx.clone().prop_map(|entry| Op::RemoveBoot { entry }),
@@ -242,6 +255,8 @@ struct World {
     tokens: Vec<Token>,
     nodes: Vec<Node>,
     store: events::store::EventStore,
+    cloud: CloudAccounts,
+    cloud_ids: Vec<String>,
     pools: Pools,
     requests: JoinRequests,
     pool_ids: Vec<String>,
@@ -699,6 +714,32 @@ async fn step(w: &mut World, op: &Op) {
             let mac = format!("aa:bb:cc:dd:ee:{mac:02x}");
             let _ = site_expected(w.agent.boot_token(&leaf, &mac, w.epoch).await);
         }
+        Op::AddCloudAccount { account } => {
+            let provider = ["aws", "gcp", "oidc"][usize::from(*account % 3)];
+            let added = attest_expected(
+                w.cloud
+                    .add(&NewCloudAccount {
+                        provider: provider.into(),
+                        account: format!("acct-{account}"),
+                        tenant_id: format!("t{}", account % 2),
+                        site_id: "site-1".into(),
+                        pool_id: format!("pool-{account}"),
+                        role: "node".into(),
+                        actor: "op".into(),
+                    })
+                    .await,
+            );
+            if let Some(a) = added {
+                w.cloud_ids.push(a.entry_id);
+            }
+        }
+        Op::RemoveCloudAccount { entry } => {
+            if w.cloud_ids.is_empty() {
+                return;
+            }
+            let id = w.cloud_ids[entry % w.cloud_ids.len()].clone();
+            let _ = attest_expected(w.cloud.remove(&id, "op", "replay").await);
+        }
     }
 }
 
@@ -785,6 +826,8 @@ async fn run_case(db: TestDb, ops: Vec<Op>, cut_picks: Vec<usize>) {
         requests: JoinRequests::new(store.clone(), Arc::new(clock.clone())),
         tpm: TpmAllows::new(store.clone(), Arc::new(clock.clone())),
         allow_ids: vec![],
+        cloud: CloudAccounts::new(store.clone(), Arc::new(clock.clone())),
+        cloud_ids: vec![],
         sites: Sites::new(store.clone(), Arc::new(clock.clone())),
         boots: BootEntries::new(store.clone(), Arc::new(clock.clone())),
         agent: SiteAgent::new(

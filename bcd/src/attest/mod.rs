@@ -12,8 +12,10 @@
 //! | [`x509pop::X509PopProducer`] | `x509pop` | the identity on disk proving itself (spec 000 "x509pop") |
 //! | [`tpm::TpmProducer`] | `tpm` | the TPM's EK and AK, then the answer to its challenge (spec 000 "tpm") |
 //! | [`discovery::DiscoveryProducer`] | `discovery` | the site agent's signed assertion from the kernel command line (spec 000 "discovery") |
+//! | [`cloud_iid::CloudIidProducer`] | `cloud-iid` | the instance identity document from the cloud's metadata service (spec 000 "cloud-iid") |
 //! | [`command::CommandProducer`] | any other (`--evidence-command`) | what an external command prints |
 
+pub mod cloud_iid;
 pub mod command;
 pub mod discovery;
 pub mod tpm;

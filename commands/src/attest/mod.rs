@@ -8,10 +8,12 @@
 //! | --- | --- |
 //! | `admin` | [`Pools`], [`JoinRequests`]: the operator commands |
 //! | `tpm_allows` | [`TpmAllows`]: `bcctl tpm allow / list / revoke` |
+//! | `cloud_accounts` | [`CloudAccounts`]: `bcctl cloud account add / list / remove` |
 //! | [`rows`] | projection rows into domain state |
 //! | [`views`] | what the operator commands print |
 
 mod admin;
+mod cloud_accounts;
 pub mod rows;
 mod tpm_allows;
 pub mod views;
@@ -23,15 +25,16 @@ use crate::{AsConflict, RunError};
 
 pub(crate) use admin::expire_due;
 pub use admin::{JoinRequests, NewPool, Pools};
+pub use cloud_accounts::{CloudAccounts, NewCloudAccount};
 pub use tpm_allows::{NewTpmAllow, TpmAllows};
-pub use views::{JoinRequestView, PoolView, TpmAllowView};
+pub use views::{CloudAccountView, JoinRequestView, PoolView, TpmAllowView};
 
 /// The reads of `pools` and `join_requests`, named here for the join's admission step.
 pub use projections::attest::read;
 
 /// The attestors built into the control plane: what a pool's policy may always name.
 pub const BUILTIN_ATTESTORS: &[&str] =
-    &["join-token", "x509pop", "provisioned", "tpm", "discovery"];
+    &["join-token", "x509pop", "provisioned", "tpm", "discovery", "cloud-iid"];
 
 /// Join requests expired per maintenance transaction.
 pub const EXPIRE_BATCH: u32 = 500;

@@ -3,9 +3,10 @@
 //! ([`IdentityError::Corrupt`]).
 
 use domain::attest::{
-    JoinRequestState, JoinRequestStatus, PoolState, TpmAllowEntry, TpmAllowState,
+    CloudAccountEntry, CloudAccountState, JoinRequestState, JoinRequestStatus, PoolState,
+    TpmAllowEntry, TpmAllowState,
 };
-use projections::attest::read::{JoinRequestRow, PoolRow, TpmAllowRow};
+use projections::attest::read::{CloudAccountRow, JoinRequestRow, PoolRow, TpmAllowRow};
 
 use crate::identity::IdentityError;
 
@@ -70,4 +71,30 @@ pub fn tpm_allow_entry(row: &TpmAllowRow) -> Result<TpmAllowEntry, IdentityError
         ek_sha256: tpm_allow_ek(row)?,
         revoked: row.revoked,
     })
+}
+
+/// The placement of a `cloud_accounts` row, as the `cloud-iid` attestor reads it.
+pub fn cloud_account_state(row: &CloudAccountRow) -> Result<CloudAccountState, IdentityError> {
+    Ok(CloudAccountState {
+        entry_id: row.entry_id.clone(),
+        tenant_id: row.tenant_id.clone(),
+        site_id: row.site_id.clone(),
+        pool_id: row.pool_id.clone(),
+        role: domain::attest::cloud_accounts::parse_account_role(&row.role).map_err(|_| {
+            IdentityError::Corrupt(format!(
+                "cloud_accounts {}: role {:?} is not node or site",
+                row.entry_id, row.role
+            ))
+        })?,
+    })
+}
+
+/// A `cloud_accounts` row as the remove decision reads it.
+pub fn cloud_account_entry(row: &CloudAccountRow) -> CloudAccountEntry {
+    CloudAccountEntry {
+        entry_id: row.entry_id.clone(),
+        provider: row.provider.clone(),
+        account: row.account.clone(),
+        removed: row.removed,
+    }
 }

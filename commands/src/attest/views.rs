@@ -1,9 +1,9 @@
-//! Serializable views of pools, join requests and TPM allow-list entries for the CLI (`--json`) and operators. Times
+//! Serializable views of pools, join requests, TPM allow-list entries and cloud accounts for the CLI (`--json`) and operators. Times
 //! are µs since the epoch; digests lower-case hex.
 
 use serde::Serialize;
 
-use projections::attest::read::{JoinRequestRow, PoolRow, TpmAllowRow};
+use projections::attest::read::{CloudAccountRow, JoinRequestRow, PoolRow, TpmAllowRow};
 
 /// A pool and its attestor policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -124,6 +124,49 @@ impl From<&TpmAllowRow> for TpmAllowView {
             status: if r.revoked { "revoked" } else { "active" }.into(),
             revoked_by: r.revoked_by.clone(),
             revoke_reason: r.revoke_reason.clone(),
+            created_at_us: r.created_at_us,
+            updated_at_us: r.updated_at_us,
+            position: r.position,
+        }
+    }
+}
+
+/// A registered cloud account (`bcctl cloud account add|list|remove`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CloudAccountView {
+    pub entry_id: String,
+    /// `aws`, `gcp`, `azure` or `oidc`.
+    pub provider: String,
+    pub account: String,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub role: String,
+    pub added_by: String,
+    /// `active` or `removed`.
+    pub status: String,
+    pub removed_by: Option<String>,
+    pub remove_reason: Option<String>,
+    pub created_at_us: i64,
+    pub updated_at_us: i64,
+    pub position: i64,
+}
+
+impl From<&CloudAccountRow> for CloudAccountView {
+    fn from(r: &CloudAccountRow) -> Self {
+        CloudAccountView {
+            entry_id: r.entry_id.clone(),
+            provider: r.provider.clone(),
+            account: r.account.clone(),
+            tenant_id: r.tenant_id.clone(),
+            site_id: r.site_id.clone(),
+            pool_id: r.pool_id.clone(),
+            role: r.role.clone(),
+            added_by: r.added_by.clone(),
+            status: if r.removed { "removed" } else { "active" }.into(),
+            removed_by: r.removed_by.clone(),
+            remove_reason: r.remove_reason.clone(),
             created_at_us: r.created_at_us,
             updated_at_us: r.updated_at_us,
             position: r.position,

@@ -133,8 +133,15 @@ pub(crate) async fn load_facts(
                         .insert(id.clone(), crate::site::rows::boot_entry_state(&row));
                 }
             }
-            // Issue 20: h-cloud loads cloud accounts.
-            FactKey::CloudAccount { .. } => {}
+            FactKey::CloudAccount { provider, account } => {
+                let row = crate::attest::read::cloud_account_active(tx, provider, account).await?;
+                if let Some(row) = row {
+                    facts.cloud_accounts.insert(
+                        (provider.clone(), account.clone()),
+                        crate::attest::rows::cloud_account_state(&row)?,
+                    );
+                }
+            }
         }
     }
     // The node a loaded token was minted for (role provisioned, `for_node_id`): no plan can name

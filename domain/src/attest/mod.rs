@@ -15,9 +15,11 @@
 //! | [`tpm_allows`] | the operator's TPM allow-list: allow / revoke decisions |
 //! | [`discovery`] | the `discovery` attestor: a PXE-booted ramdisk vouched for by its site's boot server |
 //! | [`kinds`] | command-kind patterns a certificate may be limited to |
+//! | [`cloud_accounts`] | the operator's registry of cloud accounts: add / remove decisions |
 //! | [`cloud_iid`] | the `cloud-iid` attestor: a cloud VM's signed instance identity document |
 
 pub mod admission;
+pub mod cloud_accounts;
 pub mod cloud_iid;
 pub mod contract;
 pub mod discovery;
@@ -34,6 +36,10 @@ pub mod x509pop;
 pub use admission::{
     decide_admission, renewal_can_prove, Admission, AdmissionCommand, AdmissionFacts, PendingJoin,
     ADMISSION,
+};
+pub use cloud_accounts::{
+    decide_add_cloud_account, decide_remove_cloud_account, AddCloudAccount, CloudAccountEntry,
+    CLOUD_ACCOUNT_ID_PREFIX,
 };
 pub use contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState,

@@ -55,6 +55,25 @@ pub enum AttestAdminRefusal {
     /// `tpm revoke` of an entry already revoked.
     #[error("INVALID_STATE: tpm allow-list entry {0} is already revoked")]
     TpmAllowRevoked(String),
+    /// No such cloud account entry.
+    #[error("NOT_FOUND: no cloud account entry {0}")]
+    UnknownCloudAccount(String),
+    /// `cloud account add` of an account an entry not removed already registers.
+    #[error(
+        "INVALID_STATE: {provider} account {account} is already registered by {entry_id} \
+         (remove it first)"
+    )]
+    CloudAccountExists {
+        /// The provider.
+        provider: String,
+        /// The account.
+        account: String,
+        /// The active entry.
+        entry_id: String,
+    },
+    /// `cloud account remove` of an entry already removed.
+    #[error("INVALID_STATE: cloud account entry {0} is already removed")]
+    CloudAccountRemoved(String),
 }
 
 impl AttestAdminRefusal {
@@ -64,12 +83,15 @@ impl AttestAdminRefusal {
             AttestAdminRefusal::Invalid(_) => "INVALID_INPUT",
             AttestAdminRefusal::UnknownPool(_)
             | AttestAdminRefusal::UnknownJoinRequest(_)
-            | AttestAdminRefusal::UnknownTpmAllow(_) => "NOT_FOUND",
+            | AttestAdminRefusal::UnknownTpmAllow(_)
+            | AttestAdminRefusal::UnknownCloudAccount(_) => "NOT_FOUND",
             AttestAdminRefusal::PoolExists(_)
             | AttestAdminRefusal::JoinRequestState { .. }
             | AttestAdminRefusal::JoinRequestExpired(_)
             | AttestAdminRefusal::TpmAllowExists { .. }
-            | AttestAdminRefusal::TpmAllowRevoked(_) => "INVALID_STATE",
+            | AttestAdminRefusal::TpmAllowRevoked(_)
+            | AttestAdminRefusal::CloudAccountExists { .. }
+            | AttestAdminRefusal::CloudAccountRemoved(_) => "INVALID_STATE",
         }
     }
 }

@@ -44,8 +44,8 @@ pub use renew::{
 };
 pub use renew_guard::{decide_clone, renewal_retry_at, RENEWALS_PER_HOUR, RENEWAL_WINDOW};
 pub use state::{
-    evolve_node, evolve_token, lease_stream, CertState, ExpectBinding, IdentityEvent, NodeState,
-    NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,
+    cloud_account_stream, evolve_node, evolve_token, lease_stream, CertState, ExpectBinding,
+    IdentityEvent, NodeState, NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,
 };
 
 /// What a decision decided: the events to append, and the outcome the shell answers with (so

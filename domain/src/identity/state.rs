@@ -1,5 +1,6 @@
 //! The state identity decisions read, the events they produce, and how events change the state.
 
+use events::schema::{CloudAccountAdded, CloudAccountRemoved};
 use events::schema::{
     BootEntryAdded, BootEntryRemoved, SiteCreated, SiteLeaseAcquired, SiteLeaseReleased,
     SiteLeaseRenewed,
@@ -244,6 +245,10 @@ pub enum IdentityEvent {
     SiteLeaseRenewed(SiteLeaseRenewed),
     /// `site.lease.released`, stream `lease/site:<site_id>:boot`.
     SiteLeaseReleased(SiteLeaseReleased),
+    /// `cloud.account.added`, stream `cloud-account/<provider>/<account>`.
+    CloudAccountAdded(CloudAccountAdded),
+    /// `cloud.account.removed`, stream `cloud-account/<provider>/<account>`.
+    CloudAccountRemoved(CloudAccountRemoved),
 }
 
 impl IdentityEvent {
@@ -285,6 +290,8 @@ impl IdentityEvent {
             IdentityEvent::SiteLeaseAcquired(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::SiteLeaseRenewed(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::SiteLeaseReleased(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::CloudAccountAdded(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::CloudAccountRemoved(p) => NewEvent::from_payload(id, tenant, at, p),
         }
     }
 
@@ -320,6 +327,8 @@ impl IdentityEvent {
             IdentityEvent::SiteLeaseAcquired(e) => lease_stream(&e.site_id),
             IdentityEvent::SiteLeaseRenewed(e) => lease_stream(&e.site_id),
             IdentityEvent::SiteLeaseReleased(e) => lease_stream(&e.site_id),
+            IdentityEvent::CloudAccountAdded(e) => cloud_account_stream(&e.provider, &e.account),
+            IdentityEvent::CloudAccountRemoved(e) => cloud_account_stream(&e.provider, &e.account),
         }
     }
 }
@@ -327,6 +336,11 @@ impl IdentityEvent {
 /// The stream of a site's boot lease: `lease/site:<site_id>:boot`.
 pub fn lease_stream(site_id: &str) -> String {
     format!("lease/{}", events::schema::site_boot_lease(site_id))
+}
+
+/// The stream of a cloud account's entries: `cloud-account/<provider>/<account>`.
+pub fn cloud_account_stream(provider: &str, account: &str) -> String {
+    format!("cloud-account/{provider}/{account}")
 }
 
 /// Applies an event to a token's state (`None` before `token.created`).

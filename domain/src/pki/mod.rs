@@ -30,7 +30,7 @@ pub mod bundle;
 pub mod bundle_kdf;
 pub mod ca;
 pub mod csr;
-mod encoding;
+pub(crate) mod encoding;
 pub mod identity;
 pub mod keys;
 pub mod keyset;

@@ -1,6 +1,7 @@
 //! Attestation-plane projections: `pools` (from `pool.created` / `pool.updated`),
 //! `join_requests` (from `join_request.created|approved|rejected|consumed|expired`) and
-//! `tpm_ek_allows` (from `tpm.ek.allowed` / `tpm.ek.allow.revoked`), built only
+//! `tpm_ek_allows` (from `tpm.ek.allowed` / `tpm.ek.allow.revoked`) and `cloud_accounts` (from
+//! `cloud.account.added` / `cloud.account.removed`), built only
 //! from the events of `events/proto/bc/events/v1/identity.proto`, and `sites`, `boot_entries`
 //! and `site_leases` (issue 20, from `events/proto/bc/events/v1/sites.proto`), applied with every
 //! identity append (`crate::identity::all()` lists them).
@@ -14,6 +15,7 @@ use events::RecordedEvent;
 
 use crate::ProjectionError;
 
+mod cloud_accounts;
 mod join_requests;
 mod pools;
 pub mod read;
@@ -22,6 +24,7 @@ pub mod site_read;
 mod sites;
 mod tpm_allows;
 
+pub use cloud_accounts::CloudAccounts;
 pub use join_requests::JoinRequests;
 pub use pools::Pools;
 pub use site_leases::SiteLeases;

@@ -1,4 +1,4 @@
-//! Every read of `pools`, `join_requests` and `tpm_ek_allows`: inside a command's transaction (`&mut StoreTx`,
+//! Every read of `pools`, `join_requests`, `tpm_ek_allows` and `cloud_accounts`: inside a command's transaction (`&mut StoreTx`,
 //! which sees the transaction's own writes) or outside one (`&EventStore`). Rows come back as
 //! they are stored; turning them into domain state is the caller's
 //! (`commands::attest::rows`).
@@ -221,5 +221,76 @@ pub async fn tpm_allow(
 pub async fn tpm_allows_in_store(store: &EventStore) -> Result<Vec<TpmAllowRow>, StoreError> {
     let sql =
         format!("SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows ORDER BY created_at_us, allow_id");
+    store.fetch_all(&sql, &[]).await
+}
+
+/// A `cloud_accounts` row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct CloudAccountRow {
+    pub entry_id: String,
+    pub provider: String,
+    pub account: String,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub role: String,
+    pub added_by: String,
+    pub removed: bool,
+    pub removed_by: Option<String>,
+    pub remove_reason: Option<String>,
+    pub created_at_us: i64,
+    pub updated_at_us: i64,
+    pub version: i64,
+    pub position: i64,
+}
+
+const CLOUD_ACCOUNT_COLUMNS: &str = "entry_id, provider, account, tenant_id, site_id, pool_id, \
+    role, added_by, removed, removed_by, remove_reason, created_at_us, updated_at_us, version, \
+    position";
+
+/// The entry not removed that registers (provider, account), if any: where its instances join.
+pub async fn cloud_account_active(
+    tx: &mut StoreTx,
+    provider: &str,
+    account: &str,
+) -> Result<Option<CloudAccountRow>, StoreError> {
+    let sql = format!(
+        "SELECT {CLOUD_ACCOUNT_COLUMNS} FROM cloud_accounts \
+         WHERE provider = $1 AND account = $2 AND NOT removed ORDER BY position DESC LIMIT 1"
+    );
+    tx.fetch_optional(&sql, &[provider.into(), account.into()])
+        .await
+}
+
+/// Every entry of (provider, account) (removed ones too), by stream version, in one statement
+/// (the stream's version and its active entry from one snapshot, as [`tpm_ek_entries`]).
+pub async fn cloud_account_entries(
+    tx: &mut StoreTx,
+    provider: &str,
+    account: &str,
+) -> Result<Vec<CloudAccountRow>, StoreError> {
+    let sql = format!(
+        "SELECT {CLOUD_ACCOUNT_COLUMNS} FROM cloud_accounts \
+         WHERE provider = $1 AND account = $2 ORDER BY version"
+    );
+    tx.fetch_all(&sql, &[provider.into(), account.into()]).await
+}
+
+/// An entry by id (active or removed).
+pub async fn cloud_account(
+    tx: &mut StoreTx,
+    entry_id: &str,
+) -> Result<Option<CloudAccountRow>, StoreError> {
+    let sql = format!("SELECT {CLOUD_ACCOUNT_COLUMNS} FROM cloud_accounts WHERE entry_id = $1");
+    tx.fetch_optional(&sql, &[entry_id.into()]).await
+}
+
+/// Every entry (removed ones too), oldest first, read outside any transaction.
+pub async fn cloud_accounts_in_store(
+    store: &EventStore,
+) -> Result<Vec<CloudAccountRow>, StoreError> {
+    let sql = format!(
+        "SELECT {CLOUD_ACCOUNT_COLUMNS} FROM cloud_accounts ORDER BY created_at_us, entry_id"
+    );
     store.fetch_all(&sql, &[]).await
 }

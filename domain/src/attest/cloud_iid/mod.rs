@@ -3,7 +3,51 @@
 //! Azure's attested data, any OIDC issuer's token), and joins where the operator registered its
 //! account (`bcctl cloud account add`). Each (provider, account, instance) admits one join ever.
 //!
-//! Issue 20 (h-cloud) fills this module in.
+//! | module | job |
+//! | --- | --- |
+//! | [`wire`] | the evidence bcd sends: provider, document, (AWS) signature |
+//! | [`config`] | what the operator configures: max age, each provider's keys and audience |
+//! | [`refusal`] | `cloud-iid:<reason>` |
+//! | [`jwt`] | JWT + JWKS verification shared by GCP and OIDC (jsonwebtoken) |
+//! | [`aws`] | the instance identity document and its RSA-SHA256 signature |
+//! | [`gcp`] | the instance identity token (Google's claims) |
+//! | [`certs`] | the RSA key of a configured certificate |
+//! | [`azure`] | the attested data: PKCS#7 SignedData (cms, x509-cert, rsa) |
+//! | [`oidc`] | any configured OIDC issuer's token |
+//! | [`attestor`] | [`CloudIidAttestor`]: verify, find the account, name the single use |
+
+pub mod attestor;
+pub mod aws;
+pub mod azure;
+pub mod certs;
+pub mod config;
+pub mod gcp;
+pub mod jwt;
+pub mod oidc;
+pub mod refusal;
+pub mod wire;
+
+pub use attestor::{cloud_iid_subject, CloudIidAttestor, INSTANCE_REUSED};
+pub use config::{
+    AwsConfig, AzureConfig, CloudIidConfig, CloudIidConfigError, GcpConfig, OidcIssuerConfig,
+    DEFAULT_MAX_AGE, MAX_FUTURE_SKEW,
+};
+pub use refusal::CloudIidRefusal;
+pub use wire::{CloudIidEvidence, CloudProvider};
 
 /// The attestor id.
 pub const CLOUD_IID_ATTESTOR: &str = "cloud-iid";
+
+/// What a provider's verifier proved: which instance of which account, and when its document
+/// was issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CloudIdentity {
+    /// The provider.
+    pub provider: CloudProvider,
+    /// The AWS account id, GCP project id, Azure subscription id or OIDC issuer.
+    pub account: String,
+    /// The instance id (AWS, GCP), VM id (Azure) or subject (OIDC).
+    pub instance: String,
+    /// When the document was issued (µs since the epoch).
+    pub issued_at_us: i64,
+}

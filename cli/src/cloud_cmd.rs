@@ -1,0 +1,155 @@
+//! `bcctl cloud account add | list | remove`: the registry of cloud accounts through
+//! [`commands::attest::CloudAccounts`], from the store alone (no key is unsealed). An entry
+//! names one (provider, account) and where its instances join through `cloud-iid`; an instance
+//! of an account nobody registered is refused `cloud-iid:unknown-instance`.
+
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use commands::attest::{CloudAccountView, CloudAccounts, NewCloudAccount};
+use commands::SystemClock;
+
+use crate::pool_cmd::{open_store, AttestCmdError};
+use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+
+#[derive(Subcommand)]
+pub enum CloudCommand {
+    /// The registry of cloud accounts: add, list, remove.
+    #[command(subcommand)]
+    Account(AccountCommand),
+}
+
+#[derive(Subcommand)]
+pub enum AccountCommand {
+    /// Register an account: its instances join through cloud-iid at this placement.
+    Add(AddArgs),
+    /// List the registry, removed entries too, oldest first.
+    List(ListArgs),
+    /// Remove an entry: the account's instances no longer join (joined nodes stay).
+    Remove(RemoveArgs),
+}
+
+#[derive(Args)]
+pub struct AddArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// aws, gcp, azure or oidc.
+    #[arg(long)]
+    pub provider: String,
+    /// The AWS account id, GCP project id, Azure subscription id or OIDC issuer.
+    #[arg(long)]
+    pub account: String,
+    /// The tenant its instances join.
+    #[arg(long)]
+    pub tenant: String,
+    /// Their site.
+    #[arg(long)]
+    pub site: String,
+    /// Their pool.
+    #[arg(long)]
+    pub pool: String,
+    /// Their role.
+    #[arg(long, default_value = "node")]
+    pub role: String,
+    /// Who registers it (recorded in the event).
+    #[arg(long, env = "USER", default_value = "operator")]
+    pub actor: String,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+}
+
+#[derive(Args)]
+pub struct RemoveArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// The entry id (cloud_...).
+    pub entry_id: String,
+    /// Why (recorded in the event).
+    #[arg(long, default_value = "")]
+    pub reason: String,
+    /// Who removes it (recorded in the event).
+    #[arg(long, env = "USER", default_value = "operator")]
+    pub actor: String,
+}
+
+async fn open(common: &IdentityArgs) -> Result<CloudAccounts, AttestCmdError> {
+    Ok(CloudAccounts::new(
+        open_store(common).await?,
+        Arc::new(SystemClock),
+    ))
+}
+
+pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
+    let CloudCommand::Account(cmd) = cmd;
+    match cmd {
+        AccountCommand::Add(args) => {
+            let svc = open(&args.common).await?;
+            let entry = svc
+                .add(&NewCloudAccount {
+                    provider: args.provider,
+                    account: args.account,
+                    tenant_id: args.tenant,
+                    site_id: args.site,
+                    pool_id: args.pool,
+                    role: args.role,
+                    actor: args.actor,
+                })
+                .await?;
+            print_one(&entry, args.common.json, "added");
+        }
+        AccountCommand::List(args) => {
+            let list = open(&args.common).await?.list().await?;
+            if args.common.json {
+                println!("{}", to_json(&list));
+            } else {
+                print_accounts(&list);
+            }
+        }
+        AccountCommand::Remove(args) => {
+            let svc = open(&args.common).await?;
+            let entry = svc
+                .remove(&args.entry_id, &args.actor, &args.reason)
+                .await?;
+            print_one(&entry, args.common.json, "removed");
+        }
+    }
+    Ok(())
+}
+
+fn print_one(entry: &CloudAccountView, json: bool, verb: &str) {
+    if json {
+        println!("{}", to_json(entry));
+        return;
+    }
+    println!("{verb} cloud account entry {}", entry.entry_id);
+    print_accounts(std::slice::from_ref(entry));
+}
+
+fn print_accounts(list: &[CloudAccountView]) {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|e| {
+            vec![
+                e.entry_id.clone(),
+                e.provider.clone(),
+                e.account.clone(),
+                e.tenant_id.clone(),
+                e.site_id.clone(),
+                e.pool_id.clone(),
+                e.role.clone(),
+                e.status.clone(),
+                fmt_us(e.updated_at_us),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "ID", "PROVIDER", "ACCOUNT", "TENANT", "SITE", "POOL", "ROLE", "STATUS", "UPDATED",
+        ],
+        &rows,
+    );
+}
