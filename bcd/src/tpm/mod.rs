@@ -21,9 +21,18 @@
 //! | [`templates`] | the AK, node key and EK templates, the EK policy digests |
 //! | `convert` | TPM structures to points, marshalled areas and ES256 signatures |
 //! | `worker` | the thread owning the TPM connection: every TPM command, handle flushing |
+//! | `no_tpm` | without the `tpm` feature (the fuzz targets' build): a worker that never opens |
+//!
+//! The `tpm` feature (default on) brings tss-esapi and libtss2. Without it the API is the same
+//! and [`Tpm::open`] answers [`TpmError::Unavailable`]: what builds bcd only for its files
+//! (`fuzz/`) does not build the TPM stack.
 
+#[cfg(feature = "tpm")]
 mod convert;
+#[cfg(not(feature = "tpm"))]
+mod no_tpm;
 pub mod templates;
+#[cfg(feature = "tpm")]
 mod worker;
 
 use std::sync::{mpsc, Arc};
@@ -34,7 +43,10 @@ use domain::attest::tpm::{CertifiedKey, PcrValue, TpmAnswer, TpmChallenge, TpmEv
 use domain::pki::{NodeSigner, PublicKey, Signature, SignerError};
 use sha2::{Digest as _, Sha256};
 
+#[cfg(not(feature = "tpm"))]
+use no_tpm::Worker;
 pub use templates::EkKind;
+#[cfg(feature = "tpm")]
 use worker::Worker;
 
 /// The TCTI bcd opens when `config.toml` names none.
@@ -97,6 +109,25 @@ impl AttestationKey {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A node key as the worker derived it: its TPMT_PUBLIC marshalled and its uncompressed point.
+struct DerivedKey {
+    public_area: Vec<u8>,
+    point: Vec<u8>,
+}
+
+/// What the worker's quote answers.
+struct QuoteResult {
+    quote: Vec<u8>,
+    signature: Vec<u8>,
+    pcrs: Vec<(u32, Vec<u8>)>,
+}
+
+/// The worker's certification: the TPMS_ATTEST and its signature, marshalled.
+struct Certification {
+    attest: Vec<u8>,
+    signature: Vec<u8>,
 }
 
 /// A request to the TPM thread.

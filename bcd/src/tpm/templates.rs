@@ -2,16 +2,22 @@
 //! the AK (endorsement primary, restricted P-256 ECDSA-SHA256), node keys (owner primaries,
 //! unrestricted P-256 ECDSA-SHA256, unique = the 32-byte record), the TCG default EK templates
 //! bcd looks for, and the EK policy digests ActivateCredential has to satisfy.
+//!
+//! Without the `tpm` feature only [`EkKind`] and the policy digests are here (the templates are
+//! tss-esapi structures).
 
 use sha2::{Digest as _, Sha384};
-use tss_esapi::abstraction::{ek, AsymmetricAlgorithmSelection};
-use tss_esapi::attributes::ObjectAttributesBuilder;
-use tss_esapi::interface_types::algorithm::{HashingAlgorithm, PublicAlgorithm};
-use tss_esapi::interface_types::ecc::EccCurve;
-use tss_esapi::interface_types::key_bits::RsaKeyBits;
-use tss_esapi::structures::{
-    EccParameter, EccPoint, EccScheme, HashScheme, KeyDerivationFunctionScheme, Public,
-    PublicBuilder, PublicEccParametersBuilder, SymmetricDefinitionObject,
+#[cfg(feature = "tpm")]
+use tss_esapi::{
+    abstraction::{ek, AsymmetricAlgorithmSelection},
+    attributes::ObjectAttributesBuilder,
+    interface_types::algorithm::{HashingAlgorithm, PublicAlgorithm},
+    interface_types::ecc::EccCurve,
+    interface_types::key_bits::RsaKeyBits,
+    structures::{
+        EccParameter, EccPoint, EccScheme, HashScheme, KeyDerivationFunctionScheme, Public,
+        PublicBuilder, PublicEccParametersBuilder, SymmetricDefinitionObject,
+    },
 };
 
 /// The EKs bcd knows, in the order it looks for their certificates.
@@ -47,6 +53,7 @@ impl EkKind {
         }
     }
 
+    #[cfg(feature = "tpm")]
     fn selection(self) -> AsymmetricAlgorithmSelection {
         match self {
             EkKind::Rsa2048 => AsymmetricAlgorithmSelection::Rsa(RsaKeyBits::Rsa2048),
@@ -62,6 +69,7 @@ impl EkKind {
 }
 
 /// The TCG default template of `kind` (what the manufacturer certified).
+#[cfg(feature = "tpm")]
 pub fn ek_template(kind: EkKind) -> Result<Public, tss_esapi::Error> {
     ek::create_ek_public_from_default_template_2(kind.selection(), None)
 }
@@ -69,6 +77,7 @@ pub fn ek_template(kind: EkKind) -> Result<Public, tss_esapi::Error> {
 /// The AK template: ECC P-256, nameAlg SHA-256, ECDSA-SHA256, fixedTPM | fixedParent |
 /// sensitiveDataOrigin | userWithAuth | noDA | restricted | sign, an empty unique. Being a
 /// primary of the endorsement hierarchy, the same TPM derives the same AK from it every time.
+#[cfg(feature = "tpm")]
 pub fn ak_template() -> Result<Public, tss_esapi::Error> {
     signing_template(true, EccPoint::default())
 }
@@ -76,11 +85,13 @@ pub fn ak_template() -> Result<Public, tss_esapi::Error> {
 /// A node key's template: ECC P-256, nameAlg SHA-256, ECDSA-SHA256, fixedTPM | fixedParent |
 /// sensitiveDataOrigin | userWithAuth | noDA | sign (restricted and decrypt clear), its unique
 /// x the 32-byte record and y empty.
+#[cfg(feature = "tpm")]
 pub fn node_key_template(unique: &[u8; 32]) -> Result<Public, tss_esapi::Error> {
     let x = EccParameter::try_from(unique.to_vec())?;
     signing_template(false, EccPoint::new(x, EccParameter::default()))
 }
 
+#[cfg(feature = "tpm")]
 fn signing_template(restricted: bool, unique: EccPoint) -> Result<Public, tss_esapi::Error> {
     let attributes = ObjectAttributesBuilder::new()
         .with_fixed_tpm(true)
@@ -113,7 +124,7 @@ fn signing_template(restricted: bool, unique: EccPoint) -> Result<Public, tss_es
 /// TPM_CC_PolicySecret.
 const CC_POLICY_SECRET: u32 = 0x0000_0151;
 /// TPM_CC_PolicyOR.
-#[cfg(test)]
+#[cfg(all(test, feature = "tpm"))]
 const CC_POLICY_OR: u32 = 0x0000_0171;
 /// TPM_RH_ENDORSEMENT, whose name is its handle.
 const RH_ENDORSEMENT: u32 = 0x4000_000B;
@@ -140,7 +151,7 @@ pub fn policy_a_sha384() -> Vec<u8> {
 }
 
 /// PolicyA for SHA-256 (the L-1/L-2 templates' authPolicy), computed as [`policy_a_sha384`].
-#[cfg(test)]
+#[cfg(all(test, feature = "tpm"))]
 fn policy_a_sha256() -> Vec<u8> {
     use sha2::Sha256;
     let mut first = Sha256::new();
@@ -151,7 +162,7 @@ fn policy_a_sha256() -> Vec<u8> {
     Sha256::digest(first).to_vec()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "tpm"))]
 mod tests {
     use super::*;
 

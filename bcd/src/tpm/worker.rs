@@ -30,7 +30,7 @@ use tss_esapi::Context;
 
 use super::convert::{ecc_point, marshal_public, raw_signature};
 use super::templates::{self, EkKind};
-use super::TpmError;
+use super::{Certification, DerivedKey, QuoteResult, TpmError};
 
 /// How many times a quote is taken again when a PCR changed between it and the PCR read.
 const QUOTE_ATTEMPTS: usize = 3;
@@ -50,25 +50,6 @@ pub(super) struct Worker {
     ctx: Context,
     node: Option<LoadedNodeKey>,
     ek: Option<EkKind>,
-}
-
-/// A node key as derived: its TPMT_PUBLIC marshalled and its uncompressed point.
-pub(super) struct DerivedKey {
-    pub public_area: Vec<u8>,
-    pub point: Vec<u8>,
-}
-
-/// What a quote answers.
-pub(super) struct QuoteResult {
-    pub quote: Vec<u8>,
-    pub signature: Vec<u8>,
-    pub pcrs: Vec<(u32, Vec<u8>)>,
-}
-
-/// A certification: the TPMS_ATTEST and its signature, marshalled.
-pub(super) struct Certification {
-    pub attest: Vec<u8>,
-    pub signature: Vec<u8>,
 }
 
 fn command(operation: &'static str) -> impl FnOnce(tss_esapi::Error) -> TpmError {

@@ -36,7 +36,12 @@ pub fn ok_json(dir: &Path, url: &str, args: &[&str]) -> serde_json::Value {
 }
 
 /// Builds `bcd` beside `bcctl` (same target directory and profile) once per test binary: the
-/// `bcd` binary is another package's (`cargo build -p bcd`, a no-op when it is fresh).
+/// `bcd` binary is another package's. The build selects cli too (`-p bcd -p cli --bin bcd`):
+/// features are unified over the selected packages, and `-p bcd` alone resolves bcd's
+/// dependencies with fewer features than the `cargo test` that built this binary (no sqlx, no
+/// events `store`), so it rebuilt ~100 of them (tonic, rustls, x509-parser, tss-esapi...)
+/// while the tests waited. With cli selected the dependencies are the test run's, except the
+/// few its dev-dependencies change (events, domain, sqlx; ~10 crates).
 pub fn bcd_bin() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     static LOCK: Mutex<()> = Mutex::new(());
@@ -65,7 +70,7 @@ pub fn bcd_bin() -> PathBuf {
                     cmd.env_remove(&name);
                 }
             }
-            cmd.args(["build", "--quiet", "-p", "bcd", "--bin", "bcd"])
+            cmd.args(["build", "--quiet", "-p", "bcd", "-p", "cli", "--bin", "bcd"])
                 .env("CARGO_TARGET_DIR", target_dir)
                 .current_dir(env!("CARGO_MANIFEST_DIR"));
             if profile_dir.file_name().is_some_and(|n| n == "release") {
