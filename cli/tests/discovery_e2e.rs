@@ -7,10 +7,7 @@
 //! takes it at epoch 2, and an assertion agent 1 signed at epoch 1 is refused
 //! `discovery:not-lease-holder`.
 //!
-//! It needs the issue-20 server side (h-sites: sites, the lease, boot entries, `bcctl site`;
-//! h-discovery: the discovery attestor): every test is ignored until those are merged.
-//!
-//! Run: `cargo test -p cli --test suite discovery_e2e:: -- --ignored`.
+//! Run: `cargo test -p cli --test suite discovery_e2e::`.
 
 use crate::support::{wait_for, Proc};
 use crate::tpm_e2e::last_join_refusal;
@@ -130,8 +127,7 @@ fn scenario(db_url: &str) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let config = serve_config(tmp.path());
     let server = start_server_configured(tmp.path(), db_url, "1h", 3, Some(&config));
-    // The site may already exist (bcctl up's own); creating it again is not what is tested.
-    let _ = server.bcctl_output(&["site", "create", SITE, "--tenant", "default"]);
+    server.bcctl(&["site", "create", "--id", SITE, "--tenant", "default", "--default-pool", "default"]);
 
     // Agent 1 joins with a site token and takes the lease.
     let listen1 = free_port();
@@ -248,14 +244,12 @@ fn scenario(db_url: &str) {
 }
 
 #[test]
-#[ignore = "needs the issue-20 server side (h-sites, h-discovery)"]
 fn discovery_e2e_sqlite() {
     let db = TestDb::sqlite().expect("sqlite test db");
     scenario(db.url());
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the issue-20 server side (h-sites, h-discovery)"]
 async fn discovery_e2e_postgres() {
     let db = TestDb::postgres().await.expect("postgres test db");
     let url = db.url().to_owned();

@@ -5,13 +5,14 @@
 //! (`token-does-not-open`) and names the token row, the signer node, the `node_certs` row of the
 //! signer certificate's serial, the site's boot lease, the boot entry the assertion names (when
 //! it names one) and the assertion's earlier use. [`Attestor::verify`] checks, each with its own
-//! reason ([`DiscoveryRefusal`], in [`DiscoveryRefusal::ALL`]'s order): the token (secret, not
+//! reason ([`DiscoveryRefusal`]): the token's secret, then the assertion's single use (so a
+//! replayed command line is refused `assertion-reused`, not by the token it spent), the token (not
 //! revoked, not expired, role discovery, exactly one use left, the assertion's site, its
 //! `expect.mac`), the signer (a node, a site node of that site, active, presenting its current
 //! stored certificate, whose key signed the assertion, holding the boot lease at exactly the
 //! asserted epoch), freshness (until the earlier of `not_after` and 15 minutes after
 //! `issued_at`, issued at most 60 s ahead of the clock), the machine (it claims the asserted MAC,
-//! and the asserted product UUID when there is one) and the assertion's single use.
+//! and the asserted product UUID when there is one).
 //!
 //! The result joins the token's tenant, site and pool as a `ramdisk`, spends the token, records
 //! the assertion as used until its validity ends, limits the certificate to the configured
@@ -124,6 +125,12 @@ impl DiscoveryAttestor {
                 .in_tenant(&token.tenant_id)
                 .with_token(&token.token_id)
         };
+        // A replayed command line is named as what it is before the token it spent says so
+        // (`not-single-use`): each signed assertion admits one join.
+        let subject = assertion_subject(&p.signed);
+        if facts.used(DISCOVERY_ATTESTOR, &subject) {
+            return Err(refuse(R::AssertionReused));
+        }
         check_token(token, p, request).map_err(refuse)?;
         self.check_signer(request, facts, p).map_err(refuse)?;
         let now_ms = unix_us(request.now).div_euclid(1000);
@@ -150,10 +157,6 @@ impl DiscoveryAttestor {
             if !ok {
                 return Err(refuse(R::ProductUuidMismatch));
             }
-        }
-        let subject = assertion_subject(&p.signed);
-        if facts.used(DISCOVERY_ATTESTOR, &subject) {
-            return Err(refuse(R::AssertionReused));
         }
         Ok(AttestationResult {
             tenant_id: token.tenant_id.clone(),
