@@ -127,7 +127,16 @@ fn scenario(db_url: &str) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let config = serve_config(tmp.path());
     let server = start_server_configured(tmp.path(), db_url, "1h", 3, Some(&config));
-    server.bcctl(&["site", "create", "--id", SITE, "--tenant", "default", "--default-pool", "default"]);
+    server.bcctl(&[
+        "site",
+        "create",
+        "--id",
+        SITE,
+        "--tenant",
+        "default",
+        "--default-pool",
+        "default",
+    ]);
 
     // Agent 1 joins with a site token and takes the lease.
     let listen1 = free_port();

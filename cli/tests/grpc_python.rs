@@ -115,7 +115,11 @@ fn python_grpcio_joins_and_is_refused_with_a_bad_token() {
         .arg(&protos)
         .arg(format!("--python_out={}", gen.display()))
         .arg(format!("--grpc_python_out={}", gen.display()))
-        .args(["bc/wire/v1/join.proto", "bc/wire/v1/node.proto"]));
+        .args([
+            "bc/wire/v1/join.proto",
+            "bc/wire/v1/node.proto",
+            "bc/wire/v1/site.proto",
+        ]));
     for pkg in ["bc", "bc/wire", "bc/wire/v1"] {
         std::fs::write(gen.join(pkg).join("__init__.py"), b"").unwrap();
     }

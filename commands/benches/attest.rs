@@ -10,22 +10,36 @@
 //! 2. **x509pop**: every node of step 1 re-joins as itself with a new key and CSR, its evidence
 //!    built from its certificate and key (`domain::attest::x509pop::build_evidence`);
 //! 3. **provisioned**: every node re-joins with a single-use `provisioned` token minted for it
-//!    (`--for-node`), a new key and its product UUID.
+//!    (`--for-node`), a new key and its product UUID;
+//! 4. **discovery** (issue 20): `joins` fresh ramdisks join, each with its own discovery token
+//!    (minted by the site agent's BootToken for its own boot entry) and the site agent's signed
+//!    assertion for its MAC, the site agent holding the boot lease;
+//! 5. **cloud-iid** (issue 20): `joins` fresh instances of a registered GCP project join, each with
+//!    an RS256 identity token for its own instance id, verified against the configured JWKS.
 //!
-//! A first round warms the database up and is not counted. Only the joins are timed: keys, CSRs, sealing, evidence and the provisioned tokens are made
+//! A first round warms the database up and is not counted. Only the joins are timed: keys, CSRs,
+//! sealing, evidence, boot entries, discovery tokens, assertions and identity tokens are made
 //! before the clock starts. Each join is checked to admit the expected node. Every figure is the
 //! median of the rounds; the ratios are the median of each round's own ratio (paired).
 //!
 //! Run: `DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres cargo bench -p commands --bench attest`
 //! (`ATTEST_BENCH_JOINS` joins of each kind per round, default 400; `ATTEST_BENCH_CALLERS`, 16;
 //! `ATTEST_BENCH_ROUNDS`, 3; `ATTEST_BENCH_BACKENDS`, `postgres,sqlite`; `ATTEST_BENCH_KINDS`, the
-//! re-joins after the token joins, `x509pop,provisioned`).
+//! joins after the token joins, `x509pop,provisioned,discovery,cloud-iid`).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use commands::identity::{IdentityConfig, JoinAnswer, JoinRequest, JoinService, NewToken};
+use commands::attest::{CloudAccounts, NewCloudAccount};
+use commands::identity::{
+    AttestorRegistry, IdentityConfig, JoinAnswer, JoinRequest, JoinService, NewToken,
+};
+use commands::site::{
+    BootEntries, LeaseAction, NewBootEntry, NewSite, SiteAgent, SiteSettings, Sites,
+};
 use commands::{Clock, SimClock};
+use domain::attest::cloud_iid::{CloudIidAttestor, CloudIidConfig, CloudIidEvidence, GcpConfig};
+use domain::attest::discovery::{DiscoveryAssertion, SignedDiscoveryAssertion};
 use domain::attest::x509pop::build_evidence;
 use domain::identity::{ExpectBinding, HardwareClaims, JoinInput, TokenRole};
 use domain::pki::{
@@ -34,6 +48,13 @@ use domain::pki::{
 };
 use events::store::testkit::TestDb;
 use events::store::EventStore;
+
+// The cloud of the cloud-iid tests (an RSA key, its JWKS, RS256 tokens), shared with the tests.
+#[path = "../../domain/tests/cloud_iid_support.rs"]
+mod cloud_iid_support;
+
+/// The audience the bench's GCP identity tokens name.
+const AUDIENCE: &str = "https://bench.example.com";
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -229,6 +250,189 @@ async fn provisioned_round(
     finish(svc, work, expect).await
 }
 
+/// The site, its agent (joined with a site token, holding the boot lease) and its calls: what
+/// a discovery round needs before the clock starts.
+struct SiteFixture {
+    agent: Agent,
+    node_id: String,
+    leaf: Vec<u8>,
+    calls: SiteAgent,
+    boots: BootEntries,
+    epoch: u64,
+}
+
+async fn site_fixture(
+    svc: &Arc<JoinService>,
+    store: &EventStore,
+    keys: &KeySet,
+    clock: &SimClock,
+) -> SiteFixture {
+    let clock_arc: Arc<SimClock> = Arc::new(clock.clone());
+    Sites::new(store.clone(), clock_arc.clone())
+        .create(&NewSite {
+            site_id: "site-1".into(),
+            tenant_id: "bench".into(),
+            description: String::new(),
+            default_pool_id: Some("pool-1".into()),
+            actor: "bench".into(),
+        })
+        .await
+        .expect("site");
+    let created = svc
+        .create_token(&new_token(TokenRole::Site, 1, None))
+        .await
+        .expect("site token");
+    let secret = TokenSecret::parse(&created.secret).expect("secret");
+    let agent = Agent::new(uuid::Uuid::new_v4().to_string());
+    let mut req = agent.request("", agent.seal(keys, &secret), Vec::new());
+    req.input.role = "site".into();
+    let joined = svc.join(&req).await.expect("the site agent joins");
+    let leaf = joined.certificate_chain[0].clone();
+    let calls = SiteAgent::new(
+        store.clone(),
+        clock_arc.clone(),
+        TrustDomain::new("bench.example.com").expect("td"),
+        SiteSettings {
+            boot_lease_ttl: std::time::Duration::from_secs(3600),
+        },
+    );
+    let lease = calls
+        .lease(&leaf, LeaseAction::Acquire, 0)
+        .await
+        .expect("the lease");
+    SiteFixture {
+        agent,
+        node_id: joined.node_id,
+        leaf,
+        calls,
+        boots: BootEntries::new(store.clone(), clock_arc),
+        epoch: lease.epoch,
+    }
+}
+
+/// Step 4: fresh ramdisks join by discovery, one boot entry, token and assertion each.
+async fn discovery_round(
+    svc: &Arc<JoinService>,
+    keys: &KeySet,
+    clock: &SimClock,
+    site: &SiteFixture,
+    joins: usize,
+    callers: usize,
+) -> f64 {
+    let mut work: Vec<Vec<(Agent, JoinRequest)>> = (0..callers).map(|_| Vec::new()).collect();
+    for i in 0..joins {
+        let id = uuid::Uuid::new_v4();
+        let b = id.as_bytes();
+        let mac = format!(
+            "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4]
+        );
+        let entry = site
+            .boots
+            .add(&NewBootEntry {
+                site_id: "site-1".into(),
+                mac: mac.clone(),
+                product_uuid: None,
+                kernel_url: "http://boot.example/vmlinuz".into(),
+                initrd_url: "http://boot.example/initrd".into(),
+                kernel_args: String::new(),
+                pool_id: None,
+                expires_in_us: None,
+                replace: false,
+                actor: "bench".into(),
+            })
+            .await
+            .expect("boot entry");
+        let boot = site
+            .calls
+            .boot_token(&site.leaf, &mac, site.epoch)
+            .await
+            .expect("boot token");
+        let now_ms = clock.now_us() / 1000;
+        let assertion = DiscoveryAssertion {
+            site_id: "site-1".into(),
+            signer_node_id: site.node_id.clone(),
+            lease_epoch: site.epoch,
+            mac: mac.clone(),
+            workflow_id: entry.entry_id,
+            issued_at_ms: now_ms,
+            not_after_ms: now_ms + 10 * 60 * 1000,
+            ..DiscoveryAssertion::default()
+        };
+        let signed = SignedDiscoveryAssertion::sign(&assertion, site.leaf.clone(), &site.agent.key)
+            .expect("assertion");
+        let secret = TokenSecret::parse(&boot.token).expect("secret");
+        let ramdisk = Agent::new(id.to_string());
+        let mut req = ramdisk.request("discovery", ramdisk.seal(keys, &secret), signed.to_bytes());
+        req.input.role = "ramdisk".into();
+        req.input.claims.macs = vec![mac];
+        work[i % callers].push((ramdisk, req));
+    }
+    let (rate, done) = timed(svc, work).await;
+    assert!(done.iter().all(|(_, a)| a.role == "ramdisk"));
+    rate
+}
+
+/// Registers the bench's GCP project and returns the JoinService running cloud-iid.
+async fn cloud_service(
+    svc: &Arc<JoinService>,
+    store: &EventStore,
+    clock: &SimClock,
+) -> Arc<JoinService> {
+    CloudAccounts::new(store.clone(), Arc::new(clock.clone()))
+        .add(&NewCloudAccount {
+            provider: "gcp".into(),
+            account: "bench-project".into(),
+            tenant_id: "bench".into(),
+            site_id: "site-1".into(),
+            pool_id: "pool-1".into(),
+            role: "node".into(),
+            actor: "bench".into(),
+        })
+        .await
+        .expect("cloud account");
+    let config = CloudIidConfig {
+        max_age: std::time::Duration::from_secs(600),
+        gcp: Some(GcpConfig {
+            jwks: cloud_iid_support::key().jwks(),
+            audience: AUDIENCE.into(),
+        }),
+        ..CloudIidConfig::default()
+    };
+    let mut registry = AttestorRegistry::builtin();
+    registry.register_in_process(Arc::new(CloudIidAttestor::new(config).expect("cloud-iid")));
+    Arc::new(svc.as_ref().clone().with_attestors(registry))
+}
+
+/// Step 5: fresh instances of the registered project join by cloud-iid, one token each.
+async fn cloud_round(
+    svc: &Arc<JoinService>,
+    clock: &SimClock,
+    joins: usize,
+    callers: usize,
+) -> f64 {
+    let mut work: Vec<Vec<(Agent, JoinRequest)>> = (0..callers).map(|_| Vec::new()).collect();
+    let iat = clock.now().unix_timestamp();
+    for i in 0..joins {
+        let instance = uuid::Uuid::new_v4().as_u128().to_string();
+        let claims = cloud_iid_support::gcp_claims(AUDIENCE, "bench-project", &instance, iat);
+        let evidence = CloudIidEvidence {
+            provider: "gcp".into(),
+            document: cloud_iid_support::key().jwt(&claims),
+            signature: None,
+        };
+        let agent = Agent::new(instance);
+        let req = agent.request(
+            "cloud-iid",
+            Vec::new(),
+            serde_json::to_vec(&evidence).expect("evidence"),
+        );
+        work[i % callers].push((agent, req));
+    }
+    let (rate, _) = timed(svc, work).await;
+    rate
+}
+
 /// Times the re-joins and checks that each kept its node id.
 async fn finish(
     svc: &Arc<JoinService>,
@@ -257,6 +461,8 @@ async fn finish(
 struct Kinds {
     x509pop: bool,
     provisioned: bool,
+    discovery: bool,
+    cloud_iid: bool,
 }
 
 /// The rounds on one backend; prints one line.
@@ -275,7 +481,7 @@ async fn bench(
     );
     let svc = Arc::new(
         JoinService::new(
-            store,
+            store.clone(),
             keys.clone(),
             Arc::new(clock.clone()),
             IdentityConfig::new(td),
@@ -283,8 +489,19 @@ async fn bench(
         .expect("svc"),
     );
     let per_caller = (joins / callers).max(1);
+    let site = if kinds.discovery {
+        Some(site_fixture(&svc, &store, &keys, &clock).await)
+    } else {
+        None
+    };
+    let cloud = if kinds.cloud_iid {
+        Some(cloud_service(&svc, &store, &clock).await)
+    } else {
+        None
+    };
     let (mut token, mut x509, mut prov) = (vec![], vec![], vec![]);
     let (mut x509_ratio, mut prov_ratio) = (vec![], vec![]);
+    let (mut disc, mut disc_ratio, mut iid, mut iid_ratio) = (vec![], vec![], vec![], vec![]);
     // A warm-up round, not counted: the first joins on a fresh database (its caches, the WAL,
     // the connection pool) would otherwise weigh on the first token round only.
     let (_, nodes) = token_round(&svc, &keys, callers, per_caller).await;
@@ -305,6 +522,16 @@ async fn bench(
             prov.push(p);
             prov_ratio.push(p / t);
         }
+        if let Some(site) = &site {
+            let d = discovery_round(&svc, &keys, &clock, site, callers * per_caller, callers).await;
+            disc.push(d);
+            disc_ratio.push(d / t);
+        }
+        if let Some(cloud) = &cloud {
+            let c = cloud_round(cloud, &clock, callers * per_caller, callers).await;
+            iid.push(c);
+            iid_ratio.push(c / t);
+        }
         clock.advance_secs(1);
     }
     let rate = |v: &[f64], ratios: &[f64], what: &str| {
@@ -319,10 +546,12 @@ async fn bench(
         }
     };
     println!(
-        "{name:<8} callers {callers:>2}: token joins {:>7.0}/s{}{}  [{} joins of each kind per round, {rounds} rounds]",
+        "{name:<8} callers {callers:>2}: token joins {:>7.0}/s{}{}{}{}  [{} joins of each kind per round, {rounds} rounds]",
         median(token),
         rate(&x509, &x509_ratio, "x509pop re-joins"),
         rate(&prov, &prov_ratio, "provisioned joins"),
+        rate(&disc, &disc_ratio, "discovery joins"),
+        rate(&iid, &iid_ratio, "cloud-iid joins"),
         callers * per_caller,
     );
 }
@@ -344,11 +573,14 @@ async fn run() {
     let rounds = env_usize("ATTEST_BENCH_ROUNDS", 3).max(1);
     let backends =
         std::env::var("ATTEST_BENCH_BACKENDS").unwrap_or_else(|_| "postgres,sqlite".into());
-    let listed =
-        std::env::var("ATTEST_BENCH_KINDS").unwrap_or_else(|_| "x509pop,provisioned".into());
+    let listed = std::env::var("ATTEST_BENCH_KINDS")
+        .unwrap_or_else(|_| "x509pop,provisioned,discovery,cloud-iid".into());
+    let has = |kind: &str| listed.split(',').any(|k| k.trim() == kind);
     let kinds = Kinds {
-        x509pop: listed.split(',').any(|k| k.trim() == "x509pop"),
-        provisioned: listed.split(',').any(|k| k.trim() == "provisioned"),
+        x509pop: has("x509pop"),
+        provisioned: has("provisioned"),
+        discovery: has("discovery"),
+        cloud_iid: has("cloud-iid"),
     };
     println!("attest benchmark: joins per second by attestor, medians of {rounds} rounds");
     for backend in backends.split(',').map(str::trim) {

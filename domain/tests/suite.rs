@@ -2,8 +2,8 @@
 //! `tests/*.rs` file is a module here; `quorum_support` is declared once for all. Run one file's
 //! tests with `cargo test -p domain --test suite <file>::`.
 
-mod discovery_support;
 mod cloud_iid_support;
+mod discovery_support;
 mod quorum_support;
 mod tpm_support;
 
@@ -13,9 +13,9 @@ mod audit_notes;
 mod audit_seal;
 mod audit_trail;
 mod bundle_kdf;
+mod cloud_iid;
 mod discovery_admit;
 mod discovery_join;
-mod cloud_iid;
 mod identity_decide;
 mod pki_bundle;
 mod pki_certificates;

@@ -240,7 +240,7 @@ async fn an_unknown_attestor_stays_unsupported_through_the_relay() {
         (s.code(), s.message()),
         (
             Code::Unimplemented,
-            "UNSUPPORTED: attestor \"tpm\" is not supported by this control plane; supported: \"join-token\", \"provisioned\", \"x509pop\" (an empty attestor means \"join-token\")"
+            "UNSUPPORTED: attestor \"tpm\" is not supported by this control plane; supported: \"join-token\", \"provisioned\", \"x509pop\", \"discovery\" (an empty attestor means \"join-token\")"
         )
     );
     assert!(split

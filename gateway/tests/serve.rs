@@ -351,7 +351,7 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
 /// quotes it).
 fn unsupported(shown: &str) -> String {
     format!(
-        "UNSUPPORTED: attestor {shown} is not supported by this control plane; supported: \"join-token\", \"provisioned\", \"x509pop\" (an empty attestor means \"join-token\")"
+        "UNSUPPORTED: attestor {shown} is not supported by this control plane; supported: \"join-token\", \"provisioned\", \"x509pop\", \"discovery\" (an empty attestor means \"join-token\")"
     )
 }
 

@@ -43,7 +43,14 @@ const SCANNED: &[(&str, Option<&str>)] = &[
 
 /// The attestor ids this control plane builds in: the shell's `<id>:wrong-role` and
 /// `<id>:bad-csr` apply to each.
-const BUILTIN: &[&str] = &["join-token", "x509pop", "provisioned", "tpm", "discovery", "cloud-iid"];
+const BUILTIN: &[&str] = &[
+    "join-token",
+    "x509pop",
+    "provisioned",
+    "tpm",
+    "discovery",
+    "cloud-iid",
+];
 
 /// `src` without comments and without `#[cfg(test)]` items (a test module at the end).
 fn code_of(src: &str) -> String {

@@ -16,7 +16,9 @@
 //! replaced, refused, removed), the boot lease (acquired, renewed, released, lapsed, fenced, by
 //! site and node agents) and boot tokens, so `sites`, `boot_entries` and `site_leases` are too.
 //! The registry of cloud accounts (added, a second active entry refused, removed, added again)
-//! is replayed too, so `cloud_accounts` is held to the same.
+//! is replayed too, so `cloud_accounts` is held to the same; and ramdisks join by discovery on
+//! a site agent's signed assertion (admitted, refused, a second use refused `assertion-reused`),
+//! so the assertions' `attestation_uses` and the ramdisk certificates' allowed kinds are too.
 //!
 //! The binary is found beside the test executable (`target/<profile>/bcctl`) or at `$BCCTL`:
 //! build it first with `cargo build -p cli --bin bcctl` (same target dir).
@@ -33,6 +35,7 @@ use commands::site::{
     BootEntries, LeaseAction, NewBootEntry, NewSite, SiteAgent, SiteError, SiteSettings, Sites,
 };
 use commands::{Clock, SimClock};
+use domain::attest::discovery::{DiscoveryAssertion, SignedDiscoveryAssertion};
 use domain::attest::{AttestorPolicy, UpdatePool};
 use domain::identity::IdentityEvent;
 use domain::identity::{ExpectBinding, HardwareClaims, JoinInput, RenewInput, TokenRole};
@@ -154,6 +157,14 @@ enum Op {
         node: usize,
         mac: u8,
     },
+    /// A ramdisk joins by discovery with a node's assertion for one of three MACs (refused
+    /// unless that node is the site agent holding the lease and the MAC has a boot entry), and,
+    /// `twice`, a second ramdisk with the same assertion (refused `assertion-reused`).
+    DiscoveryJoin {
+        node: usize,
+        mac: u8,
+        twice: bool,
+    },
     /// `cloud account add` of one of three accounts (a second active entry is refused).
     AddCloudAccount {
         account: u8,
@@ -208,6 +219,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::ExpireRequests),
         2 => (0u8..3).prop_map(|ek| Op::AllowEk { ek }),
         1 => idx.clone().prop_map(|allow| Op::RevokeAllow { allow }),
+        2 => (idx.clone(), 0u8..3, any::<bool>())
+            .prop_map(|(node, mac, twice)| Op::DiscoveryJoin { node, mac, twice }),
         2 => (0u8..3).prop_map(|account| Op::AddCloudAccount { account }),
         1 => idx.clone().prop_map(|entry| Op::RemoveCloudAccount { entry }),
         1 => any::<bool>().prop_map(|second| Op::CreateSite { second }),
@@ -713,6 +726,47 @@ async fn step(w: &mut World, op: &Op) {
             let leaf = w.nodes[node % w.nodes.len()].leaf.clone();
             let mac = format!("aa:bb:cc:dd:ee:{mac:02x}");
             let _ = site_expected(w.agent.boot_token(&leaf, &mac, w.epoch).await);
+        }
+        Op::DiscoveryJoin { node, mac, twice } => {
+            if w.nodes.is_empty() {
+                return;
+            }
+            let signer = &w.nodes[node % w.nodes.len()];
+            let mac = format!("aa:bb:cc:dd:ee:{mac:02x}");
+            let Some(boot) = site_expected(w.agent.boot_token(&signer.leaf, &mac, w.epoch).await)
+            else {
+                return;
+            };
+            let now_ms = w.clock.now_us() / 1000;
+            let assertion = DiscoveryAssertion {
+                site_id: "site-1".into(),
+                signer_node_id: signer.id.clone(),
+                lease_epoch: w.epoch,
+                mac: mac.clone(),
+                workflow_id: boot.entry_id.clone(),
+                issued_at_ms: now_ms,
+                not_after_ms: now_ms + 600_000,
+                ..DiscoveryAssertion::default()
+            };
+            let signed =
+                SignedDiscoveryAssertion::sign(&assertion, signer.leaf.clone(), &signer.agent.key)
+                    .expect("sign the assertion");
+            for _ in 0..=usize::from(*twice) {
+                let ramdisk = Agent::new();
+                let mut req = join_request(w, &ramdisk, &boot.token, "ramdisk", None);
+                req.attestor = "discovery".into();
+                req.input.claims.macs = vec![mac.clone()];
+                req.input.attestation = signed.to_bytes();
+                if let Some(body) = expected(w.svc.join(&req).await) {
+                    let leaf = body.certificate_chain.first().cloned().expect("leaf");
+                    w.nodes.push(Node {
+                        id: body.node_id,
+                        agent: ramdisk,
+                        leaf,
+                        last_renew: None,
+                    });
+                }
+            }
         }
         Op::AddCloudAccount { account } => {
             let provider = ["aws", "gcp", "oidc"][usize::from(*account % 3)];

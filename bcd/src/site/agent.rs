@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use domain::pki::NodeRole;
 
-use super::lease::{LeaseChange, LeaseView};
+use super::view::{LeaseChange, LeaseView};
 use crate::client::{connect, ClientIdentity, NodeClient};
 use crate::files::DataDir;
 use crate::identity_store::{load_read_only_in, LoadedIdentity};

@@ -15,7 +15,8 @@
 //! |---------|---------------------------------------------------------------------|
 //! | `run`   | [`run_site`]: the node loop, the lease task, the server, the signals |
 //! | `agent` | what the tasks share: the lease view, the identity and its connection |
-//! | `lease` | the lease as last answered (pure) and the task that holds it         |
+//! | `view`  | the lease as last answered (pure): vouching, waits, changes          |
+//! | `lease` | the task that holds the lease                                       |
 //! | `boot`  | `/boot.ipxe` and `/healthz`: the query, the assertion, the script    |
 //! | `http`  | a small HTTP/1.1 server on tokio                                     |
 
@@ -24,6 +25,7 @@ pub mod boot;
 pub mod http;
 pub mod lease;
 mod run;
+pub mod view;
 
 pub use run::{run_site, SiteExit, SiteOptions, STOPPED_MESSAGE};
 

@@ -1,10 +1,10 @@
 //! The state identity decisions read, the events they produce, and how events change the state.
 
-use events::schema::{CloudAccountAdded, CloudAccountRemoved};
 use events::schema::{
     BootEntryAdded, BootEntryRemoved, SiteCreated, SiteLeaseAcquired, SiteLeaseReleased,
     SiteLeaseRenewed,
 };
+use events::schema::{CloudAccountAdded, CloudAccountRemoved};
 use events::schema::{
     EvidenceUsed, JoinRequestApproved, JoinRequestConsumed, JoinRequestCreated, JoinRequestExpired,
     JoinRequestRejected, JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed, NodeBound,
