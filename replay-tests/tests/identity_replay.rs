@@ -157,9 +157,11 @@ enum Op {
         node: usize,
         mac: u8,
     },
-    /// A ramdisk joins by discovery with a node's assertion for one of three MACs (refused
-    /// unless that node is the site agent holding the lease and the MAC has a boot entry), and,
-    /// `twice`, a second ramdisk with the same assertion (refused `assertion-reused`).
+    /// A commissioning: site-1, a boot entry for one of three MACs and the lease for a node (each
+    /// refused when it is there already, or when the node is no site agent), the node's boot
+    /// token and signed assertion, then a ramdisk joins by discovery with them (about a quarter
+    /// of these admit in a run) and, `twice`, a second ramdisk with the same assertion (refused
+    /// `assertion-reused`).
     DiscoveryJoin {
         node: usize,
         mac: u8,
@@ -733,6 +735,45 @@ async fn step(w: &mut World, op: &Op) {
             }
             let signer = &w.nodes[node % w.nodes.len()];
             let mac = format!("aa:bb:cc:dd:ee:{mac:02x}");
+            // What a commissioning needs, each refused when it is there already: the site, its
+            // boot entry for the MAC, the signer holding the lease (refused unless it is a site
+            // agent of site-1 and the lease is free or its own).
+            let _ = site_expected(
+                w.sites
+                    .create(&NewSite {
+                        site_id: "site-1".into(),
+                        tenant_id: "t0".into(),
+                        description: String::new(),
+                        default_pool_id: Some("pool-1".into()),
+                        actor: "op".into(),
+                    })
+                    .await,
+            );
+            if let Some(e) = site_expected(
+                w.boots
+                    .add(&NewBootEntry {
+                        site_id: "site-1".into(),
+                        mac: mac.clone(),
+                        product_uuid: None,
+                        kernel_url: "http://boot.example/k".into(),
+                        initrd_url: "http://boot.example/i".into(),
+                        kernel_args: String::new(),
+                        pool_id: None,
+                        expires_in_us: Some(600_000_000),
+                        replace: false,
+                        actor: "op".into(),
+                    })
+                    .await,
+            ) {
+                w.entry_ids.push(e.entry_id);
+            }
+            if let Some(answer) = site_expected(
+                w.agent
+                    .lease(&signer.leaf, LeaseAction::Acquire, w.epoch)
+                    .await,
+            ) {
+                w.epoch = answer.epoch;
+            }
             let Some(boot) = site_expected(w.agent.boot_token(&signer.leaf, &mac, w.epoch).await)
             else {
                 return;
@@ -748,6 +789,7 @@ async fn step(w: &mut World, op: &Op) {
                 not_after_ms: now_ms + 600_000,
                 ..DiscoveryAssertion::default()
             };
+            let signer = &w.nodes[node % w.nodes.len()];
             let signed =
                 SignedDiscoveryAssertion::sign(&assertion, signer.leaf.clone(), &signer.agent.key)
                     .expect("sign the assertion");
