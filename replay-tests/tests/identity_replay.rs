@@ -159,8 +159,8 @@ enum Op {
     },
     /// A commissioning: site-1, a boot entry for one of three MACs and the lease for a node (each
     /// refused when it is there already, or when the node is no site agent), the node's boot
-    /// token and signed assertion, then a ramdisk joins by discovery with them (about a quarter
-    /// of these admit in a run) and, `twice`, a second ramdisk with the same assertion (refused
+    /// token and signed assertion, then a ramdisk joins by discovery with them (3 of 16 admitted
+    /// in a run checked by hand) and, `twice`, a second ramdisk with the same assertion (refused
     /// `assertion-reused`).
     DiscoveryJoin {
         node: usize,
