@@ -9,6 +9,7 @@
 pub mod attest;
 pub mod audit;
 pub mod clock;
+pub mod command_queue;
 pub mod identity;
 pub mod quorum;
 pub mod run;

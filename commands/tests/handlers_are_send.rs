@@ -18,6 +18,8 @@ async fn a_quorum_handler_runs_on_a_spawned_task() {
         trust_version: 3,
         session_start: true,
         connected: true,
+        approver_set_epoch: 0,
+        approver_set_sha256: Vec::new(),
     };
     // Compiles only if the handler's future is Send.
     let task = tokio::spawn(async move {

@@ -214,6 +214,8 @@ async fn root_rotation_runs_in_three_gated_stages() {
             trust_version: version,
             session_start: true,
             connected: true,
+            approver_set_epoch: 0,
+            approver_set_sha256: Vec::new(),
         };
         report_node_trust(&store, &clock, &report("node_old", 1))
             .await
@@ -294,6 +296,8 @@ async fn switch_with_force_skips_the_gate() {
             trust_version: 1,
             session_start: true,
             connected: true,
+            approver_set_epoch: 0,
+            approver_set_sha256: Vec::new(),
         };
         report_node_trust(&store, &clock, &behind).await.unwrap();
         assert!(switch_command_root(&store, &clock, false).await.is_err());

@@ -62,6 +62,8 @@ async fn scenario(store: &EventStore) {
         trust_version: v,
         session_start: true,
         connected: true,
+        approver_set_epoch: 0,
+        approver_set_sha256: Vec::new(),
     };
     report_node_trust(store, &clock, &node("n1", 1))
         .await

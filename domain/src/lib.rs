@@ -9,6 +9,7 @@
 
 pub mod attest;
 pub mod audit;
+pub mod command;
 pub mod identity;
 pub mod merkle;
 pub mod pki;

@@ -374,6 +374,8 @@ impl NodeServer {
             trust_version,
             session_start,
             connected,
+            approver_set_epoch: 0,
+            approver_set_sha256: Vec::new(),
         });
         match outcome {
             Queued::Queued => {

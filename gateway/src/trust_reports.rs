@@ -284,6 +284,8 @@ mod tests {
             trust_version: 1,
             session_start: false,
             connected: true,
+            approver_set_epoch: 0,
+            approver_set_sha256: Vec::new(),
         };
         let outcomes: Vec<Queued> = (0..20_000)
             .map(|_| reporter.report(report.clone()))

@@ -73,6 +73,7 @@ pub fn signed_join_response(
         server_time_ms: answer.server_time_us / 1000,
         identity_generation: answer.identity_generation,
         deferral: None,
+        ..Default::default()
     };
     sign_join_body(join_signing, answer.csr_sha256, body)
 }

@@ -54,6 +54,7 @@ fn status(trust_version: u64) -> proto::NodeMessage {
         body: Some(proto::node_message::Body::Status(proto::StatusReport {
             client_time_ms: 0,
             trust_version,
+            ..Default::default()
         })),
     }
 }
@@ -63,6 +64,7 @@ fn hello(trust_version: u64) -> proto::NodeMessage {
         body: Some(proto::node_message::Body::Hello(proto::Hello {
             trust_version,
             agent_version: "test".into(),
+            ..Default::default()
         })),
     }
 }

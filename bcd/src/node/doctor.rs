@@ -60,6 +60,7 @@ pub async fn welcome_time(
         body: Some(NodeBody::Hello(proto::Hello {
             trust_version: loaded.stored.trust_version,
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            ..Default::default()
         })),
     };
     tx.send(hello)

@@ -65,6 +65,7 @@ pub async fn hold_session(
         body: Some(NodeBody::Hello(proto::Hello {
             trust_version,
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            ..Default::default()
         })),
     };
     if tx.send(hello).await.is_err() {
@@ -120,6 +121,7 @@ pub async fn hold_session(
                                     body: Some(NodeBody::Status(proto::StatusReport {
                                         client_time_ms: now_ms(OffsetDateTime::now_utc()),
                                         trust_version,
+                                        ..Default::default()
                                     })),
                                 };
                                 if tx.send(report).await.is_err() {
@@ -144,6 +146,7 @@ pub async fn hold_session(
                     body: Some(NodeBody::Status(proto::StatusReport {
                         client_time_ms: now_ms(OffsetDateTime::now_utc()),
                         trust_version,
+                        ..Default::default()
                     })),
                 };
                 if tx.send(report).await.is_err() {

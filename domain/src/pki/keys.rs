@@ -45,6 +45,9 @@ pub enum KeyRole {
     Node,
     /// A gateway's TLS key, certified by the serving CA.
     Serving,
+    /// A control-plane process's worker key, certified by the command-signing root for at
+    /// most 24 hours; signs commands only.
+    Worker,
 }
 
 impl KeyRole {
@@ -71,6 +74,7 @@ impl KeyRole {
             KeyRole::CommandSigningRoot => "command-signing-root",
             KeyRole::Node => "node",
             KeyRole::Serving => "serving",
+            KeyRole::Worker => "worker",
         }
     }
 }

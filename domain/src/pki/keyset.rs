@@ -218,7 +218,7 @@ impl KeySet {
             KeyRole::JoinEncryption => self.join_encryption.public_key(),
             KeyRole::AuditSigning => self.audit_signing.public_key(),
             KeyRole::CommandSigningRoot => self.command_signing_root.public_key(),
-            KeyRole::Node | KeyRole::Serving => return None,
+            KeyRole::Node | KeyRole::Serving | KeyRole::Worker => return None,
         })
     }
 

@@ -26,7 +26,7 @@ use rcgen::{
 };
 use time::{Duration, OffsetDateTime};
 
-use super::ca::{random_serial, whole_seconds, CaError, NodeCa, ServingCa};
+use super::ca::{random_serial, whole_seconds, CaError, CommandSigningRoot, NodeCa, ServingCa};
 use super::csr::VerifiedCsr;
 use super::encoding::sha256;
 use super::keys::{KeyError, PublicKey};
@@ -430,6 +430,47 @@ pub fn issue_internal_client_certificate(
     params.use_authority_key_identifier_extension = true;
     params.subject_alt_names = sans;
     let der = serving_ca.sign(&params, public_key, now)?;
+    Ok(IssuedCertificate {
+        sha256: sha256(&der),
+        der,
+        serial: serial.clone(),
+        not_before,
+        not_after,
+    })
+}
+
+/// The longest a worker certificate lives (spec 003 "Signed intent": at most 24 hours).
+pub const WORKER_CERT_MAX_LIFETIME: Duration = Duration::hours(24);
+
+/// Issues a worker certificate from the command-signing `root` for `public_key`: the key a
+/// control-plane process signs commands with (`OU=bc-role:worker`, `CN=<name>`, digital
+/// signature only, no extended key usage: there is no command-signing EKU, the role is the
+/// OU), living at most [`WORKER_CERT_MAX_LIFETIME`] and never past the root.
+pub fn issue_worker_certificate(
+    root: &CommandSigningRoot,
+    public_key: &PublicKey,
+    name: &str,
+    serial: &Serial,
+    lifetime: Duration,
+    now: OffsetDateTime,
+) -> Result<IssuedCertificate, IssueError> {
+    let (not_before, not_after) = validity(
+        now,
+        Some(lifetime),
+        WORKER_CERT_MAX_LIFETIME,
+        root.not_after(),
+    )?;
+    let mut params = CertificateParams::default();
+    let mut dn = role_subject(Role::Worker);
+    dn.push(DnType::CommonName, name);
+    params.distinguished_name = dn;
+    params.serial_number = Some(serial.as_bytes().to_vec().into());
+    params.not_before = not_before;
+    params.not_after = not_after;
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.use_authority_key_identifier_extension = true;
+    let der = root.sign(&params, public_key, now)?;
     Ok(IssuedCertificate {
         sha256: sha256(&der),
         der,

@@ -58,8 +58,9 @@ pub use keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};
 pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins};
 pub use leaf::{
     issue_internal_client_certificate, issue_node_certificate, issue_serving_certificate,
-    IssueError, IssuedCertificate, NodeCertificateDecision, NodeKeyStatement, Serial,
-    ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME, SERVING_MAX_LIFETIME,
+    issue_worker_certificate, IssueError, IssuedCertificate, NodeCertificateDecision,
+    NodeKeyStatement, Serial, ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME,
+    SERVING_MAX_LIFETIME, WORKER_CERT_MAX_LIFETIME,
 };
 pub use pin::{Pin, PinError};
 pub use secret::{DeploymentSecret, SecretError, DEPLOYMENT_SECRET_ENV};

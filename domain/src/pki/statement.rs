@@ -41,6 +41,8 @@ pub enum Purpose {
     /// A site agent's statement that its boot server just served a machine (spec 000
     /// "discovery").
     DiscoveryAssertion,
+    /// A worker key's signature on a command body (spec 003 "Signed intent").
+    Command,
 }
 
 impl Purpose {
@@ -53,6 +55,7 @@ impl Purpose {
             Purpose::RenewResponse => "renew-response",
             Purpose::TrustBundle => "trust-bundle",
             Purpose::DiscoveryAssertion => "discovery-assertion",
+            Purpose::Command => "command",
         }
     }
 
@@ -63,6 +66,7 @@ impl Purpose {
             Purpose::JoinResponse | Purpose::RenewResponse | Purpose::TrustBundle => {
                 KeyRole::JoinSigning
             }
+            Purpose::Command => KeyRole::Worker,
         }
     }
 }

@@ -21,6 +21,8 @@ macro_rules! event_payload {
 
 // One file per area, beside its `.proto` file.
 mod audit;
+mod commands;
+pub use commands::command_stream;
 mod gateway;
 mod identity;
 pub use identity::{RevokedCertificates, JOIN_KEY_ATTESTOR, RENEW_POP_ATTESTOR};

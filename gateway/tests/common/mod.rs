@@ -204,6 +204,7 @@ pub fn hello() -> proto::NodeMessage {
         body: Some(proto::node_message::Body::Hello(proto::Hello {
             trust_version: 0,
             agent_version: "test".into(),
+            ..Default::default()
         })),
     }
 }

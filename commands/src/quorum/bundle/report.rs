@@ -20,6 +20,10 @@ pub struct TrustReport {
     pub session_start: bool,
     /// False when the session ended.
     pub connected: bool,
+    /// The approver set the node reports holding: its epoch (0 without keys).
+    pub approver_set_epoch: u64,
+    /// SHA-256(approverSetInput) of the set it holds; empty without keys.
+    pub approver_set_sha256: Vec<u8>,
 }
 
 /// Records a node's trust report (the node sessions call this on Hello, StatusReport and end).
@@ -38,6 +42,8 @@ pub async fn report_node_trust(
                 trust_version: report.trust_version,
                 session_start: report.session_start,
                 connected: report.connected,
+                approver_set_epoch: report.approver_set_epoch,
+                approver_set_sha256: report.approver_set_sha256.clone(),
             },
         );
         append_and_project(

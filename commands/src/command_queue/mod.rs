@@ -1,0 +1,52 @@
+//! The command queue (issue 21): enqueue signed commands, hand a gateway the commands a node may
+//! run, and record what was sent and what the node answered. Every step is an event on the
+//! command's stream (`command/<id>`); the `commands` projection is the queue's state.
+//!
+//! - [`worker`]: the process's worker key, certified by the command-signing root for at most 24
+//!   hours and replaced after 60% of its lifetime (each certification a `command.worker.certified`
+//!   event).
+//! - [`enqueue`]: `bcctl command run`: load the node, its certificate's allowed kinds, the batch
+//!   and the published quorum, decide (`domain::command::enqueue`), sign, append.
+//! - [`dispatch`]: what the gateway reads and records: the runnable commands of a node (held ones
+//!   only once their batch is approved, with the approval and the member's own leaf's proof from
+//!   the stored bytes), which nodes have newly runnable commands, dispatches, results and
+//!   rejections.
+//! - [`views`]: `bcctl command list | show`.
+//!
+//! The API below is the contract the gateway and the CLI code against; the bodies are the queue
+//! work's.
+
+pub mod dispatch;
+pub mod enqueue;
+pub mod views;
+pub mod worker;
+
+pub use dispatch::{
+    pending_for_node, ready_since, record_dispatched, record_node_answer, DispatchCause,
+    NodeAnswer, NodeAnswerOutcome, RunnableCommand,
+};
+pub use enqueue::{enqueue_command, EnqueueAnswer, EnqueueRequest};
+pub use views::{command_list, command_show, CommandFilter, CommandView};
+pub use worker::{WorkerSigner, WorkerSignerError};
+
+use crate::run::RunError;
+
+/// Why a queue command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandQueueError {
+    /// A refusal the operator can act on (its message says what to do).
+    #[error("{0}")]
+    Refused(#[from] domain::command::enqueue::EnqueueRefusal),
+    /// The command does not exist.
+    #[error("no command {0}")]
+    NotFound(String),
+    /// Signing failed (the worker key).
+    #[error(transparent)]
+    Worker(#[from] WorkerSignerError),
+    /// The store failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The queue work has not filled this in yet.
+    #[error("not implemented yet: {0}")]
+    Unimplemented(&'static str),
+}
