@@ -65,6 +65,8 @@ pub fn run_agent(
         status_interval: std::time::Duration::from_secs(30),
         join_signing_key,
         tpm: config.tpm_host(),
+        commands: config.commands.clone(),
+        approver_set_pin: config.approver_set_pin,
     };
     // A certificate that expired while the machine was off (or before a renewal succeeded)
     // re-joins by x509pop from the identity on disk, logged, before bcd gives up.

@@ -17,6 +17,13 @@
 //! metadata_url = "http://169.254.169.254"  # BCD_CLOUD_METADATA_URL overrides it
 //! audience = "https://bc.example.com"     # GCP: the identity token's audience
 //! token_file = "/run/oidc/token"          # --provider oidc
+//!
+//! approver_set_sha256 = "<64 hex>"        # top level: the first approver set this node takes
+//! [commands]
+//! hook_timeout_seconds = 600              # the default
+//! log_file = "/var/log/bcd.log"           # logs.collect without a unit (else journalctl -u bcd)
+//! [commands.hooks]
+//! "node.reboot" = "/usr/libexec/bcd/reboot"
 //! ```
 //!
 //! Every pin is parsed when the file is read, before bcd does anything else: a malformed pin is
@@ -99,6 +106,20 @@ pub enum ConfigError {
         /// Why the pin was refused.
         source: PinError,
     },
+    /// `approver_set_sha256` is not 64 hex characters.
+    #[error("{path}: approver_set_sha256 is not 64 hex characters; copy approverSetSha256 from `bcctl pki trust-version`")]
+    MalformedSetPin {
+        /// Path.
+        path: PathBuf,
+    },
+    /// A `[commands]` value that cannot work.
+    #[error("{path}: [commands]: {message}")]
+    Commands {
+        /// Path.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// A pin needed for this command is not in the file.
     #[error(
         "{path}: {key} is not set; bcd needs all three pins (serving_ca_spki_pin, \
@@ -138,6 +159,18 @@ struct RawConfig {
     site: RawSite,
     #[serde(default)]
     cloud: CloudSettings,
+    approver_set_sha256: Option<String>,
+    #[serde(default)]
+    commands: RawCommands,
+}
+
+/// `[commands]` as written.
+#[derive(Debug, Default, Deserialize)]
+struct RawCommands {
+    hook_timeout_seconds: Option<u64>,
+    log_file: Option<PathBuf>,
+    #[serde(default)]
+    hooks: std::collections::BTreeMap<String, PathBuf>,
 }
 
 /// `[site]` as written.
@@ -280,6 +313,39 @@ pub struct Config {
     pub site: SiteSettings,
     /// `[cloud]`.
     pub cloud: CloudSettings,
+    /// `approver_set_sha256`: the only first approver set this node takes.
+    pub approver_set_pin: Option<domain::quorum::SetDigest>,
+    /// `[commands]`.
+    pub commands: crate::commands::CommandSettings,
+}
+
+fn commands_of(
+    path: &Path,
+    raw: RawCommands,
+) -> Result<crate::commands::CommandSettings, ConfigError> {
+    let error = |message: String| ConfigError::Commands {
+        path: path.to_owned(),
+        message,
+    };
+    let timeout = raw
+        .hook_timeout_seconds
+        .unwrap_or(crate::commands::DEFAULT_HOOK_TIMEOUT_SECONDS);
+    if timeout == 0 {
+        return Err(error("hook_timeout_seconds must be at least 1".into()));
+    }
+    for (kind, program) in &raw.hooks {
+        if !program.is_absolute() {
+            return Err(error(format!(
+                "the hook of {kind:?} must be an absolute path, not {}",
+                program.display()
+            )));
+        }
+    }
+    Ok(crate::commands::CommandSettings {
+        hooks: raw.hooks,
+        hook_timeout: std::time::Duration::from_secs(timeout),
+        log_file: raw.log_file,
+    })
 }
 
 fn parse_pin(
@@ -395,7 +461,20 @@ impl Config {
             tcti,
             ek_intermediates: raw.tpm.ek_intermediates,
         };
+        let approver_set_pin = raw
+            .approver_set_sha256
+            .map(|hex| {
+                domain::quorum::SetDigest::from_hex(hex.trim()).map_err(|_| {
+                    ConfigError::MalformedSetPin {
+                        path: shown.clone(),
+                    }
+                })
+            })
+            .transpose()?;
+        let commands = commands_of(&shown, raw.commands)?;
         Ok(Config {
+            approver_set_pin,
+            commands,
             path,
             server,
             data_dir,

@@ -26,6 +26,8 @@
 //! | [`ramdisk`] | `bcd ramdisk`: the kernel command line's token and assertion, the discovery join |
 //! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi) |
 //! | [`tpm_show`] | `bcd tpm show`: the EK's SHA-256 to allow-list and the AK's statement |
+//! | [`approver_state`] | the held approver set (`approver-set.json`) under the one epoch rule |
+//! | [`commands`] | signed commands on the machine: verify, admit, `journal.db`, hooks, built-ins |
 //! | [`trust_bundle`] | checking a Welcome's signed trust bundle and keeping it in `identity.json` |
 //!
 //! The network (gRPC over pinned mTLS) plugs in through [`join::JoinTransport`] and
@@ -33,8 +35,10 @@
 
 pub mod admission_store;
 pub mod agent_cmd;
+pub mod approver_state;
 pub mod attest;
 pub mod client;
+pub mod commands;
 pub mod config;
 pub mod fault;
 pub mod files;

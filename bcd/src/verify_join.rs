@@ -15,7 +15,10 @@
 //! 5. the body's trust domain is the one expected (when the configuration names one);
 //! 6. the leaf carries exactly one SPIFFE ID, in that trust domain, and one agent role;
 //! 7. the leaf certifies this request's key;
-//! 8. the role is the one asked for (and the node, for a provisioned join).
+//! 8. the role is the one asked for (and the node, for a provisioned join);
+//! 9. the signed trust bundle (fields 13 to 15) checks exactly like a Welcome's
+//!    ([`crate::trust_bundle::verify_welcome_trust`] under the same signing key and the body's
+//!    trust domain); its version, roots, content and signed bytes are what `identity.json` keeps.
 //!
 //! A deferral (the body's `oneof deferral`: `JoinPending` or `JoinChallenge`) issues nothing and
 //! is never taken for a join: [`verify_join_response`] refuses it ([`JoinRefusal::Deferral`]).
@@ -56,6 +59,11 @@ pub struct JoinResponseFields {
     pub trust_roots: Vec<Vec<u8>>,
     /// The serialized trust bundle, when sent.
     pub trust_bundle: Option<Vec<u8>>,
+    /// JoinResponse field 14: the signed `bc.wire.v1.TrustBundle` bytes, as a Welcome
+    /// carries them (empty: none published).
+    pub signed_trust_bundle: Vec<u8>,
+    /// Field 15: its signature by the JoinService signing key.
+    pub trust_bundle_signature: Vec<u8>,
     /// The node id the body names (empty on a deferral).
     pub node_id: String,
     /// The body's deferral, when it is one.
@@ -120,6 +128,9 @@ pub enum JoinRefusal {
     /// The body does not decode.
     #[error("the JoinResponse body does not decode: {0}")]
     Undecodable(String),
+    /// The signed trust bundle the answer carries does not check.
+    #[error("the JoinResponse's trust bundle was refused: {0}")]
+    TrustBundle(crate::trust_bundle::TrustBundleRefusal),
     /// The (authentic) answer is a deferral, which issues nothing: never taken for a join.
     #[error("the JoinResponse is a deferral ({0}), not a join: it issues nothing")]
     Deferral(&'static str),
@@ -333,19 +344,42 @@ fn verify_joined(
             });
         }
     }
+    let signer =
+        PublicKey::from_spki_der(&signed.signer_spki_der).map_err(|_| JoinRefusal::BadSignerKey)?;
+    let bundle = crate::trust_bundle::verify_welcome_trust(
+        &signer,
+        &trust_domain,
+        &proto::Welcome {
+            trust_version: fields.trust_version,
+            signed_trust_bundle: fields.signed_trust_bundle.clone(),
+            trust_bundle_signature: fields.trust_bundle_signature.clone(),
+            ..Default::default()
+        },
+    )
+    .map_err(JoinRefusal::TrustBundle)?;
+    let trust = match bundle {
+        Some(bundle) => TrustState {
+            trust_version: bundle.version,
+            trust_roots: bundle.roots,
+            trust_bundle: Some(bundle.content),
+            signed_trust_bundle: Some(bundle.signed),
+            server_time: None,
+        },
+        None => TrustState {
+            trust_version: 0,
+            trust_roots: fields.trust_roots,
+            trust_bundle: fields.trust_bundle,
+            signed_trust_bundle: None,
+            server_time: None,
+        },
+    };
     let mut chain = Vec::with_capacity(1 + fields.chain_ders.len());
     chain.push(fields.leaf_der);
     chain.extend(fields.chain_ders);
     Ok(VerifiedJoin {
         leaf,
         chain,
-        trust: TrustState {
-            trust_version: fields.trust_version,
-            trust_roots: fields.trust_roots,
-            trust_bundle: fields.trust_bundle,
-            signed_trust_bundle: None,
-            server_time: None,
-        },
+        trust,
         signed: signed.clone(),
     })
 }

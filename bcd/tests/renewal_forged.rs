@@ -185,6 +185,7 @@ async fn a_welcome_from_2036_does_not_move_the_server_time() {
         now() + Duration::seconds(3),
         std::time::Duration::from_secs(1),
         None,
+        None,
     )
     .await;
     assert!(matches!(end, SessionEnd::Due), "{end:?}");

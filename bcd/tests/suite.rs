@@ -2,10 +2,14 @@
 //! one per file. Each `tests/*.rs` file is a module here; `common` is declared once for all.
 //! Run one file's tests with `cargo test -p bcd --test suite <file>::`.
 
+mod command_support;
 mod common;
 mod renewal_support;
 
+mod approver_set;
 mod cli;
+mod command_journal;
+mod command_refusals;
 mod evidence;
 mod identity_store;
 mod join;

@@ -33,9 +33,11 @@ pub fn decode_join_body(body: &[u8]) -> Result<JoinResponseFields, String> {
         trust_domain: response.trust_domain,
         leaf_der,
         chain_ders: chain.collect(),
-        trust_version: 0,
+        trust_version: response.trust_version,
         trust_roots: response.trust_roots,
         trust_bundle: None,
+        signed_trust_bundle: response.signed_trust_bundle,
+        trust_bundle_signature: response.trust_bundle_signature,
     })
 }
 

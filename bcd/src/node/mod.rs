@@ -43,7 +43,7 @@
 //! Every item is re-exported here, so callers name `crate::node::X` whatever file holds it.
 
 mod doctor;
-mod log;
+pub mod log;
 mod rejoin;
 mod renew;
 mod run;

@@ -11,11 +11,13 @@ use super::log::{log, rfc3339};
 use super::renew::{renew_retrying, RenewError};
 use super::session::{client_identity, hold_session, SessionEnd};
 use crate::client::{connect, ClientError, GatewayAddress};
+use crate::commands::{CommandContext, CommandSettings};
 use crate::files::DataDir;
 use crate::identity_store::{load_in, LoadError, WAY_BACK};
 use crate::node_key::TpmHost;
 use crate::renewal::PendingRenewal;
 use crate::renewal_schedule::{jitter, next_renewal_attempt, renew_at, RENEW_RETRY_MIN};
+use domain::quorum::SetDigest;
 
 /// What `bcd node` prints last when its certificate was revoked (exit status 1).
 pub const REVOKED_EXIT_MESSAGE: &str = "agent: this node's certificate was revoked";
@@ -39,6 +41,10 @@ pub struct NodeOptions {
     pub join_signing_key: Option<PublicKey>,
     /// The host's TPM (`[tpm] tcti`): TPM-held keys load and new keys are made there.
     pub tpm: TpmHost,
+    /// `[commands]` and the first-set pin (`approver_set_sha256`).
+    pub commands: CommandSettings,
+    /// `approver_set_sha256`.
+    pub approver_set_pin: Option<SetDigest>,
 }
 
 /// How `bcd node` ended (it runs until one of these).
@@ -162,6 +168,11 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                     due,
                     options.status_interval,
                     options.join_signing_key.as_ref(),
+                    Some(&CommandContext {
+                        dir: dir.clone(),
+                        settings: options.commands.clone(),
+                        pin: options.approver_set_pin,
+                    }),
                 )
                 .await
             }

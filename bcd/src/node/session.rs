@@ -1,6 +1,13 @@
 //! One session with the gateway ([`hold_session`]): `Hello` with the trust version held, a
 //! `StatusReport` every interval, each `Welcome`'s signed trust bundle kept (its unsigned
 //! server time only logged), until the renewal is due, a revocation, or the session's end.
+//!
+//! Hello and every StatusReport carry the held approver set's epoch and SHA-256
+//! ([`crate::approver_state::reported`]). After a stored bundle (and at the session's start) the
+//! bundle's approver set is settled under the one epoch rule. Each `GatewayMessage.command` goes
+//! to the command runner's thread ([`crate::commands::spawn_runner`]) with the latest Welcome's
+//! server time; its `CommandResult` comes back on the session's stream, so the select loop keeps
+//! its status reports and revocation handling while a command runs.
 
 use std::time::Duration as StdDuration;
 
@@ -9,9 +16,11 @@ use time::OffsetDateTime;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::log::{log, rfc3339};
+use crate::approver_state::{describe, reported, settle_held_set};
 use crate::client::{describe_status, is_revoked_alert, ClientIdentity, NodeClient};
+use crate::commands::{spawn_runner, CommandContext, Job};
 use crate::files::DataDir;
-use crate::identity_store::LoadedIdentity;
+use crate::identity_store::{read_stored, LoadedIdentity};
 use crate::trust_bundle::{apply_welcome_trust, TrustUpdate};
 use proto::gateway_message::Body as GatewayBody;
 use proto::node_message::Body as NodeBody;
@@ -50,7 +59,37 @@ pub fn time_of_ms(ms: i64) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
 }
 
-/// Holds one session with `client` until `until`, a revocation, or its end.
+/// Settles the stored bundle's approver set (logging a taken or refused set).
+pub fn settle_stored_set(dir: &DataDir, pin: Option<&domain::quorum::SetDigest>) {
+    match read_stored(dir) {
+        Ok(Some(stored)) => match settle_held_set(dir, &stored, pin) {
+            Ok(outcome) => {
+                if let Some(line) = describe(&outcome) {
+                    log(line);
+                }
+            }
+            Err(e) => log(format_args!("{e}")),
+        },
+        Ok(None) => {}
+        Err(e) => log(format_args!("settling the approver set: {e}")),
+    }
+}
+
+fn status_report(dir: &DataDir, trust_version: u64) -> proto::NodeMessage {
+    let (approver_set_epoch, approver_set_sha256) = reported(dir);
+    proto::NodeMessage {
+        body: Some(NodeBody::Status(proto::StatusReport {
+            client_time_ms: now_ms(OffsetDateTime::now_utc()),
+            trust_version,
+            approver_set_epoch,
+            approver_set_sha256,
+            ..Default::default()
+        })),
+    }
+}
+
+/// Holds one session with `client` until `until`, a revocation, or its end. `commands`: how
+/// commands run (`None`: every command is rejected `NODE_STATE`).
 pub async fn hold_session(
     client: &mut NodeClient,
     dir: &DataDir,
@@ -58,16 +97,24 @@ pub async fn hold_session(
     until: OffsetDateTime,
     status_interval: StdDuration,
     signing_key: Option<&PublicKey>,
+    commands: Option<&CommandContext>,
 ) -> SessionEnd {
     let mut trust_version = loaded.stored.trust_version;
+    let pin = commands.and_then(|c| c.pin);
+    settle_stored_set(dir, pin.as_ref());
     let (tx, rx) = tokio::sync::mpsc::channel::<proto::NodeMessage>(8);
+    let (approver_set_epoch, approver_set_sha256) = reported(dir);
     let hello = proto::NodeMessage {
         body: Some(NodeBody::Hello(proto::Hello {
             trust_version,
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            approver_set_epoch,
+            approver_set_sha256,
             ..Default::default()
         })),
     };
+    let jobs = commands.map(|ctx| spawn_runner(ctx.clone(), tx.clone()));
+    let mut welcome_time: Option<(i64, std::time::Instant)> = None;
     if tx.send(hello).await.is_err() {
         return SessionEnd::Lost("the session's sender closed".to_owned());
     }
@@ -95,6 +142,7 @@ pub async fn hold_session(
         tokio::select! {
             message = inbound.message() => match message {
                 Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Welcome(w)) })) => {
+                    welcome_time = Some((w.server_time_ms, std::time::Instant::now()));
                     let server_time = time_of_ms(w.server_time_ms);
                     if !welcomed {
                         welcomed = true;
@@ -117,13 +165,8 @@ pub async fn hold_session(
                                     "trust bundle version {version} verified and stored (held {previous})"
                                 ));
                                 trust_version = version;
-                                let report = proto::NodeMessage {
-                                    body: Some(NodeBody::Status(proto::StatusReport {
-                                        client_time_ms: now_ms(OffsetDateTime::now_utc()),
-                                        trust_version,
-                                        ..Default::default()
-                                    })),
-                                };
+                                settle_stored_set(dir, pin.as_ref());
+                                let report = status_report(dir, trust_version);
                                 if tx.send(report).await.is_err() {
                                     return SessionEnd::Lost("the session's stream closed".to_owned());
                                 }
@@ -136,19 +179,43 @@ pub async fn hold_session(
                 Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Revocation(n)) })) => {
                     return SessionEnd::Revoked { reason: n.reason, serial: n.serial };
                 }
+                Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Command(command)) })) => {
+                    let refused = |detail: &str| proto::NodeMessage {
+                        body: Some(NodeBody::Result(proto::CommandResult {
+                            command_id: command.command_id.clone(),
+                            outcome: proto::CommandOutcome::Rejected as i32,
+                            reject_reason: proto::CommandRejectReason::NodeState as i32,
+                            detail: detail.to_owned(),
+                            ..Default::default()
+                        })),
+                    };
+                    let answer = match (&jobs, welcome_time) {
+                        (None, _) => Some(refused("commands-disabled: this bcd runs no commands")),
+                        (Some(_), None) => Some(refused("no-server-time: a command came before the Welcome")),
+                        (Some(jobs), Some((welcome_server_ms, welcome_at))) => {
+                            let id = command.command_id.clone();
+                            match jobs.send(Job { command, welcome_server_ms, welcome_at }) {
+                                Ok(()) => None,
+                                Err(_) => {
+                                    log(format_args!("the command runner stopped; command {id} not run"));
+                                    return SessionEnd::Lost("the command runner stopped".to_owned());
+                                }
+                            }
+                        }
+                    };
+                    if let Some(answer) = answer {
+                        if tx.send(answer).await.is_err() {
+                            return SessionEnd::Lost("the session's stream closed".to_owned());
+                        }
+                    }
+                }
                 Ok(Some(_)) => {}
                 Ok(None) => return SessionEnd::Lost("the gateway closed the session".to_owned()),
                 Err(status) if is_revoked_alert(&status) => return revoked_at_handshake(&status),
                 Err(status) => return SessionEnd::Lost(describe_status(&status)),
             },
             _ = ticker.tick() => {
-                let report = proto::NodeMessage {
-                    body: Some(NodeBody::Status(proto::StatusReport {
-                        client_time_ms: now_ms(OffsetDateTime::now_utc()),
-                        trust_version,
-                        ..Default::default()
-                    })),
-                };
+                let report = status_report(dir, trust_version);
                 if tx.send(report).await.is_err() {
                     return SessionEnd::Lost("the session's stream closed".to_owned());
                 }

@@ -1,0 +1,435 @@
+//! Signed commands on the machine (spec 003 "On the machine"): verify, admit, journal, run, answer.
+//!
+//! [`CommandRunner::handle`] answers one `GatewayMessage.command` with one `CommandResult`:
+//!
+//! 1. `journal.db` first: a command that already finished is answered with its stored result and
+//!    not run again; one found `started` (bcd stopped while it ran) is failed, never re-run;
+//! 2. the signature, signer and body ([`domain::command::verify_command`] under the held
+//!    command-signing roots, this node's trust domain and id, server time from the latest
+//!    Welcome), and the wire `command_id` equal to the body's: else `SIGNATURE_INVALID`;
+//! 3. the kind is known and this node's role may run it: else `KIND_UNSUPPORTED`; its payload
+//!    decodes as the kind's message (no unknown fields): else `SIGNATURE_INVALID`;
+//! 4. a destructive kind needs a hook (`[commands.hooks]`): else `NO_HOOK`; then admission
+//!    ([`admission`]): its refusal's reason and message;
+//! 5. recorded `started`, run (a built-in in bcd, a destructive kind's hook), recorded with its
+//!    result.
+//!
+//! A rejection ran nothing. [`spawn_runner`] runs commands one at a time per process on a thread
+//! of its own, off the session's select loop.
+
+pub mod admission;
+pub mod builtins;
+pub mod hooks;
+pub mod journal;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use domain::command::payloads::decode_payload;
+use domain::command::{kind_spec, verify_command, SignedCommand};
+use domain::pki::{NodeRole, TrustDomain};
+use domain::quorum::{AdmissionClock, SetDigest, VerifiedApprovals};
+use time::OffsetDateTime;
+
+use crate::files::DataDir;
+use crate::identity_store::read_stored;
+use admission::{admit_destructive, ToAdmit};
+use journal::{Entry, Journal, JournalError, INTERRUPTED_DETAIL};
+
+/// The default hook timeout.
+pub const DEFAULT_HOOK_TIMEOUT_SECONDS: u64 = 600;
+
+/// `[commands]` in `config.toml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSettings {
+    /// `[commands.hooks]`: kind → program.
+    pub hooks: BTreeMap<String, PathBuf>,
+    /// `hook_timeout_seconds`.
+    pub hook_timeout: Duration,
+    /// `log_file`: bcd's own log for `logs.collect` with no unit (else `journalctl -u bcd`).
+    pub log_file: Option<PathBuf>,
+}
+
+impl Default for CommandSettings {
+    fn default() -> Self {
+        CommandSettings {
+            hooks: BTreeMap::new(),
+            hook_timeout: Duration::from_secs(DEFAULT_HOOK_TIMEOUT_SECONDS),
+            log_file: None,
+        }
+    }
+}
+
+/// What a runner needs besides the identity on disk.
+#[derive(Debug, Clone)]
+pub struct CommandContext {
+    /// The data directory.
+    pub dir: DataDir,
+    /// `[commands]`.
+    pub settings: CommandSettings,
+    /// `approver_set_sha256`, the first-set pin.
+    pub pin: Option<SetDigest>,
+}
+
+/// Why a runner cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// No identity.
+    #[error("commands: this node has not joined (no identity.json)")]
+    NotJoined,
+    /// identity.json does not load.
+    #[error("commands: {0}")]
+    Identity(String),
+    /// journal.db cannot be used.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// A time in Unix ms.
+pub fn unix_ms(t: OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+fn rejected(
+    command_id: &str,
+    reason: proto::CommandRejectReason,
+    detail: String,
+) -> proto::CommandResult {
+    let now = unix_ms(OffsetDateTime::now_utc());
+    proto::CommandResult {
+        command_id: command_id.to_owned(),
+        outcome: proto::CommandOutcome::Rejected as i32,
+        reject_reason: reason as i32,
+        detail,
+        started_at_ms: now,
+        finished_at_ms: now,
+        ..Default::default()
+    }
+}
+
+/// Runs this node's commands (see the module docs).
+#[derive(Debug)]
+pub struct CommandRunner {
+    ctx: CommandContext,
+    node_id: String,
+    journal: Journal,
+    verified: VerifiedApprovals,
+}
+
+impl CommandRunner {
+    /// Opens the journal for the stored identity's node, without sweeping it.
+    pub fn open(ctx: CommandContext) -> Result<CommandRunner, RunnerError> {
+        let stored = read_stored(&ctx.dir)
+            .map_err(|e| RunnerError::Identity(e.to_string()))?
+            .ok_or(RunnerError::NotJoined)?;
+        let journal = Journal::open(&ctx.dir.journal(), &stored.node_id)?;
+        Ok(CommandRunner {
+            ctx,
+            node_id: stored.node_id,
+            journal,
+            verified: VerifiedApprovals::new(),
+        })
+    }
+
+    /// Opens the journal and fails every command a previous run left `started` (start-up).
+    pub fn open_at_start(
+        ctx: CommandContext,
+    ) -> Result<(CommandRunner, Vec<proto::CommandResult>), RunnerError> {
+        let mut runner = CommandRunner::open(ctx)?;
+        let swept = runner
+            .journal
+            .sweep_interrupted(unix_ms(OffsetDateTime::now_utc()))?;
+        Ok((runner, swept))
+    }
+
+    /// The journal (for inspection).
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Answers one command (see the module docs). `server_now_ms`: server time, from the
+    /// latest Welcome.
+    pub fn handle(&mut self, command: &proto::Command, server_now_ms: i64) -> proto::CommandResult {
+        let id = command.command_id.as_str();
+        match self.journal.entry(id) {
+            Ok(Some(Entry::Finished(result))) => return result,
+            Ok(Some(Entry::Started)) => {
+                let now = unix_ms(OffsetDateTime::now_utc());
+                let result = proto::CommandResult {
+                    command_id: id.to_owned(),
+                    outcome: proto::CommandOutcome::Failed as i32,
+                    detail: INTERRUPTED_DETAIL.to_owned(),
+                    started_at_ms: now,
+                    finished_at_ms: now,
+                    ..Default::default()
+                };
+                let _ = self.journal.finish(&result);
+                return result;
+            }
+            Ok(None) => {}
+            Err(e) => return rejected(id, proto::CommandRejectReason::NodeState, e.to_string()),
+        }
+        match self.check_and_run(command, server_now_ms) {
+            Ok(result) => result,
+            Err((reason, detail)) => rejected(id, reason, detail),
+        }
+    }
+
+    fn check_and_run(
+        &mut self,
+        command: &proto::Command,
+        server_now_ms: i64,
+    ) -> Result<proto::CommandResult, (proto::CommandRejectReason, String)> {
+        use proto::CommandRejectReason as R;
+        let state = |detail: String| (R::NodeState, detail);
+        let stored = read_stored(&self.ctx.dir)
+            .map_err(|e| state(e.to_string()))?
+            .ok_or_else(|| state("this node has not joined".into()))?;
+        if stored.node_id != self.node_id {
+            return Err(state(format!(
+                "the identity changed to node {} while bcd ran; restart bcd",
+                stored.node_id
+            )));
+        }
+        let trust_domain = TrustDomain::new(&stored.trust_domain)
+            .map_err(|_| state("the stored trust domain is not valid".into()))?;
+        let signed = SignedCommand {
+            body: command.body.clone(),
+            signature: command.signature.clone(),
+            worker_chain: command.signer_chain.clone(),
+        };
+        let verified = verify_command(
+            &signed,
+            &stored.trust_roots,
+            &trust_domain,
+            &self.node_id,
+            server_now_ms,
+        )
+        .map_err(|e| (R::SignatureInvalid, e.to_string()))?;
+        let body = verified.body;
+        if body.command_id != command.command_id {
+            return Err((
+                R::SignatureInvalid,
+                format!(
+                    "command-id-mismatch: the signed body is command {:?}, the message says {:?}",
+                    body.command_id, command.command_id
+                ),
+            ));
+        }
+        let spec = kind_spec(&body.kind).ok_or_else(|| {
+            (
+                R::KindUnsupported,
+                format!("kind-unknown: this node does not know kind {:?}", body.kind),
+            )
+        })?;
+        let role: NodeRole = stored
+            .role
+            .parse()
+            .map_err(|_| state(format!("the stored role {:?} is not valid", stored.role)))?;
+        if !spec.allows_role(role) {
+            return Err((
+                R::KindUnsupported,
+                format!("kind-not-allowed: a {role} may not run {}", spec.name),
+            ));
+        }
+        let payload_json = decode_payload(spec.payload_type, &body.payload)
+            .map_err(|e| (R::SignatureInvalid, e.to_string()))?;
+        let batch = body
+            .batch()
+            .map_err(|e| (R::SignatureInvalid, e.to_string()))?;
+        let hook = if spec.destructive {
+            let hook = self.ctx.settings.hooks.get(spec.name).cloned().ok_or_else(|| {
+                (
+                    R::NoHook,
+                    format!(
+                        "no-hook: {} is destructive and this node has no hook for it ([commands.hooks] in config.toml)",
+                        spec.name
+                    ),
+                )
+            })?;
+            let clock = AdmissionClock {
+                server_now_us: server_now_ms.saturating_mul(1000),
+                local_now_us: unix_ms(OffsetDateTime::now_utc()).saturating_mul(1000),
+            };
+            admit_destructive(
+                &self.ctx.dir,
+                &stored,
+                self.ctx.pin.as_ref(),
+                &mut self.verified,
+                &ToAdmit {
+                    command_id: &body.command_id,
+                    node_id: &self.node_id,
+                    kind: spec.name,
+                    payload: &body.payload,
+                    batch_id: batch.as_ref(),
+                    approval: command.batch_approval.as_ref(),
+                    proof: command.batch_proof.as_ref(),
+                },
+                clock,
+            )
+            .map_err(|r| (r.reason, r.detail))?;
+            Some(hook)
+        } else {
+            None
+        };
+        let started_at_ms = unix_ms(OffsetDateTime::now_utc());
+        self.journal
+            .start(&body.command_id, spec.name, started_at_ms)
+            .map_err(|e| state(e.to_string()))?;
+        let mut result = proto::CommandResult {
+            command_id: body.command_id.clone(),
+            started_at_ms,
+            ..Default::default()
+        };
+        let (success, detail, tail, exit) = match hook {
+            Some(program) => {
+                let batch_hex = batch.map(|b| b.to_hex()).unwrap_or_default();
+                let json = payload_json.to_string();
+                let run = hooks::run_hook(
+                    &program,
+                    &hooks::HookInput {
+                        command_id: &body.command_id,
+                        kind: spec.name,
+                        node_id: &self.node_id,
+                        batch_id_hex: &batch_hex,
+                        payload_json: &json,
+                        payload: &body.payload,
+                    },
+                    self.ctx.settings.hook_timeout,
+                );
+                (run.success, run.detail, run.output_tail, run.exit_code)
+            }
+            None => {
+                let run = builtins::run_builtin(
+                    spec.name,
+                    &body.payload,
+                    self.ctx.settings.log_file.as_deref(),
+                );
+                (run.success, run.detail, run.output_tail, None)
+            }
+        };
+        result.outcome = if success {
+            proto::CommandOutcome::Succeeded
+        } else {
+            proto::CommandOutcome::Failed
+        } as i32;
+        result.detail = detail;
+        result.output_tail = tail;
+        result.has_exit_code = exit.is_some();
+        result.exit_code = exit.unwrap_or(0);
+        result.finished_at_ms = unix_ms(OffsetDateTime::now_utc());
+        if let Err(e) = self.journal.finish(&result) {
+            crate::node::log::log(format_args!(
+                "{e}; the result of {} is sent but not journalled",
+                result.command_id
+            ));
+        }
+        Ok(result)
+    }
+}
+
+/// One command for the runner thread, with the latest Welcome's server time.
+#[derive(Debug)]
+pub struct Job {
+    /// The command.
+    pub command: proto::Command,
+    /// The latest Welcome's `server_time_ms`.
+    pub welcome_server_ms: i64,
+    /// When that Welcome arrived.
+    pub welcome_at: Instant,
+}
+
+impl Job {
+    /// Server time now: the Welcome's plus the time since it arrived.
+    pub fn server_now_ms(&self) -> i64 {
+        let elapsed = i64::try_from(self.welcome_at.elapsed().as_millis()).unwrap_or(i64::MAX);
+        self.welcome_server_ms.saturating_add(elapsed)
+    }
+}
+
+/// One command at a time per process, across sessions.
+static RUNNING: Mutex<()> = Mutex::new(());
+/// The journal is swept once per process (a later session's runner must not fail a command an
+/// earlier session's runner is still running).
+static SWEPT: AtomicBool = AtomicBool::new(false);
+
+/// Starts the runner thread for a session: it answers each [`Job`] with a `CommandResult` on
+/// `results` (after first sending the results of commands a previous run was interrupted in).
+/// It ends when the job sender is dropped (after the command it is running).
+pub fn spawn_runner(
+    ctx: CommandContext,
+    results: tokio::sync::mpsc::Sender<proto::NodeMessage>,
+) -> tokio::sync::mpsc::UnboundedSender<Job> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
+    std::thread::spawn(move || {
+        let send = |result: proto::CommandResult| {
+            let message = proto::NodeMessage {
+                body: Some(proto::node_message::Body::Result(result)),
+            };
+            results.blocking_send(message).is_ok()
+        };
+        let opened = {
+            let _guard = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+            if SWEPT.swap(true, Ordering::SeqCst) {
+                CommandRunner::open(ctx).map(|r| (r, Vec::new()))
+            } else {
+                CommandRunner::open_at_start(ctx)
+            }
+        };
+        let mut runner = match opened {
+            Ok((runner, swept)) => {
+                for result in swept {
+                    crate::node::log::log(format_args!(
+                        "command {} was running when bcd stopped: reported failed",
+                        result.command_id
+                    ));
+                    send(result);
+                }
+                Some(runner)
+            }
+            Err(e) => {
+                crate::node::log::log(format_args!("{e}"));
+                None
+            }
+        };
+        while let Some(job) = rx.blocking_recv() {
+            let result = match runner.as_mut() {
+                Some(runner) => {
+                    let _guard = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+                    runner.handle(&job.command, job.server_now_ms())
+                }
+                None => rejected(
+                    &job.command.command_id,
+                    proto::CommandRejectReason::NodeState,
+                    "journal-unusable: bcd could not open journal.db (see its log)".into(),
+                ),
+            };
+            crate::node::log::log(format_args!(
+                "command {}: {}{}",
+                result.command_id,
+                outcome_name(result.outcome),
+                if result.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", result.detail)
+                }
+            ));
+            if !send(result) {
+                break;
+            }
+        }
+    });
+    tx
+}
+
+fn outcome_name(outcome: i32) -> &'static str {
+    match proto::CommandOutcome::try_from(outcome) {
+        Ok(proto::CommandOutcome::Succeeded) => "succeeded",
+        Ok(proto::CommandOutcome::Failed) => "failed",
+        Ok(proto::CommandOutcome::Rejected) => "rejected",
+        _ => "unknown",
+    }
+}
