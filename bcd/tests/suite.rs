@@ -10,6 +10,7 @@ mod approver_set;
 mod cli;
 mod command_journal;
 mod command_refusals;
+mod command_session;
 mod evidence;
 mod identity_store;
 mod join;

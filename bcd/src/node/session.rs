@@ -83,7 +83,6 @@ fn status_report(dir: &DataDir, trust_version: u64) -> proto::NodeMessage {
             trust_version,
             approver_set_epoch,
             approver_set_sha256,
-            ..Default::default()
         })),
     }
 }
@@ -110,7 +109,6 @@ pub async fn hold_session(
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
             approver_set_epoch,
             approver_set_sha256,
-            ..Default::default()
         })),
     };
     let jobs = commands.map(|ctx| spawn_runner(ctx.clone(), tx.clone()));

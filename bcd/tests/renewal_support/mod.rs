@@ -41,12 +41,22 @@ pub type BootAnswer =
 pub type JoinAnswer =
     Arc<dyn Fn(proto::JoinRequest) -> Result<proto::SignedJoinResponse, Status> + Send + Sync>;
 
+/// What a session of the fake gateway does besides its Welcome: with a script, the Welcome
+/// carries the real time, every command of `commands` follows it (in every session), and every
+/// message the node sends is forwarded to `seen`.
+#[derive(Clone)]
+pub struct CommandScript {
+    pub commands: Arc<std::sync::Mutex<Vec<proto::Command>>>,
+    pub seen: tokio::sync::mpsc::UnboundedSender<proto::NodeMessage>,
+}
+
 /// The fake gateway's answers besides Renew and Session (UNIMPLEMENTED when absent).
 #[derive(Clone, Default)]
 pub struct OtherAnswers {
     pub lease: Option<LeaseAnswer>,
     pub boot: Option<BootAnswer>,
     pub join: Option<JoinAnswer>,
+    pub script: Option<CommandScript>,
 }
 
 struct Fake {
@@ -82,10 +92,15 @@ impl NodeService for Fake {
         &self,
         request: Request<Streaming<proto::NodeMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let script = self.other.script.clone();
+        let server_time_ms = match &script {
+            Some(_) => now().unix_timestamp() * 1000,
+            None => self.welcome_time_ms,
+        };
         let welcome = proto::GatewayMessage {
             body: Some(proto::gateway_message::Body::Welcome(proto::Welcome {
-                server_time_ms: self.welcome_time_ms,
+                server_time_ms,
                 trust_version: 0,
                 signed_trust_bundle: Vec::new(),
                 trust_bundle_signature: Vec::new(),
@@ -94,8 +109,22 @@ impl NodeService for Fake {
         let mut inbound = request.into_inner();
         tokio::spawn(async move {
             let _ = tx.send(Ok(welcome)).await;
-            // Hold the session while the node keeps it open.
-            while let Ok(Some(_)) = inbound.message().await {}
+            let Some(script) = script else {
+                // Hold the session while the node keeps it open.
+                while let Ok(Some(_)) = inbound.message().await {}
+                drop(tx);
+                return;
+            };
+            let commands = script.commands.lock().unwrap().clone();
+            for command in commands {
+                let message = proto::GatewayMessage {
+                    body: Some(proto::gateway_message::Body::Command(command)),
+                };
+                let _ = tx.send(Ok(message)).await;
+            }
+            while let Ok(Some(message)) = inbound.message().await {
+                let _ = script.seen.send(message);
+            }
             drop(tx);
         });
         Ok(Response::new(ReceiverStream::new(rx)))
