@@ -609,6 +609,9 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
             if let Some(moved) = &joined.stored.journal_moved_to {
                 println!("another node's journal.db moved to {moved}");
             }
+            // The join's trust bundle offers an approver set: take it under the one epoch rule
+            // (and the first-set pin) now; every session start settles it again.
+            bcd::node::settle_stored_set(dir, config.approver_set_pin.as_ref());
             if let Some(token) = token {
                 if let Consumed::Kept { warning, .. } = token.consume() {
                     eprintln!("{warning}");

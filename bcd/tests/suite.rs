@@ -15,6 +15,7 @@ mod evidence;
 mod identity_store;
 mod join;
 mod join_loop;
+mod join_trust_bundle;
 mod node_key;
 mod node_key_tls;
 mod node_key_tpm;

@@ -56,4 +56,6 @@ pub use renew::{decode_renew_body, renew_once, renew_retrying, RenewError};
 pub use run::{
     run_node, NodeExit, NodeOptions, RECONNECT_MAX, RECONNECT_MIN, REVOKED_EXIT_MESSAGE,
 };
-pub use session::{hold_session, now_ms, time_of_ms, SessionEnd, WELCOME_TIMEOUT};
+pub use session::{
+    hold_session, now_ms, settle_stored_set, time_of_ms, SessionEnd, WELCOME_TIMEOUT,
+};
