@@ -161,16 +161,7 @@ struct RawConfig {
     cloud: CloudSettings,
     approver_set_sha256: Option<String>,
     #[serde(default)]
-    commands: RawCommands,
-}
-
-/// `[commands]` as written.
-#[derive(Debug, Default, Deserialize)]
-struct RawCommands {
-    hook_timeout_seconds: Option<u64>,
-    log_file: Option<PathBuf>,
-    #[serde(default)]
-    hooks: std::collections::BTreeMap<String, PathBuf>,
+    commands: crate::commands::settings::RawCommands,
 }
 
 /// `[site]` as written.
@@ -319,35 +310,6 @@ pub struct Config {
     pub commands: crate::commands::CommandSettings,
 }
 
-fn commands_of(
-    path: &Path,
-    raw: RawCommands,
-) -> Result<crate::commands::CommandSettings, ConfigError> {
-    let error = |message: String| ConfigError::Commands {
-        path: path.to_owned(),
-        message,
-    };
-    let timeout = raw
-        .hook_timeout_seconds
-        .unwrap_or(crate::commands::DEFAULT_HOOK_TIMEOUT_SECONDS);
-    if timeout == 0 {
-        return Err(error("hook_timeout_seconds must be at least 1".into()));
-    }
-    for (kind, program) in &raw.hooks {
-        if !program.is_absolute() {
-            return Err(error(format!(
-                "the hook of {kind:?} must be an absolute path, not {}",
-                program.display()
-            )));
-        }
-    }
-    Ok(crate::commands::CommandSettings {
-        hooks: raw.hooks,
-        hook_timeout: std::time::Duration::from_secs(timeout),
-        log_file: raw.log_file,
-    })
-}
-
 fn parse_pin(
     path: &Path,
     key: &'static str,
@@ -471,7 +433,13 @@ impl Config {
                 })
             })
             .transpose()?;
-        let commands = commands_of(&shown, raw.commands)?;
+        let commands = raw
+            .commands
+            .settings()
+            .map_err(|message| ConfigError::Commands {
+                path: shown.clone(),
+                message,
+            })?;
         Ok(Config {
             approver_set_pin,
             commands,

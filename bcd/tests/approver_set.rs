@@ -226,3 +226,18 @@ fn a_pinned_daemon_refuses_another_set_and_destructive_commands_until_its_set_ar
     );
     assert_eq!(m.ran(), vec![c.command_id.clone()]);
 }
+
+#[test]
+fn config_reads_the_first_set_pin_and_refuses_a_malformed_one() {
+    use bcd::config::{Config, ConfigError};
+    let path = std::path::Path::new("/etc/bcd/config.toml");
+    let set = set_of(&[&Approver::generate()], 1, 0);
+    let text = format!("approver_set_sha256 = \"{}\"\n", set.digest().to_hex());
+    let config = Config::parse(path, &text).unwrap();
+    assert_eq!(config.approver_set_pin, Some(set.digest()));
+    assert_eq!(Config::parse(path, "").unwrap().approver_set_pin, None);
+    assert!(matches!(
+        Config::parse(path, "approver_set_sha256 = \"abc\"\n"),
+        Err(ConfigError::MalformedSetPin { .. })
+    ));
+}

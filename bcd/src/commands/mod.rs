@@ -21,12 +21,13 @@ pub mod admission;
 pub mod builtins;
 pub mod hooks;
 pub mod journal;
+pub mod settings;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+pub use settings::{CommandSettings, DEFAULT_HOOK_TIMEOUT_SECONDS};
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use domain::command::payloads::decode_payload;
 use domain::command::{kind_spec, verify_command, SignedCommand};
@@ -38,30 +39,6 @@ use crate::files::DataDir;
 use crate::identity_store::read_stored;
 use admission::{admit_destructive, ToAdmit};
 use journal::{Entry, Journal, JournalError, INTERRUPTED_DETAIL};
-
-/// The default hook timeout.
-pub const DEFAULT_HOOK_TIMEOUT_SECONDS: u64 = 600;
-
-/// `[commands]` in `config.toml`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandSettings {
-    /// `[commands.hooks]`: kind → program.
-    pub hooks: BTreeMap<String, PathBuf>,
-    /// `hook_timeout_seconds`.
-    pub hook_timeout: Duration,
-    /// `log_file`: bcd's own log for `logs.collect` with no unit (else `journalctl -u bcd`).
-    pub log_file: Option<PathBuf>,
-}
-
-impl Default for CommandSettings {
-    fn default() -> Self {
-        CommandSettings {
-            hooks: BTreeMap::new(),
-            hook_timeout: Duration::from_secs(DEFAULT_HOOK_TIMEOUT_SECONDS),
-            log_file: None,
-        }
-    }
-}
 
 /// What a runner needs besides the identity on disk.
 #[derive(Debug, Clone)]
