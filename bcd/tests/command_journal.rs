@@ -212,3 +212,31 @@ fn inventory_refresh_answers_with_the_hardware_claims_as_json() {
     let json: serde_json::Value = serde_json::from_slice(&result.output_tail).unwrap();
     assert!(json["macs"].is_array(), "{json}");
 }
+
+#[test]
+fn a_corrupt_journal_is_moved_aside_and_started_over_with_a_new_id() {
+    let m = no_quorum();
+    let first_id = Journal::open(&m.data.journal(), NODE)
+        .unwrap()
+        .journal_id()
+        .unwrap();
+    assert_eq!(first_id.len(), 32, "{first_id}");
+    std::fs::write(
+        m.data.journal(),
+        b"this is not a SQLite database at all, not even close",
+    )
+    .unwrap();
+    assert!(Journal::open(&m.data.journal(), NODE).is_err());
+    let (journal, restarted) = Journal::open_or_restart(&m.data.journal(), NODE, 1234).unwrap();
+    let restarted = restarted.expect("started over");
+    assert_eq!(
+        restarted.moved_to,
+        std::path::PathBuf::from(format!("{}.corrupt-1234", m.data.journal().display()))
+    );
+    assert_eq!(
+        std::fs::read(&restarted.moved_to).unwrap(),
+        b"this is not a SQLite database at all, not even close".to_vec()
+    );
+    assert_ne!(journal.journal_id().unwrap(), first_id);
+    assert_eq!(journal.counts().unwrap(), (0, 0));
+}

@@ -8,6 +8,10 @@
 //! re-sends the stored result; a command found `started` when the journal is opened at start-up
 //! ([`Journal::sweep_interrupted`]) is marked finished as failed ("interrupted: bcd stopped
 //! while it ran") and never run again. Rejections run nothing and are not journalled.
+//!
+//! Each journal has a random `journal_id` (in its `meta` table). A journal SQLite finds corrupt
+//! or not a database "starts over with a new journal id" (spec 002): the file is moved aside as
+//! `journal.db.corrupt-<unix time>` and a new one is made; the identity is untouched.
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -86,7 +90,64 @@ impl std::fmt::Debug for Journal {
     }
 }
 
+/// What [`Journal::open_or_restart`] did with a corrupt journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restarted {
+    /// Where the corrupt file was moved.
+    pub moved_to: PathBuf,
+    /// Why SQLite refused it.
+    pub why: String,
+}
+
+fn is_corrupt(error: &JournalError) -> bool {
+    matches!(
+        error,
+        JournalError::Sqlite {
+            source: rusqlite::Error::SqliteFailure(e, _),
+            ..
+        } if matches!(e.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
 impl Journal {
+    /// [`Journal::open`]; a journal SQLite finds corrupt is moved aside and started over.
+    pub fn open_or_restart(
+        path: &Path,
+        node_id: &str,
+        now_unix: i64,
+    ) -> Result<(Journal, Option<Restarted>), JournalError> {
+        match Journal::open(path, node_id) {
+            Ok(journal) => Ok((journal, None)),
+            Err(e) if is_corrupt(&e) => {
+                let moved_to = PathBuf::from(format!("{}.corrupt-{now_unix}", path.display()));
+                std::fs::rename(path, &moved_to).map_err(|source| JournalError::Create {
+                    path: path.to_owned(),
+                    source,
+                })?;
+                let journal = Journal::open(path, node_id)?;
+                Ok((
+                    journal,
+                    Some(Restarted {
+                        moved_to,
+                        why: e.to_string(),
+                    }),
+                ))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// This journal's id.
+    pub fn journal_id(&self) -> Result<String, JournalError> {
+        self.conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'journal_id'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(self.sql("read its journal id"))
+    }
+
     /// Opens (creating, 0600) the journal at `path` for `node_id`.
     pub fn open(path: &Path, node_id: &str) -> Result<Journal, JournalError> {
         if !path.exists() {
@@ -141,9 +202,12 @@ impl Journal {
             }
             Some(_) => {}
             None => {
+                let journal_id = domain::pki::Serial::generate()
+                    .map(|s| s.to_hex())
+                    .unwrap_or_else(|_| format!("{:x}", std::process::id()));
                 conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('node_id', ?1)",
-                    params![node_id],
+                    "INSERT INTO meta (key, value) VALUES ('node_id', ?1), ('journal_id', ?2)",
+                    params![node_id, journal_id],
                 )
                 .map_err(sql("record its node id"))?;
             }

@@ -102,7 +102,16 @@ impl CommandRunner {
         let stored = read_stored(&ctx.dir)
             .map_err(|e| RunnerError::Identity(e.to_string()))?
             .ok_or(RunnerError::NotJoined)?;
-        let journal = Journal::open(&ctx.dir.journal(), &stored.node_id)?;
+        let now_unix = OffsetDateTime::now_utc().unix_timestamp();
+        let (journal, restarted) =
+            Journal::open_or_restart(&ctx.dir.journal(), &stored.node_id, now_unix)?;
+        if let Some(r) = restarted {
+            crate::node::log::log(format_args!(
+                "journal.db was unreadable ({}); moved to {} and started over",
+                r.why,
+                r.moved_to.display()
+            ));
+        }
         Ok(CommandRunner {
             ctx,
             node_id: stored.node_id,
