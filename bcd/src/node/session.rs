@@ -111,11 +111,13 @@ pub async fn hold_session(
             approver_set_sha256,
         })),
     };
-    let jobs = commands.map(|ctx| spawn_runner(ctx.clone(), tx.clone()));
     let mut welcome_time: Option<(i64, std::time::Instant)> = None;
     if tx.send(hello).await.is_err() {
         return SessionEnd::Lost("the session's sender closed".to_owned());
     }
+    // After Hello is queued: the runner's first messages (results of interrupted commands)
+    // must follow it.
+    let jobs = commands.map(|ctx| spawn_runner(ctx.clone(), tx.clone()));
     let revoked_at_handshake = |status: &tonic::Status| SessionEnd::Revoked {
         reason: describe_status(status),
         serial: loaded.leaf.serial.to_hex(),
