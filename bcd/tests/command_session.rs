@@ -1,9 +1,12 @@
 //! Commands through a real `bcd node` process and a session with a fake gateway: each command
 //! is answered with one CommandResult; a command that finished is answered from journal.db
 //! after bcd is killed and restarted (its hook ran once); one bcd was killed in the middle of
-//! is reported failed ("interrupted: ...") and never run again. Hello carries the approver set.
+//! is reported failed ("interrupted: ...") and never run again. Hello carries the approver set
+//! the first session took from the bundle.
 
-use crate::command_support::{body, new_id, new_root, ping, reboot, signed, worker_of};
+use crate::command_support::{
+    body, content, new_id, new_root, ping, reboot, set_of, signed, worker_of, Approver,
+};
 use crate::common::{joined, keyset, TD};
 use crate::renewal_support::{fake_gateway_with, CommandScript, OtherAnswers, RenewAnswer};
 
@@ -92,6 +95,11 @@ async fn commands_run_once_across_a_killed_and_restarted_bcd() {
     let worker = worker_of(&root);
     let mut stored = read_stored(&data).unwrap().unwrap();
     stored.trust_roots = vec![root.cert_der().to_vec()];
+    // The bundle offers a quorum (2 of 2) allowing 10 unbatched destructive commands an hour:
+    // the first session takes it as the first set and reports it in Hello.
+    let approvers = [Approver::generate(), Approver::generate()];
+    let set = set_of(&[&approvers[0], &approvers[1]], 2, 10);
+    stored.trust_bundle = Some(content(&stored.trust_roots, &set, 1, &[]));
     data.write(IDENTITY_FILE, &stored.to_json()).unwrap();
 
     let reboot_marker = tmp.path().join("reboot.ran");
@@ -159,8 +167,8 @@ async fn commands_run_once_across_a_killed_and_restarted_bcd() {
         .unwrap();
     match hello.body {
         Some(NodeBody::Hello(h)) => {
-            assert_eq!(h.approver_set_epoch, 0);
-            assert!(h.approver_set_sha256.is_empty());
+            assert_eq!(h.approver_set_epoch, 1);
+            assert_eq!(h.approver_set_sha256, set.digest().as_bytes().to_vec());
         }
         other => panic!("expected Hello first, got {other:?}"),
     }
@@ -213,4 +221,7 @@ async fn commands_run_once_across_a_killed_and_restarted_bcd() {
         .mode()
         & 0o777;
     assert_eq!(mode, 0o600);
+    // The unbatched runs were counted (the interrupted wipe included: it was admitted).
+    let runs = std::fs::read_to_string(data.file("unbatched-destructive.json")).unwrap();
+    assert_eq!(runs.matches("cmd_").count(), 2, "{runs}");
 }
