@@ -240,3 +240,20 @@ fn a_corrupt_journal_is_moved_aside_and_started_over_with_a_new_id() {
     assert_ne!(journal.journal_id().unwrap(), first_id);
     assert_eq!(journal.counts().unwrap(), (0, 0));
 }
+
+#[test]
+fn a_process_the_hook_left_holding_its_output_does_not_hold_the_result() {
+    let mut m = no_quorum();
+    // A process in a session of its own escapes the hook's group and keeps the pipe open
+    // (it ends by itself after 20 s).
+    with_hook(&mut m, "#!/bin/sh\nsetsid sleep 20 &\necho done\n");
+    let started = std::time::Instant::now();
+    let result = m.runner().handle(&reboot_cmd(&m), now_ms());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(result.outcome, O::Succeeded as i32, "{result:?}");
+    assert_eq!(result.output_tail, b"done\n".to_vec());
+}

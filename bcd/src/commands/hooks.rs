@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most output a result carries: 4 KiB, the tail.
@@ -46,14 +47,26 @@ pub struct HookInput<'a> {
     pub payload: &'a [u8],
 }
 
+/// How long, after the hook ended, its output is still read (a process that left the hook's
+/// group may hold the pipe open for ever).
+pub const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
+
 /// Keeps the last [`OUTPUT_TAIL_BYTES`] of everything read from `reader`.
-pub fn read_tail(mut reader: impl Read) -> Vec<u8> {
-    let mut tail: Vec<u8> = Vec::new();
+pub fn read_tail(reader: impl Read) -> Vec<u8> {
+    let tail = Arc::new(Mutex::new(Vec::new()));
+    read_tail_into(reader, &tail);
+    let bytes = tail.lock().map(|t| t.clone()).unwrap_or_default();
+    bytes
+}
+
+/// [`read_tail`] into a shared buffer, so the tail read so far can be taken at any time.
+fn read_tail_into(mut reader: impl Read, tail: &Mutex<Vec<u8>>) {
     let mut buf = [0u8; 8192];
     loop {
         match reader.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
+                let Ok(mut tail) = tail.lock() else { break };
                 tail.extend_from_slice(&buf[..n]);
                 if tail.len() > OUTPUT_TAIL_BYTES {
                     let excess = tail.len() - OUTPUT_TAIL_BYTES;
@@ -64,7 +77,32 @@ pub fn read_tail(mut reader: impl Read) -> Vec<u8> {
             Err(_) => break,
         }
     }
-    tail
+}
+
+/// The output reader: its shared tail and a signal when it reached the end.
+struct Output {
+    tail: Arc<Mutex<Vec<u8>>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Output {
+    fn start(reader: std::io::PipeReader) -> Output {
+        let tail = Arc::new(Mutex::new(Vec::new()));
+        let (tx, done) = std::sync::mpsc::channel();
+        let shared = tail.clone();
+        std::thread::spawn(move || {
+            read_tail_into(reader, &shared);
+            let _ = tx.send(());
+        });
+        Output { tail, done }
+    }
+
+    /// The tail, once the pipe closed or [`OUTPUT_DRAIN`] passed.
+    fn finish(self) -> Vec<u8> {
+        let _ = self.done.recv_timeout(OUTPUT_DRAIN);
+        let bytes = self.tail.lock().map(|t| t.clone()).unwrap_or_default();
+        bytes
+    }
 }
 
 fn failed(detail: String) -> HookRun {
@@ -109,7 +147,7 @@ pub fn run_hook(program: &Path, input: &HookInput<'_>, timeout: Duration) -> Hoo
     // `command` holds the pipe's write ends; drop them so the reader sees EOF when the hook
     // (and anything it left holding the pipe) is done.
     drop(command);
-    let output = std::thread::spawn(move || read_tail(reader));
+    let output = Output::start(reader);
     if let Some(mut stdin) = child.stdin.take() {
         let payload = input.payload.to_vec();
         // A hook that does not read stdin must not block bcd: write from a thread.
@@ -133,7 +171,7 @@ pub fn run_hook(program: &Path, input: &HookInput<'_>, timeout: Duration) -> Hoo
     let Some(status) = status else {
         kill_group(child.id());
         let _ = child.wait();
-        let output_tail = output.join().unwrap_or_default();
+        let output_tail = output.finish();
         return HookRun {
             exit_code: None,
             success: false,
@@ -143,7 +181,7 @@ pub fn run_hook(program: &Path, input: &HookInput<'_>, timeout: Duration) -> Hoo
     };
     // Anything the hook left running in its group still holds the pipe: end it too.
     kill_group(child.id());
-    let output_tail = output.join().unwrap_or_default();
+    let output_tail = output.finish();
     match (status.code(), status.signal()) {
         (Some(0), _) => HookRun {
             exit_code: Some(0),
