@@ -5,7 +5,9 @@
 //! `BC_PAYLOAD_JSON` (the decoded payload). Its stdout and stderr go to one pipe; the last
 //! [`OUTPUT_TAIL_BYTES`] are reported. It runs in a process group of its own; past the timeout
 //! the whole group is killed and the command fails ("timed out after N s"). Exit status 0 is
-//! success; any other status, or a signal, is a failure.
+//! success; any other status, or a signal, is a failure. Once the hook ended its group is
+//! killed and its output read for at most [`OUTPUT_DRAIN`] more: a process that left the group
+//! and kept the pipe cannot hold the result.
 
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
