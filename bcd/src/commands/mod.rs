@@ -221,6 +221,15 @@ impl CommandRunner {
                 format!("kind-not-allowed: a {role} may not run {}", spec.name),
             ));
         }
+        if !spec.destructive && !builtins::is_builtin(spec.name) {
+            return Err((
+                R::KindUnsupported,
+                format!(
+                    "kind-not-implemented: this bcd has no built-in for {}",
+                    spec.name
+                ),
+            ));
+        }
         let payload_json = decode_payload(spec.payload_type, &body.payload)
             .map_err(|e| (R::SignatureInvalid, e.to_string()))?;
         let batch = body
