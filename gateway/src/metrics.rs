@@ -249,6 +249,8 @@ pub struct Metrics {
     pub sessions_opened: AtomicU64,
     /// RevocationNotices sent.
     pub revocation_notices: AtomicU64,
+    /// Commands sent over sessions, node results by outcome, poller failures.
+    pub commands: Arc<crate::dispatch::CommandCounters>,
     /// Split gateways only: whether the api answered the last probe (`API_UNKNOWN` in the
     /// `all` role, where there is no api to reach).
     pub api_state: AtomicU8,
@@ -379,6 +381,7 @@ impl MetricSources {
             m.revocation_notices.load(Ordering::Relaxed)
         );
         self.render_trust_reports(&mut out);
+        self.render_commands(&mut out);
         family(
             &mut out,
             "bc_handshake_refusals_total",
@@ -475,6 +478,47 @@ impl MetricSources {
             out,
             "bc_trust_report_queue_warnings_total {}",
             t.warn_lines.load(Ordering::Relaxed)
+        );
+    }
+
+    fn render_commands(&self, out: &mut String) {
+        let c = &self.metrics.commands;
+        for (name, help, counter) in [
+            (
+                "bc_commands_dispatched_total",
+                "Commands sent to nodes over their sessions (each recorded as command.dispatched).",
+                &c.dispatched,
+            ),
+            (
+                "bc_command_dispatch_errors_total",
+                "Fetches or dispatch records that failed (nothing was sent for them; retried).",
+                &c.dispatch_errors,
+            ),
+            (
+                "bc_command_poll_errors_total",
+                "Polls for newly runnable commands that failed.",
+                &c.poll_errors,
+            ),
+            (
+                "bc_command_wakes_total",
+                "Sessions the command poller woke.",
+                &c.wakes,
+            ),
+        ] {
+            family(out, name, help, "counter");
+            let _ = writeln!(out, "{name} {}", counter.load(Ordering::Relaxed));
+        }
+        family(
+            out,
+            "bc_command_results_total",
+            "Node command results, by outcome: recorded, ignored (another node's, unknown or already answered), invalid, error (the store failed).",
+            "counter",
+        );
+        labeled(
+            out,
+            "bc_command_results_total",
+            "outcome",
+            &c.results.snapshot(),
         );
     }
 }

@@ -1,5 +1,5 @@
 //! Starting a gateway: serving certificate, revocation feed, TLS listener, NodeService and
-//! health service, metrics endpoint.
+//! health service, metrics endpoint, the command poller.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -63,6 +63,9 @@ pub struct GatewayConfig {
     /// How many refused joins a peer address gets before its joins are answered
     /// RESOURCE_EXHAUSTED without reaching the JoinService.
     pub join_refusals: JoinRefusalLimits,
+    /// How often the command poller asks which nodes have newly runnable commands (the serve
+    /// key `command_poll_interval`; default 250 ms, at least 1 ms).
+    pub command_poll_interval: Duration,
 }
 
 impl GatewayConfig {
@@ -76,6 +79,7 @@ impl GatewayConfig {
             record_trust_reports: true,
             limits: EdgeLimits::public(),
             join_refusals: JoinRefusalLimits::default(),
+            command_poll_interval: crate::dispatch::DEFAULT_POLL_INTERVAL,
         }
     }
 }
@@ -193,7 +197,8 @@ pub async fn start(
 /// of the PKI bundle. Its serving certificate is issued by the api for a key made here (and
 /// renewed the same way while it runs); Join, Renew and the Welcome trust bundle are relayed
 /// to the api over internal mTLS. The store is read for the revocation feed and sessions, and
-/// written only with nodes' trust reports.
+/// written only with nodes' trust reports and the commands' dispatches and results
+/// ([`crate::dispatch`]).
 pub async fn start_gateway(
     store: EventStore,
     public: &PublicBundle,
@@ -330,6 +335,14 @@ async fn serve_edge(
     } else {
         TrustReporter::disabled()
     };
+    // One command poller per process: it wakes the live sessions of nodes with newly runnable
+    // commands.
+    background.push(tokio::spawn(crate::dispatch::poll_ready(
+        store.clone(),
+        sessions.clone(),
+        config.command_poll_interval,
+        metrics.commands.clone(),
+    )));
     let api_metrics = metrics.clone();
     let node_server = NodeServer {
         backend: Arc::new(backend),
