@@ -19,15 +19,20 @@
 //!   every failure logged. A result whose recording failed is not lost for good: the command
 //!   stays unanswered, is resent after the node's next Hello, and bcd answers it from its
 //!   journal.
+//!
+//! A session reaches the queue through [`Queue`] ([`StoreQueue`] in the server), so its rules
+//! are tested here against a fake.
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use commands::command_queue::{
     pending_for_node, ready_since, record_dispatched, record_node_answer, CommandQueueError,
-    DispatchCause, RunnableCommand,
+    DispatchCause, NodeAnswer, RunnableCommand,
 };
 use commands::Clock;
 use events::store::{EventStore, LogStore};
@@ -93,14 +98,73 @@ impl CommandCounters {
     }
 }
 
+/// A boxed future of the queue's calls.
+pub type QueueFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<T, CommandQueueError>> + Send + 'a>>;
+
+/// What a session asks of the command queue.
+pub trait Queue: Send + Sync {
+    /// [`pending_for_node`].
+    fn pending<'a>(&'a self, node_id: &'a str, limit: u32)
+        -> QueueFuture<'a, Vec<RunnableCommand>>;
+    /// [`record_dispatched`].
+    fn dispatched<'a>(
+        &'a self,
+        node_id: &'a str,
+        ids: &'a [String],
+        cause: DispatchCause,
+    ) -> QueueFuture<'a, ()>;
+    /// [`record_node_answer`].
+    fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool>;
+}
+
+/// The queue in the store.
+pub struct StoreQueue {
+    pub store: EventStore,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Queue for StoreQueue {
+    fn pending<'a>(
+        &'a self,
+        node_id: &'a str,
+        limit: u32,
+    ) -> QueueFuture<'a, Vec<RunnableCommand>> {
+        Box::pin(pending_for_node(&self.store, node_id, limit))
+    }
+
+    fn dispatched<'a>(
+        &'a self,
+        node_id: &'a str,
+        ids: &'a [String],
+        cause: DispatchCause,
+    ) -> QueueFuture<'a, ()> {
+        Box::pin(record_dispatched(
+            &self.store,
+            self.clock.as_ref(),
+            node_id,
+            ids,
+            cause,
+        ))
+    }
+
+    fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool> {
+        Box::pin(record_node_answer(
+            &self.store,
+            self.clock.as_ref(),
+            node_id,
+            answer,
+        ))
+    }
+}
+
 /// The session's channel was closed (the node went away).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionClosed;
 
 /// One session's command state: what it sent, whether a fetch was full, when to retry.
 pub struct SessionCommands {
-    store: EventStore,
-    clock: Arc<dyn Clock>,
+    queue: Arc<dyn Queue>,
     node_id: String,
     counters: Arc<CommandCounters>,
     /// Sent in this session and not answered yet (an answered one is dropped from it: it is
@@ -114,15 +178,9 @@ pub struct SessionCommands {
 }
 
 impl SessionCommands {
-    pub fn new(
-        store: EventStore,
-        clock: Arc<dyn Clock>,
-        node_id: String,
-        counters: Arc<CommandCounters>,
-    ) -> Self {
+    pub fn new(queue: Arc<dyn Queue>, node_id: String, counters: Arc<CommandCounters>) -> Self {
         SessionCommands {
-            store,
-            clock,
+            queue,
             node_id,
             counters,
             sent: HashSet::new(),
@@ -163,7 +221,7 @@ impl SessionCommands {
             return Ok(());
         }
         self.retry_at = None;
-        let pending = match pending_for_node(&self.store, &self.node_id, FETCH_LIMIT).await {
+        let pending = match self.queue.pending(&self.node_id, FETCH_LIMIT).await {
             Ok(p) => p,
             Err(e) => {
                 self.failure("reading the node's pending commands", &e);
@@ -183,10 +241,7 @@ impl SessionCommands {
                 continue;
             }
             let ids: Vec<String> = group.iter().map(|c| c.command_id.clone()).collect();
-            if let Err(e) =
-                record_dispatched(&self.store, self.clock.as_ref(), &self.node_id, &ids, cause)
-                    .await
-            {
+            if let Err(e) = self.queue.dispatched(&self.node_id, &ids, cause).await {
                 self.failure("recording a dispatch (the commands were not sent)", &e);
                 continue;
             }
@@ -215,7 +270,7 @@ impl SessionCommands {
                 return false;
             }
         };
-        match record_node_answer(&self.store, self.clock.as_ref(), &self.node_id, &answer).await {
+        match self.queue.answer(&self.node_id, &answer).await {
             Ok(true) => {
                 results.inc("recorded");
                 self.sent.remove(&answer.command_id);
@@ -291,3 +346,7 @@ pub async fn poll_ready(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "dispatch_tests.rs"]
+mod tests;

@@ -353,6 +353,10 @@ async fn serve_edge(
         feed: health.clone(),
         metrics,
         reporter,
+        queue: Arc::new(crate::dispatch::StoreQueue {
+            store: store.clone(),
+            clock: clock.clone(),
+        }),
         clock,
     };
 

@@ -63,6 +63,8 @@ pub struct NodeServer {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) reporter: TrustReporter,
     pub(crate) clock: Arc<dyn Clock>,
+    /// The command queue the sessions dispatch from and record answers to.
+    pub(crate) queue: Arc<dyn crate::dispatch::Queue>,
 }
 
 fn verified<T>(request: &Request<T>) -> Result<VerifiedNode, Status> {
@@ -242,8 +244,7 @@ impl NodeService for NodeServer {
             tokio::pin!(expiry);
             let mut reports = SessionReports::default();
             let mut commands = SessionCommands::new(
-                this.store.clone(),
-                this.clock.clone(),
+                this.queue.clone(),
                 node_id.clone(),
                 this.metrics.commands.clone(),
             );

@@ -5,6 +5,7 @@
 mod common;
 
 mod api_probe;
+mod commands_session;
 mod edge;
 mod feed_faults;
 mod handshake;

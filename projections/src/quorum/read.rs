@@ -151,13 +151,15 @@ pub struct NodeApproverSetRow {
     pub last_seen_us: i64,
 }
 
+type ApproverSetTuple = (String, i64, Option<i64>, Option<Vec<u8>>, i64);
+
 /// The approver sets of the nodes with a session that has not ended and was seen at or after
 /// `seen_since_us`, by node id.
 pub async fn connected_approver_sets(
     tx: &mut StoreTx,
     seen_since_us: i64,
 ) -> Result<Vec<NodeApproverSetRow>, StoreError> {
-    let rows: Vec<(String, i64, Option<i64>, Option<Vec<u8>>, i64)> = tx
+    let rows: Vec<ApproverSetTuple> = tx
         .fetch_all(
             "SELECT node_id, trust_version, approver_set_epoch, approver_set_sha256, \
              last_seen_us FROM node_trust_reports \
