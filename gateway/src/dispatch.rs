@@ -116,6 +116,8 @@ pub trait Queue: Send + Sync {
     ) -> QueueFuture<'a, ()>;
     /// [`record_node_answer`].
     fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool>;
+    /// [`ready_since`] (the poller's).
+    fn ready(&self, after: i64, limit: u32) -> QueueFuture<'_, (Vec<String>, i64)>;
 }
 
 /// The queue in the store.
@@ -155,6 +157,10 @@ impl Queue for StoreQueue {
             node_id,
             answer,
         ))
+    }
+
+    fn ready(&self, after: i64, limit: u32) -> QueueFuture<'_, (Vec<String>, i64)> {
+        Box::pin(ready_since(&self.store, after, limit))
     }
 }
 
@@ -308,6 +314,7 @@ impl SessionCommands {
 /// counted, logged (rate-limited) and retried at the next tick.
 pub async fn poll_ready(
     store: EventStore,
+    queue: Arc<dyn Queue>,
     sessions: Arc<Sessions>,
     interval: Duration,
     counters: Arc<CommandCounters>,
@@ -327,7 +334,7 @@ pub async fn poll_ready(
     loop {
         tick.tick().await;
         loop {
-            match ready_since(&store, cursor, POLL_LIMIT).await {
+            match queue.ready(cursor, POLL_LIMIT).await {
                 Ok((nodes, next)) => {
                     let woken = sessions.wake_nodes(&nodes);
                     counters.wakes.fetch_add(woken as u64, Ordering::Relaxed);

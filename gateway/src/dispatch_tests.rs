@@ -91,6 +91,10 @@ impl Queue for FakeQueue {
         let recorded = mine && s.answered.insert(answer.command_id.clone());
         Box::pin(async move { Ok(recorded) })
     }
+
+    fn ready(&self, after: i64, _limit: u32) -> QueueFuture<'_, (Vec<String>, i64)> {
+        Box::pin(async move { Ok((Vec::new(), after)) })
+    }
 }
 
 type Rx = mpsc::Receiver<Result<GatewayMessage, Status>>;

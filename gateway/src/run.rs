@@ -17,6 +17,7 @@ use tokio_rustls::TlsAcceptor;
 use tonic_health::ServingStatus;
 
 use crate::backend::Backend;
+use crate::dispatch::{Queue, StoreQueue};
 use crate::feed::{self, FeedHealth, FeedOptions, FeedTargets};
 use crate::http2::{EdgeServer, ServeError};
 use crate::limits::{EdgeCounters, EdgeLimits, LimitsError};
@@ -170,6 +171,30 @@ pub async fn start(
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
 ) -> Result<Running, StartError> {
+    start_on(store, keys, join, clock, config, None).await
+}
+
+/// [`start`] with the sessions and the poller reaching `queue` instead of the store's command
+/// queue (tests that exercise the session's command path on their own queue).
+pub async fn start_with_queue(
+    store: EventStore,
+    keys: Arc<KeySet>,
+    join: Arc<JoinService>,
+    clock: Arc<dyn Clock>,
+    config: GatewayConfig,
+    queue: Arc<dyn Queue>,
+) -> Result<Running, StartError> {
+    start_on(store, keys, join, clock, config, Some(queue)).await
+}
+
+async fn start_on(
+    store: EventStore,
+    keys: Arc<KeySet>,
+    join: Arc<JoinService>,
+    clock: Arc<dyn Clock>,
+    config: GatewayConfig,
+    queue: Option<Arc<dyn Queue>>,
+) -> Result<Running, StartError> {
     // Check the names here: a bad one is a configuration error.
     serving_request(&config.serving_names, config.serving_lifetime)?;
     let issuer = Issuer::Local {
@@ -190,7 +215,7 @@ pub async fn start(
         first,
     };
     let backend = Backend::local(join, TrustSigner::new(store.clone(), keys));
-    serve_edge(store, edge, backend, clock, config).await
+    serve_edge(store, edge, backend, clock, config, queue).await
 }
 
 /// Starts a split gateway (the `gateway` role): it holds no signing key, only the public half
@@ -236,7 +261,7 @@ pub async fn start_gateway(
         issuer,
         first,
     };
-    serve_edge(store, edge, Backend::relay(api), clock, config).await
+    serve_edge(store, edge, Backend::relay(api), clock, config, None).await
 }
 
 /// What the agent-facing side needs: no CA or signing key, only where its serving certificate
@@ -254,6 +279,7 @@ async fn serve_edge(
     backend: Backend,
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
+    queue: Option<Arc<dyn Queue>>,
 ) -> Result<Running, StartError> {
     config.limits.validate("limits")?;
     let join_limiter = Arc::new(JoinRefusalLimiter::new(config.join_refusals.clone()));
@@ -337,8 +363,16 @@ async fn serve_edge(
     };
     // One command poller per process: it wakes the live sessions of nodes with newly runnable
     // commands.
+    let queue: Arc<dyn Queue> = match queue {
+        Some(q) => q,
+        None => Arc::new(StoreQueue {
+            store: store.clone(),
+            clock: clock.clone(),
+        }),
+    };
     background.push(tokio::spawn(crate::dispatch::poll_ready(
         store.clone(),
+        queue.clone(),
         sessions.clone(),
         config.command_poll_interval,
         metrics.commands.clone(),
@@ -353,10 +387,7 @@ async fn serve_edge(
         feed: health.clone(),
         metrics,
         reporter,
-        queue: Arc::new(crate::dispatch::StoreQueue {
-            store: store.clone(),
-            clock: clock.clone(),
-        }),
+        queue,
         clock,
     };
 

@@ -92,7 +92,7 @@ async fn enqueue(env: &Env, signer: &WorkerSigner, node_id: &str) -> String {
     answer.command_id
 }
 
-fn hello(trust_version: u64, epoch: u64, digest: Vec<u8>) -> NodeMessage {
+pub(crate) fn hello(trust_version: u64, epoch: u64, digest: Vec<u8>) -> NodeMessage {
     NodeMessage {
         body: Some(node_message::Body::Hello(proto::Hello {
             trust_version,
@@ -114,7 +114,7 @@ fn status(trust_version: u64, epoch: u64, digest: Vec<u8>) -> NodeMessage {
     }
 }
 
-fn succeeded(command_id: &str) -> NodeMessage {
+pub(crate) fn succeeded(command_id: &str) -> NodeMessage {
     NodeMessage {
         body: Some(node_message::Body::Result(proto::CommandResult {
             command_id: command_id.into(),
@@ -129,14 +129,18 @@ fn succeeded(command_id: &str) -> NodeMessage {
 }
 
 /// A node's open session: what it sends, what it receives.
-struct Session {
+pub(crate) struct Session {
     tx: mpsc::Sender<NodeMessage>,
     stream: Streaming<GatewayMessage>,
 }
 
 impl Session {
     /// Opens a session with `first` (a Hello) and reads the Welcome.
-    async fn open(env: &Env, node: &Node, first: NodeMessage) -> (Session, proto::Welcome) {
+    pub(crate) async fn open(
+        env: &Env,
+        node: &Node,
+        first: NodeMessage,
+    ) -> (Session, proto::Welcome) {
         let mut c = env.client(Some(node)).await.unwrap();
         let (tx, rx) = mpsc::channel(64);
         tx.send(first).await.unwrap();
@@ -152,12 +156,12 @@ impl Session {
         }
     }
 
-    async fn send(&self, m: NodeMessage) {
+    pub(crate) async fn send(&self, m: NodeMessage) {
         self.tx.send(m).await.unwrap();
     }
 
     /// The next message within `within`, or `None`.
-    async fn next(&mut self, within: StdDuration) -> Option<Body> {
+    pub(crate) async fn next(&mut self, within: StdDuration) -> Option<Body> {
         match tokio::time::timeout(within, self.stream.next()).await {
             Ok(Some(Ok(GatewayMessage { body }))) => body,
             Ok(Some(Err(s))) => panic!("the session failed: {s:?}"),
@@ -166,7 +170,7 @@ impl Session {
     }
 
     /// The next message, which must be a command, within `within`.
-    async fn command(&mut self, within: StdDuration) -> proto::Command {
+    pub(crate) async fn command(&mut self, within: StdDuration) -> proto::Command {
         match self.next(within).await {
             Some(Body::Command(c)) => c,
             other => panic!("expected a command within {within:?}, got {other:?}"),
