@@ -98,6 +98,51 @@ impl CommandCounters {
     }
 }
 
+impl CommandCounters {
+    /// Writes these counters in the Prometheus text format.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let c = self;
+        for (name, help, counter) in [
+            (
+                "bc_commands_dispatched_total",
+                "Commands sent to nodes over their sessions (each recorded as command.dispatched).",
+                &c.dispatched,
+            ),
+            (
+                "bc_command_dispatch_errors_total",
+                "Fetches or dispatch records that failed (nothing was sent for them; retried).",
+                &c.dispatch_errors,
+            ),
+            (
+                "bc_command_poll_errors_total",
+                "Polls for newly runnable commands that failed.",
+                &c.poll_errors,
+            ),
+            (
+                "bc_command_wakes_total",
+                "Sessions the command poller woke.",
+                &c.wakes,
+            ),
+        ] {
+            crate::metrics::family(out, name, help, "counter");
+            let _ = writeln!(out, "{name} {}", counter.load(Ordering::Relaxed));
+        }
+        crate::metrics::family(
+            out,
+            "bc_command_results_total",
+            "Node command results, by outcome: recorded, ignored (another node's, unknown or already answered), invalid, error (the store failed).",
+            "counter",
+        );
+        crate::metrics::labeled(
+            out,
+            "bc_command_results_total",
+            "outcome",
+            &c.results.snapshot(),
+        );
+    }
+}
+
 /// A boxed future of the queue's calls.
 pub type QueueFuture<'a, T> =
     Pin<Box<dyn Future<Output = Result<T, CommandQueueError>> + Send + 'a>>;

@@ -41,7 +41,7 @@ impl Labeled {
             .unwrap_or(0)
     }
 
-    fn snapshot(&self) -> BTreeMap<String, u64> {
+    pub(crate) fn snapshot(&self) -> BTreeMap<String, u64> {
         self.0.lock().map(|m| m.clone()).unwrap_or_default()
     }
 }
@@ -273,12 +273,12 @@ pub struct MetricSources {
     pub revoked: Arc<RevokedSerials>,
 }
 
-fn family(out: &mut String, name: &str, help: &str, kind: &str) {
+pub(crate) fn family(out: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-fn labeled(out: &mut String, name: &str, label: &str, values: &BTreeMap<String, u64>) {
+pub(crate) fn labeled(out: &mut String, name: &str, label: &str, values: &BTreeMap<String, u64>) {
     for (k, v) in values {
         let escaped = k.replace('\\', "\\\\").replace('"', "\\\"");
         let _ = writeln!(out, "{name}{{{label}=\"{escaped}\"}} {v}");
@@ -381,7 +381,7 @@ impl MetricSources {
             m.revocation_notices.load(Ordering::Relaxed)
         );
         self.render_trust_reports(&mut out);
-        self.render_commands(&mut out);
+        self.metrics.commands.render(&mut out);
         family(
             &mut out,
             "bc_handshake_refusals_total",
@@ -478,47 +478,6 @@ impl MetricSources {
             out,
             "bc_trust_report_queue_warnings_total {}",
             t.warn_lines.load(Ordering::Relaxed)
-        );
-    }
-
-    fn render_commands(&self, out: &mut String) {
-        let c = &self.metrics.commands;
-        for (name, help, counter) in [
-            (
-                "bc_commands_dispatched_total",
-                "Commands sent to nodes over their sessions (each recorded as command.dispatched).",
-                &c.dispatched,
-            ),
-            (
-                "bc_command_dispatch_errors_total",
-                "Fetches or dispatch records that failed (nothing was sent for them; retried).",
-                &c.dispatch_errors,
-            ),
-            (
-                "bc_command_poll_errors_total",
-                "Polls for newly runnable commands that failed.",
-                &c.poll_errors,
-            ),
-            (
-                "bc_command_wakes_total",
-                "Sessions the command poller woke.",
-                &c.wakes,
-            ),
-        ] {
-            family(out, name, help, "counter");
-            let _ = writeln!(out, "{name} {}", counter.load(Ordering::Relaxed));
-        }
-        family(
-            out,
-            "bc_command_results_total",
-            "Node command results, by outcome: recorded, ignored (another node's, unknown or already answered), invalid, error (the store failed).",
-            "counter",
-        );
-        labeled(
-            out,
-            "bc_command_results_total",
-            "outcome",
-            &c.results.snapshot(),
         );
     }
 }

@@ -4,7 +4,7 @@
 //! checks the same against the store's queue.
 
 use crate::commands_session::{hello, succeeded, Session};
-use crate::common::{self, Env, TD};
+use crate::common::{Env, TD};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -244,10 +244,18 @@ async fn the_session_sends_pending_and_woken_commands_once_resends_after_a_recon
     );
     assert_eq!(rejected.detail, "leaf-used: abc");
     assert_eq!(rejected.output_tail.len(), 4096);
+    let page = env.gateway.sources.render();
+    for line in [
+        "bc_command_results_total{outcome=\"recorded\"} 2",
+        "bc_command_results_total{outcome=\"ignored\"} 2",
+        "bc_commands_dispatched_total 4",
+        "bc_command_dispatch_errors_total 0",
+    ] {
+        assert!(page.lines().any(|l| l == line), "{line} not in {page}");
+    }
     // Everything answered: a new session gets nothing.
     drop(s);
     let (mut s, _) = Session::open(&env, &a, hello(0, 0, vec![])).await;
     assert!(s.next(StdDuration::from_millis(600)).await.is_none());
-    let _ = common::TD;
     env.gateway.shutdown().await;
 }

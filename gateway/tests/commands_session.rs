@@ -371,9 +371,18 @@ async fn approver_set_becomes(env: &Env, node_id: &str, want: (u64, Option<Vec<u
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_approver_set_a_node_reports_lands_in_the_projection() {
+async fn the_approver_set_a_node_reports_lands_in_the_projection_on_postgres() {
     let db = TestDb::postgres().await.unwrap();
-    let env = start(db.store().await.unwrap(), |_| {}).await;
+    approver_set_reports(start(db.store().await.unwrap(), |_| {}).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approver_set_a_node_reports_lands_in_the_projection_on_sqlite() {
+    let db = TestDb::sqlite().unwrap();
+    approver_set_reports(start(db.store().await.unwrap(), |_| {}).await).await;
+}
+
+async fn approver_set_reports(env: Env) {
     let node = env.join_node(&env.token(1).await).await;
     let (s, _) = Session::open(&env, &node, hello(3, 1, vec![1; 32])).await;
     approver_set_becomes(&env, &node.node_id, (1, Some(vec![1; 32]))).await;
