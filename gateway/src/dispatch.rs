@@ -26,9 +26,9 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use commands::command_queue::{
     pending_for_node, ready_since, record_dispatched, record_node_answer, CommandQueueError,
@@ -40,10 +40,9 @@ use proto::{gateway_message, GatewayMessage};
 use tokio::sync::mpsc;
 use tonic::Status;
 
+pub use crate::command_counters::CommandCounters;
 use crate::command_wire::{command_message, node_answer};
-use crate::metrics::Labeled;
 use crate::sessions::Sessions;
-use crate::trust_reports::WarnLimiter;
 
 /// Most commands one fetch reads.
 pub const FETCH_LIMIT: u32 = 64;
@@ -56,92 +55,6 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// The default interval of [`poll_ready`].
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
-
-/// One WARN line per this interval for repeated failures of the same kind.
-const WARN_EVERY: Duration = Duration::from_secs(10);
-
-/// Counters of commands over sessions, for `/metrics`.
-#[derive(Debug)]
-pub struct CommandCounters {
-    /// Commands sent to nodes.
-    pub dispatched: AtomicU64,
-    /// Fetches or dispatch records that failed (nothing was sent for them).
-    pub dispatch_errors: AtomicU64,
-    /// Node results by outcome: recorded, ignored, invalid, error.
-    pub results: Labeled,
-    /// Polls of the ready commands that failed.
-    pub poll_errors: AtomicU64,
-    /// Sessions the poller woke.
-    pub wakes: AtomicU64,
-    warn: WarnLimiter,
-}
-
-impl Default for CommandCounters {
-    fn default() -> Self {
-        CommandCounters {
-            dispatched: AtomicU64::new(0),
-            dispatch_errors: AtomicU64::new(0),
-            results: Labeled::default(),
-            poll_errors: AtomicU64::new(0),
-            wakes: AtomicU64::new(0),
-            warn: WarnLimiter::new(WARN_EVERY),
-        }
-    }
-}
-
-impl CommandCounters {
-    /// Logs a failure of the queue: an unimplemented queue or a store failure, rate-limited.
-    fn failed(&self, what: &str, node: Option<&str>, e: &CommandQueueError) {
-        if let Some(suppressed) = self.warn.check(Instant::now()) {
-            tracing::warn!(node = node.unwrap_or(""), error = %e, suppressed_since_last_warning = suppressed, "{what} failed");
-        }
-    }
-}
-
-impl CommandCounters {
-    /// Writes these counters in the Prometheus text format.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let c = self;
-        for (name, help, counter) in [
-            (
-                "bc_commands_dispatched_total",
-                "Commands sent to nodes over their sessions (each recorded as command.dispatched).",
-                &c.dispatched,
-            ),
-            (
-                "bc_command_dispatch_errors_total",
-                "Fetches or dispatch records that failed (nothing was sent for them; retried).",
-                &c.dispatch_errors,
-            ),
-            (
-                "bc_command_poll_errors_total",
-                "Polls for newly runnable commands that failed.",
-                &c.poll_errors,
-            ),
-            (
-                "bc_command_wakes_total",
-                "Sessions the command poller woke.",
-                &c.wakes,
-            ),
-        ] {
-            crate::metrics::family(out, name, help, "counter");
-            let _ = writeln!(out, "{name} {}", counter.load(Ordering::Relaxed));
-        }
-        crate::metrics::family(
-            out,
-            "bc_command_results_total",
-            "Node command results, by outcome: recorded, ignored (another node's, unknown or already answered), invalid, error (the store failed).",
-            "counter",
-        );
-        crate::metrics::labeled(
-            out,
-            "bc_command_results_total",
-            "outcome",
-            &c.results.snapshot(),
-        );
-    }
-}
 
 /// A boxed future of the queue's calls.
 pub type QueueFuture<'a, T> =

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod command_counters;
 pub mod command_wire;
 pub mod conn;
 pub mod dispatch;

@@ -41,7 +41,7 @@ impl Labeled {
             .unwrap_or(0)
     }
 
-    pub(crate) fn snapshot(&self) -> BTreeMap<String, u64> {
+    fn snapshot(&self) -> BTreeMap<String, u64> {
         self.0.lock().map(|m| m.clone()).unwrap_or_default()
     }
 }
@@ -250,7 +250,7 @@ pub struct Metrics {
     /// RevocationNotices sent.
     pub revocation_notices: AtomicU64,
     /// Commands sent over sessions, node results by outcome, poller failures.
-    pub commands: Arc<crate::dispatch::CommandCounters>,
+    pub commands: Arc<crate::command_counters::CommandCounters>,
     /// Split gateways only: whether the api answered the last probe (`API_UNKNOWN` in the
     /// `all` role, where there is no api to reach).
     pub api_state: AtomicU8,
@@ -273,12 +273,12 @@ pub struct MetricSources {
     pub revoked: Arc<RevokedSerials>,
 }
 
-pub(crate) fn family(out: &mut String, name: &str, help: &str, kind: &str) {
+fn family(out: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-pub(crate) fn labeled(out: &mut String, name: &str, label: &str, values: &BTreeMap<String, u64>) {
+fn labeled(out: &mut String, name: &str, label: &str, values: &BTreeMap<String, u64>) {
     for (k, v) in values {
         let escaped = k.replace('\\', "\\\\").replace('"', "\\\"");
         let _ = writeln!(out, "{name}{{{label}=\"{escaped}\"}} {v}");
