@@ -82,12 +82,14 @@ pub fn unsupported_attestor(attestor: &str, registered: &[String]) -> Status {
 }
 
 /// Join through the JoinService: every refusal the same PERMISSION_DENIED, an attestor this
-/// control plane does not run UNIMPLEMENTED ([`unsupported_attestor`]).
+/// control plane does not run UNIMPLEMENTED ([`unsupported_attestor`]). An admission carries
+/// `trust`, the bundle a Welcome would carry.
 pub async fn local_join(
     join: &JoinService,
     request: &JoinRequest,
+    trust: &WelcomeTrust,
 ) -> Result<SignedJoinResponse, Status> {
-    match crate::wire::join(join.joins(), request).await {
+    match crate::wire::join_carrying(join.joins(), request, trust).await {
         Ok(answer) => Ok(answer),
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(JOIN_REFUSED)),
         Err(IdentityError::UnsupportedAttestor(attestor)) => {
@@ -249,9 +251,21 @@ impl Backend {
         answer
     }
 
+    /// A Join: here through the JoinService, the admission carrying the Welcome's trust bundle
+    /// (cached like the Welcome's; a bundle that cannot be read now is left out and logged, the
+    /// node then takes it from its first Welcome); or relayed to the api, which does the same.
     pub async fn join(&self, request: JoinRequest) -> Result<SignedJoinResponse, Status> {
         match &self.kind {
-            Kind::Local { join, .. } => local_join(join, &request).await,
+            Kind::Local { join, .. } => {
+                let trust = match self.trust().await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "JoinResponse without a trust bundle");
+                        WelcomeTrust::default()
+                    }
+                };
+                local_join(join, &request, &trust).await
+            }
             Kind::Relay(api) => api.join(request).await,
         }
     }

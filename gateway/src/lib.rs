@@ -7,7 +7,10 @@
 
 pub mod api;
 pub mod backend;
+pub mod command_counters;
+pub mod command_wire;
 pub mod conn;
+pub mod dispatch;
 pub mod external_attestor;
 pub mod feed;
 pub mod feed_health;

@@ -249,6 +249,8 @@ pub struct Metrics {
     pub sessions_opened: AtomicU64,
     /// RevocationNotices sent.
     pub revocation_notices: AtomicU64,
+    /// Commands sent over sessions, node results by outcome, poller failures.
+    pub commands: Arc<crate::command_counters::CommandCounters>,
     /// Split gateways only: whether the api answered the last probe (`API_UNKNOWN` in the
     /// `all` role, where there is no api to reach).
     pub api_state: AtomicU8,
@@ -379,6 +381,7 @@ impl MetricSources {
             m.revocation_notices.load(Ordering::Relaxed)
         );
         self.render_trust_reports(&mut out);
+        self.metrics.commands.render(&mut out);
         family(
             &mut out,
             "bc_handshake_refusals_total",

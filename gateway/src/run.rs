@@ -1,5 +1,5 @@
 //! Starting a gateway: serving certificate, revocation feed, TLS listener, NodeService and
-//! health service, metrics endpoint.
+//! health service, metrics endpoint, the command poller.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use tokio_rustls::TlsAcceptor;
 use tonic_health::ServingStatus;
 
 use crate::backend::Backend;
+use crate::dispatch::{Queue, StoreQueue};
 use crate::feed::{self, FeedHealth, FeedOptions, FeedTargets};
 use crate::http2::{EdgeServer, ServeError};
 use crate::limits::{EdgeCounters, EdgeLimits, LimitsError};
@@ -63,6 +64,9 @@ pub struct GatewayConfig {
     /// How many refused joins a peer address gets before its joins are answered
     /// RESOURCE_EXHAUSTED without reaching the JoinService.
     pub join_refusals: JoinRefusalLimits,
+    /// How often the command poller asks which nodes have newly runnable commands (the serve
+    /// key `command_poll_interval`; default 250 ms, at least 1 ms).
+    pub command_poll_interval: Duration,
 }
 
 impl GatewayConfig {
@@ -76,6 +80,7 @@ impl GatewayConfig {
             record_trust_reports: true,
             limits: EdgeLimits::public(),
             join_refusals: JoinRefusalLimits::default(),
+            command_poll_interval: crate::dispatch::DEFAULT_POLL_INTERVAL,
         }
     }
 }
@@ -166,6 +171,30 @@ pub async fn start(
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
 ) -> Result<Running, StartError> {
+    start_on(store, keys, join, clock, config, None).await
+}
+
+/// [`start`] with the sessions and the poller reaching `queue` instead of the store's command
+/// queue (tests that exercise the session's command path on their own queue).
+pub async fn start_with_queue(
+    store: EventStore,
+    keys: Arc<KeySet>,
+    join: Arc<JoinService>,
+    clock: Arc<dyn Clock>,
+    config: GatewayConfig,
+    queue: Arc<dyn Queue>,
+) -> Result<Running, StartError> {
+    start_on(store, keys, join, clock, config, Some(queue)).await
+}
+
+async fn start_on(
+    store: EventStore,
+    keys: Arc<KeySet>,
+    join: Arc<JoinService>,
+    clock: Arc<dyn Clock>,
+    config: GatewayConfig,
+    queue: Option<Arc<dyn Queue>>,
+) -> Result<Running, StartError> {
     // Check the names here: a bad one is a configuration error.
     serving_request(&config.serving_names, config.serving_lifetime)?;
     let issuer = Issuer::Local {
@@ -186,14 +215,15 @@ pub async fn start(
         first,
     };
     let backend = Backend::local(join, TrustSigner::new(store.clone(), keys));
-    serve_edge(store, edge, backend, clock, config).await
+    serve_edge(store, edge, backend, clock, config, queue).await
 }
 
 /// Starts a split gateway (the `gateway` role): it holds no signing key, only the public half
 /// of the PKI bundle. Its serving certificate is issued by the api for a key made here (and
 /// renewed the same way while it runs); Join, Renew and the Welcome trust bundle are relayed
 /// to the api over internal mTLS. The store is read for the revocation feed and sessions, and
-/// written only with nodes' trust reports.
+/// written only with nodes' trust reports and the commands' dispatches and results
+/// ([`crate::dispatch`]).
 pub async fn start_gateway(
     store: EventStore,
     public: &PublicBundle,
@@ -231,7 +261,7 @@ pub async fn start_gateway(
         issuer,
         first,
     };
-    serve_edge(store, edge, Backend::relay(api), clock, config).await
+    serve_edge(store, edge, Backend::relay(api), clock, config, None).await
 }
 
 /// What the agent-facing side needs: no CA or signing key, only where its serving certificate
@@ -249,6 +279,7 @@ async fn serve_edge(
     backend: Backend,
     clock: Arc<dyn Clock>,
     config: GatewayConfig,
+    queue: Option<Arc<dyn Queue>>,
 ) -> Result<Running, StartError> {
     config.limits.validate("limits")?;
     let join_limiter = Arc::new(JoinRefusalLimiter::new(config.join_refusals.clone()));
@@ -330,6 +361,22 @@ async fn serve_edge(
     } else {
         TrustReporter::disabled()
     };
+    // One command poller per process: it wakes the live sessions of nodes with newly runnable
+    // commands.
+    let queue: Arc<dyn Queue> = match queue {
+        Some(q) => q,
+        None => Arc::new(StoreQueue {
+            store: store.clone(),
+            clock: clock.clone(),
+        }),
+    };
+    background.push(tokio::spawn(crate::dispatch::poll_ready(
+        store.clone(),
+        queue.clone(),
+        sessions.clone(),
+        config.command_poll_interval,
+        metrics.commands.clone(),
+    )));
     let api_metrics = metrics.clone();
     let node_server = NodeServer {
         backend: Arc::new(backend),
@@ -340,6 +387,7 @@ async fn serve_edge(
         feed: health.clone(),
         metrics,
         reporter,
+        queue,
         clock,
     };
 

@@ -12,6 +12,11 @@
 //! the certificate's expiry, then the node's messages, and each message is checked against the
 //! expiry again, so nothing is answered or recorded past notAfter. Trust reports go through
 //! [`SessionReports`] (changes only, bounded per session).
+//!
+//! Commands (issue 21, [`crate::dispatch`]): after the Welcome the session sends the node's
+//! pending commands, again whenever the command poller wakes it (a wake comes after the session's
+//! end and expiry in the loop's order, before the node's messages), and records each
+//! `CommandResult` under the connection's node id.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,13 +40,14 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::backend::Backend;
 use crate::conn::PeerInfo;
+use crate::dispatch::SessionCommands;
 use crate::feed::FeedHealth;
 use crate::metrics::Metrics;
 use crate::revoked::RevokedSerials;
 use crate::sessions::{SessionEnd, Sessions};
 use crate::tls::VerifiedNode;
 use crate::trust::WelcomeTrust;
-use crate::trust_reports::{Queued, Seen, SessionReports, Skipped};
+use crate::trust_reports::{Held, Queued, Seen, SessionReports, Skipped};
 
 pub use crate::trust_reports::TrustReporter;
 
@@ -57,6 +63,8 @@ pub struct NodeServer {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) reporter: TrustReporter,
     pub(crate) clock: Arc<dyn Clock>,
+    /// The command queue the sessions dispatch from and record answers to.
+    pub(crate) queue: Arc<dyn crate::dispatch::Queue>,
 }
 
 fn verified<T>(request: &Request<T>) -> Result<VerifiedNode, Status> {
@@ -214,14 +222,18 @@ impl NodeService for NodeServer {
         let serial_hex = identity.serial.to_hex();
         // Register before the last revocation check: a revocation the feed applies after this
         // check finds the session registered; one applied before it is in the set.
-        let (guard, mut end) = self.sessions.register(&node_id, &serial_hex);
+        let registered = self.sessions.register(&node_id, &serial_hex);
+        let (guard, mut end, wake) = (registered.guard, registered.end, registered.wake);
         if self.revoked.contains(identity.serial.as_bytes()) {
             self.metrics.sessions_refused.inc("revoked");
             return Err(Status::unauthenticated("this certificate is revoked"));
         }
         self.metrics.sessions_opened.fetch_add(1, Ordering::Relaxed);
         let tenant = self.tenant_of(&node_id).await;
-        let (tx, rx) = mpsc::channel::<Result<GatewayMessage, Status>>(8);
+        // Room for a Welcome and one fetch of commands.
+        let (tx, rx) = mpsc::channel::<Result<GatewayMessage, Status>>(
+            8 + crate::dispatch::FETCH_LIMIT as usize,
+        );
         let mut inbound = request.into_inner();
         let this = self.clone();
         let not_after = identity.not_after;
@@ -231,15 +243,22 @@ impl NodeService for NodeServer {
             let expiry = tokio::time::sleep(expires_in);
             tokio::pin!(expiry);
             let mut reports = SessionReports::default();
+            let mut commands = SessionCommands::new(
+                this.queue.clone(),
+                node_id.clone(),
+                this.metrics.commands.clone(),
+            );
             let expired = || {
                 Err(Status::unauthenticated(
                     "the session's certificate expired; reconnect with the renewed one",
                 ))
             };
             loop {
+                let retry_at = commands.retry_at();
                 tokio::select! {
-                    // Order matters: a revocation or shutdown first, then the expiry, and only
-                    // then the node's messages, however many are waiting.
+                    // Order matters: a revocation or shutdown first, then the expiry, then
+                    // commands to send, and only then the node's messages, however many are
+                    // waiting.
                     biased;
                     ended = &mut end => {
                         if let Ok(SessionEnd::Shutdown) = ended {
@@ -261,6 +280,24 @@ impl NodeService for NodeServer {
                     _ = &mut expiry => {
                         let _ = tx.send(expired()).await;
                         break;
+                    }
+                    _ = wake.notified(), if commands.is_welcomed() => {
+                        if this.clock.now() >= not_after {
+                            let _ = tx.send(expired()).await;
+                            break;
+                        }
+                        if commands.dispatch(&tx).await.is_err() {
+                            break;
+                        }
+                    }
+                    _ = sleep_until_or_never(retry_at), if retry_at.is_some() && commands.is_welcomed() => {
+                        if this.clock.now() >= not_after {
+                            let _ = tx.send(expired()).await;
+                            break;
+                        }
+                        if commands.dispatch(&tx).await.is_err() {
+                            break;
+                        }
                     }
                     msg = inbound.message() => {
                         // The timer may not have fired yet at the very edge of notAfter.
@@ -285,14 +322,23 @@ impl NodeService for NodeServer {
                                         trust_bundle_signature: trust.signature,
                                     })),
                                 };
-                                this.record(&mut reports, tenant.as_deref(), &node_id, Seen::Hello(hello.trust_version));
-                                tracing::debug!(node = %node_id, trust_version = hello.trust_version, agent = %hello.agent_version, "session hello");
+                                this.record(&mut reports, tenant.as_deref(), &node_id, Seen::Hello(Held::from(&hello)));
+                                tracing::debug!(node = %node_id, trust_version = hello.trust_version, approver_set_epoch = hello.approver_set_epoch, agent = %hello.agent_version, "session hello");
                                 if tx.send(Ok(welcome)).await.is_err() {
+                                    break;
+                                }
+                                commands.welcomed();
+                                if commands.dispatch(&tx).await.is_err() {
                                     break;
                                 }
                             }
                             Ok(Some(NodeMessage { body: Some(node_message::Body::Status(status)) })) => {
-                                this.record(&mut reports, tenant.as_deref(), &node_id, Seen::Status(status.trust_version));
+                                this.record(&mut reports, tenant.as_deref(), &node_id, Seen::Status(Held::from(&status)));
+                            }
+                            Ok(Some(NodeMessage { body: Some(node_message::Body::Result(result)) })) => {
+                                if commands.answer(&result).await && commands.dispatch(&tx).await.is_err() {
+                                    break;
+                                }
                             }
                             Ok(Some(_)) => {}
                             Ok(None) | Err(_) => break,
@@ -355,7 +401,7 @@ impl NodeServer {
             return;
         };
         let counters = &self.metrics.trust_reports;
-        let (session_start, connected, trust_version) = match reports.admit(seen) {
+        let (session_start, connected, held) = match reports.admit(seen) {
             Ok(r) => r,
             Err(Skipped::Unchanged) => {
                 counters.unchanged.fetch_add(1, Ordering::Relaxed);
@@ -371,11 +417,11 @@ impl NodeServer {
         let outcome = self.reporter.report(TrustReport {
             tenant_id: tenant.to_string(),
             node_id: node_id.to_string(),
-            trust_version,
+            trust_version: held.trust_version,
             session_start,
             connected,
-            approver_set_epoch: 0,
-            approver_set_sha256: Vec::new(),
+            approver_set_epoch: held.approver_set_epoch,
+            approver_set_sha256: held.approver_set_sha256,
         });
         match outcome {
             Queued::Queued => {
@@ -420,6 +466,14 @@ pub fn check_validity(identity: &NodeIdentity, now: OffsetDateTime) -> Result<()
         return Err(ValidityRefusal::Expired(identity.not_after));
     }
     Ok(())
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 fn left_until(at: OffsetDateTime, now: OffsetDateTime) -> Duration {

@@ -1,14 +1,18 @@
-//! Live node sessions, so a revocation can reach the session it ends.
+//! Live node sessions, so a revocation can reach the session it ends and the command poller can
+//! wake the sessions of nodes with new commands.
 //!
 //! Each session registers under its node id and certificate serial and gets a receiver for its
-//! [`SessionEnd`]; the revocation feed calls [`Sessions::revoke_node`] and every live session of
-//! that node is told why and closes. A session deregisters when its guard drops.
+//! [`SessionEnd`] and a wake signal; the revocation feed calls [`Sessions::revoke_node`] and every
+//! live session of that node is told why and closes; the command poller calls
+//! [`Sessions::wake_nodes`] and every live session of those nodes fetches its pending commands
+//! (wakes coalesce: a session woken twice before it looks fetches once). A session deregisters
+//! when its guard drops.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 /// Why the gateway ends a session.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +27,17 @@ struct Entry {
     node_id: String,
     serial: String,
     end: oneshot::Sender<SessionEnd>,
+    wake: Arc<Notify>,
+}
+
+/// What a registered session holds: its guard, its end and its wake signal.
+pub struct Registered {
+    /// Dropping it deregisters the session.
+    pub guard: SessionGuard,
+    /// Why the gateway ends the session.
+    pub end: oneshot::Receiver<SessionEnd>,
+    /// Notified when the node has newly runnable commands.
+    pub wake: Arc<Notify>,
 }
 
 /// The registry of live sessions.
@@ -52,13 +67,10 @@ impl Sessions {
     }
 
     /// Registers a session of `node_id` holding certificate `serial` (hex).
-    pub fn register(
-        self: &Arc<Self>,
-        node_id: &str,
-        serial: &str,
-    ) -> (SessionGuard, oneshot::Receiver<SessionEnd>) {
+    pub fn register(self: &Arc<Self>, node_id: &str, serial: &str) -> Registered {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
+        let wake = Arc::new(Notify::new());
         if let Ok(mut live) = self.live.lock() {
             live.insert(
                 id,
@@ -66,16 +78,39 @@ impl Sessions {
                     node_id: node_id.to_string(),
                     serial: serial.to_string(),
                     end: tx,
+                    wake: wake.clone(),
                 },
             );
         }
-        (
-            SessionGuard {
+        Registered {
+            guard: SessionGuard {
                 id,
                 sessions: self.clone(),
             },
-            rx,
-        )
+            end: rx,
+            wake,
+        }
+    }
+
+    /// Wakes every live session of the nodes in `node_ids` (the command poller). Returns how
+    /// many sessions were woken.
+    pub fn wake_nodes(&self, node_ids: &[String]) -> usize {
+        if node_ids.is_empty() {
+            return 0;
+        }
+        let wanted: std::collections::HashSet<&str> = node_ids.iter().map(String::as_str).collect();
+        let Ok(live) = self.live.lock() else {
+            return 0;
+        };
+        let mut woken = 0;
+        for e in live
+            .values()
+            .filter(|e| wanted.contains(e.node_id.as_str()))
+        {
+            e.wake.notify_one();
+            woken += 1;
+        }
+        woken
     }
 
     /// Ends every live session of `node_id` whose serial is in `serials` (all of the node's
@@ -134,9 +169,17 @@ mod tests {
     #[test]
     fn revoking_a_node_ends_only_its_sessions_and_guards_deregister() {
         let sessions = Sessions::new();
-        let (_a, mut a_end) = sessions.register("n1", "aa");
-        let (_b, mut b_end) = sessions.register("n2", "bb");
-        let (c, _c_end) = sessions.register("n1", "cc");
+        let Registered {
+            guard: _a,
+            end: mut a_end,
+            ..
+        } = sessions.register("n1", "aa");
+        let Registered {
+            guard: _b,
+            end: mut b_end,
+            ..
+        } = sessions.register("n2", "bb");
+        let c = sessions.register("n1", "cc");
         assert_eq!(sessions.len(), 3);
         drop(c);
         assert_eq!(sessions.len(), 2);
@@ -151,9 +194,35 @@ mod tests {
         assert!(b_end.try_recv().is_err());
         assert_eq!(sessions.len(), 1);
         // A serial filter spares the node's other certificates.
-        let (_d, mut d_end) = sessions.register("n2", "dd");
+        let Registered {
+            guard: _d,
+            end: mut d_end,
+            ..
+        } = sessions.register("n2", "dd");
         assert_eq!(sessions.revoke_node("n2", &["dd".to_string()], "r"), 1);
         assert!(d_end.try_recv().is_ok());
         assert!(b_end.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn waking_nodes_notifies_only_their_live_sessions_once_per_wake() {
+        let sessions = Sessions::new();
+        let a = sessions.register("n1", "aa");
+        let b = sessions.register("n2", "bb");
+        let c = sessions.register("n1", "cc");
+        assert_eq!(
+            sessions.wake_nodes(&["n1".to_string(), "n9".to_string()]),
+            2
+        );
+        assert_eq!(sessions.wake_nodes(&[]), 0);
+        // Two wakes before the session looks coalesce into one.
+        assert_eq!(sessions.wake_nodes(&["n1".to_string()]), 2);
+        let soon = std::time::Duration::from_millis(50);
+        assert!(tokio::time::timeout(soon, a.wake.notified()).await.is_ok());
+        assert!(tokio::time::timeout(soon, a.wake.notified()).await.is_err());
+        assert!(tokio::time::timeout(soon, c.wake.notified()).await.is_ok());
+        assert!(tokio::time::timeout(soon, b.wake.notified()).await.is_err());
+        drop(c);
+        assert_eq!(sessions.wake_nodes(&["n1".to_string()]), 1);
     }
 }

@@ -1,14 +1,16 @@
-//! Recording the trust versions nodes report in their sessions (`node.trust.reported`), bounded.
+//! Recording the trust versions and approver sets nodes report in their sessions
+//! (`node.trust.reported`), bounded.
 //!
-//! A node's session says which trust bundle version it holds in its Hello and in every
-//! StatusReport. What the log needs is a change of the node's (connected, trust version): the
-//! approver set travels inside the trust bundle that version names, so it changes only with the
-//! version. [`SessionReports`] keeps, per session, what was last recorded and lets through only
-//! a change: the Hello (or the first report), a StatusReport that raises the version (one that
-//! does not raise it changes nothing: the projection only ever raises on a StatusReport), a Hello
-//! that sets another version, and the end of the session. A session records at most
-//! [`MAX_REPORTS_PER_SESSION`] events in all, the end included; past that, reports are counted
-//! and dropped until the node reconnects.
+//! A node's session says which trust bundle version and which approver set (epoch and digest) it
+//! holds in its Hello and in every StatusReport. The set does not follow from the version: a
+//! daemon can take a bundle's version while refusing its quorum part (spec 003 "Nodes that hold
+//! another set"). What the log needs is a change of what the projection keeps. [`SessionReports`]
+//! keeps, per session, what was last recorded and lets through only a change: the Hello (or the
+//! first report), a Hello that reports another version or set, a StatusReport that raises the
+//! version, a StatusReport with the same version above 0 and another set (the projection writes
+//! the set of such a report; one with a lower version, or version 0, changes nothing there), and
+//! the end of the session. A session records at most [`MAX_REPORTS_PER_SESSION`] events in all,
+//! the end included; past that, reports are counted and dropped until the node reconnects.
 //!
 //! Reports are appended off the request path by one worker ([`TrustReporter`]); a full queue
 //! drops the report and counts it, with one WARN line per [`WARN_EVERY`] carrying how many were
@@ -153,16 +155,66 @@ impl TrustReporter {
     }
 }
 
+/// What a node reports holding: its trust version and approver set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// The trust bundle version (0 when none).
+    pub trust_version: u64,
+    /// The approver set's epoch (0 without keys).
+    pub approver_set_epoch: u64,
+    /// SHA-256(approverSetInput) of the set (empty without keys).
+    pub approver_set_sha256: Vec<u8>,
+}
+
+impl Held {
+    /// A version with no approver set.
+    pub fn version(trust_version: u64) -> Self {
+        Held {
+            trust_version,
+            ..Held::default()
+        }
+    }
+
+    fn same_set(&self, other: &Held) -> bool {
+        self.approver_set_epoch == other.approver_set_epoch
+            && self.approver_set_sha256 == other.approver_set_sha256
+    }
+}
+
+impl From<&proto::Hello> for Held {
+    fn from(hello: &proto::Hello) -> Self {
+        Held {
+            trust_version: hello.trust_version,
+            approver_set_epoch: hello.approver_set_epoch,
+            approver_set_sha256: hello.approver_set_sha256.clone(),
+        }
+    }
+}
+
+impl From<&proto::StatusReport> for Held {
+    fn from(status: &proto::StatusReport) -> Self {
+        Held {
+            trust_version: status.trust_version,
+            approver_set_epoch: status.approver_set_epoch,
+            approver_set_sha256: status.approver_set_sha256.clone(),
+        }
+    }
+}
+
 /// What a session message asks to record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen {
-    /// A Hello with the version the node holds.
-    Hello(u64),
-    /// A StatusReport with the version the node holds.
-    Status(u64),
+    /// A Hello with what the node holds.
+    Hello(Held),
+    /// A StatusReport with what the node holds.
+    Status(Held),
     /// The session ended.
     End,
 }
+
+/// A report a session lets through: (`session_start`, `connected`, what the node holds; nothing
+/// for the end).
+pub type Admitted = (bool, bool, Held);
 
 /// Why a session did not record a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,8 +228,8 @@ pub enum Skipped {
 /// One session's record of what it reported (see the module docs).
 #[derive(Debug, Default)]
 pub struct SessionReports {
-    /// The trust version last recorded in this session.
-    last: Option<u64>,
+    /// What was last recorded in this session.
+    last: Option<Held>,
     /// Events recorded in this session.
     recorded: u32,
     /// The end was recorded: nothing more is.
@@ -185,16 +237,20 @@ pub struct SessionReports {
 }
 
 impl SessionReports {
-    /// Whether `seen` is to be recorded, as which (`session_start`, `connected`, version).
-    pub fn admit(&mut self, seen: Seen) -> Result<(bool, bool, u64), Skipped> {
+    /// Whether `seen` is to be recorded, as which (`session_start`, `connected`, held).
+    pub fn admit(&mut self, seen: Seen) -> Result<Admitted, Skipped> {
         if self.ended {
             return Err(Skipped::Unchanged);
         }
-        let (changed, report) = match seen {
-            Seen::Hello(v) => (self.last != Some(v), (true, true, v)),
-            Seen::Status(v) => (self.last.is_none_or(|l| v > l), (false, true, v)),
+        let changed = match (&seen, &self.last) {
+            (Seen::Hello(h), last) => last.as_ref() != Some(h),
+            (Seen::Status(_), None) => true,
+            (Seen::Status(h), Some(l)) => {
+                h.trust_version > l.trust_version
+                    || (h.trust_version > 0 && h.trust_version == l.trust_version && !h.same_set(l))
+            }
             // The end is recorded once, when anything was.
-            Seen::End => (self.recorded > 0, (false, false, 0)),
+            (Seen::End, _) => self.recorded > 0,
         };
         if !changed {
             return Err(Skipped::Unchanged);
@@ -208,11 +264,20 @@ impl SessionReports {
             return Err(Skipped::OverBound);
         }
         self.recorded += 1;
-        match seen {
-            Seen::Hello(v) | Seen::Status(v) => self.last = Some(v),
-            Seen::End => self.ended = true,
-        }
-        Ok(report)
+        Ok(match seen {
+            Seen::Hello(h) => {
+                self.last = Some(h.clone());
+                (true, true, h)
+            }
+            Seen::Status(h) => {
+                self.last = Some(h.clone());
+                (false, true, h)
+            }
+            Seen::End => {
+                self.ended = true;
+                (false, false, Held::default())
+            }
+        })
     }
 
     /// Events recorded in this session so far.
@@ -227,19 +292,56 @@ mod tests {
 
     #[test]
     fn unchanged_reports_are_not_recorded() {
+        let v = Held::version;
         let mut s = SessionReports::default();
-        assert_eq!(s.admit(Seen::Hello(3)), Ok((true, true, 3)));
+        assert_eq!(s.admit(Seen::Hello(v(3))), Ok((true, true, v(3))));
         for _ in 0..20_000 {
-            assert_eq!(s.admit(Seen::Status(3)), Err(Skipped::Unchanged));
-            assert_eq!(s.admit(Seen::Status(2)), Err(Skipped::Unchanged));
-            assert_eq!(s.admit(Seen::Hello(3)), Err(Skipped::Unchanged));
+            assert_eq!(s.admit(Seen::Status(v(3))), Err(Skipped::Unchanged));
+            assert_eq!(s.admit(Seen::Status(v(2))), Err(Skipped::Unchanged));
+            assert_eq!(s.admit(Seen::Hello(v(3))), Err(Skipped::Unchanged));
         }
-        assert_eq!(s.admit(Seen::Status(4)), Ok((false, true, 4)));
-        assert_eq!(s.admit(Seen::Hello(1)), Ok((true, true, 1)));
-        assert_eq!(s.admit(Seen::End), Ok((false, false, 0)));
+        assert_eq!(s.admit(Seen::Status(v(4))), Ok((false, true, v(4))));
+        assert_eq!(s.admit(Seen::Hello(v(1))), Ok((true, true, v(1))));
+        assert_eq!(s.admit(Seen::End), Ok((false, false, Held::default())));
         assert_eq!(s.admit(Seen::End), Err(Skipped::Unchanged));
-        assert_eq!(s.admit(Seen::Status(9)), Err(Skipped::Unchanged));
+        assert_eq!(s.admit(Seen::Status(v(9))), Err(Skipped::Unchanged));
         assert_eq!(s.recorded(), 4);
+    }
+
+    #[test]
+    fn a_change_of_the_reported_set_at_the_same_version_is_recorded() {
+        let set = |version, epoch, byte| Held {
+            trust_version: version,
+            approver_set_epoch: epoch,
+            approver_set_sha256: vec![byte; 32],
+        };
+        let mut s = SessionReports::default();
+        assert_eq!(
+            s.admit(Seen::Hello(set(3, 1, 1))),
+            Ok((true, true, set(3, 1, 1)))
+        );
+        assert_eq!(s.admit(Seen::Status(set(3, 1, 1))), Err(Skipped::Unchanged));
+        // Same version, the set taken at epoch 2: recorded.
+        assert_eq!(
+            s.admit(Seen::Status(set(3, 2, 2))),
+            Ok((false, true, set(3, 2, 2)))
+        );
+        assert_eq!(s.admit(Seen::Status(set(3, 2, 2))), Err(Skipped::Unchanged));
+        // An older version with another set changes nothing the projection keeps.
+        assert_eq!(s.admit(Seen::Status(set(2, 1, 1))), Err(Skipped::Unchanged));
+        // A Hello with another set at the same version is recorded.
+        assert_eq!(
+            s.admit(Seen::Hello(set(3, 3, 3))),
+            Ok((true, true, set(3, 3, 3)))
+        );
+        // Version 0 acknowledges no bundle: its set is not written, so not recorded.
+        let mut z = SessionReports::default();
+        assert_eq!(
+            z.admit(Seen::Hello(set(0, 0, 0))),
+            Ok((true, true, set(0, 0, 0)))
+        );
+        assert_eq!(z.admit(Seen::Status(set(0, 1, 1))), Err(Skipped::Unchanged));
+        assert_eq!(s.recorded(), 3);
     }
 
     #[test]
@@ -247,13 +349,16 @@ mod tests {
         let mut s = SessionReports::default();
         let mut recorded = 0;
         for v in 0..20_000u64 {
-            if s.admit(Seen::Status(v)).is_ok() {
+            if s.admit(Seen::Status(Held::version(v))).is_ok() {
                 recorded += 1;
             }
         }
         assert_eq!(recorded, MAX_REPORTS_PER_SESSION - 1);
-        assert_eq!(s.admit(Seen::Status(1_000_000)), Err(Skipped::OverBound));
-        assert_eq!(s.admit(Seen::End), Ok((false, false, 0)));
+        assert_eq!(
+            s.admit(Seen::Status(Held::version(1_000_000))),
+            Err(Skipped::OverBound)
+        );
+        assert_eq!(s.admit(Seen::End), Ok((false, false, Held::default())));
         // A session that recorded nothing records no end.
         assert_eq!(
             SessionReports::default().admit(Seen::End),

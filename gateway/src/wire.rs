@@ -3,6 +3,11 @@
 //! signed with the JoinService signing key through [`domain::pki::statement::sign`] (purposes
 //! `join-response` and `renew-response`, each bound to its request's CSR SHA-256). Nothing past
 //! this module sees a `proto` type.
+//!
+//! An admission's JoinResponse carries the published trust bundle exactly as a Welcome does
+//! (`trust_version`, `signed_trust_bundle`, `trust_bundle_signature`; spec 002 "first in
+//! JoinResponse and then in Welcome"), no longer the PKI root CA in `trust_roots`; a deferral
+//! carries none.
 
 use commands::identity::{
     IdentityError, JoinAnswer, JoinOutcome, JoinRequest as Join, Joins, RenewAnswer, Renewals,
@@ -17,6 +22,8 @@ use proto::{
     SignedJoinResponse, SignedRenewResponse,
 };
 use tonic::Status;
+
+use crate::trust::WelcomeTrust;
 
 /// The join a wire JoinRequest asks for (absent or empty claims are no claims).
 pub fn join_request(request: &JoinRequest) -> Join {
@@ -56,10 +63,12 @@ pub fn renew_input(request: &RenewRequest) -> RenewInput {
     }
 }
 
-/// The JoinResponse of an admitted join, encoded and signed by `join_signing`.
+/// The JoinResponse of an admitted join, carrying `trust` (the Welcome's bundle), encoded and
+/// signed by `join_signing`.
 pub fn signed_join_response(
     join_signing: &PrivateKey,
     answer: &JoinAnswer,
+    trust: &WelcomeTrust,
 ) -> Result<SignedJoinResponse, IdentityError> {
     let body = JoinResponse {
         csr_sha256: answer.csr_sha256.to_vec(),
@@ -68,24 +77,28 @@ pub fn signed_join_response(
         site_id: answer.site_id.clone(),
         role: answer.role.clone(),
         certificate_chain: answer.certificate_chain.clone(),
-        trust_roots: answer.trust_roots.clone(),
+        trust_roots: Vec::new(),
         not_after_ms: answer.not_after_us / 1000,
         server_time_ms: answer.server_time_us / 1000,
         identity_generation: answer.identity_generation,
         deferral: None,
-        ..Default::default()
+        trust_version: trust.version,
+        signed_trust_bundle: trust.bundle.clone(),
+        trust_bundle_signature: trust.signature.clone(),
     };
     sign_join_body(join_signing, answer.csr_sha256, body)
 }
 
 /// The JoinResponse of any join outcome, encoded and signed by `join_signing`: an admission as
-/// [`signed_join_response`], a deferral with `deferral` set and no node id, chain or roots.
+/// [`signed_join_response`] (carrying `trust`), a deferral with `deferral` set and no node id,
+/// chain, roots or trust bundle.
 pub fn signed_join_outcome(
     join_signing: &PrivateKey,
     outcome: &JoinOutcome,
+    trust: &WelcomeTrust,
 ) -> Result<SignedJoinResponse, IdentityError> {
     let (csr_sha256, trust_domain, server_time_us, deferral) = match outcome {
-        JoinOutcome::Joined(answer) => return signed_join_response(join_signing, answer),
+        JoinOutcome::Joined(answer) => return signed_join_response(join_signing, answer, trust),
         JoinOutcome::Pending {
             request_id,
             retry_after_seconds,
@@ -184,13 +197,24 @@ pub fn signed_renew_response(
 }
 
 /// A wire Join through `joins`, answered with the signed JoinResponse (an admission or a
-/// deferral).
+/// deferral) carrying no trust bundle: for tests and benchmarks that only need the identity.
+/// The server answers through [`join_carrying`].
 pub async fn join(
     joins: &Joins,
     request: &JoinRequest,
 ) -> Result<SignedJoinResponse, IdentityError> {
+    join_carrying(joins, request, &WelcomeTrust::default()).await
+}
+
+/// A wire Join through `joins`, answered with the signed JoinResponse; an admission carries
+/// `trust` (the bundle a Welcome would carry now).
+pub async fn join_carrying(
+    joins: &Joins,
+    request: &JoinRequest,
+    trust: &WelcomeTrust,
+) -> Result<SignedJoinResponse, IdentityError> {
     let outcome = joins.attest(&join_request(request)).await?;
-    signed_join_outcome(&joins.keys().join_signing, &outcome)
+    signed_join_outcome(&joins.keys().join_signing, &outcome, trust)
 }
 
 /// A wire Renew through `renewals`, answered with the signed RenewResponse.
@@ -245,7 +269,12 @@ mod tests {
         let td = TrustDomain::new("compute.example.com").unwrap();
         let now = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap();
         let keys = KeySet::generate(td, now, KeySetLifetimes::default()).unwrap();
-        let signed = signed_join_response(&keys.join_signing, &answer()).unwrap();
+        let trust = WelcomeTrust {
+            version: 4,
+            bundle: vec![1, 2, 3],
+            signature: vec![9; 64],
+        };
+        let signed = signed_join_response(&keys.join_signing, &answer(), &trust).unwrap();
         let sig = Signature::from_bytes(&signed.signature).expect("64-byte signature");
         verify(
             keys.join_signing.public_key(),
@@ -273,7 +302,11 @@ mod tests {
         assert_eq!(body.role, "node");
         assert_eq!(body.identity_generation, 3);
         assert_eq!(body.certificate_chain, vec![vec![1, 2], vec![3]]);
-        assert_eq!(body.trust_roots, vec![vec![4]]);
+        // The PKI root no longer travels; the Welcome's bundle does, byte for byte.
+        assert!(body.trust_roots.is_empty());
+        assert_eq!(body.trust_version, 4);
+        assert_eq!(body.signed_trust_bundle, vec![1, 2, 3]);
+        assert_eq!(body.trust_bundle_signature, vec![9; 64]);
         assert_eq!((body.not_after_ms, body.server_time_ms), (5_000, 2_000));
     }
 
@@ -282,11 +315,17 @@ mod tests {
         let td = TrustDomain::new("compute.example.com").unwrap();
         let now = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap();
         let keys = KeySet::generate(td, now, KeySetLifetimes::default()).unwrap();
+        let trust = WelcomeTrust {
+            version: 4,
+            bundle: vec![1, 2, 3],
+            signature: vec![9; 64],
+        };
         // The admitted outcome is byte for byte the admission's response.
-        let joined = signed_join_outcome(&keys.join_signing, &JoinOutcome::Joined(answer()))
-            .unwrap()
-            .response;
-        let direct = signed_join_response(&keys.join_signing, &answer())
+        let joined =
+            signed_join_outcome(&keys.join_signing, &JoinOutcome::Joined(answer()), &trust)
+                .unwrap()
+                .response;
+        let direct = signed_join_response(&keys.join_signing, &answer(), &trust)
             .unwrap()
             .response;
         assert_eq!(joined, direct);
@@ -306,7 +345,7 @@ mod tests {
             server_time_us: 2_000_999,
         };
         for outcome in [pending, challenge] {
-            let signed = signed_join_outcome(&keys.join_signing, &outcome).unwrap();
+            let signed = signed_join_outcome(&keys.join_signing, &outcome, &trust).unwrap();
             let sig = Signature::from_bytes(&signed.signature).expect("64-byte signature");
             verify(
                 keys.join_signing.public_key(),
@@ -321,6 +360,9 @@ mod tests {
             assert_eq!(body.csr_sha256, vec![5; 32]);
             assert!(body.node_id.is_empty() && body.certificate_chain.is_empty());
             assert!(body.trust_roots.is_empty());
+            // A deferral carries no trust bundle.
+            assert_eq!(body.trust_version, 0);
+            assert!(body.signed_trust_bundle.is_empty() && body.trust_bundle_signature.is_empty());
             match (&outcome, body.deferral) {
                 (JoinOutcome::Pending { .. }, Some(Deferral::Pending(p))) => {
                     assert_eq!((p.request_id.as_str(), p.retry_after_seconds), ("jr_1", 30));

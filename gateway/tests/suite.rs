@@ -5,6 +5,8 @@
 mod common;
 
 mod api_probe;
+mod commands_fake_queue;
+mod commands_session;
 mod edge;
 mod feed_faults;
 mod handshake;

@@ -1,6 +1,12 @@
 //! `trust_bundle_state` (the published bundle, one row) and `trust_bundle_history` (every
-//! published version with its digest), and `node_trust_reports` (the trust version each node
-//! reports holding).
+//! published version with its digest), and `node_trust_reports` (the trust version and the
+//! approver set each node reports holding).
+//!
+//! The approver set of a report (spec 003 "Nodes that hold another set"): a Hello writes it as it
+//! comes; a StatusReport with a trust version above 0 writes it only when that version is at least
+//! the one recorded, so a late, older report never pairs an old set with a newer version; the end
+//! of a session leaves it; an empty digest (a node holding no approver keys) is NULL in both
+//! columns.
 
 use events::schema::{
     CommandRootAdded, CommandRootDropped, CommandRootSwitched, NodeTrustReported,
@@ -63,6 +69,8 @@ const NODE_REPORTS: TableSpec = TableSpec {
         "connected",
         "last_seen_us",
         "position",
+        "approver_set_epoch",
+        "approver_set_sha256",
     ],
     order_by: "node_id",
 };
@@ -319,11 +327,30 @@ impl Projection for NodeTrustProjection {
             for event in events {
                 let report: NodeTrustReported = event.decode()?;
                 let version = u64_to_i64(report.trust_version, "trust version", event)?;
+                let (epoch, digest) = if report.approver_set_sha256.is_empty() {
+                    (SqlValue::NullInt, SqlValue::NullBytes)
+                } else {
+                    let epoch = u64_to_i64(report.approver_set_epoch, "approver-set epoch", event)?;
+                    (
+                        SqlValue::Int(epoch),
+                        SqlValue::Bytes(report.approver_set_sha256),
+                    )
+                };
+                // A StatusReport acknowledging a bundle (version above 0) may write the set.
+                let acknowledges =
+                    report.connected && !report.session_start && report.trust_version > 0;
                 tx.execute(
                     "INSERT INTO node_trust_reports (node_id, trust_version, connected, \
-                     last_seen_us, position) VALUES ($1, $2, $3, $4, $5) \
+                     last_seen_us, position, approver_set_epoch, approver_set_sha256) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) \
                      ON CONFLICT (node_id) DO UPDATE SET \
-                     trust_version = CASE WHEN $6 OR excluded.trust_version > \
+                     approver_set_epoch = CASE WHEN $8 OR ($9 AND excluded.trust_version >= \
+                     node_trust_reports.trust_version) THEN excluded.approver_set_epoch \
+                     ELSE node_trust_reports.approver_set_epoch END, \
+                     approver_set_sha256 = CASE WHEN $8 OR ($9 AND excluded.trust_version >= \
+                     node_trust_reports.trust_version) THEN excluded.approver_set_sha256 \
+                     ELSE node_trust_reports.approver_set_sha256 END, \
+                     trust_version = CASE WHEN $8 OR excluded.trust_version > \
                      node_trust_reports.trust_version THEN excluded.trust_version \
                      ELSE node_trust_reports.trust_version END, \
                      connected = excluded.connected, last_seen_us = excluded.last_seen_us, \
@@ -334,7 +361,10 @@ impl Projection for NodeTrustProjection {
                         SqlValue::Bool(report.connected),
                         SqlValue::Int(event.occurred_at_us),
                         SqlValue::Int(event.position),
+                        epoch,
+                        digest,
                         SqlValue::Bool(report.session_start),
+                        SqlValue::Bool(acknowledges),
                     ],
                 )
                 .await?;

@@ -1,5 +1,5 @@
 //! The quorum reads: the published trust bundle and its history, the nodes' reported trust
-//! versions, and destructive batches with their approvals and scope rows. Each is one statement
+//! versions and approver sets, and destructive batches with their approvals and scope rows. Each is one statement
 //! on either backend through `events`' [`StoreTx::fetch_all`] / [`StoreTx::fetch_optional`]
 //! (inside the caller's transaction) or [`EventStore::fetch_optional`] (outside one).
 
@@ -135,6 +135,46 @@ pub async fn connected_nodes(
             node_id: r.0,
             trust_version: r.1.max(0) as u64,
             last_seen_us: r.2,
+        })
+        .collect())
+}
+
+/// The approver set a connected node reports holding (spec 003 "Nodes that hold another set").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeApproverSetRow {
+    pub node_id: String,
+    pub trust_version: u64,
+    /// `None` for a node holding no approver keys (or one not seen since the column exists).
+    pub approver_set_epoch: Option<u64>,
+    /// SHA-256(approverSetInput) of the set it holds; `None` as for the epoch.
+    pub approver_set_sha256: Option<Vec<u8>>,
+    pub last_seen_us: i64,
+}
+
+type ApproverSetTuple = (String, i64, Option<i64>, Option<Vec<u8>>, i64);
+
+/// The approver sets of the nodes with a session that has not ended and was seen at or after
+/// `seen_since_us`, by node id.
+pub async fn connected_approver_sets(
+    tx: &mut StoreTx,
+    seen_since_us: i64,
+) -> Result<Vec<NodeApproverSetRow>, StoreError> {
+    let rows: Vec<ApproverSetTuple> = tx
+        .fetch_all(
+            "SELECT node_id, trust_version, approver_set_epoch, approver_set_sha256, \
+             last_seen_us FROM node_trust_reports \
+             WHERE connected = $1 AND last_seen_us >= $2 ORDER BY node_id",
+            &[SqlValue::Bool(true), SqlValue::Int(seen_since_us)],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| NodeApproverSetRow {
+            node_id: r.0,
+            trust_version: r.1.max(0) as u64,
+            approver_set_epoch: r.2.map(|e| e.max(0) as u64),
+            approver_set_sha256: r.3,
+            last_seen_us: r.4,
         })
         .collect())
 }

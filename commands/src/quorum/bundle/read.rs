@@ -1,4 +1,5 @@
-//! The published bundle as the CLI shows it: version, content, rotation and history.
+//! The published bundle as the CLI shows it: version, content, rotation and history; and the
+//! approver sets connected nodes report holding.
 
 use domain::quorum::{HeldApproverSet, SetSignature};
 use events::store::{EventStore, LogStore, LogTx};
@@ -46,4 +47,42 @@ pub async fn published_bundle(store: &EventStore) -> Result<Option<PublishedBund
     .await;
     let _ = tx.rollback().await;
     result
+}
+
+/// The approver set a connected node reports holding, for `pki trust-version`
+/// (`approverSetBehind`, `approverSetSample`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectedApproverSet {
+    pub node_id: String,
+    /// The trust version it holds.
+    pub trust_version: u64,
+    /// The set's epoch; 0 for a node holding no approver keys.
+    pub epoch: u64,
+    /// SHA-256(approverSetInput) of the set; `None` for a node holding no approver keys.
+    pub sha256: Option<Vec<u8>>,
+}
+
+/// The approver sets of the connected nodes (a session not ended, seen within
+/// [`domain::trust_bundle::CONNECTED_WINDOW_US`] before `now_us`), by node id, as the gateways
+/// record them from Hello and StatusReport (spec 003 "Nodes that hold another set").
+pub async fn connected_approver_sets(
+    store: &EventStore,
+    now_us: i64,
+) -> Result<Vec<ConnectedApproverSet>, QuorumError> {
+    let mut tx = store.begin().await?;
+    let rows = projections::quorum::read::connected_approver_sets(
+        &mut tx,
+        now_us - crate::quorum::CONNECTED_WINDOW_US,
+    )
+    .await;
+    let _ = tx.rollback().await;
+    Ok(rows?
+        .into_iter()
+        .map(|r| ConnectedApproverSet {
+            node_id: r.node_id,
+            trust_version: r.trust_version,
+            epoch: r.approver_set_epoch.unwrap_or(0),
+            sha256: r.approver_set_sha256,
+        })
+        .collect())
 }

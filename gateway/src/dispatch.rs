@@ -1,0 +1,317 @@
+//! Commands over the node session (issue 21, spec 003 "Signed intent"): what a session sends its
+//! node and records of its answers, and the one poller per gateway process that wakes the
+//! sessions of nodes with newly runnable commands.
+//!
+//! - After its Welcome, a session fetches the node's pending commands
+//!   ([`commands::command_queue::pending_for_node`], at most [`FETCH_LIMIT`]) and sends those it
+//!   has not sent yet, each recorded first as `command.dispatched` (cause `hello` for one
+//!   dispatched before, a resend after a reconnect; else `ready`). A command whose dispatch
+//!   could not be recorded is not sent; the session retries after [`RETRY_AFTER`]. A session
+//!   never sends the same command id twice.
+//! - [`poll_ready`] asks [`commands::command_queue::ready_since`] every poll interval which nodes
+//!   have newly runnable commands and wakes their live sessions ([`Sessions::wake_nodes`]); a
+//!   woken session fetches again.
+//! - A node's `CommandResult` is checked at the edge ([`crate::command_wire::node_answer`]) and
+//!   recorded inline ([`commands::command_queue::record_node_answer`]) under the node id of the
+//!   connection's mTLS identity, never one from a message: a result for another node's command
+//!   records nothing. Nothing is dropped silently: every result is counted by outcome
+//!   (`recorded`, `ignored` for a duplicate or another node's command, `invalid`, `error`) and
+//!   every failure logged. A result whose recording failed is not lost for good: the command
+//!   stays unanswered, is resent after the node's next Hello, and bcd answers it from its
+//!   journal.
+//!
+//! A session reaches the queue through [`Queue`] ([`StoreQueue`] in the server), so its rules
+//! are tested here against a fake.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use commands::command_queue::{
+    pending_for_node, ready_since, record_dispatched, record_node_answer, CommandQueueError,
+    DispatchCause, NodeAnswer, RunnableCommand,
+};
+use commands::Clock;
+use events::store::{EventStore, LogStore};
+use proto::{gateway_message, GatewayMessage};
+use tokio::sync::mpsc;
+use tonic::Status;
+
+pub use crate::command_counters::CommandCounters;
+use crate::command_wire::{command_message, node_answer};
+use crate::sessions::Sessions;
+
+/// Most commands one fetch reads.
+pub const FETCH_LIMIT: u32 = 64;
+
+/// Most nodes one poll of [`ready_since`] reads (a full page is followed at once).
+pub const POLL_LIMIT: u32 = 1024;
+
+/// How long a session waits before fetching again after the store failed.
+pub const RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// The default interval of [`poll_ready`].
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// A boxed future of the queue's calls.
+pub type QueueFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<T, CommandQueueError>> + Send + 'a>>;
+
+/// What a session asks of the command queue.
+pub trait Queue: Send + Sync {
+    /// [`pending_for_node`].
+    fn pending<'a>(&'a self, node_id: &'a str, limit: u32)
+        -> QueueFuture<'a, Vec<RunnableCommand>>;
+    /// [`record_dispatched`].
+    fn dispatched<'a>(
+        &'a self,
+        node_id: &'a str,
+        ids: &'a [String],
+        cause: DispatchCause,
+    ) -> QueueFuture<'a, ()>;
+    /// [`record_node_answer`].
+    fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool>;
+    /// [`ready_since`] (the poller's).
+    fn ready(&self, after: i64, limit: u32) -> QueueFuture<'_, (Vec<String>, i64)>;
+}
+
+/// The queue in the store.
+pub struct StoreQueue {
+    pub store: EventStore,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Queue for StoreQueue {
+    fn pending<'a>(
+        &'a self,
+        node_id: &'a str,
+        limit: u32,
+    ) -> QueueFuture<'a, Vec<RunnableCommand>> {
+        Box::pin(pending_for_node(&self.store, node_id, limit))
+    }
+
+    fn dispatched<'a>(
+        &'a self,
+        node_id: &'a str,
+        ids: &'a [String],
+        cause: DispatchCause,
+    ) -> QueueFuture<'a, ()> {
+        Box::pin(record_dispatched(
+            &self.store,
+            self.clock.as_ref(),
+            node_id,
+            ids,
+            cause,
+        ))
+    }
+
+    fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool> {
+        Box::pin(record_node_answer(
+            &self.store,
+            self.clock.as_ref(),
+            node_id,
+            answer,
+        ))
+    }
+
+    fn ready(&self, after: i64, limit: u32) -> QueueFuture<'_, (Vec<String>, i64)> {
+        Box::pin(ready_since(&self.store, after, limit))
+    }
+}
+
+/// The session's channel was closed (the node went away).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionClosed;
+
+/// One session's command state: what it sent, whether a fetch was full, when to retry.
+pub struct SessionCommands {
+    queue: Arc<dyn Queue>,
+    node_id: String,
+    counters: Arc<CommandCounters>,
+    /// Sent in this session and not answered yet (an answered one is dropped from it: it is
+    /// never pending again).
+    sent: HashSet<String>,
+    /// The last fetch was full: an answer may make room for more.
+    more: bool,
+    /// The Welcome was sent: commands may follow.
+    welcomed: bool,
+    retry_at: Option<tokio::time::Instant>,
+}
+
+impl SessionCommands {
+    pub fn new(queue: Arc<dyn Queue>, node_id: String, counters: Arc<CommandCounters>) -> Self {
+        SessionCommands {
+            queue,
+            node_id,
+            counters,
+            sent: HashSet::new(),
+            more: false,
+            welcomed: false,
+            retry_at: None,
+        }
+    }
+
+    /// Marks the Welcome sent: from now on the session dispatches.
+    pub fn welcomed(&mut self) {
+        self.welcomed = true;
+    }
+
+    /// Whether the Welcome was sent.
+    pub fn is_welcomed(&self) -> bool {
+        self.welcomed
+    }
+
+    /// When the session should fetch again after a failure, if it should.
+    pub fn retry_at(&self) -> Option<tokio::time::Instant> {
+        self.retry_at
+    }
+
+    /// Commands sent in this session and not answered yet.
+    pub fn unanswered(&self) -> usize {
+        self.sent.len()
+    }
+
+    /// Fetches the node's pending commands and sends those not sent yet in this session, each
+    /// recorded as dispatched before it is sent. Errors of the store are logged and retried
+    /// later; only a closed session is an error.
+    pub async fn dispatch(
+        &mut self,
+        tx: &mpsc::Sender<Result<GatewayMessage, Status>>,
+    ) -> Result<(), SessionClosed> {
+        if !self.welcomed {
+            return Ok(());
+        }
+        self.retry_at = None;
+        let pending = match self.queue.pending(&self.node_id, FETCH_LIMIT).await {
+            Ok(p) => p,
+            Err(e) => {
+                self.failure("reading the node's pending commands", &e);
+                return Ok(());
+            }
+        };
+        self.more = pending.len() >= FETCH_LIMIT as usize;
+        let (resends, first): (Vec<RunnableCommand>, Vec<RunnableCommand>) = pending
+            .into_iter()
+            .filter(|c| !self.sent.contains(&c.command_id))
+            .partition(|c| c.dispatched_before);
+        for (cause, group) in [
+            (DispatchCause::Hello, resends),
+            (DispatchCause::Ready, first),
+        ] {
+            if group.is_empty() {
+                continue;
+            }
+            let ids: Vec<String> = group.iter().map(|c| c.command_id.clone()).collect();
+            if let Err(e) = self.queue.dispatched(&self.node_id, &ids, cause).await {
+                self.failure("recording a dispatch (the commands were not sent)", &e);
+                continue;
+            }
+            for command in &group {
+                self.sent.insert(command.command_id.clone());
+                let message = GatewayMessage {
+                    body: Some(gateway_message::Body::Command(command_message(command))),
+                };
+                tx.send(Ok(message)).await.map_err(|_| SessionClosed)?;
+                self.counters.dispatched.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(node = %self.node_id, command = %command.command_id, ?cause, "command sent");
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the node's `result` (see the module docs). Answers whether the session should
+    /// fetch again: the answer was recorded and the last fetch was full.
+    pub async fn answer(&mut self, result: &proto::CommandResult) -> bool {
+        let results = &self.counters.results;
+        let answer = match node_answer(result) {
+            Ok(a) => a,
+            Err(e) => {
+                results.inc("invalid");
+                tracing::warn!(node = %self.node_id, error = %e, "a command result was not recorded");
+                return false;
+            }
+        };
+        match self.queue.answer(&self.node_id, &answer).await {
+            Ok(true) => {
+                results.inc("recorded");
+                self.sent.remove(&answer.command_id);
+                tracing::debug!(node = %self.node_id, command = %answer.command_id, outcome = ?answer.outcome, "command result recorded");
+                self.more
+            }
+            Ok(false) => {
+                results.inc("ignored");
+                self.sent.remove(&answer.command_id);
+                tracing::info!(node = %self.node_id, command = %answer.command_id, "a command result was not recorded: the command is another node's, unknown, or already answered");
+                false
+            }
+            Err(e) => {
+                results.inc("error");
+                tracing::warn!(node = %self.node_id, command = %answer.command_id, error = %e, "recording a command result failed; the command is resent after the node's next Hello and bcd answers it from its journal");
+                false
+            }
+        }
+    }
+
+    fn failure(&mut self, what: &str, e: &CommandQueueError) {
+        self.counters
+            .dispatch_errors
+            .fetch_add(1, Ordering::Relaxed);
+        self.counters.failed(what, Some(&self.node_id), e);
+        // An unimplemented queue does not get better by retrying.
+        if !matches!(e, CommandQueueError::Unimplemented(_)) {
+            self.retry_at = Some(tokio::time::Instant::now() + RETRY_AFTER);
+        }
+    }
+}
+
+/// The poller: from the log's head at start, every `interval` asks which nodes have newly
+/// runnable commands and wakes their live sessions. Runs until aborted; store failures are
+/// counted, logged (rate-limited) and retried at the next tick.
+pub async fn poll_ready(
+    store: EventStore,
+    queue: Arc<dyn Queue>,
+    sessions: Arc<Sessions>,
+    interval: Duration,
+    counters: Arc<CommandCounters>,
+) {
+    let mut cursor = loop {
+        match store.head_position().await {
+            Ok(p) => break p,
+            Err(e) => {
+                counters.poll_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "the command poller cannot read the log's head; retrying");
+                tokio::time::sleep(RETRY_AFTER).await;
+            }
+        }
+    };
+    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        loop {
+            match queue.ready(cursor, POLL_LIMIT).await {
+                Ok((nodes, next)) => {
+                    let woken = sessions.wake_nodes(&nodes);
+                    counters.wakes.fetch_add(woken as u64, Ordering::Relaxed);
+                    let progressed = next > cursor;
+                    cursor = cursor.max(next);
+                    if nodes.len() < POLL_LIMIT as usize || !progressed {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    counters.poll_errors.fetch_add(1, Ordering::Relaxed);
+                    counters.failed("polling for runnable commands", None, &e);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "dispatch_tests.rs"]
+mod tests;

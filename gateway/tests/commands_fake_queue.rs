@@ -1,0 +1,261 @@
+//! The session's command path over real TLS against a queue held in memory
+//! (`gateway::run::start_with_queue`), so the wiring (the Welcome, the poller's wake, a
+//! reconnect's resend, results under the mTLS node id) is checked on its own; `commands_session`
+//! checks the same against the store's queue.
+
+use crate::commands_session::{hello, succeeded, Session};
+use crate::common::{Env, TD};
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use commands::command_queue::{DispatchCause, NodeAnswer, NodeAnswerOutcome, RunnableCommand};
+use commands::identity::{IdentityConfig, JoinService};
+use commands::{Clock, SystemClock};
+use domain::command::SignedCommand;
+use domain::pki::{KeySet, KeySetLifetimes, TrustDomain};
+use events::store::testkit::TestDb;
+use gateway::dispatch::{Queue, QueueFuture};
+use gateway::run::GatewayConfig;
+use proto::node_message;
+use time::OffsetDateTime;
+
+/// Positions far above the test store's log, so the poller (which starts at the log's head)
+/// sees every command added after it started.
+const FIRST_POSITION: i64 = 1_000_000;
+
+#[derive(Default)]
+struct State {
+    /// (node, command id, position), oldest first.
+    commands: Vec<(String, String, i64)>,
+    dispatched: Vec<(String, DispatchCause)>,
+    answered: HashMap<String, NodeAnswer>,
+}
+
+#[derive(Default)]
+struct MemQueue(Mutex<State>);
+
+impl MemQueue {
+    fn add(&self, node: &str) -> String {
+        let mut s = self.0.lock().unwrap();
+        let n = s.commands.len();
+        let id = format!("cmd_{n:032x}");
+        let position = FIRST_POSITION + n as i64;
+        s.commands.push((node.to_owned(), id.clone(), position));
+        id
+    }
+
+    fn causes(&self, id: &str) -> Vec<DispatchCause> {
+        let s = self.0.lock().unwrap();
+        s.dispatched
+            .iter()
+            .filter(|(c, _)| c == id)
+            .map(|(_, cause)| *cause)
+            .collect()
+    }
+}
+
+impl Queue for MemQueue {
+    fn pending<'a>(
+        &'a self,
+        node_id: &'a str,
+        limit: u32,
+    ) -> QueueFuture<'a, Vec<RunnableCommand>> {
+        let s = self.0.lock().unwrap();
+        let out = s
+            .commands
+            .iter()
+            .filter(|(n, c, _)| n == node_id && !s.answered.contains_key(c))
+            .take(limit as usize)
+            .map(|(_, c, _)| RunnableCommand {
+                command_id: c.clone(),
+                signed: SignedCommand {
+                    body: c.as_bytes().to_vec(),
+                    signature: vec![1; 64],
+                    worker_chain: vec![vec![2]],
+                },
+                approval: None,
+                proof: None,
+                dispatched_before: s.dispatched.iter().any(|(d, _)| d == c),
+            })
+            .collect();
+        Box::pin(async move { Ok(out) })
+    }
+
+    fn dispatched<'a>(
+        &'a self,
+        _node_id: &'a str,
+        ids: &'a [String],
+        cause: DispatchCause,
+    ) -> QueueFuture<'a, ()> {
+        let mut s = self.0.lock().unwrap();
+        s.dispatched
+            .extend(ids.iter().map(|id| (id.clone(), cause)));
+        Box::pin(async { Ok(()) })
+    }
+
+    fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool> {
+        let mut s = self.0.lock().unwrap();
+        let mine = s
+            .commands
+            .iter()
+            .any(|(n, c, _)| n == node_id && *c == answer.command_id);
+        let recorded = mine && !s.answered.contains_key(&answer.command_id);
+        if recorded {
+            s.answered.insert(answer.command_id.clone(), answer.clone());
+        }
+        Box::pin(async move { Ok(recorded) })
+    }
+
+    fn ready(&self, after: i64, limit: u32) -> QueueFuture<'_, (Vec<String>, i64)> {
+        let s = self.0.lock().unwrap();
+        let newer: Vec<&(String, String, i64)> = s
+            .commands
+            .iter()
+            .filter(|(_, _, p)| *p > after)
+            .take(limit as usize)
+            .collect();
+        let next = newer.last().map_or(after, |(_, _, p)| *p);
+        let nodes = newer.iter().map(|(n, _, _)| n.clone()).collect();
+        Box::pin(async move { Ok((nodes, next)) })
+    }
+}
+
+async fn start(store: events::store::EventStore, queue: Arc<MemQueue>) -> Env {
+    let keys = Arc::new(
+        KeySet::generate(
+            TrustDomain::new(TD).unwrap(),
+            OffsetDateTime::now_utc() - time::Duration::days(1),
+            KeySetLifetimes::default(),
+        )
+        .unwrap(),
+    );
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let join = Arc::new(
+        JoinService::new(
+            store.clone(),
+            keys.clone(),
+            clock.clone(),
+            IdentityConfig::new(keys.trust_domain.clone()),
+        )
+        .unwrap(),
+    );
+    let mut cfg = GatewayConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.command_poll_interval = StdDuration::from_millis(250);
+    let gateway = gateway::run::start_with_queue(
+        store.clone(),
+        keys.clone(),
+        join.clone(),
+        clock,
+        cfg,
+        queue,
+    )
+    .await
+    .unwrap();
+    Env {
+        store,
+        keys,
+        join,
+        gateway,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_sends_pending_and_woken_commands_once_resends_after_a_reconnect_and_records_answers_of_its_own_node(
+) {
+    let db = TestDb::sqlite().unwrap();
+    let queue = Arc::new(MemQueue::default());
+    let env = start(db.store().await.unwrap(), queue.clone()).await;
+    let token = env.token(2).await;
+    let a = env.join_node(&token).await;
+    let b = env.join_node(&token).await;
+    let first = queue.add(&a.node_id);
+
+    // After the Welcome: the pending command.
+    let (mut s, _) = Session::open(&env, &a, hello(0, 0, vec![])).await;
+    let c = s.command(StdDuration::from_secs(5)).await;
+    assert_eq!(c.command_id, first);
+    assert_eq!(c.body, first.as_bytes());
+    assert_eq!(queue.causes(&first), vec![DispatchCause::Ready]);
+
+    // Enqueued while connected: the poller wakes the session within its interval; the
+    // unanswered first command is not sent again.
+    let second = queue.add(&a.node_id);
+    let added = std::time::Instant::now();
+    let c = s.command(StdDuration::from_secs(3)).await;
+    assert_eq!(c.command_id, second);
+    assert!(
+        added.elapsed() < StdDuration::from_millis(1_000),
+        "{:?}",
+        added.elapsed()
+    );
+    assert!(s.next(StdDuration::from_millis(600)).await.is_none());
+
+    // A reconnect resends both, cause hello.
+    drop(s);
+    let (mut s, _) = Session::open(&env, &a, hello(0, 0, vec![])).await;
+    let mut resent = vec![
+        s.command(StdDuration::from_secs(5)).await.command_id,
+        s.command(StdDuration::from_secs(5)).await.command_id,
+    ];
+    resent.sort();
+    assert_eq!(resent, vec![first.clone(), second.clone()]);
+    assert_eq!(
+        queue.causes(&first),
+        vec![DispatchCause::Ready, DispatchCause::Hello]
+    );
+
+    // B claims A's command: nothing recorded.
+    let (sb, _) = Session::open(&env, &b, hello(0, 0, vec![])).await;
+    sb.send(succeeded(&first)).await;
+    // A rejects its second with a long output; the first succeeds, answered twice.
+    let long = proto::CommandResult {
+        command_id: second.clone(),
+        outcome: proto::CommandOutcome::Rejected as i32,
+        reject_reason: proto::CommandRejectReason::BatchUnapproved as i32,
+        detail: "leaf-used: abc".into(),
+        output_tail: vec![b'z'; 10_000],
+        ..Default::default()
+    };
+    s.send(proto::NodeMessage {
+        body: Some(node_message::Body::Result(long)),
+    })
+    .await;
+    s.send(succeeded(&first)).await;
+    s.send(succeeded(&first)).await;
+    let results = &env.gateway.sources.metrics.commands.results;
+    for _ in 0..100 {
+        if results.get("recorded") + results.get("ignored") >= 4 {
+            break;
+        }
+        tokio::time::sleep(StdDuration::from_millis(50)).await;
+    }
+    assert_eq!((results.get("recorded"), results.get("ignored")), (2, 2));
+    let answered = queue.0.lock().unwrap().answered.clone();
+    assert_eq!(answered.len(), 2);
+    assert_eq!(answered[&first].outcome, NodeAnswerOutcome::Succeeded);
+    let rejected = &answered[&second];
+    assert_eq!(
+        rejected.outcome,
+        NodeAnswerOutcome::Rejected {
+            reason: "BATCH_UNAPPROVED".into()
+        }
+    );
+    assert_eq!(rejected.detail, "leaf-used: abc");
+    assert_eq!(rejected.output_tail.len(), 4096);
+    let page = env.gateway.sources.render();
+    for line in [
+        "bc_command_results_total{outcome=\"recorded\"} 2",
+        "bc_command_results_total{outcome=\"ignored\"} 2",
+        "bc_commands_dispatched_total 4",
+        "bc_command_dispatch_errors_total 0",
+    ] {
+        assert!(page.lines().any(|l| l == line), "{line} not in {page}");
+    }
+    // Everything answered: a new session gets nothing.
+    drop(s);
+    let (mut s, _) = Session::open(&env, &a, hello(0, 0, vec![])).await;
+    assert!(s.next(StdDuration::from_millis(600)).await.is_none());
+    env.gateway.shutdown().await;
+}
