@@ -22,7 +22,7 @@ use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 pub use read::{
     command_by_id, command_by_id_outside, commands_of_batch_to_cancel, list_commands, ready_nodes_since,
-    runnable_of_node, scope_leaves_for, CommandListFilter, CommandRow, ScopeLeafRow,
+    runnable_of_node, scope_leaves_for, tenants_of_nodes, CommandListFilter, CommandRow, ScopeLeafRow,
 };
 
 const COMMANDS: TableSpec = TableSpec {

@@ -180,3 +180,22 @@ pub async fn scope_leaves_for(
     )
     .await
 }
+
+/// The tenants of those of `node_ids` that exist (in chunks of 500 ids a statement).
+pub async fn tenants_of_nodes(
+    tx: &mut StoreTx,
+    node_ids: &[String],
+) -> Result<Vec<(String, String)>, StoreError> {
+    let mut out = Vec::with_capacity(node_ids.len());
+    for chunk in node_ids.chunks(500) {
+        let params: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT node_id, tenant_id FROM nodes WHERE node_id IN ({})",
+            params.join(", ")
+        );
+        let args: Vec<SqlValue> = chunk.iter().map(|id| id.as_str().into()).collect();
+        let rows: Vec<(String, String)> = tx.fetch_all(&sql, &args).await?;
+        out.extend(rows);
+    }
+    Ok(out)
+}
