@@ -14,6 +14,7 @@ mod audit_seal;
 mod audit_trail;
 mod bundle_kdf;
 mod cloud_iid;
+mod command_enqueue;
 mod command_wire;
 mod discovery_admit;
 mod discovery_join;

@@ -72,3 +72,56 @@ pub fn check_batch_subjects(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(subject: &str) -> ScopeLeafRequest {
+        ScopeLeafRequest {
+            subject: subject.into(),
+            kind: "node.reboot".into(),
+            payload_sha256: None,
+            payload: None,
+        }
+    }
+
+    #[test]
+    fn subjects_name_the_node_its_target_or_its_site_agent() {
+        assert_eq!(subject_node("n-1"), Some("n-1"));
+        assert_eq!(subject_node("node:n-2"), Some("n-2"));
+        assert_eq!(subject_node("bmc:agent-1/10.0.0.7"), Some("agent-1"));
+        for bad in ["", "bmc:agent-1", "bmc:/10.0.0.7", "bmc:a/", "x:y", "a b", "node:"] {
+            assert_eq!(subject_node(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn another_tenants_or_an_unknown_node_is_not_found_a_malformed_one_invalid() {
+        let tenants: BTreeMap<String, String> = [
+            ("n-1".to_string(), "t1".to_string()),
+            ("n-2".to_string(), "t2".to_string()),
+        ]
+        .into();
+        assert_eq!(
+            check_batch_subjects(&[leaf("n-1"), leaf("node:n-1")], "t1", &tenants),
+            Ok(())
+        );
+        assert!(matches!(
+            check_batch_subjects(&[leaf("n-1"), leaf("n-2")], "t1", &tenants),
+            Err(BatchRefusal::SubjectNotFound { index: 1, .. })
+        ));
+        assert!(matches!(
+            check_batch_subjects(&[leaf("n-9")], "t1", &tenants),
+            Err(BatchRefusal::SubjectNotFound { index: 0, .. })
+        ));
+        assert!(matches!(
+            subject_nodes(&[leaf("n-1"), leaf("bmc:x")]),
+            Err(BatchRefusal::SubjectMalformed { index: 1, .. })
+        ));
+        assert_eq!(
+            subject_nodes(&[leaf("n-1"), leaf("node:n-1"), leaf("bmc:n-0/a")]).unwrap(),
+            vec!["n-0".to_string(), "n-1".to_string()]
+        );
+    }
+}
