@@ -20,6 +20,7 @@ mod attest_projections;
 mod audit_sequencer;
 mod audit_worked_example;
 mod cloud_iid_join;
+mod command_queue;
 mod discovery_race;
 mod handlers_are_send;
 mod identity_core;

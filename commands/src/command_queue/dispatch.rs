@@ -36,7 +36,12 @@ async fn runnable(
             (Some(view.approval()), Some(proof))
         }
         (None, None) => (None, None),
-        _ => return Err(corrupt("commands", "a batch without a leaf or a leaf without a batch")),
+        _ => {
+            return Err(corrupt(
+                "commands",
+                "a batch without a leaf or a leaf without a batch",
+            ))
+        }
     };
     Ok(RunnableCommand {
         command_id: row.command_id,
@@ -102,7 +107,12 @@ pub async fn ready_since(
     limit: u32,
 ) -> Result<(Vec<String>, i64), CommandQueueError> {
     let rows = ready_nodes_since(store, after, limit).await?;
-    let next = rows.iter().map(|(_, p)| *p).max().unwrap_or(after).max(after);
+    let next = rows
+        .iter()
+        .map(|(_, p)| *p)
+        .max()
+        .unwrap_or(after)
+        .max(after);
     let mut nodes: Vec<String> = rows.into_iter().map(|(n, _)| n).collect();
     nodes.sort_unstable();
     nodes.dedup();

@@ -87,7 +87,10 @@ async fn node_facts(
         role: node.role,
         status: node.status,
         has_live_certificate: !live.is_empty(),
-        allowed_kinds: allowed_kinds.into_iter().filter(|k| !k.is_empty()).collect(),
+        allowed_kinds: allowed_kinds
+            .into_iter()
+            .filter(|k| !k.is_empty())
+            .collect(),
     }))
 }
 
@@ -106,9 +109,9 @@ async fn batch_facts(
     for leaf in scope_leaves_for(tx, batch_id.as_bytes(), node_id, kind).await? {
         leaves.push(StoredLeaf {
             payload_sha256: match leaf.payload_sha256 {
-                Some(d) => Some(
-                    PayloadDigest::from_slice(&d).map_err(|e| corrupt("payload_sha256", e))?,
-                ),
+                Some(d) => {
+                    Some(PayloadDigest::from_slice(&d).map_err(|e| corrupt("payload_sha256", e))?)
+                }
                 None => None,
             },
             leaf_hash: ScopeHash::from_slice(&leaf.leaf_hash)

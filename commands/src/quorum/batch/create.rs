@@ -9,11 +9,11 @@
 use std::collections::BTreeMap;
 
 use domain::quorum::{
-    check_batch_subjects, decide_batch_creation, subject_nodes, BatchId, CreateBatch,
-    CreatedBatch, ExistingBatch, RequestDigest,
+    check_batch_subjects, decide_batch_creation, subject_nodes, BatchId, CreateBatch, CreatedBatch,
+    ExistingBatch, RequestDigest,
 };
-use projections::commands::tenants_of_nodes;
 use events::store::{EventStore, ExpectedVersion};
+use projections::commands::tenants_of_nodes;
 use projections::quorum::read_batch;
 
 use crate::clock::Clock;
