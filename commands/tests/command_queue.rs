@@ -189,7 +189,7 @@ async fn an_unbatched_command_is_signed_queued_dispatched_and_answered_once() {
         let now_ms = commands::Clock::now_us(&f.clock) / 1000;
         let verified = verify_command(
             &pending[0].signed,
-            &[root.clone()],
+            std::slice::from_ref(&root),
             &TrustDomain::new(TD).unwrap(),
             &node_id,
             now_ms,
@@ -206,7 +206,7 @@ async fn an_unbatched_command_is_signed_queued_dispatched_and_answered_once() {
             &f.store,
             &f.clock,
             &node_id,
-            &[first.command_id.clone()],
+            std::slice::from_ref(&first.command_id),
             DispatchCause::Ready,
         )
         .await
@@ -216,7 +216,7 @@ async fn an_unbatched_command_is_signed_queued_dispatched_and_answered_once() {
             &f.store,
             &f.clock,
             "someone-else",
-            &[first.command_id.clone()],
+            std::slice::from_ref(&first.command_id),
             DispatchCause::Ready,
         )
         .await
@@ -230,17 +230,14 @@ async fn an_unbatched_command_is_signed_queued_dispatched_and_answered_once() {
         assert!(pending[0].dispatched_before);
 
         // First answer wins; a second, and another node's, record nothing.
-        assert!(
-            record_node_answer(
-                &f.store,
-                &f.clock,
-                "someone-else",
-                &answer(&first.command_id, NodeAnswerOutcome::Failed)
-            )
-            .await
-            .unwrap()
-                == false
-        );
+        assert!(!record_node_answer(
+            &f.store,
+            &f.clock,
+            "someone-else",
+            &answer(&first.command_id, NodeAnswerOutcome::Failed)
+        )
+        .await
+        .unwrap());
         assert!(record_node_answer(
             &f.store,
             &f.clock,
@@ -666,7 +663,7 @@ async fn the_command_tables_rebuild_byte_identically() {
             &f.store,
             &f.clock,
             &n1,
-            &[plain.command_id.clone()],
+            std::slice::from_ref(&plain.command_id),
             DispatchCause::Hello,
         )
         .await

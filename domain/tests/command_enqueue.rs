@@ -29,7 +29,9 @@ fn node() -> NodeFacts {
 fn leaf(digest: Option<PayloadDigest>, kind: &str) -> StoredLeaf {
     StoredLeaf {
         payload_sha256: digest,
-        leaf_hash: ScopeLeaf::new(NODE, kind, digest).unwrap().hash(&batch_id()),
+        leaf_hash: ScopeLeaf::new(NODE, kind, digest)
+            .unwrap()
+            .hash(&batch_id()),
     }
 }
 
@@ -123,8 +125,11 @@ fn a_batched_command_is_held_on_a_pending_batch_and_uses_the_bound_leaf_first() 
 fn a_batched_command_never_outlives_72_hours_or_its_asked_lifetime() {
     let mut long = batch(BatchStatus::Approved, vec![leaf(None, "node.reboot")]);
     long.not_after_us = NOW + 2 * MAX_LIFETIME_US;
-    let plan =
-        decide_enqueue(&cmd("node.reboot", vec![], true), &state(Some(long.clone()))).unwrap();
+    let plan = decide_enqueue(
+        &cmd("node.reboot", vec![], true),
+        &state(Some(long.clone())),
+    )
+    .unwrap();
     assert_eq!(plan.not_after_us, NOW + MAX_LIFETIME_US);
     let mut c = cmd("node.reboot", vec![], true);
     c.lifetime_us = Some(60_000_000);
@@ -211,7 +216,10 @@ fn payload_too_large() {
 
 #[test]
 fn payload_invalid() {
-    let r = refusal(&cmd("diag.ping", vec![0xff, 0xff, 0xff], false), &state(None));
+    let r = refusal(
+        &cmd("diag.ping", vec![0xff, 0xff, 0xff], false),
+        &state(None),
+    );
     assert_eq!(r.reason(), "payload-invalid");
     assert_eq!(r.code(), "INVALID_INPUT");
 }
@@ -220,15 +228,9 @@ fn payload_invalid() {
 fn lifetime_out_of_range() {
     let mut c = cmd("diag.ping", vec![], false);
     c.lifetime_us = Some(MAX_LIFETIME_US + 1);
-    assert_eq!(
-        refusal(&c, &state(None)).reason(),
-        "lifetime-out-of-range"
-    );
+    assert_eq!(refusal(&c, &state(None)).reason(), "lifetime-out-of-range");
     c.lifetime_us = Some(0);
-    assert_eq!(
-        refusal(&c, &state(None)).reason(),
-        "lifetime-out-of-range"
-    );
+    assert_eq!(refusal(&c, &state(None)).reason(), "lifetime-out-of-range");
 }
 
 #[test]

@@ -141,7 +141,9 @@ pub enum EnqueueRefusal {
         node_id: String,
     },
     /// The node's role may not run the kind.
-    #[error("role-not-allowed: a {role} node may not run {kind}; the kinds its role runs are {allowed}")]
+    #[error(
+        "role-not-allowed: a {role} node may not run {kind}; the kinds its role runs are {allowed}"
+    )]
     RoleNotAllowed {
         /// The kind.
         kind: String,
@@ -389,7 +391,13 @@ pub fn decide_enqueue(
             not_after_us: batch.not_after_us,
         });
     }
-    let leaf = choose_leaf(&batch_id, &command.node_id, kind.name, &command.payload, batch)?;
+    let leaf = choose_leaf(
+        &batch_id,
+        &command.node_id,
+        kind.name,
+        &command.payload,
+        batch,
+    )?;
     let held = batch.status == BatchStatus::Pending && batch.required_approvals > 0;
     let not_after_us = batch
         .not_after_us
@@ -414,9 +422,8 @@ fn choose_leaf(
             .ok()
             .map(|leaf| leaf.hash(batch_id))
     };
-    let has = |want: Option<ScopeHash>| {
-        want.filter(|w| batch.leaves.iter().any(|l| l.leaf_hash == *w))
-    };
+    let has =
+        |want: Option<ScopeHash>| want.filter(|w| batch.leaves.iter().any(|l| l.leaf_hash == *w));
     if let Some(bound) = has(hash_of(Some(digest))) {
         return Ok(bound);
     }

@@ -91,7 +91,15 @@ mod tests {
         assert_eq!(subject_node("n-1"), Some("n-1"));
         assert_eq!(subject_node("node:n-2"), Some("n-2"));
         assert_eq!(subject_node("bmc:agent-1/10.0.0.7"), Some("agent-1"));
-        for bad in ["", "bmc:agent-1", "bmc:/10.0.0.7", "bmc:a/", "x:y", "a b", "node:"] {
+        for bad in [
+            "",
+            "bmc:agent-1",
+            "bmc:/10.0.0.7",
+            "bmc:a/",
+            "x:y",
+            "a b",
+            "node:",
+        ] {
             assert_eq!(subject_node(bad), None, "{bad:?}");
         }
     }

@@ -21,8 +21,9 @@ use events::RecordedEvent;
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 pub use read::{
-    command_by_id, command_by_id_outside, commands_of_batch_to_cancel, list_commands, ready_nodes_since,
-    runnable_of_node, scope_leaves_for, tenants_of_nodes, CommandListFilter, CommandRow, ScopeLeafRow,
+    command_by_id, command_by_id_outside, commands_of_batch_to_cancel, list_commands,
+    ready_nodes_since, runnable_of_node, scope_leaves_for, tenants_of_nodes, CommandListFilter,
+    CommandRow, ScopeLeafRow,
 };
 
 const COMMANDS: TableSpec = TableSpec {
@@ -191,7 +192,12 @@ async fn apply_one(tx: &mut StoreTx, event: &RecordedEvent) -> Result<(), Projec
                  'dispatched') THEN 'dispatched' ELSE status END, dispatch_count = \
                  dispatch_count + 1, last_dispatch_cause = $1, stream_version = $2, position = $3 \
                  WHERE command_id = $4",
-                &[SqlValue::Text(d.cause), ver, pos, SqlValue::Text(d.command_id)],
+                &[
+                    SqlValue::Text(d.cause),
+                    ver,
+                    pos,
+                    SqlValue::Text(d.command_id),
+                ],
             )
             .await?;
         }
@@ -251,11 +257,21 @@ async fn apply_one(tx: &mut StoreTx, event: &RecordedEvent) -> Result<(), Projec
                 event,
                 "UPDATE commands SET status = 'cancelled', cancel_reason = $1, \
                  stream_version = $2, position = $3 WHERE command_id = $4",
-                &[SqlValue::Text(c.reason), ver, pos, SqlValue::Text(c.command_id)],
+                &[
+                    SqlValue::Text(c.reason),
+                    ver,
+                    pos,
+                    SqlValue::Text(c.command_id),
+                ],
             )
             .await?;
         }
-        other => return Err(inapplicable(event, format!("unexpected event type {other}"))),
+        other => {
+            return Err(inapplicable(
+                event,
+                format!("unexpected event type {other}"),
+            ))
+        }
     }
     Ok(())
 }
