@@ -713,3 +713,54 @@ async fn the_command_tables_rebuild_byte_identically() {
         let _ = f.store.head_position().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn concurrent_enqueues_share_one_signer_on_postgres() {
+    let f = fixture(TestDb::postgres().await.unwrap()).await;
+    let node_id = join_new(&f, "t1").await.1.node_id;
+    let (signer, root) = signer(&f);
+    let signer = std::sync::Arc::new(signer);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (store, clock, signer, node) = (
+            f.store.clone(),
+            f.clock.clone(),
+            signer.clone(),
+            node_id.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            enqueue_command(
+                &store,
+                &clock,
+                &signer,
+                &request(&node, "diag.ping", vec![], None),
+            )
+            .await
+            .unwrap()
+            .command_id
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        ids.push(t.await.unwrap());
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 8);
+    let certified = events_of(&f.store, "command.worker.certified").await.len();
+    assert!((1..=8).contains(&certified), "{certified} certifications");
+    let pending = pending_for_node(&f.store, &node_id, 100).await.unwrap();
+    assert_eq!(pending.len(), 8);
+    let td = TrustDomain::new(TD).unwrap();
+    let now_ms = commands::Clock::now_us(&f.clock) / 1000;
+    for p in &pending {
+        verify_command(
+            &p.signed,
+            std::slice::from_ref(&root),
+            &td,
+            &node_id,
+            now_ms,
+        )
+        .unwrap();
+    }
+}
