@@ -21,6 +21,7 @@ mod audit_sequencer;
 mod audit_worked_example;
 mod cloud_iid_join;
 mod command_queue;
+mod command_queue_batches;
 mod command_queue_replay;
 mod discovery_race;
 mod handlers_are_send;
