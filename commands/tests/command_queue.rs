@@ -476,3 +476,40 @@ async fn concurrent_enqueues_share_one_signer_on_postgres() {
         .unwrap();
     }
 }
+
+#[tokio::test]
+async fn ready_since_advances_its_cursor_and_looks_back_for_undispatched_commands() {
+    for f in fixtures().await {
+        let node_id = join_new(&f, "t1").await.1.node_id;
+        let (signer, _) = signer(&f);
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let c = enqueue_command(
+                &f.store,
+                &f.clock,
+                &signer,
+                &request(&node_id, "diag.ping", vec![], None),
+            )
+            .await
+            .unwrap();
+            ids.push(c.command_id);
+        }
+        let (nodes, p1) = ready_since(&f.store, 0, 1).await.unwrap();
+        assert_eq!(nodes, vec![node_id.clone()]);
+        let (nodes, p2) = ready_since(&f.store, p1, 1).await.unwrap();
+        assert_eq!(nodes, vec![node_id.clone()]);
+        assert!(p2 > p1);
+        let (_, p3) = ready_since(&f.store, p2, 1).await.unwrap();
+        assert!(p3 > p2);
+        // Nothing new: the cursor stays, the undispatched commands behind it still wake the node.
+        let (nodes, same) = ready_since(&f.store, p3, 10).await.unwrap();
+        assert_eq!((nodes, same), (vec![node_id.clone()], p3));
+        record_dispatched(&f.store, &f.clock, &node_id, &ids, DispatchCause::Ready)
+            .await
+            .unwrap();
+        let (nodes, next) = ready_since(&f.store, 0, 10).await.unwrap();
+        assert_eq!((nodes.len(), next), (0, 0));
+        let (nodes, _) = ready_since(&f.store, p3, 10).await.unwrap();
+        assert!(nodes.is_empty());
+    }
+}

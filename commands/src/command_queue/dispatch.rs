@@ -10,6 +10,7 @@ use domain::quorum::{BatchApproval, BatchId, ScopeHash, ScopeProof};
 use events::schema::{command_stream, CommandDispatched, CommandRejected, CommandResultRecorded};
 use events::store::{EventStore, ExpectedVersion, LogStore, LogTx};
 use events::NewEvent;
+use projections::commands::read::READY_LOOKBACK;
 use projections::commands::{command_by_id, ready_nodes_since, runnable_of_node, CommandRow};
 
 use super::{corrupt, CommandQueueError};
@@ -106,14 +107,18 @@ pub async fn ready_since(
     after: i64,
     limit: u32,
 ) -> Result<(Vec<String>, i64), CommandQueueError> {
-    let rows = ready_nodes_since(store, after, limit).await?;
-    let next = rows
+    // New releases advance the cursor; the look-back window behind it only adds wake-ups, so
+    // old undispatched commands (an offline node's) never crowd new ones out of `limit`.
+    let fresh = ready_nodes_since(store, after, i64::MAX, limit).await?;
+    let next = fresh
         .iter()
         .map(|(_, p)| *p)
         .max()
         .unwrap_or(after)
         .max(after);
-    let mut nodes: Vec<String> = rows.into_iter().map(|(n, _)| n).collect();
+    let behind =
+        ready_nodes_since(store, after.saturating_sub(READY_LOOKBACK), after, limit).await?;
+    let mut nodes: Vec<String> = fresh.into_iter().chain(behind).map(|(n, _)| n).collect();
     nodes.sort_unstable();
     nodes.dedup();
     Ok((nodes, next))

@@ -76,22 +76,24 @@ pub async fn runnable_of_node(
 /// would skip it (docs/DECISIONS.md "Issue 21: ready_since looks back").
 pub const READY_LOOKBACK: i64 = 4096;
 
-/// The nodes with undispatched runnable commands released after `after - READY_LOOKBACK`, with
-/// the release positions, oldest first, at most `limit` rows.
+/// The nodes with undispatched runnable commands released at a position in `(after, upto]`,
+/// with the release positions, oldest first, at most `limit` rows.
 pub async fn ready_nodes_since(
     store: &EventStore,
     after: i64,
+    upto: i64,
     limit: u32,
 ) -> Result<Vec<(String, i64)>, StoreError> {
     store
         .fetch_all(
             "SELECT node_id, pos FROM (SELECT node_id, ready_position AS pos FROM commands \
-             WHERE ready_position > $1 AND status = 'queued' UNION ALL SELECT c.node_id, \
-             b.position AS pos FROM commands c JOIN command_batches b ON b.batch_id = c.batch_id \
-             WHERE c.status = 'held' AND b.status = 'approved' AND b.position > $1) r \
-             ORDER BY pos, node_id LIMIT $2",
+             WHERE ready_position > $1 AND ready_position <= $2 AND status = 'queued' UNION ALL \
+             SELECT c.node_id, b.position AS pos FROM commands c JOIN command_batches b ON \
+             b.batch_id = c.batch_id WHERE c.status = 'held' AND b.status = 'approved' AND \
+             b.position > $1 AND b.position <= $2) r ORDER BY pos, node_id LIMIT $3",
             &[
-                SqlValue::Int(after.saturating_sub(READY_LOOKBACK)),
+                SqlValue::Int(after),
+                SqlValue::Int(upto),
                 SqlValue::Int(i64::from(limit)),
             ],
         )
