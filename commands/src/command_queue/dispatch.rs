@@ -214,7 +214,8 @@ pub struct NodeAnswer {
 
 /// Records a node's answer (`command.result.recorded` or `command.rejected`). An answer for a
 /// command of another node, or one already answered, records nothing and answers `false`.
-/// An answer for an unknown command is `NotFound`.
+/// An answer for an unknown command (a node cannot make the gateway fail) or a cancelled one
+/// records nothing either.
 pub async fn record_node_answer(
     store: &EventStore,
     clock: &dyn Clock,
@@ -224,7 +225,7 @@ pub async fn record_node_answer(
     crate::transaction!(store, CommandQueueError, |tx| {
         let now_us = clock.now_us();
         let Some(row) = command_by_id(tx, &answer.command_id).await? else {
-            return Err(CommandQueueError::NotFound(answer.command_id.clone()));
+            return Ok(false);
         };
         if row.node_id != node_id
             || row.answered_at_us.is_some()
