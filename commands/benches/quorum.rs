@@ -295,6 +295,53 @@ async fn approved_batch(
     }
 }
 
+/// Joins the batches' subjects (`node-000000` ..) as nodes of `t1` (bare `node.joined` events,
+/// 1,000 streams a transaction), so the batches pass the subject rule (issue 21: every subject
+/// names a node of the batch's own tenant). Batch creation's time includes reading them back.
+async fn seed_nodes(store: &EventStore) {
+    use events::store::{ExpectedVersion, LogStore, LogTx, StreamAppend};
+    let ids: Vec<String> = (0..LEAVES).map(|i| format!("node-{i:06}")).collect();
+    for chunk in ids.chunks(1000) {
+        let streams: Vec<String> = chunk.iter().map(|id| format!("node/{id}")).collect();
+        let events: Vec<[events::NewEvent; 1]> = chunk
+            .iter()
+            .map(|id| {
+                [events::NewEvent::from_payload(
+                    events::new_event_id(),
+                    "t1",
+                    1_800_000_000_000_000,
+                    &events::schema::NodeJoined {
+                        node_id: id.clone(),
+                        tenant_id: "t1".into(),
+                        site_id: "s1".into(),
+                        pool_id: "p1".into(),
+                        role: "node".into(),
+                        attestor: "join-token".into(),
+                        node_key: "unattested".into(),
+                        token_id: "tok_bench".into(),
+                        identity_generation: 1,
+                        ..Default::default()
+                    },
+                )]
+            })
+            .collect();
+        let appends: Vec<StreamAppend<'_>> = streams
+            .iter()
+            .zip(&events)
+            .map(|(stream, evs)| StreamAppend {
+                stream,
+                expected: ExpectedVersion::NoStream,
+                events: evs,
+            })
+            .collect();
+        let mut tx = store.begin().await.expect("begin");
+        commands::append_streams_and_project(&mut tx, &projections::identity::all(), &appends)
+            .await
+            .expect("seed nodes");
+        tx.commit().await.expect("commit");
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let rounds: usize = std::env::var("QUORUM_BENCH_ROUNDS")
@@ -328,6 +375,7 @@ async fn main() {
         settle_trust_bundle(&store, &clock, &config)
             .await
             .expect("settle");
+        seed_nodes(&store).await;
         bench_create(name, &store, &clock, rounds).await;
         if approved.is_none() {
             approved = Some(approved_batch(&store, &clock, &td, [(&p0, &k0), (&p1, &k1)]).await);

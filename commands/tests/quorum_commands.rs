@@ -339,6 +339,7 @@ fn request(key: &str, leaves: Vec<ScopeLeafRequest>) -> CreateBatch {
 #[tokio::test]
 async fn batches_create_approve_expire_cancel() {
     for (_db, store) in stores().await {
+        seed_nodes(&store, "t1", 8).await;
         let clock = SimClock::new();
         let a = approvers(3);
         // Tier: up to 2 leaves need 1 approval; bigger batches need the threshold, 2.
@@ -488,6 +489,7 @@ async fn batches_create_approve_expire_cancel() {
 #[tokio::test]
 async fn admission_with_stored_approval_and_proofs() {
     for (_db, store) in stores().await {
+        seed_nodes(&store, "t1", 8).await;
         let clock = SimClock::new();
         let a = approvers(3);
         let set = set_of(

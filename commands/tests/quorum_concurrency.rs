@@ -60,7 +60,8 @@ async fn two_settlers_of_the_same_bundle_publish_one_version() {
 #[tokio::test]
 async fn two_creates_with_one_key_make_one_batch() {
     let db = TestDb::postgres().await.unwrap();
-    db.store().await.unwrap();
+    let seeded = db.store().await.unwrap();
+    crate::quorum_support::seed_nodes(&seeded, "t1", 200).await;
     let clock = SimClock::new();
     let request = CreateBatch {
         tenant: "t1".into(),

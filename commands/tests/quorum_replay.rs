@@ -43,6 +43,7 @@ fn request(key: &str, n: usize, not_after_seconds: Option<u32>) -> CreateBatch {
 
 /// A history touching every quorum event type.
 async fn scenario(store: &EventStore) {
+    seed_nodes(store, "t1", 700).await;
     let clock = SimClock::new();
     let a = approvers(3);
     let s1 = set_of(

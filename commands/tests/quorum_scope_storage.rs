@@ -70,6 +70,7 @@ async fn all_proofs_match(store: &EventStore, created: &commands::quorum::Create
 async fn stored_scope_proofs_read_back_on_both_backends() {
     for db in TestDb::each().await.unwrap() {
         let store = db.store().await.unwrap();
+        crate::quorum_support::seed_nodes(&store, "t1", N).await;
         let clock = SimClock::new();
         let created = create_batch(&store, &clock, &request()).await.unwrap();
         all_proofs_match(&store, &created).await;
@@ -99,6 +100,7 @@ async fn stored_scope_proofs_read_back_on_both_backends() {
 async fn a_corrupted_stored_node_is_reported_not_handed_out() {
     for db in TestDb::each().await.unwrap() {
         let store = db.store().await.unwrap();
+        crate::quorum_support::seed_nodes(&store, "t1", N).await;
         let clock = SimClock::new();
         let created = create_batch(&store, &clock, &request()).await.unwrap();
         let id = created.batch_id;

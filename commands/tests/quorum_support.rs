@@ -114,3 +114,48 @@ pub fn config(set: ApproverSet, epoch: u64, signatures: Vec<SetSignature>) -> Bu
         pin: None,
     }
 }
+
+/// Joins nodes `node-0` .. `node-{n-1}` of `tenant` (bare `node.joined` events, applied to the
+/// identity projections), so that batches over them pass the subject rule (every subject names
+/// a node of the batch's own tenant). Idempotent per node id.
+pub async fn seed_nodes(store: &events::store::EventStore, tenant: &str, n: usize) {
+    use events::store::{ExpectedVersion, LogStore, LogTx};
+    let mut tx = store.begin().await.unwrap();
+    for i in 0..n {
+        let node_id = format!("node-{i}");
+        if projections::identity::read::node_by_id(&mut tx, &node_id)
+            .await
+            .unwrap()
+            .is_some()
+        {
+            continue;
+        }
+        let joined = events::schema::NodeJoined {
+            node_id: node_id.clone(),
+            tenant_id: tenant.into(),
+            site_id: "s1".into(),
+            pool_id: "p1".into(),
+            role: "node".into(),
+            attestor: "join-token".into(),
+            node_key: "unattested".into(),
+            token_id: "tok_seed".into(),
+            identity_generation: 1,
+            ..Default::default()
+        };
+        commands::append_and_project(
+            &mut tx,
+            &projections::identity::all(),
+            &format!("node/{node_id}"),
+            ExpectedVersion::NoStream,
+            &[events::NewEvent::from_payload(
+                events::new_event_id(),
+                tenant,
+                1_800_000_000_000_000,
+                &joined,
+            )],
+        )
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+}

@@ -15,6 +15,7 @@ mod audit_trail;
 mod bundle_kdf;
 mod cloud_iid;
 mod command_verify;
+mod command_enqueue;
 mod command_wire;
 mod discovery_admit;
 mod discovery_join;

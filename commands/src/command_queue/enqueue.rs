@@ -1,10 +1,25 @@
-//! `bcctl command run`: enqueue one signed command.
+//! `bcctl command run`: enqueue one signed command. One transaction: load the node, its
+//! certificates' allowed kinds, the batch and its scope leaves for (node id, kind), and the
+//! published approver set; decide (`domain::command::enqueue`); sign the body with the worker
+//! key; append `command.enqueued` on `command/<id>` and project it.
 
-use events::store::EventStore;
+use domain::command::enqueue::{
+    decide_enqueue, BatchFacts, EnqueueCommand, EnqueueState, NodeFacts, StoredLeaf,
+};
+use domain::command::CommandBody;
+use domain::quorum::{BatchStatus, PayloadDigest, ScopeHash};
+use events::schema::{command_stream, CommandEnqueued};
+use events::store::{EventStore, ExpectedVersion, StoreTx};
+use events::NewEvent;
+use projections::commands::scope_leaves_for;
+use projections::identity::read::{certs_of_node, node_by_id};
+use projections::quorum::read_batch;
 
 use super::worker::WorkerSigner;
-use super::CommandQueueError;
+use super::{corrupt, CommandQueueError};
 use crate::clock::Clock;
+use crate::quorum::bundle::load::current_set;
+use crate::run::append_and_project;
 
 /// What the operator asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,12 +53,166 @@ pub struct EnqueueAnswer {
     pub not_after_us: i64,
 }
 
+/// A fresh command id: `cmd_` and 32 lower-case hex digits (a v4 UUID).
+pub fn new_command_id() -> String {
+    format!("cmd_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The node, its live certificates and its allowed kinds, as the decision reads them.
+async fn node_facts(
+    tx: &mut StoreTx,
+    node_id: &str,
+    now_us: i64,
+) -> Result<Option<NodeFacts>, CommandQueueError> {
+    let Some(node) = node_by_id(tx, node_id).await? else {
+        return Ok(None);
+    };
+    let certs = certs_of_node(tx, node_id).await?;
+    let live: Vec<_> = certs
+        .iter()
+        .filter(|c| c.revoked_at_us.is_none() && c.not_after_us > now_us)
+        .collect();
+    // The newest live certificate's allowed kinds (what the node presents now); the node row's
+    // when it holds none.
+    let allowed_kinds = match live.last() {
+        Some(cert) => cert.allowed_kinds(),
+        None => node
+            .allowed_kinds
+            .as_deref()
+            .map(|k| k.split(',').map(str::to_owned).collect())
+            .unwrap_or_default(),
+    };
+    Ok(Some(NodeFacts {
+        tenant_id: node.tenant_id,
+        role: node.role,
+        status: node.status,
+        has_live_certificate: !live.is_empty(),
+        allowed_kinds: allowed_kinds
+            .into_iter()
+            .filter(|k| !k.is_empty())
+            .collect(),
+    }))
+}
+
+async fn batch_facts(
+    tx: &mut StoreTx,
+    batch_id: &domain::quorum::BatchId,
+    node_id: &str,
+    kind: &str,
+) -> Result<Option<BatchFacts>, CommandQueueError> {
+    let Some(row) = read_batch(tx, batch_id.as_bytes()).await? else {
+        return Ok(None);
+    };
+    let status = BatchStatus::parse(&row.status)
+        .ok_or_else(|| corrupt("command_batches.status", &row.status))?;
+    let mut leaves = Vec::new();
+    for leaf in scope_leaves_for(tx, batch_id.as_bytes(), node_id, kind).await? {
+        leaves.push(StoredLeaf {
+            payload_sha256: match leaf.payload_sha256 {
+                Some(d) => {
+                    Some(PayloadDigest::from_slice(&d).map_err(|e| corrupt("payload_sha256", e))?)
+                }
+                None => None,
+            },
+            leaf_hash: ScopeHash::from_slice(&leaf.leaf_hash)
+                .map_err(|e| corrupt("leaf_hash", e))?,
+        });
+    }
+    Ok(Some(BatchFacts {
+        tenant_id: row.tenant_id,
+        status,
+        not_after_us: row.not_after_us,
+        required_approvals: row.required_approvals,
+        leaves,
+    }))
+}
+
 /// Enqueues one command: decide, sign with `signer`, append `command.enqueued`.
 pub async fn enqueue_command(
-    _store: &EventStore,
-    _clock: &dyn Clock,
-    _signer: &WorkerSigner,
-    _request: &EnqueueRequest,
+    store: &EventStore,
+    clock: &dyn Clock,
+    signer: &WorkerSigner,
+    request: &EnqueueRequest,
 ) -> Result<EnqueueAnswer, CommandQueueError> {
-    Err(CommandQueueError::Unimplemented("enqueue_command"))
+    signer.ensure_fresh(store, clock).await?;
+    let command = EnqueueCommand {
+        node_id: request.node_id.clone(),
+        kind: request.kind.clone(),
+        payload: request.payload.clone(),
+        batch_id: request.batch_id,
+        lifetime_us: request.lifetime_us,
+    };
+    let command_id = new_command_id();
+    crate::transaction!(store, CommandQueueError, |tx| {
+        let now_us = clock.now_us();
+        let node = node_facts(tx, &request.node_id, now_us).await?;
+        let held_set = current_set(tx).await?;
+        let batch = match &request.batch_id {
+            Some(id) => batch_facts(tx, id, &request.node_id, &request.kind).await?,
+            None => None,
+        };
+        let state = EnqueueState {
+            node,
+            batch,
+            approver_keys_published: !held_set.set.is_empty(),
+            unbatched_per_hour: held_set.set.unbatched_per_hour(),
+            now_us,
+        };
+        let plan = decide_enqueue(&command, &state)?;
+        let body = CommandBody {
+            command_id: command_id.clone(),
+            node_id: request.node_id.clone(),
+            tenant_id: plan.tenant_id.clone(),
+            kind: plan.kind.name.to_string(),
+            payload_type_url: plan.payload_type_url.clone(),
+            payload: request.payload.clone(),
+            batch_id: request
+                .batch_id
+                .map(|b| b.as_bytes().to_vec())
+                .unwrap_or_default(),
+            issued_at_ms: now_us.div_euclid(1000),
+            not_after_ms: plan.not_after_us.div_euclid(1000),
+        };
+        let signed = signer.sign_held(&body)?;
+        let event = CommandEnqueued {
+            command_id: command_id.clone(),
+            node_id: request.node_id.clone(),
+            tenant_id: plan.tenant_id.clone(),
+            kind: body.kind.clone(),
+            payload_type_url: body.payload_type_url.clone(),
+            payload: body.payload.clone(),
+            batch_id: body.batch_id.clone(),
+            body: signed.body.clone(),
+            signature: signed.signature.clone(),
+            worker_certificate: signed.worker_chain.first().cloned().unwrap_or_default(),
+            caller: request.caller.clone(),
+            held: plan.held,
+            leaf_hash: plan
+                .leaf_hash
+                .map(|h| h.as_bytes().to_vec())
+                .unwrap_or_default(),
+            not_after_us: plan.not_after_us,
+            destructive: plan.destructive,
+        };
+        append_and_project(
+            tx,
+            &super::projections(),
+            &command_stream(&command_id),
+            ExpectedVersion::NoStream,
+            &[NewEvent::from_payload(
+                events::envelope::new_event_id(),
+                plan.tenant_id.as_str(),
+                now_us,
+                &event,
+            )],
+        )
+        .await?;
+        Ok(EnqueueAnswer {
+            command_id: command_id.clone(),
+            held: plan.held,
+            destructive: plan.destructive,
+            batch_id: request.batch_id.map(|b| b.to_hex()),
+            not_after_us: plan.not_after_us,
+        })
+    })
 }

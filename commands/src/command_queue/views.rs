@@ -1,6 +1,7 @@
 //! `bcctl command list | show`.
 
 use events::store::EventStore;
+use projections::commands::{command_by_id_outside, list_commands, CommandListFilter, CommandRow};
 
 use super::CommandQueueError;
 
@@ -42,17 +43,60 @@ pub struct CommandView {
 }
 
 /// The commands `filter` selects, newest first.
+/// A batch id that is not 64 hex characters selects nothing (no batch has it).
 pub async fn command_list(
-    _store: &EventStore,
-    _filter: &CommandFilter,
+    store: &EventStore,
+    filter: &CommandFilter,
 ) -> Result<Vec<CommandView>, CommandQueueError> {
-    Err(CommandQueueError::Unimplemented("command_list"))
+    let batch_id = match &filter.batch_id {
+        Some(hex_id) => match hex::decode(hex_id) {
+            Ok(bytes) if bytes.len() == 32 => Some(bytes),
+            _ => return Ok(Vec::new()),
+        },
+        None => None,
+    };
+    let rows = list_commands(
+        store,
+        &CommandListFilter {
+            node_id: filter.node_id.clone(),
+            batch_id,
+            status: filter.status.clone(),
+            limit: filter.limit,
+        },
+    )
+    .await?;
+    Ok(rows.into_iter().map(view).collect())
 }
 
 /// One command.
 pub async fn command_show(
-    _store: &EventStore,
-    _command_id: &str,
+    store: &EventStore,
+    command_id: &str,
 ) -> Result<CommandView, CommandQueueError> {
-    Err(CommandQueueError::Unimplemented("command_show"))
+    command_by_id_outside(store, command_id)
+        .await?
+        .map(view)
+        .ok_or_else(|| CommandQueueError::NotFound(command_id.to_string()))
+}
+
+fn view(row: CommandRow) -> CommandView {
+    CommandView {
+        command_id: row.command_id,
+        node_id: row.node_id,
+        tenant_id: row.tenant_id,
+        kind: row.kind,
+        destructive: row.destructive,
+        batch_id: row.batch_id.map(hex::encode),
+        status: row.status,
+        caller: row.caller,
+        enqueued_at_us: row.enqueued_at_us,
+        not_after_us: row.not_after_us,
+        dispatch_count: u32::try_from(row.dispatch_count).unwrap_or(u32::MAX),
+        reject_reason: row.reject_reason,
+        exit_code: row.exit_code.and_then(|c| i32::try_from(c).ok()),
+        detail: row.detail,
+        output_tail: row
+            .output_tail
+            .map(|t| String::from_utf8_lossy(&t).into_owned()),
+    }
 }

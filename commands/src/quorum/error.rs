@@ -59,6 +59,7 @@ impl QuorumRefusal {
             | QuorumRefusal::SetChange(_) => "INVALID_CONFIG",
             QuorumRefusal::InvalidState(_) | QuorumRefusal::NodesBehind { .. } => "INVALID_STATE",
             QuorumRefusal::Batch(BatchRefusal::Conflict { .. }) => "CONFLICT",
+            QuorumRefusal::Batch(BatchRefusal::SubjectNotFound { .. }) => "NOT_FOUND",
             QuorumRefusal::Batch(_) => "INVALID_INPUT",
             QuorumRefusal::Approval(
                 ApprovalRefusal::NotPending { .. } | ApprovalRefusal::Expired { .. },

@@ -200,6 +200,25 @@ pub enum BatchRefusal {
         /// The typeUrl given.
         type_url: String,
     },
+    /// A subject names no machine: not a node id, `node:<id>` or `bmc:<agent>/<address>`
+    /// (INVALID_INPUT).
+    #[error("scope leaf {index}: subject {subject:?} names no machine; use the node id, node:<id> or bmc:<agent>/<address>")]
+    SubjectMalformed {
+        /// The leaf's position.
+        index: usize,
+        /// The subject.
+        subject: String,
+    },
+    /// A subject names a node that is unknown or of another tenant (NOT_FOUND).
+    #[error("scope leaf {index}: subject {subject:?} names no node of tenant {tenant}; a batch covers only its own tenant's machines")]
+    SubjectNotFound {
+        /// The leaf's position.
+        index: usize,
+        /// The subject.
+        subject: String,
+        /// The batch's tenant.
+        tenant: String,
+    },
     /// The idempotency key was used for another request (CONFLICT).
     #[error("the idempotency key already created batch {batch_id} from a different request: use a new key")]
     Conflict {

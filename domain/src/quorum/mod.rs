@@ -31,6 +31,7 @@ pub mod approval_decision;
 pub mod approver_set;
 pub mod batch;
 pub mod batch_event;
+pub mod batch_subjects;
 pub(crate) mod bytes32;
 pub mod creation;
 pub mod decision;
@@ -59,6 +60,7 @@ pub use batch::{
     ScopeLeafRequest,
 };
 pub use batch_event::BatchEvent;
+pub use batch_subjects::{check_batch_subjects, subject_node, subject_nodes};
 pub use bytes32::Bytes32Error;
 pub use creation::{decide_batch_creation, CreatedBatch, ExistingBatch};
 pub use decision::Decision;

@@ -1,11 +1,13 @@
 //! Ending a batch other than by approval: an operator's cancel, and the reconciler that expires
-//! pending batches past their end. The rules are `domain::quorum::lifecycle`'s.
+//! pending batches past their end. The rules are `domain::quorum::lifecycle`'s. Either one
+//! cancels the batch's commands not yet sent (`command.cancelled`) in the same transaction.
 
 use domain::quorum::{decide_cancel_batch, decide_expire_batch, BatchId, CancelBatch};
 use events::store::{EventStore, ExpectedVersion, LogStore, LogTx};
 use projections::quorum::pending_past_end;
 
 use crate::clock::Clock;
+use crate::command_queue::cancel::cancel_held_commands;
 use crate::quorum::batch::append::append_batch_events;
 use crate::quorum::batch::view::{require_batch, row_batch_id, standing};
 use crate::quorum::error::{QuorumError, QuorumRefusal};
@@ -36,6 +38,10 @@ pub async fn cancel_batch(
             now_us,
         )
         .await?;
+        if !decision.events.is_empty() {
+            let why = format!("batch {} was cancelled: {reason}", batch_id.to_hex());
+            cancel_held_commands(tx, batch_id.as_bytes(), &why, now_us).await?;
+        }
         Ok(())
     })
 }
@@ -69,6 +75,10 @@ pub async fn expire_due_batches(
                 now_us,
             )
             .await?;
+            if decision.outcome {
+                let why = format!("batch {} expired before it was approved", batch_id.to_hex());
+                cancel_held_commands(tx, batch_id.as_bytes(), &why, now_us).await?;
+            }
             Ok::<bool, QuorumError>(decision.outcome)
         })?;
         if done {

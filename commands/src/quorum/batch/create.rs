@@ -1,11 +1,19 @@
 //! Creating a batch. Creation appends with "no stream", so two creates with one idempotency key
 //! race safely: the loser re-reads and finds a retry (same request) or a CONFLICT (another
 //! request).
+//!
+//! A new batch's subjects must each name a machine of the batch's own tenant
+//! (`domain::quorum::check_batch_subjects`): NOT_FOUND for an unknown node or another tenant's,
+//! INVALID_INPUT for a subject that names no machine.
+
+use std::collections::BTreeMap;
 
 use domain::quorum::{
-    decide_batch_creation, BatchId, CreateBatch, CreatedBatch, ExistingBatch, RequestDigest,
+    check_batch_subjects, decide_batch_creation, subject_nodes, BatchId, CreateBatch, CreatedBatch,
+    ExistingBatch, RequestDigest,
 };
 use events::store::{EventStore, ExpectedVersion};
+use projections::commands::tenants_of_nodes;
 use projections::quorum::read_batch;
 
 use crate::clock::Clock;
@@ -45,6 +53,15 @@ pub async fn create_batch(
             now_us,
         )
         .map_err(QuorumRefusal::Batch)?;
+        if !decision.events.is_empty() {
+            // A new batch (a retry appends nothing): the request is otherwise valid, now its
+            // subjects must name machines of its own tenant.
+            let nodes = subject_nodes(&command.leaves).map_err(QuorumRefusal::Batch)?;
+            let tenants: BTreeMap<String, String> =
+                tenants_of_nodes(tx, &nodes).await?.into_iter().collect();
+            check_batch_subjects(&command.leaves, &command.tenant, &tenants)
+                .map_err(QuorumRefusal::Batch)?;
+        }
         append_batch_events(
             tx,
             &batch_id,
