@@ -31,6 +31,7 @@ mod show;
 mod sign_approvers;
 
 pub use args::BatchCommand;
+pub(crate) use error::quorum_message;
 pub use error::BatchCmdError;
 
 /// Runs one batch subcommand.

@@ -30,6 +30,11 @@
 //! (`rootCa`, `nodeCa`, `servingCa`, `joinSigning`, `joinEncryption`, `auditSigning`,
 //! `commandSigningRoot`). Unknown fields are refused.
 //!
+//! During a command-signing root rotation (`bcctl pki rotate-command-root`, issue 21) the keys
+//! also hold `nextCommandSigningRoot: {"certificate", "key"}`: the second root, certificate and
+//! key both inside the seal (so the seal authenticates it and the public half, and its digest,
+//! stay as they were): [`super::bundle_next`].
+//!
 //! # The seal
 //!
 //! With `lp(x) = u32_be(len(x)) || x` and `L = "bc-pki-bundle-seal-v1"`:
@@ -209,6 +214,9 @@ struct KeyMap {
     join_encryption: String,
     audit_signing: String,
     command_signing_root: String,
+    /// The second command-signing root while a rotation is in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    next_command_signing_root: Option<super::bundle_next::NextRootText>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -322,6 +330,8 @@ pub struct LoadedBundle {
     pub keys: Option<KeySet>,
     /// How a sealed bundle's key is derived from the secret (`None` for a plaintext bundle).
     pub kdf: Option<BundleKdf>,
+    /// The second command-signing root of a rotation in progress (with the keys only).
+    pub next_command_signing_root: Option<CommandSigningRoot>,
 }
 
 fn seal_aad(td: &TrustDomain) -> Vec<u8> {
@@ -340,6 +350,7 @@ fn key_map(keys: &KeySet, encode: impl Fn(&PrivateKey) -> String) -> KeyMap {
         join_encryption: encode(keys.join_encryption.private_key()),
         audit_signing: encode(&keys.audit_signing),
         command_signing_root: encode(keys.command_signing_root.private_key()),
+        next_command_signing_root: None,
     }
 }
 
@@ -384,6 +395,16 @@ pub fn seal_bundle_with(
     secret: &DeploymentSecret,
     kdf: BundleKdf,
 ) -> Result<Vec<u8>, BundleError> {
+    seal_with_next(keys, None, secret, kdf)
+}
+
+/// [`seal_bundle_with`], with the second root of a rotation in progress.
+pub(super) fn seal_with_next(
+    keys: &KeySet,
+    next: Option<&CommandSigningRoot>,
+    secret: &DeploymentSecret,
+    kdf: BundleKdf,
+) -> Result<Vec<u8>, BundleError> {
     if let BundleKdf::Argon2id(params) = &kdf {
         params.check()?;
     }
@@ -394,9 +415,11 @@ pub fn seal_bundle_with(
         .and_then(|_| rng.fill(&mut nonce))
         .map_err(|_| BundleError::Seal("the system random generator failed".into()))?;
     let (aead, check) = seal_keys(&kdf, secret, &salt)?;
+    let mut map = key_map(keys, |k| b64(k.pkcs8_der()));
+    map.next_command_signing_root = next.map(|r| super::bundle_next::to_text(r, false));
     let payload = SealedPayload {
         public_sha256: hex::encode(PublicBundle::of(keys).public_sha256()),
-        keys: key_map(keys, |k| b64(k.pkcs8_der())),
+        keys: map,
     };
     let mut body = serde_json::to_vec(&payload).map_err(|e| BundleError::Json(e.to_string()))?;
     aead.seal_in_place_append_tag(
@@ -419,11 +442,20 @@ pub fn seal_bundle_with(
 
 /// Writes `keys` as a development bundle with the private keys unsealed (PEM PKCS#8).
 pub fn plaintext_bundle(keys: &KeySet) -> Result<Vec<u8>, BundleError> {
-    let keys_pem = key_map(keys, |k| pem_encode("PRIVATE KEY", k.pkcs8_der()));
+    plaintext_with_next(keys, None)
+}
+
+/// [`plaintext_bundle`], with the second root of a rotation in progress.
+pub(super) fn plaintext_with_next(
+    keys: &KeySet,
+    next: Option<&CommandSigningRoot>,
+) -> Result<Vec<u8>, BundleError> {
+    let mut keys_pem = key_map(keys, |k| pem_encode("PRIVATE KEY", k.pkcs8_der()));
+    keys_pem.next_command_signing_root = next.map(|r| super::bundle_next::to_text(r, true));
     to_json(&document(keys, PrivateKeys::Plaintext { keys: keys_pem }))
 }
 
-fn malformed(field: &'static str, reason: &str) -> BundleError {
+pub(super) fn malformed(field: &'static str, reason: &str) -> BundleError {
     BundleError::Malformed {
         field,
         reason: reason.into(),
@@ -566,12 +598,15 @@ pub fn open_bundle(
             let set = assemble(&public, keys, |field, text| {
                 pem_decode("PRIVATE KEY", text).ok_or(malformed(field, "not one PEM PRIVATE KEY"))
             })?;
+            let next =
+                super::bundle_next::from_text(&set, keys.next_command_signing_root.as_ref(), true)?;
             Ok(LoadedBundle {
                 public,
                 protection: Protection::Plaintext,
                 authenticated: false,
                 keys: Some(set),
                 kdf: None,
+                next_command_signing_root: next,
             })
         }
         PrivateKeys::Sealed {
@@ -594,6 +629,7 @@ pub fn open_bundle(
                     authenticated: false,
                     keys: None,
                     kdf: Some(kdf),
+                    next_command_signing_root: None,
                 });
             };
             let b = |field: &'static str, text: &str| {
@@ -628,12 +664,18 @@ pub fn open_bundle(
             let set = assemble(&public, &payload.keys, |field, text| {
                 b64_decode(text).ok_or(malformed(field, "not base64"))
             })?;
+            let next = super::bundle_next::from_text(
+                &set,
+                payload.keys.next_command_signing_root.as_ref(),
+                false,
+            )?;
             Ok(LoadedBundle {
                 public,
                 protection: Protection::Sealed,
                 authenticated: true,
                 keys: Some(set),
                 kdf: Some(kdf),
+                next_command_signing_root: next,
             })
         }
     }
