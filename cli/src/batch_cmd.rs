@@ -28,6 +28,7 @@ mod error;
 mod input;
 mod keys;
 mod operations;
+mod passphrase;
 mod review;
 mod show;
 mod sign_approvers;

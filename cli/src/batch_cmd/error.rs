@@ -51,6 +51,8 @@ pub enum BatchCmdError {
     Opaque { count: usize, sample: String },
     #[error("MISSING_ENV: {0}")]
     MissingEnv(String),
+    #[error("PERMISSION_DENIED: approver key {} does not open with BC_APPROVER_PASSPHRASE: a wrong passphrase, or the file is damaged", .0.display())]
+    Passphrase(PathBuf),
     #[error("{}", quorum_message(.0))]
     Quorum(#[from] QuorumError),
     #[error("{0}")]
