@@ -28,6 +28,7 @@ mod pool_cli;
 mod provisioned_e2e;
 mod rebuild_cli;
 mod serve_plaintext;
+mod serve_quorum_cli;
 mod site_cli;
 mod test_layout;
 mod token_node_cli;
