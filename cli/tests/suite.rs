@@ -12,6 +12,7 @@ mod audit_coverage;
 mod audit_seal_kill;
 mod audit_tamper;
 mod batch_cli;
+mod batch_payload_cli;
 mod cloud_iid_e2e;
 mod discovery_e2e;
 mod e2e_bcd;
