@@ -14,6 +14,7 @@ mod audit_tamper;
 mod batch_cli;
 mod batch_payload_cli;
 mod cloud_iid_e2e;
+mod command_cli;
 mod discovery_e2e;
 mod e2e_bcd;
 mod e2e_split;
