@@ -70,8 +70,8 @@ enum Command {
     #[command(subcommand)]
     Audit(audit_cmd::AuditCommand),
     /// Signed commands to nodes: run, list, show.
-    #[command(subcommand)]
-    Command(command_cmd::CommandCommand),
+    #[command(subcommand, name = "command")]
+    Queue(command_cmd::CommandCommand),
     /// Join tokens: create (the secret is shown once), list, revoke.
     #[command(subcommand)]
     Token(token_cmd::TokenCommand),
@@ -128,7 +128,7 @@ fn main() -> ExitCode {
             Command::Audit(cmd) => audit_cmd::run(cmd)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Command(cmd) => command_cmd::run(cmd)
+            Command::Queue(cmd) => command_cmd::run(cmd)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Token(cmd) => token_cmd::run(cmd).await.map_err(Failure::from),
