@@ -108,3 +108,88 @@ pub fn write_bundle_with_next(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pki::bundle::open_bundle;
+    use crate::pki::spiffe::TrustDomain;
+
+    fn keys() -> KeySet {
+        KeySet::generate(
+            TrustDomain::new("next.example.com").expect("td"),
+            OffsetDateTime::now_utc(),
+            KeySetLifetimes::default(),
+        )
+        .expect("keys")
+    }
+
+    #[test]
+    fn the_second_root_survives_the_seal_and_the_public_half_does_not_change() {
+        let keys = keys();
+        let next = generate_command_root(&keys, OffsetDateTime::now_utc()).expect("root");
+        let secret = DeploymentSecret::new("a-deployment-secret-of-more-than-32-characters")
+            .expect("secret");
+        let small = BundleKdf::Argon2id(Argon2idParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        });
+        let without =
+            write_bundle_with_next(&keys, None, Protection::Sealed, Some(&secret), Some(small))
+                .expect("seal");
+        let with = write_bundle_with_next(
+            &keys,
+            Some(&next),
+            Protection::Sealed,
+            Some(&secret),
+            Some(small),
+        )
+        .expect("seal");
+        let a = open_bundle(&without, Some(&secret)).expect("open");
+        let b = open_bundle(&with, Some(&secret)).expect("open");
+        assert!(a.next_command_signing_root.is_none());
+        assert_eq!(
+            b.next_command_signing_root
+                .as_ref()
+                .map(|r| r.cert_der().to_vec()),
+            Some(next.cert_der().to_vec())
+        );
+        assert_eq!(a.public, b.public, "the public half is the same");
+        assert_eq!(
+            b.kdf,
+            Some(small),
+            "re-sealed with the bundle's own parameters"
+        );
+        // Without the secret the second root is not read (it is inside the seal).
+        assert!(open_bundle(&with, None)
+            .expect("public")
+            .next_command_signing_root
+            .is_none());
+        // A plaintext bundle keeps it too.
+        let plain = write_bundle_with_next(&keys, Some(&next), Protection::Plaintext, None, None)
+            .expect("plaintext");
+        assert!(open_bundle(&plain, None)
+            .expect("open")
+            .next_command_signing_root
+            .is_some());
+        // A sealed bundle is never written without its secret.
+        assert!(matches!(
+            write_bundle_with_next(&keys, None, Protection::Sealed, None, None),
+            Err(BundleError::Seal(_))
+        ));
+    }
+
+    #[test]
+    fn a_second_root_with_the_current_roots_key_is_refused() {
+        let keys = keys();
+        let text = to_text(&keys.command_signing_root, true);
+        match from_text(&keys, Some(&text), true) {
+            Err(BundleError::Malformed { field, reason }) => {
+                assert_eq!(field, FIELD);
+                assert_eq!(reason, "it is the current command-signing root's key");
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|r| r.is_some())),
+        }
+    }
+}
