@@ -13,7 +13,7 @@
 //! flags, a payload that is not the kind's message), 1 for everything else (a refusal of the
 //! queue, NOT_FOUND, the store, the bundle).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use commands::command_queue::{
@@ -25,7 +25,10 @@ use domain::command::{kind_spec, payloads::encode_payload};
 use domain::quorum::BatchId;
 use events::store::{EventStore, StoreError};
 
-use crate::deployment::{DeploymentError, DEFAULT_BUNDLE};
+use commands::quorum::published_bundle;
+use domain::pki::CommandSigningRoot;
+
+use crate::deployment::{Deployment, DeploymentError, DEFAULT_BUNDLE};
 use crate::token_cmd::{fmt_us, print_table, DEFAULT_STORE};
 
 /// Exit code for bad input (INVALID_INPUT), as the batch verbs.
@@ -230,7 +233,7 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
     let bytes = payload(&args.kind, args.payload_file.as_ref())?;
     let batch_id = batch_arg(args.batch.as_deref())?;
     let store = EventStore::open(&args.store.database_url).await?;
-    let root = crate::pki_trust_cmd::active_signing_root(&args.pki, &store).await?;
+    let root = active_signing_root(&args.pki, &store).await?;
     let trust_domain = root.trust_domain().clone();
     let signer = WorkerSigner::new(root, trust_domain, &holder_name(), CLI_WORKER_LIFETIME);
     let caller = args.caller.unwrap_or_else(|| {
@@ -283,6 +286,42 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
         );
     }
     Ok(())
+}
+
+/// The command-signing root workers of this process sign under: the bundle's root whose
+/// SHA-256 is the published active root (after a rotation's switch, the bundle's second root),
+/// or the bundle's root before anything is published.
+pub async fn active_signing_root(
+    pki: &Path,
+    store: &EventStore,
+) -> Result<CommandSigningRoot, crate::command_cmd::CommandCmdError> {
+    let loaded = Deployment::new(pki).open()?;
+    let next = loaded.next_command_signing_root;
+    let keys = loaded.keys.ok_or_else(|| DeploymentError::Sealed {
+        path: pki.to_path_buf(),
+    })?;
+    let published = published_bundle(store)
+        .await
+        .map_err(|e| CommandCmdError::State(e.to_string()))?;
+    let Some(published) = published else {
+        return Ok(keys.command_signing_root);
+    };
+    let active = hex::encode(&published.active_root_sha256);
+    if root_sha(keys.command_signing_root.cert_der()) == active {
+        return Ok(keys.command_signing_root);
+    }
+    match next {
+        Some(root) if root_sha(root.cert_der()) == active => Ok(root),
+        _ => Err(CommandCmdError::State(format!(
+            "the published active command-signing root {active} is not a root of {}: use the bundle this deployment serves (--pki), or finish the rotation there",
+            pki.display()
+        ))),
+    }
+}
+
+fn root_sha(der: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(der))
 }
 
 async fn list(args: ListArgs) -> Result<(), CommandCmdError> {

@@ -6,7 +6,7 @@
 //!   serve configuration's `[quorum]` over the published roots). Before anything is published it
 //!   is NOT_FOUND.
 //! - `rotate-command-root --stage add` generates a new command-signing root, writes it into the
-//!   PKI bundle beside the current one (re-sealed; `domain::pki::bundle_next`) and publishes it
+//!   PKI bundle beside the current one (re-sealed; `domain::pki::bundle::next`) and publishes it
 //!   beside the old root; `--stage switch` makes workers sign under it (refused while a connected
 //!   node is behind the published version, unless `--force`); `--stage drop` stops trusting the
 //!   former root (at least 24 h after the switch, unless `--force`) and makes the new root the
@@ -24,8 +24,8 @@ use commands::quorum::{
     PublishedBundle, QuorumError, CONNECTED_WINDOW_US,
 };
 use commands::{Clock, SystemClock};
-use domain::pki::bundle_next::{generate_command_root, write_bundle_with_next};
-use domain::pki::{CommandSigningRoot, LoadedBundle};
+use domain::pki::bundle::next::{generate_command_root, write_bundle_with_next};
+use domain::pki::LoadedBundle;
 use domain::trust_bundle::validate;
 use events::store::{EventStore, LogStore, LogTx, StoreError};
 use serde_json::json;
@@ -129,38 +129,6 @@ async fn open(args: &DeploymentArgs) -> Result<Opened, PkiTrustError> {
 
 fn hex_sha(der: &[u8]) -> String {
     hex::encode(Sha256::digest(der))
-}
-
-/// The command-signing root workers of this process sign under: the bundle's root whose
-/// SHA-256 is the published active root (after a rotation's switch, the bundle's second root),
-/// or the bundle's root before anything is published.
-pub async fn active_signing_root(
-    pki: &Path,
-    store: &EventStore,
-) -> Result<CommandSigningRoot, crate::command_cmd::CommandCmdError> {
-    use crate::command_cmd::CommandCmdError;
-    let loaded = Deployment::new(pki).open()?;
-    let next = loaded.next_command_signing_root;
-    let keys = loaded.keys.ok_or_else(|| DeploymentError::Sealed {
-        path: pki.to_path_buf(),
-    })?;
-    let published = published_bundle(store)
-        .await
-        .map_err(|e| CommandCmdError::State(e.to_string()))?;
-    let Some(published) = published else {
-        return Ok(keys.command_signing_root);
-    };
-    let active = hex::encode(&published.active_root_sha256);
-    if hex_sha(keys.command_signing_root.cert_der()) == active {
-        return Ok(keys.command_signing_root);
-    }
-    match next {
-        Some(root) if hex_sha(root.cert_der()) == active => Ok(root),
-        _ => Err(CommandCmdError::State(format!(
-            "the published active command-signing root {active} is not a root of {}: use the bundle this deployment serves (--pki), or finish the rotation there",
-            pki.display()
-        ))),
-    }
 }
 
 /// `pki trust-version`.

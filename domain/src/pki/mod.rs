@@ -16,7 +16,6 @@
 //! | [`keyset`] | the deployment's seven keys (`pki init`) |
 //! | [`secret`] | the deployment secret (`BC_DEPLOYMENT_SECRET`) |
 //! | [`bundle`] | the JSON bundle, sealed or plaintext |
-//! | [`bundle_next`] | the second command-signing root a rotation keeps in the bundle |
 //! | [`bundle_kdf`] | the seal's key derivation (Argon2id; HKDF-only for older bundles) |
 //! | [`csr`] | PKCS#10 verification ([`csr::VerifiedCsr`]) |
 //! | [`leaf`] | agent and serving certificate issuance |
@@ -29,7 +28,6 @@
 
 pub mod bundle;
 pub mod bundle_kdf;
-pub mod bundle_next;
 pub mod ca;
 pub mod csr;
 pub(crate) mod encoding;

@@ -8,13 +8,13 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::bundle::{malformed, plaintext_with_next, seal_with_next, BundleError, Protection};
-use super::bundle_kdf::{Argon2idParams, BundleKdf};
-use super::ca::CommandSigningRoot;
-use super::encoding::{b64, b64_decode, pem_decode, pem_encode};
-use super::keys::{KeyRole, PrivateKey};
-use super::keyset::{KeySet, KeySetLifetimes};
-use super::secret::DeploymentSecret;
+use super::{malformed, plaintext_with_next, seal_with_next, BundleError, Protection};
+use crate::pki::bundle_kdf::{Argon2idParams, BundleKdf};
+use crate::pki::ca::CommandSigningRoot;
+use crate::pki::encoding::{b64, b64_decode, pem_decode, pem_encode};
+use crate::pki::keys::{KeyRole, PrivateKey};
+use crate::pki::keyset::{KeySet, KeySetLifetimes};
+use crate::pki::secret::DeploymentSecret;
 
 const FIELD: &str = "privateKeys.nextCommandSigningRoot";
 
