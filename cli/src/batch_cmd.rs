@@ -1,5 +1,5 @@
-//! `bcctl batch keygen | create | show | approve | sign-approvers`: approver keys, destructive
-//! batches and approver-set signatures.
+//! `bcctl batch keygen | create | show | approve | sign-approvers | cancel`: approver keys,
+//! destructive batches and approver-set signatures.
 //!
 //! `approve` never trusts the control plane's word for what a batch holds: it pages the scope,
 //! recomputes the root from the listed leaves and refuses a mismatch (SCOPE_MISMATCH), approves
@@ -13,7 +13,8 @@
 //! codes: 0 done (an `approve` without `--yes` only reviews, signs nothing and exits 0),
 //! `EXIT_USAGE` (2) for bad input (INVALID_INPUT, as clap's own usage errors),
 //! `EXIT_REVIEW_REFUSED` (3) when `approve`'s review refuses to sign (SCOPE_MISMATCH,
-//! SCOPE_CHANGED, SCOPE_UNEXPECTED, UNBOUND_SCOPE, INVALID_RESPONSE), 1 for everything else
+//! SCOPE_CHANGED, SCOPE_UNEXPECTED, UNBOUND_SCOPE, INVALID_RESPONSE, PAYLOAD_REFUSED,
+//! OPAQUE_PAYLOAD: the bound payloads, decoded by `operations`), 1 for everything else
 //! (INVALID_STATE, NOT_FOUND, CONFLICT, PERMISSION_DENIED, files, the store).
 //!
 //! One job per file: `args` (the command lines), `error` (errors and exit codes), `keys` (key
@@ -26,11 +27,14 @@ mod display;
 mod error;
 mod input;
 mod keys;
+mod operations;
+mod passphrase;
 mod review;
 mod show;
 mod sign_approvers;
 
 pub use args::BatchCommand;
+pub(crate) use error::quorum_message;
 pub use error::BatchCmdError;
 
 /// Runs one batch subcommand.
@@ -41,5 +45,6 @@ pub async fn run(command: BatchCommand) -> Result<(), BatchCmdError> {
         BatchCommand::Show(args) => show::show(args).await,
         BatchCommand::Approve(args) => approve::approve(args).await,
         BatchCommand::SignApprovers(args) => sign_approvers::sign_approvers(args),
+        BatchCommand::Cancel(args) => show::cancel(args).await,
     }
 }

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 mod audit_cmd;
 mod batch_cmd;
 mod cloud_cmd;
+mod command_cmd;
 mod deployment;
 mod duration;
 mod internal_cert_cmd;
@@ -18,16 +19,19 @@ mod join_request_cmd;
 mod node_cmd;
 mod pem;
 mod pki_cmd;
+mod pki_trust_cmd;
 mod pool_cmd;
 mod rebuild_cmd;
 mod replay_cmd;
 mod serve_attestors;
+mod serve_batches;
 mod serve_cmd;
 mod serve_config;
 mod serve_config_attestors;
 mod serve_config_cloud;
 mod serve_config_errors;
 mod serve_config_limits;
+mod serve_config_quorum;
 mod serve_error;
 mod serve_roles;
 mod serve_split;
@@ -65,6 +69,9 @@ enum Command {
     /// The audit trail: export, verify offline against a pinned key, seal, prove inclusion.
     #[command(subcommand)]
     Audit(audit_cmd::AuditCommand),
+    /// Signed commands to nodes: run, list, show.
+    #[command(subcommand, name = "command")]
+    Queue(command_cmd::CommandCommand),
     /// Join tokens: create (the secret is shown once), list, revoke.
     #[command(subcommand)]
     Token(token_cmd::TokenCommand),
@@ -114,11 +121,14 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve_roles::serve(args).await.map_err(Failure::from),
             Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
             Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
-            Command::Pki(cmd) => pki_cmd::run(cmd).map_err(Failure::from),
+            Command::Pki(cmd) => pki_cmd::run(cmd).await.map_err(Failure::from),
             Command::Batch(cmd) => batch_cmd::run(cmd)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Audit(cmd) => audit_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Queue(cmd) => command_cmd::run(cmd)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Token(cmd) => token_cmd::run(cmd).await.map_err(Failure::from),

@@ -1,5 +1,5 @@
 //! `bcctl pki init` and `bcctl pki show`: create the deployment's key bundle once, and print its
-//! pins.
+//! pins (`pki trust-version` and `pki rotate-command-root` are [`crate::pki_trust_cmd`]).
 //!
 //! The bundle is one JSON file, mode 0600, created with `O_EXCL` so it is never overwritten. Its
 //! private keys are sealed under the deployment secret (`BC_DEPLOYMENT_SECRET`, or the file
@@ -52,6 +52,11 @@ pub enum PkiCommand {
     Show(ShowArgs),
     /// Issue a split gateway's internal client certificate (for the api's internal endpoint).
     IssueInternal(crate::internal_cert_cmd::IssueInternalArgs),
+    /// The published trust bundle against this configuration: version, approver set, nodes
+    /// behind.
+    TrustVersion(crate::pki_trust_cmd::TrustVersionArgs),
+    /// Rotate the command-signing root: --stage add, then switch, then drop.
+    RotateCommandRoot(crate::pki_trust_cmd::RotateArgs),
 }
 
 #[derive(Args)]
@@ -78,8 +83,14 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
-pub fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
+pub async fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
     match cmd {
+        PkiCommand::TrustVersion(args) => crate::pki_trust_cmd::trust_version(args)
+            .await
+            .map_err(|e| PkiCmdError::Internal(e.to_string())),
+        PkiCommand::RotateCommandRoot(args) => crate::pki_trust_cmd::rotate(args)
+            .await
+            .map_err(|e| PkiCmdError::Internal(e.to_string())),
         PkiCommand::Init(args) => init(args),
         PkiCommand::Show(args) => show(args),
         PkiCommand::IssueInternal(args) => crate::internal_cert_cmd::issue_internal(args)

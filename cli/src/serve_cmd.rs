@@ -225,8 +225,14 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
     )?);
     let store = EventStore::open(&settings.database_url).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    crate::serve_trust::settle_trust(&store, clock.as_ref(), &keys, settings.trust_version_floor)
-        .await?;
+    crate::serve_trust::settle_trust(
+        &store,
+        clock.as_ref(),
+        &keys,
+        settings.trust_version_floor,
+        settings.quorum.as_ref(),
+    )
+    .await?;
     let mut identity = IdentityConfig::new(keys.trust_domain.clone());
     identity.leaf_lifetime =
         time::Duration::try_from(settings.leaf_lifetime).map_err(|e| ServeError::Invalid {
@@ -244,6 +250,12 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
     );
     let audit_shutdown = start_audit(&store, &keys, clock.clone(), settings.audit_seal_interval)?;
     start_identity_maintenance(join.clone(), audit_shutdown.subscribe());
+    crate::serve_batches::start_batch_expiry(
+        store.clone(),
+        clock.clone(),
+        settings.batch_expiry_interval,
+        audit_shutdown.subscribe(),
+    );
     Ok(Core {
         keys,
         store,
@@ -271,6 +283,9 @@ pub(crate) fn gateway_config(settings: &Settings) -> Result<GatewayConfig, Serve
     config.record_trust_reports = settings.record_trust_reports;
     config.limits = settings.limits.clone();
     config.join_refusals = settings.join_refusals.clone();
+    // TODO(issue 21, gateway): `config.command_poll_interval = settings.command_poll_interval;`
+    // once GatewayConfig has the field (the gateway work adds it).
+    let _ = settings.command_poll_interval;
     Ok(config)
 }
 

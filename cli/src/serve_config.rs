@@ -25,6 +25,8 @@
 //! | `api_internal_url` | `BC_API_INTERNAL_URL` | none; required by `gateway` (`host:port` of the api's internal endpoint) |
 //! | `internal_cert` | `BC_INTERNAL_CERT` | none; required by `gateway` (from `bcctl pki issue-internal`) |
 //! | `internal_key` | `BC_INTERNAL_KEY` | none; required by `gateway` (mode 0600) |
+//! | `batch_expiry_interval` | `BC_BATCH_EXPIRY_INTERVAL` | `60s` (how often pending batches past their end are expired, their held commands cancelled) |
+//! | `command_poll_interval` | `BC_COMMAND_POLL_INTERVAL` | `250ms` (how often a gateway looks for newly runnable commands) |
 //!
 //! Durations are `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (`30s`, `24h`).
 //!
@@ -39,6 +41,9 @@
 //!
 //! Out-of-process attestors are `[[attestors.external]]` entries, file only:
 //! [`crate::serve_config_attestors`].
+//!
+//! The approver quorum the deployment publishes is the table `[quorum]`, file only:
+//! [`crate::serve_config_quorum`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -144,6 +149,9 @@ pub struct FileConfig {
     pub api_limits: Option<FileLimits>,
     pub attestors: Option<FileAttestors>,
     pub sites: Option<FileSites>,
+    pub quorum: Option<crate::serve_config_quorum::FileQuorum>,
+    pub batch_expiry_interval: Option<String>,
+    pub command_poll_interval: Option<String>,
 }
 
 /// `[sites]`: the site agents' boot lease.
@@ -208,6 +216,12 @@ pub struct Settings {
     /// The `cloud-iid` attestor's configuration (`[attestors.cloud-iid]`); `None`: it does not
     /// run.
     pub cloud_iid: Option<domain::attest::cloud_iid::CloudIidConfig>,
+    /// The approver quorum to publish (`[quorum]`); `None`: keep the published one.
+    pub quorum: Option<crate::serve_config_quorum::QuorumConfig>,
+    /// How often the batch expiry reconciler runs.
+    pub batch_expiry_interval: Duration,
+    /// How often a gateway looks for nodes with newly runnable commands.
+    pub command_poll_interval: Duration,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -344,6 +358,31 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
     let cloud_file = file.attestors.as_ref().and_then(|a| a.cloud_iid.as_ref());
     let cloud_iid = crate::serve_config_cloud::cloud_iid_settings(cloud_file, parse_duration)
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    let quorum = crate::serve_config_quorum::quorum_settings(file.quorum.as_ref())
+        .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    let batch_expiry_interval = duration_setting(
+        "batch_expiry_interval",
+        "BC_BATCH_EXPIRY_INTERVAL",
+        file.batch_expiry_interval.clone(),
+        "60s",
+    )?;
+    let command_poll_interval = duration_setting(
+        "command_poll_interval",
+        "BC_COMMAND_POLL_INTERVAL",
+        file.command_poll_interval.clone(),
+        "250ms",
+    )?;
+    for (key, value) in [
+        ("batch_expiry_interval", batch_expiry_interval),
+        ("command_poll_interval", command_poll_interval),
+    ] {
+        if value < Duration::from_millis(10) {
+            return Err(ConfigError::Invalid {
+                key,
+                message: format!("{value:?} is too short: at least \"10ms\""),
+            });
+        }
+    }
     let record_trust_reports = match env("BC_RECORD_TRUST_REPORTS") {
         Some(v) => v != "false" && v != "0",
         None => file.record_trust_reports.unwrap_or(true),
@@ -432,5 +471,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         discovery,
         sites: commands::site::SiteSettings { boot_lease_ttl },
         cloud_iid,
+        quorum,
+        batch_expiry_interval,
+        command_poll_interval,
     })
 }

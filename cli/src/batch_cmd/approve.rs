@@ -13,6 +13,9 @@ use super::display::printable;
 use super::error::BatchCmdError;
 use super::input::{batch_id, open};
 use super::keys::{load_key, sign};
+use super::operations::{
+    operations, summary_text as operations_text, to_json as operations_json, write_operations,
+};
 use super::review::{difference, page_scope, read_expect, summary, Expected};
 
 /// The longest window `approve --max-hours` may allow (30 days).
@@ -62,7 +65,8 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         )));
     }
     // Page the scope and recompute the root from the listed leaves.
-    let leaves = page_scope(&store, &id, state.scope_size).await?;
+    let entries = page_scope(&store, &id, state.scope_size).await?;
+    let leaves: Vec<ScopeLeaf> = entries.iter().map(|e| e.leaf.clone()).collect();
     let tree =
         ScopeTree::build(&id, &leaves).map_err(|e| BatchCmdError::ScopeMismatch(e.to_string()))?;
     if tree.root() != state.scope_root
@@ -120,7 +124,14 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
             sample,
         });
     }
-    let (text, summary_json) = summary(&view, &leaves);
+    let ops = operations(&entries, args.allow_opaque)?;
+    if let Some(path) = &args.operations_out {
+        write_operations(path, &ops)?;
+    }
+    let (mut text, mut summary_json) = summary(&view, &leaves);
+    text.push('\n');
+    text.push_str(operations_text(&ops).trim_end());
+    summary_json["operations"] = operations_json(&ops);
     if state.approvals.contains_key(&key.kid()) {
         if args.json {
             println!(

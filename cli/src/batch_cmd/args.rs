@@ -16,6 +16,24 @@ pub enum BatchCommand {
     Approve(ApproveArgs),
     /// Sign an approver set for an epoch (purpose approver-set).
     SignApprovers(SignApproversArgs),
+    /// Cancel a pending batch: it takes no approval, and its held commands are cancelled.
+    Cancel(CancelArgs),
+}
+
+#[derive(Args)]
+pub struct CancelArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// The batch id (64 hex characters).
+    pub batch: String,
+    /// Why (recorded in the event; at most 500 characters).
+    #[arg(long)]
+    pub reason: String,
+    /// Who cancels (default: $USER@hostname).
+    #[arg(long)]
+    pub caller: Option<String>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -30,6 +48,10 @@ pub struct KeygenArgs {
     /// Where to write the private key; the public key goes to this path plus `.pub`.
     #[arg(long)]
     pub out: PathBuf,
+    /// Encrypt the private key (PKCS#8, scrypt and AES-256-CBC) under the passphrase in this
+    /// environment variable (e.g. BC_APPROVER_PASSPHRASE).
+    #[arg(long)]
+    pub passphrase_env: Option<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -91,6 +113,12 @@ pub struct ApproveArgs {
     /// Allow leaves that admit any payload.
     #[arg(long)]
     pub allow_unbound: bool,
+    /// Allow payloads of kinds this build cannot decode (shown as hex).
+    #[arg(long)]
+    pub allow_opaque: bool,
+    /// Write every distinct operation in full, with its subjects, to this file (JSON).
+    #[arg(long)]
+    pub operations_out: Option<PathBuf>,
     /// Refuse a batch whose window stays open longer than this many hours from now (1 to 720).
     #[arg(long, default_value_t = 72)]
     pub max_hours: u32,

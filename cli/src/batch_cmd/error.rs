@@ -45,6 +45,14 @@ pub enum BatchCmdError {
     Unbound { count: usize, sample: String },
     #[error("INVALID_RESPONSE: {0}")]
     InvalidResponse(String),
+    #[error("PAYLOAD_REFUSED: {0}")]
+    PayloadRefused(String),
+    #[error("OPAQUE_PAYLOAD: {count} leaves carry payloads of kinds this build cannot decode ({sample}); review their bytes in --operations-out and pass --allow-opaque")]
+    Opaque { count: usize, sample: String },
+    #[error("MISSING_ENV: {0}")]
+    MissingEnv(String),
+    #[error("PERMISSION_DENIED: approver key {} does not open with BC_APPROVER_PASSPHRASE: a wrong passphrase, or the file is damaged", .0.display())]
+    Passphrase(PathBuf),
     #[error("{}", quorum_message(.0))]
     Quorum(#[from] QuorumError),
     #[error("{0}")]
@@ -73,7 +81,9 @@ impl BatchCmdError {
             | BatchCmdError::ScopeChanged { .. }
             | BatchCmdError::ScopeUnexpected(_)
             | BatchCmdError::Unbound { .. }
-            | BatchCmdError::InvalidResponse(_) => EXIT_REVIEW_REFUSED,
+            | BatchCmdError::InvalidResponse(_)
+            | BatchCmdError::PayloadRefused(_)
+            | BatchCmdError::Opaque { .. } => EXIT_REVIEW_REFUSED,
             _ => 1,
         }
     }

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::args::KeygenArgs;
 use super::error::{io, BatchCmdError};
+use super::passphrase::{decrypt, encrypt, passphrase_from, ENCRYPTED_LABEL};
 
 /// The SPKI DER prefix of a P-256 key with an uncompressed point.
 const P256_SPKI_PREFIX: [u8; 26] = [
@@ -87,12 +88,20 @@ pub(crate) fn keygen(args: KeygenArgs) -> Result<(), BatchCmdError> {
     if public.exists() {
         return Err(BatchCmdError::Exists(public));
     }
-    write_new(&args.out, &pem("PRIVATE KEY", pkcs8.as_ref()), 0o600)?;
+    let private = match &args.passphrase_env {
+        None => pem("PRIVATE KEY", pkcs8.as_ref()),
+        Some(var) => {
+            let passphrase = passphrase_from(var, "that encrypts the new approver key")?;
+            pem(ENCRYPTED_LABEL, &encrypt(pkcs8.as_ref(), &passphrase)?)
+        }
+    };
+    write_new(&args.out, &private, 0o600)?;
     write_new(&public, &pem("PUBLIC KEY", &spki), 0o644)?;
     if args.json {
         println!(
             "{}",
-            json!({ "kid": kid.to_hex(), "key": args.out, "public": public })
+            json!({ "kid": kid.to_hex(), "key": args.out, "public": public,
+                    "encrypted": args.passphrase_env.is_some() })
         );
     } else {
         println!("approver key {} written to {}", kid, args.out.display());
@@ -115,7 +124,12 @@ pub(crate) fn load_key(path: &Path) -> Result<(EcdsaKeyPair, ApproverKey), Batch
             mode,
         });
     }
-    let der = read_pem(path, "PRIVATE KEY")?;
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    let der = if text.contains(&format!("-----BEGIN {ENCRYPTED_LABEL}-----")) {
+        decrypt(path, &read_pem(path, ENCRYPTED_LABEL)?)?
+    } else {
+        read_pem(path, "PRIVATE KEY")?
+    };
     let pair =
         EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der, &SystemRandom::new())
             .map_err(|e| BatchCmdError::BadPem {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use commands::quorum::{scope_page, BatchView};
+use commands::quorum::{scope_page, BatchView, ScopeEntry};
 use domain::quorum::{BatchId, ScopeLeaf};
 use events::store::EventStore;
 use serde_json::json;
@@ -160,8 +160,8 @@ pub(crate) async fn page_scope(
     store: &EventStore,
     id: &BatchId,
     size: u32,
-) -> Result<Vec<ScopeLeaf>, BatchCmdError> {
-    let mut leaves: Vec<ScopeLeaf> = Vec::with_capacity(size as usize);
+) -> Result<Vec<ScopeEntry>, BatchCmdError> {
+    let mut leaves: Vec<ScopeEntry> = Vec::with_capacity(size as usize);
     let mut from = 0u32;
     loop {
         let page = scope_page(store, id, from, PAGE).await?;
@@ -182,7 +182,7 @@ pub(crate) async fn page_scope(
                 )));
             }
             from += 1;
-            leaves.push(entry.leaf.clone());
+            leaves.push(entry.clone());
         }
         if leaves.len() > size as usize {
             return Err(BatchCmdError::ScopeMismatch(format!(

@@ -1,11 +1,11 @@
-//! `batch create` and `batch show`.
+//! `batch create`, `batch show` and `batch cancel`.
 
-use commands::quorum::{batch_view, create_batch};
+use commands::quorum::{batch_view, cancel_batch, create_batch};
 use commands::SystemClock;
 use domain::quorum::{CreateBatch, ScopeLeafRequest};
 use serde_json::json;
 
-use super::args::{CreateArgs, ShowArgs};
+use super::args::{CancelArgs, CreateArgs, ShowArgs};
 use super::display::printable;
 use super::error::{io, BatchCmdError};
 use super::input::{batch_id, open};
@@ -87,6 +87,42 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
             view.state.scope_root,
             view.state.scope_size,
             view.state.not_after_us
+        );
+    }
+    Ok(())
+}
+
+/// `batch cancel`: a pending batch is cancelled (its held commands with it).
+pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
+    let id = batch_id(&args.batch)?;
+    if args.reason.trim().is_empty() || args.reason.chars().count() > 500 {
+        return Err(BatchCmdError::Input(
+            "--reason must say why, in 1 to 500 characters".into(),
+        ));
+    }
+    let caller = args.caller.unwrap_or_else(|| {
+        format!(
+            "{}@{}",
+            std::env::var("USER").unwrap_or_else(|_| "operator".into()),
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "localhost".into())
+        )
+    });
+    let store = open(&args.store.database_url).await?;
+    cancel_batch(&store, &SystemClock, &id, &args.reason, &caller).await?;
+    let view = batch_view(&store, &id)
+        .await?
+        .ok_or(BatchCmdError::NotFound(id))?;
+    if args.json {
+        println!(
+            "{}",
+            json!({ "batchId": id.to_hex(), "status": view.state.status, "cancelledBy": caller })
+        );
+    } else {
+        println!(
+            "batch {id} {}: its held commands are cancelled",
+            view.state.status.as_str()
         );
     }
     Ok(())

@@ -18,11 +18,13 @@
 use prost::Message;
 
 /// `bc.command.v1.InventoryRefresh`.
-#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize)]
+#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct InventoryRefresh {}
 
 /// `bc.command.v1.LogsCollect`: the last `lines` lines of a systemd unit's journal.
-#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize)]
+#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LogsCollect {
     /// The unit (empty: bcd's own log).
     #[prost(string, tag = "1")]
@@ -33,7 +35,8 @@ pub struct LogsCollect {
 }
 
 /// `bc.command.v1.DiagPing`: answers with its echo.
-#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize)]
+#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DiagPing {
     /// Echoed back in the result's output.
     #[prost(string, tag = "1")]
@@ -41,7 +44,8 @@ pub struct DiagPing {
 }
 
 /// `bc.command.v1.NodeReboot`.
-#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize)]
+#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct NodeReboot {
     /// Why (shown to approvers and passed to the hook).
     #[prost(string, tag = "1")]
@@ -52,7 +56,8 @@ pub struct NodeReboot {
 }
 
 /// `bc.command.v1.DiskWipe`.
-#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize)]
+#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DiskWipe {
     /// The block device (`/dev/nvme0n1`).
     #[prost(string, tag = "1")]
@@ -63,14 +68,15 @@ pub struct DiskWipe {
 }
 
 /// `bc.command.v1.DeployImage`.
-#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize)]
+#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DeployImage {
     /// Where the image is.
     #[prost(string, tag = "1")]
     pub image_url: String,
     /// Its SHA-256.
     #[prost(bytes = "vec", tag = "2")]
-    #[serde(serialize_with = "hex_bytes")]
+    #[serde(serialize_with = "hex_bytes", deserialize_with = "hex_from_str")]
     pub image_sha256: Vec<u8>,
     /// The device it is written to.
     #[prost(string, tag = "3")]
@@ -78,7 +84,8 @@ pub struct DeployImage {
 }
 
 /// `bc.command.v1.BootKexec`.
-#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize)]
+#[derive(Clone, PartialEq, Eq, prost::Message, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BootKexec {
     /// The kernel.
     #[prost(string, tag = "1")]
@@ -93,6 +100,11 @@ pub struct BootKexec {
 
 fn hex_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&hex::encode(bytes))
+}
+
+fn hex_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(d)?;
+    hex::decode(&text).map_err(|e| serde::de::Error::custom(format!("not hex: {e}")))
 }
 
 /// Why a payload could not be decoded.
@@ -129,6 +141,33 @@ fn canonical<M: Message + Default + serde::Serialize>(
         type_name: type_name.to_owned(),
         error: e.to_string(),
     })
+}
+
+fn from_json<M: Message + serde::de::DeserializeOwned>(
+    type_name: &str,
+    json: &serde_json::Value,
+) -> Result<Vec<u8>, PayloadError> {
+    let m: M = serde_json::from_value(json.clone()).map_err(|e| PayloadError::Malformed {
+        type_name: type_name.to_owned(),
+        error: e.to_string(),
+    })?;
+    Ok(m.encode_to_vec())
+}
+
+/// Encodes a payload given as JSON (the field names of this module's messages, bytes as hex;
+/// a field left out takes its default, an unknown field is refused) as the payload type
+/// `type_name`: what `bcctl command run --payload-file` sends. The inverse of [`decode_payload`].
+pub fn encode_payload(type_name: &str, json: &serde_json::Value) -> Result<Vec<u8>, PayloadError> {
+    match type_name {
+        "bc.command.v1.InventoryRefresh" => from_json::<InventoryRefresh>(type_name, json),
+        "bc.command.v1.LogsCollect" => from_json::<LogsCollect>(type_name, json),
+        "bc.command.v1.DiagPing" => from_json::<DiagPing>(type_name, json),
+        "bc.command.v1.NodeReboot" => from_json::<NodeReboot>(type_name, json),
+        "bc.command.v1.DiskWipe" => from_json::<DiskWipe>(type_name, json),
+        "bc.command.v1.DeployImage" => from_json::<DeployImage>(type_name, json),
+        "bc.command.v1.BootKexec" => from_json::<BootKexec>(type_name, json),
+        other => Err(PayloadError::Opaque(other.to_owned())),
+    }
 }
 
 /// Decodes `bytes` as the payload type `type_name` (`bc.command.v1.NodeReboot`) into JSON, for
@@ -175,6 +214,33 @@ mod tests {
         );
         for k in super::super::kinds::BUILT_IN_KINDS {
             assert!(decode_payload(k.payload_type, &[]).is_ok(), "{}", k.name);
+            assert_eq!(
+                encode_payload(k.payload_type, &serde_json::json!({})).as_deref(),
+                Ok(&[][..]),
+                "{}",
+                k.name
+            );
         }
+    }
+
+    #[test]
+    fn json_payloads_encode_and_round_trip_and_unknown_json_fields_are_refused() {
+        let json = serde_json::json!({"image_url": "https://x/i.img", "image_sha256": "ab01", "target_device": "/dev/sda"});
+        let bytes = encode_payload("bc.command.v1.DeployImage", &json).unwrap();
+        assert_eq!(
+            decode_payload("bc.command.v1.DeployImage", &bytes).unwrap(),
+            json
+        );
+        let wrong = serde_json::json!({"reason": "x", "delay": 5});
+        match encode_payload("bc.command.v1.NodeReboot", &wrong) {
+            Err(PayloadError::Malformed { error, .. }) => {
+                assert!(error.contains("unknown field `delay`"), "{error}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(
+            encode_payload("bc.example.v1.Other", &serde_json::json!({})),
+            Err(PayloadError::Opaque("bc.example.v1.Other".into()))
+        );
     }
 }

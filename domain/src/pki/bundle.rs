@@ -30,6 +30,11 @@
 //! (`rootCa`, `nodeCa`, `servingCa`, `joinSigning`, `joinEncryption`, `auditSigning`,
 //! `commandSigningRoot`). Unknown fields are refused.
 //!
+//! During a command-signing root rotation (`bcctl pki rotate-command-root`, issue 21) the keys
+//! also hold `nextCommandSigningRoot: {"certificate", "key"}`: the second root, certificate and
+//! key both inside the seal (so the seal authenticates it and the public half, and its digest,
+//! stay as they were): [`next`].
+//!
 //! # The seal
 //!
 //! With `lp(x) = u32_be(len(x)) || x` and `L = "bc-pki-bundle-seal-v1"`:
@@ -53,13 +58,19 @@
 //! Everything here is pure: bytes in, bytes out. The CLI writes the file (mode 0600, never
 //! overwriting). The only outside input is randomness (salt, nonce), from ring's `SystemRandom`.
 
+pub mod next;
+mod write;
+
+pub use write::{plaintext_bundle, seal_bundle, seal_bundle_with};
+use write::{plaintext_with_next, seal_with_next};
+
 use ring::aead::{Aad, Nonce};
-use ring::rand::{SecureRandom, SystemRandom};
+
 use serde::{Deserialize, Serialize};
 
 use super::bundle_kdf::{seal_keys, Argon2idParams, BundleKdf, KdfError};
 use super::ca::{parse_cert, CaError, CommandSigningRoot, NodeCa, RootCa, ServingCa};
-use super::encoding::{b64, b64_decode, pem_decode, pem_encode, put_lp, sha256};
+use super::encoding::{b64_decode, pem_decode, put_lp, sha256};
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
 use super::keyset::{KeySet, KeySetError, KeySetPins};
 use super::pin::Pin;
@@ -209,6 +220,9 @@ struct KeyMap {
     join_encryption: String,
     audit_signing: String,
     command_signing_root: String,
+    /// The second command-signing root while a rotation is in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    next_command_signing_root: Option<next::NextRootText>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -322,6 +336,8 @@ pub struct LoadedBundle {
     pub keys: Option<KeySet>,
     /// How a sealed bundle's key is derived from the secret (`None` for a plaintext bundle).
     pub kdf: Option<BundleKdf>,
+    /// The second command-signing root of a rotation in progress (with the keys only).
+    pub next_command_signing_root: Option<CommandSigningRoot>,
 }
 
 fn seal_aad(td: &TrustDomain) -> Vec<u8> {
@@ -331,99 +347,7 @@ fn seal_aad(td: &TrustDomain) -> Vec<u8> {
     aad
 }
 
-fn key_map(keys: &KeySet, encode: impl Fn(&PrivateKey) -> String) -> KeyMap {
-    KeyMap {
-        root_ca: encode(keys.root_ca.private_key()),
-        node_ca: encode(keys.node_ca.private_key()),
-        serving_ca: encode(keys.serving_ca.private_key()),
-        join_signing: encode(&keys.join_signing),
-        join_encryption: encode(keys.join_encryption.private_key()),
-        audit_signing: encode(&keys.audit_signing),
-        command_signing_root: encode(keys.command_signing_root.private_key()),
-    }
-}
-
-fn document(keys: &KeySet, private_keys: PrivateKeys) -> Document {
-    let cert = |der: &[u8]| pem_encode("CERTIFICATE", der);
-    let public = |key: &PublicKey| pem_encode("PUBLIC KEY", key.spki_der());
-    Document {
-        format: BUNDLE_FORMAT.into(),
-        version: BUNDLE_VERSION,
-        trust_domain: keys.trust_domain.to_string(),
-        certificates: Certificates {
-            root_ca: cert(keys.root_ca.cert_der()),
-            node_ca: cert(keys.node_ca.cert_der()),
-            serving_ca: cert(keys.serving_ca.cert_der()),
-            command_signing_root: cert(keys.command_signing_root.cert_der()),
-        },
-        public_keys: PublicKeys {
-            join_signing: public(keys.join_signing.public_key()),
-            join_encryption: public(keys.join_encryption.public_key()),
-            audit_signing: public(keys.audit_signing.public_key()),
-        },
-        private_keys,
-    }
-}
-
-fn to_json(doc: &Document) -> Result<Vec<u8>, BundleError> {
-    let mut out = serde_json::to_vec_pretty(doc).map_err(|e| BundleError::Json(e.to_string()))?;
-    out.push(b'\n');
-    Ok(out)
-}
-
-/// Writes `keys` as a bundle whose private keys are sealed under `secret`, its key derived with
-/// Argon2id at [`Argon2idParams::DEFAULT`].
-pub fn seal_bundle(keys: &KeySet, secret: &DeploymentSecret) -> Result<Vec<u8>, BundleError> {
-    seal_bundle_with(keys, secret, BundleKdf::Argon2id(Argon2idParams::DEFAULT))
-}
-
-/// [`seal_bundle`] with another derivation (tests use small Argon2id parameters, and the
-/// HKDF-only derivation of older bundles).
-pub fn seal_bundle_with(
-    keys: &KeySet,
-    secret: &DeploymentSecret,
-    kdf: BundleKdf,
-) -> Result<Vec<u8>, BundleError> {
-    if let BundleKdf::Argon2id(params) = &kdf {
-        params.check()?;
-    }
-    let rng = SystemRandom::new();
-    let mut salt = [0u8; 32];
-    let mut nonce = [0u8; 12];
-    rng.fill(&mut salt)
-        .and_then(|_| rng.fill(&mut nonce))
-        .map_err(|_| BundleError::Seal("the system random generator failed".into()))?;
-    let (aead, check) = seal_keys(&kdf, secret, &salt)?;
-    let payload = SealedPayload {
-        public_sha256: hex::encode(PublicBundle::of(keys).public_sha256()),
-        keys: key_map(keys, |k| b64(k.pkcs8_der())),
-    };
-    let mut body = serde_json::to_vec(&payload).map_err(|e| BundleError::Json(e.to_string()))?;
-    aead.seal_in_place_append_tag(
-        Nonce::assume_unique_for_key(nonce),
-        Aad::from(seal_aad(&keys.trust_domain)),
-        &mut body,
-    )
-    .map_err(|_| BundleError::Seal("AES-256-GCM".into()))?;
-    let sealed = PrivateKeys::Sealed {
-        aead: "AES-256-GCM".into(),
-        kdf: kdf.name().into(),
-        kdf_params: kdf.params(),
-        salt: b64(&salt),
-        key_check: b64(&check),
-        nonce: b64(&nonce),
-        ciphertext: b64(&body),
-    };
-    to_json(&document(keys, sealed))
-}
-
-/// Writes `keys` as a development bundle with the private keys unsealed (PEM PKCS#8).
-pub fn plaintext_bundle(keys: &KeySet) -> Result<Vec<u8>, BundleError> {
-    let keys_pem = key_map(keys, |k| pem_encode("PRIVATE KEY", k.pkcs8_der()));
-    to_json(&document(keys, PrivateKeys::Plaintext { keys: keys_pem }))
-}
-
-fn malformed(field: &'static str, reason: &str) -> BundleError {
+pub(super) fn malformed(field: &'static str, reason: &str) -> BundleError {
     BundleError::Malformed {
         field,
         reason: reason.into(),
@@ -566,12 +490,14 @@ pub fn open_bundle(
             let set = assemble(&public, keys, |field, text| {
                 pem_decode("PRIVATE KEY", text).ok_or(malformed(field, "not one PEM PRIVATE KEY"))
             })?;
+            let next = next::from_text(&set, keys.next_command_signing_root.as_ref(), true)?;
             Ok(LoadedBundle {
                 public,
                 protection: Protection::Plaintext,
                 authenticated: false,
                 keys: Some(set),
                 kdf: None,
+                next_command_signing_root: next,
             })
         }
         PrivateKeys::Sealed {
@@ -594,6 +520,7 @@ pub fn open_bundle(
                     authenticated: false,
                     keys: None,
                     kdf: Some(kdf),
+                    next_command_signing_root: None,
                 });
             };
             let b = |field: &'static str, text: &str| {
@@ -628,12 +555,15 @@ pub fn open_bundle(
             let set = assemble(&public, &payload.keys, |field, text| {
                 b64_decode(text).ok_or(malformed(field, "not base64"))
             })?;
+            let next =
+                next::from_text(&set, payload.keys.next_command_signing_root.as_ref(), false)?;
             Ok(LoadedBundle {
                 public,
                 protection: Protection::Sealed,
                 authenticated: true,
                 keys: Some(set),
                 kdf: Some(kdf),
+                next_command_signing_root: next,
             })
         }
     }
