@@ -283,9 +283,7 @@ pub(crate) fn gateway_config(settings: &Settings) -> Result<GatewayConfig, Serve
     config.record_trust_reports = settings.record_trust_reports;
     config.limits = settings.limits.clone();
     config.join_refusals = settings.join_refusals.clone();
-    // TODO(issue 21, gateway): `config.command_poll_interval = settings.command_poll_interval;`
-    // once GatewayConfig has the field (the gateway work adds it).
-    let _ = settings.command_poll_interval;
+    config.command_poll_interval = settings.command_poll_interval;
     Ok(config)
 }
 

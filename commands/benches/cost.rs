@@ -264,11 +264,11 @@ fn join(fx: &Fixture, state: &JoinState, input: &JoinInput) -> Fallible<Joined> 
         site_id: "site-1".into(),
         role: "node".into(),
         certificate_chain: vec![cert.der.clone(), fx.keys.node_ca.cert_der().to_vec()],
-        trust_roots: vec![fx.keys.root_ca.cert_der().to_vec()],
         not_after_ms: cert.not_after_us / 1000,
         server_time_ms: now_us / 1000,
         identity_generation: cert.identity_generation,
         deferral: None,
+        ..Default::default()
     }
     .encode_to_vec();
     let signature = sign(
