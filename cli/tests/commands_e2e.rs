@@ -87,7 +87,15 @@ fn scenario(db_url: &str) {
 
     // With approver keys published and no break-glass allowance, the queue refuses an unbatched
     // destructive command up front.
-    let refused = server.bcctl_raw(&["command", "run", "--node", &ids[2], "--kind", "node.reboot", "--json"]);
+    let refused = server.bcctl_raw(&[
+        "command",
+        "run",
+        "--node",
+        &ids[2],
+        "--kind",
+        "node.reboot",
+        "--json",
+    ]);
     assert!(!refused.status.success());
     let text = String::from_utf8_lossy(&refused.stderr).into_owned()
         + &String::from_utf8_lossy(&refused.stdout);
@@ -105,8 +113,19 @@ fn scenario(db_url: &str) {
     )
     .expect("write leaves");
     let batch = server.bcctl_json(&[
-        "batch", "create", "--tenant", "default", "--caller", "ops", "--idempotency-key", "k1",
-        "--reason", "reboot m1 and m2", "--leaves", leaves.to_str().expect("utf-8"), "--json",
+        "batch",
+        "create",
+        "--tenant",
+        "default",
+        "--caller",
+        "ops",
+        "--idempotency-key",
+        "k1",
+        "--reason",
+        "reboot m1 and m2",
+        "--leaves",
+        leaves.to_str().expect("utf-8"),
+        "--json",
     ]);
     let batch_id = batch["batchId"]
         .as_str()
@@ -116,7 +135,12 @@ fn scenario(db_url: &str) {
 
     let held: Vec<serde_json::Value> = ids[..2]
         .iter()
-        .map(|id| run_json(&server, &["--node", id, "--kind", "node.reboot", "--batch", &batch_id]))
+        .map(|id| {
+            run_json(
+                &server,
+                &["--node", id, "--kind", "node.reboot", "--batch", &batch_id],
+            )
+        })
         .collect();
     for h in &held {
         assert_eq!(h["held"], serde_json::json!(true), "{h}");
@@ -127,7 +151,15 @@ fn scenario(db_url: &str) {
         .collect();
     // Outside the scope: refused by the queue.
     let outside = server.bcctl_raw(&[
-        "command", "run", "--node", &ids[2], "--kind", "node.reboot", "--batch", &batch_id, "--json",
+        "command",
+        "run",
+        "--node",
+        &ids[2],
+        "--kind",
+        "node.reboot",
+        "--batch",
+        &batch_id,
+        "--json",
     ]);
     assert!(!outside.status.success(), "m3 is not in the batch");
 
@@ -137,8 +169,15 @@ fn scenario(db_url: &str) {
 
     for (key, _) in &keys[..2] {
         server.bcctl_json(&[
-            "batch", "approve", "--batch", &batch_id, "--key", key.to_str().expect("utf-8"),
-            "--allow-unbound", "--yes", "--json",
+            "batch",
+            "approve",
+            "--batch",
+            &batch_id,
+            "--key",
+            key.to_str().expect("utf-8"),
+            "--allow-unbound",
+            "--yes",
+            "--json",
         ]);
     }
 
@@ -158,36 +197,88 @@ fn scenario(db_url: &str) {
     assert_eq!(m2["status"], "succeeded", "{m2}");
     assert_eq!(m2["exitCode"], 0, "{m2}");
     assert!(
-        m2["outputTail"].as_str().unwrap_or_default().contains(&format!("rebooting {}", ids[1])),
+        m2["outputTail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("rebooting {}", ids[1])),
         "{m2}"
     );
     let m1 = wait_command(&server, &held_ids[0], &["succeeded", "failed"]);
     assert_eq!(m1["status"], "failed", "{m1}");
-    assert!(m1["detail"].as_str().unwrap_or_default().contains("interrupted"), "{m1}");
+    assert!(
+        m1["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("interrupted"),
+        "{m1}"
+    );
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(machines[0].reboots(), [format!("{} {}", held_ids[0], ids[0])]);
-    assert_eq!(machines[1].reboots(), [format!("{} {}", held_ids[1], ids[1])]);
+    assert_eq!(
+        machines[0].reboots(),
+        [format!("{} {}", held_ids[0], ids[0])]
+    );
+    assert_eq!(
+        machines[1].reboots(),
+        [format!("{} {}", held_ids[1], ids[1])]
+    );
 
     // A compromised control plane sends m3 the destructive kind inside the batch it is not in,
     // and again without a batch: the machine refuses both and runs nothing.
     let mut raw = [0u8; 32];
     hex::decode_to_slice(&batch_id, &mut raw).expect("batch id hex");
-    let forged_batched = bypass::enqueue_bypassing_checks(&server, &ids[2], "node.reboot", Some(raw));
+    let forged_batched =
+        bypass::enqueue_bypassing_checks(&server, &ids[2], "node.reboot", Some(raw));
     let forged_unbatched = bypass::enqueue_bypassing_checks(&server, &ids[2], "node.reboot", None);
-    let a = wait_command(&server, &forged_batched, &["rejected", "succeeded", "failed"]);
-    assert_eq!((a["status"].as_str(), a["rejectReason"].as_str()), (Some("rejected"), Some("BATCH_UNAPPROVED")), "{a}");
-    let b = wait_command(&server, &forged_unbatched, &["rejected", "succeeded", "failed"]);
-    assert_eq!((b["status"].as_str(), b["rejectReason"].as_str()), (Some("rejected"), Some("UNBATCHED_LIMIT")), "{b}");
+    let a = wait_command(
+        &server,
+        &forged_batched,
+        &["rejected", "succeeded", "failed"],
+    );
+    assert_eq!(
+        (a["status"].as_str(), a["rejectReason"].as_str()),
+        (Some("rejected"), Some("BATCH_UNAPPROVED")),
+        "{a}"
+    );
+    let b = wait_command(
+        &server,
+        &forged_unbatched,
+        &["rejected", "succeeded", "failed"],
+    );
+    assert_eq!(
+        (b["status"].as_str(), b["rejectReason"].as_str()),
+        (Some("rejected"), Some("UNBATCHED_LIMIT")),
+        "{b}"
+    );
     assert!(machines[2].reboots().is_empty());
 
     // A non-destructive kind needs no batch and runs at once.
     let ping_payload = tmp.path().join("ping.json");
     fs::write(&ping_payload, r#"{"echo": "hello from ops"}"#).expect("write payload");
-    let ping = run_json(&server, &["--node", &ids[2], "--kind", "diag.ping", "--payload-file", ping_payload.to_str().expect("utf-8")]);
+    let ping = run_json(
+        &server,
+        &[
+            "--node",
+            &ids[2],
+            "--kind",
+            "diag.ping",
+            "--payload-file",
+            ping_payload.to_str().expect("utf-8"),
+        ],
+    );
     assert_eq!(ping["held"], serde_json::json!(false));
-    let ping = wait_command(&server, ping["commandId"].as_str().expect("id"), &["succeeded", "failed", "rejected"]);
+    let ping = wait_command(
+        &server,
+        ping["commandId"].as_str().expect("id"),
+        &["succeeded", "failed", "rejected"],
+    );
     assert_eq!(ping["status"], "succeeded", "{ping}");
-    assert!(ping["outputTail"].as_str().unwrap_or_default().contains("hello from ops"), "{ping}");
+    assert!(
+        ping["outputTail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello from ops"),
+        "{ping}"
+    );
 
     // Every step is an event.
     assert_eq!(events_of(&server, "command.enqueued"), 5);

@@ -15,6 +15,7 @@ mod batch_cli;
 mod batch_payload_cli;
 mod cloud_iid_e2e;
 mod command_cli;
+mod commands_e2e;
 mod discovery_e2e;
 mod e2e_bcd;
 mod e2e_split;

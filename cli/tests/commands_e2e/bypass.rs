@@ -16,7 +16,12 @@ use super::fleet::Server;
 
 /// Enqueues `kind` for `node_id` (tenant `default`) with `batch_id` in its signed body, checks
 /// skipped; returns the command id.
-pub fn enqueue_bypassing_checks(server: &Server, node_id: &str, kind: &str, batch_id: Option<[u8; 32]>) -> String {
+pub fn enqueue_bypassing_checks(
+    server: &Server,
+    node_id: &str,
+    kind: &str,
+    batch_id: Option<[u8; 32]>,
+) -> String {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

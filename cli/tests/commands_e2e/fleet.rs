@@ -63,8 +63,7 @@ impl Server {
     pub fn new_token(&self, uses: u32) -> String {
         let uses = uses.to_string();
         let v = self.bcctl_json(&[
-            "token", "create", "--tenant", "default", "--site", "site-1", "--uses", &uses,
-            "--json",
+            "token", "create", "--tenant", "default", "--site", "site-1", "--uses", &uses, "--json",
         ]);
         v["secret"].as_str().expect("token secret").to_owned()
     }

@@ -13,7 +13,7 @@ use events::NewEvent;
 use projections::commands::read::READY_LOOKBACK;
 use projections::commands::{command_by_id, ready_nodes_since, runnable_of_node, CommandRow};
 
-use super::{corrupt, CommandQueueError};
+use super::CommandQueueError;
 use crate::clock::Clock;
 use crate::run::append_and_project;
 
@@ -24,25 +24,29 @@ async fn runnable(
     store: &EventStore,
     row: CommandRow,
 ) -> Result<RunnableCommand, CommandQueueError> {
-    let (approval, proof) = match (&row.batch_id, &row.leaf_hash) {
-        (Some(batch), Some(leaf)) => {
-            let batch_id = BatchId::from_slice(batch).map_err(|e| corrupt("batch_id", e))?;
-            let leaf = ScopeHash::from_slice(leaf).map_err(|e| corrupt("leaf_hash", e))?;
-            let view = crate::quorum::batch_view(store, &batch_id)
+    // The gateway relays what the log holds and the machine judges it: a row whose batch or
+    // leaf does not resolve (written around enqueue's checks) goes out with what does resolve,
+    // and never holds up the node's other commands.
+    let batch_id = row
+        .batch_id
+        .as_deref()
+        .and_then(|b| BatchId::from_slice(b).ok());
+    let leaf = row
+        .leaf_hash
+        .as_deref()
+        .and_then(|l| ScopeHash::from_slice(l).ok());
+    let (approval, proof) = match batch_id {
+        Some(batch_id) => {
+            let approval = crate::quorum::batch_view(store, &batch_id)
                 .await?
-                .ok_or_else(|| corrupt("commands.batch_id", "the batch is not stored"))?;
-            let proof = crate::quorum::leaf_proof(store, &batch_id, &leaf)
-                .await?
-                .ok_or_else(|| corrupt("commands.leaf_hash", "the leaf is not in its scope"))?;
-            (Some(view.approval()), Some(proof))
+                .map(|view| view.approval());
+            let proof = match leaf {
+                Some(leaf) => crate::quorum::leaf_proof(store, &batch_id, &leaf).await?,
+                None => None,
+            };
+            (approval, proof)
         }
-        (None, None) => (None, None),
-        _ => {
-            return Err(corrupt(
-                "commands",
-                "a batch without a leaf or a leaf without a batch",
-            ))
-        }
+        None => (None, None),
     };
     Ok(RunnableCommand {
         command_id: row.command_id,
