@@ -243,6 +243,8 @@ impl NodeService for NodeServer {
             let expiry = tokio::time::sleep(expires_in);
             tokio::pin!(expiry);
             let mut reports = SessionReports::default();
+            // The trust version of the last Welcome sent on this session.
+            let mut welcomed_version = 0u64;
             let mut commands = SessionCommands::new(
                 this.queue.clone(),
                 node_id.clone(),
@@ -314,14 +316,8 @@ impl NodeService for NodeServer {
                                         WelcomeTrust::default()
                                     }
                                 };
-                                let welcome = GatewayMessage {
-                                    body: Some(gateway_message::Body::Welcome(Welcome {
-                                        server_time_ms: this.clock.now_us() / 1000,
-                                        trust_version: trust.version,
-                                        signed_trust_bundle: trust.bundle,
-                                        trust_bundle_signature: trust.signature,
-                                    })),
-                                };
+                                welcomed_version = trust.version;
+                                let welcome = this.welcome(trust);
                                 this.record(&mut reports, tenant.as_deref(), &node_id, Seen::Hello(Held::from(&hello)));
                                 tracing::debug!(node = %node_id, trust_version = hello.trust_version, approver_set_epoch = hello.approver_set_epoch, agent = %hello.agent_version, "session hello");
                                 if tx.send(Ok(welcome)).await.is_err() {
@@ -334,6 +330,21 @@ impl NodeService for NodeServer {
                             }
                             Ok(Some(NodeMessage { body: Some(node_message::Body::Status(status)) })) => {
                                 this.record(&mut reports, tenant.as_deref(), &node_id, Seen::Status(Held::from(&status)));
+                                // A bundle published since this session's Welcome reaches the
+                                // node at its next status report (a root rotation's stages wait
+                                // on connected nodes holding it), once per published version.
+                                if commands.is_welcomed() {
+                                    if let Ok(trust) = this.backend.trust().await {
+                                        if trust.version > welcomed_version
+                                            && trust.version > status.trust_version
+                                        {
+                                            welcomed_version = trust.version;
+                                            if tx.send(Ok(this.welcome(trust))).await.is_err() {
+                                                break;
+                                            }
+                                        }
+                                    }
+                                }
                             }
                             Ok(Some(NodeMessage { body: Some(node_message::Body::Result(result)) })) => {
                                 if commands.answer(&result).await && commands.dispatch(&tx).await.is_err() {
@@ -390,6 +401,18 @@ fn site_agent_leaf<T>(request: &Request<T>) -> Result<Vec<u8>, Status> {
 impl NodeServer {
     /// Records what a session saw, if it changes the node's (connected, trust version) and the
     /// session is within its bound; counts what it skips or drops.
+    /// A Welcome carrying `trust`, stamped with server time.
+    fn welcome(&self, trust: WelcomeTrust) -> GatewayMessage {
+        GatewayMessage {
+            body: Some(gateway_message::Body::Welcome(Welcome {
+                server_time_ms: self.clock.now_us() / 1000,
+                trust_version: trust.version,
+                signed_trust_bundle: trust.bundle,
+                trust_bundle_signature: trust.signature,
+            })),
+        }
+    }
+
     fn record(
         &self,
         reports: &mut SessionReports,
