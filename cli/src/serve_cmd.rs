@@ -236,6 +236,16 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
     identity.root_tenant = settings.root_tenant.clone();
     identity.x509pop_grace = settings.x509pop_grace;
     identity.discovery = settings.discovery.clone();
+    // The pending-join retry hint: environment only (a test knob; the default is spec 000's 30 s).
+    identity.pending_retry_seconds = commands::identity::parse_pending_retry(
+        std::env::var(commands::identity::PENDING_RETRY_ENV)
+            .ok()
+            .as_deref(),
+    )
+    .map_err(|message| ServeError::Invalid {
+        key: commands::identity::PENDING_RETRY_ENV,
+        message,
+    })?;
     let join = JoinService::new(store.clone(), keys.clone(), clock.clone(), identity)?;
     let attestors = crate::serve_attestors::registry(join.joins().attestors(), settings, &keys)?;
     let join = Arc::new(

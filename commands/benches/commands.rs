@@ -25,8 +25,8 @@ use domain::pki::statement::Statement;
 use domain::pki::{issue_worker_certificate, KeyRole, KeySet, KeySetLifetimes, PrivateKey, Serial};
 use domain::quorum::{
     admit, admit_cached, AdmissionClock, AdmissionState, AgentQuorum, ApprovalSignature,
-    ApproverKey, ApproverSet, BatchApproval, BatchId, DestructiveCommand, PayloadDigest,
-    ScopeLeaf, ScopeProof, ScopeTree, VerifiedApprovals,
+    ApproverKey, ApproverSet, BatchApproval, BatchId, DestructiveCommand, PayloadDigest, ScopeLeaf,
+    ScopeProof, ScopeTree, VerifiedApprovals,
 };
 use prost::Message as _;
 use ring::rand::SystemRandom;
@@ -309,7 +309,9 @@ fn main() {
         std::hint::black_box(verdict);
     });
 
-    println!("signed commands, {LEAVES} commands a round, median of {rounds} rounds (µs per command):");
+    println!(
+        "signed commands, {LEAVES} commands a round, median of {rounds} rounds (µs per command):"
+    );
     println!(
         "  sign_command {:.1} µs; raw ring ES256 sign {:.1} µs; ratio {:.2}x",
         us(sign),
