@@ -16,7 +16,8 @@
 //!    `admit_cached`.
 //!
 //! Run: `cargo bench -p commands --bench commands` (no database; COMMANDS_BENCH_ROUNDS sets the
-//! rounds, default 25, each of 100 commands; the median round is printed).
+//! rounds, default 25, each of 100 commands). Ours and its reference take turns within each
+//! round; the figures are medians, the ratio the median of the rounds' own ratios.
 
 use std::time::{Duration, Instant};
 
@@ -60,17 +61,37 @@ fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64()
 }
 
-/// Times `op` over the `LEAVES` commands, `rounds` times; the median per-command time.
-fn per_command(rounds: usize, mut op: impl FnMut(usize)) -> Duration {
-    let mut times = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
+/// One figure: ours and its reference, per command, medians over the rounds.
+struct Paired {
+    ours: Duration,
+    reference: Duration,
+    /// The median of the rounds' own ratios (the host drifts between rounds, less within one).
+    ratio: f64,
+}
+
+/// Times `ours` and then `reference` over the `LEAVES` commands, taking turns, `rounds` times.
+fn paired(rounds: usize, mut ours: impl FnMut(usize), mut reference: impl FnMut(usize)) -> Paired {
+    let time = |op: &mut dyn FnMut(usize)| {
         let start = Instant::now();
         for i in 0..LEAVES {
             op(i);
         }
-        times.push(start.elapsed() / LEAVES as u32);
+        start.elapsed() / LEAVES as u32
+    };
+    let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let x = time(&mut ours);
+        let y = time(&mut reference);
+        r.push(ratio(x, y));
+        a.push(x);
+        b.push(y);
     }
-    median(times)
+    r.sort_by(f64::total_cmp);
+    Paired {
+        ours: median(a),
+        reference: median(b),
+        ratio: r[r.len() / 2],
+    }
 }
 
 fn approver() -> (EcdsaKeyPair, ApproverKey) {
@@ -193,11 +214,8 @@ fn main() {
     let bodies: Vec<CommandBody> = (0..LEAVES).map(|i| body(i, &b.id, now_ms)).collect();
     let nodes: Vec<String> = (0..LEAVES).map(node).collect();
 
-    // 1. Signing, and the raw reference: one ring ES256 signature over the same signed input.
-    let sign = per_command(rounds, |i| {
-        let signed = sign_command(&worker_key, &worker.der, &bodies[i], &td).expect("sign");
-        std::hint::black_box(signed);
-    });
+    // What the references need: the signed commands, the exact signed input of each, a ring
+    // key of the same curve, its signatures over those inputs.
     let signed: Vec<SignedCommand> = bodies
         .iter()
         .map(|body| sign_command(&worker_key, &worker.der, body, &td).expect("sign"))
@@ -218,27 +236,41 @@ fn main() {
     let raw_pair =
         EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, raw_pkcs8.as_ref(), &rng)
             .expect("pkcs8");
-    let raw_sign = per_command(rounds, |i| {
-        let sig = raw_pair.sign(&rng, &inputs[i]).expect("sign");
-        std::hint::black_box(sig);
-    });
     let raw_sigs: Vec<Vec<u8>> = inputs
         .iter()
         .map(|m| raw_pair.sign(&rng, m).expect("sign").as_ref().to_vec())
         .collect();
     let raw_public = raw_pair.public_key().as_ref().to_vec();
-
-    // 2. The node's signature check, and one raw verify of the same bytes.
-    let verify = per_command(rounds, |i| {
-        let ok = verify_command(&signed[i], &roots, &td, &nodes[i], now_ms).expect("verifies");
-        std::hint::black_box(ok);
-    });
-    let raw_verify = per_command(rounds, |i| {
+    let raw_verify = |i: usize| {
         let ok = UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &raw_public)
             .verify(&inputs[i], &raw_sigs[i])
             .is_ok();
         assert!(ok);
         std::hint::black_box(ok);
+    };
+
+    // 1. Signing, next to one raw ring ES256 signature over the same signed input.
+    let sign = paired(
+        rounds,
+        |i| {
+            let s = sign_command(&worker_key, &worker.der, &bodies[i], &td).expect("sign");
+            std::hint::black_box(s);
+        },
+        |i| {
+            let sig = raw_pair.sign(&rng, &inputs[i]).expect("sign");
+            std::hint::black_box(sig);
+        },
+    );
+
+    // 2. The node's signature check, next to one and to two raw verifies.
+    let node_verify = |i: usize| {
+        let ok = verify_command(&signed[i], &roots, &td, &nodes[i], now_ms).expect("verifies");
+        std::hint::black_box(ok);
+    };
+    let verify_1 = paired(rounds, node_verify, raw_verify);
+    let verify_2 = paired(rounds, node_verify, |i| {
+        raw_verify(i);
+        raw_verify(i);
     });
 
     // 3. Admission of the batched destructive command.
@@ -264,87 +296,105 @@ fn main() {
         proof: Some(&b.proofs[i]),
         bound_leaf_only: true,
     };
-    let admit_first = per_command(rounds, |i| {
-        let verdict = admit(&view(i), &quorum, &state, clock).expect("admitted");
-        std::hint::black_box(verdict);
-    });
     let message = b.approval.signing_input(&qtd);
     let approver_keys: Vec<Vec<u8>> = [&k0, &k1]
         .iter()
         .map(|k| k.spki_der()[SPKI_PREFIX.len()..].to_vec())
         .collect();
-    let raw_verify_2 = per_command(rounds, |_| {
-        for (key, sig) in approver_keys.iter().zip(&b.approval.signatures) {
-            let ok = UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, key)
-                .verify(&message, &sig.sig)
-                .is_ok();
-            assert!(ok);
-            std::hint::black_box(ok);
-        }
-    });
+    let admit_first = paired(
+        rounds,
+        |i| {
+            let verdict = admit(&view(i), &quorum, &state, clock).expect("admitted");
+            std::hint::black_box(verdict);
+        },
+        |_| {
+            for (key, sig) in approver_keys.iter().zip(&b.approval.signatures) {
+                let ok = UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, key)
+                    .verify(&message, &sig.sig)
+                    .is_ok();
+                assert!(ok);
+                std::hint::black_box(ok);
+            }
+        },
+    );
     let mut memo = VerifiedApprovals::new();
     admit_cached(&view(0), &quorum, &state, &mut memo, clock).expect("warm");
-    let admit_steady = per_command(rounds, |i| {
-        let verdict = admit_cached(&view(i), &quorum, &state, &mut memo, clock).expect("admitted");
-        std::hint::black_box(verdict);
-    });
     let siblings = b.proofs[0].siblings.len();
-    let raw_path = per_command(rounds, |i| {
-        let mut h: [u8; 32] = Sha256::digest(nodes[i].as_bytes()).into();
-        for s in &b.proofs[i].siblings {
-            let mut hasher = Sha256::new();
-            hasher.update([1u8]);
-            hasher.update(h);
-            hasher.update(s.as_bytes());
-            h = hasher.finalize().into();
-        }
-        std::hint::black_box(h);
-    });
+    let admit_steady = paired(
+        rounds,
+        |i| {
+            let verdict =
+                admit_cached(&view(i), &quorum, &state, &mut memo, clock).expect("admitted");
+            std::hint::black_box(verdict);
+        },
+        // SHA-256 of the leaf and of each node on its path (what a proof check hashes).
+        |i| {
+            let mut h: [u8; 32] = Sha256::digest(nodes[i].as_bytes()).into();
+            for s in &b.proofs[i].siblings {
+                let mut hasher = Sha256::new();
+                hasher.update([1u8]);
+                hasher.update(h);
+                hasher.update(s.as_bytes());
+                h = hasher.finalize().into();
+            }
+            std::hint::black_box(h);
+        },
+    );
 
-    // 4. The node's whole check in the steady state.
-    let whole = per_command(rounds, |i| {
-        let ok = verify_command(&signed[i], &roots, &td, &nodes[i], now_ms).expect("verifies");
-        std::hint::black_box(ok);
-        let verdict = admit_cached(&view(i), &quorum, &state, &mut memo, clock).expect("admitted");
-        std::hint::black_box(verdict);
-    });
+    // 4. The node's whole check in the steady state, next to two raw verifies.
+    let whole = paired(
+        rounds,
+        |i| {
+            node_verify(i);
+            let verdict =
+                admit_cached(&view(i), &quorum, &state, &mut memo, clock).expect("admitted");
+            std::hint::black_box(verdict);
+        },
+        |i| {
+            raw_verify(i);
+            raw_verify(i);
+        },
+    );
 
     println!(
-        "signed commands, {LEAVES} commands a round, median of {rounds} rounds (µs per command):"
+        "signed commands, {LEAVES} commands a round, {rounds} rounds, ours and the reference \
+         taking turns; medians (µs per command; the ratio is the median of the rounds' own):"
     );
-    println!(
-        "  sign_command {:.1} µs; raw ring ES256 sign {:.1} µs; ratio {:.2}x",
-        us(sign),
-        us(raw_sign),
-        ratio(sign, raw_sign)
+    let line = |what: &str, p: &Paired, reference: &str| {
+        println!(
+            "  {what} {:.2} µs; {reference} {:.2} µs; ratio {:.2}x",
+            us(p.ours),
+            us(p.reference),
+            p.ratio
+        );
+    };
+    line("sign_command", &sign, "raw ring ES256 sign");
+    line(
+        "verify_command (worker chain + signature)",
+        &verify_1,
+        "raw ring ES256 verify x1",
     );
-    println!(
-        "  verify_command (worker chain + signature) {:.1} µs; raw ring ES256 verify {:.1} µs; \
-         ratio {:.2}x (vs two raw verifies {:.2}x)",
-        us(verify),
-        us(raw_verify),
-        ratio(verify, raw_verify),
-        ratio(verify, raw_verify * 2)
+    line(
+        "verify_command (worker chain + signature)",
+        &verify_2,
+        "raw ring ES256 verify x2",
     );
-    println!(
-        "  admit, 2-of-3 approvals verified each time ({LEAVES}-leaf scope, proof of {siblings} \
-         siblings) {:.1} µs; raw ring verify x2 {:.1} µs; ratio {:.2}x",
-        us(admit_first),
-        us(raw_verify_2),
-        ratio(admit_first, raw_verify_2)
+    line(
+        &format!(
+            "admit, 2-of-3 approvals verified each time ({LEAVES}-leaf scope, proof of \
+             {siblings} siblings)"
+        ),
+        &admit_first,
+        "raw ring verify x2",
     );
-    println!(
-        "  admit_cached, approval verified once per batch {:.2} µs; raw SHA-256 of the leaf and \
-         its {siblings} path nodes {:.2} µs; ratio {:.2}x",
-        us(admit_steady),
-        us(raw_path),
-        ratio(admit_steady, raw_path)
+    line(
+        "admit_cached, approval verified once per batch",
+        &admit_steady,
+        &format!("raw SHA-256 of the leaf and its {siblings} path nodes"),
     );
-    println!(
-        "  node check, steady state (verify_command + admit_cached) {:.1} µs; raw verify x2 \
-         {:.1} µs; ratio {:.2}x",
-        us(whole),
-        us(raw_verify * 2),
-        ratio(whole, raw_verify * 2)
+    line(
+        "node check, steady state (verify_command + admit_cached)",
+        &whole,
+        "raw ring ES256 verify x2",
     );
 }
