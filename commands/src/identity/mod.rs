@@ -128,7 +128,7 @@ pub const MAX_PENDING_RETRY_SECONDS: u32 = 3600;
 
 /// Reads a pending-join retry hint as written in [`PENDING_RETRY_ENV`]: `None` (unset) is the
 /// default of 30 s; otherwise whole seconds from 1 to [`MAX_PENDING_RETRY_SECONDS`]. The error
-/// is a message for the operator.
+/// is a message for the operator, to follow the variable's name.
 pub fn parse_pending_retry(value: Option<&str>) -> Result<u32, String> {
     let Some(text) = value else {
         return Ok(domain::attest::JOIN_PENDING_RETRY_SECONDS);
@@ -136,8 +136,8 @@ pub fn parse_pending_retry(value: Option<&str>) -> Result<u32, String> {
     match text.trim().parse::<u32>() {
         Ok(n) if (1..=MAX_PENDING_RETRY_SECONDS).contains(&n) => Ok(n),
         _ => Err(format!(
-            "{PENDING_RETRY_ENV} must be whole seconds from 1 to {MAX_PENDING_RETRY_SECONDS}, \
-             got {text:?}; unset it for the default of {} s",
+            "must be whole seconds from 1 to {MAX_PENDING_RETRY_SECONDS}, got {text:?}; unset \
+             it for the default of {} s",
             domain::attest::JOIN_PENDING_RETRY_SECONDS
         )),
     }
@@ -351,8 +351,8 @@ mod tests {
             assert_eq!(
                 parse_pending_retry(Some(bad)),
                 Err(format!(
-                    "BC_JOIN_PENDING_RETRY_SECONDS must be whole seconds from 1 to 3600, got \
-                     {bad:?}; unset it for the default of 30 s"
+                    "must be whole seconds from 1 to 3600, got {bad:?}; unset it for the \
+                     default of 30 s"
                 )),
                 "{bad:?}"
             );
