@@ -218,6 +218,17 @@ pub(crate) struct Core {
 /// Loads the keys, opens the store, settles the trust bundle, starts the JoinService, the
 /// audit sequencer and sealer, and the identity maintenance.
 pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> {
+    // The pending-join retry hint: environment only (a test knob; the default is spec 000's 30 s),
+    // checked before anything is opened.
+    let pending_retry_seconds = commands::identity::parse_pending_retry(
+        std::env::var(commands::identity::PENDING_RETRY_ENV)
+            .ok()
+            .as_deref(),
+    )
+    .map_err(|message| ServeError::Invalid {
+        key: commands::identity::PENDING_RETRY_ENV,
+        message,
+    })?;
     let keys = Arc::new(load_keys(
         &settings.pki_bundle,
         settings.deployment_secret_file.as_deref(),
@@ -242,6 +253,7 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
     identity.root_tenant = settings.root_tenant.clone();
     identity.x509pop_grace = settings.x509pop_grace;
     identity.discovery = settings.discovery.clone();
+    identity.pending_retry_seconds = pending_retry_seconds;
     let join = JoinService::new(store.clone(), keys.clone(), clock.clone(), identity)?;
     let attestors = crate::serve_attestors::registry(join.joins().attestors(), settings, &keys)?;
     let join = Arc::new(

@@ -17,7 +17,9 @@ use events::store::testkit::TestDb;
 
 /// The line bcd logs while it waits, up to the request id.
 const WAITING: &str = "bcd join: waiting for approval of ";
-/// The server's pending retry hint is 30 s: a released join needs up to that.
+/// The test server's pending retry hint is 1 s (`BC_JOIN_PENDING_RETRY_SECONDS`, set by
+/// `start_server`; 30 s by default): a released join goes on within about a second. The bound
+/// leaves room for a loaded machine.
 const RELEASE_WITHIN: Duration = Duration::from_secs(75);
 
 fn request_id(rest: &str) -> String {

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use domain::attest::{
     decide_admission, Admission, AdmissionCommand, AdmissionFacts, AttestRequest,
     AttestationResult, Attestor, AttestorRefusal, BindingState, FactKey, Facts, Verdict,
-    JOIN_PENDING_RETRY_SECONDS,
 };
 use domain::identity::{claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision};
 use domain::pki::{KeySet, NodeId, NodeRole, SealedToken, Serial, TokenSecret, VerifiedCsr};
@@ -520,7 +519,7 @@ impl Joins {
             }),
             Step::Admitted(Admission::Pending(p)) => Ok(JoinOutcome::Pending {
                 request_id: p.request_id,
-                retry_after_seconds: JOIN_PENDING_RETRY_SECONDS,
+                retry_after_seconds: self.config.pending_retry_seconds,
                 csr_sha256: p.csr_sha256,
                 trust_domain,
                 server_time_us: now_us,
