@@ -166,15 +166,37 @@ pub async fn trust_version(args: TrustVersionArgs) -> Result<(), PkiTrustError> 
         .iter()
         .filter(|(_, v)| *v < published.version)
         .collect();
+    // Nodes enforcing another approver set than the published one (spec 003 "Nodes that hold
+    // another set"): with published keys, one without keys, another digest or another epoch;
+    // without, any node that still holds a set.
+    let sets = commands::quorum::bundle::read::connected_approver_sets(
+        &opened.store,
+        SystemClock.now_us(),
+    )
+    .await?;
+    let published_digest = (!published_set.is_empty()).then(|| published_set.digest());
+    let lagging: Vec<_> = sets
+        .iter()
+        .filter(|n| match &published_digest {
+            Some(d) => {
+                n.sha256.as_deref() != Some(d.as_bytes().as_slice())
+                    || n.epoch != published.held.epoch
+            }
+            None => n.sha256.is_some(),
+        })
+        .collect();
     let mut out = json!({
         "version": published.version,
         "configurationMatches": matches,
         "nextVersion": next_version,
         "approverSetEpoch": published.held.epoch,
         "approverSetSha256": configured_sha,
-        // The gateway does not record the approver set each session reports yet: unknown.
-        "approverSetBehind": null,
-        "approverSetSample": [],
+        "approverSetBehind": lagging.len(),
+        "approverSetSample": lagging
+            .iter()
+            .take(SAMPLE)
+            .map(|n| json!({"nodeId": n.node_id, "epoch": n.epoch}))
+            .collect::<Vec<_>>(),
         "quorumChanged": quorum_changed,
         "rotationStage": published.rotation_stage,
         "connectedDaemons": connected.len(),
@@ -219,6 +241,10 @@ pub async fn trust_version(args: TrustVersionArgs) -> Result<(), PkiTrustError> 
             published.held.epoch + 1
         );
     }
+    println!(
+        "approver set behind:   {} connected node(s) enforce another set",
+        lagging.len()
+    );
     println!("rotation stage:        {}", published.rotation_stage);
     println!(
         "connected daemons:     {} ({} behind version {})",

@@ -225,6 +225,7 @@ fn with<'a>(mut base: Vec<&'a str>, more: &[&'a str]) -> Vec<&'a str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_happy_path_on_both_backends() {
     for db in TestDb::each().await.expect("databases") {
+        crate::support::seed_nodes(db.url(), "t1", 12).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();
@@ -377,6 +378,7 @@ async fn batch_happy_path_on_both_backends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_approve_refusals_on_both_backends() {
     for db in TestDb::each().await.expect("databases") {
+        crate::support::seed_nodes(db.url(), "t1", 12).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();
@@ -641,6 +643,7 @@ fn time_now_us() -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_create_refusals_on_both_backends() {
     for db in TestDb::each().await.expect("databases") {
+        crate::support::seed_nodes(db.url(), "t1", 12).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();
@@ -803,6 +806,7 @@ async fn batch_create_refusals_on_both_backends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_keygen_and_sign_approvers_on_both_backends() {
     for db in TestDb::each().await.expect("databases") {
+        crate::support::seed_nodes(db.url(), "t1", 12).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();

@@ -135,6 +135,7 @@ impl Setup {
 async fn setup() -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = TestDb::sqlite().expect("sqlite");
+    crate::support::seed_nodes(db.url(), "t1", 12).await;
     ok(
         dir.path(),
         db.url(),
@@ -287,6 +288,7 @@ async fn encrypted_approver_keys_need_their_passphrase() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let db = TestDb::sqlite().expect("sqlite");
+    crate::support::seed_nodes(db.url(), "t1", 12).await;
     refused(
         &bcctl(
             d,

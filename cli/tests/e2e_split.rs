@@ -387,15 +387,16 @@ fn scenario(db_url: &str) {
         "a node certificate opened the internal endpoint"
     );
 
-    // The session: Welcome's trust bundle verified and stored; renewals through the relay.
+    // The session; the trust bundle came with the JoinResponse (through the relay), was
+    // verified and stored at join, and the Welcome's is the same version; renewals through the
+    // relay.
     let mut node = Proc::spawn("bcd node", bcd_cmd(&["node"]), t.join("bcd-node.log"));
     wait_for(
-        "the session and the stored trust bundle",
+        "the session (trust version 1)",
         Duration::from_secs(30),
         || {
             let log = node.log_text();
-            log.contains("session open as")
-                && log.contains("trust bundle version 1 verified and stored")
+            log.contains("session open as") && log.contains("trust version 1)")
         },
         || logs(&[&node]),
     );

@@ -184,8 +184,12 @@ fn sql_text_lives_only_in_events_projections_and_migrations() {
         let mut files = Vec::new();
         rust_files(&root.join(krate), &mut files);
         for file in files {
-            // This file names SQL keywords to look for them.
-            if file.ends_with("replay-tests/tests/house_rules.rs") {
+            // This file names SQL keywords to look for them. bcd's command journal is the
+            // machine's own SQLite file (`journal.db`, spec 002), not the control plane's store:
+            // its SQL is the one job of that module.
+            if file.ends_with("replay-tests/tests/house_rules.rs")
+                || file.ends_with("bcd/src/commands/journal.rs")
+            {
                 continue;
             }
             let Ok(src) = fs::read_to_string(&file) else {

@@ -212,3 +212,42 @@ pub fn wait_for(
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// Seeds nodes `node-0` .. `node-{n-1}` of `tenant` into the store at `url` (their
+/// `node.joined` events, projected), for tests whose batches name them: a batch's subjects must
+/// be nodes of its own tenant.
+pub async fn seed_nodes(url: &str, tenant: &str, n: usize) {
+    use events::store::{EventStore, ExpectedVersion, LogStore, LogTx};
+    let store = EventStore::open(url).await.expect("open the store");
+    let mut tx = store.begin().await.expect("begin");
+    for i in 0..n {
+        let node_id = format!("node-{i}");
+        let joined = events::schema::NodeJoined {
+            node_id: node_id.clone(),
+            tenant_id: tenant.into(),
+            site_id: "s1".into(),
+            pool_id: "p1".into(),
+            role: "node".into(),
+            attestor: "join-token".into(),
+            node_key: "unattested".into(),
+            token_id: "tok_seed".into(),
+            identity_generation: 1,
+            ..Default::default()
+        };
+        commands::append_and_project(
+            &mut tx,
+            &projections::identity::all(),
+            &format!("node/{node_id}"),
+            ExpectedVersion::NoStream,
+            &[events::NewEvent::from_payload(
+                events::new_event_id(),
+                tenant,
+                1_800_000_000_000_000,
+                &joined,
+            )],
+        )
+        .await
+        .expect("seed a node");
+    }
+    tx.commit().await.expect("commit the seeded nodes");
+}
