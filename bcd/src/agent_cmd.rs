@@ -62,7 +62,7 @@ pub fn run_agent(
     let options = NodeOptions {
         server,
         serving_ca: pin,
-        status_interval: std::time::Duration::from_secs(30),
+        status_interval: status_interval().map_err(|e| format!("{verb}: {e}"))?,
         join_signing_key,
         tpm: config.tpm_host(),
         commands: config.commands.clone(),
@@ -107,5 +107,22 @@ pub fn run_agent(
             NodeExit::Expired(_) => expired_again = true,
             other => return Err(other.to_string()),
         }
+    }
+}
+
+/// The environment variable that sets how often `bcd node` sends a StatusReport (whole seconds
+/// from 1 to 3600; default 30). A newer trust bundle reaches a connected node at its next
+/// report.
+pub const STATUS_INTERVAL_ENV: &str = "BCD_STATUS_INTERVAL_SECONDS";
+
+fn status_interval() -> Result<std::time::Duration, String> {
+    match std::env::var(STATUS_INTERVAL_ENV) {
+        Err(_) => Ok(std::time::Duration::from_secs(30)),
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(s) if (1..=3600).contains(&s) => Ok(std::time::Duration::from_secs(s)),
+            _ => Err(format!(
+                "{STATUS_INTERVAL_ENV}: must be whole seconds from 1 to 3600, got {text:?}; unset it for the default of 30 s"
+            )),
+        },
     }
 }

@@ -287,3 +287,303 @@ fn scenario(db_url: &str) {
     assert_eq!(events_of(&server, "command.result.recorded"), 3);
     assert!(events_of(&server, "command.worker.certified") >= 2);
 }
+
+fn trust_version(server: &Server) -> serde_json::Value {
+    server.bcctl_json(&["pki", "trust-version", "--json"])
+}
+
+/// Waits until `pki trust-version --json` satisfies `done`.
+fn wait_trust(
+    server: &Server,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let last = std::cell::RefCell::new(serde_json::Value::Null);
+    wait_for(
+        what,
+        Duration::from_secs(60),
+        || {
+            let v = trust_version(server);
+            let ok = done(&v);
+            *last.borrow_mut() = v;
+            ok
+        },
+        || {
+            format!(
+                "last trust-version: {}\nserver log:\n{}",
+                last.borrow(),
+                server.proc.log_text()
+            )
+        },
+    );
+    last.into_inner()
+}
+
+/// A batch over `subjects` (node.reboot, any payload) approved with `approvers`; its id.
+fn approved_batch(
+    server: &Server,
+    tmp: &std::path::Path,
+    name: &str,
+    subjects: &[&str],
+    approvers: &[&std::path::Path],
+) -> String {
+    let leaves = tmp.join(format!("{name}.json"));
+    let list: Vec<serde_json::Value> = subjects
+        .iter()
+        .map(|s| serde_json::json!({"subject": s, "kind": "node.reboot"}))
+        .collect();
+    fs::write(&leaves, serde_json::Value::Array(list).to_string()).expect("write leaves");
+    let batch = server.bcctl_json(&[
+        "batch",
+        "create",
+        "--tenant",
+        "default",
+        "--caller",
+        "ops",
+        "--idempotency-key",
+        name,
+        "--reason",
+        name,
+        "--leaves",
+        leaves.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    let id = batch["batchId"].as_str().expect("batchId").to_owned();
+    for key in approvers {
+        let out = server.bcctl_raw(&[
+            "batch",
+            "approve",
+            "--batch",
+            &id,
+            "--key",
+            key.to_str().expect("utf-8"),
+            "--allow-unbound",
+            "--yes",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "approve: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    id
+}
+
+fn reboot_in(server: &Server, node: &str, batch: &str) -> String {
+    run_json(
+        server,
+        &["--node", node, "--kind", "node.reboot", "--batch", batch],
+    )["commandId"]
+        .as_str()
+        .expect("commandId")
+        .to_owned()
+}
+
+fn ping(server: &Server, node: &str) -> serde_json::Value {
+    let id = run_json(server, &["--node", node, "--kind", "diag.ping"])["commandId"]
+        .as_str()
+        .expect("commandId")
+        .to_owned();
+    wait_command(server, &id, &["succeeded", "failed", "rejected"])
+}
+
+/// Approver-set changes and a root rotation end to end (issue 21 "Must show"): a node pinned to
+/// the operators' real first set refuses the set the control plane first publishes and runs no
+/// destructive command until the pinned set arrives; a signed change at epoch 2 is taken by both
+/// nodes; an unsigned change a compromised control plane publishes reaches them as a new trust
+/// version while they keep the held set; the rotation's add, switch (refused while a connected
+/// node is behind) and drop keep commands verifying.
+#[test]
+fn approver_sets_are_governed_on_the_machine_and_a_root_rotation_keeps_commands_verifying() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let db = runtime
+        .block_on(TestDb::postgres())
+        .expect("postgres test db");
+    governance(db.url());
+    runtime.block_on(async move { drop(db) });
+}
+
+fn governance(db_url: &str) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = tmp.path();
+    let keys = approver_keys(t, &["alice", "bob", "carol", "dave"]);
+    let (a, b, c, d) = (&keys[0], &keys[1], &keys[2], &keys[3]);
+    // S2 = {alice, bob, dave}, 2 of 3, signed for epoch 2 by alice and bob (members of S1).
+    let mut s2_sigs = Vec::new();
+    let mut s2_digest = String::new();
+    for (i, signer) in [a, b].iter().enumerate() {
+        let approvers = format!("{},{},{}", a.1.display(), b.1.display(), d.1.display());
+        let out = server_less_bcctl(&[
+            "batch",
+            "sign-approvers",
+            "--key",
+            signer.0.to_str().expect("utf-8"),
+            "--epoch",
+            "2",
+            "--approvers",
+            &approvers,
+            "--threshold",
+            "2",
+            "--trust-domain",
+            "bc.local",
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("sign-approvers --json");
+        s2_digest = v["approverSetSha256"].as_str().expect("digest").to_owned();
+        let file = t.join(format!("s2-sig-{i}.json"));
+        fs::write(&file, &out).expect("write signature");
+        s2_sigs.push(file);
+    }
+    let port = fleet::free_port();
+    let s1 = quorum_config(&[a.1.clone(), b.1.clone(), c.1.clone()]);
+    let server = fleet::start_server_at(t, db_url, &s1, port, "s1");
+    let token = server.new_token(2);
+    let mut m1 = Machine::new(t, &server, "m1", None, false);
+    let mut m2 = Machine::new(t, &server, "m2", Some(&s2_digest), false);
+    for m in [&mut m1, &mut m2] {
+        m.join(&token);
+        m.start(t);
+    }
+    // m1 took S1 as its first set; m2, pinned to S2, refused it and holds none.
+    let v = wait_trust(&server, "m1 on S1, m2 holding no set", |v| {
+        v["connectedDaemons"] == 2 && v["approverSetBehind"] == 1
+    });
+    assert_eq!(
+        v["approverSetSample"],
+        serde_json::json!([{"nodeId": m2.node_id, "epoch": 0}]),
+        "{v}"
+    );
+    // m2 runs no destructive command while it waits for its pinned set.
+    let batch = approved_batch(&server, t, "b1", &[&m2.node_id], &[&a.0, &b.0]);
+    let early = reboot_in(&server, &m2.node_id, &batch);
+    let early = wait_command(&server, &early, &["rejected", "succeeded", "failed"]);
+    assert_eq!(early["rejectReason"], "BATCH_UNAPPROVED", "{early}");
+    assert!(
+        early["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("awaiting-pinned-set"),
+        "{early}"
+    );
+    assert!(m2.reboots().is_empty());
+
+    // The operators publish S2 at epoch 2 with alice's and bob's signatures: both nodes take it.
+    drop(server);
+    let s2 = format!(
+        "{}set_signatures = [{}]\n",
+        quorum_config(&[a.1.clone(), b.1.clone(), d.1.clone()]).replace("epoch = 1", "epoch = 2"),
+        s2_sigs
+            .iter()
+            .map(|p| format!("\"{}\"", p.display()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let server = fleet::start_server_at(t, db_url, &s2, port, "s2");
+    let v = wait_trust(&server, "both nodes on S2 at epoch 2", |v| {
+        v["approverSetEpoch"] == 2 && v["connectedDaemons"] == 2 && v["approverSetBehind"] == 0
+    });
+    assert_eq!(v["approverSetSha256"], s2_digest.as_str(), "{v}");
+    let batch = approved_batch(&server, t, "b2", &[&m2.node_id], &[&a.0, &d.0]);
+    let reboot = reboot_in(&server, &m2.node_id, &batch);
+    let reboot = wait_command(&server, &reboot, &["succeeded", "failed", "rejected"]);
+    assert_eq!(reboot["status"], "succeeded", "{reboot}");
+    assert_eq!(m2.reboots().len(), 1);
+
+    // A compromised control plane publishes {dave} at 1 of 1, epoch 3, unsigned: the nodes take
+    // the new version (the roots apply) and keep S2, so dave alone releases nothing.
+    let unsigned = bypass::publish_unsigned_set(&server, &[d.1.clone()], 1, 3);
+    let v = wait_trust(
+        &server,
+        "both nodes at the unsigned bundle's version, still on S2",
+        |v| v["version"] == unsigned && v["behind"] == 0 && v["connectedDaemons"] == 2,
+    );
+    assert_eq!(v["approverSetBehind"], 2, "{v}");
+    assert!(m1.log().contains("approver-set-unsigned"), "{}", m1.log());
+    let batch = approved_batch(&server, t, "b3", &[&m1.node_id], &[&d.0]);
+    let forged = reboot_in(&server, &m1.node_id, &batch);
+    let forged = wait_command(&server, &forged, &["rejected", "succeeded", "failed"]);
+    assert_eq!(forged["rejectReason"], "BATCH_UNAPPROVED", "{forged}");
+    assert!(m1.reboots().is_empty());
+
+    // Root rotation: add (a new version both nodes take), switch refused while a connected node
+    // is behind, then done; drop (forced: the 24 h wait); commands verify at every stage.
+    let rotate = |stage: &str, force: bool| {
+        let mut args = vec!["pki", "rotate-command-root", "--stage", stage, "--json"];
+        if force {
+            args.push("--force");
+        }
+        server.bcctl_raw(&args)
+    };
+    let added = rotate("add", false);
+    assert!(
+        added.status.success(),
+        "add: {}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let added_version = trust_version(&server)["version"].as_u64().expect("version");
+    assert!(added_version > unsigned);
+    wait_trust(&server, "both nodes at the added root's version", |v| {
+        v["version"] == added_version && v["behind"] == 0 && v["connectedDaemons"] == 2
+    });
+    assert_eq!(ping(&server, &m1.node_id)["status"], "succeeded");
+    bypass::report_node(&server, "node_behind", 1, true);
+    let refused = rotate("switch", false);
+    assert!(!refused.status.success());
+    let text = String::from_utf8_lossy(&refused.stderr).into_owned()
+        + &String::from_utf8_lossy(&refused.stdout);
+    assert!(
+        text.contains("INVALID_STATE") && text.contains("node_behind"),
+        "{text}"
+    );
+    bypass::report_node(&server, "node_behind", 1, false);
+    let switched = rotate("switch", false);
+    assert!(
+        switched.status.success(),
+        "switch: {}",
+        String::from_utf8_lossy(&switched.stderr)
+    );
+    for m in [&m1, &m2] {
+        assert_eq!(
+            ping(&server, &m.node_id)["status"],
+            "succeeded",
+            "after switch on {}",
+            m.name
+        );
+    }
+    let dropped = rotate("drop", true);
+    assert!(
+        dropped.status.success(),
+        "drop: {}",
+        String::from_utf8_lossy(&dropped.stderr)
+    );
+    let dropped_version = trust_version(&server)["version"].as_u64().expect("version");
+    wait_trust(&server, "both nodes at the dropped root's version", |v| {
+        v["version"] == dropped_version && v["behind"] == 0 && v["connectedDaemons"] == 2
+    });
+    for m in [&m1, &m2] {
+        assert_eq!(
+            ping(&server, &m.node_id)["status"],
+            "succeeded",
+            "after drop on {}",
+            m.name
+        );
+    }
+    assert_eq!(events_of(&server, "trust.command_root.added"), 1);
+    assert_eq!(events_of(&server, "trust.command_root.switched"), 1);
+    assert_eq!(events_of(&server, "trust.command_root.dropped"), 1);
+}
+
+/// `bcctl args` with no store or deployment: its standard output (it must succeed).
+fn server_less_bcctl(args: &[&str]) -> Vec<u8> {
+    let out = std::process::Command::new(crate::support::bcctl_bin())
+        .args(args)
+        .output()
+        .expect("run bcctl");
+    assert!(
+        out.status.success(),
+        "bcctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}

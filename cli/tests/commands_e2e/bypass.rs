@@ -97,3 +97,103 @@ pub fn enqueue_bypassing_checks(
         command_id
     })
 }
+
+/// The SPKI DER of a `.pub` file (`bcctl batch keygen`'s SPKI PEM).
+pub fn spki_of(pem: &std::path::Path) -> Vec<u8> {
+    use base64::Engine as _;
+    let text = std::fs::read_to_string(pem).expect("read a public key");
+    let body: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body.trim())
+        .expect("PEM base64")
+}
+
+/// Publishes a trust bundle with the current roots and the approver set `keys` at `threshold`
+/// and `epoch`, with no approver-set signatures, the way a compromised control plane holding the
+/// JoinService key could (the gateway signs whatever is published); returns its version.
+pub fn publish_unsigned_set(
+    server: &Server,
+    keys: &[std::path::PathBuf],
+    threshold: u32,
+    epoch: u64,
+) -> u64 {
+    use domain::quorum::{ApproverKey, ApproverSet};
+    use domain::trust_bundle::{bundle_digest, content_of, set_sha256};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = EventStore::connect(&server.db_url).await.expect("store");
+        let published = commands::quorum::published_bundle(&store)
+            .await
+            .expect("read the published bundle")
+            .expect("a published bundle");
+        let set = ApproverSet::new(
+            keys.iter()
+                .map(|k| ApproverKey::from_spki(&spki_of(k)).expect("an approver key"))
+                .collect(),
+            threshold,
+            Vec::new(),
+            0,
+        )
+        .expect("an approver set");
+        let roots = published.command_signing_roots.clone();
+        let version = published.version + 1;
+        let event = NewEvent::from_payload(
+            events::envelope::new_event_id(),
+            commands::quorum::DEPLOYMENT_TENANT,
+            time::OffsetDateTime::now_utc().unix_timestamp() * 1_000_000,
+            &events::schema::TrustBundlePublished {
+                version,
+                digest: bundle_digest(&roots, &set, epoch).to_vec(),
+                content: Some(content_of(&roots, &set, epoch, &[])),
+                previous_version: published.version,
+                floor: 0,
+                cause: "settled".into(),
+                active_root_sha256: published.active_root_sha256.clone(),
+                approver_set_sha256: set_sha256(&set),
+            },
+        );
+        let appended: Result<(), RunError> = commands::transaction!(&store, RunError, |tx| {
+            append_and_project(
+                tx,
+                &every_projection(),
+                commands::quorum::TRUST_BUNDLE_STREAM,
+                ExpectedVersion::Any,
+                std::slice::from_ref(&event),
+            )
+            .await?;
+            Ok(())
+        });
+        appended.expect("publish the bundle");
+        version
+    })
+}
+
+/// Records that a gateway saw `node_id` connected holding trust version `version` (or, with
+/// `connected` false, that its session ended), as a node behind a rotation would be reported.
+pub fn report_node(server: &Server, node_id: &str, version: u64, connected: bool) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = EventStore::connect(&server.db_url).await.expect("store");
+        commands::quorum::report_node_trust(
+            &store,
+            &SystemClock,
+            &commands::quorum::TrustReport {
+                tenant_id: "default".into(),
+                node_id: node_id.into(),
+                trust_version: version,
+                session_start: true,
+                connected,
+                approver_set_epoch: 0,
+                approver_set_sha256: Vec::new(),
+            },
+        )
+        .await
+        .expect("record the report");
+    })
+}

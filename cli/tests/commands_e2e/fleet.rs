@@ -72,12 +72,41 @@ impl Server {
 /// `bcctl up` in `tmp/.bcctl` on `db_url` with `serve_config` as its `--config`; bcctl runs in
 /// `tmp`, so every verb finds the deployment by itself.
 pub fn start_server(tmp: &Path, db_url: &str, serve_config: &str) -> Server {
+    start_server_at(tmp, db_url, serve_config, 0, "first")
+}
+
+/// A free TCP port on 127.0.0.1, for a server restarted on the same address.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// [`start_server`] on `port` (0: any), its configuration and log named after `run`; a later
+/// run in the same `tmp` restarts the same deployment.
+pub fn start_server_at(
+    tmp: &Path,
+    db_url: &str,
+    serve_config: &str,
+    port: u16,
+    run: &str,
+) -> Server {
     let work = tmp.join(".bcctl");
-    let config = tmp.join("serve.toml");
+    let config = tmp.join(format!("serve-{run}.toml"));
     fs::write(&config, serve_config).expect("write serve config");
-    let log = tmp.join("bcctl.log");
+    let log = tmp.join(format!("bcctl-{run}.log"));
+    let port = port.to_string();
     let child = Command::new(bcctl_bin())
-        .args(["up", "--port", "0", "--json", "--token-uses", "5", "--dir"])
+        .args([
+            "up",
+            "--port",
+            &port,
+            "--json",
+            "--token-uses",
+            "5",
+            "--dir",
+        ])
         .arg(&work)
         .arg("--database-url")
         .arg(db_url)
@@ -218,6 +247,7 @@ impl Machine {
             .arg("--data-dir")
             .arg(&self.data)
             .args(args)
+            .env("BCD_STATUS_INTERVAL_SECONDS", "1")
             .env_remove("BCD_JOIN_TOKEN")
             .env_remove("BCD_SERVER")
             .env_remove("BCD_DATA_DIR")
