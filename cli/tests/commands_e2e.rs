@@ -492,7 +492,7 @@ fn governance(db_url: &str) {
 
     // A compromised control plane publishes {dave} at 1 of 1, epoch 3, unsigned: the nodes take
     // the new version (the roots apply) and keep S2, so dave alone releases nothing.
-    let unsigned = bypass::publish_unsigned_set(&server, &[d.1.clone()], 1, 3);
+    let unsigned = bypass::publish_unsigned_set(&server, std::slice::from_ref(&d.1), 1, 3);
     let v = wait_trust(
         &server,
         "both nodes at the unsigned bundle's version, still on S2",
