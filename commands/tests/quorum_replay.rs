@@ -57,14 +57,21 @@ async fn scenario(store: &EventStore) {
     settle_trust_bundle(store, &clock, &config(s1.clone(), 1, vec![]))
         .await
         .unwrap();
+    // Each report also names the approver set held (from version 2 on, the first set at epoch
+    // 1), so the replay covers node_trust_reports' approver-set columns.
+    let s1_digest = s1.digest().as_bytes().to_vec();
     let node = |id: &str, v: u64| TrustReport {
         tenant_id: "t1".into(),
         node_id: id.into(),
         trust_version: v,
         session_start: true,
         connected: true,
-        approver_set_epoch: 0,
-        approver_set_sha256: Vec::new(),
+        approver_set_epoch: u64::from(v >= 2),
+        approver_set_sha256: if v >= 2 {
+            s1_digest.clone()
+        } else {
+            Vec::new()
+        },
     };
     report_node_trust(store, &clock, &node("n1", 1))
         .await
