@@ -58,14 +58,20 @@ fn events_of(server: &Server, kind: &str) -> usize {
     })
 }
 
-#[test]
-fn a_quorum_batch_runs_on_its_machines_once_and_nothing_else_runs() {
+/// Runs `scenario` on a throwaway Postgres database (the scenarios make their own runtimes for
+/// the store calls they make, so they run outside this one).
+fn on_postgres(scenario: fn(&str)) {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let db = runtime
         .block_on(TestDb::postgres())
         .expect("postgres test db");
     scenario(db.url());
     runtime.block_on(async move { drop(db) });
+}
+
+#[test]
+fn a_quorum_batch_runs_on_its_machines_once_and_nothing_else_runs() {
+    on_postgres(scenario);
 }
 
 fn scenario(db_url: &str) {
@@ -396,12 +402,7 @@ fn ping(server: &Server, node: &str) -> serde_json::Value {
 /// node is behind) and drop keep commands verifying.
 #[test]
 fn approver_sets_are_governed_on_the_machine_and_a_root_rotation_keeps_commands_verifying() {
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let db = runtime
-        .block_on(TestDb::postgres())
-        .expect("postgres test db");
-    governance(db.url());
-    runtime.block_on(async move { drop(db) });
+    on_postgres(governance);
 }
 
 fn governance(db_url: &str) {
