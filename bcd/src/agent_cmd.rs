@@ -116,13 +116,43 @@ pub fn run_agent(
 pub const STATUS_INTERVAL_ENV: &str = "BCD_STATUS_INTERVAL_SECONDS";
 
 fn status_interval() -> Result<std::time::Duration, String> {
-    match std::env::var(STATUS_INTERVAL_ENV) {
-        Err(_) => Ok(std::time::Duration::from_secs(30)),
-        Ok(text) => match text.trim().parse::<u64>() {
-            Ok(s) if (1..=3600).contains(&s) => Ok(std::time::Duration::from_secs(s)),
-            _ => Err(format!(
-                "{STATUS_INTERVAL_ENV}: must be whole seconds from 1 to 3600, got {text:?}; unset it for the default of 30 s"
-            )),
-        },
+    parse_status_interval(std::env::var(STATUS_INTERVAL_ENV).ok().as_deref())
+}
+
+/// [`STATUS_INTERVAL_ENV`]'s value (`None`: unset) as the interval.
+fn parse_status_interval(value: Option<&str>) -> Result<std::time::Duration, String> {
+    let Some(text) = value else {
+        return Ok(std::time::Duration::from_secs(30));
+    };
+    match text.trim().parse::<u64>() {
+        Ok(s) if (1..=3600).contains(&s) => Ok(std::time::Duration::from_secs(s)),
+        _ => Err(format!(
+            "{STATUS_INTERVAL_ENV}: must be whole seconds from 1 to 3600, got {text:?}; unset it for the default of 30 s"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_status_interval_is_whole_seconds_from_1_to_3600_or_30_by_default() {
+        assert_eq!(parse_status_interval(None), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_status_interval(Some("1")), Ok(Duration::from_secs(1)));
+        assert_eq!(
+            parse_status_interval(Some("3600")),
+            Ok(Duration::from_secs(3600))
+        );
+        for bad in ["0", "3601", "1.5", "-1", "", "30s"] {
+            assert_eq!(
+                parse_status_interval(Some(bad)),
+                Err(format!(
+                    "BCD_STATUS_INTERVAL_SECONDS: must be whole seconds from 1 to 3600, got {bad:?}; unset it for the default of 30 s"
+                )),
+                "{bad:?}"
+            );
+        }
     }
 }

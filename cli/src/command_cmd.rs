@@ -64,19 +64,10 @@ pub enum CommandCmdError {
     Deployment(#[from] DeploymentError),
     #[error("INVALID_STATE: {0}")]
     State(String),
-    #[error("{}", queue_message(.0))]
+    #[error("{0}")]
     Queue(CommandQueueError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
-}
-
-fn queue_message(e: &CommandQueueError) -> String {
-    match e {
-        CommandQueueError::Unimplemented(what) => {
-            format!("UNSUPPORTED: the command queue is not implemented yet ({what})")
-        }
-        other => other.to_string(),
-    }
 }
 
 impl From<CommandQueueError> for CommandCmdError {

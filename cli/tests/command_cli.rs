@@ -127,8 +127,7 @@ async fn list_and_show_refuse_bad_filters() {
     );
 }
 
-/// Needs the queue's bodies (issue 21's queue work): until they are merged this fails with
-/// "UNSUPPORTED: the command queue is not implemented yet".
+/// An empty queue: `list` prints an empty array, `show` of an unknown id is NOT_FOUND.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_queue_lists_nothing_and_shows_not_found() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -260,10 +260,7 @@ impl SessionCommands {
             .dispatch_errors
             .fetch_add(1, Ordering::Relaxed);
         self.counters.failed(what, Some(&self.node_id), e);
-        // An unimplemented queue does not get better by retrying.
-        if !matches!(e, CommandQueueError::Unimplemented(_)) {
-            self.retry_at = Some(tokio::time::Instant::now() + RETRY_AFTER);
-        }
+        self.retry_at = Some(tokio::time::Instant::now() + RETRY_AFTER);
     }
 }
 

@@ -16,6 +16,9 @@
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// The journal's schema, kept with the project's other schemas (`migrations/bcd/`).
+const JOURNAL_SCHEMA: &str = include_str!("../../../migrations/bcd/0001_journal.sql");
+
 use prost::Message as _;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -173,19 +176,8 @@ impl Journal {
             }
         };
         let conn = Connection::open(path).map_err(sql("open"))?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = DELETE;
-             PRAGMA synchronous = FULL;
-             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-             CREATE TABLE IF NOT EXISTS commands (
-                 command_id TEXT PRIMARY KEY,
-                 kind TEXT NOT NULL,
-                 state TEXT NOT NULL CHECK (state IN ('started', 'finished')),
-                 started_at_ms INTEGER NOT NULL,
-                 result BLOB
-             );",
-        )
-        .map_err(sql("create its tables"))?;
+        conn.execute_batch(JOURNAL_SCHEMA)
+            .map_err(sql("create its tables"))?;
         let found: Option<String> = conn
             .query_row("SELECT value FROM meta WHERE key = 'node_id'", [], |row| {
                 row.get(0)

@@ -20,9 +20,14 @@ use crate::run::append_and_project;
 /// The statuses of a command that was answered or will never be sent.
 const FINAL: [&str; 4] = ["succeeded", "failed", "rejected", "cancelled"];
 
+/// The approvals of the batches one fetch has read (a batch's commands all carry its one
+/// approval, so a fetch reads each batch once).
+type Approvals = std::collections::HashMap<BatchId, Option<BatchApproval>>;
+
 async fn runnable(
     store: &EventStore,
     row: CommandRow,
+    approvals: &mut Approvals,
 ) -> Result<RunnableCommand, CommandQueueError> {
     // The gateway relays what the log holds and the machine judges it: a row whose batch or
     // leaf does not resolve (written around enqueue's checks) goes out with what does resolve,
@@ -37,9 +42,16 @@ async fn runnable(
         .and_then(|l| ScopeHash::from_slice(l).ok());
     let (approval, proof) = match batch_id {
         Some(batch_id) => {
-            let approval = crate::quorum::batch_view(store, &batch_id)
-                .await?
-                .map(|view| view.approval());
+            let approval = match approvals.get(&batch_id) {
+                Some(known) => known.clone(),
+                None => {
+                    let read = crate::quorum::batch_view(store, &batch_id)
+                        .await?
+                        .map(|view| view.approval());
+                    approvals.insert(batch_id, read.clone());
+                    read
+                }
+            };
             let proof = match leaf {
                 Some(leaf) => crate::quorum::leaf_proof(store, &batch_id, &leaf).await?,
                 None => None,
@@ -92,8 +104,9 @@ pub async fn pending_for_node(
         rows?
     };
     let mut out = Vec::with_capacity(rows.len());
+    let mut approvals = Approvals::new();
     for row in rows {
-        out.push(runnable(store, row).await?);
+        out.push(runnable(store, row, &mut approvals).await?);
     }
     Ok(out)
 }

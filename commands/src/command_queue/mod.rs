@@ -47,9 +47,6 @@ pub enum CommandQueueError {
     /// The store failed.
     #[error(transparent)]
     Run(#[from] RunError),
-    /// Kept for callers that match on it; nothing returns it any more.
-    #[error("not implemented yet: {0}")]
-    Unimplemented(&'static str),
     /// Stored queue state that cannot be read back (a bug or a corrupt row).
     #[error("stored command queue state is unreadable: {0}")]
     Corrupt(String),
