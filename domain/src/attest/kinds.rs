@@ -23,6 +23,17 @@ pub fn valid_kind_pattern(s: &str) -> bool {
         })
 }
 
+/// Whether the allowed-kind pattern `pattern` (`disk.wipe` or `diag.*`) allows `kind`: a name
+/// only itself, a prefix every kind below it (`diag.*` allows `diag.ping`, not `diag`).
+pub fn pattern_allows(pattern: &str, kind: &str) -> bool {
+    match pattern.strip_suffix(".*") {
+        Some(prefix) => kind
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('.') && rest.len() > 1),
+        None => pattern == kind,
+    }
+}
+
 /// Why a list of kind patterns was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KindListError {

@@ -273,15 +273,7 @@ impl EnqueueRefusal {
     }
 }
 
-/// Whether the allowed-kind pattern `pattern` (`disk.wipe` or `diag.*`) allows `kind`.
-pub fn pattern_allows(pattern: &str, kind: &str) -> bool {
-    match pattern.strip_suffix(".*") {
-        Some(prefix) => kind
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.starts_with('.') && rest.len() > 1),
-        None => pattern == kind,
-    }
-}
+pub use crate::attest::kinds::pattern_allows;
 
 /// Decides whether `command` enters the queue, and how.
 pub fn decide_enqueue(
