@@ -194,6 +194,202 @@ fn secret_from(
         })
 }
 
+/// The deployment directory `bcctl up` makes, found by every verb when it exists in the
+/// working directory.
+pub const DEFAULT_DIR: &str = ".bcctl";
+
+/// The file `bcctl up` writes in its directory: a `bcctl serve` configuration naming the store,
+/// the bundle and the secret file, which every verb given `--dir` (or finding `./.bcctl`) reads.
+pub const DIR_CONFIG_FILE: &str = "bcctl.toml";
+
+/// The store's file name inside a deployment directory when no configuration names another.
+pub const STORE_FILE: &str = "events.db";
+
+/// The environment variable naming the PKI bundle (as for `bcctl serve`).
+pub const BUNDLE_ENV: &str = "BC_PKI_BUNDLE";
+
+/// The environment variable naming the store.
+pub const DATABASE_URL_ENV: &str = "DATABASE_URL";
+
+/// Where a verb finds its deployment: the one rule every `bcctl` verb follows.
+///
+/// 1. `--database-url` and `--pki` win for what they name;
+/// 2. then `--config FILE` (a `bcctl serve` configuration: `database_url`, `pki_bundle`,
+///    `deployment_secret_file`);
+/// 3. then `--dir DIR` (its `bcctl.toml` when present, else `DIR/events.db`, `DIR/pki.json`,
+///    `DIR/deployment-secret`);
+/// 4. then the environment (`DATABASE_URL`, `BC_PKI_BUNDLE`, `BC_DEPLOYMENT_SECRET[_FILE]`);
+/// 5. then `./.bcctl` when it exists, as in 3.
+///
+/// `BC_DEPLOYMENT_SECRET` (the secret itself) is read whenever it is set.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct DeploymentArgs {
+    /// The deployment directory `bcctl up` made (default: ./.bcctl when it exists).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// A `bcctl serve` configuration file: its database_url, pki_bundle and
+    /// deployment_secret_file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// postgres://... or sqlite://PATH (wins over --config and --dir; DATABASE_URL when none of
+    /// them is given).
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+    /// The PKI bundle file (wins over --config and --dir; BC_PKI_BUNDLE when none is given).
+    #[arg(long, value_name = "FILE")]
+    pub pki: Option<PathBuf>,
+}
+
+/// The three keys of a serve configuration a verb reads; the rest of the file is ignored here
+/// (`bcctl serve` checks it).
+#[derive(serde::Deserialize, Default)]
+struct LocatorFile {
+    database_url: Option<String>,
+    pki_bundle: Option<PathBuf>,
+    deployment_secret_file: Option<PathBuf>,
+}
+
+/// Why the deployment could not be located.
+#[derive(Debug, thiserror::Error)]
+pub enum LocateError {
+    #[error("cannot read the configuration {path}: {source}")]
+    ReadConfig {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("configuration {path}: {message}")]
+    ConfigSyntax { path: PathBuf, message: String },
+    #[error("--dir {0}: no such directory (run `bcctl up --dir {0}` to make one)")]
+    NoDir(PathBuf),
+    #[error("no store given: pass --database-url, --config or --dir, set DATABASE_URL, or run where `bcctl up` made ./.bcctl")]
+    NoStore,
+    #[error("no store at {path}: the SQLite file does not exist (a mistyped path? `bcctl up` or `bcctl migrate --database-url sqlite://{path}` creates one)")]
+    NoSqliteFile { path: String },
+}
+
+/// Where the deployment is, as [`DeploymentArgs::locate`] found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located {
+    /// The store's URL, when one was found.
+    pub store_url: Option<String>,
+    /// The bundle and the secret file.
+    pub deployment: Deployment,
+    /// The deployment directory, when one was used.
+    pub dir: Option<PathBuf>,
+}
+
+fn read_locator(path: &Path) -> Result<LocatorFile, LocateError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LocateError::ReadConfig {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e: toml::de::Error| LocateError::ConfigSyntax {
+        path: path.to_path_buf(),
+        message: e.message().to_string(),
+    })
+}
+
+/// What a deployment directory names: its `bcctl.toml` when present, else the defaults.
+fn dir_locator(dir: &Path) -> Result<LocatorFile, LocateError> {
+    let file = dir.join(DIR_CONFIG_FILE);
+    let mut found = if file.exists() {
+        read_locator(&file)?
+    } else {
+        LocatorFile::default()
+    };
+    found
+        .database_url
+        .get_or_insert_with(|| format!("sqlite://{}", dir.join(STORE_FILE).display()));
+    found
+        .pki_bundle
+        .get_or_insert_with(|| dir.join(BUNDLE_FILE));
+    if found.deployment_secret_file.is_none() && dir.join(SECRET_FILE).exists() {
+        found.deployment_secret_file = Some(dir.join(SECRET_FILE));
+    }
+    Ok(found)
+}
+
+impl DeploymentArgs {
+    /// The deployment directory these arguments name, or `./.bcctl` when it exists and no
+    /// `--config` is given.
+    pub fn directory(&self) -> Option<PathBuf> {
+        self.dir.clone().or_else(|| {
+            let d = PathBuf::from(DEFAULT_DIR);
+            (self.config.is_none() && d.is_dir()).then_some(d)
+        })
+    }
+
+    /// Finds the store, the bundle and the secret file by the rule in the type's doc.
+    pub fn locate(&self) -> Result<Located, LocateError> {
+        if let Some(d) = &self.dir {
+            if !d.is_dir() {
+                return Err(LocateError::NoDir(d.clone()));
+            }
+        }
+        let explicit = match (&self.config, &self.dir) {
+            (Some(file), _) => Some(read_locator(file)?),
+            (None, Some(dir)) => Some(dir_locator(dir)?),
+            (None, None) => None,
+        };
+        let fallback = match (&explicit, self.directory()) {
+            (None, Some(dir)) => Some(dir_locator(&dir)?),
+            _ => None,
+        };
+        let (file_url, file_bundle, file_secret) = match explicit {
+            Some(f) => (f.database_url, f.pki_bundle, f.deployment_secret_file),
+            None => (None, None, None),
+        };
+        let (fb_url, fb_bundle, fb_secret) = match fallback {
+            Some(f) => (f.database_url, f.pki_bundle, f.deployment_secret_file),
+            None => (None, None, None),
+        };
+        let store_url = self
+            .database_url
+            .clone()
+            .or(file_url)
+            .or_else(|| env(DATABASE_URL_ENV))
+            .or(fb_url);
+        let bundle = self
+            .pki
+            .clone()
+            .or(file_bundle)
+            .or_else(|| env(BUNDLE_ENV).map(PathBuf::from))
+            .or(fb_bundle)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_BUNDLE));
+        let secret_file = file_secret
+            .or_else(|| env(SECRET_FILE_ENV).map(PathBuf::from))
+            .or(fb_secret);
+        Ok(Located {
+            store_url,
+            deployment: Deployment {
+                bundle,
+                secret_file,
+            },
+            dir: self.directory(),
+        })
+    }
+}
+
+impl Located {
+    /// The store's URL, which must have been found. A `sqlite://` path that does not exist is
+    /// an error: a verb reading a store never creates one.
+    pub fn existing_store_url(&self) -> Result<&str, LocateError> {
+        let url = self.store_url.as_deref().ok_or(LocateError::NoStore)?;
+        if let Some(rest) = url
+            .strip_prefix("sqlite://")
+            .or(url.strip_prefix("sqlite:"))
+        {
+            let path = rest.split('?').next().unwrap_or(rest);
+            if path != ":memory:" && !Path::new(path).exists() {
+                return Err(LocateError::NoSqliteFile {
+                    path: path.to_string(),
+                });
+            }
+        }
+        Ok(url)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

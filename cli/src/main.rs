@@ -17,6 +17,7 @@ mod duration;
 mod internal_cert_cmd;
 mod join_request_cmd;
 mod node_cmd;
+mod output;
 mod pem;
 mod pki_cmd;
 mod pki_trust_cmd;
@@ -107,11 +108,15 @@ enum Command {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let json = output::json_requested(std::env::args());
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_failure(e, json),
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("bcctl: cannot start the async runtime: {e}");
+            output::print_error(&format!("cannot start the async runtime: {e}"), 1, json);
             return ExitCode::from(1);
         }
     };
@@ -150,8 +155,42 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("bcctl: {}", e.message);
+            output::print_error(&e.message, e.code, json);
             ExitCode::from(e.code)
+        }
+    }
+}
+
+/// A command line the parser refused: `--help` and `--version` print and exit 0; anything else
+/// is a usage error, exit 2, printed as JSON under `--json`.
+fn parse_failure(e: clap::Error, json: bool) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(
+                if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    output::EXIT_USAGE
+                } else {
+                    0
+                },
+            )
+        }
+        _ if json => {
+            let text = e.render().to_string();
+            let first = text
+                .lines()
+                .next()
+                .unwrap_or("invalid command line")
+                .trim_start_matches("error: ");
+            output::print_error(first, output::EXIT_USAGE, true);
+            ExitCode::from(output::EXIT_USAGE)
+        }
+        _ => {
+            let _ = e.print();
+            ExitCode::from(output::EXIT_USAGE)
         }
     }
 }
@@ -165,6 +204,12 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
+    /// A usage error the verb found itself (a bad value): exit 2, as for the parser's.
+    #[allow(dead_code)]
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Failure::coded(message, output::EXIT_USAGE)
+    }
+
     #[allow(dead_code)]
     pub(crate) fn coded(message: impl Into<String>, code: u8) -> Self {
         Failure {

@@ -8,6 +8,8 @@ use serde_json::json;
 /// Errors of the store subcommands, each with the way out.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreCmdError {
+    #[error("{0}")]
+    Locate(#[from] crate::deployment::LocateError),
     #[error("the store at {0} has no schema yet: run `bcctl migrate --database-url <url>` (or `bcctl up`)")]
     NotMigrated(String),
     #[error("{0}")]
@@ -24,7 +26,7 @@ pub struct StoreArgs {
 #[derive(Args)]
 pub struct StatusArgs {
     #[command(flatten)]
-    pub store: StoreArgs,
+    pub deployment: crate::deployment::DeploymentArgs,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -42,8 +44,10 @@ pub async fn migrate(args: StoreArgs) -> Result<(), StoreCmdError> {
 }
 
 pub async fn status(args: StatusArgs) -> Result<(), StoreCmdError> {
-    let store = EventStore::connect(&args.store.database_url).await?;
-    print_status(&store, &args.store.database_url, args.json).await
+    let located = args.deployment.locate()?;
+    let url = located.existing_store_url()?;
+    let store = EventStore::connect(url).await?;
+    print_status(&store, url, args.json).await
 }
 
 async fn print_status(store: &EventStore, url: &str, as_json: bool) -> Result<(), StoreCmdError> {
@@ -58,10 +62,10 @@ async fn print_status(store: &EventStore, url: &str, as_json: bool) -> Result<()
             "{}",
             json!({
                 "backend": backend_name(store.backend()),
-                "database_url": shown_url,
-                "schema_version": status.schema_version,
+                "databaseUrl": shown_url,
+                "schemaVersion": status.schema_version,
                 "events": status.events,
-                "head_position": status.head_position,
+                "headPosition": status.head_position,
             })
         );
     } else {

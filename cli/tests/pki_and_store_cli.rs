@@ -279,7 +279,7 @@ fn up_creates_the_embedded_deployment_serves_and_prints_how_to_join() {
     assert!(status.status.success(), "{}", stderr(&status));
     let status = json(&status);
     assert_eq!(status["backend"], "sqlite");
-    assert!(status["schema_version"].as_i64().unwrap() >= 1);
+    assert!(status["schemaVersion"].as_i64().unwrap() >= 1);
     assert!(status["events"].as_i64().unwrap() >= 1, "{status}");
 }
 
