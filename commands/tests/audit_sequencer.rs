@@ -47,10 +47,19 @@ async fn sequences_and_seals_on_both_backends() {
         seq.catch_up().await.expect("catch up");
         let again = sealer.seal_all().await.expect("seal");
         assert_eq!(again.len(), 3);
+        // Only t1 grew by more than its own checkpoint event: t0 and t2 are idle.
+        let sealed: Vec<&str> = again
+            .iter()
+            .filter_map(|r| match r {
+                Ok(SealOutcome::Sealed { tenant, .. }) => Some(tenant.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sealed, ["t1"], "{again:?}");
         seq.catch_up().await.expect("catch up");
-        for tenant in ["t0", "t1", "t2"] {
+        for (tenant, checkpoints) in [("t0", 1), ("t1", 2), ("t2", 1)] {
             let summary = verify_tenant(&store, tenant, signer.public_key()).await;
-            assert_eq!(summary.checkpoints, 2);
+            assert_eq!(summary.checkpoints, checkpoints, "{tenant}");
         }
         assert_exactly_once(db.url()).await;
         let size = reads::tree_size(&store, "t1").await.expect("size");
@@ -78,6 +87,57 @@ async fn sequences_and_seals_on_both_backends() {
             &last.root_hash,
         )
         .expect("inclusion");
+    }
+}
+
+/// An idle deployment: two seal ticks with the sequencer running between them sign one
+/// checkpoint, not one per tick (the sealer's own event grows the tree by one leaf, which alone is
+/// nothing to vouch for). The next real event is sealed, and that checkpoint covers the first
+/// checkpoint's event too.
+#[tokio::test]
+async fn two_seal_ticks_on_an_idle_store_sign_one_checkpoint() {
+    for db in TestDb::each().await.expect("dbs") {
+        let store = db.store().await.expect("store");
+        for n in 0..4u64 {
+            append(&store, "tenant/t0", &[event("t0", n)]).await;
+        }
+        let mut seq = Sequencer::new(store.clone(), SequencerOptions::default());
+        let signer = signer();
+        let sealer = sealer(&store, signer.clone());
+        let mut outcomes = Vec::new();
+        for _tick in 0..3 {
+            seq.catch_up().await.expect("catch up");
+            outcomes.extend(sealer.seal_all().await.expect("seal"));
+            seq.catch_up().await.expect("catch up");
+        }
+        let sealed = outcomes
+            .iter()
+            .filter(|r| matches!(r, Ok(SealOutcome::Sealed { .. })))
+            .count();
+        assert_eq!(sealed, 1, "{outcomes:?}");
+        assert_eq!(reads::tree_size(&store, "t0").await.expect("size"), 5);
+        assert!(matches!(
+            sealer.seal_tenant("t0").await.expect("seal"),
+            SealOutcome::Unchanged { size: 4, .. }
+        ));
+        assert_eq!(
+            reads::checkpoints(&store, "t0").await.expect("cps").len(),
+            1
+        );
+        // Something happens: sealed again, covering the first checkpoint's leaf.
+        append(&store, "tenant/t0", &[event("t0", 4)]).await;
+        seq.catch_up().await.expect("catch up");
+        assert!(matches!(
+            sealer.seal_tenant("t0").await.expect("seal"),
+            SealOutcome::Sealed {
+                seq: 2,
+                size: 6,
+                ..
+            }
+        ));
+        seq.catch_up().await.expect("catch up");
+        let summary = verify_tenant(&store, "t0", signer.public_key()).await;
+        assert_eq!(summary.checkpoints, 2);
     }
 }
 

@@ -15,7 +15,9 @@
 //!    the SHA-256 of the previous signed note, projected into `audit_checkpoints`.
 //!
 //! The sealed event is itself an event of the tenant: the sequencer gives it a later leaf, so
-//! each checkpoint is covered by the next one.
+//! each checkpoint is covered by the next one. A tree that grew by that one leaf and nothing
+//! else is [`SealOutcome::Unchanged`] (`projections::audit::idle`): an idle deployment signs no
+//! checkpoint per interval (issue 22).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,7 +142,13 @@ impl Sealer {
             let last = read::last_checkpoint(&mut src, tenant).await?;
             let size = read::tree_size(&mut src, tenant).await?;
             let (prev_size, prev_seq) = last.as_ref().map_or((0, 0), |l| (l.size, l.seq));
-            if size <= prev_size {
+            // Grown only by the last checkpoint's own event (an idle tenant): nothing new to
+            // vouch for; that leaf is covered by the next checkpoint, once anything else happens.
+            if size <= prev_size
+                || (size == prev_size + 1
+                    && projections::audit::idle::grew_only_by_own_checkpoint(&mut src, tenant)
+                        .await?)
+            {
                 return Ok(SealOutcome::Unchanged {
                     tenant: tenant.to_string(),
                     size: prev_size,

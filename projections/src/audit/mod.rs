@@ -3,6 +3,7 @@
 //!
 //! - [`checkpoints`]: the projection of `audit.checkpoint.sealed` events.
 //! - [`trees`]: the sequencer's writes (leader lock, cursor, leaves, interior nodes, sizes).
+//! - [`idle`]: whether a tree grew only by its own last checkpoint (the sealer waits).
 //! - [`read`]: what sealing, exports and proofs read, inside a transaction or from the read
 //!   pool ([`ReadFrom`]).
 //!
@@ -10,6 +11,7 @@
 //! needs nothing of the domain's tree maths.
 
 pub mod checkpoints;
+pub mod idle;
 pub mod read;
 mod source;
 pub mod trees;
