@@ -13,7 +13,9 @@ mod batch_cmd;
 mod cloud_cmd;
 mod command_cmd;
 mod deployment;
+mod doctor_cmd;
 mod duration;
+mod healthcheck_cmd;
 mod internal_cert_cmd;
 mod join_request_cmd;
 mod node_cmd;
@@ -99,6 +101,11 @@ enum Command {
     Replay(replay_cmd::ReplayArgs),
     /// Rebuild every projection from the log, in one transaction, with progress.
     Rebuild(rebuild_cmd::RebuildArgs),
+    /// Check the control plane: PKI bundle and CAs, rotation and quorum, store, revocation feed,
+    /// audit sequencer and sealer, clock, certificate expiry (exit 0 ok, 3 warning, 1 error).
+    Doctor(doctor_cmd::DoctorArgs),
+    /// The gRPC health of a running server over TLS pinned to the serving CA (exit 0 SERVING).
+    Healthcheck(healthcheck_cmd::HealthcheckArgs),
 }
 
 /// mimalloc rather than the system allocator: a rebuild allocates and frees millions of small
@@ -150,6 +157,18 @@ fn main() -> ExitCode {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
                 other => Failure::from(other),
             }),
+            Command::Doctor(args) => match doctor_cmd::run(args).await {
+                Ok(0) => Ok(()),
+                Ok(code) => Err(Failure::coded(
+                    format!(
+                        "doctor: the worst finding is {}",
+                        doctor_cmd::worst_name(code)
+                    ),
+                    code,
+                )),
+                Err(e) => Err(e),
+            },
+            Command::Healthcheck(args) => healthcheck_cmd::run(args).await,
         }
     });
     match result {

@@ -174,17 +174,7 @@ pub async fn trust_version(args: TrustVersionArgs) -> Result<(), PkiTrustError> 
         SystemClock.now_us(),
     )
     .await?;
-    let published_digest = (!published_set.is_empty()).then(|| published_set.digest());
-    let lagging: Vec<_> = sets
-        .iter()
-        .filter(|n| match &published_digest {
-            Some(d) => {
-                n.sha256.as_deref() != Some(d.as_bytes().as_slice())
-                    || n.epoch != published.held.epoch
-            }
-            None => n.sha256.is_some(),
-        })
-        .collect();
+    let lagging = lagging_approver_sets(&sets, &published);
     let mut out = json!({
         "version": published.version,
         "configurationMatches": matches,
@@ -255,8 +245,28 @@ pub async fn trust_version(args: TrustVersionArgs) -> Result<(), PkiTrustError> 
     Ok(())
 }
 
+/// The connected nodes enforcing another approver set than the published one (spec 003 "Nodes
+/// that hold another set"): with published keys, one without keys, another digest or another
+/// epoch; without, any node that still holds a set. `bcctl doctor` reports them too.
+pub(crate) fn lagging_approver_sets<'a>(
+    sets: &'a [commands::quorum::bundle::read::ConnectedApproverSet],
+    published: &PublishedBundle,
+) -> Vec<&'a commands::quorum::bundle::read::ConnectedApproverSet> {
+    let published_set = &published.held.set;
+    let published_digest = (!published_set.is_empty()).then(|| published_set.digest());
+    sets.iter()
+        .filter(|n| match &published_digest {
+            Some(d) => {
+                n.sha256.as_deref() != Some(d.as_bytes().as_slice())
+                    || n.epoch != published.held.epoch
+            }
+            None => n.sha256.is_some(),
+        })
+        .collect()
+}
+
 /// Connected nodes (a session seen within the window) and the trust version each reported.
-async fn connected(store: &EventStore) -> Result<Vec<(String, u64)>, PkiTrustError> {
+pub(crate) async fn connected(store: &EventStore) -> Result<Vec<(String, u64)>, PkiTrustError> {
     let now = SystemClock.now_us();
     let mut tx = store.begin().await?;
     let rows = projections::quorum::connected_nodes(&mut tx, now - CONNECTED_WINDOW_US).await;

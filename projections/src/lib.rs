@@ -10,6 +10,7 @@ pub mod attest;
 pub mod audit;
 pub mod commands;
 pub mod digest;
+pub mod doctor;
 pub mod identity;
 pub mod inspect;
 pub mod quorum;
