@@ -303,7 +303,7 @@ fn a_wrong_secret_a_half_done_rotation_and_a_stopped_feed() {
                     .any(|f| f["id"] == "feed.lag" && f["level"] == "error")
             })
         },
-        || format!("{}", up_proc.log_text()),
+        || up_proc.log_text(),
     );
     let (code, report) = doctor(bcctl(d, &["doctor", "--json", "--metrics", &metrics]));
     assert_eq!(code, 1, "{report}");
@@ -332,7 +332,7 @@ fn a_wrong_secret_a_half_done_rotation_and_a_stopped_feed() {
                 && serde_json::from_str::<Value>(&last)
                     .is_ok_and(|e| e["error"]["message"] == not_serving.as_str())
         },
-        || String::new(),
+        String::new,
     );
     assert!(up_proc.is_running(), "{last}");
 }
@@ -565,4 +565,131 @@ fn an_unsigned_quorum_change_names_the_epoch_to_sign() {
         ],
         "{report}"
     );
+}
+
+/// On Postgres: the clock is compared with the database's, and `cert.expiry` names the node
+/// whose newest certificate ends within the horizon (a warning, exit 3) and the one whose
+/// certificates all expired (an info), not the one renewed in time nor the revoked one.
+#[test]
+fn postgres_clock_and_certificate_horizons() {
+    use events::store::{LogStore, LogTx};
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let db = rt.block_on(TestDb::postgres()).expect("postgres");
+    let store = rt.block_on(db.store()).expect("migrate");
+    let now = commands::Clock::now_us(&SystemClock);
+    let hour = 3_600_000_000i64;
+    rt.block_on(async {
+        let mut tx = store.begin().await.expect("begin");
+        let append = |node: &str, serial: &str, not_after_us: i64| {
+            let joined = events::schema::NodeJoined {
+                node_id: node.into(),
+                tenant_id: "t1".into(),
+                site_id: "s1".into(),
+                pool_id: "p1".into(),
+                role: "node".into(),
+                attestor: "join-token".into(),
+                node_key: "unattested".into(),
+                token_id: "tok_seed".into(),
+                identity_generation: 1,
+                ..Default::default()
+            };
+            let issued = events::schema::NodeCertificateIssued {
+                node_id: node.into(),
+                serial: serial.into(),
+                der: vec![0x30],
+                not_before_us: not_after_us - 24 * hour,
+                not_after_us,
+                identity_generation: 1,
+                cause: "join".into(),
+                ..Default::default()
+            };
+            (
+                node.to_string(),
+                vec![
+                    events::NewEvent::from_payload(events::new_event_id(), "t1", now, &joined),
+                    events::NewEvent::from_payload(events::new_event_id(), "t1", now, &issued),
+                ],
+            )
+        };
+        let seeded = [
+            append("node-late", "0a", now + 2 * hour),
+            append("node-gone", "0b", now - hour),
+            append("node-fine", "0c", now + 20 * hour),
+        ];
+        for (node, evs) in seeded {
+            commands::append_and_project(
+                &mut tx,
+                &projections::identity::all(),
+                &format!("node/{node}"),
+                ExpectedVersion::NoStream,
+                &evs,
+            )
+            .await
+            .expect("seed");
+        }
+        tx.commit().await.expect("commit");
+    });
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = tmp.path();
+    short_lived_bundle(&d.join("pki.json"), 0, 730);
+    let mut cmd = bcctl(
+        d,
+        &[
+            "doctor",
+            "--json",
+            "--database-url",
+            db.url(),
+            "--pki",
+            "pki.json",
+        ],
+    );
+    cmd.env("BC_DEPLOYMENT_SECRET", SECRET)
+        .env("BC_METRICS_LISTEN", "off");
+    let (code, report) = doctor(cmd);
+    assert_eq!(code, 3, "{report}");
+    let skew = finding(&report, "clock.skew", "ok")["message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        skew.starts_with("this host's clock is ") && skew.ends_with(" the database's"),
+        "{skew}"
+    );
+    let late = finding(&report, "cert.expiry", "warning");
+    let late_message = late["message"].as_str().expect("message");
+    assert!(
+        late_message.starts_with("1 active node(s) have no certificate valid beyond 6h 0m from now (a renewal is overdue): node-late ("),
+        "{late}"
+    );
+    let gone = finding(&report, "cert.expiry", "info")["message"]
+        .as_str()
+        .expect("message");
+    assert!(
+        gone.starts_with("1 active node(s) hold only expired certificates (offline?): node-gone ("),
+        "{gone}"
+    );
+    assert!(!late_message.contains("node-fine") && !gone.contains("node-fine"));
+    // A wider horizon takes in the node renewed in time too.
+    let mut cmd = bcctl(
+        d,
+        &[
+            "doctor",
+            "--json",
+            "--database-url",
+            db.url(),
+            "--pki",
+            "pki.json",
+            "--cert-horizon",
+            "1d",
+        ],
+    );
+    cmd.env("BC_DEPLOYMENT_SECRET", SECRET)
+        .env("BC_METRICS_LISTEN", "off");
+    let (_, report) = doctor(cmd);
+    assert!(finding(&report, "cert.expiry", "warning")["message"]
+        .as_str()
+        .expect("message")
+        .starts_with("2 active node(s)"));
+    // A bad horizon is a usage error.
+    let out = run(bcctl(d, &["doctor", "--cert-horizon", "soon"]));
+    assert_eq!(out.status.code(), Some(2));
 }
