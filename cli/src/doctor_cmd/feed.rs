@@ -17,8 +17,8 @@ use super::{Finding, Level};
 /// How long doctor waits for the metrics endpoint.
 const TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A lag above this is reported as info even while the feed is not stale.
-const LAG_INFO: f64 = 1.0;
+/// A lag above this (seconds) is reported as info even while the feed is not stale.
+const LAG_INFO: f64 = 2.0;
 
 /// `HOST:PORT` from `HOST:PORT` or `http://HOST:PORT[/metrics]`.
 pub fn metrics_addr(text: &str) -> Option<String> {

@@ -257,3 +257,27 @@ pub fn worst_name(code: u8) -> &'static str {
         _ => "an error",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_code_follows_the_worst_level() {
+        assert_eq!(exit_code(Level::Ok), 0);
+        assert_eq!(exit_code(Level::Info), 0);
+        assert_eq!(exit_code(Level::Warning), 3);
+        assert_eq!(exit_code(Level::Error), 1);
+        assert!(Level::Error > Level::Warning && Level::Warning > Level::Info);
+        assert_eq!(worst_name(3), "a warning");
+        assert_eq!(worst_name(1), "an error");
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(human(Duration::from_secs(40)), "40s");
+        assert_eq!(human(Duration::from_secs(125)), "2m 5s");
+        assert_eq!(human(Duration::from_secs(6 * 3600)), "6h 0m");
+        assert_eq!(human(Duration::from_secs(3 * 86_400 + 4 * 3600)), "3d 4h");
+    }
+}
