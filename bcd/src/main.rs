@@ -29,7 +29,7 @@ use bcd::join_tpm::join_key;
 use bcd::node::{rejoin_x509pop, NetworkDoctor};
 use bcd::renewal_schedule::jitter;
 use bcd::reset::{plan, DRY_RUN_EXIT};
-use bcd::status::{doctor, doctor_exit_code, doctor_text, status};
+use bcd::status::{doctor, doctor_exit_code, doctor_text, status_of};
 use bcd::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 use clap::{Parser, Subcommand, ValueEnum};
 use domain::attest::tpm::TPM_ATTESTOR;
@@ -149,6 +149,15 @@ enum Command {
     /// The host's TPM.
     #[command(subcommand)]
     Tpm(TpmCommand),
+    /// bcd's configuration file.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print a commented config.toml with every key and its default.
+    Template,
 }
 
 #[derive(Debug, Subcommand)]
@@ -209,6 +218,10 @@ fn main() -> ExitCode {
         }
     };
 
+    if let Command::Config(ConfigCommand::Template) = cli.command {
+        print!("{}", bcd::config_template::TEMPLATE);
+        return ExitCode::SUCCESS;
+    }
     let overrides = Overrides {
         server: cli.server.clone(),
         data_dir: cli.data_dir.clone(),
@@ -282,13 +295,14 @@ fn main() -> ExitCode {
             match bcd::ramdisk::run_ramdisk(&config, &dir, &args) {
                 Ok(message) => {
                     println!("{message}");
+                    publish_files(&config, &dir, "bcd ramdisk");
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),
             }
         }
         Command::Status { json } => {
-            let report = status(&dir, &config.tpm_host(), now);
+            let report = status_of(&config, &dir, now);
             if json {
                 match serde_json::to_string_pretty(&report) {
                     Ok(text) => println!("{text}"),
@@ -304,6 +318,7 @@ fn main() -> ExitCode {
             print!("{}", doctor_text(&checks));
             ExitCode::from(doctor_exit_code(&checks) as u8)
         }
+        Command::Config(ConfigCommand::Template) => ExitCode::SUCCESS,
         Command::Tpm(TpmCommand::Show { json }) => {
             let shown = config
                 .tpm_host()
@@ -324,6 +339,19 @@ fn main() -> ExitCode {
                 Err(e) => fail(format_args!("bcd tpm show: {e}")),
             }
         }
+    }
+}
+
+/// After a join committed identity.json: the PEM files (`[files]`), then `on_renew`. Never
+/// fails the join; `bcd node` repairs the files at its start.
+fn publish_files(config: &Config, dir: &DataDir, verb: &str) {
+    match load_in(dir, &config.tpm_host()) {
+        Ok(loaded) => {
+            bcd::node_files::refresh(&config.files, &loaded, &mut |line| {
+                eprintln!("{verb}: {line}")
+            });
+        }
+        Err(e) => eprintln!("{verb}: files: the PEM files were not written: {e}"),
     }
 }
 
@@ -454,6 +482,13 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
             }
             // No credential is read on a machine whose identity loads.
             println!("already joined as {}", loaded.describe());
+            if let Some(record) = bcd::revocation::revoked(dir, &loaded.leaf.serial.to_hex()) {
+                eprintln!(
+                    "bcd join: {}; {}",
+                    record.describe(),
+                    bcd::revocation::REVOKED_WAY_BACK
+                );
+            }
             if let Some(path) = token_file {
                 if let Consumed::Kept { warning, .. } = discard_token_file(&path) {
                     eprintln!("{warning}");
@@ -561,6 +596,7 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
                     "the previous certificate (serial {}) is revoked",
                     rejoined.replaced_serial
                 );
+                publish_files(config, dir, "bcd join");
                 ExitCode::SUCCESS
             }
             Err(e) => fail(e),
@@ -612,6 +648,7 @@ fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime) -> 
             // The join's trust bundle offers an approver set: take it under the one epoch rule
             // (and the first-set pin) now; every session start settles it again.
             bcd::node::settle_stored_set(dir, config.approver_set_pin.as_ref());
+            publish_files(config, dir, "bcd join");
             if let Some(token) = token {
                 if let Consumed::Kept { warning, .. } = token.consume() {
                     eprintln!("{warning}");
