@@ -197,15 +197,11 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                 log(format_args!(
                     "certificate revoked: {reason} (serial {serial}); not reconnecting with it"
                 ));
-                // For bcd status, bcd doctor and bcd join: this identity is dead.
-                let serial_hex = if serial.is_empty() {
-                    loaded.leaf.serial.to_hex()
-                } else {
-                    serial.clone()
-                };
+                // For bcd status, bcd doctor and bcd join: this identity is dead. The session
+                // was this certificate's, so the record names its serial as bcd writes it.
                 if let Err(e) = crate::revocation::record(
                     dir,
-                    &serial_hex,
+                    &loaded.leaf.serial.to_hex(),
                     &reason,
                     OffsetDateTime::now_utc(),
                 ) {
@@ -241,7 +237,8 @@ pub fn renewal_failed_line(
 ) -> String {
     let next = match next {
         Some(at) => format!("next attempt at {}", rfc3339(at)),
-        None => "no retry fits before the certificate expires; at its expiry bcd node re-joins by                  x509pop"
+        None => "no retry fits before the certificate expires; at its expiry bcd node re-joins by \
+                 x509pop"
             .to_owned(),
     };
     format!(
@@ -260,11 +257,14 @@ mod tests {
         let at = datetime!(2026-01-01 00:00:30 UTC);
         assert_eq!(
             renewal_failed_line(&"renewal: the gateway answered UNAVAILABLE", 2, Duration::seconds(95), Some(at)),
-            "renewal failed: renewal: the gateway answered UNAVAILABLE; attempt 2, expiresIn 95s;              next attempt at 2026-01-01T00:00:30Z"
+            "renewal failed: renewal: the gateway answered UNAVAILABLE; attempt 2, expiresIn 95s; \
+             next attempt at 2026-01-01T00:00:30Z"
         );
         assert_eq!(
             renewal_failed_line(&"x", 3, Duration::seconds(-4), None),
-            "renewal failed: x; attempt 3, expiresIn 0s; no retry fits before the certificate              expires; at its expiry bcd node re-joins by x509pop"
+            "renewal failed: x; attempt 3, expiresIn 0s; no retry fits before the certificate \
+             expires; at its expiry bcd node re-joins by \
+                 x509pop"
         );
     }
 
