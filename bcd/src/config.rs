@@ -630,15 +630,16 @@ mod tests {
             &Overrides::default(),
         )
         .unwrap_err();
-        assert!(cfg.to_string().starts_with("/nonexistent/bcd.toml: no such configuration file"));
+        assert!(cfg
+            .to_string()
+            .starts_with("/nonexistent/bcd.toml: no such configuration file"));
         let raw = RawConfig::default();
-        let cfg = Config::from_raw(None, raw, &Environment::default(), &Overrides::default())
-            .unwrap();
+        let cfg =
+            Config::from_raw(None, raw, &Environment::default(), &Overrides::default()).unwrap();
         let e = cfg.join_pins().unwrap_err();
         assert!(
-            e.to_string().starts_with(
-                "no configuration at /etc/bcd/config.toml: bcd needs its config.toml"
-            ),
+            e.to_string()
+                .starts_with("no configuration at /etc/bcd/config.toml: bcd needs its config.toml"),
             "{e}"
         );
         assert!(e.to_string().contains("bcctl node config --out DIR"));

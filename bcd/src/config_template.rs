@@ -125,10 +125,7 @@ mod tests {
         let f = Fields(Default::default());
         let _ = T::deserialize(&f);
         let names = f.0.borrow().clone();
-        names
-            .into_iter()
-            .map(|n| format!("{prefix}{n}"))
-            .collect()
+        names.into_iter().map(|n| format!("{prefix}{n}")).collect()
     }
 
     /// Every `# key = value` line made live.
@@ -196,7 +193,9 @@ mod tests {
         parser.extend(fields_of::<crate::config::RawTpm>("tpm."));
         parser.extend(fields_of::<crate::config::RawSite>("site."));
         parser.extend(fields_of::<crate::config::CloudSettings>("cloud."));
-        parser.extend(fields_of::<crate::commands::settings::RawCommands>("commands."));
+        parser.extend(fields_of::<crate::commands::settings::RawCommands>(
+            "commands.",
+        ));
         parser.extend(fields_of::<crate::node_files::RawFiles>("files."));
         assert!(parser.len() > 20, "{parser:?}");
         let live: toml::Value = toml::from_str(&uncommented()).unwrap();

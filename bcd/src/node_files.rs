@@ -190,7 +190,10 @@ pub fn pem_set(loaded: &LoadedIdentity) -> Result<PemSet, PemFileError> {
     if chain.len() < 2 {
         return Err(PemFileError::NoCaCertificate);
     }
-    let cert: String = chain.iter().map(|der| pem_encode("CERTIFICATE", der)).collect();
+    let cert: String = chain
+        .iter()
+        .map(|der| pem_encode("CERTIFICATE", der))
+        .collect();
     let bundle: String = chain[1..]
         .iter()
         .map(|der| pem_encode("CERTIFICATE", der))
@@ -372,7 +375,10 @@ pub fn run_hook(
 }
 
 /// The environment `on_renew` runs with: where the files are and what they hold.
-pub fn hook_env(settings: &FileSettings, loaded: &LoadedIdentity) -> BTreeMap<&'static str, String> {
+pub fn hook_env(
+    settings: &FileSettings,
+    loaded: &LoadedIdentity,
+) -> BTreeMap<&'static str, String> {
     let mut env = BTreeMap::new();
     env.insert("BCD_CERT_FILE", settings.cert.display().to_string());
     env.insert("BCD_BUNDLE_FILE", settings.bundle.display().to_string());
@@ -387,7 +393,11 @@ pub fn hook_env(settings: &FileSettings, loaded: &LoadedIdentity) -> BTreeMap<&'
 
 /// Brings the PEM files in line with `loaded` and, when any changed, runs `on_renew`. Every
 /// outcome is a line for `log`; nothing fails the caller. Returns whether files changed.
-pub fn refresh(settings: &FileSettings, loaded: &LoadedIdentity, log: &mut dyn FnMut(String)) -> bool {
+pub fn refresh(
+    settings: &FileSettings,
+    loaded: &LoadedIdentity,
+    log: &mut dyn FnMut(String),
+) -> bool {
     let written = match pem_set(loaded).and_then(|set| write_pem_files(settings, &set)) {
         Ok(written) => written,
         Err(e) => {
@@ -420,7 +430,11 @@ pub fn refresh(settings: &FileSettings, loaded: &LoadedIdentity, log: &mut dyn F
     }
     log(line);
     if let Some(command) = &settings.on_renew {
-        match run_hook(command, &hook_env(settings, loaded), settings.on_renew_timeout) {
+        match run_hook(
+            command,
+            &hook_env(settings, loaded),
+            settings.on_renew_timeout,
+        ) {
             Ok(()) => log(format!("files: on_renew {command:?} succeeded")),
             Err(e) => log(format!("files: {e}")),
         }
@@ -459,7 +473,9 @@ mod tests {
         );
         assert!(toml::from_str::<RawFiles>("on_renewal = \"x\"\n").is_err());
         assert_eq!(
-            raw("on_renew_timeout_seconds = 0\n").settings(d).unwrap_err(),
+            raw("on_renew_timeout_seconds = 0\n")
+                .settings(d)
+                .unwrap_err(),
             "on_renew_timeout_seconds = 0: it must be from 1 to 3600"
         );
         assert_eq!(

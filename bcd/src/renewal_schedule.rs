@@ -224,10 +224,19 @@ mod tests {
         }
         let na = now + Duration::seconds(10);
         // The first retry's 30 s do not fit: halfway, a last chance.
-        assert_eq!(renewal_retry_at(now, na, 1, None, 0.5), now + Duration::seconds(5));
+        assert_eq!(
+            renewal_retry_at(now, na, 1, None, 0.5),
+            now + Duration::seconds(5)
+        );
         // A pushback past notAfter is honoured: no attempt before the expiry.
         assert_eq!(
-            renewal_retry_at(now, na, 1, Some(Pushback::After(Duration::seconds(60))), 0.5),
+            renewal_retry_at(
+                now,
+                na,
+                1,
+                Some(Pushback::After(Duration::seconds(60))),
+                0.5
+            ),
             na
         );
         // Under 2 s left: wait for the expiry.
@@ -235,7 +244,10 @@ mod tests {
         assert_eq!(renewal_retry_at(now, na, 1, None, 0.5), na);
         // Fits: the backoff.
         let na = now + Duration::seconds(100);
-        assert_eq!(renewal_retry_at(now, na, 1, None, 0.5), now + Duration::seconds(30));
+        assert_eq!(
+            renewal_retry_at(now, na, 1, None, 0.5),
+            now + Duration::seconds(30)
+        );
     }
 
     #[test]

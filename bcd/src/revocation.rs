@@ -78,7 +78,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = DataDir::new(tmp.path());
         assert_eq!(revoked(&dir, "0a"), None);
-        record(&dir, "0a", "revoked by an operator", datetime!(2026-01-02 03:04:05 UTC)).unwrap();
+        record(
+            &dir,
+            "0a",
+            "revoked by an operator",
+            datetime!(2026-01-02 03:04:05 UTC),
+        )
+        .unwrap();
         let r = revoked(&dir, "0A").unwrap();
         assert_eq!(r.seen_at, "2026-01-02T03:04:05Z");
         assert_eq!(

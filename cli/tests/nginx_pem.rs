@@ -44,7 +44,9 @@ fn free_port() -> u16 {
 
 /// The serial of the first certificate in PEM `text`, upper-case hex without leading zeros.
 fn serial_of_pem(text: &str, scratch: &Path) -> String {
-    let begin = text.find("-----BEGIN CERTIFICATE-----").expect("a certificate");
+    let begin = text
+        .find("-----BEGIN CERTIFICATE-----")
+        .expect("a certificate");
     let end_marker = "-----END CERTIFICATE-----";
     let end = text[begin..].find(end_marker).expect("its end") + begin + end_marker.len();
     fs::write(scratch, format!("{}\n", &text[begin..end])).expect("write pem");
@@ -146,7 +148,8 @@ fn scenario(db_url: &str) {
     );
     assert!(
         stderr.contains("bcd join: files: [files] on_renew ")
-            && stderr.contains(" failed (exit status: 1); the new files are in place, the node goes on"),
+            && stderr
+                .contains(" failed (exit status: 1); the new files are in place, the node goes on"),
         "{stderr}"
     );
     let joined = status(&server, &data);
@@ -163,9 +166,15 @@ fn scenario(db_url: &str) {
     let cert_text = fs::read_to_string(&cert).expect("cert.pem");
     let bundle_text = fs::read_to_string(&bundle).expect("bundle.pem");
     assert_eq!(cert_text.matches("-----BEGIN CERTIFICATE-----").count(), 2);
-    assert_eq!(bundle_text.matches("-----BEGIN CERTIFICATE-----").count(), 1);
+    assert_eq!(
+        bundle_text.matches("-----BEGIN CERTIFICATE-----").count(),
+        1
+    );
     // The bundle is the chain's second certificate: the node CA.
-    assert!(cert_text.ends_with(&bundle_text), "{cert_text}\n{bundle_text}");
+    assert!(
+        cert_text.ends_with(&bundle_text),
+        "{cert_text}\n{bundle_text}"
+    );
     assert!(fs::read_to_string(&key)
         .expect("key.pem")
         .starts_with("-----BEGIN PRIVATE KEY-----\n"));
@@ -174,7 +183,10 @@ fn scenario(db_url: &str) {
         join_serial
     );
     let ran = fs::read_to_string(&marker).expect("on_renew ran at the join");
-    assert_eq!(ran.lines().map(norm).collect::<Vec<_>>(), vec![join_serial.clone()]);
+    assert_eq!(
+        ran.lines().map(norm).collect::<Vec<_>>(),
+        vec![join_serial.clone()]
+    );
 
     // nginx serves the join's certificate from bcd's files.
     let mut nginx_cmd = Command::new(NGINX);
@@ -257,7 +269,11 @@ fn scenario(db_url: &str) {
         .map(norm)
         .collect();
     assert!(ran.contains(&now_served), "{ran:?}");
-    assert!(agent.log_text().contains("files: on_renew "), "{}", agent.log_text());
+    assert!(
+        agent.log_text().contains("files: on_renew "),
+        "{}",
+        agent.log_text()
+    );
 
     // A failing on_renew is logged; bcd node goes on renewing.
     fs::write(&fail_flag, "").expect("flag");
@@ -315,7 +331,11 @@ fn scenario(db_url: &str) {
         ),
         "{doctor}"
     );
-    assert_eq!(doctor.matches("bcd join --reset --yes").count(), 1, "{doctor}");
+    assert_eq!(
+        doctor.matches("bcd join --reset --yes").count(),
+        1,
+        "{doctor}"
+    );
 
     // Without the record, doctor learns it from the gateway, under the same check.
     fs::remove_file(data.join("revoked.json")).expect("rm revoked.json");
@@ -323,7 +343,11 @@ fn scenario(db_url: &str) {
     assert_eq!(code, 1, "{doctor}{err}");
     assert!(doctor.contains("FAIL revocation: "), "{doctor}");
     assert!(!doctor.contains("clock skew"), "{doctor}");
-    assert_eq!(doctor.matches("bcd join --reset --yes").count(), 1, "{doctor}");
+    assert_eq!(
+        doctor.matches("bcd join --reset --yes").count(),
+        1,
+        "{doctor}"
+    );
     eprintln!("doctor on the revoked node (from the gateway):\n{doctor}");
     drop(nginx);
 }

@@ -7,10 +7,10 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::session::{client_identity, time_of_ms, WELCOME_TIMEOUT};
 use crate::client::{connect, describe_status, ClientError};
-use crate::revocation::REVOKED_WAY_BACK;
 use crate::config::Config;
 use crate::files::DataDir;
 use crate::identity_store::{load_read_only_in, LoadedIdentity};
+use crate::revocation::REVOKED_WAY_BACK;
 use crate::status::{Check, Level, NetworkChecks, CLOCK_TOLERANCE};
 use proto::gateway_message::Body as GatewayBody;
 use proto::node_message::Body as NodeBody;
@@ -73,7 +73,8 @@ pub async fn welcome_time(
         Ok(client) => client,
         Err(ClientError::CertificateRevoked { addr }) => {
             return Err(WelcomeError::Revoked(format!(
-                "the gateway at {addr} refused this certificate as revoked at the TLS handshake"
+                "the gateway at {addr} refused this certificate at the TLS handshake with the \
+                 alert certificate_revoked"
             )))
         }
         Err(e) => return Err(WelcomeError::Other(e.to_string())),
@@ -173,22 +174,28 @@ impl NetworkChecks for NetworkDoctor {
             Some(Ok(t)) => t,
             // Reported under its own check, with the way back once.
             Some(Err(WelcomeError::Revoked(reason))) => {
+                // An expired identity already printed its way back (identity check): once.
+                let way_back = if now >= loaded.leaf.not_after {
+                    "it has expired too: join again as the identity check says, with a new token"
+                } else {
+                    REVOKED_WAY_BACK
+                };
                 return Check::new(
                     "revocation",
                     Level::Fail,
                     format!(
-                        "{} is revoked: the gateway says so ({reason}); {REVOKED_WAY_BACK}",
+                        "{} is revoked: the gateway says so ({reason}); {way_back}",
                         loaded.describe()
                     ),
-                )
+                );
             }
             Some(Err(WelcomeError::Other(e))) => {
                 return Check::new(
                     "clock skew",
                     Level::Fail,
                     format!(
-                        "not measured: the gateway did not open a session for this node: {e}; \
-                         check the gateway check above and the gateway's log"
+                        "the gateway did not open a session for this node: {e}; no server time \
+                         to compare with (see the gateway check above, and the gateway's log)"
                     ),
                 )
             }

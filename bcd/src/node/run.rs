@@ -14,9 +14,9 @@ use crate::client::{connect, ClientError, GatewayAddress};
 use crate::commands::{CommandContext, CommandSettings};
 use crate::files::DataDir;
 use crate::identity_store::{load_in, LoadError, WAY_BACK};
+use crate::node_files::{refresh, FileSettings};
 use crate::node_key::TpmHost;
 use crate::renewal::PendingRenewal;
-use crate::node_files::{refresh, FileSettings};
 use crate::renewal_schedule::{jitter, renew_at, renewal_retry_at};
 use domain::quorum::SetDigest;
 
@@ -256,7 +256,12 @@ mod tests {
     fn the_renewal_failure_line_carries_attempt_and_expires_in() {
         let at = datetime!(2026-01-01 00:00:30 UTC);
         assert_eq!(
-            renewal_failed_line(&"renewal: the gateway answered UNAVAILABLE", 2, Duration::seconds(95), Some(at)),
+            renewal_failed_line(
+                &"renewal: the gateway answered UNAVAILABLE",
+                2,
+                Duration::seconds(95),
+                Some(at)
+            ),
             "renewal failed: renewal: the gateway answered UNAVAILABLE; attempt 2, expiresIn 95s; \
              next attempt at 2026-01-01T00:00:30Z"
         );
