@@ -487,6 +487,62 @@ mod tests {
     }
 
     #[test]
+    fn files_are_written_with_their_modes_once_and_a_stale_key_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let settings = FileSettings::defaults(tmp.path());
+        let set = PemSet {
+            cert: "C1\nCA\n".into(),
+            bundle: "CA\n".into(),
+            key: Some("K\n".into()),
+        };
+        let w = write_pem_files(&settings, &set).unwrap();
+        assert_eq!(
+            w.written,
+            vec![settings.key.clone(), settings.cert.clone(), settings.bundle.clone()]
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(
+            (mode(&settings.cert), mode(&settings.bundle), mode(&settings.key)),
+            (0o644, 0o644, 0o600)
+        );
+        // Already right: nothing is rewritten, so on_renew would not run.
+        assert!(!write_pem_files(&settings, &set).unwrap().changed());
+        // A mode changed by hand is put back.
+        std::fs::set_permissions(&settings.key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let w = write_pem_files(&settings, &set).unwrap();
+        assert_eq!(w.written, vec![settings.key.clone()]);
+        assert_eq!(mode(&settings.key), 0o600);
+        // The key moved into the TPM: key.pem no longer matches and goes.
+        let tpm = PemSet {
+            cert: "C2\nCA\n".into(),
+            key: None,
+            ..set
+        };
+        let w = write_pem_files(&settings, &tpm).unwrap();
+        assert_eq!(w.removed, Some(settings.key.clone()));
+        assert_eq!(w.written, vec![settings.cert.clone()]);
+        assert!(!settings.key.exists());
+        assert_eq!(std::fs::read_to_string(&settings.cert).unwrap(), "C2\nCA\n");
+        // No temporaries left behind.
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn a_hook_gets_its_environment() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("env");
+        let mut env = BTreeMap::new();
+        env.insert("BCD_SERIAL", "0a1b".to_owned());
+        run_hook(
+            &format!("printf %s \"$BCD_SERIAL\" > {}", out.display()),
+            &env,
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(out).unwrap(), "0a1b");
+    }
+
+    #[test]
     fn a_hook_that_fails_or_hangs_is_reported() {
         let env = BTreeMap::new();
         assert!(run_hook("exit 0", &env, Duration::from_secs(5)).is_ok());
