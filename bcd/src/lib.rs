@@ -14,6 +14,7 @@
 //! | [`verify_join`] | verifying a JoinResponse against the pins and this request |
 //! | [`join`] | the join's local parts and the transport trait |
 //! | [`join_tpm`] | where the join's node key is made; `bcd join --attestor tpm`'s producer |
+//! | [`join_cmd`] | `bcd join` as a command: credentials, `--reset`, the exchange, then the PEM files |
 //! | [`join_loop`] | the join loop: retries, pending waits, challenge rounds, storing |
 //! | [`attest`] | the attestors' agent halves: join-token, provisioned, x509pop, `--evidence-command` |
 //! | [`renewal`] | a renewal's request parts and the check of its answer |
@@ -49,6 +50,7 @@ pub mod files;
 pub mod hardware;
 pub mod identity_store;
 pub mod join;
+pub mod join_cmd;
 pub mod join_loop;
 pub mod join_tpm;
 pub mod node;

@@ -498,11 +498,19 @@ mod tests {
         let w = write_pem_files(&settings, &set).unwrap();
         assert_eq!(
             w.written,
-            vec![settings.key.clone(), settings.cert.clone(), settings.bundle.clone()]
+            vec![
+                settings.key.clone(),
+                settings.cert.clone(),
+                settings.bundle.clone()
+            ]
         );
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
         assert_eq!(
-            (mode(&settings.cert), mode(&settings.bundle), mode(&settings.key)),
+            (
+                mode(&settings.cert),
+                mode(&settings.bundle),
+                mode(&settings.key)
+            ),
             (0o644, 0o644, 0o600)
         );
         // Already right: nothing is rewritten, so on_renew would not run.

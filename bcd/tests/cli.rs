@@ -438,9 +438,12 @@ fn config_template_prints_the_template_without_reading_a_config() {
     let cfg = tmp.path().join("config.toml");
     fs::write(&cfg, &out.stdout).unwrap();
     let data = tmp.path().join("data");
-    let out = bcd(&cfg, &["--data-dir", data.to_str().unwrap(), "status", "--json"])
-        .output()
-        .unwrap();
+    let out = bcd(
+        &cfg,
+        &["--data-dir", data.to_str().unwrap(), "status", "--json"],
+    )
+    .output()
+    .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["state"], "not-joined", "{v}");
 }
