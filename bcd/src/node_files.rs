@@ -442,6 +442,52 @@ pub fn refresh(
     true
 }
 
+/// `bcd doctor`'s `pem files` check: whether the files match the identity (bytes and mode).
+pub fn files_check(settings: &FileSettings, loaded: &LoadedIdentity) -> crate::status::Check {
+    use crate::status::{Check, Level};
+    let set = match pem_set(loaded) {
+        Ok(set) => set,
+        Err(e) => return Check::new("pem files", Level::Warn, e.to_string()),
+    };
+    let mut stale = Vec::new();
+    if let Some(key) = &set.key {
+        if !is_current(&settings.key, key.as_bytes(), settings.key_mode) {
+            stale.push(settings.key.display().to_string());
+        }
+    } else if settings.key.exists() {
+        stale.push(format!(
+            "{} (the key is in the TPM)",
+            settings.key.display()
+        ));
+    }
+    for (path, text) in [(&settings.cert, &set.cert), (&settings.bundle, &set.bundle)] {
+        if !is_current(path, text.as_bytes(), settings.mode) {
+            stale.push(path.display().to_string());
+        }
+    }
+    if stale.is_empty() {
+        Check::new(
+            "pem files",
+            Level::Ok,
+            format!(
+                "{} and {} match the identity",
+                settings.cert.display(),
+                settings.bundle.display()
+            ),
+        )
+    } else {
+        Check::new(
+            "pem files",
+            Level::Warn,
+            format!(
+                "{}: missing, or not the current identity or mode; bcd node rewrites them when it \
+                 starts (systemctl restart bcd)",
+                stale.join(", ")
+            ),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

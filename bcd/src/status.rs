@@ -501,6 +501,9 @@ pub fn doctor(
     let mut checks = vec![pins_check(config), server_check(config)];
     let (identity, loaded) = identity_checks(dir, &config.tpm_host(), now);
     checks.extend(identity);
+    if let Some(loaded) = &loaded {
+        checks.push(crate::node_files::files_check(&config.files, loaded));
+    }
     checks.push(mode_check(dir));
     checks.extend(local_clock_check(loaded.as_ref(), now));
     checks.push(network.gateway_reachable(config));

@@ -336,6 +336,14 @@ fn scenario(db_url: &str) {
         1,
         "{doctor}"
     );
+    assert!(
+        doctor.contains(&format!(
+            "ok   pem files: {} and {} match the identity\n",
+            cert.display(),
+            bundle.display()
+        )),
+        "{doctor}"
+    );
 
     // Without the record, doctor learns it from the gateway, under the same check.
     fs::remove_file(data.join("revoked.json")).expect("rm revoked.json");
