@@ -67,6 +67,7 @@ pub fn run_agent(
         tpm: config.tpm_host(),
         commands: config.commands.clone(),
         approver_set_pin: config.approver_set_pin,
+        files: config.files.clone(),
     };
     // A certificate that expired while the machine was off (or before a renewal succeeded)
     // re-joins by x509pop from the identity on disk, logged, before bcd gives up.

@@ -24,7 +24,11 @@
 //! log_file = "/var/log/bcd.log"           # logs.collect without a unit (else journalctl -u bcd)
 //! [commands.hooks]
 //! "node.reboot" = "/usr/libexec/bcd/reboot"
+//! [files]                                 # the PEM files (bcd::node_files)
+//! on_renew = "systemctl reload nginx"
 //! ```
+//!
+//! `bcd config template` prints every key with its default ([`crate::config_template`]).
 //!
 //! Every pin is parsed when the file is read, before bcd does anything else: a malformed pin is
 //! a [`ConfigError::MalformedPin`] naming the key, and bcd stops. A missing pin is allowed while
@@ -120,16 +124,37 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// A `[files]` value that cannot work.
+    #[error("{path}: [files]: {message}")]
+    Files {
+        /// Path.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// A pin needed for this command is not in the file.
     #[error(
         "{path}: {key} is not set; bcd needs all three pins (serving_ca_spki_pin, \
-         join_encryption_key_pin, join_signing_key_pin) to join: copy them from `bcctl pki show`"
+         join_encryption_key_pin, join_signing_key_pin) to join: copy them from `bcctl pki show`, \
+         or write the whole file with `bcctl node config --out DIR`"
     )]
     MissingPin {
         /// Path (or `<no config.toml>`).
         path: PathBuf,
         /// The configuration key.
         key: &'static str,
+    },
+    /// No configuration file at all (none named, none at [`DEFAULT_CONFIG_PATH`]) and a command
+    /// that needs one.
+    #[error(
+        "no configuration at {path}: bcd needs its config.toml (the server and the three pins) \
+         with join-encryption.jwk and join-signing.jwk beside it; on the control plane run \
+         `bcctl node config --out DIR`, copy DIR's three files to /etc/bcd (or pass --config \
+         DIR/config.toml)"
+    )]
+    NoConfig {
+        /// The default path that was looked at.
+        path: PathBuf,
     },
     /// No server address in the file, the environment or the flags.
     #[error("no server address: set `server` in {path}, or {SERVER_ENV}, or pass --server")]
@@ -147,7 +172,7 @@ pub enum ConfigError {
 
 /// The file as written, before the pins are parsed.
 #[derive(Debug, Default, Deserialize)]
-struct RawConfig {
+pub(crate) struct RawConfig {
     server: Option<String>,
     data_dir: Option<PathBuf>,
     serving_ca_spki_pin: Option<String>,
@@ -162,11 +187,13 @@ struct RawConfig {
     approver_set_sha256: Option<String>,
     #[serde(default)]
     commands: crate::commands::settings::RawCommands,
+    #[serde(default)]
+    files: crate::node_files::RawFiles,
 }
 
 /// `[site]` as written.
 #[derive(Debug, Default, Deserialize)]
-struct RawSite {
+pub(crate) struct RawSite {
     listen: Option<String>,
 }
 
@@ -192,7 +219,7 @@ impl SiteSettings {
 
 /// `[tpm]` as written.
 #[derive(Debug, Default, Deserialize)]
-struct RawTpm {
+pub(crate) struct RawTpm {
     tcti: Option<String>,
     #[serde(default)]
     ek_intermediates: Vec<PathBuf>,
@@ -308,6 +335,8 @@ pub struct Config {
     pub approver_set_pin: Option<domain::quorum::SetDigest>,
     /// `[commands]`.
     pub commands: crate::commands::CommandSettings,
+    /// `[files]`: the PEM files other software reads, and `on_renew`.
+    pub files: crate::node_files::FileSettings,
 }
 
 fn parse_pin(
@@ -440,9 +469,17 @@ impl Config {
                 path: shown.clone(),
                 message,
             })?;
+        let files = raw
+            .files
+            .settings(&data_dir)
+            .map_err(|message| ConfigError::Files {
+                path: shown.clone(),
+                message,
+            })?;
         Ok(Config {
             approver_set_pin,
             commands,
+            files,
             path,
             server,
             data_dir,
@@ -475,8 +512,20 @@ impl Config {
             .unwrap_or_else(|| PathBuf::from("<no config.toml>"))
     }
 
+    /// The error for a command that needs a configuration file when there is none, else `None`.
+    pub fn no_config(&self) -> Option<ConfigError> {
+        self.path.is_none().then(|| ConfigError::NoConfig {
+            path: PathBuf::from(DEFAULT_CONFIG_PATH),
+        })
+    }
+
     /// All three pins, or the first missing one named.
     pub fn join_pins(&self) -> Result<JoinPins, ConfigError> {
+        if self.pins == Pins::default() {
+            if let Some(e) = self.no_config() {
+                return Err(e);
+            }
+        }
         let need = |pin: Option<Pin>, key: &'static str| {
             pin.ok_or_else(|| ConfigError::MissingPin {
                 path: self.shown_path(),
@@ -492,6 +541,11 @@ impl Config {
 
     /// The server address, or an error naming the three places it can come from.
     pub fn require_server(&self) -> Result<&str, ConfigError> {
+        if self.server.is_none() {
+            if let Some(e) = self.no_config() {
+                return Err(e);
+            }
+        }
         self.server
             .as_deref()
             .ok_or_else(|| ConfigError::MissingServer {
@@ -566,6 +620,33 @@ mod tests {
             }
         ));
         assert!(err.to_string().contains("join_signing_key_pin"));
+    }
+
+    #[test]
+    fn no_configuration_file_is_named_as_such() {
+        let cfg = Config::load(
+            Some(Path::new("/nonexistent/bcd.toml")),
+            &Environment::default(),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(cfg
+            .to_string()
+            .starts_with("/nonexistent/bcd.toml: no such configuration file"));
+        let raw = RawConfig::default();
+        let cfg =
+            Config::from_raw(None, raw, &Environment::default(), &Overrides::default()).unwrap();
+        let e = cfg.join_pins().unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("no configuration at /etc/bcd/config.toml: bcd needs its config.toml"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("bcctl node config --out DIR"));
+        assert!(matches!(
+            cfg.require_server(),
+            Err(ConfigError::NoConfig { .. })
+        ));
     }
 
     #[test]

@@ -209,6 +209,11 @@ impl DataDir {
 
 /// Writes `dir/name` via a 0600 temporary file, fsync, rename and a directory fsync.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), FileError> {
+    write_atomic_mode(dir, name, bytes, FILE_MODE)
+}
+
+/// [`write_atomic`] with the file's mode `mode` (the PEM files other software reads).
+pub fn write_atomic_mode(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Result<(), FileError> {
     let target = dir.join(name);
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     // A leftover from a crashed writer with the same pid: ours to replace.
@@ -221,8 +226,8 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), FileErro
             .open(&tmp)
             .map_err(FileError::io(&tmp, "creating"))?;
         // The mode given at creation is filtered by the umask; set it exactly.
-        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
-            .map_err(FileError::io(&tmp, "setting mode 0600 on"))?;
+        file.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(FileError::io(&tmp, "setting the mode of"))?;
         file.write_all(bytes)
             .map_err(FileError::io(&tmp, "writing"))?;
         file.sync_all().map_err(FileError::io(&tmp, "syncing"))?;

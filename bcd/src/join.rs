@@ -31,7 +31,10 @@ pub const JOIN_SIGNING_JWK: &str = "join-signing.jwk";
 #[derive(Debug, thiserror::Error)]
 pub enum JoinError {
     /// `join-encryption.jwk` or `join-signing.jwk` missing, unreadable or malformed.
-    #[error("{path}: {reason} (copy it from the control plane: `bcctl pki show`)")]
+    #[error(
+        "{path}: {reason} (on the control plane, `bcctl node config --out DIR` writes it with \
+         config.toml and the other JWK: copy DIR's files beside bcd's config.toml)"
+    )]
     EncryptionKey {
         /// The file.
         path: String,

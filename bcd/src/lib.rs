@@ -3,15 +3,18 @@
 //! | module | job |
 //! | --- | --- |
 //! | [`config`] | `config.toml`, environment overrides, the three pins |
+//! | [`config_template`] | `bcd config template`: every key with its default, checked against the parser |
 //! | [`files`] | the data directory, durable 0600 writes, PKCS#8 PEM node keys |
 //! | [`fault`] | fault points the crash tests stop the process at (debug builds only) |
 //! | [`identity_store`] | `identity.json`, loading in three steps, storing a join and a renewal |
 //! | [`token_input`] | where `bcd join` takes its token from (never the command line) |
 //! | [`hardware`] | the hardware claims a join sends (product UUID, permanent MACs) |
 //! | [`reset`] | `bcd join --reset [--yes]` |
+//! | [`revocation`] | `revoked.json`: the revocation `bcd node` saw, for status, doctor and join |
 //! | [`verify_join`] | verifying a JoinResponse against the pins and this request |
 //! | [`join`] | the join's local parts and the transport trait |
 //! | [`join_tpm`] | where the join's node key is made; `bcd join --attestor tpm`'s producer |
+//! | [`join_cmd`] | `bcd join` as a command: credentials, `--reset`, the exchange, then the PEM files |
 //! | [`join_loop`] | the join loop: retries, pending waits, challenge rounds, storing |
 //! | [`attest`] | the attestors' agent halves: join-token, provisioned, x509pop, `--evidence-command` |
 //! | [`renewal`] | a renewal's request parts and the check of its answer |
@@ -19,6 +22,7 @@
 //! | [`renewal_schedule`] | when to renew and retry (pure) |
 //! | [`status`] | `bcd status` and `bcd doctor` |
 //! | [`client`] | gRPC over TLS 1.3 pinned to the serving CA; the Join transport |
+//! | [`node_files`] | the identity as PEM files (chain, bundle, key) and `[files] on_renew` |
 //! | [`node_key`] | the node key, a PKCS#8 file or held by the TPM; making it where it belongs |
 //! | [`agent_cmd`] | `bcd node` and `bcd site` as commands: pins, runtime, the x509pop re-join loop |
 //! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
@@ -40,19 +44,23 @@ pub mod attest;
 pub mod client;
 pub mod commands;
 pub mod config;
+pub mod config_template;
 pub mod fault;
 pub mod files;
 pub mod hardware;
 pub mod identity_store;
 pub mod join;
+pub mod join_cmd;
 pub mod join_loop;
 pub mod join_tpm;
 pub mod node;
+pub mod node_files;
 pub mod node_key;
 pub mod ramdisk;
 pub mod renewal;
 pub mod renewal_schedule;
 pub mod reset;
+pub mod revocation;
 pub mod site;
 pub mod status;
 pub mod token_input;

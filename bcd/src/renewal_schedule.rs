@@ -3,7 +3,8 @@
 //! * Renewal at 60% of the leaf's lifetime ([`renew_at`]).
 //! * A failed renewal retries with backoff from 30 s, doubling, capped at 10 min, with jitter
 //!   ([`renewal_retry_delay`]), or exactly when a busy gateway says ([`Pushback`]); never past
-//!   the certificate's notAfter ([`next_renewal_attempt`]).
+//!   the certificate's notAfter ([`next_renewal_attempt`]; [`renewal_retry_at`] is what
+//!   `bcd node` waits for, a last attempt halfway to notAfter when no backoff fits).
 //! * A failed join retries up to 20 attempts in all, backing off from 1 s doubling to 60 s with
 //!   the same jitter, a gateway's `grpc-retry-pushback-ms` waited out exactly
 //!   ([`join_retry`]).
@@ -84,6 +85,33 @@ pub fn next_renewal_attempt(
     };
     let at = now + delay;
     (at < not_after).then_some(at)
+}
+
+/// The shortest time left before notAfter in which [`renewal_retry_at`] still tries once more.
+pub const LAST_ATTEMPT_MIN_LEFT: Duration = Duration::seconds(2);
+
+/// When `bcd node` tries again after `failures` failed renewals at `now`: the backoff (or the
+/// pushback) when it fits before `not_after`; else, for a backoff and at least
+/// [`LAST_ATTEMPT_MIN_LEFT`] left, halfway to `not_after` (a last chance while the certificate
+/// lives); else `not_after` itself, where the node stops for the expiry (and re-joins by
+/// x509pop). Never later than `not_after`.
+pub fn renewal_retry_at(
+    now: OffsetDateTime,
+    not_after: OffsetDateTime,
+    failures: u32,
+    pushback: Option<Pushback>,
+    jitter: f64,
+) -> OffsetDateTime {
+    if let Some(at) = next_renewal_attempt(now, not_after, failures, pushback, jitter) {
+        return at;
+    }
+    let left = not_after - now;
+    let exact_pushback = matches!(pushback, Some(Pushback::After(_)));
+    if !exact_pushback && left >= LAST_ATTEMPT_MIN_LEFT {
+        now + left / 2
+    } else {
+        not_after.max(now)
+    }
 }
 
 /// What to do after a failed join attempt.
@@ -169,6 +197,56 @@ mod tests {
         assert_eq!(
             next_renewal_attempt(now, na, 5, Some(Pushback::After(Duration::seconds(7))), 0.5),
             Some(now + Duration::seconds(7))
+        );
+    }
+
+    /// Regression (issue 22): `bcd node` used to fall back to `now + 30 s` when no backoff fit
+    /// before notAfter, scheduling a retry past the expiry.
+    #[test]
+    fn a_renewal_retry_is_never_scheduled_past_not_after() {
+        let now = datetime!(2026-01-01 00:00 UTC);
+        for left_s in [0, 1, 2, 3, 10, 29, 31, 45, 100, 700] {
+            let na = now + Duration::seconds(left_s);
+            for failures in [1, 2, 5, 30] {
+                for pushback in [
+                    None,
+                    Some(Pushback::DoNotRetry),
+                    Some(Pushback::After(Duration::seconds(7))),
+                    Some(Pushback::After(Duration::minutes(20))),
+                ] {
+                    for j in [0.0, 0.5, 0.99] {
+                        let at = renewal_retry_at(now, na, failures, pushback, j);
+                        assert!(at <= na, "{left_s} s left, {failures}, {pushback:?}: {at}");
+                        assert!(at >= now);
+                    }
+                }
+            }
+        }
+        let na = now + Duration::seconds(10);
+        // The first retry's 30 s do not fit: halfway, a last chance.
+        assert_eq!(
+            renewal_retry_at(now, na, 1, None, 0.5),
+            now + Duration::seconds(5)
+        );
+        // A pushback past notAfter is honoured: no attempt before the expiry.
+        assert_eq!(
+            renewal_retry_at(
+                now,
+                na,
+                1,
+                Some(Pushback::After(Duration::seconds(60))),
+                0.5
+            ),
+            na
+        );
+        // Under 2 s left: wait for the expiry.
+        let na = now + Duration::seconds(1);
+        assert_eq!(renewal_retry_at(now, na, 1, None, 0.5), na);
+        // Fits: the backoff.
+        let na = now + Duration::seconds(100);
+        assert_eq!(
+            renewal_retry_at(now, na, 1, None, 0.5),
+            now + Duration::seconds(30)
         );
     }
 

@@ -17,6 +17,7 @@ use crate::identity_store::{
 };
 use crate::node_key::{NodeKeyKind, TpmHost};
 use crate::renewal_schedule::renew_at;
+use crate::revocation::{revoked, RevocationRecord, REVOKED_WAY_BACK};
 
 /// How far the local clock may be behind the last server time seen before doctor warns.
 pub const CLOCK_TOLERANCE: Duration = Duration::seconds(60);
@@ -42,7 +43,8 @@ pub fn human(d: Duration) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusReport {
-    /// `ok`, `not-joined`, `expired` or `error`.
+    /// `ok`, `not-joined`, `no-config` (not joined, and no config.toml either), `revoked`,
+    /// `expired` or `error`.
     pub state: &'static str,
     /// The data directory.
     pub data_dir: String,
@@ -82,6 +84,9 @@ pub struct StatusReport {
     /// The trust bundle version held.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trust_version: Option<u64>,
+    /// The revocation `bcd node` saw for this certificate (`revoked.json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revocation: Option<RevocationRecord>,
     /// The problem, ending with the way back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -133,6 +138,7 @@ pub fn status(dir: &DataDir, tpm: &TpmHost, now: OffsetDateTime) -> StatusReport
         renew_at: None,
         node_key: None,
         trust_version: None,
+        revocation: None,
         problem: None,
     };
     let loaded = match load_read_only_in(dir, tpm) {
@@ -161,11 +167,36 @@ pub fn status(dir: &DataDir, tpm: &TpmHost, now: OffsetDateTime) -> StatusReport
     report.renew_at = Some(rfc3339(renew_at(leaf.not_before, leaf.not_after)));
     report.node_key = Some(loaded.key.kind().label());
     report.trust_version = Some(loaded.stored.trust_version);
-    if now >= leaf.not_after {
+    if let Some(record) = revoked(dir, &leaf.serial.to_hex()) {
+        report.state = "revoked";
+        report.problem = Some(revoked_message(&loaded, &record));
+        report.revocation = Some(record);
+    } else if now >= leaf.not_after {
         report.state = "expired";
         report.problem = Some(expired_message(&loaded));
     }
     report
+}
+
+/// `bcd status` as the command runs it: [`status`], and a node that has not joined on a machine
+/// with no config.toml either is `no-config`, naming the file (not "not joined").
+pub fn status_of(config: &Config, dir: &DataDir, now: OffsetDateTime) -> StatusReport {
+    let mut report = status(dir, &config.tpm_host(), now);
+    if report.state == "not-joined" {
+        if let Some(e) = config.no_config() {
+            report.state = "no-config";
+            report.problem = Some(format!("{e}; then bcd join"));
+        }
+    }
+    report
+}
+
+fn revoked_message(loaded: &LoadedIdentity, record: &RevocationRecord) -> String {
+    format!(
+        "{} is revoked: {}; {REVOKED_WAY_BACK}",
+        loaded.describe(),
+        record.describe()
+    )
 }
 
 fn expired_message(loaded: &LoadedIdentity) -> String {
@@ -262,11 +293,12 @@ fn pins_check(config: &Config) -> Check {
     .filter(|(missing, _)| **missing)
     .map(|(_, key)| key)
     .collect();
-    let file = config
-        .path
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "config.toml (none found)".to_owned());
+    let Some(file) = config.path.as_ref().map(|p| p.display().to_string()) else {
+        if let Some(e) = config.no_config() {
+            return Check::new("config", Level::Fail, e.to_string());
+        }
+        return Check::new("pins", Level::Fail, "no config.toml");
+    };
     if missing.is_empty() {
         Check::new("pins", Level::Ok, "all three pins set and well formed")
     } else {
@@ -284,6 +316,11 @@ fn pins_check(config: &Config) -> Check {
 fn server_check(config: &Config) -> Check {
     match &config.server {
         Some(server) => Check::new("server", Level::Ok, server.clone()),
+        None if config.path.is_none() => Check::new(
+            "server",
+            Level::Fail,
+            "not set (no config.toml: see config above)",
+        ),
         None => Check::new(
             "server",
             Level::Fail,
@@ -318,7 +355,23 @@ fn identity_checks(
     };
     let mut checks = Vec::new();
     let leaf = &loaded.leaf;
-    if now >= leaf.not_after {
+    if let Some(record) = revoked(dir, &leaf.serial.to_hex()) {
+        checks.push(Check::new(
+            "identity",
+            Level::Ok,
+            format!(
+                "{}; certificate serial {} (valid until {})",
+                loaded.describe(),
+                leaf.serial.to_hex(),
+                rfc3339(leaf.not_after)
+            ),
+        ));
+        checks.push(Check::new(
+            "revocation",
+            Level::Fail,
+            revoked_message(&loaded, &record),
+        ));
+    } else if now >= leaf.not_after {
         checks.push(Check::new(
             "identity",
             Level::Fail,
@@ -448,10 +501,26 @@ pub fn doctor(
     let mut checks = vec![pins_check(config), server_check(config)];
     let (identity, loaded) = identity_checks(dir, &config.tpm_host(), now);
     checks.extend(identity);
+    if let Some(loaded) = &loaded {
+        checks.push(crate::node_files::files_check(&config.files, loaded));
+    }
     checks.push(mode_check(dir));
     checks.extend(local_clock_check(loaded.as_ref(), now));
     checks.push(network.gateway_reachable(config));
-    checks.push(network.clock_skew(config, now));
+    let revoked_here = loaded
+        .as_ref()
+        .is_some_and(|l| revoked(dir, &l.leaf.serial.to_hex()).is_some());
+    if revoked_here {
+        // A session with a revoked certificate is refused: nothing to measure the clock with,
+        // and the revocation check above already says what to do.
+        checks.push(Check::new(
+            "clock skew",
+            Level::Warn,
+            "not checked: it needs a session, and this certificate is revoked (see revocation)",
+        ));
+    } else {
+        checks.push(network.clock_skew(config, now));
+    }
     checks
 }
 

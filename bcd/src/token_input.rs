@@ -51,7 +51,7 @@ pub enum TokenInputError {
     /// Not `bcjt_...`.
     #[error(
         "the join token from {source_name} is malformed: a join token is bcjt_ followed by 43 \
-         base64url characters (copy it again from `bcctl tokens create`)"
+         base64url characters (copy it again from `bcctl token create`)"
     )]
     Malformed {
         /// Where it came from.

@@ -424,3 +424,46 @@ fn attestor_usage_errors_and_node_id() {
         "{stderr}"
     );
 }
+
+#[test]
+fn config_template_prints_the_template_without_reading_a_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A --config that does not exist: the template needs none.
+    let out = bcd(&tmp.path().join("missing.toml"), &["config", "template"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), bcd::config_template::TEMPLATE);
+    // What it printed is a config.toml bcd loads as is.
+    let cfg = tmp.path().join("config.toml");
+    fs::write(&cfg, &out.stdout).unwrap();
+    let data = tmp.path().join("data");
+    let out = bcd(
+        &cfg,
+        &["--data-dir", data.to_str().unwrap(), "status", "--json"],
+    )
+    .output()
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "not-joined", "{v}");
+}
+
+#[test]
+fn a_bad_files_section_stops_bcd_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let cfg = config(tmp.path(), &data);
+    let mut text_cfg = fs::read_to_string(&cfg).unwrap();
+    text_cfg.push_str("[files]\nkey_mode = 0o604\n");
+    fs::write(&cfg, text_cfg).unwrap();
+    let out = bcd(&cfg, &["status"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "bcd: {}: [files]: key_mode = 0o604 would let every user read the node key: use \
+             0o600, or 0o640 for a group such as nginx's\n",
+            cfg.display()
+        )
+    );
+}

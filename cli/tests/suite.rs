@@ -25,6 +25,7 @@ mod external_attestor;
 mod fault_join_kill;
 mod fault_postgres_restart;
 mod grpc_python;
+mod nginx_pem;
 mod pki_and_store_cli;
 mod pki_kdf_cli;
 mod pki_trust_cli;

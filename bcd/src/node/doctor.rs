@@ -6,10 +6,11 @@ use time::{Duration, OffsetDateTime};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::session::{client_identity, time_of_ms, WELCOME_TIMEOUT};
-use crate::client::{connect, describe_status};
+use crate::client::{connect, describe_status, ClientError};
 use crate::config::Config;
 use crate::files::DataDir;
 use crate::identity_store::{load_read_only_in, LoadedIdentity};
+use crate::revocation::REVOKED_WAY_BACK;
 use crate::status::{Check, Level, NetworkChecks, CLOCK_TOLERANCE};
 use proto::gateway_message::Body as GatewayBody;
 use proto::node_message::Body as NodeBody;
@@ -45,16 +46,39 @@ impl NetworkDoctor {
     }
 }
 
+/// Why doctor's session got no `Welcome`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WelcomeError {
+    /// The gateway says the certificate is revoked (a `RevocationNotice`, or the TLS alert
+    /// `certificate_revoked` at the handshake).
+    Revoked(String),
+    /// Anything else.
+    Other(String),
+}
+
+impl From<String> for WelcomeError {
+    fn from(s: String) -> WelcomeError {
+        WelcomeError::Other(s)
+    }
+}
+
 /// The gateway's `Welcome` time for a session opened with this node's certificate.
 pub async fn welcome_time(
     server: &str,
     serving_ca: Pin,
     loaded: &LoadedIdentity,
-) -> Result<OffsetDateTime, String> {
+) -> Result<OffsetDateTime, WelcomeError> {
     let identity = client_identity(loaded);
-    let mut client = connect(server, serving_ca, Some(&identity))
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut client = match connect(server, serving_ca, Some(&identity)).await {
+        Ok(client) => client,
+        Err(ClientError::CertificateRevoked { addr }) => {
+            return Err(WelcomeError::Revoked(format!(
+                "the gateway at {addr} refused this certificate at the TLS handshake with the \
+                 alert certificate_revoked"
+            )))
+        }
+        Err(e) => return Err(WelcomeError::Other(e.to_string())),
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<proto::NodeMessage>(2);
     let hello = proto::NodeMessage {
         body: Some(NodeBody::Hello(proto::Hello {
@@ -65,7 +89,7 @@ pub async fn welcome_time(
     };
     tx.send(hello)
         .await
-        .map_err(|_| "the session's sender closed".to_owned())?;
+        .map_err(|_| WelcomeError::Other("the session's sender closed".to_owned()))?;
     let exchange = async {
         let mut inbound = client
             .session(ReceiverStream::new(rx))
@@ -77,20 +101,27 @@ pub async fn welcome_time(
                 Some(proto::GatewayMessage {
                     body: Some(GatewayBody::Welcome(w)),
                 }) => {
-                    return time_of_ms(w.server_time_ms)
-                        .ok_or_else(|| "the Welcome's server time is out of range".to_owned())
+                    return time_of_ms(w.server_time_ms).ok_or_else(|| {
+                        WelcomeError::Other("the Welcome's server time is out of range".to_owned())
+                    })
                 }
                 Some(proto::GatewayMessage {
                     body: Some(GatewayBody::Revocation(n)),
-                }) => return Err(format!("this certificate is revoked: {}", n.reason)),
+                }) => return Err(WelcomeError::Revoked(n.reason)),
                 Some(_) => {}
-                None => return Err("the gateway closed the session before Welcome".to_owned()),
+                None => {
+                    return Err(WelcomeError::Other(
+                        "the gateway closed the session before Welcome".to_owned(),
+                    ))
+                }
             }
         }
     };
     let result = tokio::time::timeout(WELCOME_TIMEOUT, exchange)
         .await
-        .map_err(|_| format!("no Welcome within {} s", WELCOME_TIMEOUT.as_secs()))?;
+        .map_err(|_| {
+            WelcomeError::Other(format!("no Welcome within {} s", WELCOME_TIMEOUT.as_secs()))
+        })?;
     drop(tx);
     result
 }
@@ -141,14 +172,30 @@ impl NetworkChecks for NetworkDoctor {
         let welcome = match self.block_on(welcome_time(server, pin, &loaded)) {
             None => return Check::new("clock skew", Level::Fail, "cannot start an async runtime"),
             Some(Ok(t)) => t,
-            Some(Err(e)) => {
+            // Reported under its own check, with the way back once.
+            Some(Err(WelcomeError::Revoked(reason))) => {
+                // An expired identity already printed its way back (identity check): once.
+                let way_back = if now >= loaded.leaf.not_after {
+                    "it has expired too: join again as the identity check says, with a new token"
+                } else {
+                    REVOKED_WAY_BACK
+                };
+                return Check::new(
+                    "revocation",
+                    Level::Fail,
+                    format!(
+                        "{} is revoked: the gateway says so ({reason}); {way_back}",
+                        loaded.describe()
+                    ),
+                );
+            }
+            Some(Err(WelcomeError::Other(e))) => {
                 return Check::new(
                     "clock skew",
                     Level::Fail,
                     format!(
-                        "the gateway did not open a session for this node: {e}; if this node \
-                         was revoked, join again: bcd join --reset --yes, then bcd join with a \
-                         new token"
+                        "the gateway did not open a session for this node: {e}; no server time \
+                         to compare with (see the gateway check above, and the gateway's log)"
                     ),
                 )
             }

@@ -49,7 +49,7 @@ mod renew;
 mod run;
 mod session;
 
-pub use doctor::{welcome_time, NetworkDoctor, CLOCK_SKEW_FAIL};
+pub use doctor::{welcome_time, NetworkDoctor, WelcomeError, CLOCK_SKEW_FAIL};
 pub use log::{log, rfc3339};
 pub use rejoin::{rejoin_if_expired, rejoin_x509pop, RejoinError, Rejoined};
 pub use renew::{decode_renew_body, renew_once, renew_retrying, RenewError};

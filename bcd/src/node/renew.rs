@@ -40,7 +40,9 @@ pub enum RenewError {
     /// No JoinService signing key to verify an answer with: nothing is sent.
     #[error(
         "renewal: join_signing_key_pin is not set (or join-signing.jwk is missing), so a renewal \
-         answer cannot be verified and none is asked for; copy both from `bcctl pki show`"
+         answer cannot be verified and none is asked for; on the control plane `bcctl node \
+         config --out DIR` writes both (config.toml and join-signing.jwk): copy them beside \
+         bcd's config.toml"
     )]
     NoSigningKey,
     /// Storing the new identity failed.

@@ -14,9 +14,10 @@ use crate::client::{connect, ClientError, GatewayAddress};
 use crate::commands::{CommandContext, CommandSettings};
 use crate::files::DataDir;
 use crate::identity_store::{load_in, LoadError, WAY_BACK};
+use crate::node_files::{refresh, FileSettings};
 use crate::node_key::TpmHost;
 use crate::renewal::PendingRenewal;
-use crate::renewal_schedule::{jitter, next_renewal_attempt, renew_at, RENEW_RETRY_MIN};
+use crate::renewal_schedule::{jitter, renew_at, renewal_retry_at};
 use domain::quorum::SetDigest;
 
 /// What `bcd node` prints last when its certificate was revoked (exit status 1).
@@ -45,6 +46,8 @@ pub struct NodeOptions {
     pub commands: CommandSettings,
     /// `approver_set_sha256`.
     pub approver_set_pin: Option<SetDigest>,
+    /// `[files]`: the PEM files refreshed after each renewal, and `on_renew`.
+    pub files: FileSettings,
 }
 
 /// How `bcd node` ended (it runs until one of these).
@@ -102,6 +105,9 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                 loaded.describe(),
                 rfc3339(loaded.leaf.not_after)
             ));
+            // The PEM files follow identity.json: a crash between the two (or a join by an
+            // older bcd) is repaired here, and on_renew runs when anything was rewritten.
+            refresh(&options.files, &loaded, &mut |line| log(line));
             first = false;
         }
         let now = OffsetDateTime::now_utc();
@@ -134,24 +140,28 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                         rfc3339(renewed.leaf.not_after),
                         rfc3339(renew_at(renewed.leaf.not_before, renewed.leaf.not_after)),
                     ));
+                    // identity.json is committed: now the PEM files, then on_renew.
+                    refresh(&options.files, &renewed, &mut |line| log(line));
                     renew_failures = 0;
                     retry_at = None;
                 }
                 Err(e) => {
                     renew_failures += 1;
                     let now = OffsetDateTime::now_utc();
-                    let next = next_renewal_attempt(
+                    // Never past notAfter: at notAfter itself the loop ends with
+                    // NodeExit::Expired, which re-joins by x509pop.
+                    let next = renewal_retry_at(
                         now,
                         loaded.leaf.not_after,
                         renew_failures,
                         e.pushback(),
                         jitter(),
-                    )
-                    // Past expiry there is nothing to wait for: keep trying until it expires.
-                    .unwrap_or(now + RENEW_RETRY_MIN);
-                    log(format_args!(
-                        "{e}; attempt {renew_failures} failed, next at {}",
-                        rfc3339(next)
+                    );
+                    log(renewal_failed_line(
+                        &e,
+                        renew_failures,
+                        loaded.leaf.not_after - now,
+                        (next < loaded.leaf.not_after).then_some(next),
                     ));
                     retry_at = Some(next);
                 }
@@ -187,6 +197,16 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                 log(format_args!(
                     "certificate revoked: {reason} (serial {serial}); not reconnecting with it"
                 ));
+                // For bcd status, bcd doctor and bcd join: this identity is dead. The session
+                // was this certificate's, so the record names its serial as bcd writes it.
+                if let Err(e) = crate::revocation::record(
+                    dir,
+                    &loaded.leaf.serial.to_hex(),
+                    &reason,
+                    OffsetDateTime::now_utc(),
+                ) {
+                    log(format_args!("could not record the revocation: {e}"));
+                }
                 return NodeExit::Revoked { reason, serial };
             }
             SessionEnd::Due => lost = 0,
@@ -207,9 +227,51 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
     }
 }
 
+/// The log line of a failed renewal (spec 002: `renewal failed` with the attempt and
+/// `expiresIn`), and when the next attempt is.
+pub fn renewal_failed_line(
+    error: &dyn std::fmt::Display,
+    attempt: u32,
+    expires_in: Duration,
+    next: Option<OffsetDateTime>,
+) -> String {
+    let next = match next {
+        Some(at) => format!("next attempt at {}", rfc3339(at)),
+        None => "no retry fits before the certificate expires; at its expiry bcd node re-joins by \
+                 x509pop"
+            .to_owned(),
+    };
+    format!(
+        "renewal failed: {error}; attempt {attempt}, expiresIn {}s; {next}",
+        expires_in.whole_seconds().max(0)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn the_renewal_failure_line_carries_attempt_and_expires_in() {
+        let at = datetime!(2026-01-01 00:00:30 UTC);
+        assert_eq!(
+            renewal_failed_line(
+                &"renewal: the gateway answered UNAVAILABLE",
+                2,
+                Duration::seconds(95),
+                Some(at)
+            ),
+            "renewal failed: renewal: the gateway answered UNAVAILABLE; attempt 2, expiresIn 95s; \
+             next attempt at 2026-01-01T00:00:30Z"
+        );
+        assert_eq!(
+            renewal_failed_line(&"x", 3, Duration::seconds(-4), None),
+            "renewal failed: x; attempt 3, expiresIn 0s; no retry fits before the certificate \
+             expires; at its expiry bcd node re-joins by \
+                 x509pop"
+        );
+    }
 
     #[test]
     fn reconnect_delay_is_bounded() {
