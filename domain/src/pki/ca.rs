@@ -352,6 +352,13 @@ impl CertificateAuthority {
         pem_encode("CERTIFICATE", &self.cert_der)
     }
 
+    /// The CA certificate's serial number, big-endian bytes.
+    pub fn serial(&self) -> Vec<u8> {
+        parse_cert(&self.cert_der)
+            .map(|c| c.raw_serial().to_vec())
+            .unwrap_or_default()
+    }
+
     /// notBefore of the CA certificate.
     pub fn not_before(&self) -> OffsetDateTime {
         self.not_before
