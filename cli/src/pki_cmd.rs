@@ -178,9 +178,10 @@ fn init(args: InitArgs) -> Result<(), PkiCmdError> {
         KeySetLifetimes::default(),
     )?;
     if let Some(root) = &args.offline_root {
-        let key = keys.root_ca.private_key().ok_or_else(|| {
-            PkiCmdError::Internal("a new key set has its root key".into())
-        })?;
+        let key = keys
+            .root_ca
+            .private_key()
+            .ok_or_else(|| PkiCmdError::Internal("a new key set has its root key".into()))?;
         let pem = pem_private_key(key.pkcs8_der());
         write_new_private(root, pem.as_bytes())?;
         keys = keys.without_root_key();

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use domain::pki::{
-    issue_serving_certificate, KeyRole, PrivateKey, Serial, ServingCertificateRequest,
-    ServingRole, GATEWAY_SERVING_MAX_LIFETIME,
+    issue_serving_certificate, KeyRole, PrivateKey, Serial, ServingCertificateRequest, ServingRole,
+    GATEWAY_SERVING_MAX_LIFETIME,
 };
 use serde_json::json;
 use time::OffsetDateTime;
@@ -105,7 +105,8 @@ pub fn issue_gateway(args: IssueGatewayArgs) -> Result<(), PkiCmdError> {
         .map_err(|e| PkiCmdError::Internal(e.to_string()))?
         .deployment;
     let keys = deployment.keys()?;
-    let key = PrivateKey::generate(KeyRole::Serving).map_err(|e| PkiCmdError::Internal(e.to_string()))?;
+    let key =
+        PrivateKey::generate(KeyRole::Serving).map_err(|e| PkiCmdError::Internal(e.to_string()))?;
     let serial = Serial::generate().map_err(|e| PkiCmdError::Internal(e.to_string()))?;
     let issued = issue_serving_certificate(
         &keys.serving_ca,
@@ -128,7 +129,11 @@ pub fn issue_gateway(args: IssueGatewayArgs) -> Result<(), PkiCmdError> {
     let key_path = args.out.join(format!("{name}.key"));
     let chain = pem("CERTIFICATE", &issued.der) + &pem("CERTIFICATE", keys.serving_ca.cert_der());
     replace_file(&crt, chain.as_bytes(), 0o644)?;
-    replace_file(&key_path, pem("PRIVATE KEY", key.pkcs8_der()).as_bytes(), 0o600)?;
+    replace_file(
+        &key_path,
+        pem("PRIVATE KEY", key.pkcs8_der()).as_bytes(),
+        0o600,
+    )?;
     if args.json {
         print_json(&json!({
             "certificate": crt.display().to_string(),

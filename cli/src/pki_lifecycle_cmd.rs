@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use domain::pki::bundle::next::write_bundle_with_next;
 use domain::pki::{
-    CertificateAuthority, DeploymentSecret, KeyRole, KeySet, LoadedBundle, PrivateKey, Protection, RenewableCa,
+    CertificateAuthority, DeploymentSecret, KeyRole, KeySet, LoadedBundle, PrivateKey, Protection,
+    RenewableCa,
 };
 use serde_json::json;
 use time::{Duration, OffsetDateTime};
@@ -257,9 +258,9 @@ fn new_secret(args: &ResealArgs) -> Result<Option<DeploymentSecret>, PkiCmdError
             path: file.clone(),
             source,
         })?;
-        return DeploymentSecret::new(text.trim()).map(Some).map_err(|e| {
-            PkiCmdError::Usage(format!("--new-secret-file {}: {e}", file.display()))
-        });
+        return DeploymentSecret::new(text.trim())
+            .map(Some)
+            .map_err(|e| PkiCmdError::Usage(format!("--new-secret-file {}: {e}", file.display())));
     }
     match std::env::var(NEW_SECRET_ENV).ok().filter(|v| !v.is_empty()) {
         Some(v) => DeploymentSecret::new(&v)
@@ -275,13 +276,10 @@ pub fn reseal(args: ResealArgs) -> Result<(), PkiCmdError> {
     let new_secret = new_secret(&args)?;
     let secret = deployment.required_secret()?;
     let loaded = deployment.open()?;
-    let pins = loaded
-        .public
-        .pins()
-        .map_err(|source| PkiCmdError::Bundle {
-            path: path.clone(),
-            source,
-        })?;
+    let pins = loaded.public.pins().map_err(|source| PkiCmdError::Bundle {
+        path: path.clone(),
+        source,
+    })?;
     if !loaded.authenticated && !args.accept_unauthenticated {
         if args.json {
             print_json(&json!({

@@ -26,6 +26,7 @@ mod fault_postgres_restart;
 mod grpc_python;
 mod pki_and_store_cli;
 mod pki_kdf_cli;
+mod pki_lifecycle;
 mod pki_trust_cli;
 mod pool_cli;
 mod provisioned_e2e;

@@ -134,7 +134,7 @@ fn pki_leaf_lifetimes_are_capped_by_role_and_ca() {
     for (role, asked, want) in [
         (NodeRole::Node, Some(Duration::hours(48)), 24 * 3600),
         (NodeRole::Site, Some(Duration::days(365)), 24 * 3600),
-        (NodeRole::Node, Some(Duration::hours(1)), 3600),
+        (NodeRole::Node, Some(Duration::hours(1)), 3600 + 300), // backdated 5 min
         (NodeRole::Ramdisk, Some(Duration::hours(24)), 2 * 3600),
         (NodeRole::Ramdisk, None, 2 * 3600),
     ] {

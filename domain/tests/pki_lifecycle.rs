@@ -246,8 +246,15 @@ fn pki_leaves_are_backdated_never_before_their_ca() {
     let later = t0 + Duration::hours(3);
     let issued = issue_node_certificate(&keys.node_ca, &csr, &decision(), later).unwrap();
     assert_eq!(issued.not_before, later - BACKDATE);
-    // The span stays the lifetime (verifiers refuse one over the role's maximum).
+    // A leaf of the role's maximum keeps its span at the maximum (verifiers refuse more).
     assert_eq!(issued.not_after, later - BACKDATE + Duration::hours(24));
+    // A shorter one counts its lifetime from issuance.
+    let mut short = decision();
+    short.requested_lifetime = Some(Duration::seconds(10));
+    let issued = issue_node_certificate(&keys.node_ca, &csr, &short, later).unwrap();
+    // ... and is backdated a tenth of it at most.
+    assert_eq!(issued.not_before, later - Duration::seconds(1));
+    assert_eq!(issued.not_after, later + Duration::seconds(10));
     // Right after the CA was made, notBefore stops at the CA's.
     let early = t0 - BACKDATE + Duration::minutes(1);
     let issued = issue_node_certificate(&keys.node_ca, &csr, &decision(), early).unwrap();

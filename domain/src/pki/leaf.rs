@@ -11,12 +11,12 @@
 //! * extendedKeyUsage clientAuth only; keyUsage digitalSignature; basicConstraints CA:false;
 //!   authority and subject key identifiers;
 //! * notBefore `now` less [`BACKDATE`] (never before the CA's own notBefore), so a peer whose
-//!   clock runs a little behind does not see a certificate not yet valid; notAfter notBefore
-//!   plus the lifetime: the shorter of what the caller asked and the role's maximum
-//!   ([`NODE_MAX_LIFETIME`] for node, site and node-tenant, [`RAMDISK_MAX_LIFETIME`] for
-//!   ramdisk), and never past the node CA's own notAfter. The span never exceeds the maximum
-//!   (bcd and the command verifier refuse one that does). The CA enforces this whatever the
-//!   caller asks.
+//!   clock runs a little behind does not see a certificate not yet valid; notAfter `now` plus
+//!   the shorter of what the caller asked and the role's maximum ([`NODE_MAX_LIFETIME`] for
+//!   node, site and node-tenant, [`RAMDISK_MAX_LIFETIME`] for ramdisk), but the span
+//!   notAfter - notBefore never over the maximum (bcd and the command verifier refuse one that
+//!   is), and never past the node CA's own notAfter. The CA enforces this whatever the caller
+//!   asks.
 //!
 //! A serving certificate carries DNS and IP SANs, serverAuth, `OU=bc-role:gateway` (or
 //! `internal`), at most [`GATEWAY_SERVING_MAX_LIFETIME`] for a gateway and
@@ -39,9 +39,11 @@ use super::encoding::sha256;
 use super::keys::{KeyError, PublicKey};
 use super::spiffe::{NodeRole, Role, SpiffeId};
 
-/// How far before `now` an issued leaf's notBefore is set (never before its CA's notBefore): a
-/// peer whose clock runs up to this much behind still sees the certificate as valid. The span
-/// stays the lifetime, so notAfter moves back as much (docs/DECISIONS.md, issue 22).
+/// How far before `now` an issued leaf's notBefore is set (never before its CA's notBefore, and
+/// at most a tenth of the leaf's lifetime, so that bcd's renewal at 60% of the span stays in the
+/// future): a peer whose clock runs up to this much behind still sees the certificate as valid. notAfter
+/// stays `now` plus the lifetime, except that the span never exceeds the role's maximum
+/// (docs/DECISIONS.md, issue 22).
 pub const BACKDATE: Duration = Duration::minutes(5);
 
 /// Longest life of a node, site or node-tenant certificate.
@@ -216,10 +218,15 @@ fn validity(
         return Err(IssueError::NonPositiveLifetime);
     }
     let now = whole_seconds(now);
-    // Backdated, never before the CA; the span stays the lifetime (verifiers on deployed nodes
-    // refuse a span over the role's maximum), so notAfter moves back with notBefore.
-    let not_before = (now - BACKDATE).max(ca.not_before()).min(now);
-    let not_after = (not_before + lifetime.min(max)).min(ca.not_after());
+    // Backdated, never before the CA; the lifetime counts from now, except that the span never
+    // exceeds the role's maximum (verifiers on deployed nodes refuse a longer one), so a leaf
+    // asked for within BACKDATE of the maximum ends that much earlier.
+    // A short leaf is backdated a tenth of its lifetime at most: bcd renews at 60% of the span
+    // from notBefore, which must stay ahead of now.
+    let lifetime = lifetime.min(max);
+    let backdate = BACKDATE.min(lifetime / 10);
+    let not_before = (now - backdate).max(ca.not_before()).min(now);
+    let not_after = (now + lifetime).min(not_before + max).min(ca.not_after());
     Ok((not_before, not_after))
 }
 
