@@ -286,10 +286,21 @@ fn renew_ca_on_a_running_deployment_keeps_nodes_renewing_without_a_rejoin() {
         agent.log_text()
     );
     // Still one node: no re-join.
+    let url = format!("sqlite://{}", work.join("events.db").display());
+    let secret = fs::read_to_string(work.join("deployment-secret")).expect("secret");
+    let pki = bundle.display().to_string();
     let nodes = ok(&bcctl(
         tmp.path(),
-        None,
-        &["node", "list", "--json", "--dir", dir],
+        Some(secret.trim()),
+        &[
+            "node",
+            "list",
+            "--json",
+            "--database-url",
+            &url,
+            "--pki",
+            &pki,
+        ],
     ));
     let list = nodes
         .as_array()
