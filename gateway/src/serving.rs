@@ -137,7 +137,8 @@ impl Issuer {
                     &keys.serving_ca,
                     key.public_key(),
                     &request,
-                    clock.now() - backdate(*lifetime),
+                    // issue_serving_certificate backdates it (domain::pki::BACKDATE).
+                    clock.now(),
                 )
                 .map_err(|e| IssueFailure::Fatal(e.to_string()))?;
                 Ok(Issued {
