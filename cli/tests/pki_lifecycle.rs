@@ -15,6 +15,11 @@
 //!   `--accept-unauthenticated` seals it; a move to a new secret: the old secret no longer
 //!   opens it, the new one does.
 //!
+//! - Gateway TLS from files (`[tls] cert_file`, `key_file`, `reload_interval`, written by `pki
+//!   issue-gateway`): a new connection sees the certificate's serial; after `pki issue-gateway`
+//!   replaces the files a new connection sees the new serial while a `bcd node` session stays
+//!   open; a half-written certificate file keeps the former certificate and is logged.
+//!
 //! Run: `cargo test -p cli --test suite pki_lifecycle::`.
 
 use crate::support;
@@ -132,13 +137,25 @@ fn free_port() -> u16 {
 
 /// `bcctl up --dir work --port port --json` on SQLite with leaves of 10 s, and its first line.
 fn up(tmp: &Path, work: &Path, port: u16, round: u32) -> (Proc, serde_json::Value) {
+    up_with(tmp, work, port, round, &[], "10s")
+}
+
+fn up_with(
+    tmp: &Path,
+    work: &Path,
+    port: u16,
+    round: u32,
+    extra: &[&str],
+    leaf_lifetime: &str,
+) -> (Proc, serde_json::Value) {
     let log = tmp.join(format!("up-{round}.log"));
     let child = Command::new(bcctl_bin())
         .args(["up", "--json", "--token-uses", "2", "--port"])
         .arg(port.to_string())
         .arg("--dir")
         .arg(work)
-        .env("BC_LEAF_LIFETIME", "10s")
+        .args(extra)
+        .env("BC_LEAF_LIFETIME", leaf_lifetime)
         .env_remove("BC_DEPLOYMENT_SECRET")
         .env_remove("BC_DEPLOYMENT_SECRET_FILE")
         .env_remove("DATABASE_URL")
@@ -628,4 +645,183 @@ fn reseal_refuses_an_unauthenticated_bundle_and_moves_to_a_new_secret() {
         Some(SECRET),
         &["pki", "show", "--pki", "pki.json", "--json"],
     ));
+}
+
+/// The serial of the certificate a new TLS connection to `port` is served (upper-case hex).
+fn served_serial(port: u16) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect 127.0.0.1:{port} -servername localhost </dev/null 2>/dev/null | openssl x509 -noout -serial"
+        ))
+        .output()
+        .expect("openssl s_client");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .trim_start_matches("serial=")
+        .to_ascii_uppercase()
+}
+
+#[test]
+fn gateway_tls_files_reload_on_change_and_keep_the_old_pair_when_half_written() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t = tmp.path();
+    let dep = t.join("dep");
+    fs::create_dir_all(&dep).expect("mkdir");
+    fs::write(dep.join("deployment-secret"), SECRET).expect("secret");
+    ok(&bcctl(
+        t,
+        Some(SECRET),
+        &[
+            "pki",
+            "init",
+            "--trust-domain",
+            "gw.example.com",
+            "--pki",
+            "dep/pki.json",
+        ],
+    ));
+    let issue = || {
+        let v = ok(&bcctl(
+            t,
+            None,
+            &[
+                "pki",
+                "issue-gateway",
+                "--dir",
+                "dep",
+                "--san",
+                "localhost",
+                "--san",
+                "127.0.0.1",
+                "--out",
+                "tls",
+                "--days",
+                "2",
+                "--json",
+            ],
+        ));
+        v["serial"].as_str().expect("serial").to_ascii_uppercase()
+    };
+    let first = issue();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata(t.join("tls/localhost.key"))
+        .expect("key")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let crt = t.join("tls/localhost.crt");
+    assert_eq!(
+        fs::read_to_string(&crt)
+            .expect("crt")
+            .matches("BEGIN CERTIFICATE")
+            .count(),
+        2,
+        "the certificate and the serving CA"
+    );
+    let cfg = t.join("serve.toml");
+    fs::write(
+        &cfg,
+        format!(
+            "[tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nreload_interval = \"200ms\"\n",
+            crt.display(),
+            t.join("tls/localhost.key").display()
+        ),
+    )
+    .expect("config");
+    let port = free_port();
+    let cfg_arg = cfg.display().to_string();
+    let (server, facts) = up_with(t, &dep, port, 1, &["--config", &cfg_arg], "24h");
+    assert_eq!(served_serial(port), first, "{}", server.log_text());
+
+    // A node holds a session through the reloads.
+    let data = t.join("node");
+    let config = facts["bcdConfig"].as_str().expect("bcdConfig").to_owned();
+    let bcd = |args: &[&str]| {
+        let mut cmd = Command::new(bcd_bin());
+        cmd.arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .env_remove("BCD_SERVER")
+            .env_remove("BCD_DATA_DIR")
+            .env_remove("BCD_CONFIG")
+            .stdin(Stdio::null());
+        cmd
+    };
+    let out = bcd(&["join"])
+        .env("BCD_JOIN_TOKEN", facts["token"].as_str().expect("token"))
+        .output()
+        .expect("bcd join");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = t.join("bcd-node.log");
+    let mut agent = Proc {
+        name: "bcd node".into(),
+        child: bcd(&["node"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(fs::File::create(&log).expect("log")))
+            .spawn()
+            .expect("spawn bcd node"),
+        log,
+    };
+    wait_for(
+        "a session",
+        Duration::from_secs(30),
+        || agent.log_text().contains("session open as"),
+        || agent.log_text() + &server.log_text(),
+    );
+
+    let second = issue();
+    assert_ne!(second, first);
+    wait_for(
+        "the new serial on a new connection",
+        Duration::from_secs(20),
+        || served_serial(port) == second,
+        || server.log_text(),
+    );
+    assert!(
+        server
+            .log_text()
+            .contains("gateway serving certificate reloaded"),
+        "{}",
+        server.log_text()
+    );
+
+    // Half-written: the certificate cut short. The listener keeps the second pair.
+    let text = fs::read_to_string(&crt).expect("crt");
+    fs::write(&crt, &text[..text.len() / 2]).expect("write");
+    wait_for(
+        "the refusal in the log",
+        Duration::from_secs(20),
+        || {
+            server
+                .log_text()
+                .contains("Gateway serving certificate not reloaded")
+        },
+        || server.log_text(),
+    );
+    assert_eq!(served_serial(port), second);
+    // The next change is tried again.
+    let third = issue();
+    wait_for(
+        "the third serial",
+        Duration::from_secs(20),
+        || served_serial(port) == third,
+        || server.log_text(),
+    );
+    // The node's session was never dropped.
+    assert!(agent.is_running(), "{}", agent.log_text());
+    assert_eq!(
+        agent.log_text().matches("session open as").count(),
+        1,
+        "{}",
+        agent.log_text()
+    );
+    drop(agent);
+    drop(server);
 }

@@ -53,6 +53,7 @@ pub use bundle::{
 pub use bundle_kdf::{Argon2idParams, BundleKdf, KdfError};
 pub use ca::{CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, ServingCa};
 pub use csr::{build_csr, CsrError, VerifiedCsr};
+pub use encoding::{pem_blocks, pem_encode};
 pub use identity::{issued_by, IdentityError, NodeIdentity};
 pub use keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};
 pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins, RenewableCa};
