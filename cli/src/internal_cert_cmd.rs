@@ -142,7 +142,7 @@ pub fn issue_internal(args: IssueInternalArgs) -> Result<(), InternalCertError> 
         &args.serving_names,
         &serial,
         lifetime,
-        OffsetDateTime::now_utc() - time::Duration::minutes(5),
+        OffsetDateTime::now_utc(),
     )
     .map_err(|e| InternalCertError::Issue(e.to_string()))?;
     let chain = pem("CERTIFICATE", &issued.der) + &pem("CERTIFICATE", keys.serving_ca.cert_der());

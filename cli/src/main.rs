@@ -22,6 +22,8 @@ mod node_cmd;
 mod output;
 mod pem;
 mod pki_cmd;
+mod pki_gateway_cmd;
+mod pki_lifecycle_cmd;
 mod pki_trust_cmd;
 mod pool_cmd;
 mod rebuild_cmd;
@@ -133,7 +135,9 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve_roles::serve(args).await.map_err(Failure::from),
             Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
             Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
-            Command::Pki(cmd) => pki_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Pki(cmd) => pki_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Batch(cmd) => batch_cmd::run(cmd)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),

@@ -1,5 +1,11 @@
 //! `bcctl pki init` and `bcctl pki show`: create the deployment's key bundle once, and print its
-//! pins (`pki trust-version` and `pki rotate-command-root` are [`crate::pki_trust_cmd`]).
+//! pins (`pki trust-version` and `pki rotate-command-root` are [`crate::pki_trust_cmd`];
+//! `pki renew-ca` and `pki reseal` are [`crate::pki_lifecycle_cmd`]; `pki issue-gateway` is
+//! [`crate::pki_gateway_cmd`]).
+//!
+//! `pki init --offline-root FILE` writes the root CA's key to FILE (mode 0600, never
+//! overwriting) and leaves it out of the bundle: `serve` then never holds it, and only `pki
+//! renew-ca --root-key FILE` needs it.
 //!
 //! The bundle is one JSON file, mode 0600, created with `O_EXCL` so it is never overwritten. Its
 //! private keys are sealed under the deployment secret (`BC_DEPLOYMENT_SECRET`, or the file
@@ -36,11 +42,30 @@ pub enum PkiCmdError {
     Exists { path: PathBuf },
     #[error("{0}")]
     Internal(String),
+    /// `pki renew-ca` could not certify the CA.
+    #[error("pki renew-ca: {0}")]
+    Renew(KeySetError),
+    /// A bad value the verb found itself (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The bundle is not in a state the operation accepts (spec 003's INVALID_STATE).
+    #[error("{0}")]
+    InvalidState(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl PkiCmdError {
+    /// The exit code: 2 for a bad value, 1 for everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            PkiCmdError::Usage(_) => crate::output::EXIT_USAGE,
+            _ => crate::output::EXIT_FAILED,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -57,6 +82,14 @@ pub enum PkiCommand {
     TrustVersion(crate::pki_trust_cmd::TrustVersionArgs),
     /// Rotate the command-signing root: --stage add, then switch, then drop.
     RotateCommandRoot(crate::pki_trust_cmd::RotateArgs),
+    /// Renew the node or serving CA certificate from the root: same key and subject, so nothing
+    /// is re-pinned and no node re-joins.
+    RenewCa(crate::pki_lifecycle_cmd::RenewCaArgs),
+    /// Seal the bundle again under the deployment secret, or move it to a new secret
+    /// (--new-secret-file or BC_NEW_DEPLOYMENT_SECRET).
+    Reseal(crate::pki_lifecycle_cmd::ResealArgs),
+    /// Issue a gateway serving certificate from the serving CA into DIR (NAME.key, NAME.crt).
+    IssueGateway(crate::pki_gateway_cmd::IssueGatewayArgs),
 }
 
 #[derive(Args)]
@@ -65,8 +98,12 @@ pub struct InitArgs {
     #[arg(long)]
     pub trust_domain: String,
     /// Where to write the bundle (created, never overwritten, mode 0600).
-    #[arg(long, default_value = DEFAULT_BUNDLE)]
+    #[arg(long = "pki", alias = "out", value_name = "FILE", default_value = DEFAULT_BUNDLE)]
     pub out: PathBuf,
+    /// Write the root CA's key to FILE (PKCS#8 PEM, mode 0600, never overwritten) and keep it
+    /// out of the bundle; `pki renew-ca --root-key FILE` is the one command that needs it.
+    #[arg(long, value_name = "FILE")]
+    pub offline_root: Option<PathBuf>,
     /// Store the private keys unsealed (development only).
     #[arg(long)]
     pub plaintext: bool,
@@ -76,11 +113,31 @@ pub struct InitArgs {
 
 #[derive(Args)]
 pub struct ShowArgs {
-    /// The bundle file.
-    #[arg(long, default_value = DEFAULT_BUNDLE)]
-    pub file: PathBuf,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
+    /// The former name of --pki.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub file: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
+}
+
+/// What `pki show` says on standard error when nothing authenticated the bundle.
+pub fn unauthenticated_warning(path: &Path, sealed: bool) -> String {
+    format!(
+        "warning: {} is not authenticated ({}): whoever can write the file chose these pins; {}",
+        path.display(),
+        if sealed {
+            "read without the deployment secret"
+        } else {
+            "its keys are in plaintext"
+        },
+        if sealed {
+            "set BC_DEPLOYMENT_SECRET (or BC_DEPLOYMENT_SECRET_FILE, or pass --dir) to check them against the seal"
+        } else {
+            "compare them with your records, then seal it with `bcctl pki reseal --accept-unauthenticated` under BC_DEPLOYMENT_SECRET"
+        }
+    )
 }
 
 pub async fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
@@ -93,6 +150,9 @@ pub async fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
             .map_err(|e| PkiCmdError::Internal(e.to_string())),
         PkiCommand::Init(args) => init(args),
         PkiCommand::Show(args) => show(args),
+        PkiCommand::RenewCa(args) => crate::pki_lifecycle_cmd::renew_ca(args),
+        PkiCommand::Reseal(args) => crate::pki_lifecycle_cmd::reseal(args),
+        PkiCommand::IssueGateway(args) => crate::pki_gateway_cmd::issue_gateway(args),
         PkiCommand::IssueInternal(args) => crate::internal_cert_cmd::issue_internal(args)
             .map_err(|e| PkiCmdError::Internal(e.to_string())),
     }
@@ -109,11 +169,23 @@ fn init(args: InitArgs) -> Result<(), PkiCmdError> {
     if args.out.exists() {
         return Err(PkiCmdError::Exists { path: args.out });
     }
-    let keys = KeySet::generate(
+    if let Some(root) = args.offline_root.as_ref().filter(|p| p.exists()) {
+        return Err(PkiCmdError::Exists { path: root.clone() });
+    }
+    let mut keys = KeySet::generate(
         trust_domain,
         OffsetDateTime::now_utc(),
         KeySetLifetimes::default(),
     )?;
+    if let Some(root) = &args.offline_root {
+        let key = keys
+            .root_ca
+            .private_key()
+            .ok_or_else(|| PkiCmdError::Internal("a new key set has its root key".into()))?;
+        let pem = pem_private_key(key.pkcs8_der());
+        write_new_private(root, pem.as_bytes())?;
+        keys = keys.without_root_key();
+    }
     let bytes = match &secret {
         Some(s) => seal_bundle(&keys, s),
         None => plaintext_bundle(&keys),
@@ -131,6 +203,10 @@ fn init(args: InitArgs) -> Result<(), PkiCmdError> {
                 "file": args.out.display().to_string(),
                 "trustDomain": keys.trust_domain.to_string(),
                 "sealed": secret.is_some(),
+                "rootKey": match &args.offline_root {
+                    Some(p) => p.display().to_string(),
+                    None => "bundle".to_string(),
+                },
                 "pins": pins,
             })
         );
@@ -145,17 +221,56 @@ fn init(args: InitArgs) -> Result<(), PkiCmdError> {
             },
             keys.trust_domain
         );
+        if let Some(root) = &args.offline_root {
+            println!(
+                "root CA key written to {} and kept out of the bundle: store it off the servers (pki renew-ca --root-key needs it)",
+                root.display()
+            );
+        }
         print_pins(&pins);
     }
     Ok(())
 }
 
+/// PKCS#8 DER as a PEM `PRIVATE KEY` block.
+fn pem_private_key(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN PRIVATE KEY-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(chunk));
+        out.push('\n');
+    }
+    out.push_str("-----END PRIVATE KEY-----\n");
+    out
+}
+
 fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
-    let loaded = Deployment::new(&args.file).open()?;
+    let mut deployment = args
+        .deployment
+        .locate()
+        .map_err(|e| PkiCmdError::Internal(e.to_string()))?
+        .deployment;
+    if let Some(file) = args.file {
+        deployment.bundle = file;
+    }
+    let file = deployment.bundle.clone();
+    let loaded = deployment.open()?;
     let pins = loaded.public.pins().map_err(|source| PkiCmdError::Bundle {
-        path: args.file.clone(),
+        path: file.clone(),
         source,
     })?;
+    if !loaded.authenticated {
+        eprintln!(
+            "{}",
+            unauthenticated_warning(&file, loaded.protection == Protection::Sealed)
+        );
+    }
+    let root_key = if loaded.public.root_offline {
+        "offline"
+    } else {
+        "bundle"
+    };
     let protection = match loaded.protection {
         Protection::Sealed => "sealed",
         Protection::Plaintext => "plaintext",
@@ -164,9 +279,11 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
         println!(
             "{}",
             json!({
-                "file": args.file.display().to_string(),
+                "file": file.display().to_string(),
                 "trustDomain": loaded.public.trust_domain.to_string(),
                 "protection": protection,
+                "authenticated": loaded.authenticated,
+                "rootKey": root_key,
                 "kdf": loaded.kdf.map(|k| k.name()),
                 "kdfParams": loaded.kdf.and_then(|k| k.params()),
                 "publicAuthenticated": loaded.authenticated,
@@ -174,9 +291,10 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
             })
         );
     } else {
-        println!("bundle:         {}", args.file.display());
+        println!("bundle:         {}", file.display());
         println!("trust domain:   {}", loaded.public.trust_domain);
         println!("private keys:   {protection}");
+        println!("root CA key:    {root_key}");
         if let Some(kdf) = &loaded.kdf {
             println!("key derivation: {}", kdf.describe());
         }
@@ -195,7 +313,7 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
     Ok(())
 }
 
-fn print_pins(pins: &KeySetPins) {
+pub fn print_pins(pins: &KeySetPins) {
     println!("pins:");
     println!("  root CA                  {}", pins.root_ca);
     println!("  node CA                  {}", pins.node_ca);

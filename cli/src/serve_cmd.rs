@@ -296,6 +296,7 @@ pub(crate) fn gateway_config(settings: &Settings) -> Result<GatewayConfig, Serve
     config.limits = settings.limits.clone();
     config.join_refusals = settings.join_refusals.clone();
     config.command_poll_interval = settings.command_poll_interval;
+    config.tls_files = settings.tls_files.clone();
     Ok(config)
 }
 

@@ -44,6 +44,12 @@
 //!
 //! The approver quorum the deployment publishes is the table `[quorum]`, file only:
 //! [`crate::serve_config_quorum`].
+//!
+//! The gateway's serving certificate from files is the table `[tls]`, file only: `cert_file`
+//! (the chain, leaf first, PEM) and `key_file` (PKCS#8 PEM), both or neither, and
+//! `reload_interval` (default "60s"): the files are looked at every interval and a changed pair
+//! is loaded for new handshakes ([`gateway::tls_files`]; `bcctl pki issue-gateway` writes them).
+//! Without `[tls]` the gateway issues its own serving certificate and renews it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -152,6 +158,16 @@ pub struct FileConfig {
     pub quorum: Option<crate::serve_config_quorum::FileQuorum>,
     pub batch_expiry_interval: Option<String>,
     pub command_poll_interval: Option<String>,
+    pub tls: Option<FileTls>,
+}
+
+/// `[tls]`: the gateway's serving certificate from files.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileTls {
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub reload_interval: Option<String>,
 }
 
 /// `[sites]`: the site agents' boot lease.
@@ -222,6 +238,8 @@ pub struct Settings {
     pub batch_expiry_interval: Duration,
     /// How often a gateway looks for nodes with newly runnable commands.
     pub command_poll_interval: Duration,
+    /// The gateway's serving certificate from files (`[tls]`).
+    pub tls_files: Option<gateway::tls_files::TlsFiles>,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -269,7 +287,7 @@ fn socket(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
 
 /// Reads the file (if any), then applies the environment and the flags.
 pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
-    let file: FileConfig = match &args.config {
+    let mut file: FileConfig = match &args.config {
         None => FileConfig::default(),
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadConfig {
@@ -366,6 +384,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         file.batch_expiry_interval.clone(),
         "60s",
     )?;
+    let tls_files = tls_files(file.tls.take())?;
     let command_poll_interval = duration_setting(
         "command_poll_interval",
         "BC_COMMAND_POLL_INTERVAL",
@@ -474,5 +493,33 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         quorum,
         batch_expiry_interval,
         command_poll_interval,
+        tls_files,
     })
+}
+
+fn tls_files(file: Option<FileTls>) -> Result<Option<gateway::tls_files::TlsFiles>, ConfigError> {
+    let Some(tls) = file else {
+        return Ok(None);
+    };
+    let interval = match &tls.reload_interval {
+        Some(text) => parse_duration(text).map_err(|message| ConfigError::Invalid {
+            key: "tls.reload_interval",
+            message,
+        })?,
+        None => gateway::tls_files::DEFAULT_RELOAD_INTERVAL,
+    };
+    match (tls.cert_file, tls.key_file) {
+        (Some(cert), Some(key)) => Ok(Some(gateway::tls_files::TlsFiles {
+            cert,
+            key,
+            interval,
+        })),
+        (None, None) => Ok(None),
+        _ => Err(ConfigError::Invalid {
+            key: "tls",
+            message:
+                "give both cert_file and key_file (from `bcctl pki issue-gateway`), or neither"
+                    .into(),
+        }),
+    }
 }

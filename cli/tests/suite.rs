@@ -28,6 +28,7 @@ mod grpc_python;
 mod nginx_pem;
 mod pki_and_store_cli;
 mod pki_kdf_cli;
+mod pki_lifecycle;
 mod pki_trust_cli;
 mod pool_cli;
 mod provisioned_e2e;

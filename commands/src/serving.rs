@@ -5,7 +5,6 @@
 //! anything the grant does not list is refused and writes nothing; a lifetime above 7 days is
 //! clamped.
 
-use domain::pki::serving_grant::backdate;
 use domain::pki::{
     decide_gateway_serving, issue_serving_certificate, read_grant, GrantError, IssueError,
     IssuedCertificate, KeyError, PublicKey, Serial, ServingCa, ServingRefusal,
@@ -96,7 +95,8 @@ pub async fn issue_gateway_serving(
         serving_ca,
         ask.public_key,
         &request,
-        now - backdate(request.lifetime),
+        // issue_serving_certificate backdates it (domain::pki::BACKDATE).
+        now,
     )?;
     let ip_addresses: Vec<String> = request
         .ip_addresses

@@ -268,8 +268,11 @@ fn pki_key_set_refuses_a_reused_key_a_foreign_intermediate_and_one_outliving_the
 
     // A root re-issued with the same key for one year, under a two-year serving CA.
     let short = assemble(key_set(), |s| {
-        let key = PrivateKey::from_pkcs8_der(KeyRole::RootCa, s.root_ca.private_key().pkcs8_der())
-            .unwrap();
+        let key = PrivateKey::from_pkcs8_der(
+            KeyRole::RootCa,
+            s.root_ca.private_key().unwrap().pkcs8_der(),
+        )
+        .unwrap();
         s.root_ca =
             RootCa::generate(&s.trust_domain, key, now(), time::Duration::days(365)).unwrap();
     })

@@ -10,7 +10,7 @@ use domain::pki::keys::{KeyRole, PrivateKey};
 use domain::pki::keyset::{KeySet, KeySetLifetimes};
 use domain::pki::leaf::{
     issue_node_certificate, issue_serving_certificate, IssueError, NodeCertificateDecision,
-    NodeKeyStatement, Serial, ServingCertificateRequest, ServingRole,
+    NodeKeyStatement, Serial, ServingCertificateRequest, ServingRole, BACKDATE,
 };
 use domain::pki::spiffe::{NodeId, NodeRole, SiteId, SpiffeId, TrustDomain};
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair, SanType};
@@ -107,14 +107,14 @@ fn pki_node_leaf_has_exact_profile() {
     assert_eq!(cert.raw_serial(), &[0x01, 0x02, 0x03]);
     assert_eq!(
         cert.validity().not_before.timestamp(),
-        t0().unix_timestamp()
+        (t0() - BACKDATE).unix_timestamp()
     );
     assert_eq!(lifetime(&cert), 24 * 3600);
     assert_eq!(
         cert.issuer().as_raw(),
         parse(keys.node_ca.cert_der()).subject().as_raw()
     );
-    assert_eq!(issued.not_after, t0() + Duration::hours(24));
+    assert_eq!(issued.not_after, t0() - BACKDATE + Duration::hours(24));
     // signed by the node CA's key
     cert.verify_signature(Some(parse(keys.node_ca.cert_der()).public_key()))
         .unwrap();
@@ -134,7 +134,7 @@ fn pki_leaf_lifetimes_are_capped_by_role_and_ca() {
     for (role, asked, want) in [
         (NodeRole::Node, Some(Duration::hours(48)), 24 * 3600),
         (NodeRole::Site, Some(Duration::days(365)), 24 * 3600),
-        (NodeRole::Node, Some(Duration::hours(1)), 3600),
+        (NodeRole::Node, Some(Duration::hours(1)), 3600 + 300), // backdated 5 min
         (NodeRole::Ramdisk, Some(Duration::hours(24)), 2 * 3600),
         (NodeRole::Ramdisk, None, 2 * 3600),
     ] {
@@ -173,7 +173,8 @@ fn pki_leaf_lifetimes_are_capped_by_role_and_ca() {
         cert.validity().not_after.timestamp(),
         short.node_ca.not_after().unix_timestamp()
     );
-    assert_eq!(lifetime(&cert), 10 * 3600);
+    // (backdated from its issuance, as the CA was at pki init)
+    assert_eq!(lifetime(&cert), 10 * 3600 + BACKDATE.whole_seconds());
 
     // ... and refuses once it has expired.
     let later = t0() + Duration::hours(11);

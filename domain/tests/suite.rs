@@ -22,6 +22,7 @@ mod discovery_join;
 mod identity_decide;
 mod pki_bundle;
 mod pki_certificates;
+mod pki_lifecycle;
 mod pki_tokens;
 mod quorum_admission;
 mod quorum_admission_cache;

@@ -27,6 +27,7 @@ pub mod serving;
 pub mod sessions;
 pub mod site_agent;
 pub mod tls;
+pub mod tls_files;
 pub mod trust;
 pub mod trust_reports;
 pub mod wire;

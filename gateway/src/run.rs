@@ -67,6 +67,9 @@ pub struct GatewayConfig {
     /// How often the command poller asks which nodes have newly runnable commands (the serve
     /// key `command_poll_interval`; default 250 ms, at least 1 ms).
     pub command_poll_interval: Duration,
+    /// The serving certificate from files, reloaded on change (`[tls]`), instead of one this
+    /// gateway has issued and renews.
+    pub tls_files: Option<crate::tls_files::TlsFiles>,
 }
 
 impl GatewayConfig {
@@ -81,6 +84,7 @@ impl GatewayConfig {
             limits: EdgeLimits::public(),
             join_refusals: JoinRefusalLimits::default(),
             command_poll_interval: crate::dispatch::DEFAULT_POLL_INTERVAL,
+            tls_files: None,
         }
     }
 }
@@ -101,6 +105,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Feed(#[from] feed::FeedError),
+    #[error("gateway serving certificate files: {0}")]
+    TlsFiles(#[from] crate::tls_files::TlsFileError),
     #[error("configuration {0}")]
     Limits(#[from] LimitsError),
     #[error("the api at {url} did not issue this gateway's serving certificate: {reason} (is `bcctl serve --role api` running there, and is this gateway's internal certificate from `bcctl pki issue-internal` of this deployment?)")]
@@ -316,14 +322,28 @@ async fn serve_edge(
         Issuer::Api { api, .. } => Some(api.clone()),
         Issuer::Local { .. } => None,
     };
-    let serving = ServingCert::new(&edge.first)?;
-    let tls = server_config_resolving(serving.clone(), Arc::new(verifier))?;
-    background.push(tokio::spawn(crate::serving::renew(
-        serving,
-        edge.issuer,
-        edge.first,
-        clock.clone(),
-    )));
+    let serving = match &config.tls_files {
+        Some(files) => {
+            let first = crate::tls_files::load(files)?;
+            let serving = ServingCert::new(&first)?;
+            background.push(tokio::spawn(crate::tls_files::watch(
+                serving.clone(),
+                files.clone(),
+            )));
+            serving
+        }
+        None => {
+            let serving = ServingCert::new(&edge.first)?;
+            background.push(tokio::spawn(crate::serving::renew(
+                serving.clone(),
+                edge.issuer,
+                edge.first,
+                clock.clone(),
+            )));
+            serving
+        }
+    };
+    let tls = server_config_resolving(serving, Arc::new(verifier))?;
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| StartError::Listen {

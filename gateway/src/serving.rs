@@ -71,7 +71,7 @@ impl Issued {
         Ok((v.not_before.to_datetime(), v.not_after.to_datetime()))
     }
 
-    fn serial_hex(&self) -> String {
+    pub(crate) fn serial_hex(&self) -> String {
         self.chain
             .first()
             .and_then(|der| x509_parser::parse_x509_certificate(der).ok())
@@ -137,7 +137,8 @@ impl Issuer {
                     &keys.serving_ca,
                     key.public_key(),
                     &request,
-                    clock.now() - backdate(*lifetime),
+                    // issue_serving_certificate backdates it (domain::pki::BACKDATE).
+                    clock.now(),
                 )
                 .map_err(|e| IssueFailure::Fatal(e.to_string()))?;
                 Ok(Issued {
@@ -213,6 +214,11 @@ impl ServingCert {
         Ok(Arc::new(ServingCert {
             current: RwLock::new(Arc::new(issued.certified_key()?)),
         }))
+    }
+
+    /// Hands `issued` to new handshakes (open sessions keep theirs).
+    pub(crate) fn replace_with(&self, issued: &Issued) -> Result<(), TlsSetupError> {
+        self.replace(issued)
     }
 
     fn replace(&self, issued: &Issued) -> Result<(), TlsSetupError> {

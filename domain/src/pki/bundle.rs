@@ -30,6 +30,12 @@
 //! (`rootCa`, `nodeCa`, `servingCa`, `joinSigning`, `joinEncryption`, `auditSigning`,
 //! `commandSigningRoot`). Unknown fields are refused.
 //!
+//! A bundle whose root is offline (`pki init --offline-root`, issue 22) says `"rootKey":
+//! "offline"` beside `trustDomain` and holds no `rootCa` private key (sealed or plaintext); the
+//! two must agree. The field is covered by the seal's digest (below), so it cannot be flipped
+//! without the secret; a bundle with an online root has no such field and its digest is as
+//! before.
+//!
 //! During a command-signing root rotation (`bcctl pki rotate-command-root`, issue 21) the keys
 //! also hold `nextCommandSigningRoot: {"certificate", "key"}`: the second root, certificate and
 //! key both inside the seal (so the seal authenticates it and the public half, and its digest,
@@ -48,7 +54,8 @@
 //! * The plaintext is JSON `{"publicSha256": "<hex>", "keys": {<role>: "<base64 PKCS#8>", …}}`;
 //!   `publicSha256` is SHA-256 of the canonical public part
 //!   `lp("bc-pki-bundle-public-v1") || lp(format) || u32_be(version) || lp(trustDomain)` followed
-//!   by `lp(name) || lp(DER)` for each certificate and each public key in the order above.
+//!   by `lp(name) || lp(DER)` for each certificate and each public key in the order above, and,
+//!   for an offline root only, `lp("rootKey") || lp("offline")`.
 //!   Reformatting the JSON changes nothing; changing any certificate, key or the trust domain
 //!   does ([`BundleError::PublicPartsChanged`]).
 //! * `ciphertext = AES-256-GCM(K, nonce, plaintext, AAD = lp(L) || lp(trustDomain))`, tag
@@ -168,9 +175,19 @@ struct Document {
     format: String,
     version: u32,
     trust_domain: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    root_key: Option<RootKeyPlace>,
     certificates: Certificates,
     public_keys: PublicKeys,
     private_keys: PrivateKeys,
+}
+
+/// Where the root CA's key is, when not in the bundle.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+enum RootKeyPlace {
+    /// In a file kept off the servers (`pki init --offline-root`).
+    Offline,
 }
 
 #[derive(Serialize, Deserialize, Clone)]
@@ -213,7 +230,9 @@ enum PrivateKeys {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct KeyMap {
-    root_ca: String,
+    /// Absent when the root is offline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    root_ca: Option<String>,
     node_ca: String,
     serving_ca: String,
     join_signing: String,
@@ -251,6 +270,8 @@ pub struct PublicBundle {
     pub join_encryption: PublicKey,
     /// Audit signing public key.
     pub audit_signing: PublicKey,
+    /// Whether the root CA's key is kept out of the bundle (`pki init --offline-root`).
+    pub root_offline: bool,
 }
 
 impl PublicBundle {
@@ -264,6 +285,7 @@ impl PublicBundle {
             join_signing: keys.join_signing.public_key().clone(),
             join_encryption: keys.join_encryption.public_key().clone(),
             audit_signing: keys.audit_signing.public_key().clone(),
+            root_offline: keys.root_ca.is_offline(),
         }
     }
 
@@ -285,6 +307,10 @@ impl PublicBundle {
         ] {
             put_lp(&mut out, name.as_bytes());
             put_lp(&mut out, der);
+        }
+        if self.root_offline {
+            put_lp(&mut out, b"rootKey");
+            put_lp(&mut out, b"offline");
         }
         sha256(&out)
     }
@@ -378,6 +404,7 @@ fn decode_public(doc: &Document) -> Result<PublicBundle, BundleError> {
         join_signing: public("publicKeys.joinSigning", &p.join_signing)?,
         join_encryption: public("publicKeys.joinEncryption", &p.join_encryption)?,
         audit_signing: public("publicKeys.auditSigning", &p.audit_signing)?,
+        root_offline: doc.root_key == Some(RootKeyPlace::Offline),
     })
 }
 
@@ -428,11 +455,26 @@ fn assemble(
     }
     Ok(KeySet::from_parts(
         td.clone(),
-        RootCa::from_parts(
-            td,
-            public.root_ca_der.clone(),
-            key(KeyRole::RootCa, "privateKeys.rootCa", &keys.root_ca)?,
-        )?,
+        match (&keys.root_ca, public.root_offline) {
+            (Some(root_key), false) => RootCa::from_parts(
+                td,
+                public.root_ca_der.clone(),
+                key(KeyRole::RootCa, "privateKeys.rootCa", root_key)?,
+            )?,
+            (None, true) => RootCa::from_certificate(td, public.root_ca_der.clone())?,
+            (Some(_), true) => {
+                return Err(malformed(
+                    "privateKeys.rootCa",
+                    "the bundle says its root key is offline (rootKey) but holds one",
+                ))
+            }
+            (None, false) => {
+                return Err(malformed(
+                    "privateKeys.rootCa",
+                    "missing (a bundle whose root key is kept apart says \"rootKey\": \"offline\")",
+                ))
+            }
+        },
         NodeCa::from_parts(
             td,
             public.node_ca_der.clone(),

@@ -23,6 +23,8 @@ use super::encoding::pem_encode;
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
 use super::spiffe::TrustDomain;
 
+pub use super::root::RootCa;
+
 /// The four certificate authorities of a deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CaKind {
@@ -110,6 +112,9 @@ pub enum CaError {
         /// Its notAfter, unix seconds.
         not_after: i64,
     },
+    /// The root CA's key is not in the bundle (`pki init --offline-root`).
+    #[error("the root CA key is offline (kept out of the bundle by `pki init --offline-root`): pass --root-key FILE, the key file `pki init --offline-root` wrote")]
+    RootOffline,
     /// A time outside what X.509 can encode.
     #[error("time out of range for a certificate")]
     TimeOutOfRange,
@@ -152,7 +157,7 @@ fn ca_subject(kind: CaKind, td: &TrustDomain) -> DistinguishedName {
     dn
 }
 
-fn ca_params(
+pub(crate) fn ca_params(
     kind: CaKind,
     td: &TrustDomain,
     not_before: OffsetDateTime,
@@ -192,6 +197,58 @@ pub(crate) fn random_serial() -> Result<Vec<u8>, KeyError> {
     Ok(serial.to_vec())
 }
 
+/// What [`check_ca_certificate`] read from a CA certificate.
+pub(crate) struct CheckedCa {
+    pub(crate) not_before: OffsetDateTime,
+    pub(crate) not_after: OffsetDateTime,
+    pub(crate) ski: Option<Vec<u8>>,
+    pub(crate) public_key: PublicKey,
+}
+
+/// Checks that `cert_der` is a CA certificate of `kind` for `trust_domain` (basicConstraints CA,
+/// subject exactly `O=<trust domain>, CN=<kind>`), and reads its validity, subject key identifier
+/// and key.
+pub(crate) fn check_ca_certificate(
+    kind: CaKind,
+    trust_domain: &TrustDomain,
+    cert_der: &[u8],
+) -> Result<CheckedCa, CaError> {
+    let cert = parse_cert(cert_der).ok_or(CaError::MalformedCertificate { kind })?;
+    let public_key = PublicKey::from_spki_der(cert.public_key().raw)
+        .map_err(|_| CaError::MalformedCertificate { kind })?;
+    let not_this = || CaError::NotThisCa {
+        kind,
+        trust_domain: trust_domain.to_string(),
+    };
+    let is_ca = matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
+    let subject_ok = {
+        let cns: Vec<_> = cert.subject().iter_common_name().collect();
+        let os: Vec<_> = cert.subject().iter_organization().collect();
+        cert.subject().iter().count() == 2
+            && cns.len() == 1
+            && os.len() == 1
+            && cns[0].as_str().ok() == Some(kind.common_name())
+            && os[0].as_str().ok() == Some(trust_domain.as_str())
+    };
+    if !is_ca || !subject_ok {
+        return Err(not_this());
+    }
+    let ski = cert
+        .iter_extensions()
+        .find_map(|ext| match ext.parsed_extension() {
+            x509_parser::extensions::ParsedExtension::SubjectKeyIdentifier(id) => {
+                Some(id.0.to_vec())
+            }
+            _ => None,
+        });
+    Ok(CheckedCa {
+        not_before: cert.validity().not_before.to_datetime(),
+        not_after: cert.validity().not_after.to_datetime(),
+        ski,
+        public_key,
+    })
+}
+
 impl CertificateAuthority {
     /// Loads a CA from its certificate DER and private key, checking that the key's role is the
     /// kind's, that the certificate certifies that key, is a CA and carries this CA's subject.
@@ -202,37 +259,16 @@ impl CertificateAuthority {
         key: PrivateKey,
     ) -> Result<CertificateAuthority, CaError> {
         key.require_role(kind.key_role())?;
-        let cert = parse_cert(&cert_der).ok_or(CaError::MalformedCertificate { kind })?;
-        if cert.public_key().raw != key.public_key().spki_der() {
+        let checked = check_ca_certificate(kind, trust_domain, &cert_der)?;
+        if checked.public_key != *key.public_key() {
             return Err(CaError::KeyMismatch { kind });
         }
-        let not_this = || CaError::NotThisCa {
-            kind,
-            trust_domain: trust_domain.to_string(),
-        };
-        let is_ca = matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
-        let subject_ok = {
-            let cns: Vec<_> = cert.subject().iter_common_name().collect();
-            let os: Vec<_> = cert.subject().iter_organization().collect();
-            cert.subject().iter().count() == 2
-                && cns.len() == 1
-                && os.len() == 1
-                && cns[0].as_str().ok() == Some(kind.common_name())
-                && os[0].as_str().ok() == Some(trust_domain.as_str())
-        };
-        if !is_ca || !subject_ok {
-            return Err(not_this());
-        }
-        let not_before = cert.validity().not_before.to_datetime();
-        let not_after = cert.validity().not_after.to_datetime();
-        let ski = cert
-            .iter_extensions()
-            .find_map(|ext| match ext.parsed_extension() {
-                x509_parser::extensions::ParsedExtension::SubjectKeyIdentifier(id) => {
-                    Some(id.0.to_vec())
-                }
-                _ => None,
-            });
+        let CheckedCa {
+            not_before,
+            not_after,
+            ski,
+            ..
+        } = checked;
         let mut params = ca_params(kind, trust_domain, not_before, not_after);
         if let Some(ski) = ski {
             params.key_identifier_method = KeyIdMethod::PreSpecified(ski);
@@ -250,7 +286,7 @@ impl CertificateAuthority {
     }
 
     /// Builds a self-signed CA (root or command-signing root).
-    fn self_signed(
+    pub(crate) fn self_signed(
         kind: CaKind,
         td: &TrustDomain,
         key: PrivateKey,
@@ -262,10 +298,10 @@ impl CertificateAuthority {
         if lifetime <= Duration::ZERO {
             return Err(CaError::NonPositiveLifetime);
         }
-        let not_before = whole_seconds(now);
-        let not_after = not_before
-            .checked_add(lifetime)
-            .ok_or(CaError::TimeOutOfRange)?;
+        let now = whole_seconds(now);
+        let not_after = now.checked_add(lifetime).ok_or(CaError::TimeOutOfRange)?;
+        // Backdated like every certificate issued here (a peer's clock a little behind).
+        let not_before = now - crate::pki::leaf::BACKDATE;
         let mut params = ca_params(kind, td, not_before, not_after);
         params.serial_number = Some(random_serial()?.into());
         let kp = key.rcgen_key_pair()?;
@@ -316,6 +352,13 @@ impl CertificateAuthority {
         pem_encode("CERTIFICATE", &self.cert_der)
     }
 
+    /// The CA certificate's serial number, big-endian bytes.
+    pub fn serial(&self) -> Vec<u8> {
+        parse_cert(&self.cert_der)
+            .map(|c| c.raw_serial().to_vec())
+            .unwrap_or_default()
+    }
+
     /// notBefore of the CA certificate.
     pub fn not_before(&self) -> OffsetDateTime {
         self.not_before
@@ -337,7 +380,7 @@ impl CertificateAuthority {
     }
 
     /// A second handle on the private key (used to reissue a CA certificate for the same key).
-    fn clone_key(&self) -> Result<PrivateKey, KeyError> {
+    pub(crate) fn clone_key(&self) -> Result<PrivateKey, KeyError> {
         PrivateKey::from_pkcs8_der(self.key.role(), self.key.pkcs8_der())
     }
 }
@@ -359,6 +402,21 @@ macro_rules! ca_wrapper {
             }
         }
 
+        // The command-signing root certifies itself: only the node and serving CAs use these.
+        #[allow(dead_code)]
+        impl $name {
+            /// The CA itself (for the root, which certifies it).
+            pub(crate) fn authority(&self) -> &CertificateAuthority {
+                &self.0
+            }
+
+            /// Wraps a CA of this kind (the root makes them).
+            pub(crate) fn wrap(ca: CertificateAuthority) -> $name {
+                debug_assert_eq!(ca.kind(), $kind);
+                $name(ca)
+            }
+        }
+
         impl std::ops::Deref for $name {
             type Target = CertificateAuthority;
             fn deref(&self) -> &CertificateAuthority {
@@ -368,11 +426,6 @@ macro_rules! ca_wrapper {
     };
 }
 
-ca_wrapper!(
-    /// The deployment's root CA: certifies the node CA and the serving CA, nothing else.
-    RootCa,
-    CaKind::Root
-);
 ca_wrapper!(
     /// The node CA: issues agent certificates only.
     NodeCa,
@@ -388,86 +441,6 @@ ca_wrapper!(
     CommandSigningRoot,
     CaKind::CommandSigningRoot
 );
-
-impl RootCa {
-    /// Generates the self-signed root for `trust_domain`, valid from `now` for `lifetime`.
-    pub fn generate(
-        trust_domain: &TrustDomain,
-        key: PrivateKey,
-        now: OffsetDateTime,
-        lifetime: Duration,
-    ) -> Result<RootCa, CaError> {
-        CertificateAuthority::self_signed(CaKind::Root, trust_domain, key, now, lifetime)
-            .map(RootCa)
-    }
-
-    fn issue_subordinate(
-        &self,
-        kind: CaKind,
-        key: PrivateKey,
-        now: OffsetDateTime,
-        lifetime: Duration,
-    ) -> Result<CertificateAuthority, CaError> {
-        key.require_role(kind.key_role())?;
-        if lifetime <= Duration::ZERO {
-            return Err(CaError::NonPositiveLifetime);
-        }
-        let not_before = whole_seconds(now);
-        let asked = not_before
-            .checked_add(lifetime)
-            .ok_or(CaError::TimeOutOfRange)?;
-        // A CA certificate never outlives the root.
-        let not_after = asked.min(self.not_after());
-        let mut params = ca_params(kind, self.trust_domain(), not_before, not_after);
-        params.serial_number = Some(random_serial()?.into());
-        let der = self.0.sign(&params, key.public_key(), now)?;
-        CertificateAuthority::from_parts(kind, self.trust_domain(), der, key)
-    }
-
-    /// Certifies `key` (role [`KeyRole::NodeCa`]) as the node CA, capped at the root's notAfter.
-    pub fn issue_node_ca(
-        &self,
-        key: PrivateKey,
-        now: OffsetDateTime,
-        lifetime: Duration,
-    ) -> Result<NodeCa, CaError> {
-        self.issue_subordinate(CaKind::Node, key, now, lifetime)
-            .map(NodeCa)
-    }
-
-    /// Certifies `key` (role [`KeyRole::ServingCa`]) as the serving CA, capped at the root's
-    /// notAfter.
-    pub fn issue_serving_ca(
-        &self,
-        key: PrivateKey,
-        now: OffsetDateTime,
-        lifetime: Duration,
-    ) -> Result<ServingCa, CaError> {
-        self.issue_subordinate(CaKind::Serving, key, now, lifetime)
-            .map(ServingCa)
-    }
-
-    /// `pki renew-ca --ca node`: a new certificate for the same key and subject, so certificates
-    /// it already issued stay valid and its pin does not change.
-    pub fn renew_node_ca(
-        &self,
-        current: &NodeCa,
-        now: OffsetDateTime,
-        lifetime: Duration,
-    ) -> Result<NodeCa, CaError> {
-        self.issue_node_ca(current.0.clone_key()?, now, lifetime)
-    }
-
-    /// `pki renew-ca --ca serving`: as [`RootCa::renew_node_ca`], for the serving CA.
-    pub fn renew_serving_ca(
-        &self,
-        current: &ServingCa,
-        now: OffsetDateTime,
-        lifetime: Duration,
-    ) -> Result<ServingCa, CaError> {
-        self.issue_serving_ca(current.0.clone_key()?, now, lifetime)
-    }
-}
 
 impl CommandSigningRoot {
     /// Generates the self-signed command-signing root.

@@ -50,7 +50,7 @@ pub(crate) fn b64url_decode(text: &str) -> Option<Vec<u8>> {
 }
 
 /// PEM-encodes `der` under `label`, 64 base64 characters a line, with a final newline.
-pub(crate) fn pem_encode(label: &str, der: &[u8]) -> String {
+pub fn pem_encode(label: &str, der: &[u8]) -> String {
     let body = b64(der);
     let mut out = format!("-----BEGIN {label}-----\n");
     for chunk in body.as_bytes().chunks(64) {
@@ -74,6 +74,26 @@ pub(crate) fn pem_decode(label: &str, text: &str) -> Option<Vec<u8>> {
     }
     let body: String = inner.chars().filter(|c| !c.is_ascii_whitespace()).collect();
     b64_decode(&body)
+}
+
+/// Every PEM block with `label` in `text`, decoded, in order; `None` when a block is cut short or
+/// is not base64 (a half-written file).
+pub fn pem_blocks(label: &str, text: &str) -> Option<Vec<Vec<u8>>> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(&begin) {
+        let after = &rest[at + begin.len()..];
+        let stop = after.find(&end)?;
+        let body: String = after[..stop]
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        out.push(b64_decode(&body)?);
+        rest = &after[stop + end.len()..];
+    }
+    Some(out)
 }
 
 /// Wraps an uncompressed P-256 point into its SubjectPublicKeyInfo DER.

@@ -5,6 +5,10 @@
 //! signing key, the JoinService encryption key (join tokens are sealed to it), the audit signing
 //! key and the command-signing root (self-signed). [`KeySet::generate`] draws every key from the
 //! system random generator; `now` and the lifetimes are arguments.
+//!
+//! The root's key may be kept out of the set ([`KeySet::without_root_key`], `pki init
+//! --offline-root`) and brought back for the one job that needs it, renewing the node or serving
+//! CA ([`KeySet::with_root_key`], [`KeySet::renew_ca`], `pki renew-ca --root-key FILE`).
 
 use time::{Duration, OffsetDateTime};
 
@@ -24,7 +28,8 @@ pub struct KeySetLifetimes {
 }
 
 impl Default for KeySetLifetimes {
-    /// Ten years for the roots, two for the node and serving CAs (renewed with `pki renew-ca`).
+    /// Ten years for the roots, two for the node and serving CAs (renewed, same key and subject,
+    /// with `bcctl pki renew-ca`).
     fn default() -> Self {
         KeySetLifetimes {
             root: Duration::days(3652),
@@ -78,6 +83,16 @@ pub enum KeySetError {
     /// An intermediate CA certificate is valid after the root CA expires.
     #[error("the {0} certificate outlives the root CA (it must expire no later than the root)")]
     OutlivesRoot(&'static str),
+}
+
+/// A CA `pki renew-ca` renews.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenewableCa {
+    /// The node CA (agent certificates).
+    Node,
+    /// The serving CA (gateway and internal serving certificates, internal client
+    /// certificates).
+    Serving,
 }
 
 /// The public pins of a key set, as `pki show` prints them.
@@ -206,6 +221,42 @@ impl KeySet {
             audit_signing,
             command_signing_root,
         })
+    }
+
+    /// The same set with the root's key dropped (`pki init --offline-root` writes it apart first).
+    pub fn without_root_key(mut self) -> KeySet {
+        self.root_ca = self.root_ca.offline();
+        self
+    }
+
+    /// The same set with the root's key given back (`--root-key FILE`); it must be the key the
+    /// root certificate certifies.
+    pub fn with_root_key(mut self, key: PrivateKey) -> Result<KeySet, KeySetError> {
+        self.root_ca = self.root_ca.with_key(key)?;
+        Ok(self)
+    }
+
+    /// `pki renew-ca`: a new certificate for `which` from the root, same key and subject (so the
+    /// pin does not change and what it issued keeps verifying), valid from `now` (backdated as
+    /// every certificate) for `lifetime`, capped at the root's notAfter. Needs the root's key
+    /// ([`CaError::RootOffline`] otherwise).
+    pub fn renew_ca(
+        &mut self,
+        which: RenewableCa,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<(), KeySetError> {
+        match which {
+            RenewableCa::Node => {
+                self.node_ca = self.root_ca.renew_node_ca(&self.node_ca, now, lifetime)?;
+            }
+            RenewableCa::Serving => {
+                self.serving_ca = self
+                    .root_ca
+                    .renew_serving_ca(&self.serving_ca, now, lifetime)?;
+            }
+        }
+        Ok(())
     }
 
     /// The public key of each role in the set.

@@ -10,9 +10,13 @@
 //!   only `urn:bc:` statements ([`NodeKeyStatement`]), at most four URIs in all; no DNS or IP SAN;
 //! * extendedKeyUsage clientAuth only; keyUsage digitalSignature; basicConstraints CA:false;
 //!   authority and subject key identifiers;
-//! * notBefore `now`; notAfter the earliest of what the caller asked, the role's maximum
-//!   ([`NODE_MAX_LIFETIME`] for node, site and node-tenant, [`RAMDISK_MAX_LIFETIME`] for ramdisk)
-//!   and the node CA's own notAfter. The CA enforces this whatever the caller asks.
+//! * notBefore `now` less [`BACKDATE`] (never before the CA's own notBefore), so a peer whose
+//!   clock runs a little behind does not see a certificate not yet valid; notAfter `now` plus
+//!   the shorter of what the caller asked and the role's maximum ([`NODE_MAX_LIFETIME`] for
+//!   node, site and node-tenant, [`RAMDISK_MAX_LIFETIME`] for ramdisk), but the span
+//!   notAfter - notBefore never over the maximum (bcd and the command verifier refuse one that
+//!   is), and never past the node CA's own notAfter. The CA enforces this whatever the caller
+//!   asks.
 //!
 //! A serving certificate carries DNS and IP SANs, serverAuth, `OU=bc-role:gateway` (or
 //! `internal`), at most [`GATEWAY_SERVING_MAX_LIFETIME`] for a gateway and
@@ -26,11 +30,21 @@ use rcgen::{
 };
 use time::{Duration, OffsetDateTime};
 
-use super::ca::{random_serial, whole_seconds, CaError, CommandSigningRoot, NodeCa, ServingCa};
+use super::ca::{
+    random_serial, whole_seconds, CaError, CertificateAuthority, CommandSigningRoot, NodeCa,
+    ServingCa,
+};
 use super::csr::VerifiedCsr;
 use super::encoding::sha256;
 use super::keys::{KeyError, PublicKey};
 use super::spiffe::{NodeRole, Role, SpiffeId};
+
+/// How far before `now` an issued leaf's notBefore is set (never before its CA's notBefore, and
+/// at most a tenth of the leaf's lifetime, so that bcd's renewal at 60% of the span stays in the
+/// future): a peer whose clock runs up to this much behind still sees the certificate as valid. notAfter
+/// stays `now` plus the lifetime, except that the span never exceeds the role's maximum
+/// (docs/DECISIONS.md, issue 22).
+pub const BACKDATE: Duration = Duration::minutes(5);
 
 /// Longest life of a node, site or node-tenant certificate.
 pub const NODE_MAX_LIFETIME: Duration = Duration::hours(24);
@@ -197,14 +211,22 @@ fn validity(
     now: OffsetDateTime,
     requested: Option<Duration>,
     max: Duration,
-    ca_not_after: OffsetDateTime,
+    ca: &CertificateAuthority,
 ) -> Result<(OffsetDateTime, OffsetDateTime), IssueError> {
     let lifetime = requested.unwrap_or(max);
     if lifetime <= Duration::ZERO {
         return Err(IssueError::NonPositiveLifetime);
     }
-    let not_before = whole_seconds(now);
-    let not_after = (not_before + lifetime.min(max)).min(ca_not_after);
+    let now = whole_seconds(now);
+    // Backdated, never before the CA; the lifetime counts from now, except that the span never
+    // exceeds the role's maximum (verifiers on deployed nodes refuse a longer one), so a leaf
+    // asked for within BACKDATE of the maximum ends that much earlier.
+    // A short leaf is backdated a tenth of its lifetime at most: bcd renews at 60% of the span
+    // from notBefore, which must stay ahead of now.
+    let lifetime = lifetime.min(max);
+    let backdate = BACKDATE.min(lifetime / 10);
+    let not_before = (now - backdate).max(ca.not_before()).min(now);
+    let not_after = (now + lifetime).min(not_before + max).min(ca.not_after());
     Ok((not_before, not_after))
 }
 
@@ -241,7 +263,7 @@ pub fn issue_node_certificate(
         now,
         decision.requested_lifetime,
         decision.role.max_lifetime(),
-        node_ca.not_after(),
+        node_ca,
     )?;
     let mut params = CertificateParams::default();
     params.distinguished_name = role_subject(decision.role.role());
@@ -355,8 +377,7 @@ pub fn issue_serving_certificate(
         ServingRole::Gateway => GATEWAY_SERVING_MAX_LIFETIME,
         ServingRole::Internal => SERVING_MAX_LIFETIME,
     };
-    let (not_before, not_after) =
-        validity(now, Some(request.lifetime), max, serving_ca.not_after())?;
+    let (not_before, not_after) = validity(now, Some(request.lifetime), max, serving_ca)?;
     let role = match request.role {
         ServingRole::Gateway => Role::Gateway,
         ServingRole::Internal => Role::Internal,
@@ -413,12 +434,7 @@ pub fn issue_internal_client_certificate(
         sans.push(SanType::DnsName(ia5));
     }
     sans.extend(ip_addresses.into_iter().map(SanType::IpAddress));
-    let (not_before, not_after) = validity(
-        now,
-        Some(lifetime),
-        SERVING_MAX_LIFETIME,
-        serving_ca.not_after(),
-    )?;
+    let (not_before, not_after) = validity(now, Some(lifetime), SERVING_MAX_LIFETIME, serving_ca)?;
     let mut params = CertificateParams::default();
     params.distinguished_name = role_subject(Role::Gateway);
     params.serial_number = Some(serial.as_bytes().to_vec().into());
@@ -454,12 +470,7 @@ pub fn issue_worker_certificate(
     lifetime: Duration,
     now: OffsetDateTime,
 ) -> Result<IssuedCertificate, IssueError> {
-    let (not_before, not_after) = validity(
-        now,
-        Some(lifetime),
-        WORKER_CERT_MAX_LIFETIME,
-        root.not_after(),
-    )?;
+    let (not_before, not_after) = validity(now, Some(lifetime), WORKER_CERT_MAX_LIFETIME, root)?;
     let mut params = CertificateParams::default();
     let mut dn = role_subject(Role::Worker);
     dn.push(DnType::CommonName, name);

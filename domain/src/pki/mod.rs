@@ -12,7 +12,8 @@
 //! | [`keys`] | P-256 keys bound to a role; public keys; ES256 signatures |
 //! | [`pin`] | `sha256/<base64>` pins |
 //! | [`spiffe`] | trust domains, SPIFFE IDs, roles |
-//! | [`ca`] | root, node, serving and command-signing CAs |
+//! | [`ca`] | node, serving and command-signing CAs |
+//! | [`root`] | the root CA, online or offline (`pki init --offline-root`) |
 //! | [`keyset`] | the deployment's seven keys (`pki init`) |
 //! | [`secret`] | the deployment secret (`BC_DEPLOYMENT_SECRET`) |
 //! | [`bundle`] | the JSON bundle, sealed or plaintext |
@@ -36,6 +37,7 @@ pub mod keys;
 pub mod keyset;
 pub mod leaf;
 pub mod pin;
+pub mod root;
 pub mod secret;
 pub mod serving_grant;
 pub mod signer;
@@ -49,20 +51,20 @@ pub use bundle::{
     Protection, PublicBundle,
 };
 pub use bundle_kdf::{Argon2idParams, BundleKdf, KdfError};
-pub use ca::{
-    CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, RootCa, ServingCa,
-};
+pub use ca::{CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, ServingCa};
 pub use csr::{build_csr, CsrError, VerifiedCsr};
+pub use encoding::{pem_blocks, pem_encode};
 pub use identity::{issued_by, IdentityError, NodeIdentity};
 pub use keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};
-pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins};
+pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins, RenewableCa};
 pub use leaf::{
     issue_internal_client_certificate, issue_node_certificate, issue_serving_certificate,
     issue_worker_certificate, IssueError, IssuedCertificate, NodeCertificateDecision,
-    NodeKeyStatement, Serial, ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME,
-    SERVING_MAX_LIFETIME, WORKER_CERT_MAX_LIFETIME,
+    NodeKeyStatement, Serial, ServingCertificateRequest, ServingRole, BACKDATE,
+    GATEWAY_SERVING_MAX_LIFETIME, SERVING_MAX_LIFETIME, WORKER_CERT_MAX_LIFETIME,
 };
 pub use pin::{Pin, PinError};
+pub use root::RootCa;
 pub use secret::{DeploymentSecret, SecretError, DEPLOYMENT_SECRET_ENV};
 pub use serving_grant::{
     decide_gateway_serving, read_grant, GatewayGrant, GrantError, ServingRefusal,

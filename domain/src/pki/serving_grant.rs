@@ -167,7 +167,8 @@ pub fn decide_gateway_serving(
 }
 
 /// How far back a serving certificate's validity starts, for clocks a little behind: five
-/// minutes, or a tenth of a shorter lifetime.
+/// minutes, or a tenth of a shorter lifetime (what [`super::leaf`] applies to every leaf it
+/// issues since issue 22; callers pass `now` itself).
 pub fn backdate(lifetime: Duration) -> Duration {
     std::cmp::min(lifetime / 10_i32, Duration::minutes(5))
 }

@@ -6,7 +6,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use super::{
     seal_aad, BundleError, Certificates, Document, KeyMap, PrivateKeys, PublicBundle, PublicKeys,
-    SealedPayload, BUNDLE_FORMAT, BUNDLE_VERSION,
+    RootKeyPlace, SealedPayload, BUNDLE_FORMAT, BUNDLE_VERSION,
 };
 use crate::pki::bundle_kdf::{seal_keys, Argon2idParams, BundleKdf};
 use crate::pki::ca::CommandSigningRoot;
@@ -17,7 +17,7 @@ use crate::pki::secret::DeploymentSecret;
 
 fn key_map(keys: &KeySet, encode: impl Fn(&PrivateKey) -> String) -> KeyMap {
     KeyMap {
-        root_ca: encode(keys.root_ca.private_key()),
+        root_ca: keys.root_ca.private_key().map(&encode),
         node_ca: encode(keys.node_ca.private_key()),
         serving_ca: encode(keys.serving_ca.private_key()),
         join_signing: encode(&keys.join_signing),
@@ -35,6 +35,7 @@ fn document(keys: &KeySet, private_keys: PrivateKeys) -> Document {
         format: BUNDLE_FORMAT.into(),
         version: BUNDLE_VERSION,
         trust_domain: keys.trust_domain.to_string(),
+        root_key: keys.root_ca.is_offline().then_some(RootKeyPlace::Offline),
         certificates: Certificates {
             root_ca: cert(keys.root_ca.cert_der()),
             node_ca: cert(keys.node_ca.cert_der()),
