@@ -9,8 +9,9 @@ use clap::{Args, Subcommand};
 use commands::attest::{CloudAccountView, CloudAccounts, NewCloudAccount};
 use commands::SystemClock;
 
+use crate::deployment::CommonArgs;
 use crate::pool_cmd::{open_store, AttestCmdError};
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 #[derive(Subcommand)]
 pub enum CloudCommand {
@@ -32,7 +33,7 @@ pub enum AccountCommand {
 #[derive(Args)]
 pub struct AddArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// aws, gcp, azure or oidc.
     #[arg(long)]
     pub provider: String,
@@ -59,13 +60,13 @@ pub struct AddArgs {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
 }
 
 #[derive(Args)]
 pub struct RemoveArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The entry id (cloud_...).
     pub entry_id: String,
     /// Why (recorded in the event).
@@ -76,7 +77,7 @@ pub struct RemoveArgs {
     pub actor: String,
 }
 
-async fn open(common: &IdentityArgs) -> Result<CloudAccounts, AttestCmdError> {
+async fn open(common: &CommonArgs) -> Result<CloudAccounts, AttestCmdError> {
     Ok(CloudAccounts::new(
         open_store(common).await?,
         Arc::new(SystemClock),

@@ -390,6 +390,54 @@ impl Located {
     }
 }
 
+/// The arguments nearly every verb flattens: where the deployment is, and `--json`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct CommonArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    /// Print JSON instead of text (docs/CLI.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Why a verb could not open its deployment's store.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0}")]
+    Locate(#[from] LocateError),
+    #[error("{0}")]
+    Deployment(#[from] DeploymentError),
+    #[error("store: {0}")]
+    Store(#[from] events::store::StoreError),
+}
+
+impl DeploymentArgs {
+    /// The store of an existing deployment, migrated (a verb that writes applies the
+    /// migrations it needs; a SQLite path that does not exist is an error, never a new file).
+    /// Reads no secret and opens no key.
+    pub async fn open_store(&self) -> Result<events::store::EventStore, OpenError> {
+        let located = self.locate()?;
+        let url = located.existing_store_url()?;
+        Ok(events::store::EventStore::open(url).await?)
+    }
+
+    /// As [`DeploymentArgs::open_store`], and the bundle must exist and parse (it names the
+    /// deployment): its public half only, no secret read.
+    pub async fn open_store_checked(&self) -> Result<events::store::EventStore, OpenError> {
+        let located = self.locate()?;
+        located.deployment.public_half()?;
+        let url = located.existing_store_url()?;
+        Ok(events::store::EventStore::open(url).await?)
+    }
+
+    /// The store, connected without migrating (a read verb that must not change the schema).
+    pub async fn connect_store(&self) -> Result<events::store::EventStore, OpenError> {
+        let located = self.locate()?;
+        let url = located.existing_store_url()?;
+        Ok(events::store::EventStore::connect(url).await?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,8 +8,9 @@ use clap::{Args, Subcommand};
 use commands::attest::{JoinRequestView, JoinRequests};
 use commands::SystemClock;
 
+use crate::deployment::CommonArgs;
 use crate::pool_cmd::{open_store, AttestCmdError};
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 #[derive(Subcommand)]
 pub enum JoinRequestCommand {
@@ -26,7 +27,7 @@ pub enum JoinRequestCommand {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// Only this tenant's.
     #[arg(long)]
     pub tenant: Option<String>,
@@ -38,7 +39,7 @@ pub struct ListArgs {
 #[derive(Args)]
 pub struct ShowArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The request id (jr_...).
     pub request_id: String,
 }
@@ -46,7 +47,7 @@ pub struct ShowArgs {
 #[derive(Args)]
 pub struct DecideArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The request id (jr_...).
     pub request_id: String,
     /// Who decides (recorded in the event).
@@ -97,7 +98,7 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
     Ok(())
 }
 
-async fn open(common: &IdentityArgs) -> Result<JoinRequests, AttestCmdError> {
+async fn open(common: &CommonArgs) -> Result<JoinRequests, AttestCmdError> {
     Ok(JoinRequests::new(
         open_store(common).await?,
         Arc::new(SystemClock),

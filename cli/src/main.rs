@@ -145,7 +145,9 @@ fn main() -> ExitCode {
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Cloud(cmd) => cloud_cmd::run(cmd).await.map_err(Failure::from),
-            Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
+            Command::Replay(args) => replay_cmd::run(args)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
                 other => Failure::from(other),

@@ -16,8 +16,9 @@ use commands::SystemClock;
 use domain::attest::{AttestorPolicy, UpdatePool};
 use events::store::{EventStore, StoreError};
 
-use crate::deployment::{Deployment, DeploymentError};
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+use crate::deployment::CommonArgs;
+use crate::deployment::DeploymentError;
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 /// Errors of `pool` and `join-request`.
 #[derive(Debug, thiserror::Error)]
@@ -28,13 +29,14 @@ pub enum AttestCmdError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Attest(#[from] AttestError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
 }
 
-/// Opens the store the way the token and node commands do: the PKI bundle must exist and
-/// parse (it names the deployment) and is read for its public half only.
-pub async fn open_store(args: &IdentityArgs) -> Result<EventStore, AttestCmdError> {
-    Deployment::new(&args.pki).public_half()?;
-    Ok(EventStore::open(&args.database_url).await?)
+/// Opens the deployment's store (docs/CLI.md "Finding the deployment"): the PKI bundle must
+/// exist and parse (it names the deployment) and is read for its public half only.
+pub async fn open_store(args: &CommonArgs) -> Result<EventStore, AttestCmdError> {
+    Ok(args.deployment.open_store_checked().await?)
 }
 
 #[derive(Subcommand)]
@@ -70,7 +72,7 @@ impl KnownArgs {
 #[derive(Args)]
 pub struct CreateArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     #[command(flatten)]
     pub known: KnownArgs,
     /// The pool id.
@@ -89,7 +91,7 @@ pub struct CreateArgs {
 #[derive(Args)]
 pub struct ShowArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The pool id.
     pub pool_id: String,
 }
@@ -97,7 +99,7 @@ pub struct ShowArgs {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// Only this tenant's.
     #[arg(long)]
     pub tenant: Option<String>,
@@ -106,7 +108,7 @@ pub struct ListArgs {
 #[derive(Args)]
 pub struct UpdateArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     #[command(flatten)]
     pub known: KnownArgs,
     /// The pool id.

@@ -11,11 +11,11 @@ use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use events::store::{EventStore, LogStore, LogTx, StoreError};
+use events::store::{LogStore, LogTx, StoreError};
 use projections::{ProjectionError, TableSpec};
 use serde::Serialize;
 
-use crate::token_cmd::{to_json, DEFAULT_STORE};
+use crate::token_cmd::to_json;
 
 /// Events read per page while rebuilding.
 const REBUILD_BATCH: u32 = 10_000;
@@ -29,6 +29,8 @@ pub enum RebuildCmdError {
     BadBatch(u32),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
     #[error("rebuild failed, the tables are unchanged: {0}")]
     Projection(#[from] ProjectionError),
     #[error("counting the rebuilt rows: {0}")]
@@ -37,9 +39,8 @@ pub enum RebuildCmdError {
 
 #[derive(Args)]
 pub struct RebuildArgs {
-    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
-    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
-    pub database_url: String,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
     /// Events read per page.
     #[arg(long, default_value_t = REBUILD_BATCH)]
     pub batch: u32,
@@ -74,7 +75,7 @@ pub async fn run(args: RebuildArgs) -> Result<(), RebuildCmdError> {
     if !(1..=100_000).contains(&args.batch) {
         return Err(RebuildCmdError::BadBatch(args.batch));
     }
-    let store = EventStore::connect(&args.database_url).await?;
+    let store = args.deployment.connect_store().await?;
     let all = commands::every_projection();
     let tables: Vec<TableSpec> = all
         .iter()

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::token_cmd::{fmt_us, print_table, to_json, DEFAULT_STORE};
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 /// Events read per batch while replaying.
 const REPLAY_BATCH: u32 = 10_000;
@@ -33,10 +33,22 @@ pub enum ReplayCmdError {
     PastHead { at: i64, head: i64 },
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
     #[error("replay: {0}")]
     Projection(#[from] ProjectionError),
     #[error("reading the replayed state: {0}")]
     Read(StoreError),
+}
+
+impl ReplayCmdError {
+    /// 2 for input the verb found invalid (INVALID_INPUT), 1 otherwise (docs/CLI.md).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ReplayCmdError::BadAt(_) | ReplayCmdError::PastHead { .. } => crate::output::EXIT_USAGE,
+            _ => crate::output::EXIT_FAILED,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -47,9 +59,8 @@ pub struct ReplayArgs {
     /// Show only this node, with the events of its stream up to that point.
     #[arg(long)]
     pub node: Option<String>,
-    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
-    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
-    pub database_url: String,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -258,7 +269,7 @@ fn token_view(r: TokenRow) -> TokenView {
 }
 
 pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
-    let store = EventStore::connect(&args.database_url).await?;
+    let store = args.deployment.connect_store().await?;
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(

@@ -12,9 +12,10 @@ use commands::site::{
 use commands::SystemClock;
 use events::store::EventStore;
 
-use crate::deployment::{Deployment, DeploymentError};
+use crate::deployment::CommonArgs;
+use crate::deployment::DeploymentError;
 use crate::duration::parse_duration;
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 /// Why a site command failed.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +26,8 @@ pub enum SiteCmdError {
     Store(#[from] events::store::StoreError),
     #[error("{0}")]
     Site(#[from] SiteError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
     /// A usage error (exit 2).
     #[error("INVALID_INPUT: {0}")]
     Usage(String),
@@ -59,7 +62,7 @@ pub enum SiteCommand {
 #[derive(Args)]
 pub struct CreateArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site id (lower-case a-z, 0-9 and '-', at most 63).
     #[arg(long)]
     pub id: String,
@@ -80,7 +83,7 @@ pub struct CreateArgs {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// Only this tenant's sites.
     #[arg(long)]
     pub tenant: Option<String>,
@@ -89,7 +92,7 @@ pub struct ListArgs {
 #[derive(Args)]
 pub struct ShowArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site id.
     pub site: String,
 }
@@ -107,7 +110,7 @@ pub enum BootCommand {
 #[derive(Args)]
 pub struct BootAddArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site.
     #[arg(long)]
     pub site: String,
@@ -143,7 +146,7 @@ pub struct BootAddArgs {
 #[derive(Args)]
 pub struct BootListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site.
     #[arg(long)]
     pub site: String,
@@ -152,7 +155,7 @@ pub struct BootListArgs {
 #[derive(Args)]
 pub struct BootRemoveArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The entry id (boot_...).
     pub entry: String,
     /// Why (recorded in the event).
@@ -173,7 +176,7 @@ pub enum LeaseCommand {
 #[derive(Args)]
 pub struct FenceArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site.
     #[arg(long)]
     pub site: String,
@@ -182,16 +185,15 @@ pub struct FenceArgs {
     pub actor: String,
 }
 
-async fn open_store(common: &IdentityArgs) -> Result<EventStore, SiteCmdError> {
-    Deployment::new(&common.pki).public_half()?;
-    Ok(EventStore::open(&common.database_url).await?)
+async fn open_store(common: &CommonArgs) -> Result<EventStore, SiteCmdError> {
+    Ok(common.deployment.open_store_checked().await?)
 }
 
-async fn sites(common: &IdentityArgs) -> Result<Sites, SiteCmdError> {
+async fn sites(common: &CommonArgs) -> Result<Sites, SiteCmdError> {
     Ok(Sites::new(open_store(common).await?, Arc::new(SystemClock)))
 }
 
-async fn boots(common: &IdentityArgs) -> Result<BootEntries, SiteCmdError> {
+async fn boots(common: &CommonArgs) -> Result<BootEntries, SiteCmdError> {
     Ok(BootEntries::new(
         open_store(common).await?,
         Arc::new(SystemClock),

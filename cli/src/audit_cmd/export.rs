@@ -5,14 +5,13 @@
 use std::io::{BufWriter, Write};
 
 use commands::audit::reads;
-use events::store::EventStore;
 
 use super::args::ExportArgs;
 use super::error::AuditCmdError;
 use super::format::{checkpoint_line, EventLine, Header, EXPORT_FORMAT, PAGE};
 
 pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
-    let store = EventStore::connect(&args.db.database_url).await?;
+    let store = args.db.deployment.connect_store().await?;
     let tenant = args.tenant.as_str();
     let checkpoints = reads::checkpoints(&store, tenant).await?;
     let sequenced = reads::tree_size(&store, tenant).await?;

@@ -18,9 +18,13 @@ use super::report::{FaultReport, Report};
 use super::trust::trust;
 
 pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
+    let located = args
+        .deployment
+        .locate()
+        .map_err(|e| AuditCmdError::Usage(e.to_string()))?;
     let trust = trust(
         args.pin.as_deref(),
-        args.pki.as_ref(),
+        Some(&located.deployment),
         args.trust_domain.as_deref(),
     )?;
     let (tenant, checkpoint_lines, stated_origin, carried_key, source, total) = match (
@@ -88,11 +92,9 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
             )
         }
         (None, Some(tenant)) => {
-            let Some(url) = &args.database_url else {
-                return Err(AuditCmdError::Usage(
-                    "--tenant needs --database-url (or DATABASE_URL)".into(),
-                ));
-            };
+            let url = located
+                .existing_store_url()
+                .map_err(|e| AuditCmdError::Usage(format!("--tenant: {e}")))?;
             let store = EventStore::connect(url).await?;
             let rows = reads::checkpoints(&store, tenant).await?;
             let size = reads::tree_size(&store, tenant).await?;

@@ -10,7 +10,7 @@ pub(crate) fn batch_id(text: &str) -> Result<BatchId, BatchCmdError> {
     BatchId::from_hex(text).map_err(|e| BatchCmdError::Input(format!("--batch: {e}")))
 }
 
-/// Opens the store `--database-url` names.
-pub(crate) async fn open(url: &str) -> Result<EventStore, BatchCmdError> {
-    Ok(EventStore::open(url).await?)
+/// Opens the deployment's store (docs/CLI.md "Finding the deployment"); no key is read.
+pub(crate) async fn open(args: &super::args::StoreArg) -> Result<EventStore, BatchCmdError> {
+    Ok(args.deployment.open_store().await?)
 }

@@ -15,7 +15,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
     let text = std::fs::read_to_string(&args.leaves).map_err(io(&args.leaves))?;
     let leaves: Vec<ScopeLeafRequest> = serde_json::from_str(&text)
         .map_err(|e| BatchCmdError::Input(format!("{}: {e}", args.leaves.display())))?;
-    let store = open(&args.store.database_url).await?;
+    let store = open(&args.store).await?;
     let created = create_batch(
         &store,
         &SystemClock,
@@ -56,7 +56,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
 /// `batch show`: status, scope root and size, approvals.
 pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
     let id = batch_id(&args.batch)?;
-    let store = open(&args.store.database_url).await?;
+    let store = open(&args.store).await?;
     let view = batch_view(&store, &id)
         .await?
         .ok_or(BatchCmdError::NotFound(id))?;
@@ -109,7 +109,7 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
                 .unwrap_or_else(|_| "localhost".into())
         )
     });
-    let store = open(&args.store.database_url).await?;
+    let store = open(&args.store).await?;
     cancel_batch(&store, &SystemClock, &id, &args.reason, &caller).await?;
     let view = batch_view(&store, &id)
         .await?

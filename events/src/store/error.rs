@@ -57,6 +57,9 @@ pub enum StoreError {
         backend: &'static str,
         detail: String,
     },
+    /// The server could not be reached or refused the connection, told when the store is opened.
+    #[error("cannot connect to the store at {target}: {why}; check that the server is running and reachable there and that the URL's host, port, user, password and database are right")]
+    Unreachable { target: String, why: String },
     #[error("database error: {0}")]
     Database(sqlx::Error),
 }
