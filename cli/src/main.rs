@@ -22,6 +22,7 @@ mod pem;
 mod pki_cmd;
 mod pki_trust_cmd;
 mod pool_cmd;
+mod progress;
 mod rebuild_cmd;
 mod replay_cmd;
 mod serve_attestors;

@@ -8,8 +8,6 @@
 //! `occurred_at` is at or before it. While the replay runs, the rows it rewrote are locked
 //! inside the transaction (Postgres) or the writer is held (SQLite): writers wait, readers don't.
 
-use std::io::IsTerminal;
-
 use clap::Args;
 use commands::identity::{CertView, NodeView, TokenView};
 use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
@@ -270,28 +268,16 @@ fn token_view(r: TokenRow) -> TokenView {
 
 pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
     let store = args.deployment.connect_store().await?;
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "replay {bar:40} {pos}/{len} positions, {per_sec} ({eta})",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(bar)
-    } else {
-        None
-    };
+    let mut progress = crate::progress::Progress::new("replay", "positions", false);
     let state = replay_state(&store, &args.at, args.node.as_deref(), |p| {
-        if let Some(bar) = &bar {
-            bar.set_length(u64::try_from(p.head).unwrap_or(0));
-            bar.set_position(u64::try_from(p.position).unwrap_or(0));
-        }
+        progress.show(
+            u64::try_from(p.position).unwrap_or(0),
+            u64::try_from(p.head).unwrap_or(0),
+            "",
+        )
     })
     .await;
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
+    progress.finish();
     let state = state?;
     if args.json {
         println!("{}", to_json(&state));

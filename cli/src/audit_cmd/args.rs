@@ -29,7 +29,7 @@ pub struct DbArgs {
 pub struct ExportArgs {
     #[arg(long)]
     pub tenant: String,
-    /// The file to write (refused if it exists).
+    /// The file to write (refused if it exists); `-` writes standard output.
     #[arg(long)]
     pub out: PathBuf,
     /// Also write the events after the last checkpoint (covered by no signature yet; `verify`

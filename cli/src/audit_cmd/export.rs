@@ -25,12 +25,19 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         path: args.out.clone(),
         source,
     };
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&args.out)
-        .map_err(|e| io("cannot create", e))?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+    // `--out -` is standard output (docs/CLI.md); a file is never overwritten.
+    let sink: Box<dyn Write> = if crate::output::is_stdio(&args.out) {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&args.out)
+                .map_err(|e| io("cannot create", e))?,
+        )
+    };
+    let mut out = BufWriter::with_capacity(1 << 20, sink);
     let header = Header {
         kind: "header".into(),
         format: EXPORT_FORMAT.into(),
@@ -42,15 +49,17 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         checkpoints: checkpoints.len() as u64,
         events: size,
     };
-    let write_line = |out: &mut BufWriter<std::fs::File>, v: &dyn erased::Line| {
+    let write_line = |out: &mut BufWriter<Box<dyn Write>>, v: &dyn erased::Line| {
         v.write_to(out).map_err(|e| io("cannot write", e))
     };
     write_line(&mut out, &header)?;
     for c in &checkpoints {
         write_line(&mut out, &checkpoint_line(c))?;
     }
+    let mut progress = crate::progress::Progress::new("export", "events", false);
     let mut from = 0u64;
     while from < size {
+        progress.show(from, size, "");
         let page = reads::leaves(&store, tenant, from, PAGE).await?;
         if page.is_empty() {
             break;
@@ -66,6 +75,7 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         }
         from = page.last().map_or(size, |r| r.index + 1);
     }
+    progress.finish();
     out.flush().map_err(|e| io("cannot write", e))?;
     let left_out = sequenced - size;
     let note = if left_out > 0 {

@@ -3,7 +3,7 @@
 //! success (exit 0, `"ok": true`) means every leaf is covered by a verified checkpoint signature
 //! (see `docs/AUDIT.md`, "What `ok` means").
 
-use std::io::{BufRead, BufReader, IsTerminal};
+use std::io::{BufRead, BufReader};
 
 use commands::audit::reads;
 use domain::audit::{coverage, verify_trail_against, AuditPublicKey, Expectations, Progress};
@@ -154,7 +154,8 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
                 ))
             }
         };
-        let bar = progress_bar(!args.json, total);
+        let mut progress = crate::progress::Progress::new("verify", "leaves", total.is_none());
+        let total_leaves = total.unwrap_or(0);
         let mut leaves = Leaves {
             source,
             tenant: tenant.clone(),
@@ -169,14 +170,10 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
             &checkpoints,
             known,
             &mut |p: Progress| {
-                if let Some(bar) = &bar {
-                    bar.set_position(p.leaves_checked);
-                }
+                progress.show(p.leaves_checked, total_leaves, "");
             },
         );
-        if let Some(bar) = &bar {
-            bar.finish_and_clear();
-        }
+        progress.finish();
         let mut report = Report::new(&tenant);
         if let Some(f) = leaves.fault.take() {
             report.fault = Some(FaultReport::tampered(
@@ -231,18 +228,4 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
         Err(e) => return Err(e),
     };
     report.finish(args.json)
-}
-
-fn progress_bar(enabled: bool, total: Option<u64>) -> Option<indicatif::ProgressBar> {
-    let total = total?;
-    if !enabled || !std::io::stderr().is_terminal() || total < 100_000 {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new(total);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{bar:40} {pos}/{len} leaves ({per_sec}, eta {eta})",
-    ) {
-        bar.set_style(style);
-    }
-    Some(bar)
 }

@@ -34,6 +34,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
         "scopeRoot": created.scope_root.to_hex(),
         "size": created.scope_size,
         "required": created.required_approvals,
+        "notAfter": crate::output::rfc3339_us(created.not_after_us),
         "notAfterUs": created.not_after_us,
         "status": created.status,
         "retry": created.retry,
@@ -68,6 +69,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
         "status": view.state.status,
         "scopeRoot": view.state.scope_root.to_hex(),
         "size": view.state.scope_size,
+        "notAfter": crate::output::rfc3339_us(view.state.not_after_us),
         "notAfterUs": view.state.not_after_us,
         "required": view.state.required,
         "held": view.state.approvals.len(),
@@ -77,7 +79,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
         println!("{out}");
     } else {
         println!(
-            "batch {id}\n  tenant {}  by {}\n  reason: {}\n  status {}, {} of {} approvals\n  root {} ({} leaves), ends at {} µs",
+            "batch {id}\n  tenant {}  by {}\n  reason: {}\n  status {}, {} of {} approvals\n  root {} ({} leaves), ends at {}",
             printable(&view.tenant_id),
             printable(&view.caller),
             printable(&view.reason),
@@ -86,7 +88,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
             view.state.required,
             view.state.scope_root,
             view.state.scope_size,
-            view.state.not_after_us
+            crate::output::rfc3339_us(view.state.not_after_us)
         );
     }
     Ok(())
@@ -110,6 +112,22 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
         )
     });
     let store = open(&args.store).await?;
+    // Cancelling a cancelled batch is a no-op that succeeds and says so (docs/CLI.md
+    // "Idempotency"); an expired batch is still refused (it ended otherwise).
+    let before = batch_view(&store, &id)
+        .await?
+        .ok_or(BatchCmdError::NotFound(id))?;
+    if before.state.status.as_str() == "cancelled" {
+        if args.json {
+            println!(
+                "{}",
+                json!({ "batchId": id.to_hex(), "status": before.state.status, "alreadyCancelled": true })
+            );
+        } else {
+            println!("batch {id} already cancelled: nothing to do");
+        }
+        return Ok(());
+    }
     cancel_batch(&store, &SystemClock, &id, &args.reason, &caller).await?;
     let view = batch_view(&store, &id)
         .await?
@@ -117,7 +135,7 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
     if args.json {
         println!(
             "{}",
-            json!({ "batchId": id.to_hex(), "status": view.state.status, "cancelledBy": caller })
+            json!({ "batchId": id.to_hex(), "status": view.state.status, "cancelledBy": caller, "alreadyCancelled": false })
         );
     } else {
         println!(
