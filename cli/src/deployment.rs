@@ -425,8 +425,8 @@ impl DeploymentArgs {
     /// deployment): its public half only, no secret read.
     pub async fn open_store_checked(&self) -> Result<events::store::EventStore, OpenError> {
         let located = self.locate()?;
-        located.deployment.public_half()?;
         let url = located.existing_store_url()?;
+        located.deployment.public_half()?;
         Ok(events::store::EventStore::open(url).await?)
     }
 

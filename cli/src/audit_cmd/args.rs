@@ -38,6 +38,10 @@ pub struct ExportArgs {
     pub include_unsealed: bool,
     #[command(flatten)]
     pub db: DbArgs,
+    /// Print the summary as one JSON object on standard output (refused with `--out -`, where
+    /// standard output is the export itself).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]

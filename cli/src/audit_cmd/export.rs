@@ -11,6 +11,11 @@ use super::error::AuditCmdError;
 use super::format::{checkpoint_line, EventLine, Header, EXPORT_FORMAT, PAGE};
 
 pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
+    if args.json && crate::output::is_stdio(&args.out) {
+        return Err(AuditCmdError::Usage(
+            "--json with --out -: standard output is the export itself; name a file with --out, or drop --json".into(),
+        ));
+    }
     let store = args.db.deployment.connect_store().await?;
     let tenant = args.tenant.as_str();
     let checkpoints = reads::checkpoints(&store, tenant).await?;
@@ -85,11 +90,21 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
     } else {
         String::new()
     };
-    eprintln!(
-        "exported tenant {tenant}: {size} events, {} checkpoints to {}{note}",
-        checkpoints.len(),
-        args.out.display()
-    );
+    if args.json {
+        crate::output::print_json(&serde_json::json!({
+            "tenant": tenant,
+            "events": size,
+            "checkpoints": checkpoints.len(),
+            "unsealedLeftOut": left_out,
+            "out": args.out.display().to_string(),
+        }));
+    } else {
+        eprintln!(
+            "exported tenant {tenant}: {size} events, {} checkpoints to {}{note}",
+            checkpoints.len(),
+            args.out.display()
+        );
+    }
     Ok(())
 }
 

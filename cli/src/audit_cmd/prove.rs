@@ -77,7 +77,7 @@ pub(super) fn verify_proof(args: VerifyProofArgs) -> Result<(), AuditCmdError> {
     let located = args
         .deployment
         .locate()
-        .map_err(|e| AuditCmdError::Usage(e.to_string()))?;
+        .map_err(|e| AuditCmdError::Other(e.to_string()))?;
     let trust = trust(args.pin.as_deref(), Some(&located.deployment), None)?;
     let bytes = read_file(&args.file)?;
     let file: ProofFile = serde_json::from_slice(&bytes).map_err(|e| {

@@ -46,7 +46,7 @@ pub(super) async fn seal(args: SealArgs) -> Result<(), AuditCmdError> {
         .db
         .deployment
         .locate()
-        .map_err(|e| AuditCmdError::Usage(e.to_string()))?;
+        .map_err(|e| AuditCmdError::Other(e.to_string()))?;
     let (signer, trust_domain) = load_signer(&located.deployment)?;
     let store = args.db.deployment.connect_store().await?;
     let mut sequencer = Sequencer::new(store.clone(), Default::default());

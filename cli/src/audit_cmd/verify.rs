@@ -94,7 +94,7 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
         (None, Some(tenant)) => {
             let url = located
                 .existing_store_url()
-                .map_err(|e| AuditCmdError::Usage(format!("--tenant: {e}")))?;
+                .map_err(|e| AuditCmdError::Other(e.to_string()))?;
             let store = EventStore::connect(url).await?;
             let rows = reads::checkpoints(&store, tenant).await?;
             let size = reads::tree_size(&store, tenant).await?;
