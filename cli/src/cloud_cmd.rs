@@ -77,9 +77,9 @@ pub struct RemoveArgs {
     pub actor: String,
 }
 
-async fn open(common: &CommonArgs) -> Result<CloudAccounts, AttestCmdError> {
+async fn open(common: &CommonArgs, write: bool) -> Result<CloudAccounts, AttestCmdError> {
     Ok(CloudAccounts::new(
-        open_store(common).await?,
+        open_store(common, write).await?,
         Arc::new(SystemClock),
     ))
 }
@@ -88,7 +88,7 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
     let CloudCommand::Account(cmd) = cmd;
     match cmd {
         AccountCommand::Add(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let entry = svc
                 .add(&NewCloudAccount {
                     provider: args.provider,
@@ -103,7 +103,7 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
             print_one(&entry, args.common.json, "added");
         }
         AccountCommand::List(args) => {
-            let list = open(&args.common).await?.list().await?;
+            let list = open(&args.common, false).await?.list().await?;
             if args.common.json {
                 println!("{}", to_json(&list));
             } else {
@@ -111,7 +111,7 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
             }
         }
         AccountCommand::Remove(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let entry = svc
                 .remove(&args.entry_id, &args.actor, &args.reason)
                 .await?;

@@ -224,7 +224,7 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
     let bytes = payload(&args.kind, args.payload_file.as_ref())?;
     let batch_id = batch_arg(args.batch.as_deref())?;
     let located = args.store.deployment.locate()?;
-    let store = EventStore::open(located.existing_store_url()?).await?;
+    let store = EventStore::open(located.writable_store_url()?).await?;
     // The command-signing root is unsealed with the deployment secret, found by the same rule.
     let root = active_signing_root(&located.deployment, &store).await?;
     let trust_domain = root.trust_domain().clone();

@@ -371,6 +371,21 @@ impl DeploymentArgs {
 }
 
 impl Located {
+    /// The store's URL, which must have been found; a verb that writes may create it.
+    pub fn writable_store_url(&self) -> Result<&str, LocateError> {
+        self.store_url.as_deref().ok_or(LocateError::NoStore)
+    }
+
+    /// [`Located::writable_store_url`] for a verb that writes, else
+    /// [`Located::existing_store_url`].
+    pub fn store_url_for(&self, write: bool) -> Result<&str, LocateError> {
+        if write {
+            self.writable_store_url()
+        } else {
+            self.existing_store_url()
+        }
+    }
+
     /// The store's URL, which must have been found. A `sqlite://` path that does not exist is
     /// an error: a verb reading a store never creates one.
     pub fn existing_store_url(&self) -> Result<&str, LocateError> {
@@ -416,16 +431,25 @@ impl DeploymentArgs {
     /// migrations it needs; a SQLite path that does not exist is an error, never a new file).
     /// Reads no secret and opens no key.
     pub async fn open_store(&self) -> Result<events::store::EventStore, OpenError> {
+        self.open_store_as(false).await
+    }
+
+    /// The store for a verb that writes (`write`: a SQLite file that does not exist is created,
+    /// as `bcctl migrate` would) or reads (it must exist).
+    pub async fn open_store_as(&self, write: bool) -> Result<events::store::EventStore, OpenError> {
         let located = self.locate()?;
-        let url = located.existing_store_url()?;
+        let url = located.store_url_for(write)?;
         Ok(events::store::EventStore::open(url).await?)
     }
 
-    /// As [`DeploymentArgs::open_store`], and the bundle must exist and parse (it names the
+    /// As [`DeploymentArgs::open_store_as`], and the bundle must exist and parse (it names the
     /// deployment): its public half only, no secret read.
-    pub async fn open_store_checked(&self) -> Result<events::store::EventStore, OpenError> {
+    pub async fn open_store_checked(
+        &self,
+        write: bool,
+    ) -> Result<events::store::EventStore, OpenError> {
         let located = self.locate()?;
-        let url = located.existing_store_url()?;
+        let url = located.store_url_for(write)?;
         located.deployment.public_half()?;
         Ok(events::store::EventStore::open(url).await?)
     }

@@ -61,7 +61,7 @@ pub struct DecideArgs {
 pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
     match cmd {
         JoinRequestCommand::List(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, false).await?;
             let list = svc
                 .list(args.tenant.as_deref(), args.status.as_deref())
                 .await?;
@@ -72,7 +72,7 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
             }
         }
         JoinRequestCommand::Show(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, false).await?;
             let r = svc.show(&args.request_id).await?;
             if args.common.json {
                 println!("{}", to_json(&r));
@@ -81,14 +81,14 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
             }
         }
         JoinRequestCommand::Approve(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let r = svc
                 .approve(&args.request_id, &args.actor, &args.reason)
                 .await?;
             print_decided(&r, args.common.json, "approved");
         }
         JoinRequestCommand::Reject(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let r = svc
                 .reject(&args.request_id, &args.actor, &args.reason)
                 .await?;
@@ -98,9 +98,9 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
     Ok(())
 }
 
-async fn open(common: &CommonArgs) -> Result<JoinRequests, AttestCmdError> {
+async fn open(common: &CommonArgs, write: bool) -> Result<JoinRequests, AttestCmdError> {
     Ok(JoinRequests::new(
-        open_store(common).await?,
+        open_store(common, write).await?,
         Arc::new(SystemClock),
     ))
 }

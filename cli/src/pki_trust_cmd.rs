@@ -282,7 +282,7 @@ pub async fn rotate(args: RotateArgs) -> Result<(), PkiTrustError> {
         Stage::Add => {
             if published.rotation_stage != "none" {
                 return Err(PkiTrustError::State(format!(
-                    "a rotation is already in progress (stage {}): run --stage {} next",
+                    "a rotation is already in progress (stage {}): run `bcctl pki rotate-command-root --stage {}` next",
                     published.rotation_stage,
                     if published.rotation_stage == "added" {
                         "switch"

@@ -35,8 +35,9 @@ pub enum AttestCmdError {
 
 /// Opens the deployment's store (docs/CLI.md "Finding the deployment"): the PKI bundle must
 /// exist and parse (it names the deployment) and is read for its public half only.
-pub async fn open_store(args: &CommonArgs) -> Result<EventStore, AttestCmdError> {
-    Ok(args.deployment.open_store_checked().await?)
+/// A verb that writes (`write`) may create a SQLite store; one that reads never does.
+pub async fn open_store(args: &CommonArgs, write: bool) -> Result<EventStore, AttestCmdError> {
+    Ok(args.deployment.open_store_checked(write).await?)
 }
 
 #[derive(Subcommand)]
@@ -142,7 +143,7 @@ fn pools(store: EventStore, known: Vec<String>) -> Pools {
 pub async fn run(cmd: PoolCommand) -> Result<(), AttestCmdError> {
     match cmd {
         PoolCommand::Create(args) => {
-            let svc = pools(open_store(&args.common).await?, args.known.known());
+            let svc = pools(open_store(&args.common, true).await?, args.known.known());
             let pool = svc
                 .create(&NewPool {
                     pool_id: args.pool_id,
@@ -157,12 +158,12 @@ pub async fn run(cmd: PoolCommand) -> Result<(), AttestCmdError> {
             print_one(&pool, args.common.json, "created");
         }
         PoolCommand::Show(args) => {
-            let svc = pools(open_store(&args.common).await?, Vec::new());
+            let svc = pools(open_store(&args.common, false).await?, Vec::new());
             let pool = svc.show(&args.pool_id).await?;
             print_one(&pool, args.common.json, "");
         }
         PoolCommand::List(args) => {
-            let svc = pools(open_store(&args.common).await?, Vec::new());
+            let svc = pools(open_store(&args.common, false).await?, Vec::new());
             let list = svc.list(args.tenant.as_deref()).await?;
             if args.common.json {
                 println!("{}", to_json(&list));
@@ -176,7 +177,7 @@ pub async fn run(cmd: PoolCommand) -> Result<(), AttestCmdError> {
                 (None, true) => Some(AttestorPolicy::Any),
                 (None, false) => None,
             };
-            let svc = pools(open_store(&args.common).await?, args.known.known());
+            let svc = pools(open_store(&args.common, true).await?, args.known.known());
             let pool = svc
                 .update(&UpdatePool {
                     pool_id: args.pool_id,

@@ -185,17 +185,20 @@ pub struct FenceArgs {
     pub actor: String,
 }
 
-async fn open_store(common: &CommonArgs) -> Result<EventStore, SiteCmdError> {
-    Ok(common.deployment.open_store_checked().await?)
+async fn open_store(common: &CommonArgs, write: bool) -> Result<EventStore, SiteCmdError> {
+    Ok(common.deployment.open_store_checked(write).await?)
 }
 
-async fn sites(common: &CommonArgs) -> Result<Sites, SiteCmdError> {
-    Ok(Sites::new(open_store(common).await?, Arc::new(SystemClock)))
+async fn sites(common: &CommonArgs, write: bool) -> Result<Sites, SiteCmdError> {
+    Ok(Sites::new(
+        open_store(common, write).await?,
+        Arc::new(SystemClock),
+    ))
 }
 
-async fn boots(common: &CommonArgs) -> Result<BootEntries, SiteCmdError> {
+async fn boots(common: &CommonArgs, write: bool) -> Result<BootEntries, SiteCmdError> {
     Ok(BootEntries::new(
-        open_store(common).await?,
+        open_store(common, write).await?,
         Arc::new(SystemClock),
     ))
 }
@@ -203,7 +206,7 @@ async fn boots(common: &CommonArgs) -> Result<BootEntries, SiteCmdError> {
 pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
     match cmd {
         SiteCommand::Create(args) => {
-            let site = sites(&args.common)
+            let site = sites(&args.common, true)
                 .await?
                 .create(&NewSite {
                     site_id: args.id,
@@ -221,7 +224,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
             }
         }
         SiteCommand::List(args) => {
-            let list = sites(&args.common)
+            let list = sites(&args.common, false)
                 .await?
                 .list(args.tenant.as_deref())
                 .await?;
@@ -232,7 +235,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
             }
         }
         SiteCommand::Show(args) => {
-            let detail = sites(&args.common).await?.show(&args.site).await?;
+            let detail = sites(&args.common, false).await?.show(&args.site).await?;
             if args.common.json {
                 println!("{}", to_json(&detail));
             } else {
@@ -249,7 +252,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
                 .map_err(|e| SiteCmdError::Usage(format!("--expires-in: {e}")))?;
             let expires_in_us = i64::try_from(ttl.as_micros())
                 .map_err(|_| SiteCmdError::Usage("--expires-in is too long".into()))?;
-            let entry = boots(&args.common)
+            let entry = boots(&args.common, true)
                 .await?
                 .add(&NewBootEntry {
                     site_id: args.site,
@@ -267,7 +270,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
             print_entry(&entry, args.common.json, "added");
         }
         SiteCommand::Boot(BootCommand::List(args)) => {
-            let list = boots(&args.common).await?.list(&args.site).await?;
+            let list = boots(&args.common, false).await?.list(&args.site).await?;
             if args.common.json {
                 println!("{}", to_json(&list));
             } else {
@@ -275,14 +278,14 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
             }
         }
         SiteCommand::Boot(BootCommand::Remove(args)) => {
-            let entry = boots(&args.common)
+            let entry = boots(&args.common, true)
                 .await?
                 .remove(&args.entry, &args.actor, &args.reason)
                 .await?;
             print_entry(&entry, args.common.json, "removed");
         }
         SiteCommand::Lease(LeaseCommand::Fence(args)) => {
-            let lease = sites(&args.common)
+            let lease = sites(&args.common, true)
                 .await?
                 .fence(&args.site, &args.actor)
                 .await?;

@@ -67,9 +67,9 @@ pub struct RevokeArgs {
     pub actor: String,
 }
 
-async fn open(common: &CommonArgs) -> Result<TpmAllows, AttestCmdError> {
+async fn open(common: &CommonArgs, write: bool) -> Result<TpmAllows, AttestCmdError> {
     Ok(TpmAllows::new(
-        open_store(common).await?,
+        open_store(common, write).await?,
         Arc::new(SystemClock),
     ))
 }
@@ -77,7 +77,7 @@ async fn open(common: &CommonArgs) -> Result<TpmAllows, AttestCmdError> {
 pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
     match cmd {
         TpmCommand::Allow(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let entry = svc
                 .allow(&NewTpmAllow {
                     ek_sha256_hex: args.ek_sha256,
@@ -91,7 +91,7 @@ pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
             print_one(&entry, args.common.json, "allowed");
         }
         TpmCommand::List(args) => {
-            let list = open(&args.common).await?.list().await?;
+            let list = open(&args.common, false).await?.list().await?;
             if args.common.json {
                 println!("{}", to_json(&list));
             } else {
@@ -99,7 +99,7 @@ pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
             }
         }
         TpmCommand::Revoke(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let entry = svc
                 .revoke(&args.allow_id, &args.actor, &args.reason)
                 .await?;

@@ -45,7 +45,7 @@ fn ok(dir: &Path, url: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
 }
 
 fn refused(out: &Output, code: i32, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = crate::batch_cli::as_text(&String::from_utf8_lossy(&out.stderr), code);
     assert_eq!(out.status.code(), Some(code), "{err}");
     assert!(err.starts_with("bcctl: "), "{err}");
     assert!(err.contains(needle), "{err:?} lacks {needle:?}");

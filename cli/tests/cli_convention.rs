@@ -90,6 +90,11 @@ enum Expect {
     Json,
     /// Exit with this code, standard error one JSON error with it.
     Fails(i32),
+    /// Exit 0, nothing on standard output (the result went to a file).
+    Quiet,
+    /// Exit 0, standard output one JSON document of a documented file format (the inclusion
+    /// proof, docs/AUDIT.md), whose keys are the format's, not the CLI's (docs/CLI.md).
+    FileFormat,
 }
 
 /// The read verbs (and the writes safe to repeat) run with `--json` on the deployment, in
@@ -138,7 +143,12 @@ const RUN: &[(&str, &[&str], Expect)] = &[
         Expect::Fails(1),
     ),
     ("audit seal", &["--all"], Expect::Json),
-    ("audit verify", &["--tenant", "default"], Expect::Json),
+    // The seal's own event is a leaf after its checkpoint: the tail is unsealed.
+    (
+        "audit verify",
+        &["--tenant", "default", "--allow-unsealed"],
+        Expect::Json,
+    ),
     (
         "audit export",
         &["--tenant", "default", "--out", "{work}/export.jsonl"],
@@ -159,7 +169,12 @@ const RUN: &[(&str, &[&str], Expect)] = &[
             "--out",
             "{work}/proof.json",
         ],
-        Expect::Json,
+        Expect::Quiet,
+    ),
+    (
+        "audit prove",
+        &["--tenant", "default", "--position", "2", "--out", "-"],
+        Expect::FileFormat,
     ),
     ("audit verify-proof", &["{work}/proof.json"], Expect::Json),
     ("replay", &["--at", "0"], Expect::Json),
@@ -360,6 +375,26 @@ fn run_table(
                 bad_keys(&v, "", &mut bad);
                 assert!(bad.is_empty(), "{what}: keys not camelCase: {bad:?}\n{v}");
             }
+            Expect::FileFormat => {
+                assert_eq!(
+                    out.status.code(),
+                    Some(0),
+                    "{what}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let v: Value = serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e})"));
+                assert_eq!(v["format"], "bc-audit-inclusion-proof", "{what}");
+            }
+            Expect::Quiet => {
+                assert_eq!(
+                    out.status.code(),
+                    Some(0),
+                    "{what}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(out.stdout.is_empty(), "{what}: nothing on stdout");
+            }
             Expect::Fails(code) => {
                 assert_json_error(&out, *code, &what);
                 assert!(out.stdout.is_empty(), "{what}: nothing on stdout");
@@ -439,7 +474,14 @@ fn a_mistyped_sqlite_path_is_an_error_and_creates_no_file() {
     for verb in [
         &["status"][..],
         &["pool", "list"],
-        &["audit", "verify", "--tenant", "t", "--pin", "sha256/AAAA"],
+        &[
+            "audit",
+            "verify",
+            "--tenant",
+            "t",
+            "--pin",
+            "sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        ],
         &["replay", "--at", "0"],
     ] {
         let mut args = verb.to_vec();

@@ -33,7 +33,7 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         )));
     }
     let (pair, key) = load_key(&args.key)?;
-    let store = open(&args.store).await?;
+    let store = open(&args.store, true).await?;
     let view = batch_view(&store, &id)
         .await?
         .ok_or(BatchCmdError::NotFound(id))?;

@@ -15,7 +15,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
     let text = std::fs::read_to_string(&args.leaves).map_err(io(&args.leaves))?;
     let leaves: Vec<ScopeLeafRequest> = serde_json::from_str(&text)
         .map_err(|e| BatchCmdError::Input(format!("{}: {e}", args.leaves.display())))?;
-    let store = open(&args.store).await?;
+    let store = open(&args.store, true).await?;
     let created = create_batch(
         &store,
         &SystemClock,
@@ -57,7 +57,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
 /// `batch show`: status, scope root and size, approvals.
 pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
     let id = batch_id(&args.batch)?;
-    let store = open(&args.store).await?;
+    let store = open(&args.store, false).await?;
     let view = batch_view(&store, &id)
         .await?
         .ok_or(BatchCmdError::NotFound(id))?;
@@ -111,7 +111,7 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
                 .unwrap_or_else(|_| "localhost".into())
         )
     });
-    let store = open(&args.store).await?;
+    let store = open(&args.store, true).await?;
     // Cancelling a cancelled batch is a no-op that succeeds and says so (docs/CLI.md
     // "Idempotency"); an expired batch is still refused (it ended otherwise).
     let before = batch_view(&store, &id)
