@@ -533,3 +533,19 @@ fn the_help_parser_reads_wrapped_descriptions() {
         vec!["up".to_string(), "status".to_string()]
     );
 }
+
+#[test]
+fn a_sqlite_store_that_cannot_be_created_names_its_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("no-such-dir").join("events.db");
+    let url = format!("sqlite://{}", path.display());
+    let out = bcctl(dir.path(), &["migrate", "--database-url", &url, "--json"]);
+    let message = assert_json_error(&out, 1, "migrate into a missing directory");
+    assert_eq!(
+        message,
+        format!(
+            "cannot open the SQLite store {}: error returned from database: (code: 14) unable to open database file; check that its directory exists and that this user may read and write there",
+            path.display()
+        )
+    );
+}
