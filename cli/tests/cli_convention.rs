@@ -549,3 +549,63 @@ fn a_sqlite_store_that_cannot_be_created_names_its_path() {
         )
     );
 }
+
+#[test]
+fn audit_seal_without_the_secret_names_where_it_looked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path();
+    let bundle = work.join("pki.json");
+    let init = Command::new(support::bcctl_bin())
+        .current_dir(work)
+        .env(
+            "BC_DEPLOYMENT_SECRET",
+            "a-deployment-secret-of-more-than-32-characters",
+        )
+        .args(["pki", "init", "--trust-domain", "td.test", "--out"])
+        .arg(&bundle)
+        .output()
+        .expect("pki init");
+    assert_eq!(init.status.code(), Some(0), "{init:?}");
+    let url = format!("sqlite://{}", work.join("events.db").display());
+    let migrated = bcctl(work, &["migrate", "--database-url", &url]);
+    assert_eq!(migrated.status.code(), Some(0), "{migrated:?}");
+    let bundle_text = bundle.display().to_string();
+    let out = bcctl(
+        work,
+        &[
+            "audit",
+            "seal",
+            "--all",
+            "--database-url",
+            &url,
+            "--pki",
+            &bundle_text,
+            "--json",
+        ],
+    );
+    let message = assert_json_error(&out, 1, "audit seal without a secret");
+    assert_eq!(
+        message,
+        format!(
+            "the PKI bundle {bundle_text} is sealed and signing a checkpoint needs its audit key, but BC_DEPLOYMENT_SECRET is not set and no secret file was found (BC_DEPLOYMENT_SECRET_FILE, deployment_secret_file in --config, or DIR/deployment-secret of --dir). On a `bcctl up` deployment the secret is in .bcctl/deployment-secret: run from the directory holding .bcctl, or pass --dir DIR; elsewhere set BC_DEPLOYMENT_SECRET (or BC_DEPLOYMENT_SECRET_FILE) to the secret the bundle was sealed with"
+        )
+    );
+    assert!(!message.contains("openssl rand"), "{message}");
+    assert!(!message.contains("--plaintext"), "{message}");
+    // Without --json nothing of it is JSON, and stdout stays empty.
+    let out = bcctl(
+        work,
+        &[
+            "audit",
+            "seal",
+            "--all",
+            "--database-url",
+            &url,
+            "--pki",
+            &bundle_text,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("bcctl: the PKI bundle "));
+    assert!(out.stdout.is_empty());
+}
