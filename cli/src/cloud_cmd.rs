@@ -9,8 +9,9 @@ use clap::{Args, Subcommand};
 use commands::attest::{CloudAccountView, CloudAccounts, NewCloudAccount};
 use commands::SystemClock;
 
+use crate::deployment::CommonArgs;
 use crate::pool_cmd::{open_store, AttestCmdError};
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 #[derive(Subcommand)]
 pub enum CloudCommand {
@@ -32,7 +33,7 @@ pub enum AccountCommand {
 #[derive(Args)]
 pub struct AddArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// aws, gcp, azure or oidc.
     #[arg(long)]
     pub provider: String,
@@ -59,13 +60,13 @@ pub struct AddArgs {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
 }
 
 #[derive(Args)]
 pub struct RemoveArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The entry id (cloud_...).
     pub entry_id: String,
     /// Why (recorded in the event).
@@ -76,9 +77,9 @@ pub struct RemoveArgs {
     pub actor: String,
 }
 
-async fn open(common: &IdentityArgs) -> Result<CloudAccounts, AttestCmdError> {
+async fn open(common: &CommonArgs, write: bool) -> Result<CloudAccounts, AttestCmdError> {
     Ok(CloudAccounts::new(
-        open_store(common).await?,
+        open_store(common, write).await?,
         Arc::new(SystemClock),
     ))
 }
@@ -87,7 +88,7 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
     let CloudCommand::Account(cmd) = cmd;
     match cmd {
         AccountCommand::Add(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let entry = svc
                 .add(&NewCloudAccount {
                     provider: args.provider,
@@ -102,7 +103,7 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
             print_one(&entry, args.common.json, "added");
         }
         AccountCommand::List(args) => {
-            let list = open(&args.common).await?.list().await?;
+            let list = open(&args.common, false).await?.list().await?;
             if args.common.json {
                 println!("{}", to_json(&list));
             } else {
@@ -110,7 +111,7 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
             }
         }
         AccountCommand::Remove(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let entry = svc
                 .remove(&args.entry_id, &args.actor, &args.reason)
                 .await?;

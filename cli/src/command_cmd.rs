@@ -13,7 +13,7 @@
 //! flags, a payload that is not the kind's message), 1 for everything else (a refusal of the
 //! queue, NOT_FOUND, the store, the bundle).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use commands::command_queue::{
@@ -28,8 +28,8 @@ use events::store::{EventStore, StoreError};
 use commands::quorum::published_bundle;
 use domain::pki::CommandSigningRoot;
 
-use crate::deployment::{Deployment, DeploymentError, DEFAULT_BUNDLE};
-use crate::token_cmd::{fmt_us, print_table, DEFAULT_STORE};
+use crate::deployment::{Deployment, DeploymentError};
+use crate::token_cmd::{fmt_us, print_table};
 
 /// Exit code for bad input (INVALID_INPUT), as the batch verbs.
 pub const EXIT_USAGE: u8 = 2;
@@ -68,6 +68,10 @@ pub enum CommandCmdError {
     Queue(CommandQueueError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
+    #[error("{0}")]
+    Locate(#[from] crate::deployment::LocateError),
 }
 
 impl From<CommandQueueError> for CommandCmdError {
@@ -102,9 +106,8 @@ pub enum CommandCommand {
 /// Where the store is.
 #[derive(Args, Clone, Debug)]
 pub struct StoreArgs {
-    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
-    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
-    pub database_url: String,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -114,9 +117,6 @@ pub struct StoreArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub store: StoreArgs,
-    /// The PKI bundle (its command-signing root is unsealed with BC_DEPLOYMENT_SECRET).
-    #[arg(long, default_value = DEFAULT_BUNDLE)]
-    pub pki: PathBuf,
     /// The node id.
     #[arg(long)]
     pub node: String,
@@ -223,8 +223,10 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
     }
     let bytes = payload(&args.kind, args.payload_file.as_ref())?;
     let batch_id = batch_arg(args.batch.as_deref())?;
-    let store = EventStore::open(&args.store.database_url).await?;
-    let root = active_signing_root(&args.pki, &store).await?;
+    let located = args.store.deployment.locate()?;
+    let store = EventStore::open(located.writable_store_url()?).await?;
+    // The command-signing root is unsealed with the deployment secret, found by the same rule.
+    let root = active_signing_root(&located.deployment, &store).await?;
     let trust_domain = root.trust_domain().clone();
     let signer = WorkerSigner::new(root, trust_domain, &holder_name(), CLI_WORKER_LIFETIME);
     let caller = args.caller.unwrap_or_else(|| {
@@ -283,13 +285,13 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
 /// SHA-256 is the published active root (after a rotation's switch, the bundle's second root),
 /// or the bundle's root before anything is published.
 pub async fn active_signing_root(
-    pki: &Path,
+    deployment: &Deployment,
     store: &EventStore,
 ) -> Result<CommandSigningRoot, crate::command_cmd::CommandCmdError> {
-    let loaded = Deployment::new(pki).open()?;
+    let loaded = deployment.open()?;
     let next = loaded.next_command_signing_root;
     let keys = loaded.keys.ok_or_else(|| DeploymentError::Sealed {
-        path: pki.to_path_buf(),
+        path: deployment.bundle.clone(),
     })?;
     let published = published_bundle(store)
         .await
@@ -305,7 +307,7 @@ pub async fn active_signing_root(
         Some(root) if root_sha(root.cert_der()) == active => Ok(root),
         _ => Err(CommandCmdError::State(format!(
             "the published active command-signing root {active} is not a root of {}: use the bundle this deployment serves (--pki), or finish the rotation there",
-            pki.display()
+            deployment.bundle.display()
         ))),
     }
 }
@@ -331,7 +333,7 @@ async fn list(args: ListArgs) -> Result<(), CommandCmdError> {
         }
     }
     let batch = batch_arg(args.batch.as_deref())?.map(|b| b.to_hex());
-    let store = EventStore::open(&args.store.database_url).await?;
+    let store = args.store.deployment.open_store().await?;
     let views = command_list(
         &store,
         &CommandFilter {
@@ -357,7 +359,7 @@ async fn show(args: ShowArgs) -> Result<(), CommandCmdError> {
             args.command_id
         )));
     }
-    let store = EventStore::open(&args.store.database_url).await?;
+    let store = args.store.deployment.open_store().await?;
     let view = command_show(&store, &args.command_id).await?;
     if args.store.json {
         println!("{}", crate::token_cmd::to_json(&view));

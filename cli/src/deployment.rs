@@ -371,6 +371,21 @@ impl DeploymentArgs {
 }
 
 impl Located {
+    /// The store's URL, which must have been found; a verb that writes may create it.
+    pub fn writable_store_url(&self) -> Result<&str, LocateError> {
+        self.store_url.as_deref().ok_or(LocateError::NoStore)
+    }
+
+    /// [`Located::writable_store_url`] for a verb that writes, else
+    /// [`Located::existing_store_url`].
+    pub fn store_url_for(&self, write: bool) -> Result<&str, LocateError> {
+        if write {
+            self.writable_store_url()
+        } else {
+            self.existing_store_url()
+        }
+    }
+
     /// The store's URL, which must have been found. A `sqlite://` path that does not exist is
     /// an error: a verb reading a store never creates one.
     pub fn existing_store_url(&self) -> Result<&str, LocateError> {
@@ -387,6 +402,63 @@ impl Located {
             }
         }
         Ok(url)
+    }
+}
+
+/// The arguments nearly every verb flattens: where the deployment is, and `--json`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct CommonArgs {
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
+    /// Print JSON instead of text (docs/CLI.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Why a verb could not open its deployment's store.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0}")]
+    Locate(#[from] LocateError),
+    #[error("{0}")]
+    Deployment(#[from] DeploymentError),
+    #[error("store: {0}")]
+    Store(#[from] events::store::StoreError),
+}
+
+impl DeploymentArgs {
+    /// The store of an existing deployment, migrated (a verb that writes applies the
+    /// migrations it needs; a SQLite path that does not exist is an error, never a new file).
+    /// Reads no secret and opens no key.
+    pub async fn open_store(&self) -> Result<events::store::EventStore, OpenError> {
+        self.open_store_as(false).await
+    }
+
+    /// The store for a verb that writes (`write`: a SQLite file that does not exist is created,
+    /// as `bcctl migrate` would) or reads (it must exist).
+    pub async fn open_store_as(&self, write: bool) -> Result<events::store::EventStore, OpenError> {
+        let located = self.locate()?;
+        let url = located.store_url_for(write)?;
+        Ok(events::store::EventStore::open(url).await?)
+    }
+
+    /// As [`DeploymentArgs::open_store_as`], and the bundle must exist and parse (it names the
+    /// deployment): its public half only, no secret read.
+    pub async fn open_store_checked(
+        &self,
+        write: bool,
+    ) -> Result<events::store::EventStore, OpenError> {
+        let located = self.locate()?;
+        let url = located.store_url_for(write)?;
+        located.deployment.public_half()?;
+        Ok(events::store::EventStore::open(url).await?)
+    }
+
+    /// The store, connected without migrating (a read verb that must not change the schema).
+    pub async fn connect_store(&self) -> Result<events::store::EventStore, OpenError> {
+        let located = self.locate()?;
+        let url = located.existing_store_url()?;
+        Ok(events::store::EventStore::connect(url).await?)
     }
 }
 

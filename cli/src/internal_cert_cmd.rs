@@ -20,16 +20,16 @@ use domain::pki::{issue_internal_client_certificate, KeyRole, PrivateKey, Serial
 use serde_json::json;
 use time::OffsetDateTime;
 
-use crate::deployment::{Deployment, DeploymentError, DEFAULT_BUNDLE};
+use crate::deployment::DeploymentError;
 use crate::pem::pem_blocks;
 use crate::serve_config::parse_duration;
 
 #[derive(Args, Debug)]
 pub struct IssueInternalArgs {
-    /// The PKI bundle (its keys are opened with the deployment secret: BC_DEPLOYMENT_SECRET, or
-    /// the file BC_DEPLOYMENT_SECRET_FILE names).
-    #[arg(long, default_value = DEFAULT_BUNDLE)]
-    pub pki: PathBuf,
+    /// The deployment (docs/CLI.md): its PKI bundle's keys are opened with the deployment
+    /// secret found by the same rule.
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
     /// The gateway's name (a DNS name; shown in the api's logs and in its
     /// `gateway.serving.issued` events). It may also serve under it.
     #[arg(long)]
@@ -58,6 +58,8 @@ pub struct IssueInternalArgs {
 /// Errors of the internal certificate files.
 #[derive(Debug, thiserror::Error)]
 pub enum InternalCertError {
+    #[error("{0}")]
+    Locate(String),
     #[error("{0}")]
     Keys(#[from] DeploymentError),
     #[error("--lifetime: {0}")]
@@ -131,7 +133,11 @@ pub fn issue_internal(args: IssueInternalArgs) -> Result<(), InternalCertError> 
     let lifetime = parse_duration(&args.lifetime).map_err(InternalCertError::Lifetime)?;
     let lifetime = time::Duration::try_from(lifetime)
         .map_err(|e| InternalCertError::Lifetime(e.to_string()))?;
-    let keys = Deployment::new(&args.pki).keys()?;
+    let located = args
+        .deployment
+        .locate()
+        .map_err(|e| InternalCertError::Locate(e.to_string()))?;
+    let keys = located.deployment.keys()?;
     let key = PrivateKey::generate(KeyRole::Serving)
         .map_err(|e| InternalCertError::Issue(e.to_string()))?;
     let serial = Serial::generate().map_err(|e| InternalCertError::Issue(e.to_string()))?;

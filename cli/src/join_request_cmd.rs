@@ -8,8 +8,9 @@ use clap::{Args, Subcommand};
 use commands::attest::{JoinRequestView, JoinRequests};
 use commands::SystemClock;
 
+use crate::deployment::CommonArgs;
 use crate::pool_cmd::{open_store, AttestCmdError};
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 #[derive(Subcommand)]
 pub enum JoinRequestCommand {
@@ -26,7 +27,7 @@ pub enum JoinRequestCommand {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// Only this tenant's.
     #[arg(long)]
     pub tenant: Option<String>,
@@ -38,7 +39,7 @@ pub struct ListArgs {
 #[derive(Args)]
 pub struct ShowArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The request id (jr_...).
     pub request_id: String,
 }
@@ -46,7 +47,7 @@ pub struct ShowArgs {
 #[derive(Args)]
 pub struct DecideArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The request id (jr_...).
     pub request_id: String,
     /// Who decides (recorded in the event).
@@ -60,7 +61,7 @@ pub struct DecideArgs {
 pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
     match cmd {
         JoinRequestCommand::List(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, false).await?;
             let list = svc
                 .list(args.tenant.as_deref(), args.status.as_deref())
                 .await?;
@@ -71,7 +72,7 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
             }
         }
         JoinRequestCommand::Show(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, false).await?;
             let r = svc.show(&args.request_id).await?;
             if args.common.json {
                 println!("{}", to_json(&r));
@@ -80,14 +81,14 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
             }
         }
         JoinRequestCommand::Approve(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let r = svc
                 .approve(&args.request_id, &args.actor, &args.reason)
                 .await?;
             print_decided(&r, args.common.json, "approved");
         }
         JoinRequestCommand::Reject(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let r = svc
                 .reject(&args.request_id, &args.actor, &args.reason)
                 .await?;
@@ -97,9 +98,9 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
     Ok(())
 }
 
-async fn open(common: &IdentityArgs) -> Result<JoinRequests, AttestCmdError> {
+async fn open(common: &CommonArgs, write: bool) -> Result<JoinRequests, AttestCmdError> {
     Ok(JoinRequests::new(
-        open_store(common).await?,
+        open_store(common, write).await?,
         Arc::new(SystemClock),
     ))
 }

@@ -26,6 +26,7 @@ mod pki_gateway_cmd;
 mod pki_lifecycle_cmd;
 mod pki_trust_cmd;
 mod pool_cmd;
+mod progress;
 mod rebuild_cmd;
 mod replay_cmd;
 mod serve_attestors;
@@ -156,7 +157,9 @@ fn main() -> ExitCode {
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Cloud(cmd) => cloud_cmd::run(cmd).await.map_err(Failure::from),
-            Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
+            Command::Replay(args) => replay_cmd::run(args)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
                 other => Failure::from(other),

@@ -40,6 +40,8 @@ const SAMPLE: usize = 5;
 /// Errors of the trust-bundle verbs, each starting with its code.
 #[derive(Debug, thiserror::Error)]
 pub enum PkiTrustError {
+    #[error("{0}")]
+    Locate(#[from] crate::deployment::LocateError),
     #[error("NOT_FOUND: no trust bundle is published yet: `bcctl serve` publishes one at start")]
     NotPublished,
     #[error("{0}")]
@@ -63,21 +65,9 @@ pub enum PkiTrustError {
     Bundle(#[from] domain::pki::BundleError),
 }
 
-/// Where the deployment is: the serve configuration, with the usual overrides.
-#[derive(Args, Clone, Debug)]
-pub struct DeploymentArgs {
-    /// `bcctl serve`'s configuration file (its `[quorum]`, store and bundle).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// postgres://... or sqlite://PATH (overrides DATABASE_URL and the file).
-    #[arg(long)]
-    pub database_url: Option<String>,
-    /// The PKI bundle (overrides BC_PKI_BUNDLE and the file).
-    #[arg(long)]
-    pub pki: Option<PathBuf>,
-    #[arg(long)]
-    pub json: bool,
-}
+/// Where the deployment is (the one rule of [`crate::deployment::DeploymentArgs`]; the serve
+/// configuration, `--config` or the directory's `bcctl.toml`, also gives the `[quorum]`).
+pub type DeploymentArgs = crate::deployment::CommonArgs;
 
 #[derive(Args)]
 pub struct TrustVersionArgs {
@@ -111,14 +101,21 @@ struct Opened {
 }
 
 async fn open(args: &DeploymentArgs) -> Result<Opened, PkiTrustError> {
+    let located = args.deployment.locate()?;
+    let config = args.deployment.config.clone().or_else(|| {
+        located
+            .dir
+            .as_ref()
+            .map(|d| d.join(crate::deployment::DIR_CONFIG_FILE))
+            .filter(|f| f.is_file())
+    });
     let settings = resolve(&ServeArgs {
-        config: args.config.clone(),
-        database_url: args.database_url.clone(),
-        pki_bundle: args.pki.clone(),
+        config,
+        database_url: Some(located.existing_store_url()?.to_string()),
+        pki_bundle: Some(located.deployment.bundle.clone()),
         ..ServeArgs::default()
     })?;
-    let deployment = Deployment::new(&settings.pki_bundle)
-        .with_secret_file(settings.deployment_secret_file.clone());
+    let deployment = located.deployment.clone();
     let store = EventStore::open(&settings.database_url).await?;
     Ok(Opened {
         settings,
@@ -295,7 +292,7 @@ pub async fn rotate(args: RotateArgs) -> Result<(), PkiTrustError> {
         Stage::Add => {
             if published.rotation_stage != "none" {
                 return Err(PkiTrustError::State(format!(
-                    "a rotation is already in progress (stage {}): run --stage {} next",
+                    "a rotation is already in progress (stage {}): run `bcctl pki rotate-command-root --stage {}` next",
                     published.rotation_stage,
                     if published.rotation_stage == "added" {
                         "switch"

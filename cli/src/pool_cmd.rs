@@ -16,8 +16,9 @@ use commands::SystemClock;
 use domain::attest::{AttestorPolicy, UpdatePool};
 use events::store::{EventStore, StoreError};
 
-use crate::deployment::{Deployment, DeploymentError};
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+use crate::deployment::CommonArgs;
+use crate::deployment::DeploymentError;
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 /// Errors of `pool` and `join-request`.
 #[derive(Debug, thiserror::Error)]
@@ -28,13 +29,15 @@ pub enum AttestCmdError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Attest(#[from] AttestError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
 }
 
-/// Opens the store the way the token and node commands do: the PKI bundle must exist and
-/// parse (it names the deployment) and is read for its public half only.
-pub async fn open_store(args: &IdentityArgs) -> Result<EventStore, AttestCmdError> {
-    Deployment::new(&args.pki).public_half()?;
-    Ok(EventStore::open(&args.database_url).await?)
+/// Opens the deployment's store (docs/CLI.md "Finding the deployment"): the PKI bundle must
+/// exist and parse (it names the deployment) and is read for its public half only.
+/// A verb that writes (`write`) may create a SQLite store; one that reads never does.
+pub async fn open_store(args: &CommonArgs, write: bool) -> Result<EventStore, AttestCmdError> {
+    Ok(args.deployment.open_store_checked(write).await?)
 }
 
 #[derive(Subcommand)]
@@ -70,7 +73,7 @@ impl KnownArgs {
 #[derive(Args)]
 pub struct CreateArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     #[command(flatten)]
     pub known: KnownArgs,
     /// The pool id.
@@ -89,7 +92,7 @@ pub struct CreateArgs {
 #[derive(Args)]
 pub struct ShowArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The pool id.
     pub pool_id: String,
 }
@@ -97,7 +100,7 @@ pub struct ShowArgs {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// Only this tenant's.
     #[arg(long)]
     pub tenant: Option<String>,
@@ -106,7 +109,7 @@ pub struct ListArgs {
 #[derive(Args)]
 pub struct UpdateArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     #[command(flatten)]
     pub known: KnownArgs,
     /// The pool id.
@@ -140,7 +143,7 @@ fn pools(store: EventStore, known: Vec<String>) -> Pools {
 pub async fn run(cmd: PoolCommand) -> Result<(), AttestCmdError> {
     match cmd {
         PoolCommand::Create(args) => {
-            let svc = pools(open_store(&args.common).await?, args.known.known());
+            let svc = pools(open_store(&args.common, true).await?, args.known.known());
             let pool = svc
                 .create(&NewPool {
                     pool_id: args.pool_id,
@@ -155,12 +158,12 @@ pub async fn run(cmd: PoolCommand) -> Result<(), AttestCmdError> {
             print_one(&pool, args.common.json, "created");
         }
         PoolCommand::Show(args) => {
-            let svc = pools(open_store(&args.common).await?, Vec::new());
+            let svc = pools(open_store(&args.common, false).await?, Vec::new());
             let pool = svc.show(&args.pool_id).await?;
             print_one(&pool, args.common.json, "");
         }
         PoolCommand::List(args) => {
-            let svc = pools(open_store(&args.common).await?, Vec::new());
+            let svc = pools(open_store(&args.common, false).await?, Vec::new());
             let list = svc.list(args.tenant.as_deref()).await?;
             if args.common.json {
                 println!("{}", to_json(&list));
@@ -174,7 +177,7 @@ pub async fn run(cmd: PoolCommand) -> Result<(), AttestCmdError> {
                 (None, true) => Some(AttestorPolicy::Any),
                 (None, false) => None,
             };
-            let svc = pools(open_store(&args.common).await?, args.known.known());
+            let svc = pools(open_store(&args.common, true).await?, args.known.known());
             let pool = svc
                 .update(&UpdatePool {
                     pool_id: args.pool_id,

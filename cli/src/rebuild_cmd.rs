@@ -7,21 +7,17 @@
 //! every few seconds otherwise. `--digest` prints the BLAKE3 digest of a canonical dump of the
 //! tables afterwards, the figure two replicas (or a replica and a rebuild) compare.
 
-use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
-use events::store::{EventStore, LogStore, LogTx, StoreError};
+use events::store::{LogStore, LogTx, StoreError};
 use projections::{ProjectionError, TableSpec};
 use serde::Serialize;
 
-use crate::token_cmd::{to_json, DEFAULT_STORE};
+use crate::token_cmd::to_json;
 
 /// Events read per page while rebuilding.
 const REBUILD_BATCH: u32 = 10_000;
-
-/// How often a progress line is written when standard error is not a terminal.
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RebuildCmdError {
@@ -29,6 +25,8 @@ pub enum RebuildCmdError {
     BadBatch(u32),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
     #[error("rebuild failed, the tables are unchanged: {0}")]
     Projection(#[from] ProjectionError),
     #[error("counting the rebuilt rows: {0}")]
@@ -37,9 +35,8 @@ pub enum RebuildCmdError {
 
 #[derive(Args)]
 pub struct RebuildArgs {
-    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
-    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
-    pub database_url: String,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
     /// Events read per page.
     #[arg(long, default_value_t = REBUILD_BATCH)]
     pub batch: u32,
@@ -74,16 +71,23 @@ pub async fn run(args: RebuildArgs) -> Result<(), RebuildCmdError> {
     if !(1..=100_000).contains(&args.batch) {
         return Err(RebuildCmdError::BadBatch(args.batch));
     }
-    let store = EventStore::connect(&args.database_url).await?;
+    let store = args.deployment.connect_store().await?;
     let all = commands::every_projection();
     let tables: Vec<TableSpec> = all
         .iter()
         .flat_map(|p| p.tables().iter().copied())
         .collect();
 
-    let mut progress = Progress::new();
+    let mut progress = crate::progress::Progress::new("rebuild", "positions", false);
     let start = Instant::now();
-    let read = projections::rebuild(&store, &all, None, args.batch, |p| progress.show(p)).await;
+    let read = projections::rebuild(&store, &all, None, args.batch, |p| {
+        progress.show(
+            u64::try_from(p.position).unwrap_or(0),
+            u64::try_from(p.head).unwrap_or(0),
+            &format!("{} events read", p.events_read),
+        )
+    })
+    .await;
     progress.finish();
     let read = read?;
     let seconds = start.elapsed().as_secs_f64();
@@ -137,56 +141,5 @@ fn print_report(r: &RebuildReport) {
     }
     if let Some(d) = &r.digest {
         println!("digest (blake3): {d}");
-    }
-}
-
-/// Progress on standard error: a bar on a terminal, a line every few seconds otherwise.
-struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-    last_line: Instant,
-    start: Instant,
-}
-
-impl Progress {
-    fn new() -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(0);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "rebuild {bar:40} {pos}/{len} positions, {per_sec} ({eta})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar
-        });
-        let now = Instant::now();
-        Progress {
-            bar,
-            last_line: now,
-            start: now,
-        }
-    }
-
-    fn show(&mut self, p: projections::RebuildProgress) {
-        let position = u64::try_from(p.position).unwrap_or(0);
-        let head = u64::try_from(p.head).unwrap_or(0);
-        if let Some(bar) = &self.bar {
-            bar.set_length(head);
-            bar.set_position(position);
-        } else if self.last_line.elapsed() >= PROGRESS_EVERY {
-            self.last_line = Instant::now();
-            let secs = self.start.elapsed().as_secs_f64().max(1e-9);
-            eprintln!(
-                "rebuild: position {position} of {head}, {} events read ({:.0} events/s)",
-                p.events_read,
-                p.events_read as f64 / secs
-            );
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
     }
 }

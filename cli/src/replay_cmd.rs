@@ -8,8 +8,6 @@
 //! `occurred_at` is at or before it. While the replay runs, the rows it rewrote are locked
 //! inside the transaction (Postgres) or the writer is held (SQLite): writers wait, readers don't.
 
-use std::io::IsTerminal;
-
 use clap::Args;
 use commands::identity::{CertView, NodeView, TokenView};
 use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
@@ -20,7 +18,7 @@ use sha2::{Digest, Sha256};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::token_cmd::{fmt_us, print_table, to_json, DEFAULT_STORE};
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 /// Events read per batch while replaying.
 const REPLAY_BATCH: u32 = 10_000;
@@ -33,10 +31,22 @@ pub enum ReplayCmdError {
     PastHead { at: i64, head: i64 },
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
     #[error("replay: {0}")]
     Projection(#[from] ProjectionError),
     #[error("reading the replayed state: {0}")]
     Read(StoreError),
+}
+
+impl ReplayCmdError {
+    /// 2 for input the verb found invalid (INVALID_INPUT), 1 otherwise (docs/CLI.md).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ReplayCmdError::BadAt(_) | ReplayCmdError::PastHead { .. } => crate::output::EXIT_USAGE,
+            _ => crate::output::EXIT_FAILED,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -47,9 +57,8 @@ pub struct ReplayArgs {
     /// Show only this node, with the events of its stream up to that point.
     #[arg(long)]
     pub node: Option<String>,
-    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
-    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
-    pub database_url: String,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -258,29 +267,17 @@ fn token_view(r: TokenRow) -> TokenView {
 }
 
 pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
-    let store = EventStore::connect(&args.database_url).await?;
-    let bar = if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "replay {bar:40} {pos}/{len} positions, {per_sec} ({eta})",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(bar)
-    } else {
-        None
-    };
+    let store = args.deployment.connect_store().await?;
+    let mut progress = crate::progress::Progress::new("replay", "positions", false);
     let state = replay_state(&store, &args.at, args.node.as_deref(), |p| {
-        if let Some(bar) = &bar {
-            bar.set_length(u64::try_from(p.head).unwrap_or(0));
-            bar.set_position(u64::try_from(p.position).unwrap_or(0));
-        }
+        progress.show(
+            u64::try_from(p.position).unwrap_or(0),
+            u64::try_from(p.head).unwrap_or(0),
+            "",
+        )
     })
     .await;
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
+    progress.finish();
     let state = state?;
     if args.json {
         println!("{}", to_json(&state));

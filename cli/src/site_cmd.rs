@@ -12,9 +12,10 @@ use commands::site::{
 use commands::SystemClock;
 use events::store::EventStore;
 
-use crate::deployment::{Deployment, DeploymentError};
+use crate::deployment::CommonArgs;
+use crate::deployment::DeploymentError;
 use crate::duration::parse_duration;
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 /// Why a site command failed.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +26,8 @@ pub enum SiteCmdError {
     Store(#[from] events::store::StoreError),
     #[error("{0}")]
     Site(#[from] SiteError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
     /// A usage error (exit 2).
     #[error("INVALID_INPUT: {0}")]
     Usage(String),
@@ -59,7 +62,7 @@ pub enum SiteCommand {
 #[derive(Args)]
 pub struct CreateArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site id (lower-case a-z, 0-9 and '-', at most 63).
     #[arg(long)]
     pub id: String,
@@ -80,7 +83,7 @@ pub struct CreateArgs {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// Only this tenant's sites.
     #[arg(long)]
     pub tenant: Option<String>,
@@ -89,7 +92,7 @@ pub struct ListArgs {
 #[derive(Args)]
 pub struct ShowArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site id.
     pub site: String,
 }
@@ -107,7 +110,7 @@ pub enum BootCommand {
 #[derive(Args)]
 pub struct BootAddArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site.
     #[arg(long)]
     pub site: String,
@@ -143,7 +146,7 @@ pub struct BootAddArgs {
 #[derive(Args)]
 pub struct BootListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site.
     #[arg(long)]
     pub site: String,
@@ -152,7 +155,7 @@ pub struct BootListArgs {
 #[derive(Args)]
 pub struct BootRemoveArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The entry id (boot_...).
     pub entry: String,
     /// Why (recorded in the event).
@@ -173,7 +176,7 @@ pub enum LeaseCommand {
 #[derive(Args)]
 pub struct FenceArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The site.
     #[arg(long)]
     pub site: String,
@@ -182,18 +185,20 @@ pub struct FenceArgs {
     pub actor: String,
 }
 
-async fn open_store(common: &IdentityArgs) -> Result<EventStore, SiteCmdError> {
-    Deployment::new(&common.pki).public_half()?;
-    Ok(EventStore::open(&common.database_url).await?)
+async fn open_store(common: &CommonArgs, write: bool) -> Result<EventStore, SiteCmdError> {
+    Ok(common.deployment.open_store_checked(write).await?)
 }
 
-async fn sites(common: &IdentityArgs) -> Result<Sites, SiteCmdError> {
-    Ok(Sites::new(open_store(common).await?, Arc::new(SystemClock)))
+async fn sites(common: &CommonArgs, write: bool) -> Result<Sites, SiteCmdError> {
+    Ok(Sites::new(
+        open_store(common, write).await?,
+        Arc::new(SystemClock),
+    ))
 }
 
-async fn boots(common: &IdentityArgs) -> Result<BootEntries, SiteCmdError> {
+async fn boots(common: &CommonArgs, write: bool) -> Result<BootEntries, SiteCmdError> {
     Ok(BootEntries::new(
-        open_store(common).await?,
+        open_store(common, write).await?,
         Arc::new(SystemClock),
     ))
 }
@@ -201,7 +206,7 @@ async fn boots(common: &IdentityArgs) -> Result<BootEntries, SiteCmdError> {
 pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
     match cmd {
         SiteCommand::Create(args) => {
-            let site = sites(&args.common)
+            let site = sites(&args.common, true)
                 .await?
                 .create(&NewSite {
                     site_id: args.id,
@@ -219,7 +224,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
             }
         }
         SiteCommand::List(args) => {
-            let list = sites(&args.common)
+            let list = sites(&args.common, false)
                 .await?
                 .list(args.tenant.as_deref())
                 .await?;
@@ -230,7 +235,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
             }
         }
         SiteCommand::Show(args) => {
-            let detail = sites(&args.common).await?.show(&args.site).await?;
+            let detail = sites(&args.common, false).await?.show(&args.site).await?;
             if args.common.json {
                 println!("{}", to_json(&detail));
             } else {
@@ -247,7 +252,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
                 .map_err(|e| SiteCmdError::Usage(format!("--expires-in: {e}")))?;
             let expires_in_us = i64::try_from(ttl.as_micros())
                 .map_err(|_| SiteCmdError::Usage("--expires-in is too long".into()))?;
-            let entry = boots(&args.common)
+            let entry = boots(&args.common, true)
                 .await?
                 .add(&NewBootEntry {
                     site_id: args.site,
@@ -265,7 +270,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
             print_entry(&entry, args.common.json, "added");
         }
         SiteCommand::Boot(BootCommand::List(args)) => {
-            let list = boots(&args.common).await?.list(&args.site).await?;
+            let list = boots(&args.common, false).await?.list(&args.site).await?;
             if args.common.json {
                 println!("{}", to_json(&list));
             } else {
@@ -273,14 +278,14 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
             }
         }
         SiteCommand::Boot(BootCommand::Remove(args)) => {
-            let entry = boots(&args.common)
+            let entry = boots(&args.common, true)
                 .await?
                 .remove(&args.entry, &args.actor, &args.reason)
                 .await?;
             print_entry(&entry, args.common.json, "removed");
         }
         SiteCommand::Lease(LeaseCommand::Fence(args)) => {
-            let lease = sites(&args.common)
+            let lease = sites(&args.common, true)
                 .await?
                 .fence(&args.site, &args.actor)
                 .await?;

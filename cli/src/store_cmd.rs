@@ -10,7 +10,7 @@ use serde_json::json;
 pub enum StoreCmdError {
     #[error("{0}")]
     Locate(#[from] crate::deployment::LocateError),
-    #[error("the store at {0} has no schema yet: run `bcctl migrate --database-url <url>` (or `bcctl up`)")]
+    #[error("the store at {0} has no schema yet: run `bcctl migrate` with the same --dir, --config or --database-url (or `bcctl up`)")]
     NotMigrated(String),
     #[error("{0}")]
     Store(#[from] StoreError),
@@ -18,9 +18,11 @@ pub enum StoreCmdError {
 
 #[derive(Args)]
 pub struct StoreArgs {
-    /// postgres://... or sqlite://PATH
-    #[arg(long, env = "DATABASE_URL")]
-    pub database_url: String,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -32,14 +34,27 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+/// `bcctl migrate`: the one verb that may create a SQLite store.
 pub async fn migrate(args: StoreArgs) -> Result<(), StoreCmdError> {
-    let store = EventStore::open(&args.database_url).await?;
+    let located = args.deployment.locate()?;
+    let url = located
+        .store_url
+        .ok_or(crate::deployment::LocateError::NoStore)?;
+    let store = EventStore::open(&url).await?;
     let status = store.status().await?;
-    println!(
-        "migrated {} store to schema version {}",
-        backend_name(store.backend()),
-        status.schema_version
-    );
+    if args.json {
+        crate::output::print_json(&json!({
+            "backend": backend_name(store.backend()),
+            "databaseUrl": redact(&url),
+            "schemaVersion": status.schema_version,
+        }));
+    } else {
+        println!(
+            "migrated {} store to schema version {}",
+            backend_name(store.backend()),
+            status.schema_version
+        );
+    }
     Ok(())
 }
 

@@ -9,8 +9,9 @@ use clap::{Args, Subcommand};
 use commands::attest::{NewTpmAllow, TpmAllowView, TpmAllows};
 use commands::SystemClock;
 
+use crate::deployment::CommonArgs;
 use crate::pool_cmd::{open_store, AttestCmdError};
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
+use crate::token_cmd::{fmt_us, print_table, to_json};
 
 #[derive(Subcommand)]
 pub enum TpmCommand {
@@ -25,7 +26,7 @@ pub enum TpmCommand {
 #[derive(Args)]
 pub struct AllowArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// SHA-256 of the EK's TPMT_PUBLIC, 64 hex digits.
     #[arg(long = "ek-sha256", value_name = "HEX")]
     pub ek_sha256: String,
@@ -49,13 +50,13 @@ pub struct AllowArgs {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
 }
 
 #[derive(Args)]
 pub struct RevokeArgs {
     #[command(flatten)]
-    pub common: IdentityArgs,
+    pub common: CommonArgs,
     /// The entry id (tpma_...).
     pub allow_id: String,
     /// Why (recorded in the event).
@@ -66,9 +67,9 @@ pub struct RevokeArgs {
     pub actor: String,
 }
 
-async fn open(common: &IdentityArgs) -> Result<TpmAllows, AttestCmdError> {
+async fn open(common: &CommonArgs, write: bool) -> Result<TpmAllows, AttestCmdError> {
     Ok(TpmAllows::new(
-        open_store(common).await?,
+        open_store(common, write).await?,
         Arc::new(SystemClock),
     ))
 }
@@ -76,7 +77,7 @@ async fn open(common: &IdentityArgs) -> Result<TpmAllows, AttestCmdError> {
 pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
     match cmd {
         TpmCommand::Allow(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let entry = svc
                 .allow(&NewTpmAllow {
                     ek_sha256_hex: args.ek_sha256,
@@ -90,7 +91,7 @@ pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
             print_one(&entry, args.common.json, "allowed");
         }
         TpmCommand::List(args) => {
-            let list = open(&args.common).await?.list().await?;
+            let list = open(&args.common, false).await?.list().await?;
             if args.common.json {
                 println!("{}", to_json(&list));
             } else {
@@ -98,7 +99,7 @@ pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
             }
         }
         TpmCommand::Revoke(args) => {
-            let svc = open(&args.common).await?;
+            let svc = open(&args.common, true).await?;
             let entry = svc
                 .revoke(&args.allow_id, &args.actor, &args.reason)
                 .await?;

@@ -65,9 +65,9 @@ async fn a_sealed_export_verifies_and_an_unsealed_tail_needs_allow_unsealed() {
     let file = t.export("sealed.jsonl");
     let v = ok_report(&t.verify_file(&file));
     assert_eq!(v["leaves"], 47);
-    assert_eq!(v["signed_size"], 47);
-    assert_eq!(v["unsealed_leaves"], 0);
-    assert!(v["signed_note"].as_str().expect("note").contains("\n47\n"));
+    assert_eq!(v["signedSize"], 47);
+    assert_eq!(v["unsealedLeaves"], 0);
+    assert!(v["signedNote"].as_str().expect("note").contains("\n47\n"));
 
     // With the tail: not ok (exit 4) unless accepted; the partial coverage is in the report.
     let file = t.export_with("tail.jsonl", &["--include-unsealed"]);
@@ -78,10 +78,10 @@ async fn a_sealed_export_verifies_and_an_unsealed_tail_needs_allow_unsealed() {
     assert_eq!(f["position"], position(&lines, 47));
     let v = ok_report(&t.verify_file_with(&file, &["--allow-unsealed"]));
     assert_eq!(v["leaves"], 51);
-    assert_eq!(v["signed_size"], 47);
-    assert_eq!(v["unsealed_leaves"], 4);
-    assert_eq!(v["unsealed_from_index"], 47);
-    assert_eq!(v["unsealed_from_position"], position(&lines, 47));
+    assert_eq!(v["signedSize"], 47);
+    assert_eq!(v["unsealedLeaves"], 4);
+    assert_eq!(v["unsealedFromIndex"], 47);
+    assert_eq!(v["unsealedFromPosition"], position(&lines, 47));
 }
 
 #[tokio::test]
@@ -326,7 +326,7 @@ async fn the_database_with_unsealed_leaves_is_not_covered() {
     assert_eq!(f["kind"], "unsealed_leaves");
     assert_eq!(f["index"], 47);
     let v = ok_report(&t.verify_db(&["--allow-unsealed", "--at-least-size", "47"]));
-    assert_eq!(v["unsealed_leaves"], 4);
+    assert_eq!(v["unsealedLeaves"], 4);
     let f = fault_with(&t.verify_db(&["--at-least-size", "48"]), EXIT_TRUNCATED);
     assert_eq!(f["kind"], "truncated");
 }

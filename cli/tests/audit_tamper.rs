@@ -293,9 +293,9 @@ async fn clean_trail_verifies_every_way() {
     let v: Value = serde_json::from_str(r.stdout.trim()).expect("json");
     assert_eq!(v["ok"], true);
     assert_eq!(v["checkpoints"], 3);
-    assert_eq!(v["signed_size"], 47);
-    assert_eq!(v["unsealed_leaves"], 4);
-    assert_eq!(v["unsealed_from_index"], 47);
+    assert_eq!(v["signedSize"], 47);
+    assert_eq!(v["unsealedLeaves"], 4);
+    assert_eq!(v["unsealedFromIndex"], 47);
     let r = t.verify_db(&[]);
     assert_eq!(
         r.code, 4,
@@ -513,7 +513,7 @@ async fn event_inserted_in_the_export() {
     write_lines(&file, &lines);
     let f = fault(&t.verify_file(&file));
     assert_eq!(f["kind"], "root_mismatch", "{f}");
-    assert_eq!(f["checkpoint"], 1);
+    assert_eq!(f["checkpoint"], 2);
     assert_eq!(
         f["index"], 20,
         "the first leaf the signed root no longer covers"
@@ -563,7 +563,7 @@ async fn checkpoint_signature_altered() {
     write_lines(&file, &lines);
     let f = fault(&t.verify_file(&file));
     assert_eq!(f["kind"], "bad_signature", "{f}");
-    assert_eq!(f["checkpoint"], 1);
+    assert_eq!(f["checkpoint"], 2);
     assert_eq!(f["index"], 20);
 }
 
@@ -586,7 +586,7 @@ async fn checkpoint_signed_by_another_key() {
     write_lines(&file, &lines);
     let f = fault(&t.verify_file(&file));
     assert_eq!(f["kind"], "wrong_key", "{f}");
-    assert_eq!(f["checkpoint"], 0);
+    assert_eq!(f["checkpoint"], 1);
 
     // The whole export re-signed with the other key and its verifier key swapped in: the pin
     // refuses it.
@@ -631,7 +631,7 @@ async fn fork_two_checkpoints_of_one_size() {
     write_lines(&file, &lines);
     let f = fault(&t.verify_file(&file));
     assert_eq!(f["kind"], "fork", "{f}");
-    assert_eq!(f["checkpoint"], 2);
+    assert_eq!(f["checkpoint"], 3);
 }
 
 #[tokio::test]
@@ -654,7 +654,7 @@ async fn checkpoint_not_extending_the_previous_one() {
     write_lines(&file, &lines);
     let f = fault(&t.verify_file(&file));
     assert_eq!(f["kind"], "not_extension", "{f}");
-    assert_eq!(f["checkpoint"], 2);
+    assert_eq!(f["checkpoint"], 3);
     assert_eq!(f["index"], 36);
 }
 
@@ -667,5 +667,5 @@ async fn checkpoint_chain_broken() {
     write_lines(&file, &lines);
     let f = fault(&t.verify_file(&file));
     assert_eq!(f["kind"], "broken_chain", "{f}");
-    assert_eq!(f["checkpoint"], 2);
+    assert_eq!(f["checkpoint"], 3);
 }

@@ -50,11 +50,26 @@ fn ok_json(dir: &Path, url: &str, args: &[&str]) -> Value {
     })
 }
 
+/// An error as text: under `--json` it is one JSON object (docs/CLI.md "Errors"), whose
+/// message and exit code must be those of the text form.
+pub fn as_text(stderr: &str, code: i32) -> String {
+    match serde_json::from_str::<Value>(stderr.trim()) {
+        Ok(v) if v.get("error").is_some() => {
+            assert_eq!(v["error"]["exitCode"], code, "{stderr}");
+            format!(
+                "bcctl: {}\n",
+                v["error"]["message"].as_str().expect("message")
+            )
+        }
+        _ => stderr.to_string(),
+    }
+}
+
 /// Runs a command that must fail with `code`, its stderr starting `bcctl: ` and holding every
 /// one of `needles`; nothing on stdout. Returns stderr.
 fn refused(dir: &Path, url: &str, args: &[&str], code: i32, needles: &[&str]) -> String {
     let out = bcctl(dir, url, args);
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let err = as_text(&String::from_utf8_lossy(&out.stderr), code);
     assert_eq!(
         out.status.code(),
         Some(code),

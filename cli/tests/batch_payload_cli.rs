@@ -45,7 +45,7 @@ fn ok(dir: &Path, url: &str, args: &[&str], env: &[(&str, &str)]) -> Value {
 }
 
 fn refused(out: &Output, code: i32, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = crate::batch_cli::as_text(&String::from_utf8_lossy(&out.stderr), code);
     assert_eq!(out.status.code(), Some(code), "{err}");
     assert!(err.starts_with("bcctl: "), "{err}");
     assert!(err.contains(needle), "{err:?} lacks {needle:?}");
@@ -408,11 +408,25 @@ async fn cancel_closes_a_batch_once() {
     );
     assert_eq!(out["status"], "cancelled", "{out}");
     assert_eq!(out["cancelledBy"], "bob");
-    refused(
-        &bcctl(s.dir(), s.url(), &["batch", "cancel", &batch, "--reason", "again"], &[]),
-        1,
-        &format!("INVALID_STATE: invalid state: batch {batch} is cancelled: only a pending or approved batch can be cancelled"),
+    // Cancelling again is a no-op that succeeds and says so (docs/CLI.md "Idempotency").
+    let again = bcctl(
+        s.dir(),
+        s.url(),
+        &["batch", "cancel", &batch, "--reason", "again"],
+        &[],
     );
+    assert_eq!(again.status.code(), Some(0), "{again:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        format!("batch {batch} already cancelled: nothing to do\n")
+    );
+    let again = ok(
+        s.dir(),
+        s.url(),
+        &["batch", "cancel", &batch, "--reason", "again", "--json"],
+        &[],
+    );
+    assert_eq!(again["alreadyCancelled"], true, "{again}");
     refused(
         &review(&s, &batch, &[]),
         1,

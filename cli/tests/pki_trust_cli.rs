@@ -207,12 +207,12 @@ async fn rotate_command_root_runs_add_switch_drop_in_order() {
     refused(
         &run(&d, &["pki", "rotate-command-root", "--stage", "switch"]),
         1,
-        "INVALID_STATE: invalid state: switch comes after add: the rotation is at stage none",
+        "INVALID_STATE: invalid state: switch comes after add (`bcctl pki rotate-command-root --stage add`): the rotation is at stage none",
     );
     refused(
         &run(&d, &["pki", "rotate-command-root", "--stage", "drop"]),
         1,
-        "INVALID_STATE: invalid state: drop comes after switch: the rotation is at stage none",
+        "INVALID_STATE: invalid state: drop comes after switch (`bcctl pki rotate-command-root --stage switch`): the rotation is at stage none",
     );
 
     let added = run_json(
@@ -238,7 +238,7 @@ async fn rotate_command_root_runs_add_switch_drop_in_order() {
     refused(
         &run(&d, &["pki", "rotate-command-root", "--stage", "add"]),
         1,
-        "INVALID_STATE: a rotation is already in progress (stage added): run --stage switch next",
+        "INVALID_STATE: a rotation is already in progress (stage added): run `bcctl pki rotate-command-root --stage switch` next",
     );
 
     let switched = run_json(

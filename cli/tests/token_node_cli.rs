@@ -13,8 +13,17 @@ use domain::pki::{build_csr, open_bundle, seal_token, KeyRole, PrivateKey, Token
 use events::store::testkit::TestDb;
 
 fn fails(dir: &Path, url: &str, args: &[&str], needle: &str) {
+    fails_with(dir, url, args, needle, 1);
+}
+
+/// `bcctl args` exits `code` (2: input the verb found invalid, docs/CLI.md) naming `needle`.
+fn fails_with(dir: &Path, url: &str, args: &[&str], needle: &str, code: i32) {
     let out = bcctl_at(dir, url, args);
-    assert_eq!(out.status.code(), Some(1), "bcctl {args:?} must exit 1");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "bcctl {args:?} must exit {code}"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(needle),
@@ -144,7 +153,7 @@ async fn token_and_node_commands_on_both_backends() {
         fails(d, &url, &["token", "revoke", "tok_nope"], "tok_nope");
         fails(d, &url, &["node", "show", "node_nope"], "no node node_nope");
         fails(d, &url, &["node", "revoke", "node_nope"], "node_nope");
-        fails(d, &url, &["replay", "--at", "yesterday"], "--at");
+        fails_with(d, &url, &["replay", "--at", "yesterday"], "--at", 2);
         fails(
             d,
             &url,
@@ -207,7 +216,13 @@ async fn token_and_node_commands_on_both_backends() {
             .as_i64()
             .expect("position")
             .to_string();
-        fails(d, &url, &["replay", "--at", "1000000"], "the log ends at");
+        fails_with(
+            d,
+            &url,
+            &["replay", "--at", "1000000"],
+            "the log ends at",
+            2,
+        );
         let revoked = ok_json(
             d,
             &url,

@@ -21,16 +21,15 @@ pub enum AuditCommand {
 
 #[derive(Args)]
 pub struct DbArgs {
-    /// postgres://... or sqlite://PATH
-    #[arg(long, env = "DATABASE_URL")]
-    pub database_url: String,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
 }
 
 #[derive(Args)]
 pub struct ExportArgs {
     #[arg(long)]
     pub tenant: String,
-    /// The file to write (refused if it exists).
+    /// The file to write (refused if it exists); `-` writes standard output.
     #[arg(long)]
     pub out: PathBuf,
     /// Also write the events after the last checkpoint (covered by no signature yet; `verify`
@@ -39,27 +38,27 @@ pub struct ExportArgs {
     pub include_unsealed: bool,
     #[command(flatten)]
     pub db: DbArgs,
+    /// Print the summary as one JSON object on standard output (refused with `--out -`, where
+    /// standard output is the export itself).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
 #[command(group(ArgGroup::new("source").required(true).args(["tenant", "bundle"])))]
-#[command(group(ArgGroup::new("key").required(true).args(["pin", "pki"])))]
 pub struct VerifyArgs {
-    /// Verify this tenant's trail straight from the database (--database-url).
+    /// Verify this tenant's trail straight from the deployment's store.
     #[arg(long)]
     pub tenant: Option<String>,
     /// Verify an export made by `bcctl audit export`.
     #[arg(long)]
     pub bundle: Option<PathBuf>,
-    /// postgres://... or sqlite://PATH (with --tenant).
-    #[arg(long, env = "DATABASE_URL")]
-    pub database_url: Option<String>,
-    /// The audit key's pin, sha256/<base64>.
+    /// The audit key's pin, sha256/<base64> (without it: the key and the trust domain of the
+    /// deployment's PKI bundle, its public half; `--pki FILE` names another bundle).
     #[arg(long, env = "BC_AUDIT_PIN")]
     pub pin: Option<String>,
-    /// Take the audit key and the trust domain from a PKI bundle's public half.
-    #[arg(long)]
-    pub pki: Option<PathBuf>,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
     /// With --pin: the trust domain the log's origin must name.
     #[arg(long)]
     pub trust_domain: Option<String>,
@@ -89,11 +88,11 @@ pub struct SealArgs {
     /// Every tenant whose tree grew.
     #[arg(long)]
     pub all: bool,
-    /// The PKI bundle holding the audit signing key (a sealed bundle needs BC_DEPLOYMENT_SECRET).
-    #[arg(long)]
-    pub pki: PathBuf,
+    /// The deployment: its store, and its PKI bundle holding the audit signing key (a sealed
+    /// bundle opens with the deployment secret, found by the same rule).
     #[command(flatten)]
     pub db: DbArgs,
+    /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -107,17 +106,23 @@ pub struct ProveArgs {
     pub position: i64,
     #[command(flatten)]
     pub db: DbArgs,
+    /// Write the proof here instead of standard output (`-` is standard output).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Accepted for the convention: the proof is JSON either way.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
-#[command(group(ArgGroup::new("key").required(true).args(["pin", "pki"])))]
 pub struct VerifyProofArgs {
     /// The proof file (`bcctl audit prove` output).
     pub file: PathBuf,
+    /// The audit key's pin (without it: the deployment's PKI bundle's public half).
     #[arg(long, env = "BC_AUDIT_PIN")]
     pub pin: Option<String>,
-    #[arg(long)]
-    pub pki: Option<PathBuf>,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
     #[arg(long)]
     pub json: bool,
 }

@@ -35,6 +35,8 @@ pub enum AuditCmdError {
     Audit(#[from] AuditError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
     #[error("{what} {path}: {source}")]
     Io {
         what: &'static str,

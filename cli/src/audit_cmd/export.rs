@@ -5,14 +5,18 @@
 use std::io::{BufWriter, Write};
 
 use commands::audit::reads;
-use events::store::EventStore;
 
 use super::args::ExportArgs;
 use super::error::AuditCmdError;
 use super::format::{checkpoint_line, EventLine, Header, EXPORT_FORMAT, PAGE};
 
 pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
-    let store = EventStore::connect(&args.db.database_url).await?;
+    if args.json && crate::output::is_stdio(&args.out) {
+        return Err(AuditCmdError::Usage(
+            "--json with --out -: standard output is the export itself; name a file with --out, or drop --json".into(),
+        ));
+    }
+    let store = args.db.deployment.connect_store().await?;
     let tenant = args.tenant.as_str();
     let checkpoints = reads::checkpoints(&store, tenant).await?;
     let sequenced = reads::tree_size(&store, tenant).await?;
@@ -26,12 +30,19 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         path: args.out.clone(),
         source,
     };
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&args.out)
-        .map_err(|e| io("cannot create", e))?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+    // `--out -` is standard output (docs/CLI.md); a file is never overwritten.
+    let sink: Box<dyn Write> = if crate::output::is_stdio(&args.out) {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&args.out)
+                .map_err(|e| io("cannot create", e))?,
+        )
+    };
+    let mut out = BufWriter::with_capacity(1 << 20, sink);
     let header = Header {
         kind: "header".into(),
         format: EXPORT_FORMAT.into(),
@@ -43,15 +54,17 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         checkpoints: checkpoints.len() as u64,
         events: size,
     };
-    let write_line = |out: &mut BufWriter<std::fs::File>, v: &dyn erased::Line| {
+    let write_line = |out: &mut BufWriter<Box<dyn Write>>, v: &dyn erased::Line| {
         v.write_to(out).map_err(|e| io("cannot write", e))
     };
     write_line(&mut out, &header)?;
     for c in &checkpoints {
         write_line(&mut out, &checkpoint_line(c))?;
     }
+    let mut progress = crate::progress::Progress::new("export", "events", false);
     let mut from = 0u64;
     while from < size {
+        progress.show(from, size, "");
         let page = reads::leaves(&store, tenant, from, PAGE).await?;
         if page.is_empty() {
             break;
@@ -67,6 +80,7 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         }
         from = page.last().map_or(size, |r| r.index + 1);
     }
+    progress.finish();
     out.flush().map_err(|e| io("cannot write", e))?;
     let left_out = sequenced - size;
     let note = if left_out > 0 {
@@ -76,11 +90,21 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
     } else {
         String::new()
     };
-    eprintln!(
-        "exported tenant {tenant}: {size} events, {} checkpoints to {}{note}",
-        checkpoints.len(),
-        args.out.display()
-    );
+    if args.json {
+        crate::output::print_json(&serde_json::json!({
+            "tenant": tenant,
+            "events": size,
+            "checkpoints": checkpoints.len(),
+            "unsealedLeftOut": left_out,
+            "out": args.out.display().to_string(),
+        }));
+    } else {
+        eprintln!(
+            "exported tenant {tenant}: {size} events, {} checkpoints to {}{note}",
+            checkpoints.len(),
+            args.out.display()
+        );
+    }
     Ok(())
 }
 

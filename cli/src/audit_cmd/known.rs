@@ -24,7 +24,9 @@ pub(super) fn read_known_note(path: &Path) -> Result<String, AuditCmdError> {
     }
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| usage(format!("not valid JSON: {e}")))?;
-    match value.get("signed_note").and_then(|v| v.as_str()) {
+    // `signed_note` in the export and proof files, `signedNote` in a `verify --json` report.
+    let note = value.get("signed_note").or_else(|| value.get("signedNote"));
+    match note.and_then(|v| v.as_str()) {
         Some(note) => Ok(note.to_string()),
         None => Err(usage(
             "the JSON object has no \"signed_note\" string".into(),

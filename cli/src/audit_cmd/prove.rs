@@ -3,7 +3,6 @@
 
 use commands::audit::reads;
 use domain::audit::{verify_inclusion, Checkpoint};
-use events::store::EventStore;
 use serde::{Deserialize, Serialize};
 
 use super::args::{ProveArgs, VerifyProofArgs};
@@ -30,7 +29,7 @@ pub(super) struct ProofFile {
 }
 
 pub(super) async fn prove(args: ProveArgs) -> Result<(), AuditCmdError> {
-    let store = EventStore::connect(&args.db.database_url).await?;
+    let store = args.db.deployment.connect_store().await?;
     let p = reads::prove(&store, &args.tenant, args.position).await?;
     let Some(event) = &p.leaf.event else {
         return Err(AuditCmdError::Tampered(format!(
@@ -57,12 +56,29 @@ pub(super) async fn prove(args: ProveArgs) -> Result<(), AuditCmdError> {
     };
     let text =
         serde_json::to_string_pretty(&file).map_err(|e| AuditCmdError::Other(e.to_string()))?;
-    println!("{text}");
-    Ok(())
+    match &args.out {
+        Some(path) => {
+            crate::output::write_out(path, format!("{text}\n").as_bytes()).map_err(|source| {
+                AuditCmdError::Io {
+                    what: "cannot write",
+                    path: path.clone(),
+                    source,
+                }
+            })
+        }
+        None => {
+            println!("{text}");
+            Ok(())
+        }
+    }
 }
 
 pub(super) fn verify_proof(args: VerifyProofArgs) -> Result<(), AuditCmdError> {
-    let trust = trust(args.pin.as_deref(), args.pki.as_ref(), None)?;
+    let located = args
+        .deployment
+        .locate()
+        .map_err(|e| AuditCmdError::Other(e.to_string()))?;
+    let trust = trust(args.pin.as_deref(), Some(&located.deployment), None)?;
     let bytes = read_file(&args.file)?;
     let file: ProofFile = serde_json::from_slice(&bytes).map_err(|e| {
         AuditCmdError::Usage(format!("{} is not a proof file: {e}", args.file.display()))
@@ -79,7 +95,7 @@ pub(super) fn verify_proof(args: VerifyProofArgs) -> Result<(), AuditCmdError> {
             "{}",
             serde_json::json!({
                 "ok": result.is_ok(), "tenant": file.tenant, "index": file.index,
-                "position": file.position, "tree_size": file.tree_size,
+                "position": file.position, "treeSize": file.tree_size,
                 "error": result.as_ref().err().map(|e| e.to_string()),
             })
         );

@@ -9,6 +9,7 @@ use super::error::AuditCmdError;
 /// What `verify` reports. Where the trail verified, the summary fields are there even when it
 /// is not entirely covered (`fault` then says why), so partial coverage can be read off.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct Report {
     /// Every leaf is covered by a verified checkpoint signature (or, with --allow-unsealed,
     /// every signed thing verifies and the unsealed tail is reported).
@@ -52,11 +53,13 @@ pub(super) enum FaultClass {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct FaultReport {
     pub(super) kind: &'static str,
     pub(super) message: String,
     pub(super) index: Option<u64>,
     pub(super) position: Option<i64>,
+    /// The checkpoint concerned, numbered from 1 as the export's `seq`.
     pub(super) checkpoint: Option<usize>,
     #[serde(skip)]
     pub(super) class: FaultClass,
@@ -86,7 +89,8 @@ impl FaultReport {
             message: f.to_string(),
             index: Some(f.index()),
             position: f.position(),
-            checkpoint: f.checkpoint(),
+            // Numbered as the export numbers them (`seq`, from 1), not by list index.
+            checkpoint: f.checkpoint().map(|i| i + 1),
             class: FaultClass::Tampered,
         }
     }

@@ -1,29 +1,54 @@
 //! `bcctl audit seal`: sequence what is new, then sign a checkpoint for a tenant or every grown
 //! tenant with the audit key of the PKI bundle.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::deployment::{Deployment, DeploymentError};
 use commands::audit::{SealOutcome, Sealer, SealerOptions, Sequencer};
 use domain::audit::AuditSigner;
-use events::store::EventStore;
-
-use crate::deployment::Deployment;
+use domain::pki::{SecretError, DEPLOYMENT_SECRET_ENV};
 
 use super::args::SealArgs;
 use super::error::{pki_usage, AuditCmdError};
 
-pub(super) fn load_signer(path: &PathBuf) -> Result<(AuditSigner, String), AuditCmdError> {
-    let keys = Deployment::new(path).keys().map_err(pki_usage)?;
+pub(super) fn load_signer(deployment: &Deployment) -> Result<(AuditSigner, String), AuditCmdError> {
+    let keys = deployment.keys().map_err(|e| match e {
+        DeploymentError::Sealed { .. } | DeploymentError::Secret(SecretError::Missing) => {
+            AuditCmdError::Other(no_secret(deployment))
+        }
+        other => pki_usage(other),
+    })?;
     let rng = ring::rand::SystemRandom::new();
     let signer = AuditSigner::from_pkcs8(keys.audit_signing.pkcs8_der(), &rng)
         .map_err(|e| AuditCmdError::Usage(format!("--pki: audit signing key: {e}")))?;
     Ok((signer, keys.trust_domain.as_str().to_string()))
 }
 
+/// Why a sealed bundle did not open: no secret where the rule looked (docs/CLI.md).
+fn no_secret(deployment: &Deployment) -> String {
+    let looked = match &deployment.secret_file {
+        Some(file) => format!(
+            "{DEPLOYMENT_SECRET_ENV} is not set and the secret file {} gave none",
+            file.display()
+        ),
+        None => format!(
+            "{DEPLOYMENT_SECRET_ENV} is not set and no secret file was found (BC_DEPLOYMENT_SECRET_FILE, deployment_secret_file in --config, or DIR/deployment-secret of --dir)"
+        ),
+    };
+    format!(
+        "the PKI bundle {} is sealed and signing a checkpoint needs its audit key, but {looked}. On a `bcctl up` deployment the secret is in .bcctl/deployment-secret: run from the directory holding .bcctl, or pass --dir DIR; elsewhere set {DEPLOYMENT_SECRET_ENV} (or BC_DEPLOYMENT_SECRET_FILE) to the secret the bundle was sealed with",
+        deployment.bundle.display()
+    )
+}
+
 pub(super) async fn seal(args: SealArgs) -> Result<(), AuditCmdError> {
-    let (signer, trust_domain) = load_signer(&args.pki)?;
-    let store = EventStore::connect(&args.db.database_url).await?;
+    let located = args
+        .db
+        .deployment
+        .locate()
+        .map_err(|e| AuditCmdError::Other(e.to_string()))?;
+    let (signer, trust_domain) = load_signer(&located.deployment)?;
+    let store = args.db.deployment.connect_store().await?;
     let mut sequencer = Sequencer::new(store.clone(), Default::default());
     let sequenced = sequencer.catch_up().await?;
     let sealer = Sealer::new(
@@ -47,11 +72,11 @@ pub(super) async fn seal(args: SealArgs) -> Result<(), AuditCmdError> {
                 root,
                 position,
             }) => lines.push(serde_json::json!({
-                "tenant": tenant, "sealed": true, "checkpoint": seq, "tree_size": size,
-                "root_hash": hex::encode(root), "position": position,
+                "tenant": tenant, "sealed": true, "checkpoint": seq, "treeSize": size,
+                "rootHash": hex::encode(root), "position": position,
             })),
             Ok(SealOutcome::Unchanged { tenant, size }) => lines.push(serde_json::json!({
-                "tenant": tenant, "sealed": false, "tree_size": size,
+                "tenant": tenant, "sealed": false, "treeSize": size,
             })),
             Err(e) => {
                 eprintln!("bcctl: {e}");
@@ -67,7 +92,18 @@ pub(super) async fn seal(args: SealArgs) -> Result<(), AuditCmdError> {
     } else {
         println!("sequenced {sequenced} new events");
         for l in &lines {
-            println!("{l}");
+            let tenant = l["tenant"].as_str().unwrap_or("?");
+            let size = &l["treeSize"];
+            if l["sealed"] == true {
+                println!(
+                    "tenant {tenant}: sealed checkpoint {} over {size} leaves, root {} (log position {})",
+                    l["checkpoint"],
+                    l["rootHash"].as_str().unwrap_or(""),
+                    l["position"]
+                );
+            } else {
+                println!("tenant {tenant}: unchanged at {size} leaves, nothing to seal");
+            }
         }
     }
     match failed {

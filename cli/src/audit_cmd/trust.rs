@@ -1,8 +1,6 @@
 //! The key a trail or proof is verified with: a pinned key (`--pin`), or the audit key of a PKI
 //! bundle's public half (`--pki`, opened the one way of [`crate::deployment`]).
 
-use std::path::PathBuf;
-
 use domain::audit::checkpoint::audit_origin;
 use domain::audit::{AuditPublicKey, KeyPin};
 use domain::pki::DEPLOYMENT_SECRET_ENV;
@@ -21,17 +19,17 @@ pub(super) struct Trust {
 
 pub(super) fn trust(
     pin: Option<&str>,
-    pki: Option<&PathBuf>,
+    pki: Option<&Deployment>,
     trust_domain: Option<&str>,
 ) -> Result<Trust, AuditCmdError> {
-    if let Some(path) = pki {
+    if let (Some(deployment), None) = (pki, pin) {
         // With the deployment secret set, the bundle's public half (the audit key among it) is
         // authenticated by the seal; a wrong secret is an error, not a silent fallback.
-        let bundle = Deployment::new(path).open().map_err(pki_usage)?;
+        let bundle = deployment.open().map_err(pki_usage)?;
         if !bundle.authenticated {
             eprintln!(
                 "warning: the PKI bundle's public half is not authenticated (no {DEPLOYMENT_SECRET_ENV}); whoever can write {} chooses the audit key",
-                path.display()
+                deployment.bundle.display()
             );
         }
         let key = AuditPublicKey::from_spki_der(bundle.public.audit_signing.spki_der())

@@ -3,7 +3,7 @@
 //! success (exit 0, `"ok": true`) means every leaf is covered by a verified checkpoint signature
 //! (see `docs/AUDIT.md`, "What `ok` means").
 
-use std::io::{BufRead, BufReader, IsTerminal};
+use std::io::{BufRead, BufReader};
 
 use commands::audit::reads;
 use domain::audit::{coverage, verify_trail_against, AuditPublicKey, Expectations, Progress};
@@ -18,9 +18,13 @@ use super::report::{FaultReport, Report};
 use super::trust::trust;
 
 pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
+    let located = args
+        .deployment
+        .locate()
+        .map_err(|e| AuditCmdError::Usage(e.to_string()))?;
     let trust = trust(
         args.pin.as_deref(),
-        args.pki.as_ref(),
+        Some(&located.deployment),
         args.trust_domain.as_deref(),
     )?;
     let (tenant, checkpoint_lines, stated_origin, carried_key, source, total) = match (
@@ -88,11 +92,9 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
             )
         }
         (None, Some(tenant)) => {
-            let Some(url) = &args.database_url else {
-                return Err(AuditCmdError::Usage(
-                    "--tenant needs --database-url (or DATABASE_URL)".into(),
-                ));
-            };
+            let url = located
+                .existing_store_url()
+                .map_err(|e| AuditCmdError::Other(e.to_string()))?;
             let store = EventStore::connect(url).await?;
             let rows = reads::checkpoints(&store, tenant).await?;
             let size = reads::tree_size(&store, tenant).await?;
@@ -152,7 +154,8 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
                 ))
             }
         };
-        let bar = progress_bar(!args.json, total);
+        let mut progress = crate::progress::Progress::new("verify", "leaves", total.is_none());
+        let total_leaves = total.unwrap_or(0);
         let mut leaves = Leaves {
             source,
             tenant: tenant.clone(),
@@ -167,14 +170,10 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
             &checkpoints,
             known,
             &mut |p: Progress| {
-                if let Some(bar) = &bar {
-                    bar.set_position(p.leaves_checked);
-                }
+                progress.show(p.leaves_checked, total_leaves, "");
             },
         );
-        if let Some(bar) = &bar {
-            bar.finish_and_clear();
-        }
+        progress.finish();
         let mut report = Report::new(&tenant);
         if let Some(f) = leaves.fault.take() {
             report.fault = Some(FaultReport::tampered(
@@ -229,18 +228,4 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
         Err(e) => return Err(e),
     };
     report.finish(args.json)
-}
-
-fn progress_bar(enabled: bool, total: Option<u64>) -> Option<indicatif::ProgressBar> {
-    let total = total?;
-    if !enabled || !std::io::stderr().is_terminal() || total < 100_000 {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new(total);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{bar:40} {pos}/{len} leaves ({per_sec}, eta {eta})",
-    ) {
-        bar.set_style(style);
-    }
-    Some(bar)
 }

@@ -33,7 +33,7 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         )));
     }
     let (pair, key) = load_key(&args.key)?;
-    let store = open(&args.store.database_url).await?;
+    let store = open(&args.store, true).await?;
     let view = batch_view(&store, &id)
         .await?
         .ok_or(BatchCmdError::NotFound(id))?;
@@ -53,15 +53,15 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
     let now = SystemClock.now_us();
     if now > state.not_after_us {
         return Err(BatchCmdError::State(format!(
-            "batch {id}'s window closed at {} µs; create a new batch",
-            state.not_after_us
+            "batch {id}'s window closed at {}; create a new batch",
+            crate::output::rfc3339_us(state.not_after_us)
         )));
     }
     let max_end = now.saturating_add(i64::from(args.max_hours) * 3_600_000_000);
     if state.not_after_us > max_end {
         return Err(BatchCmdError::State(format!(
-            "batch {id}'s window stays open until {} µs, more than --max-hours {} from now; an approval admits its commands until then",
-            state.not_after_us, args.max_hours
+            "batch {id}'s window stays open until {}, more than --max-hours {} from now; an approval admits its commands until then",
+            crate::output::rfc3339_us(state.not_after_us), args.max_hours
         )));
     }
     // Page the scope and recompute the root from the listed leaves.
@@ -184,8 +184,14 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
                     "required": outcome.required, "status": outcome.status })
         );
     } else {
+        // Approving twice with one key is a no-op that succeeds (docs/CLI.md "Idempotency").
+        let already = if outcome.recorded {
+            ""
+        } else {
+            " (this key had already approved: nothing new recorded)"
+        };
         println!(
-            "approved batch {id}: {} of {} approvals, {}",
+            "approved batch {id}: {} of {} approvals, {}{already}",
             outcome.held,
             outcome.required,
             outcome.status.as_str()

@@ -38,9 +38,8 @@ pub struct CancelArgs {
 
 #[derive(Args)]
 pub struct StoreArg {
-    /// postgres://... or sqlite://PATH
-    #[arg(long, env = "DATABASE_URL")]
-    pub database_url: String,
+    #[command(flatten)]
+    pub deployment: crate::deployment::DeploymentArgs,
 }
 
 #[derive(Args)]

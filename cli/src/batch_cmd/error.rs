@@ -57,6 +57,8 @@ pub enum BatchCmdError {
     Quorum(#[from] QuorumError),
     #[error("{0}")]
     Store(#[from] StoreError),
+    #[error("{0}")]
+    Open(#[from] crate::deployment::OpenError),
 }
 
 /// A command-layer error as the CLI prints it: a refusal starts with its code.

@@ -10,7 +10,11 @@ pub(crate) fn batch_id(text: &str) -> Result<BatchId, BatchCmdError> {
     BatchId::from_hex(text).map_err(|e| BatchCmdError::Input(format!("--batch: {e}")))
 }
 
-/// Opens the store `--database-url` names.
-pub(crate) async fn open(url: &str) -> Result<EventStore, BatchCmdError> {
-    Ok(EventStore::open(url).await?)
+/// Opens the deployment's store (docs/CLI.md "Finding the deployment"); no key is read. A
+/// verb that writes (`write`) may create a SQLite store; one that reads never does.
+pub(crate) async fn open(
+    args: &super::args::StoreArg,
+    write: bool,
+) -> Result<EventStore, BatchCmdError> {
+    Ok(args.deployment.open_store_as(write).await?)
 }

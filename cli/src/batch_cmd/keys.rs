@@ -76,6 +76,11 @@ pub(crate) fn pub_path(key: &Path) -> PathBuf {
 }
 
 pub(crate) fn keygen(args: KeygenArgs) -> Result<(), BatchCmdError> {
+    if crate::output::is_stdio(&args.out) {
+        return Err(BatchCmdError::Input(
+            "--out -: a key pair is two files (KEY and KEY.pub) and a private key never goes to standard output; name a file".into(),
+        ));
+    }
     let rng = SystemRandom::new();
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
         .map_err(|_| BatchCmdError::State("the system random source failed".into()))?;

@@ -122,7 +122,7 @@ pub(crate) fn summary(view: &BatchView, leaves: &[ScopeLeaf]) -> (String, serde_
         );
     }
     text.push_str(&format!(
-        "  {} of {} approvals so far{}; the window ends at {} µs",
+        "  {} of {} approvals so far{}; the window ends at {}",
         state.approvals.len(),
         state.required,
         if state.approvals.is_empty() {
@@ -138,7 +138,7 @@ pub(crate) fn summary(view: &BatchView, leaves: &[ScopeLeaf]) -> (String, serde_
                     .join(", ")
             )
         },
-        state.not_after_us
+        crate::output::rfc3339_us(state.not_after_us)
     ));
     let value = json!({
         "batchId": state.batch_id.to_hex(),
@@ -150,6 +150,7 @@ pub(crate) fn summary(view: &BatchView, leaves: &[ScopeLeaf]) -> (String, serde_
         "kinds": kinds,
         "held": state.approvals.len(),
         "required": state.required,
+        "notAfter": crate::output::rfc3339_us(state.not_after_us),
         "notAfterUs": state.not_after_us,
     });
     (text, value)

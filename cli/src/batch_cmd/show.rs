@@ -15,7 +15,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
     let text = std::fs::read_to_string(&args.leaves).map_err(io(&args.leaves))?;
     let leaves: Vec<ScopeLeafRequest> = serde_json::from_str(&text)
         .map_err(|e| BatchCmdError::Input(format!("{}: {e}", args.leaves.display())))?;
-    let store = open(&args.store.database_url).await?;
+    let store = open(&args.store, true).await?;
     let created = create_batch(
         &store,
         &SystemClock,
@@ -34,6 +34,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
         "scopeRoot": created.scope_root.to_hex(),
         "size": created.scope_size,
         "required": created.required_approvals,
+        "notAfter": crate::output::rfc3339_us(created.not_after_us),
         "notAfterUs": created.not_after_us,
         "status": created.status,
         "retry": created.retry,
@@ -56,7 +57,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
 /// `batch show`: status, scope root and size, approvals.
 pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
     let id = batch_id(&args.batch)?;
-    let store = open(&args.store.database_url).await?;
+    let store = open(&args.store, false).await?;
     let view = batch_view(&store, &id)
         .await?
         .ok_or(BatchCmdError::NotFound(id))?;
@@ -68,6 +69,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
         "status": view.state.status,
         "scopeRoot": view.state.scope_root.to_hex(),
         "size": view.state.scope_size,
+        "notAfter": crate::output::rfc3339_us(view.state.not_after_us),
         "notAfterUs": view.state.not_after_us,
         "required": view.state.required,
         "held": view.state.approvals.len(),
@@ -77,7 +79,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
         println!("{out}");
     } else {
         println!(
-            "batch {id}\n  tenant {}  by {}\n  reason: {}\n  status {}, {} of {} approvals\n  root {} ({} leaves), ends at {} µs",
+            "batch {id}\n  tenant {}  by {}\n  reason: {}\n  status {}, {} of {} approvals\n  root {} ({} leaves), ends at {}",
             printable(&view.tenant_id),
             printable(&view.caller),
             printable(&view.reason),
@@ -86,7 +88,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
             view.state.required,
             view.state.scope_root,
             view.state.scope_size,
-            view.state.not_after_us
+            crate::output::rfc3339_us(view.state.not_after_us)
         );
     }
     Ok(())
@@ -109,7 +111,23 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
                 .unwrap_or_else(|_| "localhost".into())
         )
     });
-    let store = open(&args.store.database_url).await?;
+    let store = open(&args.store, true).await?;
+    // Cancelling a cancelled batch is a no-op that succeeds and says so (docs/CLI.md
+    // "Idempotency"); an expired batch is still refused (it ended otherwise).
+    let before = batch_view(&store, &id)
+        .await?
+        .ok_or(BatchCmdError::NotFound(id))?;
+    if before.state.status.as_str() == "cancelled" {
+        if args.json {
+            println!(
+                "{}",
+                json!({ "batchId": id.to_hex(), "status": before.state.status, "alreadyCancelled": true })
+            );
+        } else {
+            println!("batch {id} already cancelled: nothing to do");
+        }
+        return Ok(());
+    }
     cancel_batch(&store, &SystemClock, &id, &args.reason, &caller).await?;
     let view = batch_view(&store, &id)
         .await?
@@ -117,7 +135,7 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
     if args.json {
         println!(
             "{}",
-            json!({ "batchId": id.to_hex(), "status": view.state.status, "cancelledBy": caller })
+            json!({ "batchId": id.to_hex(), "status": view.state.status, "cancelledBy": caller, "alreadyCancelled": false })
         );
     } else {
         println!(

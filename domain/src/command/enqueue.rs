@@ -121,7 +121,7 @@ pub enum EnqueueRefusal {
         known: String,
     },
     /// No such node.
-    #[error("node-not-found: there is no node {node_id}; check `bcctl nodes list`")]
+    #[error("node-not-found: there is no node {node_id}; check `bcctl node list`")]
     NodeNotFound {
         /// The node.
         node_id: String,

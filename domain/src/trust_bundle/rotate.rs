@@ -35,7 +35,7 @@ pub fn decide_add_root(
     check_new_root(new_root_der)?;
     if state.rotation_stage != RotationStage::None {
         return invalid_state(format!(
-            "a rotation is already in progress (stage {}): run --stage {} next",
+            "a rotation is already in progress (stage {}): run `bcctl pki rotate-command-root --stage {}` next",
             state.rotation_stage.as_str(),
             if state.rotation_stage == RotationStage::Added {
                 "switch"
@@ -92,7 +92,7 @@ pub fn decide_switch_root(
 ) -> Result<Decision<TrustBundleEvent, Switched>, TrustBundleError> {
     if state.rotation_stage != RotationStage::Added {
         return invalid_state(format!(
-            "switch comes after add: the rotation is at stage {}",
+            "switch comes after add (`bcctl pki rotate-command-root --stage add`): the rotation is at stage {}",
             state.rotation_stage.as_str()
         ));
     }
@@ -145,7 +145,7 @@ pub fn decide_drop_root(
 ) -> Result<Decision<TrustBundleEvent, Settled>, TrustBundleError> {
     if state.rotation_stage != RotationStage::Switched {
         return invalid_state(format!(
-            "drop comes after switch: the rotation is at stage {}",
+            "drop comes after switch (`bcctl pki rotate-command-root --stage switch`): the rotation is at stage {}",
             state.rotation_stage.as_str()
         ));
     }

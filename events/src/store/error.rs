@@ -57,6 +57,12 @@ pub enum StoreError {
         backend: &'static str,
         detail: String,
     },
+    /// The server could not be reached or refused the connection, told when the store is opened.
+    #[error("cannot connect to the store at {target}: {why}; check that the server is running and reachable there and that the URL's host, port, user, password and database are right")]
+    Unreachable { target: String, why: String },
+    /// The SQLite file could not be opened (or created), told when the store is opened.
+    #[error("cannot open the SQLite store {path}: {why}; check that its directory exists and that this user may read and write there")]
+    SqliteOpen { path: String, why: String },
     #[error("database error: {0}")]
     Database(sqlx::Error),
 }

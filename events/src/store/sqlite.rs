@@ -59,7 +59,24 @@ impl SqliteLogStore {
             .max_connections(1)
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(options.clone())
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // A full disk stays DiskFull; any other failure to open names the file.
+                sqlx::Error::Database(_) | sqlx::Error::Io(_) => {
+                    let typed = StoreError::from(e);
+                    match typed {
+                        StoreError::DiskFull { .. } => typed,
+                        other => StoreError::SqliteOpen {
+                            path: options.get_filename().display().to_string(),
+                            why: other
+                                .to_string()
+                                .trim_start_matches("database error: ")
+                                .to_string(),
+                        },
+                    }
+                }
+                other => StoreError::from(other),
+            })?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options.read_only(true))

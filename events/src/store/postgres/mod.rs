@@ -79,6 +79,46 @@ pub struct PgStoreTx {
 /// enough that an agent's call (30 s) gets the answer rather than its own timeout.
 pub const POOL_ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long opening the store waits for the server's first answer before it gives up.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where `options` points, for a message: `host:port` and the database, never the password.
+fn target(options: &PgConnectOptions) -> String {
+    let host = options.get_host();
+    let at = if host.starts_with('/') {
+        format!("{host} (socket, port {})", options.get_port())
+    } else {
+        format!("{host}:{}", options.get_port())
+    };
+    match options.get_database() {
+        Some(db) => format!("{at}, database {db}"),
+        None => at,
+    }
+}
+
+/// One direct connection before the pool is built: a server that cannot be reached fails
+/// within [`CONNECT_TIMEOUT`] naming the host and the real error ("connection refused", a bad
+/// password, a missing database), where the pool would retry until its acquire timeout and
+/// then say only that it timed out.
+async fn probe(options: &PgConnectOptions) -> Result<()> {
+    use sqlx::{ConnectOptions, Connection};
+    let attempt = tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await;
+    match attempt {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(StoreError::Unreachable {
+            target: target(options),
+            why: e.to_string(),
+        }),
+        Err(_) => Err(StoreError::Unreachable {
+            target: target(options),
+            why: format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+        }),
+    }
+}
+
 impl PgLogStore {
     /// Connects with a pool sized for concurrent commands (`max_connections` in the URL's
     /// `pool_max` is not standard, so the size is a parameter of [`PgLogStore::with_pool_size`]).
@@ -88,6 +128,7 @@ impl PgLogStore {
 
     pub async fn with_pool_size(url: &str, max_connections: u32) -> Result<Self> {
         let options = PgConnectOptions::from_str(url)?.application_name("bc-events");
+        probe(&options).await?;
         // No ping when a connection is handed out: that is a round trip per transaction (about
         // a tenth of a join's). A connection that died while idle fails at its first statement
         // instead: `begin` replaces it (see there), and the readers (tailers, the gateway's
