@@ -17,6 +17,7 @@ mod duration;
 mod internal_cert_cmd;
 mod join_request_cmd;
 mod node_cmd;
+mod node_setup;
 mod output;
 mod pem;
 mod pki_cmd;
@@ -136,8 +137,12 @@ fn main() -> ExitCode {
             Command::Queue(cmd) => command_cmd::run(cmd)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Token(cmd) => token_cmd::run(cmd).await.map_err(Failure::from),
-            Command::Node(cmd) => node_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Token(cmd) => token_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Node(cmd) => node_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Pool(cmd) => pool_cmd::run(cmd).await.map_err(Failure::from),
             Command::JoinRequest(cmd) => join_request_cmd::run(cmd).await.map_err(Failure::from),
             Command::Tpm(cmd) => tpm_cmd::run(cmd).await.map_err(Failure::from),

@@ -16,7 +16,7 @@ use commands::SystemClock;
 use domain::attest::{AttestorPolicy, UpdatePool};
 use events::store::{EventStore, StoreError};
 
-use crate::deployment::{Deployment, DeploymentError};
+use crate::deployment::DeploymentError;
 use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
 
 /// Errors of `pool` and `join-request`.
@@ -28,13 +28,14 @@ pub enum AttestCmdError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Attest(#[from] AttestError),
+    #[error("{0}")]
+    Open(#[from] crate::token_cmd::IdentityCmdError),
 }
 
 /// Opens the store the way the token and node commands do: the PKI bundle must exist and
 /// parse (it names the deployment) and is read for its public half only.
 pub async fn open_store(args: &IdentityArgs) -> Result<EventStore, AttestCmdError> {
-    Deployment::new(&args.pki).public_half()?;
-    Ok(EventStore::open(&args.database_url).await?)
+    Ok(args.store().await?)
 }
 
 #[derive(Subcommand)]

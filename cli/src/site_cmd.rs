@@ -12,7 +12,7 @@ use commands::site::{
 use commands::SystemClock;
 use events::store::EventStore;
 
-use crate::deployment::{Deployment, DeploymentError};
+use crate::deployment::DeploymentError;
 use crate::duration::parse_duration;
 use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs};
 
@@ -25,6 +25,8 @@ pub enum SiteCmdError {
     Store(#[from] events::store::StoreError),
     #[error("{0}")]
     Site(#[from] SiteError),
+    #[error("{0}")]
+    Open(#[from] crate::token_cmd::IdentityCmdError),
     /// A usage error (exit 2).
     #[error("INVALID_INPUT: {0}")]
     Usage(String),
@@ -183,8 +185,7 @@ pub struct FenceArgs {
 }
 
 async fn open_store(common: &IdentityArgs) -> Result<EventStore, SiteCmdError> {
-    Deployment::new(&common.pki).public_half()?;
-    Ok(EventStore::open(&common.database_url).await?)
+    Ok(common.store().await?)
 }
 
 async fn sites(common: &IdentityArgs) -> Result<Sites, SiteCmdError> {

@@ -1,11 +1,11 @@
 //! `bcctl token create | list | revoke`: join tokens through [`NodeAdmin`].
 //!
-//! Also the shared opening of the identity commands (`token`, `node`): the store from
-//! `--database-url` / `DATABASE_URL` (the embedded `.bcctl/events.db` by default); the PKI
-//! bundle (`--pki`, `.bcctl/pki.json` by default) is read for its public half only, never
-//! unsealed: no operator command on tokens or nodes needs a key.
+//! Also the shared opening of the identity commands (`token`, `node`, and the attestation
+//! verbs that flatten [`IdentityArgs`]): the deployment is found by the one rule of
+//! [`DeploymentArgs`] (`--dir`, `--config`, `--database-url`, `--pki`, the environment,
+//! `./.bcctl`); the PKI bundle is read for its public half only, never unsealed: no operator
+//! command on tokens or nodes needs a key, so none of them reads the deployment secret.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
@@ -16,7 +16,7 @@ use domain::pki::SecretError;
 use events::store::{EventStore, StoreError};
 use time::OffsetDateTime;
 
-use crate::deployment::{Deployment, DeploymentError, DEFAULT_BUNDLE};
+use crate::deployment::{DeploymentArgs, DeploymentError, LocateError, Located};
 
 /// The embedded store `bcctl up` creates.
 pub const DEFAULT_STORE: &str = "sqlite://.bcctl/events.db";
@@ -27,6 +27,8 @@ pub enum IdentityCmdError {
     #[error("{0}")]
     Deployment(#[from] DeploymentError),
     #[error("{0}")]
+    Locate(#[from] LocateError),
+    #[error("{0}")]
     Secret(#[from] SecretError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
@@ -34,20 +36,45 @@ pub enum IdentityCmdError {
     Identity(#[from] IdentityError),
     #[error("INVALID_INPUT: {0}")]
     Invalid(String),
+    #[error("{0}")]
+    Setup(String),
 }
 
-/// Where the store and the keys are.
+impl IdentityCmdError {
+    /// The exit code: 2 for input the verb found invalid, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            IdentityCmdError::Invalid(_) => crate::output::EXIT_USAGE,
+            _ => crate::output::EXIT_FAILED,
+        }
+    }
+}
+
+/// Where the store and the keys are (the one rule of [`DeploymentArgs`]), and `--json`.
 #[derive(Args, Clone, Debug)]
 pub struct IdentityArgs {
-    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
-    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
-    pub database_url: String,
-    /// The PKI bundle file.
-    #[arg(long, default_value = DEFAULT_BUNDLE)]
-    pub pki: PathBuf,
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+impl IdentityArgs {
+    /// The deployment as located; its bundle must exist and parse (it names the deployment),
+    /// read for its public half only.
+    pub fn located(&self) -> Result<Located, IdentityCmdError> {
+        let located = self.deployment.locate()?;
+        located.deployment.public_half()?;
+        Ok(located)
+    }
+
+    /// The store these arguments name, which must exist (a mistyped SQLite path is an error,
+    /// never a new file), with its migrations applied.
+    pub async fn store(&self) -> Result<EventStore, IdentityCmdError> {
+        let located = self.located()?;
+        Ok(EventStore::open(located.existing_store_url()?).await?)
+    }
 }
 
 /// Opens what the operator commands on tokens and nodes need: the store, on the system clock.
@@ -55,9 +82,7 @@ pub struct IdentityArgs {
 /// deployment); its private keys are never unsealed, so these commands need no deployment
 /// secret (none of them signs or opens anything).
 pub async fn open_admin(args: &IdentityArgs) -> Result<NodeAdmin, IdentityCmdError> {
-    Deployment::new(&args.pki).public_half()?;
-    let store = EventStore::open(&args.database_url).await?;
-    Ok(NodeAdmin::new(store, Arc::new(SystemClock)))
+    Ok(NodeAdmin::new(args.store().await?, Arc::new(SystemClock)))
 }
 
 #[derive(Subcommand)]
