@@ -11,7 +11,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use commands::identity::{IdentityError, NewToken, NodeAdmin, TokenView};
 use commands::SystemClock;
-use domain::identity::{ExpectBinding, TokenRole};
+use domain::identity::{AdminRefusal, ExpectBinding, TokenRole};
 use domain::pki::SecretError;
 use events::store::{EventStore, StoreError};
 use time::OffsetDateTime;
@@ -99,12 +99,18 @@ pub enum TokenCommand {
 pub struct CreateArgs {
     #[command(flatten)]
     pub common: IdentityArgs,
-    /// Tenant the joined nodes belong to.
+    /// Tenant the joined nodes belong to (default: the only tenant the deployment's tokens
+    /// name, else "default", as `bcctl up` uses).
     #[arg(long)]
-    pub tenant: String,
-    /// Site the joined nodes belong to.
+    pub tenant: Option<String>,
+    /// Site the joined nodes belong to (default: the only site the tenant's tokens name, else
+    /// "site-1", as `bcctl up` uses).
     #[arg(long)]
-    pub site: String,
+    pub site: Option<String>,
+    /// Write the secret to this file (created, mode 0600) for `bcd join --token-file`, instead
+    /// of printing it.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
     /// Pool the joined nodes belong to.
     #[arg(long, default_value = "default")]
     pub pool: String,
@@ -210,10 +216,28 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
     }
     let ttl_seconds = parse_duration(&args.expires_in)?;
     let svc = open_admin(&args.common).await?;
+    let existing = svc.list_tokens(None).await?;
+    let tenant = match args.tenant {
+        Some(t) => t,
+        None => only(existing.iter().map(|t| t.tenant_id.as_str()))
+            .unwrap_or(DEFAULT_TENANT)
+            .to_string(),
+    };
+    let site = match args.site {
+        Some(s) => s,
+        None => only(
+            existing
+                .iter()
+                .filter(|t| t.tenant_id == tenant)
+                .map(|t| t.site_id.as_str()),
+        )
+        .unwrap_or(DEFAULT_SITE)
+        .to_string(),
+    };
     let created = svc
         .create_token(&NewToken {
-            tenant_id: args.tenant,
-            site_id: args.site,
+            tenant_id: tenant,
+            site_id: site,
             pool_id: args.pool,
             role,
             uses: args.uses,
@@ -228,14 +252,68 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
             require_approval: args.approval,
         })
         .await?;
+    if let Some(path) = &args.out {
+        crate::pki_cmd::write_new_private(path, format!("{}\n", created.secret).as_bytes())
+            .map_err(|e| IdentityCmdError::Setup(e.to_string()))?;
+    }
+    let config = bcd_config_of(&args.common);
+    let token_file = args
+        .out
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "/path/to/join-token".into());
+    let join = format!(
+        "{} join --config {} --token-file {}",
+        crate::node_setup::shell_quote(&crate::node_setup::bcd_program()),
+        crate::node_setup::shell_quote(&config),
+        crate::node_setup::shell_quote(&token_file),
+    );
     if args.common.json {
-        println!("{}", to_json(&created));
+        let mut v = serde_json::to_value(&created).unwrap_or(serde_json::Value::Null);
+        v["joinCommand"] = serde_json::Value::String(join);
+        if let Some(p) = &args.out {
+            v["tokenFile"] = serde_json::Value::String(p.display().to_string());
+        }
+        crate::output::print_json(&v);
     } else {
         println!("created join token {}", created.token.token_id);
-        println!("secret (shown once, stored nowhere): {}", created.secret);
+        match &args.out {
+            Some(p) => println!("secret written to {} (mode 0600; bcd deletes it after the join)", p.display()),
+            None => println!("secret (shown once, stored nowhere): {}", created.secret),
+        }
         print_tokens(std::slice::from_ref(&created.token));
+        println!();
+        match &args.out {
+            Some(_) => println!("join a machine with:"),
+            None => println!("save the secret in a file (mode 0600) on the machine, then join it with:"),
+        }
+        println!("  {join}");
     }
     Ok(())
+}
+
+/// The tenant `bcctl up` creates its token in.
+pub const DEFAULT_TENANT: &str = "default";
+/// The site `bcctl up` creates its token in.
+pub const DEFAULT_SITE: &str = "site-1";
+
+/// The one distinct value, if there is exactly one.
+fn only<'a>(mut values: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let first = values.next()?;
+    values.all(|v| v == first).then_some(first)
+}
+
+/// bcd's configuration the printed join step names: the one `bcctl up` wrote in the deployment
+/// directory when there is one, else bcd's default.
+fn bcd_config_of(common: &IdentityArgs) -> String {
+    common
+        .deployment
+        .directory()
+        .map(|d| d.join("bcd").join(crate::node_setup::CONFIG_FILE))
+        .filter(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| format!("{}/{}", crate::node_setup::DEFAULT_ETC, crate::node_setup::CONFIG_FILE))
 }
 
 async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
@@ -251,7 +329,27 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
 
 async fn revoke(args: RevokeArgs) -> Result<(), IdentityCmdError> {
     let svc = open_admin(&args.common).await?;
-    let token = svc.revoke_token(&args.token_id, &args.reason).await?;
+    let token = match svc.revoke_token(&args.token_id, &args.reason).await {
+        Ok(t) => t,
+        Err(IdentityError::Admin(AdminRefusal::TokenAlreadyRevoked(_))) => {
+            let token = svc
+                .list_tokens(None)
+                .await?
+                .into_iter()
+                .find(|t| t.token_id == args.token_id)
+                .ok_or_else(|| IdentityCmdError::Setup(format!("join token {} vanished", args.token_id)))?;
+            if args.common.json {
+                let mut v = serde_json::to_value(&token).unwrap_or(serde_json::Value::Null);
+                v["alreadyRevoked"] = serde_json::Value::Bool(true);
+                crate::output::print_json(&v);
+            } else {
+                println!("join token {} is already revoked; nothing changed", token.token_id);
+                print_tokens(std::slice::from_ref(&token));
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
     if args.common.json {
         println!("{}", to_json(&token));
     } else {
