@@ -10,10 +10,13 @@ use clap::{Parser, Subcommand};
 
 mod audit_cmd;
 mod batch_cmd;
+mod bundle_cmd;
 mod cloud_cmd;
 mod command_cmd;
+mod config_template_cmd;
 mod deployment;
 mod duration;
+mod events_cmd;
 mod internal_cert_cmd;
 mod join_request_cmd;
 mod node_cmd;
@@ -40,6 +43,7 @@ mod serve_split;
 mod serve_trust;
 mod site_cmd;
 mod store_cmd;
+mod tenant_cmd;
 mod token_cmd;
 mod tpm_cmd;
 mod up_cmd;
@@ -100,6 +104,18 @@ enum Command {
     Replay(replay_cmd::ReplayArgs),
     /// Rebuild every projection from the log, in one transaction, with progress.
     Rebuild(rebuild_cmd::RebuildArgs),
+    /// The X.509 roots and the published trust bundle: show (PEM or JSON).
+    #[command(subcommand)]
+    Bundle(bundle_cmd::BundleCommand),
+    /// Browse the event log: list (filtered), show one event.
+    #[command(subcommand)]
+    Events(events_cmd::EventsCommand),
+    /// Tenants the log names, with their node counts: list.
+    #[command(subcommand)]
+    Tenant(tenant_cmd::TenantCommand),
+    /// Configuration templates: template serve.
+    #[command(subcommand)]
+    Config(config_template_cmd::ConfigCommand),
 }
 
 /// mimalloc rather than the system allocator: a rebuild allocates and frees millions of small
@@ -151,6 +167,19 @@ fn main() -> ExitCode {
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Cloud(cmd) => cloud_cmd::run(cmd).await.map_err(Failure::from),
             Command::Replay(args) => replay_cmd::run(args).await.map_err(Failure::from),
+            Command::Bundle(cmd) => bundle_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Events(cmd) => events_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Tenant(cmd) => tenant_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Config(cmd) => {
+                config_template_cmd::run(cmd);
+                Ok(())
+            }
             Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
                 other => Failure::from(other),

@@ -278,14 +278,19 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
     } else {
         println!("created join token {}", created.token.token_id);
         match &args.out {
-            Some(p) => println!("secret written to {} (mode 0600; bcd deletes it after the join)", p.display()),
+            Some(p) => println!(
+                "secret written to {} (mode 0600; bcd deletes it after the join)",
+                p.display()
+            ),
             None => println!("secret (shown once, stored nowhere): {}", created.secret),
         }
         print_tokens(std::slice::from_ref(&created.token));
         println!();
         match &args.out {
             Some(_) => println!("join a machine with:"),
-            None => println!("save the secret in a file (mode 0600) on the machine, then join it with:"),
+            None => {
+                println!("save the secret in a file (mode 0600) on the machine, then join it with:")
+            }
         }
         println!("  {join}");
     }
@@ -313,7 +318,13 @@ fn bcd_config_of(common: &IdentityArgs) -> String {
         .filter(|p| p.is_file())
         .and_then(|p| std::fs::canonicalize(p).ok())
         .map(|p| p.display().to_string())
-        .unwrap_or_else(|| format!("{}/{}", crate::node_setup::DEFAULT_ETC, crate::node_setup::CONFIG_FILE))
+        .unwrap_or_else(|| {
+            format!(
+                "{}/{}",
+                crate::node_setup::DEFAULT_ETC,
+                crate::node_setup::CONFIG_FILE
+            )
+        })
 }
 
 async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
@@ -337,13 +348,18 @@ async fn revoke(args: RevokeArgs) -> Result<(), IdentityCmdError> {
                 .await?
                 .into_iter()
                 .find(|t| t.token_id == args.token_id)
-                .ok_or_else(|| IdentityCmdError::Setup(format!("join token {} vanished", args.token_id)))?;
+                .ok_or_else(|| {
+                    IdentityCmdError::Setup(format!("join token {} vanished", args.token_id))
+                })?;
             if args.common.json {
                 let mut v = serde_json::to_value(&token).unwrap_or(serde_json::Value::Null);
                 v["alreadyRevoked"] = serde_json::Value::Bool(true);
                 crate::output::print_json(&v);
             } else {
-                println!("join token {} is already revoked; nothing changed", token.token_id);
+                println!(
+                    "join token {} is already revoked; nothing changed",
+                    token.token_id
+                );
                 print_tokens(std::slice::from_ref(&token));
             }
             return Ok(());

@@ -245,7 +245,13 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
     let bcctl_toml = dir.join(DIR_CONFIG_FILE);
     node_setup::write_replace(
         &bcctl_toml,
-        dir_config(addr, &settings.database_url, &bundle, secret_file.as_deref()).as_bytes(),
+        dir_config(
+            addr,
+            &settings.database_url,
+            &bundle,
+            secret_file.as_deref(),
+        )
+        .as_bytes(),
         0o600,
     )?;
 
@@ -266,8 +272,8 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
     let token_file = bcd_dir.join(node_setup::TOKEN_FILE);
     let join_command = setup.join_command(&node_setup::bcd_program(), &bcd_config, &token_file);
 
-    let now_us = i64::try_from(OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000)
-        .unwrap_or(i64::MAX);
+    let now_us =
+        i64::try_from(OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000).unwrap_or(i64::MAX);
     let earlier = started
         .join
         .list_tokens(None)
