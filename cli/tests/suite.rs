@@ -24,6 +24,8 @@ mod external_attestor;
 mod fault_join_kill;
 mod fault_postgres_restart;
 mod grpc_python;
+mod node_setup_e2e;
+mod operator_views;
 mod pki_and_store_cli;
 mod pki_kdf_cli;
 mod pki_trust_cli;
