@@ -391,6 +391,8 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
 struct ShownNode<'a> {
     #[serde(flatten)]
     status: &'a NodeStatus,
+    /// The node row as stored (what `node show --json` printed before issue 22).
+    node: &'a NodeView,
     certificates: &'a [commands::identity::CertView],
 }
 
@@ -412,6 +414,7 @@ async fn show(args: NodeArgs) -> Result<(), IdentityCmdError> {
     if args.common.json {
         print_json(&ShownNode {
             status: &status,
+            node: &detail.node,
             certificates: &detail.certificates,
         });
     } else {
