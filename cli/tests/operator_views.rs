@@ -144,6 +144,44 @@ fn the_operator_views_after_up() {
     ]);
     assert_eq!(created.as_array().map(Vec::len), Some(1), "{created}");
 
+    // node config: the server from DIR/bcctl.toml's listen, the bundle authenticated by the dev
+    // secret (no warning), the same pins as up's bcd/config.toml.
+    let cfg = tmp.path().join("cfg");
+    let out = bcctl(&[
+        "node",
+        "config",
+        "--dir",
+        &dir,
+        "--out",
+        &cfg.display().to_string(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(c["server"], facts["address"]);
+    let pins = |p: &Path| {
+        fs::read_to_string(p)
+            .expect("config")
+            .lines()
+            .filter(|l| l.contains("_pin = "))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(pins(&cfg.join("config.toml")).len(), 3);
+    assert_eq!(
+        pins(&cfg.join("config.toml")),
+        pins(Path::new(s(&facts, "bcdConfig")))
+    );
+
     // The join step works as printed.
     let joined = Command::new("sh")
         .arg("-c")
