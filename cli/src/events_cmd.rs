@@ -3,7 +3,9 @@
 //!
 //! Each event is shown with its envelope (position, stream, version, type, schema version,
 //! tenant, time as RFC 3339) and its payload as stored: protobuf bytes, printed as base64 with
-//! their SHA-256 (`show` also prints them as hex). `--since` takes a log position (events after
+//! their SHA-256. `show` also decodes a payload of a known event type to JSON (fields by their
+//! camelCase JSON names, fields at their default left out as protobuf does, bytes as base64,
+//! enums by number), by reflection over the schema's descriptor set. `--since` takes a log position (events after
 //! it) or an RFC 3339 time (events at or after it).
 
 use base64::engine::general_purpose::STANDARD;
@@ -69,6 +71,69 @@ pub struct EventView {
     pub payload_sha256: String,
     /// The protobuf payload, base64.
     pub payload: String,
+    /// The payload decoded (`events show` only, for a known event type).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoded: Option<serde_json::Value>,
+}
+
+/// The payload of `event_type` as JSON, when the type is known and the bytes decode.
+pub fn decode_payload(event_type: &str, payload: &[u8]) -> Option<serde_json::Value> {
+    use prost_reflect::{DescriptorPool, DynamicMessage};
+    let rust_name = events::schema::message_of(event_type)?;
+    let pool = DescriptorPool::decode(events::schema::FILE_DESCRIPTOR_SET).ok()?;
+    // prost turns a message name into UpperCamelCase (NodeCSRUsed -> NodeCsrUsed): compare
+    // without case and underscores.
+    let norm = |s: &str| s.replace('_', "").to_ascii_lowercase();
+    let desc = pool
+        .all_messages()
+        .find(|m| m.package_name() == "bc.events.v1" && norm(m.name()) == norm(rust_name))?;
+    let msg = DynamicMessage::decode(desc, payload).ok()?;
+    Some(message_json(&msg))
+}
+
+fn message_json(msg: &prost_reflect::DynamicMessage) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (field, value) in msg.fields() {
+        out.insert(field.json_name().to_string(), value_json(value));
+    }
+    serde_json::Value::Object(out)
+}
+
+fn value_json(v: &prost_reflect::Value) -> serde_json::Value {
+    use prost_reflect::{MapKey, Value};
+    use serde_json::json;
+    match v {
+        Value::Bool(b) => json!(b),
+        Value::I32(n) => json!(n),
+        Value::I64(n) => json!(n),
+        Value::U32(n) => json!(n),
+        Value::U64(n) => json!(n),
+        Value::F32(n) => json!(n),
+        Value::F64(n) => json!(n),
+        Value::String(s) => json!(s),
+        Value::Bytes(b) => json!(STANDARD.encode(b)),
+        Value::EnumNumber(n) => json!(n),
+        Value::Message(m) => message_json(m),
+        Value::List(items) => serde_json::Value::Array(items.iter().map(value_json).collect()),
+        Value::Map(map) => {
+            let mut entries: Vec<(String, serde_json::Value)> = map
+                .iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        MapKey::Bool(b) => b.to_string(),
+                        MapKey::I32(n) => n.to_string(),
+                        MapKey::I64(n) => n.to_string(),
+                        MapKey::U32(n) => n.to_string(),
+                        MapKey::U64(n) => n.to_string(),
+                        MapKey::String(s) => s.clone(),
+                    };
+                    (key, value_json(v))
+                })
+                .collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            serde_json::Value::Object(entries.into_iter().collect())
+        }
+    }
 }
 
 fn view(e: &EventRow) -> EventView {
@@ -83,6 +148,7 @@ fn view(e: &EventRow) -> EventView {
         payload_bytes: e.payload.len(),
         payload_sha256: hex::encode(domain::identity::sha256(&e.payload)),
         payload: STANDARD.encode(&e.payload),
+        decoded: None,
     }
 }
 
@@ -156,7 +222,8 @@ pub async fn run(cmd: EventsCommand) -> Result<(), IdentityCmdError> {
                         args.position
                     ))
                 })?;
-            let v = view(&row);
+            let mut v = view(&row);
+            v.decoded = decode_payload(&row.event_type, &row.payload);
             if args.common.json {
                 print_json(&v);
             } else {
@@ -172,8 +239,19 @@ pub async fn run(cmd: EventsCommand) -> Result<(), IdentityCmdError> {
                 println!("tenant:          {}", v.tenant_id);
                 println!("occurred:        {}", v.occurred_at);
                 println!("payload sha256:  {}", v.payload_sha256);
-                println!("payload ({} bytes, protobuf, hex):", v.payload_bytes);
-                println!("  {}", hex::encode(&row.payload));
+                match &v.decoded {
+                    Some(d) => {
+                        println!("payload ({} bytes, decoded):", v.payload_bytes);
+                        let pretty = serde_json::to_string_pretty(d).unwrap_or_default();
+                        for line in pretty.lines() {
+                            println!("  {line}");
+                        }
+                    }
+                    None => {
+                        println!("payload ({} bytes, protobuf, hex):", v.payload_bytes);
+                        println!("  {}", hex::encode(&row.payload));
+                    }
+                }
             }
         }
     }

@@ -288,6 +288,10 @@ fn the_operator_views_after_up() {
     ]);
     assert_eq!(joined.as_array().map(Vec::len), Some(1));
     assert_eq!(joined[0]["streamId"], format!("node/{node_id}"));
+    let at = joined[0]["position"].to_string();
+    let shown = ok_json(&["events", "show", "--dir", &dir, &at, "--json"]);
+    assert_eq!(shown["decoded"]["nodeId"], node_id.as_str(), "{shown}");
+    assert_eq!(shown["decoded"]["siteId"], "site-1");
     let pos = all[2]["position"].as_i64().expect("position");
     let after = ok_json(&[
         "events",
