@@ -12,6 +12,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("cargo:rerun-if-changed=proto");
     let fds = protox::compile(&files, [&root])?;
+    // The descriptor set itself, for `bcctl events show` (payloads as JSON by reflection).
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("bc.events.v1.fds"),
+        prost::Message::encode_to_vec(&fds),
+    )?;
     prost_build::Config::new().compile_fds(fds)?;
     Ok(())
 }

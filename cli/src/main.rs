@@ -10,15 +10,19 @@ use clap::{Parser, Subcommand};
 
 mod audit_cmd;
 mod batch_cmd;
+mod bundle_cmd;
 mod cloud_cmd;
 mod command_cmd;
+mod config_template_cmd;
 mod deployment;
 mod doctor_cmd;
 mod duration;
 mod healthcheck_cmd;
+mod events_cmd;
 mod internal_cert_cmd;
 mod join_request_cmd;
 mod node_cmd;
+mod node_setup;
 mod output;
 mod pem;
 mod pki_cmd;
@@ -44,6 +48,7 @@ mod serve_split;
 mod serve_trust;
 mod site_cmd;
 mod store_cmd;
+mod tenant_cmd;
 mod token_cmd;
 mod tpm_cmd;
 mod up_cmd;
@@ -109,6 +114,18 @@ enum Command {
     Doctor(doctor_cmd::DoctorArgs),
     /// The gRPC health of a running server over TLS pinned to the serving CA (exit 0 SERVING).
     Healthcheck(healthcheck_cmd::HealthcheckArgs),
+    /// The X.509 roots and the published trust bundle: show (PEM or JSON).
+    #[command(subcommand)]
+    Bundle(bundle_cmd::BundleCommand),
+    /// Browse the event log: list (filtered), show one event.
+    #[command(subcommand)]
+    Events(events_cmd::EventsCommand),
+    /// Tenants the log names, with their node counts: list.
+    #[command(subcommand)]
+    Tenant(tenant_cmd::TenantCommand),
+    /// Configuration templates: template serve.
+    #[command(subcommand)]
+    Config(config_template_cmd::ConfigCommand),
 }
 
 /// mimalloc rather than the system allocator: a rebuild allocates and frees millions of small
@@ -148,8 +165,12 @@ fn main() -> ExitCode {
             Command::Queue(cmd) => command_cmd::run(cmd)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Token(cmd) => token_cmd::run(cmd).await.map_err(Failure::from),
-            Command::Node(cmd) => node_cmd::run(cmd).await.map_err(Failure::from),
+            Command::Token(cmd) => token_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Node(cmd) => node_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
             Command::Pool(cmd) => pool_cmd::run(cmd).await.map_err(Failure::from),
             Command::JoinRequest(cmd) => join_request_cmd::run(cmd).await.map_err(Failure::from),
             Command::Tpm(cmd) => tpm_cmd::run(cmd).await.map_err(Failure::from),
@@ -160,6 +181,19 @@ fn main() -> ExitCode {
             Command::Replay(args) => replay_cmd::run(args)
                 .await
                 .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Bundle(cmd) => bundle_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Events(cmd) => events_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Tenant(cmd) => tenant_cmd::run(cmd)
+                .await
+                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+            Command::Config(cmd) => {
+                config_template_cmd::run(cmd);
+                Ok(())
+            }
             Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
                 rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
                 other => Failure::from(other),

@@ -1,10 +1,24 @@
-//! `bcctl node list | show | revoke | delete | retire`: nodes through
+//! `bcctl node list | show | revoke | delete | retire | config | install-script`: nodes through
 //! [`commands::identity::NodeAdmin`], from the store alone (no key is unsealed).
+//!
+//! `list` and `show` add what an operator looks for beside the node row: the SPIFFE ID, the
+//! status as it really is (a node whose identity was revoked shows `revoked`, one whose newest
+//! certificate ran out `expired`), the certificate's expiry, whether a session is live and when
+//! the gateway last saw it. `config` and `install-script` write what a node needs before
+//! `bcd join` ([`crate::node_setup`]).
+
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use commands::identity::{NodeDetail, NodeView};
+use commands::identity::{IdentityError, NodeDetail, NodeView};
+use domain::identity::AdminRefusal;
+use events::store::{LogStore, LogTx};
+use projections::identity::operator::{self, LatestCert, SessionRow};
+use serde::Serialize;
 
-use crate::token_cmd::{fmt_us, open_admin, print_table, to_json, IdentityArgs, IdentityCmdError};
+use crate::node_setup::{self, NodeSetup, NodeSetupError};
+use crate::output::{print_json, rfc3339_us};
+use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs, IdentityCmdError};
 
 #[derive(Subcommand)]
 pub enum NodeCommand {
@@ -18,6 +32,56 @@ pub enum NodeCommand {
     Delete(DeleteArgs),
     /// Retire a node: revokes its certificates; it never renews again.
     Retire(ReasonArgs),
+    /// Write bcd's configuration (config.toml, the JoinService JWKs, the serving CA) into a
+    /// directory, from the PKI bundle's public half.
+    Config(ConfigArgs),
+    /// Print a POSIX sh script that installs bcd's configuration on a node (/etc/bcd by
+    /// default) and prints the `bcd join` step.
+    InstallScript(InstallScriptArgs),
+}
+
+/// What a node's configuration needs beyond the bundle.
+#[derive(Args)]
+pub struct SetupArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// host:port the node reaches the control plane at (default: `listen` of the deployment's
+    /// configuration when it names a host).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub server: Option<String>,
+    /// The attestor `bcd join` is told to use (join-token by default).
+    #[arg(long, value_name = "ID")]
+    pub attestor: Option<String>,
+    /// The first approver set the node takes (64 hex; default: the published one, when a quorum
+    /// exists in the store).
+    #[arg(long, value_name = "HEX")]
+    pub approver_set_sha256: Option<String>,
+    /// bcd's data directory on the node.
+    #[arg(long, value_name = "DIR", default_value = node_setup::DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+}
+
+#[derive(Args)]
+pub struct ConfigArgs {
+    #[command(flatten)]
+    pub setup: SetupArgs,
+    /// The directory to write config.toml, join-encryption.jwk, join-signing.jwk and
+    /// serving-ca.pem into (created).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct InstallScriptArgs {
+    #[command(flatten)]
+    pub setup: SetupArgs,
+    /// Where the script writes the configuration on the node (BCD_ETC overrides it when the
+    /// script runs).
+    #[arg(long, value_name = "DIR", default_value = node_setup::DEFAULT_ETC)]
+    pub etc: PathBuf,
+    /// The bcd program the printed join step names, as found on the node.
+    #[arg(long, default_value = "bcd")]
+    pub bcd: String,
 }
 
 #[derive(Args)]
@@ -59,24 +123,8 @@ pub struct DeleteArgs {
 
 pub async fn run(cmd: NodeCommand) -> Result<(), IdentityCmdError> {
     match cmd {
-        NodeCommand::List(args) => {
-            let svc = open_admin(&args.common).await?;
-            let nodes = svc.list_nodes(args.tenant.as_deref()).await?;
-            if args.common.json {
-                println!("{}", to_json(&nodes));
-            } else {
-                print_nodes(&nodes);
-            }
-        }
-        NodeCommand::Show(args) => {
-            let svc = open_admin(&args.common).await?;
-            let detail = svc.show_node(&args.node_id).await?;
-            if args.common.json {
-                println!("{}", to_json(&detail));
-            } else {
-                print_detail(&detail);
-            }
-        }
+        NodeCommand::List(args) => list(args).await?,
+        NodeCommand::Show(args) => show(args).await?,
         NodeCommand::Revoke(args) => change(args, "revoked the identity of", Op::Revoke).await?,
         NodeCommand::Delete(args) => {
             if !args.yes {
@@ -89,6 +137,8 @@ pub async fn run(cmd: NodeCommand) -> Result<(), IdentityCmdError> {
             change(args.node, "deleted", Op::Delete).await?
         }
         NodeCommand::Retire(args) => change(args, "retired", Op::Retire).await?,
+        NodeCommand::Config(args) => config(args).await?,
+        NodeCommand::InstallScript(args) => install_script(args).await?,
     }
     Ok(())
 }
@@ -100,7 +150,23 @@ enum Op {
 }
 
 async fn change(args: ReasonArgs, verb: &str, op: Op) -> Result<(), IdentityCmdError> {
-    let svc = open_admin(&args.common).await?;
+    let store = args.common.store().await?;
+    let svc = admin(&store);
+    if matches!(op, Op::Revoke) && identity_already_revoked(&store, &args.node_id).await? {
+        let detail = svc.show_node(&args.node_id).await?;
+        if args.common.json {
+            print_json(&serde_json::json!({
+                "node": detail.node,
+                "alreadyRevoked": true,
+            }));
+        } else {
+            println!(
+                "node {} is already revoked: it holds no valid certificate of its identity generation {}; nothing changed",
+                args.node_id, detail.node.identity_generation
+            );
+        }
+        return Ok(());
+    }
     let node = match op {
         Op::Revoke => svc.revoke_identity(&args.node_id, &args.reason).await?,
         Op::Delete => svc.delete_node(&args.node_id, &args.reason).await?,
@@ -143,9 +209,7 @@ pub fn print_nodes(nodes: &[NodeView]) {
     );
 }
 
-pub fn print_detail(d: &NodeDetail) {
-    print_nodes(std::slice::from_ref(&d.node));
-    println!();
+fn print_detail_certs(d: &NodeDetail) {
     println!("certificates:");
     let rows: Vec<Vec<String>> = d
         .certificates
@@ -182,4 +246,337 @@ pub fn print_detail(d: &NodeDetail) {
         ],
         &rows,
     );
+}
+
+fn admin(store: &events::store::EventStore) -> commands::identity::NodeAdmin {
+    commands::identity::NodeAdmin::new(store.clone(), std::sync::Arc::new(commands::SystemClock))
+}
+
+fn now_us() -> i64 {
+    let now = time::OffsetDateTime::now_utc();
+    i64::try_from(now.unix_timestamp_nanos() / 1_000).unwrap_or(i64::MAX)
+}
+
+/// Whether `node revoke` would change nothing: the node's newest certificate is revoked or of
+/// an older identity generation, and no certificate of it is unrevoked.
+async fn identity_already_revoked(
+    store: &events::store::EventStore,
+    node_id: &str,
+) -> Result<bool, IdentityCmdError> {
+    let mut tx = store.begin().await?;
+    let node = projections::identity::read::node_by_id(&mut tx, node_id).await?;
+    let unrevoked =
+        projections::identity::read::unrevoked_serials_of_node(&mut tx, node_id).await?;
+    let latest = operator::latest_cert_of(&mut tx, node_id).await?;
+    tx.rollback().await?;
+    let Some(node) = node else {
+        return Err(IdentityError::Admin(AdminRefusal::UnknownNode(node_id.into())).into());
+    };
+    Ok(node.status == "active"
+        && unrevoked.is_empty()
+        && latest.is_some_and(|c| {
+            c.revoked_at_us.is_some() || c.identity_generation < node.identity_generation
+        }))
+}
+
+/// A node as an operator looks at it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    pub node_id: String,
+    pub spiffe_id: String,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    pub role: String,
+    /// active, revoked (its identity was revoked), expired (its newest certificate ran out),
+    /// retired or deleted.
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub identity_generation: i64,
+    pub attestor: String,
+    /// The newest certificate's serial and expiry.
+    pub certificate_serial: Option<String>,
+    pub certificate_expires_at: Option<String>,
+    /// A session is live: open at the last report and seen within the last two minutes.
+    pub connected: bool,
+    pub last_seen_at: Option<String>,
+    pub joined_at: String,
+    pub position: i64,
+}
+
+/// The status a node really has: its row's, unless that is `active` while its newest
+/// certificate is revoked or of an older identity generation (`revoked`) or out of date
+/// (`expired`).
+pub fn effective_status(node: &NodeView, cert: Option<&LatestCert>, now_us: i64) -> String {
+    if node.status != "active" {
+        return node.status.clone();
+    }
+    match cert {
+        Some(c)
+            if c.revoked_at_us.is_some() || c.identity_generation < node.identity_generation =>
+        {
+            "revoked".into()
+        }
+        Some(c) if c.not_after_us <= now_us => "expired".into(),
+        _ => node.status.clone(),
+    }
+}
+
+fn node_status(
+    trust_domain: &str,
+    node: &NodeView,
+    cert: Option<&LatestCert>,
+    session: Option<&SessionRow>,
+    now_us: i64,
+) -> NodeStatus {
+    let window = domain::trust_bundle::CONNECTED_WINDOW_US;
+    NodeStatus {
+        node_id: node.node_id.clone(),
+        spiffe_id: format!(
+            "spiffe://{trust_domain}/site/{}/node/{}",
+            node.site_id, node.node_id
+        ),
+        tenant_id: node.tenant_id.clone(),
+        site_id: node.site_id.clone(),
+        pool_id: node.pool_id.clone(),
+        role: node.role.clone(),
+        status: effective_status(node, cert, now_us),
+        status_reason: node.status_reason.clone(),
+        identity_generation: node.identity_generation,
+        attestor: node.attestor.clone(),
+        certificate_serial: cert.map(|c| c.serial.clone()),
+        certificate_expires_at: cert.map(|c| rfc3339_us(c.not_after_us)),
+        connected: session
+            .is_some_and(|s| s.connected && s.last_seen_us >= now_us.saturating_sub(window)),
+        last_seen_at: session.map(|s| rfc3339_us(s.last_seen_us)),
+        joined_at: rfc3339_us(node.joined_at_us),
+        position: node.position,
+    }
+}
+
+async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
+    let located = args.common.located()?;
+    let td = located
+        .deployment
+        .public_half()?
+        .public
+        .trust_domain
+        .to_string();
+    let store = args.common.store().await?;
+    let nodes = admin(&store).list_nodes(args.tenant.as_deref()).await?;
+    let mut tx = store.begin().await?;
+    let certs = operator::latest_certs(&mut tx).await?;
+    let sessions = operator::sessions(&mut tx).await?;
+    tx.rollback().await?;
+    let now = now_us();
+    let out: Vec<NodeStatus> = nodes
+        .iter()
+        .map(|n| {
+            let cert = certs.iter().find(|c| c.node_id == n.node_id);
+            let session = sessions.iter().find(|s| s.node_id == n.node_id);
+            node_status(&td, n, cert, session, now)
+        })
+        .collect();
+    if args.common.json {
+        print_json(&out);
+    } else {
+        print_statuses(&out);
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShownNode<'a> {
+    #[serde(flatten)]
+    status: &'a NodeStatus,
+    /// The node row as stored (what `node show --json` printed before issue 22).
+    node: &'a NodeView,
+    certificates: &'a [commands::identity::CertView],
+}
+
+async fn show(args: NodeArgs) -> Result<(), IdentityCmdError> {
+    let located = args.common.located()?;
+    let td = located
+        .deployment
+        .public_half()?
+        .public
+        .trust_domain
+        .to_string();
+    let store = args.common.store().await?;
+    let detail = admin(&store).show_node(&args.node_id).await?;
+    let mut tx = store.begin().await?;
+    let cert = operator::latest_cert_of(&mut tx, &args.node_id).await?;
+    let session = operator::session_of(&mut tx, &args.node_id).await?;
+    tx.rollback().await?;
+    let status = node_status(&td, &detail.node, cert.as_ref(), session.as_ref(), now_us());
+    if args.common.json {
+        print_json(&ShownNode {
+            status: &status,
+            node: &detail.node,
+            certificates: &detail.certificates,
+        });
+    } else {
+        print_statuses(std::slice::from_ref(&status));
+        println!();
+        print_detail_certs(&detail);
+    }
+    Ok(())
+}
+
+/// The node list an operator reads.
+pub fn print_statuses(nodes: &[NodeStatus]) {
+    let rows: Vec<Vec<String>> = nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.node_id.clone(),
+                n.spiffe_id.clone(),
+                n.tenant_id.clone(),
+                match &n.status_reason {
+                    Some(r) if n.status != "active" => format!("{} ({r})", n.status),
+                    _ => n.status.clone(),
+                },
+                n.certificate_expires_at
+                    .clone()
+                    .unwrap_or_else(|| "-".into()),
+                if n.connected { "yes" } else { "no" }.into(),
+                n.last_seen_at.clone().unwrap_or_else(|| "never".into()),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "NODE",
+            "SPIFFE ID",
+            "TENANT",
+            "STATUS",
+            "CERT EXPIRES",
+            "CONNECTED",
+            "LAST SEEN",
+        ],
+        &rows,
+    );
+}
+
+/// Where a node's configuration is built from: the bundle's public half (authenticated when
+/// the deployment secret is at hand, else with a warning), the server, and the approver set.
+async fn setup(args: &SetupArgs, written_by: &str) -> Result<NodeSetup, IdentityCmdError> {
+    let located = args.common.deployment.locate()?;
+    let d = &located.deployment;
+    let loaded = match d.secret()? {
+        Some(_) => d.open()?,
+        None => d.public_half()?,
+    };
+    if !loaded.authenticated {
+        eprintln!(
+            "bcctl {written_by}: warning: the PKI bundle {} was read without the deployment secret,              so its pins are unauthenticated: whoever can write that file chose them. Set              BC_DEPLOYMENT_SECRET (or BC_DEPLOYMENT_SECRET_FILE, or pass --dir) to check them.",
+            d.bundle.display()
+        );
+    }
+    let server = match &args.server {
+        Some(s) => s.clone(),
+        None => configured_server(&args.common)?,
+    };
+    let mut out =
+        NodeSetup::new(&loaded.public, server, args.data_dir.clone()).map_err(setup_err)?;
+    out.attestor = args.attestor.clone();
+    out.approver_set_sha256 = match &args.approver_set_sha256 {
+        Some(h) => Some(node_setup::approver_set(h).map_err(setup_err)?),
+        None => published_approver_set(&located).await,
+    };
+    Ok(out)
+}
+
+fn setup_err(e: NodeSetupError) -> IdentityCmdError {
+    match e {
+        NodeSetupError::BadApproverSet(_) => IdentityCmdError::Invalid(e.to_string()),
+        other => IdentityCmdError::Setup(other.to_string()),
+    }
+}
+
+/// The published approver set's SHA-256 when the deployment's store is at hand and holds one.
+async fn published_approver_set(located: &crate::deployment::Located) -> Option<String> {
+    let url = located.existing_store_url().ok()?;
+    let store = events::store::EventStore::connect(url).await.ok()?;
+    let mut tx = store.begin().await.ok()?;
+    let state = projections::quorum::read_bundle_state(&mut tx).await.ok()?;
+    let _ = tx.rollback().await;
+    state?.approver_set_sha256.map(hex::encode)
+}
+
+/// The `listen` of the deployment's configuration (`--config`, or `DIR/bcctl.toml`), when it
+/// names a host a node can reach.
+fn configured_server(common: &IdentityArgs) -> Result<String, IdentityCmdError> {
+    let need = |why: String| {
+        IdentityCmdError::Invalid(format!(
+            "{why}: pass --server HOST:PORT, the address nodes reach the control plane at"
+        ))
+    };
+    let file = match (&common.deployment.config, common.deployment.directory()) {
+        (Some(f), _) => f.clone(),
+        (None, Some(d)) => d.join(crate::deployment::DIR_CONFIG_FILE),
+        (None, None) => {
+            return Err(need(
+                "no deployment configuration names a listen address".into(),
+            ))
+        }
+    };
+    #[derive(serde::Deserialize)]
+    struct Listen {
+        listen: Option<String>,
+    }
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| need(format!("cannot read {}: {e}", file.display())))?;
+    let parsed: Listen =
+        toml::from_str(&text).map_err(|e| need(format!("{}: {}", file.display(), e.message())))?;
+    match parsed.listen {
+        Some(l) if !l.starts_with("0.0.0.0:") && !l.starts_with("[::]:") => Ok(l),
+        Some(l) => Err(need(format!(
+            "{} listens on {l}, which names no host a node can reach",
+            file.display()
+        ))),
+        None => Err(need(format!("{} has no listen key", file.display()))),
+    }
+}
+
+async fn config(args: ConfigArgs) -> Result<(), IdentityCmdError> {
+    let setup = setup(&args.setup, "node config").await?;
+    let written = setup
+        .write_to(&args.out, "bcctl node config")
+        .map_err(setup_err)?;
+    let config = args.out.join(node_setup::CONFIG_FILE);
+    let join = setup.join_command(
+        &node_setup::bcd_program(),
+        &config,
+        &args.out.join(node_setup::TOKEN_FILE),
+    );
+    if args.setup.common.json {
+        print_json(&serde_json::json!({
+            "files": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "server": setup.server,
+            "approverSetSha256": setup.approver_set_sha256,
+            "joinCommand": join,
+        }));
+    } else {
+        for p in &written {
+            println!("wrote {}", p.display());
+        }
+        println!();
+        println!("put a token from `bcctl token create` in a file (mode 0600) and join with:");
+        println!("  {join}");
+    }
+    Ok(())
+}
+
+async fn install_script(args: InstallScriptArgs) -> Result<(), IdentityCmdError> {
+    let setup = setup(&args.setup, "node install-script").await?;
+    let script = setup.install_script(&args.etc, &args.bcd);
+    if args.setup.common.json {
+        print_json(&serde_json::json!({ "script": script }));
+    } else {
+        print!("{script}");
+    }
+    Ok(())
 }

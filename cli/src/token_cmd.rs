@@ -1,22 +1,22 @@
 //! `bcctl token create | list | revoke`: join tokens through [`NodeAdmin`].
 //!
-//! Also the shared opening of the identity commands (`token`, `node`): the store from
-//! `--database-url` / `DATABASE_URL` (the embedded `.bcctl/events.db` by default); the PKI
-//! bundle (`--pki`, `.bcctl/pki.json` by default) is read for its public half only, never
-//! unsealed: no operator command on tokens or nodes needs a key.
+//! Also the shared opening of the identity commands (`token`, `node`, and the attestation
+//! verbs that flatten [`IdentityArgs`]): the deployment is found by the one rule of
+//! [`DeploymentArgs`] (`--dir`, `--config`, `--database-url`, `--pki`, the environment,
+//! `./.bcctl`); the PKI bundle is read for its public half only, never unsealed: no operator
+//! command on tokens or nodes needs a key, so none of them reads the deployment secret.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use commands::identity::{IdentityError, NewToken, NodeAdmin, TokenView};
 use commands::SystemClock;
-use domain::identity::{ExpectBinding, TokenRole};
+use domain::identity::{AdminRefusal, ExpectBinding, TokenRole};
 use domain::pki::SecretError;
 use events::store::{EventStore, StoreError};
 use time::OffsetDateTime;
 
-use crate::deployment::{Deployment, DeploymentError, DEFAULT_BUNDLE};
+use crate::deployment::{DeploymentArgs, DeploymentError, LocateError, Located};
 
 /// The embedded store `bcctl up` creates.
 pub const DEFAULT_STORE: &str = "sqlite://.bcctl/events.db";
@@ -27,6 +27,8 @@ pub enum IdentityCmdError {
     #[error("{0}")]
     Deployment(#[from] DeploymentError),
     #[error("{0}")]
+    Locate(#[from] LocateError),
+    #[error("{0}")]
     Secret(#[from] SecretError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
@@ -34,20 +36,45 @@ pub enum IdentityCmdError {
     Identity(#[from] IdentityError),
     #[error("INVALID_INPUT: {0}")]
     Invalid(String),
+    #[error("{0}")]
+    Setup(String),
 }
 
-/// Where the store and the keys are.
+impl IdentityCmdError {
+    /// The exit code: 2 for input the verb found invalid, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            IdentityCmdError::Invalid(_) => crate::output::EXIT_USAGE,
+            _ => crate::output::EXIT_FAILED,
+        }
+    }
+}
+
+/// Where the store and the keys are (the one rule of [`DeploymentArgs`]), and `--json`.
 #[derive(Args, Clone, Debug)]
 pub struct IdentityArgs {
-    /// postgres://... or sqlite://PATH (default: the embedded store of `bcctl up`).
-    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_STORE)]
-    pub database_url: String,
-    /// The PKI bundle file.
-    #[arg(long, default_value = DEFAULT_BUNDLE)]
-    pub pki: PathBuf,
+    #[command(flatten)]
+    pub deployment: DeploymentArgs,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+impl IdentityArgs {
+    /// The deployment as located; its bundle must exist and parse (it names the deployment),
+    /// read for its public half only.
+    pub fn located(&self) -> Result<Located, IdentityCmdError> {
+        let located = self.deployment.locate()?;
+        located.deployment.public_half()?;
+        Ok(located)
+    }
+
+    /// The store these arguments name, which must exist (a mistyped SQLite path is an error,
+    /// never a new file), with its migrations applied.
+    pub async fn store(&self) -> Result<EventStore, IdentityCmdError> {
+        let located = self.located()?;
+        Ok(EventStore::open(located.existing_store_url()?).await?)
+    }
 }
 
 /// Opens what the operator commands on tokens and nodes need: the store, on the system clock.
@@ -55,9 +82,7 @@ pub struct IdentityArgs {
 /// deployment); its private keys are never unsealed, so these commands need no deployment
 /// secret (none of them signs or opens anything).
 pub async fn open_admin(args: &IdentityArgs) -> Result<NodeAdmin, IdentityCmdError> {
-    Deployment::new(&args.pki).public_half()?;
-    let store = EventStore::open(&args.database_url).await?;
-    Ok(NodeAdmin::new(store, Arc::new(SystemClock)))
+    Ok(NodeAdmin::new(args.store().await?, Arc::new(SystemClock)))
 }
 
 #[derive(Subcommand)]
@@ -74,12 +99,18 @@ pub enum TokenCommand {
 pub struct CreateArgs {
     #[command(flatten)]
     pub common: IdentityArgs,
-    /// Tenant the joined nodes belong to.
+    /// Tenant the joined nodes belong to (default: the only tenant the deployment's tokens
+    /// name, else "default", as `bcctl up` uses).
     #[arg(long)]
-    pub tenant: String,
-    /// Site the joined nodes belong to.
+    pub tenant: Option<String>,
+    /// Site the joined nodes belong to (default: the only site the tenant's tokens name, else
+    /// "site-1", as `bcctl up` uses).
     #[arg(long)]
-    pub site: String,
+    pub site: Option<String>,
+    /// Write the secret to this file (created, mode 0600) for `bcd join --token-file`, instead
+    /// of printing it.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
     /// Pool the joined nodes belong to.
     #[arg(long, default_value = "default")]
     pub pool: String,
@@ -185,10 +216,28 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
     }
     let ttl_seconds = parse_duration(&args.expires_in)?;
     let svc = open_admin(&args.common).await?;
+    let existing = svc.list_tokens(None).await?;
+    let tenant = match args.tenant {
+        Some(t) => t,
+        None => only(existing.iter().map(|t| t.tenant_id.as_str()))
+            .unwrap_or(DEFAULT_TENANT)
+            .to_string(),
+    };
+    let site = match args.site {
+        Some(s) => s,
+        None => only(
+            existing
+                .iter()
+                .filter(|t| t.tenant_id == tenant)
+                .map(|t| t.site_id.as_str()),
+        )
+        .unwrap_or(DEFAULT_SITE)
+        .to_string(),
+    };
     let created = svc
         .create_token(&NewToken {
-            tenant_id: args.tenant,
-            site_id: args.site,
+            tenant_id: tenant,
+            site_id: site,
             pool_id: args.pool,
             role,
             uses: args.uses,
@@ -203,14 +252,79 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
             require_approval: args.approval,
         })
         .await?;
+    if let Some(path) = &args.out {
+        crate::pki_cmd::write_new_private(path, format!("{}\n", created.secret).as_bytes())
+            .map_err(|e| IdentityCmdError::Setup(e.to_string()))?;
+    }
+    let config = bcd_config_of(&args.common);
+    let token_file = args
+        .out
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "/path/to/join-token".into());
+    let join = format!(
+        "{} join --config {} --token-file {}",
+        crate::node_setup::shell_quote(&crate::node_setup::bcd_program()),
+        crate::node_setup::shell_quote(&config),
+        crate::node_setup::shell_quote(&token_file),
+    );
     if args.common.json {
-        println!("{}", to_json(&created));
+        let mut v = serde_json::to_value(&created).unwrap_or(serde_json::Value::Null);
+        v["joinCommand"] = serde_json::Value::String(join);
+        if let Some(p) = &args.out {
+            v["tokenFile"] = serde_json::Value::String(p.display().to_string());
+        }
+        crate::output::print_json(&v);
     } else {
         println!("created join token {}", created.token.token_id);
-        println!("secret (shown once, stored nowhere): {}", created.secret);
+        match &args.out {
+            Some(p) => println!(
+                "secret written to {} (mode 0600; bcd deletes it after the join)",
+                p.display()
+            ),
+            None => println!("secret (shown once, stored nowhere): {}", created.secret),
+        }
         print_tokens(std::slice::from_ref(&created.token));
+        println!();
+        match &args.out {
+            Some(_) => println!("join a machine with:"),
+            None => {
+                println!("save the secret in a file (mode 0600) on the machine, then join it with:")
+            }
+        }
+        println!("  {join}");
     }
     Ok(())
+}
+
+/// The tenant `bcctl up` creates its token in.
+pub const DEFAULT_TENANT: &str = "default";
+/// The site `bcctl up` creates its token in.
+pub const DEFAULT_SITE: &str = "site-1";
+
+/// The one distinct value, if there is exactly one.
+fn only<'a>(mut values: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let first = values.next()?;
+    values.all(|v| v == first).then_some(first)
+}
+
+/// bcd's configuration the printed join step names: the one `bcctl up` wrote in the deployment
+/// directory when there is one, else bcd's default.
+fn bcd_config_of(common: &IdentityArgs) -> String {
+    common
+        .deployment
+        .directory()
+        .map(|d| d.join("bcd").join(crate::node_setup::CONFIG_FILE))
+        .filter(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| {
+            format!(
+                "{}/{}",
+                crate::node_setup::DEFAULT_ETC,
+                crate::node_setup::CONFIG_FILE
+            )
+        })
 }
 
 async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
@@ -226,7 +340,32 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
 
 async fn revoke(args: RevokeArgs) -> Result<(), IdentityCmdError> {
     let svc = open_admin(&args.common).await?;
-    let token = svc.revoke_token(&args.token_id, &args.reason).await?;
+    let token = match svc.revoke_token(&args.token_id, &args.reason).await {
+        Ok(t) => t,
+        Err(IdentityError::Admin(AdminRefusal::TokenAlreadyRevoked(_))) => {
+            let token = svc
+                .list_tokens(None)
+                .await?
+                .into_iter()
+                .find(|t| t.token_id == args.token_id)
+                .ok_or_else(|| {
+                    IdentityCmdError::Setup(format!("join token {} vanished", args.token_id))
+                })?;
+            if args.common.json {
+                let mut v = serde_json::to_value(&token).unwrap_or(serde_json::Value::Null);
+                v["alreadyRevoked"] = serde_json::Value::Bool(true);
+                crate::output::print_json(&v);
+            } else {
+                println!(
+                    "join token {} is already revoked; nothing changed",
+                    token.token_id
+                );
+                print_tokens(std::slice::from_ref(&token));
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
     if args.common.json {
         println!("{}", to_json(&token));
     } else {

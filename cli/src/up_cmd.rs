@@ -4,9 +4,15 @@
 //! secret (`deployment-secret`, mode 0600) when `BC_DEPLOYMENT_SECRET` is unset, the PKI bundle
 //! (`pki.json`, sealed) when missing, and the SQLite store (`events.db`), unless
 //! `--database-url` names another store. It starts serving on 127.0.0.1 (`--port`, 0 picks one),
-//! creates a join token, writes a ready bcd configuration (`bcd/config.toml` with the server and
-//! the three pins, and `bcd/join-encryption.jwk`, `bcd/join-signing.jwk` beside it), prints the
-//! token and the exact `bcd join` command, and serves until Ctrl-C.
+//! writes `bcctl.toml` (a `bcctl serve` configuration with absolute paths, which every verb run
+//! with `--dir DIR`, or in the directory holding `./.bcctl`, reads), writes a ready bcd
+//! configuration ([`crate::node_setup`]: `bcd/config.toml`, the two JoinService JWKs, the
+//! serving CA), creates a join token in `bcd/join-token` (mode 0600) unless an unused one made
+//! by an earlier run is still valid, prints the `bcd join --token-file` step, and serves until
+//! Ctrl-C.
+//!
+//! A port in use is reported with the way out (`--port 0`); a directory this run created is
+//! removed again when `up` fails before serving.
 
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -15,17 +21,17 @@ use std::path::{Path, PathBuf};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use clap::Args;
-use commands::identity::NewToken;
+use commands::identity::{NewToken, TokenView};
 use domain::identity::{ExpectBinding, TokenRole};
 use domain::pki::{
-    seal_bundle, DeploymentSecret, KeySet, KeySetLifetimes, PublicKey, TrustDomain,
-    DEPLOYMENT_SECRET_ENV,
+    seal_bundle, DeploymentSecret, KeySet, KeySetLifetimes, TrustDomain, DEPLOYMENT_SECRET_ENV,
 };
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 use time::OffsetDateTime;
 
-use crate::deployment::Deployment;
+use crate::deployment::{Deployment, DIR_CONFIG_FILE};
+use crate::node_setup::{self, NodeSetup};
 use crate::serve_cmd::{self, LogFormat, ServeArgs, ServeError};
 
 /// Errors of `bcctl up`.
@@ -42,6 +48,10 @@ pub enum UpError {
     Serve(#[from] ServeError),
     #[error("{0}")]
     Setup(String),
+    #[error("{0}")]
+    NodeSetup(#[from] crate::node_setup::NodeSetupError),
+    #[error("port {port} on 127.0.0.1 is in use ({source}): stop what listens there (an earlier `bcctl up`?), pass another --port, or `bcctl up --port 0` to pick a free one")]
+    PortBusy { port: u16, source: std::io::Error },
 }
 
 #[derive(Args, Debug)]
@@ -118,26 +128,6 @@ fn secret(dir: &Path) -> Result<(DeploymentSecret, Option<PathBuf>), UpError> {
     Ok((s, if from_env { None } else { file }))
 }
 
-fn jwk(key: &PublicKey) -> String {
-    let p = key.uncompressed_point();
-    json!({
-        "kty": "EC",
-        "crv": "P-256",
-        "x": URL_SAFE_NO_PAD.encode(&p[1..33]),
-        "y": URL_SAFE_NO_PAD.encode(&p[33..65]),
-    })
-    .to_string()
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename.
-fn write_replace(path: &Path, bytes: &[u8]) -> Result<(), UpError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
-}
-
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => match url[s + 3..at].split_once(':') {
@@ -149,6 +139,62 @@ fn redact(url: &str) -> String {
 }
 
 pub async fn up(args: UpArgs) -> Result<(), UpError> {
+    let created_dir = !args.dir.exists();
+    let result = up_in(&args).await;
+    if let Err(e) = &result {
+        if created_dir && !matches!(e, UpError::Serve(ServeError::Stopped(_))) {
+            // Nothing was served from a directory this run made: leave nothing half-made.
+            let _ = std::fs::remove_dir_all(&args.dir);
+        }
+    }
+    result
+}
+
+/// The toml string of `text`.
+fn toml_str(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
+/// `DIR/bcctl.toml`: a `bcctl serve` configuration naming this deployment with absolute paths.
+fn dir_config(
+    addr: SocketAddr,
+    database_url: &str,
+    bundle: &Path,
+    secret_file: Option<&Path>,
+) -> String {
+    let mut out = format!(
+        "# Written by `bcctl up`: this deployment as a `bcctl serve` configuration. Every bcctl\n\
+         # verb run with --dir on this directory (or where ./.bcctl is) reads it.\n\
+         listen = {}\n\
+         database_url = {}\n\
+         pki_bundle = {}\n",
+        toml_str(&addr.to_string()),
+        toml_str(database_url),
+        toml_str(&bundle.display().to_string()),
+    );
+    if let Some(f) = secret_file {
+        out.push_str(&format!(
+            "deployment_secret_file = {}\n",
+            toml_str(&f.display().to_string())
+        ));
+    }
+    out
+}
+
+/// An unused, unexpired, unrevoked node token of the default tenant and site: an earlier run's.
+fn unused_token(tokens: &[TokenView], now_us: i64) -> Option<&TokenView> {
+    tokens.iter().rev().find(|t| {
+        t.tenant_id == crate::token_cmd::DEFAULT_TENANT
+            && t.site_id == crate::token_cmd::DEFAULT_SITE
+            && t.role == "node"
+            && t.revoked_at_us.is_none()
+            && t.uses_left == t.uses_total
+            && t.uses_left > 0
+            && t.expires_at_us > now_us
+    })
+}
+
+async fn up_in(args: &UpArgs) -> Result<(), UpError> {
     create_private_dir(&args.dir)?;
     let dir = std::fs::canonicalize(&args.dir).map_err(io(&args.dir))?;
     let (secret, secret_file) = secret(&dir)?;
@@ -183,61 +229,92 @@ pub async fn up(args: UpArgs) -> Result<(), UpError> {
     let ttl = serve_cmd::parse_duration(&args.token_ttl)
         .map_err(|e| UpError::Setup(format!("--token-ttl: {e}")))?;
 
-    let mut started = serve_cmd::start(&settings).await?;
+    let mut started = match serve_cmd::start(&settings).await {
+        Ok(s) => s,
+        Err(ServeError::Start(gateway::run::StartError::Listen { addr, source }))
+            if source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            return Err(UpError::PortBusy {
+                port: addr.port(),
+                source,
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
     let addr = started.running.addr;
-    let created = started
-        .join
-        .create_token(&NewToken {
-            tenant_id: "default".into(),
-            site_id: "site-1".into(),
-            pool_id: "default".into(),
-            role: TokenRole::Node,
-            uses: args.token_uses,
-            ttl_seconds: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
-            expect: ExpectBinding::default(),
-            allow_reclaim: false,
-            reclaim_node_id: None,
-            for_node_id: None,
-            require_approval: false,
-        })
-        .await
-        .map_err(|e| UpError::Setup(format!("creating the join token: {e}")))?;
+    let bcctl_toml = dir.join(DIR_CONFIG_FILE);
+    node_setup::write_replace(
+        &bcctl_toml,
+        dir_config(
+            addr,
+            &settings.database_url,
+            &bundle,
+            secret_file.as_deref(),
+        )
+        .as_bytes(),
+        0o600,
+    )?;
 
-    // A ready bcd configuration: the server, the three pins and the two public keys beside it.
-    let keys = &started.keys;
+    // A ready bcd configuration: the server, the pins and the two public keys beside it.
+    let keys = started.keys.clone();
     let pins = keys.pins();
     let bcd_dir = dir.join("bcd");
-    std::fs::create_dir_all(&bcd_dir).map_err(io(&bcd_dir))?;
     let bcd_data = bcd_dir.join("data");
-    let bcd_config = bcd_dir.join("config.toml");
-    let config_text = format!(
-        "# Written by `bcctl up`: a bcd configuration for this development server.\n\
-         server = \"{addr}\"\n\
-         data_dir = \"{}\"\n\
-         serving_ca_spki_pin = \"{}\"\n\
-         join_encryption_key_pin = \"{}\"\n\
-         join_signing_key_pin = \"{}\"\n",
-        bcd_data.display(),
-        pins.serving_ca,
-        pins.join_encryption,
-        pins.join_signing,
-    );
-    write_replace(&bcd_config, config_text.as_bytes())?;
-    let enc_path = bcd_dir.join("join-encryption.jwk");
-    let sig_path = bcd_dir.join("join-signing.jwk");
-    write_replace(&enc_path, jwk(keys.join_encryption.public_key()).as_bytes())?;
-    write_replace(&sig_path, jwk(keys.join_signing.public_key()).as_bytes())?;
+    let public = Deployment::in_dir(&dir)
+        .public_half()
+        .map_err(|e| UpError::Setup(e.to_string()))?;
+    let setup = NodeSetup::new(&public.public, addr.to_string(), bcd_data.clone())?;
+    setup.write_to(&bcd_dir, "bcctl up")?;
+    let bcd_config = bcd_dir.join(node_setup::CONFIG_FILE);
+    let enc_path = bcd_dir.join(node_setup::ENCRYPTION_JWK);
+    let sig_path = bcd_dir.join(node_setup::SIGNING_JWK);
+    let serving_ca = bcd_dir.join(node_setup::SERVING_CA_PEM);
+    let token_file = bcd_dir.join(node_setup::TOKEN_FILE);
+    let join_command = setup.join_command(&node_setup::bcd_program(), &bcd_config, &token_file);
 
-    // The serving CA certificate, for clients that pin by certificate rather than by key.
-    write_replace(
-        &dir.join("bcd").join("serving-ca.pem"),
-        pem("CERTIFICATE", keys.serving_ca.cert_der()).as_bytes(),
-    )?;
-    let join_command = format!(
-        "printf '%s\\n' '{}' | bcd join --config {}",
-        created.secret,
-        bcd_config.display()
-    );
+    let now_us =
+        i64::try_from(OffsetDateTime::now_utc().unix_timestamp_nanos() / 1000).unwrap_or(i64::MAX);
+    let earlier = started
+        .join
+        .list_tokens(None)
+        .await
+        .map_err(|e| UpError::Setup(format!("listing the join tokens: {e}")))?;
+    let reused = unused_token(&earlier, now_us).cloned();
+    let created = match &reused {
+        Some(_) => None,
+        None => {
+            let created = started
+                .join
+                .create_token(&NewToken {
+                    tenant_id: crate::token_cmd::DEFAULT_TENANT.into(),
+                    site_id: crate::token_cmd::DEFAULT_SITE.into(),
+                    pool_id: "default".into(),
+                    role: TokenRole::Node,
+                    uses: args.token_uses,
+                    ttl_seconds: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
+                    expect: ExpectBinding::default(),
+                    allow_reclaim: false,
+                    reclaim_node_id: None,
+                    for_node_id: None,
+                    require_approval: false,
+                })
+                .await
+                .map_err(|e| UpError::Setup(format!("creating the join token: {e}")))?;
+            let _ = std::fs::remove_file(&token_file);
+            crate::pki_cmd::write_new_private(
+                &token_file,
+                format!("{}\n", created.secret).as_bytes(),
+            )?;
+            Some(created)
+        }
+    };
+    let token_kept = token_file.is_file();
+    let token = match (&created, &reused) {
+        (Some(c), _) => c.token.clone(),
+        (None, Some(t)) => t.clone(),
+        (None, None) => return Err(UpError::Setup("no join token".into())),
+    };
+    let bcd = node_setup::bcd_program();
     let metrics = started
         .running
         .metrics_addr
@@ -249,13 +326,16 @@ pub async fn up(args: UpArgs) -> Result<(), UpError> {
                 "address": addr.to_string(),
                 "metrics": metrics,
                 "trustDomain": keys.trust_domain.to_string(),
-                "token": created.secret,
-                "tokenId": created.token.token_id,
+                "token": created.as_ref().map(|c| c.secret.clone()),
+                "tokenId": token.token_id,
+                "tokenReused": reused.is_some(),
+                "tokenFile": token_kept.then(|| token_file.display().to_string()),
                 "dir": dir.display().to_string(),
+                "config": bcctl_toml.display().to_string(),
                 "databaseUrl": redact(&settings.database_url),
                 "pkiBundle": bundle.display().to_string(),
                 "deploymentSecretFile": secret_file.as_ref().map(|p| p.display().to_string()),
-                "servingCa": format!("{}", dir.join("bcd").join("serving-ca.pem").display()),
+                "servingCa": serving_ca.display().to_string(),
                 "bcdConfig": bcd_config.display().to_string(),
                 "bcdDataDir": bcd_data.display().to_string(),
                 "joinEncryptionKey": enc_path.display().to_string(),
@@ -268,9 +348,14 @@ pub async fn up(args: UpArgs) -> Result<(), UpError> {
         println!("bcctl up: serving {} on {addr}", keys.trust_domain);
         println!("  store:       {}", redact(&settings.database_url));
         println!("  PKI bundle:  {}", bundle.display());
+        println!(
+            "  config:      {} (every bcctl verb run here, or with --dir {}, finds it)",
+            bcctl_toml.display(),
+            dir.display()
+        );
         if let Some(p) = &secret_file {
             println!(
-                "  dev secret:  {} (set {DEPLOYMENT_SECRET_ENV} for a real deployment)",
+                "  dev secret:  {} (every bcctl verb run here finds it; set {DEPLOYMENT_SECRET_ENV} for a real deployment)",
                 p.display()
             );
         }
@@ -279,16 +364,38 @@ pub async fn up(args: UpArgs) -> Result<(), UpError> {
         }
         println!("  bcd config:  {}", bcd_config.display());
         println!();
-        println!(
-            "join token (shown once, {} use(s), valid {}):",
-            args.token_uses, args.token_ttl
-        );
-        println!("  {}", created.secret);
+        match (&created, token_kept) {
+            (Some(_), _) => println!(
+                "join token {} ({} use(s), valid {}) written to {} (mode 0600; bcd deletes it after the join)",
+                token.token_id,
+                args.token_uses,
+                args.token_ttl,
+                token_file.display()
+            ),
+            (None, true) => println!(
+                "join token {} from an earlier run is unused and valid until {}: no new token made; its secret is still in {}",
+                token.token_id,
+                crate::output::rfc3339_us(token.expires_at_us),
+                token_file.display()
+            ),
+            (None, false) => {
+                println!(
+                    "join token {} from an earlier run is unused and valid until {}: no new token made; its secret was shown once and is not kept. Make another with:",
+                    token.token_id,
+                    crate::output::rfc3339_us(token.expires_at_us),
+                );
+                println!(
+                    "  bcctl token create --dir {} --out {}",
+                    dir.display(),
+                    token_file.display()
+                );
+            }
+        }
         println!();
         println!("join a machine with:");
         println!("  {join_command}");
         println!("then run the node:");
-        println!("  bcd node --config {}", bcd_config.display());
+        println!("  {bcd} node --config {}", bcd_config.display());
         println!();
         println!("serving until Ctrl-C");
     }
@@ -296,15 +403,4 @@ pub async fn up(args: UpArgs) -> Result<(), UpError> {
     serve_cmd::until_stopped(&mut started.running).await?;
     started.shutdown().await;
     Ok(())
-}
-
-fn pem(label: &str, der: &[u8]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = format!("-----BEGIN {label}-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(chunk));
-        out.push('\n');
-    }
-    out.push_str(&format!("-----END {label}-----\n"));
-    out
 }

@@ -113,6 +113,7 @@ fn request_json(id: &str, subject: u8, created: i64, rest: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_and_join_request_commands_on_both_backends() {
     for db in TestDb::each().await.expect("databases") {
+        db.store().await.expect("the store, migrated"); // the verbs never create one
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();

@@ -27,6 +27,7 @@ fn rows(report: &Value, table: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rebuild_gives_the_same_tables_on_both_backends() {
     for db in TestDb::each().await.expect("databases") {
+        db.store().await.expect("the store, migrated"); // the verbs never create one
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();

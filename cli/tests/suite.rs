@@ -28,6 +28,8 @@ mod fault_postgres_restart;
 mod grpc_python;
 mod nginx_pem;
 mod named_commands;
+mod node_setup_e2e;
+mod operator_views;
 mod pki_and_store_cli;
 mod pki_kdf_cli;
 mod pki_lifecycle;

@@ -13,10 +13,14 @@ use domain::pki::{build_csr, open_bundle, seal_token, KeyRole, PrivateKey, Token
 use events::store::testkit::TestDb;
 
 fn fails(dir: &Path, url: &str, args: &[&str], needle: &str) {
-    fails_with(dir, url, args, needle, 1);
+    fails_with(dir, url, args, needle, 1)
 }
 
-/// `bcctl args` exits `code` (2: input the verb found invalid, docs/CLI.md) naming `needle`.
+/// Input the verb itself finds invalid: a usage error, exit 2 (docs/CLI.md).
+fn usage(dir: &Path, url: &str, args: &[&str], needle: &str) {
+    fails_with(dir, url, args, needle, 2)
+}
+
 fn fails_with(dir: &Path, url: &str, args: &[&str], needle: &str, code: i32) {
     let out = bcctl_at(dir, url, args);
     assert_eq!(
@@ -34,6 +38,7 @@ fn fails_with(dir: &Path, url: &str, args: &[&str], needle: &str, code: i32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_and_node_commands_on_both_backends() {
     for db in TestDb::each().await.expect("databases") {
+        db.store().await.expect("the store, migrated"); // the verbs never create one
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();
@@ -102,8 +107,8 @@ async fn token_and_node_commands_on_both_backends() {
         assert!(text.starts_with("TOKEN"), "{text}");
         assert!(text.contains(&token_id));
 
-        // Bad input: exit 1, the flag named.
-        fails(
+        // Bad input: exit 2, the flag named.
+        usage(
             d,
             &url,
             &[
@@ -111,7 +116,7 @@ async fn token_and_node_commands_on_both_backends() {
             ],
             "--role",
         );
-        fails(
+        usage(
             d,
             &url,
             &[
@@ -136,7 +141,7 @@ async fn token_and_node_commands_on_both_backends() {
         );
         // The old flag is refused, pointing at its replacement (a claimed hardware key reclaims
         // nothing any more).
-        fails(
+        usage(
             d,
             &url,
             &[
@@ -242,7 +247,7 @@ async fn token_and_node_commands_on_both_backends() {
         assert_eq!(retired["status"], "retired");
         fails(d, &url, &["node", "retire", &node_id], "INVALID_STATE");
         // Deleting needs --yes; without it nothing changes.
-        fails(
+        usage(
             d,
             &url,
             &["node", "delete", &node_id, "--json"],
@@ -252,13 +257,18 @@ async fn token_and_node_commands_on_both_backends() {
             ),
         );
         let unchanged = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
-        assert_eq!(unchanged["node"]["status"], "retired");
+        assert_eq!(unchanged["status"], "retired");
         let deleted = ok_json(d, &url, &["node", "delete", &node_id, "--yes", "--json"]);
         assert_eq!(deleted["status"], "deleted");
 
         let tok = ok_json(d, &url, &["token", "revoke", &token_id, "--json"]);
         assert!(tok["revokedAtUs"].is_i64());
-        fails(d, &url, &["token", "revoke", &token_id], "already revoked");
+        // Revoking what is revoked succeeds and says so.
+        let again = bcctl_at(d, &url, &["token", "revoke", &token_id]);
+        assert_eq!(again.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&again.stdout).starts_with(&format!(
+            "join token {token_id} is already revoked; nothing changed\n"
+        )));
 
         // replay --node: the node's history up to the cut, the live tables untouched.
         let replay = ok_json(
@@ -283,7 +293,7 @@ async fn token_and_node_commands_on_both_backends() {
             ]
         );
         let live = ok_json(d, &url, &["node", "show", &node_id, "--json"]);
-        assert_eq!(live["node"]["status"], "deleted");
+        assert_eq!(live["status"], "deleted");
         let text = bcctl_at(d, &url, &["replay", "--at", &cut, "--node", &node_id]);
         assert!(String::from_utf8_lossy(&text.stdout).contains("node.joined"));
     }
@@ -295,6 +305,7 @@ async fn token_and_node_commands_on_both_backends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_and_node_commands_need_no_deployment_secret() {
     let db = TestDb::sqlite().expect("sqlite");
+    db.store().await.expect("the store, migrated"); // the verbs never create one
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let url = db.url().to_string();

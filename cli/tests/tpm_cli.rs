@@ -53,6 +53,7 @@ fn pki_init(dir: &Path, url: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpm_allow_list_and_revoke_on_both_backends() {
     for db in TestDb::each().await.expect("databases") {
+        db.store().await.expect("the store, migrated"); // the verbs never create one
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         let url = db.url().to_string();

@@ -8,6 +8,7 @@
 
 pub mod attest;
 pub mod audit;
+pub mod browse;
 pub mod commands;
 pub mod digest;
 pub mod doctor;

@@ -7,7 +7,8 @@
 
 include!(concat!(env!("OUT_DIR"), "/bc.events.v1.rs"));
 
-/// Declares which event type and schema version a generated payload message is.
+/// Declares which event type and schema version a generated payload message is, and lists the
+/// area's event types with their message names ([`message_of`]).
 macro_rules! event_payload {
     ($($ty:ident => $name:literal, version $version:literal;)*) => {
         $(
@@ -16,7 +17,31 @@ macro_rules! event_payload {
                 const SCHEMA_VERSION: u32 = $version;
             }
         )*
+        /// This area's event types and the names of their payload messages.
+        pub(super) const TYPES: &[(&str, &str)] = &[$(($name, stringify!($ty))),*];
     };
+}
+
+/// The encoded `FileDescriptorSet` of the event schema (`bc.events.v1`), for tools that show a
+/// payload without knowing its type at compile time (`bcctl events show`).
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/bc.events.v1.fds"));
+
+/// The Rust name of the payload message of `event_type` (as prost generated it from the
+/// `.proto` message name), if the type is known.
+pub fn message_of(event_type: &str) -> Option<&'static str> {
+    [
+        audit::TYPES,
+        commands::TYPES,
+        gateway::TYPES,
+        identity::TYPES,
+        quorum::TYPES,
+        sites::TYPES,
+    ]
+    .iter()
+    .flat_map(|t| t.iter())
+    .find(|(t, _)| *t == event_type)
+    .map(|(_, m)| *m)
 }
 
 // One file per area, beside its `.proto` file.

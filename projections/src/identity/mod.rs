@@ -92,6 +92,7 @@ fn opt_text(v: Option<String>) -> SqlValue {
 mod bindings;
 mod certs;
 mod nodes;
+pub mod operator;
 pub mod read;
 pub mod reference;
 mod refusals;

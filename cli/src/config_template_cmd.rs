@@ -1,0 +1,162 @@
+//! `bcctl config template serve`: a commented `bcctl serve` configuration with every top-level
+//! key (and `[sites]`) at its default, the keys without a default commented out.
+//!
+//! It cannot drift from [`crate::serve_config`]: the tests parse it with the real parser
+//! (`deny_unknown_fields` refuses a key that does not exist), resolve it and compare the result
+//! with the defaults resolved from no file, and check that every key of `serve_config.rs`'s key
+//! table is in it.
+
+use clap::Subcommand;
+
+use crate::output::print_json;
+
+#[derive(Subcommand)]
+pub enum ConfigCommand {
+    /// Print a configuration template.
+    #[command(subcommand)]
+    Template(TemplateCommand),
+}
+
+#[derive(Subcommand)]
+pub enum TemplateCommand {
+    /// A `bcctl serve --config` file: every key, its default, what it does.
+    Serve {
+        /// Print {"template": "..."} instead of the file.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The serve configuration template.
+pub const SERVE_TEMPLATE: &str = r#"# bcctl serve configuration (bcctl serve --config FILE). Every key is shown at its default;
+# the environment variable named beside a key overrides the file, a flag overrides both.
+# Durations are <number><unit>, unit ms, s, m, h or d.
+
+# Where agents connect (BC_LISTEN).
+listen = "127.0.0.1:8443"
+# postgres://USER@HOST:PORT/DB or sqlite://PATH (DATABASE_URL).
+database_url = "sqlite://.bcctl/events.db"
+# The PKI bundle from `bcctl pki init` (BC_PKI_BUNDLE).
+pki_bundle = ".bcctl/pki.json"
+# A file holding the deployment secret (BC_DEPLOYMENT_SECRET_FILE; BC_DEPLOYMENT_SECRET wins).
+# deployment_secret_file = "/etc/bc/deployment-secret"
+# all, api or gateway (BC_ROLE).
+role = "all"
+# Names in the gateway's serving certificate (BC_SERVING_NAMES, comma-separated).
+serving_names = ["localhost", "127.0.0.1"]
+# Prometheus metrics; "off" disables (BC_METRICS_LISTEN).
+metrics_listen = "127.0.0.1:9464"
+# Node certificate lifetime (BC_LEAF_LIFETIME).
+leaf_lifetime = "24h"
+# Gateway serving certificate lifetime (BC_SERVING_LIFETIME).
+serving_lifetime = "30d"
+# How far the revocation feed may lag before the gateway refuses sessions (BC_FEED_MAX_LAG).
+feed_max_lag = "5s"
+# How often the revocation feed polls the log (BC_FEED_POLL_INTERVAL).
+feed_poll_interval = "20ms"
+# How often the audit sealer signs a checkpoint of every tenant whose tree grew (BC_AUDIT_SEAL_INTERVAL).
+audit_seal_interval = "1h"
+# The tenant of deployment-wide events (BC_ROOT_TENANT).
+root_tenant = "root"
+# Record each node's reported trust version and session (BC_RECORD_TRUST_REPORTS).
+record_trust_reports = true
+# text or json logs on standard error (BC_LOG_FORMAT).
+log_format = "text"
+# Serve a plaintext bundle while a deployment secret is set: development only (BC_ALLOW_PLAINTEXT).
+allow_plaintext = false
+# The published trust bundle version is never below this (BC_TRUST_VERSION_FLOOR).
+trust_version_floor = 0
+# role api: where gateways connect (BC_API_INTERNAL_LISTEN).
+api_internal_listen = "127.0.0.1:9443"
+# role api: names of its internal certificate (BC_API_INTERNAL_NAMES, comma-separated).
+api_internal_names = ["localhost", "127.0.0.1"]
+# role gateway: host:port of the api's internal endpoint (BC_API_INTERNAL_URL). Required there.
+# api_internal_url = "api.internal:9443"
+# role gateway: its internal client certificate chain, PEM, from `bcctl pki issue-internal` (BC_INTERNAL_CERT).
+# internal_cert = "/etc/bc/internal.pem"
+# role gateway: its internal client key, PKCS#8 PEM, mode 0600 (BC_INTERNAL_KEY).
+# internal_key = "/etc/bc/internal.key"
+# How often pending batches past their end are expired (BC_BATCH_EXPIRY_INTERVAL).
+batch_expiry_interval = "60s"
+# How often a gateway looks for nodes with newly runnable commands (BC_COMMAND_POLL_INTERVAL).
+command_poll_interval = "250ms"
+
+# Further tables, file only, described in docs/INSTALL.md and the serve_config sources:
+# [limits] and [api_limits] (edge limits), [attestors.<id>] and [[attestors.external]],
+# [quorum] (the approver quorum to publish).
+
+[sites]
+# How long a site agent's boot lease lasts unless renewed (BC_SITES_BOOT_LEASE_TTL).
+boot_lease_ttl = "60s"
+"#;
+
+pub fn run(cmd: ConfigCommand) {
+    let ConfigCommand::Template(TemplateCommand::Serve { json }) = cmd;
+    if json {
+        print_json(&serde_json::json!({ "template": SERVE_TEMPLATE }));
+    } else {
+        print!("{SERVE_TEMPLATE}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve_config::{resolve, FileConfig, ServeArgs};
+
+    /// The template with its commented `# key = value` lines made live.
+    fn uncommented() -> String {
+        SERVE_TEMPLATE
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(rest)
+                    if rest.split_once(" = ").is_some_and(|(k, _)| {
+                        k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    }) =>
+                {
+                    rest.to_string()
+                }
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn the_template_and_its_commented_keys_parse_with_the_real_parser() {
+        toml::from_str::<FileConfig>(SERVE_TEMPLATE).expect("the template parses");
+        toml::from_str::<FileConfig>(&uncommented()).expect("its commented keys parse too");
+    }
+
+    #[test]
+    fn the_template_resolves_to_the_defaults() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("serve.toml");
+        std::fs::write(&path, SERVE_TEMPLATE).expect("write");
+        let from_template = resolve(&ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        })
+        .expect("the template resolves");
+        let defaults = resolve(&ServeArgs::default()).expect("the defaults resolve");
+        assert_eq!(format!("{from_template:?}"), format!("{defaults:?}"));
+    }
+
+    #[test]
+    fn every_key_of_the_serve_config_table_is_in_the_template() {
+        let source = include_str!("serve_config.rs");
+        let keys: Vec<&str> = source
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! | `"))
+            .filter_map(|l| l.split('`').next())
+            .collect();
+        assert!(keys.len() > 20, "the key table was not found: {keys:?}");
+        let live = uncommented();
+        for key in keys {
+            assert!(
+                live.lines().any(|l| l.starts_with(&format!("{key} = "))),
+                "{key} is missing from the template"
+            );
+        }
+    }
+}

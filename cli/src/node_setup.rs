@@ -1,0 +1,368 @@
+//! What a node needs from the control plane before `bcd join`: bcd's `config.toml` (the server,
+//! the data directory, the serving CA pin, the two JoinService pins, the approver-set pin once a
+//! quorum exists), the two JoinService public keys as JWKs beside it (`join-encryption.jwk`,
+//! `join-signing.jwk`), and the serving CA certificate as PEM.
+//!
+//! `bcctl up`, `bcctl node config --out DIR` and `bcctl node install-script` all build these
+//! files here, from the bundle's public half only: no private key is opened. The join step they
+//! print passes the token in a file (`--token-file`, mode 0600, deleted by bcd after the join) or
+//! on standard input, never on the command line.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
+use domain::pki::{PublicBundle, PublicKey};
+use serde_json::json;
+
+/// bcd's configuration file name.
+pub const CONFIG_FILE: &str = "config.toml";
+/// The JoinService encryption key's file (bcd reads it beside `config.toml`).
+pub const ENCRYPTION_JWK: &str = "join-encryption.jwk";
+/// The JoinService signing key's file (bcd reads it beside `config.toml`).
+pub const SIGNING_JWK: &str = "join-signing.jwk";
+/// The serving CA certificate (for clients that pin by certificate rather than by key).
+pub const SERVING_CA_PEM: &str = "serving-ca.pem";
+/// Where `bcctl up` and the printed join step keep a token for `bcd join --token-file`.
+pub const TOKEN_FILE: &str = "join-token";
+/// bcd's default configuration directory.
+pub const DEFAULT_ETC: &str = "/etc/bcd";
+/// bcd's default data directory.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/bcd";
+
+/// Why node setup files could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeSetupError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the PKI bundle's public half: {0}")]
+    Bundle(String),
+    #[error("--approver-set-sha256 {0:?}: expected 64 hex characters (approverSetSha256 of `bcctl pki trust-version --json`)")]
+    BadApproverSet(String),
+}
+
+/// Everything a node's configuration holds.
+#[derive(Clone, Debug)]
+pub struct NodeSetup {
+    /// host:port of the JoinService and gateway.
+    pub server: String,
+    /// bcd's data directory on the node.
+    pub data_dir: PathBuf,
+    pub serving_ca_pin: String,
+    pub join_encryption_pin: String,
+    pub join_signing_pin: String,
+    /// The approver set the node takes first (64 hex), once the quorum exists.
+    pub approver_set_sha256: Option<String>,
+    /// The attestor `bcd join` is told to use (`--attestor`); none: bcd's default (join-token).
+    pub attestor: Option<String>,
+    pub join_encryption_jwk: String,
+    pub join_signing_jwk: String,
+    pub serving_ca_pem: String,
+}
+
+/// A P-256 public key as a JWK (what bcd reads from `join-*.jwk`).
+pub fn jwk(key: &PublicKey) -> String {
+    let p = key.uncompressed_point();
+    json!({
+        "kty": "EC",
+        "crv": "P-256",
+        "x": URL_SAFE_NO_PAD.encode(&p[1..33]),
+        "y": URL_SAFE_NO_PAD.encode(&p[33..65]),
+    })
+    .to_string()
+}
+
+/// DER as a PEM block.
+pub fn pem(label: &str, der: &[u8]) -> String {
+    let b64 = STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(chunk));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
+/// Checks an `--approver-set-sha256` value: 64 hex characters, kept in lower case.
+pub fn approver_set(hex_text: &str) -> Result<String, NodeSetupError> {
+    let t = hex_text.trim();
+    if t.len() == 64 && t.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(t.to_ascii_lowercase())
+    } else {
+        Err(NodeSetupError::BadApproverSet(hex_text.to_string()))
+    }
+}
+
+impl NodeSetup {
+    /// The setup of a node of the deployment whose public half is `public`.
+    pub fn new(
+        public: &PublicBundle,
+        server: String,
+        data_dir: PathBuf,
+    ) -> Result<Self, NodeSetupError> {
+        let pins = public
+            .pins()
+            .map_err(|e| NodeSetupError::Bundle(e.to_string()))?;
+        Ok(NodeSetup {
+            server,
+            data_dir,
+            serving_ca_pin: pins.serving_ca.to_string(),
+            join_encryption_pin: pins.join_encryption.to_string(),
+            join_signing_pin: pins.join_signing.to_string(),
+            approver_set_sha256: None,
+            attestor: None,
+            join_encryption_jwk: jwk(&public.join_encryption),
+            join_signing_jwk: jwk(&public.join_signing),
+            serving_ca_pem: pem("CERTIFICATE", &public.serving_ca_der),
+        })
+    }
+
+    /// bcd's `config.toml`.
+    pub fn config_toml(&self, written_by: &str) -> String {
+        let mut out = format!(
+            "# Written by `{written_by}`: bcd's configuration for this deployment.\n\
+             # join-encryption.jwk and join-signing.jwk must sit beside this file.\n\
+             server = {}\n\
+             data_dir = {}\n\
+             serving_ca_spki_pin = \"{}\"\n\
+             join_encryption_key_pin = \"{}\"\n\
+             join_signing_key_pin = \"{}\"\n",
+            toml_string(&self.server),
+            toml_string(&self.data_dir.display().to_string()),
+            self.serving_ca_pin,
+            self.join_encryption_pin,
+            self.join_signing_pin,
+        );
+        match &self.approver_set_sha256 {
+            Some(sha) => out.push_str(&format!(
+                "# The first approver set this node takes (approverSetSha256 of `bcctl pki trust-version`).\n\
+                 approver_set_sha256 = \"{sha}\"\n"
+            )),
+            None => out.push_str(
+                "# No quorum yet: once one is published, add its approverSetSha256 (`bcctl pki trust-version --json`).\n\
+                 # approver_set_sha256 = \"<64 hex>\"\n",
+            ),
+        }
+        if let Some(a) = &self.attestor {
+            out.push_str(&format!(
+                "# Join with `bcd join --attestor {a}` (the attestor is a flag of bcd join).\n"
+            ));
+        }
+        out
+    }
+
+    /// The files of the node's configuration directory: name, content, mode.
+    pub fn files(&self, written_by: &str) -> Vec<(&'static str, String, u32)> {
+        vec![
+            (CONFIG_FILE, self.config_toml(written_by), 0o644),
+            (
+                ENCRYPTION_JWK,
+                format!("{}\n", self.join_encryption_jwk),
+                0o644,
+            ),
+            (SIGNING_JWK, format!("{}\n", self.join_signing_jwk), 0o644),
+            (SERVING_CA_PEM, self.serving_ca_pem.clone(), 0o644),
+        ]
+    }
+
+    /// Writes the files into `dir` (created), each through a temporary file and a rename.
+    pub fn write_to(&self, dir: &Path, written_by: &str) -> Result<Vec<PathBuf>, NodeSetupError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut written = Vec::new();
+        for (name, text, mode) in self.files(written_by) {
+            let path = dir.join(name);
+            write_replace(&path, text.as_bytes(), mode)?;
+            written.push(path);
+        }
+        Ok(written)
+    }
+
+    /// The `bcd join` step with the token read from `token_file` (mode 0600; bcd deletes it
+    /// once the machine joined).
+    pub fn join_command(&self, bcd: &str, config: &Path, token_file: &Path) -> String {
+        let attestor = match &self.attestor {
+            Some(a) => format!(" --attestor {}", shell_quote(a)),
+            None => String::new(),
+        };
+        format!(
+            "{} join --config {}{attestor} --token-file {}",
+            shell_quote(bcd),
+            shell_quote(&config.display().to_string()),
+            shell_quote(&token_file.display().to_string()),
+        )
+    }
+
+    /// A POSIX sh script that writes the configuration under `etc` (modes set), creates the
+    /// data directory (0700), and prints the join step, the token read from a file or stdin.
+    pub fn install_script(&self, etc: &Path, bcd: &str) -> String {
+        let etc_s = etc.display().to_string();
+        let mut s = String::new();
+        s.push_str("#!/bin/sh\n");
+        s.push_str(
+            "# Written by `bcctl node install-script`: installs bcd's configuration for this\n",
+        );
+        s.push_str(
+            "# deployment. Run it as the user bcd runs as (root for /etc/bcd and /var/lib/bcd).\n",
+        );
+        s.push_str(
+            "# BCD_ETC overrides the configuration directory; BCD_DATA_DIR the data directory\n",
+        );
+        s.push_str("# is written into config.toml as printed below.\n");
+        s.push_str("set -eu\n");
+        s.push_str(&format!("BCD_ETC=\"${{BCD_ETC:-{}}}\"\n", sh_dq(&etc_s)));
+        s.push_str("umask 022\n");
+        s.push_str("mkdir -p \"$BCD_ETC\"\n");
+        for (name, text, mode) in self.files("bcctl node install-script") {
+            let marker = heredoc_marker(&text);
+            s.push_str(&format!(
+                "cat > \"$BCD_ETC/{name}.tmp\" <<'{marker}'\n{text}{}{marker}\n",
+                if text.ends_with('\n') { "" } else { "\n" }
+            ));
+            s.push_str(&format!(
+                "chmod {mode:o} \"$BCD_ETC/{name}.tmp\"\nmv \"$BCD_ETC/{name}.tmp\" \"$BCD_ETC/{name}\"\n"
+            ));
+        }
+        let data = self.data_dir.display().to_string();
+        s.push_str(&format!(
+            "mkdir -p {q}\nchmod 700 {q}\n",
+            q = shell_quote(&data)
+        ));
+        let attestor = match &self.attestor {
+            Some(a) => format!(" --attestor {}", shell_quote(a)),
+            None => String::new(),
+        };
+        s.push_str("echo \"bcd is configured in $BCD_ETC (data in ");
+        s.push_str(&sh_dq(&data));
+        s.push_str(").\"\n");
+        s.push_str("echo \"Join with a token from \\`bcctl token create\\` kept in a file (mode 0600):\"\n");
+        s.push_str(&format!(
+            "echo \"  {} join --config $BCD_ETC/config.toml{} --token-file /path/to/join-token\"\n",
+            sh_dq(bcd),
+            sh_dq(&attestor)
+        ));
+        s.push_str(&format!(
+            "echo \"or on standard input:  {} join --config $BCD_ETC/config.toml{} < /path/to/join-token\"\n",
+            sh_dq(bcd),
+            sh_dq(&attestor)
+        ));
+        s
+    }
+}
+
+/// A heredoc end marker that does not occur in `text`.
+fn heredoc_marker(text: &str) -> String {
+    let mut marker = String::from("BCD_EOF");
+    while text.lines().any(|l| l == marker) {
+        marker.push('_');
+    }
+    marker
+}
+
+/// `text` inside double quotes in sh: `\`, `"`, `$` and `` ` `` escaped.
+fn sh_dq(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if matches!(c, '\\' | '"' | '$' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `text` as one sh word: bare when it is plain, else in single quotes.
+pub fn shell_quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:=@+,".contains(c))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// A TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> NodeSetupError + '_ {
+    move |source| NodeSetupError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file (created with `mode`) and a rename.
+pub fn write_replace(path: &Path, bytes: &[u8], mode: u32) -> Result<(), NodeSetupError> {
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let mut f = options.open(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// The `bcd` to name in a printed command: the absolute path of the `bcd` beside this `bcctl`
+/// when there is one, else plain `bcd` (found on PATH).
+pub fn bcd_program() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("bcd")))
+        .filter(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "bcd".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_for_sh() {
+        assert_eq!(shell_quote("/usr/bin/bcd"), "/usr/bin/bcd");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(sh_dq("a$b\"c"), "a\\$b\\\"c");
+    }
+
+    #[test]
+    fn approver_sets_are_64_hex() {
+        let ok = "AB".repeat(32);
+        assert_eq!(approver_set(&ok).ok(), Some("ab".repeat(32)));
+        assert!(approver_set("abc").is_err());
+        assert!(approver_set(&"zz".repeat(32)).is_err());
+    }
+
+    #[test]
+    fn a_heredoc_marker_is_not_in_the_text() {
+        assert_eq!(heredoc_marker("x\n"), "BCD_EOF");
+        assert_eq!(heredoc_marker("BCD_EOF\n"), "BCD_EOF_");
+    }
+}
