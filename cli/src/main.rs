@@ -23,6 +23,7 @@ mod internal_cert_cmd;
 mod join_request_cmd;
 mod node_cmd;
 mod node_setup;
+mod node_setup_cmd;
 mod output;
 mod pem;
 mod pki_cmd;

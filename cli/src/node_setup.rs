@@ -182,13 +182,27 @@ impl NodeSetup {
         Ok(written)
     }
 
+    /// Whether the attestor takes a join token (join-token, the default, and provisioned).
+    pub fn takes_token(&self) -> bool {
+        self.attestor
+            .as_deref()
+            .is_none_or(|a| a == "join-token" || a == "provisioned")
+    }
+
     /// The `bcd join` step with the token read from `token_file` (mode 0600; bcd deletes it
-    /// once the machine joined).
+    /// once the machine joined); without a token for an attestor that takes none.
     pub fn join_command(&self, bcd: &str, config: &Path, token_file: &Path) -> String {
         let attestor = match &self.attestor {
             Some(a) => format!(" --attestor {}", shell_quote(a)),
             None => String::new(),
         };
+        if !self.takes_token() {
+            return format!(
+                "{} join --config {}{attestor} < /dev/null",
+                shell_quote(bcd),
+                shell_quote(&config.display().to_string()),
+            );
+        }
         format!(
             "{} join --config {}{attestor} --token-file {}",
             shell_quote(bcd),
@@ -239,6 +253,14 @@ impl NodeSetup {
         s.push_str("echo \"bcd is configured in $BCD_ETC (data in ");
         s.push_str(&sh_dq(&data));
         s.push_str(").\"\n");
+        if !self.takes_token() {
+            s.push_str(&format!(
+                "echo \"Join with:  {} join --config $BCD_ETC/config.toml{} < /dev/null\"\n",
+                sh_dq(bcd),
+                sh_dq(&attestor)
+            ));
+            return s;
+        }
         s.push_str("echo \"Join with a token from \\`bcctl token create\\` kept in a file (mode 0600):\"\n");
         s.push_str(&format!(
             "echo \"  {} join --config $BCD_ETC/config.toml{} --token-file /path/to/join-token\"\n",
