@@ -70,7 +70,9 @@ pub struct ReplayArgs {
 pub struct ReplayState {
     /// The position replayed to, inclusive (0: nothing).
     pub position: i64,
-    /// When the event at that position occurred, µs since the epoch (absent at 0).
+    /// When the event at that position occurred, RFC 3339 (absent at 0).
+    pub occurred_at: Option<String>,
+    /// The same, µs since the epoch (absent at 0).
     pub occurred_at_us: Option<i64>,
     /// Events read from the log.
     pub events_replayed: u64,
@@ -93,6 +95,8 @@ pub struct EventLine {
     pub event_type: String,
     pub position: i64,
     pub version: i64,
+    /// RFC 3339.
+    pub occurred_at: String,
     pub occurred_at_us: i64,
 }
 
@@ -190,6 +194,7 @@ async fn replay_in(
                     event_type: e.event_type,
                     position: e.position,
                     version: e.version,
+                    occurred_at: crate::output::rfc3339_us(e.occurred_at_us),
                     occurred_at_us: e.occurred_at_us,
                 })
                 .collect(),
@@ -198,6 +203,7 @@ async fn replay_in(
     };
     Ok(ReplayState {
         position,
+        occurred_at: occurred_at_us.map(crate::output::rfc3339_us),
         occurred_at_us,
         events_replayed,
         digest,
