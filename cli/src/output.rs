@@ -8,8 +8,6 @@
 //!   parser or by the verb), and the few special codes a verb documents ([`EXIT_SPECIAL`]).
 //! - A path argument of `-` means standard output (or standard input where a verb reads).
 
-#![allow(dead_code)] // the lead removes this once every verb uses the convention (issue 22)
-
 use std::io::Write;
 use std::path::Path;
 

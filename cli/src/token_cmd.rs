@@ -16,10 +16,7 @@ use domain::pki::SecretError;
 use events::store::{EventStore, StoreError};
 use time::OffsetDateTime;
 
-use crate::deployment::{DeploymentArgs, DeploymentError, LocateError, Located};
-
-/// The embedded store `bcctl up` creates.
-pub const DEFAULT_STORE: &str = "sqlite://.bcctl/events.db";
+use crate::deployment::{DeploymentError, LocateError, Located};
 
 /// Errors of the identity subcommands, each with the way out.
 #[derive(Debug, thiserror::Error)]
@@ -50,15 +47,9 @@ impl IdentityCmdError {
     }
 }
 
-/// Where the store and the keys are (the one rule of [`DeploymentArgs`]), and `--json`.
-#[derive(Args, Clone, Debug)]
-pub struct IdentityArgs {
-    #[command(flatten)]
-    pub deployment: DeploymentArgs,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
+/// Where the store and the keys are (the one rule of [`crate::deployment::DeploymentArgs`]), and `--json`: the
+/// arguments every verb flattens.
+pub type IdentityArgs = crate::deployment::CommonArgs;
 
 impl IdentityArgs {
     /// The deployment as located; its bundle must exist and parse (it names the deployment),

@@ -275,7 +275,8 @@ pub struct PublicBundle {
 }
 
 impl PublicBundle {
-    fn of(keys: &KeySet) -> PublicBundle {
+    /// The public half of `keys`.
+    pub fn of(keys: &KeySet) -> PublicBundle {
         PublicBundle {
             trust_domain: keys.trust_domain.clone(),
             root_ca_der: keys.root_ca.cert_der().to_vec(),

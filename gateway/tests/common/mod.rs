@@ -264,14 +264,5 @@ pub fn internal_identity_for(keys: &KeySet, serving_names: &[&str]) -> (Vec<Vec<
 
 /// The public half of `keys`, what a split gateway reads.
 pub fn public_bundle(keys: &KeySet) -> domain::pki::PublicBundle {
-    domain::pki::PublicBundle {
-        trust_domain: keys.trust_domain.clone(),
-        root_ca_der: keys.root_ca.cert_der().to_vec(),
-        node_ca_der: keys.node_ca.cert_der().to_vec(),
-        serving_ca_der: keys.serving_ca.cert_der().to_vec(),
-        command_signing_root_der: keys.command_signing_root.cert_der().to_vec(),
-        join_signing: keys.join_signing.public_key().clone(),
-        join_encryption: keys.join_encryption.public_key().clone(),
-        audit_signing: keys.audit_signing.public_key().clone(),
-    }
+    domain::pki::PublicBundle::of(keys)
 }
