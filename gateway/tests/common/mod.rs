@@ -273,5 +273,6 @@ pub fn public_bundle(keys: &KeySet) -> domain::pki::PublicBundle {
         join_signing: keys.join_signing.public_key().clone(),
         join_encryption: keys.join_encryption.public_key().clone(),
         audit_signing: keys.audit_signing.public_key().clone(),
+        root_offline: keys.root_ca.is_offline(),
     }
 }
