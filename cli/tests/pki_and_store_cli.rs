@@ -131,11 +131,17 @@ fn pki_show_refuses_a_secret_that_is_set_but_too_short() {
     for args in [&["pki", "show"][..], &["pki", "show", "--json"][..]] {
         let short = bcctl(dir.path(), args, Some("too-short"));
         assert_eq!(short.status.code(), Some(1), "{args:?}: {}", stderr(&short));
-        assert_eq!(
-            stderr(&short),
-            "bcctl: MISSING_ENV: BC_DEPLOYMENT_SECRET holds 9 characters; the deployment secret must be at least 32 (e.g. `openssl rand -base64 48`)\n",
-            "{args:?}"
-        );
+        let message = "MISSING_ENV: BC_DEPLOYMENT_SECRET holds 9 characters; the deployment secret must be at least 32 (e.g. `openssl rand -base64 48`)";
+        // Under --json the error is JSON (docs/CLI.md).
+        let want = if args.contains(&"--json") {
+            format!(
+                "{}\n",
+                serde_json::json!({"error": {"message": message, "exitCode": 1}})
+            )
+        } else {
+            format!("bcctl: {message}\n")
+        };
+        assert_eq!(stderr(&short), want, "{args:?}");
         assert!(short.stdout.is_empty(), "{args:?}: pins printed anyway");
     }
 
