@@ -249,3 +249,52 @@ fn the_walker_reads_blocks_and_joins_continued_lines() {
     assert_eq!(blocks.len(), 1);
     assert_eq!(commands_of(&blocks[0]), vec!["a b".to_string(), "c &".to_string()]);
 }
+
+#[tokio::test]
+async fn the_install_walkthrough_runs_as_written_on_postgres() {
+    let install = read_doc("docs/INSTALL.md");
+    let blocks = sh_blocks(
+        &install,
+        "Walkthrough: `bcctl serve` on Postgres and a node set up by `node install-script`",
+    );
+    assert!(blocks.len() >= 4, "the walkthrough's blocks: {}", blocks.len());
+    let db = events::store::testkit::TestDb::postgres_unmigrated()
+        .await
+        .expect("a Postgres database");
+    let work = tempfile::tempdir().expect("tempdir");
+    let walk = Walk::new(work.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    // The walkthrough runs in one shell session (`serve` is a background job of it); the
+    // variables it says to set first are the only thing the walker adds.
+    let script = blocks.join("\n");
+    let out = walk
+        .command(&format!("set -x\n{script}"))
+        .env("BCCTL", bcctl_bin())
+        .env("BCD", bcd_bin())
+        .env("DATABASE_URL", db.url())
+        .env("WORK", work.path())
+        .env("SERVER", format!("127.0.0.1:{port}"))
+        .output()
+        .expect("bash");
+    let transcript = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "the walkthrough exited {:?}:\n{transcript}\nserve's log:\n{}",
+        out.status.code(),
+        std::fs::read_to_string(work.path().join("serve.log")).unwrap_or_default()
+    );
+    // The node joined with what install-script wrote, and the roots came out as PEM.
+    assert!(
+        work.path().join("var/lib/bcd/identity.json").exists(),
+        "{transcript}"
+    );
+    let roots = std::fs::read_to_string(work.path().join("roots.pem")).expect("roots.pem");
+    assert!(roots.contains("-----BEGIN CERTIFICATE-----"), "{roots}");
+}

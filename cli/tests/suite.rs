@@ -36,6 +36,7 @@ mod pki_lifecycle;
 mod pki_trust_cli;
 mod pool_cli;
 mod provisioned_e2e;
+mod readme_walk;
 mod rebuild_cli;
 mod serve_plaintext;
 mod serve_quorum_cli;
