@@ -183,7 +183,11 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
                     ));
                 }
             }
-            // No credential is read on a machine whose identity loads.
+            // No credential is read on a machine whose identity loads. A join killed between
+            // identity.json and its PEM copies left them stale: they are repaired here too.
+            crate::node_files::refresh(&config.files, &loaded, &mut |line| {
+                eprintln!("bcd join: {line}")
+            });
             println!("already joined as {}", loaded.describe());
             if let Some(record) = crate::revocation::revoked(dir, &loaded.leaf.serial.to_hex()) {
                 eprintln!(

@@ -435,5 +435,6 @@ fn bcd_status_shows_a_ramdisk_and_its_two_hour_certificate_normally() {
         ),
         "{text}"
     );
-    assert!(text.contains("(2h 0m left, renewal due "), "{text}");
+    // Two hours from the backdated notBefore (docs/DECISIONS.md, backdating): 1h 55m from now.
+    assert!(text.contains("(1h 55m left, renewal due "), "{text}");
 }

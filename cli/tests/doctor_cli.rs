@@ -151,7 +151,10 @@ fn a_fresh_up_has_nothing_above_info_and_is_serving() {
     }
     assert_eq!(
         finding(&report, "pki.unseal", "ok")["message"],
-        ".bcctl/pki.json opens with this deployment's secret"
+        format!(
+            "{}/.bcctl/pki.json opens with this deployment's secret",
+            d.canonicalize().expect("canonical").display()
+        )
     );
     assert_eq!(
         report["findings"]
@@ -228,7 +231,10 @@ fn a_wrong_secret_a_half_done_rotation_and_a_stopped_feed() {
     let unseal = finding(&report, "pki.unseal", "error");
     assert_eq!(
         unseal["message"],
-        "PKI bundle .bcctl/pki.json: INVALID_CONFIG: the PKI bundle does not open with this BC_DEPLOYMENT_SECRET: it was sealed under another secret (or its kdf or kdfParams were changed)"
+        format!(
+            "PKI bundle {}/.bcctl/pki.json: INVALID_CONFIG: the PKI bundle does not open with this BC_DEPLOYMENT_SECRET: it was sealed under another secret (or its kdf or kdfParams were changed)",
+            d.canonicalize().expect("canonical").display()
+        )
     );
     assert!(
         unseal["fix"]

@@ -316,8 +316,14 @@ fn killed_join(up: &Up, tmp: &Path, index: usize, point: &str, next: Next) {
     assert!(on_disk(&data, &ctx).is_some());
     assert_eq!(
         names(&data),
-        ["identity.json", "node.key"],
-        "{ctx}: only the identity's files, nothing left over"
+        [
+            "bundle.pem",
+            "cert.pem",
+            "identity.json",
+            "key.pem",
+            "node.key"
+        ],
+        "{ctx}: only the identity's files and their PEM copies, nothing left over"
     );
     if !matches!(next, Next::TokenSpent) {
         assert!(!token.exists(), "{ctx}: the token file was not deleted");
@@ -334,11 +340,21 @@ fn killed_reset(up: &Up, tmp: &Path, moved_last: &str) {
     let old_id = joined_id(&run(up.bcd_join(&data, &first, &[])), &ctx);
     // The journal `bcd node` would keep (only its name matters to a reset).
     fs::write(data.join("journal.db"), format!("journal of {old_id}")).expect("journal");
-    let old = files(&data);
+    let mut old = files(&data);
     assert_eq!(
         old.keys().collect::<Vec<_>>(),
-        ["identity.json", "journal.db", "node.key"]
+        [
+            "bundle.pem",
+            "cert.pem",
+            "identity.json",
+            "journal.db",
+            "key.pem",
+            "node.key"
+        ]
     );
+    // The PEM files are copies of the identity for other software: a reset leaves them, and
+    // the next join replaces them (docs/NODE-FILES.md).
+    old.retain(|name, _| !name.ends_with(".pem"));
 
     let token = up.token_file(&tmp.join(format!("reset-{moved_last}.token2")));
     kill_at(
@@ -411,7 +427,17 @@ fn killed_reset(up: &Up, tmp: &Path, moved_last: &str) {
         );
     }
     let current: Vec<&String> = now.keys().filter(|n| !n.contains(".reset-")).collect();
-    assert_eq!(current, ["identity.json", "node.key"], "{ctx}");
+    assert_eq!(
+        current,
+        [
+            "bundle.pem",
+            "cert.pem",
+            "identity.json",
+            "key.pem",
+            "node.key"
+        ],
+        "{ctx}"
+    );
 }
 
 fn scenario(db_url: &str) {

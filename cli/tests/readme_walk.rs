@@ -60,17 +60,32 @@ pub(crate) fn sh_blocks(doc: &str, title: &str) -> Vec<String> {
     blocks
 }
 
-/// The commands of a block: comment and blank lines dropped, `\`-continued lines joined.
+/// A line without its trailing comment (a `#` after whitespace, outside quotes).
+fn without_comment(line: &str) -> &str {
+    let (mut single, mut double, mut prev_space) = (false, false, true);
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && prev_space => return line[..i].trim_end(),
+            _ => {}
+        }
+        prev_space = c.is_whitespace();
+    }
+    line
+}
+
+/// The commands of a block: comments and blank lines dropped, `\`-continued lines joined.
 pub(crate) fn commands_of(block: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut pending = String::new();
     for line in block.lines() {
-        let trimmed = line.trim();
-        if pending.is_empty() && (trimmed.is_empty() || trimmed.starts_with('#')) {
+        let trimmed = without_comment(line.trim());
+        if pending.is_empty() && trimmed.is_empty() {
             continue;
         }
         if let Some(head) = trimmed.strip_suffix('\\') {
-            pending.push_str(head);
+            pending.push_str(head.trim_end());
             pending.push(' ');
             continue;
         }
@@ -169,7 +184,9 @@ impl Walk {
 
 /// The first command of the README: it must build `bcd` beside `bcctl` and then run `bcctl up`.
 fn first_command(readme: &str) -> String {
-    let fence = readme.find("```sh").expect("the README opens with a ```sh block");
+    let fence = readme
+        .find("```sh")
+        .expect("the README opens with a ```sh block");
     let first = readme[fence + 5..]
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -203,8 +220,7 @@ fn the_readme_walks_as_written_on_the_embedded_default() {
     let mut server = Proc::spawn("bcctl up", walk.command(&format!("exec {up_line}")), up_log);
     server.wait_line("serving until Ctrl-C", Duration::from_secs(60));
     let printed = server.log_text();
-    walk.transcript
-        .push_str(&format!("$ {first}\n{printed}"));
+    walk.transcript.push_str(&format!("$ {first}\n{printed}"));
     let join_step = printed
         .lines()
         .skip_while(|l| !l.starts_with("join a machine with:"))
@@ -219,7 +235,10 @@ fn the_readme_walks_as_written_on_the_embedded_default() {
     walk.run(&join_step);
 
     let blocks = sh_blocks(&readme, "A first session");
-    assert!(!blocks.is_empty(), "the README has an \"A first session\" section");
+    assert!(
+        !blocks.is_empty(),
+        "the README has an \"A first session\" section"
+    );
     let mut ran = 0;
     for block in &blocks {
         for line in commands_of(block) {
@@ -227,7 +246,10 @@ fn the_readme_walks_as_written_on_the_embedded_default() {
             ran += 1;
         }
     }
-    assert!(ran >= 10, "the first session walks at least 10 lines, ran {ran}");
+    assert!(
+        ran >= 10,
+        "the first session walks at least 10 lines, ran {ran}"
+    );
     drop(server);
 }
 
@@ -244,10 +266,17 @@ fn token_of(printed: &str) -> String {
 
 #[test]
 fn the_walker_reads_blocks_and_joins_continued_lines() {
-    let doc = "# T\n## A first session\ntext\n```sh\n# c\na \\\n  b\n\nc &\n```\n```text\nx\n```\n## Next\n```sh\nd\n```\n";
+    let doc = "# T\n## A first session\ntext\n```sh\n# c\na \\\n  b\n\nc &  # in the background\necho '#x' \"#y\"\n```\n```text\nx\n```\n## Next\n```sh\nd\n```\n";
     let blocks = sh_blocks(doc, "A first session");
     assert_eq!(blocks.len(), 1);
-    assert_eq!(commands_of(&blocks[0]), vec!["a b".to_string(), "c &".to_string()]);
+    assert_eq!(
+        commands_of(&blocks[0]),
+        vec![
+            "a b".to_string(),
+            "c &".to_string(),
+            "echo '#x' \"#y\"".to_string()
+        ]
+    );
 }
 
 #[tokio::test]
@@ -257,7 +286,11 @@ async fn the_install_walkthrough_runs_as_written_on_postgres() {
         &install,
         "Walkthrough: `bcctl serve` on Postgres and a node set up by `node install-script`",
     );
-    assert!(blocks.len() >= 4, "the walkthrough's blocks: {}", blocks.len());
+    assert!(
+        blocks.len() >= 4,
+        "the walkthrough's blocks: {}",
+        blocks.len()
+    );
     let db = events::store::testkit::TestDb::postgres_unmigrated()
         .await
         .expect("a Postgres database");

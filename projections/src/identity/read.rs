@@ -212,9 +212,10 @@ pub async fn successor_of(
     Ok(row.map(|(s,)| s))
 }
 
-/// When each renewal of `node_id` issued after `since_us` was issued (its notBefore, µs,
-/// oldest first). A renewal is a certificate that is not the first of its identity generation
-/// (that one came from the join).
+/// When each renewal of `node_id` issued after `since_us` was issued (the time of the event
+/// that issued it, µs, oldest first; not the certificate's notBefore, which is backdated). A
+/// renewal is a certificate that is not the first of its identity generation (that one came
+/// from the join).
 pub async fn renewals_since(
     tx: &mut StoreTx,
     node_id: &str,
@@ -222,10 +223,11 @@ pub async fn renewals_since(
 ) -> Result<Vec<i64>, StoreError> {
     let rows: Vec<(i64,)> = tx
         .fetch_all(
-            "SELECT c.not_before_us FROM node_certs c WHERE c.node_id = $1 \
-             AND c.not_before_us > $2 AND EXISTS (SELECT 1 FROM node_certs o \
+            "SELECT e.occurred_at_us FROM node_certs c JOIN events e \
+             ON e.position = c.issued_position WHERE c.node_id = $1 \
+             AND e.occurred_at_us > $2 AND EXISTS (SELECT 1 FROM node_certs o \
              WHERE o.node_id = c.node_id AND o.identity_generation = c.identity_generation \
-             AND o.issued_position < c.issued_position) ORDER BY c.not_before_us",
+             AND o.issued_position < c.issued_position) ORDER BY e.occurred_at_us",
             &[node_id.into(), since_us.into()],
         )
         .await?;
