@@ -443,12 +443,9 @@ pub fn refresh(
 }
 
 /// `bcd doctor`'s `pem files` check: whether the files match the identity (bytes and mode).
-pub fn files_check(settings: &FileSettings, loaded: &LoadedIdentity) -> crate::status::Check {
-    use crate::status::{Check, Level};
-    let set = match pem_set(loaded) {
-        Ok(set) => set,
-        Err(e) => return Check::new("pem files", Level::Warn, e.to_string()),
-    };
+/// `Ok` names what matches; `Err` what does not and the fix (a warning).
+pub fn files_check(settings: &FileSettings, loaded: &LoadedIdentity) -> Result<String, String> {
+    let set = pem_set(loaded).map_err(|e| e.to_string())?;
     let mut stale = Vec::new();
     if let Some(key) = &set.key {
         if !is_current(&settings.key, key.as_bytes(), settings.key_mode) {
@@ -466,25 +463,17 @@ pub fn files_check(settings: &FileSettings, loaded: &LoadedIdentity) -> crate::s
         }
     }
     if stale.is_empty() {
-        Check::new(
-            "pem files",
-            Level::Ok,
-            format!(
-                "{} and {} match the identity",
-                settings.cert.display(),
-                settings.bundle.display()
-            ),
-        )
+        Ok(format!(
+            "{} and {} match the identity",
+            settings.cert.display(),
+            settings.bundle.display()
+        ))
     } else {
-        Check::new(
-            "pem files",
-            Level::Warn,
-            format!(
-                "{}: missing, or not the current identity or mode; bcd node rewrites them when it \
-                 starts (systemctl restart bcd)",
-                stale.join(", ")
-            ),
-        )
+        Err(format!(
+            "{}: missing, or not the current identity or mode; bcd node rewrites them when it \
+             starts (systemctl restart bcd)",
+            stale.join(", ")
+        ))
     }
 }
 

@@ -502,7 +502,12 @@ pub fn doctor(
     let (identity, loaded) = identity_checks(dir, &config.tpm_host(), now);
     checks.extend(identity);
     if let Some(loaded) = &loaded {
-        checks.push(crate::node_files::files_check(&config.files, loaded));
+        checks.push(
+            match crate::node_files::files_check(&config.files, loaded) {
+                Ok(message) => Check::new("pem files", Level::Ok, message),
+                Err(message) => Check::new("pem files", Level::Warn, message),
+            },
+        );
     }
     checks.push(mode_check(dir));
     checks.extend(local_clock_check(loaded.as_ref(), now));

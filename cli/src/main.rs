@@ -27,6 +27,7 @@ mod node_setup_cmd;
 mod output;
 mod pem;
 mod pki_cmd;
+mod pki_common;
 mod pki_gateway_cmd;
 mod pki_lifecycle_cmd;
 mod pki_trust_cmd;

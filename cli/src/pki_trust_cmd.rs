@@ -52,6 +52,8 @@ pub enum PkiTrustError {
     InvalidConfig(String),
     #[error("INVALID_STATE: {0}")]
     State(String),
+    #[error("{0}")]
+    WriteBack(#[from] crate::pki_common::PkiCmdError),
     #[error("{}", crate::batch_cmd::quorum_message(.0))]
     Quorum(#[from] QuorumError),
     #[error("store: {0}")]
@@ -280,6 +282,9 @@ pub async fn rotate(args: RotateArgs) -> Result<(), PkiTrustError> {
     let path = opened.deployment.bundle.clone();
     let secret = opened.deployment.secret()?;
     let loaded = opened.deployment.open()?;
+    // A write-back vouches for what it writes: never for a bundle nothing authenticated
+    // (`bcctl pki reseal` is the one way to vouch for one).
+    crate::pki_lifecycle_cmd::writable(&path, &loaded, opened.deployment.secret()?)?;
     if loaded.keys.is_none() {
         return Err(DeploymentError::Sealed { path }.into());
     }

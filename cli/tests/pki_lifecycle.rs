@@ -564,6 +564,27 @@ fn reseal_refuses_an_unauthenticated_bundle_and_moves_to_a_new_secret() {
         stderr(&renew),
         "bcctl: INVALID_STATE: pki.json is not authenticated (its keys are in plaintext while a deployment secret is set: whoever can write the file chose them), so it is not written back; compare its pins (`bcctl pki show`) with your records, then seal it with `bcctl pki reseal --accept-unauthenticated`"
     );
+    let store = format!("sqlite://{}", t.join("events.db").display());
+    ok_status(&bcctl(t, None, &["migrate", "--database-url", &store]));
+    let rotate = bcctl(
+        t,
+        Some(SECRET),
+        &[
+            "pki",
+            "rotate-command-root",
+            "--stage",
+            "add",
+            "--pki",
+            "pki.json",
+            "--database-url",
+            &store,
+        ],
+    );
+    assert_eq!(rotate.status.code(), Some(1));
+    assert_eq!(
+        stderr(&rotate),
+        "bcctl: INVALID_STATE: pki.json is not authenticated (its keys are in plaintext while a deployment secret is set: whoever can write the file chose them), so it is not written back; compare its pins (`bcctl pki show`) with your records, then seal it with `bcctl pki reseal --accept-unauthenticated`"
+    );
     assert!(fs::read_to_string(t.join("pki.json"))
         .expect("bundle")
         .contains("\"mode\": \"plaintext\""));
@@ -824,4 +845,13 @@ fn gateway_tls_files_reload_on_change_and_keep_the_old_pair_when_half_written() 
     );
     drop(agent);
     drop(server);
+}
+
+/// A command that must succeed (its output is not read).
+fn ok_status(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

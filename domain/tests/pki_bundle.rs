@@ -234,9 +234,9 @@ fn assemble(
 
 #[test]
 fn pki_key_set_refuses_a_reused_key_a_foreign_intermediate_and_one_outliving_the_root() {
-    use domain::pki::ca::RootCa;
     use domain::pki::keys::PrivateKey;
     use domain::pki::keyset::KeySetError;
+    use domain::pki::RootCa;
 
     // As generated, the parts assemble.
     assemble(key_set(), |_| {}).expect("a generated set assembles");

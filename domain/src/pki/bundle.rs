@@ -76,11 +76,12 @@ use ring::aead::{Aad, Nonce};
 use serde::{Deserialize, Serialize};
 
 use super::bundle_kdf::{seal_keys, Argon2idParams, BundleKdf, KdfError};
-use super::ca::{parse_cert, CaError, CommandSigningRoot, NodeCa, RootCa, ServingCa};
+use super::ca::{parse_cert, CaError, CommandSigningRoot, NodeCa, ServingCa};
 use super::encoding::{b64_decode, pem_decode, put_lp, sha256};
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
 use super::keyset::{KeySet, KeySetError, KeySetPins};
 use super::pin::Pin;
+use super::root::RootCa;
 use super::secret::{DeploymentSecret, SecretError};
 use super::spiffe::{SpiffeError, TrustDomain};
 use super::token::constant_time_eq;

@@ -2,7 +2,7 @@
 //!
 //! A [`CertificateAuthority`] pairs a CA certificate with its private key and can only be made
 //! from a key whose [`KeyRole`] is that CA's, and a certificate that is a CA certificate for that
-//! very key. The typed wrappers ([`RootCa`], [`NodeCa`], [`ServingCa`], [`CommandSigningRoot`])
+//! very key. The typed wrappers ([`RootCa`](super::root::RootCa), [`NodeCa`], [`ServingCa`], [`CommandSigningRoot`])
 //! keep each CA to its one job: only a `NodeCa` issues agent certificates
 //! ([`super::leaf::issue_node_certificate`]), only a `ServingCa` issues serving certificates, only
 //! the `RootCa` certifies the node and serving CAs.
@@ -22,8 +22,6 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 use super::encoding::pem_encode;
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
 use super::spiffe::TrustDomain;
-
-pub use super::root::RootCa;
 
 /// The four certificate authorities of a deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -301,7 +299,7 @@ impl CertificateAuthority {
         let now = whole_seconds(now);
         let not_after = now.checked_add(lifetime).ok_or(CaError::TimeOutOfRange)?;
         // Backdated like every certificate issued here (a peer's clock a little behind).
-        let not_before = now - crate::pki::leaf::BACKDATE;
+        let not_before = now - super::backdate::BACKDATE;
         let mut params = ca_params(kind, td, not_before, not_after);
         params.serial_number = Some(random_serial()?.into());
         let kp = key.rcgen_key_pair()?;

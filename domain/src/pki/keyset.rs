@@ -12,9 +12,10 @@
 
 use time::{Duration, OffsetDateTime};
 
-use super::ca::{CaError, CommandSigningRoot, NodeCa, RootCa, ServingCa};
+use super::ca::{CaError, CommandSigningRoot, NodeCa, ServingCa};
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
 use super::pin::Pin;
+use super::root::RootCa;
 use super::spiffe::TrustDomain;
 use super::token_seal::JoinEncryptionKey;
 

@@ -39,12 +39,7 @@ use super::encoding::sha256;
 use super::keys::{KeyError, PublicKey};
 use super::spiffe::{NodeRole, Role, SpiffeId};
 
-/// How far before `now` an issued leaf's notBefore is set (never before its CA's notBefore, and
-/// at most a tenth of the leaf's lifetime, so that bcd's renewal at 60% of the span stays in the
-/// future): a peer whose clock runs up to this much behind still sees the certificate as valid. notAfter
-/// stays `now` plus the lifetime, except that the span never exceeds the role's maximum
-/// (docs/DECISIONS.md, issue 22).
-pub const BACKDATE: Duration = Duration::minutes(5);
+pub use super::backdate::BACKDATE;
 
 /// Longest life of a node, site or node-tenant certificate.
 pub const NODE_MAX_LIFETIME: Duration = Duration::hours(24);

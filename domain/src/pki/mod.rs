@@ -27,6 +27,7 @@
 //! | [`token_seal`] | sealing a token to the JoinService, bound to the CSR |
 //! | [`statement`] | purpose-bound signatures and the proof time window |
 
+pub mod backdate;
 pub mod bundle;
 pub mod bundle_kdf;
 pub mod ca;

@@ -9,13 +9,13 @@
 
 use time::{Duration, OffsetDateTime};
 
+use super::backdate::BACKDATE;
 use super::ca::{
     ca_params, check_ca_certificate, random_serial, whole_seconds, CaError, CaKind,
     CertificateAuthority, NodeCa, ServingCa,
 };
 use super::encoding::pem_encode;
 use super::keys::{PrivateKey, PublicKey};
-use super::leaf::BACKDATE;
 use super::spiffe::TrustDomain;
 
 /// The root CA: its certificate, and its key when it is online.

@@ -16,6 +16,7 @@
 mod copy;
 mod known_versions;
 mod multi_append;
+mod probe;
 mod statements;
 
 use std::str::FromStr;
@@ -35,6 +36,8 @@ use super::{
 };
 use crate::envelope::{NewEvent, RecordedEvent};
 use known_versions::KnownVersions;
+use probe::probe;
+pub use probe::CONNECT_TIMEOUT;
 use statements::{
     append_sql, bind_events, tail_sql, version_param, AppendShape, Base, EventArrays, TailPage,
     ANY_APPEND_LOCK, APPEND_COLUMNS,
@@ -78,46 +81,6 @@ pub struct PgStoreTx {
 /// gateway answers UNAVAILABLE). Long enough for a burst that holds every connection, short
 /// enough that an agent's call (30 s) gets the answer rather than its own timeout.
 pub const POOL_ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// How long opening the store waits for the server's first answer before it gives up.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Where `options` points, for a message: `host:port` and the database, never the password.
-fn target(options: &PgConnectOptions) -> String {
-    let host = options.get_host();
-    let at = if host.starts_with('/') {
-        format!("{host} (socket, port {})", options.get_port())
-    } else {
-        format!("{host}:{}", options.get_port())
-    };
-    match options.get_database() {
-        Some(db) => format!("{at}, database {db}"),
-        None => at,
-    }
-}
-
-/// One direct connection before the pool is built: a server that cannot be reached fails
-/// within [`CONNECT_TIMEOUT`] naming the host and the real error ("connection refused", a bad
-/// password, a missing database), where the pool would retry until its acquire timeout and
-/// then say only that it timed out.
-async fn probe(options: &PgConnectOptions) -> Result<()> {
-    use sqlx::{ConnectOptions, Connection};
-    let attempt = tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await;
-    match attempt {
-        Ok(Ok(conn)) => {
-            let _ = conn.close().await;
-            Ok(())
-        }
-        Ok(Err(e)) => Err(StoreError::Unreachable {
-            target: target(options),
-            why: e.to_string(),
-        }),
-        Err(_) => Err(StoreError::Unreachable {
-            target: target(options),
-            why: format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
-        }),
-    }
-}
 
 impl PgLogStore {
     /// Connects with a pool sized for concurrent commands (`max_connections` in the URL's

@@ -1,0 +1,108 @@
+//! What every `bcctl pki` verb shares: its error, the pins as text, and writing a new private
+//! file (mode 0600, never overwriting). The verbs live in `pki_cmd` (init, show, the
+//! dispatch), `pki_trust_cmd`, `pki_lifecycle_cmd` and `pki_gateway_cmd`; each uses this
+//! module, none of them the dispatcher.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use domain::pki::{BundleError, KeySetError, KeySetPins, SecretError, SpiffeError};
+
+use crate::deployment::DeploymentError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiCmdError {
+    #[error("{0}")]
+    Secret(#[from] SecretError),
+    #[error("{0}")]
+    Deployment(#[from] DeploymentError),
+    #[error("trust domain: {0}")]
+    TrustDomain(#[from] SpiffeError),
+    #[error("generating the key set failed: {0}")]
+    KeySet(#[from] KeySetError),
+    #[error("{path}: {source}")]
+    Bundle { path: PathBuf, source: BundleError },
+    #[error("{path} already exists: a PKI bundle is never overwritten (move it away first if you really mean to replace every key of the deployment)")]
+    Exists { path: PathBuf },
+    #[error("{0}")]
+    Internal(String),
+    /// `pki renew-ca` could not certify the CA.
+    #[error("pki renew-ca: {0}")]
+    Renew(KeySetError),
+    /// A bad value the verb found itself (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The bundle is not in a state the operation accepts (spec 003's INVALID_STATE).
+    #[error("{0}")]
+    InvalidState(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl PkiCmdError {
+    /// The exit code: 2 for a bad value, 1 for everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            PkiCmdError::Usage(_) => crate::output::EXIT_USAGE,
+            _ => crate::output::EXIT_FAILED,
+        }
+    }
+}
+
+pub fn print_pins(pins: &KeySetPins) {
+    println!("pins:");
+    println!("  root CA                  {}", pins.root_ca);
+    println!("  node CA                  {}", pins.node_ca);
+    println!(
+        "  serving CA               {}  (bcd serving_ca_spki_pin)",
+        pins.serving_ca
+    );
+    println!(
+        "  JoinService signing      {}  (bcd join_signing_key_pin)",
+        pins.join_signing
+    );
+    println!(
+        "  JoinService encryption   {}  (bcd join_encryption_key_pin)",
+        pins.join_encryption
+    );
+    println!("  audit signing            {}", pins.audit_signing);
+    println!("  command-signing root     {}", pins.command_signing_root);
+}
+
+/// Creates `path` with mode 0600, failing if it exists, and syncs it and its directory.
+pub fn write_new_private(path: &Path, bytes: &[u8]) -> Result<(), PkiCmdError> {
+    let io = |source| PkiCmdError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = match options.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(PkiCmdError::Exists {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(e) => return Err(io(e)),
+    };
+    file.write_all(bytes).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if let Ok(dir) = std::fs::File::open(parent) {
+            let _ = dir.sync_all();
+        }
+    }
+    Ok(())
+}
