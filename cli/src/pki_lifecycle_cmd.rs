@@ -9,7 +9,6 @@
 //! every key and pin) and only `pki reseal --accept-unauthenticated` writes it back, sealed. The
 //! file is replaced atomically (a 0600 file beside it, synced, renamed over).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
@@ -23,7 +22,7 @@ use time::{Duration, OffsetDateTime};
 
 use crate::deployment::{Deployment, DeploymentArgs};
 use crate::output::{print_json, rfc3339};
-use crate::pki_common::{print_pins, PkiCmdError};
+use crate::pki_common::{print_pins, replace_private, PkiCmdError};
 
 /// The environment variable holding the new deployment secret for `pki reseal`.
 pub const NEW_SECRET_ENV: &str = "BC_NEW_DEPLOYMENT_SECRET";
@@ -109,34 +108,6 @@ pub fn writable(
         )),
         _ => Err(unauthenticated_refusal(path)),
     }
-}
-
-/// Replaces `path` with `bytes` atomically: a mode 0600 file beside it, synced, renamed over.
-pub fn replace_private(path: &Path, bytes: &[u8]) -> Result<(), PkiCmdError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".write.tmp");
-    let tmp = PathBuf::from(tmp);
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| PkiCmdError::Io { path: p, source }
-    };
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
-    file.write_all(bytes).map_err(io(&tmp))?;
-    file.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))?;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if let Ok(dir) = std::fs::File::open(parent) {
-            let _ = dir.sync_all();
-        }
-    }
-    Ok(())
 }
 
 /// Reads the root key file `pki init --offline-root` wrote.

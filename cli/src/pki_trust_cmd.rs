@@ -15,8 +15,7 @@
 //!
 //! Errors start with their code; the exit code is 1 (2 for INVALID_INPUT).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::{Args, ValueEnum};
 use commands::quorum::{
@@ -58,11 +57,6 @@ pub enum PkiTrustError {
     Quorum(#[from] QuorumError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("PKI bundle: {0}")]
     Bundle(#[from] domain::pki::BundleError),
 }
@@ -410,32 +404,9 @@ fn promote_next(
     replace_file(path, &bytes)
 }
 
-/// Replaces `path` with `bytes` atomically (a mode 0600 file beside it, synced, renamed over).
+/// Replaces `path` with `bytes` atomically (`pki_common::replace_private`).
 fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), PkiTrustError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".rotate.tmp");
-    let tmp = PathBuf::from(tmp);
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| PkiTrustError::Io { path: p, source }
-    };
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io(&tmp))?;
-    file.write_all(bytes).map_err(io(&tmp))?;
-    file.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))?;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        if let Ok(dir) = std::fs::File::open(parent) {
-            let _ = dir.sync_all();
-        }
-    }
-    Ok(())
+    Ok(crate::pki_common::replace_private(path, bytes)?)
 }
 
 fn print_roots(published: &PublishedBundle, note: &str, as_json: bool) {
