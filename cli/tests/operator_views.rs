@@ -8,11 +8,9 @@
 use crate::support;
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use support::{bcctl_bin, bcd_bin, wait_for, Proc};
@@ -61,19 +59,7 @@ fn up(dir: &Path, log: &Path) -> (Proc, serde_json::Value) {
         child,
         log: log.to_path_buf(),
     };
-    let stdout = proc.child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(120))
-        .unwrap_or_else(|_| panic!("bcctl up printed nothing:\n{}", proc.log_text()));
-    let facts = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let facts = proc.first_json_line(Duration::from_secs(120));
     (proc, facts)
 }
 

@@ -27,10 +27,8 @@ use crate::support;
 use support::{bcctl_bin, bcd_bin, wait_for, Proc};
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -169,19 +167,7 @@ fn up_with(
         child,
         log,
     };
-    let stdout = proc.child.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut lines = BufReader::new(stdout).lines();
-        if let Some(Ok(line)) = lines.next() {
-            let _ = tx.send(line);
-        }
-        for _ in lines {}
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(120))
-        .unwrap_or_else(|_| panic!("bcctl up printed nothing; its log:\n{}", proc.log_text()));
-    let facts = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let facts = proc.first_json_line(Duration::from_secs(120));
     (proc, facts)
 }
 

@@ -187,6 +187,32 @@ impl Proc {
     }
 }
 
+impl Proc {
+    /// The first line the process prints on its piped standard output, as JSON (`bcctl up
+    /// --json` prints its facts so), waiting at most `within`; the rest of the output is
+    /// drained so the process never blocks on a full pipe.
+    pub fn first_json_line(&mut self, within: Duration) -> serde_json::Value {
+        use std::io::{BufRead, BufReader};
+        let stdout = self.child.stdout.take().expect("a piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            for _ in lines {}
+        });
+        let line = rx.recv_timeout(within).unwrap_or_else(|_| {
+            panic!(
+                "{} printed nothing; its log:\n{}",
+                self.name,
+                self.log_text()
+            )
+        });
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
