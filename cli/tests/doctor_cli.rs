@@ -202,6 +202,48 @@ fn a_fresh_up_has_nothing_above_info_and_is_serving() {
         "{message}"
     );
     assert_eq!(err["error"]["exitCode"], 1);
+    // Pinned to another deployment's serving CA: the server is not trusted, exit 1.
+    let other = d.join("other-pki.json");
+    let init = run(bcctl(
+        d,
+        &[
+            "pki",
+            "init",
+            "--trust-domain",
+            "other.example.com",
+            "--pki",
+            other.to_str().expect("utf-8"),
+            "--plaintext",
+        ],
+    ));
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let out = run(bcctl(
+        d,
+        &[
+            "healthcheck",
+            "--server",
+            address,
+            "--pki",
+            other.to_str().expect("utf-8"),
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err: Value = serde_json::from_slice(&out.stderr).expect("JSON error");
+    let message = err["error"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(&format!("healthcheck {address}: TLS")),
+        "{message}"
+    );
     // Not HOST:PORT: a usage error.
     let out = run(bcctl(d, &["healthcheck", "--server", "nowhere"]));
     assert_eq!(out.status.code(), Some(2));
