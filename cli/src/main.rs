@@ -267,12 +267,11 @@ pub(crate) struct Failure {
 
 impl Failure {
     /// A usage error the verb found itself (a bad value): exit 2, as for the parser's.
-    #[allow(dead_code)]
     pub(crate) fn usage(message: impl Into<String>) -> Self {
         Failure::coded(message, output::EXIT_USAGE)
     }
 
-    #[allow(dead_code)]
+    /// A failure with the exit code the verb documents.
     pub(crate) fn coded(message: impl Into<String>, code: u8) -> Self {
         Failure {
             message: message.into(),
