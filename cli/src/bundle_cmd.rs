@@ -112,7 +112,7 @@ pub async fn run(cmd: BundleCommand) -> Result<(), IdentityCmdError> {
             }
         }
     }
-    print!("{text}");
+    crate::out!("{text}");
     Ok(())
 }
 

@@ -105,7 +105,7 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
         AccountCommand::List(args) => {
             let list = open(&args.common, false).await?.list().await?;
             if args.common.json {
-                println!("{}", to_json(&list));
+                crate::outln!("{}", to_json(&list));
             } else {
                 print_accounts(&list);
             }
@@ -123,10 +123,10 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
 
 fn print_one(entry: &CloudAccountView, json: bool, verb: &str) {
     if json {
-        println!("{}", to_json(entry));
+        crate::outln!("{}", to_json(entry));
         return;
     }
-    println!("{verb} cloud account entry {}", entry.entry_id);
+    crate::outln!("{verb} cloud account entry {}", entry.entry_id);
     print_accounts(std::slice::from_ref(entry));
 }
 

@@ -251,7 +251,7 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
     )
     .await?;
     if args.store.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({
                 "commandId": answer.command_id,
@@ -265,7 +265,7 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
             })
         );
     } else {
-        println!(
+        crate::outln!(
             "command {} ({} on {}) {}; it lives until {}",
             answer.command_id,
             args.kind,
@@ -345,7 +345,7 @@ async fn list(args: ListArgs) -> Result<(), CommandCmdError> {
     )
     .await?;
     if args.store.json {
-        println!("{}", crate::token_cmd::to_json(&views));
+        crate::outln!("{}", crate::token_cmd::to_json(&views));
     } else {
         print_views(&views);
     }
@@ -362,14 +362,14 @@ async fn show(args: ShowArgs) -> Result<(), CommandCmdError> {
     let store = args.store.deployment.open_store().await?;
     let view = command_show(&store, &args.command_id).await?;
     if args.store.json {
-        println!("{}", crate::token_cmd::to_json(&view));
+        crate::outln!("{}", crate::token_cmd::to_json(&view));
     } else {
         print_views(std::slice::from_ref(&view));
         if let Some(detail) = &view.detail {
-            println!("detail: {}", printable(detail));
+            crate::outln!("detail: {}", printable(detail));
         }
         if let Some(tail) = &view.output_tail {
-            println!("output (tail):\n{}", printable_lines(tail));
+            crate::outln!("output (tail):\n{}", printable_lines(tail));
         }
     }
     Ok(())

@@ -95,7 +95,7 @@ pub fn run(cmd: ConfigCommand) {
     if json {
         print_json(&serde_json::json!({ "template": SERVE_TEMPLATE }));
     } else {
-        print!("{SERVE_TEMPLATE}");
+        crate::out!("{SERVE_TEMPLATE}");
     }
 }
 

@@ -321,6 +321,11 @@ impl DeploymentArgs {
 
     /// Finds the store, the bundle and the secret file by the rule in the type's doc.
     pub fn locate(&self) -> Result<Located, LocateError> {
+        // An admin API call runs against the server's deployment, whatever these say (the
+        // server refuses a call that names a deployment before it runs).
+        if let Some(call) = crate::invocation::current() {
+            return Ok(call.located.clone());
+        }
         if let Some(d) = &self.dir {
             if !d.is_dir() {
                 return Err(LocateError::NoDir(d.clone()));
@@ -437,6 +442,9 @@ impl DeploymentArgs {
     /// The store for a verb that writes (`write`: a SQLite file that does not exist is created,
     /// as `bcctl migrate` would) or reads (it must exist).
     pub async fn open_store_as(&self, write: bool) -> Result<events::store::EventStore, OpenError> {
+        if let Some(call) = crate::invocation::current() {
+            return Ok(call.store.clone());
+        }
         let located = self.locate()?;
         let url = located.store_url_for(write)?;
         Ok(events::store::EventStore::open(url).await?)
@@ -448,6 +456,9 @@ impl DeploymentArgs {
         &self,
         write: bool,
     ) -> Result<events::store::EventStore, OpenError> {
+        if let Some(call) = crate::invocation::current() {
+            return Ok(call.store.clone());
+        }
         let located = self.locate()?;
         let url = located.store_url_for(write)?;
         located.deployment.public_half()?;
@@ -456,6 +467,9 @@ impl DeploymentArgs {
 
     /// The store, connected without migrating (a read verb that must not change the schema).
     pub async fn connect_store(&self) -> Result<events::store::EventStore, OpenError> {
+        if let Some(call) = crate::invocation::current() {
+            return Ok(call.store.clone());
+        }
         let located = self.locate()?;
         let url = located.existing_store_url()?;
         Ok(events::store::EventStore::connect(url).await?)

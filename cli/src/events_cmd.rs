@@ -227,29 +227,31 @@ pub async fn run(cmd: EventsCommand) -> Result<(), IdentityCmdError> {
             if args.common.json {
                 print_json(&v);
             } else {
-                println!("position:        {}", v.position);
-                println!(
+                crate::outln!("position:        {}", v.position);
+                crate::outln!(
                     "stream:          {} (version {})",
-                    v.stream_id, v.stream_version
+                    v.stream_id,
+                    v.stream_version
                 );
-                println!(
+                crate::outln!(
                     "type:            {} (schema {})",
-                    v.event_type, v.schema_version
+                    v.event_type,
+                    v.schema_version
                 );
-                println!("tenant:          {}", v.tenant_id);
-                println!("occurred:        {}", v.occurred_at);
-                println!("payload sha256:  {}", v.payload_sha256);
+                crate::outln!("tenant:          {}", v.tenant_id);
+                crate::outln!("occurred:        {}", v.occurred_at);
+                crate::outln!("payload sha256:  {}", v.payload_sha256);
                 match &v.decoded {
                     Some(d) => {
-                        println!("payload ({} bytes, decoded):", v.payload_bytes);
+                        crate::outln!("payload ({} bytes, decoded):", v.payload_bytes);
                         let pretty = serde_json::to_string_pretty(d).unwrap_or_default();
                         for line in pretty.lines() {
-                            println!("  {line}");
+                            crate::outln!("  {line}");
                         }
                     }
                     None => {
-                        println!("payload ({} bytes, protobuf, hex):", v.payload_bytes);
-                        println!("  {}", hex::encode(&row.payload));
+                        crate::outln!("payload ({} bytes, protobuf, hex):", v.payload_bytes);
+                        crate::outln!("  {}", hex::encode(&row.payload));
                     }
                 }
             }

@@ -115,7 +115,7 @@ pub async fn run(args: HealthcheckArgs) -> Result<(), Failure> {
             "status": name,
         }));
     } else {
-        println!("{server}: {name}");
+        crate::outln!("{server}: {name}");
     }
     Ok(())
 }

@@ -166,7 +166,7 @@ pub fn issue_internal(args: IssueInternalArgs) -> Result<(), InternalCertError> 
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             json!({
                 "certificate": args.cert_out.display().to_string(),
@@ -178,7 +178,7 @@ pub fn issue_internal(args: IssueInternalArgs) -> Result<(), InternalCertError> 
             })
         );
     } else {
-        println!(
+        crate::outln!(
             "wrote {} and {} (gateway {}, may serve as {:?}, serial {}, valid until {not_after}): give them to the gateway as internal_cert and internal_key",
             args.cert_out.display(),
             args.key_out.display(),

@@ -66,7 +66,7 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
                 .list(args.tenant.as_deref(), args.status.as_deref())
                 .await?;
             if args.common.json {
-                println!("{}", to_json(&list));
+                crate::outln!("{}", to_json(&list));
             } else {
                 print_requests(&list);
             }
@@ -75,7 +75,7 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
             let svc = open(&args.common, false).await?;
             let r = svc.show(&args.request_id).await?;
             if args.common.json {
-                println!("{}", to_json(&r));
+                crate::outln!("{}", to_json(&r));
             } else {
                 print_detail(&r);
             }
@@ -107,9 +107,9 @@ async fn open(common: &CommonArgs, write: bool) -> Result<JoinRequests, AttestCm
 
 fn print_decided(r: &JoinRequestView, json: bool, verb: &str) {
     if json {
-        println!("{}", to_json(r));
+        crate::outln!("{}", to_json(r));
     } else {
-        println!("{verb} join request {}", r.request_id);
+        crate::outln!("{verb} join request {}", r.request_id);
         print_requests(std::slice::from_ref(r));
     }
 }
@@ -162,6 +162,6 @@ fn print_detail(r: &JoinRequestView) {
         ("expires", fmt_us(r.expires_at_us)),
     ];
     for (k, v) in lines {
-        println!("{k:<15} {v}");
+        crate::outln!("{k:<15} {v}");
     }
 }

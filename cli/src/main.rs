@@ -8,6 +8,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[macro_use]
+mod invocation;
 mod audit_cmd;
 mod batch_cmd;
 mod bundle_cmd;
@@ -57,13 +59,13 @@ mod up_cmd;
 
 #[derive(Parser)]
 #[command(name = "bcctl", version, about = "Operate the machine-identity plane")]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Subcommand)]
-enum Command {
+pub(crate) enum Command {
     /// The main job on the embedded default: create ./.bcctl (secret, PKI bundle, SQLite
     /// store), serve, and print a join token with the exact bcd command that joins a machine.
     Up(up_cmd::UpArgs),
@@ -149,77 +151,81 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result: Result<(), Failure> = runtime.block_on(async {
-        match cli.command {
-            Command::Up(args) => up_cmd::up(args).await.map_err(Failure::from),
-            Command::Serve(args) => serve_roles::serve(args).await.map_err(Failure::from),
-            Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
-            Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
-            Command::Pki(cmd) => pki_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Batch(cmd) => batch_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Audit(cmd) => audit_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Queue(cmd) => command_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Token(cmd) => token_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Node(cmd) => node_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Pool(cmd) => pool_cmd::run(cmd).await.map_err(Failure::from),
-            Command::JoinRequest(cmd) => join_request_cmd::run(cmd).await.map_err(Failure::from),
-            Command::Tpm(cmd) => tpm_cmd::run(cmd).await.map_err(Failure::from),
-            Command::Site(cmd) => site_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Cloud(cmd) => cloud_cmd::run(cmd).await.map_err(Failure::from),
-            Command::Replay(args) => replay_cmd::run(args)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Bundle(cmd) => bundle_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Events(cmd) => events_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Tenant(cmd) => tenant_cmd::run(cmd)
-                .await
-                .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-            Command::Config(cmd) => {
-                config_template_cmd::run(cmd);
-                Ok(())
-            }
-            Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
-                rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
-                other => Failure::from(other),
-            }),
-            Command::Doctor(args) => match doctor_cmd::run(args).await {
-                Ok(0) => Ok(()),
-                Ok(code) => Err(Failure::coded(
-                    format!(
-                        "doctor: the worst finding is {}",
-                        doctor_cmd::worst_name(code)
-                    ),
-                    code,
-                )),
-                Err(e) => Err(e),
-            },
-            Command::Healthcheck(args) => healthcheck_cmd::run(args).await,
-        }
-    });
+    let result: Result<(), Failure> = runtime.block_on(dispatch(cli.command));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             output::print_error(&e.message, e.code, json);
             ExitCode::from(e.code)
         }
+    }
+}
+
+/// Runs one parsed verb: what `main` does for the command line, and what the admin API server
+/// does for a call (inside [`invocation::Invocation::scope`]).
+pub(crate) async fn dispatch(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Up(args) => up_cmd::up(args).await.map_err(Failure::from),
+        Command::Serve(args) => serve_roles::serve(args).await.map_err(Failure::from),
+        Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
+        Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
+        Command::Pki(cmd) => pki_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Batch(cmd) => batch_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Audit(cmd) => audit_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Queue(cmd) => command_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Token(cmd) => token_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Node(cmd) => node_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Pool(cmd) => pool_cmd::run(cmd).await.map_err(Failure::from),
+        Command::JoinRequest(cmd) => join_request_cmd::run(cmd).await.map_err(Failure::from),
+        Command::Tpm(cmd) => tpm_cmd::run(cmd).await.map_err(Failure::from),
+        Command::Site(cmd) => site_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Cloud(cmd) => cloud_cmd::run(cmd).await.map_err(Failure::from),
+        Command::Replay(args) => replay_cmd::run(args)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Bundle(cmd) => bundle_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Events(cmd) => events_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Tenant(cmd) => tenant_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Config(cmd) => {
+            config_template_cmd::run(cmd);
+            Ok(())
+        }
+        Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
+            rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
+            other => Failure::from(other),
+        }),
+        Command::Doctor(args) => match doctor_cmd::run(args).await {
+            Ok(0) => Ok(()),
+            Ok(code) => Err(Failure::coded(
+                format!(
+                    "doctor: the worst finding is {}",
+                    doctor_cmd::worst_name(code)
+                ),
+                code,
+            )),
+            Err(e) => Err(e),
+        },
+        Command::Healthcheck(args) => healthcheck_cmd::run(args).await,
     }
 }
 
@@ -261,8 +267,8 @@ fn parse_failure(e: clap::Error, json: bool) -> ExitCode {
 /// error converts into it with exit code 1; a subcommand that documents other codes builds it
 /// with [`Failure::coded`].
 pub(crate) struct Failure {
-    message: String,
-    code: u8,
+    pub(crate) message: String,
+    pub(crate) code: u8,
 }
 
 impl Failure {

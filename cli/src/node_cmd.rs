@@ -113,7 +113,7 @@ async fn change(args: ReasonArgs, verb: &str, op: Op) -> Result<(), IdentityCmdE
                 "alreadyRevoked": true,
             }));
         } else {
-            println!(
+            crate::outln!(
                 "node {} is already revoked: it holds no valid certificate of its identity generation {}; nothing changed",
                 args.node_id, detail.node.identity_generation
             );
@@ -126,9 +126,9 @@ async fn change(args: ReasonArgs, verb: &str, op: Op) -> Result<(), IdentityCmdE
         Op::Retire => svc.retire_node(&args.node_id, &args.reason).await?,
     };
     if args.common.json {
-        println!("{}", to_json(&node));
+        crate::outln!("{}", to_json(&node));
     } else {
-        println!("{verb} node {}", node.node_id);
+        crate::outln!("{verb} node {}", node.node_id);
         print_nodes(std::slice::from_ref(&node));
     }
     Ok(())
@@ -163,7 +163,7 @@ pub fn print_nodes(nodes: &[NodeView]) {
 }
 
 fn print_detail_certs(d: &NodeDetail) {
-    println!("certificates:");
+    crate::outln!("certificates:");
     let rows: Vec<Vec<String>> = d
         .certificates
         .iter()
@@ -372,7 +372,7 @@ async fn show(args: NodeArgs) -> Result<(), IdentityCmdError> {
         });
     } else {
         print_statuses(std::slice::from_ref(&status));
-        println!();
+        crate::outln!();
         print_detail_certs(&detail);
     }
     Ok(())

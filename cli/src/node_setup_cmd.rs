@@ -66,7 +66,7 @@ async fn setup(args: &SetupArgs, written_by: &str) -> Result<NodeSetup, Identity
         None => d.public_half()?,
     };
     if !loaded.authenticated {
-        eprintln!(
+        crate::errln!(
             "bcctl {written_by}: warning: the PKI bundle {} was read without the deployment secret,              so its pins are unauthenticated: whoever can write that file chose them. Set              BC_DEPLOYMENT_SECRET (or BC_DEPLOYMENT_SECRET_FILE, or pass --dir) to check them.",
             d.bundle.display()
         );
@@ -157,11 +157,11 @@ pub async fn config(args: ConfigArgs) -> Result<(), IdentityCmdError> {
         }));
     } else {
         for p in &written {
-            println!("wrote {}", p.display());
+            crate::outln!("wrote {}", p.display());
         }
-        println!();
-        println!("put a token from `bcctl token create` in a file (mode 0600) and join with:");
-        println!("  {join}");
+        crate::outln!();
+        crate::outln!("put a token from `bcctl token create` in a file (mode 0600) and join with:");
+        crate::outln!("  {join}");
     }
     Ok(())
 }
@@ -172,7 +172,7 @@ pub async fn install_script(args: InstallScriptArgs) -> Result<(), IdentityCmdEr
     if args.setup.common.json {
         print_json(&serde_json::json!({ "script": script }));
     } else {
-        print!("{script}");
+        crate::out!("{script}");
     }
     Ok(())
 }

@@ -8,7 +8,6 @@
 //!   parser or by the verb), and the few special codes a verb documents ([`EXIT_SPECIAL`]).
 //! - A path argument of `-` means standard output (or standard input where a verb reads).
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
@@ -35,9 +34,7 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) {
     let text = serde_json::to_string(value).unwrap_or_else(|e| {
         format!("{{\"error\":{{\"message\":\"cannot encode the output: {e}\",\"exitCode\":1}}}}")
     });
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}");
-    let _ = out.flush();
+    crate::invocation::write_stdout(&format!("{text}\n"));
 }
 
 /// Prints a failure the way the convention says: JSON on standard error under `--json`,
@@ -45,9 +42,9 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) {
 pub fn print_error(message: &str, exit_code: u8, json: bool) {
     if json {
         let v = serde_json::json!({"error": {"message": message, "exitCode": exit_code}});
-        eprintln!("{v}");
+        crate::errln!("{v}");
     } else {
-        eprintln!("bcctl: {message}");
+        crate::errln!("bcctl: {message}");
     }
 }
 
@@ -72,14 +69,13 @@ pub fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-/// Writes `bytes` to `path`, or to standard output when `path` is `-`.
+/// Writes `bytes` to `path` (mode 0644 when new), or to standard output when `path` is `-`;
+/// during an admin API call, into the reply ([`crate::invocation::write_file`]).
 pub fn write_out(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if is_stdio(path) {
-        let mut out = std::io::stdout().lock();
-        out.write_all(bytes)?;
-        out.flush()
+        crate::invocation::write_stdout_bytes(bytes)
     } else {
-        std::fs::write(path, bytes)
+        crate::invocation::write_file(path, bytes, 0o644)
     }
 }
 

@@ -155,7 +155,7 @@ fn init(args: InitArgs) -> Result<(), PkiCmdError> {
     write_new_private(&args.out, &bytes)?;
     let pins = keys.pins();
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             json!({
                 "file": args.out.display().to_string(),
@@ -169,7 +169,7 @@ fn init(args: InitArgs) -> Result<(), PkiCmdError> {
             })
         );
     } else {
-        println!(
+        crate::outln!(
             "wrote {} ({}) for trust domain {}",
             args.out.display(),
             if secret.is_some() {
@@ -180,7 +180,7 @@ fn init(args: InitArgs) -> Result<(), PkiCmdError> {
             keys.trust_domain
         );
         if let Some(root) = &args.offline_root {
-            println!(
+            crate::outln!(
                 "root CA key written to {} and kept out of the bundle: store it off the servers (pki renew-ca --root-key needs it)",
                 root.display()
             );
@@ -219,7 +219,7 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
         source,
     })?;
     if !loaded.authenticated {
-        eprintln!(
+        crate::errln!(
             "{}",
             unauthenticated_warning(&file, loaded.protection == Protection::Sealed)
         );
@@ -234,7 +234,7 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
         Protection::Plaintext => "plaintext",
     };
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             json!({
                 "file": file.display().to_string(),
@@ -249,14 +249,14 @@ fn show(args: ShowArgs) -> Result<(), PkiCmdError> {
             })
         );
     } else {
-        println!("bundle:         {}", file.display());
-        println!("trust domain:   {}", loaded.public.trust_domain);
-        println!("private keys:   {protection}");
-        println!("root CA key:    {root_key}");
+        crate::outln!("bundle:         {}", file.display());
+        crate::outln!("trust domain:   {}", loaded.public.trust_domain);
+        crate::outln!("private keys:   {protection}");
+        crate::outln!("root CA key:    {root_key}");
         if let Some(kdf) = &loaded.kdf {
-            println!("key derivation: {}", kdf.describe());
+            crate::outln!("key derivation: {}", kdf.describe());
         }
-        println!(
+        crate::outln!(
             "public half:    {}",
             if loaded.authenticated {
                 "authenticated by the seal".to_string()

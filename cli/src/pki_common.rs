@@ -53,23 +53,23 @@ impl PkiCmdError {
 }
 
 pub fn print_pins(pins: &KeySetPins) {
-    println!("pins:");
-    println!("  root CA                  {}", pins.root_ca);
-    println!("  node CA                  {}", pins.node_ca);
-    println!(
+    crate::outln!("pins:");
+    crate::outln!("  root CA                  {}", pins.root_ca);
+    crate::outln!("  node CA                  {}", pins.node_ca);
+    crate::outln!(
         "  serving CA               {}  (bcd serving_ca_spki_pin)",
         pins.serving_ca
     );
-    println!(
+    crate::outln!(
         "  JoinService signing      {}  (bcd join_signing_key_pin)",
         pins.join_signing
     );
-    println!(
+    crate::outln!(
         "  JoinService encryption   {}  (bcd join_encryption_key_pin)",
         pins.join_encryption
     );
-    println!("  audit signing            {}", pins.audit_signing);
-    println!("  command-signing root     {}", pins.command_signing_root);
+    crate::outln!("  audit signing            {}", pins.audit_signing);
+    crate::outln!("  command-signing root     {}", pins.command_signing_root);
 }
 
 /// Creates `path` with mode 0600, failing if it exists, and syncs it and its directory.

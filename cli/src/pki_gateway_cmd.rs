@@ -144,7 +144,7 @@ pub fn issue_gateway(args: IssueGatewayArgs) -> Result<(), PkiCmdError> {
             "notAfter": rfc3339(issued.not_after),
         }));
     } else {
-        println!(
+        crate::outln!(
             "wrote {} and {} (serial {}, valid until {}): a gateway reading them as [tls] cert_file and key_file picks them up at its next look",
             crt.display(),
             key_path.display(),

@@ -210,15 +210,15 @@ pub fn renew_ca(args: RenewCaArgs) -> Result<(), PkiCmdError> {
             "rootKey": if offline { "offline" } else { "bundle" },
         }));
     } else {
-        println!(
+        crate::outln!(
             "renewed the {name} CA in {}: notAfter {}, serial {serial}",
             path.display(),
             rfc3339(not_after)
         );
         if let Some(pin) = serving_pin {
-            println!("serving CA pin unchanged: {pin} (nothing to re-pin)");
+            crate::outln!("serving CA pin unchanged: {pin} (nothing to re-pin)");
         }
-        println!("roll the bundle out to every bcctl serve and restart them one at a time before the old certificate expires; certificates it issued keep verifying");
+        crate::outln!("roll the bundle out to every bcctl serve and restart them one at a time before the old certificate expires; certificates it issued keep verifying");
     }
     Ok(())
 }
@@ -260,9 +260,9 @@ pub fn reseal(args: ResealArgs) -> Result<(), PkiCmdError> {
                 "pins": pins,
             }));
         } else {
-            println!("bundle:         {}", path.display());
-            println!("trust domain:   {}", loaded.public.trust_domain);
-            println!("authenticated:  false");
+            crate::outln!("bundle:         {}", path.display());
+            crate::outln!("trust domain:   {}", loaded.public.trust_domain);
+            crate::outln!("authenticated:  false");
             print_pins(&pins);
         }
         return Err(PkiCmdError::InvalidState(format!(
@@ -302,15 +302,15 @@ pub fn reseal(args: ResealArgs) -> Result<(), PkiCmdError> {
             "pins": pins,
         }));
     } else {
-        println!(
+        crate::outln!(
             "sealed {} under the {} deployment secret",
             path.display(),
             if moved { "NEW" } else { "current" }
         );
         if moved {
-            println!("the former secret no longer opens it: give every process the new one (BC_DEPLOYMENT_SECRET or the file BC_DEPLOYMENT_SECRET_FILE names) before restarting it");
+            crate::outln!("the former secret no longer opens it: give every process the new one (BC_DEPLOYMENT_SECRET or the file BC_DEPLOYMENT_SECRET_FILE names) before restarting it");
         }
-        println!("authenticated:  true");
+        crate::outln!("authenticated:  true");
         print_pins(&pins);
     }
     Ok(())

@@ -193,11 +193,11 @@ pub async fn trust_version(args: TrustVersionArgs) -> Result<(), PkiTrustError> 
         out["signQuorumForEpoch"] = json!(published.held.epoch + 1);
     }
     if args.deployment.json {
-        println!("{out}");
+        crate::outln!("{out}");
         return Ok(());
     }
-    println!("trust version:         {}", published.version);
-    println!(
+    crate::outln!("trust version:         {}", published.version);
+    crate::outln!(
         "configuration matches: {}{}",
         if matches { "yes" } else { "no" },
         if matches {
@@ -206,30 +206,30 @@ pub async fn trust_version(args: TrustVersionArgs) -> Result<(), PkiTrustError> 
             format!(" (it would publish version {next_version})")
         }
     );
-    println!("approver set epoch:    {}", published.held.epoch);
-    println!(
+    crate::outln!("approver set epoch:    {}", published.held.epoch);
+    crate::outln!(
         "approver set sha256:   {}",
         configured_sha.as_deref().unwrap_or("(no approver keys)")
     );
     if configured_sha != published_sha {
-        println!(
+        crate::outln!(
             "  published set:       {}",
             published_sha.as_deref().unwrap_or("(no approver keys)")
         );
     }
     if quorum_changed {
-        println!(
+        crate::outln!(
             "quorum changed:        yes: sign it for epoch {} (bcctl batch sign-approvers --epoch {})",
             published.held.epoch + 1,
             published.held.epoch + 1
         );
     }
-    println!(
+    crate::outln!(
         "approver set behind:   {} connected node(s) enforce another set",
         lagging.len()
     );
-    println!("rotation stage:        {}", published.rotation_stage);
-    println!(
+    crate::outln!("rotation stage:        {}", published.rotation_stage);
+    crate::outln!(
         "connected daemons:     {} ({} behind version {})",
         connected.len(),
         behind.len(),
@@ -420,7 +420,7 @@ fn print_roots(published: &PublishedBundle, note: &str, as_json: bool) {
         })
         .collect();
     if as_json {
-        println!(
+        crate::outln!(
             "{}",
             json!({
                 "version": published.version,
@@ -431,13 +431,14 @@ fn print_roots(published: &PublishedBundle, note: &str, as_json: bool) {
         );
         return;
     }
-    println!("{note}");
-    println!(
+    crate::outln!("{note}");
+    crate::outln!(
         "trust version {} (rotation stage {})",
-        published.version, published.rotation_stage
+        published.version,
+        published.rotation_stage
     );
     for r in published.command_signing_roots.iter().map(|r| hex_sha(r)) {
-        println!(
+        crate::outln!(
             "  root {r}{}",
             if r == active {
                 "  (workers sign here)"

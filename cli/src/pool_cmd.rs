@@ -166,7 +166,7 @@ pub async fn run(cmd: PoolCommand) -> Result<(), AttestCmdError> {
             let svc = pools(open_store(&args.common, false).await?, Vec::new());
             let list = svc.list(args.tenant.as_deref()).await?;
             if args.common.json {
-                println!("{}", to_json(&list));
+                crate::outln!("{}", to_json(&list));
             } else {
                 print_pools(&list);
             }
@@ -193,11 +193,11 @@ pub async fn run(cmd: PoolCommand) -> Result<(), AttestCmdError> {
 
 fn print_one(pool: &PoolView, json: bool, verb: &str) {
     if json {
-        println!("{}", to_json(pool));
+        crate::outln!("{}", to_json(pool));
         return;
     }
     if !verb.is_empty() {
-        println!("{verb} pool {}", pool.pool_id);
+        crate::outln!("{verb} pool {}", pool.pool_id);
     }
     print_pools(std::slice::from_ref(pool));
 }

@@ -55,7 +55,7 @@ impl Progress {
             self.last_line = Instant::now();
             let secs = self.start.elapsed().as_secs_f64().max(1e-9);
             let sep = if detail.is_empty() { "" } else { ", " };
-            eprintln!(
+            crate::errln!(
                 "{}: {done} of {total} {}{sep}{detail} ({:.0}/s)",
                 self.label,
                 self.unit,

@@ -120,7 +120,7 @@ pub async fn run(args: RebuildArgs) -> Result<(), RebuildCmdError> {
         digest,
     };
     if args.json {
-        println!("{}", to_json(&report));
+        crate::outln!("{}", to_json(&report));
     } else {
         print_report(&report);
     }
@@ -128,7 +128,7 @@ pub async fn run(args: RebuildArgs) -> Result<(), RebuildCmdError> {
 }
 
 fn print_report(r: &RebuildReport) {
-    println!(
+    crate::outln!(
         "rebuilt {} tables from {} events (log head {}) in {:.2} s: {:.0} events/s",
         r.tables.len(),
         r.events_read,
@@ -137,9 +137,9 @@ fn print_report(r: &RebuildReport) {
         r.events_per_second
     );
     for t in &r.tables {
-        println!("  {:<28} {:>10} rows", t.name, t.rows);
+        crate::outln!("  {:<28} {:>10} rows", t.name, t.rows);
     }
     if let Some(d) = &r.digest {
-        println!("digest (blake3): {d}");
+        crate::outln!("digest (blake3): {d}");
     }
 }

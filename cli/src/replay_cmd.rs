@@ -286,10 +286,10 @@ pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
     progress.finish();
     let state = state?;
     if args.json {
-        println!("{}", to_json(&state));
+        crate::outln!("{}", to_json(&state));
         return Ok(());
     }
-    println!(
+    crate::outln!(
         "identity state at position {}{} ({} events replayed; live tables untouched)",
         state.position,
         state
@@ -298,15 +298,15 @@ pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
             .unwrap_or_default(),
         state.events_replayed
     );
-    println!("digest: {}", state.digest);
+    crate::outln!("digest: {}", state.digest);
     if let Some(id) = &args.node {
         if state.nodes.is_empty() {
-            println!("\nnode {id} did not exist at this point");
+            crate::outln!("\nnode {id} did not exist at this point");
         }
     }
-    println!("\nnodes:");
+    crate::outln!("\nnodes:");
     crate::node_cmd::print_nodes(&state.nodes);
-    println!("\ncertificates:");
+    crate::outln!("\ncertificates:");
     let rows: Vec<Vec<String>> = state
         .certificates
         .iter()
@@ -328,10 +328,10 @@ pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
         &["SERIAL", "NODE", "GEN", "NOT AFTER", "STATE", "ISSUED AT"],
         &rows,
     );
-    println!("\ntokens:");
+    crate::outln!("\ntokens:");
     crate::token_cmd::print_tokens(&state.tokens);
     if let Some(events) = &state.events {
-        println!("\nevents:");
+        crate::outln!("\nevents:");
         let rows: Vec<Vec<String>> = events
             .iter()
             .map(|e| {

@@ -217,9 +217,9 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
                 })
                 .await?;
             if args.common.json {
-                println!("{}", to_json(&site));
+                crate::outln!("{}", to_json(&site));
             } else {
-                println!("created site {}", site.site_id);
+                crate::outln!("created site {}", site.site_id);
                 print_sites(std::slice::from_ref(&site));
             }
         }
@@ -229,7 +229,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
                 .list(args.tenant.as_deref())
                 .await?;
             if args.common.json {
-                println!("{}", to_json(&list));
+                crate::outln!("{}", to_json(&list));
             } else {
                 print_sites(&list);
             }
@@ -237,12 +237,12 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
         SiteCommand::Show(args) => {
             let detail = sites(&args.common, false).await?.show(&args.site).await?;
             if args.common.json {
-                println!("{}", to_json(&detail));
+                crate::outln!("{}", to_json(&detail));
             } else {
                 print_sites(std::slice::from_ref(&detail.site));
                 match &detail.lease {
                     Some(l) => print_lease(l),
-                    None => println!("boot lease: never held"),
+                    None => crate::outln!("boot lease: never held"),
                 }
                 print_entries(&detail.boot_entries);
             }
@@ -272,7 +272,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
         SiteCommand::Boot(BootCommand::List(args)) => {
             let list = boots(&args.common, false).await?.list(&args.site).await?;
             if args.common.json {
-                println!("{}", to_json(&list));
+                crate::outln!("{}", to_json(&list));
             } else {
                 print_entries(&list);
             }
@@ -290,9 +290,9 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
                 .fence(&args.site, &args.actor)
                 .await?;
             if args.common.json {
-                println!("{}", to_json(&lease));
+                crate::outln!("{}", to_json(&lease));
             } else {
-                println!("fenced the boot lease of site {}", args.site);
+                crate::outln!("fenced the boot lease of site {}", args.site);
                 print_lease(&lease);
             }
         }
@@ -321,13 +321,13 @@ fn print_sites(list: &[SiteView]) {
 
 fn print_lease(l: &LeaseView) {
     match &l.holder_node_id {
-        Some(holder) => println!(
+        Some(holder) => crate::outln!(
             "boot lease {}: held by {holder} at epoch {}, until {}",
             l.lease,
             l.epoch,
             fmt_us(l.expires_at_us)
         ),
-        None => println!(
+        None => crate::outln!(
             "boot lease {}: free (last holder {} at epoch {}{})",
             l.lease,
             l.last_holder_node_id,
@@ -341,10 +341,10 @@ fn print_lease(l: &LeaseView) {
 
 fn print_entry(entry: &BootEntryView, json: bool, verb: &str) {
     if json {
-        println!("{}", to_json(entry));
+        crate::outln!("{}", to_json(entry));
         return;
     }
-    println!("{verb} boot entry {}", entry.entry_id);
+    crate::outln!("{verb} boot entry {}", entry.entry_id);
     print_entries(std::slice::from_ref(entry));
 }
 

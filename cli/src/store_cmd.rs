@@ -49,7 +49,7 @@ pub async fn migrate(args: StoreArgs) -> Result<(), StoreCmdError> {
             "schemaVersion": status.schema_version,
         }));
     } else {
-        println!(
+        crate::outln!(
             "migrated {} store to schema version {}",
             backend_name(store.backend()),
             status.schema_version
@@ -73,7 +73,7 @@ async fn print_status(store: &EventStore, url: &str, as_json: bool) -> Result<()
     };
     let shown_url = redact(url);
     if as_json {
-        println!(
+        crate::outln!(
             "{}",
             json!({
                 "backend": backend_name(store.backend()),
@@ -84,13 +84,13 @@ async fn print_status(store: &EventStore, url: &str, as_json: bool) -> Result<()
             })
         );
     } else {
-        println!(
+        crate::outln!(
             "store:          {} ({shown_url})",
             backend_name(store.backend())
         );
-        println!("schema version: {}", status.schema_version);
-        println!("events:         {}", status.events);
-        println!("head position:  {}", status.head_position);
+        crate::outln!("schema version: {}", status.schema_version);
+        crate::outln!("events:         {}", status.events);
+        crate::outln!("head position:  {}", status.head_position);
     }
     Ok(())
 }

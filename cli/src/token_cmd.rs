@@ -267,23 +267,25 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
         }
         crate::output::print_json(&v);
     } else {
-        println!("created join token {}", created.token.token_id);
+        crate::outln!("created join token {}", created.token.token_id);
         match &args.out {
-            Some(p) => println!(
+            Some(p) => crate::outln!(
                 "secret written to {} (mode 0600; bcd deletes it after the join)",
                 p.display()
             ),
-            None => println!("secret (shown once, stored nowhere): {}", created.secret),
+            None => crate::outln!("secret (shown once, stored nowhere): {}", created.secret),
         }
         print_tokens(std::slice::from_ref(&created.token));
-        println!();
+        crate::outln!();
         match &args.out {
-            Some(_) => println!("join a machine with:"),
+            Some(_) => crate::outln!("join a machine with:"),
             None => {
-                println!("save the secret in a file (mode 0600) on the machine, then join it with:")
+                crate::outln!(
+                    "save the secret in a file (mode 0600) on the machine, then join it with:"
+                )
             }
         }
-        println!("  {join}");
+        crate::outln!("  {join}");
     }
     Ok(())
 }
@@ -322,7 +324,7 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
     let svc = open_admin(&args.common).await?;
     let tokens = svc.list_tokens(args.tenant.as_deref()).await?;
     if args.common.json {
-        println!("{}", to_json(&tokens));
+        crate::outln!("{}", to_json(&tokens));
     } else {
         print_tokens(&tokens);
     }
@@ -347,7 +349,7 @@ async fn revoke(args: RevokeArgs) -> Result<(), IdentityCmdError> {
                 v["alreadyRevoked"] = serde_json::Value::Bool(true);
                 crate::output::print_json(&v);
             } else {
-                println!(
+                crate::outln!(
                     "join token {} is already revoked; nothing changed",
                     token.token_id
                 );
@@ -358,9 +360,9 @@ async fn revoke(args: RevokeArgs) -> Result<(), IdentityCmdError> {
         Err(e) => return Err(e.into()),
     };
     if args.common.json {
-        println!("{}", to_json(&token));
+        crate::outln!("{}", to_json(&token));
     } else {
-        println!("revoked join token {}", token.token_id);
+        crate::outln!("revoked join token {}", token.token_id);
         print_tokens(std::slice::from_ref(&token));
     }
     Ok(())
@@ -396,7 +398,7 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("{}", parts.join("  ").trim_end());
+        crate::outln!("{}", parts.join("  ").trim_end());
     };
     line(header.iter().map(|h| h.to_string()).collect());
     for row in rows {

@@ -93,7 +93,7 @@ pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
         TpmCommand::List(args) => {
             let list = open(&args.common, false).await?.list().await?;
             if args.common.json {
-                println!("{}", to_json(&list));
+                crate::outln!("{}", to_json(&list));
             } else {
                 print_allows(&list);
             }
@@ -111,10 +111,10 @@ pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
 
 fn print_one(entry: &TpmAllowView, json: bool, verb: &str) {
     if json {
-        println!("{}", to_json(entry));
+        crate::outln!("{}", to_json(entry));
         return;
     }
-    println!("{verb} tpm allow-list entry {}", entry.allow_id);
+    crate::outln!("{verb} tpm allow-list entry {}", entry.allow_id);
     print_allows(std::slice::from_ref(entry));
 }
 

@@ -12,6 +12,7 @@ pub mod audit;
 pub mod command;
 pub mod identity;
 pub mod merkle;
+pub mod operator;
 pub mod pki;
 pub mod quorum;
 pub mod site;

@@ -6,10 +6,12 @@
 //! never re-encode a payload once hashed, never update or delete a stored event, and never decide
 //! anything: it stores and delivers what the command layer appends.
 
+pub mod actor;
 pub mod envelope;
 pub mod schema;
 
 #[cfg(feature = "store")]
 pub mod store;
 
+pub use actor::{Actor, ActorError};
 pub use envelope::{new_event_id, EventPayload, NewEvent, RecordedEvent};

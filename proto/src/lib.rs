@@ -12,6 +12,10 @@
 //! `ApiService` (`internal::api_service_server` / `internal::api_service_client`) is what a
 //! `--role api` process serves to `--role gateway` processes over internal mTLS.
 //!
+//! `AdminService` (`admin::admin_service_server` / `admin::admin_service_client`, package
+//! `bc.admin.v1`) is the operator API `bcctl serve` offers on its admin listener, over mTLS
+//! with operator certificates.
+//!
 //! `Attestor` (`attestor::attestor_client` / `attestor::attestor_server`, package
 //! `bc.attestor.v1`) is what an out-of-process attestor serves to the JoinService over a Unix
 //! socket (`gateway::external_attestor` is the client).
@@ -34,6 +38,12 @@ pub mod bc {
             include!(concat!(env!("OUT_DIR"), "/bc.internal.v1.rs"));
         }
     }
+    pub mod admin {
+        /// `bc.admin.v1`.
+        pub mod v1 {
+            include!(concat!(env!("OUT_DIR"), "/bc.admin.v1.rs"));
+        }
+    }
     pub mod attestor {
         /// `bc.attestor.v1`.
         // An Admit is much larger than a Refuse; a verdict is made once per join round.
@@ -44,6 +54,8 @@ pub mod bc {
     }
 }
 
+/// `bc.admin.v1`.
+pub use bc::admin::v1 as admin;
 /// `bc.attestor.v1`.
 pub use bc::attestor::v1 as attestor;
 

@@ -99,7 +99,7 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
             "out": args.out.display().to_string(),
         }));
     } else {
-        eprintln!(
+        crate::errln!(
             "exported tenant {tenant}: {size} events, {} checkpoints to {}{note}",
             checkpoints.len(),
             args.out.display()

@@ -67,7 +67,7 @@ pub(super) async fn prove(args: ProveArgs) -> Result<(), AuditCmdError> {
             })
         }
         None => {
-            println!("{text}");
+            crate::outln!("{text}");
             Ok(())
         }
     }
@@ -91,7 +91,7 @@ pub(super) fn verify_proof(args: VerifyProofArgs) -> Result<(), AuditCmdError> {
     }
     let result = check_proof(&trust, &file);
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({
                 "ok": result.is_ok(), "tenant": file.tenant, "index": file.index,
@@ -100,7 +100,7 @@ pub(super) fn verify_proof(args: VerifyProofArgs) -> Result<(), AuditCmdError> {
             })
         );
     } else if result.is_ok() {
-        println!(
+        crate::outln!(
             "OK: event at position {} is leaf {} of tenant {}'s log, in the signed checkpoint of size {}",
             file.position, file.index, file.tenant, file.tree_size
         );

@@ -202,7 +202,7 @@ impl Report {
         if json {
             let text =
                 serde_json::to_string(self).map_err(|e| AuditCmdError::Other(e.to_string()))?;
-            println!("{text}");
+            crate::outln!("{text}");
             return Ok(());
         }
         let leaves = self.leaves.unwrap_or(0);
@@ -219,11 +219,11 @@ impl Report {
             _ => String::new(),
         };
         match &self.fault {
-            None if tail.is_empty() => println!(
+            None if tail.is_empty() => crate::outln!(
                 "OK: tenant {}: every leaf is covered by a verified signature: {figures}",
                 self.tenant
             ),
-            None => println!(
+            None => crate::outln!(
                 "OK (--allow-unsealed): tenant {}: {figures}{tail}",
                 self.tenant
             ),
@@ -233,17 +233,17 @@ impl Report {
                     FaultClass::Unsealed | FaultClass::NoCheckpoint => "NOT COVERED",
                     FaultClass::Truncated => "CUT BACK",
                 };
-                println!("{head} ({}): {}", f.kind, f.message);
+                crate::outln!("{head} ({}): {}", f.kind, f.message);
                 if f.class == FaultClass::Tampered {
                     let show = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-                    println!(
+                    crate::outln!(
                         "first bad index: {}, position: {}, checkpoint: {}",
                         show(f.index.map(|v| v.to_string())),
                         show(f.position.map(|v| v.to_string())),
                         show(f.checkpoint.map(|v| v.to_string()))
                     );
                 } else if self.leaves.is_some() {
-                    println!("verified: tenant {}: {figures}{tail}", self.tenant);
+                    crate::outln!("verified: tenant {}: {figures}{tail}", self.tenant);
                 }
             }
         }

@@ -79,30 +79,30 @@ pub(super) async fn seal(args: SealArgs) -> Result<(), AuditCmdError> {
                 "tenant": tenant, "sealed": false, "treeSize": size,
             })),
             Err(e) => {
-                eprintln!("bcctl: {e}");
+                crate::errln!("bcctl: {e}");
                 failed = Some(e);
             }
         }
     }
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"sequenced": sequenced, "tenants": lines})
         );
     } else {
-        println!("sequenced {sequenced} new events");
+        crate::outln!("sequenced {sequenced} new events");
         for l in &lines {
             let tenant = l["tenant"].as_str().unwrap_or("?");
             let size = &l["treeSize"];
             if l["sealed"] == true {
-                println!(
+                crate::outln!(
                     "tenant {tenant}: sealed checkpoint {} over {size} leaves, root {} (log position {})",
                     l["checkpoint"],
                     l["rootHash"].as_str().unwrap_or(""),
                     l["position"]
                 );
             } else {
-                println!("tenant {tenant}: unchanged at {size} leaves, nothing to seal");
+                crate::outln!("tenant {tenant}: unchanged at {size} leaves, nothing to seal");
             }
         }
     }

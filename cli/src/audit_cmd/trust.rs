@@ -27,7 +27,7 @@ pub(super) fn trust(
         // authenticated by the seal; a wrong secret is an error, not a silent fallback.
         let bundle = deployment.open().map_err(pki_usage)?;
         if !bundle.authenticated {
-            eprintln!(
+            crate::errln!(
                 "warning: the PKI bundle's public half is not authenticated (no {DEPLOYMENT_SECRET_ENV}); whoever can write {} chooses the audit key",
                 deployment.bundle.display()
             );

@@ -102,7 +102,7 @@ pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
             let key = rows.last().map(|c| c.verifier_key.clone());
             if let Some(first) = rows.first() {
                 if rows.iter().any(|c| c.verifier_key != first.verifier_key) {
-                    eprintln!("note: checkpoints carry more than one verifier key; each must match the pin");
+                    crate::errln!("note: checkpoints carry more than one verifier key; each must match the pin");
                 }
             }
             (

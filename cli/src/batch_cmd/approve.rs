@@ -134,14 +134,14 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
     summary_json["operations"] = operations_json(&ops);
     if state.approvals.contains_key(&key.kid()) {
         if args.json {
-            println!(
+            crate::outln!(
                 "{}",
                 json!({ "batchId": id.to_hex(), "kid": key.kid().to_hex(), "signed": false,
                         "alreadyApproved": true, "held": state.approvals.len(),
                         "required": state.required, "status": state.status })
             );
         } else {
-            println!(
+            crate::outln!(
                 "key {} already approved batch {id}; nothing signed",
                 key.kid()
             );
@@ -152,9 +152,9 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         if args.json {
             let mut out = summary_json;
             out["signed"] = json!(false);
-            println!("{out}");
+            crate::outln!("{out}");
         } else {
-            println!(
+            crate::outln!(
                 "{text}\nnothing signed: re-run with --yes --root {} to sign",
                 state.scope_root
             );
@@ -162,7 +162,7 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         return Ok(());
     }
     if !args.json {
-        println!("{text}");
+        crate::outln!("{text}");
     }
     let message = batch_approval_signing_input(
         &id,
@@ -177,7 +177,7 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
     };
     let outcome = approve_batch(&store, &SystemClock, &trust_domain, &id, &signature).await?;
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             json!({ "batchId": id.to_hex(), "kid": key.kid().to_hex(), "signed": true,
                     "recorded": outcome.recorded, "held": outcome.held,
@@ -190,7 +190,7 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         } else {
             " (this key had already approved: nothing new recorded)"
         };
-        println!(
+        crate::outln!(
             "approved batch {id}: {} of {} approvals, {}{already}",
             outcome.held,
             outcome.required,

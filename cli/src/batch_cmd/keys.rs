@@ -103,14 +103,14 @@ pub(crate) fn keygen(args: KeygenArgs) -> Result<(), BatchCmdError> {
     write_new(&args.out, &private, 0o600)?;
     write_new(&public, &pem("PUBLIC KEY", &spki), 0o644)?;
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             json!({ "kid": kid.to_hex(), "key": args.out, "public": public,
                     "encrypted": args.passphrase_env.is_some() })
         );
     } else {
-        println!("approver key {} written to {}", kid, args.out.display());
-        println!("public key: {}", public.display());
+        crate::outln!("approver key {} written to {}", kid, args.out.display());
+        crate::outln!("public key: {}", public.display());
     }
     Ok(())
 }

@@ -40,9 +40,9 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
         "retry": created.retry,
     });
     if args.json {
-        println!("{out}");
+        crate::outln!("{out}");
     } else {
-        println!(
+        crate::outln!(
             "batch {} ({} leaves, {} approvals needed, {}{})",
             created.batch_id,
             created.scope_size,
@@ -76,9 +76,9 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
         "approvers": view.state.approvals.keys().map(|k| k.to_hex()).collect::<Vec<_>>(),
     });
     if args.json {
-        println!("{out}");
+        crate::outln!("{out}");
     } else {
-        println!(
+        crate::outln!(
             "batch {id}\n  tenant {}  by {}\n  reason: {}\n  status {}, {} of {} approvals\n  root {} ({} leaves), ends at {}",
             printable(&view.tenant_id),
             printable(&view.caller),
@@ -119,12 +119,12 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
         .ok_or(BatchCmdError::NotFound(id))?;
     if before.state.status.as_str() == "cancelled" {
         if args.json {
-            println!(
+            crate::outln!(
                 "{}",
                 json!({ "batchId": id.to_hex(), "status": before.state.status, "alreadyCancelled": true })
             );
         } else {
-            println!("batch {id} already cancelled: nothing to do");
+            crate::outln!("batch {id} already cancelled: nothing to do");
         }
         return Ok(());
     }
@@ -133,12 +133,12 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
         .await?
         .ok_or(BatchCmdError::NotFound(id))?;
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             json!({ "batchId": id.to_hex(), "status": view.state.status, "cancelledBy": caller, "alreadyCancelled": false })
         );
     } else {
-        println!(
+        crate::outln!(
             "batch {id} {}: its held commands are cancelled",
             view.state.status.as_str()
         );

@@ -49,9 +49,9 @@ pub(crate) fn sign_approvers(args: SignApproversArgs) -> Result<(), BatchCmdErro
         "approverSetSha256": set.digest().to_hex(),
     });
     if args.json {
-        println!("{out}");
+        crate::outln!("{out}");
     } else {
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        crate::outln!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     }
     Ok(())
 }

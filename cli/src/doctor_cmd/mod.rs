@@ -223,13 +223,13 @@ pub fn exit_code(worst: Level) -> u8 {
 
 fn print_text(findings: &[Finding], worst: Level) {
     for f in findings {
-        println!("{:<7} {:<20} {}", f.level.as_str(), f.id, f.message);
+        crate::outln!("{:<7} {:<20} {}", f.level.as_str(), f.id, f.message);
         if let Some(fix) = &f.fix {
-            println!("{:<28} fix: {fix}", "");
+            crate::outln!("{:<28} fix: {fix}", "");
         }
     }
     let count = |l: Level| findings.iter().filter(|f| f.level == l).count();
-    println!(
+    crate::outln!(
         "doctor: {} error(s), {} warning(s), {} info; worst: {}",
         count(Level::Error),
         count(Level::Warning),

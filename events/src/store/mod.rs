@@ -278,6 +278,15 @@ impl EventStore {
         Ok(store)
     }
 
+    /// The same store (the same pool), whose transactions stamp every event they append with
+    /// `actor` ([`crate::Actor`]); the store as it was keeps appending events without one.
+    ///
+    /// FOUNDATION STUB: returns the store unchanged until the events helper stores the actor.
+    pub fn acting_as(&self, actor: crate::Actor) -> EventStore {
+        let _ = actor;
+        self.clone()
+    }
+
     /// Appends in a transaction of its own (no projection writes).
     pub async fn append(
         &self,
