@@ -363,3 +363,68 @@ async fn issue_list_and_revoke_an_operator_certificate() {
         ]
     );
 }
+
+#[test]
+fn add_operator_ca_to_an_offline_root_bundle_needs_the_root_key_and_keeps_it_offline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let mut keys = KeySet::generate(
+        domain::pki::TrustDomain::new("ops.example.com").expect("td"),
+        time::OffsetDateTime::now_utc(),
+        Default::default(),
+    )
+    .expect("keys");
+    keys.operator_ca = None;
+    let root_key = keys
+        .root_ca
+        .private_key()
+        .expect("online root")
+        .pkcs8_der()
+        .to_vec();
+    fs::write(
+        d.join("root.key"),
+        domain::pki::pem_encode("PRIVATE KEY", &root_key),
+    )
+    .expect("key");
+    let keys = keys.without_root_key();
+    let small = BundleKdf::Argon2id(Argon2idParams {
+        memory_kib: 64,
+        iterations: 1,
+        parallelism: 1,
+    });
+    let bytes = seal_bundle_with(
+        &keys,
+        &DeploymentSecret::new(SECRET).expect("secret"),
+        small,
+    )
+    .expect("seal");
+    fs::write(d.join("pki.json"), bytes).expect("write");
+
+    let refused = bcctl(d, &["pki", "add-operator-ca", "--pki", "pki.json"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        stderr(&refused),
+        "bcctl: pki add-operator-ca: the root CA key is offline (kept out of the bundle by `pki init --offline-root`): pass --root-key FILE, the key file `pki init --offline-root` wrote"
+    );
+    assert_eq!(
+        bundle_cert(&d.join("pki.json"), "operatorCa"),
+        None,
+        "nothing written"
+    );
+    let added = ok(&bcctl(
+        d,
+        &[
+            "pki",
+            "add-operator-ca",
+            "--pki",
+            "pki.json",
+            "--root-key",
+            "root.key",
+            "--json",
+        ],
+    ));
+    assert_eq!(added["rootKey"], "offline");
+    let shown = ok(&bcctl(d, &["pki", "show", "--pki", "pki.json", "--json"]));
+    assert_eq!(shown["rootKey"], "offline");
+    assert_eq!(shown["pins"]["operatorCa"], added["operatorCaPin"]);
+}
