@@ -145,7 +145,15 @@ fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let matches = match admin::remote::command().try_get_matches_from(&args) {
         Ok(m) => m,
-        Err(e) => return parse_failure(e, json),
+        Err(e) => {
+            if e.kind() == clap::error::ErrorKind::UnknownArgument {
+                if let Some(message) = admin::remote::refused_remote_flag(&args) {
+                    output::print_error(&message, output::EXIT_USAGE, json);
+                    return ExitCode::from(output::EXIT_USAGE);
+                }
+            }
+            return parse_failure(e, json);
+        }
     };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

@@ -23,6 +23,9 @@ pub struct VerbFiles {
     pub verb: &'static str,
     pub inputs: &'static [&'static str],
     pub outputs: &'static [&'static str],
+    /// The outputs must not exist yet (the verb never overwrites them in direct mode): the
+    /// client checks before the call and creates them new.
+    pub fresh: bool,
 }
 
 const fn reads(verb: &'static str, inputs: &'static [&'static str]) -> VerbFiles {
@@ -30,6 +33,7 @@ const fn reads(verb: &'static str, inputs: &'static [&'static str]) -> VerbFiles
         verb,
         inputs,
         outputs: &[],
+        fresh: false,
     }
 }
 
@@ -38,6 +42,16 @@ const fn writes(verb: &'static str, outputs: &'static [&'static str]) -> VerbFil
         verb,
         inputs: &[],
         outputs,
+        fresh: false,
+    }
+}
+
+const fn writes_new(verb: &'static str, outputs: &'static [&'static str]) -> VerbFiles {
+    VerbFiles {
+        verb,
+        inputs: &[],
+        outputs,
+        fresh: true,
     }
 }
 
@@ -46,6 +60,7 @@ const fn plain(verb: &'static str) -> VerbFiles {
         verb,
         inputs: &[],
         outputs: &[],
+        fresh: false,
     }
 }
 
@@ -60,13 +75,13 @@ pub const REMOTE_VERBS: &[VerbFiles] = &[
     plain("batch scope"),
     plain("batch list"),
     plain("batch submit-approval"),
-    writes("audit export", &["out"]),
+    writes_new("audit export", &["out"]),
     plain("audit seal"),
     writes("audit prove", &["out"]),
     reads("command run", &["payload_file"]),
     plain("command list"),
     plain("command show"),
-    writes("token create", &["out"]),
+    writes_new("token create", &["out"]),
     plain("token list"),
     plain("token revoke"),
     plain("node list"),
@@ -171,6 +186,11 @@ pub fn input_flags(verb: &str) -> &'static [&'static str] {
 /// The flags (clap ids) of `verb` that name files it writes on the caller's machine.
 pub fn output_flags(verb: &str) -> &'static [&'static str] {
     entry(verb).map(|v| v.outputs).unwrap_or(&[])
+}
+
+/// Whether `verb`'s outputs must not exist yet ([`VerbFiles::fresh`]).
+pub fn fresh_outputs(verb: &str) -> bool {
+    entry(verb).is_some_and(|v| v.fresh)
 }
 
 /// The leaf of a parsed command line: the verb's path ("token create") and its matches.
