@@ -146,7 +146,13 @@ fn main() -> ExitCode {
     let matches = match admin::remote::command().try_get_matches_from(&args) {
         Ok(m) => m,
         Err(e) => {
-            if e.kind() == clap::error::ErrorKind::UnknownArgument {
+            use clap::error::ErrorKind;
+            if !matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
                 if let Some(message) = admin::remote::refused_remote_flag(&args) {
                     output::print_error(&message, output::EXIT_USAGE, json);
                     return ExitCode::from(output::EXIT_USAGE);

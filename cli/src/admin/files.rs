@@ -256,17 +256,108 @@ pub fn is_path_arg(arg: &clap::Arg) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+
+    fn tree() -> Vec<(String, Vec<clap::Arg>)> {
+        leaf_verbs(&crate::admin::remote::command())
+    }
 
     #[test]
-    fn print_tree() {
-        for (verb, args) in leaf_verbs(&crate::Cli::command()) {
-            let paths: Vec<_> = args
-                .iter()
-                .filter(|a| is_path_arg(a))
-                .map(|a| a.get_id().to_string())
-                .collect();
-            println!("VERB {verb} :: {paths:?}");
+    fn every_verb_is_remotable_or_direct_only_and_not_both() {
+        let mut undecided = Vec::new();
+        for (verb, _) in tree() {
+            let remote = remotable(&verb);
+            let direct = DIRECT_ONLY.contains(&verb.as_str());
+            assert!(!(remote && direct), "{verb} is in both lists");
+            if !remote && !direct {
+                undecided.push(verb);
+            }
         }
+        assert!(
+            undecided.is_empty(),
+            "verbs in neither REMOTE_VERBS nor DIRECT_ONLY of cli/src/admin/files.rs (decide \
+             whether the admin API runs them, and which flags name the caller's files): {undecided:?}"
+        );
+    }
+
+    #[test]
+    fn every_path_argument_of_a_remotable_verb_is_in_the_table() {
+        let mut missing = Vec::new();
+        for (verb, args) in tree() {
+            let Some(e) = entry(&verb) else { continue };
+            for arg in args.iter().filter(|a| is_path_arg(a)) {
+                let id = arg.get_id().as_str();
+                let listed = e.inputs.contains(&id)
+                    || e.outputs.contains(&id)
+                    || NOT_FILES
+                        .iter()
+                        .any(|(v, a)| (*v == "*" || *v == verb) && *a == id);
+                if !listed {
+                    missing.push(format!("{verb} --{id}"));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "path arguments of remotable verbs that cli/src/admin/files.rs does not name as an \
+             input, an output or not a file (they would read or write the SERVER's disk): {missing:?}"
+        );
+    }
+
+    #[test]
+    fn the_tables_name_flags_the_verbs_have() {
+        let verbs = tree();
+        for e in REMOTE_VERBS {
+            let Some((_, args)) = verbs.iter().find(|(v, _)| v == e.verb) else {
+                continue; // a verb another branch adds (batch scope, operator list, …)
+            };
+            for id in e.inputs.iter().chain(e.outputs) {
+                assert!(
+                    args.iter().any(|a| a.get_id().as_str() == *id),
+                    "{}: no argument {id}",
+                    e.verb
+                );
+            }
+        }
+        for c in COMPOSITES {
+            assert!(DIRECT_ONLY.contains(c), "{c}");
+        }
+    }
+
+    #[test]
+    fn input_paths_follow_the_command_line() {
+        let m = crate::admin::remote::command()
+            .try_get_matches_from([
+                "bcctl",
+                "command",
+                "run",
+                "--node",
+                "n1",
+                "--kind",
+                "reboot",
+                "--payload-file",
+                "p.json",
+            ])
+            .expect("parses");
+        let (verb, leaf) = super::leaf(&m);
+        assert_eq!(verb, "command run");
+        assert_eq!(input_paths(&verb, leaf), vec![PathBuf::from("p.json")]);
+        let m = crate::admin::remote::command()
+            .try_get_matches_from([
+                "bcctl",
+                "audit",
+                "prove",
+                "--tenant",
+                "t",
+                "--position",
+                "1",
+                "--out",
+                "-",
+            ])
+            .expect("parses");
+        let (verb, leaf) = super::leaf(&m);
+        assert!(
+            paths_of(leaf, output_flags(&verb)).is_empty(),
+            "- is stdout"
+        );
     }
 }
