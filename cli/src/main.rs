@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 #[macro_use]
 mod invocation;
+mod admin;
 mod audit_cmd;
 mod batch_cmd;
 mod bundle_cmd;
@@ -41,6 +42,7 @@ mod serve_attestors;
 mod serve_batches;
 mod serve_cmd;
 mod serve_config;
+mod serve_config_admin;
 mod serve_config_attestors;
 mod serve_config_cloud;
 mod serve_config_errors;
