@@ -52,6 +52,7 @@ impl AdminCounters {
     }
 
     /// The denied count of `verb` for `role`.
+    #[cfg(test)]
     pub fn denied_count(&self, verb: &str, role: OperatorRole) -> u64 {
         let m = self.denied.lock().unwrap_or_else(|p| p.into_inner());
         m.get(&(verb.to_string(), role.as_str()))

@@ -13,7 +13,7 @@
 //! the bundle; auditor reads the log, the trail and its proofs, the bundle, the tenants and the
 //! store's status.
 
-use domain::operator::{OperatorRole, ALL_ROLES};
+use domain::operator::OperatorRole;
 use OperatorRole::{Admin, Approver, Auditor, Operator};
 
 /// Who may run a verb.
@@ -148,11 +148,6 @@ pub fn verbs_for(role: OperatorRole) -> Vec<&'static str> {
         .filter(|(_, a)| matches!(a, Roles(r) if r.contains(&role)))
         .map(|(v, _)| *v)
         .collect()
-}
-
-/// The roles, in the order the table's documentation lists them.
-pub fn roles() -> [OperatorRole; 4] {
-    ALL_ROLES
 }
 
 #[cfg(test)]

@@ -73,6 +73,11 @@ impl RunningAdmin {
         for task in &self.background {
             task.abort();
         }
+        tracing::info!(
+            denied_total = self.counters.denied_total(),
+            counters = %self.counters.render(),
+            "admin listener stopping"
+        );
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -309,3 +314,7 @@ pub async fn start_for(
     .await
     .map(Some)
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

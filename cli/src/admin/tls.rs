@@ -54,14 +54,6 @@ impl RevokedOperators {
             Err(p) => p.into_inner().contains(&key),
         }
     }
-
-    /// How many serials are revoked.
-    pub fn len(&self) -> usize {
-        match self.0.read() {
-            Ok(g) => g.len(),
-            Err(p) => p.into_inner().len(),
-        }
-    }
 }
 
 /// Why an operator's client certificate was refused at the handshake (besides the chain).
@@ -201,6 +193,5 @@ mod tests {
         assert!(r.contains(&[0x8a, 0x01]));
         assert!(r.contains(&[0x00, 0x8a, 0x01]));
         assert!(!r.contains(&[0x8a]));
-        assert_eq!(r.len(), 1);
     }
 }
