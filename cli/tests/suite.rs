@@ -7,6 +7,7 @@ mod support;
 #[path = "../../domain/tests/cloud_iid_support.rs"]
 mod cloud_iid_support;
 
+mod admin_server;
 mod approval_e2e;
 mod audit_coverage;
 mod audit_seal_kill;
