@@ -218,6 +218,49 @@ pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     }
 }
 
+/// During an API call, a `Write` for a verb that streams its output to a caller-named `path`
+/// (`-`: standard output): standard output goes to the captured output as it is written, a
+/// file is collected and returned to the caller (with `mode`) when the writer is dropped.
+/// `None` in direct mode: the verb opens the path itself.
+pub fn remote_sink(path: &Path, mode: u32) -> Option<RemoteSink> {
+    current()?;
+    Some(RemoteSink {
+        file: (!crate::output::is_stdio(path)).then(|| path.to_path_buf()),
+        mode,
+        buf: Vec::new(),
+    })
+}
+
+/// See [`remote_sink`].
+pub struct RemoteSink {
+    file: Option<PathBuf>,
+    mode: u32,
+    buf: Vec<u8>,
+}
+
+impl std::io::Write for RemoteSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self.file {
+            Some(_) => self.buf.extend_from_slice(bytes),
+            None => write_stdout_bytes(bytes)?,
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RemoteSink {
+    fn drop(&mut self) {
+        if let Some(path) = self.file.take() {
+            // During a call this only records the file for the reply; it cannot fail.
+            let _ = write_file(&path, &std::mem::take(&mut self.buf), self.mode);
+        }
+    }
+}
+
 /// [`read_file`] as UTF-8 text.
 pub fn read_file_to_string(path: &Path) -> std::io::Result<String> {
     let bytes = read_file(path)?;

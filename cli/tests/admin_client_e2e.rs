@@ -261,6 +261,41 @@ fn verbs_over_the_admin_api_write_the_callers_files_and_keep_their_exit_codes() 
 
     // The role table's refusal: exit 1, the server's message.
     let auditor = up.operator_dir(&keys, "carol", OperatorRole::Auditor);
+
+    // An auditor's export: to a file on the caller's side, and to standard output, as directly.
+    let a = auditor.path();
+    let export = [
+        "audit",
+        "export",
+        "--tenant",
+        "default",
+        "--include-unsealed",
+        "--out",
+    ];
+    let mut args = export.to_vec();
+    args.extend(["trail.jsonl", "--profile", "profile.toml"]);
+    let out = remote(a, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trail = std::fs::read_to_string(a.join("trail.jsonl")).expect("export written here");
+    assert!(trail.starts_with("{\"type\":\"header\""), "{trail}");
+    assert!(
+        !up.dir.path().join("trail.jsonl").exists(),
+        "written on the server's side"
+    );
+    let mut args = export.to_vec();
+    args.extend(["-", "--profile", "profile.toml"]);
+    let piped = remote(a, &args);
+    assert!(
+        piped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&piped.stdout), trail);
+
     let denied = remote(
         auditor.path(),
         &["token", "create", "--profile", "profile.toml"],
