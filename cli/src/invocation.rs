@@ -225,7 +225,8 @@ pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
 pub fn remote_sink(path: &Path, mode: u32) -> Option<RemoteSink> {
     current()?;
     Some(RemoteSink {
-        file: (!crate::output::is_stdio(path)).then(|| path.to_path_buf()),
+        // `-` is standard output (the convention of crate::output).
+        file: (path.as_os_str() != "-").then(|| path.to_path_buf()),
         mode,
         buf: Vec::new(),
     })
