@@ -58,14 +58,9 @@ pub enum DeploymentError {
 /// What `bcctl serve` logs when it serves a plaintext bundle.
 pub const PLAINTEXT_WARNING: &str = "serving a PLAINTEXT PKI bundle: its private keys are unsealed and whoever can write the file chooses every key; development only (seal it with `bcctl pki init` under BC_DEPLOYMENT_SECRET)";
 
-/// Where a deployment's bundle and secret are.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Deployment {
-    /// The PKI bundle file.
-    pub bundle: PathBuf,
-    /// The file holding the secret, read when `BC_DEPLOYMENT_SECRET` is unset.
-    pub secret_file: Option<PathBuf>,
-}
+// The two types an admin API call carries (crate::located): defined where the invocation can
+// name them without naming this module, which names the invocation.
+pub use crate::located::{Deployment, Located};
 
 /// An environment variable's value, `None` when unset or empty.
 fn env(name: &str) -> Option<String> {
@@ -238,6 +233,31 @@ pub struct DeploymentArgs {
     /// The PKI bundle file (wins over --config and --dir; BC_PKI_BUNDLE when none is given).
     #[arg(long, value_name = "FILE")]
     pub pki: Option<PathBuf>,
+    /// Run the verb through a server's admin API instead of opening the store.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// `--server` / `--profile`: run the verb through the admin API of a running `bcctl serve`
+/// (mutual TLS with an operator certificate) instead of opening the store; no database
+/// credentials or deployment secret are needed (docs/CLI.md, "Through the admin API").
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct RemoteArgs {
+    /// The admin API, HOST:PORT (`[admin] listen` of bcctl serve; `admin_listen` of
+    /// .bcctl/bcctl.toml): run this verb there as the profile's operator.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub server: Option<String>,
+    /// The operator profile (profile.toml from `bcctl pki issue-operator`); with --server
+    /// alone: $BCCTL_PROFILE, else ./profile.toml.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+}
+
+impl RemoteArgs {
+    /// Whether these flags ask for an admin API call (`--server` or `--profile` given).
+    pub fn is_remote(&self) -> bool {
+        self.server.is_some() || self.profile.is_some()
+    }
 }
 
 /// The three keys of a serve configuration a verb reads; the rest of the file is ignored here
@@ -265,17 +285,6 @@ pub enum LocateError {
     NoStore,
     #[error("no store at {path}: the SQLite file does not exist (a mistyped path? `bcctl up` or `bcctl migrate --database-url sqlite://{path}` creates one)")]
     NoSqliteFile { path: String },
-}
-
-/// Where the deployment is, as [`DeploymentArgs::locate`] found it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Located {
-    /// The store's URL, when one was found.
-    pub store_url: Option<String>,
-    /// The bundle and the secret file.
-    pub deployment: Deployment,
-    /// The deployment directory, when one was used.
-    pub dir: Option<PathBuf>,
 }
 
 fn read_locator(path: &Path) -> Result<LocatorFile, LocateError> {
@@ -447,7 +456,7 @@ impl DeploymentArgs {
         }
         let located = self.locate()?;
         let url = located.store_url_for(write)?;
-        Ok(events::store::EventStore::open(url).await?)
+        Ok(open_at(url).await?)
     }
 
     /// As [`DeploymentArgs::open_store_as`], and the bundle must exist and parse (it names the
@@ -462,7 +471,7 @@ impl DeploymentArgs {
         let located = self.locate()?;
         let url = located.store_url_for(write)?;
         located.deployment.public_half()?;
-        Ok(events::store::EventStore::open(url).await?)
+        Ok(open_at(url).await?)
     }
 
     /// The store, connected without migrating (a read verb that must not change the schema).
@@ -472,8 +481,28 @@ impl DeploymentArgs {
         }
         let located = self.locate()?;
         let url = located.existing_store_url()?;
-        Ok(events::store::EventStore::connect(url).await?)
+        Ok(connect_at(url).await?)
     }
+}
+
+/// The store at `url`, migrated: during an admin API call the server's store (acting as the
+/// caller) whatever `url` says; in direct mode opened here, acting as
+/// [`crate::invocation::local_actor`] (database access is admin access).
+pub async fn open_at(url: &str) -> Result<events::store::EventStore, events::store::StoreError> {
+    if let Some(call) = crate::invocation::current() {
+        return Ok(call.store.clone());
+    }
+    let store = events::store::EventStore::open(url).await?;
+    Ok(store.acting_as(crate::invocation::local_actor()))
+}
+
+/// As [`open_at`], connected without migrating.
+pub async fn connect_at(url: &str) -> Result<events::store::EventStore, events::store::StoreError> {
+    if let Some(call) = crate::invocation::current() {
+        return Ok(call.store.clone());
+    }
+    let store = events::store::EventStore::connect(url).await?;
+    Ok(store.acting_as(crate::invocation::local_actor()))
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use events::store::EventStore;
 use events::Actor;
 
-use crate::deployment::Located;
+use crate::located::Located;
 
 /// A file a verb wrote during an API call: returned to the caller, who writes it locally.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -215,6 +215,50 @@ pub fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
             )
         }),
         None => std::fs::read(path),
+    }
+}
+
+/// During an API call, a `Write` for a verb that streams its output to a caller-named `path`
+/// (`-`: standard output): standard output goes to the captured output as it is written, a
+/// file is collected and returned to the caller (with `mode`) when the writer is dropped.
+/// `None` in direct mode: the verb opens the path itself.
+pub fn remote_sink(path: &Path, mode: u32) -> Option<RemoteSink> {
+    current()?;
+    Some(RemoteSink {
+        // `-` is standard output (the convention of crate::output).
+        file: (path.as_os_str() != "-").then(|| path.to_path_buf()),
+        mode,
+        buf: Vec::new(),
+    })
+}
+
+/// See [`remote_sink`].
+pub struct RemoteSink {
+    file: Option<PathBuf>,
+    mode: u32,
+    buf: Vec<u8>,
+}
+
+impl std::io::Write for RemoteSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self.file {
+            Some(_) => self.buf.extend_from_slice(bytes),
+            None => write_stdout_bytes(bytes)?,
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RemoteSink {
+    fn drop(&mut self) {
+        if let Some(path) = self.file.take() {
+            // During a call this only records the file for the reply; it cannot fail.
+            let _ = write_file(&path, &std::mem::take(&mut self.buf), self.mode);
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 #[macro_use]
 mod invocation;
+mod admin;
 mod audit_cmd;
 mod batch_cmd;
 mod bundle_cmd;
@@ -23,6 +24,7 @@ mod events_cmd;
 mod healthcheck_cmd;
 mod internal_cert_cmd;
 mod join_request_cmd;
+mod located;
 mod node_cmd;
 mod node_setup;
 mod node_setup_cmd;
@@ -43,6 +45,7 @@ mod serve_attestors;
 mod serve_batches;
 mod serve_cmd;
 mod serve_config;
+mod serve_config_admin;
 mod serve_config_attestors;
 mod serve_config_cloud;
 mod serve_config_errors;
@@ -144,10 +147,38 @@ pub(crate) enum Command {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    use clap::FromArgMatches;
     let json = output::json_requested(std::env::args());
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = match admin::remote::command().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if !matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                if let Some(message) = admin::remote::refused_remote_flag(&args) {
+                    output::print_error(&message, output::EXIT_USAGE, json);
+                    return ExitCode::from(output::EXIT_USAGE);
+                }
+            }
+            return parse_failure(e, json);
+        }
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return parse_failure(e, json),
+    };
+    // `--server` / `--profile`: the verb runs through the admin API (cli/src/admin/remote.rs).
+    let remote = match admin::remote::plan(&args, &matches) {
+        Ok(plan) => plan,
+        Err(e) => {
+            output::print_error(&e.message, e.code, json);
+            return ExitCode::from(e.code);
+        }
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -156,6 +187,9 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Some(plan) = remote {
+        return runtime.block_on(admin::remote::call(plan, json));
+    }
     let result: Result<(), Failure> = runtime.block_on(dispatch(cli.command));
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,9 @@ mod support;
 #[path = "../../domain/tests/cloud_iid_support.rs"]
 mod cloud_iid_support;
 
+mod admin_client;
+mod admin_client_e2e;
+mod admin_server;
 mod approval_e2e;
 mod audit_coverage;
 mod audit_seal_kill;

@@ -31,17 +31,21 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         source,
     };
     // `--out -` is standard output (docs/CLI.md); a file is never overwritten.
-    let sink: Box<dyn Write> = if crate::output::is_stdio(&args.out) {
-        Box::new(std::io::stdout().lock())
-    } else {
-        Box::new(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&args.out)
-                .map_err(|e| io("cannot create", e))?,
-        )
-    };
+    // During an admin API call the export goes back to the caller (cli/src/invocation.rs).
+    let sink: Box<dyn Write> =
+        if let Some(remote) = crate::invocation::remote_sink(&args.out, 0o644) {
+            Box::new(remote)
+        } else if crate::output::is_stdio(&args.out) {
+            Box::new(std::io::stdout().lock())
+        } else {
+            Box::new(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&args.out)
+                    .map_err(|e| io("cannot create", e))?,
+            )
+        };
     let mut out = BufWriter::with_capacity(1 << 20, sink);
     let header = Header {
         kind: "header".into(),
