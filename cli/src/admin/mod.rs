@@ -8,7 +8,6 @@
 //! certificate names), [`counters`]. Shared with the client: [`files`] (which flags name the
 //! caller's files). docs/ADMIN-API.md describes the whole.
 
-pub mod compat;
 pub mod counters;
 pub mod files;
 pub mod identity;
