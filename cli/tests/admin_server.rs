@@ -3,7 +3,8 @@
 //! (opened from the sealed bundle with the deployment's secret), WhoAmI, a denied verb, a call
 //! naming `--database-url`, a request over `max_request_bytes`, a node certificate from a real
 //! `bcd join` refused at the handshake, and `token list --json` over the API printing what the
-//! direct run prints.
+//! direct run prints; on Postgres, a profile from `bcctl pki issue-operator` reaches it and
+//! `bcctl operator revoke` shuts it out.
 //!
 //! Run: `cargo test -p cli --test suite admin_server::`.
 
@@ -392,4 +393,58 @@ async fn the_admin_api_of_bcctl_up_on_postgres() {
     assert_eq!(me.role, "admin");
     same_token_list(&up, &mut api).await;
     revoked_within_a_second(&up, &keys).await;
+    profile_from_the_cli(&up).await;
+}
+
+/// `bcctl pki issue-operator` writes a profile whose certificate, key and serving CA reach the
+/// listener; `bcctl operator revoke` then shuts it out.
+async fn profile_from_the_cli(up: &Up) {
+    let out = up.deployment.parent().expect("dir").join("erin");
+    let issued = up.direct(&[
+        "pki",
+        "issue-operator",
+        "--name",
+        "erin",
+        "--role",
+        "approver",
+        "--out",
+        out.to_str().expect("path"),
+        "--json",
+    ]);
+    assert!(issued.status.success(), "{issued:?}");
+    let issued: serde_json::Value = serde_json::from_slice(&issued.stdout).expect("JSON");
+    let pem = std::fs::read_to_string(out.join("operator.pem")).expect("operator.pem");
+    let key = std::fs::read_to_string(out.join("operator.key")).expect("operator.key");
+    let ca = std::fs::read_to_string(out.join("serving-ca.pem")).expect("serving-ca.pem");
+    assert_eq!(
+        pem_blocks("CERTIFICATE", &ca).and_then(|c| c.into_iter().next()),
+        Some(up.serving_ca.clone()),
+        "the profile pins the serving CA the listener presents"
+    );
+    let cert = (
+        pem_blocks("CERTIFICATE", &pem).expect("chain"),
+        pem_blocks("PRIVATE KEY", &key)
+            .and_then(|k| k.into_iter().next())
+            .expect("PKCS#8"),
+    );
+    let mut api = client(up, cert.clone()).await.expect("connect");
+    let me = api
+        .who_am_i(WhoAmIRequest {})
+        .await
+        .expect("WhoAmI")
+        .into_inner();
+    assert_eq!(me.spiffe_id, issued["spiffeId"].as_str().expect("spiffeId"));
+    assert_eq!(me.role, "approver");
+    let serial = issued["serial"].as_str().expect("serial");
+    let revoked = up.direct(&["operator", "revoke", "--serial", serial, "--reason", "gone"]);
+    assert!(revoked.status.success(), "{revoked:?}");
+    let at = std::time::Instant::now();
+    while !refused(up, cert.clone()).await {
+        assert!(
+            at.elapsed() < Duration::from_millis(2500),
+            "still let in after {:?}",
+            at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
