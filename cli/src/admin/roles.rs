@@ -47,7 +47,7 @@ pub const TABLE: &[(&str, Access)] = &[
     ("migrate", Local),
     ("status", Roles(READ)),
     ("pki init", Local),
-    ("pki show", Roles(ADMIN)),
+    ("pki show", Local),
     ("pki issue-internal", Local),
     ("pki issue-gateway", Local),
     ("pki issue-operator", Local),
