@@ -8,6 +8,7 @@ mod support;
 mod cloud_iid_support;
 
 mod approval_e2e;
+mod audit_actor;
 mod audit_coverage;
 mod audit_seal_kill;
 mod audit_tamper;
