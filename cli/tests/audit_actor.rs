@@ -236,6 +236,39 @@ async fn trail_with_actors_verifies_and_a_changed_actor_does_not(postgres: bool)
         "{v}"
     );
 
+    // An inclusion proof of an event with an actor carries it, and verifies; a changed actor
+    // in the proof does not.
+    let r = bcctl(&[
+        "audit",
+        "prove",
+        "--tenant",
+        TENANT,
+        "--position",
+        &position.to_string(),
+        "--database-url",
+        s.db.url(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut proof: Value = serde_json::from_str(&r.stdout).expect("proof json");
+    assert_eq!(proof["event"]["actor_role"], "operator", "{proof}");
+    let proof_file = s.dir.join("proof.json");
+    std::fs::write(&proof_file, proof.to_string()).expect("write");
+    let verify_proof = || {
+        bcctl(&[
+            "audit",
+            "verify-proof",
+            proof_file.to_str().expect("path"),
+            "--pin",
+            &s.pin,
+        ])
+    };
+    let r = verify_proof();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    proof["event"]["actor_id"] = Value::String("spiffe://audit.example.org/operator/bob".into());
+    std::fs::write(&proof_file, proof.to_string()).expect("write");
+    let r = verify_proof();
+    assert_eq!(r.code, 3, "{} {}", r.stdout, r.stderr);
+
     // The role changed in the database: verify from the database catches it too.
     tamper::overwrite_actor_role(s.db.url(), position, "admin")
         .await
