@@ -11,6 +11,7 @@ mod admin_client;
 mod admin_client_e2e;
 mod admin_server;
 mod approval_e2e;
+mod audit_actor;
 mod audit_coverage;
 mod audit_seal_kill;
 mod audit_tamper;
