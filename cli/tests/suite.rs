@@ -11,6 +11,7 @@ mod approval_e2e;
 mod audit_coverage;
 mod audit_seal_kill;
 mod audit_tamper;
+mod batch_approvers_cli;
 mod batch_cli;
 mod batch_payload_cli;
 mod cli_convention;

@@ -2,8 +2,8 @@
 //! ([`QuorumError`]): the domain's refusals, each under the code the CLI and the API name it by.
 
 use domain::quorum::{
-    ApprovalRefusal, ApproverSetError, BatchId, BatchRefusal, CancelRefusal, Kid,
-    SetChangeRefusal, TrustDomain,
+    ApprovalRefusal, ApproverSetError, BatchId, BatchRefusal, CancelRefusal, Kid, SetChangeRefusal,
+    TrustDomain,
 };
 use domain::trust_bundle::{TrustBundleError, TrustBundleRefusal};
 use events::store::StoreError;

@@ -322,7 +322,10 @@ pub async fn list_batches(
                     "SELECT {BATCH_COLUMNS} FROM command_batches WHERE status = $1 \
                  ORDER BY created_at_us DESC, batch_id LIMIT $2"
                 ),
-                &[SqlValue::Text(status.to_string()), SqlValue::Int(i64::from(limit))],
+                &[
+                    SqlValue::Text(status.to_string()),
+                    SqlValue::Int(i64::from(limit)),
+                ],
             )
             .await?
         }

@@ -7,7 +7,8 @@
 //! ([`QuorumRefusal::NotForDeployment`]).
 
 use domain::quorum::{
-    decide_approval, AddApproval, ApprovalRefusal, ApprovalSignature, ApproveOutcome, BatchId, TrustDomain,
+    decide_approval, AddApproval, ApprovalRefusal, ApprovalSignature, ApproveOutcome, BatchId,
+    TrustDomain,
 };
 use events::store::{EventStore, ExpectedVersion};
 
