@@ -238,6 +238,31 @@ pub struct DeploymentArgs {
     /// The PKI bundle file (wins over --config and --dir; BC_PKI_BUNDLE when none is given).
     #[arg(long, value_name = "FILE")]
     pub pki: Option<PathBuf>,
+    /// Run the verb through a server's admin API instead of opening the store.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// `--server` / `--profile`: run the verb through the admin API of a running `bcctl serve`
+/// (mutual TLS with an operator certificate) instead of opening the store; no database
+/// credentials or deployment secret are needed (docs/CLI.md, "Through the admin API").
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct RemoteArgs {
+    /// The admin API, HOST:PORT (`[admin] listen` of bcctl serve; `admin_listen` of
+    /// .bcctl/bcctl.toml): run this verb there as the profile's operator.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub server: Option<String>,
+    /// The operator profile (profile.toml from `bcctl pki issue-operator`); with --server
+    /// alone: $BCCTL_PROFILE, else ./profile.toml.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+}
+
+impl RemoteArgs {
+    /// Whether these flags ask for an admin API call (`--server` or `--profile` given).
+    pub fn is_remote(&self) -> bool {
+        self.server.is_some() || self.profile.is_some()
+    }
 }
 
 /// The three keys of a serve configuration a verb reads; the rest of the file is ignored here

@@ -1,7 +1,7 @@
 //! `bcctl healthcheck`: the gRPC health (`grpc.health.v1.Health/Check`) of a running
 //! `bcctl serve` (or `bcctl up`) over TLS, trusting only the deployment's serving CA.
 //!
-//! The server is `--server HOST:PORT`, by default the configuration's `listen` (`--config`, or
+//! The server is `--address HOST:PORT`, by default the configuration's `listen` (`--config`, or
 //! the deployment directory's `bcctl.toml`; `127.0.0.1:8443` without one). The serving CA comes
 //! from the bundle's public half: no secret is read. The gateway reports NOT_SERVING while its
 //! revocation feed is behind or stopped. Exit 0 when SERVING; 1 otherwise, with the reason:
@@ -33,7 +33,7 @@ pub struct HealthcheckArgs {
     pub deployment: DeploymentArgs,
     /// The server, HOST:PORT (default: the configuration's listen, else 127.0.0.1:8443).
     #[arg(long, value_name = "HOST:PORT")]
-    pub server: Option<String>,
+    pub address: Option<String>,
     /// The health service name to ask about ("" is the server as a whole).
     #[arg(long, default_value = "")]
     pub service: String,
@@ -45,7 +45,7 @@ pub struct HealthcheckArgs {
 /// Why the check did not find the server SERVING.
 #[derive(Debug, thiserror::Error)]
 pub enum HealthcheckError {
-    #[error("healthcheck {server}: refused: {source} (is bcctl serve running there? pass --server HOST:PORT)")]
+    #[error("healthcheck {server}: refused: {source} (is bcctl serve running there? pass --address HOST:PORT)")]
     Refused {
         server: String,
         source: std::io::Error,
@@ -88,13 +88,13 @@ fn default_server(args: &DeploymentArgs) -> Result<String, Failure> {
 }
 
 pub async fn run(args: HealthcheckArgs) -> Result<(), Failure> {
-    let server = match &args.server {
+    let server = match &args.address {
         Some(s) => s.clone(),
         None => default_server(&args.deployment)?,
     };
     let Some((host, port)) = split_server(&server) else {
         return Err(Failure::usage(format!(
-            "--server {server:?}: give HOST:PORT"
+            "--address {server:?}: give HOST:PORT"
         )));
     };
     let located = args.deployment.locate()?;

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 #[macro_use]
 mod invocation;
+mod admin;
 mod audit_cmd;
 mod batch_cmd;
 mod bundle_cmd;
@@ -139,10 +140,24 @@ pub(crate) enum Command {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    use clap::FromArgMatches;
     let json = output::json_requested(std::env::args());
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = match admin::remote::command().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => return parse_failure(e, json),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return parse_failure(e, json),
+    };
+    // `--server` / `--profile`: the verb runs through the admin API (cli/src/admin/remote.rs).
+    let remote = match admin::remote::plan(&args, &matches) {
+        Ok(plan) => plan,
+        Err(e) => {
+            output::print_error(&e.message, e.code, json);
+            return ExitCode::from(e.code);
+        }
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -151,6 +166,9 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Some(plan) = remote {
+        return runtime.block_on(admin::remote::call(plan, json));
+    }
     let result: Result<(), Failure> = runtime.block_on(dispatch(cli.command));
     match result {
         Ok(()) => ExitCode::SUCCESS,

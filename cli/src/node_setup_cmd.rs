@@ -1,7 +1,7 @@
 //! `bcctl node config --out DIR` and `bcctl node install-script`: what a node needs before
 //! `bcd join` ([`crate::node_setup`]), built from the PKI bundle's public half (authenticated
 //! with the deployment secret when it is at hand, else with a warning), the server address
-//! (`--server`, or the deployment configuration's `listen`) and the published approver set.
+//! (`--join-address`, or the deployment configuration's `listen`) and the published approver set.
 
 use std::path::PathBuf;
 
@@ -20,7 +20,7 @@ pub struct SetupArgs {
     /// host:port the node reaches the control plane at (default: `listen` of the deployment's
     /// configuration when it names a host).
     #[arg(long, value_name = "HOST:PORT")]
-    pub server: Option<String>,
+    pub join_address: Option<String>,
     /// The attestor `bcd join` is told to use (join-token by default).
     #[arg(long, value_name = "ID")]
     pub attestor: Option<String>,
@@ -71,7 +71,7 @@ async fn setup(args: &SetupArgs, written_by: &str) -> Result<NodeSetup, Identity
             d.bundle.display()
         );
     }
-    let server = match &args.server {
+    let server = match &args.join_address {
         Some(s) => s.clone(),
         None => configured_server(&args.common)?,
     };
@@ -107,7 +107,7 @@ async fn published_approver_set(located: &crate::deployment::Located) -> Option<
 fn configured_server(common: &IdentityArgs) -> Result<String, IdentityCmdError> {
     let need = |why: String| {
         IdentityCmdError::Invalid(format!(
-            "{why}: pass --server HOST:PORT, the address nodes reach the control plane at"
+            "{why}: pass --join-address HOST:PORT, the address nodes reach the control plane at"
         ))
     };
     let file = match (&common.deployment.config, common.deployment.directory()) {

@@ -177,7 +177,7 @@ fn a_fresh_up_has_nothing_above_info_and_is_serving() {
 
     // healthcheck: SERVING on the running server (the serving CA from ./.bcctl/pki.json).
     let address = facts["address"].as_str().expect("address");
-    let out = run(bcctl(d, &["healthcheck", "--server", address, "--json"]));
+    let out = run(bcctl(d, &["healthcheck", "--address", address, "--json"]));
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -192,7 +192,7 @@ fn a_fresh_up_has_nothing_above_info_and_is_serving() {
     let port = closed.local_addr().expect("addr").port();
     drop(closed);
     let server = format!("127.0.0.1:{port}");
-    let out = run(bcctl(d, &["healthcheck", "--server", &server, "--json"]));
+    let out = run(bcctl(d, &["healthcheck", "--address", &server, "--json"]));
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     let err: Value = serde_json::from_slice(&out.stderr).expect("JSON error");
@@ -225,7 +225,7 @@ fn a_fresh_up_has_nothing_above_info_and_is_serving() {
         d,
         &[
             "healthcheck",
-            "--server",
+            "--address",
             address,
             "--pki",
             other.to_str().expect("utf-8"),
@@ -245,7 +245,7 @@ fn a_fresh_up_has_nothing_above_info_and_is_serving() {
         "{message}"
     );
     // Not HOST:PORT: a usage error.
-    let out = run(bcctl(d, &["healthcheck", "--server", "nowhere"]));
+    let out = run(bcctl(d, &["healthcheck", "--address", "nowhere"]));
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -374,7 +374,7 @@ fn a_wrong_secret_a_half_done_rotation_and_a_stopped_feed() {
         "healthcheck to say NOT_SERVING",
         Duration::from_secs(10),
         || {
-            let out = run(bcctl(d, &["healthcheck", "--server", address, "--json"]));
+            let out = run(bcctl(d, &["healthcheck", "--address", address, "--json"]));
             last = String::from_utf8_lossy(&out.stderr).into_owned();
             out.status.code() == Some(1)
                 && serde_json::from_str::<Value>(&last)

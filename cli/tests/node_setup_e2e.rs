@@ -81,7 +81,7 @@ async fn install_script_configures_a_node_that_joins_serve_on_postgres() {
     let args = [
         "node",
         "install-script",
-        "--server",
+        "--join-address",
         &gw,
         "--data-dir",
         &data.display().to_string(),
@@ -146,7 +146,7 @@ async fn install_script_configures_a_node_that_joins_serve_on_postgres() {
             "config",
             "--out",
             &out.display().to_string(),
-            "--server",
+            "--join-address",
             &gw,
             "--data-dir",
             &data.display().to_string(),
