@@ -26,14 +26,31 @@ use super::operations::{
     operations, summary_text as operations_text, to_json as operations_json, write_operations,
 };
 use super::review::{difference, read_expect, summary, Expected};
-use super::source::{BatchSource, DirectSource};
+use super::source::{AdminCall, BatchSource, DirectSource, RemoteSource};
+use crate::admin::client::Remote;
 use super::wire::outcome_json;
 
 /// The longest window `approve --max-hours` may allow (30 days).
 const MAX_MAX_HOURS: u32 = 720;
 
-/// `batch approve` directly against the store: the trust domain is the deployment's bundle's.
+/// `batch approve`: against the admin API with `--server`/`--profile` (the trust domain is the
+/// approver profile's), else directly against the store (the deployment bundle's).
 pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
+    if let Some(remote) = Remote::from_args(&args.store.deployment.remote)? {
+        let own = TrustDomain::new(remote.profile.trust_domain.clone()).map_err(|e| {
+            BatchCmdError::Input(format!(
+                "{}: trust_domain: {e}",
+                remote.profile.path.display()
+            ))
+        })?;
+        let whose = format!("the profile {}'s", remote.profile.path.display());
+        let signing = signing_trust_domain(args.trust_domain.as_deref(), &own, &whose)?;
+        let client = remote.connect().await?;
+        let source = RemoteSource {
+            call: AdminCall(tokio::sync::Mutex::new(client)),
+        };
+        return approve_with(&args, &source, &signing).await;
+    }
     let trust_domain = deployment_trust_domain(&args.store)?;
     let signing = signing_trust_domain(
         args.trust_domain.as_deref(),

@@ -70,6 +70,9 @@ pub enum BatchCmdError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Open(#[from] crate::deployment::OpenError),
+    /// The admin API could not be reached or refused the call.
+    #[error("{0}")]
+    Client(#[from] crate::admin::client::ClientError),
 }
 
 /// A command-layer error as the CLI prints it: a refusal starts with its code.
@@ -99,6 +102,7 @@ impl BatchCmdError {
             | BatchCmdError::Opaque { .. } => EXIT_REVIEW_REFUSED,
             BatchCmdError::TrustDomainMismatch { .. } => EXIT_USAGE,
             BatchCmdError::Remote { code, .. } => *code,
+            BatchCmdError::Client(e) => e.exit_code(),
             _ => 1,
         }
     }

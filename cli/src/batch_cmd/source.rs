@@ -71,6 +71,20 @@ pub(crate) trait ApiCall {
     async fn run(&self, argv: Vec<String>) -> Result<ApiReply, BatchCmdError>;
 }
 
+/// The admin client ([`crate::admin::client`]) as an [`ApiCall`]: one connection for every call.
+pub(crate) struct AdminCall(pub tokio::sync::Mutex<crate::admin::client::AdminClient>);
+
+impl ApiCall for AdminCall {
+    async fn run(&self, argv: Vec<String>) -> Result<ApiReply, BatchCmdError> {
+        let reply = self.0.lock().await.run(&argv, Vec::new()).await?;
+        Ok(ApiReply {
+            stdout: reply.stdout,
+            stderr: reply.stderr,
+            exit_code: reply.exit_code,
+        })
+    }
+}
+
 /// The admin API: the server's own verbs, asked with `--json`.
 pub(crate) struct RemoteSource<C: ApiCall> {
     pub call: C,
