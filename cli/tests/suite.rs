@@ -7,6 +7,8 @@ mod support;
 #[path = "../../domain/tests/cloud_iid_support.rs"]
 mod cloud_iid_support;
 
+mod admin_e2e;
+mod admin_roles;
 mod approval_e2e;
 mod audit_coverage;
 mod audit_seal_kill;

@@ -27,8 +27,8 @@ use super::operations::{
 };
 use super::review::{difference, read_expect, summary, Expected};
 use super::source::{AdminCall, BatchSource, DirectSource, RemoteSource};
-use crate::admin::client::Remote;
 use super::wire::outcome_json;
+use crate::admin::client::Remote;
 
 /// The longest window `approve --max-hours` may allow (30 days).
 const MAX_MAX_HOURS: u32 = 720;
