@@ -9,7 +9,6 @@
 //! certificate as PEM, each after a `#` line naming it (openssl and the TLS libraries skip it).
 
 use clap::{Args, ValueEnum};
-use events::store::EventStore;
 use serde_json::{json, Value};
 
 use crate::node_setup::pem;
@@ -119,7 +118,7 @@ pub async fn run(cmd: BundleCommand) -> Result<(), IdentityCmdError> {
 /// The published trust bundle: version, command roots, approver set; `None` when the store
 /// cannot be read or nothing is published yet.
 async fn published(url: &str) -> Option<Value> {
-    let store = EventStore::connect(url).await.ok()?;
+    let store = crate::deployment::connect_at(url).await.ok()?;
     let p = commands::quorum::bundle::read::published_bundle(&store)
         .await
         .ok()??;

@@ -52,9 +52,6 @@ pub struct AddArgs {
     /// Their role.
     #[arg(long, default_value = "node")]
     pub role: String,
-    /// Who registers it (recorded in the event).
-    #[arg(long, env = "USER", default_value = "operator")]
-    pub actor: String,
 }
 
 #[derive(Args)]
@@ -72,9 +69,6 @@ pub struct RemoveArgs {
     /// Why (recorded in the event).
     #[arg(long, default_value = "")]
     pub reason: String,
-    /// Who removes it (recorded in the event).
-    #[arg(long, env = "USER", default_value = "operator")]
-    pub actor: String,
 }
 
 async fn open(common: &CommonArgs, write: bool) -> Result<CloudAccounts, AttestCmdError> {
@@ -97,7 +91,7 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
                     site_id: args.site,
                     pool_id: args.pool,
                     role: args.role,
-                    actor: args.actor,
+                    actor: crate::invocation::actor().id().to_string(),
                 })
                 .await?;
             print_one(&entry, args.common.json, "added");
@@ -113,7 +107,11 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
         AccountCommand::Remove(args) => {
             let svc = open(&args.common, true).await?;
             let entry = svc
-                .remove(&args.entry_id, &args.actor, &args.reason)
+                .remove(
+                    &args.entry_id,
+                    crate::invocation::actor().id(),
+                    &args.reason,
+                )
                 .await?;
             print_one(&entry, args.common.json, "removed");
         }

@@ -129,9 +129,6 @@ pub struct RunArgs {
     /// The batch the command runs under (64 hex characters).
     #[arg(long)]
     pub batch: Option<String>,
-    /// Who asks (recorded in the event; default: $USER@hostname).
-    #[arg(long)]
-    pub caller: Option<String>,
 }
 
 #[derive(Args)]
@@ -168,7 +165,7 @@ pub async fn run(cmd: CommandCommand) -> Result<(), CommandCmdError> {
     }
 }
 
-/// This machine's host name (for the worker certificate's holder and the default caller).
+/// This machine's host name (for the worker certificate's holder).
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
@@ -198,7 +195,7 @@ fn payload(kind: &str, file: Option<&PathBuf>) -> Result<Vec<u8>, CommandCmdErro
     let Some(path) = file else {
         return Ok(Vec::new());
     };
-    let text = std::fs::read_to_string(path)
+    let text = crate::invocation::read_file_to_string(path)
         .map_err(|e| CommandCmdError::Input(format!("--payload-file {}: {e}", path.display())))?;
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         CommandCmdError::Input(format!("--payload-file {}: not JSON: {e}", path.display()))
@@ -224,18 +221,13 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
     let bytes = payload(&args.kind, args.payload_file.as_ref())?;
     let batch_id = batch_arg(args.batch.as_deref())?;
     let located = args.store.deployment.locate()?;
-    let store = EventStore::open(located.writable_store_url()?).await?;
+    let store = args.store.deployment.open_store_as(true).await?;
     // The command-signing root is unsealed with the deployment secret, found by the same rule.
     let root = active_signing_root(&located.deployment, &store).await?;
     let trust_domain = root.trust_domain().clone();
     let signer = WorkerSigner::new(root, trust_domain, &holder_name(), CLI_WORKER_LIFETIME);
-    let caller = args.caller.unwrap_or_else(|| {
-        format!(
-            "{}@{}",
-            std::env::var("USER").unwrap_or_else(|_| "operator".into()),
-            hostname()
-        )
-    });
+    // Who asks: the API caller's SPIFFE ID, or local:<user>@<host> in direct mode.
+    let caller = crate::invocation::actor().id().to_string();
     let answer = enqueue_command(
         &store,
         &SystemClock,

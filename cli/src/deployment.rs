@@ -472,7 +472,7 @@ impl DeploymentArgs {
         }
         let located = self.locate()?;
         let url = located.store_url_for(write)?;
-        Ok(events::store::EventStore::open(url).await?)
+        Ok(open_at(url).await?)
     }
 
     /// As [`DeploymentArgs::open_store_as`], and the bundle must exist and parse (it names the
@@ -487,7 +487,7 @@ impl DeploymentArgs {
         let located = self.locate()?;
         let url = located.store_url_for(write)?;
         located.deployment.public_half()?;
-        Ok(events::store::EventStore::open(url).await?)
+        Ok(open_at(url).await?)
     }
 
     /// The store, connected without migrating (a read verb that must not change the schema).
@@ -497,8 +497,28 @@ impl DeploymentArgs {
         }
         let located = self.locate()?;
         let url = located.existing_store_url()?;
-        Ok(events::store::EventStore::connect(url).await?)
+        Ok(connect_at(url).await?)
     }
+}
+
+/// The store at `url`, migrated: during an admin API call the server's store (acting as the
+/// caller) whatever `url` says; in direct mode opened here, acting as
+/// [`crate::invocation::local_actor`] (database access is admin access).
+pub async fn open_at(url: &str) -> Result<events::store::EventStore, events::store::StoreError> {
+    if let Some(call) = crate::invocation::current() {
+        return Ok(call.store.clone());
+    }
+    let store = events::store::EventStore::open(url).await?;
+    Ok(store.acting_as(crate::invocation::local_actor()))
+}
+
+/// As [`open_at`], connected without migrating.
+pub async fn connect_at(url: &str) -> Result<events::store::EventStore, events::store::StoreError> {
+    if let Some(call) = crate::invocation::current() {
+        return Ok(call.store.clone());
+    }
+    let store = events::store::EventStore::connect(url).await?;
+    Ok(store.acting_as(crate::invocation::local_actor()))
 }
 
 #[cfg(test)]

@@ -50,9 +50,6 @@ pub struct DecideArgs {
     pub common: CommonArgs,
     /// The request id (jr_...).
     pub request_id: String,
-    /// Who decides (recorded in the event).
-    #[arg(long, env = "USER", default_value = "operator")]
-    pub actor: String,
     /// Why (recorded in the event).
     #[arg(long, default_value = "")]
     pub reason: String,
@@ -83,14 +80,22 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
         JoinRequestCommand::Approve(args) => {
             let svc = open(&args.common, true).await?;
             let r = svc
-                .approve(&args.request_id, &args.actor, &args.reason)
+                .approve(
+                    &args.request_id,
+                    crate::invocation::actor().id(),
+                    &args.reason,
+                )
                 .await?;
             print_decided(&r, args.common.json, "approved");
         }
         JoinRequestCommand::Reject(args) => {
             let svc = open(&args.common, true).await?;
             let r = svc
-                .reject(&args.request_id, &args.actor, &args.reason)
+                .reject(
+                    &args.request_id,
+                    crate::invocation::actor().id(),
+                    &args.reason,
+                )
                 .await?;
             print_decided(&r, args.common.json, "rejected");
         }

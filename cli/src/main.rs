@@ -145,7 +145,21 @@ fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let matches = match admin::remote::command().try_get_matches_from(&args) {
         Ok(m) => m,
-        Err(e) => return parse_failure(e, json),
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if !matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                if let Some(message) = admin::remote::refused_remote_flag(&args) {
+                    output::print_error(&message, output::EXIT_USAGE, json);
+                    return ExitCode::from(output::EXIT_USAGE);
+                }
+            }
+            return parse_failure(e, json);
+        }
     };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

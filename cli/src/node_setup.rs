@@ -171,12 +171,20 @@ impl NodeSetup {
     }
 
     /// Writes the files into `dir` (created), each through a temporary file and a rename.
+    /// During an admin API call the files go back to the caller, who writes them in `dir`.
     pub fn write_to(&self, dir: &Path, written_by: &str) -> Result<Vec<PathBuf>, NodeSetupError> {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let remote = crate::invocation::is_remote();
+        if !remote {
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
+        }
         let mut written = Vec::new();
         for (name, text, mode) in self.files(written_by) {
             let path = dir.join(name);
-            write_replace(&path, text.as_bytes(), mode)?;
+            if remote {
+                crate::invocation::write_file(&path, text.as_bytes(), mode).map_err(io(&path))?;
+            } else {
+                write_replace(&path, text.as_bytes(), mode)?;
+            }
             written.push(path);
         }
         Ok(written)

@@ -95,7 +95,7 @@ fn setup_err(e: NodeSetupError) -> IdentityCmdError {
 /// The published approver set's SHA-256 when the deployment's store is at hand and holds one.
 async fn published_approver_set(located: &crate::deployment::Located) -> Option<String> {
     let url = located.existing_store_url().ok()?;
-    let store = events::store::EventStore::connect(url).await.ok()?;
+    let store = crate::deployment::connect_at(url).await.ok()?;
     let mut tx = store.begin().await.ok()?;
     let state = projections::quorum::read_bundle_state(&mut tx).await.ok()?;
     let _ = tx.rollback().await;

@@ -112,7 +112,7 @@ async fn open(args: &DeploymentArgs) -> Result<Opened, PkiTrustError> {
         ..ServeArgs::default()
     })?;
     let deployment = located.deployment.clone();
-    let store = EventStore::open(&settings.database_url).await?;
+    let store = crate::deployment::open_at(&settings.database_url).await?;
     Ok(Opened {
         settings,
         store,

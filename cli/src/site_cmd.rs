@@ -75,9 +75,6 @@ pub struct CreateArgs {
     /// Free text.
     #[arg(long, default_value = "")]
     pub description: String,
-    /// Who creates it (recorded in the event).
-    #[arg(long, env = "USER", default_value = "operator")]
-    pub actor: String,
 }
 
 #[derive(Args)]
@@ -138,9 +135,6 @@ pub struct BootAddArgs {
     /// Replace the MAC's active entry instead of refusing.
     #[arg(long)]
     pub replace: bool,
-    /// Who adds it (recorded in the event).
-    #[arg(long, env = "USER", default_value = "operator")]
-    pub actor: String,
 }
 
 #[derive(Args)]
@@ -161,9 +155,6 @@ pub struct BootRemoveArgs {
     /// Why (recorded in the event).
     #[arg(long, default_value = "")]
     pub reason: String,
-    /// Who removes it (recorded in the event).
-    #[arg(long, env = "USER", default_value = "operator")]
-    pub actor: String,
 }
 
 #[derive(Subcommand)]
@@ -180,9 +171,6 @@ pub struct FenceArgs {
     /// The site.
     #[arg(long)]
     pub site: String,
-    /// Who fences it (recorded in the event).
-    #[arg(long, env = "USER", default_value = "operator")]
-    pub actor: String,
 }
 
 async fn open_store(common: &CommonArgs, write: bool) -> Result<EventStore, SiteCmdError> {
@@ -213,7 +201,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
                     tenant_id: args.tenant,
                     description: args.description,
                     default_pool_id: args.default_pool,
-                    actor: args.actor,
+                    actor: crate::invocation::actor().id().to_string(),
                 })
                 .await?;
             if args.common.json {
@@ -264,7 +252,7 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
                     pool_id: args.pool,
                     expires_in_us: Some(expires_in_us),
                     replace: args.replace,
-                    actor: args.actor,
+                    actor: crate::invocation::actor().id().to_string(),
                 })
                 .await?;
             print_entry(&entry, args.common.json, "added");
@@ -280,14 +268,14 @@ pub async fn run(cmd: SiteCommand) -> Result<(), SiteCmdError> {
         SiteCommand::Boot(BootCommand::Remove(args)) => {
             let entry = boots(&args.common, true)
                 .await?
-                .remove(&args.entry, &args.actor, &args.reason)
+                .remove(&args.entry, crate::invocation::actor().id(), &args.reason)
                 .await?;
             print_entry(&entry, args.common.json, "removed");
         }
         SiteCommand::Lease(LeaseCommand::Fence(args)) => {
             let lease = sites(&args.common, true)
                 .await?
-                .fence(&args.site, &args.actor)
+                .fence(&args.site, crate::invocation::actor().id())
                 .await?;
             if args.common.json {
                 crate::outln!("{}", to_json(&lease));

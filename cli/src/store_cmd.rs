@@ -61,7 +61,7 @@ pub async fn migrate(args: StoreArgs) -> Result<(), StoreCmdError> {
 pub async fn status(args: StatusArgs) -> Result<(), StoreCmdError> {
     let located = args.deployment.locate()?;
     let url = located.existing_store_url()?;
-    let store = EventStore::connect(url).await?;
+    let store = crate::deployment::connect_at(url).await?;
     print_status(&store, url, args.json).await
 }
 

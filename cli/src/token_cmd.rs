@@ -64,7 +64,7 @@ impl IdentityArgs {
     /// never a new file), with its migrations applied.
     pub async fn store(&self) -> Result<EventStore, IdentityCmdError> {
         let located = self.located()?;
-        Ok(EventStore::open(located.existing_store_url()?).await?)
+        Ok(crate::deployment::open_at(located.existing_store_url()?).await?)
     }
 }
 
@@ -244,8 +244,15 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
         })
         .await?;
     if let Some(path) = &args.out {
-        crate::pki_cmd::write_new_private(path, format!("{}\n", created.secret).as_bytes())
-            .map_err(|e| IdentityCmdError::Setup(e.to_string()))?;
+        let secret = format!("{}\n", created.secret);
+        if crate::invocation::is_remote() {
+            // The caller writes it (0600, never over an existing file: checked before the call).
+            crate::invocation::write_file(path, secret.as_bytes(), 0o600)
+                .map_err(|e| IdentityCmdError::Setup(format!("{}: {e}", path.display())))?;
+        } else {
+            crate::pki_cmd::write_new_private(path, secret.as_bytes())
+                .map_err(|e| IdentityCmdError::Setup(e.to_string()))?;
+        }
     }
     let config = bcd_config_of(&args.common);
     let token_file = args

@@ -42,9 +42,6 @@ pub struct AllowArgs {
     /// Free text (recorded in the event).
     #[arg(long, default_value = "")]
     pub note: String,
-    /// Who allows it (recorded in the event).
-    #[arg(long, env = "USER", default_value = "operator")]
-    pub actor: String,
 }
 
 #[derive(Args)]
@@ -62,9 +59,6 @@ pub struct RevokeArgs {
     /// Why (recorded in the event).
     #[arg(long, default_value = "")]
     pub reason: String,
-    /// Who revokes it (recorded in the event).
-    #[arg(long, env = "USER", default_value = "operator")]
-    pub actor: String,
 }
 
 async fn open(common: &CommonArgs, write: bool) -> Result<TpmAllows, AttestCmdError> {
@@ -84,7 +78,7 @@ pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
                     tenant_id: args.tenant,
                     site_id: args.site,
                     pool_id: args.pool,
-                    actor: args.actor,
+                    actor: crate::invocation::actor().id().to_string(),
                     note: args.note,
                 })
                 .await?;
@@ -101,7 +95,11 @@ pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
         TpmCommand::Revoke(args) => {
             let svc = open(&args.common, true).await?;
             let entry = svc
-                .revoke(&args.allow_id, &args.actor, &args.reason)
+                .revoke(
+                    &args.allow_id,
+                    crate::invocation::actor().id(),
+                    &args.reason,
+                )
                 .await?;
             print_one(&entry, args.common.json, "revoked");
         }

@@ -301,8 +301,6 @@ async fn pool_and_join_request_commands_on_both_backends() {
                 "join-request",
                 "approve",
                 "jr_a",
-                "--actor",
-                "alice",
                 "--reason",
                 "known box",
                 "--json",
@@ -319,18 +317,14 @@ async fn pool_and_join_request_commands_on_both_backends() {
                 a_at,
                 json!({
                     "status": "approved",
-                    "decidedBy": "alice",
+                    "decidedBy": support::local_actor(),
                     "decisionReason": "known box",
                     "updatedAtUs": approved_at,
                     "position": approved_position,
                 })
             )
         );
-        let rejected = ok_json(
-            d,
-            &url,
-            &["join-request", "reject", "jr_b", "--actor", "bob", "--json"],
-        );
+        let rejected = ok_json(d, &url, &["join-request", "reject", "jr_b", "--json"]);
         let rejected_at = int(&rejected, "updatedAtUs");
         let rejected_position = int(&rejected, "position");
         let rejected_expected = request_json(
@@ -339,7 +333,7 @@ async fn pool_and_join_request_commands_on_both_backends() {
             b_at,
             json!({
                 "status": "rejected",
-                "decidedBy": "bob",
+                "decidedBy": support::local_actor(),
                 "updatedAtUs": rejected_at,
                 "position": rejected_position,
             }),
@@ -348,13 +342,13 @@ async fn pool_and_join_request_commands_on_both_backends() {
         fails(
             d,
             &url,
-            &["join-request", "approve", "jr_a", "--actor", "alice"],
+            &["join-request", "approve", "jr_a"],
             "INVALID_STATE: join request jr_a is approved",
         );
         fails(
             d,
             &url,
-            &["join-request", "reject", "jr_b", "--actor", "alice"],
+            &["join-request", "reject", "jr_b"],
             "INVALID_STATE: join request jr_b is rejected",
         );
         fails(
@@ -389,6 +383,9 @@ async fn pool_and_join_request_commands_on_both_backends() {
         assert!(text.contains("jr_a") && text.contains("approved"), "{text}");
         let text = bcctl_at(d, &url, &["join-request", "show", "jr_b"]);
         let text = String::from_utf8_lossy(&text.stdout);
-        assert!(text.contains("decided by      bob"), "{text}");
+        assert!(
+            text.contains(&format!("decided by      {}", support::local_actor())),
+            "{text}"
+        );
     }
 }

@@ -62,8 +62,6 @@ async fn site_verbs_on_both_backends() {
             "edge",
             "--description",
             "Paris",
-            "--actor",
-            "alice",
             "--json",
         ];
         let site = ok_json(d, &url, &create);
@@ -76,7 +74,7 @@ async fn site_verbs_on_both_backends() {
                 "tenantId": "acme",
                 "description": "Paris",
                 "defaultPoolId": "edge",
-                "createdBy": "alice",
+                "createdBy": support::local_actor(),
                 "createdAtUs": created,
                 "updatedAtUs": created,
                 "version": 1,
@@ -119,8 +117,6 @@ async fn site_verbs_on_both_backends() {
             "console=ttyS0",
             "--expires-in",
             "2h",
-            "--actor",
-            "alice",
             "--json",
         ];
         let entry = ok_json(d, &url, &add);
@@ -141,7 +137,7 @@ async fn site_verbs_on_both_backends() {
                 "kernelArgs": "console=ttyS0",
                 "poolId": "edge",
                 "notAfterUs": at + 2 * 3600 * 1_000_000,
-                "addedBy": "alice",
+                "addedBy": support::local_actor(),
                 "status": "active",
                 "removedBy": null,
                 "removeReason": null,

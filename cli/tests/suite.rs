@@ -7,6 +7,7 @@ mod support;
 #[path = "../../domain/tests/cloud_iid_support.rs"]
 mod cloud_iid_support;
 
+mod admin_client;
 mod admin_e2e;
 mod admin_roles;
 mod approval_e2e;

@@ -72,8 +72,6 @@ async fn tpm_allow_list_and_revoke_on_both_backends() {
             "edge",
             "--note",
             "rack 4",
-            "--actor",
-            "alice",
             "--json",
         ];
         let entry = ok_json(d, &url, &allow);
@@ -89,7 +87,7 @@ async fn tpm_allow_list_and_revoke_on_both_backends() {
                 "tenantId": "acme",
                 "siteId": "par1",
                 "poolId": "edge",
-                "allowedBy": "alice",
+                "allowedBy": support::local_actor(),
                 "note": "rack 4",
                 "status": "active",
                 "revokedBy": null,
@@ -151,16 +149,14 @@ async fn tpm_allow_list_and_revoke_on_both_backends() {
         let revoked = ok_json(
             d,
             &url,
-            &[
-                "tpm", "revoke", &id, "--reason", "sold", "--actor", "bob", "--json",
-            ],
+            &["tpm", "revoke", &id, "--reason", "sold", "--json"],
         );
         let updated = int(&revoked, "updatedAtUs");
         assert!(updated >= created);
         assert!(int(&revoked, "position") > position);
         let mut expected = entry.clone();
         expected["status"] = json!("revoked");
-        expected["revokedBy"] = json!("bob");
+        expected["revokedBy"] = json!(support::local_actor());
         expected["revokeReason"] = json!("sold");
         expected["updatedAtUs"] = json!(updated);
         expected["position"] = revoked["position"].clone();

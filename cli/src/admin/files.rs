@@ -23,6 +23,9 @@ pub struct VerbFiles {
     pub verb: &'static str,
     pub inputs: &'static [&'static str],
     pub outputs: &'static [&'static str],
+    /// The outputs must not exist yet (the verb never overwrites them in direct mode): the
+    /// client checks before the call and creates them new.
+    pub fresh: bool,
 }
 
 const fn reads(verb: &'static str, inputs: &'static [&'static str]) -> VerbFiles {
@@ -30,6 +33,7 @@ const fn reads(verb: &'static str, inputs: &'static [&'static str]) -> VerbFiles
         verb,
         inputs,
         outputs: &[],
+        fresh: false,
     }
 }
 
@@ -38,6 +42,16 @@ const fn writes(verb: &'static str, outputs: &'static [&'static str]) -> VerbFil
         verb,
         inputs: &[],
         outputs,
+        fresh: false,
+    }
+}
+
+const fn writes_new(verb: &'static str, outputs: &'static [&'static str]) -> VerbFiles {
+    VerbFiles {
+        verb,
+        inputs: &[],
+        outputs,
+        fresh: true,
     }
 }
 
@@ -46,6 +60,7 @@ const fn plain(verb: &'static str) -> VerbFiles {
         verb,
         inputs: &[],
         outputs: &[],
+        fresh: false,
     }
 }
 
@@ -60,13 +75,13 @@ pub const REMOTE_VERBS: &[VerbFiles] = &[
     plain("batch scope"),
     plain("batch list"),
     plain("batch submit-approval"),
-    writes("audit export", &["out"]),
+    writes_new("audit export", &["out"]),
     plain("audit seal"),
     writes("audit prove", &["out"]),
     reads("command run", &["payload_file"]),
     plain("command list"),
     plain("command show"),
-    writes("token create", &["out"]),
+    writes_new("token create", &["out"]),
     plain("token list"),
     plain("token revoke"),
     plain("node list"),
@@ -173,6 +188,11 @@ pub fn output_flags(verb: &str) -> &'static [&'static str] {
     entry(verb).map(|v| v.outputs).unwrap_or(&[])
 }
 
+/// Whether `verb`'s outputs must not exist yet ([`VerbFiles::fresh`]).
+pub fn fresh_outputs(verb: &str) -> bool {
+    entry(verb).is_some_and(|v| v.fresh)
+}
+
 /// The leaf of a parsed command line: the verb's path ("token create") and its matches.
 pub fn leaf(matches: &clap::ArgMatches) -> (String, &clap::ArgMatches) {
     let mut words = Vec::new();
@@ -236,17 +256,108 @@ pub fn is_path_arg(arg: &clap::Arg) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+
+    fn tree() -> Vec<(String, Vec<clap::Arg>)> {
+        leaf_verbs(&crate::admin::remote::command())
+    }
 
     #[test]
-    fn print_tree() {
-        for (verb, args) in leaf_verbs(&crate::Cli::command()) {
-            let paths: Vec<_> = args
-                .iter()
-                .filter(|a| is_path_arg(a))
-                .map(|a| a.get_id().to_string())
-                .collect();
-            println!("VERB {verb} :: {paths:?}");
+    fn every_verb_is_remotable_or_direct_only_and_not_both() {
+        let mut undecided = Vec::new();
+        for (verb, _) in tree() {
+            let remote = remotable(&verb);
+            let direct = DIRECT_ONLY.contains(&verb.as_str());
+            assert!(!(remote && direct), "{verb} is in both lists");
+            if !remote && !direct {
+                undecided.push(verb);
+            }
         }
+        assert!(
+            undecided.is_empty(),
+            "verbs in neither REMOTE_VERBS nor DIRECT_ONLY of cli/src/admin/files.rs (decide \
+             whether the admin API runs them, and which flags name the caller's files): {undecided:?}"
+        );
+    }
+
+    #[test]
+    fn every_path_argument_of_a_remotable_verb_is_in_the_table() {
+        let mut missing = Vec::new();
+        for (verb, args) in tree() {
+            let Some(e) = entry(&verb) else { continue };
+            for arg in args.iter().filter(|a| is_path_arg(a)) {
+                let id = arg.get_id().as_str();
+                let listed = e.inputs.contains(&id)
+                    || e.outputs.contains(&id)
+                    || NOT_FILES
+                        .iter()
+                        .any(|(v, a)| (*v == "*" || *v == verb) && *a == id);
+                if !listed {
+                    missing.push(format!("{verb} --{id}"));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "path arguments of remotable verbs that cli/src/admin/files.rs does not name as an \
+             input, an output or not a file (they would read or write the SERVER's disk): {missing:?}"
+        );
+    }
+
+    #[test]
+    fn the_tables_name_flags_the_verbs_have() {
+        let verbs = tree();
+        for e in REMOTE_VERBS {
+            let Some((_, args)) = verbs.iter().find(|(v, _)| v == e.verb) else {
+                continue; // a verb another branch adds (batch scope, operator list, …)
+            };
+            for id in e.inputs.iter().chain(e.outputs) {
+                assert!(
+                    args.iter().any(|a| a.get_id().as_str() == *id),
+                    "{}: no argument {id}",
+                    e.verb
+                );
+            }
+        }
+        for c in COMPOSITES {
+            assert!(DIRECT_ONLY.contains(c), "{c}");
+        }
+    }
+
+    #[test]
+    fn input_paths_follow_the_command_line() {
+        let m = crate::admin::remote::command()
+            .try_get_matches_from([
+                "bcctl",
+                "command",
+                "run",
+                "--node",
+                "n1",
+                "--kind",
+                "reboot",
+                "--payload-file",
+                "p.json",
+            ])
+            .expect("parses");
+        let (verb, leaf) = super::leaf(&m);
+        assert_eq!(verb, "command run");
+        assert_eq!(input_paths(&verb, leaf), vec![PathBuf::from("p.json")]);
+        let m = crate::admin::remote::command()
+            .try_get_matches_from([
+                "bcctl",
+                "audit",
+                "prove",
+                "--tenant",
+                "t",
+                "--position",
+                "1",
+                "--out",
+                "-",
+            ])
+            .expect("parses");
+        let (verb, leaf) = super::leaf(&m);
+        assert!(
+            paths_of(leaf, output_flags(&verb)).is_empty(),
+            "- is stdout"
+        );
     }
 }

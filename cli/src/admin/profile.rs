@@ -268,3 +268,108 @@ fn check_pair(profile: &Profile) -> Result<(), PairError> {
         Err(e) => Err(PairError::Key(e.to_string())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A profile directory: a self-signed "operator" cert and its key (mode 0600), a serving
+    /// CA, and profile.toml.
+    fn dir_with_profile() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let op = rcgen::generate_simple_self_signed(vec!["operator.example".into()]).expect("cert");
+        let ca = rcgen::generate_simple_self_signed(vec!["serving.example".into()]).expect("ca");
+        std::fs::write(dir.path().join("operator.pem"), op.cert.pem()).expect("write");
+        let key = dir.path().join("operator.key");
+        std::fs::write(&key, op.signing_key.serialize_pem()).expect("write");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        std::fs::write(dir.path().join("serving-ca.pem"), ca.cert.pem()).expect("write");
+        let profile = dir.path().join("profile.toml");
+        std::fs::write(
+            &profile,
+            "server = \"127.0.0.1:8444\"\ncert = \"operator.pem\"\nkey = \"operator.key\"\nca = \"serving-ca.pem\"\ntrust_domain = \"example.org\"\n",
+        )
+        .expect("write");
+        (dir, profile)
+    }
+
+    #[test]
+    fn a_good_profile_loads_with_paths_relative_to_it() {
+        let (_d, path) = dir_with_profile();
+        let p = load(&path).expect("loads");
+        assert_eq!(p.server.as_deref(), Some("127.0.0.1:8444"));
+        assert_eq!(p.trust_domain, "example.org");
+        assert_eq!(p.chain.len(), 1);
+        assert_eq!(p.serving_ca.len(), 1);
+    }
+
+    #[test]
+    fn a_missing_profile_says_where_one_comes_from() {
+        let e = load(Path::new("/nonexistent/profile.toml")).expect_err("missing");
+        assert_eq!(
+            e.to_string(),
+            "profile /nonexistent/profile.toml: no such file (`bcctl pki issue-operator --out DIR` writes DIR/profile.toml; pass --profile FILE or set BCCTL_PROFILE)"
+        );
+    }
+
+    #[test]
+    fn a_key_others_may_read_is_refused_as_ssh_does() {
+        let (d, path) = dir_with_profile();
+        let key = d.path().join("operator.key");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let e = load(&path).expect_err("exposed");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the private key {k} is readable by others (mode 0644): refused, as ssh refuses such a key; run `chmod 600 {k}`",
+                k = key.display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_key_of_another_certificate_is_refused() {
+        let (d, path) = dir_with_profile();
+        let other = rcgen::generate_simple_self_signed(vec!["x".into()]).expect("cert");
+        std::fs::write(d.path().join("operator.pem"), other.cert.pem()).expect("write");
+        let e = load(&path).expect_err("mismatch");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "profile {}: the certificate {} and the key {} do not belong together (the key is not the certificate's; was one of them replaced?)",
+                path.display(),
+                d.path().join("operator.pem").display(),
+                d.path().join("operator.key").display()
+            )
+        );
+    }
+
+    #[test]
+    fn a_missing_part_and_an_unknown_key_are_named() {
+        let (d, path) = dir_with_profile();
+        std::fs::remove_file(d.path().join("serving-ca.pem")).expect("rm");
+        let e = load(&path).expect_err("no ca");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "profile {}: cannot read its serving CA {}: No such file or directory (os error 2)",
+                path.display(),
+                d.path().join("serving-ca.pem").display()
+            )
+        );
+        std::fs::write(
+            &path,
+            "cert = \"a\"\nkey = \"b\"\nca = \"c\"\ntrust_domain = \"t\"\nsever = \"x\"\n",
+        )
+        .expect("write");
+        let e = load(&path).expect_err("typo");
+        assert!(
+            e.to_string().starts_with(&format!(
+                "profile {}: unknown field `sever`",
+                path.display()
+            )),
+            "{e}"
+        );
+    }
+}

@@ -64,6 +64,37 @@ pub fn direct_only_message(verb: &str) -> String {
     )
 }
 
+/// For a command line the parser refused: when it gave `--server`/`--profile` to a
+/// direct-store-only verb that has no deployment flags at all (`up`, `serve`), the refusal
+/// that names the verb (exit 2) instead of clap's "unexpected argument".
+pub fn refused_remote_flag(args: &[OsString]) -> Option<String> {
+    let words: Vec<&str> = args.iter().skip(1).filter_map(|a| a.to_str()).collect();
+    let flagged = words.iter().take_while(|w| **w != "--").any(|w| {
+        REMOTE_FLAGS
+            .iter()
+            .any(|f| *w == *f || w.starts_with(&format!("{f}=")))
+    });
+    if !flagged {
+        return None;
+    }
+    let mut cmd = crate::Cli::command();
+    let mut path = Vec::new();
+    for w in &words {
+        match cmd.find_subcommand(w) {
+            Some(sub) => {
+                path.push(w.to_string());
+                cmd = sub.clone();
+            }
+            None => break,
+        }
+    }
+    let verb = path.join(" ");
+    (cmd.get_subcommands().next().is_none()
+        && files::DIRECT_ONLY.contains(&verb.as_str())
+        && !files::COMPOSITES.contains(&verb.as_str()))
+    .then(|| direct_only_message(&verb))
+}
+
 /// `args` (without the program name) less the client's own flags, in both the `--flag value`
 /// and the `--flag=value` forms; everything after `--` is kept as it is.
 pub fn strip_remote_flags(args: &[String]) -> Vec<String> {
@@ -99,6 +130,8 @@ pub struct Plan {
     /// The paths the command line names for the verb's outputs: returned files must be these
     /// or inside them.
     pub outputs: Vec<PathBuf>,
+    /// The outputs are created new, never over an existing file.
+    pub fresh: bool,
 }
 
 /// What the parsed command line asks for: `None` runs the verb directly.
@@ -141,6 +174,15 @@ pub fn plan(args: &[OsString], matches: &clap::ArgMatches) -> Result<Option<Plan
         inputs.push((path, bytes));
     }
     let outputs = files::paths_of(leaf, files::output_flags(&verb));
+    let fresh = files::fresh_outputs(&verb);
+    if fresh {
+        if let Some(p) = outputs.iter().find(|p| p.exists()) {
+            return Err(Failure::from(format!(
+                "{} already exists: `{verb}` never overwrites a file (move it away first)",
+                p.display()
+            )));
+        }
+    }
     let remote = Remote::from_args(&remote_args)
         .map_err(failure)?
         .ok_or_else(|| Failure::usage("--server or --profile is needed for an admin API call"))?;
@@ -150,6 +192,7 @@ pub fn plan(args: &[OsString], matches: &clap::ArgMatches) -> Result<Option<Plan
         argv,
         inputs,
         outputs,
+        fresh,
     }))
 }
 
@@ -168,13 +211,17 @@ pub fn allowed_output(path: &Path, outputs: &[PathBuf]) -> bool {
 
 /// Writes one returned file: parents created for a file inside an output directory, the mode
 /// set even when the file existed.
-fn write_returned(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
+fn write_returned(path: &Path, contents: &[u8], mode: u32, fresh: bool) -> std::io::Result<()> {
     use std::io::Write;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)?;
     }
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    if fresh {
+        options.write(true).create_new(true);
+    } else {
+        options.write(true).create(true).truncate(true);
+    }
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -213,7 +260,7 @@ pub async fn call(plan: Plan, json: bool) -> ExitCode {
                 plan.verb
             )));
         }
-        if let Err(e) = write_returned(&path, &file.contents, file.mode) {
+        if let Err(e) = write_returned(&path, &file.contents, file.mode, plan.fresh) {
             return fail(Failure::from(format!(
                 "cannot write {}: {e}",
                 path.display()

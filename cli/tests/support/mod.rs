@@ -277,3 +277,19 @@ pub async fn seed_nodes(url: &str, tenant: &str, n: usize) {
     }
     tx.commit().await.expect("commit the seeded nodes");
 }
+
+/// The actor `bcctl` records in direct mode when run by this test process:
+/// `local:<USER>@<host>` (cli/src/invocation.rs, `local_actor`).
+pub fn local_actor() -> String {
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "unknown".into());
+    let host = fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("local:{user}@{host}")
+}
