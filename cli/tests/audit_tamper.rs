@@ -268,6 +268,10 @@ pub(crate) fn leaf_hash_of(line: &Value) -> String {
         occurred_at_us: line["occurred_at_us"].as_i64().expect("at"),
         event_id,
         payload_sha256: Sha256::digest(&payload).into(),
+        actor: match (line["actor_id"].as_str(), line["actor_role"].as_str()) {
+            (Some(id), Some(role)) => Some(domain::audit::LeafActor { id, role }),
+            _ => None,
+        },
     };
     hex::encode(leaf.leaf_hash().expect("leaf"))
 }

@@ -44,6 +44,7 @@ fn sample_event(i: u64) -> RecordedEvent {
         payload_sha256: Sha256::digest(&payload).into(),
         payload,
         tx_id: None,
+        actor: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn worked_example() {
             occurred_at_us: 1_767_225_600_000_000,
             event_id,
             payload_sha256: Sha256::digest(payload).into(),
+            actor: None,
         };
         let bytes = leaf.encode().expect("encode");
         let h = leaf.leaf_hash().expect("hash");

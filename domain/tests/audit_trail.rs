@@ -45,6 +45,11 @@ fn event(i: usize) -> RecordedEvent {
         payload_sha256: Sha256::digest(&payload).into(),
         payload,
         tx_id: None,
+        // Every third event has an actor (a version 2 leaf): a trail mixes both versions.
+        actor: (i % 3 == 0).then(|| {
+            events::Actor::new(format!("spiffe://example.org/operator/op{i}"), "operator")
+                .expect("actor")
+        }),
     }
 }
 

@@ -5,6 +5,7 @@
 //! the sweep every process makes when it creates its first test database. Run one file's tests
 //! with `cargo test -p events --test suite <file>::`.
 
+mod actor;
 mod cancel_safety;
 mod conformance;
 mod postgres_races;

@@ -13,7 +13,7 @@
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use domain::audit::{
-    node_hash, sealed_leaf, verify_trail, AuditLeaf, Checkpoint, Hash, TrailCheckpoint, TrailLeaf,
+    node_hash, sealed_leaf, verify_trail, AuditLeaf, Checkpoint, LeafActor, Hash, TrailCheckpoint, TrailLeaf,
     EMPTY_ROOT,
 };
 use fuzz_support::{audit_origin, audit_signer};
@@ -71,6 +71,10 @@ struct EventLine {
     event_id: String,
     payload: String,
     leaf_hash: String,
+    #[serde(default)]
+    actor_id: Option<String>,
+    #[serde(default)]
+    actor_role: Option<String>,
 }
 
 /// RFC 9162 §2.1.1 by its definition, recursively: the reference the verifier is checked by.
@@ -95,6 +99,11 @@ fn leaf_of(ev: &EventLine) -> Option<TrailLeaf> {
     let payload = B64.decode(ev.payload.as_bytes()).ok()?;
     let mut event_id = [0u8; 16];
     hex::decode_to_slice(&ev.event_id, &mut event_id).ok()?;
+    let actor = match (&ev.actor_id, &ev.actor_role) {
+        (None, None) => None,
+        (Some(id), Some(role)) => Some(LeafActor { id, role }),
+        _ => return None,
+    };
     let leaf = AuditLeaf {
         tenant_id: &ev.tenant_id,
         index: ev.index,
@@ -106,6 +115,7 @@ fn leaf_of(ev: &EventLine) -> Option<TrailLeaf> {
         occurred_at_us: ev.occurred_at_us,
         event_id,
         payload_sha256: Sha256::digest(&payload).into(),
+        actor,
     };
     let leaf_hash = leaf.leaf_hash().ok()?;
     // The checkpoint an `audit.checkpoint.sealed` leaf of the tenant recorded, read from the
@@ -122,6 +132,10 @@ fn leaf_of(ev: &EventLine) -> Option<TrailLeaf> {
         payload,
         payload_sha256: [0; 32],
         tx_id: None,
+        actor: match (&ev.actor_id, &ev.actor_role) {
+            (Some(id), Some(role)) => events::Actor::new(id.as_str(), role.as_str()).ok(),
+            _ => None,
+        },
     };
     let sealed = sealed_leaf(&event, &ev.tenant_id).ok()?;
     Some(TrailLeaf {

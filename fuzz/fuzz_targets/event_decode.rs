@@ -28,6 +28,7 @@ fn event(event_type: &str, schema_version: u32, payload: &[u8]) -> RecordedEvent
         payload: payload.to_vec(),
         payload_sha256: Sha256::digest(payload).into(),
         tx_id: None,
+        actor: None,
     }
 }
 

@@ -50,6 +50,8 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         tenant: tenant.to_string(),
         origin: checkpoints.last().map(|c| c.origin.clone()),
         verifier_key: checkpoints.last().map(|c| c.verifier_key.clone()),
+        // The highest leaf version the event lines may use: 2 for an event with an actor, 1
+        // for one without (docs/AUDIT.md).
         leaf_version: domain::audit::leaf::LEAF_VERSION,
         checkpoints: checkpoints.len() as u64,
         events: size,

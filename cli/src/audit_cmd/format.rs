@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use domain::audit::{AuditLeaf, Hash, TrailCheckpoint};
+use domain::audit::{AuditLeaf, Hash, LeafActor, TrailCheckpoint};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -47,6 +47,8 @@ pub(super) struct CheckpointLine {
 }
 
 /// One event line: the event as stored, its index and the leaf hash the sequencer recorded.
+/// `actor_id` and `actor_role` are there for an event with an actor (its leaf is version 2) and
+/// left out for one without, so exports made before actors were recorded read as they did.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct EventLine<'a> {
@@ -69,6 +71,10 @@ pub(super) struct EventLine<'a> {
     pub(super) payload: Cow<'a, str>,
     #[serde(borrow)]
     pub(super) leaf_hash: Cow<'a, str>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub(super) actor_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub(super) actor_role: Option<Cow<'a, str>>,
 }
 
 impl<'a> EventLine<'a> {
@@ -86,7 +92,26 @@ impl<'a> EventLine<'a> {
             event_id: Cow::Owned(hex::encode(event.event_id)),
             payload: Cow::Owned(B64.encode(&event.payload)),
             leaf_hash: Cow::Owned(hex::encode(leaf_hash)),
+            actor_id: event.actor.as_ref().map(|a| Cow::Borrowed(a.id())),
+            actor_role: event.actor.as_ref().map(|a| Cow::Borrowed(a.role())),
         }
+    }
+
+    /// The line's actor: both fields or neither.
+    pub(super) fn actor(&self) -> Result<Option<LeafActor<'_>>, String> {
+        match (&self.actor_id, &self.actor_role) {
+            (None, None) => Ok(None),
+            (Some(id), Some(role)) => Ok(Some(LeafActor { id, role })),
+            (Some(_), None) => Err("actor_id is given without actor_role".into()),
+            (None, Some(_)) => Err("actor_role is given without actor_id".into()),
+        }
+    }
+
+    /// The line's actor as the log records it (checked as the store checks it).
+    pub(super) fn recorded_actor(&self) -> Result<Option<events::Actor>, String> {
+        self.actor()?
+            .map(|a| events::Actor::new(a.id, a.role).map_err(|e| e.to_string()))
+            .transpose()
     }
 
     /// The leaf hash recomputed from the line, the payload digest recomputed from its bytes.
@@ -107,6 +132,7 @@ impl<'a> EventLine<'a> {
             occurred_at_us: self.occurred_at_us,
             event_id,
             payload_sha256: Sha256::digest(&payload_buf[..]).into(),
+            actor: self.actor()?,
         };
         leaf.leaf_hash().map_err(|e| e.to_string())
     }

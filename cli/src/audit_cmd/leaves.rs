@@ -137,6 +137,7 @@ impl Leaves {
                         payload: self.payload.clone(),
                         payload_sha256: [0; 32],
                         tx_id: None,
+                        actor: ev.recorded_actor().ok().flatten(),
                     };
                     self.sealed_of(&event)?
                 } else {

@@ -23,8 +23,24 @@
 //! | 10| event id         | 16 bytes (the UUID's bytes)                           |
 //! | 11| payload SHA-256  | 32 bytes: SHA-256 of the payload bytes as stored      |
 //!
-//! A leaf is therefore `97 + len(tenant) + len(stream) + len(type)` bytes long. A future version
-//! changes the first byte; a verifier refuses versions it does not know.
+//! A leaf is therefore `97 + len(tenant) + len(stream) + len(type)` bytes long.
+//!
+//! # Layout, version 2: an event with an actor
+//!
+//! An event appended by an authenticated actor (`events::RecordedEvent::actor`: who caused it,
+//! and in which role) encodes as version 2: field 1 is `0x02`, fields 2 to 11 are exactly as in
+//! version 1, and two fields follow:
+//!
+//! | # | field            | encoding                                              |
+//! |---|------------------|-------------------------------------------------------|
+//! | 12| actor id         | u32 length, then the UTF-8 bytes (e.g. `spiffe://td/operator/alice`) |
+//! | 13| actor role       | u32 length, then the UTF-8 bytes (e.g. `operator`)    |
+//!
+//! A version 2 leaf is `105 + len(tenant) + len(stream) + len(type) + len(actor id) + len(actor
+//! role)` bytes long. An event without an actor stays version 1, byte for byte: the leaves
+//! sequenced before actors were recorded, and the checkpoints over them, stay valid, and
+//! changing, adding or removing an event's actor changes its leaf hash. A future version changes
+//! the first byte; a verifier refuses versions it does not know.
 //!
 //! Verifiers must recompute the payload's SHA-256 from the payload bytes themselves
 //! ([`AuditLeaf::from_event_recomputed`]), not trust a stored digest column, or a changed payload
@@ -34,15 +50,22 @@ use sha2::{Digest, Sha256};
 
 use crate::merkle::{Hash, LEAF_PREFIX};
 
-/// The only leaf encoding version this build writes and reads.
-pub const LEAF_VERSION: u8 = 0x01;
+/// The leaf encoding of an event without an actor.
+pub const LEAF_VERSION_V1: u8 = 0x01;
+
+/// The leaf encoding of an event with an actor: version 1's fields, then the actor's.
+pub const LEAF_VERSION_V2: u8 = 0x02;
+
+/// The highest leaf encoding version this build writes and reads (it reads every version from
+/// [`LEAF_VERSION_V1`] up).
+pub const LEAF_VERSION: u8 = LEAF_VERSION_V2;
 
 /// Why a leaf could not be encoded or decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LeafError {
     #[error("leaf field {field} is {len} bytes long; the encoding allows at most 4294967295")]
     FieldTooLong { field: &'static str, len: usize },
-    #[error("leaf encoding version {0:#04x} is unknown (this build reads version 0x01)")]
+    #[error("leaf encoding version {0:#04x} is unknown (this build reads versions 0x01 and 0x02)")]
     UnknownVersion(u8),
     #[error("leaf bytes end inside field {field}")]
     Truncated { field: &'static str },
@@ -67,6 +90,25 @@ pub struct AuditLeaf<'a> {
     pub occurred_at_us: i64,
     pub event_id: [u8; 16],
     pub payload_sha256: [u8; 32],
+    /// Who caused the event; `Some` makes the leaf version 2.
+    pub actor: Option<LeafActor<'a>>,
+}
+
+/// The actor a version 2 leaf commits to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafActor<'a> {
+    pub id: &'a str,
+    pub role: &'a str,
+}
+
+impl<'a> LeafActor<'a> {
+    /// The leaf's view of a recorded actor.
+    pub fn of(actor: &'a events::Actor) -> Self {
+        LeafActor {
+            id: actor.id(),
+            role: actor.role(),
+        }
+    }
 }
 
 fn len_u32(field: &'static str, s: &str) -> Result<[u8; 4], LeafError> {
@@ -104,6 +146,16 @@ impl<'a> AuditLeaf<'a> {
             occurred_at_us: event.occurred_at_us,
             event_id: event.event_id,
             payload_sha256: digest,
+            actor: event.actor.as_ref().map(LeafActor::of),
+        }
+    }
+
+    /// The encoding version of this leaf: 2 with an actor, 1 without.
+    pub fn version(&self) -> u8 {
+        if self.actor.is_some() {
+            LEAF_VERSION_V2
+        } else {
+            LEAF_VERSION_V1
         }
     }
 
@@ -122,6 +174,7 @@ impl<'a> AuditLeaf<'a> {
             + 8
             + 16
             + 32
+            + self.actor.map_or(0, |a| 4 + a.id.len() + 4 + a.role.len())
     }
 
     /// Feeds the encoding, piece by piece, to `sink` (no allocation).
@@ -129,7 +182,15 @@ impl<'a> AuditLeaf<'a> {
         let tenant_len = len_u32("tenant_id", self.tenant_id)?;
         let stream_len = len_u32("stream_id", self.stream_id)?;
         let type_len = len_u32("event_type", self.event_type)?;
-        sink(&[LEAF_VERSION]);
+        let actor = match self.actor {
+            Some(a) => Some((
+                a,
+                len_u32("actor_id", a.id)?,
+                len_u32("actor_role", a.role)?,
+            )),
+            None => None,
+        };
+        sink(&[self.version()]);
         sink(&tenant_len);
         sink(self.tenant_id.as_bytes());
         sink(&self.index.to_be_bytes());
@@ -143,6 +204,12 @@ impl<'a> AuditLeaf<'a> {
         sink(&self.occurred_at_us.to_be_bytes());
         sink(&self.event_id);
         sink(&self.payload_sha256);
+        if let Some((a, id_len, role_len)) = actor {
+            sink(&id_len);
+            sink(a.id.as_bytes());
+            sink(&role_len);
+            sink(a.role.as_bytes());
+        }
         Ok(())
     }
 
@@ -167,11 +234,12 @@ impl<'a> AuditLeaf<'a> {
         Ok(h.finalize().into())
     }
 
-    /// Decodes leaf bytes, strictly: known version, every field whole, valid UTF-8, nothing after.
+    /// Decodes leaf bytes, strictly: known version (1, or 2 with an actor), every field whole,
+    /// valid UTF-8, nothing after.
     pub fn decode(bytes: &'a [u8]) -> Result<Self, LeafError> {
         let mut r = Reader { rest: bytes };
         let version = r.take::<1>("version")?[0];
-        if version != LEAF_VERSION {
+        if version != LEAF_VERSION_V1 && version != LEAF_VERSION_V2 {
             return Err(LeafError::UnknownVersion(version));
         }
         let tenant_id = r.string("tenant_id")?;
@@ -184,6 +252,14 @@ impl<'a> AuditLeaf<'a> {
         let occurred_at_us = i64::from_be_bytes(r.take("occurred_at_us")?);
         let event_id = r.take("event_id")?;
         let payload_sha256 = r.take("payload_sha256")?;
+        let actor = if version == LEAF_VERSION_V2 {
+            Some(LeafActor {
+                id: r.string("actor_id")?,
+                role: r.string("actor_role")?,
+            })
+        } else {
+            None
+        };
         if !r.rest.is_empty() {
             return Err(LeafError::TrailingBytes {
                 extra: r.rest.len(),
@@ -200,6 +276,7 @@ impl<'a> AuditLeaf<'a> {
             occurred_at_us,
             event_id,
             payload_sha256,
+            actor,
         })
     }
 }
@@ -247,6 +324,7 @@ mod tests {
             occurred_at_us: 1_700_000_000_000_000,
             event_id: [0xab; 16],
             payload_sha256: [0xcd; 32],
+            actor: None,
         }
     }
 
@@ -272,14 +350,113 @@ mod tests {
         assert_eq!(l.leaf_hash().unwrap(), leaf_hash(&b));
     }
 
+    /// The version 1 leaf hash of [`sample`], pinned: events without an actor keep the exact
+    /// bytes (and hashes) they had before leaves could carry one.
+    #[test]
+    fn version_1_is_unchanged() {
+        let l = sample();
+        assert_eq!(l.version(), 1);
+        assert_eq!(
+            hex::encode(l.leaf_hash().unwrap()),
+            "0f86c1fb8b0eb789781cbcf894514525e0dde857320712d2e4eaaab90a42cfe5"
+        );
+    }
+
+    /// Golden vector for version 2: [`sample`] with an actor, bytes and leaf hash pinned
+    /// (computed independently of this code, from the layout in the module doc).
+    #[test]
+    fn version_2_golden() {
+        let l = AuditLeaf {
+            actor: Some(LeafActor {
+                id: "spiffe://td.example/operator/alice",
+                role: "operator",
+            }),
+            ..sample()
+        };
+        let b = l.encode().unwrap();
+        assert_eq!(l.version(), 2);
+        assert_eq!(b.len(), l.encoded_len());
+        assert_eq!(b.len(), 105 + 2 + 7 + 11 + 34 + 8);
+        assert_eq!(
+            hex::encode(&b),
+            concat!(
+                "020000000274310000000000000007000000000000002a000000076e6f64652f6e31000000000000",
+                "00030000000b6e6f64652e6a6f696e65640000000100060a24181e4000ababababababababababab",
+                "abababababcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd000000",
+                "227370696666653a2f2f74642e6578616d706c652f6f70657261746f722f616c696365000000086f",
+                "70657261746f72",
+            )
+        );
+        // Field 1 aside, the first 117 bytes are version 1's.
+        assert_eq!(b[1..117], sample().encode().unwrap()[1..]);
+        assert_eq!(
+            hex::encode(l.leaf_hash().unwrap()),
+            "d8b83c35f2a67dab82e59671cbe8461937fb15f63e8cd614c0baaf583fd6405d"
+        );
+        assert_eq!(l.leaf_hash().unwrap(), leaf_hash(&b));
+        assert_eq!(AuditLeaf::decode(&b).unwrap(), l);
+        for cut in 117..b.len() {
+            assert!(matches!(
+                AuditLeaf::decode(&b[..cut]),
+                Err(LeafError::Truncated { .. })
+            ));
+        }
+        // A changed actor is a changed leaf.
+        let other = AuditLeaf {
+            actor: Some(LeafActor {
+                id: "spiffe://td.example/operator/alice",
+                role: "admin",
+            }),
+            ..l
+        };
+        assert_ne!(other.leaf_hash().unwrap(), l.leaf_hash().unwrap());
+    }
+
+    #[test]
+    fn events_with_an_actor_make_version_2_leaves() {
+        let mut ev = events::RecordedEvent {
+            position: 5,
+            stream_id: "node/a".into(),
+            stream_version: 1,
+            event_id: [1; 16],
+            event_type: "node.joined".into(),
+            schema_version: 1,
+            tenant_id: "t".into(),
+            occurred_at_us: 9,
+            payload: b"payload".to_vec(),
+            payload_sha256: Sha256::digest(b"payload").into(),
+            tx_id: None,
+            actor: None,
+        };
+        let without = AuditLeaf::from_event(&ev, 0).leaf_hash().unwrap();
+        ev.actor = Some(events::Actor::new("local:root@h", "admin").unwrap());
+        let leaf = AuditLeaf::from_event_recomputed(&ev, 0);
+        assert_eq!(
+            leaf.actor,
+            Some(LeafActor {
+                id: "local:root@h",
+                role: "admin"
+            })
+        );
+        assert_eq!(leaf.encode().unwrap()[0], 0x02);
+        assert_ne!(leaf.leaf_hash().unwrap(), without);
+    }
+
     #[test]
     fn decode_round_trips_and_is_strict() {
         let l = sample();
         let b = l.encode().unwrap();
         assert_eq!(AuditLeaf::decode(&b).unwrap(), l);
+        let mut v3 = b.clone();
+        v3[0] = 3;
+        assert_eq!(AuditLeaf::decode(&v3), Err(LeafError::UnknownVersion(3)));
+        // A version 1 leaf relabelled version 2 lacks the actor.
         let mut v2 = b.clone();
         v2[0] = 2;
-        assert_eq!(AuditLeaf::decode(&v2), Err(LeafError::UnknownVersion(2)));
+        assert_eq!(
+            AuditLeaf::decode(&v2),
+            Err(LeafError::Truncated { field: "actor_id" })
+        );
         let mut extra = b.clone();
         extra.push(0);
         assert_eq!(
@@ -314,6 +491,7 @@ mod tests {
             payload: b"payload".to_vec(),
             payload_sha256: Sha256::digest(b"payload").into(),
             tx_id: None,
+            actor: None,
         };
         let honest = AuditLeaf::from_event(&ev, 0).leaf_hash().unwrap();
         assert_eq!(

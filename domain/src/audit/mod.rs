@@ -36,7 +36,7 @@ pub mod tree;
 pub use checkpoint::{audit_origin, Checkpoint, CheckpointError};
 pub use coverage::{coverage, sealed_leaf, CoverageFault, Expectations};
 pub use key::{AuditPublicKey, AuditSigner, KeyError, KeyPin};
-pub use leaf::{AuditLeaf, LeafError};
+pub use leaf::{AuditLeaf, LeafActor, LeafError};
 pub use merkle::{
     leaf_hash, node_hash, verify_consistency, verify_inclusion, Hash, ProofError, EMPTY_ROOT,
 };

@@ -23,6 +23,7 @@ mod value;
 
 use std::future::Future;
 
+use crate::actor::Actor;
 use crate::envelope::{NewEvent, RecordedEvent};
 
 pub use deferred::{DeferredWrite, ExpectRows};
@@ -77,6 +78,9 @@ pub struct Appended {
     /// True when every event id was already in the log (a retried append): nothing was written
     /// and `positions` are the ones the first append got.
     pub already_appended: bool,
+    /// The actor the events were stamped with (the store's, [`EventStore::acting_as`]); for a
+    /// retried append, the actor of the retry.
+    pub actor: Option<Actor>,
 }
 
 impl Appended {
@@ -102,6 +106,7 @@ impl Appended {
                 payload: e.payload().to_vec(),
                 payload_sha256: *e.payload_sha256(),
                 tx_id: None,
+                actor: self.actor.clone(),
             })
             .collect()
     }
@@ -281,10 +286,22 @@ impl EventStore {
     /// The same store (the same pool), whose transactions stamp every event they append with
     /// `actor` ([`crate::Actor`]); the store as it was keeps appending events without one.
     ///
-    /// FOUNDATION STUB: returns the store unchanged until the events helper stores the actor.
-    pub fn acting_as(&self, actor: crate::Actor) -> EventStore {
-        let _ = actor;
-        self.clone()
+    /// Both backends write it into the event's `actor_id` and `actor_role` columns, and every
+    /// read gives it back ([`RecordedEvent::actor`]). Acting as another actor replaces the
+    /// first: a store stamps one actor or none.
+    pub fn acting_as(&self, actor: Actor) -> EventStore {
+        match self {
+            EventStore::Postgres(s) => EventStore::Postgres(s.acting_as(Some(actor))),
+            EventStore::Sqlite(s) => EventStore::Sqlite(s.acting_as(Some(actor))),
+        }
+    }
+
+    /// The actor this store stamps on what it appends (`None` for the plain store).
+    pub fn actor(&self) -> Option<&Actor> {
+        match self {
+            EventStore::Postgres(s) => s.actor(),
+            EventStore::Sqlite(s) => s.actor(),
+        }
     }
 
     /// Appends in a transaction of its own (no projection writes).
@@ -512,6 +529,7 @@ pub(crate) fn recorded(
     payload: Vec<u8>,
     payload_sha256: Vec<u8>,
     tx_id: Option<u64>,
+    actor: (Option<String>, Option<String>),
 ) -> Result<RecordedEvent> {
     let event_id: [u8; 16] = event_id.try_into().map_err(|_| StoreError::Corrupt {
         position,
@@ -525,6 +543,23 @@ pub(crate) fn recorded(
         position,
         why: format!("schema version {schema_version} out of range"),
     })?;
+    let actor = match actor {
+        (None, None) => None,
+        (Some(id), Some(role)) => Some(Actor::new(id, role).map_err(|e| StoreError::Corrupt {
+            position,
+            why: format!("actor: {e}"),
+        })?),
+        (id, _) => {
+            return Err(StoreError::Corrupt {
+                position,
+                why: format!(
+                    "actor_{} is set without actor_{}",
+                    if id.is_some() { "id" } else { "role" },
+                    if id.is_some() { "role" } else { "id" }
+                ),
+            })
+        }
+    };
     Ok(RecordedEvent {
         position,
         stream_id,
@@ -537,5 +572,6 @@ pub(crate) fn recorded(
         payload,
         payload_sha256,
         tx_id,
+        actor,
     })
 }

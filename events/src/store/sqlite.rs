@@ -26,10 +26,11 @@ use super::{
     map_append_error, recorded, Appended, Backend, ExpectedVersion, LogStore, LogTx, Result,
     SqlValue, StoreError,
 };
+use crate::actor::Actor;
 use crate::envelope::{NewEvent, RecordedEvent};
 
 const EVENT_COLUMNS: &str = "position, stream_id, stream_version, event_id, event_type, \
-     schema_version, tenant_id, occurred_at_us, payload, payload_sha256";
+     schema_version, tenant_id, occurred_at_us, payload, payload_sha256, actor_id, actor_role";
 
 /// The SQLite backend.
 #[derive(Clone, Debug)]
@@ -37,12 +38,15 @@ pub struct SqliteLogStore {
     writer: SqlitePool,
     reader: SqlitePool,
     commits: watch::Sender<u64>,
+    /// Stamped on every event this store's transactions append ([`SqliteLogStore::acting_as`]).
+    actor: Option<Actor>,
 }
 
 /// A write transaction on the SQLite backend (it holds the one writer connection).
 pub struct SqliteStoreTx {
     tx: Transaction<'static, Sqlite>,
     commits: watch::Sender<u64>,
+    actor: Option<Actor>,
 }
 
 impl SqliteLogStore {
@@ -85,7 +89,22 @@ impl SqliteLogStore {
             writer,
             reader,
             commits: watch::channel(0).0,
+            actor: None,
         })
+    }
+
+    /// The same store (both pools, the commit signal) stamping `actor` on what its
+    /// transactions append.
+    pub fn acting_as(&self, actor: Option<Actor>) -> Self {
+        SqliteLogStore {
+            actor,
+            ..self.clone()
+        }
+    }
+
+    /// The actor this store stamps, if any.
+    pub fn actor(&self) -> Option<&Actor> {
+        self.actor.as_ref()
     }
 
     /// The writer pool (one connection), for maintenance statements.
@@ -159,6 +178,7 @@ impl LogStore for SqliteLogStore {
         Ok(SqliteStoreTx {
             tx,
             commits: self.commits.clone(),
+            actor: self.actor.clone(),
         })
     }
 
@@ -282,7 +302,7 @@ impl LogTx for SqliteStoreTx {
         let ids: Vec<[u8; 16]> = events.iter().map(|e| e.event_id).collect();
         let existing = self.existing(&ids).await?;
         if !existing.is_empty() {
-            return already_appended(stream, events, existing);
+            return already_appended(stream, events, existing, self.actor.as_ref());
         }
         let current: Option<i64> =
             sqlx::query_scalar("SELECT version FROM event_streams WHERE stream_id = $1")
@@ -308,8 +328,9 @@ impl LogTx for SqliteStoreTx {
             version += 1;
             let position: i64 = sqlx::query_scalar(
                 "INSERT INTO events (stream_id, stream_version, event_id, event_type, \
-                 schema_version, tenant_id, occurred_at_us, payload, payload_sha256) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING position",
+                 schema_version, tenant_id, occurred_at_us, payload, payload_sha256, actor_id, \
+                 actor_role) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING position",
             )
             .bind(stream)
             .bind(version)
@@ -320,6 +341,8 @@ impl LogTx for SqliteStoreTx {
             .bind(event.occurred_at_us)
             .bind(event.payload())
             .bind(&event.payload_sha256()[..])
+            .bind(self.actor.as_ref().map(Actor::id))
+            .bind(self.actor.as_ref().map(Actor::role))
             .fetch_one(&mut *self.tx)
             .await
             .map_err(map_append_error)?;
@@ -337,6 +360,7 @@ impl LogTx for SqliteStoreTx {
             positions,
             stream_version: version as u64,
             already_appended: false,
+            actor: self.actor.clone(),
         })
     }
 
@@ -370,5 +394,6 @@ fn row_to_event(row: &SqliteRow) -> Result<RecordedEvent> {
         row.try_get(8)?,
         row.try_get(9)?,
         None,
+        (row.try_get(10)?, row.try_get(11)?),
     )
 }

@@ -57,6 +57,7 @@ fn recorded(event_type: &str, schema_version: u32, payload: Vec<u8>) -> Recorded
         payload_sha256: Sha256::digest(&payload).into(),
         payload,
         tx_id: None,
+        actor: None,
     }
 }
 

@@ -228,11 +228,13 @@ struct StoredLeaf {
     occurred_at_us: Option<i64>,
     payload: Option<Vec<u8>>,
     payload_sha256: Option<Vec<u8>>,
+    actor_id: Option<String>,
+    actor_role: Option<String>,
 }
 
 const LEAF_SELECT: &str = "SELECT l.leaf_index, l.position, l.leaf_hash, e.stream_id, \
     e.stream_version, e.event_id, e.event_type, e.schema_version, e.tenant_id, e.occurred_at_us, \
-    e.payload, e.payload_sha256 FROM audit_leaves l LEFT JOIN events e ON e.position = l.position";
+    e.payload, e.payload_sha256, e.actor_id, e.actor_role FROM audit_leaves l LEFT JOIN events e ON e.position = l.position";
 
 /// Up to `limit` leaves of a tenant with index at least `from`, in index order, each with its
 /// event.
@@ -269,6 +271,18 @@ pub async fn leaf_at(
 
 fn leaf_row(r: StoredLeaf) -> Result<LeafRow, AuditTableError> {
     let position = r.position;
+    let actor = match (r.actor_id, r.actor_role) {
+        (None, None) => None,
+        (Some(id), Some(role)) => Some(
+            events::Actor::new(id, role)
+                .map_err(|e| AuditTableError::Corrupt(format!("event {position}: {e}")))?,
+        ),
+        _ => {
+            return Err(AuditTableError::Corrupt(format!(
+                "event {position}: one of actor_id and actor_role is NULL"
+            )))
+        }
+    };
     let event = match (
         r.stream_id,
         r.stream_version,
@@ -306,6 +320,7 @@ fn leaf_row(r: StoredLeaf) -> Result<LeafRow, AuditTableError> {
             payload,
             payload_sha256: to_hash(&digest, "events.payload_sha256")?,
             tx_id: None,
+            actor,
         }),
         (None, None, None, None, None, None, None, None, None) => None,
         _ => {

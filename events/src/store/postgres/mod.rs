@@ -14,16 +14,18 @@
 //! (`xid8`), which is what the tailer follows (see [`super::tailer`]).
 
 mod copy;
+mod errors;
 mod known_versions;
 mod multi_append;
 mod probe;
+mod rows;
 mod statements;
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 use tokio::sync::watch;
 
@@ -31,13 +33,17 @@ use super::deferred::{self, DeferredQueue};
 use super::tailer::TailCursor;
 use super::value::bind_all;
 use super::{
-    append_one_by_one, map_append_error, recorded, Appended, Backend, DeferredWrite,
-    ExpectedVersion, LogStore, LogTx, Result, SqlValue, StoreError, StreamAppend,
+    append_one_by_one, map_append_error, Appended, Backend, DeferredWrite, ExpectedVersion,
+    LogStore, LogTx, Result, SqlValue, StoreError, StreamAppend,
 };
+use crate::actor::Actor;
 use crate::envelope::{NewEvent, RecordedEvent};
+use errors::{collided_key, is_dead_connection, is_stream_version_race, is_unique_violation};
 use known_versions::KnownVersions;
 use probe::probe;
 pub use probe::CONNECT_TIMEOUT;
+pub(crate) use rows::already_appended;
+use rows::row_to_event;
 use statements::{
     append_sql, bind_events, tail_sql, version_param, AppendShape, Base, EventArrays, TailPage,
     ANY_APPEND_LOCK, APPEND_COLUMNS,
@@ -45,7 +51,8 @@ use statements::{
 
 /// The columns every read selects, in the order [`row_to_event`] takes them.
 const EVENT_COLUMNS: &str = "position, stream_id, stream_version, event_id, event_type, \
-     schema_version, tenant_id, occurred_at_us, payload, payload_sha256, tx_id::text";
+     schema_version, tenant_id, occurred_at_us, payload, payload_sha256, tx_id::text, actor_id, \
+     actor_role";
 
 /// How long the loser of an append race waits for a second connection to read the version the
 /// stream is at (see [`PgStoreTx::append`]).
@@ -60,6 +67,8 @@ pub struct PgLogStore {
     pool: PgPool,
     commits: watch::Sender<u64>,
     known: Arc<KnownVersions>,
+    /// Stamped on every event this store's transactions append ([`PgLogStore::acting_as`]).
+    actor: Option<Actor>,
 }
 
 /// A transaction on the Postgres backend.
@@ -75,6 +84,8 @@ pub struct PgStoreTx {
     appended: Vec<(String, u64)>,
     /// Nothing has run in this transaction since BEGIN: it can be begun again unnoticed.
     fresh: bool,
+    /// Who the appended events are stamped with.
+    actor: Option<Actor>,
 }
 
 /// How long a command waits for a pooled connection: past it, the store error is returned (the
@@ -112,11 +123,26 @@ impl PgLogStore {
             pool,
             commits: watch::channel(0).0,
             known: Arc::default(),
+            actor: None,
         }
     }
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The same store (pool, commit signal, known versions) stamping `actor` on what its
+    /// transactions append.
+    pub fn acting_as(&self, actor: Option<Actor>) -> Self {
+        PgLogStore {
+            actor,
+            ..self.clone()
+        }
+    }
+
+    /// The actor this store stamps, if any.
+    pub fn actor(&self) -> Option<&Actor> {
+        self.actor.as_ref()
     }
 }
 
@@ -154,6 +180,7 @@ impl LogStore for PgLogStore {
             known: self.known.clone(),
             appended: Vec::new(),
             fresh: true,
+            actor: self.actor.clone(),
         })
     }
 
@@ -359,53 +386,6 @@ where
     Ok(v.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
 }
 
-/// True when `err` says the connection was dead before anything ran on it: the socket is gone,
-/// or the server had ended the session (SQLSTATE class 57P: operator intervention, as sent by
-/// `pg_terminate_backend`, a shutdown or a restart).
-fn is_dead_connection(err: &sqlx::Error) -> bool {
-    match err {
-        sqlx::Error::Io(_) => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|c| c.starts_with("57P")),
-        _ => false,
-    }
-}
-
-/// True when an append lost a race for its stream versions: the unique `(stream_id,
-/// stream_version)` key refused its insert after the winner committed.
-/// True when `err` is a unique violation on either unique key of the log.
-fn is_unique_violation(err: &sqlx::Error) -> bool {
-    match err {
-        sqlx::Error::Database(db) => {
-            db.code().as_deref() == Some("23505")
-                && matches!(
-                    db.constraint(),
-                    Some("events_stream_version_key" | "events_event_id_key")
-                )
-        }
-        _ => false,
-    }
-}
-
-/// The `(stream, version)` a stream-version race collided on, read from the unique violation's
-/// detail (`Key (stream_id, stream_version)=(token/t, 2) already exists.`): the stream that lost,
-/// named without a second connection.
-fn collided_key(err: &sqlx::Error) -> Option<(String, u64)> {
-    let sqlx::Error::Database(db) = err else {
-        return None;
-    };
-    let detail = db
-        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?
-        .detail()?;
-    let key = detail.split_once(")=(")?.1;
-    let key = key.rsplit_once(") already exists")?.0;
-    let (stream, version) = key.rsplit_once(", ")?;
-    Some((stream.to_owned(), version.parse().ok()?))
-}
-
-fn is_stream_version_race(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.constraint() == Some("events_stream_version_key"))
-}
-
 impl LogTx for PgStoreTx {
     async fn append(
         &mut self,
@@ -448,6 +428,7 @@ impl LogTx for PgStoreTx {
             let query = bind_events(
                 sqlx::query(append_sql(shape)).bind(stream).bind(base),
                 events,
+                self.actor.as_ref(),
             );
             match query.fetch_all(&mut *self.tx).await {
                 Ok(rows) => break rows,
@@ -498,6 +479,7 @@ impl LogTx for PgStoreTx {
                 positions: placed.into_iter().map(|p| p.1).collect(),
                 stream_version,
                 already_appended: false,
+                actor: self.actor.clone(),
             });
         }
         // Nothing was inserted: either the events are already in the log (a retry) or the
@@ -505,7 +487,7 @@ impl LogTx for PgStoreTx {
         let ids: Vec<Vec<u8>> = events.iter().map(|e| e.event_id.to_vec()).collect();
         let existing = self.existing(&ids).await?;
         if !existing.is_empty() {
-            return already_appended(stream, events, existing);
+            return already_appended(stream, events, existing, self.actor.as_ref());
         }
         Err(StoreError::Conflict {
             stream: stream.to_string(),
@@ -569,62 +551,4 @@ impl LogTx for PgStoreTx {
         self.tx.rollback().await?;
         Ok(())
     }
-}
-
-/// A retried append: succeeds only when every id is there, in this stream, in this order.
-pub(crate) fn already_appended(
-    stream: &str,
-    events: &[NewEvent],
-    existing: Vec<(Vec<u8>, i64, String, i64)>,
-) -> Result<Appended> {
-    let mut positions = Vec::with_capacity(events.len());
-    let mut last_version = 0;
-    for event in events {
-        let found = existing
-            .iter()
-            .find(|(id, _, s, _)| id.as_slice() == event.event_id && s == stream);
-        match found {
-            Some((_, position, _, version)) => {
-                positions.push(*position);
-                last_version = last_version.max(*version);
-            }
-            None => {
-                return Err(StoreError::DuplicateEventId {
-                    event_id: hex::encode(
-                        existing
-                            .first()
-                            .map(|e| e.0.clone())
-                            .unwrap_or_else(|| event.event_id.to_vec()),
-                    ),
-                })
-            }
-        }
-    }
-    Ok(Appended {
-        positions,
-        stream_version: u64::try_from(last_version).unwrap_or(0),
-        already_appended: true,
-    })
-}
-
-fn row_to_event(row: &PgRow) -> Result<RecordedEvent> {
-    let position: i64 = row.try_get(0)?;
-    let tx_text: String = row.try_get(10)?;
-    let tx_id = tx_text.parse::<u64>().map_err(|_| StoreError::Corrupt {
-        position,
-        why: format!("tx_id {tx_text:?} is not a number"),
-    })?;
-    recorded(
-        position,
-        row.try_get(1)?,
-        row.try_get(2)?,
-        row.try_get(3)?,
-        row.try_get(4)?,
-        i64::from(row.try_get::<i32, _>(5)?),
-        row.try_get(6)?,
-        row.try_get(7)?,
-        row.try_get(8)?,
-        row.try_get(9)?,
-        Some(tx_id),
-    )
 }

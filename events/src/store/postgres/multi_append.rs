@@ -13,10 +13,12 @@ use super::{
     already_appended, collided_key, is_stream_version_race, stream_version, version_param,
     EventArrays, PgStoreTx, APPEND_COLUMNS, CONFLICT_READ_WAIT,
 };
+use crate::actor::Actor;
 use crate::store::{map_append_error, Appended, ExpectedVersion, Result, StoreError, StreamAppend};
 
 /// `$1..$9`: per event, its stream, its version and its columns, in append order; `$10`/`$11`:
-/// each stream expected at a version (`Exact`) and that version. A `NoStream` stream has no
+/// each stream expected at a version (`Exact`) and that version; `$12`/`$13`: the actor's id and
+/// role, the same for every event (NULL for none). A `NoStream` stream has no
 /// guard row: the unique key refuses its version 1 when the stream exists.
 ///
 /// The guard's lookup sits under `LIMIT 1` so that Postgres keeps it a per-row index probe: a
@@ -26,7 +28,8 @@ use crate::store::{map_append_error, Appended, ExpectedVersion, Result, StoreErr
 static MULTI_APPEND_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO events ({APPEND_COLUMNS}) \
-         SELECT e.stream, e.version, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha \
+         SELECT e.stream, e.version, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha, \
+                $12::text, $13::text \
          FROM unnest($1::text[], $2::int8[], $3::bytea[], $4::text[], $5::int4[], $6::text[], \
                      $7::int8[], $8::bytea[], $9::bytea[]) \
               WITH ORDINALITY AS e(stream, version, id, ty, sv, tenant, at, payload, sha, ord) \
@@ -91,6 +94,8 @@ impl PgStoreTx {
             .bind(sqlx::query(&MULTI_APPEND_SQL).bind(streams).bind(versions))
             .bind(guard_streams)
             .bind(guard_bases)
+            .bind(self.actor.as_ref().map(Actor::id))
+            .bind(self.actor.as_ref().map(Actor::role))
             .fetch_all(&mut *self.tx)
             .await;
         let rows = match result {
@@ -118,6 +123,7 @@ impl PgStoreTx {
                         stream_version: mine.last().map_or(0, |p| u64::try_from(p.0).unwrap_or(0)),
                         positions: mine.into_iter().map(|p| p.1).collect(),
                         already_appended: false,
+                        actor: self.actor.clone(),
                     }
                 })
                 .collect());
@@ -138,7 +144,7 @@ impl PgStoreTx {
                         .filter(|x| x.2 == a.stream)
                         .cloned()
                         .collect();
-                    already_appended(a.stream, a.events, mine)
+                    already_appended(a.stream, a.events, mine, self.actor.as_ref())
                 })
                 .collect();
         }

@@ -9,11 +9,24 @@ use sqlx::query::Query;
 use sqlx::Postgres;
 
 use super::EVENT_COLUMNS;
+use crate::actor::Actor;
 use crate::envelope::NewEvent;
 
-/// Binds an append's `$3..$9`: one event's columns as plain values, several events' as arrays
-/// (the two shapes of [`append_sql`]).
+/// Binds an append's `$3..$11`: one event's columns as plain values, several events' as arrays
+/// (the two shapes of [`append_sql`]), then the actor's id and role (NULL for none), which are
+/// the same for every event of the append.
 pub(super) fn bind_events<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    events: &'q [NewEvent],
+    actor: Option<&'q Actor>,
+) -> Query<'q, Postgres, PgArguments> {
+    let query = bind_event_columns(query, events);
+    query
+        .bind(actor.map(Actor::id))
+        .bind(actor.map(Actor::role))
+}
+
+fn bind_event_columns<'q>(
     query: Query<'q, Postgres, PgArguments>,
     events: &'q [NewEvent],
 ) -> Query<'q, Postgres, PgArguments> {
@@ -131,7 +144,7 @@ pub(super) fn tail_sql(page: TailPage) -> &'static str {
 /// The columns an append writes, in the order of its parameters.
 pub(super) const APPEND_COLUMNS: &str =
     "stream_id, stream_version, event_id, event_type, schema_version, \
-     tenant_id, occurred_at_us, payload, payload_sha256";
+     tenant_id, occurred_at_us, payload, payload_sha256, actor_id, actor_role";
 
 /// The shapes of the append statement: how the base version is found and checked, whether the
 /// first event id is looked up first, and one event (plain parameters) or several (arrays,
@@ -165,7 +178,7 @@ pub(super) const ANY_APPEND_LOCK: &str = "SELECT pg_advisory_xact_lock(25187, ha
 
 /// The append statement for a shape, built once. `$1` stream, `$2` the expected version (the
 /// `Any` shapes read the base from the table instead; `$2` is still bound, typed, and unused),
-/// `$3..$9` the event columns.
+/// `$3..$9` the event columns, `$10`/`$11` the actor's id and role (NULL for none).
 ///
 /// The versions come from the caller's expectation, and the unique `(stream_id,
 /// stream_version)` key is what decides a race: the loser's insert waits for the winner's
@@ -251,7 +264,8 @@ pub(super) fn append_statement(shape: AppendShape) -> String {
     if shape.many {
         format!(
             "INSERT INTO events ({APPEND_COLUMNS}) \
-             SELECT $1, b.base + e.ord, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha \
+             SELECT $1, b.base + e.ord, e.id, e.ty, e.sv, e.tenant, e.at, e.payload, e.sha, \
+                    $10::text, $11::text \
              FROM (SELECT {base} AS base) AS b, \
                   unnest($3::bytea[], $4::text[], $5::int4[], $6::text[], $7::int8[], \
                          $8::bytea[], $9::bytea[]) \
@@ -263,13 +277,13 @@ pub(super) fn append_statement(shape: AppendShape) -> String {
     } else if guard == "TRUE" {
         format!(
             "INSERT INTO events ({APPEND_COLUMNS}) \
-             VALUES ($1, {base} + 1, $3, $4, $5, $6, $7, $8, $9) \
+             VALUES ($1, {base} + 1, $3, $4, $5, $6, $7, $8, $9, $10::text, $11::text) \
              RETURNING position, stream_version"
         )
     } else {
         format!(
             "INSERT INTO events ({APPEND_COLUMNS}) \
-             SELECT $1, {base} + 1, $3, $4, $5, $6, $7, $8, $9 \
+             SELECT $1, {base} + 1, $3, $4, $5, $6, $7, $8, $9, $10::text, $11::text \
              WHERE {guard} \
              RETURNING position, stream_version"
         )
