@@ -38,6 +38,8 @@ mod input;
 mod keys;
 mod operations;
 mod passphrase;
+#[cfg(test)]
+mod remote_tests;
 mod review;
 mod show;
 mod sign_approvers;
