@@ -42,6 +42,7 @@ mod serve_attestors;
 mod serve_batches;
 mod serve_cmd;
 mod serve_config;
+mod serve_config_admin;
 mod serve_config_attestors;
 mod serve_config_cloud;
 mod serve_config_errors;

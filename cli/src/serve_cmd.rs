@@ -57,12 +57,20 @@ pub struct Started {
     pub keys: Arc<KeySet>,
     /// Stops the audit sequencer and sealer.
     pub audit_shutdown: tokio::sync::watch::Sender<bool>,
+    /// The admin API listener (`[admin]`), when one runs.
+    pub admin: Option<crate::admin::server::RunningAdmin>,
+    /// The store and clock the server runs on (`bcctl up` starts its admin listener on them).
+    pub store: EventStore,
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Started {
     /// Stops serving, writes the suppressed refusal counts still held, then stops the audit
     /// sequencer and sealer (and the maintenance loop).
     pub async fn shutdown(self) {
+        if let Some(admin) = self.admin {
+            admin.shutdown().await;
+        }
         self.running.shutdown().await;
         flush_held_refusals(&self.join).await;
         let _ = self.audit_shutdown.send(true);
@@ -310,12 +318,23 @@ pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
         audit_shutdown,
     } = start_core(settings).await?;
     let config = gateway_config(settings)?;
-    let running = gateway::run::start(store, keys.clone(), join.clone(), clock, config).await?;
+    let admin = crate::admin::server::start_for(settings, &keys, &store, &clock, None).await?;
+    let running = gateway::run::start(
+        store.clone(),
+        keys.clone(),
+        join.clone(),
+        clock.clone(),
+        config,
+    )
+    .await?;
     Ok(Started {
         running,
         join,
         keys,
         audit_shutdown,
+        admin,
+        store,
+        clock,
     })
 }
 

@@ -50,6 +50,9 @@
 //! `reload_interval` (default "60s"): the files are looked at every interval and a changed pair
 //! is loaded for new handshakes ([`gateway::tls_files`]; `bcctl pki issue-gateway` writes them).
 //! Without `[tls]` the gateway issues its own serving certificate and renews it.
+//!
+//! The admin API listener is the table `[admin]` (or the top-level `admin_listen`,
+//! `BC_ADMIN_LISTEN`): [`crate::serve_config_admin`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -159,6 +162,9 @@ pub struct FileConfig {
     pub batch_expiry_interval: Option<String>,
     pub command_poll_interval: Option<String>,
     pub tls: Option<FileTls>,
+    pub admin: Option<crate::serve_config_admin::FileAdmin>,
+    /// The admin listener's address as `bcctl up` writes it (`[admin] listen` wins).
+    pub admin_listen: Option<String>,
 }
 
 /// `[tls]`: the gateway's serving certificate from files.
@@ -240,6 +246,8 @@ pub struct Settings {
     pub command_poll_interval: Duration,
     /// The gateway's serving certificate from files (`[tls]`).
     pub tls_files: Option<gateway::tls_files::TlsFiles>,
+    /// The admin API listener (`[admin]`, [`crate::serve_config_admin`]); `None`: none.
+    pub admin: Option<crate::serve_config_admin::AdminSettings>,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -385,6 +393,19 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         "60s",
     )?;
     let tls_files = tls_files(file.tls.take())?;
+    let admin = crate::serve_config_admin::admin_settings(
+        file.admin.as_ref(),
+        file.admin_listen.as_deref(),
+        env("BC_ADMIN_LISTEN"),
+        parse_duration,
+    )
+    .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    if admin.is_some() && role == Role::Gateway {
+        return Err(ConfigError::Invalid {
+            key: "admin",
+            message: "the admin API runs where the keys and the store are (role all or api), not on a gateway: leave [admin], admin_listen and BC_ADMIN_LISTEN out".into(),
+        });
+    }
     let command_poll_interval = duration_setting(
         "command_poll_interval",
         "BC_COMMAND_POLL_INTERVAL",
@@ -494,6 +515,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         batch_expiry_interval,
         command_poll_interval,
         tls_files,
+        admin,
     })
 }
 

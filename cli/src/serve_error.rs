@@ -42,6 +42,8 @@ pub enum ServeError {
     Identity(#[from] commands::identity::IdentityError),
     #[error("gateway: {0}")]
     Start(#[from] gateway::run::StartError),
+    #[error("{0}")]
+    Admin(#[from] crate::admin::server::AdminStartError),
     #[error("the server stopped: {0}")]
     Stopped(String),
 }

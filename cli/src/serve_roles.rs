@@ -21,6 +21,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
             .metrics_addr
             .map_or("off".to_string(), |a| format!("http://{a}/metrics"))
     );
+    if let Some(admin) = &started.admin {
+        eprintln!(
+            "bcctl serve: admin API on {} (mTLS, operator certificates)",
+            admin.addr
+        );
+    }
     until_stopped(&mut started.running).await?;
     tracing::info!("stopping");
     started.shutdown().await;

@@ -62,13 +62,23 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
         limits: settings.api_limits.clone(),
     };
     let join_for_flush = join.clone();
+    let admin = crate::admin::server::start_for(settings, &keys, &store, &clock, None).await?;
     let mut api = start_api(store, keys, join, clock, config).await?;
+    if let Some(admin) = &admin {
+        eprintln!(
+            "bcctl serve --role api: admin API on {} (mTLS, operator certificates)",
+            admin.addr
+        );
+    }
     eprintln!(
         "bcctl serve --role api: internal endpoint on {} (mTLS, gateways only)",
         api.addr
     );
     let result = until_signal(api.wait()).await;
     tracing::info!("stopping");
+    if let Some(admin) = admin {
+        admin.shutdown().await;
+    }
     api.shutdown().await;
     crate::serve_cmd::flush_held_refusals(&join_for_flush).await;
     let _ = audit_shutdown.send(true);

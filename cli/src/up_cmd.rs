@@ -52,6 +52,8 @@ pub enum UpError {
     NodeSetup(#[from] crate::node_setup::NodeSetupError),
     #[error("port {port} on 127.0.0.1 is in use ({source}): stop what listens there (an earlier `bcctl up`?), pass another --port, or `bcctl up --port 0` to pick a free one")]
     PortBusy { port: u16, source: std::io::Error },
+    #[error("admin port {port} on 127.0.0.1 is in use ({source}): pass another --admin-port, or 0 to pick a free one")]
+    AdminPortBusy { port: u16, source: std::io::Error },
 }
 
 #[derive(Args, Debug)]
@@ -65,6 +67,10 @@ pub struct UpArgs {
     /// Port on 127.0.0.1 for agents; 0 picks a free one (printed).
     #[arg(long, default_value_t = 8443)]
     pub port: u16,
+    /// Port on 127.0.0.1 for the admin API (operator certificates over mTLS); default: any free
+    /// port with --port 0, else --port + 1.
+    #[arg(long)]
+    pub admin_port: Option<u16>,
     /// Port on 127.0.0.1 for Prometheus metrics; 0 (default) picks a free one (printed).
     #[arg(long, default_value_t = 0)]
     pub metrics_port: u16,
@@ -158,6 +164,7 @@ fn toml_str(text: &str) -> String {
 /// `DIR/bcctl.toml`: a `bcctl serve` configuration naming this deployment with absolute paths.
 fn dir_config(
     addr: SocketAddr,
+    admin: Option<SocketAddr>,
     database_url: &str,
     bundle: &Path,
     secret_file: Option<&Path>,
@@ -178,6 +185,9 @@ fn dir_config(
             toml_str(&f.display().to_string())
         ));
     }
+    if let Some(a) = admin {
+        out.push_str(&format!("admin_listen = {}\n", toml_str(&a.to_string())));
+    }
     out
 }
 
@@ -192,6 +202,41 @@ fn unused_token(tokens: &[TokenView], now_us: i64) -> Option<&TokenView> {
             && t.uses_left > 0
             && t.expires_at_us > now_us
     })
+}
+
+/// The admin listener of `up` (on `admin.listen`, the directory as its deployment). A bundle
+/// without an operator CA (made before) serves without it, as `admin API: off`.
+async fn start_admin(
+    settings: &serve_cmd::Settings,
+    admin: crate::serve_config_admin::AdminSettings,
+    started: &serve_cmd::Started,
+    dir: &Path,
+) -> Result<Option<crate::admin::server::RunningAdmin>, UpError> {
+    use crate::admin::server::AdminStartError;
+    let mut settings = settings.clone();
+    let port = admin.listen.port();
+    settings.admin = Some(admin);
+    match crate::admin::server::start_for(
+        &settings,
+        &started.keys,
+        &started.store,
+        &started.clock,
+        Some(dir.to_path_buf()),
+    )
+    .await
+    {
+        Ok(a) => Ok(a),
+        Err(AdminStartError::NoOperatorCa) => {
+            tracing::warn!("{}", AdminStartError::NoOperatorCa);
+            Ok(None)
+        }
+        Err(AdminStartError::Listen { source, .. })
+            if source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            Err(UpError::AdminPortBusy { port, source })
+        }
+        Err(e) => Err(UpError::Serve(e.into())),
+    }
 }
 
 async fn up_in(args: &UpArgs) -> Result<(), UpError> {
@@ -225,6 +270,18 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
     settings.pki_bundle = bundle.clone();
     settings.deployment_secret_file = secret_file.clone();
     settings.role = serve_cmd::Role::All;
+    let admin_port = args.admin_port.unwrap_or(if args.port == 0 {
+        0
+    } else {
+        args.port.saturating_add(1)
+    });
+    let mut admin_settings = settings.admin.take().unwrap_or_else(|| {
+        crate::serve_config_admin::AdminSettings::on(SocketAddr::V4(SocketAddrV4::new(
+            Ipv4Addr::LOCALHOST,
+            admin_port,
+        )))
+    });
+    admin_settings.listen = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, admin_port));
     serve_cmd::init_logging(settings.log_format);
     let ttl = serve_cmd::parse_duration(&args.token_ttl)
         .map_err(|e| UpError::Setup(format!("--token-ttl: {e}")))?;
@@ -242,11 +299,22 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
         Err(e) => return Err(e.into()),
     };
     let addr = started.running.addr;
+    let admin = start_admin(&settings, admin_settings, &started, &dir).await;
+    let admin = match admin {
+        Ok(a) => a,
+        Err(e) => {
+            started.shutdown().await;
+            return Err(e);
+        }
+    };
+    let admin_addr = admin.as_ref().map(|a| a.addr);
+    started.admin = admin;
     let bcctl_toml = dir.join(DIR_CONFIG_FILE);
     node_setup::write_replace(
         &bcctl_toml,
         dir_config(
             addr,
+            admin_addr,
             &settings.database_url,
             &bundle,
             secret_file.as_deref(),
@@ -324,6 +392,7 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
             "{}",
             json!({
                 "address": addr.to_string(),
+                "adminListen": admin_addr.map(|a| a.to_string()),
                 "metrics": metrics,
                 "trustDomain": keys.trust_domain.to_string(),
                 "token": created.as_ref().map(|c| c.secret.clone()),
@@ -361,6 +430,10 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
         }
         if let Some(m) = &metrics {
             println!("  metrics:     {m}");
+        }
+        match admin_addr {
+            Some(a) => println!("  admin API:   {a} (mTLS: `bcctl pki issue-operator` makes a profile)"),
+            None => println!("  admin API:   off (the PKI bundle has no operator CA: `bcctl pki add-operator-ca`)"),
         }
         println!("  bcd config:  {}", bcd_config.display());
         println!();

@@ -219,6 +219,7 @@ fn assemble(
         join_encryption,
         audit_signing,
         command_signing_root,
+        operator_ca: _,
     } = set;
     KeySet::from_parts(
         trust_domain,

@@ -23,6 +23,7 @@ mod identity_decide;
 mod pki_bundle;
 mod pki_certificates;
 mod pki_lifecycle;
+mod pki_operator_ca;
 mod pki_tokens;
 mod quorum_admission;
 mod quorum_admission_cache;

@@ -316,3 +316,7 @@ impl AdminClient {
         answer.map(|r| r.into_inner()).map_err(|s| self.status(s))
     }
 }
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;

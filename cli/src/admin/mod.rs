@@ -1,7 +1,23 @@
-//! The admin API (`bc.admin.v1.AdminService`): the client side here (`client`, `profile`,
-//! `remote`) and the per-verb file table both sides share (`files`).
+//! The admin API (`bc.admin.v1.AdminService`): bcctl's verbs over mTLS with operator
+//! certificates, on a listener of its own inside `bcctl serve` and `bcctl up`.
+//!
+//! Server side: [`roles`] (the one role-to-verb table), [`run`] (one call: parse with the
+//! CLI's own grammar, refuse deployment flags, check the role, run the verb in-process as the
+//! caller), [`tls`] (operator-CA-only client verification, revoked serials refused at the
+//! handshake), [`server`] (the listener and its limits), [`identity`] (the caller a verified
+//! certificate names), [`counters`]. Client side: [`client`] (the connection and the calls),
+//! [`profile`] (profile.toml), [`remote`] (`main`'s `--server` branch). Shared: [`files`]
+//! (which verbs are remotable, which flags name the caller's files). docs/ADMIN-API.md
+//! describes the whole.
 
 pub mod client;
+pub mod compat;
+pub mod counters;
 pub mod files;
+pub mod identity;
 pub mod profile;
 pub mod remote;
+pub mod roles;
+pub mod run;
+pub mod server;
+pub mod tls;

@@ -36,6 +36,10 @@
 //! without the secret; a bundle with an online root has no such field and its digest is as
 //! before.
 //!
+//! A bundle with an operator CA (issue 23; `pki init` makes one, `pki add-operator-ca` adds it)
+//! has `certificates.operatorCa` and the private key `operatorCa`; a bundle without one has
+//! neither (the two must agree) and its digest is as before: [`operator`].
+//!
 //! During a command-signing root rotation (`bcctl pki rotate-command-root`, issue 21) the keys
 //! also hold `nextCommandSigningRoot: {"certificate", "key"}`: the second root, certificate and
 //! key both inside the seal (so the seal authenticates it and the public half, and its digest,
@@ -55,7 +59,8 @@
 //!   `publicSha256` is SHA-256 of the canonical public part
 //!   `lp("bc-pki-bundle-public-v1") || lp(format) || u32_be(version) || lp(trustDomain)` followed
 //!   by `lp(name) || lp(DER)` for each certificate and each public key in the order above, and,
-//!   for an offline root only, `lp("rootKey") || lp("offline")`.
+//!   for an offline root only, `lp("rootKey") || lp("offline")`, then, with an operator CA only,
+//!   `lp("operatorCa") || lp(DER)`.
 //!   Reformatting the JSON changes nothing; changing any certificate, key or the trust domain
 //!   does ([`BundleError::PublicPartsChanged`]).
 //! * `ciphertext = AES-256-GCM(K, nonce, plaintext, AAD = lp(L) || lp(trustDomain))`, tag
@@ -66,6 +71,7 @@
 //! overwriting). The only outside input is randomness (salt, nonce), from ring's `SystemRandom`.
 
 pub mod next;
+mod operator;
 mod write;
 
 pub use write::{plaintext_bundle, seal_bundle, seal_bundle_with};
@@ -198,6 +204,9 @@ struct Certificates {
     node_ca: String,
     serving_ca: String,
     command_signing_root: String,
+    /// Absent in a bundle without an operator CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    operator_ca: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone)]
@@ -240,6 +249,9 @@ struct KeyMap {
     join_encryption: String,
     audit_signing: String,
     command_signing_root: String,
+    /// Absent in a bundle without an operator CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    operator_ca: Option<String>,
     /// The second command-signing root while a rotation is in progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     next_command_signing_root: Option<next::NextRootText>,
@@ -273,6 +285,8 @@ pub struct PublicBundle {
     pub audit_signing: PublicKey,
     /// Whether the root CA's key is kept out of the bundle (`pki init --offline-root`).
     pub root_offline: bool,
+    /// Operator CA certificate, DER (`None` in a bundle without one).
+    pub operator_ca_der: Option<Vec<u8>>,
 }
 
 impl PublicBundle {
@@ -288,6 +302,7 @@ impl PublicBundle {
             join_encryption: keys.join_encryption.public_key().clone(),
             audit_signing: keys.audit_signing.public_key().clone(),
             root_offline: keys.root_ca.is_offline(),
+            operator_ca_der: keys.operator_ca.as_ref().map(|ca| ca.cert_der().to_vec()),
         }
     }
 
@@ -314,6 +329,10 @@ impl PublicBundle {
             put_lp(&mut out, b"rootKey");
             put_lp(&mut out, b"offline");
         }
+        if let Some(der) = &self.operator_ca_der {
+            put_lp(&mut out, b"operatorCa");
+            put_lp(&mut out, der);
+        }
         sha256(&out)
     }
 
@@ -337,6 +356,10 @@ impl PublicBundle {
             join_signing: self.join_signing.pin(),
             join_encryption: self.join_encryption.pin(),
             audit_signing: self.audit_signing.pin(),
+            operator_ca: match &self.operator_ca_der {
+                Some(der) => Some(ca_pin("certificates.operatorCa", der)?),
+                None => None,
+            },
         })
     }
 }
@@ -407,6 +430,10 @@ fn decode_public(doc: &Document) -> Result<PublicBundle, BundleError> {
         join_encryption: public("publicKeys.joinEncryption", &p.join_encryption)?,
         audit_signing: public("publicKeys.auditSigning", &p.audit_signing)?,
         root_offline: doc.root_key == Some(RootKeyPlace::Offline),
+        operator_ca_der: match &c.operator_ca {
+            Some(pem) => Some(cert("certificates.operatorCa", pem)?),
+            None => None,
+        },
     })
 }
 
@@ -419,6 +446,7 @@ fn assemble(
         Ok(PrivateKey::from_pkcs8_der(role, &decode(field, text)?)?)
     };
     let td = &public.trust_domain;
+    let operator_ca = operator::load(public, keys.operator_ca.as_deref(), &decode)?;
     let join_signing = key(
         KeyRole::JoinSigning,
         "privateKeys.joinSigning",
@@ -455,55 +483,58 @@ fn assemble(
             return Err(malformed_keys(role));
         }
     }
-    Ok(KeySet::from_parts(
-        td.clone(),
-        match (&keys.root_ca, public.root_offline) {
-            (Some(root_key), false) => RootCa::from_parts(
-                td,
-                public.root_ca_der.clone(),
-                key(KeyRole::RootCa, "privateKeys.rootCa", root_key)?,
-            )?,
-            (None, true) => RootCa::from_certificate(td, public.root_ca_der.clone())?,
-            (Some(_), true) => {
-                return Err(malformed(
-                    "privateKeys.rootCa",
-                    "the bundle says its root key is offline (rootKey) but holds one",
-                ))
-            }
-            (None, false) => {
-                return Err(malformed(
+    let set =
+        KeySet::from_parts(
+            td.clone(),
+            match (&keys.root_ca, public.root_offline) {
+                (Some(root_key), false) => RootCa::from_parts(
+                    td,
+                    public.root_ca_der.clone(),
+                    key(KeyRole::RootCa, "privateKeys.rootCa", root_key)?,
+                )?,
+                (None, true) => RootCa::from_certificate(td, public.root_ca_der.clone())?,
+                (Some(_), true) => {
+                    return Err(malformed(
+                        "privateKeys.rootCa",
+                        "the bundle says its root key is offline (rootKey) but holds one",
+                    ))
+                }
+                (None, false) => return Err(malformed(
                     "privateKeys.rootCa",
                     "missing (a bundle whose root key is kept apart says \"rootKey\": \"offline\")",
-                ))
-            }
-        },
-        NodeCa::from_parts(
-            td,
-            public.node_ca_der.clone(),
-            key(KeyRole::NodeCa, "privateKeys.nodeCa", &keys.node_ca)?,
-        )?,
-        ServingCa::from_parts(
-            td,
-            public.serving_ca_der.clone(),
-            key(
-                KeyRole::ServingCa,
-                "privateKeys.servingCa",
-                &keys.serving_ca,
+                )),
+            },
+            NodeCa::from_parts(
+                td,
+                public.node_ca_der.clone(),
+                key(KeyRole::NodeCa, "privateKeys.nodeCa", &keys.node_ca)?,
             )?,
-        )?,
-        join_signing,
-        join_encryption,
-        audit_signing,
-        CommandSigningRoot::from_parts(
-            td,
-            public.command_signing_root_der.clone(),
-            key(
-                KeyRole::CommandSigningRoot,
-                "privateKeys.commandSigningRoot",
-                &keys.command_signing_root,
+            ServingCa::from_parts(
+                td,
+                public.serving_ca_der.clone(),
+                key(
+                    KeyRole::ServingCa,
+                    "privateKeys.servingCa",
+                    &keys.serving_ca,
+                )?,
             )?,
-        )?,
-    )?)
+            join_signing,
+            join_encryption,
+            audit_signing,
+            CommandSigningRoot::from_parts(
+                td,
+                public.command_signing_root_der.clone(),
+                key(
+                    KeyRole::CommandSigningRoot,
+                    "privateKeys.commandSigningRoot",
+                    &keys.command_signing_root,
+                )?,
+            )?,
+        )?;
+    Ok(match operator_ca {
+        Some(ca) => set.with_operator_ca(ca)?,
+        None => set,
+    })
 }
 
 fn malformed_keys(role: KeyRole) -> BundleError {

@@ -1,11 +1,14 @@
-//! Certificate authorities: the root, the node CA, the serving CA and the command-signing root.
+//! Certificate authorities: the root, the node CA, the serving CA, the operator CA and the
+//! command-signing root.
 //!
 //! A [`CertificateAuthority`] pairs a CA certificate with its private key and can only be made
 //! from a key whose [`KeyRole`] is that CA's, and a certificate that is a CA certificate for that
-//! very key. The typed wrappers ([`RootCa`](super::root::RootCa), [`NodeCa`], [`ServingCa`], [`CommandSigningRoot`])
-//! keep each CA to its one job: only a `NodeCa` issues agent certificates
-//! ([`super::leaf::issue_node_certificate`]), only a `ServingCa` issues serving certificates, only
-//! the `RootCa` certifies the node and serving CAs.
+//! very key. The typed wrappers ([`RootCa`](super::root::RootCa), [`NodeCa`], [`ServingCa`],
+//! [`OperatorCa`], [`CommandSigningRoot`]) keep each CA to its one job: only a `NodeCa` issues
+//! agent certificates ([`super::leaf::issue_node_certificate`]), only a `ServingCa` issues
+//! serving certificates, only an `OperatorCa` issues operator certificates
+//! ([`super::operator_cert::issue_operator_certificate`]), only the `RootCa` certifies the node,
+//! serving and operator CAs.
 //!
 //! Subordinate CAs never outlive the root: a subordinate's notAfter is capped at the root's,
 //! whatever lifetime is asked for. CA subjects are fixed by kind and trust domain
@@ -23,7 +26,7 @@ use super::encoding::pem_encode;
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
 use super::spiffe::TrustDomain;
 
-/// The four certificate authorities of a deployment.
+/// The certificate authorities of a deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CaKind {
     /// The self-signed root of the node and serving CAs.
@@ -34,6 +37,8 @@ pub enum CaKind {
     Serving,
     /// The self-signed root that certifies worker keys (signed intent).
     CommandSigningRoot,
+    /// Issues operator certificates (the admin API's clients).
+    Operator,
 }
 
 impl CaKind {
@@ -44,6 +49,7 @@ impl CaKind {
             CaKind::Node => KeyRole::NodeCa,
             CaKind::Serving => KeyRole::ServingCa,
             CaKind::CommandSigningRoot => KeyRole::CommandSigningRoot,
+            CaKind::Operator => KeyRole::OperatorCa,
         }
     }
 
@@ -54,6 +60,7 @@ impl CaKind {
             CaKind::Node => "bc node CA",
             CaKind::Serving => "bc serving CA",
             CaKind::CommandSigningRoot => "bc command-signing root",
+            CaKind::Operator => "bc operator CA",
         }
     }
 
@@ -433,6 +440,11 @@ ca_wrapper!(
     /// The serving CA: issues gateway serving certificates only.
     ServingCa,
     CaKind::Serving
+);
+ca_wrapper!(
+    /// The operator CA: issues operator certificates only (`pki issue-operator`).
+    OperatorCa,
+    CaKind::Operator
 );
 ca_wrapper!(
     /// The command-signing root: a separate self-signed root that certifies worker keys.

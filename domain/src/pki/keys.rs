@@ -41,6 +41,9 @@ pub enum KeyRole {
     AuditSigning,
     /// Self-signed root that certifies worker keys for signed intent.
     CommandSigningRoot,
+    /// Signs operator certificates (people and automation on the admin API), nothing else.
+    /// Certified by the root CA; optional in a key set made before issue 23.
+    OperatorCa,
     /// A machine's own node key (agent side), used for CSRs and proofs of possession.
     Node,
     /// A gateway's TLS key, certified by the serving CA.
@@ -72,6 +75,7 @@ impl KeyRole {
             KeyRole::JoinEncryption => "join-encryption",
             KeyRole::AuditSigning => "audit-signing",
             KeyRole::CommandSigningRoot => "command-signing-root",
+            KeyRole::OperatorCa => "operator-ca",
             KeyRole::Node => "node",
             KeyRole::Serving => "serving",
             KeyRole::Worker => "worker",

@@ -6,13 +6,18 @@
 //! key and the command-signing root (self-signed). [`KeySet::generate`] draws every key from the
 //! system random generator; `now` and the lifetimes are arguments.
 //!
+//! Beside them, the operator CA (issue 23, certified by the root, its own key): it issues the
+//! certificates people and automation present to the admin API. [`KeySet::generate`] makes it; a
+//! key set loaded from a bundle written before has none (`operator_ca: None`) until
+//! [`KeySet::add_operator_ca`] (`pki add-operator-ca`) certifies one, which needs the root's key.
+//!
 //! The root's key may be kept out of the set ([`KeySet::without_root_key`], `pki init
 //! --offline-root`) and brought back for the one job that needs it, renewing the node or serving
 //! CA ([`KeySet::with_root_key`], [`KeySet::renew_ca`], `pki renew-ca --root-key FILE`).
 
 use time::{Duration, OffsetDateTime};
 
-use super::ca::{CaError, CommandSigningRoot, NodeCa, ServingCa};
+use super::ca::{CaError, CommandSigningRoot, NodeCa, OperatorCa, ServingCa};
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
 use super::pin::Pin;
 use super::root::RootCa;
@@ -58,6 +63,8 @@ pub struct KeySet {
     pub audit_signing: PrivateKey,
     /// Command-signing root (worker keys).
     pub command_signing_root: CommandSigningRoot,
+    /// Operator CA (admin API client certificates); `None` in a bundle made before issue 23.
+    pub operator_ca: Option<OperatorCa>,
 }
 
 /// Why a key set could not be made or assembled.
@@ -84,6 +91,9 @@ pub enum KeySetError {
     /// An intermediate CA certificate is valid after the root CA expires.
     #[error("the {0} certificate outlives the root CA (it must expire no later than the root)")]
     OutlivesRoot(&'static str),
+    /// `pki add-operator-ca` on a set that has one.
+    #[error("the bundle already has an operator CA")]
+    OperatorCaPresent,
 }
 
 /// A CA `pki renew-ca` renews.
@@ -114,6 +124,9 @@ pub struct KeySetPins {
     pub audit_signing: Pin,
     /// Command-signing root key.
     pub command_signing_root: Pin,
+    /// Operator CA key (absent in a bundle without an operator CA).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator_ca: Option<Pin>,
 }
 
 impl KeySet {
@@ -145,7 +158,13 @@ impl KeySet {
             now,
             lifetimes.root,
         )?;
+        let operator_ca = root_ca.issue_operator_ca(
+            PrivateKey::generate(KeyRole::OperatorCa)?,
+            now,
+            lifetimes.intermediate,
+        )?;
         Ok(KeySet {
+            operator_ca: Some(operator_ca),
             root_ca,
             node_ca,
             serving_ca,
@@ -160,7 +179,7 @@ impl KeySet {
     }
 
     /// Assembles a key set from loaded parts, checking each key's role and that every CA names
-    /// `trust_domain`.
+    /// `trust_domain`. The set has no operator CA; [`KeySet::with_operator_ca`] adds a loaded one.
     #[allow(clippy::too_many_arguments)]
     pub fn from_parts(
         trust_domain: TrustDomain,
@@ -221,7 +240,69 @@ impl KeySet {
             join_encryption,
             audit_signing,
             command_signing_root,
+            operator_ca: None,
         })
+    }
+
+    /// The same set with a loaded operator CA, checked like the other intermediates: its trust
+    /// domain, signed by this set's root, not outliving it, and a key no other job of the set
+    /// uses.
+    pub fn with_operator_ca(mut self, operator_ca: OperatorCa) -> Result<KeySet, KeySetError> {
+        const NAME: &str = "operator CA";
+        if *operator_ca.trust_domain() != self.trust_domain {
+            return Err(KeySetError::TrustDomainMismatch(NAME));
+        }
+        let key = operator_ca.public_key();
+        let others = [
+            ("root CA key", self.root_ca.public_key()),
+            ("node CA key", self.node_ca.public_key()),
+            ("serving CA key", self.serving_ca.public_key()),
+            ("JoinService signing key", self.join_signing.public_key()),
+            (
+                "JoinService encryption key",
+                self.join_encryption.public_key(),
+            ),
+            ("audit signing key", self.audit_signing.public_key()),
+            (
+                "command-signing root key",
+                self.command_signing_root.public_key(),
+            ),
+        ];
+        if let Some((first, _)) = others.iter().find(|(_, other)| *other == key) {
+            return Err(KeySetError::KeyReused {
+                first,
+                second: "operator CA key",
+            });
+        }
+        if !signed_by(operator_ca.cert_der(), self.root_ca.cert_der()) {
+            return Err(KeySetError::NotIssuedByRoot(NAME));
+        }
+        if operator_ca.not_after() > self.root_ca.not_after() {
+            return Err(KeySetError::OutlivesRoot(NAME));
+        }
+        self.operator_ca = Some(operator_ca);
+        Ok(self)
+    }
+
+    /// `pki add-operator-ca`: certifies a fresh operator CA key from the root, valid from `now`
+    /// for `lifetime` (capped at the root's notAfter). Refuses a set that has one
+    /// ([`KeySetError::OperatorCaPresent`]) and needs the root's key ([`CaError::RootOffline`]
+    /// otherwise, the message `pki renew-ca` gives).
+    pub fn add_operator_ca(
+        &mut self,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<(), KeySetError> {
+        if self.operator_ca.is_some() {
+            return Err(KeySetError::OperatorCaPresent);
+        }
+        let ca = self.root_ca.issue_operator_ca(
+            PrivateKey::generate(KeyRole::OperatorCa)?,
+            now,
+            lifetime,
+        )?;
+        self.operator_ca = Some(ca);
+        Ok(())
     }
 
     /// The same set with the root's key dropped (`pki init --offline-root` writes it apart first).
@@ -270,6 +351,7 @@ impl KeySet {
             KeyRole::JoinEncryption => self.join_encryption.public_key(),
             KeyRole::AuditSigning => self.audit_signing.public_key(),
             KeyRole::CommandSigningRoot => self.command_signing_root.public_key(),
+            KeyRole::OperatorCa => return self.operator_ca.as_ref().map(|ca| ca.public_key()),
             KeyRole::Node | KeyRole::Serving | KeyRole::Worker => return None,
         })
     }
@@ -284,6 +366,7 @@ impl KeySet {
             join_encryption: self.join_encryption.public_key().pin(),
             audit_signing: self.audit_signing.public_key().pin(),
             command_signing_root: self.command_signing_root.public_key().pin(),
+            operator_ca: self.operator_ca.as_ref().map(|ca| ca.public_key().pin()),
         }
     }
 }

@@ -202,7 +202,7 @@ pub struct IssuedCertificate {
     pub not_after: OffsetDateTime,
 }
 
-fn validity(
+pub(crate) fn validity(
     now: OffsetDateTime,
     requested: Option<Duration>,
     max: Duration,
@@ -231,7 +231,7 @@ fn role_subject(role: Role) -> DistinguishedName {
     dn
 }
 
-fn uri_san(uri: &str) -> Result<SanType, IssueError> {
+pub(crate) fn uri_san(uri: &str) -> Result<SanType, IssueError> {
     uri.to_owned()
         .try_into()
         .map(SanType::URI)

@@ -12,14 +12,15 @@
 //! | [`keys`] | P-256 keys bound to a role; public keys; ES256 signatures |
 //! | [`pin`] | `sha256/<base64>` pins |
 //! | [`spiffe`] | trust domains, SPIFFE IDs, roles |
-//! | [`ca`] | node, serving and command-signing CAs |
+//! | [`ca`] | node, serving, operator and command-signing CAs |
 //! | [`root`] | the root CA, online or offline (`pki init --offline-root`) |
-//! | [`keyset`] | the deployment's seven keys (`pki init`) |
+//! | [`keyset`] | the deployment's seven keys and its operator CA (`pki init`) |
 //! | [`secret`] | the deployment secret (`BC_DEPLOYMENT_SECRET`) |
 //! | [`bundle`] | the JSON bundle, sealed or plaintext |
 //! | [`bundle_kdf`] | the seal's key derivation (Argon2id; HKDF-only for older bundles) |
 //! | [`csr`] | PKCS#10 verification ([`csr::VerifiedCsr`]) |
 //! | [`leaf`] | agent and serving certificate issuance |
+//! | [`operator_cert`] | operator certificates (admin API clients) and reading them back |
 //! | [`serving_grant`] | which serving certificates a split gateway may get |
 //! | [`signer`] | node keys held elsewhere (a TPM): CSRs and statements through [`signer::NodeSigner`] |
 //! | [`identity`] | reading a node identity from an agent certificate |
@@ -37,6 +38,7 @@ pub mod identity;
 pub mod keys;
 pub mod keyset;
 pub mod leaf;
+pub mod operator_cert;
 pub mod pin;
 pub mod root;
 pub mod secret;
@@ -52,7 +54,9 @@ pub use bundle::{
     Protection, PublicBundle,
 };
 pub use bundle_kdf::{Argon2idParams, BundleKdf, KdfError};
-pub use ca::{CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, ServingCa};
+pub use ca::{
+    CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, OperatorCa, ServingCa,
+};
 pub use csr::{build_csr, CsrError, VerifiedCsr};
 pub use encoding::{pem_blocks, pem_encode};
 pub use identity::{issued_by, IdentityError, NodeIdentity};
@@ -63,6 +67,10 @@ pub use leaf::{
     issue_worker_certificate, IssueError, IssuedCertificate, NodeCertificateDecision,
     NodeKeyStatement, Serial, ServingCertificateRequest, ServingRole, BACKDATE,
     GATEWAY_SERVING_MAX_LIFETIME, SERVING_MAX_LIFETIME, WORKER_CERT_MAX_LIFETIME,
+};
+pub use operator_cert::{
+    issue_operator_certificate, OperatorCertError, OperatorIdentity, OperatorIdentityError,
+    OPERATOR_CERT_MAX_LIFETIME,
 };
 pub use pin::{Pin, PinError};
 pub use root::RootCa;

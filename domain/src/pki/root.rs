@@ -1,10 +1,10 @@
 //! The deployment's root CA, online (its key in the bundle) or offline (`pki init
 //! --offline-root`: only its certificate in the bundle, the key in a file kept off the servers).
 //!
-//! The root certifies the node CA and the serving CA and nothing else. Everything a running
-//! deployment does needs only its certificate (trust roots, chains, pins); its key is needed only
-//! to certify a CA: at `pki init` and at `pki renew-ca`, which takes the key file
-//! ([`RootCa::with_key`]). An offline root that is asked to certify says so
+//! The root certifies the node CA, the serving CA and the operator CA and nothing else.
+//! Everything a running deployment does needs only its certificate (trust roots, chains, pins);
+//! its key is needed only to certify a CA: at `pki init`, at `pki renew-ca` and at `pki
+//! add-operator-ca`, which take the key file ([`RootCa::with_key`]). An offline root that is asked to certify says so
 //! ([`CaError::RootOffline`]).
 
 use time::{Duration, OffsetDateTime};
@@ -12,7 +12,7 @@ use time::{Duration, OffsetDateTime};
 use super::backdate::BACKDATE;
 use super::ca::{
     ca_params, check_ca_certificate, random_serial, whole_seconds, CaError, CaKind,
-    CertificateAuthority, NodeCa, ServingCa,
+    CertificateAuthority, NodeCa, OperatorCa, ServingCa,
 };
 use super::encoding::pem_encode;
 use super::keys::{PrivateKey, PublicKey};
@@ -189,6 +189,18 @@ impl RootCa {
     ) -> Result<ServingCa, CaError> {
         self.issue_subordinate(CaKind::Serving, key, now, lifetime)
             .map(ServingCa::wrap)
+    }
+
+    /// Certifies `key` (role [`super::KeyRole::OperatorCa`]) as the operator CA (`pki init`,
+    /// `pki add-operator-ca`), capped at the root's notAfter.
+    pub fn issue_operator_ca(
+        &self,
+        key: PrivateKey,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<OperatorCa, CaError> {
+        self.issue_subordinate(CaKind::Operator, key, now, lifetime)
+            .map(OperatorCa::wrap)
     }
 
     /// `pki renew-ca --ca node`: a new certificate for the same key and subject, so certificates

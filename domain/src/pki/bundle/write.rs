@@ -24,6 +24,7 @@ fn key_map(keys: &KeySet, encode: impl Fn(&PrivateKey) -> String) -> KeyMap {
         join_encryption: encode(keys.join_encryption.private_key()),
         audit_signing: encode(&keys.audit_signing),
         command_signing_root: encode(keys.command_signing_root.private_key()),
+        operator_ca: keys.operator_ca.as_ref().map(|ca| encode(ca.private_key())),
         next_command_signing_root: None,
     }
 }
@@ -41,6 +42,7 @@ fn document(keys: &KeySet, private_keys: PrivateKeys) -> Document {
             node_ca: cert(keys.node_ca.cert_der()),
             serving_ca: cert(keys.serving_ca.cert_der()),
             command_signing_root: cert(keys.command_signing_root.cert_der()),
+            operator_ca: keys.operator_ca.as_ref().map(|ca| cert(ca.cert_der())),
         },
         public_keys: PublicKeys {
             join_signing: public(keys.join_signing.public_key()),
