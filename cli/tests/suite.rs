@@ -10,6 +10,7 @@ mod cloud_iid_support;
 mod admin_client;
 mod admin_e2e;
 mod admin_roles;
+mod admin_server;
 mod approval_e2e;
 mod audit_coverage;
 mod audit_seal_kill;

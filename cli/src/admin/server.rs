@@ -301,7 +301,12 @@ pub async fn start_for(
     };
     let lifetime = time::Duration::try_from(settings.serving_lifetime)
         .map_err(|e| AdminStartError::Serving(format!("serving_lifetime: {e}")))?;
-    let operator_ca = super::compat::operator_ca_der(keys).ok_or(AdminStartError::NoOperatorCa)?;
+    let operator_ca = keys
+        .operator_ca
+        .as_ref()
+        .ok_or(AdminStartError::NoOperatorCa)?
+        .cert_der()
+        .to_vec();
     start_admin(
         admin,
         keys.clone(),

@@ -1,0 +1,339 @@
+//! The admin API of a real `bcctl up` (SQLite, and once on Postgres), called by this test's own
+//! tonic client over mTLS: operator certificates issued from the deployment's operator CA
+//! (opened from the sealed bundle with the deployment's secret), WhoAmI, a denied verb, a call
+//! naming `--database-url`, a request over `max_request_bytes`, a node certificate from a real
+//! `bcd join` refused at the handshake, and `token list --json` over the API printing what the
+//! direct run prints.
+//!
+//! Run: `cargo test -p cli --test suite admin_server::`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use domain::operator::{OperatorName, OperatorRole};
+use domain::pki::{
+    issue_operator_certificate, open_bundle, pem_blocks, DeploymentSecret, KeyRole, KeySet,
+    PrivateKey,
+};
+use events::store::testkit::TestDb;
+use proto::admin::admin_service_client::AdminServiceClient;
+use proto::admin::{InputFile, RunRequest, WhoAmIRequest};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::support::{bcctl_bin, Proc};
+
+struct Up {
+    proc: Proc,
+    deployment: PathBuf,
+    admin: SocketAddr,
+    serving_ca: Vec<u8>,
+    facts: serde_json::Value,
+    _dir: tempfile::TempDir,
+}
+
+/// `bcctl up --port 0 --json` with `config` as its `--config` file, on `database_url` (SQLite
+/// in the directory when `None`).
+fn up(database_url: Option<&str>, config: &str) -> Up {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("serve.toml");
+    std::fs::write(&cfg, config).expect("config");
+    let deployment = dir.path().join(".bcctl");
+    let mut cmd = Command::new(bcctl_bin());
+    cmd.current_dir(dir.path())
+        .args(["up", "--port", "0", "--json", "--dir"])
+        .arg(&deployment)
+        .arg("--config")
+        .arg(&cfg)
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .env_remove("DATABASE_URL")
+        .env_remove("BC_ADMIN_LISTEN")
+        .env("BC_METRICS_LISTEN", "off")
+        .env("RUST_LOG", "warn");
+    if let Some(url) = database_url {
+        cmd.args(["--database-url", url]);
+    }
+    let log = dir.path().join("bcctl.log");
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(std::fs::File::create(&log).expect("log")))
+        .spawn()
+        .expect("spawn bcctl up");
+    let mut proc = Proc {
+        name: "bcctl up".into(),
+        child,
+        log,
+    };
+    let facts = proc.first_json_line(Duration::from_secs(120));
+    let admin: SocketAddr = facts["adminListen"]
+        .as_str()
+        .unwrap_or_else(|| panic!("adminListen in {facts}"))
+        .parse()
+        .expect("adminListen");
+    let toml = std::fs::read_to_string(deployment.join("bcctl.toml")).expect("bcctl.toml");
+    assert!(
+        toml.contains(&format!("admin_listen = \"{admin}\"")),
+        "bcctl.toml names the admin listener:\n{toml}"
+    );
+    let pem =
+        std::fs::read_to_string(facts["servingCa"].as_str().expect("servingCa")).expect("pem");
+    let serving_ca = pem_blocks("CERTIFICATE", &pem)
+        .and_then(|b| b.into_iter().next())
+        .expect("serving CA PEM");
+    Up {
+        proc,
+        deployment,
+        admin,
+        serving_ca,
+        facts,
+        _dir: dir,
+    }
+}
+
+impl Up {
+    /// The deployment's key set, opened with its development secret.
+    fn keys(&self) -> KeySet {
+        let secret = std::fs::read_to_string(self.deployment.join("deployment-secret"))
+            .expect("deployment-secret");
+        let secret = DeploymentSecret::new(secret.trim()).expect("secret");
+        let bytes = std::fs::read(self.deployment.join("pki.json")).expect("pki.json");
+        open_bundle(&bytes, Some(&secret))
+            .expect("bundle")
+            .keys
+            .expect("keys")
+    }
+
+    /// A direct run of `bcctl args` on this deployment.
+    fn direct(&self, args: &[&str]) -> std::process::Output {
+        Command::new(bcctl_bin())
+            .args(args)
+            .arg("--dir")
+            .arg(&self.deployment)
+            .env_remove("BC_DEPLOYMENT_SECRET")
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("run bcctl")
+    }
+}
+
+/// An operator certificate of the deployment: (chain leaf first, PKCS#8 key).
+fn operator(keys: &KeySet, name: &str, role: OperatorRole) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let ca = keys.operator_ca.as_ref().expect("an operator CA");
+    let key = PrivateKey::generate(KeyRole::Node).expect("key");
+    let issued = issue_operator_certificate(
+        ca,
+        &OperatorName::new(name).expect("name"),
+        role,
+        key.public_key(),
+        time::Duration::days(1),
+        time::OffsetDateTime::now_utc(),
+    )
+    .expect("operator certificate");
+    (
+        vec![issued.der, ca.cert_der().to_vec()],
+        key.pkcs8_der().to_vec(),
+    )
+}
+
+async fn client(
+    up: &Up,
+    (chain, key): (Vec<Vec<u8>>, Vec<u8>),
+) -> Result<AdminServiceClient<Channel>, tonic::transport::Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(up.serving_ca.clone()))
+        .expect("serving CA");
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])
+    .expect("TLS 1.3")
+    .with_root_certificates(roots)
+    .with_client_auth_cert(
+        chain.into_iter().map(CertificateDer::from).collect(),
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+    )
+    .expect("client certificate");
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let addr = up.admin;
+    let channel = Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let connector = connector.clone();
+            async move {
+                let tcp = tokio::net::TcpStream::connect(addr).await?;
+                let name = ServerName::try_from("localhost").expect("name");
+                let tls = connector.connect(name, tcp).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
+            }
+        }))
+        .await?;
+    Ok(AdminServiceClient::new(channel))
+}
+
+fn argv(args: &[&str]) -> RunRequest {
+    RunRequest {
+        argv: args.iter().map(|a| a.to_string()).collect(),
+        inputs: Vec::new(),
+    }
+}
+
+/// Whether a client presenting `cert` gets no call through (the handshake refused: with TLS
+/// 1.3 the client learns it at its first read, so the connect or the first call fails).
+async fn refused(up: &Up, cert: (Vec<Vec<u8>>, Vec<u8>)) -> bool {
+    match client(up, cert).await {
+        Err(_) => true,
+        Ok(mut api) => match api.who_am_i(WhoAmIRequest {}).await {
+            Err(status) => {
+                status.code() == tonic::Code::Unavailable || status.code() == tonic::Code::Unknown
+            }
+            Ok(_) => false,
+        },
+    }
+}
+
+/// `token list --json` over the API prints exactly what the direct run prints.
+async fn same_token_list(up: &Up, api: &mut AdminServiceClient<Channel>) {
+    let made = api
+        .run(argv(&["token", "create", "--json"]))
+        .await
+        .expect("token create")
+        .into_inner();
+    assert_eq!(
+        made.exit_code,
+        0,
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let remote = api
+        .run(argv(&["token", "list", "--json"]))
+        .await
+        .expect("token list")
+        .into_inner();
+    assert_eq!(remote.exit_code, 0);
+    let direct = up.direct(&["token", "list", "--json"]);
+    assert!(direct.status.success(), "{direct:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&remote.stdout),
+        String::from_utf8_lossy(&direct.stdout)
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&remote.stdout).expect("JSON");
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
+}
+
+/// The node certificate a real `bcd join` wrote (chain, key), from the command `up` printed.
+fn joined_node(up: &Up) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let join = up.facts["joinCommand"].as_str().expect("joinCommand");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(join)
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .output()
+        .expect("bcd join");
+    assert!(out.status.success(), "{join}: {out:?}");
+    let data = Path::new(up.facts["bcdDataDir"].as_str().expect("bcdDataDir"));
+    let cert = std::fs::read_to_string(data.join("cert.pem")).expect("cert.pem");
+    let key = std::fs::read_to_string(data.join("key.pem")).expect("key.pem");
+    let chain = pem_blocks("CERTIFICATE", &cert).expect("certificates");
+    let key = pem_blocks("PRIVATE KEY", &key)
+        .and_then(|k| k.into_iter().next())
+        .expect("PKCS#8 key");
+    (chain, key)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_admin_api_of_bcctl_up_on_sqlite() {
+    let _ = crate::support::bcd_bin();
+    let up = up(None, "[admin]\nmax_request_bytes = 8192\n");
+    let keys = up.keys();
+    let td = keys.trust_domain.to_string();
+
+    let auditor = operator(&keys, "carol", OperatorRole::Auditor);
+    let mut api = client(&up, auditor).await.expect("connect");
+    let me = api
+        .who_am_i(WhoAmIRequest {})
+        .await
+        .expect("WhoAmI")
+        .into_inner();
+    assert_eq!(me.spiffe_id, format!("spiffe://{td}/operator/carol"));
+    assert_eq!(me.role, "auditor");
+    assert!(
+        me.verbs.contains(&"events list".to_string()),
+        "{:?}",
+        me.verbs
+    );
+    assert!(!me.verbs.contains(&"token create".to_string()));
+
+    let denied = api
+        .run(argv(&["token", "create"]))
+        .await
+        .expect_err("an auditor creates no token");
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+    assert_eq!(
+        denied.message(),
+        format!("permission denied: token create needs the operator role; spiffe://{td}/operator/carol is auditor")
+    );
+
+    let named = api
+        .run(argv(&[
+            "events",
+            "list",
+            "--database-url",
+            "sqlite:///tmp/other.db",
+        ]))
+        .await
+        .expect_err("a call naming a deployment");
+    assert_eq!(named.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        named.message(),
+        "--database-url names a deployment: an admin API call runs against the server's own deployment; leave it out"
+    );
+
+    let over = api
+        .run(RunRequest {
+            argv: vec!["events".into(), "list".into()],
+            inputs: vec![InputFile {
+                path: "payload".into(),
+                contents: vec![7; 10_000],
+            }],
+        })
+        .await
+        .expect_err("over max_request_bytes");
+    assert_eq!(over.code(), tonic::Code::OutOfRange);
+    assert!(
+        over.message().contains("the limit is: 8192 bytes"),
+        "{}",
+        over.message()
+    );
+
+    let ops = operator(&keys, "olga", OperatorRole::Operator);
+    let mut ops = client(&up, ops).await.expect("connect");
+    same_token_list(&up, &mut ops).await;
+
+    let node = joined_node(&up);
+    assert!(
+        refused(&up, node).await,
+        "a node certificate must not get past the admin listener's handshake"
+    );
+    drop(up.proc);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_admin_api_of_bcctl_up_on_postgres() {
+    let db = TestDb::postgres().await.expect("a Postgres database");
+    let up = up(Some(db.url()), "");
+    let keys = up.keys();
+    let admin = operator(&keys, "ada", OperatorRole::Admin);
+    let mut api = client(&up, admin).await.expect("connect");
+    let me = api
+        .who_am_i(WhoAmIRequest {})
+        .await
+        .expect("WhoAmI")
+        .into_inner();
+    assert_eq!(me.role, "admin");
+    same_token_list(&up, &mut api).await;
+}
