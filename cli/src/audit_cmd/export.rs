@@ -30,8 +30,14 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         path: args.out.clone(),
         source,
     };
-    // `--out -` is standard output (docs/CLI.md); a file is never overwritten.
-    let sink: Box<dyn Write> = if crate::output::is_stdio(&args.out) {
+    // `--out -` is standard output (docs/CLI.md); a file is never overwritten. Over the admin
+    // API the export goes back to the caller (their file, their standard output), never to the
+    // server's disk or the server's own standard output.
+    let remote = crate::invocation::is_remote();
+    let captured = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink: Box<dyn Write> = if remote {
+        Box::new(Captured(captured.clone()))
+    } else if crate::output::is_stdio(&args.out) {
         Box::new(std::io::stdout().lock())
     } else {
         Box::new(
@@ -84,6 +90,16 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
     }
     progress.finish();
     out.flush().map_err(|e| io("cannot write", e))?;
+    drop(out);
+    if remote {
+        let bytes = std::mem::take(&mut *captured.lock().unwrap_or_else(|p| p.into_inner()));
+        if crate::output::is_stdio(&args.out) {
+            crate::invocation::write_stdout_bytes(&bytes)
+        } else {
+            crate::invocation::write_file(&args.out, &bytes, 0o644)
+        }
+        .map_err(|e| io("cannot write", e))?;
+    }
     let left_out = sequenced - size;
     let note = if left_out > 0 {
         format!(
@@ -108,6 +124,23 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
         );
     }
     Ok(())
+}
+
+/// The export's bytes during an admin API call, returned to the caller once complete.
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 mod erased {
