@@ -2,7 +2,8 @@
 //! and `bcctl events show POSITION`: browsing the event log, read only, no key opened.
 //!
 //! Each event is shown with its envelope (position, stream, version, type, schema version,
-//! tenant, time as RFC 3339) and its payload as stored: protobuf bytes, printed as base64 with
+//! tenant, time as RFC 3339, the actor who caused it when there is one: `actor: {id, role}` in
+//! JSON, null without) and its payload as stored: protobuf bytes, printed as base64 with
 //! their SHA-256. `show` also decodes a payload of a known event type to JSON (fields by their
 //! camelCase JSON names, fields at their default left out as protobuf does, bytes as base64,
 //! enums by number), by reflection over the schema's descriptor set. `--since` takes a log position (events after
@@ -67,6 +68,8 @@ pub struct EventView {
     pub schema_version: i64,
     pub tenant_id: String,
     pub occurred_at: String,
+    /// Who caused the event; null for an event nobody decided.
+    pub actor: Option<ActorView>,
     pub payload_bytes: usize,
     pub payload_sha256: String,
     /// The protobuf payload, base64.
@@ -74,6 +77,28 @@ pub struct EventView {
     /// The payload decoded (`events show` only, for a known event type).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decoded: Option<serde_json::Value>,
+}
+
+/// An event's actor as printed: its id (a SPIFFE ID, or `local:<user>@<host>`) and role.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ActorView {
+    pub id: String,
+    pub role: String,
+}
+
+impl ActorView {
+    pub fn of(actor: &events::Actor) -> Self {
+        ActorView {
+            id: actor.id().to_string(),
+            role: actor.role().to_string(),
+        }
+    }
+}
+
+/// An actor in a text table: its id, or `-` for none.
+pub fn actor_cell(actor: Option<&ActorView>) -> String {
+    actor.map_or_else(|| "-".to_string(), |a| a.id.clone())
 }
 
 /// The payload of `event_type` as JSON, when the type is known and the bytes decode.
@@ -145,6 +170,7 @@ fn view(e: &EventRow) -> EventView {
         schema_version: e.schema_version,
         tenant_id: e.tenant_id.clone(),
         occurred_at: rfc3339_us(e.occurred_at_us),
+        actor: e.actor.as_ref().map(ActorView::of),
         payload_bytes: e.payload.len(),
         payload_sha256: hex::encode(domain::identity::sha256(&e.payload)),
         payload: STANDARD.encode(&e.payload),
@@ -202,12 +228,15 @@ pub async fn run(cmd: EventsCommand) -> Result<(), IdentityCmdError> {
                             v.tenant_id.clone(),
                             v.event_type.clone(),
                             format!("{}@{}", v.stream_id, v.stream_version),
+                            actor_cell(v.actor.as_ref()),
                             v.payload_bytes.to_string(),
                         ]
                     })
                     .collect();
                 print_table(
-                    &["POSITION", "OCCURRED", "TENANT", "TYPE", "STREAM", "BYTES"],
+                    &[
+                        "POSITION", "OCCURRED", "TENANT", "TYPE", "STREAM", "ACTOR", "BYTES",
+                    ],
                     &table,
                 );
             }
@@ -240,6 +269,10 @@ pub async fn run(cmd: EventsCommand) -> Result<(), IdentityCmdError> {
                 );
                 crate::outln!("tenant:          {}", v.tenant_id);
                 crate::outln!("occurred:        {}", v.occurred_at);
+                match &v.actor {
+                    Some(a) => crate::outln!("actor:           {} (role {})", a.id, a.role),
+                    None => crate::outln!("actor:           none"),
+                }
                 crate::outln!("payload sha256:  {}", v.payload_sha256);
                 match &v.decoded {
                     Some(d) => {

@@ -98,6 +98,8 @@ pub struct EventLine {
     /// RFC 3339.
     pub occurred_at: String,
     pub occurred_at_us: i64,
+    /// Who caused the event (`{id, role}`); null for an event nobody decided.
+    pub actor: Option<crate::events_cmd::ActorView>,
 }
 
 /// Resolves `--at` to a position: an integer is a position; anything else must be an RFC 3339
@@ -196,6 +198,10 @@ async fn replay_in(
                     version: e.version,
                     occurred_at: crate::output::rfc3339_us(e.occurred_at_us),
                     occurred_at_us: e.occurred_at_us,
+                    actor: match (e.actor_id, e.actor_role) {
+                        (Some(id), Some(role)) => Some(crate::events_cmd::ActorView { id, role }),
+                        _ => None,
+                    },
                 })
                 .collect(),
         ),
@@ -340,10 +346,11 @@ pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
                     e.version.to_string(),
                     fmt_us(e.occurred_at_us),
                     e.event_type.clone(),
+                    crate::events_cmd::actor_cell(e.actor.as_ref()),
                 ]
             })
             .collect();
-        print_table(&["POSITION", "VERSION", "TIME", "TYPE"], &rows);
+        print_table(&["POSITION", "VERSION", "TIME", "TYPE", "ACTOR"], &rows);
     }
     Ok(())
 }

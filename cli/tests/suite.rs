@@ -12,6 +12,7 @@ mod admin_e2e;
 mod admin_roles;
 mod admin_server;
 mod approval_e2e;
+mod audit_actor;
 mod audit_coverage;
 mod audit_seal_kill;
 mod audit_tamper;

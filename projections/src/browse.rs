@@ -1,9 +1,11 @@
 //! Browsing the event log as an operator does (`bcctl events list | show`, `bcctl tenant
 //! list`): events filtered by stream, type, tenant and a starting position or time, one event by
 //! position, and the tenants the log names with their event counts. Read outside any
-//! transaction, on either backend. The filters are bound parameters, never spliced text.
+//! transaction, on either backend. The filters are bound parameters, never spliced text. Each
+//! event comes with its actor, when it has one (who caused it, `events::Actor`).
 
 use events::store::{EventStore, SqlValue, StoreError};
+use events::Actor;
 
 /// One stored event as it is browsed (the payload as stored: protobuf bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +18,9 @@ pub struct EventRow {
     pub tenant_id: String,
     pub occurred_at_us: i64,
     pub payload: Vec<u8>,
+    /// Who caused the event (`None`: nobody decided it, or it was written before the log
+    /// recorded actors).
+    pub actor: Option<Actor>,
 }
 
 /// Which events to list.
@@ -32,13 +37,38 @@ pub struct EventFilter {
     pub limit: i64,
 }
 
-type EventTuple = (i64, String, i64, String, i64, String, i64, Vec<u8>);
+type EventTuple = (
+    i64,
+    String,
+    i64,
+    String,
+    i64,
+    String,
+    i64,
+    Vec<u8>,
+    Option<String>,
+    Option<String>,
+);
 
 const COLUMNS: &str = "position, stream_id, stream_version, event_type, \
-     CAST(schema_version AS BIGINT), tenant_id, occurred_at_us, payload";
+     CAST(schema_version AS BIGINT), tenant_id, occurred_at_us, payload, actor_id, actor_role";
 
-fn row(r: EventTuple) -> EventRow {
-    EventRow {
+fn row(r: EventTuple) -> Result<EventRow, StoreError> {
+    let position = r.0;
+    let actor = match (r.8, r.9) {
+        (None, None) => None,
+        (Some(id), Some(role)) => Some(Actor::new(id, role).map_err(|e| StoreError::Corrupt {
+            position,
+            why: format!("actor: {e}"),
+        })?),
+        _ => {
+            return Err(StoreError::Corrupt {
+                position,
+                why: "one of actor_id and actor_role is NULL".into(),
+            })
+        }
+    };
+    Ok(EventRow {
         position: r.0,
         stream_id: r.1,
         stream_version: r.2,
@@ -47,7 +77,8 @@ fn row(r: EventTuple) -> EventRow {
         tenant_id: r.5,
         occurred_at_us: r.6,
         payload: r.7,
-    }
+        actor,
+    })
 }
 
 /// The events `filter` selects, oldest first.
@@ -87,14 +118,14 @@ pub async fn list_events(
         args.len()
     );
     let rows: Vec<EventTuple> = store.fetch_all(&sql, &args).await?;
-    Ok(rows.into_iter().map(row).collect())
+    rows.into_iter().map(row).collect()
 }
 
 /// The event at `position`.
 pub async fn event_at(store: &EventStore, position: i64) -> Result<Option<EventRow>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM events WHERE position = $1");
     let r: Option<EventTuple> = store.fetch_optional(&sql, &[position.into()]).await?;
-    Ok(r.map(row))
+    r.map(row).transpose()
 }
 
 /// A tenant the log names, with its event count and last position.

@@ -70,6 +70,9 @@ pub struct StreamEventRow {
     pub position: i64,
     pub version: i64,
     pub occurred_at_us: i64,
+    /// Who caused the event (both NULL for an event nobody decided).
+    pub actor_id: Option<String>,
+    pub actor_role: Option<String>,
 }
 
 /// The end of the longest prefix of the log decided at or before `at_us` (0: none): the cut
@@ -146,7 +149,8 @@ pub async fn stream_events(
     position: i64,
 ) -> Result<Vec<StreamEventRow>, StoreError> {
     tx.fetch_all(
-        "SELECT event_type, position, stream_version AS version, occurred_at_us FROM events \
+        "SELECT event_type, position, stream_version AS version, occurred_at_us, actor_id, \
+         actor_role FROM events \
          WHERE stream_id = $1 AND position <= $2 ORDER BY position",
         &[SqlValue::from(stream), SqlValue::Int(position)],
     )

@@ -94,3 +94,17 @@ pub async fn swap_leaf_positions(url: &str, a: i64, b: i64) -> Result<()> {
     )
     .await
 }
+
+/// Rewrites the role recorded for the actor of the event at `position` (which must have one:
+/// SQLite's CHECK refuses a role without an id).
+pub async fn overwrite_actor_role(url: &str, position: i64, role: &str) -> Result<()> {
+    let role = role.replace('\'', "''");
+    run(
+        url,
+        &[
+            allow_changing_events(url, "update"),
+            format!("UPDATE events SET actor_role = '{role}' WHERE position = {position}"),
+        ],
+    )
+    .await
+}
