@@ -259,16 +259,8 @@ async fn each_role_boundary_is_refused_with_the_role_it_needs() {
 
     // A node certificate never authenticates here: refused at the handshake.
     let node_dir = node_profile(&d, &ops);
-    let out = d.run_in(
-        &node_dir,
-        &["token", "list", "--json", "--server", &d.admin],
-        &[],
-    );
-    let err = refused(&out, 1);
-    assert!(
-        err.contains(&format!("admin API {}: ", d.admin)),
-        "a node certificate is refused at the handshake: {err}"
-    );
+    let out = d.run_in(&node_dir, &["token", "list", "--server", &d.admin], &[]);
+    assert_handshake_refused(&d, &refused(&out, 1));
 
     // A revoked operator certificate is refused at the handshake (within about a second).
     d.as_person_ok(&ops, &["token", "list", "--json"]);
@@ -283,7 +275,7 @@ async fn each_role_boundary_is_refused_with_the_role_it_needs() {
     assert!(revoked.status.success(), "revoke: {}", stderr(&revoked));
     let deadline = Instant::now() + Duration::from_secs(5);
     let err = loop {
-        let out = d.as_person(&ops, &["token", "list", "--json"]);
+        let out = d.as_person(&ops, &["token", "list"]);
         if !out.status.success() {
             break refused(&out, 1);
         }
@@ -293,8 +285,17 @@ async fn each_role_boundary_is_refused_with_the_role_it_needs() {
         );
         std::thread::sleep(Duration::from_millis(200));
     };
+    assert_handshake_refused(&d, &err);
+}
+
+/// A client certificate the server refuses at the handshake. Under TLS 1.3 the client has
+/// finished its side before the server's verdict arrives, so the client reports either the TLS
+/// alert or the connection closing under it (`cli/src/admin/client.rs`); either way exit 1,
+/// nothing on stdout, and no verb ran.
+fn assert_handshake_refused(d: &AdminDeployment, err: &str) {
+    let tls = format!("bcctl: admin API {}: TLS: ", d.admin);
     assert!(
-        err.contains(&format!("admin API {}: ", d.admin)),
-        "the revoked certificate is refused at the handshake: {err}"
+        err.starts_with(&tls) || err == "bcctl: the admin API connection was closed\n",
+        "refused at the handshake: {err:?}"
     );
 }
