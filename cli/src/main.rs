@@ -27,12 +27,14 @@ mod join_request_cmd;
 mod node_cmd;
 mod node_setup;
 mod node_setup_cmd;
+mod operator_cmd;
 mod output;
 mod pem;
 mod pki_cmd;
 mod pki_common;
 mod pki_gateway_cmd;
 mod pki_lifecycle_cmd;
+mod pki_operator_cmd;
 mod pki_trust_cmd;
 mod pool_cmd;
 mod progress;
@@ -89,6 +91,9 @@ pub(crate) enum Command {
     /// Signed commands to nodes: run, list, show.
     #[command(subcommand, name = "command")]
     Queue(command_cmd::CommandCommand),
+    /// Operator certificates (the admin API's clients): list, revoke.
+    #[command(subcommand)]
+    Operator(operator_cmd::OperatorCommand),
     /// Join tokens: create (the secret is shown once), list, revoke.
     #[command(subcommand)]
     Token(token_cmd::TokenCommand),
@@ -212,6 +217,9 @@ pub(crate) async fn dispatch(command: Command) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
         Command::Queue(cmd) => command_cmd::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Operator(cmd) => operator_cmd::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
         Command::Token(cmd) => token_cmd::run(cmd)

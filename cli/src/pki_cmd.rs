@@ -1,7 +1,8 @@
 //! `bcctl pki init` and `bcctl pki show`: create the deployment's key bundle once, and print its
 //! pins (`pki trust-version` and `pki rotate-command-root` are [`crate::pki_trust_cmd`];
 //! `pki renew-ca` and `pki reseal` are [`crate::pki_lifecycle_cmd`]; `pki issue-gateway` is
-//! [`crate::pki_gateway_cmd`]).
+//! [`crate::pki_gateway_cmd`]; `pki add-operator-ca` and `pki issue-operator` are
+//! [`crate::pki_operator_cmd`]). `pki init` makes the operator CA with the other keys.
 //!
 //! `pki init --offline-root FILE` writes the root CA's key to FILE (mode 0600, never
 //! overwriting) and leaves it out of the bundle: `serve` then never holds it, and only `pki
@@ -48,6 +49,11 @@ pub enum PkiCommand {
     Reseal(crate::pki_lifecycle_cmd::ResealArgs),
     /// Issue a gateway serving certificate from the serving CA into DIR (NAME.key, NAME.crt).
     IssueGateway(crate::pki_gateway_cmd::IssueGatewayArgs),
+    /// Add the operator CA (admin API client certificates) to a bundle made without one.
+    AddOperatorCa(crate::pki_operator_cmd::AddOperatorCaArgs),
+    /// Issue an operator certificate into DIR (operator.pem, operator.key, serving-ca.pem,
+    /// profile.toml); recorded as operator.cert.issued.
+    IssueOperator(crate::pki_operator_cmd::IssueOperatorArgs),
 }
 
 #[derive(Args)]
@@ -111,6 +117,8 @@ pub async fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
         PkiCommand::RenewCa(args) => crate::pki_lifecycle_cmd::renew_ca(args),
         PkiCommand::Reseal(args) => crate::pki_lifecycle_cmd::reseal(args),
         PkiCommand::IssueGateway(args) => crate::pki_gateway_cmd::issue_gateway(args),
+        PkiCommand::AddOperatorCa(args) => crate::pki_operator_cmd::add_operator_ca(args),
+        PkiCommand::IssueOperator(args) => crate::pki_operator_cmd::issue_operator_cmd(args).await,
         PkiCommand::IssueInternal(args) => crate::internal_cert_cmd::issue_internal(args)
             .map_err(|e| PkiCmdError::Internal(e.to_string())),
     }

@@ -70,6 +70,12 @@ pub fn print_pins(pins: &KeySetPins) {
     );
     crate::outln!("  audit signing            {}", pins.audit_signing);
     crate::outln!("  command-signing root     {}", pins.command_signing_root);
+    match &pins.operator_ca {
+        Some(pin) => crate::outln!("  operator CA              {pin}"),
+        None => {
+            crate::outln!("  operator CA              none (bcctl pki add-operator-ca adds one)")
+        }
+    }
 }
 
 /// Creates `path` with mode 0600, failing if it exists, and syncs it and its directory.

@@ -35,6 +35,7 @@ mod grpc_python;
 mod named_commands;
 mod nginx_pem;
 mod node_setup_e2e;
+mod operator_cli;
 mod operator_views;
 mod pki_and_store_cli;
 mod pki_kdf_cli;

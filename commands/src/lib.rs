@@ -11,6 +11,7 @@ pub mod audit;
 pub mod clock;
 pub mod command_queue;
 pub mod identity;
+pub mod operators;
 pub mod quorum;
 pub mod run;
 pub mod serving;
@@ -19,14 +20,16 @@ pub mod site;
 pub use clock::{Clock, SimClock, SystemClock};
 pub use run::{append_and_project, append_streams_and_project, AsConflict, RunError};
 
-/// Every projection of the control plane (identity, quorum, the command queue, audit checkpoints), in the order a
-/// full rebuild applies them: what `bcctl rebuild` rebuilds from the log.
+/// Every projection of the control plane (identity, quorum, the command queue, operator
+/// certificates, audit checkpoints), in the order a full rebuild applies them: what `bcctl
+/// rebuild` rebuilds from the log.
 pub fn every_projection() -> Vec<&'static dyn projections::Projection> {
     static AUDIT_CHECKPOINTS: projections::audit::AuditCheckpoints =
         projections::audit::AuditCheckpoints;
     let mut all: Vec<&'static dyn projections::Projection> = projections::identity::all().to_vec();
     all.extend(quorum::projections());
     all.extend(command_queue::projections());
+    all.extend(operators::projections());
     all.push(&AUDIT_CHECKPOINTS);
     all
 }

@@ -3,7 +3,10 @@
 //! An operator certificate (from the deployment's operator CA, `domain::pki`) names
 //! `spiffe://<trust domain>/operator/<name>` and carries `OU=bc-role:<role>`. The role decides
 //! which verbs of the admin API the holder may run (the table lives in one place, the admin
-//! server's `roles` module, and is written down in docs/ADMIN-API.md). Pure: no IO.
+//! server's `roles` module, and is written down in docs/ADMIN-API.md).
+//!
+//! Also here: operator names ([`OperatorName`]) and the pure deciders of the operator-certificate
+//! commands ([`decide_issue`], [`decide_revoke`]; `commands::operators` runs them). Pure: no IO.
 
 /// What an operator certificate lets its holder do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -108,9 +111,207 @@ impl std::fmt::Display for OperatorName {
     }
 }
 
+/// The longest an operator certificate lives, in days (`pki issue-operator --days`).
+pub const MAX_OPERATOR_CERT_DAYS: i64 = 90;
+
+/// Why an operator-certificate command is refused. Every one but [`OperatorRefusal::NotFound`]
+/// is a bad value (exit 2).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OperatorRefusal {
+    /// `--name` outside the alphabet.
+    #[error("INVALID_INPUT: --name: {0}")]
+    BadName(BadOperatorName),
+    /// `--role` not one of the four.
+    #[error("INVALID_INPUT: --role: {0}")]
+    UnknownRole(UnknownRole),
+    /// `--days` outside 1 to 90.
+    #[error("INVALID_INPUT: --days {0}: an operator certificate lives 1 to 90 days")]
+    Days(i64),
+    /// `--serial` is not a certificate serial.
+    #[error("INVALID_INPUT: --serial {0:?}: not a certificate serial (1 to 20 bytes of hex, as `bcctl operator list` prints it)")]
+    BadSerial(String),
+    /// `--reason` empty.
+    #[error(
+        "INVALID_INPUT: --reason: say why the certificate is revoked (it is recorded in the event)"
+    )]
+    EmptyReason,
+    /// No certificate has the serial.
+    #[error(
+        "NOT_FOUND: no operator certificate has serial {0} (`bcctl operator list` shows them)"
+    )]
+    NotFound(String),
+}
+
+impl OperatorRefusal {
+    /// Whether the refusal is a bad value (exit 2) rather than a state (exit 1).
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, OperatorRefusal::NotFound(_))
+    }
+}
+
+/// What `pki issue-operator` decided to certify.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IssueDecision {
+    /// The name.
+    pub name: OperatorName,
+    /// The role.
+    pub role: OperatorRole,
+    /// The lifetime in days, 1 to [`MAX_OPERATOR_CERT_DAYS`].
+    pub days: i64,
+}
+
+/// Decides an issuance: the name, the role and the lifetime as given on the command line.
+pub fn decide_issue(name: &str, role: &str, days: i64) -> Result<IssueDecision, OperatorRefusal> {
+    let name = OperatorName::new(name).map_err(OperatorRefusal::BadName)?;
+    let role = OperatorRole::parse(role).map_err(OperatorRefusal::UnknownRole)?;
+    if !(1..=MAX_OPERATOR_CERT_DAYS).contains(&days) {
+        return Err(OperatorRefusal::Days(days));
+    }
+    Ok(IssueDecision { name, role, days })
+}
+
+/// A serial as `--serial` gives it, normalized to the log's spelling: lower-case hex of the
+/// minimal big-endian bytes (leading zero bytes dropped; `:` separators, as openssl prints
+/// them, allowed).
+pub fn normalize_serial(text: &str) -> Result<String, OperatorRefusal> {
+    let bad = || OperatorRefusal::BadSerial(text.to_string());
+    let digits: String = text.chars().filter(|c| *c != ':').collect();
+    let padded = if digits.len() % 2 == 1 {
+        format!("0{digits}")
+    } else {
+        digits
+    };
+    let bytes = hex::decode(&padded).map_err(|_| bad())?;
+    let start = bytes.iter().position(|b| *b != 0).ok_or_else(bad)?;
+    let minimal = &bytes[start..];
+    if minimal.len() > 20 {
+        return Err(bad());
+    }
+    Ok(hex::encode(minimal))
+}
+
+/// What the log holds of one operator certificate, for [`decide_revoke`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertState {
+    /// The operator's name (its stream).
+    pub name: String,
+    /// Whether it is revoked already.
+    pub revoked: bool,
+}
+
+/// What `operator revoke` does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RevokeDecision {
+    /// Append `operator.cert.revoked` for this serial (normalized) of operator `name`.
+    Revoke {
+        /// The serial, lower-case hex.
+        serial: String,
+        /// The operator's name.
+        name: String,
+    },
+    /// Already revoked: nothing to append (exit 0, "already revoked").
+    AlreadyRevoked {
+        /// The serial, lower-case hex.
+        serial: String,
+        /// The operator's name.
+        name: String,
+    },
+}
+
+/// Decides a revocation of the certificate `serial` (normalized) whose state the log holds
+/// (`None`: no such certificate).
+pub fn decide_revoke(
+    serial: &str,
+    state: Option<&CertState>,
+    reason: &str,
+) -> Result<RevokeDecision, OperatorRefusal> {
+    if reason.trim().is_empty() {
+        return Err(OperatorRefusal::EmptyReason);
+    }
+    let state = state.ok_or_else(|| OperatorRefusal::NotFound(serial.to_string()))?;
+    let (serial, name) = (serial.to_string(), state.name.clone());
+    Ok(if state.revoked {
+        RevokeDecision::AlreadyRevoked { serial, name }
+    } else {
+        RevokeDecision::Revoke { serial, name }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issuance_checks_the_name_the_role_and_the_days() {
+        let ok = decide_issue("alice", "approver", 90).expect("ok");
+        assert_eq!(ok.role, OperatorRole::Approver);
+        assert_eq!(ok.days, 90);
+        assert_eq!(
+            decide_issue("alice", "approver", 91)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err("INVALID_INPUT: --days 91: an operator certificate lives 1 to 90 days".into())
+        );
+        assert_eq!(
+            decide_issue("alice", "approver", 0),
+            Err(OperatorRefusal::Days(0))
+        );
+        assert_eq!(
+            decide_issue("alice", "root", 1).map_err(|e| e.to_string()),
+            Err("INVALID_INPUT: --role: unknown operator role \"root\": one of admin, operator, approver, auditor".into())
+        );
+        assert!(matches!(
+            decide_issue("Alice", "admin", 1),
+            Err(OperatorRefusal::BadName(_))
+        ));
+        assert!(decide_issue("Alice", "admin", 1)
+            .map_err(|e| e.is_usage())
+            .unwrap_err());
+    }
+
+    #[test]
+    fn revocation_refuses_an_unknown_serial_and_repeats_idempotently() {
+        assert_eq!(normalize_serial("00AB:cd"), Ok("abcd".to_string()));
+        assert_eq!(normalize_serial("abc"), Ok("0abc".to_string()));
+        for bad in ["", "00", "xyz", &"ab".repeat(21)] {
+            assert_eq!(
+                normalize_serial(bad),
+                Err(OperatorRefusal::BadSerial(bad.to_string()))
+            );
+        }
+        let live = CertState {
+            name: "bob".into(),
+            revoked: false,
+        };
+        let gone = CertState {
+            name: "bob".into(),
+            revoked: true,
+        };
+        assert_eq!(
+            decide_revoke("ab", Some(&live), "left"),
+            Ok(RevokeDecision::Revoke {
+                serial: "ab".into(),
+                name: "bob".into()
+            })
+        );
+        assert_eq!(
+            decide_revoke("ab", Some(&gone), "left"),
+            Ok(RevokeDecision::AlreadyRevoked {
+                serial: "ab".into(),
+                name: "bob".into()
+            })
+        );
+        let missing = decide_revoke("ab", None, "left").expect_err("refused");
+        assert!(!missing.is_usage());
+        assert_eq!(
+            missing.to_string(),
+            "NOT_FOUND: no operator certificate has serial ab (`bcctl operator list` shows them)"
+        );
+        assert_eq!(
+            decide_revoke("ab", Some(&live), " "),
+            Err(OperatorRefusal::EmptyReason)
+        );
+    }
 
     #[test]
     fn operator_names_follow_the_alphabet() {

@@ -14,6 +14,8 @@ pub mod digest;
 pub mod doctor;
 pub mod identity;
 pub mod inspect;
+pub mod operators;
+pub mod operators_read;
 pub mod quorum;
 pub mod rebuild;
 pub mod replay_read;

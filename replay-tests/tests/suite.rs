@@ -4,4 +4,5 @@
 mod attestor_docs;
 mod house_rules;
 mod identity_replay;
+mod operator_replay;
 mod sqlite_disk_full;

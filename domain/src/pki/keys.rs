@@ -51,6 +51,9 @@ pub enum KeyRole {
     /// A control-plane process's worker key, certified by the command-signing root for at
     /// most 24 hours; signs commands only.
     Worker,
+    /// A person's or automation's admin API client key, certified by the operator CA
+    /// (`pki issue-operator`); it only authenticates TLS handshakes.
+    Operator,
 }
 
 impl KeyRole {
@@ -79,6 +82,7 @@ impl KeyRole {
             KeyRole::Node => "node",
             KeyRole::Serving => "serving",
             KeyRole::Worker => "worker",
+            KeyRole::Operator => "operator",
         }
     }
 }

@@ -352,7 +352,7 @@ impl KeySet {
             KeyRole::AuditSigning => self.audit_signing.public_key(),
             KeyRole::CommandSigningRoot => self.command_signing_root.public_key(),
             KeyRole::OperatorCa => return self.operator_ca.as_ref().map(|ca| ca.public_key()),
-            KeyRole::Node | KeyRole::Serving | KeyRole::Worker => return None,
+            KeyRole::Node | KeyRole::Serving | KeyRole::Worker | KeyRole::Operator => return None,
         })
     }
 

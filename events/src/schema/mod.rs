@@ -35,6 +35,7 @@ pub fn message_of(event_type: &str) -> Option<&'static str> {
         commands::TYPES,
         gateway::TYPES,
         identity::TYPES,
+        operators::TYPES,
         quorum::TYPES,
         sites::TYPES,
     ]
@@ -51,6 +52,8 @@ pub use commands::command_stream;
 mod gateway;
 mod identity;
 pub use identity::{RevokedCertificates, JOIN_KEY_ATTESTOR, RENEW_POP_ATTESTOR};
+mod operators;
+pub use operators::operator_stream;
 mod quorum;
 mod sites;
 pub use sites::site_boot_lease;
