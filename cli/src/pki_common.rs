@@ -78,12 +78,16 @@ pub fn print_pins(pins: &KeySetPins) {
     }
 }
 
-/// Creates `path` with mode 0600, failing if it exists, and syncs it and its directory.
+/// Creates `path` with mode 0600, failing if it exists, and syncs it and its directory. During
+/// an admin API call the file goes back to the caller (mode 0600), never onto the server's disk.
 pub fn write_new_private(path: &Path, bytes: &[u8]) -> Result<(), PkiCmdError> {
     let io = |source| PkiCmdError::Io {
         path: path.to_path_buf(),
         source,
     };
+    if crate::invocation::is_remote() {
+        return crate::invocation::write_file(path, bytes, 0o600).map_err(io);
+    }
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(io)?;
     }

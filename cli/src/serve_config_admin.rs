@@ -215,3 +215,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "serve_config_admin_tests.rs"]
+mod resolve_tests;

@@ -187,10 +187,13 @@ fn argv(args: &[&str]) -> RunRequest {
 async fn refused(up: &Up, cert: (Vec<Vec<u8>>, Vec<u8>)) -> bool {
     match client(up, cert).await {
         Err(_) => true,
+        // The server's alert (UnknownCA, CertificateUnknown) or the closed connection, as the
+        // client's transport reports it; never an answer of the server's own.
         Ok(mut api) => match api.who_am_i(WhoAmIRequest {}).await {
-            Err(status) => {
-                status.code() == tonic::Code::Unavailable || status.code() == tonic::Code::Unknown
-            }
+            Err(status) => matches!(
+                status.code(),
+                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+            ),
             Ok(_) => false,
         },
     }
@@ -243,6 +246,56 @@ fn joined_node(up: &Up) -> (Vec<Vec<u8>>, Vec<u8>) {
         .and_then(|k| k.into_iter().next())
         .expect("PKCS#8 key");
     (chain, key)
+}
+
+/// An operator certificate issued through the log (`operator.cert.issued`, as `pki
+/// issue-operator` does), revoked through it (`operator revoke`): refused at the handshake
+/// within about a second.
+async fn revoked_within_a_second(up: &Up, keys: &KeySet) {
+    let url = format!("sqlite://{}", up.deployment.join("events.db").display());
+    let url = up.facts["databaseUrl"]
+        .as_str()
+        .filter(|u| u.starts_with("postgres"))
+        .map_or(url, str::to_string);
+    let store = events::store::EventStore::open(&url).await.expect("store");
+    let clock = commands::SystemClock;
+    let key = PrivateKey::generate(KeyRole::Node).expect("key");
+    let ca = keys.operator_ca.as_ref().expect("operator CA");
+    let decision = domain::operator::decide_issue("dave", "operator", 1).expect("decision");
+    let issued =
+        commands::operators::issue_operator(&store, &clock, &decision, ca, key.public_key())
+            .await
+            .expect("issue");
+    let cert = (
+        vec![issued.certificate.der.clone(), ca.cert_der().to_vec()],
+        key.pkcs8_der().to_vec(),
+    );
+    let mut api = client(up, cert.clone()).await.expect("connect");
+    api.who_am_i(WhoAmIRequest {})
+        .await
+        .expect("not revoked yet");
+    commands::operators::revoke_operator(
+        &store,
+        &clock,
+        &issued.certificate.serial.to_hex(),
+        "left the team",
+    )
+    .await
+    .expect("revoke");
+    let revoked_at = std::time::Instant::now();
+    while !refused(up, cert.clone()).await {
+        assert!(
+            revoked_at.elapsed() < Duration::from_millis(2500),
+            "a revoked operator certificate still gets through after {:?}",
+            revoked_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = revoked_at.elapsed();
+    assert!(
+        took < Duration::from_millis(1500),
+        "refused only after {took:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -314,6 +367,8 @@ async fn the_admin_api_of_bcctl_up_on_sqlite() {
     let mut ops = client(&up, ops).await.expect("connect");
     same_token_list(&up, &mut ops).await;
 
+    revoked_within_a_second(&up, &keys).await;
+
     let node = joined_node(&up);
     assert!(
         refused(&up, node).await,
@@ -336,4 +391,5 @@ async fn the_admin_api_of_bcctl_up_on_postgres() {
         .into_inner();
     assert_eq!(me.role, "admin");
     same_token_list(&up, &mut api).await;
+    revoked_within_a_second(&up, &keys).await;
 }

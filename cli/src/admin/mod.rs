@@ -11,7 +11,6 @@
 //! describes the whole.
 
 pub mod client;
-pub mod compat;
 pub mod counters;
 pub mod files;
 pub mod identity;

@@ -159,7 +159,7 @@ impl AdminService for Admin {
 
 /// Reads the revoked operator serials into `revoked`.
 async fn load_revoked(store: &EventStore, revoked: &RevokedOperators) -> Result<(), String> {
-    let serials = super::compat::revoked_serials(store)
+    let serials = commands::operators::revoked_serials(store)
         .await
         .map_err(|e| e.to_string())?;
     revoked.replace(serials);

@@ -249,6 +249,37 @@ async fn the_listener_answers_operators_and_checks_roles_flags_and_limits() {
         .into_inner();
     let tokens: serde_json::Value = serde_json::from_slice(&tokens.stdout).expect("json");
     assert_eq!(tokens.as_array().map(Vec::len), Some(1), "{tokens}");
+    let busy_before = f
+        .admin
+        .counters
+        .busy
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(busy_before, 0);
+    let written = ops
+        .run(argv(&["token", "create", "--out", "second-token"]))
+        .await
+        .expect("token create --out")
+        .into_inner();
+    assert_eq!(
+        written.exit_code,
+        0,
+        "stderr: {}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    assert_eq!(written.files.len(), 1);
+    assert_eq!(written.files[0].path, "second-token");
+    assert_eq!(written.files[0].mode, 0o600);
+    assert!(
+        !std::path::Path::new("second-token").exists(),
+        "never written on the server"
+    );
+    let help = ops
+        .run(argv(&["token", "--help"]))
+        .await
+        .expect("help")
+        .into_inner();
+    assert_eq!(help.exit_code, 0);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("create"));
     let failed = ops
         .run(argv(&["token", "revoke", "tok_nope"]))
         .await
