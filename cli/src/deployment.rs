@@ -58,14 +58,9 @@ pub enum DeploymentError {
 /// What `bcctl serve` logs when it serves a plaintext bundle.
 pub const PLAINTEXT_WARNING: &str = "serving a PLAINTEXT PKI bundle: its private keys are unsealed and whoever can write the file chooses every key; development only (seal it with `bcctl pki init` under BC_DEPLOYMENT_SECRET)";
 
-/// Where a deployment's bundle and secret are.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Deployment {
-    /// The PKI bundle file.
-    pub bundle: PathBuf,
-    /// The file holding the secret, read when `BC_DEPLOYMENT_SECRET` is unset.
-    pub secret_file: Option<PathBuf>,
-}
+// The two types an admin API call carries (crate::located): defined where the invocation can
+// name them without naming this module, which names the invocation.
+pub use crate::located::{Deployment, Located};
 
 /// An environment variable's value, `None` when unset or empty.
 fn env(name: &str) -> Option<String> {
@@ -290,17 +285,6 @@ pub enum LocateError {
     NoStore,
     #[error("no store at {path}: the SQLite file does not exist (a mistyped path? `bcctl up` or `bcctl migrate --database-url sqlite://{path}` creates one)")]
     NoSqliteFile { path: String },
-}
-
-/// Where the deployment is, as [`DeploymentArgs::locate`] found it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Located {
-    /// The store's URL, when one was found.
-    pub store_url: Option<String>,
-    /// The bundle and the secret file.
-    pub deployment: Deployment,
-    /// The deployment directory, when one was used.
-    pub dir: Option<PathBuf>,
 }
 
 fn read_locator(path: &Path) -> Result<LocatorFile, LocateError> {

@@ -24,6 +24,7 @@ mod events_cmd;
 mod healthcheck_cmd;
 mod internal_cert_cmd;
 mod join_request_cmd;
+mod located;
 mod node_cmd;
 mod node_setup;
 mod node_setup_cmd;

@@ -110,7 +110,12 @@ fn configured_server(common: &IdentityArgs) -> Result<String, IdentityCmdError> 
             "{why}: pass --join-address HOST:PORT, the address nodes reach the control plane at"
         ))
     };
-    let file = match (&common.deployment.config, common.deployment.directory()) {
+    // During an admin API call: the server's deployment directory, never the caller's flags.
+    let directory = match crate::invocation::current() {
+        Some(call) => call.located.dir.clone(),
+        None => common.deployment.directory(),
+    };
+    let file = match (&common.deployment.config, directory) {
         (Some(f), _) => f.clone(),
         (None, Some(d)) => d.join(crate::deployment::DIR_CONFIG_FILE),
         (None, None) => {

@@ -8,6 +8,7 @@ mod support;
 mod cloud_iid_support;
 
 mod admin_client;
+mod admin_client_e2e;
 mod admin_e2e;
 mod admin_roles;
 mod admin_server;
