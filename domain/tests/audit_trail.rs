@@ -46,7 +46,7 @@ fn event(i: usize) -> RecordedEvent {
         payload,
         tx_id: None,
         // Every third event has an actor (a version 2 leaf): a trail mixes both versions.
-        actor: (i % 3 == 0).then(|| {
+        actor: i.is_multiple_of(3).then(|| {
             events::Actor::new(format!("spiffe://example.org/operator/op{i}"), "operator")
                 .expect("actor")
         }),
