@@ -204,22 +204,6 @@ impl AdminDeployment {
     pub fn issue(&self, name: &str, role: &str) -> Person {
         let dir = self.root.join(format!("person-{name}"));
         let dir_text = dir.to_str().expect("utf-8").to_string();
-        if !self
-            .admin_command(&["pki", "issue-operator", "--help"])
-            .output()
-            .expect("bcctl")
-            .status
-            .success()
-        {
-            // Until `pki issue-operator` exists (helper operator's phase 2), the same four files
-            // are made in-test from the bundle's operator CA.
-            eprintln!("admin_e2e: `bcctl pki issue-operator` is missing; issuing {name} in-test");
-            self.issue_in_test(&dir, name, role);
-            return Person {
-                dir,
-                name: name.to_string(),
-            };
-        }
         let issued = self.admin_run(&[
             "pki",
             "issue-operator",
@@ -249,75 +233,6 @@ impl AdminDeployment {
             dir,
             name: name.to_string(),
         }
-    }
-
-    /// The files of the contract (`operator.pem`, `operator.key` 0600, `serving-ca.pem`,
-    /// `profile.toml`), issued from the bundle's operator CA in-process.
-    fn issue_in_test(&self, dir: &Path, name: &str, role: &str) {
-        use base64::Engine;
-        use domain::pki::{
-            issue_operator_certificate, open_bundle, DeploymentSecret, KeyRole, PrivateKey,
-        };
-        let pem = |label: &str, der: &[u8]| {
-            let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-            let lines: Vec<&str> = b64
-                .as_bytes()
-                .chunks(64)
-                .map(|c| std::str::from_utf8(c).expect("ASCII"))
-                .collect();
-            format!(
-                "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
-                lines.join("\n")
-            )
-        };
-        let bytes = std::fs::read(self.srv.join("pki.json")).expect("bundle");
-        let secret = DeploymentSecret::new(SECRET).expect("secret");
-        let keys = open_bundle(&bytes, Some(&secret))
-            .expect("bundle")
-            .keys
-            .expect("keys");
-        let ca = keys.operator_ca.as_ref().expect("an operator CA");
-        let key = PrivateKey::generate(KeyRole::Node).expect("key");
-        let issued = issue_operator_certificate(
-            ca,
-            &domain::operator::OperatorName::new(name).expect("name"),
-            domain::operator::OperatorRole::parse(role).expect("role"),
-            key.public_key(),
-            time::Duration::days(1),
-            time::OffsetDateTime::now_utc(),
-        )
-        .expect("operator certificate");
-        std::fs::create_dir_all(dir).expect("dir");
-        std::fs::write(
-            dir.join("operator.pem"),
-            pem("CERTIFICATE", &issued.der) + &pem("CERTIFICATE", ca.cert_der()),
-        )
-        .expect("cert");
-        {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(dir.join("operator.key"))
-                .expect("key");
-            f.write_all(pem("PRIVATE KEY", key.pkcs8_der()).as_bytes())
-                .expect("key");
-        }
-        std::fs::write(
-            dir.join("serving-ca.pem"),
-            pem("CERTIFICATE", keys.serving_ca.cert_der()),
-        )
-        .expect("serving ca");
-        std::fs::write(
-            dir.join("profile.toml"),
-            format!(
-                "server = {:?}\ncert = \"operator.pem\"\nkey = \"operator.key\"\nca = \"serving-ca.pem\"\ntrust_domain = {TD:?}\n",
-                self.admin
-            ),
-        )
-        .expect("profile");
     }
 
     /// An approver: their certificate, and the approver key made for them at start.
