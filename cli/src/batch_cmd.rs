@@ -1,5 +1,10 @@
-//! `bcctl batch keygen | create | show | approve | sign-approvers | cancel`: approver keys,
-//! destructive batches and approver-set signatures.
+//! `bcctl batch keygen | create | show | list | scope | approve | submit-approval |
+//! sign-approvers | cancel`: approver keys, destructive batches and approver-set signatures.
+//!
+//! Approvals are verified in the DEPLOYMENT's trust domain (its PKI bundle's), never one a flag
+//! or the approver names; `approve` runs directly against the store or, with `--server` /
+//! `--profile`, against the admin API (`source`), reviewing and signing on the approver's
+//! machine either way.
 //!
 //! `approve` never trusts the control plane's word for what a batch holds: it pages the scope,
 //! recomputes the root from the listed leaves and refuses a mismatch (SCOPE_MISMATCH), approves
@@ -18,9 +23,13 @@
 //! (INVALID_STATE, NOT_FOUND, CONFLICT, PERMISSION_DENIED, files, the store).
 //!
 //! One job per file: `args` (the command lines), `error` (errors and exit codes), `keys` (key
-//! files, keygen, signing), `show` (create and show), `input` (the batch id and the store), `review` (what approve checks and shows
-//! before signing), `approve`, `sign_approvers`, `display` (server text on a terminal).
+//! files, keygen, signing), `show` (create and show), `input` (the batch id, the store and the
+//! deployment's trust domain), `review` (what approve checks and shows before signing),
+//! `approve`, `approvals` (list, scope, submit-approval), `source` (the store or the API),
+//! `wire` (the JSON approvers read, both ways), `sign_approvers`, `display` (server text on a
+//! terminal).
 
+mod approvals;
 mod approve;
 mod args;
 mod display;
@@ -29,9 +38,13 @@ mod input;
 mod keys;
 mod operations;
 mod passphrase;
+#[cfg(test)]
+mod remote_tests;
 mod review;
 mod show;
 mod sign_approvers;
+mod source;
+mod wire;
 
 pub use args::BatchCommand;
 pub(crate) use error::quorum_message;
@@ -43,7 +56,10 @@ pub async fn run(command: BatchCommand) -> Result<(), BatchCmdError> {
         BatchCommand::Keygen(args) => keys::keygen(args),
         BatchCommand::Create(args) => show::create(args).await,
         BatchCommand::Show(args) => show::show(args).await,
+        BatchCommand::List(args) => approvals::list(args).await,
+        BatchCommand::Scope(args) => approvals::scope(args).await,
         BatchCommand::Approve(args) => approve::approve(args).await,
+        BatchCommand::SubmitApproval(args) => approvals::submit_approval(args).await,
         BatchCommand::SignApprovers(args) => sign_approvers::sign_approvers(args),
         BatchCommand::Cancel(args) => show::cancel(args).await,
     }

@@ -29,10 +29,58 @@ fn bcctl(dir: &Path, url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bcctl"))
         .current_dir(dir)
         .env("DATABASE_URL", url)
+        .env("BC_PKI_BUNDLE", bundle_for(TRUST_DOMAIN))
+        .env("USER", "alice")
         .env("BC_TRUST_DOMAIN", TRUST_DOMAIN)
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .env_remove("BC_DEPLOYMENT_SECRET_FILE")
         .args(args)
         .output()
         .expect("run bcctl")
+}
+
+/// A plaintext PKI bundle for trust domain `td` (made once per test process by `bcctl pki
+/// init`): the deployment whose trust domain approvals are checked in.
+pub fn bundle_for(td: &str) -> PathBuf {
+    use std::collections::BTreeMap;
+    use std::sync::{Mutex, OnceLock};
+    static BUNDLES: OnceLock<Mutex<BTreeMap<String, PathBuf>>> = OnceLock::new();
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let dir = DIR.get_or_init(|| tempfile::tempdir().expect("tempdir"));
+    let mut bundles = BUNDLES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(path) = bundles.get(td) {
+        return path.clone();
+    }
+    let path = dir.path().join(format!("{td}.json"));
+    let out = Command::new(env!("CARGO_BIN_EXE_bcctl"))
+        .current_dir(dir.path())
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .env_remove("BC_DEPLOYMENT_SECRET_FILE")
+        .args(["pki", "init", "--trust-domain", td, "--plaintext", "--out"])
+        .arg(&path)
+        .output()
+        .expect("bcctl pki init");
+    assert!(
+        out.status.success(),
+        "pki init: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bundles.insert(td.to_string(), path.clone());
+    path
+}
+
+/// The actor a direct run records and derives batch ids from: `local:<user>@<host>`.
+pub fn local_actor_id(user: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("local:{user}@{host}")
 }
 
 fn ok_json(dir: &Path, url: &str, args: &[&str]) -> Value {
@@ -207,8 +255,6 @@ fn create_args<'a>(leaves: &'a str, key: &'a str, reason: &'a str) -> Vec<&'a st
         "create",
         "--tenant",
         "t1",
-        "--caller",
-        "alice@example.com",
         "--idempotency-key",
         key,
         "--reason",
@@ -257,7 +303,7 @@ async fn batch_happy_path_on_both_backends() {
         let root = created["scopeRoot"].as_str().expect("root").to_string();
         assert_eq!(
             batch,
-            BatchId::derive("t1", "alice@example.com", "k1")
+            BatchId::derive("t1", &local_actor_id("alice"), "k1")
                 .expect("id")
                 .to_hex()
         );
@@ -273,7 +319,8 @@ async fn batch_happy_path_on_both_backends() {
         let shown = ok_json(d, &url, &["batch", "show", "--batch", &batch, "--json"]);
         assert_eq!(shown["batchId"], batch.as_str());
         assert_eq!(shown["tenantId"], "t1");
-        assert_eq!(shown["caller"], "alice@example.com");
+        assert_eq!(shown["caller"], local_actor_id("alice"));
+        assert_eq!(shown["trustDomain"], TRUST_DOMAIN);
         assert_eq!(shown["reason"], "reimage rack 7");
         assert_eq!(shown["status"], "pending");
         assert_eq!(shown["scopeRoot"], root.as_str());

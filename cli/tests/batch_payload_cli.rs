@@ -25,7 +25,11 @@ fn bcctl(dir: &Path, url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(bcctl_bin());
     cmd.current_dir(dir)
         .env("DATABASE_URL", url)
+        .env("BC_PKI_BUNDLE", crate::batch_cli::bundle_for(TD))
+        .env("USER", "bob")
         .env("BC_TRUST_DOMAIN", TD)
+        .env_remove("BC_DEPLOYMENT_SECRET")
+        .env_remove("BC_DEPLOYMENT_SECRET_FILE")
         .env_remove("BC_APPROVER_PASSPHRASE")
         .args(args);
     for (k, v) in env {
@@ -102,8 +106,6 @@ fn create(dir: &Path, url: &str, key: &str, leaves: &Value) -> String {
             "create",
             "--tenant",
             "t1",
-            "--caller",
-            "alice@example.com",
             "--idempotency-key",
             key,
             "--reason",
@@ -400,14 +402,13 @@ async fn cancel_closes_a_batch_once() {
             &batch,
             "--reason",
             "wrong nodes",
-            "--caller",
-            "bob",
             "--json",
         ],
         &[],
     );
     assert_eq!(out["status"], "cancelled", "{out}");
-    assert_eq!(out["cancelledBy"], "bob");
+    // Who cancels is the actor (the local user directly), never a flag.
+    assert_eq!(out["cancelledBy"], crate::batch_cli::local_actor_id("bob"));
     // Cancelling again is a no-op that succeeds and says so (docs/CLI.md "Idempotency").
     let again = bcctl(
         s.dir(),

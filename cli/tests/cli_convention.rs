@@ -143,6 +143,16 @@ const RUN: &[(&str, &[&str], Expect)] = &[
         ],
         Expect::Fails(1),
     ),
+    ("batch list", &[], Expect::Json),
+    (
+        "batch scope",
+        &[
+            "--batch",
+            "0000000000000000000000000000000000000000000000000000000000000000",
+        ],
+        Expect::Fails(1),
+    ),
+    ("operator list", &[], Expect::Json),
     ("audit seal", &["--all"], Expect::Json),
     // The seal's own event is a leaf after its checkpoint: the tail is unsealed.
     (
@@ -219,6 +229,10 @@ const NOT_RUN: &[&str] = &[
     "batch approve",
     "batch sign-approvers",
     "batch cancel",
+    "batch submit-approval",
+    "pki add-operator-ca",
+    "pki issue-operator",
+    "operator revoke",
     "command run",
     "token revoke",
     "node revoke",

@@ -9,12 +9,15 @@ mod cloud_iid_support;
 
 mod admin_client;
 mod admin_client_e2e;
+mod admin_e2e;
+mod admin_roles;
 mod admin_server;
 mod approval_e2e;
 mod audit_actor;
 mod audit_coverage;
 mod audit_seal_kill;
 mod audit_tamper;
+mod batch_approvers_cli;
 mod batch_cli;
 mod batch_payload_cli;
 mod cli_convention;

@@ -420,10 +420,20 @@ async fn batches_create_approve_expire_cancel() {
         );
         assert!(
             matches!(
-                r,
-                QuorumRefusal::Approval(ApprovalRefusal::BadSignature { .. })
+                &r,
+                QuorumRefusal::NotForDeployment { kid, trust_domain }
+                    if *kid == a[0].kid() && *trust_domain == td()
             ),
             "{r}"
+        );
+        assert_eq!(r.code(), "PERMISSION_DENIED");
+        assert_eq!(
+            r.to_string(),
+            format!(
+                "the approval by {} does not verify for trust domain {} (this deployment's) over this batch's id, root, size and end: an approval signed for another trust domain or another batch is refused; sign it with `bcctl batch approve` against this deployment",
+                a[0].kid(),
+                td()
+            )
         );
         // Duplicates count once; the second key releases the batch.
         let s0 = a[0].sign_batch(&id, &root, size, end, &td());

@@ -88,6 +88,7 @@ pub(super) async fn export(args: ExportArgs) -> Result<(), AuditCmdError> {
     }
     progress.finish();
     out.flush().map_err(|e| io("cannot write", e))?;
+    drop(out);
     let left_out = sequenced - size;
     let note = if left_out > 0 {
         format!(

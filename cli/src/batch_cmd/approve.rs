@@ -1,6 +1,15 @@
 //! `batch approve`: review a batch's scope against what the control plane claims, then sign.
+//!
+//! The same review runs on either road ([`BatchSource`]): directly against the store, or
+//! against the admin API (`--server`/`--profile`), where the scope is fetched, the root
+//! recomputed HERE from the listed leaves (the server's root is never trusted), the approval
+//! signed here with `--key`, and only the signature submitted.
+//!
+//! The trust domain signed for is the deployment's own: directly, the PKI bundle's; against a
+//! server, the approver's profile's (`trust_domain`, else its operator certificate's SPIFFE ID).
+//! `--trust-domain` is only an override that must match it, and a server that says it checks
+//! approvals in another trust domain is refused before anything is signed.
 
-use commands::quorum::{approve_batch, batch_view};
 use commands::{Clock, SystemClock};
 use domain::quorum::{
     batch_approval_signing_input, ApprovalSignature, BatchStatus, ScopeLeaf, ScopeTree,
@@ -11,21 +20,76 @@ use serde_json::json;
 use super::args::ApproveArgs;
 use super::display::printable;
 use super::error::BatchCmdError;
-use super::input::{batch_id, open};
+use super::input::{batch_id, deployment_trust_domain, open};
 use super::keys::{load_key, sign};
 use super::operations::{
     operations, summary_text as operations_text, to_json as operations_json, write_operations,
 };
-use super::review::{difference, page_scope, read_expect, summary, Expected};
+use super::review::{difference, read_expect, summary, Expected};
+use super::source::{AdminCall, BatchSource, DirectSource, RemoteSource};
+use super::wire::outcome_json;
+use crate::admin::client::Remote;
 
 /// The longest window `approve --max-hours` may allow (30 days).
 const MAX_MAX_HOURS: u32 = 720;
 
-/// `batch approve`: page and check the scope, show the summary, sign with `--yes`.
+/// `batch approve`: against the admin API with `--server`/`--profile` (the trust domain is the
+/// approver profile's), else directly against the store (the deployment bundle's).
 pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
+    if let Some(remote) = Remote::from_args(&args.store.deployment.remote)? {
+        let own = TrustDomain::new(remote.profile.trust_domain.clone()).map_err(|e| {
+            BatchCmdError::Input(format!(
+                "{}: trust_domain: {e}",
+                remote.profile.path.display()
+            ))
+        })?;
+        let whose = format!("the profile {}'s", remote.profile.path.display());
+        let signing = signing_trust_domain(args.trust_domain.as_deref(), &own, &whose)?;
+        let client = remote.connect().await?;
+        let source = RemoteSource {
+            call: AdminCall(tokio::sync::Mutex::new(client)),
+        };
+        return approve_with(&args, &source, &signing).await;
+    }
+    let trust_domain = deployment_trust_domain(&args.store)?;
+    let signing = signing_trust_domain(
+        args.trust_domain.as_deref(),
+        &trust_domain,
+        "this deployment's (its PKI bundle's)",
+    )?;
+    let store = open(&args.store, true).await?;
+    let source = DirectSource {
+        store,
+        trust_domain,
+    };
+    approve_with(&args, &source, &signing).await
+}
+
+/// The trust domain to sign for: `own` (the deployment's, or the approver profile's), which a
+/// given `--trust-domain` must name.
+pub(crate) fn signing_trust_domain(
+    given: Option<&str>,
+    own: &TrustDomain,
+    whose: &str,
+) -> Result<TrustDomain, BatchCmdError> {
+    match given {
+        Some(text) if text != own.as_str() => Err(BatchCmdError::TrustDomainMismatch {
+            given: text.to_string(),
+            whose: whose.to_string(),
+            actual: own.to_string(),
+        }),
+        _ => Ok(own.clone()),
+    }
+}
+
+/// Page and check the scope from `source`, show the summary, sign for `trust_domain` with
+/// `--yes` and record the signature through `source`.
+pub(crate) async fn approve_with<S: BatchSource>(
+    args: &ApproveArgs,
+    source: &S,
+    trust_domain: &TrustDomain,
+) -> Result<(), BatchCmdError> {
     let id = batch_id(&args.batch)?;
-    let trust_domain = TrustDomain::new(args.trust_domain.clone())
-        .map_err(|e| BatchCmdError::Input(format!("--trust-domain: {e}")))?;
     if !(1..=MAX_MAX_HOURS).contains(&args.max_hours) {
         return Err(BatchCmdError::Input(format!(
             "--max-hours {} is outside 1 to {MAX_MAX_HOURS}",
@@ -33,10 +97,12 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         )));
     }
     let (pair, key) = load_key(&args.key)?;
-    let store = open(&args.store, true).await?;
-    let view = batch_view(&store, &id)
-        .await?
-        .ok_or(BatchCmdError::NotFound(id))?;
+    let (view, checked_in) = source.view(&id).await?;
+    if checked_in != *trust_domain {
+        return Err(BatchCmdError::State(format!(
+            "the control plane checks approvals in trust domain {checked_in}, this approver signs for {trust_domain}: an approval for {trust_domain} would never admit a command there; check the server and profile you approve against"
+        )));
+    }
     let state = &view.state;
     if state.status != BatchStatus::Pending {
         return Err(BatchCmdError::State(format!(
@@ -65,7 +131,7 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         )));
     }
     // Page the scope and recompute the root from the listed leaves.
-    let entries = page_scope(&store, &id, state.scope_size).await?;
+    let entries = source.scope(&id, state.scope_size).await?;
     let leaves: Vec<ScopeLeaf> = entries.iter().map(|e| e.leaf.clone()).collect();
     let tree =
         ScopeTree::build(&id, &leaves).map_err(|e| BatchCmdError::ScopeMismatch(e.to_string()))?;
@@ -169,20 +235,15 @@ pub(crate) async fn approve(args: ApproveArgs) -> Result<(), BatchCmdError> {
         &state.scope_root,
         state.scope_size,
         state.not_after_us,
-        &trust_domain,
+        trust_domain,
     );
     let signature = ApprovalSignature {
         kid: key.kid(),
         sig: sign(&pair, &message)?,
     };
-    let outcome = approve_batch(&store, &SystemClock, &trust_domain, &id, &signature).await?;
+    let outcome = source.submit(&id, &signature).await?;
     if args.json {
-        crate::outln!(
-            "{}",
-            json!({ "batchId": id.to_hex(), "kid": key.kid().to_hex(), "signed": true,
-                    "recorded": outcome.recorded, "held": outcome.held,
-                    "required": outcome.required, "status": outcome.status })
-        );
+        crate::outln!("{}", outcome_json(&id, &key.kid(), &outcome));
     } else {
         // Approving twice with one key is a no-op that succeeds (docs/CLI.md "Idempotency").
         let already = if outcome.recorded {

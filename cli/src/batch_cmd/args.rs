@@ -12,8 +12,15 @@ pub enum BatchCommand {
     Create(CreateArgs),
     /// Show a batch: status, scope root and size, approvals.
     Show(ShowArgs),
-    /// Review a batch's scope, recompute its root and sign an approval.
+    /// List batches, newest first (`--status pending` for those awaiting approvals).
+    List(ListArgs),
+    /// Every leaf of a batch's scope, with its payload and proof, as approvers recompute it.
+    Scope(ScopeArgs),
+    /// Review a batch's scope, recompute its root and sign an approval (locally, also against
+    /// a server: the scope is fetched, the root recomputed here, the approval submitted).
     Approve(ApproveArgs),
+    /// Record an approval signed elsewhere (`batch approve --server` sends its signature so).
+    SubmitApproval(SubmitApprovalArgs),
     /// Sign an approver set for an epoch (purpose approver-set).
     SignApprovers(SignApproversArgs),
     /// Cancel a pending batch: it takes no approval, and its held commands are cancelled.
@@ -26,12 +33,10 @@ pub struct CancelArgs {
     pub store: StoreArg,
     /// The batch id (64 hex characters).
     pub batch: String,
-    /// Why (recorded in the event; at most 500 characters).
+    /// Why (recorded in the event; at most 500 characters). Who cancels is the caller's
+    /// identity (the operator certificate over the API, the local user directly).
     #[arg(long)]
     pub reason: String,
-    /// Who cancels (default: $USER@hostname).
-    #[arg(long)]
-    pub caller: Option<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -61,9 +66,8 @@ pub struct CreateArgs {
     pub store: StoreArg,
     #[arg(long)]
     pub tenant: String,
-    /// The caller's identity (the batch id derives from tenant, caller and key).
-    #[arg(long)]
-    pub caller: String,
+    /// With the tenant and the caller's identity (the operator certificate's SPIFFE ID over
+    /// the API, the local user directly), derives the batch id: a retry answers the same batch.
     #[arg(long)]
     pub idempotency_key: String,
     /// Shown to approvers; at most 500 characters.
@@ -99,9 +103,11 @@ pub struct ApproveArgs {
     /// The approver's private key (PKCS#8 PEM, not readable by others).
     #[arg(long)]
     pub key: PathBuf,
-    /// The deployment's trust domain (the approval is bound to it).
+    /// The trust domain the approval is bound to. It is the deployment's own: read from its
+    /// PKI bundle directly, from the approver's profile (`trust_domain`, else the operator
+    /// certificate's SPIFFE ID) against a server. Given, it must match that.
     #[arg(long, env = "BC_TRUST_DOMAIN")]
-    pub trust_domain: String,
+    pub trust_domain: Option<String>,
     /// Approve only if the batch still has this root.
     #[arg(long)]
     pub root: Option<String>,
@@ -124,6 +130,48 @@ pub struct ApproveArgs {
     /// Sign after the summary (without it, stop and print the root).
     #[arg(long)]
     pub yes: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Only batches of this status: pending, approved, expired or cancelled.
+    #[arg(long)]
+    pub status: Option<String>,
+    /// At most this many batches (1 to 1000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ScopeArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// The batch id (64 hex characters).
+    #[arg(long)]
+    pub batch: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct SubmitApprovalArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// The batch id (64 hex characters).
+    #[arg(long)]
+    pub batch: String,
+    /// The approver key's id (64 hex characters: SHA-256 of its SPKI).
+    #[arg(long)]
+    pub kid: String,
+    /// The signature (ECDSA P-256 SHA-256, ASN.1 DER), base64url.
+    #[arg(long)]
+    pub sig: String,
     #[arg(long)]
     pub json: bool,
 }

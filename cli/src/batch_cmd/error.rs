@@ -49,6 +49,17 @@ pub enum BatchCmdError {
     PayloadRefused(String),
     #[error("OPAQUE_PAYLOAD: {count} leaves carry payloads of kinds this build cannot decode ({sample}); review their bytes in --operations-out and pass --allow-opaque")]
     Opaque { count: usize, sample: String },
+    #[error("INVALID_STATE: approvals are checked in the deployment's own trust domain, read from its PKI bundle, which cannot be read: {0}; name the bundle with --pki, --dir, --config or BC_PKI_BUNDLE")]
+    NoTrustDomain(String),
+    #[error("INVALID_INPUT: --trust-domain {given} is not {whose} trust domain {actual}: an approval bound to {given} would never admit a command there")]
+    TrustDomainMismatch {
+        given: String,
+        whose: String,
+        actual: String,
+    },
+    /// A verb run over the admin API failed there: its message and exit code, as it printed them.
+    #[error("{message}")]
+    Remote { message: String, code: u8 },
     #[error("MISSING_ENV: {0}")]
     MissingEnv(String),
     #[error("PERMISSION_DENIED: approver key {} does not open with BC_APPROVER_PASSPHRASE: a wrong passphrase, or the file is damaged", .0.display())]
@@ -59,6 +70,9 @@ pub enum BatchCmdError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Open(#[from] crate::deployment::OpenError),
+    /// The admin API could not be reached or refused the call.
+    #[error("{0}")]
+    Client(#[from] crate::admin::client::ClientError),
 }
 
 /// A command-layer error as the CLI prints it: a refusal starts with its code.
@@ -86,6 +100,9 @@ impl BatchCmdError {
             | BatchCmdError::InvalidResponse(_)
             | BatchCmdError::PayloadRefused(_)
             | BatchCmdError::Opaque { .. } => EXIT_REVIEW_REFUSED,
+            BatchCmdError::TrustDomainMismatch { .. } => EXIT_USAGE,
+            BatchCmdError::Remote { code, .. } => *code,
+            BatchCmdError::Client(e) => e.exit_code(),
             _ => 1,
         }
     }

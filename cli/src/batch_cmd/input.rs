@@ -1,6 +1,7 @@
-//! The inputs the store subcommands share: a batch id from `--batch`, the store from its URL.
+//! The inputs the store subcommands share: a batch id from `--batch`, the store from its URL,
+//! and the deployment's own trust domain (from its PKI bundle) that approvals are checked in.
 
-use domain::quorum::BatchId;
+use domain::quorum::{BatchId, TrustDomain};
 use events::store::EventStore;
 
 use super::error::BatchCmdError;
@@ -17,4 +18,21 @@ pub(crate) async fn open(
     write: bool,
 ) -> Result<EventStore, BatchCmdError> {
     Ok(args.deployment.open_store_as(write).await?)
+}
+
+/// The deployment's trust domain, from its PKI bundle's public half (no secret read): what an
+/// approval is verified in. Over the admin API it is the server's bundle, whatever the caller
+/// says; directly, the bundle `--pki`/`--dir`/`--config`/`BC_PKI_BUNDLE` names.
+pub(crate) fn deployment_trust_domain(
+    args: &super::args::StoreArg,
+) -> Result<TrustDomain, BatchCmdError> {
+    let located = args
+        .deployment
+        .locate()
+        .map_err(crate::deployment::OpenError::from)?;
+    let loaded = located
+        .deployment
+        .public_half()
+        .map_err(|e| BatchCmdError::NoTrustDomain(e.to_string()))?;
+    Ok(loaded.public.trust_domain)
 }

@@ -156,6 +156,25 @@ pub(crate) fn summary(view: &BatchView, leaves: &[ScopeLeaf]) -> (String, serde_
     (text, value)
 }
 
+/// A whole scope as one answer lists it (`batch scope` over the API): every leaf at its own
+/// index, and no more leaves than the batch's size.
+pub(crate) fn check_order(entries: &[ScopeEntry], size: u32) -> Result<(), BatchCmdError> {
+    for (at, entry) in entries.iter().enumerate() {
+        if entry.proof.index as usize != at {
+            return Err(BatchCmdError::ScopeMismatch(format!(
+                "leaf {} listed where {at} was expected",
+                entry.proof.index
+            )));
+        }
+    }
+    if entries.len() > size as usize {
+        return Err(BatchCmdError::ScopeMismatch(format!(
+            "more leaves than the size {size}"
+        )));
+    }
+    Ok(())
+}
+
 /// Pages the whole scope, refusing an answer that does not advance or lists leaves out of place.
 pub(crate) async fn page_scope(
     store: &EventStore,

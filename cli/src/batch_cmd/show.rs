@@ -1,4 +1,6 @@
-//! `batch create`, `batch show` and `batch cancel`.
+//! `batch create`, `batch show` and `batch cancel`. Who creates or cancels is the caller's
+//! identity ([`crate::invocation::actor`]: the operator certificate's SPIFFE ID over the admin
+//! API, `local:<user>@<host>` directly), never a flag.
 
 use commands::quorum::{batch_view, cancel_batch, create_batch};
 use commands::SystemClock;
@@ -8,11 +10,13 @@ use serde_json::json;
 use super::args::{CancelArgs, CreateArgs, ShowArgs};
 use super::display::printable;
 use super::error::{io, BatchCmdError};
-use super::input::{batch_id, open};
+use super::input::{batch_id, deployment_trust_domain, open};
+use super::wire::view_json;
 
 /// `batch create`: a batch from a JSON file of leaves.
 pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
-    let text = std::fs::read_to_string(&args.leaves).map_err(io(&args.leaves))?;
+    // Over the admin API the leaves file is the one the caller sent, never the server's.
+    let text = crate::invocation::read_file_to_string(&args.leaves).map_err(io(&args.leaves))?;
     let leaves: Vec<ScopeLeafRequest> = serde_json::from_str(&text)
         .map_err(|e| BatchCmdError::Input(format!("{}: {e}", args.leaves.display())))?;
     let store = open(&args.store, true).await?;
@@ -21,7 +25,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
         &SystemClock,
         &CreateBatch {
             tenant: args.tenant,
-            caller: args.caller,
+            caller: crate::invocation::actor().id().to_string(),
             idempotency_key: args.idempotency_key,
             reason: args.reason,
             leaves,
@@ -61,20 +65,10 @@ pub(crate) async fn show(args: ShowArgs) -> Result<(), BatchCmdError> {
     let view = batch_view(&store, &id)
         .await?
         .ok_or(BatchCmdError::NotFound(id))?;
-    let out = json!({
-        "batchId": id.to_hex(),
-        "tenantId": view.tenant_id,
-        "caller": view.caller,
-        "reason": view.reason,
-        "status": view.state.status,
-        "scopeRoot": view.state.scope_root.to_hex(),
-        "size": view.state.scope_size,
-        "notAfter": crate::output::rfc3339_us(view.state.not_after_us),
-        "notAfterUs": view.state.not_after_us,
-        "required": view.state.required,
-        "held": view.state.approvals.len(),
-        "approvers": view.state.approvals.keys().map(|k| k.to_hex()).collect::<Vec<_>>(),
-    });
+    // The deployment's trust domain, the one approvals are checked in (absent when the bundle
+    // cannot be read: showing a batch needs only the store).
+    let trust_domain = deployment_trust_domain(&args.store).ok();
+    let out = view_json(&view, trust_domain.as_ref().map(|t| t.as_str()));
     if args.json {
         crate::outln!("{out}");
     } else {
@@ -102,15 +96,7 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
             "--reason must say why, in 1 to 500 characters".into(),
         ));
     }
-    let caller = args.caller.unwrap_or_else(|| {
-        format!(
-            "{}@{}",
-            std::env::var("USER").unwrap_or_else(|_| "operator".into()),
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_string())
-                .unwrap_or_else(|_| "localhost".into())
-        )
-    });
+    let caller = crate::invocation::actor().id().to_string();
     let store = open(&args.store, true).await?;
     // Cancelling a cancelled batch is a no-op that succeeds and says so (docs/CLI.md
     // "Idempotency"); an expired batch is still refused (it ended otherwise).

@@ -2,7 +2,8 @@
 //! ([`QuorumError`]): the domain's refusals, each under the code the CLI and the API name it by.
 
 use domain::quorum::{
-    ApprovalRefusal, ApproverSetError, BatchId, BatchRefusal, CancelRefusal, SetChangeRefusal,
+    ApprovalRefusal, ApproverSetError, BatchId, BatchRefusal, CancelRefusal, Kid, SetChangeRefusal,
+    TrustDomain,
 };
 use domain::trust_bundle::{TrustBundleError, TrustBundleRefusal};
 use events::store::StoreError;
@@ -38,6 +39,15 @@ pub enum QuorumRefusal {
     /// The approval is refused.
     #[error(transparent)]
     Approval(#[from] ApprovalRefusal),
+    /// The signature does not verify over this batch in the deployment's own trust domain
+    /// (PERMISSION_DENIED): made for another deployment, another batch, or by another key.
+    #[error("the approval by {kid} does not verify for trust domain {trust_domain} (this deployment's) over this batch's id, root, size and end: an approval signed for another trust domain or another batch is refused; sign it with `bcctl batch approve` against this deployment")]
+    NotForDeployment {
+        /// The signing key's id.
+        kid: Kid,
+        /// The deployment's trust domain, the one the signature was checked in.
+        trust_domain: TrustDomain,
+    },
     /// No such batch (NOT_FOUND).
     #[error("batch {0} not found")]
     BatchNotFound(BatchId),
@@ -66,7 +76,8 @@ impl QuorumRefusal {
             ) => "INVALID_STATE",
             QuorumRefusal::Approval(
                 ApprovalRefusal::UnknownApprover { .. } | ApprovalRefusal::BadSignature { .. },
-            ) => "PERMISSION_DENIED",
+            )
+            | QuorumRefusal::NotForDeployment { .. } => "PERMISSION_DENIED",
             QuorumRefusal::BatchNotFound(_) => "NOT_FOUND",
         }
     }

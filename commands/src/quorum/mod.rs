@@ -21,7 +21,7 @@ pub mod tables;
 
 pub use batch::{
     approve_batch, batch_view, cancel_batch, create_batch, expire_due_batches, leaf_proof,
-    scope_page, BatchView, ScopeEntry,
+    list_batches, scope_page, BatchView, ScopeEntry, MAX_BATCH_LIST,
 };
 pub use bundle::{
     drop_command_root, published_bundle, report_node_trust, rotate_add_command_root,

@@ -308,6 +308,41 @@ pub async fn pending_past_end(
     Ok(rows.into_iter().map(batch_row).collect())
 }
 
+/// Batches newest first (by creation, then id), at most `limit`; only those of `status` when
+/// one is given (`pending`, `approved`, ...). What `bcctl batch list` shows approvers.
+pub async fn list_batches(
+    tx: &mut StoreTx,
+    status: Option<&str>,
+    limit: u32,
+) -> Result<Vec<BatchRow>, StoreError> {
+    let rows: Vec<BatchTuple> = match status {
+        Some(status) => {
+            tx.fetch_all(
+                &format!(
+                    "SELECT {BATCH_COLUMNS} FROM command_batches WHERE status = $1 \
+                 ORDER BY created_at_us DESC, batch_id LIMIT $2"
+                ),
+                &[
+                    SqlValue::Text(status.to_string()),
+                    SqlValue::Int(i64::from(limit)),
+                ],
+            )
+            .await?
+        }
+        None => {
+            tx.fetch_all(
+                &format!(
+                    "SELECT {BATCH_COLUMNS} FROM command_batches \
+                 ORDER BY created_at_us DESC, batch_id LIMIT $1"
+                ),
+                &[SqlValue::Int(i64::from(limit))],
+            )
+            .await?
+        }
+    };
+    Ok(rows.into_iter().map(batch_row).collect())
+}
+
 /// A recorded approval.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRow {

@@ -1,7 +1,14 @@
 //! Recording an approver's signature on a batch, at the batch stream's exact version.
+//!
+//! The trust domain the signature is checked in is the caller's to give, and the caller must
+//! give the DEPLOYMENT's own (the CLI reads it from the deployment's PKI bundle, never from a
+//! flag or the approver's word): spec 003, "every verifier takes [the trust domain] from its own
+//! configuration". A signature that does not verify is refused naming that trust domain
+//! ([`QuorumRefusal::NotForDeployment`]).
 
 use domain::quorum::{
-    decide_approval, AddApproval, ApprovalSignature, ApproveOutcome, BatchId, TrustDomain,
+    decide_approval, AddApproval, ApprovalRefusal, ApprovalSignature, ApproveOutcome, BatchId,
+    TrustDomain,
 };
 use events::store::{EventStore, ExpectedVersion};
 
@@ -35,7 +42,13 @@ pub async fn approve_batch(
             trust_domain,
             now_us,
         )
-        .map_err(QuorumRefusal::Approval)?;
+        .map_err(|refusal| match refusal {
+            ApprovalRefusal::BadSignature { kid } => QuorumRefusal::NotForDeployment {
+                kid,
+                trust_domain: trust_domain.clone(),
+            },
+            other => QuorumRefusal::Approval(other),
+        })?;
         append_batch_events(
             tx,
             batch_id,

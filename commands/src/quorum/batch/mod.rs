@@ -23,4 +23,4 @@ pub use approve::approve_batch;
 pub use close::{cancel_batch, expire_due_batches};
 pub use create::create_batch;
 pub use proof::{leaf_proof, scope_page, ScopeEntry};
-pub use view::{batch_view, BatchView};
+pub use view::{batch_view, list_batches, BatchView, MAX_BATCH_LIST};

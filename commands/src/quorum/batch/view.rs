@@ -105,3 +105,32 @@ pub async fn batch_view(
     let _ = tx.rollback().await;
     result
 }
+
+/// The most batches one [`list_batches`] call answers.
+pub const MAX_BATCH_LIST: u32 = 1000;
+
+/// Batches newest first with their approvals, at most `limit` (capped at [`MAX_BATCH_LIST`]),
+/// only those of `status` when one is given: what approvers read to find pending batches.
+pub async fn list_batches(
+    store: &EventStore,
+    status: Option<BatchStatus>,
+    limit: u32,
+) -> Result<Vec<BatchView>, QuorumError> {
+    let mut tx = store.begin().await?;
+    let result = async {
+        let rows = projections::quorum::list_batches(
+            &mut tx,
+            status.map(|s| s.as_str()),
+            limit.min(MAX_BATCH_LIST),
+        )
+        .await?;
+        let mut views = Vec::with_capacity(rows.len());
+        for row in rows {
+            views.push(load_view(&mut tx, row).await?);
+        }
+        Ok(views)
+    }
+    .await;
+    let _ = tx.rollback().await;
+    result
+}
