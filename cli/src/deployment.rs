@@ -379,6 +379,11 @@ impl DeploymentArgs {
                 bundle,
                 secret_file,
             },
+            config: self.config.clone().or_else(|| {
+                self.directory()
+                    .map(|d| d.join(DIR_CONFIG_FILE))
+                    .filter(|f| f.is_file())
+            }),
             dir: self.directory(),
         })
     }

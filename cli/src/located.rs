@@ -24,4 +24,8 @@ pub struct Located {
     pub deployment: Deployment,
     /// The deployment directory, when one was used.
     pub dir: Option<PathBuf>,
+    /// The `bcctl serve` configuration file that names the deployment (`--config`, or the
+    /// directory's `bcctl.toml`), when there is one: verbs that read serve settings (the quorum,
+    /// `listen`) read it from here, so an admin API call reads the server's own.
+    pub config: Option<PathBuf>,
 }

@@ -110,13 +110,11 @@ fn configured_server(common: &IdentityArgs) -> Result<String, IdentityCmdError> 
             "{why}: pass --join-address HOST:PORT, the address nodes reach the control plane at"
         ))
     };
-    // During an admin API call: the server's deployment directory, never the caller's flags.
-    let directory = match crate::invocation::current() {
-        Some(call) => call.located.dir.clone(),
-        None => common.deployment.directory(),
-    };
-    let file = match (&common.deployment.config, directory) {
-        (Some(f), _) => f.clone(),
+    // The configuration naming the deployment: during an admin API call the server's own,
+    // never the caller's flags.
+    let located = common.deployment.locate()?;
+    let file = match (located.config, located.dir) {
+        (Some(f), _) => f,
         (None, Some(d)) => d.join(crate::deployment::DIR_CONFIG_FILE),
         (None, None) => {
             return Err(need(

@@ -98,13 +98,8 @@ struct Opened {
 
 async fn open(args: &DeploymentArgs) -> Result<Opened, PkiTrustError> {
     let located = args.deployment.locate()?;
-    let config = args.deployment.config.clone().or_else(|| {
-        located
-            .dir
-            .as_ref()
-            .map(|d| d.join(crate::deployment::DIR_CONFIG_FILE))
-            .filter(|f| f.is_file())
-    });
+    // The serve configuration naming the deployment (the server's own during an admin API call).
+    let config = located.config.clone();
     let settings = resolve(&ServeArgs {
         config,
         database_url: Some(located.existing_store_url()?.to_string()),

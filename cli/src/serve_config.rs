@@ -188,6 +188,8 @@ pub struct FileSites {
 /// Everything resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The configuration file these settings came from (`--config`), if any.
+    pub config_file: Option<PathBuf>,
     pub listen: SocketAddr,
     pub database_url: String,
     pub pki_bundle: PathBuf,
@@ -433,6 +435,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
             None => file.allow_plaintext.unwrap_or(false),
         };
     Ok(Settings {
+        config_file: args.config.clone(),
         listen: socket("listen", &listen)?,
         database_url: pick(
             args.database_url.clone(),

@@ -77,6 +77,20 @@ pub enum ClientError {
     NotJson { verb: String, why: String },
 }
 
+/// The causes under a transport status, innermost last (`received fatal alert: …`), deduplicated.
+fn source_chain(s: &tonic::Status) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = std::error::Error::source(s);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !parts.contains(&text) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
+}
+
 /// The message of a failed verb's standard error (its `bcctl: …` or JSON error line).
 fn failed_text(stderr: &str) -> String {
     let line = stderr
@@ -234,12 +248,27 @@ impl AdminClient {
     }
 
     fn status(&self, s: tonic::Status) -> ClientError {
+        let chain = source_chain(&s);
         match s.code() {
-            // Transport trouble tonic reports as a status: name the server.
-            tonic::Code::Unavailable | tonic::Code::Unknown if s.message().is_empty() => {
+            // Transport trouble tonic reports as a status: name the server, and say what the
+            // TLS layer said. Under TLS 1.3 the server checks the client certificate after the
+            // client's side of the handshake is done, so its refusal (a revoked operator, a
+            // certificate from another CA) arrives here, on the first call.
+            tonic::Code::Unavailable | tonic::Code::Unknown
+                if s.message().is_empty()
+                    || s.message().contains("transport error")
+                    || s.message().contains("connection was closed") =>
+            {
+                let why = if chain.is_empty() {
+                    format!("{} ({:?})", s.message(), s.code())
+                } else {
+                    format!("{}: {chain}", s.message())
+                };
                 ClientError::Transport {
                     server: self.server.clone(),
-                    why: format!("{:?}", s.code()),
+                    why: format!(
+                        "{why}; the server closed the connection after the TLS handshake, which is how it refuses an operator certificate that is revoked, expired or not from this deployment's operator CA"
+                    ),
                 }
             }
             code => ClientError::Status {

@@ -68,6 +68,7 @@ async fn fixture() -> Fixture {
         store_url: Some(url),
         deployment: crate::deployment::Deployment::new(bundle),
         dir: None,
+        config: None,
     };
     let admin = start_admin(
         &AdminSettings::on("127.0.0.1:0".parse().expect("addr")),

@@ -297,6 +297,11 @@ pub async fn start_for(
         store_url: Some(settings.database_url.clone()),
         deployment: crate::deployment::Deployment::new(&settings.pki_bundle)
             .with_secret_file(settings.deployment_secret_file.clone()),
+        config: settings.config_file.clone().or_else(|| {
+            dir.as_ref()
+                .map(|d| d.join(crate::deployment::DIR_CONFIG_FILE))
+                .filter(|f| f.is_file())
+        }),
         dir,
     };
     let lifetime = time::Duration::try_from(settings.serving_lifetime)

@@ -88,6 +88,7 @@ async fn fixture(limits: impl FnOnce(&mut AdminSettings)) -> Fixture {
         store_url: Some(url),
         deployment: crate::deployment::Deployment::new(dir.path().join("pki.json")),
         dir: None,
+        config: None,
     };
     let admin = start_admin(
         &settings,
