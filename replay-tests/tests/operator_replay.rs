@@ -3,6 +3,9 @@
 //! deployment tenant; `revoked_serials` answers the revoked ones; and rebuilding
 //! `operator_certs` from the log (every projection, as `bcctl rebuild`, at several batch sizes
 //! and at a cut before the revocations) gives byte-identical tables to the ones built inline.
+//! Each event records the actor whose store appended it (a local admin issues the first
+//! certificate, the admin it names issues and revokes the rest, as over the admin API), and
+//! rebuilding leaves the log's actors as they were.
 
 use std::collections::BTreeSet;
 
@@ -14,6 +17,7 @@ use domain::operator::decide_issue;
 use domain::pki::{KeyRole, KeySet, KeySetLifetimes, OperatorIdentity, PrivateKey, TrustDomain};
 use events::store::testkit::TestDb;
 use events::store::{EventStore, LogStore};
+use events::Actor;
 
 fn keys() -> KeySet {
     KeySet::generate(
@@ -69,9 +73,20 @@ async fn digest(store: &EventStore) -> String {
 async fn operator_certificates_issue_revoke_and_rebuild_equal_on_both_backends() {
     let keys = keys();
     for db in TestDb::each().await.expect("databases") {
-        let store = db.store().await.expect("store");
+        let plain = db.store().await.expect("store");
+        let local = Actor::new("local:root@ops-1", "admin").expect("actor");
+        let alice_id =
+            Actor::new("spiffe://replay.example.com/operator/alice", "admin").expect("actor");
         let clock = SimClock::at_us(1_790_000_000_000_000);
-        let alice = issue(&store, &clock, &keys, "alice", "admin").await;
+        let alice = issue(
+            &plain.acting_as(local.clone()),
+            &clock,
+            &keys,
+            "alice",
+            "admin",
+        )
+        .await;
+        let store = plain.acting_as(alice_id.clone());
         clock.advance_secs(5);
         let bob = issue(&store, &clock, &keys, "bob", "approver").await;
         clock.advance_secs(5);
@@ -149,7 +164,7 @@ async fn operator_certificates_issue_revoke_and_rebuild_equal_on_both_backends()
         assert_eq!(revoked_serials(&store).await.expect("serials"), expected);
 
         let events = store.read_batch(0, 1000).await.expect("events");
-        let shape: Vec<(&str, &str, i64, &str)> = events
+        let shape: Vec<(&str, &str, i64, &str, Option<&Actor>)> = events
             .iter()
             .map(|e| {
                 (
@@ -157,17 +172,49 @@ async fn operator_certificates_issue_revoke_and_rebuild_equal_on_both_backends()
                     e.stream_id.as_str(),
                     e.stream_version,
                     e.tenant_id.as_str(),
+                    e.actor.as_ref(),
                 )
             })
             .collect();
+        let by_alice = Some(&alice_id);
         assert_eq!(
             shape,
             vec![
-                ("operator.cert.issued", "operator/alice", 1, "deployment"),
-                ("operator.cert.issued", "operator/bob", 1, "deployment"),
-                ("operator.cert.issued", "operator/bob", 2, "deployment"),
-                ("operator.cert.revoked", "operator/bob", 3, "deployment"),
-                ("operator.cert.revoked", "operator/bob", 4, "deployment"),
+                (
+                    "operator.cert.issued",
+                    "operator/alice",
+                    1,
+                    "deployment",
+                    Some(&local)
+                ),
+                (
+                    "operator.cert.issued",
+                    "operator/bob",
+                    1,
+                    "deployment",
+                    by_alice
+                ),
+                (
+                    "operator.cert.issued",
+                    "operator/bob",
+                    2,
+                    "deployment",
+                    by_alice
+                ),
+                (
+                    "operator.cert.revoked",
+                    "operator/bob",
+                    3,
+                    "deployment",
+                    by_alice
+                ),
+                (
+                    "operator.cert.revoked",
+                    "operator/bob",
+                    4,
+                    "deployment",
+                    by_alice
+                ),
             ],
             "backend postgres={}",
             db.is_postgres()
@@ -196,5 +243,17 @@ async fn operator_certificates_issue_revoke_and_rebuild_equal_on_both_backends()
             .await
             .expect("rebuild");
         assert_eq!(digest(&store).await, live);
+        let after: Vec<Option<Actor>> = plain
+            .read_batch(0, 1000)
+            .await
+            .expect("events")
+            .into_iter()
+            .map(|e| e.actor)
+            .collect();
+        let before: Vec<Option<Actor>> = events.into_iter().map(|e| e.actor).collect();
+        assert_eq!(
+            after, before,
+            "a rebuild leaves the log's actors as they were"
+        );
     }
 }
