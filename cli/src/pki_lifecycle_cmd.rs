@@ -35,6 +35,8 @@ pub enum CaChoice {
     /// The serving CA (gateway and internal serving certificates, internal client
     /// certificates; there is no separate internal CA).
     Serving,
+    /// The operator CA (admin API client certificates).
+    Operator,
 }
 
 #[derive(Args)]
@@ -171,6 +173,7 @@ pub fn renew_ca(args: RenewCaArgs) -> Result<(), PkiCmdError> {
     let which = match args.ca {
         CaChoice::Node => RenewableCa::Node,
         CaChoice::Serving => RenewableCa::Serving,
+        CaChoice::Operator => RenewableCa::Operator,
     };
     keys.renew_ca(which, OffsetDateTime::now_utc(), Duration::days(args.days))
         .map_err(PkiCmdError::Renew)?;
@@ -193,9 +196,13 @@ pub fn renew_ca(args: RenewCaArgs) -> Result<(), PkiCmdError> {
     })?;
     replace_private(&path, &bytes)?;
 
-    let (name, ca): (_, &CertificateAuthority) = match which {
-        RenewableCa::Node => ("node", &keys.node_ca),
-        RenewableCa::Serving => ("serving", &keys.serving_ca),
+    let (name, ca): (_, &CertificateAuthority) = match (which, &keys.operator_ca) {
+        (RenewableCa::Node, _) => ("node", &keys.node_ca),
+        (RenewableCa::Serving, _) => ("serving", &keys.serving_ca),
+        (RenewableCa::Operator, Some(operator)) => ("operator", operator),
+        (RenewableCa::Operator, None) => {
+            return Err(PkiCmdError::Renew(domain::pki::KeySetError::NoOperatorCa))
+        }
     };
     let (not_after, serial) = (ca.not_after(), hex::encode(ca.serial()));
     let serving_pin = matches!(which, RenewableCa::Serving)

@@ -4,6 +4,8 @@
 //! operator CA and the root and carries the SPIFFE ID, the role OU and clientAuth; `--days 91`
 //! is refused (exit 2); `operator list` shows it, `operator revoke` revokes it, a repeat says
 //! "already revoked" (exit 0) and an unknown serial is NOT_FOUND (exit 1). On Postgres.
+//! `pki renew-ca --ca operator` renews the operator CA (same key: the pin stays and an issued
+//! certificate verifies under the new one) and is refused for a bundle without one.
 //!
 //! Run: `cargo test -p cli --test suite operator_cli::`.
 
@@ -114,6 +116,29 @@ fn init_makes_the_operator_ca_and_an_older_bundle_gets_one_once() {
     assert_eq!(shown["pins"]["operatorCa"], added["operatorCaPin"]);
     assert_eq!(shown["authenticated"], true, "re-sealed under the secret");
     assert_eq!(shown["pins"]["rootCa"], keys.pins().root_ca.to_string());
+
+    // A bundle without an operator CA has none to renew.
+    keys.operator_ca = None;
+    let older = seal_bundle_with(
+        &keys,
+        &DeploymentSecret::new(SECRET).expect("secret"),
+        BundleKdf::Argon2id(Argon2idParams {
+            memory_kib: 64,
+            iterations: 1,
+            parallelism: 1,
+        }),
+    )
+    .expect("seal");
+    fs::write(d.join("older.json"), older).expect("write");
+    let none = bcctl(
+        d,
+        &["pki", "renew-ca", "--ca", "operator", "--pki", "older.json"],
+    );
+    assert_eq!(none.status.code(), Some(1));
+    assert_eq!(
+        stderr(&none),
+        "bcctl: pki renew-ca: the bundle has no operator CA to renew (`bcctl pki add-operator-ca` adds one)"
+    );
 
     let again = bcctl(d, &["pki", "add-operator-ca", "--pki", "old.json"]);
     assert_eq!(again.status.code(), Some(1));
@@ -260,6 +285,38 @@ async fn issue_list_and_revoke_an_operator_certificate() {
         &d.join("leaf.pem").display().to_string(),
     ]);
     assert!(!wrong.status.success());
+    // `pki renew-ca --ca operator`: a new certificate for the same key and subject, so the
+    // operator certificate already issued verifies against it, and the pin stays.
+    let pin_before = ok(&bcctl(d, &["pki", "show", "--pki", "pki.json", "--json"]))["pins"]
+        ["operatorCa"]
+        .clone();
+    let renewed = ok(&bcctl(
+        d,
+        &[
+            "pki", "renew-ca", "--ca", "operator", "--pki", "pki.json", "--json",
+        ],
+    ));
+    assert_eq!(renewed["ca"], "operator");
+    let renewed_ca = bundle_cert(&d.join("pki.json"), "operatorCa").expect("operator CA");
+    assert_ne!(renewed_ca, operator_ca, "a new certificate");
+    let pin_after = ok(&bcctl(d, &["pki", "show", "--pki", "pki.json", "--json"]))["pins"]
+        ["operatorCa"]
+        .clone();
+    assert_eq!(pin_after, pin_before);
+    fs::write(d.join("renewed.pem"), format!("{renewed_ca}{root}")).expect("renewed");
+    let verify = openssl(&[
+        "verify",
+        "-purpose",
+        "sslclient",
+        "-CAfile",
+        &d.join("renewed.pem").display().to_string(),
+        &d.join("leaf.pem").display().to_string(),
+    ]);
+    assert!(
+        verify.status.success(),
+        "the issued certificate verifies under the renewed CA: {}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
     let text = openssl(&[
         "x509",
         "-noout",

@@ -121,7 +121,7 @@ fn not_after(der: &[u8]) -> Option<OffsetDateTime> {
 /// `pki.ca-expired` / `pki.ca-expiring` for each CA certificate of the bundle.
 fn check_cas(public: &PublicBundle, findings: &mut Vec<Finding>) {
     let now = OffsetDateTime::now_utc();
-    let cas: [(&str, &[u8], String); 4] = [
+    let mut cas: Vec<(&str, &[u8], String)> = vec![
         (
             "root CA",
             &public.root_ca_der,
@@ -139,6 +139,13 @@ fn check_cas(public: &PublicBundle, findings: &mut Vec<Finding>) {
             "bcctl pki rotate-command-root --stage add (then --stage switch and --stage drop)".into(),
         ),
     ];
+    if let Some(operator) = &public.operator_ca_der {
+        cas.push((
+            "operator CA",
+            operator,
+            "bcctl pki renew-ca --ca operator".into(),
+        ));
+    }
     for (name, der, fix) in cas {
         let Some(end) = not_after(der) else {
             findings.push(

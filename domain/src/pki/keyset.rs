@@ -94,6 +94,9 @@ pub enum KeySetError {
     /// `pki add-operator-ca` on a set that has one.
     #[error("the bundle already has an operator CA")]
     OperatorCaPresent,
+    /// `pki renew-ca --ca operator` on a set without one.
+    #[error("the bundle has no operator CA to renew (`bcctl pki add-operator-ca` adds one)")]
+    NoOperatorCa,
 }
 
 /// A CA `pki renew-ca` renews.
@@ -104,6 +107,8 @@ pub enum RenewableCa {
     /// The serving CA (gateway and internal serving certificates, internal client
     /// certificates).
     Serving,
+    /// The operator CA (admin API client certificates).
+    Operator,
 }
 
 /// The public pins of a key set, as `pki show` prints them.
@@ -336,6 +341,10 @@ impl KeySet {
                 self.serving_ca = self
                     .root_ca
                     .renew_serving_ca(&self.serving_ca, now, lifetime)?;
+            }
+            RenewableCa::Operator => {
+                let current = self.operator_ca.as_ref().ok_or(KeySetError::NoOperatorCa)?;
+                self.operator_ca = Some(self.root_ca.renew_operator_ca(current, now, lifetime)?);
             }
         }
         Ok(())

@@ -214,6 +214,17 @@ impl RootCa {
         self.issue_node_ca(current.authority().clone_key()?, now, lifetime)
     }
 
+    /// `pki renew-ca --ca operator`: as [`RootCa::renew_node_ca`], for the operator CA (the
+    /// operator certificates it issued keep verifying).
+    pub fn renew_operator_ca(
+        &self,
+        current: &OperatorCa,
+        now: OffsetDateTime,
+        lifetime: Duration,
+    ) -> Result<OperatorCa, CaError> {
+        self.issue_operator_ca(current.authority().clone_key()?, now, lifetime)
+    }
+
     /// `pki renew-ca --ca serving`: as [`RootCa::renew_node_ca`], for the serving CA.
     pub fn renew_serving_ca(
         &self,
