@@ -80,6 +80,33 @@ pub struct WriteBack {
     pub protection: Protection,
 }
 
+impl WriteBack {
+    /// Writes `keys` back to `path` atomically, with a root rotation's next root when one is
+    /// under way; a bundle whose root was `offline` stays so (the key given for this verb is
+    /// dropped first). Returns the keys as written.
+    pub fn write(
+        &self,
+        path: &Path,
+        keys: KeySet,
+        offline: bool,
+        next: Option<&domain::pki::CommandSigningRoot>,
+        kdf: Option<domain::pki::BundleKdf>,
+    ) -> Result<KeySet, PkiCmdError> {
+        let keys = if offline {
+            keys.without_root_key()
+        } else {
+            keys
+        };
+        let bytes = write_bundle_with_next(&keys, next, self.protection, self.secret.as_ref(), kdf)
+            .map_err(|source| PkiCmdError::Bundle {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        replace_private(path, &bytes)?;
+        Ok(keys)
+    }
+}
+
 /// Why a write-back is refused, in the words of spec 003 (INVALID_STATE).
 pub fn unauthenticated_refusal(path: &Path) -> PkiCmdError {
     PkiCmdError::InvalidState(format!(
@@ -178,23 +205,7 @@ pub fn renew_ca(args: RenewCaArgs) -> Result<(), PkiCmdError> {
     keys.renew_ca(which, OffsetDateTime::now_utc(), Duration::days(args.days))
         .map_err(PkiCmdError::Renew)?;
     // An offline root stays offline, whether or not the key was given.
-    let keys = if offline {
-        keys.without_root_key()
-    } else {
-        keys
-    };
-    let bytes = write_bundle_with_next(
-        &keys,
-        next.as_ref(),
-        write.protection,
-        write.secret.as_ref(),
-        kdf,
-    )
-    .map_err(|source| PkiCmdError::Bundle {
-        path: path.clone(),
-        source,
-    })?;
-    replace_private(&path, &bytes)?;
+    let keys = write.write(&path, keys, offline, next.as_ref(), kdf)?;
 
     let (name, ca): (_, &CertificateAuthority) = match (which, &keys.operator_ca) {
         (RenewableCa::Node, _) => ("node", &keys.node_ca),

@@ -20,14 +20,13 @@ use clap::Args;
 use commands::operators::issue_operator;
 use commands::SystemClock;
 use domain::operator::decide_issue;
-use domain::pki::bundle::next::write_bundle_with_next;
 use domain::pki::{pem_encode, KeyRole, KeySetLifetimes, LoadedBundle, PrivateKey};
 use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::deployment::DeploymentArgs;
 use crate::output::{print_json, rfc3339};
-use crate::pki_common::{replace_private, PkiCmdError};
+use crate::pki_common::PkiCmdError;
 use crate::pki_lifecycle_cmd::{read_root_key, writable};
 
 #[derive(Args)]
@@ -145,23 +144,7 @@ pub fn add_operator_ca(args: AddOperatorCaArgs) -> Result<(), PkiCmdError> {
         time::Duration::days(args.days.min(KeySetLifetimes::default().root.whole_days())),
     )
     .map_err(|e| PkiCmdError::InvalidState(format!("pki add-operator-ca: {e}")))?;
-    let keys = if offline {
-        keys.without_root_key()
-    } else {
-        keys
-    };
-    let bytes = write_bundle_with_next(
-        &keys,
-        next.as_ref(),
-        write.protection,
-        write.secret.as_ref(),
-        kdf,
-    )
-    .map_err(|source| PkiCmdError::Bundle {
-        path: path.clone(),
-        source,
-    })?;
-    replace_private(&path, &bytes)?;
+    let keys = write.write(&path, keys, offline, next.as_ref(), kdf)?;
     let ca = keys
         .operator_ca
         .as_ref()
