@@ -133,11 +133,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("serve.toml");
         std::fs::write(&path, SERVE_TEMPLATE).expect("write");
-        let from_template = resolve(&ServeArgs {
-            config: Some(path),
+        let mut from_template = resolve(&ServeArgs {
+            config: Some(path.clone()),
             ..ServeArgs::default()
         })
         .expect("the template resolves");
+        // The settings remember which file they came from; everything else must be the defaults.
+        assert_eq!(from_template.config_file.take(), Some(path));
         let defaults = resolve(&ServeArgs::default()).expect("the defaults resolve");
         assert_eq!(format!("{from_template:?}"), format!("{defaults:?}"));
     }
