@@ -163,8 +163,8 @@ fn a_fresh_up_has_nothing_above_info_and_is_serving() {
             .iter()
             .filter(|f| f["id"] == "pki.ca-expiring")
             .count(),
-        4,
-        "root, node, serving CA and command-signing root: {report}"
+        5,
+        "root, node, serving, operator CA and command-signing root: {report}"
     );
     // The text form says the same.
     let out = run(bcctl(d, &["doctor", "--metrics", &metrics(&facts)]));
@@ -435,7 +435,8 @@ fn an_expiring_and_an_expired_ca() {
         .iter()
         .filter(|f| f["id"] == "pki.ca-expiring" && f["level"] == "warning")
         .collect();
-    assert_eq!(expiring.len(), 2, "{report}");
+    // The node, serving and operator CAs (all made with the short intermediate lifetime).
+    assert_eq!(expiring.len(), 3, "{report}");
     assert!(
         expiring[0]["message"]
             .as_str()
@@ -467,13 +468,17 @@ fn an_expiring_and_an_expired_ca() {
         .filter(|f| f["id"] == "pki.ca-expired" && f["level"] == "error")
         .map(|f| f["message"].as_str().expect("message"))
         .collect();
-    assert_eq!(expired.len(), 2, "{report}");
+    assert_eq!(expired.len(), 3, "{report}");
     assert!(
         expired[0].starts_with("the node CA expired at "),
         "{report}"
     );
     assert!(
         expired[1].starts_with("the serving CA expired at "),
+        "{report}"
+    );
+    assert!(
+        expired[2].starts_with("the operator CA expired at "),
         "{report}"
     );
     // A file that is not a bundle: pki.unreadable.

@@ -148,7 +148,16 @@ fn up_with(
 ) -> (Proc, serde_json::Value) {
     let log = tmp.join(format!("up-{round}.log"));
     let child = Command::new(bcctl_bin())
-        .args(["up", "--json", "--token-uses", "2", "--port"])
+        // The admin API is not used here: any free port, never port + 1 (which may be taken).
+        .args([
+            "up",
+            "--json",
+            "--token-uses",
+            "2",
+            "--admin-port",
+            "0",
+            "--port",
+        ])
         .arg(port.to_string())
         .arg("--dir")
         .arg(work)

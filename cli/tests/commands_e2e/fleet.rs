@@ -102,6 +102,9 @@ pub fn start_server_at(
             "up",
             "--port",
             &port,
+            // The admin API is not used here: any free port, never port + 1 (which may be taken).
+            "--admin-port",
+            "0",
             "--json",
             "--token-uses",
             "5",
