@@ -251,7 +251,7 @@ fn joined_node(up: &Up) -> (Vec<Vec<u8>>, Vec<u8>) {
 
 /// An operator certificate issued through the log (`operator.cert.issued`, as `pki
 /// issue-operator` does), revoked through it (`operator revoke`): refused at the handshake
-/// within about a second.
+/// within about a second, and on the connection it had already opened.
 async fn revoked_within_a_second(up: &Up, keys: &KeySet) {
     let url = format!("sqlite://{}", up.deployment.join("events.db").display());
     let url = up.facts["databaseUrl"]
@@ -296,6 +296,20 @@ async fn revoked_within_a_second(up: &Up, keys: &KeySet) {
     assert!(
         took < Duration::from_millis(1500),
         "refused only after {took:?}"
+    );
+    // The connection opened before the revocation ends at its next call too.
+    let open = api
+        .who_am_i(WhoAmIRequest {})
+        .await
+        .expect_err("a revoked operator's open connection");
+    assert_eq!(open.code(), tonic::Code::Unauthenticated, "{open:?}");
+    assert_eq!(
+        open.message(),
+        format!(
+            "the operator certificate of spiffe://{}/operator/dave is revoked (serial {})",
+            keys.trust_domain,
+            issued.certificate.serial.to_hex()
+        )
     );
 }
 

@@ -17,5 +17,6 @@ pub fn caller_of(leaf_der: &[u8], trust_domain: &TrustDomain) -> Result<Caller, 
         spiffe_id: identity.spiffe_id,
         role: identity.role,
         actor,
+        serial: identity.serial.as_bytes().to_vec(),
     })
 }

@@ -37,6 +37,8 @@ pub struct Caller {
     pub spiffe_id: String,
     pub role: OperatorRole,
     pub actor: Actor,
+    /// The certificate's serial (big-endian bytes), checked against the revoked set per call.
+    pub serial: Vec<u8>,
 }
 
 /// The server's side of every call: its deployment and store, its counters.

@@ -93,6 +93,8 @@ impl RunningAdmin {
 struct Admin {
     ctx: CallContext,
     trust_domain: TrustDomain,
+    /// Also checked at every call: a connection opened before a revocation ends at its next call.
+    revoked: Arc<RevokedOperators>,
     slots: Arc<Semaphore>,
     max_concurrent_calls: usize,
     call_timeout: Duration,
@@ -109,10 +111,22 @@ impl Admin {
                     "the admin API needs an operator certificate (bcctl pki issue-operator)",
                 )
             })?;
-        super::identity::caller_of(&leaf, &self.trust_domain).map_err(|why| {
+        let caller = super::identity::caller_of(&leaf, &self.trust_domain).map_err(|why| {
             tracing::warn!(%why, "admin client certificate names no operator");
             Status::unauthenticated(format!("the client certificate names no operator: {why}"))
-        })
+        })?;
+        if self.revoked.contains(&caller.serial) {
+            self.ctx
+                .counters
+                .revoked_handshakes
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(Status::unauthenticated(format!(
+                "the operator certificate of {} is revoked (serial {})",
+                caller.spiffe_id,
+                hex::encode(&caller.serial)
+            )));
+        }
+        Ok(caller)
     }
 }
 
@@ -240,7 +254,7 @@ pub async fn start_admin(
         })?;
     let background = vec![
         tokio::spawn(gateway::serving::renew(serving, issuer, first, clock)),
-        tokio::spawn(refresh_revoked(store.clone(), revoked)),
+        tokio::spawn(refresh_revoked(store.clone(), revoked.clone())),
     ];
     let admin = Admin {
         ctx: CallContext {
@@ -250,6 +264,7 @@ pub async fn start_admin(
             max_reply_bytes: settings.max_reply_bytes,
         },
         trust_domain: keys.trust_domain.clone(),
+        revoked,
         slots: Arc::new(Semaphore::new(settings.max_concurrent_calls)),
         max_concurrent_calls: settings.max_concurrent_calls,
         call_timeout: settings.call_timeout,
