@@ -132,6 +132,14 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// A `[helper]` value that cannot work.
+    #[error("{path}: [helper]: {message}")]
+    Helper {
+        /// Path.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// A pin needed for this command is not in the file.
     #[error(
         "{path}: {key} is not set; bcd needs all three pins (serving_ca_spki_pin, \
@@ -189,6 +197,8 @@ pub(crate) struct RawConfig {
     commands: crate::commands::settings::RawCommands,
     #[serde(default)]
     files: crate::node_files::RawFiles,
+    #[serde(default)]
+    helper: crate::helper::settings::RawHelper,
 }
 
 /// `[site]` as written.
@@ -337,6 +347,8 @@ pub struct Config {
     pub commands: crate::commands::CommandSettings,
     /// `[files]`: the PEM files other software reads, and `on_renew`.
     pub files: crate::node_files::FileSettings,
+    /// `[helper]`: the privilege split, when configured.
+    pub helper: Option<crate::helper::settings::HelperSettings>,
 }
 
 fn parse_pin(
@@ -476,7 +488,15 @@ impl Config {
                 path: shown.clone(),
                 message,
             })?;
+        let helper = raw
+            .helper
+            .settings()
+            .map_err(|message| ConfigError::Helper {
+                path: shown.clone(),
+                message,
+            })?;
         Ok(Config {
+            helper,
             approver_set_pin,
             commands,
             files,

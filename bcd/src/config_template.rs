@@ -35,6 +35,14 @@ pub const TEMPLATE: &str = r#"# bcd's configuration: /etc/bcd/config.toml (or --
 # PEM files of the EK certificate's issuers, sent with a tpm join.
 # ek_intermediates = []
 
+[helper]
+# The privilege split (docs/INSTALL.md "The privilege split"): bcd node runs as this user and
+# reaches its TPM-held keys only through bcd helper (root), whose socket only this user may use.
+# No default: without it bcd node runs as root and opens the TPM itself.
+# user = "bcd"
+# bcd helper's Unix socket.
+# socket = "/run/bcd-helper/helper.sock"
+
 [site]
 # `bcd site`'s iPXE boot server; --listen overrides it.
 # listen = "0.0.0.0:8069"
@@ -197,6 +205,7 @@ mod tests {
             "commands.",
         ));
         parser.extend(fields_of::<crate::node_files::RawFiles>("files."));
+        parser.extend(fields_of::<crate::helper::settings::RawHelper>("helper."));
         assert!(parser.len() > 20, "{parser:?}");
         let live: toml::Value = toml::from_str(&uncommented()).unwrap();
         let mut template = BTreeSet::new();

@@ -28,6 +28,8 @@
 //! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
 //! | [`site`] | `bcd site`: the site agent: `bcd node` plus the boot lease and the iPXE server |
 //! | [`ramdisk`] | `bcd ramdisk`: the kernel command line's token and assertion, the discovery join |
+//! | [`helper`] | `bcd helper` (root, holds the TPM) and the unprivileged node's client of it |
+//! | [`privilege`] | who this process is; the `[helper] user` from the user database |
 //! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi) |
 //! | [`tpm_show`] | `bcd tpm show`: the EK's SHA-256 to allow-list and the AK's statement |
 //! | [`approver_state`] | the held approver set (`approver-set.json`) under the one epoch rule |
@@ -48,6 +50,7 @@ pub mod config_template;
 pub mod fault;
 pub mod files;
 pub mod hardware;
+pub mod helper;
 pub mod identity_store;
 pub mod join;
 pub mod join_cmd;
@@ -56,6 +59,7 @@ pub mod join_tpm;
 pub mod node;
 pub mod node_files;
 pub mod node_key;
+pub mod privilege;
 pub mod ramdisk;
 pub mod renewal;
 pub mod renewal_schedule;
