@@ -33,6 +33,7 @@ mod external_attestor;
 mod fault_join_kill;
 mod fault_postgres_restart;
 mod grpc_python;
+mod helper_e2e;
 mod named_commands;
 mod nginx_pem;
 mod node_setup_e2e;

@@ -33,7 +33,7 @@ use swtpm_fixture::swtpm::{ek_ca, Swtpm};
 const LEAF_LIFETIME: &str = "12s";
 
 /// The serve configuration: the EK root, and where an unknown EK waits for approval.
-fn serve_config(dir: &Path) -> PathBuf {
+pub(crate) fn serve_config(dir: &Path) -> PathBuf {
     let path = dir.join("serve.toml");
     let text = format!(
         "[attestors.tpm]\nek_roots = [{root:?}]\n\n[attestors.tpm.enrollment]\n\
@@ -95,7 +95,7 @@ fn tpm_show(server: &Server, dir: &Path, tpm: &Swtpm) -> serde_json::Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("bcd tpm show --json: {e}: {stdout}"))
 }
 
-fn allow(server: &Server, ek_sha256: &str) -> String {
+pub(crate) fn allow(server: &Server, ek_sha256: &str) -> String {
     let v = server.bcctl_json(&[
         "tpm",
         "allow",
@@ -116,7 +116,7 @@ fn allow(server: &Server, ek_sha256: &str) -> String {
 }
 
 /// The URI SANs of the leaf in `data`'s identity, as openssl prints them.
-fn leaf_uris(data: &Path) -> Vec<String> {
+pub(crate) fn leaf_uris(data: &Path) -> Vec<String> {
     let identity: serde_json::Value =
         serde_json::from_slice(&fs::read(data.join("identity.json")).expect("identity.json"))
             .expect("identity.json parses");
@@ -154,7 +154,7 @@ fn base64_decode(text: &str) -> Vec<u8> {
 }
 
 /// The same machine's hardware for every TPM of `tmp`: one product UUID.
-fn machine(tmp: &Path) {
+pub(crate) fn machine(tmp: &Path) {
     let dmi = tmp.join("sysfs/class/dmi/id");
     fs::create_dir_all(&dmi).expect("sysfs");
     fs::write(
@@ -303,7 +303,7 @@ fn status_tpm(server: &Server, dir: &Path, tpm: &Swtpm) -> serde_json::Value {
 }
 
 /// `tpm2_flushcontext -t`: what a resource manager does when a process exits.
-fn flush_transient(tpm: &Swtpm) {
+pub(crate) fn flush_transient(tpm: &Swtpm) {
     let status = Command::new("tpm2_flushcontext")
         .arg("-t")
         .env("TPM2TOOLS_TCTI", tpm.tcti())
@@ -313,7 +313,7 @@ fn flush_transient(tpm: &Swtpm) {
 }
 
 /// node.key holds only the record: one `BCD TPM NODE KEY` PEM block of 32 bytes, mode 0600.
-fn check_key_record(data: &Path) {
+pub(crate) fn check_key_record(data: &Path) {
     let path = data.join("node.key");
     let text = fs::read_to_string(&path).expect("node.key");
     let body: String = text
