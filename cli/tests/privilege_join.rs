@@ -137,6 +137,23 @@ fn scenario(db_url: &str) {
     ]);
     let script = tmp.path().join("install.sh");
     fs::write(&script, &out.stdout).expect("write");
+    // As anyone but root the script stops at once.
+    let mut as_user = Command::new("sh");
+    as_user
+        .arg(&script)
+        .env("BCD_ETC", tmp.path().join("user-etc"));
+    user.runs(&mut as_user);
+    let refused = as_user.output().expect("sh");
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr),
+        format!(
+            "this script sets up bcd's privilege split (bcd helper as root, bcd node as {}): run \
+             it as root\n",
+            helper.name()
+        )
+    );
+    assert!(!tmp.path().join("user-etc").exists());
     let token_file = tmp.path().join("join-token");
     fs::write(&token_file, server.token(&[])).expect("write");
     chmod(&token_file, 0o600);
