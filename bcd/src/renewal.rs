@@ -12,7 +12,9 @@
 //! `urn:bc:tpm-ak:` statement), the TPM is opened, its AK must be the one the leaf names, the
 //! next key is made in that TPM and the AK certifies it over `sha256(csr)` into
 //! [`RenewalRequestParts::key_attestation`]; every failure is the spec's message and nothing is
-//! sent, with no file fallback. Otherwise the next key goes into the TPM when the host has one
+//! sent, with no file fallback. Under `[helper]` the same happens through `bcd helper`
+//! (`tpm.ak`, `tpm.nodekey` of a unique this machine's random generator made, `tpm.certify`),
+//! every answer checked before anything is stored or sent. Otherwise the next key goes into the TPM when the host has one
 //! (a file-key node moves into the TPM here), else it is a file, with a warning.
 
 use domain::attest::tpm::TpmKeyAttestation;
@@ -23,8 +25,8 @@ use time::OffsetDateTime;
 
 use crate::files::DataDir;
 use crate::identity_store::{LoadedIdentity, RenewalBegun, RenewalStore, StoreError, WAY_BACK};
-use crate::node_key::{new_node_key, NodeKey};
-use crate::tpm::{AttestationKey, Tpm};
+use crate::node_key::{new_node_key, NodeKey, TpmHost};
+use crate::tpm::AttestationKey;
 
 /// The prefix of the statement that names the AK a leaf's key was certified by.
 pub const TPM_AK_STATEMENT_PREFIX: &str = "urn:bc:tpm-ak:";
@@ -115,15 +117,13 @@ pub fn ak_statement(leaf: &NodeIdentity) -> Option<&str> {
         .find(|s| s.starts_with(TPM_AK_STATEMENT_PREFIX))
 }
 
-/// The TPM of a leaf that names an AK, checked: it opens and its AK is the one named.
+/// The TPM of a leaf that names an AK, checked: it opens (or its helper answers) and its AK is
+/// the one named.
 fn tpm_of_ak(
     current: &LoadedIdentity,
     statement: &str,
-) -> Result<(Tpm, AttestationKey), PrepareError> {
-    let tpm = current
-        .tpm
-        .open()
-        .map_err(|e| PrepareError::TpmUnavailable(e.to_string()))?;
+) -> Result<(TpmHost, AttestationKey), PrepareError> {
+    let tpm = current.tpm.clone();
     let ak = tpm
         .attestation_key()
         .map_err(|e| PrepareError::TpmUnavailable(e.to_string()))?;
@@ -170,7 +170,7 @@ pub fn prepare_renewal<'a>(
     let begun = RenewalStore::new(dir).begin(next)?;
     let (csr_der, csr_sha256) = csr_for(begun.next_key()).map_err(PrepareError::Key)?;
     let key_attestation = match (&ak, begun.next_key().as_tpm()) {
-        (Some((tpm, ak)), Some(key)) => match tpm.certify(key, &csr_sha256) {
+        (Some((tpm, ak)), Some(key)) => match tpm.certify(ak, key, &csr_sha256) {
             Ok(certified) => Some(TpmKeyAttestation {
                 ak_public: ak.public_area.clone(),
                 key_public: certified.public,
