@@ -1,10 +1,10 @@
 //! The local halves of a renewal: the request's parts and the check of the answer.
 //!
 //! [`prepare_renewal`] makes the next key (or reuses the one [`PendingRenewal`] kept after a
-//! failed attempt from the same leaf), writes `node.key.next` (through
-//! [`crate::identity_store::RenewalStore`], before anything is sent), builds the new CSR and the
-//! `renew-pop` proof by the current key over (the new CSR's SHA-256, the node id, the client
-//! time). [`check_renewal_answer`] is spec 002's step 4: the new leaf names the same node, site,
+//! failed attempt from the same leaf), builds the new CSR and the `renew-pop` proof, then writes
+//! `node.key.next` (through [`crate::identity_store::RenewalStore`], before anything is sent;
+//! nothing when any step failed). The proof is by the current key over (the new CSR's SHA-256,
+//! the node id, the client time). [`check_renewal_answer`] is spec 002's step 4: the new leaf names the same node, site,
 //! trust domain and role, and certifies the new key; its refusals carry the spec's messages.
 //! The network client sends [`RenewalRequestParts`] and hands the answer back here.
 //!
@@ -167,21 +167,21 @@ pub fn prepare_renewal<'a>(
             made.key
         }
     };
-    let begun = RenewalStore::new(dir).begin(next)?;
-    let (csr_der, csr_sha256) = csr_for(begun.next_key()).map_err(PrepareError::Key)?;
-    let key_attestation = match (&ak, begun.next_key().as_tpm()) {
-        (Some((tpm, ak)), Some(key)) => match tpm.certify(ak, key, &csr_sha256) {
-            Ok(certified) => Some(TpmKeyAttestation {
+    // Everything is built and every answer checked before `node.key.next` is written: a key,
+    // a signature or a certification that fails leaves nothing stored.
+    let (csr_der, csr_sha256) = csr_for(&next).map_err(PrepareError::Key)?;
+    let key_attestation = match (&ak, next.as_tpm()) {
+        (Some((tpm, ak)), Some(key)) => {
+            let certified = tpm
+                .certify(ak, key, &csr_sha256)
+                .map_err(|e| PrepareError::Certification(e.to_string()))?;
+            Some(TpmKeyAttestation {
                 ak_public: ak.public_area.clone(),
                 key_public: certified.public,
                 certify_info: certified.certify_info,
                 signature: certified.signature,
-            }),
-            Err(e) => {
-                let _ = begun.abandon();
-                return Err(PrepareError::Certification(e.to_string()));
-            }
-        },
+            })
+        }
         _ => None,
     };
     let client_time_ms = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
@@ -194,6 +194,7 @@ pub fn prepare_renewal<'a>(
         },
     )
     .map_err(|e| PrepareError::Key(format!("the current key's renew proof: {e}")))?;
+    let begun = RenewalStore::new(dir).begin(next)?;
     Ok((
         begun,
         RenewalRequestParts {

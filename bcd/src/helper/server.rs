@@ -74,7 +74,10 @@ pub fn run_helper(config: &Config) -> Result<(), String> {
             user.uid,
             tpm.tcti()
         ));
-        let served = serve(listener, user, tpm).await;
+        let served = match stop_signals() {
+            Ok(stop) => serve(listener, user, tpm, stop).await,
+            Err(e) => Err(e),
+        };
         let _ = std::fs::remove_file(&settings.socket);
         log(format_args!(
             "stopped; removed {}",
@@ -132,19 +135,21 @@ fn bind(settings: &HelperSettings, user: &SystemUser) -> Result<UnixListener, St
 /// The keys derived so far, by unique.
 type Keys = Arc<Mutex<HashMap<[u8; 32], TpmNodeKey>>>;
 
-async fn serve(listener: UnixListener, user: SystemUser, tpm: Tpm) -> Result<(), String> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term =
-        signal(SignalKind::terminate()).map_err(|e| format!("bcd helper: SIGTERM: {e}"))?;
-    let mut int =
-        signal(SignalKind::interrupt()).map_err(|e| format!("bcd helper: SIGINT: {e}"))?;
+/// Serves `user` on `listener` with `tpm` until `stop` completes (what `bcd helper` runs, with
+/// SIGTERM and SIGINT as `stop`; tests give their own).
+pub async fn serve(
+    listener: UnixListener,
+    user: SystemUser,
+    tpm: Tpm,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let keys: Keys = Arc::default();
     let user = Arc::new(user);
+    tokio::pin!(stop);
     loop {
         let accepted = tokio::select! {
-            _ = term.recv() => return Ok(()),
-            _ = int.recv() => return Ok(()),
+            () = &mut stop => return Ok(()),
             accepted = listener.accept() => accepted,
         };
         let stream = match accepted {
@@ -171,6 +176,20 @@ async fn serve(listener: UnixListener, user: SystemUser, tpm: Tpm) -> Result<(),
             drop(slot);
         });
     }
+}
+
+/// SIGTERM or SIGINT.
+fn stop_signals() -> Result<impl std::future::Future<Output = ()>, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("bcd helper: SIGTERM: {e}"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("bcd helper: SIGINT: {e}"))?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 async fn refuse(mut stream: UnixStream, error: String) {
