@@ -183,7 +183,8 @@ fn stop_signals() -> Result<impl std::future::Future<Output = ()>, String> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term =
         signal(SignalKind::terminate()).map_err(|e| format!("bcd helper: SIGTERM: {e}"))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("bcd helper: SIGINT: {e}"))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(|e| format!("bcd helper: SIGINT: {e}"))?;
     Ok(async move {
         tokio::select! {
             _ = term.recv() => {}
