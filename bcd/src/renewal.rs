@@ -77,8 +77,14 @@ pub struct RenewalRequestParts {
 }
 
 /// The CSR (DER) and its SHA-256 for a node key.
+/// A signer's own error is lost inside the CSR builder: on failure one signature more says why
+/// (`the helper's signature is not the node key's`).
 pub fn csr_for(key: &dyn NodeSigner) -> Result<(Vec<u8>, [u8; 32]), String> {
-    let der = build_csr_with(key).map_err(|e| e.to_string())?;
+    let der =
+        build_csr_with(key).map_err(|e| match key.sign_es256(b"bcd: why the CSR failed") {
+            Err(signer) => signer.0,
+            Ok(_) => e.to_string(),
+        })?;
     let digest: [u8; 32] = Sha256::digest(&der).into();
     Ok((der, digest))
 }

@@ -252,7 +252,7 @@ fn a_lying_helpers_answers_are_refused_with_the_exact_messages() {
     ));
     let key = signs.node_key(honest_key.unique()).unwrap();
     assert_eq!(
-        key.sign_es256(b"m").unwrap_err().to_string(),
+        key.sign_es256(b"m").unwrap_err().0,
         "the helper's signature is not the node key's"
     );
 

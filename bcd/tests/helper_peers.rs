@@ -51,9 +51,8 @@ fn connect_as(user: &UnixUser, socket: &Path) -> String {
     let out = cmd.output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .find(|l| l.starts_with("CONNECT"))
+        .find_map(|l| l.find("CONNECT").map(|at| l[at..].to_owned()))
         .unwrap_or_else(|| panic!("no CONNECT line: {out:?}"))
-        .to_owned()
 }
 
 /// A readable config with `[tpm]` and, when `user` is given, `[helper]`.
