@@ -302,3 +302,62 @@ fn bcd_node_under_helper_runs_only_as_the_helper_user() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(String::from_utf8_lossy(&out.stderr), expected("root", 0));
 }
+
+#[test]
+fn bcd_status_as_the_helper_user_loads_its_tpm_key_through_the_helper_only() {
+    let swtpm = Swtpm::start();
+    let user = UnixUser::create();
+    let tmp = open_tempdir();
+    let socket = tmp.path().join("helper.sock");
+    let cfg = config(tmp.path(), &swtpm.tcti(), Some(user.name()), &socket);
+    let data_dir = tmp.path().join("data");
+    std::fs::create_dir(&data_dir).unwrap();
+    {
+        // Joined as root with a key in the TPM; this connection closes before the helper's.
+        let key: bcd::node_key::NodeKey = bcd::tpm::Tpm::open(&swtpm.tcti())
+            .unwrap()
+            .create_node_key()
+            .unwrap()
+            .into();
+        crate::common::joined_with(&data_dir, &crate::common::keyset(), "n1", &key, &[]);
+    }
+    let chowned = Command::new("chown")
+        .args(["-R", &format!("{}:{}", user.uid(), user.gid())])
+        .arg(&data_dir)
+        .status()
+        .unwrap();
+    assert!(chowned.success());
+    let status_as_user = || {
+        let mut cmd = bcd(&cfg, &["status", "--json"]);
+        user.runs(&mut cmd);
+        cmd.output().unwrap()
+    };
+
+    let helper = HelperProcess::start(&cfg, &socket);
+    let out = status_as_user();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["nodeKey"], "tpm", "{report}");
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    let (code, log) = helper.stop();
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains(&format!("connection from {} (uid", user.name())))
+            .count(),
+        1,
+        "{log}"
+    );
+
+    // Without the helper the user reaches no key: the failure names the socket.
+    let out = status_as_user();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(&format!(
+            "bcd helper is unreachable at {}: No such file or directory (os error 2) (start it: \
+             systemctl start bcd-helper)",
+            socket.display()
+        )),
+        "{text}"
+    );
+}
