@@ -351,3 +351,42 @@ fn a_renewal_through_a_lying_helper_stores_nothing() {
         );
     }
 }
+
+#[test]
+fn the_server_refuses_what_is_not_a_request_and_lines_over_its_bound() {
+    let swtpm = Swtpm::start();
+    let tpm = Tpm::open(&swtpm.tcti()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let server = InProcess::start(tmp.path(), tpm);
+    let stream = std::os::unix::net::UnixStream::connect(&server.socket).unwrap();
+    let mut write = stream.try_clone().unwrap();
+    let mut read = BufReader::new(stream);
+    let mut line = String::new();
+    // An op the protocol does not have: refused, and the connection goes on.
+    write.write_all(b"{\"op\":\"tpm.clear\"}\n").unwrap();
+    read.read_line(&mut line).unwrap();
+    let answer: Answer = serde_json::from_str(&line).unwrap();
+    let Answer::Refused { error } = answer else {
+        panic!("{line}")
+    };
+    assert!(
+        error.starts_with("not a helper request: unknown variant `tpm.clear`"),
+        "{error}"
+    );
+    line.clear();
+    write.write_all(&to_line(&Request::Ak {})).unwrap();
+    read.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("{\"answer\":\"ak\",\"publicArea\":\""),
+        "{line}"
+    );
+    // A line over MAX_LINE: refused, and the connection closes.
+    let long = vec![b'x'; bcd::helper::protocol::MAX_LINE + 1];
+    let _ = write.write_all(&long);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut read, &mut rest).unwrap();
+    assert_eq!(
+        rest,
+        "{\"answer\":\"refused\",\"error\":\"a request longer than 65536 bytes\"}\n"
+    );
+}
