@@ -1,7 +1,9 @@
 //! `bcd node` and `bcd site` as commands ([`run_agent`]): the pins and the server they need,
 //! the JoinService signing key trust bundles are verified under, the async runtime, and the
 //! loop around [`run_node`] (or [`run_site`]) that re-joins by x509pop an identity whose
-//! certificate expired ([`rejoin_if_expired`]) before giving up.
+//! certificate expired ([`rejoin_if_expired`]) before giving up. Under `[helper]` `bcd node`
+//! runs only as the `[helper] user` ([`check_node_user`]) and reaches its keys through
+//! `bcd helper` ([`Config::key_host`]).
 
 use crate::config::Config;
 use crate::files::DataDir;
@@ -19,6 +21,7 @@ pub fn run_agent(
     let verb = if site_listen.is_some() {
         "bcd site"
     } else {
+        check_node_user(config)?;
         "bcd node"
     };
     let pin = match config.pins.serving_ca_spki_pin {
@@ -64,7 +67,7 @@ pub fn run_agent(
         serving_ca: pin,
         status_interval: status_interval().map_err(|e| format!("{verb}: {e}"))?,
         join_signing_key,
-        tpm: config.tpm_host(),
+        tpm: config.key_host(),
         commands: config.commands.clone(),
         approver_set_pin: config.approver_set_pin,
         files: config.files.clone(),
@@ -109,6 +112,26 @@ pub fn run_agent(
             other => return Err(other.to_string()),
         }
     }
+}
+
+/// Under `[helper]`: this process must run as the `[helper] user` (the only user the helper
+/// serves; bcd.service starts it so). Without `[helper]` anyone may run `bcd node`.
+pub fn check_node_user(config: &Config) -> Result<(), String> {
+    let Some(helper) = &config.helper else {
+        return Ok(());
+    };
+    let uid = crate::privilege::euid();
+    let expected = crate::privilege::SystemUser::by_name(&helper.user)
+        .map_err(|e| format!("bcd node: [helper] user: {e}"))?;
+    if uid == expected.uid {
+        return Ok(());
+    }
+    Err(format!(
+        "bcd node: [helper] user is {user}; this process runs as {name} (uid {uid}): run it as \
+         {user} (bcd.service does)",
+        user = helper.user,
+        name = crate::privilege::user_name(uid),
+    ))
 }
 
 /// The environment variable that sets how often `bcd node` sends a StatusReport (whole seconds

@@ -526,6 +526,16 @@ impl Config {
         self.tpm.host.clone()
     }
 
+    /// The TPM that holds the node keys for this process: `bcd helper`'s socket when `[helper]`
+    /// is configured and this process is not root (an unprivileged `bcd node` never opens the
+    /// TPM), else [`Config::tpm_host`].
+    pub fn key_host(&self) -> TpmHost {
+        match &self.helper {
+            Some(helper) if !crate::privilege::is_root() => TpmHost::through_helper(&helper.socket),
+            _ => self.tpm_host(),
+        }
+    }
+
     fn shown_path(&self) -> PathBuf {
         self.path
             .clone()

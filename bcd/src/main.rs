@@ -135,6 +135,9 @@ enum Command {
     /// The host's TPM.
     #[command(subcommand)]
     Tpm(TpmCommand),
+    /// As root: hold the TPM for the unprivileged `bcd node` of `[helper]`, serving its key
+    /// operations on `[helper] socket` (in the foreground, until SIGTERM or SIGINT).
+    Helper,
     /// bcd's configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -208,6 +211,9 @@ fn main() -> ExitCode {
         print!("{}", bcd::config_template::TEMPLATE);
         return ExitCode::SUCCESS;
     }
+    if matches!(cli.command, Command::Helper) && !bcd::privilege::is_root() {
+        return fail(bcd::helper::server::NOT_ROOT);
+    }
     let overrides = Overrides {
         server: cli.server.clone(),
         data_dir: cli.data_dir.clone(),
@@ -255,6 +261,7 @@ fn main() -> ExitCode {
             join(&config, &dir, args, now)
         }
         Command::Node => agent(run_agent(&config, &dir, None)),
+        Command::Helper => agent(bcd::helper::server::run_helper(&config)),
         Command::Site { listen } => {
             let listen = config.site.listen_or(listen.as_deref());
             agent(run_agent(&config, &dir, Some(listen)))

@@ -13,12 +13,15 @@
 //! so a file-key node moves into the TPM at its next renewal. (A renewal of a certificate that
 //! names an AK never falls back: see [`crate::renewal`].)
 
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use domain::pki::{KeyRole, NodeSigner, PrivateKey, PublicKey, Signature, SignerError};
 
 use crate::files::{pem_block, pem_encode, KeyFileError, PKCS8_PEM_LABEL};
-use crate::tpm::{Tpm, TpmError, TpmNodeKey, DEFAULT_TCTI};
+use crate::helper::keys::HelperTpm;
+use crate::tpm::{AttestationKey, CertifiedKey, Tpm, TpmError, TpmNodeKey, DEFAULT_TCTI};
 
 /// The PEM label of a TPM key's record in `node.key`.
 pub const TPM_KEY_PEM_LABEL: &str = "BCD TPM NODE KEY";
@@ -159,18 +162,23 @@ impl KeyRecord {
     pub fn open(self, host: &TpmHost) -> Result<NodeKey, TpmError> {
         match self {
             KeyRecord::File(key) => Ok(NodeKey::File(Arc::new(*key))),
-            KeyRecord::Tpm(unique) => Ok(host.open()?.load_node_key(&unique)?.into()),
+            KeyRecord::Tpm(unique) => Ok(host.load_node_key(&unique)?.into()),
         }
     }
 }
 
 /// The host's TPM as bcd reaches it: a TCTI, opened once per process (a TPM without a
-/// resource manager serves one connection, and the keys' handles must stay valid together).
-/// Clones share the connection; two hosts are equal when their TCTIs are.
+/// resource manager serves one connection, and the keys' handles must stay valid together);
+/// or, for an unprivileged `bcd node` under `[helper]`, `bcd helper`'s socket
+/// ([`TpmHost::through_helper`]): such a host never opens the TPM ([`TpmHost::open`] is
+/// [`TpmError::Unavailable`]) and reaches node keys, the AK and certifications only through
+/// the helper. Clones share the connection; two hosts are equal when their TCTIs (or sockets)
+/// are.
 #[derive(Debug, Clone)]
 pub struct TpmHost {
     tcti: Option<String>,
     opened: Arc<Mutex<Option<Tpm>>>,
+    helper: Option<HelperTpm>,
 }
 
 impl PartialEq for TpmHost {
@@ -187,7 +195,30 @@ impl TpmHost {
         TpmHost {
             tcti: Some(tcti.to_owned()),
             opened: Arc::default(),
+            helper: None,
         }
+    }
+
+    /// `bcd helper` at `socket`, one connection per socket for the whole process.
+    pub fn through_helper(socket: &Path) -> TpmHost {
+        static HOSTS: OnceLock<Mutex<HashMap<PathBuf, TpmHost>>> = OnceLock::new();
+        let mut hosts = HOSTS
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        hosts
+            .entry(socket.to_path_buf())
+            .or_insert_with(|| TpmHost {
+                tcti: Some(format!("bcd helper at {}", socket.display())),
+                opened: Arc::default(),
+                helper: Some(HelperTpm::new(socket)),
+            })
+            .clone()
+    }
+
+    /// The helper, when this host reaches the TPM through one.
+    pub fn helper(&self) -> Option<&HelperTpm> {
+        self.helper.as_ref()
     }
 
     /// No TPM at all: every open is [`TpmError::Unavailable`].
@@ -195,6 +226,7 @@ impl TpmHost {
         TpmHost {
             tcti: None,
             opened: Arc::default(),
+            helper: None,
         }
     }
 
@@ -212,14 +244,28 @@ impl TpmHost {
     /// `device:` TCTI whose device file does not exist (a host without a TPM, or its driver not
     /// loaded); any other TCTI is tried.
     pub fn present(&self) -> bool {
+        if self.helper.is_some() {
+            return true;
+        }
         match self.tcti.as_deref() {
             None => false,
             Some(tcti) => device_path(tcti).is_none_or(|path| std::path::Path::new(path).exists()),
         }
     }
 
-    /// The TPM, opened at the first call and shared after.
+    /// The TPM, opened at the first call and shared after. Through a helper: never (this
+    /// process must not open the TPM).
     pub fn open(&self) -> Result<Tpm, TpmError> {
+        if let Some(helper) = &self.helper {
+            return Err(TpmError::Unavailable {
+                tcti: self.tcti().to_owned(),
+                reason: format!(
+                    "under [helper] this process does not open the TPM; bcd helper ({}) \
+                     holds it",
+                    helper.socket().display()
+                ),
+            });
+        }
         let Some(tcti) = &self.tcti else {
             return Err(TpmError::Unavailable {
                 tcti: "none".into(),
@@ -243,6 +289,55 @@ impl TpmHost {
         let tpm = Tpm::open(tcti)?;
         *opened = Some(tpm.clone());
         Ok(tpm)
+    }
+}
+
+impl TpmHost {
+    /// The node key of `unique`, derived again (by this process's TPM or the helper).
+    pub fn load_node_key(&self, unique: &[u8; 32]) -> Result<TpmNodeKey, TpmError> {
+        match &self.helper {
+            Some(helper) => helper
+                .node_key(unique)
+                .map_err(|e| TpmError::Helper(e.to_string())),
+            None => self.open()?.load_node_key(unique),
+        }
+    }
+
+    /// A new node key in the TPM (through the helper: a unique of this machine's random
+    /// generator, derived there).
+    pub fn create_node_key(&self) -> Result<TpmNodeKey, TpmError> {
+        match &self.helper {
+            Some(helper) => helper
+                .create_node_key()
+                .map_err(|e| TpmError::Helper(e.to_string())),
+            None => self.open()?.create_node_key(),
+        }
+    }
+
+    /// The AK (through the helper: checked to be an AK).
+    pub fn attestation_key(&self) -> Result<AttestationKey, TpmError> {
+        match &self.helper {
+            Some(helper) => helper
+                .attestation_key()
+                .map_err(|e| TpmError::Helper(e.to_string())),
+            None => self.open()?.attestation_key(),
+        }
+    }
+
+    /// The AK's certification of `key` qualified by `qualifying` (through the helper: verified
+    /// under `ak`, what [`TpmHost::attestation_key`] answered).
+    pub fn certify(
+        &self,
+        ak: &AttestationKey,
+        key: &TpmNodeKey,
+        qualifying: &[u8; 32],
+    ) -> Result<CertifiedKey, TpmError> {
+        match &self.helper {
+            Some(helper) => helper
+                .certify(ak, key, qualifying)
+                .map_err(|e| TpmError::Helper(e.to_string())),
+            None => self.open()?.certify(key, qualifying),
+        }
     }
 }
 
@@ -283,7 +378,7 @@ pub fn new_node_key(host: &TpmHost) -> Result<NewKey, String> {
             warning: None,
         });
     }
-    let made = host.open().and_then(|tpm| tpm.create_node_key());
+    let made = host.create_node_key();
     match made {
         Ok(key) => Ok(NewKey {
             key: key.into(),

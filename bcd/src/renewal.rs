@@ -1,10 +1,10 @@
 //! The local halves of a renewal: the request's parts and the check of the answer.
 //!
 //! [`prepare_renewal`] makes the next key (or reuses the one [`PendingRenewal`] kept after a
-//! failed attempt from the same leaf), writes `node.key.next` (through
-//! [`crate::identity_store::RenewalStore`], before anything is sent), builds the new CSR and the
-//! `renew-pop` proof by the current key over (the new CSR's SHA-256, the node id, the client
-//! time). [`check_renewal_answer`] is spec 002's step 4: the new leaf names the same node, site,
+//! failed attempt from the same leaf), builds the new CSR and the `renew-pop` proof, then writes
+//! `node.key.next` (through [`crate::identity_store::RenewalStore`], before anything is sent;
+//! nothing when any step failed). The proof is by the current key over (the new CSR's SHA-256,
+//! the node id, the client time). [`check_renewal_answer`] is spec 002's step 4: the new leaf names the same node, site,
 //! trust domain and role, and certifies the new key; its refusals carry the spec's messages.
 //! The network client sends [`RenewalRequestParts`] and hands the answer back here.
 //!
@@ -12,7 +12,9 @@
 //! `urn:bc:tpm-ak:` statement), the TPM is opened, its AK must be the one the leaf names, the
 //! next key is made in that TPM and the AK certifies it over `sha256(csr)` into
 //! [`RenewalRequestParts::key_attestation`]; every failure is the spec's message and nothing is
-//! sent, with no file fallback. Otherwise the next key goes into the TPM when the host has one
+//! sent, with no file fallback. Under `[helper]` the same happens through `bcd helper`
+//! (`tpm.ak`, `tpm.nodekey` of a unique this machine's random generator made, `tpm.certify`),
+//! every answer checked before anything is stored or sent. Otherwise the next key goes into the TPM when the host has one
 //! (a file-key node moves into the TPM here), else it is a file, with a warning.
 
 use domain::attest::tpm::TpmKeyAttestation;
@@ -23,8 +25,8 @@ use time::OffsetDateTime;
 
 use crate::files::DataDir;
 use crate::identity_store::{LoadedIdentity, RenewalBegun, RenewalStore, StoreError, WAY_BACK};
-use crate::node_key::{new_node_key, NodeKey};
-use crate::tpm::{AttestationKey, Tpm};
+use crate::node_key::{new_node_key, NodeKey, TpmHost};
+use crate::tpm::AttestationKey;
 
 /// The prefix of the statement that names the AK a leaf's key was certified by.
 pub const TPM_AK_STATEMENT_PREFIX: &str = "urn:bc:tpm-ak:";
@@ -75,8 +77,14 @@ pub struct RenewalRequestParts {
 }
 
 /// The CSR (DER) and its SHA-256 for a node key.
+/// A signer's own error is lost inside the CSR builder: on failure one signature more says why
+/// (`the helper's signature is not the node key's`).
 pub fn csr_for(key: &dyn NodeSigner) -> Result<(Vec<u8>, [u8; 32]), String> {
-    let der = build_csr_with(key).map_err(|e| e.to_string())?;
+    let der =
+        build_csr_with(key).map_err(|e| match key.sign_es256(b"bcd: why the CSR failed") {
+            Err(signer) => signer.0,
+            Ok(_) => e.to_string(),
+        })?;
     let digest: [u8; 32] = Sha256::digest(&der).into();
     Ok((der, digest))
 }
@@ -115,15 +123,13 @@ pub fn ak_statement(leaf: &NodeIdentity) -> Option<&str> {
         .find(|s| s.starts_with(TPM_AK_STATEMENT_PREFIX))
 }
 
-/// The TPM of a leaf that names an AK, checked: it opens and its AK is the one named.
+/// The TPM of a leaf that names an AK, checked: it opens (or its helper answers) and its AK is
+/// the one named.
 fn tpm_of_ak(
     current: &LoadedIdentity,
     statement: &str,
-) -> Result<(Tpm, AttestationKey), PrepareError> {
-    let tpm = current
-        .tpm
-        .open()
-        .map_err(|e| PrepareError::TpmUnavailable(e.to_string()))?;
+) -> Result<(TpmHost, AttestationKey), PrepareError> {
+    let tpm = current.tpm.clone();
     let ak = tpm
         .attestation_key()
         .map_err(|e| PrepareError::TpmUnavailable(e.to_string()))?;
@@ -167,21 +173,21 @@ pub fn prepare_renewal<'a>(
             made.key
         }
     };
-    let begun = RenewalStore::new(dir).begin(next)?;
-    let (csr_der, csr_sha256) = csr_for(begun.next_key()).map_err(PrepareError::Key)?;
-    let key_attestation = match (&ak, begun.next_key().as_tpm()) {
-        (Some((tpm, ak)), Some(key)) => match tpm.certify(key, &csr_sha256) {
-            Ok(certified) => Some(TpmKeyAttestation {
+    // Everything is built and every answer checked before `node.key.next` is written: a key,
+    // a signature or a certification that fails leaves nothing stored.
+    let (csr_der, csr_sha256) = csr_for(&next).map_err(PrepareError::Key)?;
+    let key_attestation = match (&ak, next.as_tpm()) {
+        (Some((tpm, ak)), Some(key)) => {
+            let certified = tpm
+                .certify(ak, key, &csr_sha256)
+                .map_err(|e| PrepareError::Certification(e.to_string()))?;
+            Some(TpmKeyAttestation {
                 ak_public: ak.public_area.clone(),
                 key_public: certified.public,
                 certify_info: certified.certify_info,
                 signature: certified.signature,
-            }),
-            Err(e) => {
-                let _ = begun.abandon();
-                return Err(PrepareError::Certification(e.to_string()));
-            }
-        },
+            })
+        }
         _ => None,
     };
     let client_time_ms = u64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(0);
@@ -194,6 +200,7 @@ pub fn prepare_renewal<'a>(
         },
     )
     .map_err(|e| PrepareError::Key(format!("the current key's renew proof: {e}")))?;
+    let begun = RenewalStore::new(dir).begin(next)?;
     Ok((
         begun,
         RenewalRequestParts {

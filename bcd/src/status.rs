@@ -181,7 +181,7 @@ pub fn status(dir: &DataDir, tpm: &TpmHost, now: OffsetDateTime) -> StatusReport
 /// `bcd status` as the command runs it: [`status`], and a node that has not joined on a machine
 /// with no config.toml either is `no-config`, naming the file (not "not joined").
 pub fn status_of(config: &Config, dir: &DataDir, now: OffsetDateTime) -> StatusReport {
-    let mut report = status(dir, &config.tpm_host(), now);
+    let mut report = status(dir, &config.key_host(), now);
     if report.state == "not-joined" {
         if let Some(e) = config.no_config() {
             report.state = "no-config";
@@ -510,7 +510,7 @@ pub fn doctor(
     now: OffsetDateTime,
 ) -> Vec<Check> {
     let mut checks = vec![pins_check(config), server_check(config)];
-    let (identity, loaded) = identity_checks(dir, &config.tpm_host(), now);
+    let (identity, loaded) = identity_checks(dir, &config.key_host(), now);
     checks.extend(identity);
     if let Some(loaded) = &loaded {
         checks.push(

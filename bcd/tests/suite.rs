@@ -12,6 +12,8 @@ mod command_journal;
 mod command_refusals;
 mod command_session;
 mod evidence;
+mod helper_ops;
+mod helper_peers;
 mod identity_store;
 mod join;
 mod join_loop;

@@ -11,6 +11,14 @@
 //! | --- | --- |
 //! | [`settings`] | `[helper]`: the user and the socket |
 //! | [`protocol`] | the wire: one JSON request per line, one answer per line |
+//! | [`server`] | `bcd helper`: the socket, the peer check, the five operations on the TPM |
+//! | [`client`] | the node's connection to it, with timeouts and typed errors |
+//! | [`checks`] | what the node checks in every answer |
+//! | [`keys`] | [`keys::HelperTpm`]: node keys, the AK and certifications through the helper |
 
+pub mod checks;
+pub mod client;
+pub mod keys;
 pub mod protocol;
+pub mod server;
 pub mod settings;

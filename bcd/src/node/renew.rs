@@ -77,6 +77,10 @@ pub fn decode_renew_body(body: &[u8]) -> Result<RenewalFields, String> {
     })
 }
 
+/// How long after a renewal `bcd helper` is asked to unload the replaced key (spec 002: five
+/// minutes, once no session or proof can still be signing with it).
+pub const RELEASE_DELAY: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Renews once over `client`: writes `node.key.next`, sends Renew, verifies the signed answer
 /// under `join_signing_key`, stores it in the spec's order, and loads the renewed identity.
 /// A fresh next key each call; [`renew_retrying`] keeps it for the retry.
@@ -167,5 +171,9 @@ pub async fn renew_retrying(
     }
     begun.store_certificate(&renewed)?.promote()?;
     *pending = PendingRenewal::default();
+    // The replaced key: the helper unloads it once nothing can still be signing with it.
+    if let Some(old) = current.key.as_tpm() {
+        old.release_after(RELEASE_DELAY);
+    }
     Ok(load_in(dir, &current.tpm)?)
 }

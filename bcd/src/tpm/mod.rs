@@ -37,9 +37,11 @@ mod worker;
 
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle, ThreadId};
+use std::time::Duration;
 
+pub use domain::attest::tpm::CertifiedKey;
 use domain::attest::tpm::TPM_WIRE_VERSION;
-use domain::attest::tpm::{CertifiedKey, PcrValue, TpmAnswer, TpmChallenge, TpmEvidence};
+use domain::attest::tpm::{PcrValue, TpmAnswer, TpmChallenge, TpmEvidence};
 use domain::pki::{NodeSigner, PublicKey, Signature, SignerError};
 use sha2::{Digest as _, Sha256};
 
@@ -80,6 +82,10 @@ pub enum TpmError {
     /// The TPM thread is gone (it panicked or the connection broke).
     #[error("the TPM thread stopped")]
     Stopped,
+    /// Under `[helper]`: `bcd helper` could not serve a key operation (its message names the
+    /// socket, the refusal or the check that failed).
+    #[error("{0}")]
+    Helper(String),
 }
 
 /// The AK: its TPMT_PUBLIC and its TPM name (`nameAlg || H(public)`).
@@ -255,7 +261,7 @@ impl Tpm {
             unique: record,
             public,
             public_area: derived.public_area,
-            tpm: self.clone(),
+            holder: Holder::Local(self.clone()),
         })
     }
 
@@ -280,6 +286,13 @@ impl Tpm {
             certify_info: done.attest,
             signature: done.signature,
         })
+    }
+
+    /// Flushes the node key of `unique` when it is the one the TPM thread keeps loaded (nothing
+    /// signs with it any more); any other key is left as it is.
+    pub fn release(&self, unique: &[u8; 32]) -> Result<(), TpmError> {
+        let record = *unique;
+        self.call(move |w| w.release(&record))
     }
 
     /// Uses the EK `kind` (its certificate must be in NV) instead of the first one found, for
@@ -359,7 +372,7 @@ impl Tpm {
     }
 
     fn same_tpm(&self, key: &TpmNodeKey) -> Result<(), TpmError> {
-        if Arc::ptr_eq(&self.inner, &key.tpm.inner) {
+        if matches!(&key.holder, Holder::Local(tpm) if Arc::ptr_eq(&self.inner, &tpm.inner)) {
             Ok(())
         } else {
             Err(TpmError::BadChallenge(
@@ -382,16 +395,56 @@ fn system_random() -> Result<[u8; 32], TpmError> {
     Ok(bytes)
 }
 
-/// A node key in the TPM: its unique, its public halves, and the TPM that derives it.
+/// A node key held by a TPM this process does not open: `bcd helper`'s, for an unprivileged
+/// `bcd node` (`crate::helper::keys` implements it and checks every answer).
+pub trait RemoteKeys: Send + Sync + std::fmt::Debug {
+    /// The ES256 signature of `message` (the holder signs its SHA-256) by the key of `unique`,
+    /// verified against `public`.
+    fn sign_message(
+        &self,
+        unique: &[u8; 32],
+        public: &PublicKey,
+        message: &[u8],
+    ) -> Result<Signature, SignerError>;
+
+    /// Asks the holder to unload the key of `unique` after `delay` (in the background).
+    fn release_after(&self, unique: [u8; 32], delay: Duration);
+}
+
+/// Who holds a node key: this process's own TPM connection, or a remote holder.
+#[derive(Debug, Clone)]
+enum Holder {
+    Local(Tpm),
+    Remote(Arc<dyn RemoteKeys>),
+}
+
+/// A node key in the TPM: its unique, its public halves, and who derives it (this process's
+/// TPM, or `bcd helper` for an unprivileged node).
 #[derive(Debug, Clone)]
 pub struct TpmNodeKey {
     unique: [u8; 32],
     public: PublicKey,
     public_area: Vec<u8>,
-    tpm: Tpm,
+    holder: Holder,
 }
 
 impl TpmNodeKey {
+    /// A key `remote` holds, whose answers were checked: the TPMT_PUBLIC has the node-key
+    /// attributes and `public` is its point.
+    pub fn remote(
+        unique: [u8; 32],
+        public: PublicKey,
+        public_area: Vec<u8>,
+        remote: Arc<dyn RemoteKeys>,
+    ) -> TpmNodeKey {
+        TpmNodeKey {
+            unique,
+            public,
+            public_area,
+            holder: Holder::Remote(remote),
+        }
+    }
+
     /// The 32-byte unique it is derived from (`node.key`'s record).
     pub fn unique(&self) -> &[u8; 32] {
         &self.unique
@@ -402,9 +455,36 @@ impl TpmNodeKey {
         &self.public_area
     }
 
-    /// The TPM holding it.
-    pub fn tpm(&self) -> &Tpm {
-        &self.tpm
+    /// The TPM holding it, when this process opened it itself (`None` through `bcd helper`).
+    pub fn tpm(&self) -> Option<&Tpm> {
+        match &self.holder {
+            Holder::Local(tpm) => Some(tpm),
+            Holder::Remote(_) => None,
+        }
+    }
+
+    /// Whether `bcd helper` (or another remote holder) holds it.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.holder, Holder::Remote(_))
+    }
+
+    /// TPM2_Sign of a SHA-256 `digest`, r‖s, by this process's TPM (what `bcd helper` serves).
+    pub fn sign_digest(&self, digest: &[u8; 32]) -> Result<[u8; 64], TpmError> {
+        let (unique, public_area, digest) = (self.unique, self.public_area.clone(), *digest);
+        match &self.holder {
+            Holder::Local(tpm) => tpm.call(move |w| w.sign(&unique, &public_area, &digest)),
+            Holder::Remote(_) => Err(TpmError::Helper(
+                "a key held by bcd helper signs messages, not digests".into(),
+            )),
+        }
+    }
+
+    /// Unloads it after `delay` when a remote holder holds it (the renewal that replaced it
+    /// is done); a key of this process's own TPM is flushed when the next one is loaded.
+    pub fn release_after(&self, delay: Duration) {
+        if let Holder::Remote(remote) = &self.holder {
+            remote.release_after(self.unique, delay);
+        }
     }
 }
 
@@ -415,12 +495,16 @@ impl NodeSigner for TpmNodeKey {
 
     /// TPM2_Sign (ECDSA) over SHA-256 of `message`, hashed here.
     fn sign_es256(&self, message: &[u8]) -> Result<Signature, SignerError> {
-        let digest: [u8; 32] = Sha256::digest(message).into();
-        let (unique, public_area) = (self.unique, self.public_area.clone());
-        let raw = self
-            .tpm
-            .call(move |w| w.sign(&unique, &public_area, &digest))
-            .map_err(|e| SignerError(e.to_string()))?;
-        Signature::from_bytes(&raw).ok_or_else(|| SignerError("a signature of another size".into()))
+        match &self.holder {
+            Holder::Remote(remote) => remote.sign_message(&self.unique, &self.public, message),
+            Holder::Local(_) => {
+                let digest: [u8; 32] = Sha256::digest(message).into();
+                let raw = self
+                    .sign_digest(&digest)
+                    .map_err(|e| SignerError(e.to_string()))?;
+                Signature::from_bytes(&raw)
+                    .ok_or_else(|| SignerError("a signature of another size".into()))
+            }
+        }
     }
 }

@@ -280,6 +280,17 @@ impl Worker {
             .ok_or(TpmError::Stopped)
     }
 
+    /// Flushes the loaded node key when it is the key of `unique`.
+    pub fn release(&mut self, unique: &[u8; 32]) -> Result<(), TpmError> {
+        if self.node.as_ref().is_some_and(|n| &n.unique == unique) {
+            if let Some(old) = self.node.take() {
+                // A failure here is an object the TPM already dropped.
+                let _ = self.flush(old.handle.into());
+            }
+        }
+        Ok(())
+    }
+
     /// TPM2_Sign (ECDSA-SHA256, NULL ticket) of `digest` with the node key; r || s.
     pub fn sign(
         &mut self,
