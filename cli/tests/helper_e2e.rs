@@ -8,8 +8,9 @@
 //!    the TPM (bcd's own open and tpm2-tools' both fail), yet the node holds its session, whose
 //!    TLS handshakes the node key signs, and renews twice with the AK's certification of each
 //!    next key, all through the helper; the certificates keep naming the AK.
-//! 3. With the helper stopped, the node's renewal fails naming the helper, and the node renews
-//!    again once the helper is back: its keys were reached through the helper only.
+//! 3. With the helper stopped, the node says it cannot reach it (naming the socket) and keeps
+//!    running; once the helper is back it renews again: its keys were reached through the
+//!    helper only.
 //!
 //! Run: `cargo test -p cli --test suite helper_e2e::` (Postgres at `DATABASE_URL`).
 
@@ -247,23 +248,14 @@ fn scenario(db_url: &str) {
     // kernel's /dev/tpmrm0 flushes it when the process goes).
     flush_transient(&tpm);
     let renewed = agent.log_text().matches("renewed").count();
+    let unreachable = format!("bcd helper is unreachable at {}", m.helper_socket.display());
     wait_for(
-        "a renewal failing without the helper",
+        "the node saying the helper is unreachable",
         Duration::from_secs(30),
-        || agent.log_text().contains("renewal failed"),
+        || agent.log_text().contains(&unreachable),
         || context(&agent, &helper),
     );
-    let failed = agent
-        .log_text()
-        .lines()
-        .find(|l| l.contains("renewal failed"))
-        .unwrap_or_default()
-        .to_owned();
-    assert!(
-        failed.contains(&m.helper_socket.display().to_string()),
-        "{failed}\n{}",
-        context(&agent, &helper)
-    );
+    assert!(agent.is_running(), "{}", context(&agent, &helper));
     let helper = start_helper(&m, tmp.path(), 2);
     wait_for(
         "a renewal once the helper is back",

@@ -94,9 +94,26 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
     let mut retry_at: Option<OffsetDateTime> = None;
     let mut lost = 0u32;
     let mut first = true;
+    let mut key_failures = 0u32;
     loop {
         let loaded = match load_in(dir, &options.tpm) {
-            Ok(loaded) => loaded,
+            Ok(loaded) => {
+                key_failures = 0;
+                loaded
+            }
+            // The TPM, or bcd helper holding it for an unprivileged node, does not answer (a
+            // helper restarting, a TPM busy): not a reason to stop, as a lost session is not.
+            // A key the TPM derives differently is another error and still ends the node.
+            Err(e @ LoadError::Tpm { .. }) => {
+                key_failures += 1;
+                let wait = reconnect_delay(key_failures);
+                log(format_args!(
+                    "{e}; trying again in {:.1} s",
+                    wait.as_secs_f64()
+                ));
+                tokio::time::sleep(wait).await;
+                continue;
+            }
             Err(e) => return NodeExit::Load(e),
         };
         if first {
