@@ -32,9 +32,48 @@ pub const SYSFS_ROOT_ENV: &str = "BCD_SYSFS_ROOT";
 
 /// Reads the claims from the sysfs mounted at `sys` (`/sys` on a real machine).
 pub fn read_claims(sys: &Path) -> HardwareClaims {
-    HardwareClaims {
-        product_uuid: product_uuid(sys),
-        macs: permanent_macs(sys),
+    read_claims_explained(sys).claims
+}
+
+/// Why the product UUID is not among the claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UuidMissing {
+    /// No `class/dmi/id/product_uuid` (no DMI table: a container, some VMs and boards).
+    NotFound,
+    /// The file exists but this process may not read it (the kernel makes it 0400 root).
+    PermissionDenied,
+    /// Another read error, as the system gave it.
+    Unreadable(String),
+    /// It reads, but not as a UUID, or as the all-zeros / all-ones placeholder.
+    NotAUuid,
+}
+
+/// The claims, and why the product UUID is missing when it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimsRead {
+    /// What was read.
+    pub claims: HardwareClaims,
+    /// `Some` exactly when `claims.product_uuid` is `None`.
+    pub uuid_missing: Option<UuidMissing>,
+}
+
+/// The path of the product UUID under the sysfs at `sys`.
+pub fn product_uuid_path(sys: &Path) -> std::path::PathBuf {
+    sys.join("class/dmi/id/product_uuid")
+}
+
+/// [`read_claims`], saying why the product UUID is left out when it is.
+pub fn read_claims_explained(sys: &Path) -> ClaimsRead {
+    let (product_uuid, uuid_missing) = match product_uuid(sys) {
+        Ok(uuid) => (Some(uuid), None),
+        Err(why) => (None, Some(why)),
+    };
+    ClaimsRead {
+        claims: HardwareClaims {
+            product_uuid,
+            macs: permanent_macs(sys),
+        },
+        uuid_missing,
     }
 }
 
@@ -45,8 +84,15 @@ fn read_trimmed(path: &Path) -> Option<String> {
 }
 
 /// `class/dmi/id/product_uuid`, when it reads as a UUID (8-4-4-4-12 hex digits).
-fn product_uuid(sys: &Path) -> Option<String> {
-    let text = read_trimmed(&sys.join("class/dmi/id/product_uuid"))?.to_ascii_lowercase();
+fn product_uuid(sys: &Path) -> Result<String, UuidMissing> {
+    let text = match std::fs::read_to_string(product_uuid_path(sys)) {
+        Ok(text) => text.trim().to_ascii_lowercase(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(UuidMissing::NotFound),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(UuidMissing::PermissionDenied)
+        }
+        Err(e) => return Err(UuidMissing::Unreadable(e.to_string())),
+    };
     let groups: Vec<&str> = text.split('-').collect();
     let shape_ok = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
         && groups
@@ -55,7 +101,11 @@ fn product_uuid(sys: &Path) -> Option<String> {
     // All zeros (or all ones) is what firmware writes when it has no UUID to give.
     let placeholder = text.bytes().all(|b| b == b'0' || b == b'-')
         || text.bytes().all(|b| b == b'f' || b == b'-');
-    (shape_ok && !placeholder).then_some(text)
+    if shape_ok && !placeholder {
+        Ok(text)
+    } else {
+        Err(UuidMissing::NotAUuid)
+    }
 }
 
 /// The MAC of every interface in `class/net` that is backed by a device (not virtual), is
@@ -141,6 +191,10 @@ mod tests {
     fn leaves_out_what_is_missing_or_a_placeholder() {
         let sys = tempfile::tempdir().unwrap();
         assert_eq!(read_claims(sys.path()), HardwareClaims::default());
+        assert_eq!(
+            read_claims_explained(sys.path()).uuid_missing,
+            Some(UuidMissing::NotFound)
+        );
         std::fs::create_dir_all(sys.path().join("class/dmi/id")).unwrap();
         for text in [
             "00000000-0000-0000-0000-000000000000",
@@ -150,6 +204,11 @@ mod tests {
         ] {
             std::fs::write(sys.path().join("class/dmi/id/product_uuid"), text).unwrap();
             assert_eq!(read_claims(sys.path()).product_uuid, None, "{text}");
+            assert_eq!(
+                read_claims_explained(sys.path()).uuid_missing,
+                Some(UuidMissing::NotAUuid),
+                "{text}"
+            );
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509P
 use crate::client::GrpcJoinTransport;
 use crate::config::Config;
 use crate::files::DataDir;
+use crate::handover::{hand_over, join_hand_over_to, uuid_warning, RESET_NOT_ROOT};
 use crate::identity_store::{load_in, LoadError};
 use crate::join::{
     load_join_encryption_key, load_join_signing_key, prepare_with_key, JOIN_ENCRYPTION_JWK,
@@ -25,6 +26,7 @@ use crate::join::{
 use crate::join_loop::{parse_duration, run_join, JoinEnv, JoinLoop};
 use crate::join_tpm::join_key;
 use crate::node::rejoin_x509pop;
+use crate::privilege::{is_root, SystemUser};
 use crate::renewal_schedule::jitter;
 use crate::reset::{plan, DRY_RUN_EXIT};
 use crate::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
@@ -44,6 +46,29 @@ pub fn publish_files(config: &Config, dir: &DataDir, verb: &str) {
             });
         }
         Err(e) => eprintln!("{verb}: files: the PEM files were not written: {e}"),
+    }
+}
+
+/// The hand-over under `[helper]` (see [`crate::handover`]); nothing without it. A failure is
+/// exit 1: the identity is stored, but the unprivileged `bcd node` could not use it.
+fn give_to(config: &Config, dir: &DataDir, user: Option<&SystemUser>) -> Result<(), ExitCode> {
+    let Some(user) = user else {
+        return Ok(());
+    };
+    match hand_over(dir, &config.files, user) {
+        Ok(_) => {
+            println!(
+                "handed {} over to {} (uid {}) for bcd node",
+                dir.root().display(),
+                user.name,
+                user.uid
+            );
+            Ok(())
+        }
+        Err(e) => Err(fail(format_args!(
+            "bcd join: the identity is stored, but not handed over: {e}; fix it and run bcd join \
+             again as root (it hands over an identity already there)"
+        ))),
     }
 }
 
@@ -93,6 +118,10 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
         node_id,
         approval_timeout,
     } = args;
+    // Before anything is read or moved, the dry run too: a reset moves root's files.
+    if reset && !is_root() {
+        return fail(RESET_NOT_ROOT);
+    }
     let attestor = attestor.unwrap_or_else(|| {
         if node_id.is_some() {
             PROVISIONED.to_owned()
@@ -143,6 +172,12 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
         return usage("--reset moves the identity aside, and x509pop re-joins from it: not both");
     }
 
+    // Under [helper] the identity goes to the helper's user: only root can give it.
+    let hand_to = match join_hand_over_to(config.helper.as_ref(), is_root()) {
+        Ok(user) => user,
+        Err(message) => return fail(message),
+    };
+
     if reset {
         let plan = plan(dir, now);
         if !yes {
@@ -189,6 +224,10 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
                 eprintln!("bcd join: {line}")
             });
             println!("already joined as {}", loaded.describe());
+            // A join killed before its hand-over is repaired by running it again.
+            if let Err(code) = give_to(config, dir, hand_to.as_ref()) {
+                return code;
+            }
             if let Some(record) = crate::revocation::revoked(dir, &loaded.leaf.serial.to_hex()) {
                 eprintln!(
                     "bcd join: {}; {}",
@@ -257,7 +296,12 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
             Ok(key) => key,
             Err(e) => return fail(e),
         };
-    let claims = crate::hardware::read_claims(&crate::hardware::sysfs_root());
+    let sys = crate::hardware::sysfs_root();
+    let read = crate::hardware::read_claims_explained(&sys);
+    if let Some(warning) = uuid_warning(&sys, read.uuid_missing.as_ref()) {
+        eprintln!("{warning}");
+    }
+    let claims = read.claims;
     let mut transport =
         match GrpcJoinTransport::new(&server, pins.serving_ca, signing_key.spki_der().to_vec()) {
             Ok(transport) => transport,
@@ -304,7 +348,10 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
                     rejoined.replaced_serial
                 );
                 publish_files(config, dir, "bcd join");
-                ExitCode::SUCCESS
+                match give_to(config, dir, hand_to.as_ref()) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(code) => code,
+                }
             }
             Err(e) => fail(e),
         };
@@ -361,7 +408,10 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
                     eprintln!("{warning}");
                 }
             }
-            ExitCode::SUCCESS
+            match give_to(config, dir, hand_to.as_ref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(code) => code,
+            }
         }
         Err(e) => fail(e),
     }

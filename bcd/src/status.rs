@@ -448,6 +448,17 @@ pub fn node_key_check(kind: NodeKeyKind, tpm: &TpmHost) -> Check {
     }
 }
 
+/// The `tpm` check under `[helper]` ([`crate::tpm_access`]): the node's user cannot open the
+/// TPM. Not shown without `[helper]` (root's `bcd node` opens the TPM itself).
+fn tpm_split_check(config: &Config) -> Option<Check> {
+    use crate::tpm_access::{tpm_check, Finding};
+    Some(match tpm_check(config)? {
+        Finding::Ok(detail) => Check::new("tpm", Level::Ok, detail),
+        Finding::Warn(detail) => Check::new("tpm", Level::Warn, detail),
+        Finding::Fail(detail) => Check::new("tpm", Level::Fail, detail),
+    })
+}
+
 fn mode_check(dir: &DataDir) -> Check {
     let loose: Vec<String> = [IDENTITY_FILE, NODE_KEY_FILE, NEXT_KEY_FILE, JOURNAL_FILE]
         .iter()
@@ -510,6 +521,7 @@ pub fn doctor(
         );
     }
     checks.push(mode_check(dir));
+    checks.extend(tpm_split_check(config));
     checks.extend(local_clock_check(loaded.as_ref(), now));
     checks.push(network.gateway_reachable(config));
     let revoked_here = loaded

@@ -22,6 +22,7 @@ mod node_key;
 mod node_key_tls;
 mod node_key_tpm;
 mod pinned_verifier;
+mod privilege_local;
 mod ramdisk;
 mod renewal_forged;
 mod site;

@@ -59,6 +59,8 @@ pub struct NodeSetup {
     pub approver_set_sha256: Option<String>,
     /// The attestor `bcd join` is told to use (`--attestor`); none: bcd's default (join-token).
     pub attestor: Option<String>,
+    /// `[helper] user`: the privilege split (bcd node as this user, bcd helper as root).
+    pub helper_user: Option<String>,
     pub join_encryption_jwk: String,
     pub join_signing_jwk: String,
     pub serving_ca_pem: String,
@@ -116,6 +118,7 @@ impl NodeSetup {
             join_signing_pin: pins.join_signing.to_string(),
             approver_set_sha256: None,
             attestor: None,
+            helper_user: None,
             join_encryption_jwk: jwk(&public.join_encryption),
             join_signing_jwk: jwk(&public.join_signing),
             serving_ca_pem: pem("CERTIFICATE", &public.serving_ca_der),
@@ -151,6 +154,15 @@ impl NodeSetup {
         if let Some(a) = &self.attestor {
             out.push_str(&format!(
                 "# Join with `bcd join --attestor {a}` (the attestor is a flag of bcd join).\n"
+            ));
+        }
+        if let Some(user) = &self.helper_user {
+            out.push_str(&format!(
+                "# The privilege split: bcd node runs as this user and reaches the TPM only\n\
+                 # through bcd helper (root); bcd join runs as root and hands the identity over.\n\
+                 [helper]\n\
+                 user = {}\n",
+                toml_string(user)
             ));
         }
         out
@@ -219,6 +231,64 @@ impl NodeSetup {
         )
     }
 
+    /// Under `[helper]`, the script's last steps: the two units written, the join run as root
+    /// (with `BCD_TOKEN_FILE` for an attestor that takes a token, else printed), then
+    /// bcd-helper.service and bcd.service enabled and started where systemd runs.
+    fn helper_join_and_units(&self, bcd: &str, attestor: &str) -> String {
+        let user = self.helper_user.as_deref().unwrap_or("bcd");
+        let mut s = String::from("BCD_SYSTEMD_DIR=\"${BCD_SYSTEMD_DIR:-/etc/systemd/system}\"\n");
+        s.push_str("mkdir -p \"$BCD_SYSTEMD_DIR\"\n");
+        for (name, unit) in [
+            ("bcd-helper.service", HELPER_UNIT.to_owned()),
+            (
+                "bcd.service",
+                NODE_UNIT.replace(
+                    "\nUser=bcd\nGroup=bcd\n",
+                    &format!("\nUser={user}\nGroup={user}\n"),
+                ),
+            ),
+        ] {
+            let marker = heredoc_marker(&unit);
+            s.push_str(&format!(
+                "cat > \"$BCD_SYSTEMD_DIR/{name}.tmp\" <<'{marker}'\n{unit}{marker}\n\
+                 chmod 644 \"$BCD_SYSTEMD_DIR/{name}.tmp\"\n\
+                 mv \"$BCD_SYSTEMD_DIR/{name}.tmp\" \"$BCD_SYSTEMD_DIR/{name}\"\n"
+            ));
+        }
+        let join = if self.takes_token() {
+            format!(
+                "if [ -n \"${{BCD_TOKEN_FILE:-}}\" ]; then\n\
+                 \x20 {} join --config \"$BCD_ETC/config.toml\"{attestor} --token-file \"$BCD_TOKEN_FILE\"\n\
+                 else\n\
+                 \x20 echo \"Join as root with a token from \\`bcctl token create\\` kept in a file (mode 0600):\"\n\
+                 \x20 echo \"  {} join --config $BCD_ETC/config.toml{} --token-file /path/to/join-token\"\n\
+                 \x20 echo \"then: systemctl enable --now bcd-helper.service bcd.service\"\n\
+                 \x20 exit 0\n\
+                 fi\n",
+                shell_quote(bcd),
+                sh_dq(bcd),
+                sh_dq(attestor)
+            )
+        } else {
+            format!(
+                "{} join --config \"$BCD_ETC/config.toml\"{attestor} < /dev/null\n",
+                shell_quote(bcd)
+            )
+        };
+        s.push_str(&join);
+        s.push_str(
+            "if [ -d /run/systemd/system ]; then\n\
+             \x20 systemctl daemon-reload\n\
+             \x20 systemctl enable --now bcd-helper.service\n\
+             \x20 systemctl enable --now bcd.service\n\
+             else\n\
+             \x20 echo \"systemd is not running: start bcd helper (root), then bcd node as ",
+        );
+        s.push_str(&sh_dq(user));
+        s.push_str("\"\nfi\n");
+        s
+    }
+
     /// A POSIX sh script that writes the configuration under `etc` (modes set), creates the
     /// data directory (0700), and prints the join step, the token read from a file or stdin.
     pub fn install_script(&self, etc: &Path, bcd: &str) -> String {
@@ -236,6 +306,9 @@ impl NodeSetup {
         );
         s.push_str("# is written into config.toml as printed below.\n");
         s.push_str("set -eu\n");
+        if let Some(user) = &self.helper_user {
+            s.push_str(&helper_user_steps(user));
+        }
         s.push_str(&format!("BCD_ETC=\"${{BCD_ETC:-{}}}\"\n", sh_dq(&etc_s)));
         s.push_str("umask 022\n");
         s.push_str("mkdir -p \"$BCD_ETC\"\n");
@@ -261,6 +334,10 @@ impl NodeSetup {
         s.push_str("echo \"bcd is configured in $BCD_ETC (data in ");
         s.push_str(&sh_dq(&data));
         s.push_str(").\"\n");
+        if self.helper_user.is_some() {
+            s.push_str(&self.helper_join_and_units(bcd, &attestor));
+            return s;
+        }
         if !self.takes_token() {
             s.push_str(&format!(
                 "echo \"Join with:  {} join --config $BCD_ETC/config.toml{} < /dev/null\"\n",
@@ -282,6 +359,32 @@ impl NodeSetup {
         ));
         s
     }
+}
+
+/// The unit of `bcd node` under the privilege split (`deploy/systemd/bcd.service`).
+pub const NODE_UNIT: &str = include_str!("../../deploy/systemd/bcd.service");
+/// The unit of `bcd helper` (`deploy/systemd/bcd-helper.service`).
+pub const HELPER_UNIT: &str = include_str!("../../deploy/systemd/bcd-helper.service");
+
+/// The script's first steps under `[helper]`: root only; the user made when missing
+/// (`useradd --system --user-group --no-create-home --shell /usr/sbin/nologin`) and taken out of
+/// `tss` when in it (whoever opens the TPM may clear it; bcd helper opens it for bcd node).
+fn helper_user_steps(user: &str) -> String {
+    let q = shell_quote(user);
+    format!(
+        "if [ \"$(id -u)\" != 0 ]; then\n\
+         \x20 echo \"this script sets up bcd's privilege split (bcd helper as root, bcd node as \
+         {dq}): run it as root\" >&2\n\
+         \x20 exit 1\n\
+         fi\n\
+         if ! id -u {q} >/dev/null 2>&1; then\n\
+         \x20 useradd --system --user-group --no-create-home --shell /usr/sbin/nologin {q}\n\
+         fi\n\
+         if id -nG {q} | tr ' ' '\\n' | grep -qx tss; then\n\
+         \x20 gpasswd -d {q} tss\n\
+         fi\n",
+        dq = sh_dq(user)
+    )
 }
 
 /// A heredoc end marker that does not occur in `text`.

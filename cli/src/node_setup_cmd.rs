@@ -31,6 +31,12 @@ pub struct SetupArgs {
     /// bcd's data directory on the node.
     #[arg(long, value_name = "DIR", default_value = node_setup::DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
+    /// The privilege split: writes `[helper] user = "USER"` into config.toml, so bcd node runs
+    /// as USER and reaches the TPM only through bcd helper (root). install-script then also
+    /// makes the user (not in tss), joins as root and installs bcd-helper.service and
+    /// bcd.service.
+    #[arg(long, value_name = "USER")]
+    pub helper_user: Option<String>,
 }
 
 #[derive(Args)]
@@ -78,11 +84,32 @@ async fn setup(args: &SetupArgs, written_by: &str) -> Result<NodeSetup, Identity
     let mut out =
         NodeSetup::new(&loaded.public, server, args.data_dir.clone()).map_err(setup_err)?;
     out.attestor = args.attestor.clone();
+    out.helper_user = match args.helper_user.as_deref().map(str::trim) {
+        None => None,
+        Some(user) if valid_user_name(user) => Some(user.to_owned()),
+        Some(user) => {
+            return Err(IdentityCmdError::Invalid(format!(
+                "--helper-user {user:?}: name the unprivileged user bcd node runs as (a login \
+                 name: lower-case letters, digits, _ and -; not root), for example bcd"
+            )))
+        }
+    };
     out.approver_set_sha256 = match &args.approver_set_sha256 {
         Some(h) => Some(node_setup::approver_set(h).map_err(setup_err)?),
         None => published_approver_set(&located).await,
     };
     Ok(out)
+}
+
+/// A login name `useradd` takes without quoting surprises, and not root.
+fn valid_user_name(user: &str) -> bool {
+    let mut chars = user.chars();
+    user != "root"
+        && user.len() <= 32
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 fn setup_err(e: NodeSetupError) -> IdentityCmdError {

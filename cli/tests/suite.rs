@@ -44,6 +44,7 @@ mod pki_kdf_cli;
 mod pki_lifecycle;
 mod pki_trust_cli;
 mod pool_cli;
+mod privilege_join;
 mod provisioned_e2e;
 mod readme_walk;
 mod rebuild_cli;
