@@ -297,7 +297,7 @@ impl TpmHost {
     pub fn load_node_key(&self, unique: &[u8; 32]) -> Result<TpmNodeKey, TpmError> {
         match &self.helper {
             Some(helper) => helper
-                .node_key(unique)
+                .load_node_key(unique)
                 .map_err(|e| TpmError::Helper(e.to_string())),
             None => self.open()?.load_node_key(unique),
         }

@@ -390,3 +390,31 @@ fn the_server_refuses_what_is_not_a_request_and_lines_over_its_bound() {
         "{\"answer\":\"refused\",\"error\":\"a request longer than 65536 bytes\"}\n"
     );
 }
+
+#[test]
+fn a_key_loaded_through_the_helper_loads_again_while_it_restarts_but_signs_only_through_it() {
+    let swtpm = Swtpm::start();
+    let tpm = Tpm::open(&swtpm.tcti()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let server = InProcess::start(tmp.path(), tpm);
+    let socket = server.socket.clone();
+    let host = TpmHost::through_helper(&socket);
+    let key = host.helper().unwrap().create_node_key().unwrap();
+    let loaded = host.load_node_key(key.unique()).unwrap();
+    drop(server);
+    // The helper is gone: the record still loads (as this process checked it) ...
+    let again = host.load_node_key(key.unique()).unwrap();
+    assert_eq!(again.public_area(), loaded.public_area());
+    // ... but nothing signs, and a key it never derived does not load.
+    // (The in-process server leaves its socket file: nothing listens on it.)
+    let unreachable = format!(
+        "bcd helper is unreachable at {}: Connection refused (os error 111) (start it: \
+         systemctl start bcd-helper)",
+        socket.display()
+    );
+    assert_eq!(again.sign_es256(b"m").unwrap_err().0, unreachable);
+    assert_eq!(
+        host.load_node_key(&[9u8; 32]).unwrap_err().to_string(),
+        unreachable
+    );
+}

@@ -3,7 +3,8 @@
 //! (`checks`). A key it derives is a [`TpmNodeKey`] held remotely, so `node.key` keeps the same
 //! `BCD TPM NODE KEY` record and everything that signs (CSRs, proofs, TLS) signs through it.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use domain::attest::tpm::CertifiedKey;
@@ -15,10 +16,19 @@ use super::client::{HelperClient, HelperError};
 use super::protocol::{Answer, Bytes32, Request};
 use crate::tpm::{AttestationKey, RemoteKeys, TpmNodeKey};
 
+/// The most keys [`HelperTpm::load_node_key`] remembers (a node has its key and, during a
+/// renewal, the next one).
+const REMEMBERED_KEYS: usize = 16;
+
+/// A checked `tpm.nodekey` answer: the public half and the TPMT_PUBLIC.
+type Checked = (PublicKey, Vec<u8>);
+
 /// The helper's key operations, checked. Cheap to clone (one shared connection).
 #[derive(Debug, Clone)]
 pub struct HelperTpm {
     client: Arc<HelperClient>,
+    /// The keys already derived and checked, by unique.
+    known: Arc<Mutex<HashMap<[u8; 32], Checked>>>,
 }
 
 fn unexpected(op: &'static str, answer: &Answer) -> HelperError {
@@ -33,6 +43,7 @@ impl HelperTpm {
     pub fn new(socket: &std::path::Path) -> HelperTpm {
         HelperTpm {
             client: Arc::new(HelperClient::new(socket)),
+            known: Arc::default(),
         }
     }
 
@@ -51,12 +62,34 @@ impl HelperTpm {
             other => return Err(unexpected(request.op(), &other)),
         };
         let public = check_node_key(&public_area)?;
-        Ok(TpmNodeKey::remote(
-            *unique,
-            public,
-            public_area,
-            Arc::new(self.clone()),
-        ))
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        if known.len() >= REMEMBERED_KEYS {
+            known.clear();
+        }
+        known.insert(*unique, (public.clone(), public_area.clone()));
+        drop(known);
+        Ok(self.remote(*unique, public, public_area))
+    }
+
+    fn remote(&self, unique: [u8; 32], public: PublicKey, public_area: Vec<u8>) -> TpmNodeKey {
+        TpmNodeKey::remote(unique, public, public_area, Arc::new(self.clone()))
+    }
+
+    /// The key of `unique` as this process already derived and checked it, else
+    /// [`HelperTpm::node_key`]: `bcd node` reloads its identity at every renewal, and a helper
+    /// restarting must fail that renewal (logged, retried), not the node. Every signature is
+    /// still checked against this public half, so a TPM that now derives another key is seen.
+    pub fn load_node_key(&self, unique: &[u8; 32]) -> Result<TpmNodeKey, HelperError> {
+        let known = self
+            .known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(unique)
+            .cloned();
+        match known {
+            Some((public, public_area)) => Ok(self.remote(*unique, public, public_area)),
+            None => self.node_key(unique),
+        }
     }
 
     /// A new key: 32 random bytes of this machine's kernel, derived by the helper.
@@ -136,6 +169,10 @@ impl HelperTpm {
         let request = Request::Release {
             unique: Bytes32(*unique),
         };
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(unique);
         match self.client.call(&request)? {
             Answer::Released => Ok(()),
             other => Err(unexpected(request.op(), &other)),

@@ -196,6 +196,20 @@ fn stop_signals() -> Result<impl std::future::Future<Output = ()>, String> {
 async fn refuse(mut stream: UnixStream, error: String) {
     let _ = stream.write_all(&to_line(&Answer::Refused { error })).await;
     let _ = stream.shutdown().await;
+    drain(&mut stream).await;
+}
+
+/// Reads (for at most a second, at most [`MAX_LINE`] bytes) what the peer sent before it saw
+/// the refusal: a socket closed with unread data resets the connection, and the peer could
+/// lose the refusal's line.
+async fn drain(stream: &mut (impl tokio::io::AsyncRead + Unpin)) {
+    let limit = u64::try_from(MAX_LINE).unwrap_or(u64::MAX);
+    let mut sink = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        stream.take(limit).read_to_end(&mut sink),
+    )
+    .await;
 }
 
 /// One connection: the peer checked, then its requests in turn until it closes.
@@ -244,6 +258,8 @@ async fn connection(stream: UnixStream, user: &SystemUser, tpm: &Tpm, keys: &Key
                 ));
                 let error = format!("a request longer than {MAX_LINE} bytes");
                 let _ = write.write_all(&to_line(&Answer::Refused { error })).await;
+                let _ = write.shutdown().await;
+                drain(&mut read).await;
             }
             break;
         }
