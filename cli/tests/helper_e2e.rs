@@ -11,6 +11,7 @@
 //! 3. With the helper stopped, the node says it cannot reach it (naming the socket) and keeps
 //!    running; once the helper is back it renews again: its keys were reached through the
 //!    helper only.
+//! 4. A node started while its helper is down waits for it, then holds its session.
 //!
 //! Run: `cargo test -p cli --test suite helper_e2e::` (Postgres at `DATABASE_URL`).
 
@@ -271,6 +272,42 @@ fn scenario(db_url: &str) {
     assert_eq!(code, 0, "{stdout}{stderr}");
     let st: serde_json::Value = serde_json::from_str(&stdout).expect("status --json");
     assert_eq!(st["nodeKey"], "tpm", "{st}");
+
+    // 4. A node that starts before its helper (boot order, a helper restarting) waits for it
+    //    instead of exiting, then holds its session.
+    let mut helper = helper;
+    let _ = helper.child.kill();
+    let _ = helper.child.wait();
+    flush_transient(&tpm);
+    let mut agent = Proc::spawn(
+        "bcd node (before its helper)",
+        m.bcd_as(&user, &["node"]),
+        tmp.path().join("bcd-node-early.log"),
+    );
+    wait_for(
+        "the node waiting for its helper",
+        Duration::from_secs(20),
+        || {
+            agent
+                .log_text()
+                .lines()
+                .any(|l| l.contains(&unreachable) && l.contains("trying again in"))
+        },
+        || context(&agent, &helper),
+    );
+    assert!(agent.is_running(), "{}", context(&agent, &helper));
+    let helper = start_helper(&m, tmp.path(), 3);
+    wait_for(
+        "a session once the helper is up",
+        Duration::from_secs(60),
+        || {
+            agent
+                .log_text()
+                .contains(&format!("session open as {node}"))
+        },
+        || context(&agent, &helper),
+    );
+    drop(agent);
     drop(helper);
 }
 

@@ -104,13 +104,19 @@ pub enum RejoinError {
 
 /// `bcd node`'s start (and its restart after [`super::NodeExit::Expired`]): when the identity
 /// loads and its certificate expired, re-join by x509pop, logging what it does. `Ok(None)`: the
-/// certificate had not expired, nothing done.
+/// certificate had not expired, or its TPM key could not be loaded now; nothing done.
 pub fn rejoin_if_expired(
     dir: &DataDir,
     options: &NodeOptions,
     claims: HardwareClaims,
 ) -> Result<Option<Rejoined>, RejoinError> {
-    let current = load_in(dir, &options.tpm)?;
+    let current = match load_in(dir, &options.tpm) {
+        Ok(current) => current,
+        // The TPM, or bcd helper, does not answer yet (a helper starting after the node):
+        // `run_node` waits for it and says so; whether the certificate expired is seen then.
+        Err(LoadError::Tpm { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
     let now = OffsetDateTime::now_utc();
     if now < current.leaf.not_after {
         return Ok(None);
