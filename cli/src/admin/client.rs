@@ -254,10 +254,13 @@ impl AdminClient {
             // TLS layer said. Under TLS 1.3 the server checks the client certificate after the
             // client's side of the handshake is done, so its refusal (a revoked operator, a
             // certificate from another CA) arrives here, on the first call.
-            tonic::Code::Unavailable | tonic::Code::Unknown
+            // hyper reports a connection closed before the request went out as Cancelled
+            // ("operation was canceled"): the same refusal, raced differently.
+            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
                 if s.message().is_empty()
                     || s.message().contains("transport error")
-                    || s.message().contains("connection was closed") =>
+                    || s.message().contains("connection was closed")
+                    || s.message().contains("operation was canceled") =>
             {
                 let why = if chain.is_empty() {
                     format!("{} ({:?})", s.message(), s.code())
