@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// (`RUST_TEST_THREADS` or `--test-threads` win). The suite's tests mostly wait on the processes
 /// they start (servers, bcd, swtpm, renewals of short leaves): at libtest's default of one
 /// thread per core (2 here) the whole suite used about 15% of the two cores (192 s wall, 56 s
-/// CPU); at 4 it took 95 s, at 8 71 s, at 6 72 s (benchmarks/RESULTS.md, run logs, "CI time"; figures in git history).
+/// CPU); at 4 it took 95 s, at 8 71 s, at 6 72 s (benchmarks/RESULTS.md's history, in git).
 pub const CLI_TEST_THREADS: &str = "6";
 
 /// libtest reads `RUST_TEST_THREADS` in `main`; this ELF initialiser runs before `main`, while
