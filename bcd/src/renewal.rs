@@ -19,7 +19,9 @@
 
 use domain::attest::tpm::TpmKeyAttestation;
 use domain::pki::statement::RenewPop;
-use domain::pki::{build_csr_with, sign_with, NodeIdentity, NodeSigner, PublicKey, Signature};
+use domain::pki::{
+    build_csr_with, sign_with, BuildCsrError, NodeIdentity, NodeSigner, PublicKey, Signature,
+};
 use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 
@@ -76,15 +78,13 @@ pub struct RenewalRequestParts {
     pub warning: Option<String>,
 }
 
-/// The CSR (DER) and its SHA-256 for a node key.
-/// A signer's own error is lost inside the CSR builder: on failure one signature more says why
+/// The CSR (DER) and its SHA-256 for a node key; a signer's failure is its own reason
 /// (`the helper's signature is not the node key's`).
 pub fn csr_for(key: &dyn NodeSigner) -> Result<(Vec<u8>, [u8; 32]), String> {
-    let der =
-        build_csr_with(key).map_err(|e| match key.sign_es256(b"bcd: why the CSR failed") {
-            Err(signer) => signer.0,
-            Ok(_) => e.to_string(),
-        })?;
+    let der = build_csr_with(key).map_err(|e| match e {
+        BuildCsrError::Signer(signer) => signer.0,
+        other => other.to_string(),
+    })?;
     let digest: [u8; 32] = Sha256::digest(&der).into();
     Ok((der, digest))
 }

@@ -94,9 +94,9 @@ impl HelperTpm {
 
     /// A new key: 32 random bytes of this machine's kernel, derived by the helper.
     pub fn create_node_key(&self) -> Result<TpmNodeKey, HelperError> {
-        let unique = random_unique().map_err(|e| HelperError::Malformed {
+        let unique = crate::tpm::system_random().map_err(|e| HelperError::Malformed {
             op: "tpm.nodekey",
-            reason: format!("no unique for the new key: reading /dev/urandom: {e}"),
+            reason: format!("no unique for the new key: {e}"),
         })?;
         self.node_key(&unique)
     }
@@ -205,12 +205,4 @@ impl RemoteKeys for HelperTpm {
             eprintln!("bcd node: releasing the replaced node key: no thread for it: {e}");
         }
     }
-}
-
-/// 32 bytes of the kernel's random generator.
-fn random_unique() -> std::io::Result<[u8; 32]> {
-    use std::io::Read as _;
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes)
 }

@@ -383,7 +383,7 @@ impl Tpm {
 }
 
 /// 32 bytes of the kernel's random generator (mixed with the TPM's for a node key's unique).
-fn system_random() -> Result<[u8; 32], TpmError> {
+pub(crate) fn system_random() -> Result<[u8; 32], TpmError> {
     use std::io::Read as _;
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")

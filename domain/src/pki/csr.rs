@@ -107,6 +107,9 @@ pub enum BuildCsrError {
     /// rcgen failed (a bug).
     #[error("building the CSR failed: {0}")]
     Build(String),
+    /// The node key's holder could not sign it (a TPM, `bcd helper`): its own reason.
+    #[error(transparent)]
+    Signer(#[from] super::signer::SignerError),
 }
 
 /// Agent side: a CSR for `key` (role [`KeyRole::Node`]) with an empty subject and no attributes.

@@ -57,7 +57,7 @@ pub use bundle_kdf::{Argon2idParams, BundleKdf, KdfError};
 pub use ca::{
     CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, OperatorCa, ServingCa,
 };
-pub use csr::{build_csr, CsrError, VerifiedCsr};
+pub use csr::{build_csr, BuildCsrError, CsrError, VerifiedCsr};
 pub use encoding::{pem_blocks, pem_encode};
 pub use identity::{issued_by, IdentityError, NodeIdentity};
 pub use keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};

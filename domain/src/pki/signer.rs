@@ -4,7 +4,7 @@
 //! so the wire does not change.
 
 use super::csr::BuildCsrError;
-use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};
+use super::keys::{KeyRole, PrivateKey, PublicKey, Signature};
 use super::statement::{Statement, StatementError};
 
 /// Why an outside signer could not sign.
@@ -47,23 +47,27 @@ pub fn sign_with(
             allowed: purpose.signer(),
         });
     }
-    signer
-        .sign_es256(&statement.signed_input())
-        .map_err(|_| StatementError::Key(KeyError::Random))
+    Ok(signer.sign_es256(&statement.signed_input())?)
 }
 
 /// A CSR (empty subject, no attributes) for the key `signer` holds, signed by it.
+/// A signer's own error is kept and returned ([`BuildCsrError::Signer`]), not rcgen's.
 pub fn build_csr_with(signer: &dyn NodeSigner) -> Result<Vec<u8>, BuildCsrError> {
-    let key = RcgenSigner(signer);
+    let key = RcgenSigner(signer, std::cell::RefCell::new(None));
     let mut params = rcgen::CertificateParams::default();
     params.distinguished_name = rcgen::DistinguishedName::new();
     let csr = params
         .serialize_request(&key)
-        .map_err(|e| BuildCsrError::Build(e.to_string()))?;
+        .map_err(|e| match key.1.borrow_mut().take() {
+            Some(signer) => BuildCsrError::Signer(signer),
+            None => BuildCsrError::Build(e.to_string()),
+        })?;
     Ok(csr.der().to_vec())
 }
 
-struct RcgenSigner<'a>(&'a dyn NodeSigner);
+/// rcgen's view of a [`NodeSigner`], keeping the signer's error (rcgen's own error type cannot
+/// carry it).
+struct RcgenSigner<'a>(&'a dyn NodeSigner, std::cell::RefCell<Option<SignerError>>);
 
 impl rcgen::PublicKeyData for RcgenSigner<'_> {
     fn der_bytes(&self) -> &[u8] {
@@ -77,10 +81,10 @@ impl rcgen::PublicKeyData for RcgenSigner<'_> {
 
 impl rcgen::SigningKey for RcgenSigner<'_> {
     fn sign(&self, msg: &[u8]) -> Result<Vec<u8>, rcgen::Error> {
-        let sig = self
-            .0
-            .sign_es256(msg)
-            .map_err(|_| rcgen::Error::RingUnspecified)?;
+        let sig = self.0.sign_es256(msg).map_err(|e| {
+            *self.1.borrow_mut() = Some(e);
+            rcgen::Error::RingUnspecified
+        })?;
         Ok(ecdsa_der(sig.as_bytes()))
     }
 }

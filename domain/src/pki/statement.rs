@@ -93,6 +93,9 @@ pub enum StatementError {
     /// Signing failed (randomness).
     #[error(transparent)]
     Key(#[from] KeyError),
+    /// The node key's holder could not sign (a TPM, `bcd helper`): its own reason.
+    #[error(transparent)]
+    Signer(#[from] super::signer::SignerError),
 }
 
 /// Builds the signed input for `purpose` over `fields`.
