@@ -78,9 +78,6 @@ fn give(path: &Path, user: &SystemUser) -> Result<(), HandOverError> {
     })
 }
 
-/// The refusal of a non-root `bcd join --reset` (spec 002 "Joining again with --reset").
-pub const RESET_NOT_ROOT: &str = "bcd join --reset: run it as root";
-
 /// Who `bcd join` hands the identity to: `None` without `[helper]`; under it the `[helper] user`
 /// when this process is root. Refused (before a token is read) when a non-root process would
 /// store an identity it cannot hand over, or when the user does not exist.
@@ -104,19 +101,4 @@ pub fn join_hand_over_to(
     SystemUser::by_name(&helper.user)
         .map(Some)
         .map_err(|e| format!("bcd join: [helper] user: {e}; nothing was read or sent"))
-}
-
-/// The warning of a join that cannot read the product UUID for want of privilege, else `None`.
-pub fn uuid_warning(sys: &Path, missing: Option<&crate::hardware::UuidMissing>) -> Option<String> {
-    if missing != Some(&crate::hardware::UuidMissing::PermissionDenied) {
-        return None;
-    }
-    let uid = crate::privilege::euid();
-    Some(format!(
-        "bcd join: cannot read the product UUID ({}): permission denied (it is readable by root \
-         only, and this join runs as {} (uid {uid})); it is left out of the claims, so a token \
-         bound with --expect-product-uuid refuses this machine: run bcd join as root",
-        crate::hardware::product_uuid_path(sys).display(),
-        crate::privilege::user_name(uid),
-    ))
 }

@@ -145,6 +145,21 @@ fn is_unicast_mac(mac: &str) -> bool {
     octets.is_some_and(|o| o.len() == 6 && o.iter().any(|&b| b != 0) && o[0] & 1 == 0)
 }
 
+/// The warning of a join that cannot read the product UUID for want of privilege, else `None`.
+pub fn uuid_warning(sys: &Path, missing: Option<&UuidMissing>) -> Option<String> {
+    if missing != Some(&UuidMissing::PermissionDenied) {
+        return None;
+    }
+    let uid = crate::privilege::euid();
+    Some(format!(
+        "bcd join: cannot read the product UUID ({}): permission denied (it is readable by root \
+         only, and this join runs as {} (uid {uid})); it is left out of the claims, so a token \
+         bound with --expect-product-uuid refuses this machine: run bcd join as root",
+        product_uuid_path(sys).display(),
+        crate::privilege::user_name(uid),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,8 @@ use crate::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509P
 use crate::client::GrpcJoinTransport;
 use crate::config::Config;
 use crate::files::DataDir;
-use crate::handover::{hand_over, join_hand_over_to, uuid_warning, RESET_NOT_ROOT};
+use crate::handover::{hand_over, join_hand_over_to};
+use crate::hardware::uuid_warning;
 use crate::identity_store::{load_in, LoadError};
 use crate::join::{
     load_join_encryption_key, load_join_signing_key, prepare_with_key, JOIN_ENCRYPTION_JWK,
@@ -28,7 +29,7 @@ use crate::join_tpm::join_key;
 use crate::node::rejoin_x509pop;
 use crate::privilege::{is_root, SystemUser};
 use crate::renewal_schedule::jitter;
-use crate::reset::{plan, DRY_RUN_EXIT};
+use crate::reset::{plan, DRY_RUN_EXIT, RESET_NOT_ROOT};
 use crate::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {

@@ -8,7 +8,8 @@
 //! | [`fault`] | fault points the crash tests stop the process at (debug builds only) |
 //! | [`identity_store`] | `identity.json`, loading in three steps, storing a join and a renewal |
 //! | [`token_input`] | where `bcd join` takes its token from (never the command line) |
-//! | [`hardware`] | the hardware claims a join sends (product UUID, permanent MACs) |
+//! | [`hardware`] | the hardware claims a join sends (product UUID, permanent MACs), and why one is missing |
+//! | [`handover`] | under `[helper]`: a root join gives the identity to the helper's user |
 //! | [`reset`] | `bcd join --reset [--yes]` |
 //! | [`revocation`] | `revoked.json`: the revocation `bcd node` saw, for status, doctor and join |
 //! | [`verify_join`] | verifying a JoinResponse against the pins and this request |
@@ -31,6 +32,7 @@
 //! | [`helper`] | `bcd helper` (root, holds the TPM) and the unprivileged node's client of it |
 //! | [`privilege`] | who this process is; the `[helper] user` from the user database |
 //! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi) |
+//! | [`tpm_access`] | `bcd doctor`'s `tpm` check: the node's user cannot open the TPM |
 //! | [`tpm_show`] | `bcd tpm show`: the EK's SHA-256 to allow-list and the AK's statement |
 //! | [`approver_state`] | the held approver set (`approver-set.json`) under the one epoch rule |
 //! | [`commands`] | signed commands on the machine: verify, admit, `journal.db`, hooks, built-ins |

@@ -22,6 +22,9 @@ use crate::files::{DataDir, FileError, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FIL
 /// to overwrite the one and adopt the other.
 pub const RESET_FILES: [&str; 4] = [JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE, IDENTITY_FILE];
 
+/// The refusal of a non-root `bcd join --reset` (spec 002 "Joining again with --reset").
+pub const RESET_NOT_ROOT: &str = "bcd join --reset: run it as root";
+
 /// The exit code of `bcd join --reset` without `--yes`.
 pub const DRY_RUN_EXIT: i32 = 2;
 
