@@ -342,7 +342,7 @@ impl TpmHost {
 }
 
 /// The device file of a `device:` TCTI (`/dev/tpm0` when it names none).
-fn device_path(tcti: &str) -> Option<&str> {
+pub(crate) fn device_path(tcti: &str) -> Option<&str> {
     let rest = tcti.strip_prefix("device")?;
     match rest.strip_prefix(':') {
         Some(path) if !path.is_empty() => Some(path),

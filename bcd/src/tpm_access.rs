@@ -37,10 +37,11 @@ pub enum TpmPath {
 
 /// Where the TPM of `tcti` is.
 pub fn tpm_path(tcti: &str) -> TpmPath {
+    if let Some(device) = crate::node_key::device_path(tcti) {
+        return TpmPath::Device(PathBuf::from(device));
+    }
     let (name, conf) = tcti.split_once(':').unwrap_or((tcti, ""));
     match name {
-        "device" if conf.is_empty() => TpmPath::Device(PathBuf::from("/dev/tpm0")),
-        "device" => TpmPath::Device(PathBuf::from(conf)),
         "swtpm" => conf
             .split(',')
             .find_map(|kv| kv.strip_prefix("path="))
@@ -129,8 +130,8 @@ pub fn check_user(user: &SystemUser, tcti: &str) -> Finding {
         TpmPath::Tcp => {
             return Finding::Warn(format!(
                 "not checked: {tcti} is a TPM on TCP, which any local process can connect \
-                     to, {name} included; give bcd a device (device:/dev/tpmrm0) or a Unix \
-                     socket (swtpm:path=) that only root can open"
+                     to, {name} included; give bcd a device that only root (and tss) can open \
+                     (device:/dev/tpmrm0)"
             ))
         }
         TpmPath::Other => {
