@@ -4,22 +4,13 @@
 //! announced, for this key and this qualifying data.
 
 use domain::attest::tpm::keys::{
-    check_ak, verify_key_certification, Ak, KeyCertRefusal, KeyCertification, NODE_KEY_FORBIDDEN,
-    NODE_KEY_REQUIRED,
+    check_ak, is_p256_es256, verify_key_certification, Ak, KeyCertRefusal, KeyCertification,
+    NODE_KEY_FORBIDDEN, NODE_KEY_REQUIRED,
 };
 use domain::attest::tpm::public::{attr, KeyDetail, TpmPublic};
 use domain::pki::{PublicKey, Signature};
 
 use super::client::HelperError;
-
-/// `TPM_ALG_SHA256`.
-const ALG_SHA256: u16 = 0x000B;
-/// `TPM_ALG_ECDSA`.
-const ALG_ECDSA: u16 = 0x0018;
-/// `TPM_ALG_NULL`.
-const ALG_NULL: u16 = 0x0010;
-/// `TPM_ECC_NIST_P256`.
-const CURVE_P256: u16 = 0x0003;
 
 /// Every attribute bcd's node-key template sets (`templates::node_key_template`).
 pub const HELPER_NODE_KEY_REQUIRED: u32 = NODE_KEY_REQUIRED | attr::USER_WITH_AUTH | attr::NO_DA;
@@ -30,17 +21,10 @@ pub const HELPER_NODE_KEY_REQUIRED: u32 = NODE_KEY_REQUIRED | attr::USER_WITH_AU
 pub fn check_node_key(public_area: &[u8]) -> Result<PublicKey, HelperError> {
     let public = TpmPublic::parse(public_area)
         .map_err(|e| HelperError::NotNodeKey(format!("its TPMT_PUBLIC does not parse ({e})")))?;
-    let KeyDetail::Ecc {
-        scheme,
-        scheme_hash,
-        curve,
-        ..
-    } = &public.detail
-    else {
+    if !matches!(public.detail, KeyDetail::Ecc { .. }) {
         return Err(HelperError::NotNodeKey("it is not an ECC key".into()));
-    };
-    let es256 = *scheme == ALG_NULL || (*scheme == ALG_ECDSA && *scheme_hash == ALG_SHA256);
-    if *curve != CURVE_P256 || !es256 || public.name_alg != ALG_SHA256 {
+    }
+    if !is_p256_es256(&public) {
         return Err(HelperError::NotNodeKey(
             "it is not a P-256 ECDSA-SHA256 key with a SHA-256 name".into(),
         ));

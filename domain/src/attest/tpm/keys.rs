@@ -120,6 +120,24 @@ pub fn parse_ak_statement(uri: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// Whether `key` is a P-256 key whose scheme is ECDSA-SHA256 (or NULL, chosen at signing)
+/// and whose name is SHA-256: the shape of a node key.
+pub fn is_p256_es256(key: &TpmPublic) -> bool {
+    let signer = match &key.detail {
+        KeyDetail::Ecc {
+            scheme,
+            scheme_hash,
+            curve,
+            ..
+        } => {
+            *curve == CURVE_P256
+                && (*scheme == ALG_NULL || (*scheme == ALG_ECDSA && *scheme_hash == ALG_SHA256))
+        }
+        KeyDetail::Rsa { .. } => false,
+    };
+    signer && key.name_alg == ALG_SHA256
+}
+
 /// Why a key's certification by the AK was refused (`tpm:<reason>` at a join, `renew:<reason>`
 /// at a renewal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
@@ -203,20 +221,7 @@ pub fn verify_key_certification(
     if *name != key.name() {
         return Err(R::Name);
     }
-    let p256_signer = match &key.detail {
-        KeyDetail::Ecc {
-            scheme,
-            scheme_hash,
-            curve,
-            ..
-        } => {
-            *curve == CURVE_P256
-                && (*scheme == ALG_NULL || (*scheme == ALG_ECDSA && *scheme_hash == ALG_SHA256))
-        }
-        KeyDetail::Rsa { .. } => false,
-    };
-    if !p256_signer || key.name_alg != ALG_SHA256 || !key.has(NODE_KEY_REQUIRED, NODE_KEY_FORBIDDEN)
-    {
+    if !is_p256_es256(&key) || !key.has(NODE_KEY_REQUIRED, NODE_KEY_FORBIDDEN) {
         return Err(R::Attributes);
     }
     if key.ecc_point(32).as_deref() != Some(csr_point) {
