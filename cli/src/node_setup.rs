@@ -234,8 +234,7 @@ impl NodeSetup {
     /// Under `[helper]`, the script's last steps: the two units written, the join run as root
     /// (with `BCD_TOKEN_FILE` for an attestor that takes a token, else printed), then
     /// bcd-helper.service and bcd.service enabled and started where systemd runs.
-    fn helper_join_and_units(&self, bcd: &str, attestor: &str) -> String {
-        let user = self.helper_user.as_deref().unwrap_or("bcd");
+    fn helper_join_and_units(&self, bcd: &str, attestor: &str, user: &str) -> String {
         let mut s = String::from("BCD_SYSTEMD_DIR=\"${BCD_SYSTEMD_DIR:-/etc/systemd/system}\"\n");
         s.push_str("mkdir -p \"$BCD_SYSTEMD_DIR\"\n");
         for (name, unit) in [
@@ -248,12 +247,7 @@ impl NodeSetup {
                 ),
             ),
         ] {
-            let marker = heredoc_marker(&unit);
-            s.push_str(&format!(
-                "cat > \"$BCD_SYSTEMD_DIR/{name}.tmp\" <<'{marker}'\n{unit}{marker}\n\
-                 chmod 644 \"$BCD_SYSTEMD_DIR/{name}.tmp\"\n\
-                 mv \"$BCD_SYSTEMD_DIR/{name}.tmp\" \"$BCD_SYSTEMD_DIR/{name}\"\n"
-            ));
+            s.push_str(&write_step("$BCD_SYSTEMD_DIR", name, &unit, 0o644));
         }
         let join = if self.takes_token() {
             format!(
@@ -313,14 +307,7 @@ impl NodeSetup {
         s.push_str("umask 022\n");
         s.push_str("mkdir -p \"$BCD_ETC\"\n");
         for (name, text, mode) in self.files("bcctl node install-script") {
-            let marker = heredoc_marker(&text);
-            s.push_str(&format!(
-                "cat > \"$BCD_ETC/{name}.tmp\" <<'{marker}'\n{text}{}{marker}\n",
-                if text.ends_with('\n') { "" } else { "\n" }
-            ));
-            s.push_str(&format!(
-                "chmod {mode:o} \"$BCD_ETC/{name}.tmp\"\nmv \"$BCD_ETC/{name}.tmp\" \"$BCD_ETC/{name}\"\n"
-            ));
+            s.push_str(&write_step("$BCD_ETC", name, &text, mode));
         }
         let data = self.data_dir.display().to_string();
         s.push_str(&format!(
@@ -334,8 +321,8 @@ impl NodeSetup {
         s.push_str("echo \"bcd is configured in $BCD_ETC (data in ");
         s.push_str(&sh_dq(&data));
         s.push_str(").\"\n");
-        if self.helper_user.is_some() {
-            s.push_str(&self.helper_join_and_units(bcd, &attestor));
+        if let Some(user) = &self.helper_user {
+            s.push_str(&self.helper_join_and_units(bcd, &attestor, user));
             return s;
         }
         if !self.takes_token() {
@@ -388,6 +375,17 @@ fn helper_user_steps(user: &str) -> String {
 }
 
 /// A heredoc end marker that does not occur in `text`.
+/// The script's lines that write `text` to `<dir>/<name>` (a shell variable naming the
+/// directory) with `mode`: a here-document into a temporary file, its mode, then a rename.
+fn write_step(dir: &str, name: &str, text: &str, mode: u32) -> String {
+    let marker = heredoc_marker(text);
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    format!(
+        "cat > \"{dir}/{name}.tmp\" <<'{marker}'\n{text}{newline}{marker}\n\
+         chmod {mode:o} \"{dir}/{name}.tmp\"\nmv \"{dir}/{name}.tmp\" \"{dir}/{name}\"\n"
+    )
+}
+
 fn heredoc_marker(text: &str) -> String {
     let mut marker = String::from("BCD_EOF");
     while text.lines().any(|l| l == marker) {
