@@ -29,15 +29,7 @@ fn config(dir: &Path, data: &Path) -> std::path::PathBuf {
 }
 
 fn bcd(cfg: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bcd"));
-    cmd.arg("--config")
-        .arg(cfg)
-        .args(args)
-        .env_remove("BCD_JOIN_TOKEN")
-        .env_remove("BCD_DATA_DIR")
-        .env_remove("BCD_SERVER")
-        .env_remove("BCD_CONFIG");
-    cmd
+    crate::common::bcd_command(cfg, args)
 }
 
 fn run_with_stdin(mut cmd: Command, stdin: &[u8]) -> Output {

@@ -74,15 +74,7 @@ fn config(dir: &Path, tcti: &str, user: Option<&str>, socket: &Path) -> PathBuf 
 }
 
 fn bcd(config: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bcd"));
-    cmd.arg("--config")
-        .arg(config)
-        .args(args)
-        .env_remove("BCD_TPM_TCTI")
-        .env_remove("BCD_DATA_DIR")
-        .env_remove("BCD_SERVER")
-        .env_remove("BCD_CONFIG");
-    cmd
+    crate::common::bcd_command(config, args)
 }
 
 /// A 0755 temp dir (other users traverse it).

@@ -41,16 +41,8 @@ fn config(dir: &Path, data: &Path, extra: &str) -> std::path::PathBuf {
 }
 
 fn bcd(cfg: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bcd"));
-    cmd.arg("--config")
-        .arg(cfg)
-        .args(args)
-        .env_remove("BCD_JOIN_TOKEN")
-        .env_remove("BCD_DATA_DIR")
-        .env_remove("BCD_SERVER")
-        .env_remove("BCD_CONFIG")
-        .env_remove("BCD_TPM_TCTI")
-        .stdin(Stdio::null());
+    let mut cmd = crate::common::bcd_command(cfg, args);
+    cmd.stdin(Stdio::null());
     cmd
 }
 

@@ -131,3 +131,20 @@ pub fn joined_with(
     store_joined(&data, key, &identity, now()).unwrap();
     (data, identity)
 }
+
+/// The real `bcd` binary with `--config config` and `args`, bcd's environment variables removed
+/// so that only what the test gives counts.
+pub fn bcd_command(config: &Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_bcd"));
+    cmd.arg("--config").arg(config).args(args);
+    for var in [
+        "BCD_JOIN_TOKEN",
+        "BCD_DATA_DIR",
+        "BCD_SERVER",
+        "BCD_CONFIG",
+        "BCD_TPM_TCTI",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
