@@ -392,6 +392,48 @@ fn the_server_refuses_what_is_not_a_request_and_lines_over_its_bound() {
 }
 
 #[test]
+fn a_connection_over_the_bound_is_refused_and_the_others_are_served() {
+    use bcd::helper::server::MAX_CONNECTIONS;
+    let swtpm = Swtpm::start();
+    let tpm = Tpm::open(&swtpm.tcti()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let server = InProcess::start(tmp.path(), tpm);
+    let ask = |stream: &std::os::unix::net::UnixStream| {
+        let mut write = stream.try_clone().unwrap();
+        write.write_all(&to_line(&Request::Ak {})).unwrap();
+        let mut line = String::new();
+        BufReader::new(stream.try_clone().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        line
+    };
+    // MAX_CONNECTIONS held open, each served once (so each holds its place).
+    let held: Vec<_> = (0..MAX_CONNECTIONS)
+        .map(|_| std::os::unix::net::UnixStream::connect(&server.socket).unwrap())
+        .collect();
+    for stream in &held {
+        assert!(ask(stream).starts_with("{\"answer\":\"ak\""));
+    }
+    // One more: a single refusal line, then the connection closes.
+    let extra = std::os::unix::net::UnixStream::connect(&server.socket).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut BufReader::new(extra), &mut rest).unwrap();
+    assert_eq!(
+        rest,
+        format!(
+            "{{\"answer\":\"refused\",\"error\":\"bcd helper serves at most \
+             {MAX_CONNECTIONS} connections at once\"}}\n"
+        )
+    );
+    // The held ones are still served; once one closes, a new one is too.
+    assert!(ask(&held[0]).starts_with("{\"answer\":\"ak\""));
+    drop(held);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let again = std::os::unix::net::UnixStream::connect(&server.socket).unwrap();
+    assert!(ask(&again).starts_with("{\"answer\":\"ak\""));
+}
+
+#[test]
 fn a_key_loaded_through_the_helper_loads_again_while_it_restarts_but_signs_only_through_it() {
     let swtpm = Swtpm::start();
     let tpm = Tpm::open(&swtpm.tcti()).unwrap();

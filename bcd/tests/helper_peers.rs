@@ -353,3 +353,49 @@ fn bcd_status_as_the_helper_user_loads_its_tpm_key_through_the_helper_only() {
         "{text}"
     );
 }
+
+#[test]
+fn a_second_helper_and_a_socket_path_that_is_not_a_socket_are_refused() {
+    let (first_tpm, second_tpm) = (Swtpm::start(), Swtpm::start());
+    let user = UnixUser::create();
+    let tmp = open_tempdir();
+    let socket = tmp.path().join("helper.sock");
+    let first = config(tmp.path(), &first_tpm.tcti(), Some(user.name()), &socket);
+    let helper = HelperProcess::start(&first, &socket);
+
+    // Another helper on the same socket: refused, the live one's socket left in place.
+    let other_dir = open_tempdir();
+    let second = config(
+        other_dir.path(),
+        &second_tpm.tcti(),
+        Some(user.name()),
+        &socket,
+    );
+    let out = bcd(&second, &["helper"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "bcd helper: another helper is listening on {}: stop it first (systemctl stop \
+             bcd-helper)\n",
+            socket.display()
+        )
+    );
+    assert!(socket.exists());
+    let (code, _) = helper.stop();
+    assert_eq!(code, Some(0));
+
+    // A regular file where the socket goes: refused, and left as it is.
+    std::fs::write(&socket, b"not a socket").unwrap();
+    let out = bcd(&first, &["helper"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "bcd helper: {} exists and is not a socket: remove it or set another [helper] \
+             socket\n",
+            socket.display()
+        )
+    );
+    assert_eq!(std::fs::read(&socket).unwrap(), b"not a socket");
+}
