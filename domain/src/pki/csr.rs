@@ -109,7 +109,7 @@ pub enum BuildCsrError {
     Build(String),
     /// The node key's holder could not sign it (a TPM, `bcd helper`): its own reason.
     #[error(transparent)]
-    Signer(#[from] super::signer::SignerError),
+    Signer(#[from] super::keys::SignerError),
 }
 
 /// Agent side: a CSR for `key` (role [`KeyRole::Node`]) with an empty subject and no attributes.

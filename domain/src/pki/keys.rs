@@ -22,6 +22,12 @@ use ring::signature::{
 use super::encoding::{b64url, b64url_decode, p256_point_of_spki, p256_spki_from_point};
 use super::pin::Pin;
 
+/// Why an outside signer (a node key held by a TPM or `bcd helper`, see `super::signer`) could
+/// not sign. Here, beside the keys, so that the CSR and statement builders can carry it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the node key could not sign: {0}")]
+pub struct SignerError(pub String);
+
 /// The job a key does. The first seven are the deployment's key set (see
 /// [`super::keyset::KeySet`]); the others are keys made outside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

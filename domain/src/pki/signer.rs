@@ -7,10 +7,7 @@ use super::csr::BuildCsrError;
 use super::keys::{KeyRole, PrivateKey, PublicKey, Signature};
 use super::statement::{Statement, StatementError};
 
-/// Why an outside signer could not sign.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the node key could not sign: {0}")]
-pub struct SignerError(pub String);
+pub use super::keys::SignerError;
 
 /// A node key (role [`KeyRole::Node`]): ES256, ECDSA P-256 over SHA-256 of the message.
 pub trait NodeSigner {

@@ -95,7 +95,7 @@ pub enum StatementError {
     Key(#[from] KeyError),
     /// The node key's holder could not sign (a TPM, `bcd helper`): its own reason.
     #[error(transparent)]
-    Signer(#[from] super::signer::SignerError),
+    Signer(#[from] super::keys::SignerError),
 }
 
 /// Builds the signed input for `purpose` over `fields`.
