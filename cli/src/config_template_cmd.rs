@@ -52,8 +52,15 @@ leaf_lifetime = "24h"
 serving_lifetime = "30d"
 # How far the revocation feed may lag before the gateway refuses sessions (BC_FEED_MAX_LAG).
 feed_max_lag = "5s"
-# How often the revocation feed polls the log (BC_FEED_POLL_INTERVAL).
-feed_poll_interval = "20ms"
+# The log hub's safety poll (BC_FEED_POLL_INTERVAL); unset: 5s on Postgres, where commits are
+# notified, 20ms on SQLite.
+# feed_poll_interval = "5s"
+# Most connections to database_url (BC_DATABASE_POOL_SIZE); docs/SCALING.md adds them up.
+database_pool_size = 32
+# role gateway: a Postgres streaming replica the revocation feed reads (BC_READ_DATABASE_URL).
+# read_database_url = "postgres://bc@replica.internal/bc"
+# Most connections to read_database_url (BC_READ_POOL_SIZE).
+read_pool_size = 8
 # How often the audit sealer signs a checkpoint of every tenant whose tree grew (BC_AUDIT_SEAL_INTERVAL).
 audit_seal_interval = "1h"
 # The tenant of deployment-wide events (BC_ROOT_TENANT).
@@ -78,8 +85,9 @@ api_internal_names = ["localhost", "127.0.0.1"]
 # internal_key = "/etc/bc/internal.key"
 # How often pending batches past their end are expired (BC_BATCH_EXPIRY_INTERVAL).
 batch_expiry_interval = "60s"
-# How often a gateway looks for nodes with newly runnable commands (BC_COMMAND_POLL_INTERVAL).
-command_poll_interval = "250ms"
+# How often a gateway looks for nodes with newly runnable commands besides when the log hub
+# hands out a command.enqueued or batch.approved event (BC_COMMAND_POLL_INTERVAL).
+command_poll_interval = "5s"
 
 # Further tables, file only, described in docs/INSTALL.md and the serve_config sources:
 # [limits] and [api_limits] (edge limits), [attestors.<id>] and [[attestors.external]],

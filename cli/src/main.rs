@@ -51,6 +51,7 @@ mod serve_config_cloud;
 mod serve_config_errors;
 mod serve_config_limits;
 mod serve_config_quorum;
+mod serve_config_store;
 mod serve_error;
 mod serve_roles;
 mod serve_split;

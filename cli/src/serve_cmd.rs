@@ -11,7 +11,7 @@ use std::time::Duration;
 use commands::identity::{IdentityConfig, JoinService};
 use commands::{Clock, SystemClock};
 use domain::pki::KeySet;
-use events::store::EventStore;
+use events::store::{EventStore, HubOptions, LogHub, LogStore};
 use gateway::feed::FeedOptions;
 use gateway::run::{GatewayConfig, Running};
 
@@ -62,6 +62,8 @@ pub struct Started {
     /// The store and clock the server runs on (`bcctl up` starts its admin listener on them).
     pub store: EventStore,
     pub clock: Arc<dyn Clock>,
+    /// The process's log hub (`bcctl up`'s admin listener subscribes to it).
+    pub hub: LogHub,
 }
 
 impl Started {
@@ -221,6 +223,9 @@ pub(crate) struct Core {
     pub clock: Arc<dyn Clock>,
     pub join: Arc<JoinService>,
     pub audit_shutdown: tokio::sync::watch::Sender<bool>,
+    /// The process's one tailer of the log, for the gateway's feed and dispatcher and the
+    /// admin listener's revoked set.
+    pub hub: LogHub,
 }
 
 /// Loads the keys, opens the store, settles the trust bundle, starts the JoinService, the
@@ -242,7 +247,9 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
         settings.deployment_secret_file.as_deref(),
         settings.allow_plaintext,
     )?);
-    let store = EventStore::open(&settings.database_url).await?;
+    let store =
+        EventStore::open_with_pool(&settings.database_url, settings.store.pool_size).await?;
+    let hub = start_hub(&store, settings).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     crate::serve_trust::settle_trust(
         &store,
@@ -282,7 +289,21 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
         clock,
         join,
         audit_shutdown,
+        hub,
     })
+}
+
+/// The process's log hub on `store`, stepping every `feed_poll_interval` when no commit is
+/// signalled (the backend's default when unset).
+pub(crate) async fn start_hub(
+    store: &EventStore,
+    settings: &Settings,
+) -> Result<LogHub, ServeError> {
+    let mut options = HubOptions::for_backend(store.backend());
+    if let Some(poll) = settings.store.feed_poll_interval {
+        options.safety_poll = poll;
+    }
+    Ok(LogHub::start(store.clone(), options).await?)
 }
 
 /// The agent-facing gateway's settings.
@@ -296,7 +317,7 @@ pub(crate) fn gateway_config(settings: &Settings) -> Result<GatewayConfig, Serve
         })?;
     config.feed = FeedOptions {
         max_lag: settings.feed_max_lag,
-        poll_interval: settings.feed_poll_interval,
+        poll_interval: settings.store.feed_poll_interval,
         ..FeedOptions::default()
     };
     config.metrics_listen = settings.metrics_listen;
@@ -316,9 +337,12 @@ pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
         clock,
         join,
         audit_shutdown,
+        hub,
     } = start_core(settings).await?;
-    let config = gateway_config(settings)?;
-    let admin = crate::admin::server::start_for(settings, &keys, &store, &clock, None).await?;
+    let mut config = gateway_config(settings)?;
+    config.hub = Some(hub.clone());
+    let admin =
+        crate::admin::server::start_for(settings, &keys, &store, &clock, None, Some(&hub)).await?;
     let running = gateway::run::start(
         store.clone(),
         keys.clone(),
@@ -335,6 +359,7 @@ pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
         admin,
         store,
         clock,
+        hub,
     })
 }
 

@@ -13,7 +13,6 @@
 //! | `leaf_lifetime` | `BC_LEAF_LIFETIME` | `24h` |
 //! | `serving_lifetime` | `BC_SERVING_LIFETIME` | `30d` |
 //! | `feed_max_lag` | `BC_FEED_MAX_LAG` | `5s` |
-//! | `feed_poll_interval` | `BC_FEED_POLL_INTERVAL` | `20ms` |
 //! | `audit_seal_interval` | `BC_AUDIT_SEAL_INTERVAL` | `1h` |
 //! | `root_tenant` | `BC_ROOT_TENANT` | `root` |
 //! | `record_trust_reports` | `BC_RECORD_TRUST_REPORTS` | `true` |
@@ -26,7 +25,10 @@
 //! | `internal_cert` | `BC_INTERNAL_CERT` | none; required by `gateway` (from `bcctl pki issue-internal`) |
 //! | `internal_key` | `BC_INTERNAL_KEY` | none; required by `gateway` (mode 0600) |
 //! | `batch_expiry_interval` | `BC_BATCH_EXPIRY_INTERVAL` | `60s` (how often pending batches past their end are expired, their held commands cancelled) |
-//! | `command_poll_interval` | `BC_COMMAND_POLL_INTERVAL` | `250ms` (how often a gateway looks for newly runnable commands) |
+//! | `command_poll_interval` | `BC_COMMAND_POLL_INTERVAL` | `5s` (how often a gateway looks for newly runnable commands besides when the log hub hands out one) |
+//!
+//! The pool sizes, the gateway's read replica (`read_database_url`) and the log hub's safety
+//! poll (`feed_poll_interval`) are [`crate::serve_config_store`].
 //!
 //! Durations are `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (`30s`, `24h`).
 //!
@@ -143,6 +145,9 @@ pub struct FileConfig {
     pub serving_lifetime: Option<String>,
     pub feed_max_lag: Option<String>,
     pub feed_poll_interval: Option<String>,
+    pub database_pool_size: Option<u32>,
+    pub read_database_url: Option<String>,
+    pub read_pool_size: Option<u32>,
     pub audit_seal_interval: Option<String>,
     pub root_tenant: Option<String>,
     pub record_trust_reports: Option<bool>,
@@ -200,7 +205,8 @@ pub struct Settings {
     pub leaf_lifetime: Duration,
     pub serving_lifetime: Duration,
     pub feed_max_lag: Duration,
-    pub feed_poll_interval: Duration,
+    /// Pool sizes, the read replica, the log hub's safety poll.
+    pub store: crate::serve_config_store::StoreSettings,
     /// How often the audit sealer signs a checkpoint of every tenant whose tree grew.
     pub audit_seal_interval: Duration,
     pub root_tenant: String,
@@ -412,7 +418,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         "command_poll_interval",
         "BC_COMMAND_POLL_INTERVAL",
         file.command_poll_interval.clone(),
-        "250ms",
+        "5s",
     )?;
     for (key, value) in [
         ("batch_expiry_interval", batch_expiry_interval),
@@ -434,16 +440,27 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
             Some(v) => v == "true" || v == "1",
             None => file.allow_plaintext.unwrap_or(false),
         };
+    let database_url = pick(
+        args.database_url.clone(),
+        "DATABASE_URL",
+        file.database_url.clone(),
+        Some,
+    )
+    .unwrap_or_else(|| "sqlite://.bcctl/events.db".into());
+    let store = crate::serve_config_store::store_settings(
+        crate::serve_config_store::FileStore {
+            pool_size: file.database_pool_size,
+            read_database_url: file.read_database_url.as_deref(),
+            read_pool_size: file.read_pool_size,
+            feed_poll_interval: file.feed_poll_interval.as_deref(),
+        },
+        role,
+        &database_url,
+    )?;
     Ok(Settings {
         config_file: args.config.clone(),
         listen: socket("listen", &listen)?,
-        database_url: pick(
-            args.database_url.clone(),
-            "DATABASE_URL",
-            file.database_url,
-            Some,
-        )
-        .unwrap_or_else(|| "sqlite://.bcctl/events.db".into()),
+        database_url,
         pki_bundle: pick(
             args.pki_bundle.clone(),
             "BC_PKI_BUNDLE",
@@ -481,12 +498,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
             file.audit_seal_interval,
             "1h",
         )?,
-        feed_poll_interval: duration_setting(
-            "feed_poll_interval",
-            "BC_FEED_POLL_INTERVAL",
-            file.feed_poll_interval,
-            "20ms",
-        )?,
+        store,
         root_tenant: env("BC_ROOT_TENANT")
             .or(file.root_tenant)
             .unwrap_or_else(|| "root".into()),

@@ -49,6 +49,7 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
         clock,
         join,
         audit_shutdown,
+        hub,
     } = start_core(settings).await?;
     let config = ApiConfig {
         listen: settings.api_internal_listen,
@@ -62,7 +63,8 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
         limits: settings.api_limits.clone(),
     };
     let join_for_flush = join.clone();
-    let admin = crate::admin::server::start_for(settings, &keys, &store, &clock, None).await?;
+    let admin =
+        crate::admin::server::start_for(settings, &keys, &store, &clock, None, Some(&hub)).await?;
     let mut api = start_api(store, keys, join, clock, config).await?;
     if let Some(admin) = &admin {
         eprintln!(
@@ -115,9 +117,14 @@ pub async fn serve_gateway(settings: &Settings) -> Result<(), ServeError> {
     let (chain, key) =
         load_internal_identity(cert, key).map_err(|e| ServeError::InternalCert(e.to_string()))?;
     let api = ApiClient::new(url, &public.serving_ca_der, chain, key)?;
-    let store = EventStore::open(&settings.database_url).await?;
+    let store =
+        EventStore::open_with_pool(&settings.database_url, settings.store.pool_size).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let config = gateway_config(settings)?;
+    let mut config = gateway_config(settings)?;
+    if let Some(url) = &settings.store.read_database_url {
+        config.read_store = Some(store.replica(url, settings.store.read_pool_size).await?);
+        tracing::info!(read_pool_size = settings.store.read_pool_size, "the revocation feed reads the read replica (read_database_url); joins and renewals go to the api");
+    }
     let mut running = gateway::run::start_gateway(store, &public, api, clock, config).await?;
     eprintln!(
         "bcctl serve --role gateway: listening on {} (metrics {}), relaying to the api at {url}",

@@ -222,6 +222,7 @@ async fn start_admin(
         &started.store,
         &started.clock,
         Some(dir.to_path_buf()),
+        Some(&started.hub),
     )
     .await
     {

@@ -282,11 +282,43 @@ async fn a_race_lost_while_the_pool_is_exhausted_is_still_a_conflict() {
 async fn late_commit_of_a_lower_position_is_delivered_exactly_once() {
     let db = TestDb::postgres().await.unwrap();
     let store = db.pg_store(8).await.unwrap();
-    let mut tailer = Tailer::new(
-        store.clone(),
-        store.start_cursor(),
-        TailerOptions::default(),
-    );
+    late_commit_case(&store, &store, TailerOptions::default()).await;
+}
+
+/// The same with the tailer on a store of its own (another pool: what another process is) that
+/// never polls: only the commit notifications wake it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_commit_of_a_lower_position_is_delivered_exactly_once_by_a_notified_tailer() {
+    let db = TestDb::postgres().await.unwrap();
+    let writer = db.pg_store(8).await.unwrap();
+    let reader = db.pg_store(2).await.unwrap();
+    late_commit_case(&writer, &reader, notified_only()).await;
+}
+
+/// A tailer that steps only when its commit signal changes (the poll is an hour): woken across
+/// stores only by LISTEN/NOTIFY. Waits until the reader's listener is in place.
+fn notified_only() -> TailerOptions {
+    TailerOptions {
+        poll_interval: Duration::from_secs(3600),
+        ..TailerOptions::default()
+    }
+}
+
+async fn listening(reader: &PgLogStore) {
+    let _signal = reader.commit_signal();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !reader.wake().is_listening() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn late_commit_case(store: &PgLogStore, reader: &PgLogStore, options: TailerOptions) {
+    let mut tailer = Tailer::new(reader.clone(), reader.start_cursor(), options);
+    listening(reader).await;
 
     // A takes the lower position and stays open.
     let mut a = store.begin().await.unwrap();
@@ -326,11 +358,7 @@ async fn late_commit_of_a_lower_position_is_delivered_exactly_once() {
         assert!(tailer.poll().await.unwrap().is_empty(), "delivered twice");
     }
     // A cursor saved between the two deliveries also gets A exactly once.
-    let mut fresh = Tailer::new(
-        store.clone(),
-        store.start_cursor(),
-        TailerOptions::default(),
-    );
+    let mut fresh = Tailer::new(reader.clone(), reader.start_cursor(), options);
     let mut all = fresh.poll().await.unwrap();
     all.extend(fresh.poll().await.unwrap());
     let mut positions: Vec<i64> = all.iter().map(|e| e.position).collect();
@@ -342,11 +370,21 @@ async fn late_commit_of_a_lower_position_is_delivered_exactly_once() {
 async fn rolled_back_position_is_never_delivered_and_never_stalls() {
     let db = TestDb::postgres().await.unwrap();
     let store = db.pg_store(8).await.unwrap();
-    let mut tailer = Tailer::new(
-        store.clone(),
-        store.start_cursor(),
-        TailerOptions::default(),
-    );
+    rollback_case(&store, &store, TailerOptions::default()).await;
+}
+
+/// The same with a tailer woken only by commit notifications (see [`notified_only`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolled_back_position_is_never_delivered_and_never_stalls_for_a_notified_tailer() {
+    let db = TestDb::postgres().await.unwrap();
+    let writer = db.pg_store(8).await.unwrap();
+    let reader = db.pg_store(2).await.unwrap();
+    rollback_case(&writer, &reader, notified_only()).await;
+}
+
+async fn rollback_case(store: &PgLogStore, reader: &PgLogStore, options: TailerOptions) {
+    let mut tailer = Tailer::new(reader.clone(), reader.start_cursor(), options);
+    listening(reader).await;
 
     let mut doomed = store.begin().await.unwrap();
     let doomed_pos = doomed

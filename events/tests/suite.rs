@@ -8,4 +8,5 @@
 mod actor;
 mod cancel_safety;
 mod conformance;
+mod hub;
 mod postgres_races;

@@ -8,9 +8,11 @@
 //!   dispatched before, a resend after a reconnect; else `ready`). A command whose dispatch
 //!   could not be recorded is not sent; the session retries after [`RETRY_AFTER`]. A session
 //!   never sends the same command id twice.
-//! - [`poll_ready`] asks [`commands::command_queue::ready_since`] every poll interval which nodes
-//!   have newly runnable commands and wakes their live sessions ([`Sessions::wake_nodes`]); a
-//!   woken session fetches again.
+//! - [`poll_ready`] asks [`commands::command_queue::ready_since`] which nodes have newly
+//!   runnable commands and wakes their live sessions ([`Sessions::wake_nodes`]); a woken session
+//!   fetches again. It asks when the process's log hub hands out a `command.enqueued` or
+//!   `batch.approved` event (at once, whichever process committed it), and otherwise every poll
+//!   interval (a safety net; 5 s by default).
 //! - A node's `CommandResult` is checked at the edge ([`crate::command_wire::node_answer`]) and
 //!   recorded inline ([`commands::command_queue::record_node_answer`]) under the node id of the
 //!   connection's mTLS identity, never one from a message: a result for another node's command
@@ -35,7 +37,8 @@ use commands::command_queue::{
     DispatchCause, NodeAnswer, RunnableCommand,
 };
 use commands::Clock;
-use events::store::{EventStore, LogStore};
+use events::store::hub::HubRecv;
+use events::store::{EventStore, HubReceiver, LogStore};
 use proto::{gateway_message, GatewayMessage};
 use tokio::sync::mpsc;
 use tonic::Status;
@@ -53,8 +56,11 @@ pub const POLL_LIMIT: u32 = 1024;
 /// How long a session waits before fetching again after the store failed.
 pub const RETRY_AFTER: Duration = Duration::from_secs(2);
 
-/// The default interval of [`poll_ready`].
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// The default interval of [`poll_ready`]'s safety poll (it is woken by the log hub otherwise).
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The events after which [`poll_ready`] asks at once: a command became runnable.
+const READY_EVENTS: [&str; 2] = ["command.enqueued", "batch.approved"];
 
 /// A boxed future of the queue's calls.
 pub type QueueFuture<'a, T> =
@@ -264,15 +270,17 @@ impl SessionCommands {
     }
 }
 
-/// The poller: from the log's head at start, every `interval` asks which nodes have newly
-/// runnable commands and wakes their live sessions. Runs until aborted; store failures are
-/// counted, logged (rate-limited) and retried at the next tick.
+/// The poller: from the log's head at start, asks which nodes have newly runnable commands and
+/// wakes their live sessions, whenever `hub` hands out an event that makes a command runnable,
+/// and every `interval`. Runs until aborted; store failures are counted, logged (rate-limited)
+/// and retried at the next wake.
 pub async fn poll_ready(
     store: EventStore,
     queue: Arc<dyn Queue>,
     sessions: Arc<Sessions>,
     interval: Duration,
     counters: Arc<CommandCounters>,
+    mut hub: Option<HubReceiver>,
 ) {
     let mut cursor = loop {
         match store.head_position().await {
@@ -287,7 +295,10 @@ pub async fn poll_ready(
     let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            woke = next_ready_event(&mut hub) => if !woke { hub = None; continue },
+        }
         loop {
             match queue.ready(cursor, POLL_LIMIT).await {
                 Ok((nodes, next)) => {
@@ -303,6 +314,28 @@ pub async fn poll_ready(
                     counters.poll_errors.fetch_add(1, Ordering::Relaxed);
                     counters.failed("polling for runnable commands", None, &e);
                     break;
+                }
+            }
+        }
+    }
+}
+
+/// Waits for a batch from the hub holding one of [`READY_EVENTS`] (a lost batch counts: it may
+/// have held one). `false` once the hub is gone; never resolves without a hub.
+async fn next_ready_event(hub: &mut Option<HubReceiver>) -> bool {
+    let Some(hub) = hub else {
+        return std::future::pending().await;
+    };
+    loop {
+        match hub.recv().await {
+            None => return false,
+            Some(HubRecv::Missed(_)) => return true,
+            Some(HubRecv::Events(batch)) => {
+                if batch
+                    .iter()
+                    .any(|e| READY_EVENTS.contains(&e.event_type.as_str()))
+                {
+                    return true;
                 }
             }
         }

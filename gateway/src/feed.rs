@@ -1,18 +1,24 @@
 //! The revocation feed: every revoked, unexpired certificate into [`RevokedSerials`] at start,
-//! then every revocation as it commits, with the exact tailer.
+//! then every revocation as it commits, from the process's log hub ([`LogHub`], one exact
+//! tailer for every reader of the log).
 //!
-//! Order at start: take the tail cursor (`now_cursor`) first, then load `node_certs`. A
-//! revocation that commits between the two is both loaded and tailed (harmless: inserting a
-//! serial twice changes nothing); one that commits after the load is tailed; none is missed,
-//! including one whose transaction took a lower position and committed late (the tailer follows
-//! commit visibility, not positions).
+//! Order at start: subscribe to the hub first, then load `node_certs`. A revocation that
+//! commits between the two is both loaded and handed out (harmless: inserting a serial twice
+//! changes nothing); one that commits after the load is handed out; none is missed, including
+//! one whose transaction took a lower position and committed late (the tailer follows commit
+//! visibility, not positions). Should the feed fall so far behind that the hub drops batches for
+//! it, it loads `node_certs` again and ends every live session (their nodes reconnect, and the
+//! handshake checks the reloaded set).
 //!
 //! On `node.identity.revoked`, `node.deleted` and `node.retired` the feed reads that node's
 //! revoked serials from `node_certs` (written in the same transaction as the event, so visible
 //! once the event is), adds them, and ends the node's live sessions with a RevocationNotice.
 //!
-//! Health: the feed is caught up whenever a tail step came back with less than a page. When it
-//! has not been caught up for more than `max_lag`, [`FeedHealth::is_stale`] turns true; the
+//! Health: the feed is caught up as of the hub's last caught-up moment once it has applied
+//! every batch handed out before it (the hub renews that moment while it waits, for as long as
+//! other processes' commits are notified to it; see `events::store::hub`; on a read replica it
+//! also waits for the replica to replay what the primary notified). When it has not been caught
+//! up for more than `max_lag`, [`FeedHealth::is_stale`] turns true; the
 //! gateway then refuses new sessions (fails closed), logs it, reports NOT_SERVING on the health
 //! service and sets `bc_revocation_feed_stale`, and recovers by itself once a step succeeds.
 //!
@@ -32,7 +38,8 @@ use events::envelope::DecodeError;
 use events::schema::{
     JoinRefused, NodeDeleted, NodeIdentityRevoked, NodeRetired, RefusalsSuppressed, RenewRefused,
 };
-use events::store::{EventStore, LogStore, StoreError, TailCursor};
+use events::store::hub::{HubRecv, HubWake};
+use events::store::{EventStore, HubReceiver, LogHub, StoreError};
 use events::RecordedEvent;
 
 pub use crate::feed_health::FeedHealth;
@@ -45,9 +52,11 @@ use crate::sessions::Sessions;
 pub struct FeedOptions {
     /// Behind for longer than this, new sessions are refused.
     pub max_lag: Duration,
-    /// How often to look for commits of other processes.
-    pub poll_interval: Duration,
-    /// Events per tail step.
+    /// How often the log hub steps when no commit was signalled (`None`: the backend's
+    /// default, `events::store::hub::HubOptions::for_backend`). Used when the gateway starts
+    /// its own hub.
+    pub poll_interval: Option<Duration>,
+    /// Events per tail step of the hub the gateway starts.
     pub batch: u32,
 }
 
@@ -55,7 +64,7 @@ impl Default for FeedOptions {
     fn default() -> Self {
         FeedOptions {
             max_lag: Duration::from_secs(5),
-            poll_interval: Duration::from_millis(20),
+            poll_interval: None,
             batch: 1000,
         }
     }
@@ -118,85 +127,99 @@ fn insert_rows(revoked: &RevokedSerials, rows: &[RevokedCertRow]) -> Result<(), 
     Ok(())
 }
 
-/// Loads the revoked set and returns the cursor to tail from. Call before serving.
-pub async fn load(store: &EventStore, targets: &FeedTargets) -> Result<TailCursor, FeedError> {
-    let cursor = store.now_cursor().await?;
+/// Subscribes to `hub`, then loads the revoked set (in that order: see the module doc). Call
+/// before serving; hand the subscription to [`run`].
+pub async fn load(
+    store: &EventStore,
+    hub: &LogHub,
+    targets: &FeedTargets,
+) -> Result<HubReceiver, FeedError> {
+    let subscription = hub.subscribe();
     let rows = query_revoked(store, None, now_us()).await?;
     insert_rows(&targets.revoked, &rows)?;
     targets.health.mark_caught_up();
     tracing::info!(revoked = rows.len(), "revocation feed loaded");
-    Ok(cursor)
+    Ok(subscription)
 }
 
-/// Follows the log from `cursor` until it meets a revocation it cannot read. Never stops the
-/// gateway: store errors are logged and retried (100 ms, doubling to 5 s); an undecodable
-/// revocation halts the feed ([`halt`]) and returns.
-pub async fn run(
-    store: EventStore,
-    mut cursor: TailCursor,
-    targets: FeedTargets,
-    options: FeedOptions,
-) {
-    let mut wake = store.commit_signal();
-    let mut backoff = Duration::from_millis(100);
+/// Applies what the hub hands out until the hub is gone or a revocation cannot be read. Never
+/// stops the gateway: an event whose application fails on a store error is retried (100 ms,
+/// doubling to 5 s) before the next one; an undecodable revocation halts the feed ([`halt`])
+/// and returns.
+pub async fn run(store: EventStore, mut subscription: HubReceiver, targets: FeedTargets) {
     let mut last_prune = Instant::now();
     loop {
-        wake.borrow_and_update();
-        match store.tail_step(&cursor, options.batch).await {
-            Ok((events, next)) => {
-                backoff = Duration::from_millis(100);
-                let full = events.len() as u64 >= u64::from(options.batch);
-                let mid_snapshot = matches!(
-                    next,
-                    TailCursor::Postgres {
-                        ceiling: Some(_),
-                        ..
+        match subscription.recv_or_state().await {
+            None => return,
+            Some(HubWake::Recv(HubRecv::Events(batch))) => {
+                for e in batch.iter() {
+                    if apply(&store, e, &targets).await.is_err() {
+                        return;
                     }
-                );
-                let mut failed = false;
-                for e in &events {
-                    match handle(&store, e, &targets).await {
-                        Ok(()) => {}
-                        Err(err @ FeedError::Undecodable { .. }) => {
-                            halt(&targets, &err);
-                            return;
-                        }
-                        Err(err) => {
-                            tracing::warn!(error = %err, position = e.position, "revocation feed: applying an event failed; retrying");
-                            failed = true;
-                            break;
-                        }
-                    }
-                }
-                if failed {
-                    // Do not advance past an event we could not apply.
-                    tokio::time::sleep(backoff).await;
-                    continue;
-                }
-                cursor = next;
-                if !full && !mid_snapshot {
-                    targets.health.mark_caught_up();
-                }
-                if full || mid_snapshot {
-                    continue;
                 }
             }
-            Err(err) => {
-                tracing::warn!(error = %err, retry_in_ms = backoff.as_millis() as u64, "revocation feed: tail step failed");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-                continue;
+            Some(HubWake::Recv(HubRecv::Missed(batches))) => {
+                resync(&store, &targets, batches).await
+            }
+            Some(HubWake::State) => {}
+        }
+        if subscription.is_drained() {
+            if let Some(at) = subscription.state().caught_up_at {
+                targets.health.mark_caught_up_at(at);
             }
         }
         if last_prune.elapsed() > Duration::from_secs(60) {
             targets.revoked.prune_expired(now_us() / 1_000_000);
             last_prune = Instant::now();
         }
-        tokio::select! {
-            _ = wake.changed() => {}
-            _ = tokio::time::sleep(options.poll_interval) => {}
+    }
+}
+
+/// Applies one event, retrying store errors; `Err` once the feed has halted on it.
+async fn apply(store: &EventStore, e: &RecordedEvent, targets: &FeedTargets) -> Result<(), ()> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match handle(store, e, targets).await {
+            Ok(()) => return Ok(()),
+            Err(err @ FeedError::Undecodable { .. }) => {
+                halt(targets, &err);
+                return Err(());
+            }
+            Err(err) => {
+                // Not past an event we could not apply: health goes stale meanwhile.
+                tracing::warn!(error = %err, position = e.position, retry_in_ms = backoff.as_millis() as u64, "revocation feed: applying an event failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
         }
     }
+}
+
+/// The hub dropped `batches` batches for this feed: load the revoked set again (until it loads)
+/// and end every live session, since which of them the lost batches revoked is unknown.
+async fn resync(store: &EventStore, targets: &FeedTargets, batches: u64) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match query_revoked(store, None, now_us()).await {
+            Ok(rows) => match insert_rows(&targets.revoked, &rows) {
+                Ok(()) => break,
+                Err(err) => {
+                    tracing::warn!(error = %err, "revocation feed: reloading the revoked set failed; retrying")
+                }
+            },
+            Err(err) => {
+                tracing::warn!(error = %err, "revocation feed: reloading the revoked set failed; retrying")
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+    let ended = targets.sessions.end_all();
+    tracing::error!(
+        lost_batches = batches,
+        sessions_ended = ended,
+        "revocation feed fell behind the log hub: revoked set reloaded and every session ended (nodes reconnect)"
+    );
 }
 
 /// Stops the feed for good on `err`: fails closed (every new session refused, health

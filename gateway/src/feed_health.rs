@@ -56,8 +56,14 @@ impl FeedHealth {
     }
 
     pub(crate) fn mark_caught_up(&self) {
-        let ms = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        self.caught_up_ms.store(ms, Ordering::Release);
+        self.mark_caught_up_at(Instant::now());
+    }
+
+    /// The feed had applied every revocation committed before `at` (never moves back).
+    pub(crate) fn mark_caught_up_at(&self, at: Instant) {
+        let since = at.saturating_duration_since(self.started);
+        let ms = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
+        self.caught_up_ms.fetch_max(ms, Ordering::AcqRel);
     }
 
     /// Time since the feed was last caught up.

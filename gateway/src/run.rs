@@ -8,7 +8,7 @@ use std::time::Duration;
 use commands::identity::JoinService;
 use commands::Clock;
 use domain::pki::{KeySet, PublicBundle, ServingRole, TrustDomain};
-use events::store::EventStore;
+use events::store::{EventStore, HubOptions, LogHub, LogStore};
 use proto::node_service_server::NodeServiceServer;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -70,6 +70,14 @@ pub struct GatewayConfig {
     /// The serving certificate from files, reloaded on change (`[tls]`), instead of one this
     /// gateway has issued and renews.
     pub tls_files: Option<crate::tls_files::TlsFiles>,
+    /// A Postgres streaming replica the revocation feed reads (the log and `node_certs`), made
+    /// by `EventStore::replica` of the gateway's store; joins, renewals and the gateway's own
+    /// writes stay on the primary. `None`: everything on the gateway's store.
+    pub read_store: Option<EventStore>,
+    /// The process's log hub, when the caller shares one with other readers of the log (the
+    /// admin listener in the same process). `None`: the gateway starts its own, on
+    /// `read_store` when set.
+    pub hub: Option<LogHub>,
 }
 
 impl GatewayConfig {
@@ -85,6 +93,8 @@ impl GatewayConfig {
             join_refusals: JoinRefusalLimits::default(),
             command_poll_interval: crate::dispatch::DEFAULT_POLL_INTERVAL,
             tls_files: None,
+            read_store: None,
+            hub: None,
         }
     }
 }
@@ -270,6 +280,20 @@ pub async fn start_gateway(
     serve_edge(store, edge, Backend::relay(api), clock, config, None).await
 }
 
+/// The gateway's own log hub: on the read replica when there is one, with the feed's options.
+async fn start_hub(store: &EventStore, config: &GatewayConfig) -> Result<LogHub, StartError> {
+    let mut options = HubOptions::for_backend(store.backend());
+    options.batch = config.feed.batch;
+    if let Some(poll) = config.feed.poll_interval {
+        options.safety_poll = poll;
+    }
+    let hub = match &config.read_store {
+        Some(replica) => LogHub::start_on_replica(replica.clone(), store.clone(), options).await,
+        None => LogHub::start(store.clone(), options).await,
+    };
+    hub.map_err(|e| StartError::Feed(feed::FeedError::Store(e)))
+}
+
 /// What the agent-facing side needs: no CA or signing key, only where its serving certificate
 /// comes from and the first one.
 struct Edge {
@@ -303,12 +327,16 @@ async fn serve_edge(
         health: health.clone(),
         metrics: metrics.clone(),
     };
-    let cursor = feed::load(&store, &targets).await?;
+    let read_store = config.read_store.clone().unwrap_or_else(|| store.clone());
+    let hub = match &config.hub {
+        Some(hub) => hub.clone(),
+        None => start_hub(&store, &config).await?,
+    };
+    let subscription = feed::load(&read_store, &hub, &targets).await?;
     let mut background = vec![tokio::spawn(feed::run(
-        store.clone(),
-        cursor,
+        read_store.clone(),
+        subscription,
         targets,
-        config.feed,
     ))];
 
     let verifier = NodeClientVerifier::new(
@@ -396,6 +424,7 @@ async fn serve_edge(
         sessions.clone(),
         config.command_poll_interval,
         metrics.commands.clone(),
+        Some(hub.subscribe()),
     )));
     let api_metrics = metrics.clone();
     let node_server = NodeServer {

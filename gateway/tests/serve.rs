@@ -284,7 +284,7 @@ async fn a_feed_that_falls_behind_fails_closed_and_recovers() {
     // commits it looks behind, which is what a stalled feed looks like from outside.
     let env = start(db.store().await.unwrap(), |c| {
         c.feed.max_lag = Duration::from_millis(800);
-        c.feed.poll_interval = Duration::from_secs(3600);
+        c.feed.poll_interval = Some(Duration::from_secs(3600));
     })
     .await;
     let token = env.token(1).await;

@@ -78,6 +78,7 @@ async fn fixture() -> Fixture {
         Arc::new(SystemClock),
         located,
         time::Duration::days(1),
+        None,
     )
     .await
     .expect("admin listener");

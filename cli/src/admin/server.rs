@@ -6,7 +6,8 @@
 //! limits, and the gateway's serving certificate machinery (a serving-CA certificate for the
 //! listener's names, renewed at two thirds of its life). Client certificates: the operator CA
 //! only, revoked serials refused at the handshake ([`super::tls`]); the revoked set is read
-//! from the log every second ([`refresh_revoked`]). A call then takes one of
+//! again whenever the process's log hub hands out an `operator.cert.revoked` event, and every
+//! [`REVOKED_REFRESH`] besides (every second when there is no hub) ([`refresh_revoked`]). A call then takes one of
 //! `max_concurrent_calls` slots (none free: RESOURCE_EXHAUSTED), runs ([`super::run`]) and is
 //! stopped at `call_timeout` (DEADLINE_EXCEEDED).
 
@@ -17,7 +18,8 @@ use std::time::Duration;
 
 use commands::Clock;
 use domain::pki::{KeySet, ServingRole, TrustDomain};
-use events::store::EventStore;
+use events::store::hub::HubRecv;
+use events::store::{EventStore, HubReceiver, LogHub};
 use gateway::conn::PeerInfo;
 use gateway::http2::EdgeServer;
 use gateway::limits::EdgeLimits;
@@ -36,8 +38,10 @@ use super::tls::{admin_server_config, OperatorClientVerifier, RevokedOperators};
 use crate::deployment::Located;
 use crate::serve_config_admin::AdminSettings;
 
-/// How often the revoked operator serials are read from the log.
-pub const REVOKED_REFRESH: Duration = Duration::from_secs(1);
+/// How often the revoked operator serials are read from the log besides when the hub hands out
+/// a revocation (a safety net), and how often without a hub.
+pub const REVOKED_REFRESH: Duration = Duration::from_secs(60);
+pub const REVOKED_REFRESH_WITHOUT_HUB: Duration = Duration::from_secs(1);
 
 /// Why the admin listener did not start.
 #[derive(Debug, thiserror::Error)]
@@ -180,15 +184,51 @@ async fn load_revoked(store: &EventStore, revoked: &RevokedOperators) -> Result<
     Ok(())
 }
 
-/// Keeps `revoked` at most [`REVOKED_REFRESH`] behind the log (a failed read keeps the last set
-/// and is logged).
-pub async fn refresh_revoked(store: EventStore, revoked: Arc<RevokedOperators>) {
-    let mut tick = tokio::time::interval(REVOKED_REFRESH);
+/// Keeps `revoked` in step with the log: read again when `hub` hands out an operator
+/// certificate's revocation (or lost batches that may have held one), and every
+/// [`REVOKED_REFRESH`] ([`REVOKED_REFRESH_WITHOUT_HUB`] without a hub). A failed read keeps
+/// the last set and is logged.
+pub async fn refresh_revoked(
+    store: EventStore,
+    revoked: Arc<RevokedOperators>,
+    mut hub: Option<HubReceiver>,
+) {
+    let every = if hub.is_some() {
+        REVOKED_REFRESH
+    } else {
+        REVOKED_REFRESH_WITHOUT_HUB
+    };
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            alive = operator_revocation(&mut hub) => if !alive { hub = None; continue },
+        }
         if let Err(why) = load_revoked(&store, &revoked).await {
             tracing::warn!(%why, "the revoked operator certificates could not be read; the last set is kept");
+        }
+    }
+}
+
+/// Waits for a hub batch holding `operator.cert.revoked` (or lost batches); `false` once the hub
+/// is gone; never resolves without one.
+async fn operator_revocation(hub: &mut Option<HubReceiver>) -> bool {
+    let Some(hub) = hub else {
+        return std::future::pending().await;
+    };
+    loop {
+        match hub.recv().await {
+            None => return false,
+            Some(HubRecv::Missed(_)) => return true,
+            Some(HubRecv::Events(batch)) => {
+                if batch
+                    .iter()
+                    .any(|e| e.event_type == "operator.cert.revoked")
+                {
+                    return true;
+                }
+            }
         }
     }
 }
@@ -219,7 +259,10 @@ pub async fn start_admin(
     clock: Arc<dyn Clock>,
     located: Located,
     serving_lifetime: time::Duration,
+    hub: Option<&LogHub>,
 ) -> Result<RunningAdmin, AdminStartError> {
+    // Subscribed before the first load below, so no revocation falls between the two.
+    let revocations = hub.map(LogHub::subscribe);
     let issuer = Issuer::Local {
         keys: keys.clone(),
         clock: clock.clone(),
@@ -254,7 +297,7 @@ pub async fn start_admin(
         })?;
     let background = vec![
         tokio::spawn(gateway::serving::renew(serving, issuer, first, clock)),
-        tokio::spawn(refresh_revoked(store.clone(), revoked.clone())),
+        tokio::spawn(refresh_revoked(store.clone(), revoked.clone(), revocations)),
     ];
     let admin = Admin {
         ctx: CallContext {
@@ -304,6 +347,7 @@ pub async fn start_for(
     store: &EventStore,
     clock: &Arc<dyn Clock>,
     dir: Option<std::path::PathBuf>,
+    hub: Option<&LogHub>,
 ) -> Result<Option<RunningAdmin>, AdminStartError> {
     let Some(admin) = &settings.admin else {
         return Ok(None);
@@ -335,6 +379,7 @@ pub async fn start_for(
         clock.clone(),
         located,
         lifetime,
+        hub,
     )
     .await
     .map(Some)

@@ -98,6 +98,7 @@ async fn fixture(limits: impl FnOnce(&mut AdminSettings)) -> Fixture {
         Arc::new(SystemClock),
         located,
         time::Duration::days(1),
+        None,
     )
     .await
     .expect("admin listener");

@@ -24,6 +24,10 @@ pub enum StoreError {
     EmptyAppend,
     #[error("unsupported database URL {0:?}: use postgres://... or sqlite://PATH")]
     UnsupportedUrl(String),
+    #[error("read_database_url {0:?} names a read replica, which needs a Postgres primary store and a postgres:// URL (SQLite has no replicas)")]
+    ReplicaNeedsPostgres(String),
+    #[error("the WAL position {0:?} the server reported is not an LSN")]
+    BadLsn(String),
     #[error("tail cursor {cursor:?} is malformed: {why}")]
     BadCursor { cursor: String, why: &'static str },
     #[error("tail cursor is for the {cursor} backend, this store is {store}")]

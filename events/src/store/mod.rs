@@ -8,6 +8,7 @@
 
 mod deferred;
 mod error;
+pub mod hub;
 mod insert;
 pub mod postgres;
 mod query;
@@ -29,6 +30,7 @@ use crate::envelope::{NewEvent, RecordedEvent};
 pub use deferred::{DeferredWrite, ExpectRows};
 pub(crate) use error::map_append_error;
 pub use error::{Result, StoreError};
+pub use hub::{HubOptions, HubReceiver, LogHub};
 pub use insert::push_groups;
 pub(crate) use insert::{insert_rows_by_statements, insert_statements};
 pub use postgres::{PgLogStore, PgStoreTx};
@@ -263,12 +265,27 @@ pub enum StoreTx {
     Recorder(WriteRecorder),
 }
 
+/// The pool size a Postgres store opens with unless told otherwise ([`EventStore::open_with`]).
+pub const DEFAULT_POOL_SIZE: u32 = 32;
+
+fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
 impl EventStore {
     /// Connects to `postgres://...` or `sqlite://PATH` (the file is created, in WAL mode).
     /// Does not migrate: call [`LogStore::migrate`] or use [`EventStore::open`].
     pub async fn connect(url: &str) -> Result<Self> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(EventStore::Postgres(PgLogStore::connect(url).await?))
+        Self::connect_with_pool(url, DEFAULT_POOL_SIZE).await
+    }
+
+    /// [`EventStore::connect`] with at most `pool_size` Postgres connections (SQLite has its
+    /// own fixed pool: one writer and its readers).
+    pub async fn connect_with_pool(url: &str, pool_size: u32) -> Result<Self> {
+        if is_postgres_url(url) {
+            Ok(EventStore::Postgres(
+                PgLogStore::with_pool_size(url, pool_size.max(1)).await?,
+            ))
         } else if url.starts_with("sqlite:") {
             Ok(EventStore::Sqlite(SqliteLogStore::connect(url).await?))
         } else {
@@ -278,9 +295,35 @@ impl EventStore {
 
     /// Connects and applies the migrations.
     pub async fn open(url: &str) -> Result<Self> {
-        let store = Self::connect(url).await?;
+        Self::open_with_pool(url, DEFAULT_POOL_SIZE).await
+    }
+
+    /// [`EventStore::open`] with at most `pool_size` Postgres connections.
+    pub async fn open_with_pool(url: &str, pool_size: u32) -> Result<Self> {
+        let store = Self::connect_with_pool(url, pool_size).await?;
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// A store reading the Postgres streaming replica at `url` for this (primary) store, with
+    /// at most `pool_size` connections: reads and tailers go to the replica, the commit signal
+    /// is this store's ([`PgLogStore::replica_of`]). Not migrated (a standby is read-only; the
+    /// primary's migrations reach it by replication).
+    pub async fn replica(&self, url: &str, pool_size: u32) -> Result<Self> {
+        match self {
+            EventStore::Postgres(primary) if is_postgres_url(url) => Ok(EventStore::Postgres(
+                PgLogStore::replica_of(primary, url, pool_size.max(1)).await?,
+            )),
+            _ => Err(StoreError::ReplicaNeedsPostgres(url.to_string())),
+        }
+    }
+
+    /// The Postgres store, for what only Postgres has (WAL positions, the listener's state).
+    pub fn as_postgres(&self) -> Option<&PgLogStore> {
+        match self {
+            EventStore::Postgres(s) => Some(s),
+            EventStore::Sqlite(_) => None,
+        }
     }
 
     /// The same store (the same pool), whose transactions stamp every event they append with

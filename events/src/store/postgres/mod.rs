@@ -20,6 +20,7 @@ mod multi_append;
 mod probe;
 mod rows;
 mod statements;
+pub mod wake;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 use tokio::sync::watch;
+use wake::CommitWake;
 
 use super::deferred::{self, DeferredQueue};
 use super::tailer::TailCursor;
@@ -65,7 +67,10 @@ pub(crate) const ORIGIN_SNAPSHOT: &str = "1:1:";
 #[derive(Clone, Debug)]
 pub struct PgLogStore {
     pool: PgPool,
-    commits: watch::Sender<u64>,
+    /// The commit signal, shared with a replica store reading for this one.
+    wake: Arc<CommitWake>,
+    /// This store reads a streaming replica (writes go to the primary's store).
+    replica: bool,
     known: Arc<KnownVersions>,
     /// Stamped on every event this store's transactions append ([`PgLogStore::acting_as`]).
     actor: Option<Actor>,
@@ -78,7 +83,7 @@ pub struct PgStoreTx {
     deferred: DeferredQueue,
     /// For what must be read outside the transaction once it is aborted.
     pool: PgPool,
-    commits: watch::Sender<u64>,
+    wake: Arc<CommitWake>,
     known: Arc<KnownVersions>,
     /// Stream versions this transaction appended, recorded in `known` once it has committed.
     appended: Vec<(String, u64)>,
@@ -101,6 +106,25 @@ impl PgLogStore {
     }
 
     pub async fn with_pool_size(url: &str, max_connections: u32) -> Result<Self> {
+        let pool = Self::open_pool(url, max_connections).await?;
+        Ok(Self::from_pool(pool))
+    }
+
+    /// A store reading the streaming replica at `url` for `primary`: its reads (and tailers)
+    /// go to the replica, its commit signal is the primary's (a hot standby cannot `LISTEN`).
+    /// It is for reading: a transaction begun on it fails on the standby's first write.
+    pub async fn replica_of(primary: &PgLogStore, url: &str, max_connections: u32) -> Result<Self> {
+        let pool = Self::open_pool(url, max_connections).await?;
+        Ok(PgLogStore {
+            pool,
+            wake: primary.wake.clone(),
+            replica: true,
+            known: Arc::default(),
+            actor: None,
+        })
+    }
+
+    async fn open_pool(url: &str, max_connections: u32) -> Result<PgPool> {
         let options = PgConnectOptions::from_str(url)?.application_name("bc-events");
         probe(&options).await?;
         // No ping when a connection is handed out: that is a round trip per transaction (about
@@ -115,16 +139,46 @@ impl PgLogStore {
             .acquire_timeout(POOL_ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
-        Ok(Self::from_pool(pool))
+        Ok(pool)
     }
 
     pub fn from_pool(pool: PgPool) -> Self {
+        let options = (*pool.connect_options()).clone();
         PgLogStore {
             pool,
-            commits: watch::channel(0).0,
+            wake: CommitWake::new(options),
+            replica: false,
             known: Arc::default(),
             actor: None,
         }
+    }
+
+    /// The commit signal's state: whether other processes' commits reach it, what WAL position
+    /// they were notified at.
+    pub fn wake(&self) -> &CommitWake {
+        &self.wake
+    }
+
+    /// Whether this store reads a streaming replica ([`PgLogStore::replica_of`]).
+    pub fn is_replica(&self) -> bool {
+        self.replica
+    }
+
+    /// The WAL position this server has replayed (`None` on a primary, which replays nothing).
+    pub async fn replay_lsn(&self) -> Result<Option<u64>> {
+        let text: Option<String> = sqlx::query_scalar("SELECT pg_last_wal_replay_lsn()::text")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(text.as_deref().and_then(wake::parse_lsn))
+    }
+
+    /// The WAL position this server (a primary) has flushed: what a replica must replay to have
+    /// every commit made so far.
+    pub async fn wal_flush_lsn(&self) -> Result<u64> {
+        let text: String = sqlx::query_scalar("SELECT pg_current_wal_flush_lsn()::text")
+            .fetch_one(&self.pool)
+            .await?;
+        wake::parse_lsn(&text).ok_or(StoreError::BadLsn(text))
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -176,7 +230,7 @@ impl LogStore for PgLogStore {
             tx,
             deferred: DeferredQueue::default(),
             pool: self.pool.clone(),
-            commits: self.commits.clone(),
+            wake: self.wake.clone(),
             known: self.known.clone(),
             appended: Vec::new(),
             fresh: true,
@@ -301,7 +355,7 @@ impl LogStore for PgLogStore {
     }
 
     fn commit_signal(&self) -> watch::Receiver<u64> {
-        self.commits.subscribe()
+        self.wake.subscribe()
     }
 }
 
@@ -543,7 +597,7 @@ impl LogTx for PgStoreTx {
         for (stream, version) in &self.appended {
             self.known.record(stream, *version);
         }
-        self.commits.send_modify(|n| *n = n.wrapping_add(1));
+        self.wake.committed(!self.appended.is_empty()).await;
         Ok(())
     }
 
