@@ -88,7 +88,8 @@ pub struct HubState {
     pub steps: u64,
 }
 
-/// The hub of one process. Cheap to clone; the tailing task stops when the last clone goes.
+/// The hub of one process. Cheap to clone; the tailing task stops when the last clone and the
+/// last subscription go.
 #[derive(Clone)]
 pub struct LogHub {
     shared: Arc<Shared>,
@@ -134,10 +135,12 @@ pub enum HubWake {
     State,
 }
 
-/// A reader's subscription.
+/// A reader's subscription. It keeps the hub running: the tailing task stops when the last
+/// [`LogHub`] clone and the last subscription are gone.
 pub struct HubReceiver {
     events: broadcast::Receiver<Arc<[RecordedEvent]>>,
     state: watch::Receiver<HubState>,
+    _hub: Arc<Shared>,
 }
 
 impl HubReceiver {
@@ -228,6 +231,7 @@ impl LogHub {
         HubReceiver {
             events: self.shared.events.subscribe(),
             state: self.shared.state.subscribe(),
+            _hub: self.shared.clone(),
         }
     }
 
