@@ -235,7 +235,11 @@ async fn server(nofile: u64) {
     while env.gateway.sources.sessions.len() < n && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(env.gateway.sources.sessions.len(), n, "the gateway sees every session");
+    assert_eq!(
+        env.gateway.sources.sessions.len(),
+        n,
+        "the gateway sees every session"
+    );
     tokio::time::sleep(settle).await;
     let after = memory();
     let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / n as f64;
@@ -261,7 +265,10 @@ async fn server(nofile: u64) {
             (d.abs() >= 64.0).then(|| format!("<={} B: {:.0} B", 1u64 << k, d))
         })
         .collect();
-    println!("heap held per session by block size: {}", classes.join(", "));
+    println!(
+        "heap held per session by block size: {}",
+        classes.join(", ")
+    );
 
     // The client process exits when its stdin closes; the sessions end with it.
     drop(child.stdin.take());
@@ -316,9 +323,10 @@ async fn clients() {
         set.spawn(async move {
             let mut held = Vec::new();
             for node in nodes.iter().skip(k).step_by(tasks) {
-                let mut c = common::connect(addr, &ca, Some((node.chain.clone(), node.key.clone())))
-                    .await
-                    .unwrap();
+                let mut c =
+                    common::connect(addr, &ca, Some((node.chain.clone(), node.key.clone())))
+                        .await
+                        .unwrap();
                 let (tx, rx) = tokio::sync::mpsc::channel(2);
                 tx.send(common::hello()).await.unwrap();
                 let mut inbound = c
