@@ -1,0 +1,357 @@
+//! Memory per live node session on the gateway, server side alone (issue 25; C17 in
+//! `benchmarks/RESULTS.md`), on Postgres (`DATABASE_URL`, as the tests):
+//!
+//! 1. this process starts a gateway over a fresh database and joins `BENCH_SESSIONS` nodes
+//!    (default 10,000) through the JoinService in process, as the C6 bench does;
+//! 2. it writes their identities to a file and starts itself again as the load generator
+//!    (`SESSION_MEMORY_ROLE=clients`): a second process that opens, for each node, one mTLS
+//!    HTTP/2 connection with its Session stream, sends Hello, waits for the Welcome and then
+//!    holds the session idle;
+//! 3. the figure: the gateway process's `VmRSS` (and `Pss` from `smaps_rollup`) before the
+//!    client process starts and once every session is live and has been idle for
+//!    `BENCH_SETTLE_MS` (default 3,000), the difference divided by the number of sessions.
+//!    Then the client process exits and the RSS once the sessions have closed is printed too
+//!    (what the allocator gives back).
+//!
+//! Both processes raise their `RLIMIT_NOFILE` to the hard limit. The gateway's allocator is
+//! mimalloc, as in `bcctl` (cli/src/main.rs), the binary that runs gateways, wrapped to count
+//! the heap bytes and blocks live, printed beside the RSS: what the code holds per session,
+//! apart from what the allocator keeps around it.
+//!
+//! `cargo bench -p gateway --bench session_memory` (env: BENCH_SESSIONS, BENCH_SETTLE_MS,
+//! BENCH_CLIENT_TASKS: connections opened at once by the client process, default 16).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::io::Write as _;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use events::store::testkit::TestDb;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio_stream::StreamExt;
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// mimalloc, counting the bytes and blocks live (what the code holds, apart from what the
+/// allocator keeps around it).
+struct Counting;
+
+static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
+static LIVE_BLOCKS: AtomicI64 = AtomicI64::new(0);
+/// Live bytes by size class: class k holds blocks of 2^(k-1) < size <= 2^k bytes.
+static CLASS_BYTES: [AtomicI64; 32] = [const { AtomicI64::new(0) }; 32];
+
+fn class(size: usize) -> usize {
+    (usize::BITS - size.saturating_sub(1).leading_zeros()).min(31) as usize
+}
+
+fn count(size: usize, sign: i64) {
+    LIVE_BYTES.fetch_add(sign * size as i64, Ordering::Relaxed);
+    LIVE_BLOCKS.fetch_add(sign, Ordering::Relaxed);
+    CLASS_BYTES[class(size)].fetch_add(sign * size as i64, Ordering::Relaxed);
+}
+
+// SAFETY: every call is passed to mimalloc unchanged; the counters only add and subtract.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { mimalloc::MiMalloc.alloc(layout) };
+        if !p.is_null() {
+            count(layout.size(), 1);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) };
+        if !p.is_null() {
+            count(layout.size(), 1);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) };
+        count(layout.size(), -1);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            count(layout.size(), -1);
+            count(new_size, 1);
+        }
+        p
+    }
+}
+
+const ROLE_VAR: &str = "SESSION_MEMORY_ROLE";
+const FILE_VAR: &str = "SESSION_MEMORY_FILE";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Raises this process's soft `RLIMIT_NOFILE` to its hard limit; returns the soft limit now.
+fn raise_nofile() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+/// A field in KiB of a `/proc/self` file (`status`: VmRSS, RssAnon; `smaps_rollup`: Pss).
+fn proc_kib(file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/self/{file}"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Memory {
+    rss: u64,
+    anon: u64,
+    pss: u64,
+    /// Heap bytes and blocks the process holds (the counting allocator).
+    heap: i64,
+    blocks: i64,
+    classes: [i64; 32],
+}
+
+fn memory() -> Memory {
+    Memory {
+        rss: proc_kib("status", "VmRSS"),
+        anon: proc_kib("status", "RssAnon"),
+        pss: proc_kib("smaps_rollup", "Pss"),
+        heap: LIVE_BYTES.load(Ordering::Relaxed),
+        blocks: LIVE_BLOCKS.load(Ordering::Relaxed),
+        classes: std::array::from_fn(|k| CLASS_BYTES[k].load(Ordering::Relaxed)),
+    }
+}
+
+fn main() {
+    let nofile = raise_nofile();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    if std::env::var(ROLE_VAR).as_deref() == Ok("clients") {
+        runtime.block_on(clients());
+    } else {
+        runtime.block_on(server(nofile));
+    }
+}
+
+/// The gateway's process: joins the nodes, starts the client process, measures.
+async fn server(nofile: u64) {
+    let n = env_usize("BENCH_SESSIONS", 10_000).max(1);
+    let settle = Duration::from_millis(env_usize("BENCH_SETTLE_MS", 3_000) as u64);
+    assert!(
+        nofile as usize > n + 200,
+        "RLIMIT_NOFILE is {nofile} in the gateway's process: raise the hard limit (ulimit -Hn) above {} for {n} sessions",
+        n + 200
+    );
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.store().await.unwrap();
+    let env = common::start(store.clone(), |cfg| {
+        // One address (127.0.0.1) holds every session: the caps must admit them all.
+        cfg.limits.max_connections = n + 64;
+        cfg.limits.max_connections_per_peer = n + 64;
+    })
+    .await;
+
+    let t = Instant::now();
+    let token = env.token(u32::try_from(n).unwrap_or(u32::MAX)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nodes");
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        writeln!(out, "{}", env.gateway.addr).unwrap();
+        writeln!(out, "{}", hex::encode(env.keys.serving_ca.cert_der())).unwrap();
+        for _ in 0..n {
+            let (req, key) = env.join_request(&token);
+            let signed = gateway::wire::join(env.join.joins(), &req).await.unwrap();
+            let resp = <proto::JoinResponse as prost::Message>::decode(signed.response.as_slice())
+                .unwrap();
+            let chain: Vec<String> = resp.certificate_chain.iter().map(hex::encode).collect();
+            writeln!(out, "{} {}", hex::encode(key.pkcs8_der()), chain.join(" ")).unwrap();
+        }
+        out.flush().unwrap();
+    }
+    println!(
+        "joined {n} nodes in {:.1} s (in this process, through the JoinService)",
+        t.elapsed().as_secs_f64()
+    );
+    // Let the allocator return what the joins freed before the baseline.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = memory();
+
+    let t = Instant::now();
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .env(ROLE_VAR, "clients")
+        .env(FILE_VAR, &path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the client process starts");
+    let pid = child.id().unwrap_or(0);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut live = 0usize;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if let Some(count) = line.strip_prefix("live ") {
+            live = count.parse().unwrap();
+            break;
+        }
+        println!("clients: {line}");
+    }
+    assert_eq!(live, n, "the client process holds every session");
+    let opened = t.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while env.gateway.sources.sessions.len() < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        env.gateway.sources.sessions.len(),
+        n,
+        "the gateway sees every session"
+    );
+    tokio::time::sleep(settle).await;
+    let after = memory();
+    let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / n as f64;
+    println!(
+        "{n} live sessions, held idle by another process (pid {pid}), opened in {:.1} s; gateway \
+         process VmRSS {} KiB -> {} KiB (RssAnon {} -> {}, Pss {} -> {}): {:.1} KiB per session \
+         (Pss {:.1}), server side alone; heap held {:.1} KiB in {:.0} blocks per session",
+        opened.as_secs_f64(),
+        before.rss,
+        after.rss,
+        before.anon,
+        after.anon,
+        before.pss,
+        after.pss,
+        per(after.rss, before.rss),
+        per(after.pss, before.pss),
+        (after.heap - before.heap) as f64 / 1024.0 / n as f64,
+        (after.blocks - before.blocks) as f64 / n as f64,
+    );
+    let classes: Vec<String> = (0..32)
+        .filter_map(|k| {
+            let d = (after.classes[k] - before.classes[k]) as f64 / n as f64;
+            (d.abs() >= 64.0).then(|| format!("<={} B: {:.0} B", 1u64 << k, d))
+        })
+        .collect();
+    println!(
+        "heap held per session by block size: {}",
+        classes.join(", ")
+    );
+
+    // The client process exits when its stdin closes; the sessions end with it.
+    drop(child.stdin.take());
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the client process exits within 60 s")
+        .unwrap();
+    assert!(status.success(), "the client process failed: {status}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !env.gateway.sources.sessions.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let closed = memory();
+    println!(
+        "after the sessions closed ({} left): VmRSS {} KiB ({:.1} KiB per closed session still held)",
+        env.gateway.sources.sessions.len(),
+        closed.rss,
+        per(closed.rss, before.rss)
+    );
+    env.gateway.shutdown().await;
+}
+
+/// One node's identity as the server wrote it.
+struct Identity {
+    key: Vec<u8>,
+    chain: Vec<Vec<u8>>,
+}
+
+/// The client process: opens a Session per node, prints `live N`, holds them until stdin closes.
+async fn clients() {
+    let path = std::env::var(FILE_VAR).expect("the nodes file");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let addr: std::net::SocketAddr = lines.next().unwrap().parse().unwrap();
+    let ca = hex::decode(lines.next().unwrap()).unwrap();
+    let nodes: Vec<Identity> = lines
+        .map(|l| {
+            let mut parts = l.split(' ');
+            let key = hex::decode(parts.next().unwrap()).unwrap();
+            let chain = parts.map(|c| hex::decode(c).unwrap()).collect();
+            Identity { key, chain }
+        })
+        .collect();
+    drop(text);
+    let tasks = env_usize("BENCH_CLIENT_TASKS", 16).max(1);
+    let nodes = std::sync::Arc::new(nodes);
+    let mut set = tokio::task::JoinSet::new();
+    for k in 0..tasks {
+        let nodes = nodes.clone();
+        let ca = ca.clone();
+        set.spawn(async move {
+            let mut held = Vec::new();
+            for node in nodes.iter().skip(k).step_by(tasks) {
+                let mut c =
+                    common::connect(addr, &ca, Some((node.chain.clone(), node.key.clone())))
+                        .await
+                        .unwrap();
+                let (tx, rx) = tokio::sync::mpsc::channel(2);
+                tx.send(common::hello()).await.unwrap();
+                let mut inbound = c
+                    .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+                    .await
+                    .unwrap()
+                    .into_inner();
+                let welcome = inbound.next().await.unwrap().unwrap();
+                assert!(matches!(
+                    welcome.body,
+                    Some(proto::gateway_message::Body::Welcome(_))
+                ));
+                held.push((tx, inbound, c));
+            }
+            held
+        });
+    }
+    let mut held = Vec::with_capacity(nodes.len());
+    while let Some(r) = set.join_next().await {
+        held.extend(r.unwrap());
+    }
+    println!("live {}", held.len());
+    let _ = std::io::stdout().flush();
+    // Hold them until the server closes our stdin.
+    let mut sink = Vec::new();
+    let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+    drop(held);
+}
