@@ -454,9 +454,14 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
             read_pool_size: file.read_pool_size,
             feed_poll_interval: file.feed_poll_interval.as_deref(),
         },
-        role,
+        role == Role::Gateway,
         &database_url,
-    )?;
+        &crate::serve_config_store::Sources {
+            env: &env,
+            parse_duration: &parse_duration,
+        },
+    )
+    .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     Ok(Settings {
         config_file: args.config.clone(),
         listen: socket("listen", &listen)?,
