@@ -251,6 +251,7 @@ fn edge_limits(settings: &AdminSettings) -> EdgeLimits {
 
 /// Starts the admin listener of the deployment `located` (its keys and store already open),
 /// admitting client certificates of `operator_ca` (DER).
+#[allow(clippy::too_many_arguments)] // each is one thing the listener is made of; grouping them would only rename them
 pub async fn start_admin(
     settings: &AdminSettings,
     keys: Arc<KeySet>,
