@@ -142,7 +142,7 @@ async fn kill_and_restart(d: &mut Deployment, fleet: &Fleet) -> Kill {
     let down_until = after + DOWN_FOR;
     while Instant::now() < down_until || (expect_takeover && takeover.is_none()) {
         if takeover.is_none() && takeovers(&d.api_log(survivor)) > taken_before {
-            takeover = Some(after.elapsed());
+            takeover = Some(before.elapsed());
         }
         if after.elapsed() > Duration::from_secs(30) {
             break;
@@ -381,7 +381,10 @@ async fn two_apis_two_gateways_one_api_sigkilled() {
         leader_after.unwrap_or("none logged"),
         match (kill.takeover, kill.survivor_led_already) {
             (_, true) => "none needed (the survivor led already)".to_owned(),
-            (Some(t), _) => format!("{} ms after the SIGKILL", t.as_millis()),
+            (Some(t), _) => format!(
+                "{} ms after the SIGKILL (polled every 20 ms)",
+                t.as_millis()
+            ),
             (None, _) => "not logged".to_owned(),
         },
         kill.restarted_in.as_millis(),
