@@ -30,6 +30,7 @@ mod e2e_bcd;
 mod e2e_split;
 mod edge_limits;
 mod external_attestor;
+mod failover_e2e;
 mod fault_join_kill;
 mod fault_postgres_restart;
 mod grpc_python;
