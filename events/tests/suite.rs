@@ -8,4 +8,5 @@
 mod actor;
 mod cancel_safety;
 mod conformance;
+mod leader;
 mod postgres_races;

@@ -9,6 +9,7 @@
 mod deferred;
 mod error;
 mod insert;
+pub mod leader;
 pub mod postgres;
 mod query;
 pub mod recorder;
@@ -31,6 +32,7 @@ pub(crate) use error::map_append_error;
 pub use error::{Result, StoreError};
 pub use insert::push_groups;
 pub(crate) use insert::{insert_rows_by_statements, insert_statements};
+pub use leader::{LeaderError, LeaderLock, Leading};
 pub use postgres::{PgLogStore, PgStoreTx};
 pub use query::BothBackendsRow;
 pub use recorder::{RecordedWrite, WriteRecorder};
