@@ -53,6 +53,7 @@ mod serve_config_limits;
 mod serve_config_quorum;
 mod serve_config_store;
 mod serve_error;
+mod serve_leader;
 mod serve_roles;
 mod serve_split;
 mod serve_trust;

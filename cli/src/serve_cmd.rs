@@ -89,14 +89,15 @@ pub(crate) async fn flush_held_refusals(join: &JoinService) {
 }
 
 /// Starts the audit sequencer (follows the log, gives every event its per-tenant leaf) and the
-/// sealer (signs a checkpoint of every grown tenant each `interval`) as background tasks.
+/// sealer (signs a checkpoint of every grown tenant each `interval`), both while this process
+/// leads the `audit-sequencer` task ([`crate::serve_leader`]): sealing must be single too.
 fn start_audit(
     store: &EventStore,
     keys: &KeySet,
     clock: Arc<dyn Clock>,
     interval: Duration,
 ) -> Result<tokio::sync::watch::Sender<bool>, ServeError> {
-    use commands::audit::{Sealer, SealerOptions, Sequencer, SequencerOptions};
+    use commands::audit::SealerOptions;
     let rng = ring::rand::SystemRandom::new();
     let signer = domain::audit::AuditSigner::from_pkcs8(keys.audit_signing.pkcs8_der(), &rng)
         .map_err(|e| ServeError::Invalid {
@@ -104,44 +105,71 @@ fn start_audit(
             message: format!("the audit signing key does not load: {e}"),
         })?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let seq_store = store.clone();
-    let seq_stop = stopped.clone();
-    tokio::spawn(async move {
-        let mut restarts = Restarts::default();
-        loop {
-            let sequencer = Sequencer::new(seq_store.clone(), SequencerOptions::default());
-            let result = sequencer.run(seq_stop.clone()).await;
-            if !restarts.after("audit sequencer", result, &seq_stop).await {
-                break;
-            }
-        }
-    });
     let mut options = SealerOptions::new(keys.trust_domain.to_string());
     options.interval = interval;
     let signer = Arc::new(signer);
-    let store = store.clone();
-    tokio::spawn(async move {
-        let now = Arc::new(tokio::sync::Notify::new());
-        let mut restarts = Restarts::default();
-        loop {
-            let sealer = Sealer::new(
-                store.clone(),
+    let audit_store = store.clone();
+    crate::serve_leader::lead(
+        store,
+        commands::leadership::AUDIT_SEQUENCER,
+        stopped,
+        move |leading| {
+            let sequencer = run_sequencer(audit_store.clone(), leading.clone());
+            let sealer = run_sealer(
+                audit_store.clone(),
                 signer.clone(),
                 clock.clone(),
                 options.clone(),
+                leading,
             );
-            let report = |r: Result<_, commands::audit::AuditError>| {
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "audit seal failed");
-                }
-            };
-            let result = sealer.run(now.clone(), stopped.clone(), report).await;
-            if !restarts.after("audit sealer", result, &stopped).await {
-                break;
+            async move {
+                tokio::join!(sequencer, sealer);
             }
-        }
-    });
+        },
+    )?;
     Ok(stop)
+}
+
+/// The audit sequencer until `stopped`, started again after a failure ([`Restarts`]).
+async fn run_sequencer(store: EventStore, stopped: tokio::sync::watch::Receiver<bool>) {
+    use commands::audit::{Sequencer, SequencerOptions};
+    let mut restarts = Restarts::default();
+    loop {
+        let sequencer = Sequencer::new(store.clone(), SequencerOptions::default());
+        let result = sequencer.run(stopped.clone()).await;
+        if !restarts.after("audit sequencer", result, &stopped).await {
+            break;
+        }
+    }
+}
+
+/// The audit sealer until `stopped`, started again after a failure ([`Restarts`]).
+async fn run_sealer(
+    store: EventStore,
+    signer: Arc<domain::audit::AuditSigner>,
+    clock: Arc<dyn Clock>,
+    options: commands::audit::SealerOptions,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let now = Arc::new(tokio::sync::Notify::new());
+    let mut restarts = Restarts::default();
+    loop {
+        let sealer = commands::audit::Sealer::new(
+            store.clone(),
+            signer.clone(),
+            clock.clone(),
+            options.clone(),
+        );
+        let report = |r: Result<_, commands::audit::AuditError>| {
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "audit seal failed");
+            }
+        };
+        let result = sealer.run(now.clone(), stopped.clone(), report).await;
+        if !restarts.after("audit sealer", result, &stopped).await {
+            break;
+        }
+    }
 }
 
 /// Keeps a background task alive across store failures (a Postgres restart, a full disk): a
@@ -192,27 +220,59 @@ impl Restarts {
     }
 }
 
-/// Starts the identity housekeeping (expired renew proofs pruned, suppressed refusal counts
-/// written to the log) as a background task, stopped with the audit tasks.
-fn start_identity_maintenance(join: Arc<JoinService>, stopped: tokio::sync::watch::Receiver<bool>) {
-    use commands::identity::{run_maintenance, MAINTENANCE_INTERVAL};
+/// Starts the identity housekeeping as background tasks, stopped with the audit tasks: the
+/// log's part (expired renew proofs pruned, join requests expired) while this process leads the
+/// `maintenance` task, and its own part (the suppressed refusal counts it holds, written to the
+/// log) in every replica ([`commands::identity::MaintenanceWork`]).
+fn start_identity_maintenance(
+    store: &EventStore,
+    join: Arc<JoinService>,
+    stopped: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ServeError> {
+    use commands::identity::{run_maintenance, MaintenanceWork, MAINTENANCE_INTERVAL};
+    let service = Arc::new(join.maintenance().clone());
     tokio::spawn(run_maintenance(
-        Arc::new(join.maintenance().clone()),
+        service.clone(),
+        MaintenanceWork::OwnCounts,
         MAINTENANCE_INTERVAL,
+        stopped.clone(),
+        report_maintenance,
+    ));
+    crate::serve_leader::lead(
+        store,
+        commands::leadership::MAINTENANCE,
         stopped,
-        |round| match round {
-            Ok(r) if r.pruned > 0 || r.suppressed_events > 0 => tracing::info!(
+        move |leading| {
+            run_maintenance(
+                service.clone(),
+                MaintenanceWork::Log,
+                MAINTENANCE_INTERVAL,
+                leading,
+                report_maintenance,
+            )
+        },
+    )
+}
+
+/// Logs one round of identity maintenance (nothing for a round that did nothing).
+fn report_maintenance(
+    round: Result<commands::identity::MaintenanceReport, commands::identity::IdentityError>,
+) {
+    match round {
+        Ok(r) if r.pruned > 0 || r.suppressed_events > 0 || r.expired_join_requests > 0 => {
+            tracing::info!(
                 pruned = r.pruned,
                 prune_events = r.prune_events,
                 suppressed_events = r.suppressed_events,
+                expired_join_requests = r.expired_join_requests,
                 "identity maintenance"
-            ),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "identity maintenance failed; tried again next round")
-            }
-        },
-    ));
+            )
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "identity maintenance failed; tried again next round")
+        }
+    }
 }
 
 /// What the `all` and `api` roles share: the keys, the store, the JoinService, the settled trust
@@ -276,13 +336,13 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
             .with_site_settings(settings.sites),
     );
     let audit_shutdown = start_audit(&store, &keys, clock.clone(), settings.audit_seal_interval)?;
-    start_identity_maintenance(join.clone(), audit_shutdown.subscribe());
+    start_identity_maintenance(&store, join.clone(), audit_shutdown.subscribe())?;
     crate::serve_batches::start_batch_expiry(
         store.clone(),
         clock.clone(),
         settings.batch_expiry_interval,
         audit_shutdown.subscribe(),
-    );
+    )?;
     Ok(Core {
         keys,
         store,

@@ -38,6 +38,8 @@ pub enum ServeError {
     Deployment(#[from] crate::deployment::DeploymentError),
     #[error("store: {0}")]
     Store(#[from] events::store::StoreError),
+    #[error("{0}")]
+    Leader(#[from] events::store::LeaderError),
     #[error("JoinService: {0}")]
     Identity(#[from] commands::identity::IdentityError),
     #[error("gateway: {0}")]

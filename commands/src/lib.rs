@@ -11,6 +11,7 @@ pub mod audit;
 pub mod clock;
 pub mod command_queue;
 pub mod identity;
+pub mod leadership;
 pub mod operators;
 pub mod quorum;
 pub mod run;

@@ -29,6 +29,7 @@ mod identity_core;
 mod identity_maintenance;
 mod identity_races;
 mod join_replay;
+mod leadership;
 mod pool_policy;
 mod projection_runner;
 mod provisioned_join;

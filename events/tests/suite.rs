@@ -9,4 +9,5 @@ mod actor;
 mod cancel_safety;
 mod conformance;
 mod hub;
+mod leader;
 mod postgres_races;

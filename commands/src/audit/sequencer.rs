@@ -3,9 +3,12 @@
 //!
 //! One step ([`Sequencer::step`]) is one transaction:
 //!
-//! 1. take the leader lock (`projections::audit::trees`): `pg_try_advisory_xact_lock` on Postgres (another sequencer holding it
-//!    makes this one a follower for the step: [`StepOutcome::NotLeader`]); on SQLite the write
-//!    transaction is already exclusive;
+//! 1. take the per-step lock (`projections::audit::trees`): `pg_try_advisory_xact_lock` on
+//!    Postgres (another sequencer holding it makes this one a follower for the step:
+//!    [`StepOutcome::NotLeader`]); on SQLite the write transaction is already exclusive. A
+//!    serving process runs the sequencer only while it leads the `audit-sequencer` task
+//!    ([`crate::leadership`]); this lock is the second guard, for the moments two processes
+//!    believe they lead, and for `bcctl audit seal`'s own catch-up;
 //! 2. read the stored cursor (`audit_sequencer`); if it is not the one this sequencer last
 //!    committed (another process sequenced meanwhile, or this one just started), drop every cached
 //!    tree and resume from the stored one;
@@ -33,12 +36,24 @@ use projections::audit::{trees, NewLeaf, NewNode, ReadFrom};
 
 use super::{nodes, to_i64, AuditError};
 
+/// The sequencer's safety poll: how long [`Sequencer::run`], caught up, waits for a commit
+/// signal before it looks at the log anyway. The store's commit signal wakes it for every commit,
+/// this process's and (on Postgres, by notification) the other processes', so this poll only
+/// bounds what a lost notification costs: an event sequenced at most this late. Idle, it costs
+/// one read transaction per interval in the one process that leads the sequencer.
+pub const SAFETY_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long [`Sequencer::catch_up`] waits before it tries again while another sequencer holds
+/// the per-step lock (one step: a short wait).
+pub const LOCK_RETRY_INTERVAL: Duration = Duration::from_millis(50);
+
 /// How the sequencer pages and waits.
 #[derive(Clone, Copy, Debug)]
 pub struct SequencerOptions {
     /// Most events per step (per transaction).
     pub batch: u32,
-    /// How long to wait for new commits (or for the leader) before looking again.
+    /// How long [`Sequencer::run`] waits for a commit signal before looking again
+    /// ([`SAFETY_POLL_INTERVAL`] by default).
     pub poll_interval: Duration,
 }
 
@@ -46,7 +61,7 @@ impl Default for SequencerOptions {
     fn default() -> Self {
         SequencerOptions {
             batch: 5000,
-            poll_interval: Duration::from_millis(50),
+            poll_interval: SAFETY_POLL_INTERVAL,
         }
     }
 }
@@ -254,13 +269,16 @@ impl Sequencer {
                     }
                     return Ok(total);
                 }
-                StepOutcome::NotLeader => tokio::time::sleep(self.options.poll_interval).await,
+                StepOutcome::NotLeader => tokio::time::sleep(LOCK_RETRY_INTERVAL).await,
             }
         }
     }
 
     /// Runs until `shutdown` turns true (or its sender is dropped): steps while there is work,
-    /// otherwise waits for a commit in this process or the poll interval.
+    /// otherwise waits for the store's commit signal or the safety poll
+    /// ([`SequencerOptions::poll_interval`]). A serving process runs this only while it leads
+    /// the `audit-sequencer` task ([`crate::leadership`]); the per-step lock stays as a second
+    /// guard.
     pub async fn run(
         mut self,
         mut shutdown: tokio::sync::watch::Receiver<bool>,

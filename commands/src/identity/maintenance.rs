@@ -9,9 +9,13 @@
 //!   events, so a burst followed by silence is not left out of the audit trail; when the loop
 //!   stops, the counts of the current minute too.
 //!
-//! Both are events, so a rebuild or a replay gives the same tables. Several serving replicas may
-//! run this at once: a second prune naming rows the first already deleted deletes nothing, and
-//! the flush removes each pending count in the transaction that writes its event.
+//! Both are events, so a rebuild or a replay gives the same tables. The first part (with the
+//! expiry of join requests) is the log's, the second each process's own ([`MaintenanceWork`]):
+//! a serving replica runs the log's part only while it leads the `maintenance` task
+//! ([`crate::leadership`]), and its own part always. Two replicas doing the log's part at once
+//! (a leader that has not yet noticed its loss) stay correct: a second prune naming rows the
+//! first already deleted deletes nothing, and the flush removes each pending count in the
+//! transaction that writes its event.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +37,29 @@ pub const PRUNE_BATCH: u32 = 5_000;
 
 /// How often a serving process runs [`IdentityMaintenance::maintain`].
 pub const MAINTENANCE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Which part of the housekeeping a [`run_maintenance`] loop does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaintenanceWork {
+    /// Both parts: a process that is the only one serving its store.
+    All,
+    /// The log's part, which one replica at a time does (the `maintenance` leader): expired
+    /// evidence pruned ([`IdentityMaintenance::prune_all_expired`]) and join requests expired.
+    Log,
+    /// This process's own part, which every replica does: the suppressed refusal counts it
+    /// holds written to the log (those of finished minutes each round, all when it stops).
+    OwnCounts,
+}
+
+impl MaintenanceWork {
+    fn log(self) -> bool {
+        matches!(self, MaintenanceWork::All | MaintenanceWork::Log)
+    }
+
+    fn own_counts(self) -> bool {
+        matches!(self, MaintenanceWork::All | MaintenanceWork::OwnCounts)
+    }
+}
 
 /// What one [`IdentityMaintenance::maintain`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -136,21 +163,44 @@ impl IdentityMaintenance {
         &self,
         batch: u32,
     ) -> Result<MaintenanceReport, IdentityError> {
+        self.maintain_part(MaintenanceWork::All, batch).await
+    }
+
+    /// One round of `work`'s part of the housekeeping, `batch` expired rows per prune event.
+    pub async fn maintain_part(
+        &self,
+        work: MaintenanceWork,
+        batch: u32,
+    ) -> Result<MaintenanceReport, IdentityError> {
         let mut report = MaintenanceReport::default();
+        if work.log() {
+            (report.pruned, report.prune_events) = self.prune_all_expired(batch).await?;
+        }
+        if work.own_counts() {
+            report.suppressed_events = self.flush_suppressed_refusals().await?;
+        }
+        if work.log() {
+            report.expired_join_requests = self.expire_join_requests().await?;
+        }
+        Ok(report)
+    }
+
+    /// Prunes every expired `attestation_uses` row, `batch` per event. Returns the rows pruned
+    /// and the events written.
+    pub async fn prune_all_expired(&self, batch: u32) -> Result<(u64, u64), IdentityError> {
+        let (mut pruned, mut events) = (0, 0);
         loop {
-            let pruned = self.prune_attestation_uses(batch).await?;
-            if pruned == 0 {
+            let n = self.prune_attestation_uses(batch).await?;
+            if n == 0 {
                 break;
             }
-            report.pruned += pruned;
-            report.prune_events += 1;
-            if pruned < u64::from(batch) {
+            pruned += n;
+            events += 1;
+            if n < u64::from(batch) {
                 break;
             }
         }
-        report.suppressed_events = self.flush_suppressed_refusals().await?;
-        report.expired_join_requests = self.expire_join_requests().await?;
-        Ok(report)
+        Ok((pruned, events))
     }
 
     /// Expires every open join request past its expiry, [`crate::attest::EXPIRE_BATCH`] per
@@ -168,14 +218,16 @@ impl IdentityMaintenance {
     }
 }
 
-/// Runs [`IdentityMaintenance::maintain`] now and then every `interval`, until `shutdown` turns true or
-/// its sender is dropped, and then writes the suppressed counts still held
+/// Runs `work`'s part of [`IdentityMaintenance::maintain`] now and then every `interval`, until
+/// `shutdown` turns true or its sender is dropped, and then (when `work` includes this
+/// process's own counts) writes the suppressed counts still held
 /// ([`IdentityMaintenance::flush_all_suppressed_refusals`]). Each round's outcome goes to
 /// `report` (the serving process logs it);
 /// a failed round (the database restarting, say) is tried again at the next tick and does not
 /// stop the loop.
 pub async fn run_maintenance(
     service: Arc<IdentityMaintenance>,
+    work: MaintenanceWork,
     interval: Duration,
     mut shutdown: watch::Receiver<bool>,
     mut report: impl FnMut(Result<MaintenanceReport, IdentityError>) + Send,
@@ -186,6 +238,9 @@ pub async fn run_maintenance(
         tokio::select! {
             r = shutdown.changed() => {
                 if r.is_err() || *shutdown.borrow() {
+                    if !work.own_counts() {
+                        return;
+                    }
                     let last = service.flush_all_suppressed_refusals().await;
                     report(last.map(|suppressed_events| MaintenanceReport {
                         suppressed_events,
@@ -197,6 +252,6 @@ pub async fn run_maintenance(
             }
             _ = ticker.tick() => {}
         }
-        report(service.maintain().await);
+        report(service.maintain_part(work, PRUNE_BATCH).await);
     }
 }

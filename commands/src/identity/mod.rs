@@ -51,7 +51,8 @@ pub use answers::{JoinAnswer, JoinOutcome, JoinRequest, RenewAnswer};
 pub use attestors::AttestorRegistry;
 pub use join::Joins;
 pub use maintenance::{
-    run_maintenance, IdentityMaintenance, MaintenanceReport, MAINTENANCE_INTERVAL, PRUNE_BATCH,
+    run_maintenance, IdentityMaintenance, MaintenanceReport, MaintenanceWork, MAINTENANCE_INTERVAL,
+    PRUNE_BATCH,
 };
 pub use refusals::RefusalBudget;
 pub use renew::Renewals;
