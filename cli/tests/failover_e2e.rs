@@ -18,7 +18,7 @@
 //!
 //! Run: `cargo test -p cli --test suite failover_e2e:: -- --nocapture` (Postgres at
 //! `DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`; the test makes its
-//! own database). `BC_FAILOVER_EXPECT_LEADER=1` makes the leadership lines required.
+//! own database).
 
 #[path = "failover_e2e/agent.rs"]
 mod agent;
@@ -59,32 +59,21 @@ const DOWN_FOR: Duration = Duration::from_secs(2);
 /// A bound for liveness only (a run takes about a third of it), not a speed check.
 const AGENTS_DEADLINE: Duration = Duration::from_secs(90);
 
-/// Whether the `leadership taken task=audit-sequencer` lines must be there.
-///
-/// TODO(lead): once the `leader` helper's branch is merged, make this `true` (and drop the
-/// fallback in [`replica_to_kill`]): every run must then find the leader by its line and see
-/// the survivor take over. Until then the lines are required only under
-/// `BC_FAILOVER_EXPECT_LEADER=1`, or once a replica logged one before the kill.
+/// Whether the `leadership taken task=audit-sequencer` lines must be there: always (the
+/// api replicas log them, cli/src/serve_leader.rs).
 fn leader_lines_required() -> bool {
-    std::env::var_os("BC_FAILOVER_EXPECT_LEADER").is_some_and(|v| v != "0")
+    true
 }
 
-/// The replica to kill: the one whose log says it leads the audit sequencer, and whether its
-/// log said so.
-///
-/// TODO(lead): FALLBACK until the `leader` branch is merged: with no `leadership taken` line
-/// in either log, replica A. Simplify to the leader alone (panicking when none logged it).
+/// The replica to kill: the one whose log says it leads the audit sequencer (and that its log
+/// said so); panics when neither logged it within 30 s.
 fn replica_to_kill(d: &Deployment) -> (usize, bool) {
-    let within = if leader_lines_required() { 30 } else { 1 };
-    match d.wait_sequencer_leader(Duration::from_secs(within)) {
+    match d.wait_sequencer_leader(Duration::from_secs(30)) {
         Some(leader) => (leader, true),
-        None if leader_lines_required() => {
-            panic!(
-                "no replica logged `{LEADERSHIP_TAKEN}` for {SEQUENCER_TASK}:\n{}",
-                d.logs()
-            )
-        }
-        None => (0, false),
+        None => panic!(
+            "no replica logged `{LEADERSHIP_TAKEN}` for {SEQUENCER_TASK}:\n{}",
+            d.logs()
+        ),
     }
 }
 

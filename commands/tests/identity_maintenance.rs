@@ -154,6 +154,7 @@ async fn the_maintenance_loop_prunes_without_being_called_and_stops_on_shutdown(
         let (rounds, mut reported) = tokio::sync::mpsc::unbounded_channel();
         let task = tokio::spawn(run_maintenance(
             service,
+            commands::identity::MaintenanceWork::All,
             Duration::from_millis(20),
             stopped,
             move |r| {

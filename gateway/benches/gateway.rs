@@ -160,7 +160,11 @@ async fn main() {
     let revoke_other = revoke_n.min(nodes.len().saturating_sub(revoke_n));
     for (label, from_other, range) in [
         ("in process", false, 0..revoke_n),
-        ("from another store (notified)", true, revoke_n..revoke_n + revoke_other),
+        (
+            "from another store (notified)",
+            true,
+            revoke_n..revoke_n + revoke_other,
+        ),
     ] {
         let mut latencies = Vec::with_capacity(range.len());
         for i in range {
