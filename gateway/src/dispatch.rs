@@ -37,7 +37,6 @@ use commands::command_queue::{
     DispatchCause, NodeAnswer, RunnableCommand,
 };
 use commands::Clock;
-use events::store::hub::HubRecv;
 use events::store::{EventStore, HubReceiver, LogStore};
 use proto::{gateway_message, GatewayMessage};
 use tokio::sync::mpsc;
@@ -323,22 +322,9 @@ pub async fn poll_ready(
 /// Waits for a batch from the hub holding one of [`READY_EVENTS`] (a lost batch counts: it may
 /// have held one). `false` once the hub is gone; never resolves without a hub.
 async fn next_ready_event(hub: &mut Option<HubReceiver>) -> bool {
-    let Some(hub) = hub else {
-        return std::future::pending().await;
-    };
-    loop {
-        match hub.recv().await {
-            None => return false,
-            Some(HubRecv::Missed(_)) => return true,
-            Some(HubRecv::Events(batch)) => {
-                if batch
-                    .iter()
-                    .any(|e| READY_EVENTS.contains(&e.event_type.as_str()))
-                {
-                    return true;
-                }
-            }
-        }
+    match hub {
+        Some(hub) => hub.wait_for_any(&READY_EVENTS).await,
+        None => std::future::pending().await,
     }
 }
 

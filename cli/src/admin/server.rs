@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use commands::Clock;
 use domain::pki::{KeySet, ServingRole, TrustDomain};
-use events::store::hub::HubRecv;
 use events::store::{EventStore, HubReceiver, LogHub};
 use gateway::conn::PeerInfo;
 use gateway::http2::EdgeServer;
@@ -214,22 +213,9 @@ pub async fn refresh_revoked(
 /// Waits for a hub batch holding `operator.cert.revoked` (or lost batches); `false` once the hub
 /// is gone; never resolves without one.
 async fn operator_revocation(hub: &mut Option<HubReceiver>) -> bool {
-    let Some(hub) = hub else {
-        return std::future::pending().await;
-    };
-    loop {
-        match hub.recv().await {
-            None => return false,
-            Some(HubRecv::Missed(_)) => return true,
-            Some(HubRecv::Events(batch)) => {
-                if batch
-                    .iter()
-                    .any(|e| e.event_type == "operator.cert.revoked")
-                {
-                    return true;
-                }
-            }
-        }
+    match hub {
+        Some(hub) => hub.wait_for_any(&["operator.cert.revoked"]).await,
+        None => std::future::pending().await,
     }
 }
 

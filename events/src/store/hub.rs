@@ -166,6 +166,25 @@ impl HubReceiver {
         }
     }
 
+    /// Waits for a batch holding an event of one of `event_types`, or for lost batches (which
+    /// may have held one): `true`; `false` once the hub is gone.
+    pub async fn wait_for_any(&mut self, event_types: &[&str]) -> bool {
+        loop {
+            match self.recv().await {
+                None => return false,
+                Some(HubRecv::Missed(_)) => return true,
+                Some(HubRecv::Events(batch)) => {
+                    if batch
+                        .iter()
+                        .any(|e| event_types.contains(&e.event_type.as_str()))
+                    {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
     /// Every batch handed out so far has been received.
     pub fn is_drained(&self) -> bool {
         self.events.is_empty()
