@@ -23,7 +23,7 @@
 #[path = "failover_e2e/agent.rs"]
 mod agent;
 #[path = "failover_e2e/deploy.rs"]
-mod deploy;
+pub mod deploy;
 #[path = "failover_e2e/log_check.rs"]
 mod log_check;
 

@@ -12,122 +12,23 @@
 //! and the audit sequencer gives every event, old and new, its leaf.
 //!
 //! Run: `cargo test -p cli --test suite fault_postgres_restart::` (as root, which may run
-//! Postgres as the `postgres` user; needs `/usr/lib/postgresql/15/bin`).
+//! Postgres as the `postgres` user; needs `/usr/lib/postgresql/15/bin`: `support::own_postgres`).
 
 use crate::support;
 
-use support::{bcctl_bin, bcd_bin, wait_for, Proc};
+use support::own_postgres::OwnPostgres;
+use support::{bcctl_bin, bcd_at, feed_stale, wait_for, write_bcd_config, Proc};
 
 use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
-use domain::pki::{open_bundle, PublicKey};
+use domain::pki::open_bundle;
 
-const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 const SECRET: &str = "fault-postgres-restart-secret-0123456789abcdef";
 const STORE_DOWN: &str =
     "attempt 1 failed: Unavailable: the control plane's store is unavailable; retry later";
-
-/// A Postgres cluster of this test's own, stopped (immediately) when dropped.
-struct OwnPostgres {
-    data: PathBuf,
-    log: PathBuf,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-fn as_postgres(program: &str) -> Command {
-    let mut cmd = Command::new("runuser");
-    cmd.args(["-u", "postgres", "--"])
-        .arg(Path::new(PG_BIN).join(program));
-    cmd
-}
-
-fn must(mut cmd: Command, what: &str) {
-    let out = cmd.stdin(Stdio::null()).output().expect(what);
-    assert!(
-        out.status.success(),
-        "{what}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-impl OwnPostgres {
-    fn init() -> OwnPostgres {
-        let dir = tempfile::tempdir().expect("tempdir");
-        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
-        let data = dir.path().join("data");
-        let log = dir.path().join("postgres.log");
-        let mut chown = Command::new("chown");
-        chown.arg("postgres:postgres").arg(dir.path());
-        must(chown, "chown the cluster directory to postgres");
-        let mut initdb = as_postgres("initdb");
-        initdb
-            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
-            .arg(&data);
-        must(initdb, "initdb");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let pg = OwnPostgres {
-            data,
-            log,
-            port,
-            _dir: dir,
-        };
-        pg.start();
-        pg
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    fn start(&self) {
-        let mut cmd = as_postgres("pg_ctl");
-        cmd.arg("-D")
-            .arg(&self.data)
-            .arg("-l")
-            .arg(&self.log)
-            .arg("-o")
-            .arg(format!(
-                "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync=off",
-                self.port,
-                self.data.display()
-            ))
-            .args(["-w", "-t", "60", "start"]);
-        must(cmd, "pg_ctl start");
-    }
-
-    /// Stops it the way a restart does: every connection is terminated.
-    fn stop(&self) {
-        let mut cmd = as_postgres("pg_ctl");
-        cmd.arg("-D")
-            .arg(&self.data)
-            .args(["-m", "fast", "-w", "-t", "60", "stop"]);
-        must(cmd, "pg_ctl stop");
-    }
-}
-
-impl Drop for OwnPostgres {
-    fn drop(&mut self) {
-        let _ = as_postgres("pg_ctl")
-            .arg("-D")
-            .arg(&self.data)
-            .args(["-m", "immediate", "-w", "stop"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
 
 fn bcctl(args: &[&str], url: &str) -> Command {
     let mut cmd = Command::new(bcctl_bin());
@@ -158,28 +59,6 @@ fn ok(mut cmd: Command) -> String {
         String::from_utf8_lossy(&out.stdout)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn jwk(key: &PublicKey) -> String {
-    let p = key.uncompressed_point();
-    serde_json::json!({
-        "kty": "EC", "crv": "P-256",
-        "x": URL_SAFE_NO_PAD.encode(&p[1..33]),
-        "y": URL_SAFE_NO_PAD.encode(&p[33..65]),
-    })
-    .to_string()
-}
-
-/// `GET /metrics`, the page's body (empty when the endpoint does not answer).
-fn metrics(addr: &str) -> String {
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    let mut page = String::new();
-    let _ = s.read_to_string(&mut page);
-    page
 }
 
 #[test]
@@ -226,39 +105,8 @@ fn postgres_restart_under_a_running_server() {
     assert!(!metrics_addr.is_empty(), "{line}");
 
     // bcd's configuration and two machines.
-    let pins = public.pins().expect("pins");
-    let conf = t.join("bcd");
-    fs::create_dir_all(&conf).expect("mkdir");
-    fs::write(
-        conf.join("config.toml"),
-        format!(
-            "server = \"{gw}\"\nserving_ca_spki_pin = \"{}\"\n\
-             join_encryption_key_pin = \"{}\"\njoin_signing_key_pin = \"{}\"\n",
-            pins.serving_ca, pins.join_encryption, pins.join_signing
-        ),
-    )
-    .expect("config");
-    fs::write(
-        conf.join("join-encryption.jwk"),
-        jwk(&public.join_encryption),
-    )
-    .expect("jwk");
-    fs::write(conf.join("join-signing.jwk"), jwk(&public.join_signing)).expect("jwk");
-    let bcd = |data: &Path, args: &[&str]| {
-        let mut c = Command::new(bcd_bin());
-        c.arg("--config")
-            .arg(conf.join("config.toml"))
-            .arg("--data-dir")
-            .arg(data)
-            .args(args)
-            .env_remove("BCD_JOIN_TOKEN")
-            .env_remove("BCD_SERVER")
-            .env_remove("BCD_DATA_DIR")
-            .env_remove("BCD_CONFIG")
-            .env_remove(bcd::fault::CRASH_AT_ENV)
-            .stdin(Stdio::null());
-        c
-    };
+    let config = write_bcd_config(&t.join("bcd"), &gw, &public);
+    let bcd = |data: &Path, args: &[&str]| bcd_at(&config, data, args);
     let token = |uses: &str| {
         let mut cmd = bcctl(
             &[
@@ -294,14 +142,14 @@ fn postgres_restart_under_a_running_server() {
     let mut node1 = Proc::spawn("bcd node 1", bcd(&first, &["node"]), t.join("node-1.log"));
     node1.wait_line("session open as", Duration::from_secs(30));
     let second_token = token("1");
-    assert!(metrics(&metrics_addr).contains("bc_revocation_feed_stale 0"));
+    assert_eq!(feed_stale(&metrics_addr).as_deref(), Some("0"));
 
     // Postgres goes down.
     pg.stop();
     wait_for(
         "the feed to fail closed",
         Duration::from_secs(30),
-        || metrics(&metrics_addr).contains("bc_revocation_feed_stale 1"),
+        || feed_stale(&metrics_addr).as_deref() == Some("1"),
         || server.log_text(),
     );
     // A join now: the clear answer at every attempt, and it keeps trying.
@@ -342,7 +190,7 @@ fn postgres_restart_under_a_running_server() {
     wait_for(
         "the feed to catch up",
         Duration::from_secs(30),
-        || metrics(&metrics_addr).contains("bc_revocation_feed_stale 0"),
+        || feed_stale(&metrics_addr).as_deref() == Some("0"),
         || server.log_text(),
     );
     let mut node2 = Proc::spawn("bcd node 2", bcd(&second, &["node"]), t.join("node-2.log"));

@@ -49,6 +49,7 @@ mod privilege_join;
 mod provisioned_e2e;
 mod readme_walk;
 mod rebuild_cli;
+mod replica_e2e;
 mod serve_leadership;
 mod serve_plaintext;
 mod serve_quorum_cli;

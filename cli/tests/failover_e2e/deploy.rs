@@ -69,7 +69,7 @@ fn free_port() -> u16 {
 }
 
 /// The rest of the first line of `text` after `marker`, up to the next space.
-fn after(text: &str, marker: &str) -> Option<String> {
+pub fn after(text: &str, marker: &str) -> Option<String> {
     let line = text.lines().find(|l| l.contains(marker))?;
     let at = line.find(marker)? + marker.len();
     line[at..].split_whitespace().next().map(str::to_owned)
@@ -199,6 +199,11 @@ impl Deployment {
 
     /// Starts gateway `i`, relaying to api replica `i`, and waits until it listens.
     pub fn start_gateway(&mut self, i: usize) {
+        self.start_gateway_with(i, &[]);
+    }
+
+    /// [`Deployment::start_gateway`] with more settings in its environment (`BC_*` pairs).
+    pub fn start_gateway_with(&mut self, i: usize, settings: &[(&str, &str)]) {
         let gw = self.dir.join(format!("gateway-{}", i + 1));
         let mut cmd = bcctl(&["serve", "--role", "gateway"]);
         cmd.env("BC_DEPLOYMENT_SECRET", SECRET)
@@ -210,7 +215,8 @@ impl Deployment {
                 format!("localhost:{}", self.api_ports[i]),
             )
             .env("BC_INTERNAL_CERT", gw.join("internal.crt"))
-            .env("BC_INTERNAL_KEY", gw.join("internal.key"));
+            .env("BC_INTERNAL_KEY", gw.join("internal.key"))
+            .envs(settings.iter().copied());
         let name = format!("bcctl serve --role gateway (G{})", i + 1);
         let log = self.dir.join(format!("gateway-{}.log", i + 1));
         let mut proc = Proc::spawn(&name, cmd, log);

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod own_postgres;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -292,4 +294,89 @@ pub fn local_actor() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".into());
     format!("local:{user}@{host}")
+}
+
+/// A P-256 public key as the JWK `bcd` reads (`join-encryption.jwk`, `join-signing.jwk`).
+pub fn jwk(key: &domain::pki::PublicKey) -> String {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    let p = key.uncompressed_point();
+    serde_json::json!({
+        "kty": "EC", "crv": "P-256",
+        "x": URL_SAFE_NO_PAD.encode(&p[1..33]),
+        "y": URL_SAFE_NO_PAD.encode(&p[33..65]),
+    })
+    .to_string()
+}
+
+/// Writes `bcd`'s configuration into `dir` (made if missing): the gateway `server`, the
+/// deployment's three pins and its two JoinService keys beside them. Returns the path of
+/// `config.toml`.
+pub fn write_bcd_config(dir: &Path, server: &str, public: &domain::pki::PublicBundle) -> PathBuf {
+    let pins = public.pins().expect("pins");
+    fs::create_dir_all(dir).expect("mkdir");
+    let config = dir.join("config.toml");
+    fs::write(
+        &config,
+        format!(
+            "server = \"{server}\"\nserving_ca_spki_pin = \"{}\"\n\
+             join_encryption_key_pin = \"{}\"\njoin_signing_key_pin = \"{}\"\n",
+            pins.serving_ca, pins.join_encryption, pins.join_signing
+        ),
+    )
+    .expect("config");
+    fs::write(
+        dir.join("join-encryption.jwk"),
+        jwk(&public.join_encryption),
+    )
+    .expect("jwk");
+    fs::write(dir.join("join-signing.jwk"), jwk(&public.join_signing)).expect("jwk");
+    config
+}
+
+/// `bcd --config CONFIG --data-dir DATA ARGS`, with none of bcd's settings from this
+/// process's environment.
+pub fn bcd_at(config: &Path, data: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(bcd_bin());
+    c.arg("--config")
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .env_remove("BCD_JOIN_TOKEN")
+        .env_remove("BCD_SERVER")
+        .env_remove("BCD_DATA_DIR")
+        .env_remove("BCD_CONFIG")
+        .env_remove(bcd::fault::CRASH_AT_ENV)
+        .stdin(Stdio::null());
+    c
+}
+
+/// `GET /metrics`, the page's body (empty when the endpoint does not answer).
+pub fn metrics(addr: &str) -> String {
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = std::io::Write::write_all(
+        &mut s,
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    let mut page = String::new();
+    let _ = std::io::Read::read_to_string(&mut s, &mut page);
+    page
+}
+
+/// The value of the sample `name` (no labels) on a metrics page: the text after `name ` on the
+/// line that starts with it, `None` when there is none (`# HELP` lines never match).
+pub fn metric<'p>(page: &'p str, name: &str) -> Option<&'p str> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .map(str::trim)
+}
+
+/// `bc_revocation_feed_stale` of the metrics endpoint at `addr` (`None` when it does not
+/// answer or has no such sample).
+pub fn feed_stale(addr: &str) -> Option<String> {
+    metric(&metrics(addr), "bc_revocation_feed_stale").map(str::to_owned)
 }

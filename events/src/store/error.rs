@@ -28,6 +28,12 @@ pub enum StoreError {
     ReplicaNeedsPostgres(String),
     #[error("the WAL position {0:?} the server reported is not an LSN")]
     BadLsn(String),
+    #[error("the snapshot {0:?} the standby reported is not xmin:xmax")]
+    BadSnapshot(String),
+    #[error(
+        "the standby sees transactions {xmin}..{xmax} as possibly in progress, too many to tail          exactly: a transaction held open on the primary holds the replica back; end it          (pg_stat_activity on the primary, oldest xact_start)"
+    )]
+    ReplicaWindowTooWide { xmin: u64, xmax: u64 },
     #[error("tail cursor {cursor:?} is malformed: {why}")]
     BadCursor { cursor: String, why: &'static str },
     #[error("tail cursor is for the {cursor} backend, this store is {store}")]

@@ -18,6 +18,7 @@ mod errors;
 mod known_versions;
 mod multi_append;
 mod probe;
+mod replica_snapshot;
 mod rows;
 mod statements;
 pub mod wake;
@@ -181,6 +182,22 @@ impl PgLogStore {
         wake::parse_lsn(&text).ok_or(StoreError::BadLsn(text))
     }
 
+    /// The snapshot a tail step compares with: `pg_current_snapshot()`, rebuilt on a standby,
+    /// whose own leaves out the transactions in progress (`replica_snapshot`).
+    async fn tail_snapshot(&self) -> Result<String> {
+        if !self.replica {
+            let snapshot: String = sqlx::query_scalar("SELECT pg_current_snapshot()::text")
+                .fetch_one(&self.pool)
+                .await?;
+            return Ok(snapshot);
+        }
+        let (xmin, xmax, visible): (String, String, Vec<String>) =
+            sqlx::query_as(replica_snapshot::SNAPSHOT_SQL)
+                .fetch_one(&self.pool)
+                .await?;
+        replica_snapshot::rebuild(&xmin, &xmax, &visible)
+    }
+
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -280,11 +297,8 @@ impl LogStore for PgLogStore {
     }
 
     async fn now_cursor(&self) -> Result<TailCursor> {
-        let snapshot: String = sqlx::query_scalar("SELECT pg_current_snapshot()::text")
-            .fetch_one(&self.pool)
-            .await?;
         Ok(TailCursor::Postgres {
-            floor: snapshot,
+            floor: self.tail_snapshot().await?,
             ceiling: None,
             after: (0, 0),
         })
@@ -308,11 +322,7 @@ impl LogStore for PgLogStore {
         };
         let ceiling = match ceiling {
             Some(c) => c.clone(),
-            None => {
-                sqlx::query_scalar("SELECT pg_current_snapshot()::text")
-                    .fetch_one(&self.pool)
-                    .await?
-            }
+            None => self.tail_snapshot().await?,
         };
         // Rows of transactions invisible in `floor` and visible in `ceiling`: exactly the ones
         // that committed between the two snapshots, whatever their positions.
