@@ -97,7 +97,7 @@ impl Queue for FakeQueue {
     }
 }
 
-type Rx = mpsc::Receiver<Result<GatewayMessage, Status>>;
+type Rx = mpsc::Receiver<crate::dispatch::SessionItem>;
 
 fn session(queue: &Arc<FakeQueue>, node: &str) -> (SessionCommands, Arc<CommandCounters>) {
     let counters = Arc::new(CommandCounters::default());
@@ -111,11 +111,15 @@ fn session(queue: &Arc<FakeQueue>, node: &str) -> (SessionCommands, Arc<CommandC
 /// The command ids waiting in `rx`.
 fn received(rx: &mut Rx) -> Vec<String> {
     let mut ids = Vec::new();
-    while let Ok(Ok(GatewayMessage {
-        body: Some(gateway_message::Body::Command(c)),
-    })) = rx.try_recv()
-    {
-        ids.push(c.command_id);
+    while let Ok(Ok(message)) = rx.try_recv() {
+        if let GatewayMessage {
+            body: Some(gateway_message::Body::Command(c)),
+        } = *message
+        {
+            ids.push(c.command_id);
+        } else {
+            break;
+        }
     }
     ids
 }

@@ -29,6 +29,17 @@ pub trait WireDirection {
 
 include!(concat!(env!("OUT_DIR"), "/wire_directions.rs"));
 
+/// The first capacity of a call's encode and decode buffers (tonic's default is 8 KiB each). A
+/// node session holds both for as long as it lives, idle nearly all of it, and its messages are
+/// a few hundred bytes (a Welcome a few KiB): a larger message grows its buffer as needed.
+pub const CODEC_BUFFER_BYTES: usize = 1024;
+/// tonic's default: an encoder yields after this many bytes of a stream.
+const YIELD_THRESHOLD: usize = 32 * 1024;
+
+fn buffer_settings() -> BufferSettings {
+    BufferSettings::new(CODEC_BUFFER_BYTES, YIELD_THRESHOLD)
+}
+
 /// prost's encoder, and [`WireDecoder`].
 pub struct WireCodec<T, U>(PhantomData<fn() -> (T, U)>);
 
@@ -49,7 +60,7 @@ where
     type Decoder = WireDecoder<U>;
 
     fn encoder(&mut self) -> ProstEncoder<T> {
-        ProstEncoder::new(BufferSettings::default())
+        ProstEncoder::new(buffer_settings())
     }
 
     fn decoder(&mut self) -> WireDecoder<U> {
@@ -75,7 +86,7 @@ impl<U: Message + Default + WireDirection> Decoder for WireDecoder<U> {
     }
 
     fn buffer_settings(&self) -> BufferSettings {
-        BufferSettings::default()
+        buffer_settings()
     }
 }
 

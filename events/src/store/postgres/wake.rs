@@ -100,7 +100,14 @@ impl CommitWake {
     async fn send(&self, conn: &mut Option<PgConnection>) {
         let sent = tokio::time::timeout(NOTIFY_TIMEOUT, async {
             if conn.is_none() {
-                let options = self.options.clone().application_name("bc-events-notify");
+                // The notification's own transaction need not be durable (a lost one costs a
+                // safety poll), and waiting for its WAL flush doubled the fsyncs of every
+                // notifying commit: asynchronous commit still delivers at commit.
+                let options = self
+                    .options
+                    .clone()
+                    .application_name("bc-events-notify")
+                    .options([("synchronous_commit", "off")]);
                 *conn = Some(options.connect().await?);
             }
             match conn.as_mut() {
