@@ -15,7 +15,7 @@
 
 use crate::support;
 
-use support::{bcctl_bin, bcd_bin, wait_for, Proc};
+use support::{bcctl_bin, bcd_bin, jwk, wait_for, Proc};
 
 use std::fs;
 use std::io::{Read, Write};
@@ -24,10 +24,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use domain::pki::statement::{verify, TrustBundleStatement};
-use domain::pki::{open_bundle, PublicKey, Signature};
+use domain::pki::{open_bundle, Signature};
 use events::store::testkit::TestDb;
 use prost::Message;
 
@@ -66,16 +66,6 @@ fn ok(mut cmd: Command) -> String {
         String::from_utf8_lossy(&out.stdout)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn jwk(key: &PublicKey) -> String {
-    let p = key.uncompressed_point();
-    serde_json::json!({
-        "kty": "EC", "crv": "P-256",
-        "x": URL_SAFE_NO_PAD.encode(&p[1..33]),
-        "y": URL_SAFE_NO_PAD.encode(&p[33..65]),
-    })
-    .to_string()
 }
 
 /// A copy of the bundle whose sealed private keys are destroyed (same length, all zero bytes):

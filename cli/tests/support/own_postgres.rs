@@ -64,14 +64,7 @@ impl OwnPostgres {
             .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
             .arg(&data);
         must(initdb, "initdb");
-        let pg = OwnPostgres {
-            log: dir.path().join("postgres.log"),
-            data,
-            port: free_port(),
-            _dir: dir,
-        };
-        pg.start();
-        pg
+        OwnPostgres::started(dir, data)
     }
 
     /// A hot standby of `primary`: `pg_basebackup -R -X stream` (which writes `standby.signal`
@@ -87,6 +80,11 @@ impl OwnPostgres {
             .arg("-D")
             .arg(&data);
         must(backup, "pg_basebackup of the primary");
+        OwnPostgres::started(dir, data)
+    }
+
+    /// The cluster in `data` (inside `dir`), started on a free port.
+    fn started(dir: tempfile::TempDir, data: PathBuf) -> OwnPostgres {
         let pg = OwnPostgres {
             log: dir.path().join("postgres.log"),
             data,
