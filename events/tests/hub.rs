@@ -84,6 +84,59 @@ async fn every_subscriber_gets_each_commit_of_another_store_once() {
     }
 }
 
+/// Waits until `what` holds, for at most five seconds.
+async fn eventually(what: &str, mut holds: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !holds() {
+        assert!(Instant::now() < deadline, "{what} never happened");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A commit wakes the readers of its own store once: the notification it sends comes back to
+/// its own listener marked as its own and wakes nobody again (it used to wake every reader of
+/// the process a second time, a second tail step per commit). Another store's notification
+/// wakes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_wakes_its_own_store_once_and_another_store_through_its_notification() {
+    let db = TestDb::postgres().await.unwrap();
+    let store = db.store().await.unwrap();
+    let other = EventStore::connect(db.url()).await.unwrap();
+    let signal = store.commit_signal();
+    wait_listening(&store).await;
+    // The listener bumps the signal once just after its LISTEN is in place.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pg = store.as_postgres().expect("postgres");
+    let (_, received_before) = pg.wake().counts();
+    let before = *signal.borrow();
+
+    store
+        .append("wake/own", ExpectedVersion::NoStream, &[event(1)])
+        .await
+        .unwrap();
+    eventually("our own notification's return", || {
+        pg.wake().received_own() == 1
+    })
+    .await;
+    assert_eq!(*signal.borrow() - before, 1, "wakes for one own commit");
+    assert_eq!(pg.wake().counts().1 - received_before, 1);
+
+    other
+        .append("wake/other", ExpectedVersion::NoStream, &[event(2)])
+        .await
+        .unwrap();
+    eventually("the other store's notification", || {
+        pg.wake().counts().1 - received_before == 2
+    })
+    .await;
+    assert_eq!(
+        *signal.borrow() - before,
+        2,
+        "wakes after the other store's commit"
+    );
+    assert_eq!(pg.wake().received_own(), 1);
+}
+
 /// Transactions of one database over `window`, read from another database's connection.
 async fn xacts(db: &TestDb) -> i64 {
     let admin = events::store::testkit::server_url();

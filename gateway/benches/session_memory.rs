@@ -13,6 +13,13 @@
 //!    Then the client process exits and the RSS once the sessions have closed is printed too
 //!    (what the allocator gives back).
 //!
+//! 4. the reference, same run: the floor any transport over mTLS pays. A plain rustls acceptor
+//!    in this process (the gateway's own server configuration and client verifier) holds the
+//!    same number of connections, each a task waiting to read after the handshake, opened by
+//!    the client process the same way with nothing sent after the handshake. Its figure is the
+//!    live heap per connection (mimalloc keeps what the sessions freed resident, so the RSS
+//!    after them says little); compare it with the sessions' live heap.
+//!
 //! Both processes raise their `RLIMIT_NOFILE` to the hard limit. The gateway's allocator is
 //! mimalloc, as in `bcctl` (cli/src/main.rs), the binary that runs gateways, wrapped to count
 //! the heap bytes and blocks live, printed beside the RSS: what the code holds per session,
@@ -87,6 +94,8 @@ unsafe impl GlobalAlloc for Counting {
 
 const ROLE_VAR: &str = "SESSION_MEMORY_ROLE";
 const FILE_VAR: &str = "SESSION_MEMORY_FILE";
+/// Set in the client process for the reference: TLS connections only, no HTTP/2.
+const FLOOR_VAR: &str = "SESSION_MEMORY_TLS_ONLY";
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -211,25 +220,7 @@ async fn server(nofile: u64) {
     let before = memory();
 
     let t = Instant::now();
-    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .env(ROLE_VAR, "clients")
-        .env(FILE_VAR, &path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the client process starts");
-    let pid = child.id().unwrap_or(0);
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut live = 0usize;
-    while let Some(line) = lines.next_line().await.unwrap() {
-        if let Some(count) = line.strip_prefix("live ") {
-            live = count.parse().unwrap();
-            break;
-        }
-        println!("clients: {line}");
-    }
-    assert_eq!(live, n, "the client process holds every session");
+    let (mut child, pid) = start_clients(&path, None).await;
     let opened = t.elapsed();
     let deadline = Instant::now() + Duration::from_secs(60);
     while env.gateway.sources.sessions.len() < n && Instant::now() < deadline {
@@ -271,12 +262,7 @@ async fn server(nofile: u64) {
     );
 
     // The client process exits when its stdin closes; the sessions end with it.
-    drop(child.stdin.take());
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
-        .await
-        .expect("the client process exits within 60 s")
-        .unwrap();
-    assert!(status.success(), "the client process failed: {status}");
+    stop_clients(&mut child).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while !env.gateway.sources.sessions.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -289,7 +275,133 @@ async fn server(nofile: u64) {
         closed.rss,
         per(closed.rss, before.rss)
     );
+    tls_floor(&env, n, &path, after.heap - before.heap).await;
     env.gateway.shutdown().await;
+}
+
+/// Starts the client process on the nodes file (with `gateway` in place of the address in it,
+/// if given); returns once it prints that every connection is up.
+async fn start_clients(
+    path: &std::path::Path,
+    gateway: Option<std::net::SocketAddr>,
+) -> (tokio::process::Child, u32) {
+    let mut command = tokio::process::Command::new(std::env::current_exe().unwrap());
+    command.env(ROLE_VAR, "clients").env(FILE_VAR, path);
+    if let Some(addr) = gateway {
+        command.env(FLOOR_VAR, addr.to_string());
+    }
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the client process starts");
+    let pid = child.id().unwrap_or(0);
+    let n = std::fs::read_to_string(path).unwrap().lines().count() - 2;
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut live = 0usize;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if let Some(count) = line.strip_prefix("live ") {
+            live = count.parse().unwrap();
+            break;
+        }
+        println!("clients: {line}");
+    }
+    assert_eq!(live, n, "the client process holds every connection");
+    (child, pid)
+}
+
+/// Closes the client process's stdin, on which it exits, and waits for it.
+async fn stop_clients(child: &mut tokio::process::Child) {
+    drop(child.stdin.take());
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the client process exits within 60 s")
+        .unwrap();
+    assert!(status.success(), "the client process failed: {status}");
+}
+
+/// The reference: `n` mTLS connections held by a plain rustls acceptor with the gateway's
+/// server configuration, each a task waiting to read; prints their live heap per connection
+/// beside the sessions' (`session_heap`, bytes for all `n`).
+async fn tls_floor(env: &common::Env, n: usize, path: &std::path::Path, session_heap: i64) {
+    use domain::pki::{KeyRole, PrivateKey, Serial, ServingCertificateRequest, ServingRole};
+    use tokio::io::AsyncReadExt as _;
+    let td = domain::pki::TrustDomain::new(common::TD).unwrap();
+    let key = PrivateKey::generate(KeyRole::Serving).unwrap();
+    let issued = domain::pki::issue_serving_certificate(
+        &env.keys.serving_ca,
+        key.public_key(),
+        &ServingCertificateRequest {
+            dns_names: vec!["localhost".into()],
+            ip_addresses: Vec::new(),
+            role: ServingRole::Gateway,
+            serial: Serial::generate().unwrap(),
+            lifetime: time::Duration::hours(1),
+        },
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    let verifier = gateway::tls::NodeClientVerifier::new(
+        env.keys.node_ca.cert_der(),
+        td,
+        std::sync::Arc::new(gateway::revoked::RevokedSerials::new()),
+        std::sync::Arc::new(gateway::tls::RefusalCounters::default()),
+    )
+    .unwrap();
+    let config = gateway::tls::server_config(
+        vec![issued.der, env.keys.serving_ca.cert_der().to_vec()],
+        key.pkcs8_der().to_vec(),
+        std::sync::Arc::new(verifier),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let accepting = {
+        let held = held.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                let held = held.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    held.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let mut byte = [0u8; 1];
+                    let _ = tls.read(&mut byte).await;
+                    held.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                });
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = memory();
+    let (mut child, _) = start_clients(path, Some(addr)).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while held.load(std::sync::atomic::Ordering::Relaxed) < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        held.load(std::sync::atomic::Ordering::Relaxed),
+        n,
+        "the acceptor holds every connection"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = memory();
+    let floor = (after.heap - before.heap) as f64 / 1024.0 / n as f64;
+    let ours = session_heap as f64 / 1024.0 / n as f64;
+    println!(
+        "reference: {n} idle mTLS connections, no HTTP/2 (a rustls acceptor with the gateway's \
+         server configuration): heap held {floor:.1} KiB in {:.0} blocks per connection; the \
+         sessions' {ours:.1} KiB is {:.2}x that",
+        (after.blocks - before.blocks) as f64 / n as f64,
+        ours / floor
+    );
+    stop_clients(&mut child).await;
+    accepting.abort();
 }
 
 /// One node's identity as the server wrote it.
@@ -315,6 +427,9 @@ async fn clients() {
         .collect();
     drop(text);
     let tasks = env_usize("BENCH_CLIENT_TASKS", 16).max(1);
+    if let Ok(floor) = std::env::var(FLOOR_VAR) {
+        return tls_only_clients(floor.parse().unwrap(), &ca, nodes, tasks).await;
+    }
     let nodes = std::sync::Arc::new(nodes);
     let mut set = tokio::task::JoinSet::new();
     for k in 0..tasks {
@@ -351,6 +466,46 @@ async fn clients() {
     println!("live {}", held.len());
     let _ = std::io::stdout().flush();
     // Hold them until the server closes our stdin.
+    let mut sink = Vec::new();
+    let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+    drop(held);
+}
+
+/// The reference's client process: one mTLS connection per node to `addr`, nothing sent after
+/// the handshake; prints `live N`, holds them until stdin closes.
+async fn tls_only_clients(
+    addr: std::net::SocketAddr,
+    ca: &[u8],
+    nodes: Vec<Identity>,
+    tasks: usize,
+) {
+    let nodes = std::sync::Arc::new(nodes);
+    let mut set = tokio::task::JoinSet::new();
+    for k in 0..tasks {
+        let nodes = nodes.clone();
+        let ca = ca.to_vec();
+        set.spawn(async move {
+            let mut held = Vec::new();
+            for node in nodes.iter().skip(k).step_by(tasks) {
+                let config =
+                    common::client_tls(&ca, Some((node.chain.clone(), node.key.clone()))).unwrap();
+                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+                let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+                    .connect(name, tcp)
+                    .await
+                    .unwrap();
+                held.push(tls);
+            }
+            held
+        });
+    }
+    let mut held = Vec::with_capacity(nodes.len());
+    while let Some(r) = set.join_next().await {
+        held.extend(r.unwrap());
+    }
+    println!("live {}", held.len());
+    let _ = std::io::stdout().flush();
     let mut sink = Vec::new();
     let _ = tokio::io::stdin().read_to_end(&mut sink).await;
     drop(held);

@@ -1,25 +1,32 @@
-//! One accepted connection up to the point HTTP/2 starts: the rustls handshake (with the
-//! endpoint's client verifier, [`crate::tls::NodeClientVerifier`] or
-//! [`crate::internal_tls::InternalClientVerifier`]) and the client's HTTP/2 preface, both within
-//! the endpoint's `handshake_timeout` ([`crate::limits::EdgeLimits`]; [`crate::http2`] applies
-//! it). A connection that does not get that far is dropped, so an idle TLS connection that never
-//! speaks HTTP/2 is held for at most the timeout.
+//! One accepted connection up to HTTP/2: the rustls handshake (with the endpoint's client
+//! verifier, [`crate::tls::NodeClientVerifier`] or [`crate::internal_tls::InternalClientVerifier`]),
+//! then the client's HTTP/2 preface, both within the endpoint's `handshake_timeout`
+//! ([`crate::limits::EdgeLimits`]). A connection that does not get that far is dropped, so an
+//! idle TLS connection that never speaks HTTP/2 is held for at most the timeout.
+//!
+//! HTTP/2 starts as soon as the TLS handshake is done, and [`TlsConn`] checks the preface as
+//! HTTP/2 reads it (against the same deadline), so the server's SETTINGS go out at once. A node
+//! with a client certificate reads before it writes (a refusal alert comes after its handshake,
+//! `bcd::client::connector`): the server's first bytes are what it waits for.
 //!
 //! The connection then carries the [`VerifiedNode`] it proved, if any, into every request's
 //! extensions as a [`PeerInfo`].
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use domain::pki::TrustDomain;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::limits::EdgeCounters;
 use crate::tls::VerifiedNode;
 
 /// The bytes every HTTP/2 client sends first (RFC 9113, 3.4).
@@ -36,22 +43,35 @@ pub struct PeerInfo {
     pub client_leaf: Option<Arc<[u8]>>,
 }
 
-/// Why a connection did not reach HTTP/2.
+/// Why a connection did not finish its TLS handshake.
 #[derive(Debug, thiserror::Error)]
 pub enum HandshakeFailure {
     #[error("TLS handshake failed: {0}")]
     Tls(io::Error),
-    #[error("the connection closed before the HTTP/2 preface: {0}")]
-    NoPreface(io::Error),
-    #[error("the first bytes after the TLS handshake are not the HTTP/2 preface")]
-    BadPreface,
 }
 
-/// A TLS connection whose handshake completed and whose client sent the HTTP/2 preface. The
-/// preface, read to check it, is read again first by HTTP/2.
+/// A TLS connection whose handshake completed. Until the client's HTTP/2 preface has been read
+/// through it, a read fails when the bytes are not the preface, when the stream ends first, or
+/// once the deadline has passed; each failure is counted once in the endpoint's
+/// [`EdgeCounters`].
 pub struct TlsConn {
     inner: TlsStream<TcpStream>,
-    replay: usize,
+    preface: Preface,
+}
+
+/// Where the connection is with the client's preface.
+enum Preface {
+    Checking(PrefaceCheck),
+    Read,
+    /// It failed (bad, missing or late); every later read fails too.
+    Failed,
+}
+
+/// The preface not yet read in full: how much of it has been, and by when the rest must come.
+struct PrefaceCheck {
+    seen: usize,
+    deadline: Pin<Box<Sleep>>,
+    counters: Arc<EdgeCounters>,
 }
 
 impl TlsConn {
@@ -61,14 +81,17 @@ impl TlsConn {
     }
 }
 
-/// The TLS handshake, then the HTTP/2 preface. The caller bounds the time it takes.
+/// The TLS handshake; the connection it returns checks the HTTP/2 preface against
+/// `preface_by`. The caller bounds the time the handshake takes.
 pub async fn handshake(
     acceptor: &TlsAcceptor,
     trust_domain: &TrustDomain,
     tcp: TcpStream,
     remote: SocketAddr,
+    preface_by: Instant,
+    counters: Arc<EdgeCounters>,
 ) -> Result<(TlsConn, PeerInfo), HandshakeFailure> {
-    let mut stream = acceptor.accept(tcp).await.map_err(HandshakeFailure::Tls)?;
+    let stream = acceptor.accept(tcp).await.map_err(HandshakeFailure::Tls)?;
     let (node, client_leaf) = {
         let (_, conn) = stream.get_ref();
         let leaf = conn
@@ -77,18 +100,14 @@ pub async fn handshake(
             .map(|c| Arc::from(c.as_ref()));
         (VerifiedNode::from_connection(conn, trust_domain), leaf)
     };
-    let mut preface = [0u8; 24];
-    stream
-        .read_exact(&mut preface)
-        .await
-        .map_err(HandshakeFailure::NoPreface)?;
-    if &preface != H2_PREFACE {
-        return Err(HandshakeFailure::BadPreface);
-    }
     Ok((
         TlsConn {
             inner: stream,
-            replay: 0,
+            preface: Preface::Checking(PrefaceCheck {
+                seen: 0,
+                deadline: Box::pin(tokio::time::sleep_until(preface_by)),
+                counters,
+            }),
         },
         PeerInfo {
             remote,
@@ -98,20 +117,69 @@ pub async fn handshake(
     ))
 }
 
+impl PrefaceCheck {
+    /// Checks the bytes a read returned (empty: the stream ended); `Ok(true)` once the preface
+    /// is complete.
+    fn check(&mut self, read: &[u8]) -> io::Result<bool> {
+        if read.is_empty() {
+            EdgeCounters::inc(&self.counters.handshake_failures);
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the connection closed before the HTTP/2 preface",
+            ));
+        }
+        let want = &H2_PREFACE[self.seen..];
+        let n = read.len().min(want.len());
+        if read[..n] != want[..n] {
+            EdgeCounters::inc(&self.counters.bad_prefaces);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the first bytes after the TLS handshake are not the HTTP/2 preface",
+            ));
+        }
+        self.seen += n;
+        Ok(self.seen == H2_PREFACE.len())
+    }
+}
+
 impl AsyncRead for TlsConn {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if self.replay < H2_PREFACE.len() {
-            let rest = &H2_PREFACE[self.replay..];
-            let n = rest.len().min(buf.remaining());
-            buf.put_slice(&rest[..n]);
-            self.replay += n;
-            return Poll::Ready(Ok(()));
+        let this = self.get_mut();
+        match &mut this.preface {
+            Preface::Read => return Pin::new(&mut this.inner).poll_read(cx, buf),
+            Preface::Failed => {
+                return Poll::Ready(Err(io::Error::other(
+                    "the connection failed its HTTP/2 preface",
+                )))
+            }
+            Preface::Checking(check) => {
+                if check.deadline.as_mut().poll(cx).is_ready() {
+                    EdgeCounters::inc(&check.counters.handshake_timeouts);
+                    this.preface = Preface::Failed;
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no HTTP/2 preface within the handshake timeout",
+                    )));
+                }
+            }
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        if let Preface::Checking(check) = &mut this.preface {
+            match check.check(&buf.filled()[before..]) {
+                Ok(false) => {}
+                Ok(true) => this.preface = Preface::Read,
+                Err(e) => {
+                    this.preface = Preface::Failed;
+                    return Poll::Ready(Err(e));
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -4,7 +4,8 @@
 //! - at accept, [`ConnectionCaps`] closes a connection over `max_connections` or
 //!   `max_connections_per_peer` before any TLS work;
 //! - the TLS handshake and the client's HTTP/2 preface must finish within `handshake_timeout`
-//!   ([`crate::conn::handshake`]);
+//!   ([`crate::conn::handshake`]; HTTP/2 starts, and sends its SETTINGS, right after the TLS
+//!   handshake, and the preface is checked as it is read);
 //! - HTTP/2 itself allows `max_streams_per_connection` streams (more are refused with
 //!   `REFUSED_STREAM`) with windows sized to the message limit; the routes' services decode and
 //!   encode at most `max_message_bytes` (set where they are built);
@@ -38,7 +39,7 @@ use tonic::service::Routes;
 use tonic::Status;
 use tower::ServiceExt;
 
-use crate::conn::{handshake, HandshakeFailure, PeerInfo};
+use crate::conn::{handshake, PeerInfo};
 use crate::limits::{CapRefusal, ConnPermit, ConnectionCaps, EdgeCounters, EdgeLimits};
 
 /// How often HTTP/2 PINGs check that a peer is still there, and how long it has to answer.
@@ -145,26 +146,24 @@ async fn connection(
     let _permit = permit;
     let limits = &shared.limits;
     let counters = &shared.counters;
+    let preface_by = Instant::now() + limits.handshake_timeout;
     let accepted = tokio::select! {
-        r = tokio::time::timeout(
-            limits.handshake_timeout,
-            handshake(&shared.acceptor, &shared.trust_domain, tcp, remote),
+        r = tokio::time::timeout_at(
+            preface_by,
+            handshake(&shared.acceptor, &shared.trust_domain, tcp, remote, preface_by, counters.clone()),
         ) => r,
         _ = stop.changed() => return,
     };
     let (io, peer) = match accepted {
         Ok(Ok(pair)) => pair,
         Ok(Err(e)) => {
-            match e {
-                HandshakeFailure::BadPreface => EdgeCounters::inc(&counters.bad_prefaces),
-                _ => EdgeCounters::inc(&counters.handshake_failures),
-            }
+            EdgeCounters::inc(&counters.handshake_failures);
             tracing::debug!(%remote, error = %e, "connection dropped before HTTP/2");
             return;
         }
         Err(_) => {
             EdgeCounters::inc(&counters.handshake_timeouts);
-            tracing::debug!(%remote, timeout_ms = limits.handshake_timeout.as_millis() as u64, "no TLS handshake and HTTP/2 preface within the handshake timeout");
+            tracing::debug!(%remote, timeout_ms = limits.handshake_timeout.as_millis() as u64, "no TLS handshake within the handshake timeout");
             return;
         }
     };

@@ -286,6 +286,56 @@ async fn handshake_kind(
     kind
 }
 
+/// A node with its certificate reads before it writes (bcd does, so that a refusal alert after
+/// its TLS 1.3 handshake is not lost): the gateway's first bytes must come without the node
+/// sending anything, and they are HTTP/2's SETTINGS (RFC 9113, 3.4). The gateway used to read
+/// the client's preface before starting HTTP/2, so such a node waited for its own read timeout
+/// on every connection.
+#[tokio::test]
+async fn the_gateway_speaks_first_after_a_nodes_handshake() {
+    let db = TestDb::postgres().await.unwrap();
+    let env = common::start(db.store().await.unwrap(), |_| {}).await;
+    let ca = env.keys.serving_ca.cert_der().to_vec();
+    let node = env.join_node(&env.token(1).await).await;
+    let config = client_config(
+        &ca,
+        Some((node.chain.clone(), node.key.pkcs8_der().to_vec())),
+    );
+    let tcp = tokio::net::TcpStream::connect(env.gateway.addr)
+        .await
+        .unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(config)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let mut header = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(10), tls.read_exact(&mut header))
+        .await
+        .expect("the gateway sent nothing before the node wrote")
+        .expect("the gateway closed the connection");
+    // A frame header: 24-bit length, type SETTINGS (0x4), no flags, stream 0.
+    assert_eq!(header[3], 0x4, "first frame type, header {header:?}");
+    assert_eq!(header[4], 0, "flags");
+    assert_eq!(&header[5..9], &[0, 0, 0, 0], "stream id");
+    // The preface is still checked: bytes that are not it close the connection.
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tls.flush().await.unwrap();
+    let mut rest = [0u8; 512];
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(10), tls.read(&mut rest)).await {
+            Err(_) => break false,
+            Ok(Ok(0)) | Ok(Err(_)) => break true,
+            Ok(Ok(_)) => continue,
+        }
+    };
+    assert!(
+        closed,
+        "a connection whose first bytes are not the preface is closed"
+    );
+}
+
 #[tokio::test]
 async fn no_tls_session_is_resumed_on_either_endpoint() {
     let db = TestDb::postgres().await.unwrap();

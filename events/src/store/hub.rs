@@ -10,7 +10,8 @@
 //! signal.
 //!
 //! Waiting costs nothing: the hub steps when the store's commit signal changes (a commit of this
-//! process, or a notification from another one, `postgres::wake`), and otherwise only every
+//! process, or a notification from another one, `postgres::wake`), at most once per
+//! [`MIN_STEP_SPACING`] (the commits of that window share the step), and otherwise only every
 //! [`HubOptions::safety_poll`]. While it waits, it keeps knowing that it is caught up without a
 //! query: as long as the listener's `LISTEN` is in place and no signal came, nothing committed
 //! that it has not handed out (within a notification's round trip). So [`HubState::caught_up_at`]
@@ -43,6 +44,9 @@ pub struct HubOptions {
     pub safety_poll: Duration,
     /// Batches a subscriber may fall behind before it loses the oldest.
     pub capacity: usize,
+    /// The least time from one step's start to the next one a commit signal asks for: the
+    /// commits of that window share one step ([`MIN_STEP_SPACING`]).
+    pub min_step_spacing: Duration,
 }
 
 /// The safety poll on Postgres, where other processes' commits are notified: a lost
@@ -50,6 +54,11 @@ pub struct HubOptions {
 /// a local file, so the hub steps every [`SQLITE_POLL`].
 pub const POSTGRES_SAFETY_POLL: Duration = Duration::from_secs(5);
 pub const SQLITE_POLL: Duration = Duration::from_millis(20);
+
+/// A commit signal that comes within this of the last step's start waits for the rest of it, so
+/// a stream of commits costs at most one step per window (one per commit woke the hub at every
+/// commit: a second query per command enqueued, C14) for at most this much more latency.
+pub const MIN_STEP_SPACING: Duration = Duration::from_millis(5);
 
 /// How often a waiting hub renews [`HubState::caught_up_at`] from the listener's state.
 const REFRESH: Duration = Duration::from_millis(250);
@@ -72,6 +81,7 @@ impl HubOptions {
                 Backend::Sqlite => SQLITE_POLL,
             },
             capacity: 4096,
+            min_step_spacing: MIN_STEP_SPACING,
         }
     }
 }
@@ -286,6 +296,7 @@ impl Tail {
         let mut chase = CHASE_MIN;
         let mut primary_read: Option<Instant> = None;
         loop {
+            let step_started = tokio::time::Instant::now();
             wake.borrow_and_update();
             if self.primary.is_some()
                 && primary_read.is_none_or(|t| t.elapsed() >= self.options.safety_poll)
@@ -323,6 +334,7 @@ impl Tail {
                 tokio::time::Instant::now() + self.options.safety_poll,
             )
             .await;
+            tokio::time::sleep_until(step_started + self.options.min_step_spacing).await;
         }
     }
 

@@ -159,12 +159,12 @@ pub async fn connect(
     ))
 }
 
-/// A channel over TLS pinned to `serving_ca_der`, presenting `identity` if given.
-pub async fn channel(
-    addr: std::net::SocketAddr,
+/// A node's TLS client configuration: TLS 1.3, ALPN h2, pinned to `serving_ca_der`, presenting
+/// `identity` (chain, key PKCS#8) if given.
+pub fn client_tls(
     serving_ca_der: &[u8],
     identity: Option<(Vec<Vec<u8>>, Vec<u8>)>,
-) -> Result<Channel, String> {
+) -> Result<rustls::ClientConfig, String> {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(CertificateDer::from(serving_ca_der.to_vec()))
@@ -183,6 +183,16 @@ pub async fn channel(
         None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+/// A channel over TLS pinned to `serving_ca_der`, presenting `identity` if given.
+pub async fn channel(
+    addr: std::net::SocketAddr,
+    serving_ca_der: &[u8],
+    identity: Option<(Vec<Vec<u8>>, Vec<u8>)>,
+) -> Result<Channel, String> {
+    let config = client_tls(serving_ca_der, identity)?;
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let channel = Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_: Uri| {

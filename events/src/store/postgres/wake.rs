@@ -15,11 +15,12 @@
 //!
 //! The listener (`LISTEN bc_events` on a connection of its own, started by the first
 //! [`CommitWake::subscribe`] inside a Tokio runtime) bumps the same watch channel local commits
-//! bump; a lost connection is reconnected with a backoff and also bumps it, since notifications
+//! bump, except for the notifications this store's own notifier sent (told apart by the
+//! sender's server process id): the commit they tell of woke this store's readers already; a lost connection is reconnected with a backoff and also bumps it, since notifications
 //! sent while it was away are gone: the readers then take a step and find what they missed.
 //! Readers keep a slow safety poll besides, for what no signal can promise.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -53,9 +54,16 @@ pub struct CommitWake {
     listening: AtomicBool,
     /// The highest WAL position a notification carried (0: none yet).
     notified_lsn: AtomicU64,
-    /// Notifications sent by this store, and received by its listener.
+    /// The server process of the notifier connection (0: none yet), read when it connects. Its
+    /// notifications come back
+    /// to this store's listener after the commit already woke this store's readers; the listener
+    /// records their position and does not wake the readers a second time.
+    notifier_pid: AtomicU32,
+    /// Notifications sent by this store, and received by its listener (its own among them).
     sent: AtomicU64,
     received: AtomicU64,
+    /// Received notifications this store had sent itself.
+    received_own: AtomicU64,
 }
 
 impl CommitWake {
@@ -68,8 +76,10 @@ impl CommitWake {
             listener: OnceLock::new(),
             listening: AtomicBool::new(false),
             notified_lsn: AtomicU64::new(0),
+            notifier_pid: AtomicU32::new(0),
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
+            received_own: AtomicU64::new(0),
         })
     }
 
@@ -108,7 +118,14 @@ impl CommitWake {
                     .clone()
                     .application_name("bc-events-notify")
                     .options([("synchronous_commit", "off")]);
-                *conn = Some(options.connect().await?);
+                let mut fresh = options.connect().await?;
+                // Known before its first notification, so the listener can tell that one too.
+                let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                    .fetch_one(&mut fresh)
+                    .await?;
+                self.notifier_pid
+                    .store(u32::try_from(pid).unwrap_or(0), Ordering::Relaxed);
+                *conn = Some(fresh);
             }
             match conn.as_mut() {
                 Some(c) => sqlx::query("SELECT pg_notify($1, pg_current_wal_flush_lsn()::text)")
@@ -175,6 +192,11 @@ impl CommitWake {
             self.sent.load(Ordering::Relaxed),
             self.received.load(Ordering::Relaxed),
         )
+    }
+
+    /// Received notifications that this store's own notifier had sent (they wake no reader).
+    pub fn received_own(&self) -> u64 {
+        self.received_own.load(Ordering::Relaxed)
     }
 }
 
@@ -246,7 +268,12 @@ async fn listen(wake: Weak<CommitWake>) {
                     if let Some(lsn) = parse_lsn(n.payload()) {
                         w.notified_lsn.fetch_max(lsn, Ordering::Relaxed);
                     }
-                    w.bump();
+                    if n.process_id() == w.notifier_pid.load(Ordering::Relaxed) {
+                        // Ours: the commit it tells of bumped the signal before it was sent.
+                        w.received_own.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        w.bump();
+                    }
                 }
                 Ok(None) => {
                     // Reconnected (sqlx re-LISTENs): anything sent meanwhile is lost.
