@@ -118,8 +118,8 @@ pub async fn handshake(
 }
 
 impl PrefaceCheck {
-    /// Checks the bytes a read returned (empty: the stream ended); `Ok(true)` once the preface
-    /// is complete.
+    /// Checks the bytes a read into a buffer with room returned (none: the stream ended);
+    /// `Ok(true)` once the preface is complete.
     fn check(&mut self, read: &[u8]) -> io::Result<bool> {
         if read.is_empty() {
             EdgeCounters::inc(&self.counters.handshake_failures);
@@ -168,8 +168,9 @@ impl AsyncRead for TlsConn {
             }
         }
         let before = buf.filled().len();
+        let room = buf.remaining() > 0;
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-        if let Preface::Checking(check) = &mut this.preface {
+        if let (Preface::Checking(check), true) = (&mut this.preface, room) {
             match check.check(&buf.filled()[before..]) {
                 Ok(false) => {}
                 Ok(true) => this.preface = Preface::Read,

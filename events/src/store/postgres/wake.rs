@@ -16,8 +16,9 @@
 //! The listener (`LISTEN bc_events` on a connection of its own, started by the first
 //! [`CommitWake::subscribe`] inside a Tokio runtime) bumps the same watch channel local commits
 //! bump, except for the notifications this store's own notifier sent (told apart by the
-//! sender's server process id): the commit they tell of woke this store's readers already; a lost connection is reconnected with a backoff and also bumps it, since notifications
-//! sent while it was away are gone: the readers then take a step and find what they missed.
+//! sender's server process id): the commit they tell of woke this store's readers already. A
+//! lost connection is reconnected with a backoff and also bumps it, since notifications sent
+//! while it was away are gone: the readers then take a step and find what they missed.
 //! Readers keep a slow safety poll besides, for what no signal can promise.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -55,9 +56,8 @@ pub struct CommitWake {
     /// The highest WAL position a notification carried (0: none yet).
     notified_lsn: AtomicU64,
     /// The server process of the notifier connection (0: none yet), read when it connects. Its
-    /// notifications come back
-    /// to this store's listener after the commit already woke this store's readers; the listener
-    /// records their position and does not wake the readers a second time.
+    /// notifications come back to this store's listener after the commit already woke this
+    /// store's readers; the listener records their position and does not wake them again.
     notifier_pid: AtomicU32,
     /// Notifications sent by this store, and received by its listener (its own among them).
     sent: AtomicU64,
