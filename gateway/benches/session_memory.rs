@@ -430,72 +430,72 @@ async fn clients() {
     if let Ok(floor) = std::env::var(FLOOR_VAR) {
         return tls_only_clients(floor.parse().unwrap(), &ca, nodes, tasks).await;
     }
-    let nodes = std::sync::Arc::new(nodes);
-    let mut set = tokio::task::JoinSet::new();
-    for k in 0..tasks {
-        let nodes = nodes.clone();
+    let ca = std::sync::Arc::new(ca);
+    hold_all(nodes, tasks, move |chain, key| {
         let ca = ca.clone();
-        set.spawn(async move {
-            let mut held = Vec::new();
-            for node in nodes.iter().skip(k).step_by(tasks) {
-                let mut c =
-                    common::connect(addr, &ca, Some((node.chain.clone(), node.key.clone())))
-                        .await
-                        .unwrap();
-                let (tx, rx) = tokio::sync::mpsc::channel(2);
-                tx.send(common::hello()).await.unwrap();
-                let mut inbound = c
-                    .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-                    .await
-                    .unwrap()
-                    .into_inner();
-                let welcome = inbound.next().await.unwrap().unwrap();
-                assert!(matches!(
-                    welcome.body,
-                    Some(proto::gateway_message::Body::Welcome(_))
-                ));
-                held.push((tx, inbound, c));
-            }
-            held
-        });
-    }
-    let mut held = Vec::with_capacity(nodes.len());
-    while let Some(r) = set.join_next().await {
-        held.extend(r.unwrap());
-    }
-    println!("live {}", held.len());
-    let _ = std::io::stdout().flush();
-    // Hold them until the server closes our stdin.
-    let mut sink = Vec::new();
-    let _ = tokio::io::stdin().read_to_end(&mut sink).await;
-    drop(held);
+        async move {
+            let mut c = common::connect(addr, &ca, Some((chain, key)))
+                .await
+                .unwrap();
+            let (tx, rx) = tokio::sync::mpsc::channel(2);
+            tx.send(common::hello()).await.unwrap();
+            let mut inbound = c
+                .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .await
+                .unwrap()
+                .into_inner();
+            let welcome = inbound.next().await.unwrap().unwrap();
+            assert!(matches!(
+                welcome.body,
+                Some(proto::gateway_message::Body::Welcome(_))
+            ));
+            (tx, inbound, c)
+        }
+    })
+    .await;
 }
 
 /// The reference's client process: one mTLS connection per node to `addr`, nothing sent after
-/// the handshake; prints `live N`, holds them until stdin closes.
+/// the handshake.
 async fn tls_only_clients(
     addr: std::net::SocketAddr,
     ca: &[u8],
     nodes: Vec<Identity>,
     tasks: usize,
 ) {
+    let ca = std::sync::Arc::new(ca.to_vec());
+    hold_all(nodes, tasks, move |chain, key| {
+        let ca = ca.clone();
+        async move {
+            let config = common::client_tls(&ca, Some((chain, key))).unwrap();
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+                .connect(name, tcp)
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+}
+
+/// Opens one connection per node with `open(chain, key)`, `tasks` at a time, prints `live N`,
+/// and holds them all until the server closes this process's stdin.
+async fn hold_all<T, F, Fut>(nodes: Vec<Identity>, tasks: usize, open: F)
+where
+    T: Send + 'static,
+    F: Fn(Vec<Vec<u8>>, Vec<u8>) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = T> + Send,
+{
     let nodes = std::sync::Arc::new(nodes);
     let mut set = tokio::task::JoinSet::new();
     for k in 0..tasks {
         let nodes = nodes.clone();
-        let ca = ca.to_vec();
+        let open = open.clone();
         set.spawn(async move {
             let mut held = Vec::new();
             for node in nodes.iter().skip(k).step_by(tasks) {
-                let config =
-                    common::client_tls(&ca, Some((node.chain.clone(), node.key.clone()))).unwrap();
-                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-                let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-                let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-                    .connect(name, tcp)
-                    .await
-                    .unwrap();
-                held.push(tls);
+                held.push(open(node.chain.clone(), node.key.clone()).await);
             }
             held
         });

@@ -261,6 +261,18 @@ async fn api(env: &common::Env, limits: EdgeLimits) -> RunningApi {
     .unwrap()
 }
 
+/// A TLS connection to `addr` as `localhost` with `config`, its handshake done.
+async fn tls_to(
+    addr: SocketAddr,
+    config: &Arc<rustls::ClientConfig>,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tokio_rustls::TlsConnector::from(config.clone())
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
 /// One TLS connection with `config`: the HTTP/2 preface, then a read of the server's first
 /// frames (which also takes in any session ticket the server sent). Returns how the handshake
 /// went.
@@ -268,12 +280,7 @@ async fn handshake_kind(
     addr: SocketAddr,
     config: &Arc<rustls::ClientConfig>,
 ) -> Option<rustls::HandshakeKind> {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let connector = tokio_rustls::TlsConnector::from(config.clone());
-    let mut tls = connector
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
+    let mut tls = tls_to(addr, config).await;
     tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
         .await
         .unwrap();
@@ -301,13 +308,7 @@ async fn the_gateway_speaks_first_after_a_nodes_handshake() {
         &ca,
         Some((node.chain.clone(), node.key.pkcs8_der().to_vec())),
     );
-    let tcp = tokio::net::TcpStream::connect(env.gateway.addr)
-        .await
-        .unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(config)
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
+    let mut tls = tls_to(env.gateway.addr, &config).await;
     let mut header = [0u8; 9];
     tokio::time::timeout(Duration::from_secs(10), tls.read_exact(&mut header))
         .await
@@ -322,16 +323,8 @@ async fn the_gateway_speaks_first_after_a_nodes_handshake() {
         .await
         .unwrap();
     tls.flush().await.unwrap();
-    let mut rest = [0u8; 512];
-    let closed = loop {
-        match tokio::time::timeout(Duration::from_secs(10), tls.read(&mut rest)).await {
-            Err(_) => break false,
-            Ok(Ok(0)) | Ok(Err(_)) => break true,
-            Ok(Ok(_)) => continue,
-        }
-    };
     assert!(
-        closed,
+        closed_within(&mut tls, Duration::from_secs(10)).await,
         "a connection whose first bytes are not the preface is closed"
     );
 }
@@ -417,12 +410,12 @@ async fn an_internal_client_certificate_without_client_auth_is_refused() {
         .expect("an internal certificate with clientAuth gets in");
 }
 
-/// Whether the server closes a raw TCP connection within `within`.
-async fn tcp_closed_within(tcp: &mut tokio::net::TcpStream, within: Duration) -> bool {
+/// Whether the server closes a connection (raw TCP or TLS) within `within`.
+async fn closed_within(stream: &mut (impl tokio::io::AsyncRead + Unpin), within: Duration) -> bool {
     let mut buf = [0u8; 256];
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        match tokio::time::timeout_at(deadline, tcp.read(&mut buf)).await {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
             Err(_) => return false,
             Ok(Ok(0)) | Ok(Err(_)) => return true,
             Ok(Ok(_)) => continue,
@@ -447,7 +440,7 @@ async fn the_internal_endpoint_closes_silent_connections_after_its_handshake_tim
     for tcp in &mut silent {
         let left = Duration::from_secs(5).saturating_sub(started.elapsed());
         assert!(
-            tcp_closed_within(tcp, left).await,
+            closed_within(tcp, left).await,
             "a silent connection held past 5 s"
         );
     }
@@ -469,12 +462,12 @@ async fn the_internal_endpoint_caps_connections_per_peer() {
     }
     let mut third = tokio::net::TcpStream::connect(api.addr).await.unwrap();
     assert!(
-        tcp_closed_within(&mut third, Duration::from_secs(5)).await,
+        closed_within(&mut third, Duration::from_secs(5)).await,
         "the third connection from one peer is closed at accept"
     );
     for tcp in &mut held {
         assert!(
-            !tcp_closed_within(tcp, Duration::from_millis(200)).await,
+            !closed_within(tcp, Duration::from_millis(200)).await,
             "the first two are held"
         );
     }

@@ -44,9 +44,6 @@ pub struct HubOptions {
     pub safety_poll: Duration,
     /// Batches a subscriber may fall behind before it loses the oldest.
     pub capacity: usize,
-    /// The least time from one step's start to the next one a commit signal asks for: the
-    /// commits of that window share one step ([`MIN_STEP_SPACING`]).
-    pub min_step_spacing: Duration,
 }
 
 /// The safety poll on Postgres, where other processes' commits are notified: a lost
@@ -81,7 +78,6 @@ impl HubOptions {
                 Backend::Sqlite => SQLITE_POLL,
             },
             capacity: 4096,
-            min_step_spacing: MIN_STEP_SPACING,
         }
     }
 }
@@ -334,7 +330,7 @@ impl Tail {
                 tokio::time::Instant::now() + self.options.safety_poll,
             )
             .await;
-            tokio::time::sleep_until(step_started + self.options.min_step_spacing).await;
+            tokio::time::sleep_until(step_started + MIN_STEP_SPACING).await;
         }
     }
 
