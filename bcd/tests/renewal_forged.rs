@@ -16,7 +16,9 @@ use crate::renewal_support::*;
 
 use std::sync::Arc;
 
-use bcd::client::{certificate_spki_pin, connect, ClientIdentity, NodeClient};
+use bcd::client::{
+    certificate_spki_pin, connect, connect_session, ClientIdentity, NodeClient, SessionWire,
+};
 use bcd::files::{DataDir, IDENTITY_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
 use bcd::identity_store::{load, read_stored, LoadedIdentity};
 use bcd::node::{hold_session, renew_once, renew_retrying, RenewError, SessionEnd};
@@ -176,10 +178,14 @@ async fn a_welcome_from_2036_does_not_move_the_server_time() {
     let never: RenewAnswer = Arc::new(|_| Err(tonic::Status::unavailable("no")));
     let in_2036 = datetime!(2036-06-01 00:00 UTC).unix_timestamp() * 1000;
     let gw = fake_gateway(&ks, never, in_2036).await;
-    let mut client = client_for(&ks, &gw, &loaded).await;
+    // The fake gateway speaks gRPC only: the session falls back to it.
+    let pin = certificate_spki_pin(ks.serving_ca.cert_der()).unwrap();
+    let identity = ClientIdentity::new(&loaded.stored.chain, &loaded.key);
+    let client = connect_session(&gw.server(), pin, &identity).await.unwrap();
+    assert_eq!(client.wire(), SessionWire::Grpc);
     // Hold the session a few seconds: the Welcome arrives and is handled.
     let end = hold_session(
-        &mut client,
+        client,
         &data,
         &loaded,
         now() + Duration::seconds(3),

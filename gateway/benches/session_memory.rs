@@ -5,10 +5,13 @@
 //!    (default 10,000) through the JoinService in process, as the C6 bench does;
 //! 2. it writes their identities to a file and starts itself again as the load generator
 //!    (`SESSION_MEMORY_ROLE=clients`): a second process that opens, for each node, one mTLS
-//!    HTTP/2 connection with its Session stream, sends Hello, waits for the Welcome and then
-//!    holds the session idle;
-//! 3. the figure: the gateway process's `VmRSS` (and `Pss` from `smaps_rollup`) before the
-//!    client process starts and once every session is live and has been idle for
+//!    connection with its session, sends Hello, waits for the Welcome and then holds the
+//!    session idle. First on the session wire (ALPN `bc-session/1`, what bcd speaks: the
+//!    figure), then, once those have closed, as gRPC Session streams over HTTP/2 (for
+//!    comparison; the allocator keeps what the first phase freed, so compare its heap, not its
+//!    RSS);
+//! 3. the figure of each phase: the gateway process's `VmRSS` (and `Pss` from `smaps_rollup`)
+//!    before the client process starts and once every session is live and has been idle for
 //!    `BENCH_SETTLE_MS` (default 3,000), the difference divided by the number of sessions.
 //!    Then the client process exits and the RSS once the sessions have closed is printed too
 //!    (what the allocator gives back).
@@ -94,8 +97,10 @@ unsafe impl GlobalAlloc for Counting {
 
 const ROLE_VAR: &str = "SESSION_MEMORY_ROLE";
 const FILE_VAR: &str = "SESSION_MEMORY_FILE";
-/// Set in the client process for the reference: TLS connections only, no HTTP/2.
-const FLOOR_VAR: &str = "SESSION_MEMORY_TLS_ONLY";
+/// The client process's [`Mode`] (`wire`, `grpc`, `tls`).
+const MODE_VAR: &str = "SESSION_MEMORY_MODE";
+/// The reference acceptor's address, for mode `tls`.
+const ADDR_VAR: &str = "SESSION_MEMORY_ADDR";
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -217,10 +222,53 @@ async fn server(nofile: u64) {
     );
     // Let the allocator return what the joins freed before the baseline.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = memory();
+    let wire = sessions(&env, n, settle, &path, Mode::Wire).await;
+    sessions(&env, n, settle, &path, Mode::Grpc).await;
+    tls_floor(&env, n, &path, wire).await;
+    env.gateway.shutdown().await;
+}
 
+/// How the client process holds its sessions.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The session wire (ALPN `bc-session/1`), as bcd speaks it.
+    Wire,
+    /// A gRPC Session stream over HTTP/2.
+    Grpc,
+    /// The reference: nothing after the handshake, to a plain rustls acceptor.
+    TlsOnly,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Wire => "wire",
+            Mode::Grpc => "grpc",
+            Mode::TlsOnly => "tls",
+        }
+    }
+
+    fn parse(name: &str) -> Mode {
+        match name {
+            "grpc" => Mode::Grpc,
+            "tls" => Mode::TlsOnly,
+            _ => Mode::Wire,
+        }
+    }
+}
+
+/// One phase: `n` sessions held idle by the client process in `mode`; prints the memory they
+/// cost the gateway and returns their live heap (bytes for all `n`).
+async fn sessions(
+    env: &common::Env,
+    n: usize,
+    settle: Duration,
+    path: &std::path::Path,
+    mode: Mode,
+) -> i64 {
+    let before = memory();
     let t = Instant::now();
-    let (mut child, pid) = start_clients(&path, None).await;
+    let (mut child, pid) = start_clients(path, mode, None).await;
     let opened = t.elapsed();
     let deadline = Instant::now() + Duration::from_secs(60);
     while env.gateway.sources.sessions.len() < n && Instant::now() < deadline {
@@ -235,9 +283,10 @@ async fn server(nofile: u64) {
     let after = memory();
     let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / n as f64;
     println!(
-        "{n} live sessions, held idle by another process (pid {pid}), opened in {:.1} s; gateway \
-         process VmRSS {} KiB -> {} KiB (RssAnon {} -> {}, Pss {} -> {}): {:.1} KiB per session \
-         (Pss {:.1}), server side alone; heap held {:.1} KiB in {:.0} blocks per session",
+        "[{}] {n} live sessions, held idle by another process (pid {pid}), opened in {:.1} s; \
+         gateway process VmRSS {} KiB -> {} KiB (RssAnon {} -> {}, Pss {} -> {}): {:.1} KiB per \
+         session (Pss {:.1}), server side alone; heap held {:.1} KiB in {:.0} blocks per session",
+        mode.name(),
         opened.as_secs_f64(),
         before.rss,
         after.rss,
@@ -257,7 +306,8 @@ async fn server(nofile: u64) {
         })
         .collect();
     println!(
-        "heap held per session by block size: {}",
+        "[{}] heap held per session by block size: {}",
+        mode.name(),
         classes.join(", ")
     );
 
@@ -270,25 +320,31 @@ async fn server(nofile: u64) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let closed = memory();
     println!(
-        "after the sessions closed ({} left): VmRSS {} KiB ({:.1} KiB per closed session still held)",
+        "[{}] after the sessions closed ({} left): VmRSS {} KiB ({:.1} KiB per closed session \
+         still held), heap {:.1} KiB per closed session still held",
+        mode.name(),
         env.gateway.sources.sessions.len(),
         closed.rss,
-        per(closed.rss, before.rss)
+        per(closed.rss, before.rss),
+        (closed.heap - before.heap) as f64 / 1024.0 / n as f64,
     );
-    tls_floor(&env, n, &path, after.heap - before.heap).await;
-    env.gateway.shutdown().await;
+    after.heap - before.heap
 }
 
 /// Starts the client process on the nodes file (with `gateway` in place of the address in it,
 /// if given); returns once it prints that every connection is up.
 async fn start_clients(
     path: &std::path::Path,
+    mode: Mode,
     gateway: Option<std::net::SocketAddr>,
 ) -> (tokio::process::Child, u32) {
     let mut command = tokio::process::Command::new(std::env::current_exe().unwrap());
-    command.env(ROLE_VAR, "clients").env(FILE_VAR, path);
+    command
+        .env(ROLE_VAR, "clients")
+        .env(FILE_VAR, path)
+        .env(MODE_VAR, mode.name());
     if let Some(addr) = gateway {
-        command.env(FLOOR_VAR, addr.to_string());
+        command.env(ADDR_VAR, addr.to_string());
     }
     let mut child = command
         .stdin(std::process::Stdio::piped())
@@ -379,7 +435,7 @@ async fn tls_floor(env: &common::Env, n: usize, path: &std::path::Path, session_
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = memory();
-    let (mut child, _) = start_clients(path, Some(addr)).await;
+    let (mut child, _) = start_clients(path, Mode::TlsOnly, Some(addr)).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while held.load(std::sync::atomic::Ordering::Relaxed) < n && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -427,10 +483,15 @@ async fn clients() {
         .collect();
     drop(text);
     let tasks = env_usize("BENCH_CLIENT_TASKS", 16).max(1);
-    if let Ok(floor) = std::env::var(FLOOR_VAR) {
+    let mode = Mode::parse(&std::env::var(MODE_VAR).unwrap_or_default());
+    if mode == Mode::TlsOnly {
+        let floor = std::env::var(ADDR_VAR).expect("the acceptor's address");
         return tls_only_clients(floor.parse().unwrap(), &ca, nodes, tasks).await;
     }
     let ca = std::sync::Arc::new(ca);
+    if mode == Mode::Wire {
+        return wire_clients(addr, ca, nodes, tasks).await;
+    }
     hold_all(nodes, tasks, move |chain, key| {
         let ca = ca.clone();
         async move {
@@ -450,6 +511,44 @@ async fn clients() {
                 Some(proto::gateway_message::Body::Welcome(_))
             ));
             (tx, inbound, c)
+        }
+    })
+    .await;
+}
+
+/// The client process on the session wire: TLS with ALPN `bc-session/1`, Open, Hello, Welcome.
+async fn wire_clients(
+    addr: std::net::SocketAddr,
+    ca: std::sync::Arc<Vec<u8>>,
+    nodes: Vec<Identity>,
+    tasks: usize,
+) {
+    use proto::session_wire::{write_frame, Frame, FrameReader, ALPN};
+    hold_all(nodes, tasks, move |chain, key| {
+        let ca = ca.clone();
+        async move {
+            let mut config = common::client_tls(&ca, Some((chain, key))).unwrap();
+            config.alpn_protocols = vec![ALPN.to_vec()];
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            let mut wire = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+                .connect(name, tcp)
+                .await
+                .unwrap();
+            let mut reader = FrameReader::new(1 << 20);
+            assert_eq!(reader.next(&mut wire).await.unwrap(), Some(Frame::Open));
+            write_frame(&mut wire, &Frame::message(&common::hello()))
+                .await
+                .unwrap();
+            let Some(Frame::Message(bytes)) = reader.next(&mut wire).await.unwrap() else {
+                panic!("expected the Welcome");
+            };
+            let welcome = <proto::GatewayMessage as prost::Message>::decode(bytes.as_slice());
+            assert!(matches!(
+                welcome.map(|w| w.body),
+                Ok(Some(proto::gateway_message::Body::Welcome(_)))
+            ));
+            (wire, reader)
         }
     })
     .await;

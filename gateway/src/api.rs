@@ -305,6 +305,7 @@ pub async fn start_api(
         trust_domain: keys.trust_domain.clone(),
         limits: config.limits.clone(),
         counters: Arc::default(),
+        session_wire: None,
     };
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let server = tokio::spawn(crate::http2::serve(listener, edge_server, async {

@@ -75,6 +75,11 @@ struct PrefaceCheck {
 }
 
 impl TlsConn {
+    /// Whether the client chose the session wire by ALPN ([`crate::session_wire`]).
+    pub fn is_session_wire(&self) -> bool {
+        self.tls().alpn_protocol() == Some(proto::session_wire::ALPN)
+    }
+
     /// The TLS session (for tests: the handshake kind, the peer's certificates).
     pub fn tls(&self) -> &rustls::ServerConnection {
         self.inner.get_ref().1
@@ -100,14 +105,20 @@ pub async fn handshake(
             .map(|c| Arc::from(c.as_ref()));
         (VerifiedNode::from_connection(conn, trust_domain), leaf)
     };
+    // The session wire has no preface: the gateway speaks first (crate::session_wire).
+    let preface = if stream.get_ref().1.alpn_protocol() == Some(proto::session_wire::ALPN) {
+        Preface::Read
+    } else {
+        Preface::Checking(PrefaceCheck {
+            seen: 0,
+            deadline: Box::pin(tokio::time::sleep_until(preface_by)),
+            counters,
+        })
+    };
     Ok((
         TlsConn {
             inner: stream,
-            preface: Preface::Checking(PrefaceCheck {
-                seen: 0,
-                deadline: Box::pin(tokio::time::sleep_until(preface_by)),
-                counters,
-            }),
+            preface,
         },
         PeerInfo {
             remote,

@@ -13,6 +13,10 @@
 //!   `max_connection_age` (less up to a tenth, at random) is sent GOAWAY and dropped
 //!   `connection_age_grace` later if streams are still open.
 //!
+//! A node connection that chose the session wire by ALPN is served by
+//! [`crate::session_wire`] instead (no HTTP/2; the same caps, handshake timeout, message limit
+//! and connection age).
+//!
 //! Every request carries its connection's [`PeerInfo`] in its extensions, as tonic's own server
 //! would put it there. A stopped server stops accepting, sends every connection GOAWAY and ends
 //! when they have closed (its task being aborted drops what is left).
@@ -58,6 +62,9 @@ pub struct EdgeServer {
     pub trust_domain: TrustDomain,
     pub limits: EdgeLimits,
     pub counters: Arc<EdgeCounters>,
+    /// The node sessions to serve over the session wire, on the node endpoint
+    /// ([`crate::session_wire`]); `None` elsewhere, where a client choosing it is dropped.
+    pub session_wire: Option<crate::server::NodeServer>,
 }
 
 /// Why serving stopped.
@@ -168,6 +175,14 @@ async fn connection(
         }
     };
 
+    let age = limits.max_connection_age.mul_f64(1.0 - jitter() / 10.0);
+    if io.is_session_wire() {
+        if let Some(server) = &shared.session_wire {
+            let counters = &shared.counters;
+            crate::session_wire::serve(server, io, peer, limits, counters, age, stop).await;
+        }
+        return;
+    }
     let (open_tx, mut open_rx) = watch::channel(0usize);
     let service = ConnService {
         routes: shared.routes.clone(),
@@ -192,7 +207,6 @@ async fn connection(
     let conn = builder.serve_connection(TokioIo::new(io), service);
     let mut conn = std::pin::pin!(conn);
 
-    let age = limits.max_connection_age.mul_f64(1.0 - jitter() / 10.0);
     let mut age_at = Some(Instant::now() + age);
     let mut idle_at = Some(Instant::now() + limits.idle_timeout);
     let mut drop_at: Option<Instant> = None;

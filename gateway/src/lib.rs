@@ -24,6 +24,8 @@ pub mod revoked;
 pub mod run;
 pub mod server;
 pub mod serving;
+pub mod session_loop;
+pub mod session_wire;
 pub mod sessions;
 pub mod site_agent;
 pub mod tls;

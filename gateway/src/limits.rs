@@ -311,6 +311,11 @@ pub struct EdgeCounters {
     pub idle_closed: AtomicU64,
     /// Asked to close at `max_connection_age`.
     pub aged_out: AtomicU64,
+    /// Session-wire connections ended for a frame a node may not send
+    /// ([`crate::session_wire`]).
+    pub bad_session_frames: AtomicU64,
+    /// Session-wire connections dropped for no answer to a ping.
+    pub keepalive_timeouts: AtomicU64,
 }
 
 impl EdgeCounters {
@@ -319,7 +324,7 @@ impl EdgeCounters {
     }
 
     /// The counts as (reason, count), in a fixed order.
-    pub fn snapshot(&self) -> [(&'static str, u64); 7] {
+    pub fn snapshot(&self) -> [(&'static str, u64); 9] {
         let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
         [
             ("max-connections", g(&self.refused_global)),
@@ -329,6 +334,8 @@ impl EdgeCounters {
             ("bad-preface", g(&self.bad_prefaces)),
             ("idle", g(&self.idle_closed)),
             ("max-age", g(&self.aged_out)),
+            ("bad-session-frame", g(&self.bad_session_frames)),
+            ("keepalive-timeout", g(&self.keepalive_timeouts)),
         ]
     }
 }

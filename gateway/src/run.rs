@@ -495,7 +495,7 @@ async fn serve_edge(
             .max_encoding_message_size(max),
     )
     .add_service(
-        NodeServiceServer::new(node_server)
+        NodeServiceServer::new(node_server.clone())
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
     )
@@ -506,6 +506,7 @@ async fn serve_edge(
         trust_domain: edge.trust_domain.clone(),
         limits: config.limits.clone(),
         counters: edge_counters.clone(),
+        session_wire: Some(node_server),
     };
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let server = tokio::spawn(crate::http2::serve(listener, edge_server, async {

@@ -277,6 +277,13 @@ pub fn without_resumption(config: &mut ServerConfig) {
     config.send_tls13_tickets = 0;
 }
 
+/// The protocols the node endpoint offers by ALPN, in its order of preference: gRPC over
+/// HTTP/2, and the session wire ([`proto::session_wire::ALPN`], [`crate::session_wire`]). A
+/// client that offers none gets HTTP/2.
+fn node_alpn() -> Vec<Vec<u8>> {
+    vec![b"h2".to_vec(), proto::session_wire::ALPN.to_vec()]
+}
+
 /// The gateway's serving configuration: its certificate chain (leaf first, from the serving
 /// CA), its key (PKCS#8), and client certificates checked by `verifier`. TLS 1.3 only.
 pub fn server_config(
@@ -291,7 +298,7 @@ pub fn server_config(
             chain.into_iter().map(CertificateDer::from).collect(),
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pkcs8)),
         )?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = node_alpn();
     without_resumption(&mut config);
     Ok(config)
 }
@@ -306,7 +313,7 @@ pub fn server_config_resolving(
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = node_alpn();
     without_resumption(&mut config);
     Ok(config)
 }

@@ -17,4 +17,5 @@ mod serve;
 mod serving_grant;
 mod serving_renewal;
 mod session_hardening;
+mod session_wire;
 mod site_agent_wire;

@@ -9,6 +9,9 @@
 //! before decoding them. A Welcome's `signed_trust_bundle` is an encoded [`TrustBundle`] exactly
 //! as signed (purpose `trust-bundle`).
 //!
+//! The node Session is also served without HTTP/2, over the framing of [`session_wire`]
+//! (ALPN `bc-session/1`), which is what bcd speaks.
+//!
 //! `ApiService` (`internal::api_service_server` / `internal::api_service_client`) is what a
 //! `--role api` process serves to `--role gateway` processes over internal mTLS.
 //!
@@ -23,6 +26,7 @@
 #![allow(clippy::doc_lazy_continuation)]
 
 pub mod codec;
+pub mod session_wire;
 
 /// The generated packages, nested as their names are (so cross-package paths resolve).
 pub mod bc {

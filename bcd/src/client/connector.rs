@@ -1,5 +1,6 @@
 //! The tower connector tonic dials through: TCP, then our rustls handshake, then (when a client
-//! certificate is presented) the gateway's first bytes, so a refusal alert is not lost.
+//! certificate is presented) the gateway's first bytes, so a refusal alert is not lost. The
+//! framed session (`session`) dials with the same pieces and maps failures the same way.
 
 use std::future::Future;
 use std::pin::Pin as BoxPin;
@@ -102,35 +103,40 @@ async fn first_read(
     match tokio::time::timeout(FIRST_READ_TIMEOUT, stream.read(&mut first)).await {
         // Nothing yet: carry on; hyper reads whatever comes.
         Err(_) => first.clear(),
-        Ok(Ok(0)) => {
-            return Err(ClientError::Connection {
-                addr: address.addr.clone(),
-                reason: "the gateway closed the connection right after the handshake".to_owned(),
-            })
-        }
+        Ok(Ok(0)) => return Err(closed_after_handshake(address)),
         Ok(Ok(n)) => first.truncate(n),
-        Ok(Err(e)) if is_revoked_alert(&e) => {
-            return Err(ClientError::CertificateRevoked {
-                addr: address.addr.clone(),
-            })
-        }
-        Ok(Err(e)) => {
-            return Err(ClientError::Handshake {
-                addr: address.addr.clone(),
-                reason: format!(
-                    "the gateway refused this node's certificate: {}",
-                    describe_io(&e)
-                ),
-            })
-        }
+        Ok(Err(e)) => return Err(refused(address, &e)),
     }
     Ok(Prefixed::new(first, stream))
 }
 
-async fn dial(
-    address: &GatewayAddress,
-    tls: &TlsConnector,
-) -> Result<TlsStream<TcpStream>, ClientError> {
+/// The gateway closed the connection right after a mutual handshake, before its first bytes.
+pub(super) fn closed_after_handshake(address: &GatewayAddress) -> ClientError {
+    ClientError::Connection {
+        addr: address.addr.clone(),
+        reason: "the gateway closed the connection right after the handshake".to_owned(),
+    }
+}
+
+/// The first read after a mutual handshake failed: the gateway's refusal alert (certificate
+/// revoked, or another) or a cut connection.
+pub(super) fn refused(address: &GatewayAddress, e: &std::io::Error) -> ClientError {
+    if is_revoked_alert(e) {
+        return ClientError::CertificateRevoked {
+            addr: address.addr.clone(),
+        };
+    }
+    ClientError::Handshake {
+        addr: address.addr.clone(),
+        reason: format!(
+            "the gateway refused this node's certificate: {}",
+            describe_io(e)
+        ),
+    }
+}
+
+/// TCP to the gateway, within [`CONNECT_TIMEOUT`].
+pub(super) async fn tcp_connect(address: &GatewayAddress) -> Result<TcpStream, ClientError> {
     let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&address.addr))
         .await
         .map_err(|_| ClientError::Unreachable {
@@ -142,29 +148,45 @@ async fn dial(
             reason: e.to_string(),
         })?;
     let _ = tcp.set_nodelay(true);
+    Ok(tcp)
+}
+
+/// The TLS handshake did not finish within [`CONNECT_TIMEOUT`].
+pub(super) fn handshake_timed_out(address: &GatewayAddress) -> ClientError {
+    ClientError::Handshake {
+        addr: address.addr.clone(),
+        reason: "timed out".to_owned(),
+    }
+}
+
+/// The TLS handshake failed: the gateway's certificate (pin, chain, name), or anything else.
+pub(super) fn handshake_failed(address: &GatewayAddress, e: &std::io::Error) -> ClientError {
+    let server_cert = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+    if server_cert {
+        ClientError::ServerCertificate {
+            addr: address.addr.clone(),
+            reason: describe_io(e),
+        }
+    } else {
+        ClientError::Handshake {
+            addr: address.addr.clone(),
+            reason: describe_io(e),
+        }
+    }
+}
+
+async fn dial(
+    address: &GatewayAddress,
+    tls: &TlsConnector,
+) -> Result<TlsStream<TcpStream>, ClientError> {
+    let tcp = tcp_connect(address).await?;
     tokio::time::timeout(CONNECT_TIMEOUT, tls.connect(address.name.clone(), tcp))
         .await
-        .map_err(|_| ClientError::Handshake {
-            addr: address.addr.clone(),
-            reason: "timed out".to_owned(),
-        })?
-        .map_err(|e| {
-            let server_cert = e
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-                .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
-            if server_cert {
-                ClientError::ServerCertificate {
-                    addr: address.addr.clone(),
-                    reason: describe_io(&e),
-                }
-            } else {
-                ClientError::Handshake {
-                    addr: address.addr.clone(),
-                    reason: describe_io(&e),
-                }
-            }
-        })
+        .map_err(|_| handshake_timed_out(address))?
+        .map_err(|e| handshake_failed(address, &e))
 }
 
 #[cfg(test)]

@@ -1,8 +1,11 @@
-//! The network client: gRPC (`bc.wire.v1.NodeService`) over TLS 1.3 pinned to the serving CA.
+//! The network client: gRPC (`bc.wire.v1.NodeService`) over TLS 1.3 pinned to the serving CA,
+//! and the node session over the gateway's own framing (ALPN `bc-session/1`).
 //!
 //! TLS is terminated here rather than by tonic: [`connect`] dials TCP, runs the rustls handshake
 //! (ALPN `h2`), and hands the stream to tonic through a connector, so the same code presents the
-//! node certificate and key for Renew and the session and presents nothing for Join.
+//! node certificate and key for Renew and presents nothing for Join. [`connect_session`] dials
+//! the same way with ALPN `bc-session/1` for the session (`proto::session_wire`), and falls back
+//! to the gRPC session on a gateway that does not speak it.
 //!
 //! | module             | job                                                                 |
 //! |--------------------|---------------------------------------------------------------------|
@@ -10,6 +13,8 @@
 //! | `connector`        | the gateway address; TCP, handshake and first read for tonic        |
 //! | `prefixed`         | a stream with its first bytes put back                              |
 //! | `connect`          | the tonic channel to the gateway ([`connect`], [`NodeClient`])      |
+//! | `session`          | the framed session: [`connect_session`], [`SessionStream`]          |
+//! | `session_task`     | the framed session's connection task: frames in and out, Ping/Pong  |
 //! | `join_transport`   | [`GrpcJoinTransport`], the Join call                                |
 //! | `retry`            | how a failed call is treated ([`classify`], the pushback)           |
 //! | `diagnose`         | failures in words (TLS alerts, statuses, error chains)              |
@@ -24,6 +29,8 @@ mod error;
 mod join_transport;
 mod prefixed;
 mod retry;
+mod session;
+mod session_task;
 mod tls;
 
 pub use connect::{connect, NodeClient, CALL_TIMEOUT};
@@ -35,6 +42,11 @@ pub use error::ClientError;
 pub use join_transport::{decode_join_body, GrpcJoinTransport};
 pub use prefixed::Prefixed;
 pub use retry::{classify, pushback_of, PUSHBACK_HEADER};
+pub use session::{
+    connect_session, SessionClient, SessionStream, SessionWire, OPEN_TIMEOUT, SESSION_MAX_FRAME,
+};
+pub use session_task::WRITE_TIMEOUT;
 pub use tls::{
-    certificate_spki_pin, client_config, provider, ClientIdentity, PinnedServingCa, ServingCaError,
+    certificate_spki_pin, client_config, provider, session_client_config, ClientIdentity,
+    PinnedServingCa, ServingCaError,
 };

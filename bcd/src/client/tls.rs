@@ -5,7 +5,9 @@
 //! `serving_ca_spki_pin` names, and webpki verifies the leaf (signatures, validity, serverAuth,
 //! and the name bcd dialled) with that certificate as the only trust anchor. The pinned CA must
 //! itself be within its validity. [`client_config`] builds the rustls config around it, with the
-//! node's certificate and key ([`ClientIdentity`]) when one is presented.
+//! node's certificate and key ([`ClientIdentity`]) when one is presented, for gRPC (ALPN `h2`);
+//! [`session_client_config`] is the same mutual config for the framed session (ALPN
+//! `bc-session/1` only).
 //!
 //! The client identity signs through [`NodeSigner`] ([`NodeTlsKey`]), whatever holds the node
 //! key (a file or the TPM): scheme `ecdsa_secp256r1_sha256` only, the signature DER as TLS
@@ -289,5 +291,16 @@ pub fn client_config(
         }
     };
     config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+/// [`client_config`] presenting `identity`, with ALPN `bc-session/1` only
+/// ([`proto::session_wire::ALPN`]): the node session over the gateway's own framing.
+pub fn session_client_config(
+    serving_ca: Pin,
+    identity: &ClientIdentity,
+) -> Result<ClientConfig, ClientError> {
+    let mut config = client_config(serving_ca, Some(identity))?;
+    config.alpn_protocols = vec![proto::session_wire::ALPN.to_vec()];
     Ok(config)
 }

@@ -1,12 +1,12 @@
 //! [`NetworkDoctor`], `bcd doctor`'s network half: a pinned TLS handshake with the gateway, and
-//! the clock against the `Welcome` of a real session.
+//! the clock against the `Welcome` of a real session (over the wire `bcd node` uses:
+//! [`crate::client::connect_session`]).
 
 use domain::pki::Pin;
 use time::{Duration, OffsetDateTime};
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::session::{client_identity, time_of_ms, WELCOME_TIMEOUT};
-use crate::client::{connect, describe_status, ClientError};
+use crate::client::{connect, connect_session, describe_status, ClientError};
 use crate::config::Config;
 use crate::files::DataDir;
 use crate::identity_store::{load_read_only_in, LoadedIdentity};
@@ -69,7 +69,7 @@ pub async fn welcome_time(
     loaded: &LoadedIdentity,
 ) -> Result<OffsetDateTime, WelcomeError> {
     let identity = client_identity(loaded);
-    let mut client = match connect(server, serving_ca, Some(&identity)).await {
+    let client = match connect_session(server, serving_ca, &identity).await {
         Ok(client) => client,
         Err(ClientError::CertificateRevoked { addr }) => {
             return Err(WelcomeError::Revoked(format!(
@@ -92,10 +92,9 @@ pub async fn welcome_time(
         .map_err(|_| WelcomeError::Other("the session's sender closed".to_owned()))?;
     let exchange = async {
         let mut inbound = client
-            .session(ReceiverStream::new(rx))
+            .open_session(rx)
             .await
-            .map_err(|s| describe_status(&s))?
-            .into_inner();
+            .map_err(|s| describe_status(&s))?;
         loop {
             match inbound.message().await.map_err(|s| describe_status(&s))? {
                 Some(proto::GatewayMessage {

@@ -10,7 +10,7 @@ use time::{Duration, OffsetDateTime};
 use super::log::{log, rfc3339};
 use super::renew::{renew_retrying, RenewError};
 use super::session::{client_identity, hold_session, SessionEnd};
-use crate::client::{connect, ClientError, GatewayAddress};
+use crate::client::{connect, connect_session, ClientError, GatewayAddress};
 use crate::commands::{CommandContext, CommandSettings};
 use crate::files::DataDir;
 use crate::identity_store::{load_in, LoadError, WAY_BACK};
@@ -186,10 +186,10 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
             continue;
         }
 
-        let end = match connect(&options.server, options.serving_ca, Some(&identity)).await {
-            Ok(mut client) => {
+        let end = match connect_session(&options.server, options.serving_ca, &identity).await {
+            Ok(client) => {
                 hold_session(
-                    &mut client,
+                    client,
                     dir,
                     &loaded,
                     due,

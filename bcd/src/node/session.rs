@@ -8,16 +8,19 @@
 //! to the command runner's thread ([`crate::commands::spawn_runner`]) with the latest Welcome's
 //! server time; its `CommandResult` comes back on the session's stream, so the select loop keeps
 //! its status reports and revocation handling while a command runs.
+//!
+//! The session runs over the gateway's own framing (ALPN `bc-session/1`), or over gRPC with a
+//! gateway that does not speak it ([`crate::client::connect_session`]); this loop is the same
+//! for both.
 
 use std::time::Duration as StdDuration;
 
 use domain::pki::PublicKey;
 use time::OffsetDateTime;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::log::{log, rfc3339};
 use crate::approver_state::{describe, reported, settle_held_set};
-use crate::client::{describe_status, is_revoked_alert, ClientIdentity, NodeClient};
+use crate::client::{describe_status, is_revoked_alert, ClientIdentity, SessionClient};
 use crate::commands::{spawn_runner, CommandContext, Job};
 use crate::files::DataDir;
 use crate::identity_store::{read_stored, LoadedIdentity};
@@ -87,10 +90,11 @@ fn status_report(dir: &DataDir, trust_version: u64) -> proto::NodeMessage {
     }
 }
 
-/// Holds one session with `client` until `until`, a revocation, or its end. `commands`: how
-/// commands run (`None`: every command is rejected `NODE_STATE`).
+/// Holds one session on `client` ([`crate::client::connect_session`]) until `until`, a
+/// revocation, or its end. `commands`: how commands run (`None`: every command is rejected
+/// `NODE_STATE`).
 pub async fn hold_session(
-    client: &mut NodeClient,
+    client: SessionClient,
     dir: &DataDir,
     loaded: &LoadedIdentity,
     until: OffsetDateTime,
@@ -122,8 +126,8 @@ pub async fn hold_session(
         reason: describe_status(status),
         serial: loaded.leaf.serial.to_hex(),
     };
-    let mut inbound = match client.session(ReceiverStream::new(rx)).await {
-        Ok(response) => response.into_inner(),
+    let mut inbound = match client.open_session(rx).await {
+        Ok(stream) => stream,
         Err(status) if is_revoked_alert(&status) => return revoked_at_handshake(&status),
         Err(status) => return SessionEnd::Lost(describe_status(&status)),
     };

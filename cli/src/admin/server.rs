@@ -311,6 +311,7 @@ pub async fn start_admin(
         trust_domain: keys.trust_domain.clone(),
         limits: edge_limits(settings),
         counters: Arc::default(),
+        session_wire: None,
     };
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let server = tokio::spawn(gateway::http2::serve(listener, edge, async {

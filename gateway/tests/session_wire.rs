@@ -1,0 +1,255 @@
+//! The node session over the session wire (ALPN `bc-session/1`, `proto::session_wire`), spoken
+//! by a client written here from the framing alone: Open, Hello and Welcome, a revocation cutting
+//! the session (RevocationNotice, End OK, close_notify), the refusal without a certificate, each
+//! frame a node may not send ending the session by its reason, the server's shutdown, and
+//! gRPC still served beside it on the same port.
+
+use crate::common;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{hello, start, Env};
+use events::store::testkit::TestDb;
+use prost::Message;
+use proto::gateway_message::Body;
+use proto::session_wire::{write_frame, Frame, FrameReader, ALPN};
+use rustls::pki_types::ServerName;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+type Wire = TlsStream<TcpStream>;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// A TLS connection to the gateway choosing the session wire, presenting `node` if given.
+async fn dial(env: &Env, node: Option<&common::Node>) -> Wire {
+    let mut config = common::client_tls(
+        env.keys.serving_ca.cert_der(),
+        node.map(|n| (n.chain.clone(), n.key.pkcs8_der().to_vec())),
+    )
+    .expect("client config");
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(env.gateway.addr).await.expect("tcp");
+    let name = ServerName::try_from("localhost").expect("name");
+    let tls = connector.connect(name, tcp).await.expect("handshake");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(ALPN));
+    tls
+}
+
+/// The next frame within [`WAIT`] (`None`: the stream ended cleanly).
+async fn next(reader: &mut FrameReader, wire: &mut Wire) -> Option<Frame> {
+    tokio::time::timeout(WAIT, reader.next(wire))
+        .await
+        .expect("a frame within 5 s")
+        .expect("a well-formed frame")
+}
+
+fn end(code: tonic::Code, message: &str) -> Frame {
+    Frame::End {
+        code: code as i32,
+        message: message.to_owned(),
+    }
+}
+
+/// A session opened and welcomed: the wire and its reader.
+async fn open_welcomed(env: &Env, node: &common::Node) -> (Wire, FrameReader) {
+    let mut wire = dial(env, Some(node)).await;
+    let mut reader = FrameReader::new(1 << 20);
+    assert_eq!(next(&mut reader, &mut wire).await, Some(Frame::Open));
+    write_frame(&mut wire, &Frame::message(&hello()))
+        .await
+        .expect("hello");
+    let Some(Frame::Message(bytes)) = next(&mut reader, &mut wire).await else {
+        panic!("expected a Message frame");
+    };
+    match proto::GatewayMessage::decode(bytes.as_slice())
+        .expect("decode")
+        .body
+    {
+        Some(Body::Welcome(w)) => assert!(w.server_time_ms > 0),
+        other => panic!("expected Welcome, got {other:?}"),
+    }
+    (wire, reader)
+}
+
+async fn started(db: &TestDb) -> (Env, common::Node) {
+    let env = start(db.store().await.expect("store"), |_| {}).await;
+    let token = env.token(1).await;
+    let node = env.join_node(&token).await;
+    (env, node)
+}
+
+async fn welcomed_then_revoked(db: TestDb) {
+    let (env, node) = started(&db).await;
+    let (mut wire, mut reader) = open_welcomed(&env, &node).await;
+    assert_eq!(env.gateway.sources.sessions.len(), 1);
+    env.join
+        .revoke_identity(&node.node_id, "compromised")
+        .await
+        .expect("revoke");
+    let Some(Frame::Message(bytes)) = next(&mut reader, &mut wire).await else {
+        panic!("expected the RevocationNotice");
+    };
+    let serial = domain::pki::NodeIdentity::from_leaf_der(
+        &node.chain[0],
+        &domain::pki::TrustDomain::new(common::TD).expect("td"),
+    )
+    .expect("identity")
+    .serial
+    .to_hex();
+    match proto::GatewayMessage::decode(bytes.as_slice())
+        .expect("decode")
+        .body
+    {
+        Some(Body::Revocation(n)) => {
+            assert_eq!(n.serial, serial);
+            assert!(!n.reason.is_empty());
+        }
+        other => panic!("expected RevocationNotice, got {other:?}"),
+    }
+    // The stream's OK end, then close_notify: a clean end of the stream.
+    assert_eq!(
+        next(&mut reader, &mut wire).await,
+        Some(end(tonic::Code::Ok, ""))
+    );
+    assert_eq!(next(&mut reader, &mut wire).await, None);
+    assert_eq!(env.gateway.sources.sessions.len(), 0);
+}
+
+#[tokio::test]
+async fn a_wire_session_is_welcomed_and_cut_by_a_revocation_on_sqlite() {
+    welcomed_then_revoked(TestDb::sqlite().expect("db")).await;
+}
+
+#[tokio::test]
+async fn a_wire_session_is_welcomed_and_cut_by_a_revocation_on_postgres() {
+    welcomed_then_revoked(TestDb::postgres().await.expect("db")).await;
+}
+
+#[tokio::test]
+async fn without_a_certificate_the_wire_ends_unauthenticated() {
+    let db = TestDb::sqlite().expect("db");
+    let (env, _) = started(&db).await;
+    let mut wire = dial(&env, None).await;
+    let mut reader = FrameReader::new(1 << 20);
+    assert_eq!(
+        next(&mut reader, &mut wire).await,
+        Some(end(
+            tonic::Code::Unauthenticated,
+            gateway::server::NO_CERTIFICATE
+        ))
+    );
+    assert_eq!(next(&mut reader, &mut wire).await, None);
+}
+
+/// Each frame a node may not send ends the session with INVALID_ARGUMENT naming why, and is
+/// counted.
+#[tokio::test]
+async fn a_frame_a_node_may_not_send_ends_the_session_by_its_reason() {
+    let db = TestDb::sqlite().expect("db");
+    let (env, node) = started(&db).await;
+    let limit = env_limit();
+    let over = (limit as u32 + 1).to_be_bytes();
+    let cases: Vec<(Vec<u8>, String)> = vec![
+        (
+            vec![over[0], over[1], over[2], over[3], 0],
+            format!(
+                "a session frame of {} bytes is over the limit of {limit} bytes",
+                limit + 1
+            ),
+        ),
+        (
+            vec![0, 0, 0, 0, 9],
+            "a session frame of unknown kind 9".to_owned(),
+        ),
+        (Frame::Ping.encode(), "a node does not send Ping".to_owned()),
+        (
+            vec![0, 0, 0, 1, 1, 0],
+            "a session frame of kind 1 carries 1 bytes where it must carry none".to_owned(),
+        ),
+        (
+            Frame::Message(vec![0xff, 0xff]).encode(),
+            "a session message does not decode: failed to decode Protobuf message: invalid tag value: 0"
+                .to_owned(),
+        ),
+    ];
+    let n = cases.len() as u64;
+    for (bytes, why) in cases {
+        let (mut wire, mut reader) = open_welcomed(&env, &node).await;
+        wire.write_all(&bytes).await.expect("write");
+        wire.flush().await.expect("flush");
+        let got = next(&mut reader, &mut wire).await;
+        match &got {
+            Some(Frame::End { code, message }) => {
+                assert_eq!(*code, tonic::Code::InvalidArgument as i32, "{why}");
+                if why.starts_with("a session message does not decode") {
+                    assert!(
+                        message.starts_with("a session message does not decode: "),
+                        "{message}"
+                    );
+                } else {
+                    assert_eq!(message, &why);
+                }
+            }
+            other => panic!("expected End for {why:?}, got {other:?}"),
+        }
+        assert_eq!(next(&mut reader, &mut wire).await, None);
+    }
+    assert_eq!(
+        env.gateway.edge.bad_session_frames.load(Ordering::Relaxed),
+        n
+    );
+}
+
+fn env_limit() -> usize {
+    gateway::limits::EdgeLimits::public().max_message_bytes
+}
+
+#[tokio::test]
+async fn a_stopping_gateway_ends_wire_sessions_unavailable() {
+    let db = TestDb::sqlite().expect("db");
+    let (env, node) = started(&db).await;
+    let (mut wire, mut reader) = open_welcomed(&env, &node).await;
+    let Env { gateway, .. } = env;
+    let stopping = tokio::spawn(gateway.shutdown());
+    assert_eq!(
+        next(&mut reader, &mut wire).await,
+        Some(end(
+            tonic::Code::Unavailable,
+            gateway::session_wire::SHUTTING_DOWN
+        ))
+    );
+    assert_eq!(next(&mut reader, &mut wire).await, None);
+    tokio::time::timeout(WAIT, stopping)
+        .await
+        .expect("the gateway stops")
+        .expect("join");
+}
+
+/// The same port serves gRPC (ALPN h2) beside the wire: a node holds a wire session and calls
+/// Renew's neighbour, a gRPC Session, on another connection.
+#[tokio::test]
+async fn grpc_is_still_served_beside_the_wire() {
+    let db = TestDb::sqlite().expect("db");
+    let (env, node) = started(&db).await;
+    let (_wire, _reader) = open_welcomed(&env, &node).await;
+    let mut grpc = env.client(Some(&node)).await.expect("grpc");
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(hello()).await.expect("hello");
+    let mut inbound = grpc
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("session")
+        .into_inner();
+    let first = tokio::time::timeout(WAIT, inbound.message())
+        .await
+        .expect("welcome within 5 s")
+        .expect("status")
+        .expect("message");
+    assert!(matches!(first.body, Some(Body::Welcome(_))));
+    assert_eq!(env.gateway.sources.sessions.len(), 2);
+}
