@@ -4,11 +4,13 @@
 //!    (default 100,000), from `start()` until a TLS client completes a call; reference: the raw
 //!    read of those rows alone (`projections::identity::read::revoked_unexpired`);
 //! 2. revocation commit to session closed, p50 / p99, with S live sessions (default 2,000) held
-//!    by one load generator over real TLS, revoking R nodes (default 200) one after another;
+//!    by one load generator over real TLS (on the session wire, as bcd holds them; gRPC Session
+//!    streams with `BENCH_WIRE=grpc`), revoking R nodes (default 200) one after another;
 //! 3. memory per live session: process RSS (server and client in this one process) before and
 //!    after opening the S sessions, divided by S.
 //!
-//! `cargo bench -p gateway --bench gateway` (env: BENCH_REVOKED, BENCH_SESSIONS, BENCH_REVOKE).
+//! `cargo bench -p gateway --bench gateway` (env: BENCH_REVOKED, BENCH_SESSIONS, BENCH_REVOKE,
+//! BENCH_WIRE).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -57,11 +59,59 @@ async fn seed_revoked(store: &EventStore, n: usize) {
         .unwrap();
 }
 
+/// One live session, on either wire.
+enum Held {
+    Grpc {
+        _tx: tokio::sync::mpsc::Sender<proto::NodeMessage>,
+        inbound: tonic::Streaming<proto::GatewayMessage>,
+        _client: proto::node_service_client::NodeServiceClient<tonic::transport::Channel>,
+    },
+    Wire(common::WireConn, proto::session_wire::FrameReader),
+}
+
+impl Held {
+    /// A session of `node`, welcomed.
+    async fn open(env: &common::Env, node: &common::Node, wire: bool) -> Held {
+        let identity = (node.chain.clone(), node.key.pkcs8_der().to_vec());
+        if wire {
+            let (conn, reader) =
+                common::wire_session(env.gateway.addr, env.keys.serving_ca.cert_der(), identity)
+                    .await
+                    .unwrap();
+            return Held::Wire(conn, reader);
+        }
+        let mut c = env.client(Some(node)).await.unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        tx.send(common::hello()).await.unwrap();
+        let mut inbound = c
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let _welcome = inbound.next().await.unwrap().unwrap();
+        Held::Grpc {
+            _tx: tx,
+            inbound,
+            _client: c,
+        }
+    }
+
+    /// The session's next message.
+    async fn next(&mut self) -> proto::GatewayMessage {
+        match self {
+            Held::Grpc { inbound, .. } => inbound.next().await.unwrap().unwrap(),
+            Held::Wire(conn, reader) => common::wire_message(conn, reader).await.unwrap(),
+        }
+    }
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let revoked_n = env_usize("BENCH_REVOKED", 100_000);
     let sessions_n = env_usize("BENCH_SESSIONS", 2_000);
     let revoke_n = env_usize("BENCH_REVOKE", 200).min(sessions_n);
+    // The session wire (what bcd speaks) unless BENCH_WIRE=grpc.
+    let wire = std::env::var("BENCH_WIRE").as_deref() != Ok("grpc");
 
     // 1. Start with many revoked certificates.
     let db = TestDb::postgres().await.unwrap();
@@ -123,22 +173,14 @@ async fn main() {
     let t = Instant::now();
     let mut streams = Vec::with_capacity(nodes.len());
     for node in &nodes {
-        let mut c = env.client(Some(node)).await.unwrap();
-        let (tx, rx) = tokio::sync::mpsc::channel(2);
-        tx.send(common::hello()).await.unwrap();
-        let mut inbound = c
-            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-            .await
-            .unwrap()
-            .into_inner();
-        let _welcome = inbound.next().await.unwrap().unwrap();
-        streams.push((tx, inbound, c));
+        streams.push(Held::open(&env, node, wire).await);
     }
     let rss_after = rss_kib();
     println!(
-        "{} live sessions opened in {:.1} s; RSS {} KiB -> {} KiB: {:.1} KiB per session \
+        "{} live sessions ({}) opened in {:.1} s; RSS {} KiB -> {} KiB: {:.1} KiB per session \
          (server and client sides together, one process)",
         env.gateway.sources.sessions.len(),
+        if wire { "session wire" } else { "gRPC" },
         t.elapsed().as_secs_f64(),
         rss_before,
         rss_after,
@@ -178,12 +220,9 @@ async fn main() {
                     .unwrap();
             }
             let committed = Instant::now();
-            let inbound = &mut streams[i].1;
-            let msg = tokio::time::timeout(Duration::from_secs(10), inbound.next())
+            let msg = tokio::time::timeout(Duration::from_secs(10), streams[i].next())
                 .await
-                .expect("notice within 10 s")
-                .unwrap()
-                .unwrap();
+                .expect("notice within 10 s");
             assert!(matches!(
                 msg.body,
                 Some(proto::gateway_message::Body::Revocation(_))

@@ -523,33 +523,9 @@ async fn wire_clients(
     nodes: Vec<Identity>,
     tasks: usize,
 ) {
-    use proto::session_wire::{write_frame, Frame, FrameReader, ALPN};
     hold_all(nodes, tasks, move |chain, key| {
         let ca = ca.clone();
-        async move {
-            let mut config = common::client_tls(&ca, Some((chain, key))).unwrap();
-            config.alpn_protocols = vec![ALPN.to_vec()];
-            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-            let mut wire = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-                .connect(name, tcp)
-                .await
-                .unwrap();
-            let mut reader = FrameReader::new(1 << 20);
-            assert_eq!(reader.next(&mut wire).await.unwrap(), Some(Frame::Open));
-            write_frame(&mut wire, &Frame::message(&common::hello()))
-                .await
-                .unwrap();
-            let Some(Frame::Message(bytes)) = reader.next(&mut wire).await.unwrap() else {
-                panic!("expected the Welcome");
-            };
-            let welcome = <proto::GatewayMessage as prost::Message>::decode(bytes.as_slice());
-            assert!(matches!(
-                welcome.map(|w| w.body),
-                Ok(Some(proto::gateway_message::Body::Welcome(_)))
-            ));
-            (wire, reader)
-        }
+        async move { common::wire_session(addr, &ca, (chain, key)).await.unwrap() }
     })
     .await;
 }

@@ -42,10 +42,10 @@ use proto::{gateway_message, GatewayMessage};
 use tokio::sync::mpsc;
 use tonic::Status;
 
-/// What a session's task sends to its response stream. Both sides are boxed: the channel's
+/// What a session's task sends to its response stream. The message is boxed: the channel's
 /// first block holds 32 slots whatever its bound, and a slot of the message itself (216 bytes)
-/// made that block 7 KiB of every live session, and one of a `Status` over 5 KiB (C17).
-pub type SessionItem = Result<Box<GatewayMessage>, Box<Status>>;
+/// made that block 7 KiB of every live session (C17). (`Status` is a box already.)
+pub type SessionItem = Result<Box<GatewayMessage>, Status>;
 /// The sending half of a session's response channel.
 pub type SessionSender = mpsc::Sender<SessionItem>;
 

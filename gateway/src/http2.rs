@@ -154,10 +154,13 @@ async fn connection(
     let limits = &shared.limits;
     let counters = &shared.counters;
     let preface_by = Instant::now() + limits.handshake_timeout;
+    // Each stage is boxed, so that the connection's task is sized for none of them: the
+    // handshake's state is freed when it is done, and a session-wire connection does not carry
+    // room for HTTP/2's (C17).
     let accepted = tokio::select! {
         r = tokio::time::timeout_at(
             preface_by,
-            handshake(&shared.acceptor, &shared.trust_domain, tcp, remote, preface_by, counters.clone()),
+            Box::pin(handshake(&shared.acceptor, &shared.trust_domain, tcp, remote, preface_by, counters.clone())),
         ) => r,
         _ = stop.changed() => return,
     };
@@ -179,10 +182,27 @@ async fn connection(
     if io.is_session_wire() {
         if let Some(server) = &shared.session_wire {
             let counters = &shared.counters;
-            crate::session_wire::serve(server, io, peer, limits, counters, age, stop).await;
+            Box::pin(crate::session_wire::serve(
+                server, io, peer, limits, counters, age, stop,
+            ))
+            .await;
         }
         return;
     }
+    Box::pin(serve_http2(&shared, io, peer, age, stop)).await;
+}
+
+/// HTTP/2 on a connection past its handshake, until it closes: the stream, idle and age limits.
+async fn serve_http2(
+    shared: &EdgeServer,
+    io: crate::conn::TlsConn,
+    peer: PeerInfo,
+    age: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let limits = &shared.limits;
+    let counters = &shared.counters;
+    let remote = peer.remote;
     let (open_tx, mut open_rx) = watch::channel(0usize);
     let service = ConnService {
         routes: shared.routes.clone(),

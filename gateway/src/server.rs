@@ -201,9 +201,9 @@ impl NodeService for NodeServer {
             .get::<PeerInfo>()
             .and_then(|p| p.node.clone());
         let rx = self.open_session(node, request.into_inner()).await?;
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(
-            |item| item.map(|message| *message).map_err(|status| *status),
-        ))))
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(rx).map(|item| item.map(|message| *message)),
+        )))
     }
 
     async fn site_lease(

@@ -105,9 +105,9 @@ impl NodeServer {
                 this.metrics.commands.clone(),
             );
             let expired = || {
-                Err(Box::new(Status::unauthenticated(
+                Err(Status::unauthenticated(
                     "the session's certificate expired; reconnect with the renewed one",
-                )))
+                ))
             };
             loop {
                 let retry_at = commands.retry_at();
@@ -118,7 +118,7 @@ impl NodeServer {
                     biased;
                     ended = &mut end => {
                         if let Ok(SessionEnd::Shutdown) = ended {
-                            let _ = tx.send(Err(Box::new(Status::unavailable("the gateway is shutting down; reconnect")))).await;
+                            let _ = tx.send(Err(Status::unavailable("the gateway is shutting down; reconnect"))).await;
                         } else if let Ok(SessionEnd::Revoked { serial, reason }) = ended {
                             let notice = GatewayMessage {
                                 body: Some(gateway_message::Body::Revocation(RevocationNotice {

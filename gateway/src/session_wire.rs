@@ -43,6 +43,10 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The message of the End sent at `max_connection_age`.
 pub const AGED_OUT: &str = "the connection reached its maximum age; reconnect";
 
+/// The message of the End for a Message frame that is not a `NodeMessage` (fixed: the
+/// decoder's words tell a prober nothing it needs).
+pub const NOT_A_NODE_MESSAGE: &str = "the session message is not a valid NodeMessage";
+
 /// The message of the End sent when the server stops.
 pub const SHUTTING_DOWN: &str = "the gateway is shutting down; reconnect";
 
@@ -62,7 +66,9 @@ pub(crate) async fn serve<IO>(
     let remote = peer.remote;
     // One slot: the reader stops while the session has not taken the last message.
     let (to_session, inbound) = mpsc::channel::<Box<NodeMessage>>(1);
-    let mut outbound = match server.open_session(peer.node, inbound).await {
+    // Boxed: opening reads the store, and this task should not keep room for that while the
+    // session lives.
+    let mut outbound = match Box::pin(server.open_session(peer.node, inbound)).await {
         Ok(rx) => rx,
         Err(refusal) => {
             close(&mut io, &Frame::end(&refusal)).await;
@@ -104,7 +110,7 @@ pub(crate) async fn serve<IO>(
                 match frame {
                     Ok(Some(Frame::Message(bytes))) => match NodeMessage::decode(bytes.as_slice()) {
                         Ok(message) => pending = Some(Box::new(message)),
-                        Err(e) => break refused(counters, format!("a session message does not decode: {e}")),
+                        Err(_) => break refused(counters, NOT_A_NODE_MESSAGE.to_owned()),
                     },
                     Ok(Some(Frame::Pong)) => {}
                     Ok(Some(other)) => break refused(counters, format!("a node does not send {}", name(&other))),

@@ -7,37 +7,27 @@
 use crate::common;
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::{hello, start, Env};
 use events::store::testkit::TestDb;
-use prost::Message;
 use proto::gateway_message::Body;
-use proto::session_wire::{write_frame, Frame, FrameReader, ALPN};
-use rustls::pki_types::ServerName;
+use proto::session_wire::{Frame, FrameReader};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 
-type Wire = TlsStream<TcpStream>;
+type Wire = common::WireConn;
 
 const WAIT: Duration = Duration::from_secs(5);
 
 /// A TLS connection to the gateway choosing the session wire, presenting `node` if given.
 async fn dial(env: &Env, node: Option<&common::Node>) -> Wire {
-    let mut config = common::client_tls(
+    common::wire_connect(
+        env.gateway.addr,
         env.keys.serving_ca.cert_der(),
         node.map(|n| (n.chain.clone(), n.key.pkcs8_der().to_vec())),
     )
-    .expect("client config");
-    config.alpn_protocols = vec![ALPN.to_vec()];
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = TcpStream::connect(env.gateway.addr).await.expect("tcp");
-    let name = ServerName::try_from("localhost").expect("name");
-    let tls = connector.connect(name, tcp).await.expect("handshake");
-    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(ALPN));
-    tls
+    .await
+    .expect("a session-wire connection")
 }
 
 /// The next frame within [`WAIT`] (`None`: the stream ended cleanly).
@@ -57,23 +47,17 @@ fn end(code: tonic::Code, message: &str) -> Frame {
 
 /// A session opened and welcomed: the wire and its reader.
 async fn open_welcomed(env: &Env, node: &common::Node) -> (Wire, FrameReader) {
-    let mut wire = dial(env, Some(node)).await;
-    let mut reader = FrameReader::new(1 << 20);
-    assert_eq!(next(&mut reader, &mut wire).await, Some(Frame::Open));
-    write_frame(&mut wire, &Frame::message(&hello()))
-        .await
-        .expect("hello");
-    let Some(Frame::Message(bytes)) = next(&mut reader, &mut wire).await else {
-        panic!("expected a Message frame");
-    };
-    match proto::GatewayMessage::decode(bytes.as_slice())
-        .expect("decode")
-        .body
-    {
-        Some(Body::Welcome(w)) => assert!(w.server_time_ms > 0),
-        other => panic!("expected Welcome, got {other:?}"),
-    }
-    (wire, reader)
+    tokio::time::timeout(
+        WAIT,
+        common::wire_session(
+            env.gateway.addr,
+            env.keys.serving_ca.cert_der(),
+            (node.chain.clone(), node.key.pkcs8_der().to_vec()),
+        ),
+    )
+    .await
+    .expect("a session within 5 s")
+    .expect("a welcomed session")
 }
 
 async fn started(db: &TestDb) -> (Env, common::Node) {
@@ -91,9 +75,10 @@ async fn welcomed_then_revoked(db: TestDb) {
         .revoke_identity(&node.node_id, "compromised")
         .await
         .expect("revoke");
-    let Some(Frame::Message(bytes)) = next(&mut reader, &mut wire).await else {
-        panic!("expected the RevocationNotice");
-    };
+    let notice = tokio::time::timeout(WAIT, common::wire_message(&mut wire, &mut reader))
+        .await
+        .expect("a notice within 5 s")
+        .expect("a message");
     let serial = domain::pki::NodeIdentity::from_leaf_der(
         &node.chain[0],
         &domain::pki::TrustDomain::new(common::TD).expect("td"),
@@ -101,10 +86,7 @@ async fn welcomed_then_revoked(db: TestDb) {
     .expect("identity")
     .serial
     .to_hex();
-    match proto::GatewayMessage::decode(bytes.as_slice())
-        .expect("decode")
-        .body
-    {
+    match notice.body {
         Some(Body::Revocation(n)) => {
             assert_eq!(n.serial, serial);
             assert!(!n.reason.is_empty());
@@ -173,8 +155,7 @@ async fn a_frame_a_node_may_not_send_ends_the_session_by_its_reason() {
         ),
         (
             Frame::Message(vec![0xff, 0xff]).encode(),
-            "a session message does not decode: failed to decode Protobuf message: invalid tag value: 0"
-                .to_owned(),
+            gateway::session_wire::NOT_A_NODE_MESSAGE.to_owned(),
         ),
     ];
     let n = cases.len() as u64;
@@ -182,21 +163,10 @@ async fn a_frame_a_node_may_not_send_ends_the_session_by_its_reason() {
         let (mut wire, mut reader) = open_welcomed(&env, &node).await;
         wire.write_all(&bytes).await.expect("write");
         wire.flush().await.expect("flush");
-        let got = next(&mut reader, &mut wire).await;
-        match &got {
-            Some(Frame::End { code, message }) => {
-                assert_eq!(*code, tonic::Code::InvalidArgument as i32, "{why}");
-                if why.starts_with("a session message does not decode") {
-                    assert!(
-                        message.starts_with("a session message does not decode: "),
-                        "{message}"
-                    );
-                } else {
-                    assert_eq!(message, &why);
-                }
-            }
-            other => panic!("expected End for {why:?}, got {other:?}"),
-        }
+        assert_eq!(
+            next(&mut reader, &mut wire).await,
+            Some(end(tonic::Code::InvalidArgument, &why))
+        );
         assert_eq!(next(&mut reader, &mut wire).await, None);
     }
     assert_eq!(

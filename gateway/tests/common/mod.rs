@@ -16,6 +16,7 @@ use gateway::run::{GatewayConfig, Running};
 use hyper_util::rt::TokioIo;
 use prost::Message;
 use proto::node_service_client::NodeServiceClient;
+use proto::session_wire::{write_frame, Frame, FrameReader, ALPN};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
@@ -207,6 +208,68 @@ pub async fn channel(
         .await
         .map_err(|e| format!("{e:?}"))?;
     Ok(channel)
+}
+
+/// A node session over the session wire (ALPN `bc-session/1`): a TLS connection presenting
+/// `identity`, the gateway's Open read, Hello sent and the Welcome read. Returns the connection
+/// and its frame reader.
+pub async fn wire_session(
+    addr: std::net::SocketAddr,
+    serving_ca_der: &[u8],
+    identity: (Vec<Vec<u8>>, Vec<u8>),
+) -> Result<(WireConn, FrameReader), String> {
+    let mut wire = wire_connect(addr, serving_ca_der, Some(identity)).await?;
+    let mut reader = FrameReader::new(1 << 20);
+    match reader.next(&mut wire).await.map_err(|e| e.to_string())? {
+        Some(Frame::Open) => {}
+        other => return Err(format!("expected Open, got {other:?}")),
+    }
+    write_frame(&mut wire, &Frame::message(&hello()))
+        .await
+        .map_err(|e| e.to_string())?;
+    match wire_message(&mut wire, &mut reader).await?.body {
+        Some(proto::gateway_message::Body::Welcome(w)) if w.server_time_ms > 0 => {}
+        other => return Err(format!("expected a Welcome, got {other:?}")),
+    }
+    Ok((wire, reader))
+}
+
+/// A session-wire connection.
+pub type WireConn = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+/// A TLS connection choosing the session wire by ALPN, presenting `identity` if given.
+pub async fn wire_connect(
+    addr: std::net::SocketAddr,
+    serving_ca_der: &[u8],
+    identity: Option<(Vec<Vec<u8>>, Vec<u8>)>,
+) -> Result<WireConn, String> {
+    let mut config = client_tls(serving_ca_der, identity)?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+    let wire = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    if wire.get_ref().1.alpn_protocol() != Some(ALPN) {
+        return Err("the gateway did not choose the session wire".into());
+    }
+    Ok(wire)
+}
+
+/// The next frame on a wire session, which must be a Message: the GatewayMessage it carries.
+pub async fn wire_message(
+    wire: &mut WireConn,
+    reader: &mut FrameReader,
+) -> Result<proto::GatewayMessage, String> {
+    match reader.next(wire).await.map_err(|e| e.to_string())? {
+        Some(Frame::Message(bytes)) => {
+            proto::GatewayMessage::decode(bytes.as_slice()).map_err(|e| e.to_string())
+        }
+        other => Err(format!("expected a Message frame, got {other:?}")),
+    }
 }
 
 pub fn hello() -> proto::NodeMessage {
