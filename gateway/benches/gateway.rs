@@ -66,7 +66,7 @@ enum Held {
         inbound: tonic::Streaming<proto::GatewayMessage>,
         _client: proto::node_service_client::NodeServiceClient<tonic::transport::Channel>,
     },
-    Wire(common::WireConn, proto::session_wire::FrameReader),
+    Wire(Box<common::WireConn>, proto::session_wire::FrameReader),
 }
 
 impl Held {
@@ -78,7 +78,7 @@ impl Held {
                 common::wire_session(env.gateway.addr, env.keys.serving_ca.cert_der(), identity)
                     .await
                     .unwrap();
-            return Held::Wire(conn, reader);
+            return Held::Wire(Box::new(conn), reader);
         }
         let mut c = env.client(Some(node)).await.unwrap();
         let (tx, rx) = tokio::sync::mpsc::channel(2);
