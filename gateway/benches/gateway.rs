@@ -63,8 +63,8 @@ async fn seed_revoked(store: &EventStore, n: usize) {
 enum Held {
     Grpc {
         _tx: tokio::sync::mpsc::Sender<proto::NodeMessage>,
-        inbound: tonic::Streaming<proto::GatewayMessage>,
-        _client: proto::node_service_client::NodeServiceClient<tonic::transport::Channel>,
+        inbound: Box<tonic::Streaming<proto::GatewayMessage>>,
+        _client: Box<proto::node_service_client::NodeServiceClient<tonic::transport::Channel>>,
     },
     Wire(Box<common::WireConn>, proto::session_wire::FrameReader),
 }
@@ -91,8 +91,8 @@ impl Held {
         let _welcome = inbound.next().await.unwrap().unwrap();
         Held::Grpc {
             _tx: tx,
-            inbound,
-            _client: c,
+            inbound: Box::new(inbound),
+            _client: Box::new(c),
         }
     }
 
