@@ -360,6 +360,12 @@ fn scenario(db_url: &str) {
         },
         || context(&agents) + &server.proc.log_text(),
     );
+    // bcd holds its session on the gateway's own framing, not on gRPC.
+    for a in &agents {
+        let log = a.log_text();
+        assert!(log.contains(" over bc-session/1 ("), "{}: {log}", a.name);
+        assert!(!log.contains(" over gRPC ("), "{}: {log}", a.name);
+    }
     wait_for(
         "two renewals on each node",
         Duration::from_secs(90),

@@ -247,6 +247,8 @@ pub struct Metrics {
     pub trust_reports: ReportCounters,
     /// Sessions opened.
     pub sessions_opened: AtomicU64,
+    /// Of those, opened on the session wire (ALPN `bc-session/1`).
+    pub wire_sessions_opened: AtomicU64,
     /// RevocationNotices sent.
     pub revocation_notices: AtomicU64,
     /// Commands sent over sessions, node results by outcome, poller failures.
@@ -356,6 +358,17 @@ impl MetricSources {
             out,
             "bc_sessions_opened_total {}",
             m.sessions_opened.load(Ordering::Relaxed)
+        );
+        family(
+            &mut out,
+            "bc_wire_sessions_opened_total",
+            "Node sessions opened on the session wire (ALPN bc-session/1); the others were gRPC streams.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "bc_wire_sessions_opened_total {}",
+            m.wire_sessions_opened.load(Ordering::Relaxed)
         );
         family(
             &mut out,

@@ -78,6 +78,10 @@ pub(crate) async fn serve<IO>(
     if write_frame(&mut io, &Frame::Open).await.is_err() {
         return;
     }
+    server
+        .metrics
+        .wire_sessions_opened
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut reader = FrameReader::new(limits.max_message_bytes);
     // A message read that the session has not taken yet.
     let mut pending: Option<Box<NodeMessage>> = None;

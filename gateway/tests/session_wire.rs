@@ -222,4 +222,12 @@ async fn grpc_is_still_served_beside_the_wire() {
         .expect("message");
     assert!(matches!(first.body, Some(Body::Welcome(_))));
     assert_eq!(env.gateway.sources.sessions.len(), 2);
+    let metrics = &env.gateway.sources.metrics;
+    assert_eq!(metrics.sessions_opened.load(Ordering::Relaxed), 2);
+    assert_eq!(metrics.wire_sessions_opened.load(Ordering::Relaxed), 1);
+    let page = env.gateway.sources.render();
+    assert!(
+        page.contains("\nbc_wire_sessions_opened_total 1\n"),
+        "{page}"
+    );
 }

@@ -20,7 +20,9 @@ use time::OffsetDateTime;
 
 use super::log::{log, rfc3339};
 use crate::approver_state::{describe, reported, settle_held_set};
-use crate::client::{describe_status, is_revoked_alert, ClientIdentity, SessionClient};
+use crate::client::{
+    describe_status, is_revoked_alert, ClientIdentity, SessionClient, SessionWire,
+};
 use crate::commands::{spawn_runner, CommandContext, Job};
 use crate::files::DataDir;
 use crate::identity_store::{read_stored, LoadedIdentity};
@@ -131,6 +133,11 @@ pub async fn hold_session(
         Err(status) if is_revoked_alert(&status) => return revoked_at_handshake(&status),
         Err(status) => return SessionEnd::Lost(describe_status(&status)),
     };
+    // Named in the session-open line: the gateway's own framing, or gRPC with an older one.
+    let wire = match inbound.wire() {
+        SessionWire::Framed => "bc-session/1",
+        SessionWire::Grpc => "gRPC",
+    };
     let wait = (until - OffsetDateTime::now_utc())
         .try_into()
         .unwrap_or(StdDuration::ZERO);
@@ -151,9 +158,10 @@ pub async fn hold_session(
                     if !welcomed {
                         welcomed = true;
                         log(format_args!(
-                            "session open as {} (certificate serial {}, valid until {}; server \
-                             time {}, trust version {})",
+                            "session open as {} over {} (certificate serial {}, valid until \
+                             {}; server time {}, trust version {})",
                             loaded.describe(),
+                            wire,
                             loaded.leaf.serial.to_hex(),
                             rfc3339(loaded.leaf.not_after),
                             server_time.map(rfc3339).unwrap_or_else(|| "unknown".to_owned()),
