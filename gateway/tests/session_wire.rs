@@ -1,8 +1,8 @@
 //! The node session over the session wire (ALPN `bc-session/1`, `proto::session_wire`), spoken
 //! by a client written here from the framing alone: Open, Hello and Welcome, a revocation cutting
 //! the session (RevocationNotice, End OK, close_notify), the refusal without a certificate, each
-//! frame a node may not send ending the session by its reason, the server's shutdown, and
-//! gRPC still served beside it on the same port.
+//! frame a node may not send ending the session by its reason, the connection's maximum age,
+//! the server's shutdown, and gRPC still served beside it on the same port.
 
 use crate::common;
 
@@ -230,4 +230,27 @@ async fn grpc_is_still_served_beside_the_wire() {
         page.contains("\nbc_wire_sessions_opened_total 1\n"),
         "{page}"
     );
+}
+
+/// At `max_connection_age` (less up to a tenth) the session ends with End UNAVAILABLE, so the
+/// node reconnects; counted as aged out.
+#[tokio::test]
+async fn a_wire_session_past_its_maximum_age_ends_unavailable() {
+    let db = TestDb::sqlite().expect("db");
+    let env = start(db.store().await.expect("store"), |c| {
+        c.limits.max_connection_age = Duration::from_secs(2);
+    })
+    .await;
+    let token = env.token(1).await;
+    let node = env.join_node(&token).await;
+    let (mut wire, mut reader) = open_welcomed(&env, &node).await;
+    assert_eq!(
+        next(&mut reader, &mut wire).await,
+        Some(end(
+            tonic::Code::Unavailable,
+            gateway::session_wire::AGED_OUT
+        ))
+    );
+    assert_eq!(next(&mut reader, &mut wire).await, None);
+    assert_eq!(env.gateway.edge.aged_out.load(Ordering::Relaxed), 1);
 }
