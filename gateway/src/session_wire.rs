@@ -13,10 +13,12 @@
 //! - a frame that is over `max_message_bytes`, of an unknown kind, not decodable, or not one a
 //!   node sends ends the session with End INVALID_ARGUMENT naming why;
 //! - every [`KEEPALIVE_INTERVAL`] the gateway sends a Ping; a node that has sent no frame
-//!   [`KEEPALIVE_TIMEOUT`] later is taken as gone and its connection dropped;
+//!   [`KEEPALIVE_TIMEOUT`] later is taken as gone and its connection dropped, and so is one
+//!   that takes no bytes of a frame for as long;
 //! - at `max_connection_age` (less up to a tenth, at random) and when the server stops, the
 //!   session ends with End UNAVAILABLE, and the node reconnects.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use prost::Message as _;
@@ -94,7 +96,7 @@ pub(crate) async fn serve<IO>(
             item = outbound.recv() => match item {
                 Some(item) => match outgoing(item) {
                     Ok(frame) => {
-                        if write_frame(&mut io, &frame).await.is_err() {
+                        if !send(&mut io, &frame, remote).await {
                             return;
                         }
                     }
@@ -128,13 +130,14 @@ pub(crate) async fn serve<IO>(
                 }
             }
             _ = tokio::time::sleep_until(ping_at) => {
-                if write_frame(&mut io, &Frame::Ping).await.is_err() {
+                if !send(&mut io, &Frame::Ping, remote).await {
                     return;
                 }
                 ping_at = Instant::now() + KEEPALIVE_INTERVAL;
                 answer_by.get_or_insert(Instant::now() + KEEPALIVE_TIMEOUT);
             }
-            _ = sleep_until_or_never(answer_by) => {
+            // Not while a message waits for the session: the node's answer may be behind it.
+            _ = sleep_until_or_never(answer_by), if pending.is_none() => {
                 EdgeCounters::inc(&counters.keepalive_timeouts);
                 tracing::debug!(%remote, "session dropped: no answer to a ping");
                 return;
@@ -147,6 +150,23 @@ pub(crate) async fn serve<IO>(
         }
     };
     close(&mut io, &last).await;
+}
+
+/// Writes `frame` within [`KEEPALIVE_TIMEOUT`]: a node that stops reading cannot hold the
+/// session's task (and a revocation's notice) behind a write forever. `false`: drop the
+/// connection.
+async fn send<IO: AsyncWrite + Unpin>(io: &mut IO, frame: &Frame, remote: SocketAddr) -> bool {
+    match tokio::time::timeout(KEEPALIVE_TIMEOUT, write_frame(io, frame)).await {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            tracing::debug!(%remote, error = %e, "session connection failed");
+            false
+        }
+        Err(_) => {
+            tracing::debug!(%remote, "session dropped: the node took no bytes for 20 s");
+            false
+        }
+    }
 }
 
 /// The frame for what the session sends: a message, or the End its error makes.
