@@ -5,13 +5,14 @@
 //! answer UNAUTHENTICATED without one. Every Join refusal is PERMISSION_DENIED "Join refused"
 //! (gRPC's name for ACCESS_DENIED), every Renew refusal PERMISSION_DENIED "Renew refused".
 //!
-//! A Session checks the identity's validity (notBefore, notAfter) against the clock before
+//! The Session's own logic is in `session_loop.rs`, shared with the session wire. A Session
+//! checks the identity's validity (notBefore, notAfter) against the clock before
 //! anything else: an expired or not yet valid certificate (one that expired on a connection
 //! opened while it was valid, or a resumed one) gets UNAUTHENTICATED, no Welcome and no trust
 //! report. Once open, the session's loop is biased: its end (revocation, shutdown) first, then
 //! the certificate's expiry, then the node's messages, and each message is checked against the
 //! expiry again, so nothing is answered or recorded past notAfter. Trust reports go through
-//! [`SessionReports`] (changes only, bounded per session).
+//! `SessionReports` (changes only, bounded per session).
 //!
 //! Commands (issue 21, [`crate::dispatch`]): after the Welcome the session sends the node's
 //! pending commands, again whenever the command poller wakes it (a wake comes after the session's
