@@ -173,22 +173,13 @@ async fn transactions(admin: &mut sqlx::PgConnection, name: &str) -> i64 {
 
 /// The client sessions on database `name`. Only clients: an autovacuum worker visiting the
 /// database shows in `pg_stat_activity` too, and is not one of ours.
-/// The backends on database `name` that are not clients (autovacuum workers).
-async fn other_backends(admin: &mut sqlx::PgConnection, name: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity \
-         WHERE datname = $1 AND backend_type <> 'client backend'",
-    )
-    .bind(name)
-    .fetch_one(admin)
-    .await
-    .expect("pg_stat_activity")
-}
-
-async fn client_backends(admin: &mut sqlx::PgConnection, name: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity \
-         WHERE datname = $1 AND backend_type = 'client backend'",
+/// The backends on database `name`: (client sessions, others). Only the clients are ours: an
+/// autovacuum worker visiting the database shows in `pg_stat_activity` too.
+async fn backends(admin: &mut sqlx::PgConnection, name: &str) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE backend_type = 'client backend'), \
+         count(*) FILTER (WHERE backend_type <> 'client backend') \
+         FROM pg_stat_activity WHERE datname = $1",
     )
     .bind(name)
     .fetch_one(admin)
@@ -232,7 +223,7 @@ async fn an_idle_leader_and_follower_cost_the_database_almost_nothing() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     // A worker that was already at work when autovacuum was turned off finishes first.
     for _ in 0..600 {
-        if other_backends(&mut admin, &name).await == 0 {
+        if backends(&mut admin, &name).await.1 == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -245,13 +236,13 @@ async fn an_idle_leader_and_follower_cost_the_database_almost_nothing() {
     waiting.abort();
     drop(leading);
     for _ in 0..200 {
-        if client_backends(&mut admin, &name).await == 0 {
+        if backends(&mut admin, &name).await.0 == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        client_backends(&mut admin, &name).await,
+        backends(&mut admin, &name).await.0,
         0,
         "both sessions ended"
     );

@@ -172,13 +172,7 @@ async fn main() {
     let mut tasks = Vec::new();
     for node in &nodes {
         let mut c = env.client(Some(node)).await.unwrap();
-        let (tx, rx) = tokio::sync::mpsc::channel(128);
-        tx.send(common::hello()).await.unwrap();
-        let mut inbound = c
-            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-            .await
-            .unwrap()
-            .into_inner();
+        let (tx, mut inbound) = common::grpc_session(&mut c, 128).await.unwrap();
         let (roots, td, node_id, done) = (
             roots.clone(),
             td.clone(),

@@ -81,13 +81,7 @@ impl Held {
             return Held::Wire(Box::new(conn), reader);
         }
         let mut c = env.client(Some(node)).await.unwrap();
-        let (tx, rx) = tokio::sync::mpsc::channel(2);
-        tx.send(common::hello()).await.unwrap();
-        let mut inbound = c
-            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-            .await
-            .unwrap()
-            .into_inner();
+        let (tx, mut inbound) = common::grpc_session(&mut c, 2).await.unwrap();
         let _welcome = inbound.next().await.unwrap().unwrap();
         Held::Grpc {
             _tx: tx,

@@ -498,13 +498,7 @@ async fn clients() {
             let mut c = common::connect(addr, &ca, Some((chain, key)))
                 .await
                 .unwrap();
-            let (tx, rx) = tokio::sync::mpsc::channel(2);
-            tx.send(common::hello()).await.unwrap();
-            let mut inbound = c
-                .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-                .await
-                .unwrap()
-                .into_inner();
+            let (tx, mut inbound) = common::grpc_session(&mut c, 2).await.unwrap();
             let welcome = inbound.next().await.unwrap().unwrap();
             assert!(matches!(
                 welcome.body,

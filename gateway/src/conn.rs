@@ -77,13 +77,18 @@ struct PrefaceCheck {
 impl TlsConn {
     /// Whether the client chose the session wire by ALPN ([`crate::session_wire`]).
     pub fn is_session_wire(&self) -> bool {
-        self.tls().alpn_protocol() == Some(proto::session_wire::ALPN)
+        chose_session_wire(self.tls())
     }
 
     /// The TLS session (for tests: the handshake kind, the peer's certificates).
     pub fn tls(&self) -> &rustls::ServerConnection {
         self.inner.get_ref().1
     }
+}
+
+/// Whether the handshake negotiated the session wire's ALPN protocol.
+fn chose_session_wire(tls: &rustls::ServerConnection) -> bool {
+    tls.alpn_protocol() == Some(proto::session_wire::ALPN)
 }
 
 /// The TLS handshake; the connection it returns checks the HTTP/2 preface against
@@ -106,7 +111,7 @@ pub async fn handshake(
         (VerifiedNode::from_connection(conn, trust_domain), leaf)
     };
     // The session wire has no preface: the gateway speaks first (crate::session_wire).
-    let preface = if stream.get_ref().1.alpn_protocol() == Some(proto::session_wire::ALPN) {
+    let preface = if chose_session_wire(stream.get_ref().1) {
         Preface::Read
     } else {
         Preface::Checking(PrefaceCheck {

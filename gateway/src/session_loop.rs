@@ -279,7 +279,7 @@ impl NodeServer {
 }
 
 /// Sleeps until `at`, or forever without one.
-async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
+pub(crate) async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -33,6 +33,7 @@ use crate::conn::PeerInfo;
 use crate::dispatch::SessionItem;
 use crate::limits::{EdgeCounters, EdgeLimits};
 use crate::server::NodeServer;
+use crate::session_loop::sleep_until_or_never;
 
 /// How often the gateway pings an open session, and how long the node has to answer.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
@@ -119,7 +120,7 @@ pub(crate) async fn serve<IO>(
                         Err(_) => break refused(counters, NOT_A_NODE_MESSAGE.to_owned()),
                     },
                     Ok(Some(Frame::Pong)) => {}
-                    Ok(Some(other)) => break refused(counters, format!("a node does not send {}", name(&other))),
+                    Ok(Some(other)) => break refused(counters, format!("a node does not send {}", other.kind_name())),
                     // The node closed its side: the session ends (dropping `to_session` tells it).
                     Ok(None) => return,
                     Err(FrameError::Io(e)) => {
@@ -183,16 +184,6 @@ fn refused(counters: &EdgeCounters, why: String) -> Frame {
     Frame::end(&Status::invalid_argument(why))
 }
 
-fn name(frame: &Frame) -> &'static str {
-    match frame {
-        Frame::Message(_) => "Message",
-        Frame::Open => "Open",
-        Frame::End { .. } => "End",
-        Frame::Ping => "Ping",
-        Frame::Pong => "Pong",
-    }
-}
-
 /// Sends `last` and close_notify, within [`CLOSE_TIMEOUT`].
 async fn close<IO: AsyncWrite + Unpin>(io: &mut IO, last: &Frame) {
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, async {
@@ -200,11 +191,4 @@ async fn close<IO: AsyncWrite + Unpin>(io: &mut IO, last: &Frame) {
         io.shutdown().await
     })
     .await;
-}
-
-async fn sleep_until_or_never(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }

@@ -9,7 +9,7 @@ use crate::common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{hello, start, Env};
+use common::{start, Env};
 use events::store::testkit::TestDb;
 use proto::gateway_message::Body;
 use proto::session_wire::{Frame, FrameReader};
@@ -208,13 +208,7 @@ async fn grpc_is_still_served_beside_the_wire() {
     let (env, node) = started(&db).await;
     let (_wire, _reader) = open_welcomed(&env, &node).await;
     let mut grpc = env.client(Some(&node)).await.expect("grpc");
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    tx.send(hello()).await.expect("hello");
-    let mut inbound = grpc
-        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-        .expect("session")
-        .into_inner();
+    let (_tx, mut inbound) = common::grpc_session(&mut grpc, 1).await.expect("session");
     let first = tokio::time::timeout(WAIT, inbound.message())
         .await
         .expect("welcome within 5 s")

@@ -92,6 +92,17 @@ impl Frame {
         tonic::Status::new(tonic::Code::from_i32(code), message)
     }
 
+    /// The name of the frame's kind, for messages ("Message", "Open", "End", "Ping", "Pong").
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Frame::Message(_) => "Message",
+            Frame::Open => "Open",
+            Frame::End { .. } => "End",
+            Frame::Ping => "Ping",
+            Frame::Pong => "Pong",
+        }
+    }
+
     /// The frame's bytes: header, then payload.
     pub fn encode(&self) -> Vec<u8> {
         let (kind, payload): (u8, &[u8]) = match self {

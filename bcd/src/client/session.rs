@@ -33,7 +33,7 @@ use super::connector::{
 };
 use super::diagnose::received_alert;
 use super::error::ClientError;
-use super::session_task::{self, end_status, kind_name, INBOUND_BUFFER, SHUTDOWN_TIMEOUT};
+use super::session_task::{self, end_status, INBOUND_BUFFER, SHUTDOWN_TIMEOUT};
 use super::tls::{session_client_config, ClientIdentity};
 
 /// The largest session frame bcd reads: tonic's default limit on a decoded message (4 MiB),
@@ -155,7 +155,7 @@ async fn first_frame(
         other => {
             return Err(protocol_error(format!(
                 "the gateway's first session frame is {} where Open or End must come first",
-                kind_name(&other)
+                other.kind_name()
             )))
         }
     };

@@ -53,29 +53,20 @@ pub(super) fn spawn<S>(
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    tokio::spawn(run(stream, reader, outbound, inbound));
-}
-
-async fn run<S>(
-    stream: S,
-    reader: FrameReader,
-    outbound: mpsc::Receiver<proto::NodeMessage>,
-    inbound: Inbound,
-) where
-    S: AsyncRead + AsyncWrite + Send + 'static,
-{
-    let (read_half, write_half) = tokio::io::split(stream);
-    let (pong_tx, pong_rx) = mpsc::channel::<()>(PONGS_OWED);
-    // The reader's end stops the writer (dropping `stop_tx`); the writer's failure ends the
-    // reader (a status on `failed`).
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (failed_tx, failed_rx) = oneshot::channel::<Status>();
-    let reading = async move {
-        read_frames(read_half, reader, inbound, pong_tx, failed_rx).await;
-        drop(stop_tx);
-    };
-    let writing = write_frames(write_half, outbound, pong_rx, stop_rx, failed_tx);
-    tokio::join!(reading, writing);
+    tokio::spawn(async move {
+        let (read_half, write_half) = tokio::io::split(stream);
+        let (pong_tx, pong_rx) = mpsc::channel::<()>(PONGS_OWED);
+        // The reader's end stops the writer (dropping `stop_tx`); the writer's failure ends the
+        // reader (a status on `failed`).
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (failed_tx, failed_rx) = oneshot::channel::<Status>();
+        let reading = async move {
+            read_frames(read_half, reader, inbound, pong_tx, failed_rx).await;
+            drop(stop_tx);
+        };
+        let writing = write_frames(write_half, outbound, pong_rx, stop_rx, failed_tx);
+        tokio::join!(reading, writing);
+    });
 }
 
 /// What one read frame does to the session.
@@ -117,17 +108,6 @@ pub(super) fn read_failed(e: FrameError) -> Status {
     }
 }
 
-/// The name of a frame's kind, for messages.
-pub(super) fn kind_name(frame: &Frame) -> &'static str {
-    match frame {
-        Frame::Message(_) => "Message",
-        Frame::Open => "Open",
-        Frame::End { .. } => "End",
-        Frame::Ping => "Ping",
-        Frame::Pong => "Pong",
-    }
-}
-
 /// What a frame read in an open session means.
 pub(super) fn step(frame: Result<Option<Frame>, FrameError>) -> Step {
     match frame {
@@ -144,7 +124,7 @@ pub(super) fn step(frame: Result<Option<Frame>, FrameError>) -> Step {
             Step::End(Err(Status::unavailable(format!(
                 "the gateway sent a session frame of kind {} in an open session, which only a \
                  node's side or the first frame may carry; the connection is closed",
-                kind_name(&other)
+                other.kind_name()
             ))))
         }
         Ok(None) => Step::End(Err(Status::unavailable(

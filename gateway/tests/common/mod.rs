@@ -210,6 +210,28 @@ pub async fn channel(
     Ok(channel)
 }
 
+/// A gRPC Session on `client`: Hello queued, the stream opened. Returns the sender (room for
+/// `capacity` messages) and the gateway's stream; the Welcome is the caller's to read.
+pub async fn grpc_session(
+    client: &mut NodeServiceClient<Channel>,
+    capacity: usize,
+) -> Result<
+    (
+        tokio::sync::mpsc::Sender<proto::NodeMessage>,
+        tonic::Streaming<proto::GatewayMessage>,
+    ),
+    String,
+> {
+    let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+    tx.send(hello()).await.map_err(|e| e.to_string())?;
+    let inbound = client
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .map_err(|s| s.to_string())?
+        .into_inner();
+    Ok((tx, inbound))
+}
+
 /// A node session over the session wire (ALPN `bc-session/1`): a TLS connection presenting
 /// `identity`, the gateway's Open read, Hello sent and the Welcome read. Returns the connection
 /// and its frame reader.
