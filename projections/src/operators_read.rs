@@ -4,24 +4,26 @@
 
 use events::store::{EventStore, StoreError, StoreTx};
 
-/// An `operator_certs` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct OperatorCertRow {
-    /// Lower-case hex.
-    pub serial: String,
-    pub name: String,
-    pub role: String,
-    pub spiffe_id: String,
-    pub not_before_us: i64,
-    pub not_after_us: i64,
-    pub certificate_sha256: Vec<u8>,
-    pub revoked: bool,
-    pub revoke_reason: Option<String>,
-    pub issued_at_us: i64,
-    pub revoked_at_us: Option<i64>,
-    /// The `operator/<name>` stream's version the row reflects.
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// An `operator_certs` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct OperatorCertRow {
+        /// Lower-case hex.
+        pub serial: String,
+        pub name: String,
+        pub role: String,
+        pub spiffe_id: String,
+        pub not_before_us: i64,
+        pub not_after_us: i64,
+        pub certificate_sha256: Vec<u8>,
+        pub revoked: bool,
+        pub revoke_reason: Option<String>,
+        pub issued_at_us: i64,
+        pub revoked_at_us: Option<i64>,
+        /// The `operator/<name>` stream's version the row reflects.
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 const COLUMNS: &str = "serial, name, role, spiffe_id, not_before_us, not_after_us, \

@@ -7,72 +7,80 @@
 
 use events::store::{SqlValue, StoreError, StoreTx};
 
-/// A row of `nodes`.
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
-pub struct NodeRow {
-    pub node_id: String,
-    pub tenant_id: String,
-    pub site_id: String,
-    pub pool_id: String,
-    pub role: String,
-    pub status: String,
-    pub status_reason: Option<String>,
-    pub identity_generation: i64,
-    pub attestor: String,
-    pub node_key: String,
-    pub token_id: String,
-    pub joined_at_us: i64,
-    pub updated_at_us: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A row of `nodes`.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct NodeRow {
+        pub node_id: String,
+        pub tenant_id: String,
+        pub site_id: String,
+        pub pool_id: String,
+        pub role: String,
+        pub status: String,
+        pub status_reason: Option<String>,
+        pub identity_generation: i64,
+        pub attestor: String,
+        pub node_key: String,
+        pub token_id: String,
+        pub joined_at_us: i64,
+        pub updated_at_us: i64,
+        pub position: i64,
+    }
 }
 
-/// A row of `node_certs`.
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
-pub struct CertRow {
-    pub serial: String,
-    pub node_id: String,
-    pub identity_generation: i64,
-    pub der: Vec<u8>,
-    pub not_before_us: i64,
-    pub not_after_us: i64,
-    pub revoked_at_us: Option<i64>,
-    pub revoke_reason: Option<String>,
-    pub issued_position: i64,
-    pub revoked_position: Option<i64>,
-    /// Comma-joined; `None`: every kind the role allows.
-    pub allowed_kinds: Option<String>,
+crate::from_row! {
+    /// A row of `node_certs`.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct CertRow {
+        pub serial: String,
+        pub node_id: String,
+        pub identity_generation: i64,
+        pub der: Vec<u8>,
+        pub not_before_us: i64,
+        pub not_after_us: i64,
+        pub revoked_at_us: Option<i64>,
+        pub revoke_reason: Option<String>,
+        pub issued_position: i64,
+        pub revoked_position: Option<i64>,
+        /// Comma-joined; `None`: every kind the role allows.
+        pub allowed_kinds: Option<String>,
+    }
 }
 
-/// A row of `join_tokens`.
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
-pub struct TokenRow {
-    pub token_id: String,
-    pub tenant_id: String,
-    pub site_id: String,
-    pub pool_id: String,
-    pub role: String,
-    pub uses_total: i64,
-    pub uses_left: i64,
-    pub expires_at_us: i64,
-    pub expect_product_uuid: Option<String>,
-    pub expect_mac: Option<String>,
-    pub allow_reclaim: bool,
-    pub created_at_us: i64,
-    pub revoked_at_us: Option<i64>,
-    pub revoke_reason: Option<String>,
-    pub position: i64,
+crate::from_row! {
+    /// A row of `join_tokens`.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct TokenRow {
+        pub token_id: String,
+        pub tenant_id: String,
+        pub site_id: String,
+        pub pool_id: String,
+        pub role: String,
+        pub uses_total: i64,
+        pub uses_left: i64,
+        pub expires_at_us: i64,
+        pub expect_product_uuid: Option<String>,
+        pub expect_mac: Option<String>,
+        pub allow_reclaim: bool,
+        pub created_at_us: i64,
+        pub revoked_at_us: Option<i64>,
+        pub revoke_reason: Option<String>,
+        pub position: i64,
+    }
 }
 
-/// One event of a stream, as a history line.
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
-pub struct StreamEventRow {
-    pub event_type: String,
-    pub position: i64,
-    pub version: i64,
-    pub occurred_at_us: i64,
-    /// Who caused the event (both NULL for an event nobody decided).
-    pub actor_id: Option<String>,
-    pub actor_role: Option<String>,
+crate::from_row! {
+    /// One event of a stream, as a history line.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct StreamEventRow {
+        pub event_type: String,
+        pub position: i64,
+        pub version: i64,
+        pub occurred_at_us: i64,
+        /// Who caused the event (both NULL for an event nobody decided).
+        pub actor_id: Option<String>,
+        pub actor_role: Option<String>,
+    }
 }
 
 /// The end of the longest prefix of the log decided at or before `at_us` (0: none): the cut

@@ -5,18 +5,20 @@
 
 use events::store::{EventStore, StoreError, StoreTx};
 
-/// A `pools` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct PoolRow {
-    pub pool_id: String,
-    pub tenant_id: String,
-    pub description: String,
-    /// The attestor ids, comma-separated in the order given; `None`: any attestor.
-    pub join_attestors: Option<String>,
-    pub created_at_us: i64,
-    pub updated_at_us: i64,
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `pools` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct PoolRow {
+        pub pool_id: String,
+        pub tenant_id: String,
+        pub description: String,
+        /// The attestor ids, comma-separated in the order given; `None`: any attestor.
+        pub join_attestors: Option<String>,
+        pub created_at_us: i64,
+        pub updated_at_us: i64,
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 impl PoolRow {
@@ -31,32 +33,34 @@ impl PoolRow {
 const POOL_COLUMNS: &str = "pool_id, tenant_id, description, join_attestors, created_at_us, \
     updated_at_us, version, position";
 
-/// A `join_requests` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct JoinRequestRow {
-    pub request_id: String,
-    pub tenant_id: String,
-    pub attestor: String,
-    pub subject: Vec<u8>,
-    pub csr_sha256: Vec<u8>,
-    pub role: String,
-    pub site_id: String,
-    pub pool_id: String,
-    pub node_id: Option<String>,
-    pub token_id: Option<String>,
-    pub product_uuid_sha256: Option<Vec<u8>>,
-    pub macs_sha256: Option<Vec<u8>>,
-    pub summary: String,
-    /// `pending`, `approved`, `rejected`, `consumed` or `expired`.
-    pub status: String,
-    pub decided_by: Option<String>,
-    pub decision_reason: Option<String>,
-    pub joined_node_id: Option<String>,
-    pub created_at_us: i64,
-    pub expires_at_us: i64,
-    pub updated_at_us: i64,
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `join_requests` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct JoinRequestRow {
+        pub request_id: String,
+        pub tenant_id: String,
+        pub attestor: String,
+        pub subject: Vec<u8>,
+        pub csr_sha256: Vec<u8>,
+        pub role: String,
+        pub site_id: String,
+        pub pool_id: String,
+        pub node_id: Option<String>,
+        pub token_id: Option<String>,
+        pub product_uuid_sha256: Option<Vec<u8>>,
+        pub macs_sha256: Option<Vec<u8>>,
+        pub summary: String,
+        /// `pending`, `approved`, `rejected`, `consumed` or `expired`.
+        pub status: String,
+        pub decided_by: Option<String>,
+        pub decision_reason: Option<String>,
+        pub joined_node_id: Option<String>,
+        pub created_at_us: i64,
+        pub expires_at_us: i64,
+        pub updated_at_us: i64,
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 const JOIN_REQUEST_COLUMNS: &str = "request_id, tenant_id, attestor, subject, csr_sha256, role, \
@@ -160,23 +164,25 @@ pub async fn expired_join_requests(
         .await
 }
 
-/// A `tpm_ek_allows` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct TpmAllowRow {
-    pub allow_id: String,
-    pub ek_sha256: Vec<u8>,
-    pub tenant_id: String,
-    pub site_id: String,
-    pub pool_id: String,
-    pub allowed_by: String,
-    pub note: String,
-    pub revoked: bool,
-    pub revoked_by: Option<String>,
-    pub revoke_reason: Option<String>,
-    pub created_at_us: i64,
-    pub updated_at_us: i64,
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `tpm_ek_allows` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct TpmAllowRow {
+        pub allow_id: String,
+        pub ek_sha256: Vec<u8>,
+        pub tenant_id: String,
+        pub site_id: String,
+        pub pool_id: String,
+        pub allowed_by: String,
+        pub note: String,
+        pub revoked: bool,
+        pub revoked_by: Option<String>,
+        pub revoke_reason: Option<String>,
+        pub created_at_us: i64,
+        pub updated_at_us: i64,
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 const TPM_ALLOW_COLUMNS: &str = "allow_id, ek_sha256, tenant_id, site_id, pool_id, allowed_by, \
@@ -224,24 +230,26 @@ pub async fn tpm_allows_in_store(store: &EventStore) -> Result<Vec<TpmAllowRow>,
     store.fetch_all(&sql, &[]).await
 }
 
-/// A `cloud_accounts` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct CloudAccountRow {
-    pub entry_id: String,
-    pub provider: String,
-    pub account: String,
-    pub tenant_id: String,
-    pub site_id: String,
-    pub pool_id: String,
-    pub role: String,
-    pub added_by: String,
-    pub removed: bool,
-    pub removed_by: Option<String>,
-    pub remove_reason: Option<String>,
-    pub created_at_us: i64,
-    pub updated_at_us: i64,
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `cloud_accounts` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CloudAccountRow {
+        pub entry_id: String,
+        pub provider: String,
+        pub account: String,
+        pub tenant_id: String,
+        pub site_id: String,
+        pub pool_id: String,
+        pub role: String,
+        pub added_by: String,
+        pub removed: bool,
+        pub removed_by: Option<String>,
+        pub remove_reason: Option<String>,
+        pub created_at_us: i64,
+        pub updated_at_us: i64,
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 const CLOUD_ACCOUNT_COLUMNS: &str = "entry_id, provider, account, tenant_id, site_id, pool_id, \

@@ -4,65 +4,71 @@
 
 use events::store::{EventStore, StoreError, StoreTx};
 
-/// A `sites` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct SiteRow {
-    pub site_id: String,
-    pub tenant_id: String,
-    pub description: String,
-    pub default_pool_id: Option<String>,
-    pub created_by: String,
-    pub created_at_us: i64,
-    pub updated_at_us: i64,
-    /// The `site/<id>` stream's version (boot entry events move it too).
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `sites` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct SiteRow {
+        pub site_id: String,
+        pub tenant_id: String,
+        pub description: String,
+        pub default_pool_id: Option<String>,
+        pub created_by: String,
+        pub created_at_us: i64,
+        pub updated_at_us: i64,
+        /// The `site/<id>` stream's version (boot entry events move it too).
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 const SITE_COLUMNS: &str = "site_id, tenant_id, description, default_pool_id, created_by, \
     created_at_us, updated_at_us, version, position";
 
-/// A `boot_entries` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct BootEntryRow {
-    pub entry_id: String,
-    pub site_id: String,
-    pub tenant_id: String,
-    pub mac: String,
-    pub product_uuid: Option<String>,
-    pub kernel_url: String,
-    pub initrd_url: String,
-    pub kernel_args: String,
-    pub pool_id: String,
-    pub not_after_us: i64,
-    pub added_by: String,
-    pub removed: bool,
-    pub removed_by: Option<String>,
-    pub remove_reason: Option<String>,
-    pub created_at_us: i64,
-    pub updated_at_us: i64,
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `boot_entries` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct BootEntryRow {
+        pub entry_id: String,
+        pub site_id: String,
+        pub tenant_id: String,
+        pub mac: String,
+        pub product_uuid: Option<String>,
+        pub kernel_url: String,
+        pub initrd_url: String,
+        pub kernel_args: String,
+        pub pool_id: String,
+        pub not_after_us: i64,
+        pub added_by: String,
+        pub removed: bool,
+        pub removed_by: Option<String>,
+        pub remove_reason: Option<String>,
+        pub created_at_us: i64,
+        pub updated_at_us: i64,
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 const BOOT_ENTRY_COLUMNS: &str = "entry_id, site_id, tenant_id, mac, product_uuid, kernel_url, \
     initrd_url, kernel_args, pool_id, not_after_us, added_by, removed, removed_by, \
     remove_reason, created_at_us, updated_at_us, version, position";
 
-/// A `site_leases` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct SiteLeaseRow {
-    pub site_id: String,
-    pub lease: String,
-    pub holder_node_id: String,
-    pub epoch: i64,
-    pub expires_at_us: i64,
-    pub released: bool,
-    pub release_cause: Option<String>,
-    pub acquired_at_us: i64,
-    pub updated_at_us: i64,
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `site_leases` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct SiteLeaseRow {
+        pub site_id: String,
+        pub lease: String,
+        pub holder_node_id: String,
+        pub epoch: i64,
+        pub expires_at_us: i64,
+        pub released: bool,
+        pub release_cause: Option<String>,
+        pub acquired_at_us: i64,
+        pub updated_at_us: i64,
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 const LEASE_COLUMNS: &str = "site_id, lease, holder_node_id, epoch, expires_at_us, released, \

@@ -148,21 +148,22 @@ pub async fn grown_tenants(src: &mut ReadFrom<'_>) -> Result<Vec<String>, AuditT
     Ok(rows.into_iter().map(|(t,)| t).collect())
 }
 
-/// A row of `audit_checkpoints` as stored.
-#[derive(sqlx::FromRow)]
-struct StoredCheckpoint {
-    tenant_id: String,
-    seq: i64,
-    tree_size: i64,
-    root_hash: Vec<u8>,
-    origin: String,
-    verifier_key: String,
-    signed_note: String,
-    note_sha256: Vec<u8>,
-    previous_note_sha256: Option<Vec<u8>>,
-    consistency_proof: Vec<u8>,
-    position: i64,
-    occurred_at_us: i64,
+crate::from_row! {
+    /// A row of `audit_checkpoints` as stored.
+    struct StoredCheckpoint {
+        tenant_id: String,
+        seq: i64,
+        tree_size: i64,
+        root_hash: Vec<u8>,
+        origin: String,
+        verifier_key: String,
+        signed_note: String,
+        note_sha256: Vec<u8>,
+        previous_note_sha256: Option<Vec<u8>>,
+        consistency_proof: Vec<u8>,
+        position: i64,
+        occurred_at_us: i64,
+    }
 }
 
 /// Every checkpoint of a tenant, in order.
@@ -213,23 +214,24 @@ fn checkpoint_row(r: StoredCheckpoint) -> Result<CheckpointRow, AuditTableError>
     })
 }
 
-/// A leaf joined with its event (the event's columns are NULL when its row is gone).
-#[derive(sqlx::FromRow)]
-struct StoredLeaf {
-    leaf_index: i64,
-    position: i64,
-    leaf_hash: Vec<u8>,
-    stream_id: Option<String>,
-    stream_version: Option<i64>,
-    event_id: Option<Vec<u8>>,
-    event_type: Option<String>,
-    schema_version: Option<i32>,
-    tenant_id: Option<String>,
-    occurred_at_us: Option<i64>,
-    payload: Option<Vec<u8>>,
-    payload_sha256: Option<Vec<u8>>,
-    actor_id: Option<String>,
-    actor_role: Option<String>,
+crate::from_row! {
+    /// A leaf joined with its event (the event's columns are NULL when its row is gone).
+    struct StoredLeaf {
+        leaf_index: i64,
+        position: i64,
+        leaf_hash: Vec<u8>,
+        stream_id: Option<String>,
+        stream_version: Option<i64>,
+        event_id: Option<Vec<u8>>,
+        event_type: Option<String>,
+        schema_version: Option<i32>,
+        tenant_id: Option<String>,
+        occurred_at_us: Option<i64>,
+        payload: Option<Vec<u8>>,
+        payload_sha256: Option<Vec<u8>>,
+        actor_id: Option<String>,
+        actor_role: Option<String>,
+    }
 }
 
 const LEAF_SELECT: &str = "SELECT l.leaf_index, l.position, l.leaf_hash, e.stream_id, \

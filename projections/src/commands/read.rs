@@ -6,36 +6,38 @@
 
 use events::store::{EventStore, SqlValue, StoreError, StoreTx};
 
-/// A command as the queue reads it (status is the effective one: `queued` for a held command of
-/// an approved batch).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct CommandRow {
-    pub command_id: String,
-    pub node_id: String,
-    pub tenant_id: String,
-    pub kind: String,
-    pub destructive: bool,
-    pub payload_type_url: String,
-    pub payload: Vec<u8>,
-    pub batch_id: Option<Vec<u8>>,
-    pub leaf_hash: Option<Vec<u8>>,
-    pub body: Vec<u8>,
-    pub signature: Vec<u8>,
-    pub worker_certificate: Vec<u8>,
-    pub caller: String,
-    pub status: String,
-    /// The stored status (`held` stays `held` until dispatched, cancelled or answered).
-    pub stored_status: String,
-    pub enqueued_at_us: i64,
-    pub not_after_us: i64,
-    pub dispatch_count: i64,
-    pub reject_reason: Option<String>,
-    pub exit_code: Option<i64>,
-    pub detail: Option<String>,
-    pub output_tail: Option<Vec<u8>>,
-    pub answered_at_us: Option<i64>,
-    pub enqueued_position: i64,
-    pub stream_version: i64,
+crate::from_row! {
+    /// A command as the queue reads it (status is the effective one: `queued` for a held command of
+    /// an approved batch).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CommandRow {
+        pub command_id: String,
+        pub node_id: String,
+        pub tenant_id: String,
+        pub kind: String,
+        pub destructive: bool,
+        pub payload_type_url: String,
+        pub payload: Vec<u8>,
+        pub batch_id: Option<Vec<u8>>,
+        pub leaf_hash: Option<Vec<u8>>,
+        pub body: Vec<u8>,
+        pub signature: Vec<u8>,
+        pub worker_certificate: Vec<u8>,
+        pub caller: String,
+        pub status: String,
+        /// The stored status (`held` stays `held` until dispatched, cancelled or answered).
+        pub stored_status: String,
+        pub enqueued_at_us: i64,
+        pub not_after_us: i64,
+        pub dispatch_count: i64,
+        pub reject_reason: Option<String>,
+        pub exit_code: Option<i64>,
+        pub detail: Option<String>,
+        pub output_tail: Option<Vec<u8>>,
+        pub answered_at_us: Option<i64>,
+        pub enqueued_position: i64,
+        pub stream_version: i64,
+    }
 }
 
 const SELECT: &str = "SELECT c.command_id, c.node_id, c.tenant_id, c.kind, c.destructive, \
@@ -157,11 +159,13 @@ pub async fn commands_of_batch_to_cancel(
     .await
 }
 
-/// A stored scope leaf of a batch for one (subject, kind).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct ScopeLeafRow {
-    pub leaf_hash: Vec<u8>,
-    pub payload_sha256: Option<Vec<u8>>,
+crate::from_row! {
+    /// A stored scope leaf of a batch for one (subject, kind).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ScopeLeafRow {
+        pub leaf_hash: Vec<u8>,
+        pub payload_sha256: Option<Vec<u8>>,
+    }
 }
 
 /// The batch's scope leaves for (subject, kind) (the unbound one and the bound ones, at most 4,096).

@@ -5,61 +5,65 @@
 
 use events::store::{EventStore, StoreError, StoreTx};
 
-/// A `join_tokens` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct TokenRow {
-    pub token_id: String,
-    pub tenant_id: String,
-    pub site_id: String,
-    pub pool_id: String,
-    pub role: String,
-    pub secret_sha256: Vec<u8>,
-    pub uses_total: i64,
-    pub uses_left: i64,
-    pub expires_at_us: i64,
-    pub expect_product_uuid: Option<String>,
-    pub expect_mac: Option<String>,
-    pub allow_reclaim: bool,
-    pub reclaim_node_id: Option<String>,
-    pub for_node_id: Option<String>,
-    pub require_approval: bool,
-    /// Role discovery: the boot entry it was minted for.
-    pub boot_entry_id: Option<String>,
-    pub created_at_us: i64,
-    pub revoked_at_us: Option<i64>,
-    pub revoke_reason: Option<String>,
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `join_tokens` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct TokenRow {
+        pub token_id: String,
+        pub tenant_id: String,
+        pub site_id: String,
+        pub pool_id: String,
+        pub role: String,
+        pub secret_sha256: Vec<u8>,
+        pub uses_total: i64,
+        pub uses_left: i64,
+        pub expires_at_us: i64,
+        pub expect_product_uuid: Option<String>,
+        pub expect_mac: Option<String>,
+        pub allow_reclaim: bool,
+        pub reclaim_node_id: Option<String>,
+        pub for_node_id: Option<String>,
+        pub require_approval: bool,
+        /// Role discovery: the boot entry it was minted for.
+        pub boot_entry_id: Option<String>,
+        pub created_at_us: i64,
+        pub revoked_at_us: Option<i64>,
+        pub revoke_reason: Option<String>,
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 const TOKEN_COLUMNS: &str = "token_id, tenant_id, site_id, pool_id, role, \
     secret_sha256, uses_total, uses_left, expires_at_us, expect_product_uuid, expect_mac, \
     allow_reclaim, reclaim_node_id, for_node_id, require_approval, boot_entry_id, created_at_us, revoked_at_us, revoke_reason, version, position";
 
-/// A `nodes` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct NodeRow {
-    pub node_id: String,
-    pub tenant_id: String,
-    pub site_id: String,
-    pub pool_id: String,
-    pub role: String,
-    pub status: String,
-    pub status_reason: Option<String>,
-    pub identity_generation: i64,
-    pub attestor: String,
-    pub node_key: String,
-    pub token_id: String,
-    pub hardware_key_sha256: Option<Vec<u8>>,
-    pub product_uuid_sha256: Option<Vec<u8>>,
-    /// The node-key statement its certificates carry (`urn:bc:tpm-ak:...`), if any.
-    pub node_key_uri: Option<String>,
-    /// The command kinds its certificates allow, comma-joined; `None`: every kind its role allows.
-    pub allowed_kinds: Option<String>,
-    pub joined_at_us: i64,
-    pub updated_at_us: i64,
-    pub version: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `nodes` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct NodeRow {
+        pub node_id: String,
+        pub tenant_id: String,
+        pub site_id: String,
+        pub pool_id: String,
+        pub role: String,
+        pub status: String,
+        pub status_reason: Option<String>,
+        pub identity_generation: i64,
+        pub attestor: String,
+        pub node_key: String,
+        pub token_id: String,
+        pub hardware_key_sha256: Option<Vec<u8>>,
+        pub product_uuid_sha256: Option<Vec<u8>>,
+        /// The node-key statement its certificates carry (`urn:bc:tpm-ak:...`), if any.
+        pub node_key_uri: Option<String>,
+        /// The command kinds its certificates allow, comma-joined; `None`: every kind its role allows.
+        pub allowed_kinds: Option<String>,
+        pub joined_at_us: i64,
+        pub updated_at_us: i64,
+        pub version: i64,
+        pub position: i64,
+    }
 }
 
 const NODE_COLUMNS: &str = "node_id, tenant_id, site_id, pool_id, role, status, \
@@ -67,21 +71,23 @@ const NODE_COLUMNS: &str = "node_id, tenant_id, site_id, pool_id, role, status, 
     product_uuid_sha256, node_key_uri, allowed_kinds, joined_at_us, updated_at_us, version, \
     position";
 
-/// A `node_certs` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct CertRow {
-    pub serial: String,
-    pub node_id: String,
-    pub identity_generation: i64,
-    pub der: Vec<u8>,
-    pub not_before_us: i64,
-    pub not_after_us: i64,
-    pub revoked_at_us: Option<i64>,
-    pub revoke_reason: Option<String>,
-    pub issued_position: i64,
-    pub revoked_position: Option<i64>,
-    /// The allowed command kinds, comma-joined; `None`: every kind the role allows.
-    pub allowed_kinds: Option<String>,
+crate::from_row! {
+    /// A `node_certs` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CertRow {
+        pub serial: String,
+        pub node_id: String,
+        pub identity_generation: i64,
+        pub der: Vec<u8>,
+        pub not_before_us: i64,
+        pub not_after_us: i64,
+        pub revoked_at_us: Option<i64>,
+        pub revoke_reason: Option<String>,
+        pub issued_position: i64,
+        pub revoked_position: Option<i64>,
+        /// The allowed command kinds, comma-joined; `None`: every kind the role allows.
+        pub allowed_kinds: Option<String>,
+    }
 }
 
 impl CertRow {
@@ -98,20 +104,24 @@ const CERT_COLUMNS: &str = "serial, node_id, identity_generation, der, \
     not_before_us, not_after_us, revoked_at_us, revoke_reason, issued_position, revoked_position, \
     allowed_kinds";
 
-/// A revoked certificate that has not expired yet: what the gateway's revocation feed holds.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct RevokedCertRow {
-    /// Lower-case hex.
-    pub serial: String,
-    pub not_after_us: i64,
-    pub revoke_reason: Option<String>,
+crate::from_row! {
+    /// A revoked certificate that has not expired yet: what the gateway's revocation feed holds.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct RevokedCertRow {
+        /// Lower-case hex.
+        pub serial: String,
+        pub not_after_us: i64,
+        pub revoke_reason: Option<String>,
+    }
 }
 
-/// The key of an `attestation_uses` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct AttestationUseKey {
-    pub attestor: String,
-    pub subject: Vec<u8>,
+crate::from_row! {
+    /// The key of an `attestation_uses` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct AttestationUseKey {
+        pub attestor: String,
+        pub subject: Vec<u8>,
+    }
 }
 
 /// ` FOR UPDATE` on Postgres (the row stays locked until the transaction ends), nothing on
@@ -316,14 +326,16 @@ pub async fn refusals_recorded(
     Ok(row.map_or(0, |(n,)| n))
 }
 
-/// A `node_bindings` row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct BindingRow {
-    pub subject: Vec<u8>,
-    pub attestor: String,
-    pub node_id: String,
-    pub bound_at_us: i64,
-    pub position: i64,
+crate::from_row! {
+    /// A `node_bindings` row.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct BindingRow {
+        pub subject: Vec<u8>,
+        pub attestor: String,
+        pub node_id: String,
+        pub bound_at_us: i64,
+        pub position: i64,
+    }
 }
 
 /// The binding of `subject` (a subject an attestor proved, bound to one node for good).

@@ -7,14 +7,16 @@
 
 use events::store::{LogTx, StoreError, StoreTx};
 
-/// A pending suppressed count.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct PendingSuppressed {
-    pub kind: String,
-    pub refusal: String,
-    pub window_start_us: i64,
-    pub tenant_id: String,
-    pub count: i64,
+crate::from_row! {
+    /// A pending suppressed count.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct PendingSuppressed {
+        pub kind: String,
+        pub refusal: String,
+        pub window_start_us: i64,
+        pub tenant_id: String,
+        pub count: i64,
+    }
 }
 
 /// Serializes the refusals of one reason (`lock_key`) until the transaction ends, on Postgres
