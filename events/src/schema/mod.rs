@@ -3,24 +3,8 @@
 //! Each payload type names its event type and schema version through [`EventPayload`], so an
 //! event can only be built with the type string that matches its bytes.
 
-#![allow(clippy::doc_lazy_continuation)]
-
-include!(concat!(env!("OUT_DIR"), "/bc.events.v1.rs"));
-
-/// Declares which event type and schema version a generated payload message is, and lists the
-/// area's event types with their message names ([`message_of`]).
-macro_rules! event_payload {
-    ($($ty:ident => $name:literal, version $version:literal;)*) => {
-        $(
-            impl $crate::envelope::EventPayload for $ty {
-                const EVENT_TYPE: &'static str = $name;
-                const SCHEMA_VERSION: u32 = $version;
-            }
-        )*
-        /// This area's event types and the names of their payload messages.
-        pub(super) const TYPES: &[(&str, &str)] = &[$(($name, stringify!($ty))),*];
-    };
-}
+mod payloads;
+pub use payloads::*;
 
 /// The encoded `FileDescriptorSet` of the event schema (`bc.events.v1`), for tools that show a
 /// payload without knowing its type at compile time (`bcctl events show`).

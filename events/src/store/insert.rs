@@ -1,7 +1,7 @@
 //! Multi-row `INSERT` statements: how [`super::LogTx::insert_rows`] writes many rows where no
 //! faster bulk path exists (SQLite, and the statement form Postgres queues for a few rows).
 
-use super::{LogTx, Result, SqlValue};
+use super::value::SqlValue;
 
 /// Appends `($n, ..), ($n+1, ..)` for `rows` to `sql`, numbering after the `args` already
 /// there, and moves the values into `args`: the `VALUES` list of a multi-row statement.
@@ -27,7 +27,7 @@ pub fn push_groups(
     }
 }
 
-/// Parameters per multi-row `INSERT` of [`insert_rows_by_statements`]: under SQLite's oldest
+/// Parameters per multi-row `INSERT` of [`super::contract::insert_rows_by_statements`]: under SQLite's oldest
 /// limit (999) and far under Postgres' (65,535).
 const INSERT_PARAMETERS: usize = 990;
 
@@ -47,18 +47,4 @@ pub(crate) fn insert_statements(
             (sql, args)
         })
         .collect()
-}
-
-/// [`LogTx::insert_rows`] as multi-row `INSERT` statements.
-pub(crate) async fn insert_rows_by_statements<T: LogTx + ?Sized>(
-    tx: &mut T,
-    table: &str,
-    columns: &[&str],
-    rows: &[Vec<SqlValue>],
-) -> Result<u64> {
-    let mut inserted = 0;
-    for (sql, args) in insert_statements(table, columns, rows) {
-        inserted += tx.execute(&sql, &args).await?;
-    }
-    Ok(inserted)
 }

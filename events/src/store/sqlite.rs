@@ -20,7 +20,7 @@ use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use tokio::sync::watch;
 
 use super::postgres::already_appended;
-use super::tailer::TailCursor;
+use super::cursor::TailCursor;
 use super::value::bind_all;
 use super::{
     map_append_error, recorded, Appended, Backend, ExpectedVersion, LogStore, LogTx, Result,

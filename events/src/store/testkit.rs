@@ -18,6 +18,9 @@ use super::{EventStore, LogStore, PgLogStore, Result};
 
 pub mod dropper;
 pub mod template;
+mod url;
+
+pub use url::replace_database;
 
 /// The server tests use, from `DATABASE_URL`.
 pub fn server_url() -> String {
@@ -190,23 +193,6 @@ impl Drop for TestDb {
         if let Kind::Postgres { admin_url, name } = &self.kind {
             dropper::finish(admin_url, name);
         }
-    }
-}
-
-/// `postgres://host/db?x` with the database part replaced.
-pub fn replace_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[scheme_end..].find('/') {
-        Some(slash) => &base[..scheme_end + slash],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{name}?{q}"),
-        None => format!("{base}/{name}"),
     }
 }
 

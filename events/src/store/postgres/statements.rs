@@ -8,9 +8,13 @@ use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::Postgres;
 
-use super::EVENT_COLUMNS;
 use crate::actor::Actor;
 use crate::envelope::NewEvent;
+
+/// The columns every read selects, in the order [`super::rows::row_to_event`] takes them.
+pub(super) const EVENT_COLUMNS: &str = "position, stream_id, stream_version, event_id, event_type, \
+     schema_version, tenant_id, occurred_at_us, payload, payload_sha256, tx_id::text, actor_id, \
+     actor_role";
 
 /// Binds an append's `$3..$11`: one event's columns as plain values, several events' as arrays
 /// (the two shapes of [`append_sql`]), then the actor's id and role (NULL for none), which are
