@@ -4,10 +4,10 @@
 
 use std::future::Future;
 
+use super::cursor::TailCursor;
 use super::deferred::DeferredWrite;
 use super::error::{Result, StoreError};
 use super::insert::insert_statements;
-use super::cursor::TailCursor;
 use super::value::SqlValue;
 use super::version::ExpectedVersion;
 use crate::actor::Actor;

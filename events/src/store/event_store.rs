@@ -2,12 +2,12 @@
 //! URL, and its transaction [`StoreTx`].
 
 use super::contract::{Appended, Backend, LogStore, LogTx, StreamAppend};
+use super::cursor::TailCursor;
 use super::deferred::DeferredWrite;
 use super::error::{Result, StoreError};
 use super::postgres::{PgLogStore, PgStoreTx};
 use super::recorder::{RecordedWrite, WriteRecorder};
 use super::sqlite::{SqliteLogStore, SqliteStoreTx};
-use super::cursor::TailCursor;
 use super::tailer::{Tailer, TailerOptions};
 use super::value::SqlValue;
 use super::version::ExpectedVersion;

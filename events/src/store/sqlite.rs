@@ -19,8 +19,8 @@ use sqlx::sqlite::{
 use sqlx::{Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use tokio::sync::watch;
 
-use super::postgres::already_appended;
 use super::cursor::TailCursor;
+use super::postgres::already_appended;
 use super::value::bind_all;
 use super::{
     map_append_error, recorded, Appended, Backend, ExpectedVersion, LogStore, LogTx, Result,

@@ -32,8 +32,8 @@ use sqlx::{PgPool, Row};
 use tokio::sync::watch;
 use wake::CommitWake;
 
-use super::deferred::DeferredQueue;
 use super::cursor::TailCursor;
+use super::deferred::DeferredQueue;
 use super::{
     append_one_by_one, map_append_error, Appended, Backend, DeferredWrite, ExpectedVersion,
     LogStore, LogTx, Result, SqlValue, StoreError, StreamAppend,

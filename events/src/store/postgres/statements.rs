@@ -12,7 +12,8 @@ use crate::actor::Actor;
 use crate::envelope::NewEvent;
 
 /// The columns every read selects, in the order [`super::rows::row_to_event`] takes them.
-pub(super) const EVENT_COLUMNS: &str = "position, stream_id, stream_version, event_id, event_type, \
+pub(super) const EVENT_COLUMNS: &str =
+    "position, stream_id, stream_version, event_id, event_type, \
      schema_version, tenant_id, occurred_at_us, payload, payload_sha256, tx_id::text, actor_id, \
      actor_role";
 

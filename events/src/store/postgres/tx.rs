@@ -84,7 +84,10 @@ impl PgStoreTx {
     /// The events of `ids` already in the log. One index lookup per id: the `LIMIT 1` keeps
     /// the lateral subquery from being flattened into a join, which a generic plan made while
     /// the table was small would run as a sequential scan (as `event_id = ANY($1)` would).
-    pub(super) async fn existing(&mut self, ids: &[Vec<u8>]) -> Result<Vec<(Vec<u8>, i64, String, i64)>> {
+    pub(super) async fn existing(
+        &mut self,
+        ids: &[Vec<u8>],
+    ) -> Result<Vec<(Vec<u8>, i64, String, i64)>> {
         self.fresh = false;
         let rows = sqlx::query(
             "SELECT e.event_id, e.position, e.stream_id, e.stream_version \
