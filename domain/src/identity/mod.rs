@@ -19,7 +19,9 @@
 //! ACCESS_DENIED. Bugs (a CA that cannot sign) are [`DecideError::Failed`], never refusals.
 
 pub mod admin;
+mod decision;
 pub mod join;
+mod join_terms;
 pub mod refusal_bound;
 pub mod renew;
 pub mod renew_guard;
@@ -29,10 +31,14 @@ pub use admin::{
     check_token_target, decide_create_token, decide_delete_node, decide_retire_node,
     decide_revoke_identity, decide_revoke_token, AdminRefusal, CreateToken,
 };
+pub use decision::{sha256, unix_us, DecideError, Decision};
 pub use join::{
-    claims_digests, decide_join, join_refusal_attribution, open_join, ClaimsDigests,
-    HardwareClaims, JoinCommand, JoinContext, JoinInput, JoinRefusal, JoinState, Joined,
-    OpenedJoin, JOIN_TOKEN_ATTESTOR,
+    decide_join, join_refusal_attribution, open_join, JoinCommand, JoinRefusal, JoinState,
+    OpenedJoin,
+};
+pub use join_terms::{
+    claims_digests, ClaimsDigests, HardwareClaims, JoinContext, JoinInput, Joined,
+    JOIN_TOKEN_ATTESTOR,
 };
 pub use refusal_bound::{
     decide_refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
@@ -47,52 +53,3 @@ pub use state::{
     cloud_account_stream, evolve_node, evolve_token, lease_stream, CertState, ExpectBinding,
     IdentityEvent, NodeState, NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,
 };
-
-/// What a decision decided: the events to append, and the outcome the shell answers with (so
-/// no handler searches its own events for it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decision<O> {
-    /// The events, in the order they are appended.
-    pub events: Vec<IdentityEvent>,
-    /// What the caller is told.
-    pub outcome: O,
-}
-
-impl Decision<()> {
-    /// A decision whose caller is told nothing beyond the events (the operator commands read
-    /// the row they changed back).
-    pub fn events_only(events: Vec<IdentityEvent>) -> Self {
-        Decision {
-            events,
-            outcome: (),
-        }
-    }
-}
-
-/// Why a decision produced no events.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecideError<R: std::fmt::Debug + std::fmt::Display> {
-    /// A refusal: an outcome, recorded as a `security.*.refused` event.
-    #[error("refused: {0}")]
-    Refused(R),
-    /// A bug or a broken deployment (the CA cannot sign): an error, not a refusal.
-    #[error("the decision failed: {0}")]
-    Failed(String),
-}
-
-impl<R: std::fmt::Debug + std::fmt::Display> From<R> for DecideError<R> {
-    fn from(r: R) -> Self {
-        DecideError::Refused(r)
-    }
-}
-
-/// Microseconds since the epoch of a date-time (saturating).
-pub fn unix_us(t: time::OffsetDateTime) -> i64 {
-    i64::try_from(t.unix_timestamp_nanos() / 1000).unwrap_or(i64::MAX)
-}
-
-/// SHA-256.
-pub fn sha256(data: &[u8]) -> [u8; 32] {
-    use sha2::Digest;
-    sha2::Sha256::digest(data).into()
-}

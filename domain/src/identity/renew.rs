@@ -17,7 +17,7 @@
 use events::schema::{EvidenceUsed, NodeCertificateIssued};
 use time::{Duration, OffsetDateTime};
 
-use super::join::JoinContext;
+use super::join_terms::JoinContext;
 use super::renew_guard::renewal_retry_at;
 use super::state::{CertState, IdentityEvent, NodeState, NodeStatus};
 use super::{sha256, unix_us, DecideError, Decision};

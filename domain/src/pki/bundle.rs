@@ -70,308 +70,33 @@
 //! Everything here is pure: bytes in, bytes out. The CLI writes the file (mode 0600, never
 //! overwriting). The only outside input is randomness (salt, nonce), from ring's `SystemRandom`.
 
+mod document;
+mod error;
 pub mod next;
+mod next_text;
 mod operator;
+mod public;
 mod write;
 
+use document::{seal_aad, Document, KeyMap, PrivateKeys, RootKeyPlace, SealedPayload};
+pub use document::{Protection, BUNDLE_FORMAT, BUNDLE_VERSION};
+use error::malformed;
+pub use error::BundleError;
+pub use public::PublicBundle;
 pub use write::{plaintext_bundle, seal_bundle, seal_bundle_with};
-use write::{plaintext_with_next, seal_with_next};
 
 use ring::aead::{Aad, Nonce};
 
-use serde::{Deserialize, Serialize};
-
-use super::bundle_kdf::{seal_keys, Argon2idParams, BundleKdf, KdfError};
-use super::ca::{parse_cert, CaError, CommandSigningRoot, NodeCa, ServingCa};
-use super::encoding::{b64_decode, pem_decode, put_lp, sha256};
-use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
-use super::keyset::{KeySet, KeySetError, KeySetPins};
-use super::pin::Pin;
+use super::bundle_kdf::{seal_keys, BundleKdf};
+use super::ca::{parse_cert, CommandSigningRoot, NodeCa, ServingCa};
+use super::encoding::{b64_decode, pem_decode};
+use super::keys::{KeyRole, PrivateKey, PublicKey};
+use super::keyset::KeySet;
 use super::root::RootCa;
-use super::secret::{DeploymentSecret, SecretError};
-use super::spiffe::{SpiffeError, TrustDomain};
+use super::secret::DeploymentSecret;
+use super::spiffe::TrustDomain;
 use super::token::constant_time_eq;
 use super::token_seal::JoinEncryptionKey;
-
-/// The `format` field.
-pub const BUNDLE_FORMAT: &str = "bc-pki-bundle";
-/// The `version` field this code writes and reads.
-pub const BUNDLE_VERSION: u32 = 1;
-const SEAL_LABEL: &str = "bc-pki-bundle-seal-v1";
-const PUBLIC_LABEL: &str = "bc-pki-bundle-public-v1";
-
-/// Why a bundle could not be written or read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BundleError {
-    /// Not JSON of the expected shape.
-    #[error("INVALID_CONFIG: the PKI bundle is not a valid bc-pki-bundle JSON document: {0}")]
-    Json(String),
-    /// Another format or version.
-    #[error("INVALID_CONFIG: the PKI bundle is {format:?} version {version}; this build reads {BUNDLE_FORMAT:?} version {BUNDLE_VERSION}")]
-    UnsupportedFormat {
-        /// `format` found.
-        format: String,
-        /// `version` found.
-        version: u32,
-    },
-    /// A field does not decode.
-    #[error("INVALID_CONFIG: the PKI bundle's {field} is malformed: {reason}")]
-    Malformed {
-        /// Field path.
-        field: &'static str,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The trust domain is invalid.
-    #[error("INVALID_CONFIG: the PKI bundle's trust domain: {0}")]
-    TrustDomain(#[from] SpiffeError),
-    /// No usable secret.
-    #[error(transparent)]
-    Secret(#[from] SecretError),
-    /// The secret is not this bundle's.
-    #[error("INVALID_CONFIG: the PKI bundle does not open with this BC_DEPLOYMENT_SECRET: it was sealed under another secret (or its kdf or kdfParams were changed)")]
-    WrongSecret,
-    /// The secret is right, but the sealed keys do not open for this trust domain.
-    #[error("INVALID_CONFIG: the PKI bundle's sealed keys do not open for trust domain {trust_domain}: the trust domain or the sealed keys were changed; restore the bundle from a backup")]
-    SealBroken {
-        /// Trust domain in the file.
-        trust_domain: String,
-    },
-    /// The seal opened but the public parts are not the sealed ones.
-    #[error("INVALID_CONFIG: the PKI bundle's public parts (certificates, public keys) changed since it was sealed; restore it from a backup")]
-    PublicPartsChanged,
-    /// A private key and its public counterpart disagree, or a role is wrong.
-    #[error("INVALID_CONFIG: the PKI bundle's keys: {0}")]
-    Keys(#[from] KeySetError),
-    /// Sealing failed (randomness).
-    #[error("sealing the PKI bundle failed: {0}")]
-    Seal(String),
-}
-
-impl From<CaError> for BundleError {
-    fn from(e: CaError) -> Self {
-        BundleError::Keys(KeySetError::Ca(e))
-    }
-}
-
-impl From<KdfError> for BundleError {
-    fn from(e: KdfError) -> Self {
-        match e {
-            KdfError::Params(reason) => BundleError::Malformed {
-                field: "privateKeys.kdfParams",
-                reason,
-            },
-            KdfError::Kdf(reason) => BundleError::Malformed {
-                field: "privateKeys.kdf",
-                reason,
-            },
-            KdfError::Derive(why) => BundleError::Seal(why),
-        }
-    }
-}
-
-impl From<KeyError> for BundleError {
-    fn from(e: KeyError) -> Self {
-        BundleError::Keys(KeySetError::Key(e))
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Document {
-    format: String,
-    version: u32,
-    trust_domain: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    root_key: Option<RootKeyPlace>,
-    certificates: Certificates,
-    public_keys: PublicKeys,
-    private_keys: PrivateKeys,
-}
-
-/// Where the root CA's key is, when not in the bundle.
-#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-enum RootKeyPlace {
-    /// In a file kept off the servers (`pki init --offline-root`).
-    Offline,
-}
-
-#[derive(Serialize, Deserialize, Clone)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Certificates {
-    root_ca: String,
-    node_ca: String,
-    serving_ca: String,
-    command_signing_root: String,
-    /// Absent in a bundle without an operator CA.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    operator_ca: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, Clone)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PublicKeys {
-    join_signing: String,
-    join_encryption: String,
-    audit_signing: String,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "camelCase", deny_unknown_fields)]
-enum PrivateKeys {
-    #[serde(rename_all = "camelCase")]
-    Sealed {
-        aead: String,
-        kdf: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        kdf_params: Option<Argon2idParams>,
-        salt: String,
-        key_check: String,
-        nonce: String,
-        ciphertext: String,
-    },
-    Plaintext {
-        keys: KeyMap,
-    },
-}
-
-/// The seven private keys, as PEM (plaintext mode) or base64 DER (inside the seal).
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct KeyMap {
-    /// Absent when the root is offline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    root_ca: Option<String>,
-    node_ca: String,
-    serving_ca: String,
-    join_signing: String,
-    join_encryption: String,
-    audit_signing: String,
-    command_signing_root: String,
-    /// Absent in a bundle without an operator CA.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    operator_ca: Option<String>,
-    /// The second command-signing root while a rotation is in progress.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    next_command_signing_root: Option<next::NextRootText>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SealedPayload {
-    public_sha256: String,
-    keys: KeyMap,
-}
-
-/// The public half of a bundle: readable without the secret.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicBundle {
-    /// Trust domain.
-    pub trust_domain: TrustDomain,
-    /// Root CA certificate, DER.
-    pub root_ca_der: Vec<u8>,
-    /// Node CA certificate, DER.
-    pub node_ca_der: Vec<u8>,
-    /// Serving CA certificate, DER.
-    pub serving_ca_der: Vec<u8>,
-    /// Command-signing root certificate, DER.
-    pub command_signing_root_der: Vec<u8>,
-    /// JoinService signing public key.
-    pub join_signing: PublicKey,
-    /// JoinService encryption public key.
-    pub join_encryption: PublicKey,
-    /// Audit signing public key.
-    pub audit_signing: PublicKey,
-    /// Whether the root CA's key is kept out of the bundle (`pki init --offline-root`).
-    pub root_offline: bool,
-    /// Operator CA certificate, DER (`None` in a bundle without one).
-    pub operator_ca_der: Option<Vec<u8>>,
-}
-
-impl PublicBundle {
-    /// The public half of `keys`.
-    pub fn of(keys: &KeySet) -> PublicBundle {
-        PublicBundle {
-            trust_domain: keys.trust_domain.clone(),
-            root_ca_der: keys.root_ca.cert_der().to_vec(),
-            node_ca_der: keys.node_ca.cert_der().to_vec(),
-            serving_ca_der: keys.serving_ca.cert_der().to_vec(),
-            command_signing_root_der: keys.command_signing_root.cert_der().to_vec(),
-            join_signing: keys.join_signing.public_key().clone(),
-            join_encryption: keys.join_encryption.public_key().clone(),
-            audit_signing: keys.audit_signing.public_key().clone(),
-            root_offline: keys.root_ca.is_offline(),
-            operator_ca_der: keys.operator_ca.as_ref().map(|ca| ca.cert_der().to_vec()),
-        }
-    }
-
-    /// SHA-256 over every public field, in the canonical encoding the seal covers.
-    pub fn public_sha256(&self) -> [u8; 32] {
-        let mut out = Vec::new();
-        put_lp(&mut out, PUBLIC_LABEL.as_bytes());
-        put_lp(&mut out, BUNDLE_FORMAT.as_bytes());
-        out.extend_from_slice(&BUNDLE_VERSION.to_be_bytes());
-        put_lp(&mut out, self.trust_domain.as_str().as_bytes());
-        for (name, der) in [
-            ("rootCa", &self.root_ca_der[..]),
-            ("nodeCa", &self.node_ca_der[..]),
-            ("servingCa", &self.serving_ca_der[..]),
-            ("commandSigningRoot", &self.command_signing_root_der[..]),
-            ("joinSigning", self.join_signing.spki_der()),
-            ("joinEncryption", self.join_encryption.spki_der()),
-            ("auditSigning", self.audit_signing.spki_der()),
-        ] {
-            put_lp(&mut out, name.as_bytes());
-            put_lp(&mut out, der);
-        }
-        if self.root_offline {
-            put_lp(&mut out, b"rootKey");
-            put_lp(&mut out, b"offline");
-        }
-        if let Some(der) = &self.operator_ca_der {
-            put_lp(&mut out, b"operatorCa");
-            put_lp(&mut out, der);
-        }
-        sha256(&out)
-    }
-
-    /// The pins `pki show` prints (CA pins are of the keys in the certificates).
-    pub fn pins(&self) -> Result<KeySetPins, BundleError> {
-        let ca_pin = |field: &'static str, der: &[u8]| -> Result<Pin, BundleError> {
-            let cert = parse_cert(der).ok_or(BundleError::Malformed {
-                field,
-                reason: "not an X.509 certificate".into(),
-            })?;
-            Ok(Pin::of_spki_der(cert.public_key().raw))
-        };
-        Ok(KeySetPins {
-            root_ca: ca_pin("certificates.rootCa", &self.root_ca_der)?,
-            node_ca: ca_pin("certificates.nodeCa", &self.node_ca_der)?,
-            serving_ca: ca_pin("certificates.servingCa", &self.serving_ca_der)?,
-            command_signing_root: ca_pin(
-                "certificates.commandSigningRoot",
-                &self.command_signing_root_der,
-            )?,
-            join_signing: self.join_signing.pin(),
-            join_encryption: self.join_encryption.pin(),
-            audit_signing: self.audit_signing.pin(),
-            operator_ca: match &self.operator_ca_der {
-                Some(der) => Some(ca_pin("certificates.operatorCa", der)?),
-                None => None,
-            },
-        })
-    }
-}
-
-/// How the private keys are stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protection {
-    /// Sealed under the deployment secret.
-    Sealed,
-    /// Unsealed (`--plaintext`, development only).
-    Plaintext,
-}
 
 /// A bundle read from bytes.
 #[derive(Debug)]
@@ -389,20 +114,6 @@ pub struct LoadedBundle {
     pub kdf: Option<BundleKdf>,
     /// The second command-signing root of a rotation in progress (with the keys only).
     pub next_command_signing_root: Option<CommandSigningRoot>,
-}
-
-fn seal_aad(td: &TrustDomain) -> Vec<u8> {
-    let mut aad = Vec::new();
-    put_lp(&mut aad, SEAL_LABEL.as_bytes());
-    put_lp(&mut aad, td.as_str().as_bytes());
-    aad
-}
-
-pub(super) fn malformed(field: &'static str, reason: &str) -> BundleError {
-    BundleError::Malformed {
-        field,
-        reason: reason.into(),
-    }
 }
 
 fn decode_public(doc: &Document) -> Result<PublicBundle, BundleError> {
@@ -565,7 +276,7 @@ pub fn open_bundle(
             let set = assemble(&public, keys, |field, text| {
                 pem_decode("PRIVATE KEY", text).ok_or(malformed(field, "not one PEM PRIVATE KEY"))
             })?;
-            let next = next::from_text(&set, keys.next_command_signing_root.as_ref(), true)?;
+            let next = next_text::from_text(&set, keys.next_command_signing_root.as_ref(), true)?;
             Ok(LoadedBundle {
                 public,
                 protection: Protection::Plaintext,
@@ -631,7 +342,7 @@ pub fn open_bundle(
                 b64_decode(text).ok_or(malformed(field, "not base64"))
             })?;
             let next =
-                next::from_text(&set, payload.keys.next_command_signing_root.as_ref(), false)?;
+                next_text::from_text(&set, payload.keys.next_command_signing_root.as_ref(), false)?;
             Ok(LoadedBundle {
                 public,
                 protection: Protection::Sealed,

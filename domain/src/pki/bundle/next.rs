@@ -5,70 +5,16 @@
 //! in a plaintext bundle), so the seal authenticates it while the public half, and the digest the
 //! seal binds, stay those of a bundle without it: an older build reads the public half unchanged.
 
-use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::{malformed, plaintext_with_next, seal_with_next, BundleError, Protection};
+use super::document::Protection;
+use super::error::BundleError;
+use super::write::{plaintext_with_next, seal_with_next};
 use crate::pki::bundle_kdf::{Argon2idParams, BundleKdf};
 use crate::pki::ca::CommandSigningRoot;
-use crate::pki::encoding::{b64, b64_decode, pem_decode, pem_encode};
 use crate::pki::keys::{KeyRole, PrivateKey};
 use crate::pki::keyset::{KeySet, KeySetLifetimes};
 use crate::pki::secret::DeploymentSecret;
-
-const FIELD: &str = "privateKeys.nextCommandSigningRoot";
-
-/// The second root as the bundle stores it.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(super) struct NextRootText {
-    certificate: String,
-    key: String,
-}
-
-pub(super) fn to_text(root: &CommandSigningRoot, plaintext: bool) -> NextRootText {
-    if plaintext {
-        NextRootText {
-            certificate: pem_encode("CERTIFICATE", root.cert_der()),
-            key: pem_encode("PRIVATE KEY", root.private_key().pkcs8_der()),
-        }
-    } else {
-        NextRootText {
-            certificate: b64(root.cert_der()),
-            key: b64(root.private_key().pkcs8_der()),
-        }
-    }
-}
-
-pub(super) fn from_text(
-    keys: &KeySet,
-    text: Option<&NextRootText>,
-    plaintext: bool,
-) -> Result<Option<CommandSigningRoot>, BundleError> {
-    let Some(text) = text else {
-        return Ok(None);
-    };
-    let (cert, key) = if plaintext {
-        (
-            pem_decode("CERTIFICATE", &text.certificate),
-            pem_decode("PRIVATE KEY", &text.key),
-        )
-    } else {
-        (b64_decode(&text.certificate), b64_decode(&text.key))
-    };
-    let (Some(cert), Some(key)) = (cert, key) else {
-        return Err(malformed(FIELD, "the certificate or key does not decode"));
-    };
-    let key = PrivateKey::from_pkcs8_der(KeyRole::CommandSigningRoot, &key)?;
-    let root = CommandSigningRoot::from_parts(&keys.trust_domain, cert, key)?;
-    if root.public_key() == keys.command_signing_root.public_key() {
-        return Err(malformed(
-            FIELD,
-            "it is the current command-signing root's key",
-        ));
-    }
-    Ok(Some(root))
-}
 
 /// A fresh command-signing root for `keys`' trust domain, valid from `now` for the roots'
 /// default lifetime.
@@ -178,18 +124,5 @@ mod tests {
             write_bundle_with_next(&keys, None, Protection::Sealed, None, None),
             Err(BundleError::Seal(_))
         ));
-    }
-
-    #[test]
-    fn a_second_root_with_the_current_roots_key_is_refused() {
-        let keys = keys();
-        let text = to_text(&keys.command_signing_root, true);
-        match from_text(&keys, Some(&text), true) {
-            Err(BundleError::Malformed { field, reason }) => {
-                assert_eq!(field, FIELD);
-                assert_eq!(reason, "it is the current command-signing root's key");
-            }
-            other => panic!("expected a refusal, got {:?}", other.map(|r| r.is_some())),
-        }
     }
 }

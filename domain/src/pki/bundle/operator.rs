@@ -3,7 +3,8 @@
 //! the other is malformed. [`load`] pairs them; the key set checks the CA against its root
 //! ([`crate::pki::KeySet::with_operator_ca`]).
 
-use super::{malformed, BundleError, PublicBundle};
+use super::error::{malformed, BundleError};
+use super::public::PublicBundle;
 use crate::pki::ca::OperatorCa;
 use crate::pki::keys::{KeyRole, PrivateKey};
 

@@ -4,10 +4,13 @@
 use ring::aead::{Aad, Nonce};
 use ring::rand::{SecureRandom, SystemRandom};
 
-use super::{
-    seal_aad, BundleError, Certificates, Document, KeyMap, PrivateKeys, PublicBundle, PublicKeys,
-    RootKeyPlace, SealedPayload, BUNDLE_FORMAT, BUNDLE_VERSION,
+use super::document::{
+    seal_aad, Certificates, Document, KeyMap, PrivateKeys, PublicKeys, RootKeyPlace, SealedPayload,
+    BUNDLE_FORMAT, BUNDLE_VERSION,
 };
+use super::error::BundleError;
+use super::next_text;
+use super::public::PublicBundle;
 use crate::pki::bundle_kdf::{seal_keys, Argon2idParams, BundleKdf};
 use crate::pki::ca::CommandSigningRoot;
 use crate::pki::encoding::{b64, pem_encode};
@@ -93,7 +96,7 @@ pub(crate) fn seal_with_next(
         .map_err(|_| BundleError::Seal("the system random generator failed".into()))?;
     let (aead, check) = seal_keys(&kdf, secret, &salt)?;
     let mut map = key_map(keys, |k| b64(k.pkcs8_der()));
-    map.next_command_signing_root = next.map(|r| super::next::to_text(r, false));
+    map.next_command_signing_root = next.map(|r| next_text::to_text(r, false));
     let payload = SealedPayload {
         public_sha256: hex::encode(PublicBundle::of(keys).public_sha256()),
         keys: map,
@@ -128,6 +131,6 @@ pub(crate) fn plaintext_with_next(
     next: Option<&CommandSigningRoot>,
 ) -> Result<Vec<u8>, BundleError> {
     let mut keys_pem = key_map(keys, |k| pem_encode("PRIVATE KEY", k.pkcs8_der()));
-    keys_pem.next_command_signing_root = next.map(|r| super::next::to_text(r, true));
+    keys_pem.next_command_signing_root = next.map(|r| next_text::to_text(r, true));
     to_json(&document(keys, PrivateKeys::Plaintext { keys: keys_pem }))
 }
