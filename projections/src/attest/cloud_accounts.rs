@@ -8,7 +8,7 @@ use events::schema::{CloudAccountAdded, CloudAccountRemoved};
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::{checked_updates, inapplicable};
+use super::writes::{checked_updates, inapplicable};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `cloud_accounts`.

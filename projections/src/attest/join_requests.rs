@@ -10,7 +10,7 @@ use events::schema::{
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::{bytes_or_null, checked_updates, inapplicable, opt_text, text_or_null};
+use super::writes::{bytes_or_null, checked_updates, inapplicable, opt_text, text_or_null};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `join_requests`.

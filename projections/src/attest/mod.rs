@@ -10,11 +10,6 @@
 //! changes) and one checked update per older row: an update of a row no created event made is
 //! inapplicable (the log is broken), not silently dropped.
 
-use events::store::{push_groups, DeferredWrite, LogTx, SqlValue, StoreTx};
-use events::RecordedEvent;
-
-use crate::ProjectionError;
-
 mod cloud_accounts;
 mod join_requests;
 mod pools;
@@ -23,6 +18,7 @@ mod site_leases;
 pub mod site_read;
 mod sites;
 mod tpm_allows;
+mod writes;
 
 pub use cloud_accounts::CloudAccounts;
 pub use join_requests::JoinRequests;
@@ -30,60 +26,3 @@ pub use pools::Pools;
 pub use site_leases::SiteLeases;
 pub use sites::{BootEntries, Sites};
 pub use tpm_allows::TpmEkAllows;
-
-/// Rows per multi-row statement (well under both backends' parameter limits).
-const BULK_ROWS: usize = 200;
-
-fn text_or_null(s: &str) -> SqlValue {
-    if s.is_empty() {
-        SqlValue::NullText
-    } else {
-        SqlValue::Text(s.to_owned())
-    }
-}
-
-fn bytes_or_null(b: &[u8]) -> SqlValue {
-    if b.is_empty() {
-        SqlValue::NullBytes
-    } else {
-        SqlValue::Bytes(b.to_vec())
-    }
-}
-
-fn opt_text(v: Option<String>) -> SqlValue {
-    v.map_or(SqlValue::NullText, SqlValue::Text)
-}
-
-fn inapplicable(projection: &'static str, e: &RecordedEvent, why: &str) -> ProjectionError {
-    ProjectionError::Inapplicable {
-        projection,
-        position: e.position,
-        event_type: e.event_type.clone(),
-        why: why.to_owned(),
-    }
-}
-
-/// Queues `head (..), (..) tail` updates, `BULK_ROWS` groups per statement, each statement
-/// required to change exactly as many rows as it has groups (`meaning` says what a shortfall
-/// means).
-async fn checked_updates(
-    tx: &mut StoreTx,
-    table: &str,
-    head: &str,
-    tail: &str,
-    rows: Vec<Vec<SqlValue>>,
-    meaning: &str,
-) -> Result<(), ProjectionError> {
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<Vec<SqlValue>> = rows.by_ref().take(BULK_ROWS).collect();
-        let groups = chunk.len() as u64;
-        let mut sql = String::from(head);
-        let mut args: Vec<SqlValue> = Vec::new();
-        push_groups(&mut sql, &mut args, chunk);
-        sql.push_str(tail);
-        tx.defer(DeferredWrite::new(table, sql, args).expecting(groups, meaning.to_owned()))
-            .await?;
-    }
-    Ok(())
-}

@@ -6,7 +6,7 @@ use events::schema::{PoolCreated, PoolUpdated};
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::{checked_updates, inapplicable};
+use super::writes::{checked_updates, inapplicable};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `pools`.

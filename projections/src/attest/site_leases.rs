@@ -10,7 +10,7 @@ use events::schema::{SiteLeaseAcquired, SiteLeaseReleased, SiteLeaseRenewed};
 use events::store::{push_groups, DeferredWrite, LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::{checked_updates, inapplicable, opt_text, BULK_ROWS};
+use super::writes::{checked_updates, inapplicable, opt_text, BULK_ROWS};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `site_leases`.

@@ -9,7 +9,7 @@ use events::schema::{BootEntryAdded, BootEntryRemoved, SiteCreated};
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::{checked_updates, inapplicable, text_or_null};
+use super::writes::{checked_updates, inapplicable, text_or_null};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `sites`.

@@ -7,7 +7,7 @@ use events::schema::{TpmEkAllowRevoked, TpmEkAllowed};
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::{checked_updates, inapplicable};
+use super::writes::{checked_updates, inapplicable};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `tpm_ek_allows`.

@@ -8,7 +8,8 @@
 use events::store::SqlValue;
 use events::RecordedEvent;
 
-use super::{to_hash, to_i64, to_u64, AuditTableError, Hash, ReadFrom};
+use super::error::{to_hash, to_i64, to_u64, AuditTableError, Hash};
+use super::ReadFrom;
 
 /// One recorded checkpoint (a row of `audit_checkpoints`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 
 use events::store::{LogTx, SqlValue, StoreTx};
 
-use super::{to_i64, to_u64, AuditTableError, Hash};
+use super::error::{to_i64, to_u64, AuditTableError, Hash};
 
 /// A leaf row to store.
 pub struct NewLeaf<'a> {

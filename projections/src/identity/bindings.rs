@@ -7,7 +7,7 @@ use events::schema::{NodeBound, NodeDeleted, NodeRetired};
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::bulk;
+use super::writes::bulk;
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `node_bindings`: one row per bound subject.

@@ -10,7 +10,7 @@ use events::schema::{
 use events::store::{DeferredWrite, LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::to_i64;
+use super::writes::to_i64;
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `node_certs`: every certificate issued, and when (at which position) it was revoked.
@@ -63,7 +63,9 @@ async fn insert_certs(
                 SqlValue::Int(p.not_before_us),
                 SqlValue::Int(p.not_after_us),
                 SqlValue::Int(position),
-                super::opt_text((!p.allowed_kinds.is_empty()).then(|| p.allowed_kinds.join(","))),
+                super::writes::opt_text(
+                    (!p.allowed_kinds.is_empty()).then(|| p.allowed_kinds.join(",")),
+                ),
             ]
         })
         .collect();

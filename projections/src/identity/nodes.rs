@@ -11,7 +11,7 @@ use events::schema::{
 use events::store::StoreTx;
 use events::{EventPayload, RecordedEvent};
 
-use super::{bulk, bytes_or_null, opt_int, opt_text, to_i64};
+use super::writes::{bulk, bytes_or_null, opt_int, opt_text, to_i64};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `nodes`: one row per node, following every event of its `node/<id>` stream.
@@ -186,7 +186,7 @@ impl NodeBatch {
                     bytes_or_null(&r.hardware_key_sha256),
                     bytes_or_null(&r.product_uuid_sha256),
                     bytes_or_null(&r.macs_sha256),
-                    super::text_or_null(&r.node_key_uri),
+                    super::writes::text_or_null(&r.node_key_uri),
                     opt_text(r.allowed_kinds),
                     r.joined_at_us.into(),
                     r.updated_at_us.into(),

@@ -6,7 +6,7 @@ use events::schema::{JoinRefused, RefusalsSuppressed, RenewRefused};
 use events::store::{EventStore, StoreError, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::{bulk, greatest, to_i64};
+use super::writes::{bulk, greatest, to_i64};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `refusal_counters`: per (kind, refusal, minute window), refusals recorded one by one and

@@ -7,7 +7,7 @@ use events::schema::{JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed};
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::{bulk, opt_int, opt_text, text_or_null};
+use super::writes::{bulk, opt_int, opt_text, text_or_null};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `join_tokens` and `join_token_uses`.

@@ -10,7 +10,8 @@ use events::schema::{
 use events::store::{LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
-use super::{bulk, text_or_null, RENEW_POP_ATTESTOR};
+use super::writes::{bulk, text_or_null};
+use super::RENEW_POP_ATTESTOR;
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `attestation_uses`: single-use evidence (renew proofs, join keys), pruned by explicit events.
