@@ -8,7 +8,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use bcd::client::{
-    certificate_spki_pin, client_config, describe_io, describe_tls_error, PinnedServingCa,
+    certificate_spki_pin, client_config, describe_io, describe_tls_error, pinned_serving_ca,
+    PinnedServingCa,
 };
 use common::{keyset, now};
 use domain::pki::{
@@ -70,7 +71,7 @@ fn accepts_only_the_pinned_serving_ca() {
     let gw = gateway(&ks, Duration::days(1));
     let ca = ks.serving_ca.cert_der();
     let pin = certificate_spki_pin(ca).unwrap();
-    let v = PinnedServingCa::new(pin);
+    let v = pinned_serving_ca(pin);
 
     verify(&v, &gw.leaf, &[ca], "127.0.0.1", now()).unwrap();
     verify(&v, &gw.leaf, &[ca], "gw.example.com", now()).unwrap();
@@ -120,7 +121,7 @@ fn accepts_only_the_pinned_serving_ca() {
     let e = verify(&v, &foreign.leaf, &[ca], "gw.example.com", now()).unwrap_err();
     assert!(!e.is_empty());
     // Pinning the root or the node CA instead of the serving CA does not admit the gateway.
-    let root_pin = PinnedServingCa::new(certificate_spki_pin(ks.root_ca.cert_der()).unwrap());
+    let root_pin = pinned_serving_ca(certificate_spki_pin(ks.root_ca.cert_der()).unwrap());
     let e = verify(&root_pin, &gw.leaf, &[ca], "gw.example.com", now()).unwrap_err();
     assert!(e.contains("no certificate of the pinned serving CA"), "{e}");
 }

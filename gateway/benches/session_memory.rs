@@ -398,7 +398,7 @@ async fn tls_floor(env: &common::Env, n: usize, path: &std::path::Path, session_
         time::OffsetDateTime::now_utc(),
     )
     .unwrap();
-    let verifier = gateway::tls::NodeClientVerifier::new(
+    let verifier = gateway::tls::node_client_verifier(
         env.keys.node_ca.cert_der(),
         td,
         std::sync::Arc::new(gateway::revoked::RevokedSerials::new()),

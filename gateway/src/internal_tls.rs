@@ -6,25 +6,21 @@
 //! - a gateway presents `OU=bc-role:gateway` with clientAuth only, issued by
 //!   `bcctl pki issue-internal` (the gateway holds no CA key, so it cannot make one).
 //!
-//! [`InternalClientVerifier`] (api side) lets webpki check the chain to the serving CA and the
-//! clientAuth usage, then requires the leaf to name clientAuth (webpki admits a leaf naming no
-//! usage at all) and the gateway role; a node certificate (another CA), a gateway's agent-facing
-//! serving certificate (serverAuth only) or no certificate at all fails the handshake.
+//! Both verifiers are the project's one verifier ([`proto::peer_tls`]) with [`GatewayPeer`] or
+//! [`ApiPeer`] on top. [`InternalClientVerifier`] (api side) lets webpki check the chain to the
+//! serving CA and the clientAuth usage, then requires the leaf to name clientAuth (webpki admits
+//! a leaf naming no usage at all) and the gateway role; a node certificate (another CA), a
+//! gateway's agent-facing serving certificate (serverAuth only) or no certificate at all fails
+//! the handshake.
 //! [`InternalServerVerifier`] (gateway side) checks the chain, serverAuth (named by the leaf),
 //! the dialled name, then requires the internal role, so another gateway's serving certificate
 //! cannot pose as the api. The api's server configuration resumes no TLS session.
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, OtherError,
-    RootCertStore, ServerConfig, SignatureScheme,
-};
+use proto::peer_tls::{ClientVerifier, PeerChecks, ServerVerifier, SetupError};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::{CertificateError, ClientConfig, OtherError, ServerConfig};
 
 use crate::tls::{has_extended_key_usage, provider, without_resumption, TlsSetupError, Usage};
 
@@ -87,142 +83,60 @@ fn require_role(der: &[u8], expected: &'static str) -> Result<(), rustls::Error>
     )))
 }
 
-fn serving_roots(serving_ca_der: &[u8]) -> Result<Arc<RootCertStore>, TlsSetupError> {
-    let mut roots = RootCertStore::empty();
-    roots
-        .add(CertificateDer::from(serving_ca_der.to_vec()))
-        .map_err(|e| TlsSetupError::NodeCa(format!("the serving CA certificate: {e}")))?;
-    Ok(Arc::new(roots))
+/// Api side: what a gateway's internal client certificate must be beyond its chain to the
+/// serving CA (clientAuth named, the gateway role).
+#[derive(Debug)]
+pub struct GatewayPeer;
+
+impl PeerChecks for GatewayPeer {
+    fn chain_refused(&self, e: rustls::Error) -> rustls::Error {
+        tracing::warn!(error = %e, "internal client certificate refused");
+        e
+    }
+
+    fn check_leaf(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        require_usage(end_entity.as_ref(), Usage::ClientAuth)?;
+        require_role(end_entity.as_ref(), GATEWAY_ROLE)
+    }
+}
+
+/// Gateway side: what the api's internal certificate must be beyond its chain to the serving CA
+/// and the dialled name (serverAuth named, the internal role).
+#[derive(Debug)]
+pub struct ApiPeer;
+
+impl PeerChecks for ApiPeer {
+    fn check_leaf(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        require_usage(end_entity.as_ref(), Usage::ServerAuth)?;
+        require_role(end_entity.as_ref(), API_ROLE)
+    }
 }
 
 /// Api side: admits only gateways' internal client certificates (see the module docs).
-#[derive(Debug)]
-pub struct InternalClientVerifier {
-    chain: Arc<dyn ClientCertVerifier>,
-}
-
-impl InternalClientVerifier {
-    pub fn new(serving_ca_der: &[u8]) -> Result<Self, TlsSetupError> {
-        let chain =
-            WebPkiClientVerifier::builder_with_provider(serving_roots(serving_ca_der)?, provider())
-                .build()
-                .map_err(|e| TlsSetupError::Verifier(e.to_string()))?;
-        Ok(InternalClientVerifier { chain })
-    }
-}
-
-impl ClientCertVerifier for InternalClientVerifier {
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.chain.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        if let Err(e) = self
-            .chain
-            .verify_client_cert(end_entity, intermediates, now)
-        {
-            tracing::warn!(error = %e, "internal client certificate refused");
-            return Err(e);
-        }
-        require_usage(end_entity.as_ref(), Usage::ClientAuth)?;
-        require_role(end_entity.as_ref(), GATEWAY_ROLE)?;
-        Ok(ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        true
-    }
-
-    fn offer_client_auth(&self) -> bool {
-        true
-    }
-}
+pub type InternalClientVerifier = ClientVerifier<GatewayPeer>;
 
 /// Gateway side: admits only the api's internal certificate for the dialled name.
-#[derive(Debug)]
-pub struct InternalServerVerifier {
-    chain: Arc<WebPkiServerVerifier>,
-}
+pub type InternalServerVerifier = ServerVerifier<ApiPeer>;
 
-impl InternalServerVerifier {
-    pub fn new(serving_ca_der: &[u8]) -> Result<Self, TlsSetupError> {
-        let chain =
-            WebPkiServerVerifier::builder_with_provider(serving_roots(serving_ca_der)?, provider())
-                .build()
-                .map_err(|e| TlsSetupError::Verifier(e.to_string()))?;
-        Ok(InternalServerVerifier { chain })
+fn serving_ca_setup(e: SetupError) -> TlsSetupError {
+    match e {
+        SetupError::Anchor(e) => TlsSetupError::NodeCa(format!("the serving CA certificate: {e}")),
+        SetupError::Verifier(e) => TlsSetupError::Verifier(e.to_string()),
     }
 }
 
-impl ServerCertVerifier for InternalServerVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        self.chain.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        )?;
-        require_usage(end_entity.as_ref(), Usage::ServerAuth)?;
-        require_role(end_entity.as_ref(), API_ROLE)?;
-        Ok(ServerCertVerified::assertion())
-    }
+/// The api's verifier of gateways, anchored at the serving CA.
+pub fn internal_client_verifier(
+    serving_ca_der: &[u8],
+) -> Result<InternalClientVerifier, TlsSetupError> {
+    ClientVerifier::new(serving_ca_der, GatewayPeer).map_err(serving_ca_setup)
+}
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
-    }
+/// A gateway's verifier of the api, anchored at the serving CA.
+pub fn internal_server_verifier(
+    serving_ca_der: &[u8],
+) -> Result<InternalServerVerifier, TlsSetupError> {
+    ServerVerifier::new(serving_ca_der, ApiPeer).map_err(serving_ca_setup)
 }
 
 /// The api's internal endpoint: TLS 1.3, ALPN h2, gateways' client certificates required; its
@@ -233,7 +147,7 @@ pub fn api_server_config(
 ) -> Result<ServerConfig, TlsSetupError> {
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_client_cert_verifier(Arc::new(InternalClientVerifier::new(serving_ca_der)?))
+        .with_client_cert_verifier(Arc::new(internal_client_verifier(serving_ca_der)?))
         .with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec()];
     without_resumption(&mut config);
@@ -250,7 +164,7 @@ pub fn relay_client_config(
     let mut config = ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(InternalServerVerifier::new(serving_ca_der)?))
+        .with_custom_certificate_verifier(Arc::new(internal_server_verifier(serving_ca_der)?))
         .with_client_auth_cert(
             chain.into_iter().map(CertificateDer::from).collect(),
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_pkcs8)),

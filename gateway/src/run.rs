@@ -28,7 +28,7 @@ use crate::revoked::RevokedSerials;
 use crate::server::{NodeServer, TrustReporter};
 use crate::serving::{serving_request, IssueFailure, Issued, Issuer, ServingCert};
 use crate::sessions::Sessions;
-use crate::tls::{server_config_resolving, NodeClientVerifier, RefusalCounters};
+use crate::tls::{node_client_verifier, server_config_resolving, RefusalCounters};
 use crate::trust::TrustSigner;
 
 /// The gRPC service name the health service reports on (besides the overall `""`).
@@ -339,7 +339,7 @@ async fn serve_edge(
         targets,
     ))];
 
-    let verifier = NodeClientVerifier::new(
+    let verifier = node_client_verifier(
         &edge.node_ca_der,
         edge.trust_domain.clone(),
         revoked.clone(),

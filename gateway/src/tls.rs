@@ -6,12 +6,14 @@
 //! revoked or expired since an earlier handshake cannot come back on that handshake's session.
 //!
 //! tonic's own TLS options can check a chain but not a SPIFFE profile or a revocation list, so
-//! TLS is terminated here, in front of the gRPC server. [`NodeClientVerifier`] first lets webpki
-//! check the chain to the node CA (signature, validity, client-auth usage when the leaf names
-//! usages), then requires the leaf to name clientAuth (webpki accepts a leaf with no extended key
-//! usage at all; every node certificate we issue names it), then checks the profile with `domain::pki::NodeIdentity` (exactly one SPIFFE ID, in our trust domain, exactly
-//! one agent role, nothing but `urn:bc:` statements beside it), then the serial against the
-//! revocation feed's [`RevokedSerials`]. Every refusal is counted by reason.
+//! TLS is terminated here, in front of the gRPC server. [`NodeClientVerifier`] (the project's
+//! one verifier, [`proto::peer_tls`], with [`NodeChecks`] on top) first lets webpki check the
+//! chain to the node CA (signature, validity, client-auth usage when the leaf names usages), then
+//! requires the leaf to name clientAuth (webpki accepts a leaf with no extended key usage at all;
+//! every node certificate we issue names it), then checks the profile with
+//! `domain::pki::NodeIdentity` (exactly one SPIFFE ID, in our trust domain, exactly one agent
+//! role, nothing but `urn:bc:` statements beside it), then the serial against the revocation
+//! feed's [`RevokedSerials`]. Every refusal is counted by reason.
 //!
 //! Past a handshake, code sees a [`VerifiedNode`], which only [`VerifiedNode::from_connection`]
 //! builds, from a connection this verifier accepted.
@@ -20,15 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use domain::pki::{IdentityError, NodeIdentity, TrustDomain};
-use rustls::client::danger::HandshakeSignatureValid;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{
-    CertificateError, DigitallySignedStruct, DistinguishedName, OtherError, RootCertStore,
-    ServerConfig, SignatureScheme,
-};
+use proto::peer_tls::{ClientVerifier, PeerChecks, SetupError};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::{CertificateError, OtherError, ServerConfig};
 
 use crate::revoked::RevokedSerials;
 
@@ -113,16 +109,6 @@ impl RefusalCounters {
     }
 }
 
-/// Admits client certificates that are live node identities of one trust domain.
-#[derive(Debug)]
-pub struct NodeClientVerifier {
-    chain: Arc<dyn ClientCertVerifier>,
-    trust_domain: TrustDomain,
-    revoked: Arc<RevokedSerials>,
-    refusals: Arc<RefusalCounters>,
-    mandatory: bool,
-}
-
 /// Errors building the TLS configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsSetupError {
@@ -134,49 +120,18 @@ pub enum TlsSetupError {
     Verifier(String),
 }
 
-/// The crypto provider for every TLS endpoint of the project (ring; see docs/DECISIONS.md).
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+/// The crypto provider of every TLS endpoint (ring), [`proto::peer_tls::provider`].
+pub use proto::peer_tls::provider;
+
+/// What a node's client certificate must be beyond its chain to the node CA (module docs).
+#[derive(Debug)]
+pub struct NodeChecks {
+    trust_domain: TrustDomain,
+    revoked: Arc<RevokedSerials>,
+    refusals: Arc<RefusalCounters>,
 }
 
-impl NodeClientVerifier {
-    /// A verifier for certificates issued by `node_ca_der` in `trust_domain`.
-    pub fn new(
-        node_ca_der: &[u8],
-        trust_domain: TrustDomain,
-        revoked: Arc<RevokedSerials>,
-        refusals: Arc<RefusalCounters>,
-    ) -> Result<Self, TlsSetupError> {
-        let mut roots = RootCertStore::empty();
-        roots
-            .add(CertificateDer::from(node_ca_der.to_vec()))
-            .map_err(|e| TlsSetupError::NodeCa(e.to_string()))?;
-        let chain = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .map_err(|e| TlsSetupError::Verifier(e.to_string()))?;
-        Ok(NodeClientVerifier {
-            chain,
-            trust_domain,
-            revoked,
-            refusals,
-            mandatory: true,
-        })
-    }
-
-    /// The same checks, but a client may also connect without a certificate (a machine that
-    /// joins has none yet). A certificate that is presented is still fully checked, so a revoked
-    /// or foreign one fails the handshake; handlers that need a node identity refuse a
-    /// connection without one.
-    pub fn optional(mut self) -> Self {
-        self.mandatory = false;
-        self
-    }
-
-    /// Whether a client certificate is required at the handshake.
-    pub fn is_mandatory(&self) -> bool {
-        self.mandatory
-    }
-
+impl NodeChecks {
     fn refuse(&self, refusal: HandshakeRefusal) -> rustls::Error {
         tracing::info!(reason = refusal.reason(), %refusal, "node handshake refused");
         self.refusals.record(&refusal);
@@ -188,23 +143,12 @@ impl NodeClientVerifier {
     }
 }
 
-impl ClientCertVerifier for NodeClientVerifier {
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.chain.root_hint_subjects()
+impl PeerChecks for NodeChecks {
+    fn chain_refused(&self, e: rustls::Error) -> rustls::Error {
+        self.refuse(HandshakeRefusal::Chain(e.to_string()))
     }
 
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        if let Err(e) = self
-            .chain
-            .verify_client_cert(end_entity, intermediates, now)
-        {
-            return Err(self.refuse(HandshakeRefusal::Chain(e.to_string())));
-        }
+    fn check_leaf(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
         if !has_extended_key_usage(end_entity.as_ref(), Usage::ClientAuth) {
             return Err(self.refuse(HandshakeRefusal::NoClientAuthUsage));
         }
@@ -213,38 +157,32 @@ impl ClientCertVerifier for NodeClientVerifier {
         if self.revoked.contains(identity.serial.as_bytes()) {
             return Err(self.refuse(HandshakeRefusal::Revoked(identity.serial.to_hex())));
         }
-        Ok(ClientCertVerified::assertion())
+        Ok(())
     }
+}
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
+/// Admits client certificates that are live node identities of one trust domain. Made
+/// [`ClientVerifier::optional`] where a machine that joins (and has no certificate yet) connects:
+/// a certificate that is presented is still fully checked, so a revoked or foreign one fails the
+/// handshake, and handlers that need a node identity refuse a connection without one.
+pub type NodeClientVerifier = ClientVerifier<NodeChecks>;
 
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        self.mandatory
-    }
-
-    fn offer_client_auth(&self) -> bool {
-        true
-    }
+/// A verifier for certificates issued by `node_ca_der` in `trust_domain`.
+pub fn node_client_verifier(
+    node_ca_der: &[u8],
+    trust_domain: TrustDomain,
+    revoked: Arc<RevokedSerials>,
+    refusals: Arc<RefusalCounters>,
+) -> Result<NodeClientVerifier, TlsSetupError> {
+    let checks = NodeChecks {
+        trust_domain,
+        revoked,
+        refusals,
+    };
+    ClientVerifier::new(node_ca_der, checks).map_err(|e| match e {
+        SetupError::Anchor(e) => TlsSetupError::NodeCa(e.to_string()),
+        SetupError::Verifier(e) => TlsSetupError::Verifier(e.to_string()),
+    })
 }
 
 /// An extended key usage a leaf must name.
@@ -328,7 +266,7 @@ pub struct VerifiedNode {
 impl VerifiedNode {
     /// Reads the identity of the peer of a server connection whose handshake completed under a
     /// [`NodeClientVerifier`] for `trust_domain`. `None` when the connection has no client
-    /// certificate (allowed only by an [`NodeClientVerifier::optional`] verifier).
+    /// certificate (allowed only by an [`ClientVerifier::optional`] verifier).
     pub fn from_connection(
         conn: &rustls::ServerConnection,
         trust_domain: &TrustDomain,

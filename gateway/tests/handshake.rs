@@ -11,7 +11,7 @@ use domain::pki::{
 };
 use gateway::revoked::RevokedSerials;
 use gateway::tls::{
-    provider, server_config, HandshakeRefusal, NodeClientVerifier, RefusalCounters, VerifiedNode,
+    node_client_verifier, provider, server_config, HandshakeRefusal, RefusalCounters, VerifiedNode,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use time::{Duration, OffsetDateTime};
@@ -131,7 +131,7 @@ async fn handshake(
     let refusals = Arc::new(RefusalCounters::default());
     let td = TrustDomain::new(TD).unwrap();
     let verifier = Arc::new(
-        NodeClientVerifier::new(
+        node_client_verifier(
             pki.keys.node_ca.cert_der(),
             td.clone(),
             revoked,

@@ -137,7 +137,7 @@ async fn only_a_gateway_internal_certificate_gets_in() {
     use rustls::client::danger::ServerCertVerifier;
     use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
     let verifier =
-        gateway::internal_tls::InternalServerVerifier::new(env.keys.serving_ca.cert_der()).unwrap();
+        gateway::internal_tls::internal_server_verifier(env.keys.serving_ca.cert_der()).unwrap();
     let name = ServerName::try_from("localhost").unwrap();
     let check = |chain: &[Vec<u8>]| {
         verifier.verify_server_cert(

@@ -22,10 +22,13 @@
 //! `Attestor` (`attestor::attestor_client` / `attestor::attestor_server`, package
 //! `bc.attestor.v1`) is what an out-of-process attestor serves to the JoinService over a Unix
 //! socket (`gateway::external_attestor` is the client).
+//!
+//! [`peer_tls`] is the one TLS peer-certificate verifier the gateway, bcd and bcctl build on.
 
 #![allow(clippy::doc_lazy_continuation)]
 
 pub mod codec;
+pub mod peer_tls;
 pub mod session_wire;
 
 /// The generated packages, nested as their names are (so cross-package paths resolve).

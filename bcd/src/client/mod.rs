@@ -47,6 +47,6 @@ pub use session::{
 };
 pub use session_task::WRITE_TIMEOUT;
 pub use tls::{
-    certificate_spki_pin, client_config, provider, session_client_config, ClientIdentity,
-    PinnedServingCa, ServingCaError,
+    certificate_spki_pin, client_config, pinned_serving_ca, provider, session_client_config,
+    ClientIdentity, PinnedServingCa, ServingCaError, ServingCaPin,
 };

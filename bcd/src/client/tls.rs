@@ -16,15 +16,11 @@
 use std::sync::Arc;
 
 use domain::pki::{ecdsa_der, NodeSigner, Pin};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use proto::peer_tls::{PickAnchor, ServerVerifier};
 use rustls::client::ResolvesClientCert;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, SubjectPublicKeyInfoDer, UnixTime};
+use rustls::pki_types::{CertificateDer, SubjectPublicKeyInfoDer, UnixTime};
 use rustls::sign::{CertifiedKey, Signer, SigningKey};
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, OtherError, SignatureAlgorithm,
-    SignatureScheme,
-};
+use rustls::{CertificateError, ClientConfig, OtherError, SignatureAlgorithm, SignatureScheme};
 
 use crate::node_key::NodeKey;
 
@@ -87,106 +83,47 @@ fn webpki_error(e: webpki::Error) -> rustls::Error {
     rustls::Error::InvalidCertificate(cert)
 }
 
-/// The server certificate verifier pinned to the serving CA's SPKI (see the module docs).
+/// The serving CA by its SPKI pin: the anchor of the gateway's chain is the certificate it sent
+/// with that pin, and only while that certificate is valid.
 #[derive(Debug)]
-pub struct PinnedServingCa {
-    pin: Pin,
-    provider: Arc<CryptoProvider>,
-}
+pub struct ServingCaPin(pub Pin);
 
-impl PinnedServingCa {
-    /// A verifier for `serving_ca_spki_pin`.
-    pub fn new(pin: Pin) -> PinnedServingCa {
-        PinnedServingCa {
-            pin,
-            provider: provider(),
-        }
-    }
-}
-
-impl ServerCertVerifier for PinnedServingCa {
-    fn verify_server_cert(
+impl PickAnchor for ServingCaPin {
+    fn pick<'a, 'b>(
         &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
+        presented: &'a [CertificateDer<'b>],
         now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let anchor_at = intermediates
+    ) -> Result<&'a CertificateDer<'b>, rustls::Error> {
+        let anchor = presented
             .iter()
-            .position(|c| certificate_spki_pin(c) == Some(self.pin))
+            .find(|c| certificate_spki_pin(c) == Some(self.0))
             .ok_or_else(|| {
                 other(ServingCaError::NotPinned {
-                    pin: self.pin.to_string(),
+                    pin: self.0.to_string(),
                 })
             })?;
-        let anchor_der = &intermediates[anchor_at];
-        if !valid_at(anchor_der, now) {
+        if !valid_at(anchor, now) {
             return Err(other(ServingCaError::CaNotValid));
         }
-        let anchor = webpki::anchor_from_trusted_cert(anchor_der).map_err(webpki_error)?;
-        let others: Vec<CertificateDer<'_>> = intermediates
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != anchor_at)
-            .map(|(_, c)| c.clone())
-            .collect();
-        let ee = webpki::EndEntityCert::try_from(end_entity).map_err(webpki_error)?;
-        ee.verify_for_usage(
-            self.provider.signature_verification_algorithms.all,
-            &[anchor],
-            &others,
-            now,
-            webpki::KeyUsage::server_auth(),
-            None,
-            None,
-        )
-        .map_err(webpki_error)?;
-        ee.verify_is_valid_for_subject_name(server_name)
-            .map_err(webpki_error)?;
-        Ok(ServerCertVerified::assertion())
+        Ok(anchor)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+    fn refused(&self, e: webpki::Error) -> rustls::Error {
+        webpki_error(e)
     }
 }
 
-/// The ring crypto provider (as the gateway uses).
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+/// The server certificate verifier pinned to the serving CA's SPKI (see the module docs): the
+/// project's one verifier ([`proto::peer_tls`]) anchored by [`ServingCaPin`], nothing on top.
+pub type PinnedServingCa = ServerVerifier<()>;
+
+/// A verifier for `serving_ca_spki_pin`.
+pub fn pinned_serving_ca(pin: Pin) -> PinnedServingCa {
+    ServerVerifier::presented(ServingCaPin(pin), ())
 }
+
+/// The ring crypto provider (as the gateway uses), [`proto::peer_tls::provider`].
+pub use proto::peer_tls::provider;
 
 /// The certificate chain and key bcd presents for Renew and the session.
 #[derive(Debug, Clone)]
@@ -283,7 +220,7 @@ pub fn client_config(
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| ClientError::ClientIdentity(e.to_string()))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(PinnedServingCa::new(serving_ca)));
+        .with_custom_certificate_verifier(Arc::new(pinned_serving_ca(serving_ca)));
     let mut config = match identity {
         None => builder.with_no_client_auth(),
         Some(id) => {

@@ -33,7 +33,7 @@ use tonic::{Request, Response, Status};
 
 use super::counters::AdminCounters;
 use super::run::{CallContext, Caller};
-use super::tls::{admin_server_config, OperatorClientVerifier, RevokedOperators};
+use super::tls::{admin_server_config, operator_client_verifier, RevokedOperators};
 use crate::deployment::Located;
 use crate::serve_config_admin::AdminSettings;
 
@@ -267,7 +267,7 @@ pub async fn start_admin(
     load_revoked(&store, &revoked)
         .await
         .map_err(AdminStartError::Revoked)?;
-    let verifier = OperatorClientVerifier::new(&operator_ca, revoked.clone(), counters.clone())?;
+    let verifier = operator_client_verifier(&operator_ca, revoked.clone(), counters.clone())?;
     let tls = admin_server_config(serving.clone(), verifier)?;
     let listener =
         TcpListener::bind(settings.listen)

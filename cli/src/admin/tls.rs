@@ -2,7 +2,8 @@
 //! names (issued at start and renewed like the gateway's, `gateway::serving`); a client must
 //! present an operator certificate, verified against the deployment's operator CA **only**.
 //!
-//! [`OperatorClientVerifier`] lets webpki check the chain to the operator CA (a node, gateway or
+//! [`OperatorClientVerifier`] (the project's one verifier, [`proto::peer_tls`], with
+//! [`OperatorChecks`] on top) lets webpki check the chain to the operator CA (a node, gateway or
 //! internal certificate chains to another CA and fails), then requires the leaf to name
 //! clientAuth (webpki admits a leaf naming no usage), then refuses a serial the log has revoked
 //! (`operator revoke`): the revoked set is [`RevokedOperators`], refreshed from the store at
@@ -15,14 +16,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 
 use gateway::tls::{has_extended_key_usage, provider, without_resumption, TlsSetupError, Usage};
-use rustls::client::danger::HandshakeSignatureValid;
-use rustls::pki_types::{CertificateDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{
-    CertificateError, DigitallySignedStruct, DistinguishedName, OtherError, RootCertStore,
-    ServerConfig, SignatureScheme,
-};
+use proto::peer_tls::{ClientVerifier, PeerChecks, SetupError};
+use rustls::pki_types::CertificateDer;
+use rustls::{CertificateError, OtherError, ServerConfig};
 
 use super::counters::AdminCounters;
 
@@ -72,53 +68,21 @@ fn refuse(refusal: OperatorRefusal) -> rustls::Error {
     rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(refusal))))
 }
 
-/// Admits only operator certificates of this deployment that are not revoked (module docs).
+/// What an operator's client certificate must be beyond its chain to the operator CA
+/// (clientAuth named, its serial not revoked).
 #[derive(Debug)]
-pub struct OperatorClientVerifier {
-    chain: Arc<dyn ClientCertVerifier>,
+pub struct OperatorChecks {
     revoked: Arc<RevokedOperators>,
     counters: Arc<AdminCounters>,
 }
 
-impl OperatorClientVerifier {
-    pub fn new(
-        operator_ca_der: &[u8],
-        revoked: Arc<RevokedOperators>,
-        counters: Arc<AdminCounters>,
-    ) -> Result<Self, TlsSetupError> {
-        let mut roots = RootCertStore::empty();
-        roots
-            .add(CertificateDer::from(operator_ca_der.to_vec()))
-            .map_err(|e| TlsSetupError::Verifier(format!("the operator CA certificate: {e}")))?;
-        let chain = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .map_err(|e| TlsSetupError::Verifier(e.to_string()))?;
-        Ok(OperatorClientVerifier {
-            chain,
-            revoked,
-            counters,
-        })
-    }
-}
-
-impl ClientCertVerifier for OperatorClientVerifier {
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.chain.root_hint_subjects()
+impl PeerChecks for OperatorChecks {
+    fn chain_refused(&self, e: rustls::Error) -> rustls::Error {
+        tracing::warn!(error = %e, "admin client certificate refused (not from the operator CA, or expired)");
+        e
     }
 
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        if let Err(e) = self
-            .chain
-            .verify_client_cert(end_entity, intermediates, now)
-        {
-            tracing::warn!(error = %e, "admin client certificate refused (not from the operator CA, or expired)");
-            return Err(e);
-        }
+    fn check_leaf(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
         if !has_extended_key_usage(end_entity.as_ref(), Usage::ClientAuth) {
             return Err(refuse(OperatorRefusal::NoClientAuth));
         }
@@ -133,38 +97,26 @@ impl ClientCertVerifier for OperatorClientVerifier {
                 serial: hex::encode(canonical(&serial)),
             }));
         }
-        Ok(ClientCertVerified::assertion())
+        Ok(())
     }
+}
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
-    }
+/// Admits only operator certificates of this deployment that are not revoked (module docs).
+pub type OperatorClientVerifier = ClientVerifier<OperatorChecks>;
 
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        true
-    }
-
-    fn offer_client_auth(&self) -> bool {
-        true
-    }
+/// The admin listener's verifier, anchored at the operator CA only.
+pub fn operator_client_verifier(
+    operator_ca_der: &[u8],
+    revoked: Arc<RevokedOperators>,
+    counters: Arc<AdminCounters>,
+) -> Result<OperatorClientVerifier, TlsSetupError> {
+    let checks = OperatorChecks { revoked, counters };
+    ClientVerifier::new(operator_ca_der, checks).map_err(|e| match e {
+        SetupError::Anchor(e) => {
+            TlsSetupError::Verifier(format!("the operator CA certificate: {e}"))
+        }
+        SetupError::Verifier(e) => TlsSetupError::Verifier(e.to_string()),
+    })
 }
 
 /// The admin listener's TLS: 1.3, ALPN h2, an operator certificate required, no resumption;
