@@ -13,8 +13,9 @@ use domain::identity::Decision;
 use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
 use projections::attest::read;
 
+use super::error::AttestError;
+use super::rows;
 use super::views::{JoinRequestView, PoolView};
-use super::{rows, AttestError};
 use crate::identity::{append_decided, IdentityError};
 use crate::Clock;
 

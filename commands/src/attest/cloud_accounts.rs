@@ -14,8 +14,9 @@ use domain::identity::cloud_account_stream;
 use events::store::{EventStore, StoreTx};
 use projections::attest::read;
 
+use super::error::AttestError;
+use super::rows;
 use super::views::CloudAccountView;
-use super::{rows, AttestError};
 use crate::identity::{append_decided, fresh_id, IdentityError};
 use crate::Clock;
 

@@ -14,18 +14,15 @@
 
 mod admin;
 mod cloud_accounts;
+mod error;
 pub mod rows;
 mod tpm_allows;
 pub mod views;
 
-use domain::attest::AttestAdminRefusal;
-
-use crate::identity::IdentityError;
-use crate::{AsConflict, RunError};
-
 pub(crate) use admin::expire_due;
 pub use admin::{JoinRequests, NewPool, Pools};
 pub use cloud_accounts::{CloudAccounts, NewCloudAccount};
+pub use error::AttestError;
 pub use tpm_allows::{NewTpmAllow, TpmAllows};
 pub use views::{CloudAccountView, JoinRequestView, PoolView, TpmAllowView};
 
@@ -44,29 +41,3 @@ pub const BUILTIN_ATTESTORS: &[&str] = &[
 
 /// Join requests expired per maintenance transaction.
 pub const EXPIRE_BATCH: u32 = 500;
-
-/// Why a pool or join-request command failed.
-#[derive(Debug, thiserror::Error)]
-pub enum AttestError {
-    /// The operator command was refused (bad input, unknown id, wrong state).
-    #[error(transparent)]
-    Refused(#[from] AttestAdminRefusal),
-    /// The store, a projection or a row failed.
-    #[error(transparent)]
-    Identity(#[from] IdentityError),
-}
-
-impl From<RunError> for AttestError {
-    fn from(e: RunError) -> Self {
-        AttestError::Identity(IdentityError::Run(e))
-    }
-}
-
-impl AsConflict for AttestError {
-    fn into_conflict(self) -> Result<events::store::StoreError, Self> {
-        match self {
-            AttestError::Identity(e) => e.into_conflict().map_err(AttestError::Identity),
-            other => Err(other),
-        }
-    }
-}

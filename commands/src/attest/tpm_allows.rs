@@ -11,8 +11,9 @@ use domain::attest::{
 use events::store::{EventStore, StoreTx};
 use projections::attest::read;
 
+use super::error::AttestError;
+use super::rows;
 use super::views::TpmAllowView;
-use super::{rows, AttestError};
 use crate::identity::{append_decided, fresh_id, IdentityError};
 use crate::Clock;
 

@@ -31,9 +31,15 @@ use events::NewEvent;
 use projections::audit::{read, AuditCheckpoints, ReadFrom};
 use ring::rand::SystemRandom;
 
-use super::{checkpoint_stream, nodes, AuditError};
+use super::error::AuditError;
+use super::nodes;
 use crate::clock::Clock;
 use crate::run::{append_and_project, AsConflict, RunError, MAX_ATTEMPTS};
+
+/// The stream holding a tenant's `audit.checkpoint.sealed` events.
+pub fn checkpoint_stream(tenant_id: &str) -> String {
+    format!("audit/{tenant_id}")
+}
 
 /// How often the sealer runs by default: hourly.
 pub const DEFAULT_SEAL_INTERVAL: Duration = Duration::from_secs(3600);

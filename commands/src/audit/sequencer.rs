@@ -34,7 +34,8 @@ use events::store::{EventStore, LogStore, LogTx, TailCursor};
 use events::RecordedEvent;
 use projections::audit::{trees, NewLeaf, NewNode, ReadFrom};
 
-use super::{nodes, to_i64, AuditError};
+use super::error::{to_i64, AuditError};
+use super::nodes;
 
 /// The sequencer's safety poll: how long [`Sequencer::run`], caught up, waits for a commit
 /// signal before it looks at the log anyway. The store's commit signal wakes it for every commit,

@@ -15,8 +15,8 @@ use projections::commands::scope_leaves_for;
 use projections::identity::read::{certs_of_node, node_by_id};
 use projections::quorum::read_batch;
 
+use super::error::{corrupt, CommandQueueError};
 use super::worker::WorkerSigner;
-use super::{corrupt, CommandQueueError};
 use crate::clock::Clock;
 use crate::quorum::bundle::load::current_set;
 use crate::run::append_and_project;

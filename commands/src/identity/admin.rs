@@ -4,6 +4,7 @@
 use domain::identity::{
     check_token_target, decide_create_token, decide_delete_node, decide_retire_node,
     decide_revoke_identity, decide_revoke_token, unix_us, AdminRefusal, CreateToken, Decision,
+    ExpectBinding, TokenRole,
 };
 use std::sync::Arc;
 
@@ -11,11 +12,45 @@ use domain::pki::TokenSecret;
 use events::store::{EventStore, LogStore, LogTx};
 use projections::identity::read;
 
-use super::{
-    append_decided, fresh_id, rows, CertView, CreatedToken, IdentityError, NewToken, NodeDetail,
-    NodeView, TokenView,
-};
+use super::append::{append_decided, fresh_id};
+use super::error::IdentityError;
+use super::{rows, CertView, CreatedToken, NodeDetail, NodeView, TokenView};
 use crate::Clock;
+
+/// A token to create.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewToken {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Site.
+    pub site_id: String,
+    /// Pool.
+    pub pool_id: String,
+    /// Role admitted.
+    pub role: TokenRole,
+    /// Uses.
+    pub uses: u32,
+    /// Lifetime from now, seconds.
+    pub ttl_seconds: i64,
+    /// Expect binding.
+    #[serde(default)]
+    pub expect: ExpectBinding,
+    /// The pre-issue-18 "reclaim whichever node holds the claimed hardware key": refused
+    /// (INVALID_INPUT pointing at `reclaim_node_id`); a claimed hardware key has no power.
+    #[serde(default)]
+    pub allow_reclaim: bool,
+    /// The one node the token re-keys in place (`--reclaim NODE`): uses must be 1, the node
+    /// must exist and be active.
+    #[serde(default)]
+    pub reclaim_node_id: Option<String>,
+    /// Role provisioned: the node the token is minted for (`--for-node NODE`).
+    #[serde(default)]
+    pub for_node_id: Option<String>,
+    /// A join with this token waits for an operator's approval (`--approval`).
+    #[serde(default)]
+    pub require_approval: bool,
+}
 
 /// The operator commands on tokens and nodes. They need the store and the clock only: no key
 /// of the key set (a token's secret is drawn here and only its hash is stored), so `bcctl node

@@ -14,7 +14,7 @@ use domain::attest::{Attestor, Verdict, X509PopAttestor};
 use domain::identity::{HardwareClaims, JOIN_TOKEN_ATTESTOR};
 use domain::pki::{KeySet, NodeRole};
 
-use super::IdentityConfig;
+use super::config::IdentityConfig;
 
 /// What an out-of-process attestor is asked: never the database, only the request.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,10 +30,12 @@ use super::attestors::{
 };
 use crate::attest::{read as attest_read, rows as attest_rows};
 
-use super::{
-    append_decided, check_trust_domain, context, digest_vec, fresh_id, refusals, rows,
-    IdentityConfig, IdentityError, JoinAnswer, JoinOutcome, JoinRequest, JOIN_REFUSED,
-};
+use super::answers::{JoinAnswer, JoinOutcome, JoinRequest};
+use super::append::{append_decided, fresh_id};
+use super::config::IdentityConfig;
+use super::context::{check_trust_domain, context, digest_vec};
+use super::error::{IdentityError, JOIN_REFUSED};
+use super::{refusals, rows};
 use crate::Clock;
 
 /// Joins: the JoinService's admission of new nodes through the registered attestors. Holds the

@@ -29,7 +29,9 @@ use projections::identity::read;
 
 use events::store::EventStore;
 
-use super::{refusals, IdentityError, RefusalBudget};
+use super::budget::RefusalBudget;
+use super::error::IdentityError;
+use super::refusals;
 use crate::{append_and_project, Clock};
 
 /// Expired `attestation_uses` rows per prune event (spec 001's default).

@@ -18,10 +18,12 @@ use events::schema::RenewRefused;
 use events::store::{EventStore, StoreTx};
 use projections::identity::read;
 
-use super::{
-    append_decided, check_trust_domain, context, digest_vec, refusals, rows, IdentityConfig,
-    IdentityError, RenewAnswer, RENEW_REFUSED,
-};
+use super::answers::RenewAnswer;
+use super::append::append_decided;
+use super::config::IdentityConfig;
+use super::context::{check_trust_domain, context, digest_vec};
+use super::error::{IdentityError, RENEW_REFUSED};
+use super::{refusals, rows};
 use crate::Clock;
 
 /// Renewals: new certificates for admitted nodes. Holds the key set (the node CA signs).

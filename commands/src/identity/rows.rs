@@ -5,7 +5,7 @@ use domain::identity::{CertState, ExpectBinding, NodeState, NodeStatus, TokenRol
 use domain::pki::TokenHash;
 use projections::identity::read::{CertRow, NodeRow, TokenRow};
 
-use super::IdentityError;
+use super::error::IdentityError;
 
 /// The token state of a `join_tokens` row.
 pub(crate) fn token_state(row: &TokenRow) -> Result<TokenState, IdentityError> {

@@ -12,8 +12,9 @@ use domain::site::{
 };
 use events::store::{EventStore, StoreTx};
 
+use super::error::SiteError;
 use super::views::{BootEntryView, LeaseView, SiteDetail, SiteView};
-use super::{read, rows, SiteError};
+use super::{read, rows};
 use crate::identity::{append_decided, fresh_id, IdentityError};
 use crate::Clock;
 

@@ -18,7 +18,9 @@ use domain::site::{
 use events::store::{EventStore, StoreTx};
 use projections::identity::read as identity_read;
 
-use super::{read, rows, SiteError, SiteSettings, DISCOVERY_TOKEN_TTL_US};
+use super::error::SiteError;
+use super::settings::{SiteSettings, DISCOVERY_TOKEN_TTL_US};
+use super::{read, rows};
 use crate::identity::{append_decided, fresh_id, rows as identity_rows, IdentityError};
 use crate::Clock;
 
