@@ -12,7 +12,7 @@ use base64::Engine as _;
 use domain::pki::{seal_token, NodeRole, Pin, PublicKey, SealedToken, TokenSecret};
 use serde::Deserialize;
 
-use crate::attest::{EvidenceError, JOIN_TOKEN};
+use crate::attest::{EvidenceError, JOIN_TOKEN, PROVISIONED, X509POP};
 use crate::hardware::HardwareClaims;
 use crate::identity_store::StoreError;
 use crate::node_key::NodeKey;
@@ -157,8 +157,8 @@ pub enum JoinError {
 fn refused_hint(attestor: &str, pending: Option<&str>) -> String {
     let base = match attestor {
         JOIN_TOKEN => "check the token (expired, used, for another site or role, or bound to another machine) with the operator".to_owned(),
-        "provisioned" => "check the provisioned token (expired, used, not for this machine's product UUID or for another node) with the operator".to_owned(),
-        "x509pop" => "the identity on disk cannot re-join by x509pop (its certificate revoked, expired more than the grace ago, or of an older identity generation); join again: bcd join --reset --yes, then bcd join".to_owned(),
+        PROVISIONED => "check the provisioned token (expired, used, not for this machine's product UUID or for another node) with the operator".to_owned(),
+        X509POP => "the identity on disk cannot re-join by x509pop (its certificate revoked, expired more than the grace ago, or of an older identity generation); join again: bcd join --reset --yes, then bcd join".to_owned(),
         other => format!("the {other} attestor refused this machine's evidence; its reason is server-side"),
     };
     match pending {

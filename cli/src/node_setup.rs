@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
+use domain::attest::ids;
 use domain::pki::{PublicBundle, PublicKey};
 use serde_json::json;
 
@@ -206,7 +207,7 @@ impl NodeSetup {
     pub fn takes_token(&self) -> bool {
         self.attestor
             .as_deref()
-            .is_none_or(|a| a == "join-token" || a == "provisioned")
+            .is_none_or(|a| a == ids::JOIN_TOKEN || a == ids::PROVISIONED)
     }
 
     /// The `bcd join` step with the token read from `token_file` (mode 0600; bcd deletes it

@@ -127,7 +127,7 @@ impl Verifications {
     /// (one of [`VERIFY_OUTCOMES`]) after `elapsed`.
     pub fn record(&self, attestor: &str, outcome: &'static str, elapsed: std::time::Duration) {
         let attestor = if attestor.is_empty() {
-            "join-token"
+            domain::attest::ids::JOIN_TOKEN
         } else {
             attestor
         };

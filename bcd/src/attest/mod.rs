@@ -21,12 +21,9 @@ pub mod discovery;
 pub mod tpm;
 pub mod x509pop;
 
-/// The join-token attestor's id (an empty `JoinRequest.attestor` means it).
-pub const JOIN_TOKEN: &str = "join-token";
-/// The provisioned attestor's id.
-pub const PROVISIONED: &str = "provisioned";
-/// The x509pop attestor's id.
-pub const X509POP: &str = "x509pop";
+/// The join-token (an empty `JoinRequest.attestor` means it), provisioned and x509pop
+/// attestors' ids ([`domain::attest::ids`]).
+pub use domain::attest::ids::{JOIN_TOKEN, PROVISIONED, X509POP};
 
 /// Why a producer could not answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -30,14 +30,7 @@ pub use views::{CloudAccountView, JoinRequestView, PoolView, TpmAllowView};
 pub use projections::attest::read;
 
 /// The attestors built into the control plane: what a pool's policy may always name.
-pub const BUILTIN_ATTESTORS: &[&str] = &[
-    "join-token",
-    "x509pop",
-    "provisioned",
-    "tpm",
-    "discovery",
-    "cloud-iid",
-];
+pub const BUILTIN_ATTESTORS: &[&str] = domain::attest::ids::BUILT_IN;
 
 /// Join requests expired per maintenance transaction.
 pub const EXPIRE_BATCH: u32 = 500;

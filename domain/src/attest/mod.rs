@@ -4,6 +4,7 @@
 //! | module | job |
 //! | --- | --- |
 //! | [`contract`] | the [`Attestor`] trait, what it is asked and what it answers |
+//! | [`ids`] | the built-in attestors' ids |
 //! | [`state`] | pools and join requests, as the admission step reads them |
 //! | [`join_token`] | the `join-token` attestor |
 //! | [`x509pop`] | the `x509pop` attestor: an expired certificate re-joins as its node |
@@ -32,6 +33,10 @@ pub mod state;
 pub mod tpm;
 pub mod tpm_allows;
 pub mod x509pop;
+
+/// The ids of the built-in attestors ([`events::schema::attestor_ids`], kept in `events` because
+/// events record them): the one place their strings are written.
+pub use events::schema::attestor_ids as ids;
 
 pub use admission::{
     decide_admission, renewal_can_prove, Admission, AdmissionCommand, AdmissionFacts, PendingJoin,

@@ -24,7 +24,7 @@ use crate::identity::{sha256, unix_us, NodeStatus, TokenRole, TokenState};
 use crate::pki::NodeRole;
 
 /// The attestor id.
-pub const PROVISIONED_ATTESTOR: &str = "provisioned";
+pub const PROVISIONED_ATTESTOR: &str = events::schema::attestor_ids::PROVISIONED;
 
 /// The reason a second join with the same CSR key is refused with.
 pub const PROVISIONED_CSR_KEY_USED: &str = "csr-key-used";

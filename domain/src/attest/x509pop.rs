@@ -40,7 +40,7 @@ use crate::pki::{
 };
 
 /// The attestor id, and the `attestation_uses.attestor` of its proofs.
-pub const X509POP_ATTESTOR: &str = "x509pop";
+pub const X509POP_ATTESTOR: &str = events::schema::attestor_ids::X509POP;
 /// The only evidence version.
 pub const X509POP_VERSION: u64 = 1;
 /// How long after its notAfter a certificate may still re-join, by default (spec: 7 days).

@@ -9,7 +9,7 @@ use super::decision::sha256;
 use crate::pki::{JoinEncryptionKey, NodeCa, TrustDomain};
 
 /// The attestor id of token joins.
-pub const JOIN_TOKEN_ATTESTOR: &str = "join-token";
+pub const JOIN_TOKEN_ATTESTOR: &str = events::schema::attestor_ids::JOIN_TOKEN;
 
 /// What the machine claims about its hardware (self-asserted; only digests are recorded).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

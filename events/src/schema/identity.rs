@@ -7,7 +7,7 @@ pub const RENEW_POP_ATTESTOR: &str = "renew-pop";
 
 /// The `attestation_uses.attestor` a `token.used` event's node key is recorded under (subject:
 /// SHA-256 of the CSR's SubjectPublicKeyInfo), so one key joins once while the token lives.
-pub const JOIN_KEY_ATTESTOR: &str = "join-token";
+pub const JOIN_KEY_ATTESTOR: &str = super::attestor_ids::JOIN_TOKEN;
 
 event_payload! {
     JoinTokenCreated => "token.created", version 1;

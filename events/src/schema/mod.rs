@@ -29,6 +29,8 @@ pub fn message_of(event_type: &str) -> Option<&'static str> {
     .map(|(_, m)| *m)
 }
 
+pub mod attestor_ids;
+
 // One file per area, beside its `.proto` file.
 mod audit;
 mod commands;

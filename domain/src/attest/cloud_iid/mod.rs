@@ -36,7 +36,7 @@ pub use refusal::CloudIidRefusal;
 pub use wire::{CloudIidEvidence, CloudProvider};
 
 /// The attestor id.
-pub const CLOUD_IID_ATTESTOR: &str = "cloud-iid";
+pub const CLOUD_IID_ATTESTOR: &str = events::schema::attestor_ids::CLOUD_IID;
 
 /// What a provider's verifier proved: which instance of which account, and when its document
 /// was issued.

@@ -32,7 +32,7 @@ use crate::pki::statement::{signed_input, Purpose, Statement};
 use crate::pki::{NodeSigner, Signature, SignerError};
 
 /// The attestor id.
-pub const DISCOVERY_ATTESTOR: &str = "discovery";
+pub const DISCOVERY_ATTESTOR: &str = events::schema::attestor_ids::DISCOVERY;
 
 /// An assertion is valid at most this long after its `issued_at` (spec: 15 minutes, `maxAgeMs`).
 pub const MAX_ASSERTION_AGE_MS: i64 = 15 * 60 * 1000;

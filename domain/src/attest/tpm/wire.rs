@@ -20,7 +20,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 /// The attestor id.
-pub const TPM_ATTESTOR: &str = "tpm";
+pub const TPM_ATTESTOR: &str = events::schema::attestor_ids::TPM;
 /// The only message version.
 pub const TPM_WIRE_VERSION: u64 = 1;
 /// The PCRs (SHA-256 bank) a challenge asks to quote when no PCR policy is configured.
