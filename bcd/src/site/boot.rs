@@ -27,7 +27,7 @@ use domain::attest::discovery::wire::{
 use super::agent::{SiteAgent, SiteShared};
 use super::http::{HttpRequest, HttpResponse};
 use super::lease::local_now_ms;
-use super::site_log;
+use super::log_line::site_log;
 use crate::client::describe_status;
 
 /// How long a BootToken call may take before the script request is answered 502.

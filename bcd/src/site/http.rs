@@ -176,7 +176,7 @@ pub async fn serve(listener: TcpListener, handler: Handler, mut stop: watch::Rec
                     tokio::spawn(one(stream, peer, handler.clone()));
                 }
                 Err(e) => {
-                    super::site_log(format_args!("boot server: accept failed: {e}"));
+                    super::log_line::site_log(format_args!("boot server: accept failed: {e}"));
                     tokio::time::sleep(StdDuration::from_millis(100)).await;
                 }
             },

@@ -16,7 +16,7 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 
 use super::agent::{SiteAgent, SiteShared};
-use super::site_log;
+use super::log_line::site_log;
 pub use super::view::{show_ms, LeaseChange, LeaseView, DEFAULT_RENEW_EVERY, MIN_LEASE_WAIT};
 use crate::client::{describe_status, CALL_TIMEOUT};
 use crate::files::DataDir;

@@ -24,17 +24,9 @@ pub mod agent;
 pub mod boot;
 pub mod http;
 pub mod lease;
+mod log_line;
 mod run;
 pub mod view;
 
+pub use log_line::site_log;
 pub use run::{run_site, SiteExit, SiteOptions, STOPPED_MESSAGE};
-
-use time::OffsetDateTime;
-
-/// One log line of `bcd site` on standard error (the journal under systemd).
-pub fn site_log(message: impl std::fmt::Display) {
-    eprintln!(
-        "{} bcd site: {message}",
-        crate::node::rfc3339(OffsetDateTime::now_utc())
-    );
-}

@@ -12,7 +12,7 @@ use super::agent::{load_site_identity, AgentError, SiteShared};
 use super::boot::answer;
 use super::http::{serve, Handler};
 use super::lease::{hold_lease, RELEASE_TIMEOUT};
-use super::site_log;
+use super::log_line::site_log;
 use crate::files::DataDir;
 use crate::node::{run_node, NodeExit, NodeOptions};
 

@@ -4,7 +4,7 @@
 use tss_esapi::structures::{Public, Signature};
 use tss_esapi::traits::Marshall;
 
-use super::TpmError;
+use super::error::TpmError;
 
 fn command(operation: &'static str) -> impl FnOnce(tss_esapi::Error) -> TpmError {
     move |e| TpmError::Command {

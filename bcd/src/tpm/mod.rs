@@ -27,8 +27,10 @@
 //! and [`Tpm::open`] answers [`TpmError::Unavailable`]: what builds bcd only for its files
 //! (`fuzz/`) does not build the TPM stack.
 
+mod answers;
 #[cfg(feature = "tpm")]
 mod convert;
+mod error;
 #[cfg(not(feature = "tpm"))]
 mod no_tpm;
 pub mod templates;
@@ -45,6 +47,7 @@ use domain::attest::tpm::{PcrValue, TpmAnswer, TpmChallenge, TpmEvidence};
 use domain::pki::{NodeSigner, PublicKey, Signature, SignerError};
 use sha2::{Digest as _, Sha256};
 
+pub use error::TpmError;
 #[cfg(not(feature = "tpm"))]
 use no_tpm::Worker;
 pub use templates::EkKind;
@@ -53,40 +56,6 @@ use worker::Worker;
 
 /// The TCTI bcd opens when `config.toml` names none.
 pub const DEFAULT_TCTI: &str = "device:/dev/tpmrm0";
-
-/// Why a TPM operation failed. Messages name the operation and the TPM's answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TpmError {
-    /// The TPM could not be opened (no device, no swtpm listening, a bad TCTI string).
-    #[error("the TPM ({tcti}) is unavailable: {reason}")]
-    Unavailable {
-        /// The TCTI tried.
-        tcti: String,
-        /// Why.
-        reason: String,
-    },
-    /// A TPM command failed.
-    #[error("the TPM's {operation} failed: {reason}")]
-    Command {
-        /// The operation (`create_primary`, `certify`, `activate_credential`...).
-        operation: &'static str,
-        /// The TPM's answer or the local error.
-        reason: String,
-    },
-    /// The TPM holds no EK certificate at a known NV index.
-    #[error("the TPM holds no EK certificate (looked at NV {0})")]
-    NoEkCertificate(String),
-    /// A challenge this TPM cannot answer (malformed, another AK).
-    #[error("the tpm challenge cannot be answered: {0}")]
-    BadChallenge(String),
-    /// The TPM thread is gone (it panicked or the connection broke).
-    #[error("the TPM thread stopped")]
-    Stopped,
-    /// Under `[helper]`: `bcd helper` could not serve a key operation (its message names the
-    /// socket, the refusal or the check that failed).
-    #[error("{0}")]
-    Helper(String),
-}
 
 /// The AK: its TPMT_PUBLIC and its TPM name (`nameAlg || H(public)`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,25 +84,6 @@ impl AttestationKey {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A node key as the worker derived it: its TPMT_PUBLIC marshalled and its uncompressed point.
-struct DerivedKey {
-    public_area: Vec<u8>,
-    point: Vec<u8>,
-}
-
-/// What the worker's quote answers.
-struct QuoteResult {
-    quote: Vec<u8>,
-    signature: Vec<u8>,
-    pcrs: Vec<(u32, Vec<u8>)>,
-}
-
-/// The worker's certification: the TPMS_ATTEST and its signature, marshalled.
-struct Certification {
-    attest: Vec<u8>,
-    signature: Vec<u8>,
 }
 
 /// A request to the TPM thread.

@@ -2,8 +2,9 @@
 //! [`TpmError::Unavailable`], so no [`Worker`] ever exists (the type has no values) and its
 //! methods, which keep the signatures of the real worker's, are never called.
 
+use super::answers::{Certification, DerivedKey, QuoteResult};
+use super::error::TpmError;
 use super::templates::EkKind;
-use super::{Certification, DerivedKey, QuoteResult, TpmError};
 
 /// No TPM connection: a type with no values.
 pub(super) enum Worker {}

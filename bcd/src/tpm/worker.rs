@@ -28,9 +28,10 @@ use tss_esapi::traits::Marshall;
 use tss_esapi::tss2_esys::TPMT_TK_HASHCHECK;
 use tss_esapi::Context;
 
+use super::answers::{Certification, DerivedKey, QuoteResult};
 use super::convert::{ecc_point, marshal_public, raw_signature};
+use super::error::TpmError;
 use super::templates::{self, EkKind};
-use super::{Certification, DerivedKey, QuoteResult, TpmError};
 
 /// How many times a quote is taken again when a PCR changed between it and the PCR read.
 const QUOTE_ATTEMPTS: usize = 3;
