@@ -13,9 +13,10 @@
 //! kept forever, so the admission step refuses a second join under concurrency too.
 
 use super::config::{CloudIidConfig, CloudIidConfigError, MAX_FUTURE_SKEW};
+use super::instance::{CloudIdentity, CLOUD_IID_ATTESTOR};
 use super::refusal::CloudIidRefusal;
 use super::wire::{CloudIidEvidence, CloudProvider};
-use super::{aws, azure, gcp, oidc, CloudIdentity, CLOUD_IID_ATTESTOR};
+use super::{aws, azure, gcp, oidc};
 use crate::attest::contract::{
     AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts, NodeKeyStatement,
     SingleUse, Verdict,

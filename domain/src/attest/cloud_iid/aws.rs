@@ -10,9 +10,9 @@ use serde::Deserialize;
 
 use super::certs::rsa_key_of;
 use super::config::AwsConfig;
+use super::instance::CloudIdentity;
 use super::refusal::CloudIidRefusal;
 use super::wire::CloudProvider;
-use super::CloudIdentity;
 use crate::identity::{sha256, unix_us};
 
 /// The fields of the document the attestor reads (the rest is ignored).

@@ -18,9 +18,9 @@ use serde::Deserialize;
 use x509_parser::prelude::{FromDer as _, X509Certificate};
 
 use super::config::AzureConfig;
+use super::instance::CloudIdentity;
 use super::refusal::CloudIidRefusal;
 use super::wire::CloudProvider;
-use super::CloudIdentity;
 use crate::identity::sha256;
 
 const ID_SIGNED_DATA: der::oid::ObjectIdentifier =

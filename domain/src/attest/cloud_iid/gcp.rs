@@ -4,10 +4,10 @@
 //! (`project_id` is the account, `instance_id` the instance).
 
 use super::config::GcpConfig;
+use super::instance::CloudIdentity;
 use super::jwt;
 use super::refusal::CloudIidRefusal;
 use super::wire::CloudProvider;
-use super::CloudIdentity;
 
 /// The issuers Google's identity tokens carry.
 pub const GOOGLE_ISSUERS: [&str; 2] = ["https://accounts.google.com", "accounts.google.com"];

@@ -22,6 +22,7 @@ pub mod azure;
 pub mod certs;
 pub mod config;
 pub mod gcp;
+mod instance;
 pub mod jwt;
 pub mod oidc;
 pub mod refusal;
@@ -32,22 +33,6 @@ pub use config::{
     AwsConfig, AzureConfig, CloudIidConfig, CloudIidConfigError, GcpConfig, OidcIssuerConfig,
     DEFAULT_MAX_AGE, MAX_FUTURE_SKEW,
 };
+pub use instance::{CloudIdentity, CLOUD_IID_ATTESTOR};
 pub use refusal::CloudIidRefusal;
 pub use wire::{CloudIidEvidence, CloudProvider};
-
-/// The attestor id.
-pub const CLOUD_IID_ATTESTOR: &str = events::schema::attestor_ids::CLOUD_IID;
-
-/// What a provider's verifier proved: which instance of which account, and when its document
-/// was issued.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CloudIdentity {
-    /// The provider.
-    pub provider: CloudProvider,
-    /// The AWS account id, GCP project id, Azure subscription id or OIDC issuer.
-    pub account: String,
-    /// The instance id (AWS, GCP), VM id (Azure) or subject (OIDC).
-    pub instance: String,
-    /// When the document was issued (µs since the epoch).
-    pub issued_at_us: i64,
-}

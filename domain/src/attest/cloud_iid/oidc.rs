@@ -3,10 +3,10 @@
 //! account is the issuer, the instance the token's `sub`.
 
 use super::config::OidcIssuerConfig;
+use super::instance::CloudIdentity;
 use super::jwt;
 use super::refusal::CloudIidRefusal;
 use super::wire::CloudProvider;
-use super::CloudIdentity;
 
 /// The `iss` of a token, read before its signature is checked, only to choose the keys.
 fn unverified_issuer(token: &str) -> Result<String, CloudIidRefusal> {

@@ -1,7 +1,7 @@
 //! Why a `cloud-iid` join was refused: `cloud-iid:<reason>` (the COMMON contract's list), one
 //! variant per check.
 
-use super::CLOUD_IID_ATTESTOR;
+use super::instance::CLOUD_IID_ATTESTOR;
 use crate::attest::contract::AttestorRefusal;
 
 /// Why a `cloud-iid` join was refused.
