@@ -21,8 +21,8 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
 use crate::deployment::{DeploymentArgs, DIR_CONFIG_FILE};
+use crate::failure::Failure;
 use crate::serve_config::{resolve, ServeArgs};
-use crate::Failure;
 
 /// How long each step (connect, handshake, the call) may take.
 const TIMEOUT: Duration = Duration::from_secs(5);

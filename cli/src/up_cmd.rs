@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use clap::Args;
 use commands::identity::{NewToken, TokenView};
 use domain::identity::{ExpectBinding, TokenRole};
 use domain::pki::{
@@ -32,7 +31,8 @@ use time::OffsetDateTime;
 
 use crate::deployment::{Deployment, DIR_CONFIG_FILE};
 use crate::node_setup::{self, NodeSetup};
-use crate::serve_cmd::{self, LogFormat, ServeArgs, ServeError};
+use crate::serve_cmd::{self, ServeArgs, ServeError};
+pub use crate::up_args::UpArgs;
 
 /// Errors of `bcctl up`.
 #[derive(Debug, thiserror::Error)]
@@ -54,45 +54,6 @@ pub enum UpError {
     PortBusy { port: u16, source: std::io::Error },
     #[error("admin port {port} on 127.0.0.1 is in use ({source}): pass another --admin-port, or 0 to pick a free one")]
     AdminPortBusy { port: u16, source: std::io::Error },
-}
-
-#[derive(Args, Debug)]
-pub struct UpArgs {
-    /// Working directory (created, mode 0700).
-    #[arg(long, default_value = ".bcctl")]
-    pub dir: PathBuf,
-    /// Use this store (postgres://...) instead of the embedded SQLite file.
-    #[arg(long)]
-    pub database_url: Option<String>,
-    /// Port on 127.0.0.1 for agents; 0 picks a free one (printed).
-    #[arg(long, default_value_t = 8443)]
-    pub port: u16,
-    /// Port on 127.0.0.1 for the admin API (operator certificates over mTLS); default: any free
-    /// port with --port 0, else --port + 1.
-    #[arg(long)]
-    pub admin_port: Option<u16>,
-    /// Port on 127.0.0.1 for Prometheus metrics; 0 (default) picks a free one (printed).
-    #[arg(long, default_value_t = 0)]
-    pub metrics_port: u16,
-    /// Trust domain of a newly created PKI bundle.
-    #[arg(long, default_value = "bc.local")]
-    pub trust_domain: String,
-    /// Uses of the printed join token.
-    #[arg(long, default_value_t = 1)]
-    pub token_uses: u32,
-    /// Lifetime of the printed join token, e.g. 1h.
-    #[arg(long, default_value = "1h")]
-    pub token_ttl: String,
-    /// Optional serve configuration file (same keys as `bcctl serve --config`; the directory's
-    /// paths, the port and the store above win).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// text or json logs on standard error.
-    #[arg(long, value_enum)]
-    pub log_format: Option<LogFormat>,
-    /// Print the startup facts as one JSON line.
-    #[arg(long)]
-    pub json: bool,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> UpError + '_ {

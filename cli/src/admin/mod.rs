@@ -19,4 +19,5 @@ pub mod remote;
 pub mod roles;
 pub mod run;
 pub mod server;
+mod start_error;
 pub mod tls;

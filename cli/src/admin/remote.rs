@@ -23,15 +23,15 @@ use clap::CommandFactory;
 use super::client::{ClientError, Remote};
 use super::files;
 use crate::deployment::RemoteArgs;
-use crate::Failure;
+use crate::failure::Failure;
 
 /// The flags the client consumes (never sent to the server).
 const REMOTE_FLAGS: [&str; 2] = ["--server", "--profile"];
 
-/// `bcctl`'s command tree as `main` parses it: [`crate::Cli`] with the direct-store-only verbs
+/// `bcctl`'s command tree as `main` parses it: [`crate::command_line::Cli`] with the direct-store-only verbs
 /// marked in their `--help`.
 pub fn command() -> clap::Command {
-    let mut cmd = crate::Cli::command();
+    let mut cmd = crate::command_line::Cli::command();
     for verb in files::DIRECT_ONLY {
         let words: Vec<&str> = verb.split(' ').collect();
         cmd = mark(cmd, &words);
@@ -77,7 +77,7 @@ pub fn refused_remote_flag(args: &[OsString]) -> Option<String> {
     if !flagged {
         return None;
     }
-    let mut cmd = crate::Cli::command();
+    let mut cmd = crate::command_line::Cli::command();
     let mut path = Vec::new();
     for w in &words {
         match cmd.find_subcommand(w) {

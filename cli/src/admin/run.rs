@@ -56,7 +56,7 @@ pub fn server_command() -> clap::Command {
     fn strip(cmd: clap::Command) -> clap::Command {
         cmd.mut_args(|a| a.env(None::<&str>)).mut_subcommands(strip)
     }
-    strip(crate::Cli::command())
+    strip(crate::command_line::Cli::command())
 }
 
 /// The subcommand path of parsed matches, and the leaf's matches.
@@ -163,7 +163,7 @@ pub fn denied_message(verb: &str, caller: &Caller) -> String {
 /// (the call timed out, the client went away), the verb is dropped at its next await.
 async fn execute(
     invocation: &std::sync::Arc<Invocation>,
-    command: crate::Command,
+    command: crate::command_line::Command,
     json: bool,
 ) -> Result<u8, Status> {
     let handle = tokio::runtime::Handle::current();
@@ -173,7 +173,7 @@ async fn execute(
     let task = tokio::task::spawn_blocking(move || {
         handle.block_on(async move {
             let verb = invocation.scope(async {
-                match Box::pin(crate::dispatch(command)).await {
+                match Box::pin(crate::verbs::dispatch(command)).await {
                     Ok(()) => 0u8,
                     Err(failure) => {
                         crate::output::print_error(&failure.message, failure.code, json);
@@ -243,7 +243,7 @@ pub async fn run(
         }
         files.insert(path, input.contents);
     }
-    let cli = crate::Cli::from_arg_matches(&matches)
+    let cli = crate::command_line::Cli::from_arg_matches(&matches)
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
     let json = crate::output::json_requested(argv.iter().cloned());
     let invocation = Invocation::new(

@@ -33,6 +33,7 @@ use tonic::{Request, Response, Status};
 
 use super::counters::AdminCounters;
 use super::run::{CallContext, Caller};
+pub use super::start_error::AdminStartError;
 use super::tls::{admin_server_config, operator_client_verifier, RevokedOperators};
 use crate::deployment::Located;
 use crate::serve_config_admin::AdminSettings;
@@ -41,24 +42,6 @@ use crate::serve_config_admin::AdminSettings;
 /// a revocation (a safety net), and how often without a hub.
 pub const REVOKED_REFRESH: Duration = Duration::from_secs(60);
 pub const REVOKED_REFRESH_WITHOUT_HUB: Duration = Duration::from_secs(1);
-
-/// Why the admin listener did not start.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminStartError {
-    #[error("admin listener: the PKI bundle has no operator CA (a bundle made before operator certificates): run `bcctl pki add-operator-ca` once, or leave [admin] out")]
-    NoOperatorCa,
-    #[error("admin listener: serving certificate: {0}")]
-    Serving(String),
-    #[error("admin listener: TLS: {0}")]
-    Tls(#[from] gateway::tls::TlsSetupError),
-    #[error("admin listener: cannot listen on {addr}: {source} (is another server using the port? set [admin] listen, or --admin-port for `bcctl up`)")]
-    Listen {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("admin listener: the revoked operator certificates cannot be read: {0}")]
-    Revoked(String),
-}
 
 /// A running admin listener.
 pub struct RunningAdmin {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{Finding, Level};
+use super::finding::{Finding, Level};
 
 /// How long doctor waits for the metrics endpoint.
 const TIMEOUT: Duration = Duration::from_secs(3);

@@ -14,70 +14,22 @@
 //! only to check that it opens (`pki.unseal`); it writes nothing.
 
 mod feed;
+mod finding;
 mod pki;
 mod store;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
 use serde::Serialize;
+
+pub use finding::{Finding, Level};
 
 use crate::deployment::{DeploymentArgs, DIR_CONFIG_FILE};
 use crate::serve_config::{resolve, ServeArgs, Settings};
 
 /// The exit code when the worst finding is a warning (an error exits 1).
 pub const EXIT_WARNING: u8 = crate::output::EXIT_SPECIAL;
-
-/// How bad a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    Ok,
-    Info,
-    Warning,
-    Error,
-}
-
-impl Level {
-    fn as_str(self) -> &'static str {
-        match self {
-            Level::Ok => "ok",
-            Level::Info => "info",
-            Level::Warning => "warning",
-            Level::Error => "error",
-        }
-    }
-}
-
-/// One result of one check.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Finding {
-    /// `pki.unseal`, `store.unmigrated`, ... (docs/DOCTOR.md).
-    pub id: &'static str,
-    pub level: Level,
-    pub message: String,
-    /// What to run or do, when there is something to do.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-}
-
-impl Finding {
-    pub fn new(id: &'static str, level: Level, message: impl Into<String>) -> Self {
-        Finding {
-            id,
-            level,
-            message: message.into(),
-            fix: None,
-        }
-    }
-
-    pub fn fix(mut self, fix: impl Into<String>) -> Self {
-        self.fix = Some(fix.into());
-        self
-    }
-}
 
 #[derive(Args)]
 pub struct DoctorArgs {
@@ -124,9 +76,9 @@ fn config_file(args: &DeploymentArgs) -> Option<PathBuf> {
 }
 
 /// `bcctl doctor`: runs every check, prints the findings, and answers the exit code.
-pub async fn run(args: DoctorArgs) -> Result<u8, crate::Failure> {
+pub async fn run(args: DoctorArgs) -> Result<u8, crate::failure::Failure> {
     let horizon = crate::duration::parse_duration(&args.cert_horizon).map_err(|why| {
-        crate::Failure::usage(
+        crate::failure::Failure::usage(
             DoctorError::BadHorizon {
                 value: args.cert_horizon.clone(),
                 why,
@@ -136,7 +88,7 @@ pub async fn run(args: DoctorArgs) -> Result<u8, crate::Failure> {
     })?;
     let metrics = match &args.metrics {
         Some(m) => Some(feed::metrics_addr(m).ok_or_else(|| {
-            crate::Failure::usage(DoctorError::BadMetrics(m.clone()).to_string())
+            crate::failure::Failure::usage(DoctorError::BadMetrics(m.clone()).to_string())
         })?),
         None => None,
     };
@@ -238,17 +190,6 @@ fn print_text(findings: &[Finding], worst: Level) {
     );
 }
 
-/// A duration for a message: `3d 4h`, `2h 5m`, `40s`.
-pub(crate) fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        s if s >= 86_400 => format!("{}d {}h", s / 86_400, (s % 86_400) / 3600),
-        s if s >= 3600 => format!("{}h {}m", s / 3600, (s % 3600) / 60),
-        s if s >= 60 => format!("{}m {}s", s / 60, s % 60),
-        s => format!("{s}s"),
-    }
-}
-
 /// The level an exit code of [`run`] stands for, for the error line.
 pub fn worst_name(code: u8) -> &'static str {
     match code {
@@ -271,13 +212,5 @@ mod tests {
         assert!(Level::Error > Level::Warning && Level::Warning > Level::Info);
         assert_eq!(worst_name(3), "a warning");
         assert_eq!(worst_name(1), "an error");
-    }
-
-    #[test]
-    fn durations_read_as_people_say_them() {
-        assert_eq!(human(Duration::from_secs(40)), "40s");
-        assert_eq!(human(Duration::from_secs(125)), "2m 5s");
-        assert_eq!(human(Duration::from_secs(6 * 3600)), "6h 0m");
-        assert_eq!(human(Duration::from_secs(3 * 86_400 + 4 * 3600)), "3d 4h");
     }
 }

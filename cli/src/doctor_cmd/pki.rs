@@ -9,7 +9,7 @@ use domain::quorum::{decide_set_change, TrustDomain};
 use events::store::EventStore;
 use time::OffsetDateTime;
 
-use super::{human, Finding, Level};
+use super::finding::{human, Finding, Level};
 use crate::deployment::Deployment;
 use crate::serve_config::Settings;
 

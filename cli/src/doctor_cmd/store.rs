@@ -9,7 +9,7 @@ use commands::{Clock, SystemClock};
 use events::store::{Backend, EventStore, LogStore};
 use projections::doctor as read;
 
-use super::{human, Finding, Level};
+use super::finding::{human, Finding, Level};
 use crate::deployment::Located;
 
 /// A clock further off than this is a warning (certificates are backdated a little, renewals
