@@ -7,11 +7,10 @@
 //! The migrators are built here from `include_str!` rather than by sqlx's `migrate!` macro: the
 //! macro is the only reason the workspace would enable sqlx's proc macros, and those compile
 //! sqlx's Postgres and SQLite drivers (and SQLite's C sources) a second time for the compiler's
-//! own use, about two minutes of a cold build on two cores (docs/decisions, issue 39). Each
-//! migration is exactly what the macro made of the same file: the version and the description
-//! from the file name (`0002_identity.sql` is version 2, "identity"), the SQL as written, its
-//! SHA-384 checksum (`Migration::new`), and no transaction opt-out. A test below keeps the lists
-//! equal to the folders.
+//! own use (docs/DECISIONS.md, 0075). Each migration is exactly what the macro made of the same
+//! file: the version and the description from the file name (`0002_identity.sql` is version 2,
+//! "identity"), the SQL as written, its SHA-384 checksum (`Migration::new`), and no transaction
+//! opt-out. A test below compares each with what sqlx's own folder reader makes of the file.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;

@@ -5,7 +5,7 @@
 //! sqlx's `FromRow` for both backends' rows: what `#[derive(sqlx::FromRow)]` generates, written
 //! as a declarative macro so that the workspace does not build sqlx's proc macros (they compile
 //! both database drivers, and SQLite's C sources, a second time for the compiler; see
-//! docs/DECISIONS.md, issue 39). Each field is read with `Row::try_get` under its own name; a
+//! docs/DECISIONS.md, 0075). Each field is read with `Row::try_get` under its own name; a
 //! missing column or a mismatched type is sqlx's error, as with the derive.
 
 macro_rules! from_row {

@@ -13,7 +13,8 @@ use super::value::bind_all;
 use super::{EventStore, Result, SqlValue, StoreError, StoreTx};
 
 /// A row type both backends can decode: a tuple of `i64`, `String`, `Vec<u8>`, `bool` (and their
-/// `Option`s), or a struct deriving `sqlx::FromRow` over such fields.
+/// `Option`s), or a struct over such fields declared in `projections::from_row!` (which implements
+/// `sqlx::FromRow` for both rows).
 pub trait BothBackendsRow:
     for<'r> sqlx::FromRow<'r, PgRow> + for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin
 {
