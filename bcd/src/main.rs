@@ -172,8 +172,10 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
-fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().collect();
+/// The command line parsed, or the exit code of a refusal: a token anywhere on it is refused
+/// before clap can echo it; help and version print and exit 0; an unknown argument is not
+/// shown (it may be a secret).
+fn parse(args: &[OsString]) -> Result<Cli, ExitCode> {
     // A token pasted anywhere on the command line is refused before clap can echo it.
     if args
         .iter()
@@ -182,13 +184,13 @@ fn main() -> ExitCode {
         .any(|a| a.starts_with(TOKEN_PREFIX) || a.contains(&format!("={TOKEN_PREFIX}")))
     {
         eprintln!("{NO_TOKEN_ARGUMENTS}");
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
-    let cli = match Cli::try_parse_from(&args) {
-        Ok(cli) => cli,
+    match Cli::try_parse_from(args) {
+        Ok(cli) => Ok(cli),
         Err(e) => {
             use clap::error::ErrorKind;
-            return match e.kind() {
+            Err(match e.kind() {
                 ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
                     let _ = e.print();
                     ExitCode::SUCCESS
@@ -203,8 +205,80 @@ fn main() -> ExitCode {
                     let _ = e.print();
                     ExitCode::from(2)
                 }
-            };
+            })
         }
+    }
+}
+
+/// `bcd ramdisk`: join from the kernel command line, waiting at most `approval_timeout` for an
+/// operator's approval.
+fn ramdisk(config: &Config, dir: &DataDir, cmdline: PathBuf, approval_timeout: &str) -> ExitCode {
+    let approval_timeout = match parse_duration(approval_timeout) {
+        Ok(d) if d.is_positive() => d,
+        Ok(_) => {
+            eprintln!("bcd ramdisk: --approval-timeout must be more than 0s");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("bcd ramdisk: --approval-timeout: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let args = bcd::ramdisk::RamdiskArgs {
+        cmdline,
+        approval_timeout,
+    };
+    match bcd::ramdisk::run_ramdisk(config, dir, &args) {
+        Ok(message) => {
+            println!("{message}");
+            publish_files(config, dir, "bcd ramdisk");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// `bcd status`: this node's identity, as text or JSON; the exit code says how it stands.
+fn status(config: &Config, dir: &DataDir, now: OffsetDateTime, json: bool) -> ExitCode {
+    let report = status_of(config, dir, now);
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return fail(format_args!("bcd status: {e}")),
+        }
+    } else {
+        print!("{}", report.to_text());
+    }
+    ExitCode::from(report.exit_code() as u8)
+}
+
+/// `bcd tpm show`: the TPM's endorsement and attestation keys, as text or JSON.
+fn tpm_show(config: &Config, json: bool) -> ExitCode {
+    let shown = config
+        .tpm_host()
+        .open()
+        .and_then(|tpm| bcd::tpm_show::show(&tpm));
+    match shown {
+        Ok(shown) if json => match serde_json::to_string_pretty(&shown) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(format_args!("bcd tpm show: {e}")),
+        },
+        Ok(shown) => {
+            print!("{}", shown.to_text());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format_args!("bcd tpm show: {e}")),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match parse(&args) {
+        Ok(cli) => cli,
+        Err(code) => return code,
     };
 
     if let Command::Config(ConfigCommand::Template) = cli.command {
@@ -269,68 +343,14 @@ fn main() -> ExitCode {
         Command::Ramdisk {
             cmdline,
             approval_timeout,
-        } => {
-            let approval_timeout = match parse_duration(&approval_timeout) {
-                Ok(d) if d.is_positive() => d,
-                Ok(_) => {
-                    eprintln!("bcd ramdisk: --approval-timeout must be more than 0s");
-                    return ExitCode::from(2);
-                }
-                Err(e) => {
-                    eprintln!("bcd ramdisk: --approval-timeout: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            let args = bcd::ramdisk::RamdiskArgs {
-                cmdline,
-                approval_timeout,
-            };
-            match bcd::ramdisk::run_ramdisk(&config, &dir, &args) {
-                Ok(message) => {
-                    println!("{message}");
-                    publish_files(&config, &dir, "bcd ramdisk");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(e),
-            }
-        }
-        Command::Status { json } => {
-            let report = status_of(&config, &dir, now);
-            if json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => return fail(format_args!("bcd status: {e}")),
-                }
-            } else {
-                print!("{}", report.to_text());
-            }
-            ExitCode::from(report.exit_code() as u8)
-        }
+        } => ramdisk(&config, &dir, cmdline, &approval_timeout),
+        Command::Status { json } => status(&config, &dir, now, json),
         Command::Doctor => {
             let checks = doctor(&config, &dir, &NetworkDoctor::new(), now);
             print!("{}", doctor_text(&checks));
             ExitCode::from(doctor_exit_code(&checks) as u8)
         }
         Command::Config(ConfigCommand::Template) => ExitCode::SUCCESS,
-        Command::Tpm(TpmCommand::Show { json }) => {
-            let shown = config
-                .tpm_host()
-                .open()
-                .and_then(|tpm| bcd::tpm_show::show(&tpm));
-            match shown {
-                Ok(shown) if json => match serde_json::to_string_pretty(&shown) {
-                    Ok(text) => {
-                        println!("{text}");
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => fail(format_args!("bcd tpm show: {e}")),
-                },
-                Ok(shown) => {
-                    print!("{}", shown.to_text());
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(format_args!("bcd tpm show: {e}")),
-            }
-        }
+        Command::Tpm(TpmCommand::Show { json }) => tpm_show(&config, json),
     }
 }

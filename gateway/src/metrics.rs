@@ -290,162 +290,12 @@ fn labeled(out: &mut String, name: &str, label: &str, values: &BTreeMap<String, 
 impl MetricSources {
     /// The Prometheus text exposition (format 0.0.4).
     pub fn render(&self) -> String {
-        let m = &self.metrics;
         let mut out = String::new();
-        family(
-            &mut out,
-            "bc_join_requests_total",
-            "Join calls answered by this gateway, by outcome.",
-            "counter",
-        );
-        labeled(
-            &mut out,
-            "bc_join_requests_total",
-            "outcome",
-            &m.join_requests.snapshot(),
-        );
-        family(
-            &mut out,
-            "bc_join_refusals_total",
-            "Join refusals by attestor (from the event log, deployment-wide; reasons stay in the events).",
-            "counter",
-        );
-        labeled(
-            &mut out,
-            "bc_join_refusals_total",
-            "attestor",
-            &m.join_refusals.snapshot(),
-        );
-        m.verifications.render(&mut out);
-        family(
-            &mut out,
-            "bc_renewals_total",
-            "Renew calls answered by this gateway, by outcome.",
-            "counter",
-        );
-        labeled(
-            &mut out,
-            "bc_renewals_total",
-            "outcome",
-            &m.renewals.snapshot(),
-        );
-        family(
-            &mut out,
-            "bc_renew_refusals_total",
-            "Renew refusals (from the event log, deployment-wide; reasons stay in the events).",
-            "counter",
-        );
-        labeled(
-            &mut out,
-            "bc_renew_refusals_total",
-            "attestor",
-            &m.renew_refusals.snapshot(),
-        );
-        family(
-            &mut out,
-            "bc_live_sessions",
-            "Node sessions open now.",
-            "gauge",
-        );
-        let _ = writeln!(out, "bc_live_sessions {}", self.sessions.len());
-        family(
-            &mut out,
-            "bc_sessions_opened_total",
-            "Node sessions opened.",
-            "counter",
-        );
-        let _ = writeln!(
-            out,
-            "bc_sessions_opened_total {}",
-            m.sessions_opened.load(Ordering::Relaxed)
-        );
-        family(
-            &mut out,
-            "bc_wire_sessions_opened_total",
-            "Node sessions opened on the session wire (ALPN bc-session/1); the others were gRPC streams.",
-            "counter",
-        );
-        let _ = writeln!(
-            out,
-            "bc_wire_sessions_opened_total {}",
-            m.wire_sessions_opened.load(Ordering::Relaxed)
-        );
-        family(
-            &mut out,
-            "bc_sessions_refused_total",
-            "Node session opens refused, by outcome (what the node is told).",
-            "counter",
-        );
-        labeled(
-            &mut out,
-            "bc_sessions_refused_total",
-            "outcome",
-            &m.sessions_refused.snapshot(),
-        );
-        family(
-            &mut out,
-            "bc_revocation_notices_total",
-            "RevocationNotices sent to live sessions.",
-            "counter",
-        );
-        let _ = writeln!(
-            out,
-            "bc_revocation_notices_total {}",
-            m.revocation_notices.load(Ordering::Relaxed)
-        );
+        self.render_joins_and_renewals(&mut out);
+        self.render_sessions(&mut out);
         self.render_trust_reports(&mut out);
         self.metrics.commands.render(&mut out);
-        family(
-            &mut out,
-            "bc_handshake_refusals_total",
-            "Client certificates refused at the TLS handshake (reasons are in the gateway's log).",
-            "counter",
-        );
-        let _ = writeln!(
-            out,
-            "bc_handshake_refusals_total {}",
-            self.handshake_refusals.total()
-        );
-        family(
-            &mut out,
-            "bc_revocation_feed_lag_seconds",
-            "Time since the revocation feed was last caught up.",
-            "gauge",
-        );
-        let _ = writeln!(
-            out,
-            "bc_revocation_feed_lag_seconds {:.3}",
-            self.feed.lag().as_secs_f64()
-        );
-        family(
-            &mut out,
-            "bc_revocation_feed_stale",
-            "1 while the feed is behind by more than its limit (new sessions are refused).",
-            "gauge",
-        );
-        let _ = writeln!(
-            out,
-            "bc_revocation_feed_stale {}",
-            u8::from(self.feed.is_stale())
-        );
-        family(
-            &mut out,
-            "bc_revocation_feed_halted",
-            "1 once the feed stopped at a revocation it cannot read (every session is refused until a restart).",
-            "gauge",
-        );
-        let _ = writeln!(
-            out,
-            "bc_revocation_feed_halted {}",
-            u8::from(self.feed.halted().is_some())
-        );
-        family(
-            &mut out,
-            "bc_revoked_serials",
-            "Revoked, unexpired certificate serials the verifier refuses.",
-            "gauge",
-        );
-        let _ = writeln!(out, "bc_revoked_serials {}", self.revoked.len());
+        self.render_revocation(&mut out);
         let api = self.metrics.api_state.load(Ordering::Relaxed);
         if api != API_UNKNOWN {
             family(
@@ -457,6 +307,163 @@ impl MetricSources {
             let _ = writeln!(out, "bc_api_up {}", u8::from(api == API_UP));
         }
         out
+    }
+
+    /// Join and Renew calls by outcome, their refusals by attestor, and the verifications.
+    fn render_joins_and_renewals(&self, out: &mut String) {
+        let m = &self.metrics;
+        family(
+            out,
+            "bc_join_requests_total",
+            "Join calls answered by this gateway, by outcome.",
+            "counter",
+        );
+        labeled(
+            out,
+            "bc_join_requests_total",
+            "outcome",
+            &m.join_requests.snapshot(),
+        );
+        family(
+            out,
+            "bc_join_refusals_total",
+            "Join refusals by attestor (from the event log, deployment-wide; reasons stay in the events).",
+            "counter",
+        );
+        labeled(
+            out,
+            "bc_join_refusals_total",
+            "attestor",
+            &m.join_refusals.snapshot(),
+        );
+        m.verifications.render(out);
+        family(
+            out,
+            "bc_renewals_total",
+            "Renew calls answered by this gateway, by outcome.",
+            "counter",
+        );
+        labeled(out, "bc_renewals_total", "outcome", &m.renewals.snapshot());
+        family(
+            out,
+            "bc_renew_refusals_total",
+            "Renew refusals (from the event log, deployment-wide; reasons stay in the events).",
+            "counter",
+        );
+        labeled(
+            out,
+            "bc_renew_refusals_total",
+            "attestor",
+            &m.renew_refusals.snapshot(),
+        );
+    }
+
+    /// Node sessions: live, opened (on the session wire too), refused, and the revocation
+    /// notices sent to them.
+    fn render_sessions(&self, out: &mut String) {
+        let m = &self.metrics;
+        family(out, "bc_live_sessions", "Node sessions open now.", "gauge");
+        let _ = writeln!(out, "bc_live_sessions {}", self.sessions.len());
+        family(
+            out,
+            "bc_sessions_opened_total",
+            "Node sessions opened.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "bc_sessions_opened_total {}",
+            m.sessions_opened.load(Ordering::Relaxed)
+        );
+        family(
+            out,
+            "bc_wire_sessions_opened_total",
+            "Node sessions opened on the session wire (ALPN bc-session/1); the others were gRPC streams.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "bc_wire_sessions_opened_total {}",
+            m.wire_sessions_opened.load(Ordering::Relaxed)
+        );
+        family(
+            out,
+            "bc_sessions_refused_total",
+            "Node session opens refused, by outcome (what the node is told).",
+            "counter",
+        );
+        labeled(
+            out,
+            "bc_sessions_refused_total",
+            "outcome",
+            &m.sessions_refused.snapshot(),
+        );
+        family(
+            out,
+            "bc_revocation_notices_total",
+            "RevocationNotices sent to live sessions.",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "bc_revocation_notices_total {}",
+            m.revocation_notices.load(Ordering::Relaxed)
+        );
+    }
+
+    /// Revocation: handshake refusals, the feed's lag and state, the revoked serials.
+    fn render_revocation(&self, out: &mut String) {
+        family(
+            out,
+            "bc_handshake_refusals_total",
+            "Client certificates refused at the TLS handshake (reasons are in the gateway's log).",
+            "counter",
+        );
+        let _ = writeln!(
+            out,
+            "bc_handshake_refusals_total {}",
+            self.handshake_refusals.total()
+        );
+        family(
+            out,
+            "bc_revocation_feed_lag_seconds",
+            "Time since the revocation feed was last caught up.",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "bc_revocation_feed_lag_seconds {:.3}",
+            self.feed.lag().as_secs_f64()
+        );
+        family(
+            out,
+            "bc_revocation_feed_stale",
+            "1 while the feed is behind by more than its limit (new sessions are refused).",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "bc_revocation_feed_stale {}",
+            u8::from(self.feed.is_stale())
+        );
+        family(
+            out,
+            "bc_revocation_feed_halted",
+            "1 once the feed stopped at a revocation it cannot read (every session is refused until a restart).",
+            "gauge",
+        );
+        let _ = writeln!(
+            out,
+            "bc_revocation_feed_halted {}",
+            u8::from(self.feed.halted().is_some())
+        );
+        family(
+            out,
+            "bc_revoked_serials",
+            "Revoked, unexpired certificate serials the verifier refuses.",
+            "gauge",
+        );
+        let _ = writeln!(out, "bc_revoked_serials {}", self.revoked.len());
     }
 }
 

@@ -25,6 +25,7 @@ pub mod settings;
 
 pub use settings::{CommandSettings, DEFAULT_HOOK_TIMEOUT_SECONDS};
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -32,7 +33,7 @@ use std::time::Instant;
 use domain::command::payloads::decode_payload;
 use domain::command::{kind_spec, verify_command, SignedCommand};
 use domain::pki::{NodeRole, TrustDomain};
-use domain::quorum::{AdmissionClock, SetDigest, VerifiedApprovals};
+use domain::quorum::{AdmissionClock, BatchId, SetDigest, VerifiedApprovals};
 use time::OffsetDateTime;
 
 use crate::files::DataDir;
@@ -270,12 +271,34 @@ impl CommandRunner {
         } else {
             None
         };
+        self.execute(
+            &body.command_id,
+            spec.name,
+            hook,
+            &body.payload,
+            batch,
+            &payload_json,
+        )
+    }
+
+    /// Runs a command that passed every check (its hook, or the built-in of its kind),
+    /// journalling its start and its result.
+    fn execute(
+        &mut self,
+        command_id: &str,
+        kind: &'static str,
+        hook: Option<PathBuf>,
+        payload: &[u8],
+        batch: Option<BatchId>,
+        payload_json: &serde_json::Value,
+    ) -> Result<proto::CommandResult, (proto::CommandRejectReason, String)> {
+        let state = |detail: String| (proto::CommandRejectReason::NodeState, detail);
         let started_at_ms = unix_ms(OffsetDateTime::now_utc());
         self.journal
-            .start(&body.command_id, spec.name, started_at_ms)
+            .start(command_id, kind, started_at_ms)
             .map_err(|e| state(e.to_string()))?;
         let mut result = proto::CommandResult {
-            command_id: body.command_id.clone(),
+            command_id: command_id.to_owned(),
             started_at_ms,
             ..Default::default()
         };
@@ -286,23 +309,20 @@ impl CommandRunner {
                 let run = hooks::run_hook(
                     &program,
                     &hooks::HookInput {
-                        command_id: &body.command_id,
-                        kind: spec.name,
+                        command_id,
+                        kind,
                         node_id: &self.node_id,
                         batch_id_hex: &batch_hex,
                         payload_json: &json,
-                        payload: &body.payload,
+                        payload,
                     },
                     self.ctx.settings.hook_timeout,
                 );
                 (run.success, run.detail, run.output_tail, run.exit_code)
             }
             None => {
-                let run = builtins::run_builtin(
-                    spec.name,
-                    &body.payload,
-                    self.ctx.settings.log_file.as_deref(),
-                );
+                let run =
+                    builtins::run_builtin(kind, payload, self.ctx.settings.log_file.as_deref());
                 (run.success, run.detail, run.output_tail, None)
             }
         };

@@ -19,14 +19,17 @@ use domain::attest::{
     decide_admission, Admission, AdmissionCommand, AdmissionFacts, AttestRequest,
     AttestationResult, Attestor, AttestorRefusal, BindingState, FactKey, Facts, Verdict,
 };
-use domain::identity::{claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision};
+use domain::identity::{
+    claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision, JoinContext, JoinInput,
+};
 use domain::pki::{KeySet, NodeId, NodeRole, SealedToken, Serial, TokenSecret, VerifiedCsr};
 use events::schema::JoinRefused;
 use events::store::{EventStore, StoreTx};
 use projections::identity::read;
+use time::OffsetDateTime;
 
 use super::attestors::{
-    AttestorRegistry, RegisteredAttestor, RemoteAttestorError, RemoteVerifyRequest,
+    AttestorRegistry, RegisteredAttestor, RemoteAttestor, RemoteAttestorError, RemoteVerifyRequest,
 };
 use crate::attest::{read as attest_read, rows as attest_rows};
 
@@ -244,6 +247,29 @@ async fn load_admission_facts(
     Ok(facts)
 }
 
+/// A remote attestor's verdict on the request, reached before the join's transaction (it is
+/// asked only the request, never the database), checked against its contract.
+async fn remote_verdict(
+    remote: &dyn RemoteAttestor,
+    id: &str,
+    role: NodeRole,
+    csr_sha: [u8; 32],
+    input: &JoinInput,
+) -> Result<Verdict, IdentityError> {
+    let ask = RemoteVerifyRequest {
+        attestor: id.to_owned(),
+        role,
+        csr_sha256: csr_sha,
+        claims: input.claims.clone(),
+        evidence: input.attestation.clone(),
+    };
+    let verdict = remote
+        .verify(&ask)
+        .await
+        .map_err(IdentityError::AttestorUnavailable)?;
+    check_remote_verdict(id, verdict)
+}
+
 /// A remote attestor's verdict held to the contract: it cannot name a token (it never read one).
 fn check_remote_verdict(attestor: &str, verdict: Verdict) -> Result<Verdict, IdentityError> {
     if let Verdict::Admit(result) = &verdict {
@@ -442,18 +468,7 @@ impl Joins {
                 }
             },
             RegisteredAttestor::Remote(remote) => {
-                let ask = RemoteVerifyRequest {
-                    attestor: id.clone(),
-                    role,
-                    csr_sha256: csr_sha,
-                    claims: input.claims.clone(),
-                    evidence: input.attestation.clone(),
-                };
-                let verdict = remote
-                    .verify(&ask)
-                    .await
-                    .map_err(IdentityError::AttestorUnavailable)?;
-                Source::Remote(check_remote_verdict(&id, verdict)?)
+                Source::Remote(remote_verdict(remote.as_ref(), &id, role, csr_sha, input).await?)
             }
         };
 
@@ -492,22 +507,56 @@ impl Joins {
                 serial: &serial,
                 new_request_id: &new_request_id,
             };
-            match decide_admission(&ctx, &cmd, &facts, now) {
-                Ok(Decision { events, outcome }) => {
-                    if !events.is_empty() {
-                        append_decided(tx, events, outcome.tenant_id(), now_us, &versions).await?;
-                    }
-                    Ok(Step::Admitted(outcome))
-                }
-                Err(DecideError::Refused(refusal)) => {
-                    self.record_refusal(tx, &id, &refusal, Some(csr_sha), &digests, now_us)
-                        .await?;
-                    Ok(Step::Refused)
-                }
-                Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
-            }
+            self.admit(tx, &ctx, &cmd, &facts, &versions, now).await
         })?;
 
+        self.answer(step, id, csr_sha, now_us)
+    }
+
+    /// The admission step on the loaded facts, in the join's transaction: its events appended,
+    /// or its refusal recorded.
+    async fn admit(
+        &self,
+        tx: &mut StoreTx,
+        ctx: &JoinContext<'_>,
+        cmd: &AdmissionCommand<'_>,
+        facts: &AdmissionFacts,
+        versions: &Versions,
+        now: OffsetDateTime,
+    ) -> Result<Step, IdentityError> {
+        let now_us = unix_us(now);
+        let csr_sha = *cmd.csr.sha256();
+        match decide_admission(ctx, cmd, facts, now) {
+            Ok(Decision { events, outcome }) => {
+                if !events.is_empty() {
+                    append_decided(tx, events, outcome.tenant_id(), now_us, versions).await?;
+                }
+                Ok(Step::Admitted(outcome))
+            }
+            Err(DecideError::Refused(refusal)) => {
+                self.record_refusal(
+                    tx,
+                    cmd.attestor,
+                    &refusal,
+                    Some(csr_sha),
+                    cmd.digests,
+                    now_us,
+                )
+                .await?;
+                Ok(Step::Refused)
+            }
+            Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
+        }
+    }
+
+    /// What the transaction decided, as the join answers it (bound to the CSR's SHA-256).
+    fn answer(
+        &self,
+        step: Step,
+        id: String,
+        csr_sha: [u8; 32],
+        now_us: i64,
+    ) -> Result<JoinOutcome, IdentityError> {
         let trust_domain = self.config.trust_domain.to_string();
         match step {
             Step::Refused => Err(IdentityError::AccessDenied(JOIN_REFUSED)),

@@ -40,7 +40,8 @@ use crate::identity::{
     Joined, NodeState, NodeStatus, NODE_KEY_UNATTESTED,
 };
 use crate::pki::{
-    issue_node_certificate, NodeCertificateDecision, NodeId, Serial, SiteId, SpiffeId, VerifiedCsr,
+    issue_node_certificate, IssuedCertificate, NodeCertificateDecision, NodeId, Serial, SiteId,
+    SpiffeId, VerifiedCsr,
 };
 
 /// The attestor name of the admission step's own refusals (`join:<reason>`).
@@ -141,18 +142,47 @@ pub fn decide_admission(
     now: OffsetDateTime,
 ) -> Result<Decision<Admission>, DecideError<AttestorRefusal>> {
     let result = cmd.result;
-    let now_us = unix_us(now);
-    let token_id = result.token.as_ref().map(|t| t.token_id.as_str());
-    let refuse = |reason: &str| {
-        let mut r = AttestorRefusal::new(ADMISSION, reason).in_tenant(&result.tenant_id);
-        if let Some(t) = token_id {
-            r = r.with_token(t);
-        }
-        if let Some(n) = &result.reclaim_node_id {
-            r = r.with_node(n);
-        }
-        DecideError::Refused(r)
+    check_policy(cmd, facts)?;
+    let reclaimed = check_reclaim(result, facts)?;
+    let node_id = match reclaimed {
+        Some(n) => NodeId::new(&n.node_id)
+            .map_err(|e| DecideError::Failed(format!("stored node id: {e}")))?,
+        None => cmd.new_node_id.clone(),
     };
+    check_subjects(result, facts, &node_id)?;
+    let consumed = match approval_step(cmd, facts, now)? {
+        ApprovalStep::Admit(consumed) => consumed,
+        ApprovalStep::Defer(decision) => return Ok(decision),
+    };
+    admit(ctx, cmd, facts, now, reclaimed, node_id, consumed)
+}
+
+/// A refusal of the join by `attestor` (the admission step's own: [`ADMISSION`]) for `reason`,
+/// in the result's tenant, naming its token and the node it reclaims.
+fn refusal(
+    result: &AttestationResult,
+    attestor: &str,
+    reason: &str,
+) -> DecideError<AttestorRefusal> {
+    let mut r = AttestorRefusal::new(attestor, reason).in_tenant(&result.tenant_id);
+    if let Some(t) = &result.token {
+        r = r.with_token(&t.token_id);
+    }
+    if let Some(n) = &result.reclaim_node_id {
+        r = r.with_node(n);
+    }
+    DecideError::Refused(r)
+}
+
+/// Steps 1 to 3: the pool's attestor policy (in the pool owner's tenant, before anything is
+/// reclaimed or inserted), a token's expect binding, a node-key statement the renewal path
+/// cannot prove.
+fn check_policy(
+    cmd: &AdmissionCommand<'_>,
+    facts: &AdmissionFacts,
+) -> Result<(), DecideError<AttestorRefusal>> {
+    let result = cmd.result;
+    let token_id = result.token.as_ref().map(|t| t.token_id.as_str());
 
     // 1. The pool's policy, in its owner's tenant, before anything is reclaimed or inserted.
     if let Some(pool) = &facts.pool {
@@ -174,51 +204,59 @@ pub fn decide_admission(
                 .as_ref()
                 .is_some_and(|got| got.trim().eq_ignore_ascii_case(want.trim()));
             if !ok {
-                return Err(refuse("expect-product-uuid"));
+                return Err(refusal(result, ADMISSION, "expect-product-uuid"));
             }
         }
         if let Some(want) = &token.expect.mac {
             if !cmd.claims.macs.iter().any(|m| mac_eq(m, want)) {
-                return Err(refuse("expect-mac"));
+                return Err(refusal(result, ADMISSION, "expect-mac"));
             }
         }
     }
 
     // 3. A node-key statement the renewal path cannot prove.
     if !renewal_can_prove(&result.node_key) {
-        return Err(refuse("node-key-statement"));
+        return Err(refusal(result, ADMISSION, "node-key-statement"));
     }
+    Ok(())
+}
 
-    // 4. A reclaim keeps the node's tenant, site, pool and role.
-    let reclaimed = match &result.reclaim_node_id {
-        None => None,
-        Some(id) => {
-            let node = facts
-                .reclaimed
-                .as_ref()
-                .filter(|n| n.node_id == *id && n.status == NodeStatus::Active)
-                .ok_or_else(|| refuse("reclaim-inactive"))?;
-            if node.tenant_id != result.tenant_id
-                || node.site_id != result.site_id
-                || node.pool_id != result.pool_id
-                || node.role != result.role
-            {
-                return Err(refuse("reclaim-mismatch"));
-            }
-            Some(node)
-        }
+/// Step 4: the node a reclaim names exists, is active, and keeps its tenant, site, pool and
+/// role.
+fn check_reclaim<'f>(
+    result: &AttestationResult,
+    facts: &'f AdmissionFacts,
+) -> Result<Option<&'f NodeState>, DecideError<AttestorRefusal>> {
+    let Some(id) = &result.reclaim_node_id else {
+        return Ok(None);
     };
-    let node_id = match reclaimed {
-        Some(n) => NodeId::new(&n.node_id)
-            .map_err(|e| DecideError::Failed(format!("stored node id: {e}")))?,
-        None => cmd.new_node_id.clone(),
-    };
+    let node = facts
+        .reclaimed
+        .as_ref()
+        .filter(|n| n.node_id == *id && n.status == NodeStatus::Active)
+        .ok_or_else(|| refusal(result, ADMISSION, "reclaim-inactive"))?;
+    if node.tenant_id != result.tenant_id
+        || node.site_id != result.site_id
+        || node.pool_id != result.pool_id
+        || node.role != result.role
+    {
+        return Err(refusal(result, ADMISSION, "reclaim-mismatch"));
+    }
+    Ok(Some(node))
+}
 
+/// Steps 5 and 6: a subject bound to another node admits no other, and single-use evidence is
+/// used once.
+fn check_subjects(
+    result: &AttestationResult,
+    facts: &AdmissionFacts,
+    node_id: &NodeId,
+) -> Result<(), DecideError<AttestorRefusal>> {
     // 5. A subject bound to another node admits no other.
     for subject in &result.bind {
         if let Some(b) = facts.bindings.get(subject) {
             if b.node_id != node_id.as_str() {
-                return Err(refuse("bound-elsewhere"));
+                return Err(refusal(result, ADMISSION, "bound-elsewhere"));
             }
         }
     }
@@ -226,83 +264,107 @@ pub fn decide_admission(
     // 6. Single-use evidence, once.
     for u in &result.single_use {
         if facts.uses.contains(&(u.attestor.clone(), u.subject)) {
-            let mut r =
-                AttestorRefusal::new(&u.attestor, &u.reason_if_used).in_tenant(&result.tenant_id);
-            if let Some(t) = token_id {
-                r = r.with_token(t);
-            }
-            if let Some(n) = &result.reclaim_node_id {
-                r = r.with_node(n);
-            }
-            return Err(DecideError::Refused(r));
+            return Err(refusal(result, &u.attestor, &u.reason_if_used));
         }
     }
+    Ok(())
+}
 
+/// What step 7 leaves of a join: admitted (consuming the approved request it names, if any),
+/// or deferred for an operator with this decision.
+enum ApprovalStep {
+    Admit(Option<String>),
+    Defer(Decision<Admission>),
+}
+
+/// Step 7: an approval. No request (or an expired or consumed one) creates a request and
+/// defers, a live pending one defers, a rejected one refuses, an approved one past its expiry
+/// refuses, an approved one admits and is consumed.
+fn approval_step(
+    cmd: &AdmissionCommand<'_>,
+    facts: &AdmissionFacts,
+    now: OffsetDateTime,
+) -> Result<ApprovalStep, DecideError<AttestorRefusal>> {
+    let result = cmd.result;
+    let Some(ask) = &result.approval else {
+        return Ok(ApprovalStep::Admit(None));
+    };
+    let now_us = unix_us(now);
+    let token_id = result.token.as_ref().map(|t| t.token_id.as_str());
     let csr_sha256 = *cmd.csr.sha256();
-    let mut events = Vec::new();
-
-    // 7. Approval.
-    let mut consumed: Option<String> = None;
-    if let Some(ask) = &result.approval {
-        let live = |r: &JoinRequestState| r.expires_at_us > now_us;
-        let existing = facts
-            .join_request
-            .as_ref()
-            .filter(|r| r.attestor == cmd.attestor && r.subject == ask.subject);
-        match existing {
-            Some(r) if r.status == JoinRequestStatus::Rejected => {
-                return Err(refuse("request-rejected"));
-            }
-            Some(r) if r.status == JoinRequestStatus::Approved && !live(r) => {
-                return Err(refuse("request-expired"));
-            }
-            Some(r) if r.status == JoinRequestStatus::Approved => {
-                consumed = Some(r.request_id.clone());
-            }
-            Some(r) if r.status == JoinRequestStatus::Pending && live(r) => {
-                return Ok(Decision {
-                    events,
-                    outcome: Admission::Pending(PendingJoin {
-                        request_id: r.request_id.clone(),
-                        tenant_id: result.tenant_id.clone(),
-                        csr_sha256,
-                        created: false,
-                    }),
-                });
-            }
-            // None, an expired or consumed request, a pending one past its expiry: a new one.
-            _ => {
-                let digest = |d: Option<[u8; 32]>| d.map(|d| d.to_vec()).unwrap_or_default();
-                events.push(IdentityEvent::JoinRequestCreated(JoinRequestCreated {
+    let live = |r: &JoinRequestState| r.expires_at_us > now_us;
+    let existing = facts
+        .join_request
+        .as_ref()
+        .filter(|r| r.attestor == cmd.attestor && r.subject == ask.subject);
+    match existing {
+        Some(r) if r.status == JoinRequestStatus::Rejected => {
+            Err(refusal(result, ADMISSION, "request-rejected"))
+        }
+        Some(r) if r.status == JoinRequestStatus::Approved && !live(r) => {
+            Err(refusal(result, ADMISSION, "request-expired"))
+        }
+        Some(r) if r.status == JoinRequestStatus::Approved => {
+            Ok(ApprovalStep::Admit(Some(r.request_id.clone())))
+        }
+        Some(r) if r.status == JoinRequestStatus::Pending && live(r) => {
+            Ok(ApprovalStep::Defer(Decision {
+                events: Vec::new(),
+                outcome: Admission::Pending(PendingJoin {
+                    request_id: r.request_id.clone(),
+                    tenant_id: result.tenant_id.clone(),
+                    csr_sha256,
+                    created: false,
+                }),
+            }))
+        }
+        // None, an expired or consumed request, a pending one past its expiry: a new one.
+        _ => {
+            let digest = |d: Option<[u8; 32]>| d.map(|d| d.to_vec()).unwrap_or_default();
+            let events = vec![IdentityEvent::JoinRequestCreated(JoinRequestCreated {
+                request_id: cmd.new_request_id.to_owned(),
+                tenant_id: result.tenant_id.clone(),
+                attestor: cmd.attestor.to_owned(),
+                subject: ask.subject.to_vec(),
+                csr_sha256: csr_sha256.to_vec(),
+                role: result.role.as_str().to_owned(),
+                site_id: result.site_id.clone(),
+                pool_id: result.pool_id.clone(),
+                node_id: result.reclaim_node_id.clone().unwrap_or_default(),
+                token_id: token_id.unwrap_or_default().to_owned(),
+                product_uuid_sha256: digest(cmd.digests.product_uuid),
+                macs_sha256: digest(cmd.digests.macs),
+                summary: ask.summary.clone(),
+                expires_at_us: unix_us(now + JOIN_REQUEST_TTL),
+            })];
+            Ok(ApprovalStep::Defer(Decision {
+                events,
+                outcome: Admission::Pending(PendingJoin {
                     request_id: cmd.new_request_id.to_owned(),
                     tenant_id: result.tenant_id.clone(),
-                    attestor: cmd.attestor.to_owned(),
-                    subject: ask.subject.to_vec(),
-                    csr_sha256: csr_sha256.to_vec(),
-                    role: result.role.as_str().to_owned(),
-                    site_id: result.site_id.clone(),
-                    pool_id: result.pool_id.clone(),
-                    node_id: result.reclaim_node_id.clone().unwrap_or_default(),
-                    token_id: token_id.unwrap_or_default().to_owned(),
-                    product_uuid_sha256: digest(cmd.digests.product_uuid),
-                    macs_sha256: digest(cmd.digests.macs),
-                    summary: ask.summary.clone(),
-                    expires_at_us: unix_us(now + JOIN_REQUEST_TTL),
-                }));
-                return Ok(Decision {
-                    events,
-                    outcome: Admission::Pending(PendingJoin {
-                        request_id: cmd.new_request_id.to_owned(),
-                        tenant_id: result.tenant_id.clone(),
-                        csr_sha256,
-                        created: true,
-                    }),
-                });
-            }
+                    csr_sha256,
+                    created: true,
+                }),
+            }))
         }
     }
+}
 
-    // Admitted: the events.
+/// Admitted: on a reclaim the old identity's revocation, then the node, its certificate and
+/// what the join spends ([`spent`]).
+fn admit(
+    ctx: &JoinContext<'_>,
+    cmd: &AdmissionCommand<'_>,
+    facts: &AdmissionFacts,
+    now: OffsetDateTime,
+    reclaimed: Option<&NodeState>,
+    node_id: NodeId,
+    consumed: Option<String>,
+) -> Result<Decision<Admission>, DecideError<AttestorRefusal>> {
+    let result = cmd.result;
+    let token_id = result.token.as_ref().map(|t| t.token_id.as_str());
+    let csr_sha256 = *cmd.csr.sha256();
+    let mut events = Vec::new();
     let (generation, is_reclaim) = match reclaimed {
         Some(n) => {
             let generation = n.identity_generation + 1;
@@ -316,29 +378,7 @@ pub fn decide_admission(
         }
         None => (1, false),
     };
-    let site = SiteId::new(&result.site_id)
-        .map_err(|e| DecideError::Failed(format!("site id {:?}: {e}", result.site_id)))?;
-    // The node-key statement goes into the certificate after the SPIFFE ID, so every renewal
-    // must prove it again (spec 000 "Renewing a TPM-held key").
-    let statements = match &result.node_key {
-        NodeKeyStatement::Unattested => Vec::new(),
-        NodeKeyStatement::Statement { uri, .. } => vec![crate::pki::NodeKeyStatement::new(uri)
-            .map_err(|_| {
-                DecideError::Refused(
-                    AttestorRefusal::new(ADMISSION, "node-key-statement")
-                        .in_tenant(&result.tenant_id),
-                )
-            })?],
-    };
-    let decision = NodeCertificateDecision {
-        spiffe_id: SpiffeId::new(ctx.trust_domain.clone(), site, node_id.clone()),
-        role: result.role,
-        serial: cmd.serial.clone(),
-        requested_lifetime: Some(ctx.lifetime_for(result.role)),
-        statements,
-    };
-    let issued = issue_node_certificate(ctx.node_ca, cmd.csr, &decision, now)
-        .map_err(|e| DecideError::Failed(format!("issuing the node certificate: {e}")))?;
+    let issued = issue_certificate(ctx, cmd, &node_id, now)?;
 
     let digest = |d: Option<[u8; 32]>| d.map(|d| d.to_vec()).unwrap_or_default();
     let (node_key, node_key_uri) = match &result.node_key {
@@ -387,6 +427,55 @@ pub fn decide_admission(
         renewed_serial: String::new(),
         allowed_kinds: result.allowed_kinds.clone(),
     }));
+    events.extend(spent(cmd, facts, node, consumed)?);
+    Ok(Decision {
+        events,
+        outcome: Admission::Joined(Box::new(outcome)),
+    })
+}
+
+/// The certificate of an admitted join. The node-key statement goes into it after the SPIFFE
+/// ID, so every renewal must prove it again (spec 000 "Renewing a TPM-held key").
+fn issue_certificate(
+    ctx: &JoinContext<'_>,
+    cmd: &AdmissionCommand<'_>,
+    node_id: &NodeId,
+    now: OffsetDateTime,
+) -> Result<IssuedCertificate, DecideError<AttestorRefusal>> {
+    let result = cmd.result;
+    let site = SiteId::new(&result.site_id)
+        .map_err(|e| DecideError::Failed(format!("site id {:?}: {e}", result.site_id)))?;
+    let statements = match &result.node_key {
+        NodeKeyStatement::Unattested => Vec::new(),
+        NodeKeyStatement::Statement { uri, .. } => vec![crate::pki::NodeKeyStatement::new(uri)
+            .map_err(|_| {
+                DecideError::Refused(
+                    AttestorRefusal::new(ADMISSION, "node-key-statement")
+                        .in_tenant(&result.tenant_id),
+                )
+            })?],
+    };
+    let decision = NodeCertificateDecision {
+        spiffe_id: SpiffeId::new(ctx.trust_domain.clone(), site, node_id.clone()),
+        role: result.role,
+        serial: cmd.serial.clone(),
+        requested_lifetime: Some(ctx.lifetime_for(result.role)),
+        statements,
+    };
+    issue_node_certificate(ctx.node_ca, cmd.csr, &decision, now)
+        .map_err(|e| DecideError::Failed(format!("issuing the node certificate: {e}")))
+}
+
+/// What an admitted join spends, in order: each single-use subject, each subject to bind not
+/// bound yet, a use of its token, the approved request it consumes.
+fn spent(
+    cmd: &AdmissionCommand<'_>,
+    facts: &AdmissionFacts,
+    node: String,
+    consumed: Option<String>,
+) -> Result<Vec<IdentityEvent>, DecideError<AttestorRefusal>> {
+    let result = cmd.result;
+    let mut events = Vec::new();
     for u in &result.single_use {
         events.push(IdentityEvent::EvidenceUsed(EvidenceUsed {
             attestor: u.attestor.clone(),
@@ -425,8 +514,5 @@ pub fn decide_admission(
             node_id: node,
         }));
     }
-    Ok(Decision {
-        events,
-        outcome: Admission::Joined(Box::new(outcome)),
-    })
+    Ok(events)
 }

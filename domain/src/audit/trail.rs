@@ -335,6 +335,88 @@ impl<I: Iterator<Item = TrailLeaf>> LeafWalk<I> {
     }
 }
 
+/// Checkpoint `k` of the trail, opened against the log's origin and key; `from_index` is the
+/// first leaf it covers that the one before did not.
+fn open_checkpoint(
+    cp: &TrailCheckpoint,
+    k: usize,
+    from_index: u64,
+    origin: &str,
+    key: &AuditPublicKey,
+) -> Result<Checkpoint, TrailFault> {
+    Checkpoint::open(&cp.signed_note, origin, key).map_err(|e| match e {
+        CheckpointError::Note(
+            source @ (NoteError::UnknownKeyId { .. } | NoteError::NotSignedByKey { .. }),
+        ) => TrailFault::WrongKey {
+            checkpoint: k,
+            from_index,
+            source,
+        },
+        CheckpointError::Note(source @ NoteError::BadSignature { .. }) => {
+            TrailFault::BadSignature {
+                checkpoint: k,
+                from_index,
+                source,
+            }
+        }
+        source => TrailFault::MalformedCheckpoint {
+            checkpoint: k,
+            from_index,
+            source,
+        },
+    })
+}
+
+/// Checkpoint `k` (opened: `head`) chains to the one before (`last_note`) and extends its tree
+/// (`signed_size` leaves, root `signed_root`): never smaller, no other root at the same size,
+/// and its consistency proof, when it has one, holds.
+fn check_extension(
+    cp: &TrailCheckpoint,
+    k: usize,
+    head: &Checkpoint,
+    signed_size: u64,
+    signed_root: &Hash,
+    last_note: Option<Hash>,
+) -> Result<(), TrailFault> {
+    let from_index = signed_size;
+    if cp.previous_note_sha256 != last_note {
+        let show = |h: Option<Hash>| h.map_or_else(|| "none".to_string(), hex::encode);
+        return Err(TrailFault::BrokenChain {
+            checkpoint: k,
+            from_index,
+            expected: show(last_note),
+            found: show(cp.previous_note_sha256),
+        });
+    }
+
+    if head.size < signed_size {
+        return Err(TrailFault::NotExtension {
+            checkpoint: k,
+            previous_size: signed_size,
+            size: head.size,
+            source: None,
+        });
+    }
+    if k > 0 && head.size == signed_size && head.root != *signed_root {
+        return Err(TrailFault::Fork {
+            checkpoint: k,
+            size: head.size,
+            from_index,
+        });
+    }
+    if let Some(proof) = &cp.consistency_proof {
+        verify_consistency(signed_size, head.size, signed_root, &head.root, proof).map_err(
+            |e| TrailFault::NotExtension {
+                checkpoint: k,
+                previous_size: signed_size,
+                size: head.size,
+                source: Some(e),
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// Verifies a tenant's trail (see the module doc). `origin` is the tenant's log origin
 /// (`<trust-domain>/audit/<tenant>`), `key` the audit key, already checked against the pin.
 /// `progress` is called every [`PROGRESS_EVERY`] leaves, after each checkpoint and at the end.
@@ -395,63 +477,8 @@ where
 
     for (k, cp) in checkpoints.iter().enumerate() {
         let from_index = signed_size;
-        let head = Checkpoint::open(&cp.signed_note, origin, key).map_err(|e| match e {
-            CheckpointError::Note(
-                source @ (NoteError::UnknownKeyId { .. } | NoteError::NotSignedByKey { .. }),
-            ) => TrailFault::WrongKey {
-                checkpoint: k,
-                from_index,
-                source,
-            },
-            CheckpointError::Note(source @ NoteError::BadSignature { .. }) => {
-                TrailFault::BadSignature {
-                    checkpoint: k,
-                    from_index,
-                    source,
-                }
-            }
-            source => TrailFault::MalformedCheckpoint {
-                checkpoint: k,
-                from_index,
-                source,
-            },
-        })?;
-
-        if cp.previous_note_sha256 != last_note {
-            let show = |h: Option<Hash>| h.map_or_else(|| "none".to_string(), hex::encode);
-            return Err(TrailFault::BrokenChain {
-                checkpoint: k,
-                from_index,
-                expected: show(last_note),
-                found: show(cp.previous_note_sha256),
-            });
-        }
-
-        if head.size < signed_size {
-            return Err(TrailFault::NotExtension {
-                checkpoint: k,
-                previous_size: signed_size,
-                size: head.size,
-                source: None,
-            });
-        }
-        if k > 0 && head.size == signed_size && head.root != signed_root {
-            return Err(TrailFault::Fork {
-                checkpoint: k,
-                size: head.size,
-                from_index,
-            });
-        }
-        if let Some(proof) = &cp.consistency_proof {
-            verify_consistency(signed_size, head.size, &signed_root, &head.root, proof).map_err(
-                |e| TrailFault::NotExtension {
-                    checkpoint: k,
-                    previous_size: signed_size,
-                    size: head.size,
-                    source: Some(e),
-                },
-            )?;
-        }
+        let head = open_checkpoint(cp, k, from_index, origin, key)?;
+        check_extension(cp, k, &head, signed_size, &signed_root, last_note)?;
 
         let mut from_position = None;
         while walk.tree.size() < head.size {

@@ -288,47 +288,7 @@ pub fn decide_enqueue(
             .collect::<Vec<_>>()
             .join(", "),
     })?;
-    let node = state
-        .node
-        .as_ref()
-        .ok_or_else(|| EnqueueRefusal::NodeNotFound {
-            node_id: command.node_id.clone(),
-        })?;
-    if node.status != "active" {
-        return Err(EnqueueRefusal::NodeNotActive {
-            node_id: command.node_id.clone(),
-            status: node.status.clone(),
-        });
-    }
-    if !node.has_live_certificate {
-        return Err(EnqueueRefusal::NodeRevoked {
-            node_id: command.node_id.clone(),
-        });
-    }
-    let role_allows = node
-        .role
-        .parse::<NodeRole>()
-        .map(|role| kind.allows_role(role))
-        .unwrap_or(false);
-    if !role_allows {
-        return Err(EnqueueRefusal::RoleNotAllowed {
-            kind: kind.name.to_string(),
-            role: node.role.clone(),
-            allowed: kinds_of_role(&node.role),
-        });
-    }
-    if !node.allowed_kinds.is_empty()
-        && !node
-            .allowed_kinds
-            .iter()
-            .any(|p| pattern_allows(p, kind.name))
-    {
-        return Err(EnqueueRefusal::KindNotAllowed {
-            node_id: command.node_id.clone(),
-            kind: kind.name.to_string(),
-            allowed: node.allowed_kinds.join(","),
-        });
-    }
+    let node = check_node(command, state, kind)?;
     if command.payload.len() > MAX_PAYLOAD_BYTES {
         return Err(EnqueueRefusal::PayloadTooLarge {
             len: command.payload.len(),
@@ -396,6 +356,57 @@ pub fn decide_enqueue(
         .min(asked_end(MAX_LIFETIME_US))
         .min(state.now_us.saturating_add(MAX_LIFETIME_US));
     Ok(base(held, Some(leaf), not_after_us))
+}
+
+/// The node a command is for: it exists, is active, holds a live certificate, and its role and
+/// its certificate's allowed kinds admit the command's kind.
+fn check_node<'s>(
+    command: &EnqueueCommand,
+    state: &'s EnqueueState,
+    kind: &KindSpec,
+) -> Result<&'s NodeFacts, EnqueueRefusal> {
+    let node = state
+        .node
+        .as_ref()
+        .ok_or_else(|| EnqueueRefusal::NodeNotFound {
+            node_id: command.node_id.clone(),
+        })?;
+    if node.status != "active" {
+        return Err(EnqueueRefusal::NodeNotActive {
+            node_id: command.node_id.clone(),
+            status: node.status.clone(),
+        });
+    }
+    if !node.has_live_certificate {
+        return Err(EnqueueRefusal::NodeRevoked {
+            node_id: command.node_id.clone(),
+        });
+    }
+    let role_allows = node
+        .role
+        .parse::<NodeRole>()
+        .map(|role| kind.allows_role(role))
+        .unwrap_or(false);
+    if !role_allows {
+        return Err(EnqueueRefusal::RoleNotAllowed {
+            kind: kind.name.to_string(),
+            role: node.role.clone(),
+            allowed: kinds_of_role(&node.role),
+        });
+    }
+    if !node.allowed_kinds.is_empty()
+        && !node
+            .allowed_kinds
+            .iter()
+            .any(|p| pattern_allows(p, kind.name))
+    {
+        return Err(EnqueueRefusal::KindNotAllowed {
+            node_id: command.node_id.clone(),
+            kind: kind.name.to_string(),
+            allowed: node.allowed_kinds.join(","),
+        });
+    }
+    Ok(node)
 }
 
 /// The leaf a batched command uses: the one bound to its payload's SHA-256 when the scope has
