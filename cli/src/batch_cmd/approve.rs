@@ -10,10 +10,11 @@
 //! `--trust-domain` is only an override that must match it, and a server that says it checks
 //! approvals in another trust domain is refused before anything is signed.
 
+use commands::quorum::ScopeEntry;
 use commands::{Clock, SystemClock};
 use domain::quorum::{
-    batch_approval_signing_input, ApprovalSignature, BatchStatus, ScopeLeaf, ScopeTree,
-    TrustDomain, MAX_SCOPE_LEAVES,
+    batch_approval_signing_input, ApprovalSignature, BatchApprovalState, BatchId, BatchStatus,
+    ScopeLeaf, ScopeTree, TrustDomain, MAX_SCOPE_LEAVES,
 };
 use serde_json::json;
 
@@ -104,92 +105,10 @@ pub(crate) async fn approve_with<S: BatchSource>(
         )));
     }
     let state = &view.state;
-    if state.status != BatchStatus::Pending {
-        return Err(BatchCmdError::State(format!(
-            "batch {id} is {}, not pending: only a pending batch takes approvals",
-            state.status.as_str()
-        )));
-    }
-    if state.scope_size == 0 || state.scope_size as usize > MAX_SCOPE_LEAVES {
-        return Err(BatchCmdError::InvalidResponse(format!(
-            "batch {id} claims a scope of {} leaves",
-            state.scope_size
-        )));
-    }
-    let now = SystemClock.now_us();
-    if now > state.not_after_us {
-        return Err(BatchCmdError::State(format!(
-            "batch {id}'s window closed at {}; create a new batch",
-            crate::output::rfc3339_us(state.not_after_us)
-        )));
-    }
-    let max_end = now.saturating_add(i64::from(args.max_hours) * 3_600_000_000);
-    if state.not_after_us > max_end {
-        return Err(BatchCmdError::State(format!(
-            "batch {id}'s window stays open until {}, more than --max-hours {} from now; an approval admits its commands until then",
-            crate::output::rfc3339_us(state.not_after_us), args.max_hours
-        )));
-    }
+    check_window(args, &id, state)?;
     // Page the scope and recompute the root from the listed leaves.
     let entries = source.scope(&id, state.scope_size).await?;
-    let leaves: Vec<ScopeLeaf> = entries.iter().map(|e| e.leaf.clone()).collect();
-    let tree =
-        ScopeTree::build(&id, &leaves).map_err(|e| BatchCmdError::ScopeMismatch(e.to_string()))?;
-    if tree.root() != state.scope_root
-        || tree.size() != state.scope_size
-        || leaves.len() != state.scope_size as usize
-    {
-        return Err(BatchCmdError::ScopeMismatch(format!(
-            "the {} listed leaves give root {} over {} distinct leaves, the batch claims {} over {}",
-            leaves.len(),
-            tree.root(),
-            tree.size(),
-            state.scope_root,
-            state.scope_size
-        )));
-    }
-    if let Some(reviewed) = &args.root {
-        if !reviewed.eq_ignore_ascii_case(&state.scope_root.to_hex()) {
-            return Err(BatchCmdError::ScopeChanged {
-                actual: state.scope_root,
-                reviewed: reviewed.clone(),
-            });
-        }
-    }
-    if let Some(path) = &args.expect {
-        let mismatch = match read_expect(path)? {
-            Expected::Subjects(want) => {
-                let have = leaves.iter().map(|l| l.subject().to_string()).collect();
-                difference(&want, &have)
-            }
-            Expected::Commands(want) => {
-                let have = leaves
-                    .iter()
-                    .map(|l| (l.subject().to_string(), l.kind().to_string()))
-                    .collect();
-                difference(&want, &have)
-            }
-        };
-        if let Some(m) = mismatch {
-            return Err(BatchCmdError::ScopeUnexpected(m));
-        }
-    }
-    let unbound: Vec<&ScopeLeaf> = leaves
-        .iter()
-        .filter(|l| l.payload_sha256().is_none())
-        .collect();
-    if !unbound.is_empty() && !args.allow_unbound {
-        let sample = unbound
-            .iter()
-            .take(5)
-            .map(|l| format!("{} {}", printable(l.subject()), printable(l.kind())))
-            .collect::<Vec<_>>()
-            .join(", ");
-        return Err(BatchCmdError::Unbound {
-            count: unbound.len(),
-            sample,
-        });
-    }
+    let leaves = check_scope(args, &id, state, &entries)?;
     let ops = operations(&entries, args.allow_opaque)?;
     if let Some(path) = &args.operations_out {
         write_operations(path, &ops)?;
@@ -259,4 +178,109 @@ pub(crate) async fn approve_with<S: BatchSource>(
         );
     }
     Ok(())
+}
+
+/// The batch takes approvals and an approval's reach is bounded: pending, a scope of a size
+/// it may have, its window open and closing within `--max-hours`.
+fn check_window(
+    args: &ApproveArgs,
+    id: &BatchId,
+    state: &BatchApprovalState,
+) -> Result<(), BatchCmdError> {
+    if state.status != BatchStatus::Pending {
+        return Err(BatchCmdError::State(format!(
+            "batch {id} is {}, not pending: only a pending batch takes approvals",
+            state.status.as_str()
+        )));
+    }
+    if state.scope_size == 0 || state.scope_size as usize > MAX_SCOPE_LEAVES {
+        return Err(BatchCmdError::InvalidResponse(format!(
+            "batch {id} claims a scope of {} leaves",
+            state.scope_size
+        )));
+    }
+    let now = SystemClock.now_us();
+    if now > state.not_after_us {
+        return Err(BatchCmdError::State(format!(
+            "batch {id}'s window closed at {}; create a new batch",
+            crate::output::rfc3339_us(state.not_after_us)
+        )));
+    }
+    let max_end = now.saturating_add(i64::from(args.max_hours) * 3_600_000_000);
+    if state.not_after_us > max_end {
+        return Err(BatchCmdError::State(format!(
+            "batch {id}'s window stays open until {}, more than --max-hours {} from now; an approval admits its commands until then",
+            crate::output::rfc3339_us(state.not_after_us), args.max_hours
+        )));
+    }
+    Ok(())
+}
+
+/// The listed leaves are the batch's scope (they give its root and size), the one reviewed
+/// (`--root`) and expected (`--expect`), each bound to a payload unless `--allow-unbound`.
+fn check_scope(
+    args: &ApproveArgs,
+    id: &BatchId,
+    state: &BatchApprovalState,
+    entries: &[ScopeEntry],
+) -> Result<Vec<ScopeLeaf>, BatchCmdError> {
+    let leaves: Vec<ScopeLeaf> = entries.iter().map(|e| e.leaf.clone()).collect();
+    let tree =
+        ScopeTree::build(&id, &leaves).map_err(|e| BatchCmdError::ScopeMismatch(e.to_string()))?;
+    if tree.root() != state.scope_root
+        || tree.size() != state.scope_size
+        || leaves.len() != state.scope_size as usize
+    {
+        return Err(BatchCmdError::ScopeMismatch(format!(
+            "the {} listed leaves give root {} over {} distinct leaves, the batch claims {} over {}",
+            leaves.len(),
+            tree.root(),
+            tree.size(),
+            state.scope_root,
+            state.scope_size
+        )));
+    }
+    if let Some(reviewed) = &args.root {
+        if !reviewed.eq_ignore_ascii_case(&state.scope_root.to_hex()) {
+            return Err(BatchCmdError::ScopeChanged {
+                actual: state.scope_root,
+                reviewed: reviewed.clone(),
+            });
+        }
+    }
+    if let Some(path) = &args.expect {
+        let mismatch = match read_expect(path)? {
+            Expected::Subjects(want) => {
+                let have = leaves.iter().map(|l| l.subject().to_string()).collect();
+                difference(&want, &have)
+            }
+            Expected::Commands(want) => {
+                let have = leaves
+                    .iter()
+                    .map(|l| (l.subject().to_string(), l.kind().to_string()))
+                    .collect();
+                difference(&want, &have)
+            }
+        };
+        if let Some(m) = mismatch {
+            return Err(BatchCmdError::ScopeUnexpected(m));
+        }
+    }
+    let unbound: Vec<&ScopeLeaf> = leaves
+        .iter()
+        .filter(|l| l.payload_sha256().is_none())
+        .collect();
+    if !unbound.is_empty() && !args.allow_unbound {
+        let sample = unbound
+            .iter()
+            .take(5)
+            .map(|l| format!("{} {}", printable(l.subject()), printable(l.kind())))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(BatchCmdError::Unbound {
+            count: unbound.len(),
+            sample,
+        });
+    }
+    Ok(leaves)
 }
