@@ -4,16 +4,24 @@
 //!   events, projections, migrations"), tests and benches included;
 //! - `gateway` and `commands` do not depend on `sqlx` (they reach tables through projections);
 //! - no source file outside tests and benches is over 650 lines;
-//! - no import circle between the files of a crate: no two files reach each other through `use`
-//!   (or `crate::` / `super::` paths), directly or through others. A module's own parent and
-//!   children are not counted: a child naming its parent's items and a parent declaring (and
-//!   re-exporting) its children is how Rust lays out one module, not a circle between two.
+//! - no import circle between the files of a crate: each `use` and each path in code is followed
+//!   to the file that defines the name (through `pub use` re-exports, globs included), and no
+//!   two files may reach each other that way, directly or through others. Edges to a parent and
+//!   to the crate root count like any other; only a parent's `mod child;` declaration does not;
+//! - no function in a crate's `src` is over 120 lines (from its `fn` line to its closing brace,
+//!   test items aside), but for the few listed with their reason.
 //!
 //! Each rule reports every offender with its path, so a failure says exactly what to move.
+
+mod code;
+mod modules;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use code::{code_only, functions, without_test_items};
+use modules::{crates_of, defining_module, file_edges, import_circles, Crate};
 
 /// The crates of the workspace (top-level folders).
 const CRATES: &[&str] = &[
@@ -264,257 +272,17 @@ fn no_source_file_outside_tests_is_over_650_lines() {
     );
 }
 
-/// A crate's module tree: module path (`["identity", "join"]`) to its file.
-fn module_files(src: &Path) -> BTreeMap<Vec<String>, PathBuf> {
+/// A crate's sources under `src`, by path relative to it.
+fn source_files(src: &Path) -> BTreeMap<PathBuf, String> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
-    let mut out = BTreeMap::new();
-    for file in files {
-        let rel = file.strip_prefix(src).unwrap_or(&file);
-        let mut parts: Vec<String> = rel
-            .iter()
-            .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
-            .collect();
-        match parts.last().map(String::as_str) {
-            Some("lib") | Some("main") if parts.len() == 1 => parts.clear(),
-            Some("mod") => {
-                parts.pop();
-            }
-            _ => {}
-        }
-        // Binaries under src/bin are crates of their own: leave them out.
-        if parts.first().is_some_and(|p| p == "bin") {
-            continue;
-        }
-        out.insert(parts, file);
-    }
-    out
-}
-
-/// The module paths `code` (in module `here`) names through `crate::`, `super::` and `self::`,
-/// including each name of a `use a::{b, c}` group.
-fn named_paths(code: &str, here: &[String]) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let bytes = code.as_bytes();
-    let is_ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut i = 0;
-    while i < bytes.len() {
-        if !code.is_char_boundary(i) {
-            i += 1;
-            continue;
-        }
-        let starts_word = i == 0 || !(is_ident(bytes[i - 1]) || bytes[i - 1] == b':');
-        let rest = &code[i..];
-        let start = ["crate::", "super::", "self::"]
-            .into_iter()
-            .find(|p| starts_word && rest.starts_with(p));
-        let Some(_) = start else {
-            i += 1;
-            continue;
-        };
-        // Read a path with optional `{...}` groups (one level is enough for this tree).
-        let mut end = i;
-        let mut depth = 0;
-        while end < bytes.len() {
-            let c = bytes[end];
-            if c == b'{' {
-                depth += 1;
-            } else if c == b'}' {
-                if depth == 0 {
-                    break;
-                }
-                depth -= 1;
-            } else if depth == 0 && !(is_ident(c) || c == b':') {
-                break;
-            }
-            end += 1;
-        }
-        let text = &code[i..end];
-        for path in expand(text) {
-            let mut segs: Vec<String> = Vec::new();
-            let mut resolved: Vec<String> = Vec::new();
-            let mut first = true;
-            for seg in path.split("::").filter(|s| !s.is_empty()) {
-                if first {
-                    first = false;
-                    match seg {
-                        "crate" => resolved.clear(),
-                        "self" => resolved = here.to_vec(),
-                        "super" => {
-                            resolved = here.to_vec();
-                            resolved.pop();
-                        }
-                        _ => {}
-                    }
-                    continue;
-                }
-                if seg == "super" && segs.is_empty() {
-                    resolved.pop();
-                    continue;
-                }
-                segs.push(seg.to_string());
-            }
-            resolved.extend(segs);
-            out.push(resolved);
-        }
-        i = end.max(i + 1);
-    }
-    out
-}
-
-/// `a::{b, c::d}` into `a::b`, `a::c::d`.
-fn expand(text: &str) -> Vec<String> {
-    match text.find('{') {
-        None => vec![text.to_string()],
-        Some(open) => {
-            let prefix = &text[..open];
-            let inner = text[open + 1..].trim_end_matches('}');
-            let mut parts = Vec::new();
-            let mut depth = 0;
-            let mut current = String::new();
-            for c in inner.chars() {
-                match c {
-                    '{' => {
-                        depth += 1;
-                        current.push(c);
-                    }
-                    '}' => {
-                        depth -= 1;
-                        current.push(c);
-                    }
-                    ',' if depth == 0 => {
-                        parts.push(std::mem::take(&mut current));
-                    }
-                    c if c.is_whitespace() => {}
-                    c => current.push(c),
-                }
-            }
-            parts.push(current);
-            parts
-                .into_iter()
-                .filter(|p| !p.is_empty())
-                .flat_map(|p| expand(&format!("{prefix}{p}")))
-                .collect()
-        }
-    }
-}
-
-/// The file a module path lands in: the longest prefix of it that is a module of the crate.
-fn landing<'a>(
-    path: &[String],
-    modules: &'a BTreeMap<Vec<String>, PathBuf>,
-) -> Option<(&'a Vec<String>, &'a PathBuf)> {
-    (0..=path.len())
-        .rev()
-        .find_map(|n| modules.get_key_value(&path[..n]))
-}
-
-fn is_prefix(a: &[String], b: &[String]) -> bool {
-    a.len() <= b.len() && a == &b[..a.len()]
-}
-
-/// The circles among the files of one crate's `src`, each as the files in it.
-fn import_circles(src: &Path) -> Vec<Vec<String>> {
-    let modules = module_files(src);
-    let mut edges: BTreeMap<&Vec<String>, BTreeSet<&Vec<String>>> = BTreeMap::new();
-    for (module, file) in &modules {
-        let Ok(text) = fs::read_to_string(file) else {
-            continue;
-        };
-        let code = without_comments(&text);
-        // Test modules inside a file may name anything; they are not part of the build's graph.
-        let code = match code.find("#[cfg(test)]") {
-            Some(at) => &code[..at],
-            None => &code[..],
-        };
-        for path in named_paths(code, module) {
-            if let Some((target, _)) = landing(&path, &modules) {
-                if target != module && !is_prefix(target, module) && !is_prefix(module, target) {
-                    edges.entry(module).or_default().insert(target);
-                }
-            }
-        }
-    }
-    // Tarjan's strongly connected components, written out plainly: a component of more than
-    // one file is a circle.
-    let nodes: Vec<&Vec<String>> = modules.keys().collect();
-    let index_of: BTreeMap<&Vec<String>, usize> =
-        nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-    let adjacency: Vec<Vec<usize>> = nodes
-        .iter()
-        .map(|n| {
-            edges
-                .get(n)
-                .map(|ts| ts.iter().map(|t| index_of[t]).collect())
-                .unwrap_or_default()
-        })
-        .collect();
-    let components = strongly_connected(&adjacency);
-    components
+    files
         .into_iter()
-        .filter(|c| c.len() > 1)
-        .map(|c| {
-            let mut names: Vec<String> = c.iter().map(|&i| relative(&modules[nodes[i]])).collect();
-            names.sort();
-            names
+        .filter_map(|f| {
+            let text = fs::read_to_string(&f).ok()?;
+            Some((f.strip_prefix(src).ok()?.to_path_buf(), text))
         })
         .collect()
-}
-
-fn strongly_connected(adjacency: &[Vec<usize>]) -> Vec<Vec<usize>> {
-    struct State<'a> {
-        adjacency: &'a [Vec<usize>],
-        index: Vec<Option<usize>>,
-        low: Vec<usize>,
-        on_stack: Vec<bool>,
-        stack: Vec<usize>,
-        next: usize,
-        out: Vec<Vec<usize>>,
-    }
-    fn visit(s: &mut State<'_>, v: usize) {
-        s.index[v] = Some(s.next);
-        s.low[v] = s.next;
-        s.next += 1;
-        s.stack.push(v);
-        s.on_stack[v] = true;
-        for &w in &s.adjacency[v] {
-            match s.index[w] {
-                None => {
-                    visit(s, w);
-                    s.low[v] = s.low[v].min(s.low[w]);
-                }
-                Some(iw) if s.on_stack[w] => s.low[v] = s.low[v].min(iw),
-                Some(_) => {}
-            }
-        }
-        if Some(s.low[v]) == s.index[v] {
-            let mut component = Vec::new();
-            while let Some(w) = s.stack.pop() {
-                s.on_stack[w] = false;
-                component.push(w);
-                if w == v {
-                    break;
-                }
-            }
-            s.out.push(component);
-        }
-    }
-    let n = adjacency.len();
-    let mut s = State {
-        adjacency,
-        index: vec![None; n],
-        low: vec![0; n],
-        on_stack: vec![false; n],
-        stack: Vec::new(),
-        next: 0,
-        out: Vec::new(),
-    };
-    for v in 0..n {
-        if s.index[v].is_none() {
-            visit(&mut s, v);
-        }
-    }
-    s.out
 }
 
 #[test]
@@ -522,47 +290,207 @@ fn no_import_circle_between_files() {
     let root = workspace_root();
     let mut offenders = Vec::new();
     for krate in CRATES {
-        for circle in import_circles(&root.join(krate).join("src")) {
-            offenders.push(circle.join(" <-> "));
+        let src = root.join(krate).join("src");
+        for modules in crates_of(&source_files(&src)) {
+            for (files, edges) in import_circles(&modules) {
+                let files: Vec<String> = files.iter().map(|f| relative(&src.join(f))).collect();
+                offenders.push(format!("{} files: {}", files.len(), files.join(" <-> ")));
+                offenders.extend(edges.iter().map(|e| format!("    {krate}/src/{e}")));
+            }
         }
     }
     assert!(
         offenders.is_empty(),
-        "files that reach each other through their imports (move what they share into a module \
-         both use):\n{}",
+        "files that reach each other through what they name (move what they share into a \
+         module of its own that imports neither):\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// An in-memory crate: `(path under src, text)`.
+fn crate_of(files: &[(&str, &str)]) -> Crate {
+    let files: BTreeMap<PathBuf, String> = files
+        .iter()
+        .map(|(p, t)| (PathBuf::from(p), t.to_string()))
+        .collect();
+    crates_of(&files).remove(0)
+}
+
+fn module(path: &str) -> Vec<String> {
+    path.split("::")
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_resolver_sees_through_re_exports_globs_and_groups() {
+    let krate = crate_of(&[
+        (
+            "lib.rs",
+            "mod a;\nmod b;\nmod c;\nmod d;\npub use a::Thing;\npub use std::fmt as f;\n",
+        ),
+        ("a/mod.rs", "mod inner;\npub use inner::*;\n"),
+        ("a/inner.rs", "pub struct Thing;\npub fn helper() {}\n"),
+        // A group, with a re-export chain (crate root, then a glob) behind one name.
+        ("b.rs", "use crate::{Thing, a::{helper, inner::{self}}};\n"),
+        ("c.rs", "pub use crate::a::helper as h;\n"),
+        ("d.rs", "use super::c::h;\nfn f() { crate::c::h(); }\n"),
+    ]);
+    let defining = |here: &str, path: &str| defining_module(&krate, &module(here), &module(path));
+    assert_eq!(defining("b", "crate::Thing"), Some(module("a::inner")));
+    assert_eq!(defining("b", "crate::a::helper"), Some(module("a::inner")));
+    assert_eq!(defining("d", "super::c::h"), Some(module("a::inner")));
+    assert_eq!(defining("b", "std::fmt"), None);
+    // A name another crate defines is no edge to the file that imports it.
+    assert_eq!(defining("d", "crate::f::Debug"), None);
+    let edges = file_edges(&krate);
+    let targets = |from: &str| -> Vec<Vec<String>> {
+        edges
+            .keys()
+            .filter(|(f, _)| f == &module(from))
+            .map(|(_, t)| t.clone())
+            .collect()
+    };
+    // Every name of b's group lands in inner.rs: not in lib.rs or a/mod.rs that re-export it.
+    assert_eq!(targets("b"), vec![module("a::inner")]);
+    assert_eq!(targets("d"), vec![module("a::inner")]);
+    // A re-export is an edge of the file that re-exports; a `mod x;` declaration is not.
+    assert_eq!(targets(""), vec![module("a::inner")]);
+    assert_eq!(targets("a"), vec![module("a::inner")]);
+}
+
+#[test]
+fn the_circle_finder_counts_parents_but_not_mod_declarations() {
+    let circles = |files: &[(&str, &str)]| -> Vec<Vec<PathBuf>> {
+        import_circles(&crate_of(files))
+            .into_iter()
+            .map(|(files, _)| files)
+            .collect()
+    };
+    // A parent re-exporting a child that names the parent's own type: a circle.
+    let found = circles(&[
+        ("lib.rs", "mod a;\nmod b;\nmod c;\n"),
+        ("a/mod.rs", "mod x;\npub use x::X;\npub struct P;\n"),
+        ("a/x.rs", "use super::P;\npub struct X(P);\n"),
+        // Comments and strings name nothing; test items are not part of the build.
+        ("b.rs", "use crate::c::{C, D as _};\n// use crate::a::X;\n"),
+        ("c.rs", "pub struct C; pub struct D;\nfn f() { let _ = \"crate::b::g\"; }\n#[cfg(test)]\nmod tests { use crate::b::*; }\n"),
+    ]);
+    assert_eq!(
+        found,
+        vec![vec![PathBuf::from("a/mod.rs"), PathBuf::from("a/x.rs")]]
+    );
+    // The same child under a parent that only declares it: no circle.
+    let found = circles(&[
+        ("lib.rs", "mod a;\n"),
+        ("a/mod.rs", "mod x;\npub struct P;\n"),
+        ("a/x.rs", "use super::P;\npub struct X(P);\n"),
+    ]);
+    assert!(found.is_empty(), "{found:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// No function over MAX_FN_LINES lines.
+
+/// The longest a function in a crate's `src` may be, from its `fn` line to its closing brace.
+const MAX_FN_LINES: usize = 120;
+
+/// The functions over [`MAX_FN_LINES`] that stay whole: `(file, function, why)`. None is a
+/// decider; each is a shell's sequence or loop whose steps share its locals.
+const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
+    (
+        "gateway/src/run.rs",
+        "serve_edge",
+        "the edge's start: one linear wiring of feed, TLS, listeners, command poller, health \
+         and server, whose parts hand each other their handles",
+    ),
+    (
+        "gateway/src/session_loop.rs",
+        "open_session",
+        "a session's opening: the refusals in their order, then the session task, which moves \
+         the locals the checks produced",
+    ),
+    (
+        "bcd/src/join_cmd.rs",
+        "join",
+        "bcd join from its argument checks to the stored identity: each step ends the command \
+         with its own exit code, and both joins share the transport and the retry environment",
+    ),
+    (
+        "bcd/src/node/run.rs",
+        "run_node",
+        "the node agent's loop (load, renew, hold a session), whose retry counters and pending \
+         renewal live across its iterations",
+    ),
+    (
+        "bcd/src/node/session.rs",
+        "hold_session",
+        "one session's select loop: the trust version, the Welcome's time and the timers live \
+         across its arms",
+    ),
+    (
+        "cli/src/serve_config.rs",
+        "resolve",
+        "serve's configuration one key after another (file, environment, flag); the keys' \
+         order is the order its errors come in",
+    ),
+    (
+        "cli/src/up_cmd.rs",
+        "up_in",
+        "bcctl up's one sequence (directory, secret, bundle, serve, admin, bcd files, token) \
+         and its startup report, which names twenty of the sequence's values",
+    ),
+];
+
+#[test]
+fn no_function_in_src_is_over_120_lines() {
+    let root = workspace_root();
+    let mut offenders = Vec::new();
+    let mut long = BTreeSet::new();
+    for krate in CRATES {
+        let src = root.join(krate).join("src");
+        let files = source_files(&src);
+        for modules in crates_of(&files) {
+            for module in modules.values() {
+                let code = without_test_items(&code_only(&files[&module.file]));
+                let file = format!("{krate}/src/{}", module.file.display());
+                for (name, line, lines) in functions(&code) {
+                    if lines <= MAX_FN_LINES {
+                        continue;
+                    }
+                    long.insert((file.clone(), name.clone()));
+                    if !LONG_FUNCTIONS
+                        .iter()
+                        .any(|(f, n, _)| *f == file && *n == name)
+                    {
+                        offenders.push(format!("{file}:{line}: fn {name}: {lines} lines"));
+                    }
+                }
+            }
+        }
+    }
+    for (file, name, _) in LONG_FUNCTIONS {
+        if !long.contains(&(file.to_string(), name.to_string())) {
+            offenders.push(format!(
+                "{file}: fn {name} is exempt but no longer over (drop it)"
+            ));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "functions over {MAX_FN_LINES} lines (extract their steps into named functions):\n{}",
         offenders.join("\n")
     );
 }
 
 #[test]
-fn the_circle_finder_finds_a_circle_and_ignores_parents() {
-    let dir = tempfile_dir();
-    let src = dir.join("src");
-    fs::create_dir_all(src.join("a")).expect("temp dir");
-    fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\n").expect("write");
-    fs::write(src.join("a/mod.rs"), "mod x;\npub use x::X;\n").expect("write");
-    fs::write(src.join("a/x.rs"), "use super::Y;\npub struct X;\n").expect("write");
-    fs::write(src.join("b.rs"), "use crate::c::{C, D as _};\n").expect("write");
-    fs::write(
-        src.join("c.rs"),
-        "// use crate::a::X;\nfn f() { crate::b::g(); }\n",
-    )
-    .expect("write");
-    let circles = import_circles(&src);
-    assert_eq!(circles.len(), 1, "{circles:?}");
-    assert_eq!(circles[0].len(), 2);
-    assert!(circles[0][0].ends_with("b.rs") && circles[0][1].ends_with("c.rs"));
-    fs::remove_dir_all(&dir).ok();
-}
-
-fn tempfile_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "house-rules-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let _ = fs::remove_dir_all(&dir);
-    dir
+fn the_function_counter_reads_bodies_not_text() {
+    let src = "fn a(x: [u8; 2]) -> u8 {\n    let s = \"}\";\n    '}';\n    x[0]\n}\n\
+               trait T { fn b(&self); }\n\
+               #[cfg(test)]\nmod tests {\n    fn c() {}\n}\n";
+    let found = functions(&without_test_items(&code_only(src)));
+    assert_eq!(found, vec![("a".to_string(), 1, 5)]);
 }
 
 #[test]
