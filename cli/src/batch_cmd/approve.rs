@@ -226,7 +226,7 @@ fn check_scope(
 ) -> Result<Vec<ScopeLeaf>, BatchCmdError> {
     let leaves: Vec<ScopeLeaf> = entries.iter().map(|e| e.leaf.clone()).collect();
     let tree =
-        ScopeTree::build(&id, &leaves).map_err(|e| BatchCmdError::ScopeMismatch(e.to_string()))?;
+        ScopeTree::build(id, &leaves).map_err(|e| BatchCmdError::ScopeMismatch(e.to_string()))?;
     if tree.root() != state.scope_root
         || tree.size() != state.scope_size
         || leaves.len() != state.scope_size as usize
