@@ -26,32 +26,16 @@ pub static POSTGRES: LazyLock<Migrator> = LazyLock::new(|| migrator(POSTGRES_FIL
 /// Migrations for the SQLite backend (the embedded default).
 pub static SQLITE: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE_FILES));
 
-/// Lists the files of one backend's folder, in order, each with its SQL.
-macro_rules! files {
-    ($dir:literal: $($name:literal),+ $(,)?) => {
-        &[$(($name, include_str!(concat!("../", $dir, "/", $name)))),+]
+/// The files of both folders, which hold the same names (both backends move step for step), in
+/// order, each with its SQL.
+macro_rules! both_backends {
+    ($($name:literal),+ $(,)?) => {
+        const POSTGRES_FILES: &[File] = &[$(($name, include_str!(concat!("../postgres/", $name)))),+];
+        const SQLITE_FILES: &[File] = &[$(($name, include_str!(concat!("../sqlite/", $name)))),+];
     };
 }
 
-const POSTGRES_FILES: &[File] = files!("postgres":
-    "0001_events.sql",
-    "0002_identity.sql",
-    "0003_audit.sql",
-    "0004_quorum.sql",
-    "0005_quorum_scope_nodes.sql",
-    "0006_no_stream_rows.sql",
-    "0007_attestation.sql",
-    "0008_tpm.sql",
-    "0009_sites.sql",
-    "0010_cloud_accounts.sql",
-    "0011_cert_allowed_kinds.sql",
-    "0012_commands.sql",
-    "0013_trust_report_approver_set.sql",
-    "0014_operator_certs.sql",
-    "0015_event_actor.sql",
-);
-
-const SQLITE_FILES: &[File] = files!("sqlite":
+both_backends!(
     "0001_events.sql",
     "0002_identity.sql",
     "0003_audit.sql",
