@@ -416,17 +416,19 @@ fn bcd_status_shows_a_ramdisk_and_its_two_hour_certificate_normally() {
     let tmp = tempfile::tempdir().unwrap();
     let data = bcd::files::DataDir::new(tmp.path());
     let key = node_key();
+    // One instant for issuing and reading: two reads of the clock straddle a second under load.
+    let at = now();
     let leaf = issue_at(
         &ks,
         &key,
         "rd1",
         domain::pki::NodeRole::Ramdisk,
-        now(),
+        at,
         Some(time::Duration::hours(2)),
     );
-    bcd::identity_store::store_joined(&data, &as_node_key(&key), &identity_for(&ks, leaf), now())
+    bcd::identity_store::store_joined(&data, &as_node_key(&key), &identity_for(&ks, leaf), at)
         .unwrap();
-    let report = bcd::status::status(&data, &bcd::node_key::TpmHost::none(), now());
+    let report = bcd::status::status(&data, &bcd::node_key::TpmHost::none(), at);
     assert_eq!(report.exit_code(), 0);
     let text = report.to_text();
     assert!(
