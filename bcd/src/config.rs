@@ -24,7 +24,7 @@
 //! log_file = "/var/log/bcd.log"           # logs.collect without a unit (else journalctl -u bcd)
 //! [commands.hooks]
 //! "node.reboot" = "/usr/libexec/bcd/reboot"
-//! [files]                                 # the PEM files (bcd::node_files)
+//! [files]                                 # the PEM files (bcd::files::pem_files)
 //! on_renew = "systemctl reload nginx"
 //! ```
 //!
@@ -196,7 +196,7 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     commands: crate::commands::settings::RawCommands,
     #[serde(default)]
-    files: crate::node_files::RawFiles,
+    files: crate::files::pem_files::RawFiles,
     #[serde(default)]
     helper: crate::helper::settings::RawHelper,
 }
@@ -346,7 +346,7 @@ pub struct Config {
     /// `[commands]`.
     pub commands: crate::commands::CommandSettings,
     /// `[files]`: the PEM files other software reads, and `on_renew`.
-    pub files: crate::node_files::FileSettings,
+    pub files: crate::files::pem_files::FileSettings,
     /// `[helper]`: the privilege split, when configured.
     pub helper: Option<crate::helper::settings::HelperSettings>,
 }

@@ -204,7 +204,7 @@ mod tests {
         parser.extend(fields_of::<crate::commands::settings::RawCommands>(
             "commands.",
         ));
-        parser.extend(fields_of::<crate::node_files::RawFiles>("files."));
+        parser.extend(fields_of::<crate::files::pem_files::RawFiles>("files."));
         parser.extend(fields_of::<crate::helper::settings::RawHelper>("helper."));
         assert!(parser.len() > 20, "{parser:?}");
         let live: toml::Value = toml::from_str(&uncommented()).unwrap();

@@ -11,11 +11,11 @@
 use std::os::unix::fs::lchown;
 use std::path::{Path, PathBuf};
 
-use crate::approver_state::APPROVER_SET_FILE;
+use crate::files::pem_files::FileSettings;
+use crate::files::revoked::REVOKED_FILE;
 use crate::files::{DataDir, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
-use crate::node_files::FileSettings;
 use crate::privilege::SystemUser;
-use crate::revocation::REVOKED_FILE;
+use crate::trust::approver_set::APPROVER_SET_FILE;
 
 /// The data directory's files handed over, when they exist.
 pub const HANDED_OVER: [&str; 9] = [

@@ -13,8 +13,8 @@ use domain::pki::{seal_token, NodeRole, Pin, PublicKey, SealedToken, TokenSecret
 use serde::Deserialize;
 
 use crate::attest::{EvidenceError, JOIN_TOKEN, PROVISIONED, X509POP};
+use crate::files::identity::StoreError;
 use crate::hardware::HardwareClaims;
-use crate::identity_store::StoreError;
 use crate::node_key::NodeKey;
 use crate::renewal::csr_for;
 use crate::renewal_schedule::Pushback;

@@ -1,6 +1,6 @@
 //! `bcd join` as a command ([`join`]): the attestor and its credential, `--reset`, the
 //! configuration checks before a token is read, the exchange, and after the identity is stored
-//! the PEM files (`[files]`, [`crate::node_files`]) and `on_renew`. `main.rs` parses the command
+//! the PEM files (`[files]`, [`crate::files::pem_files`]) and `on_renew`. `main.rs` parses the command
 //! line and calls it.
 
 use std::io::Write as _;
@@ -16,10 +16,10 @@ use crate::attest::command::CommandProducer;
 use crate::attest::{EvidenceProducer, NoEvidence, JOIN_TOKEN, PROVISIONED, X509POP};
 use crate::client::GrpcJoinTransport;
 use crate::config::Config;
+use crate::files::identity::{load_in, LoadError};
 use crate::files::DataDir;
 use crate::handover::{hand_over, join_hand_over_to};
 use crate::hardware::uuid_warning;
-use crate::identity_store::{load_in, LoadError};
 use crate::join::{
     load_join_encryption_key, load_join_signing_key, prepare_with_key, JOIN_ENCRYPTION_JWK,
     JOIN_SIGNING_JWK,
@@ -42,7 +42,7 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 pub fn publish_files(config: &Config, dir: &DataDir, verb: &str) {
     match load_in(dir, &config.tpm_host()) {
         Ok(loaded) => {
-            crate::node_files::refresh(&config.files, &loaded, &mut |line| {
+            crate::files::pem_files::refresh(&config.files, &loaded, &mut |line| {
                 eprintln!("{verb}: {line}")
             });
         }
@@ -221,7 +221,7 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
             }
             // No credential is read on a machine whose identity loads. A join killed between
             // identity.json and its PEM copies left them stale: they are repaired here too.
-            crate::node_files::refresh(&config.files, &loaded, &mut |line| {
+            crate::files::pem_files::refresh(&config.files, &loaded, &mut |line| {
                 eprintln!("bcd join: {line}")
             });
             println!("already joined as {}", loaded.describe());
@@ -229,11 +229,12 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
             if let Err(code) = give_to(config, dir, hand_to.as_ref()) {
                 return code;
             }
-            if let Some(record) = crate::revocation::revoked(dir, &loaded.leaf.serial.to_hex()) {
+            if let Some(record) = crate::files::revoked::revoked(dir, &loaded.leaf.serial.to_hex())
+            {
                 eprintln!(
                     "bcd join: {}; {}",
                     record.describe(),
-                    crate::revocation::REVOKED_WAY_BACK
+                    crate::files::revoked::REVOKED_WAY_BACK
                 );
             }
             if let Some(path) = token_file {

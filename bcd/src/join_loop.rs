@@ -17,15 +17,15 @@
 //!
 //! The whole exchange is bounded by [`JoinLoop::approval_timeout`] (`--approval-timeout`, 24 h
 //! by default), a clear error when it runs out. [`run_join`] stores a verified join with
-//! [`crate::identity_store::store_joined`]; the x509pop re-join stores with
-//! [`crate::identity_store::store_rejoined`] ([`crate::node::rejoin`]).
+//! [`crate::files::identity::store_joined`]; the x509pop re-join stores with
+//! [`crate::files::identity::store_rejoined`] ([`crate::node::rejoin`]).
 
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 
 use crate::attest::EvidenceProducer;
+use crate::files::identity::{store_joined, JoinStored};
 use crate::files::DataDir;
-use crate::identity_store::{store_joined, JoinStored};
 use crate::join::{CallError, JoinError, JoinTransport, PreparedJoin};
 use crate::renewal_schedule::{join_retry, JoinRetry};
 use crate::verify_join::{read_join_answer, JoinAnswer, JoinExpectation, VerifiedJoin};

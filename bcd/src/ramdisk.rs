@@ -25,8 +25,8 @@ use time::{Duration, OffsetDateTime};
 use crate::attest::discovery::DiscoveryProducer;
 use crate::client::GrpcJoinTransport;
 use crate::config::{Config, ConfigError};
+use crate::files::identity::{load_in, LoadError};
 use crate::files::DataDir;
-use crate::identity_store::{load_in, LoadError};
 use crate::join::{
     load_join_encryption_key, load_join_signing_key, prepare_with_key, JoinError,
     JOIN_ENCRYPTION_JWK, JOIN_SIGNING_JWK,

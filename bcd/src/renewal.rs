@@ -2,7 +2,7 @@
 //!
 //! [`prepare_renewal`] makes the next key (or reuses the one [`PendingRenewal`] kept after a
 //! failed attempt from the same leaf), builds the new CSR and the `renew-pop` proof, then writes
-//! `node.key.next` (through [`crate::identity_store::RenewalStore`], before anything is sent;
+//! `node.key.next` (through [`crate::files::identity::RenewalStore`], before anything is sent;
 //! nothing when any step failed). The proof is by the current key over (the new CSR's SHA-256,
 //! the node id, the client time). [`check_renewal_answer`] is spec 002's step 4: the new leaf names the same node, site,
 //! trust domain and role, and certifies the new key; its refusals carry the spec's messages.
@@ -25,8 +25,8 @@ use domain::pki::{
 use sha2::{Digest as _, Sha256};
 use time::OffsetDateTime;
 
+use crate::files::identity::{LoadedIdentity, RenewalBegun, RenewalStore, StoreError, WAY_BACK};
 use crate::files::DataDir;
-use crate::identity_store::{LoadedIdentity, RenewalBegun, RenewalStore, StoreError, WAY_BACK};
 use crate::node_key::{new_node_key, NodeKey, TpmHost};
 use crate::tpm::AttestationKey;
 

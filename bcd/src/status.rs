@@ -1,6 +1,6 @@
 //! `bcd status [--json]` and `bcd doctor`.
 //!
-//! Both read the identity with [`crate::identity_store::load_read_only_in`], so they never change a
+//! Both read the identity with [`crate::files::identity::load_read_only_in`], so they never change a
 //! file under a running `bcd node`. `status` prints one identity line (or the reason there is
 //! none); `doctor` runs checks, each `ok`, `warn` or `fail`, and every problem ends with the way
 //! back. The local checks are here; the network ones (gateway reachable, clock skew against the
@@ -11,13 +11,13 @@ use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 
 use crate::config::{Config, PIN_KEYS};
-use crate::files::{DataDir, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
-use crate::identity_store::{
+use crate::files::identity::{
     load_read_only_in, LoadError, LoadedIdentity, NextKeyOutcome, WAY_BACK,
 };
+use crate::files::revoked::{revoked, RevocationRecord, REVOKED_WAY_BACK};
+use crate::files::{DataDir, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
 use crate::node_key::{NodeKeyKind, TpmHost};
 use crate::renewal_schedule::renew_at;
-use crate::revocation::{revoked, RevocationRecord, REVOKED_WAY_BACK};
 
 /// How far the local clock may be behind the last server time seen before doctor warns.
 pub const CLOCK_TOLERANCE: Duration = Duration::seconds(60);
@@ -514,7 +514,7 @@ pub fn doctor(
     checks.extend(identity);
     if let Some(loaded) = &loaded {
         checks.push(
-            match crate::node_files::files_check(&config.files, loaded) {
+            match crate::files::pem_files::files_check(&config.files, loaded) {
                 Ok(message) => Check::new("pem files", Level::Ok, message),
                 Err(message) => Check::new("pem files", Level::Warn, message),
             },

@@ -17,7 +17,7 @@
 //! 7. the leaf certifies this request's key;
 //! 8. the role is the one asked for (and the node, for a provisioned join);
 //! 9. the signed trust bundle (fields 13 to 15) checks exactly like a Welcome's
-//!    ([`crate::trust_bundle::verify_welcome_trust`] under the same signing key and the body's
+//!    ([`crate::trust::bundle::verify_welcome_trust`] under the same signing key and the body's
 //!    trust domain); its version, roots, content and signed bytes are what `identity.json` keeps.
 //!
 //! A deferral (the body's `oneof deferral`: `JoinPending` or `JoinChallenge`) issues nothing and
@@ -29,7 +29,7 @@
 use domain::pki::statement::{verify, JoinResponseStatement};
 use domain::pki::{IdentityError, NodeIdentity, NodeRole, Pin, PublicKey, Signature, TrustDomain};
 
-use crate::identity_store::{StoredIdentity, TrustState};
+use crate::files::identity::{StoredIdentity, TrustState};
 
 /// A signed JoinResponse as it came off the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +130,7 @@ pub enum JoinRefusal {
     Undecodable(String),
     /// The signed trust bundle the answer carries does not check.
     #[error("the JoinResponse's trust bundle was refused: {0}")]
-    TrustBundle(crate::trust_bundle::TrustBundleRefusal),
+    TrustBundle(crate::trust::bundle::TrustBundleRefusal),
     /// The (authentic) answer is a deferral, which issues nothing: never taken for a join.
     #[error("the JoinResponse is a deferral ({0}), not a join: it issues nothing")]
     Deferral(&'static str),
@@ -346,7 +346,7 @@ fn verify_joined(
     }
     let signer =
         PublicKey::from_spki_der(&signed.signer_spki_der).map_err(|_| JoinRefusal::BadSignerKey)?;
-    let bundle = crate::trust_bundle::verify_welcome_trust(
+    let bundle = crate::trust::bundle::verify_welcome_trust(
         &signer,
         &trust_domain,
         &proto::Welcome {

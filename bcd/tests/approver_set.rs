@@ -4,8 +4,8 @@
 
 use crate::command_support::*;
 
-use bcd::approver_state::{load_held, reported, SetOutcome, APPROVER_SET_FILE};
-use bcd::trust_bundle::{apply_welcome_trust, TrustUpdate};
+use bcd::trust::approver_set::{load_held, reported, SetOutcome, APPROVER_SET_FILE};
+use bcd::trust::bundle::{apply_welcome_trust, TrustUpdate};
 use domain::pki::statement::{sign, TrustBundleStatement};
 use domain::pki::{KeyRole, PrivateKey};
 use domain::quorum::{ApproverSet, SetChangeRefusal, SetSignature};

@@ -353,7 +353,7 @@ fn an_unreadable_admission_state_refuses_destructive_commands() {
 fn an_unreadable_held_set_refuses_destructive_commands() {
     let (m, a) = quorum_machine();
     m.data
-        .write(bcd::approver_state::APPROVER_SET_FILE, b"[]")
+        .write(bcd::trust::approver_set::APPROVER_SET_FILE, b"[]")
         .unwrap();
     let b = batch(&[NODE], "k1");
     let c = batched(
@@ -372,7 +372,7 @@ fn an_unreadable_held_set_refuses_destructive_commands() {
     m.data
         .write(bcd::files::IDENTITY_FILE, &stored.to_json())
         .unwrap();
-    std::fs::remove_file(m.data.file(bcd::approver_state::APPROVER_SET_FILE)).unwrap();
+    std::fs::remove_file(m.data.file(bcd::trust::approver_set::APPROVER_SET_FILE)).unwrap();
     assert_rejected(
         &run(&m, &c),
         R::BatchUnapproved,

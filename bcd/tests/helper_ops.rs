@@ -9,10 +9,10 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
+use bcd::files::identity::load_in;
 use bcd::files::{IDENTITY_FILE, NEXT_KEY_FILE};
 use bcd::helper::keys::HelperTpm;
 use bcd::helper::protocol::{to_line, Answer, Blob, Request};
-use bcd::identity_store::load_in;
 use bcd::node_key::{NodeKey, TpmHost};
 use bcd::privilege::SystemUser;
 use bcd::renewal::{prepare_renewal, PendingRenewal};

@@ -2,8 +2,8 @@
 
 use crate::common;
 
+use bcd::files::identity::{load, LoadError, NextKeyOutcome, RenewalStore};
 use bcd::files::{key_to_pem, NEXT_KEY_FILE, NODE_KEY_FILE};
-use bcd::identity_store::{load, LoadError, NextKeyOutcome, RenewalStore};
 use common::*;
 use domain::pki::NodeRole;
 
@@ -179,7 +179,7 @@ fn renewal_refuses_a_certificate_for_another_key() {
         .unwrap_err();
     assert!(matches!(
         err,
-        bcd::identity_store::StoreError::KeyNotCertified
+        bcd::files::identity::StoreError::KeyNotCertified
     ));
     // identity.json is untouched, so the old identity still loads.
     assert_eq!(load(&data).unwrap().stored, identity);

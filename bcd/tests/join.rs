@@ -4,8 +4,8 @@ use crate::common;
 
 use bcd::attest::NoEvidence;
 use bcd::config::JoinPins;
+use bcd::files::identity::load;
 use bcd::files::DataDir;
-use bcd::identity_store::load;
 use bcd::join::{
     prepare_join, CallError, JoinError, JoinRequestParts, JoinTransport, PreparedJoin,
 };

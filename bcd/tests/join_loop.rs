@@ -8,8 +8,8 @@ use std::cell::{Cell, RefCell};
 use crate::common;
 
 use bcd::attest::{EvidenceError, EvidenceProducer, NoEvidence};
+use bcd::files::identity::load;
 use bcd::files::DataDir;
-use bcd::identity_store::load;
 use bcd::join::{prepare, CallError, JoinError, JoinRequestParts, JoinTransport, PreparedJoin};
 use bcd::join_loop::{run_join, JoinEnv, JoinLoop, Joined, MAX_CHALLENGES};
 use bcd::verify_join::{

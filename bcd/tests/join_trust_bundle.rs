@@ -5,7 +5,7 @@
 use crate::common;
 
 use bcd::client::decode_join_body;
-use bcd::trust_bundle::TrustBundleRefusal;
+use bcd::trust::bundle::TrustBundleRefusal;
 use bcd::verify_join::{verify_join_response, JoinExpectation, JoinRefusal, SignedJoinResponse};
 use common::*;
 use domain::pki::statement::{sign, JoinResponseStatement, TrustBundleStatement};

@@ -8,8 +8,8 @@ use crate::common;
 
 use std::process::Command;
 
+use bcd::files::identity::{load_in, LoadError};
 use bcd::files::{pem_encode, NEXT_KEY_FILE, NODE_KEY_FILE};
-use bcd::identity_store::{load_in, LoadError};
 use bcd::node_key::{NodeKey, NodeKeyKind, TpmHost, TPM_KEY_PEM_LABEL};
 use bcd::renewal::{prepare_renewal, PendingRenewal};
 use bcd::status::{node_key_check, status, Level};

@@ -10,8 +10,8 @@ use crate::node_key_tls::mtls_handshake;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use bcd::files::identity::{load_in, LoadError};
 use bcd::files::{NEXT_KEY_FILE, NODE_KEY_FILE};
-use bcd::identity_store::{load_in, LoadError};
 use bcd::node_key::{NodeKey, NodeKeyKind, TpmHost};
 use bcd::renewal::{prepare_renewal, PendingRenewal};
 use bcd::status::{node_key_check, status, Level};

@@ -10,9 +10,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use bcd::files::pem_files::FileSettings;
 use bcd::files::DataDir;
 use bcd::handover::hand_over;
-use bcd::node_files::FileSettings;
 use bcd::privilege::SystemUser;
 use bcd::tpm_access::{check_user, Finding};
 use swtpm_fixture::swtpm::Swtpm;

@@ -426,7 +426,7 @@ fn bcd_status_shows_a_ramdisk_and_its_two_hour_certificate_normally() {
         at,
         Some(time::Duration::hours(2)),
     );
-    bcd::identity_store::store_joined(&data, &as_node_key(&key), &identity_for(&ks, leaf), at)
+    bcd::files::identity::store_joined(&data, &as_node_key(&key), &identity_for(&ks, leaf), at)
         .unwrap();
     let report = bcd::status::status(&data, &bcd::node_key::TpmHost::none(), at);
     assert_eq!(report.exit_code(), 0);

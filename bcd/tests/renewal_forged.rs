@@ -19,8 +19,8 @@ use std::sync::Arc;
 use bcd::client::{
     certificate_spki_pin, connect, connect_session, ClientIdentity, NodeClient, SessionWire,
 };
+use bcd::files::identity::{load, read_stored, LoadedIdentity};
 use bcd::files::{DataDir, IDENTITY_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
-use bcd::identity_store::{load, read_stored, LoadedIdentity};
 use bcd::node::{hold_session, renew_once, renew_retrying, RenewError, SessionEnd};
 use bcd::renewal::PendingRenewal;
 use bcd::renewal_schedule::{next_renewal_attempt, Pushback};

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant};
 
 use bcd::client::certificate_spki_pin;
+use bcd::files::identity::store_joined;
 use bcd::files::DataDir;
-use bcd::identity_store::store_joined;
 use domain::attest::discovery::wire::{assertion_signed_input, SignedDiscoveryAssertion};
 use domain::pki::{KeySet, NodeRole, PrivateKey, TokenSecret};
 use proto::site_lease_request::Action;

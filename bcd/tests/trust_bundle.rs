@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use bcd::trust_bundle::{apply_welcome_trust, TrustBundleRefusal, TrustError, TrustUpdate};
+use bcd::trust::bundle::{apply_welcome_trust, TrustBundleRefusal, TrustError, TrustUpdate};
 use common::*;
 use domain::pki::statement::{sign, TrustBundleStatement};
 use domain::pki::{KeySet, PrivateKey};
@@ -82,7 +82,7 @@ fn a_verified_newer_bundle_is_stored() {
             version: 3
         }
     );
-    let stored = bcd::identity_store::read_stored(&data).unwrap().unwrap();
+    let stored = bcd::files::identity::read_stored(&data).unwrap().unwrap();
     assert_eq!(stored.trust_version, 3);
     assert_eq!(
         stored.trust_roots,
@@ -98,7 +98,7 @@ fn a_verified_newer_bundle_is_stored() {
     assert_eq!(signed.signature, w.trust_bundle_signature);
     assert_eq!(data.mode("identity.json"), Some(0o600));
     // The identity still loads.
-    bcd::identity_store::load(&data).unwrap();
+    bcd::files::identity::load(&data).unwrap();
 
     // The same or an older version is not taken again; a newer one is.
     let before = std::fs::read(data.identity()).unwrap();

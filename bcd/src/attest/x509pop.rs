@@ -18,7 +18,7 @@ use domain::pki::NodeId;
 use time::OffsetDateTime;
 
 use super::{EvidenceError, EvidenceProducer, X509POP};
-use crate::identity_store::LoadedIdentity;
+use crate::files::identity::LoadedIdentity;
 use crate::node_key::NodeKey;
 
 /// Builds x509pop evidence: `chain` leaf first (its key is `signer`, in a file or the TPM),

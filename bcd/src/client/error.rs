@@ -9,7 +9,7 @@ pub enum ClientError {
     )]
     BadServer(String),
     /// The node certificate or key cannot be used for TLS.
-    #[error("the node certificate or key cannot be used for TLS: {0}; {way}", way = crate::identity_store::WAY_BACK)]
+    #[error("the node certificate or key cannot be used for TLS: {0}; {way}", way = crate::files::identity::WAY_BACK)]
     ClientIdentity(String),
     /// TCP connect failed or timed out.
     #[error("cannot reach the gateway at {addr}: {reason} (is bcctl serve running there? check `server` in config.toml)")]

@@ -13,9 +13,9 @@ use domain::quorum::{
 };
 
 use crate::admission_store::AdmissionStore;
-use crate::approver_state::{load_held, offer_of};
+use crate::files::identity::StoredIdentity;
 use crate::files::DataDir;
-use crate::identity_store::StoredIdentity;
+use crate::trust::approver_set::{load_held, offer_of};
 
 /// A refused admission: the wire reason and the detail.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -36,8 +36,8 @@ use domain::pki::{NodeRole, TrustDomain};
 use domain::quorum::{AdmissionClock, BatchId, SetDigest, VerifiedApprovals};
 use time::OffsetDateTime;
 
+use crate::files::identity::read_stored;
 use crate::files::DataDir;
-use crate::identity_store::read_stored;
 use admission::{admit_destructive, ToAdmit};
 use journal::{Entry, Journal, JournalError, INTERRUPTED_DETAIL};
 

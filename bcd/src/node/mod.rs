@@ -2,14 +2,14 @@
 //!
 //! [`run_node`] loops:
 //!
-//! 1. load the identity in the spec's three steps ([`crate::identity_store::load`]); an expired
+//! 1. load the identity in the spec's three steps ([`crate::files::identity::load`]); an expired
 //!    certificate ends the loop ([`NodeExit::Expired`]), and `bcd node` then re-joins by x509pop
 //!    from the identity on disk ([`rejoin_if_expired`], also run before the loop starts) before
 //!    giving up with the way back;
 //! 2. when the renewal is due (60% of the leaf's lifetime, or the retry time after a failure),
 //!    renew over mTLS with the current certificate ([`renew_once`]): `node.key.next` is written
 //!    before the request, then the answer is checked and stored through
-//!    [`crate::identity_store::RenewalStore`] (`node.key.next` again, `identity.json`, the
+//!    [`crate::files::identity::RenewalStore`] (`node.key.next` again, `identity.json`, the
 //!    rename), so a crash at any step leaves a matching key and certificate. A failed renewal is
 //!    retried with [`crate::renewal_schedule::next_renewal_attempt`] (30 s doubling to 10 min, a
 //!    gateway's pushback waited out exactly);
@@ -26,7 +26,7 @@
 //! not signed, so a gateway could push it to any date. The mark is raised only from the signed
 //! server time of a verified renewal answer. A `Welcome`'s signed trust bundle, once verified
 //! under the pinned join signing key and only when newer than the one held, is stored in
-//! `identity.json` ([`crate::trust_bundle`]); the next `StatusReport` carries the new version.
+//! `identity.json` ([`crate::trust::bundle`]); the next `StatusReport` carries the new version.
 //!
 //! [`NetworkDoctor`] is `bcd doctor`'s network half: a pinned TLS handshake with the gateway, and
 //! the clock against the `Welcome` of a real session.

@@ -3,7 +3,7 @@
 //!
 //! A fresh key and CSR, no token; the x509pop producer signs with the current node key over the
 //! new CSR, its node id and the clock; the answer must be this node (same node id, trust domain
-//! and role) and is stored with [`crate::identity_store::store_rejoined`], the crash-safe order
+//! and role) and is stored with [`crate::files::identity::store_rejoined`], the crash-safe order
 //! for a directory that already holds an identity (`node.key.next`, `identity.json`, rename).
 //! The control plane reclaims the node in place: a new identity generation, every older
 //! certificate revoked.
@@ -16,9 +16,9 @@ use super::run::NodeOptions;
 use crate::attest::x509pop::X509PopProducer;
 use crate::attest::X509POP;
 use crate::client::GrpcJoinTransport;
+use crate::files::identity::{load_in, store_rejoined, LoadError, LoadedIdentity, WAY_BACK};
 use crate::files::DataDir;
 use crate::hardware::HardwareClaims;
-use crate::identity_store::{load_in, store_rejoined, LoadError, LoadedIdentity, WAY_BACK};
 use crate::join::{prepare_with_key, JoinError, JoinTransport};
 use crate::join_loop::{exchange, joined_message, JoinEnv, JoinLoop, DEFAULT_APPROVAL_TIMEOUT};
 use crate::node_key::new_node_key;

@@ -3,7 +3,7 @@
 //! `node.key.next` is written before the request, then the signed answer is verified
 //! ([`crate::verify_renewal`]: the pinned JoinService key, the CSR binding, the identity, the
 //! key, the chain to this node's CA, the lifetime) and only then stored through
-//! [`crate::identity_store::RenewalStore`] (`node.key.next` again, `identity.json`, the rename),
+//! [`crate::files::identity::RenewalStore`] (`node.key.next` again, `identity.json`, the rename),
 //! so a crash at any step leaves a matching key and certificate, and a forged answer changes
 //! nothing but the removal of `node.key.next`. The answer's signed server time raises the
 //! `serverTime` high-water mark.
@@ -13,8 +13,8 @@ use prost::Message as _;
 use time::OffsetDateTime;
 
 use crate::client::{classify, ClientError, NodeClient, CALL_TIMEOUT};
+use crate::files::identity::{load_in, LoadError, LoadedIdentity, StoreError};
 use crate::files::DataDir;
-use crate::identity_store::{load_in, LoadError, LoadedIdentity, StoreError};
 use crate::join::CallError;
 use crate::renewal::{prepare_renewal, PendingRenewal, PrepareError};
 use crate::renewal_schedule::Pushback;

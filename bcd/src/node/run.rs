@@ -12,9 +12,9 @@ use super::renew::{renew_retrying, RenewError};
 use super::session::{client_identity, hold_session, SessionEnd};
 use crate::client::{connect, connect_session, ClientError, GatewayAddress};
 use crate::commands::{CommandContext, CommandSettings};
+use crate::files::identity::{load_in, LoadError, WAY_BACK};
+use crate::files::pem_files::{refresh, FileSettings};
 use crate::files::DataDir;
-use crate::identity_store::{load_in, LoadError, WAY_BACK};
-use crate::node_files::{refresh, FileSettings};
 use crate::node_key::TpmHost;
 use crate::renewal::PendingRenewal;
 use crate::renewal_schedule::{jitter, renew_at, renewal_retry_at};
@@ -216,7 +216,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                 ));
                 // For bcd status, bcd doctor and bcd join: this identity is dead. The session
                 // was this certificate's, so the record names its serial as bcd writes it.
-                if let Err(e) = crate::revocation::record(
+                if let Err(e) = crate::files::revoked::record(
                     dir,
                     &loaded.leaf.serial.to_hex(),
                     &reason,

@@ -3,7 +3,7 @@
 //! server time only logged), until the renewal is due, a revocation, or the session's end.
 //!
 //! Hello and every StatusReport carry the held approver set's epoch and SHA-256
-//! ([`crate::approver_state::reported`]). After a stored bundle (and at the session's start) the
+//! ([`crate::trust::approver_set::reported`]). After a stored bundle (and at the session's start) the
 //! bundle's approver set is settled under the one epoch rule. Each `GatewayMessage.command` goes
 //! to the command runner's thread ([`crate::commands::spawn_runner`]) with the latest Welcome's
 //! server time; its `CommandResult` comes back on the session's stream, so the select loop keeps
@@ -19,14 +19,14 @@ use domain::pki::PublicKey;
 use time::OffsetDateTime;
 
 use super::log::{log, rfc3339};
-use crate::approver_state::{describe, reported, settle_held_set};
 use crate::client::{
     describe_status, is_revoked_alert, ClientIdentity, SessionClient, SessionWire,
 };
 use crate::commands::{spawn_runner, CommandContext, Job};
+use crate::files::identity::{read_stored, LoadedIdentity};
 use crate::files::DataDir;
-use crate::identity_store::{read_stored, LoadedIdentity};
-use crate::trust_bundle::{apply_welcome_trust, TrustUpdate};
+use crate::trust::approver_set::{describe, reported, settle_held_set};
+use crate::trust::bundle::{apply_welcome_trust, TrustUpdate};
 use proto::gateway_message::Body as GatewayBody;
 use proto::node_message::Body as NodeBody;
 

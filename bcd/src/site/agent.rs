@@ -11,8 +11,8 @@ use domain::pki::NodeRole;
 
 use super::view::{LeaseChange, LeaseView};
 use crate::client::{connect, ClientIdentity, NodeClient};
+use crate::files::identity::{load_read_only_in, LoadedIdentity};
 use crate::files::DataDir;
-use crate::identity_store::{load_read_only_in, LoadedIdentity};
 use crate::node::NodeOptions;
 use crate::node_key::NodeKey;
 
@@ -38,7 +38,7 @@ pub struct SiteAgent {
 pub enum AgentError {
     /// The identity does not load.
     #[error("{0}")]
-    Load(#[from] crate::identity_store::LoadError),
+    Load(#[from] crate::files::identity::LoadError),
     /// The identity is not a site agent's.
     #[error(
         "this node joined as {0}, not as a site agent: bcd site runs on a node joined with a site \

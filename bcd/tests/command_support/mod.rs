@@ -6,10 +6,10 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-use bcd::approver_state::settle_held_set;
 use bcd::commands::{CommandContext, CommandRunner, CommandSettings};
+use bcd::files::identity::StoredIdentity;
 use bcd::files::{DataDir, IDENTITY_FILE};
-use bcd::identity_store::StoredIdentity;
+use bcd::trust::approver_set::settle_held_set;
 use domain::command::payloads::{DiagPing, NodeReboot};
 use domain::command::{kind_spec, sign_command, CommandBody};
 use domain::pki::{
@@ -203,12 +203,12 @@ impl Machine {
     }
 
     pub fn stored(&self) -> StoredIdentity {
-        bcd::identity_store::read_stored(&self.data)
+        bcd::files::identity::read_stored(&self.data)
             .unwrap()
             .unwrap()
     }
 
-    pub fn settle(&self) -> bcd::approver_state::SetOutcome {
+    pub fn settle(&self) -> bcd::trust::approver_set::SetOutcome {
         settle_held_set(&self.data, &self.stored(), self.pin.as_ref()).unwrap()
     }
 

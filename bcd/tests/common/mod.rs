@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use bcd::files::identity::{store_joined, StoredIdentity, TrustState};
 use bcd::files::DataDir;
-use bcd::identity_store::{store_joined, StoredIdentity, TrustState};
 use domain::pki::{
     build_csr, issue_node_certificate, KeyRole, KeySet, KeySetLifetimes, NodeCertificateDecision,
     NodeId, NodeIdentity, NodeRole, PrivateKey, Serial, SiteId, SpiffeId, TrustDomain, VerifiedCsr,

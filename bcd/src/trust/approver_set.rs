@@ -25,8 +25,8 @@ use domain::quorum::{
 };
 use prost::Message as _;
 
+use crate::files::identity::StoredIdentity;
 use crate::files::{DataDir, FileError};
-use crate::identity_store::StoredIdentity;
 
 /// The held set's file in the data directory.
 pub const APPROVER_SET_FILE: &str = "approver-set.json";

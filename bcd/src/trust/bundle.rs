@@ -22,8 +22,8 @@ use domain::pki::statement::{verify, TrustBundleStatement};
 use domain::pki::{PublicKey, Signature, TrustDomain};
 use prost::Message;
 
+use crate::files::identity::{read_stored, LoadError};
 use crate::files::{DataDir, IDENTITY_FILE};
-use crate::identity_store::{read_stored, LoadError};
 
 /// Why a Welcome's trust bundle was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,8 +1,22 @@
-//! The data directory's files and how they are written.
+//! The data directory: the files bcd keeps on the machine, and how every one is written.
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | this file | [`DataDir`]: the directory, durable 0600 writes, PKCS#8 PEM node keys |
+//! | [`identity`] | `identity.json` and `node.key`: loading in three steps, storing a join and a renewal |
+//! | [`pem_files`] | the identity as PEM files other software reads (`[files]`), and `on_renew` |
+//! | [`revoked`] | `revoked.json`: the revocation `bcd node` saw, for status, doctor and join |
+//!
+//! The other files of the directory belong to what owns them: `journal.db` and the admission
+//! state to [`crate::commands`], `approver-set.json` to [`crate::trust::approver_set`].
+//!
+//! Nothing here ever writes a file in place or deletes an identity: every write is a temporary
+//! file renamed over its target (below), every file is 0600 but the PEM files `[files]` gives
+//! another mode, and only `bcd join --reset` moves an identity aside.
 //!
 //! | file | what |
 //! | --- | --- |
-//! | `identity.json` | the identity ([`crate::identity_store::StoredIdentity`]) |
+//! | `identity.json` | the identity ([`crate::files::identity::StoredIdentity`]) |
 //! | `node.key` | the node key: PKCS#8 PEM (`PRIVATE KEY`), or a TPM key's record (`BCD TPM NODE KEY`, see [`crate::node_key`]) |
 //! | `node.key.next` | the key a renewal is certifying, until its certificate is stored |
 //! | `journal.db` | the command journal (owned by `bcd node`; only moved here) |
@@ -10,6 +24,10 @@
 //! Every write is durable and atomic: a temporary file created 0600 in the same directory,
 //! written, fsynced, renamed over the target, and the directory fsynced, so a crash leaves the
 //! old file or the new one, never a torn one. Renames and removals fsync the directory too.
+
+pub mod identity;
+pub mod pem_files;
+pub mod revoked;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

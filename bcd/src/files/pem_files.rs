@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::files::identity::LoadedIdentity;
 use crate::files::{key_to_pem, pem_encode, write_atomic_mode, FileError};
-use crate::identity_store::LoadedIdentity;
 use crate::node_key::NodeKey;
 
 /// Default name of the certificate chain file.
