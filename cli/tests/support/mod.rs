@@ -66,12 +66,25 @@ pub fn ok_json(dir: &Path, url: &str, args: &[&str]) -> serde_json::Value {
 /// events `store`), so it rebuilt ~100 of them (tonic, rustls, x509-parser, tss-esapi...)
 /// while the tests waited. With cli selected the dependencies are the test run's, except the
 /// few its dev-dependencies change (events, domain, sqlx; ~10 crates).
+///
+/// `BCD_TEST_BIN` names a `bcd` binary built from this tree to use instead (`.ci/run` sets it
+/// to the one `cargo test --workspace --no-run` has just built for bcd's own tests, which saves
+/// the nested build's ~10 crates while the suite runs). Only for a binary built from the same
+/// sources: nothing here checks that it is.
 pub fn bcd_bin() -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     static LOCK: Mutex<()> = Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     BUILT
         .get_or_init(|| {
+            if let Some(given) = std::env::var_os("BCD_TEST_BIN") {
+                let given = PathBuf::from(given);
+                return if given.is_file() {
+                    Ok(given)
+                } else {
+                    Err(format!("BCD_TEST_BIN {} is not a file", given.display()))
+                };
+            }
             let bcctl = bcctl_bin();
             let profile_dir = bcctl.parent().ok_or("bcctl has no directory")?;
             let target_dir = profile_dir.parent().ok_or("no target directory")?;
