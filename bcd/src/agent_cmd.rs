@@ -7,7 +7,7 @@
 
 use crate::config::Config;
 use crate::files::DataDir;
-use crate::join::{load_join_signing_key, JOIN_SIGNING_JWK};
+use crate::join::request::{load_join_signing_key, JOIN_SIGNING_JWK};
 use crate::node::{rejoin_if_expired, run_node, NodeExit, NodeOptions, REVOKED_EXIT_MESSAGE};
 use crate::site::{run_site, SiteExit, SiteOptions, STOPPED_MESSAGE};
 
@@ -79,7 +79,7 @@ pub fn run_agent(
         match rejoin_if_expired(
             dir,
             &options,
-            crate::hardware::read_claims(&crate::hardware::sysfs_root()),
+            crate::join::hardware::read_claims(&crate::join::hardware::sysfs_root()),
         ) {
             Ok(Some(_)) => expired_again = false,
             Ok(None) => {}

@@ -18,19 +18,19 @@ use crate::client::GrpcJoinTransport;
 use crate::config::Config;
 use crate::files::identity::{load_in, LoadError};
 use crate::files::DataDir;
-use crate::handover::{hand_over, join_hand_over_to};
-use crate::hardware::uuid_warning;
-use crate::join::{
+use crate::join::exchange::{parse_duration, run_join, JoinEnv, JoinLoop};
+use crate::join::handover::{hand_over, join_hand_over_to};
+use crate::join::hardware::uuid_warning;
+use crate::join::key::join_key;
+use crate::join::request::{
     load_join_encryption_key, load_join_signing_key, prepare_with_key, JOIN_ENCRYPTION_JWK,
     JOIN_SIGNING_JWK,
 };
-use crate::join_loop::{parse_duration, run_join, JoinEnv, JoinLoop};
-use crate::join_tpm::join_key;
+use crate::join::reset::{plan, DRY_RUN_EXIT, RESET_NOT_ROOT};
+use crate::join::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 use crate::node::rejoin_x509pop;
 use crate::privilege::{is_root, SystemUser};
-use crate::renewal_schedule::jitter;
-use crate::reset::{plan, DRY_RUN_EXIT, RESET_NOT_ROOT};
-use crate::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
+use crate::renewal::schedule::jitter;
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("{message}");
@@ -50,7 +50,7 @@ pub fn publish_files(config: &Config, dir: &DataDir, verb: &str) {
     }
 }
 
-/// The hand-over under `[helper]` (see [`crate::handover`]); nothing without it. A failure is
+/// The hand-over under `[helper]` (see [`crate::join::handover`]); nothing without it. A failure is
 /// exit 1: the identity is stored, but the unprivileged `bcd node` could not use it.
 fn give_to(config: &Config, dir: &DataDir, user: Option<&SystemUser>) -> Result<(), ExitCode> {
     let Some(user) = user else {
@@ -167,7 +167,7 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
             ));
         }
         // No token is read or sent: drop one from the environment so no child inherits it.
-        std::env::remove_var(crate::token_input::TOKEN_ENV);
+        std::env::remove_var(crate::join::token_input::TOKEN_ENV);
     }
     if attestor == X509POP && reset {
         return usage("--reset moves the identity aside, and x509pop re-joins from it: not both");
@@ -298,8 +298,8 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
             Ok(key) => key,
             Err(e) => return fail(e),
         };
-    let sys = crate::hardware::sysfs_root();
-    let read = crate::hardware::read_claims_explained(&sys);
+    let sys = crate::join::hardware::sysfs_root();
+    let read = crate::join::hardware::read_claims_explained(&sys);
     if let Some(warning) = uuid_warning(&sys, read.uuid_missing.as_ref()) {
         eprintln!("{warning}");
     }

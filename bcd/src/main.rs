@@ -14,8 +14,8 @@ use std::process::ExitCode;
 use bcd::agent_cmd::run_agent;
 use bcd::config::{Config, Environment, Overrides};
 use bcd::files::DataDir;
+use bcd::join::exchange::parse_duration;
 use bcd::join_cmd::{join, publish_files, JoinArgs};
-use bcd::join_loop::parse_duration;
 use bcd::node::NetworkDoctor;
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status_of};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -118,7 +118,7 @@ enum Command {
     /// put on the kernel command line.
     Ramdisk {
         /// The kernel command line to read (default /proc/cmdline).
-        #[arg(long, value_name = "FILE", default_value = bcd::ramdisk::PROC_CMDLINE)]
+        #[arg(long, value_name = "FILE", default_value = bcd::join::ramdisk::PROC_CMDLINE)]
         cmdline: PathBuf,
         /// The longest the join waits for an operator's approval: 90s, 15m, 24h.
         #[arg(long, value_name = "DURATION", default_value = "24h")]
@@ -224,11 +224,11 @@ fn ramdisk(config: &Config, dir: &DataDir, cmdline: PathBuf, approval_timeout: &
             return ExitCode::from(2);
         }
     };
-    let args = bcd::ramdisk::RamdiskArgs {
+    let args = bcd::join::ramdisk::RamdiskArgs {
         cmdline,
         approval_timeout,
     };
-    match bcd::ramdisk::run_ramdisk(config, dir, &args) {
+    match bcd::join::ramdisk::run_ramdisk(config, dir, &args) {
         Ok(message) => {
             println!("{message}");
             publish_files(config, dir, "bcd ramdisk");

@@ -11,7 +11,7 @@
 //! Every new node key is made in the TPM when the host has one ([`new_node_key`]): at a join
 //! and at every renewal's next key; when the TPM cannot hold it, bcd warns and makes a file key,
 //! so a file-key node moves into the TPM at its next renewal. (A renewal of a certificate that
-//! names an AK never falls back: see [`crate::renewal`].)
+//! names an AK never falls back: see [`crate::renewal::request`].)
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

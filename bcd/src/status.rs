@@ -17,7 +17,7 @@ use crate::files::identity::{
 use crate::files::revoked::{revoked, RevocationRecord, REVOKED_WAY_BACK};
 use crate::files::{DataDir, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
 use crate::node_key::{NodeKeyKind, TpmHost};
-use crate::renewal_schedule::renew_at;
+use crate::renewal::schedule::renew_at;
 
 /// How far the local clock may be behind the last server time seen before doctor warns.
 pub const CLOCK_TOLERANCE: Duration = Duration::seconds(60);

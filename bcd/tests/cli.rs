@@ -190,7 +190,7 @@ fn token_from_env_is_accepted() {
 
 #[test]
 fn env_token_is_removed_from_the_environment() {
-    use bcd::token_input::{read_token, ProcessEnv, TokenSource, TOKEN_ENV};
+    use bcd::join::token_input::{read_token, ProcessEnv, TokenSource, TOKEN_ENV};
     let t = token();
     std::env::set_var(TOKEN_ENV, &t);
     let mut stdin = std::io::Cursor::new(Vec::new());

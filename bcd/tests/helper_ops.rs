@@ -15,7 +15,7 @@ use bcd::helper::keys::HelperTpm;
 use bcd::helper::protocol::{to_line, Answer, Blob, Request};
 use bcd::node_key::{NodeKey, TpmHost};
 use bcd::privilege::SystemUser;
-use bcd::renewal::{prepare_renewal, PendingRenewal};
+use bcd::renewal::request::{prepare_renewal, PendingRenewal};
 use bcd::tpm::Tpm;
 use domain::attest::tpm::keys::{check_ak, verify_key_certification, KeyCertification};
 use domain::attest::tpm::public::TpmPublic;

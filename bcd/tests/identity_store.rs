@@ -196,19 +196,21 @@ fn renewal_answer_checks_use_the_spec_messages() {
     .unwrap();
     let next = node_key();
     let other_node = issue(&ks, &next, "n2", NodeRole::Node);
-    let err =
-        bcd::renewal::check_renewal_answer(&current, &other_node, next.public_key()).unwrap_err();
+    let err = bcd::renewal::request::check_renewal_answer(&current, &other_node, next.public_key())
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "renewal: the certificate is for eu-1/n2 (node), not eu-1/n1 (node)"
     );
     let wrong_key = issue(&ks, &node_key(), "n1", NodeRole::Node);
-    let err =
-        bcd::renewal::check_renewal_answer(&current, &wrong_key, next.public_key()).unwrap_err();
+    let err = bcd::renewal::request::check_renewal_answer(&current, &wrong_key, next.public_key())
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "renewal: the certificate does not certify the new key"
     );
     let good = issue(&ks, &next, "n1", NodeRole::Node);
-    assert!(bcd::renewal::check_renewal_answer(&current, &good, next.public_key()).is_ok());
+    assert!(
+        bcd::renewal::request::check_renewal_answer(&current, &good, next.public_key()).is_ok()
+    );
 }

@@ -6,12 +6,12 @@ use bcd::attest::NoEvidence;
 use bcd::config::JoinPins;
 use bcd::files::identity::load;
 use bcd::files::DataDir;
-use bcd::join::{
+use bcd::join::exchange::{run_join, JoinEnv, JoinLoop, Joined, DEFAULT_APPROVAL_TIMEOUT};
+use bcd::join::request::{
     prepare_join, CallError, JoinError, JoinRequestParts, JoinTransport, PreparedJoin,
 };
-use bcd::join_loop::{run_join, JoinEnv, JoinLoop, Joined, DEFAULT_APPROVAL_TIMEOUT};
-use bcd::renewal_schedule::Pushback;
-use bcd::verify_join::{JoinResponseFields, SignedJoinResponse};
+use bcd::join::verify::{JoinResponseFields, SignedJoinResponse};
+use bcd::renewal::schedule::Pushback;
 use common::*;
 use domain::pki::statement::{sign, JoinResponseStatement};
 use domain::pki::{KeySet, NodeRole, TokenSecret, VerifiedCsr};

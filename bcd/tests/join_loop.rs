@@ -10,9 +10,11 @@ use crate::common;
 use bcd::attest::{EvidenceError, EvidenceProducer, NoEvidence};
 use bcd::files::identity::load;
 use bcd::files::DataDir;
-use bcd::join::{prepare, CallError, JoinError, JoinRequestParts, JoinTransport, PreparedJoin};
-use bcd::join_loop::{run_join, JoinEnv, JoinLoop, Joined, MAX_CHALLENGES};
-use bcd::verify_join::{
+use bcd::join::exchange::{run_join, JoinEnv, JoinLoop, Joined, MAX_CHALLENGES};
+use bcd::join::request::{
+    prepare, CallError, JoinError, JoinRequestParts, JoinTransport, PreparedJoin,
+};
+use bcd::join::verify::{
     verify_join_response, DeferralFields, JoinExpectation, JoinRefusal, JoinResponseFields,
     SignedJoinResponse,
 };

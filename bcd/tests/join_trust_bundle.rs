@@ -5,8 +5,8 @@
 use crate::common;
 
 use bcd::client::decode_join_body;
+use bcd::join::verify::{verify_join_response, JoinExpectation, JoinRefusal, SignedJoinResponse};
 use bcd::trust::bundle::TrustBundleRefusal;
-use bcd::verify_join::{verify_join_response, JoinExpectation, JoinRefusal, SignedJoinResponse};
 use common::*;
 use domain::pki::statement::{sign, JoinResponseStatement, TrustBundleStatement};
 use domain::pki::{KeyRole, KeySet, NodeRole, PrivateKey};

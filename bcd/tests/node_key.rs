@@ -11,7 +11,7 @@ use std::process::Command;
 use bcd::files::identity::{load_in, LoadError};
 use bcd::files::{pem_encode, NEXT_KEY_FILE, NODE_KEY_FILE};
 use bcd::node_key::{NodeKey, NodeKeyKind, TpmHost, TPM_KEY_PEM_LABEL};
-use bcd::renewal::{prepare_renewal, PendingRenewal};
+use bcd::renewal::request::{prepare_renewal, PendingRenewal};
 use bcd::status::{node_key_check, status, Level};
 use common::{joined_with, keyset, now};
 
@@ -65,7 +65,7 @@ fn the_renewal_of_a_leaf_naming_an_ak_without_its_tpm_fails_before_anything_is_w
     let before = std::fs::read(data.node_key()).unwrap();
     let current = load_in(&data, &TpmHost::none()).unwrap();
     assert_eq!(
-        bcd::renewal::ak_statement(&current.leaf),
+        bcd::renewal::request::ak_statement(&current.leaf),
         Some(AK_STATEMENT)
     );
     let err = prepare_renewal(&data, &current, now(), &mut PendingRenewal::default())

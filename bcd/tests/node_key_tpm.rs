@@ -13,7 +13,7 @@ use base64::Engine as _;
 use bcd::files::identity::{load_in, LoadError};
 use bcd::files::{NEXT_KEY_FILE, NODE_KEY_FILE};
 use bcd::node_key::{NodeKey, NodeKeyKind, TpmHost};
-use bcd::renewal::{prepare_renewal, PendingRenewal};
+use bcd::renewal::request::{prepare_renewal, PendingRenewal};
 use bcd::status::{node_key_check, status, Level};
 use common::{issue_for, joined_with, keyset, now};
 use domain::pki::PublicKey;
@@ -308,7 +308,7 @@ fn a_tpm_join_makes_its_key_in_the_tpm_and_produces_the_tpms_evidence() {
     )
     .unwrap();
     let config = bcd::config::Config::parse(&cfg, &std::fs::read_to_string(&cfg).unwrap()).unwrap();
-    let made = bcd::join_tpm::join_key(&config, "tpm").unwrap();
+    let made = bcd::join::key::join_key(&config, "tpm").unwrap();
     assert_eq!(made.key.kind(), NodeKeyKind::Tpm);
     assert_eq!(made.warning, None);
     let producer = made.producer.unwrap();
@@ -432,7 +432,7 @@ async fn a_tpm_node_renews_over_the_wire_certified_by_its_ak_and_stays_in_the_tp
     assert_eq!(renewed.key.kind(), NodeKeyKind::Tpm);
     assert_ne!(renewed.key.public_key(), loaded.key.public_key());
     assert_eq!(
-        bcd::renewal::ak_statement(&renewed.leaf),
+        bcd::renewal::request::ak_statement(&renewed.leaf),
         Some(statement.as_str())
     );
     assert_eq!(

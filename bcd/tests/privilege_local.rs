@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use bcd::files::pem_files::FileSettings;
 use bcd::files::DataDir;
-use bcd::handover::hand_over;
+use bcd::join::handover::hand_over;
 use bcd::privilege::SystemUser;
 use bcd::tpm_access::{check_user, Finding};
 use swtpm_fixture::swtpm::Swtpm;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use bcd::client::certificate_spki_pin;
-use bcd::ramdisk::{parse_cmdline, CmdlineError};
+use bcd::join::ramdisk::{parse_cmdline, CmdlineError};
 use domain::attest::discovery::wire::{DiscoveryAssertion, SignedDiscoveryAssertion};
 use domain::pki::{KeyRole, PrivateKey, PublicKey, SealedToken, TokenSecret};
 use sha2::{Digest, Sha256};

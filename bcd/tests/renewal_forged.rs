@@ -22,8 +22,8 @@ use bcd::client::{
 use bcd::files::identity::{load, read_stored, LoadedIdentity};
 use bcd::files::{DataDir, IDENTITY_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
 use bcd::node::{hold_session, renew_once, renew_retrying, RenewError, SessionEnd};
-use bcd::renewal::PendingRenewal;
-use bcd::renewal_schedule::{next_renewal_attempt, Pushback};
+use bcd::renewal::request::PendingRenewal;
+use bcd::renewal::schedule::{next_renewal_attempt, Pushback};
 use common::{joined, keyset, now};
 use domain::pki::{
     issue_node_certificate, KeyRole, KeySet, NodeCertificateDecision, NodeIdentity, PrivateKey,

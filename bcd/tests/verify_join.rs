@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use bcd::verify_join::{
+use bcd::join::verify::{
     verify_join_response, JoinExpectation, JoinRefusal, JoinResponseFields, SignedJoinResponse,
 };
 use common::*;

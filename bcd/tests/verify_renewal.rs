@@ -1,4 +1,4 @@
-//! `bcd::verify_renewal`, one test per refusal: a bad signature, another CSR hash, a foreign
+//! `bcd::renewal::verify`, one test per refusal: a bad signature, another CSR hash, a foreign
 //! chain, another identity, another key, a lifetime over the role's maximum; and a good answer.
 //! Every refused answer here is signed by the real JoinService key (so each later check is
 //! reached), except the bad-signature one.
@@ -7,7 +7,7 @@ use crate::common;
 use crate::renewal_support::*;
 
 use bcd::node::decode_renew_body;
-use bcd::verify_renewal::{
+use bcd::renewal::verify::{
     verify_renewal, RenewalExpectation, RenewalRefusal, SignedRenewal, VerifiedRenewal,
 };
 use common::{issue, issue_at, keyset, node_key, now};

@@ -1,7 +1,7 @@
 //! The discovery attestor's agent half (spec 000 "discovery"): the evidence is the site agent's
 //! signed assertion exactly as it came on the kernel command line
 //! ([`SignedDiscoveryAssertion::to_bytes`]); the sealed discovery token travels beside it in the
-//! request. It answers no challenge. `bcd ramdisk` ([`crate::ramdisk`]) uses it.
+//! request. It answers no challenge. `bcd ramdisk` ([`crate::join::ramdisk`]) uses it.
 
 use domain::attest::discovery::wire::{SignedDiscoveryAssertion, DISCOVERY_ATTESTOR};
 

@@ -1,4 +1,4 @@
-//! [`GrpcJoinTransport`]: [`crate::join::JoinTransport`] over gRPC, on a private current-thread
+//! [`GrpcJoinTransport`]: [`crate::join::request::JoinTransport`] over gRPC, on a private current-thread
 //! runtime (the join loop itself stays synchronous and testable with a stand-in transport).
 
 use domain::pki::Pin;
@@ -6,8 +6,8 @@ use prost::Message as _;
 
 use super::connect::{connect, NodeClient, CALL_TIMEOUT};
 use super::retry::classify;
-use crate::join::{CallError, JoinRequestParts, JoinTransport};
-use crate::verify_join::{DeferralFields, JoinResponseFields, SignedJoinResponse};
+use crate::join::request::{CallError, JoinRequestParts, JoinTransport};
+use crate::join::verify::{DeferralFields, JoinResponseFields, SignedJoinResponse};
 
 /// Decodes a signed `bc.wire.v1.JoinResponse` body into the fields the agent checks.
 pub fn decode_join_body(body: &[u8]) -> Result<JoinResponseFields, String> {
@@ -61,7 +61,7 @@ impl std::fmt::Debug for GrpcJoinTransport {
 impl GrpcJoinTransport {
     /// A transport to `server`, pinned to `serving_ca`. The JoinService signing key's SPKI
     /// (from `join-signing.jwk`, checked against its pin by the caller) is attached to every
-    /// answer so [`crate::verify_join`] checks the signature under it.
+    /// answer so [`crate::join::verify`] checks the signature under it.
     pub fn new(
         server: &str,
         serving_ca: Pin,

@@ -1,8 +1,8 @@
 //! How a failed call is treated: refused, retried (with the gateway's pushback, if it sent
 //! one) or fatal.
 
-use crate::join::CallError;
-use crate::renewal_schedule::Pushback;
+use crate::join::request::CallError;
+use crate::renewal::schedule::Pushback;
 
 /// The metadata key of a gateway's retry hint.
 pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";

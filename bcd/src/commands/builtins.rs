@@ -17,7 +17,7 @@ use domain::command::payloads::{DiagPing, LogsCollect};
 use prost::Message as _;
 
 use super::hooks::{read_tail, OUTPUT_TAIL_BYTES};
-use crate::hardware::{read_claims, sysfs_root};
+use crate::join::hardware::{read_claims, sysfs_root};
 
 /// The default of `logs.collect`'s `lines`.
 pub const DEFAULT_LOG_LINES: u32 = 100;

@@ -11,7 +11,7 @@
 //!    before the request, then the answer is checked and stored through
 //!    [`crate::files::identity::RenewalStore`] (`node.key.next` again, `identity.json`, the
 //!    rename), so a crash at any step leaves a matching key and certificate. A failed renewal is
-//!    retried with [`crate::renewal_schedule::next_renewal_attempt`] (30 s doubling to 10 min, a
+//!    retried with [`crate::renewal::schedule::next_renewal_attempt`] (30 s doubling to 10 min, a
 //!    gateway's pushback waited out exactly);
 //! 3. otherwise open the session with the current certificate: `Hello` with the trust version
 //!    held, then a `StatusReport` every [`NodeOptions::status_interval`], until the renewal is

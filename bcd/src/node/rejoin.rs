@@ -18,11 +18,13 @@ use crate::attest::X509POP;
 use crate::client::GrpcJoinTransport;
 use crate::files::identity::{load_in, store_rejoined, LoadError, LoadedIdentity, WAY_BACK};
 use crate::files::DataDir;
-use crate::hardware::HardwareClaims;
-use crate::join::{prepare_with_key, JoinError, JoinTransport};
-use crate::join_loop::{exchange, joined_message, JoinEnv, JoinLoop, DEFAULT_APPROVAL_TIMEOUT};
+use crate::join::exchange::{
+    exchange, joined_message, JoinEnv, JoinLoop, DEFAULT_APPROVAL_TIMEOUT,
+};
+use crate::join::hardware::HardwareClaims;
+use crate::join::request::{prepare_with_key, JoinError, JoinTransport};
+use crate::join::verify::VerifiedJoin;
 use crate::node_key::new_node_key;
-use crate::verify_join::VerifiedJoin;
 
 /// A stored re-join.
 #[derive(Debug)]
@@ -146,7 +148,7 @@ pub fn rejoin_if_expired(
         )))
     })?;
     let mut sleep = |d: Duration| std::thread::sleep(d.try_into().unwrap_or_default());
-    let mut draw = crate::renewal_schedule::jitter;
+    let mut draw = crate::renewal::schedule::jitter;
     let mut say = |line: &str| log(line.trim_start_matches("bcd join: "));
     let mut env = JoinEnv {
         sleep: &mut sleep,

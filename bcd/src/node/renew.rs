@@ -1,7 +1,7 @@
 //! One renewal over an open client ([`renew_once`]) and why it failed ([`RenewError`]).
 //!
 //! `node.key.next` is written before the request, then the signed answer is verified
-//! ([`crate::verify_renewal`]: the pinned JoinService key, the CSR binding, the identity, the
+//! ([`crate::renewal::verify`]: the pinned JoinService key, the CSR binding, the identity, the
 //! key, the chain to this node's CA, the lifetime) and only then stored through
 //! [`crate::files::identity::RenewalStore`] (`node.key.next` again, `identity.json`, the rename),
 //! so a crash at any step leaves a matching key and certificate, and a forged answer changes
@@ -15,10 +15,10 @@ use time::OffsetDateTime;
 use crate::client::{classify, ClientError, NodeClient, CALL_TIMEOUT};
 use crate::files::identity::{load_in, LoadError, LoadedIdentity, StoreError};
 use crate::files::DataDir;
-use crate::join::CallError;
-use crate::renewal::{prepare_renewal, PendingRenewal, PrepareError};
-use crate::renewal_schedule::Pushback;
-use crate::verify_renewal::{
+use crate::join::request::CallError;
+use crate::renewal::request::{prepare_renewal, PendingRenewal, PrepareError};
+use crate::renewal::schedule::Pushback;
+use crate::renewal::verify::{
     verify_renewal, RenewalExpectation, RenewalFields, RenewalRefusal, SignedRenewal,
 };
 

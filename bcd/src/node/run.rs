@@ -16,8 +16,8 @@ use crate::files::identity::{load_in, LoadError, WAY_BACK};
 use crate::files::pem_files::{refresh, FileSettings};
 use crate::files::DataDir;
 use crate::node_key::TpmHost;
-use crate::renewal::PendingRenewal;
-use crate::renewal_schedule::{jitter, renew_at, renewal_retry_at};
+use crate::renewal::request::PendingRenewal;
+use crate::renewal::schedule::{jitter, renew_at, renewal_retry_at};
 use domain::quorum::SetDigest;
 
 /// What `bcd node` prints last when its certificate was revoked (exit status 1).

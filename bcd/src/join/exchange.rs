@@ -1,11 +1,11 @@
 //! The agent's join loop (spec 001 "Two-round joins", spec 002 "What the join does" step 4).
 //!
-//! One key and CSR for the whole exchange ([`crate::join::PreparedJoin`]). Each round the
+//! One key and CSR for the whole exchange ([`crate::join::request::PreparedJoin`]). Each round the
 //! producer of the join's attestor builds the evidence (round 1 without a challenge, bound to
 //! the CSR's SHA-256; built again for every send, so time-bound evidence stays fresh across
 //! retries), the request is sent through a [`JoinTransport`] (retryable failures retried up to
-//! 20 attempts with [`crate::renewal_schedule::join_retry`]), and the answer is authenticated
-//! and classified by [`crate::verify_join::read_join_answer`] before anything of it is used:
+//! 20 attempts with [`crate::renewal::schedule::join_retry`]), and the answer is authenticated
+//! and classified by [`crate::join::verify::read_join_answer`] before anything of it is used:
 //!
 //! - **joined**: verified in full (the pinned signing key, this CSR, this key, the role, the node
 //!   `--node-id` names) and returned; a deferral is never taken for a join;
@@ -26,9 +26,9 @@ use time::{Duration, OffsetDateTime};
 use crate::attest::EvidenceProducer;
 use crate::files::identity::{store_joined, JoinStored};
 use crate::files::DataDir;
-use crate::join::{CallError, JoinError, JoinTransport, PreparedJoin};
-use crate::renewal_schedule::{join_retry, JoinRetry};
-use crate::verify_join::{read_join_answer, JoinAnswer, JoinExpectation, VerifiedJoin};
+use crate::join::request::{CallError, JoinError, JoinTransport, PreparedJoin};
+use crate::join::verify::{read_join_answer, JoinAnswer, JoinExpectation, VerifiedJoin};
+use crate::renewal::schedule::{join_retry, JoinRetry};
 use domain::pki::{Pin, TrustDomain};
 
 /// The most challenge rounds one exchange answers.
@@ -117,7 +117,7 @@ fn send(
     attestor: &str,
     pending: Option<&str>,
     env: &mut JoinEnv<'_>,
-) -> Result<crate::verify_join::SignedJoinResponse, JoinError> {
+) -> Result<crate::join::verify::SignedJoinResponse, JoinError> {
     let mut attempt = 0u32;
     loop {
         attempt += 1;

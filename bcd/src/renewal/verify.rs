@@ -2,7 +2,7 @@
 //!
 //! The gateway relays the answer; only the JoinService signs it, so a gateway (or anyone who
 //! holds a serving certificate) cannot hand a node a certificate of its own making. Like
-//! [`crate::verify_join`], this module does not know protobuf: the caller passes the signed
+//! [`crate::join::verify`], this module does not know protobuf: the caller passes the signed
 //! bytes and their signature as a [`SignedRenewal`] and a decoder that turns the *signed bytes*
 //! into [`RenewalFields`], so every field checked here comes from what was signed.
 //!
@@ -26,7 +26,7 @@ use domain::pki::statement::{verify, RenewResponseStatement};
 use domain::pki::{issued_by, NodeIdentity, PublicKey, Signature};
 use time::OffsetDateTime;
 
-use crate::renewal::{check_renewal_answer, RenewalAnswerError};
+use crate::renewal::request::{check_renewal_answer, RenewalAnswerError};
 
 /// A signed renewal answer as it came off the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,13 +27,13 @@ use crate::client::GrpcJoinTransport;
 use crate::config::{Config, ConfigError};
 use crate::files::identity::{load_in, LoadError};
 use crate::files::DataDir;
-use crate::join::{
+use crate::join::exchange::{run_join, JoinEnv, JoinLoop};
+use crate::join::key::join_key;
+use crate::join::request::{
     load_join_encryption_key, load_join_signing_key, prepare_with_key, JoinError,
     JOIN_ENCRYPTION_JWK, JOIN_SIGNING_JWK,
 };
-use crate::join_loop::{run_join, JoinEnv, JoinLoop};
-use crate::join_tpm::join_key;
-use crate::renewal_schedule::jitter;
+use crate::renewal::schedule::jitter;
 
 /// Where the kernel command line is read by default.
 pub const PROC_CMDLINE: &str = "/proc/cmdline";
@@ -205,7 +205,7 @@ pub fn run_ramdisk(
     let encryption_key =
         load_join_encryption_key(&keys.join(JOIN_ENCRYPTION_JWK), &pins.join_encryption)?;
     let signing_key = load_join_signing_key(&keys.join(JOIN_SIGNING_JWK), &pins.join_signing)?;
-    let claims = crate::hardware::read_claims(&crate::hardware::sysfs_root());
+    let claims = crate::join::hardware::read_claims(&crate::join::hardware::sysfs_root());
     let mut transport =
         GrpcJoinTransport::new(&server, pins.serving_ca, signing_key.spki_der().to_vec())
             .map_err(|e| RamdiskError::Runtime(e.to_string()))?;

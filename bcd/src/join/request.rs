@@ -2,7 +2,7 @@
 //!
 //! [`prepare_join`] makes the node key and its CSR and seals the token to the pinned JoinService
 //! encryption key, bound to the CSR's SHA-256 ([`prepare`] for an attestor without a token).
-//! [`crate::join_loop`] runs the exchange through a [`JoinTransport`] (the gRPC client
+//! [`crate::join::exchange`] runs the exchange through a [`JoinTransport`] (the gRPC client
 //! implements it) and stores the answer. Nothing is written before the answer verified.
 
 use std::path::Path;
@@ -14,11 +14,11 @@ use serde::Deserialize;
 
 use crate::attest::{EvidenceError, JOIN_TOKEN, PROVISIONED, X509POP};
 use crate::files::identity::StoreError;
-use crate::hardware::HardwareClaims;
+use crate::join::hardware::HardwareClaims;
+use crate::join::verify::{JoinRefusal, JoinResponseFields, SignedJoinResponse};
 use crate::node_key::NodeKey;
-use crate::renewal::csr_for;
-use crate::renewal_schedule::Pushback;
-use crate::verify_join::{JoinRefusal, JoinResponseFields, SignedJoinResponse};
+use crate::renewal::request::csr_for;
+use crate::renewal::schedule::Pushback;
 
 /// The JoinService encryption key's file, beside `config.toml`.
 pub const JOIN_ENCRYPTION_JWK: &str = "join-encryption.jwk";
@@ -93,7 +93,7 @@ pub enum JoinError {
         /// This join's.
         ours: String,
     },
-    /// More challenges than [`crate::join_loop::MAX_CHALLENGES`].
+    /// More challenges than [`crate::join::exchange::MAX_CHALLENGES`].
     #[error(
         "bcd join: the {attestor} attestor sent a challenge after {max} rounds of them; refused, \
          nothing was stored"
@@ -203,7 +203,7 @@ pub struct JoinRequestParts {
     pub evidence: Vec<u8>,
     /// The role asked for.
     pub role: NodeRole,
-    /// What the machine claims about its hardware ([`crate::hardware`]).
+    /// What the machine claims about its hardware ([`crate::join::hardware`]).
     pub claims: HardwareClaims,
     /// bcd's version.
     pub daemon_version: &'static str,
