@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bcd::helper::keys::HelperTpm;
-use bcd::privilege::SystemUser;
+use bcd::helper::privilege::SystemUser;
 use bcd::tpm::Tpm;
 use domain::pki::NodeSigner;
 use swtpm_fixture::swtpm::Swtpm;

@@ -18,6 +18,7 @@ use crate::client::GrpcJoinTransport;
 use crate::config::Config;
 use crate::files::identity::{load_in, LoadError};
 use crate::files::DataDir;
+use crate::helper::privilege::{is_root, SystemUser};
 use crate::join::exchange::{parse_duration, run_join, JoinEnv, JoinLoop};
 use crate::join::handover::{hand_over, join_hand_over_to};
 use crate::join::hardware::uuid_warning;
@@ -29,7 +30,6 @@ use crate::join::request::{
 use crate::join::reset::{plan, DRY_RUN_EXIT, RESET_NOT_ROOT};
 use crate::join::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
 use crate::node::rejoin_x509pop;
-use crate::privilege::{is_root, SystemUser};
 use crate::renewal::schedule::jitter;
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {

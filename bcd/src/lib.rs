@@ -2,38 +2,30 @@
 //!
 //! | module | job |
 //! | --- | --- |
-//! | [`config`] | `config.toml`, environment overrides, the three pins |
-//! | [`config_template`] | `bcd config template`: every key with its default, checked against the parser |
+//! | [`config`] | `config.toml`, environment overrides, the three pins; `bcd config template` |
 //! | [`files`] | the data directory: durable 0600 writes, `identity.json` and `node.key`, the PEM files, `revoked.json` |
 //! | [`fault`] | fault points the crash tests stop the process at (debug builds only) |
 //! | [`join`] | `bcd join` and `bcd ramdisk`: the token, the request, the join loop, verifying the answer, reset, hand-over |
 //! | [`join_cmd`] | `bcd join` as a command: credentials, `--reset`, the exchange, then the PEM files |
 //! | [`attest`] | the attestors' agent halves: join-token, provisioned, x509pop, `--evidence-command` |
 //! | [`renewal`] | when to renew, the request's parts, verifying the signed answer |
-//! | [`status`] | `bcd status` and `bcd doctor` |
+//! | [`status`] | `bcd status` and `bcd doctor` (its local checks, the TPM access check) |
 //! | [`client`] | gRPC over TLS 1.3 pinned to the serving CA; the Join transport |
 //! | [`node_key`] | the node key, a PKCS#8 file or held by the TPM; making it where it belongs |
-//! | [`agent_cmd`] | `bcd node` and `bcd site` as commands: pins, runtime, the x509pop re-join loop |
-//! | [`node`] | `bcd node`: the session, renewal, revocation; doctor's network checks |
+//! | [`node`] | `bcd node` and `bcd site` as commands; the session, renewal, revocation; doctor's network checks |
 //! | [`site`] | `bcd site`: the site agent: `bcd node` plus the boot lease and the iPXE server |
-//! | [`helper`] | `bcd helper` (root, holds the TPM) and the unprivileged node's client of it |
-//! | [`privilege`] | who this process is; the `[helper] user` from the user database |
-//! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi) |
-//! | [`tpm_access`] | `bcd doctor`'s `tpm` check: the node's user cannot open the TPM |
-//! | [`tpm_show`] | `bcd tpm show`: the EK's SHA-256 to allow-list and the AK's statement |
-//! | [`commands`] | signed commands on the machine: verify, admit, `journal.db`, hooks, built-ins |
+//! | [`helper`] | `bcd helper` (root, holds the TPM), the unprivileged node's client of it, who this process is |
+//! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi); `bcd tpm show` |
+//! | [`commands`] | signed commands on the machine: verify, the approver quorum check, `journal.db`, hooks, built-ins |
 //! | [`trust`] | the signed trust bundle, checked and kept; the held approver set under the one epoch rule |
 //!
 //! The network (gRPC over pinned mTLS) plugs in through [`join::request::JoinTransport`] and
 //! [`status::NetworkChecks`].
 
-pub mod admission_store;
-pub mod agent_cmd;
 pub mod attest;
 pub mod client;
 pub mod commands;
 pub mod config;
-pub mod config_template;
 pub mod fault;
 pub mod files;
 pub mod helper;
@@ -41,13 +33,10 @@ pub mod join;
 pub mod join_cmd;
 pub mod node;
 pub mod node_key;
-pub mod privilege;
 pub mod renewal;
 pub mod site;
 pub mod status;
 pub mod tpm;
-pub mod tpm_access;
-pub mod tpm_show;
 pub mod trust;
 
 // Old paths kept for users outside bcd (cli's tests, fuzz); bcd itself names the new ones.

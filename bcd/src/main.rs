@@ -11,11 +11,11 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use bcd::agent_cmd::run_agent;
 use bcd::config::{Config, Environment, Overrides};
 use bcd::files::DataDir;
 use bcd::join::exchange::parse_duration;
 use bcd::join_cmd::{join, publish_files, JoinArgs};
+use bcd::node::run_agent;
 use bcd::node::NetworkDoctor;
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status_of};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -257,7 +257,7 @@ fn tpm_show(config: &Config, json: bool) -> ExitCode {
     let shown = config
         .tpm_host()
         .open()
-        .and_then(|tpm| bcd::tpm_show::show(&tpm));
+        .and_then(|tpm| bcd::tpm::show::show(&tpm));
     match shown {
         Ok(shown) if json => match serde_json::to_string_pretty(&shown) {
             Ok(text) => {
@@ -282,10 +282,10 @@ fn main() -> ExitCode {
     };
 
     if let Command::Config(ConfigCommand::Template) = cli.command {
-        print!("{}", bcd::config_template::TEMPLATE);
+        print!("{}", bcd::config::template::TEMPLATE);
         return ExitCode::SUCCESS;
     }
-    if matches!(cli.command, Command::Helper) && !bcd::privilege::is_root() {
+    if matches!(cli.command, Command::Helper) && !bcd::helper::privilege::is_root() {
         return fail(bcd::helper::server::NOT_ROOT);
     }
     let overrides = Overrides {

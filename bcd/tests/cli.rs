@@ -425,7 +425,7 @@ fn config_template_prints_the_template_without_reading_a_config() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), bcd::config_template::TEMPLATE);
+    assert_eq!(text(&out.stdout), bcd::config::template::TEMPLATE);
     // What it printed is a config.toml bcd loads as is.
     let cfg = tmp.path().join("config.toml");
     fs::write(&cfg, &out.stdout).unwrap();

@@ -12,9 +12,9 @@ use std::process::{Command, Stdio};
 
 use bcd::files::pem_files::FileSettings;
 use bcd::files::DataDir;
+use bcd::helper::privilege::SystemUser;
 use bcd::join::handover::hand_over;
-use bcd::privilege::SystemUser;
-use bcd::tpm_access::{check_user, Finding};
+use bcd::status::tpm_check::{check_user, Finding};
 use swtpm_fixture::swtpm::Swtpm;
 use swtpm_fixture::unix_user::UnixUser;
 

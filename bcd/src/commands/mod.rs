@@ -1,4 +1,23 @@
-//! Signed commands on the machine (spec 003 "On the machine"): verify, admit, journal, run, answer.
+//! Signed commands on the machine (spec 003 "On the machine"): verify, check the approver
+//! quorum, journal, run, answer. (The control plane's command handlers are the `commands`
+//! crate; this folder is only what `bcd node` does with a signed command it receives.)
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | this file | [`CommandRunner`]: one command from the wire to its `CommandResult`; [`spawn_runner`] |
+//! | [`quorum`] | a destructive command's approver quorum checked under the held approver set |
+//! | [`used_approvals`] | what the quorum check remembers: the used batch leaves, the hour's unbatched runs |
+//! | [`journal`] | `journal.db`: each command runs at most once across redeliveries and restarts |
+//! | [`hooks`] | a destructive kind's hook program (`[commands.hooks]`) |
+//! | [`builtins`] | the non-destructive kinds bcd runs itself (`diag.ping`, `inventory.refresh`, `logs.collect`) |
+//! | [`settings`] | `[commands]` in `config.toml` |
+//!
+//! The approver set the quorum is counted against is [`crate::trust::approver_set`]. The
+//! session that carries commands and answers is [`crate::node`] (`session.rs`).
+//!
+//! Nothing here ever runs a command whose signature, signer or body did not verify, runs a
+//! destructive command without its hook and a quorum of the held set, or runs a command the
+//! journal recorded as started or finished.
 //!
 //! [`CommandRunner::handle`] answers one `GatewayMessage.command` with one `CommandResult`:
 //!
@@ -9,19 +28,20 @@
 //!    Welcome), and the wire `command_id` equal to the body's: else `SIGNATURE_INVALID`;
 //! 3. the kind is known and this node's role may run it: else `KIND_UNSUPPORTED`; its payload
 //!    decodes as the kind's message (no unknown fields): else `SIGNATURE_INVALID`;
-//! 4. a destructive kind needs a hook (`[commands.hooks]`): else `NO_HOOK`; then admission
-//!    ([`admission`]): its refusal's reason and message;
+//! 4. a destructive kind needs a hook (`[commands.hooks]`): else `NO_HOOK`; then the quorum
+//!    check ([`quorum`]): its refusal's reason and message;
 //! 5. recorded `started`, run (a built-in in bcd, a destructive kind's hook), recorded with its
 //!    result.
 //!
 //! A rejection ran nothing. [`spawn_runner`] runs commands one at a time per process on a thread
 //! of its own, off the session's select loop.
 
-pub mod admission;
 pub mod builtins;
 pub mod hooks;
 pub mod journal;
+pub mod quorum;
 pub mod settings;
+pub mod used_approvals;
 
 pub use settings::{CommandSettings, DEFAULT_HOOK_TIMEOUT_SECONDS};
 
@@ -38,8 +58,8 @@ use time::OffsetDateTime;
 
 use crate::files::identity::read_stored;
 use crate::files::DataDir;
-use admission::{admit_destructive, ToAdmit};
 use journal::{Entry, Journal, JournalError, INTERRUPTED_DETAIL};
+use quorum::{admit_destructive, ToAdmit};
 
 /// What a runner needs besides the identity on disk.
 #[derive(Debug, Clone)]

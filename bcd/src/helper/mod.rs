@@ -9,6 +9,7 @@
 //!
 //! | module | job |
 //! | --- | --- |
+//! | [`privilege`] | who this process is (root or not); the `[helper] user` from the user database |
 //! | [`settings`] | `[helper]`: the user and the socket |
 //! | [`protocol`] | the wire: one JSON request per line, one answer per line |
 //! | [`server`] | `bcd helper`: the socket, the peer check, the five operations on the TPM |
@@ -19,6 +20,7 @@
 pub mod checks;
 pub mod client;
 pub mod keys;
+pub mod privilege;
 pub mod protocol;
 pub mod server;
 pub mod settings;

@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use super::protocol::{to_line, Answer, Blob, Request, ANSWER_TIMEOUT, MAX_LINE};
 use super::settings::HelperSettings;
 use crate::config::Config;
-use crate::privilege::{is_root, user_name, SystemUser};
+use crate::helper::privilege::{is_root, user_name, SystemUser};
 use crate::tpm::{Tpm, TpmNodeKey};
 
 /// The most connections served at once (the node keeps one; the rest are `bcd status` and the

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::files::pem_files::FileSettings;
 use crate::files::revoked::REVOKED_FILE;
 use crate::files::{DataDir, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
-use crate::privilege::SystemUser;
+use crate::helper::privilege::SystemUser;
 use crate::trust::approver_set::APPROVER_SET_FILE;
 
 /// The data directory's files handed over, when they exist.
@@ -89,13 +89,13 @@ pub fn join_hand_over_to(
         return Ok(None);
     };
     if !root {
-        let uid = crate::privilege::euid();
+        let uid = crate::helper::privilege::euid();
         return Err(format!(
             "bcd join: [helper] user is {user}: the join stores the identity and hands it over \
              to {user}, and only root can do that; this process runs as {name} (uid {uid}): run \
              bcd join as root; nothing was read or sent",
             user = helper.user,
-            name = crate::privilege::user_name(uid),
+            name = crate::helper::privilege::user_name(uid),
         ));
     }
     SystemUser::by_name(&helper.user)

@@ -150,13 +150,13 @@ pub fn uuid_warning(sys: &Path, missing: Option<&UuidMissing>) -> Option<String>
     if missing != Some(&UuidMissing::PermissionDenied) {
         return None;
     }
-    let uid = crate::privilege::euid();
+    let uid = crate::helper::privilege::euid();
     Some(format!(
         "bcd join: cannot read the product UUID ({}): permission denied (it is readable by root \
          only, and this join runs as {} (uid {uid})); it is left out of the claims, so a token \
          bound with --expect-product-uuid refuses this machine: run bcd join as root",
         product_uuid_path(sys).display(),
-        crate::privilege::user_name(uid),
+        crate::helper::privilege::user_name(uid),
     ))
 }
 

@@ -33,6 +33,7 @@
 //!
 //! | module    | job                                                                   |
 //! |-----------|-----------------------------------------------------------------------|
+//! | `command` | `bcd node` and `bcd site` as commands ([`run_agent`]): pins, runtime, re-joins |
 //! | `run`     | the loop ([`run_node`]), its options and how it ends                  |
 //! | `renew`   | one renewal ([`renew_once`]) and its errors                           |
 //! | `rejoin`  | the x509pop re-join of an expired identity ([`rejoin_if_expired`])     |
@@ -41,7 +42,13 @@
 //! | `log`     | the log line format                                                   |
 //!
 //! Every item is re-exported here, so callers name `crate::node::X` whatever file holds it.
+//!
+//! `bcd node` never redials with a certificate the gateway revoked, never raises the server-time
+//! mark from an unsigned time, and never stores an answer or a trust bundle it has not verified
+//! (the checks are [`crate::renewal`] and [`crate::trust`]; the signed commands a session
+//! carries are run by [`crate::commands`]).
 
+mod command;
 mod doctor;
 pub mod log;
 mod rejoin;
@@ -49,6 +56,7 @@ mod renew;
 mod run;
 mod session;
 
+pub use command::{check_node_user, run_agent, STATUS_INTERVAL_ENV};
 pub use doctor::{welcome_time, NetworkDoctor, WelcomeError, CLOCK_SKEW_FAIL};
 pub use log::{log, rfc3339};
 pub use rejoin::{rejoin_if_expired, rejoin_x509pop, RejoinError, Rejoined};

@@ -22,10 +22,16 @@
 //! | `convert` | TPM structures to points, marshalled areas and ES256 signatures |
 //! | `worker` | the thread owning the TPM connection: every TPM command, handle flushing |
 //! | `no_tpm` | without the `tpm` feature (the fuzz targets' build): a worker that never opens |
+//! | [`show`] | `bcd tpm show`: the EK's SHA-256 to allow-list and the AK's statement |
 //!
 //! The `tpm` feature (default on) brings tss-esapi and libtss2. Without it the API is the same
 //! and [`Tpm::open`] answers [`TpmError::Unavailable`]: what builds bcd only for its files
 //! (`fuzz/`) does not build the TPM stack.
+//!
+//! Nothing here ever persists an object in the TPM, lets a node key leave it, or runs a TPM
+//! command on the async runtime. Where the node key is made (TPM or file) is
+//! [`crate::node_key`]; who may open the TPM under `[helper]` is [`crate::helper`] and
+//! `bcd doctor`'s check [`crate::status::tpm_check`].
 
 mod answers;
 #[cfg(feature = "tpm")]
@@ -33,6 +39,7 @@ mod convert;
 mod error;
 #[cfg(not(feature = "tpm"))]
 mod no_tpm;
+pub mod show;
 pub mod templates;
 #[cfg(feature = "tpm")]
 mod worker;

@@ -1,6 +1,7 @@
-//! A destructive command's admission on the machine: the wire approval and proof read into the
-//! domain's types, [`domain::quorum::admit_cached`] under the held approver set, and its state
-//! persisted in `batch-leaves.json` / `unbatched-destructive.json` only after admission.
+//! The approver quorum check of a destructive command on the machine (its admission): the wire
+//! approval and proof read into the domain's types, [`domain::quorum::admit_cached`] under the
+//! held approver set, and its state persisted in `batch-leaves.json` /
+//! `unbatched-destructive.json` only after admission.
 //!
 //! Anything the daemon cannot read (the held set, the stored bundle, the admission state) refuses
 //! the command `BATCH_UNAPPROVED` with detail `trust-bundle-unreadable: ...`: a destructive
@@ -12,7 +13,7 @@ use domain::quorum::{
     TrustDomain, VerifiedApprovals,
 };
 
-use crate::admission_store::AdmissionStore;
+use crate::commands::used_approvals::AdmissionStore;
 use crate::files::identity::StoredIdentity;
 use crate::files::DataDir;
 use crate::trust::approver_set::{load_held, offer_of};

@@ -5,6 +5,15 @@
 //! none); `doctor` runs checks, each `ok`, `warn` or `fail`, and every problem ends with the way
 //! back. The local checks are here; the network ones (gateway reachable, clock skew against the
 //! server's time) come through [`NetworkChecks`], which the gRPC client implements.
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | this file | `bcd status`, `bcd doctor` and its local checks |
+//! | [`tpm_check`] | doctor's `tpm` check under `[helper]`: the node's user cannot open the TPM |
+//!
+//! Doctor's network half is [`crate::node::NetworkDoctor`].
+
+pub mod tpm_check;
 
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
@@ -448,10 +457,10 @@ pub fn node_key_check(kind: NodeKeyKind, tpm: &TpmHost) -> Check {
     }
 }
 
-/// The `tpm` check under `[helper]` ([`crate::tpm_access`]): the node's user cannot open the
+/// The `tpm` check under `[helper]` ([`crate::status::tpm_check`]): the node's user cannot open the
 /// TPM. Not shown without `[helper]` (root's `bcd node` opens the TPM itself).
 fn tpm_split_check(config: &Config) -> Option<Check> {
-    use crate::tpm_access::{tpm_check, Finding};
+    use crate::status::tpm_check::{tpm_check, Finding};
     Some(match tpm_check(config)? {
         Finding::Ok(detail) => Check::new("tpm", Level::Ok, detail),
         Finding::Warn(detail) => Check::new("tpm", Level::Warn, detail),

@@ -1,4 +1,5 @@
-//! The admission check's persisted state in bcd's data directory (issue 6, item 6).
+//! The approvals destructive commands used, kept in bcd's data directory: the quorum check's
+//! persisted state (issue 6, item 6).
 //!
 //! `domain::quorum::admit` is pure: it takes an [`AdmissionState`] and returns the next one. This
 //! module keeps that state in two files of the data directory, as the spec names them:

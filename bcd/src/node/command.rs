@@ -120,8 +120,8 @@ pub fn check_node_user(config: &Config) -> Result<(), String> {
     let Some(helper) = &config.helper else {
         return Ok(());
     };
-    let uid = crate::privilege::euid();
-    let expected = crate::privilege::SystemUser::by_name(&helper.user)
+    let uid = crate::helper::privilege::euid();
+    let expected = crate::helper::privilege::SystemUser::by_name(&helper.user)
         .map_err(|e| format!("bcd node: [helper] user: {e}"))?;
     if uid == expected.uid {
         return Ok(());
@@ -130,7 +130,7 @@ pub fn check_node_user(config: &Config) -> Result<(), String> {
         "bcd node: [helper] user is {user}; this process runs as {name} (uid {uid}): run it as \
          {user} (bcd.service does)",
         user = helper.user,
-        name = crate::privilege::user_name(uid),
+        name = crate::helper::privilege::user_name(uid),
     ))
 }
 

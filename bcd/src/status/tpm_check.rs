@@ -9,7 +9,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
-use crate::privilege::{euid, user_name, SystemUser};
+use crate::helper::privilege::{euid, user_name, SystemUser};
 
 /// What the check found; `bcd::status` makes it doctor's `tpm` line.
 #[derive(Debug, Clone, PartialEq, Eq)]

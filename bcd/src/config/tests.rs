@@ -1,4 +1,4 @@
-//! The unit tests of `config.rs` (kept apart so that the parser reads in one screen).
+//! The unit tests of `config/mod.rs` (kept apart so that the parser reads in one screen).
 
 use super::*;
 

@@ -28,7 +28,7 @@
 //! on_renew = "systemctl reload nginx"
 //! ```
 //!
-//! `bcd config template` prints every key with its default ([`crate::config_template`]).
+//! `bcd config template` prints every key with its default ([`crate::config::template`]).
 //!
 //! Every pin is parsed when the file is read, before bcd does anything else: a malformed pin is
 //! a [`ConfigError::MalformedPin`] naming the key, and bcd stops. A missing pin is allowed while
@@ -38,6 +38,19 @@
 //!
 //! Precedence for the server and the data directory: a command-line flag, then the environment
 //! (`BCD_SERVER`, `BCD_DATA_DIR`), then the file, then the default (`/var/lib/bcd`; no server).
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | this file | [`Config`]: the file, the environment overrides, the pins |
+//! | [`template`] | `bcd config template`: every key with its default, checked against the parser |
+//! | `tests` | the parser's unit tests |
+//!
+//! The sections that belong to one part of bcd are that part's: `[commands]`
+//! ([`crate::commands::settings`]), `[files]` ([`crate::files::pem_files`]), `[helper]`
+//! ([`crate::helper::settings`]). Reading the configuration never writes a file or reaches the
+//! network, and a pin that does not parse never lets bcd go on.
+
+pub mod template;
 
 use std::path::{Path, PathBuf};
 
@@ -531,7 +544,9 @@ impl Config {
     /// TPM), else [`Config::tpm_host`].
     pub fn key_host(&self) -> TpmHost {
         match &self.helper {
-            Some(helper) if !crate::privilege::is_root() => TpmHost::through_helper(&helper.socket),
+            Some(helper) if !crate::helper::privilege::is_root() => {
+                TpmHost::through_helper(&helper.socket)
+            }
             _ => self.tpm_host(),
         }
     }
@@ -585,5 +600,4 @@ impl Config {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;
