@@ -398,14 +398,14 @@ async fn tls_floor(env: &common::Env, n: usize, path: &std::path::Path, session_
         time::OffsetDateTime::now_utc(),
     )
     .unwrap();
-    let verifier = gateway::tls::node_client_verifier(
+    let verifier = gateway::edge::tls::node_client_verifier(
         env.keys.node_ca.cert_der(),
         td,
-        std::sync::Arc::new(gateway::revoked::RevokedSerials::new()),
-        std::sync::Arc::new(gateway::tls::RefusalCounters::default()),
+        std::sync::Arc::new(gateway::revocation::revoked::RevokedSerials::new()),
+        std::sync::Arc::new(gateway::edge::tls::RefusalCounters::default()),
     )
     .unwrap();
-    let config = gateway::tls::server_config(
+    let config = gateway::edge::tls::server_config(
         vec![issued.der, env.keys.serving_ca.cert_der().to_vec()],
         key.pkcs8_der().to_vec(),
         std::sync::Arc::new(verifier),

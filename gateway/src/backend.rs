@@ -23,10 +23,10 @@ use proto::{
 use tonic::Status;
 
 use crate::limits_join::JoinRefusalLimiter;
-use crate::relay::ApiClient;
-pub use crate::relay::UNSUPPORTED_PREFIX;
 use crate::site_agent::SITE_AGENTS_ONLY;
-use crate::trust::{TrustSigner, WelcomeTrust};
+use crate::split::relay::ApiClient;
+pub use crate::split::relay::UNSUPPORTED_PREFIX;
+use crate::trust::bundle::{TrustSigner, WelcomeTrust};
 use crate::wire::renewals_exhausted;
 
 /// How long a Welcome trust bundle is served before it is read (or asked for) again.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use commands::command_queue::CommandQueueError;
 
-use crate::trust_reports::WarnLimiter;
+use crate::trust::reports::WarnLimiter;
 
 /// One WARN line per this interval for repeated failures of the queue.
 const WARN_EVERY: Duration = Duration::from_secs(10);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use tonic::Status;
 
-use crate::limits::PeerKey;
+use crate::edge::limits::PeerKey;
 
 /// The gRPC metadata key of the retry hint (gRPC's retry design), which bcd waits out.
 pub const PUSHBACK_KEY: &str = "grpc-retry-pushback-ms";

@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::feed_health::FeedHealth;
-use crate::revoked::RevokedSerials;
+use crate::edge::tls::RefusalCounters;
+use crate::revocation::feed_health::FeedHealth;
+use crate::revocation::revoked::RevokedSerials;
 use crate::sessions::Sessions;
-use crate::tls::RefusalCounters;
-use crate::trust_reports::ReportCounters;
+use crate::trust::reports::ReportCounters;
 
 /// A counter family keyed by one label value.
 #[derive(Debug, Default)]

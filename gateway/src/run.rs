@@ -18,18 +18,18 @@ use tonic_health::ServingStatus;
 
 use crate::backend::Backend;
 use crate::dispatch::{Queue, StoreQueue};
-use crate::feed::{self, FeedHealth, FeedOptions, FeedTargets};
-use crate::http2::{EdgeServer, ServeError};
-use crate::limits::{EdgeCounters, EdgeLimits, LimitsError};
+use crate::edge::http2::{EdgeServer, ServeError};
+use crate::edge::limits::{EdgeCounters, EdgeLimits, LimitsError};
+use crate::edge::serving::{serving_request, IssueFailure, Issued, Issuer, ServingCert};
+use crate::edge::tls::{node_client_verifier, server_config_resolving, RefusalCounters};
 use crate::limits_join::{JoinRefusalLimiter, JoinRefusalLimits};
 use crate::metrics::{serve_metrics, MetricSources, Metrics, API_DOWN, API_UP};
-use crate::relay::ApiClient;
-use crate::revoked::RevokedSerials;
+use crate::revocation::feed::{self, FeedHealth, FeedOptions, FeedTargets};
+use crate::revocation::revoked::RevokedSerials;
 use crate::server::{NodeServer, TrustReporter};
-use crate::serving::{serving_request, IssueFailure, Issued, Issuer, ServingCert};
 use crate::sessions::Sessions;
-use crate::tls::{node_client_verifier, server_config_resolving, RefusalCounters};
-use crate::trust::TrustSigner;
+use crate::split::relay::ApiClient;
+use crate::trust::bundle::TrustSigner;
 
 /// The gRPC service name the health service reports on (besides the overall `""`).
 pub const SERVICE_NAME: &str = "bc.wire.v1.NodeService";
@@ -69,7 +69,7 @@ pub struct GatewayConfig {
     pub command_poll_interval: Duration,
     /// The serving certificate from files, reloaded on change (`[tls]`), instead of one this
     /// gateway has issued and renews.
-    pub tls_files: Option<crate::tls_files::TlsFiles>,
+    pub tls_files: Option<crate::edge::tls_files::TlsFiles>,
     /// A Postgres streaming replica the revocation feed reads (the log and `node_certs`), made
     /// by `EventStore::replica` of the gateway's store; joins, renewals and the gateway's own
     /// writes stay on the primary. `None`: everything on the gateway's store.
@@ -105,9 +105,9 @@ pub enum StartError {
     #[error("serving certificate: {0}")]
     Serving(String),
     #[error(transparent)]
-    ServingRequest(#[from] crate::serving::ServingRequestError),
+    ServingRequest(#[from] crate::edge::serving::ServingRequestError),
     #[error("TLS: {0}")]
-    Tls(#[from] crate::tls::TlsSetupError),
+    Tls(#[from] crate::edge::tls::TlsSetupError),
     #[error("cannot listen on {addr}: {source} (is another server using the port?)")]
     Listen {
         addr: SocketAddr,
@@ -116,7 +116,7 @@ pub enum StartError {
     #[error(transparent)]
     Feed(#[from] feed::FeedError),
     #[error("gateway serving certificate files: {0}")]
-    TlsFiles(#[from] crate::tls_files::TlsFileError),
+    TlsFiles(#[from] crate::edge::tls_files::TlsFileError),
     #[error("configuration {0}")]
     Limits(#[from] LimitsError),
     #[error("the api at {url} did not issue this gateway's serving certificate: {reason} (is `bcctl serve --role api` running there, and is this gateway's internal certificate from `bcctl pki issue-internal` of this deployment?)")]
@@ -179,7 +179,7 @@ impl Running {
 
 /// Starts a gateway in this process over `join` (the `all` role): issues its serving
 /// certificate, loads the revocation feed (before accepting anything), then serves. The serving
-/// certificate is renewed while it runs ([`crate::serving`]).
+/// certificate is renewed while it runs ([`crate::edge::serving`]).
 pub async fn start(
     store: EventStore,
     keys: Arc<KeySet>,
@@ -352,9 +352,9 @@ async fn serve_edge(
     };
     let serving = match &config.tls_files {
         Some(files) => {
-            let first = crate::tls_files::load(files)?;
+            let first = crate::edge::tls_files::load(files)?;
             let serving = ServingCert::new(&first)?;
-            background.push(tokio::spawn(crate::tls_files::watch(
+            background.push(tokio::spawn(crate::edge::tls_files::watch(
                 serving.clone(),
                 files.clone(),
             )));
@@ -362,7 +362,7 @@ async fn serve_edge(
         }
         None => {
             let serving = ServingCert::new(&edge.first)?;
-            background.push(tokio::spawn(crate::serving::renew(
+            background.push(tokio::spawn(crate::edge::serving::renew(
                 serving.clone(),
                 edge.issuer,
                 edge.first,
@@ -487,7 +487,7 @@ async fn serve_edge(
     }));
 
     // Every service decodes and encodes at most the message limit; the connections are ours
-    // (crate::http2), so the stream, connection and time limits hold too.
+    // (crate::edge::http2), so the stream, connection and time limits hold too.
     let max = config.limits.max_message_bytes;
     let routes = tonic::service::Routes::new(
         health_service
@@ -509,7 +509,7 @@ async fn serve_edge(
         session_wire: Some(node_server),
     };
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(crate::http2::serve(listener, edge_server, async {
+    let server = tokio::spawn(crate::edge::http2::serve(listener, edge_server, async {
         let _ = shutdown_rx.await;
     }));
     tracing::info!(%addr, metrics = ?metrics_addr, trust_domain = %edge.trust_domain, relay, "gateway serving");

@@ -36,14 +36,14 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::backend::Backend;
-use crate::conn::PeerInfo;
-use crate::feed::FeedHealth;
+use crate::edge::conn::PeerInfo;
+use crate::edge::tls::VerifiedNode;
 use crate::metrics::Metrics;
-use crate::revoked::RevokedSerials;
+use crate::revocation::feed::FeedHealth;
+use crate::revocation::revoked::RevokedSerials;
 use crate::sessions::Sessions;
-use crate::tls::VerifiedNode;
 
-pub use crate::trust_reports::TrustReporter;
+pub use crate::trust::reports::TrustReporter;
 
 /// The refusal of a session (or a Renew) on a connection without a client certificate.
 pub const NO_CERTIFICATE: &str = "this call needs the node's client certificate (mTLS); join first";

@@ -21,11 +21,11 @@ use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
 use crate::dispatch::{SessionCommands, SessionItem};
+use crate::edge::tls::VerifiedNode;
 use crate::server::{check_validity, NodeServer, NO_CERTIFICATE};
 use crate::sessions::SessionEnd;
-use crate::tls::VerifiedNode;
-use crate::trust::WelcomeTrust;
-use crate::trust_reports::{Held, Queued, Seen, SessionReports, Skipped};
+use crate::trust::bundle::WelcomeTrust;
+use crate::trust::reports::{Held, Queued, Seen, SessionReports, Skipped};
 
 /// Where a session reads the node's messages from. `message` must be cancel-safe: the session's
 /// loop drops it whenever another branch wins.
@@ -249,7 +249,7 @@ impl NodeServer {
             }
             Err(Skipped::OverBound) => {
                 if counters.over_bound.fetch_add(1, Ordering::Relaxed) == 0 {
-                    tracing::info!(node = node_id, bound = crate::trust_reports::MAX_REPORTS_PER_SESSION, "a session reached its bound of trust reports; further changes are dropped until the node reconnects");
+                    tracing::info!(node = node_id, bound = crate::trust::reports::MAX_REPORTS_PER_SESSION, "a session reached its bound of trust reports; further changes are dropped until the node reconnects");
                 }
                 return;
             }

@@ -29,9 +29,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tonic::Status;
 
-use crate::conn::PeerInfo;
 use crate::dispatch::SessionItem;
-use crate::limits::{EdgeCounters, EdgeLimits};
+use crate::edge::conn::PeerInfo;
+use crate::edge::limits::{EdgeCounters, EdgeLimits};
 use crate::server::NodeServer;
 use crate::session_loop::sleep_until_or_never;
 

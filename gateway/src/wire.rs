@@ -23,7 +23,7 @@ use proto::{
 };
 use tonic::Status;
 
-use crate::trust::WelcomeTrust;
+use crate::trust::bundle::WelcomeTrust;
 
 /// The join a wire JoinRequest asks for (absent or empty claims are no claims).
 pub fn join_request(request: &JoinRequest) -> Join {

@@ -10,9 +10,9 @@ use std::time::Duration as StdDuration;
 
 use commands::{Clock, SystemClock};
 use events::store::testkit::TestDb;
-use gateway::api::{start_api, ApiConfig, RunningApi};
-use gateway::relay::ApiClient;
 use gateway::run::{GatewayConfig, API_SERVICE_NAME, SERVICE_NAME};
+use gateway::split::api::{start_api, ApiConfig, RunningApi};
+use gateway::split::relay::ApiClient;
 use time::Duration;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -28,7 +28,7 @@ async fn api_at(env: &common::Env, listen: std::net::SocketAddr) -> RunningApi {
             listen,
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
-            limits: gateway::limits::EdgeLimits::internal(),
+            limits: gateway::edge::limits::EdgeLimits::internal(),
         },
     )
     .await

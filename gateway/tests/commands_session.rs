@@ -478,22 +478,22 @@ async fn a_join_response_carries_the_signed_trust_bundle_a_welcome_carries() {
 
     // The api of the split roles answers the same.
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let api = gateway::api::start_api(
+    let api = gateway::split::api::start_api(
         env.store.clone(),
         env.keys.clone(),
         env.join.clone(),
         clock,
-        gateway::api::ApiConfig {
+        gateway::split::api::ApiConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             names: vec!["localhost".into()],
             certificate_lifetime: time::Duration::days(1),
-            limits: gateway::limits::EdgeLimits::internal(),
+            limits: gateway::edge::limits::EdgeLimits::internal(),
         },
     )
     .await
     .unwrap();
     let identity = common::internal_identity(&env.keys);
-    let relay = gateway::relay::ApiClient::new(
+    let relay = gateway::split::relay::ApiClient::new(
         &format!("localhost:{}", api.addr.port()),
         env.keys.serving_ca.cert_der(),
         identity.0,

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use commands::{Clock, SystemClock};
 use events::store::testkit::TestDb;
-use gateway::api::{start_api, ApiConfig, RunningApi};
-use gateway::limits::EdgeLimits;
+use gateway::edge::limits::EdgeLimits;
 use gateway::limits_join::JoinRefusalLimits;
+use gateway::split::api::{start_api, ApiConfig, RunningApi};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,7 +31,7 @@ fn client_config(
     roots
         .add(CertificateDer::from(serving_ca_der.to_vec()))
         .unwrap();
-    let builder = rustls::ClientConfig::builder_with_provider(gateway::tls::provider())
+    let builder = rustls::ClientConfig::builder_with_provider(gateway::edge::tls::provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .unwrap()
         .with_root_certificates(roots);
@@ -385,7 +385,7 @@ async fn an_internal_client_certificate_without_client_auth_is_refused() {
         vec![cert.der().to_vec(), env.keys.serving_ca.cert_der().to_vec()],
         key.pkcs8_der().to_vec(),
     );
-    let client = gateway::relay::ApiClient::new(
+    let client = gateway::split::relay::ApiClient::new(
         &format!("localhost:{}", api.addr.port()),
         env.keys.serving_ca.cert_der(),
         identity.0,
@@ -398,7 +398,7 @@ async fn an_internal_client_certificate_without_client_auth_is_refused() {
     );
     // The same certificate with clientAuth (what `bcctl pki issue-internal` makes) gets in.
     let (chain, key) = common::internal_identity(&env.keys);
-    let good = gateway::relay::ApiClient::new(
+    let good = gateway::split::relay::ApiClient::new(
         &format!("localhost:{}", api.addr.port()),
         env.keys.serving_ca.cert_der(),
         chain,

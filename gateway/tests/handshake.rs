@@ -9,10 +9,10 @@ use domain::pki::{
     NodeCertificateDecision, NodeRole, PrivateKey, Serial, ServingCertificateRequest, ServingRole,
     SpiffeId, TrustDomain, VerifiedCsr,
 };
-use gateway::revoked::RevokedSerials;
-use gateway::tls::{
+use gateway::edge::tls::{
     node_client_verifier, provider, server_config, HandshakeRefusal, RefusalCounters, VerifiedNode,
 };
+use gateway::revocation::revoked::RevokedSerials;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use time::{Duration, OffsetDateTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

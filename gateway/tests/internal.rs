@@ -15,8 +15,8 @@ use domain::pki::{
     ServingCertificateRequest, ServingRole, TrustDomain,
 };
 use events::store::testkit::TestDb;
-use gateway::api::{start_api, ApiConfig, RunningApi};
-use gateway::relay::ApiClient;
+use gateway::split::api::{start_api, ApiConfig, RunningApi};
+use gateway::split::relay::ApiClient;
 use time::{Duration, OffsetDateTime};
 use tonic::Code;
 
@@ -52,7 +52,7 @@ async fn api_for(env: &common::Env) -> RunningApi {
             listen: "127.0.0.1:0".parse().unwrap(),
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
-            limits: gateway::limits::EdgeLimits::internal(),
+            limits: gateway::edge::limits::EdgeLimits::internal(),
         },
     )
     .await
@@ -137,7 +137,8 @@ async fn only_a_gateway_internal_certificate_gets_in() {
     use rustls::client::danger::ServerCertVerifier;
     use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
     let verifier =
-        gateway::internal_tls::internal_server_verifier(env.keys.serving_ca.cert_der()).unwrap();
+        gateway::split::internal_tls::internal_server_verifier(env.keys.serving_ca.cert_der())
+            .unwrap();
     let name = ServerName::try_from("localhost").unwrap();
     let check = |chain: &[Vec<u8>]| {
         verifier.verify_server_cert(

@@ -11,8 +11,8 @@ use commands::{Clock, SystemClock};
 use domain::pki::statement::{verify, JoinResponseStatement, RenewResponseStatement};
 use domain::pki::{build_csr, KeyRole, NodeIdentity, PrivateKey, Signature, TrustDomain};
 use events::store::testkit::TestDb;
-use gateway::api::{start_api, ApiConfig};
-use gateway::relay::ApiClient;
+use gateway::split::api::{start_api, ApiConfig};
+use gateway::split::relay::ApiClient;
 use prost::Message;
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
@@ -161,7 +161,7 @@ async fn the_seventh_renewal_in_an_hour_is_resource_exhausted_with_a_pushback() 
     api.shutdown().await;
 }
 
-async fn api_for(env: &common::Env) -> gateway::api::RunningApi {
+async fn api_for(env: &common::Env) -> gateway::split::api::RunningApi {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     start_api(
         env.store.clone(),
@@ -172,14 +172,14 @@ async fn api_for(env: &common::Env) -> gateway::api::RunningApi {
             listen: "127.0.0.1:0".parse().unwrap(),
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
-            limits: gateway::limits::EdgeLimits::internal(),
+            limits: gateway::edge::limits::EdgeLimits::internal(),
         },
     )
     .await
     .unwrap()
 }
 
-fn relay_for(api: &gateway::api::RunningApi, env: &common::Env) -> ApiClient {
+fn relay_for(api: &gateway::split::api::RunningApi, env: &common::Env) -> ApiClient {
     let (chain, key) = common::internal_identity(&env.keys);
     ApiClient::new(
         &format!("localhost:{}", api.addr.port()),

@@ -13,9 +13,9 @@ use domain::pki::{KeyRole, PrivateKey};
 use events::schema::GatewayServingIssued;
 use events::store::testkit::TestDb;
 use events::store::LogStore;
-use gateway::api::{start_api, ApiConfig, RunningApi};
-use gateway::relay::ApiClient;
 use gateway::run::{GatewayConfig, StartError};
+use gateway::split::api::{start_api, ApiConfig, RunningApi};
+use gateway::split::relay::ApiClient;
 use sha2::{Digest, Sha256};
 use time::Duration;
 use tonic::Code;
@@ -34,7 +34,7 @@ async fn api_for(env: &common::Env) -> RunningApi {
             listen: "127.0.0.1:0".parse().unwrap(),
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
-            limits: gateway::limits::EdgeLimits::internal(),
+            limits: gateway::edge::limits::EdgeLimits::internal(),
         },
     )
     .await

@@ -10,9 +10,9 @@ use std::time::Duration as StdDuration;
 
 use commands::{Clock, SystemClock};
 use events::store::testkit::TestDb;
-use gateway::api::{start_api, ApiConfig};
-use gateway::relay::ApiClient;
 use gateway::run::GatewayConfig;
+use gateway::split::api::{start_api, ApiConfig};
+use gateway::split::relay::ApiClient;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use time::{Duration, OffsetDateTime};
 
@@ -24,7 +24,7 @@ async fn served_leaf(
 ) -> Vec<u8> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from(ca_der.to_vec())).unwrap();
-    let builder = rustls::ClientConfig::builder_with_provider(gateway::tls::provider())
+    let builder = rustls::ClientConfig::builder_with_provider(gateway::edge::tls::provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .unwrap()
         .with_root_certificates(roots);
@@ -125,7 +125,7 @@ async fn a_split_gateway_and_the_api_renew_their_certificates() {
             listen: "127.0.0.1:0".parse().unwrap(),
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::seconds(6),
-            limits: gateway::limits::EdgeLimits::internal(),
+            limits: gateway::edge::limits::EdgeLimits::internal(),
         },
     )
     .await

@@ -176,7 +176,7 @@ async fn a_frame_a_node_may_not_send_ends_the_session_by_its_reason() {
 }
 
 fn env_limit() -> usize {
-    gateway::limits::EdgeLimits::public().max_message_bytes
+    gateway::edge::limits::EdgeLimits::public().max_message_bytes
 }
 
 #[tokio::test]

@@ -13,8 +13,8 @@ use commands::site::{BootEntries, NewBootEntry, NewSite, Sites};
 use commands::{Clock, SystemClock};
 use domain::identity::{ExpectBinding, TokenRole};
 use events::store::testkit::TestDb;
-use gateway::api::{start_api, ApiConfig};
-use gateway::relay::ApiClient;
+use gateway::split::api::{start_api, ApiConfig};
+use gateway::split::relay::ApiClient;
 use proto::site_lease_request::Action;
 use time::Duration;
 use tonic::Code;
@@ -164,7 +164,7 @@ async fn a_site_agent_takes_the_lease_and_a_boot_token_over_mtls_and_the_relay()
             listen: "127.0.0.1:0".parse().unwrap(),
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
-            limits: gateway::limits::EdgeLimits::internal(),
+            limits: gateway::edge::limits::EdgeLimits::internal(),
         },
     )
     .await

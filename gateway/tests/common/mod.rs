@@ -170,7 +170,7 @@ pub fn client_tls(
     roots
         .add(CertificateDer::from(serving_ca_der.to_vec()))
         .map_err(|e| e.to_string())?;
-    let builder = rustls::ClientConfig::builder_with_provider(gateway::tls::provider())
+    let builder = rustls::ClientConfig::builder_with_provider(gateway::edge::tls::provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| e.to_string())?
         .with_root_certificates(roots);

@@ -1,5 +1,5 @@
 //! Whether the revocation feed is caught up ([`FeedHealth`]): written by the feed
-//! (`crate::feed`), read by the server (new sessions fail closed when it is stale), the health
+//! (`crate::revocation::feed`), read by the server (new sessions fail closed when it is stale), the health
 //! service and the metrics. Its own file so that the feed and the metrics need not import each
 //! other.
 //!

@@ -23,8 +23,8 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use time::OffsetDateTime;
 
-use crate::relay::ApiClient;
-use crate::tls::{provider, TlsSetupError};
+use crate::edge::tls::{provider, TlsSetupError};
+use crate::split::relay::ApiClient;
 
 /// Why a serving certificate request could not be made.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use domain::pki::{pem_blocks, KeyRole, PrivateKey};
 
-use crate::serving::{Issued, ServingCert};
+use crate::edge::serving::{Issued, ServingCert};
 
 /// Where the pair is and how often to look.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,9 +144,11 @@ mod tests {
         .expect("keys");
         let issue = || {
             let key = PrivateKey::generate(KeyRole::Serving).expect("key");
-            let request =
-                crate::serving::serving_request(&["localhost".into()], time::Duration::days(1))
-                    .expect("request");
+            let request = crate::edge::serving::serving_request(
+                &["localhost".into()],
+                time::Duration::days(1),
+            )
+            .expect("request");
             let leaf = domain::pki::issue_serving_certificate(
                 &keys.serving_ca,
                 key.public_key(),

@@ -1,7 +1,7 @@
 //! One accepted connection up to HTTP/2: the rustls handshake (with the endpoint's client
-//! verifier, [`crate::tls::NodeClientVerifier`] or [`crate::internal_tls::InternalClientVerifier`]),
+//! verifier, [`crate::edge::tls::NodeClientVerifier`] or [`crate::split::internal_tls::InternalClientVerifier`]),
 //! then the client's HTTP/2 preface, both within the endpoint's `handshake_timeout`
-//! ([`crate::limits::EdgeLimits`]). A connection that does not get that far is dropped, so an
+//! ([`crate::edge::limits::EdgeLimits`]). A connection that does not get that far is dropped, so an
 //! idle TLS connection that never speaks HTTP/2 is held for at most the timeout.
 //!
 //! HTTP/2 starts as soon as the TLS handshake is done, and [`TlsConn`] checks the preface as
@@ -26,8 +26,8 @@ use tokio::time::{Instant, Sleep};
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::limits::EdgeCounters;
-use crate::tls::VerifiedNode;
+use crate::edge::limits::EdgeCounters;
+use crate::edge::tls::VerifiedNode;
 
 /// The bytes every HTTP/2 client sends first (RFC 9113, 3.4).
 pub const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

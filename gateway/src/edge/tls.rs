@@ -26,7 +26,7 @@ use proto::peer_tls::{ClientVerifier, PeerChecks, SetupError};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{CertificateError, OtherError, ServerConfig};
 
-use crate::revoked::RevokedSerials;
+use crate::revocation::revoked::RevokedSerials;
 
 /// Why a node's certificate was refused at the handshake.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -242,7 +242,7 @@ pub fn server_config(
 }
 
 /// The same with the certificate from `resolver`, which can change while the gateway runs
-/// ([`crate::serving::ServingCert`]).
+/// ([`crate::edge::serving::ServingCert`]).
 pub fn server_config_resolving(
     resolver: Arc<dyn rustls::server::ResolvesServerCert>,
     verifier: Arc<NodeClientVerifier>,

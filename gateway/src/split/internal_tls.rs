@@ -22,7 +22,9 @@ use proto::peer_tls::{ClientVerifier, PeerChecks, ServerVerifier, SetupError};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{CertificateError, ClientConfig, OtherError, ServerConfig};
 
-use crate::tls::{has_extended_key_usage, provider, without_resumption, TlsSetupError, Usage};
+use crate::edge::tls::{
+    has_extended_key_usage, provider, without_resumption, TlsSetupError, Usage,
+};
 
 /// The role the api's internal certificate carries.
 pub const API_ROLE: &str = "internal";
@@ -140,7 +142,7 @@ pub fn internal_server_verifier(
 }
 
 /// The api's internal endpoint: TLS 1.3, ALPN h2, gateways' client certificates required; its
-/// own certificate from `resolver` ([`crate::serving::ServingCert`], renewed while it runs).
+/// own certificate from `resolver` ([`crate::edge::serving::ServingCert`], renewed while it runs).
 pub fn api_server_config(
     resolver: Arc<dyn rustls::server::ResolvesServerCert>,
     serving_ca_der: &[u8],

@@ -1,5 +1,5 @@
 //! The gateway's side of the split: a client of the api's internal `ApiService` over mutual TLS
-//! ([`crate::internal_tls`]). Join and Renew are relayed (Renew with the leaf the node presented
+//! ([`crate::split::internal_tls`]). Join and Renew are relayed (Renew with the leaf the node presented
 //! at its handshake), the Welcome trust bundle is fetched signed, and the gateway's agent-facing
 //! serving certificate is issued by the api for a key the gateway made.
 
@@ -19,8 +19,8 @@ use tokio_rustls::TlsConnector;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 
-use crate::internal_tls::relay_client_config;
-use crate::trust::WelcomeTrust;
+use crate::split::internal_tls::relay_client_config;
+use crate::trust::bundle::WelcomeTrust;
 use crate::wire::{renewals_exhausted, PUSHBACK_HEADER};
 
 /// How an unsupported attestor's status message starts (the spec's code); the relay passes on
@@ -41,7 +41,7 @@ pub enum RelayError {
     )]
     BadUrl(String),
     #[error("the internal client certificate or key cannot be used for TLS: {0}")]
-    Tls(#[from] crate::tls::TlsSetupError),
+    Tls(#[from] crate::edge::tls::TlsSetupError),
 }
 
 /// A client of the api's internal endpoint.

@@ -4,7 +4,7 @@
 //! - at accept, [`ConnectionCaps`] closes a connection over `max_connections` or
 //!   `max_connections_per_peer` before any TLS work;
 //! - the TLS handshake and the client's HTTP/2 preface must finish within `handshake_timeout`
-//!   ([`crate::conn::handshake`]; HTTP/2 starts, and sends its SETTINGS, right after the TLS
+//!   ([`crate::edge::conn::handshake`]; HTTP/2 starts, and sends its SETTINGS, right after the TLS
 //!   handshake, and the preface is checked as it is read);
 //! - HTTP/2 itself allows `max_streams_per_connection` streams (more are refused with
 //!   `REFUSED_STREAM`) with windows sized to the message limit; the routes' services decode and
@@ -43,8 +43,8 @@ use tonic::service::Routes;
 use tonic::Status;
 use tower::ServiceExt;
 
-use crate::conn::{handshake, PeerInfo};
-use crate::limits::{CapRefusal, ConnPermit, ConnectionCaps, EdgeCounters, EdgeLimits};
+use crate::edge::conn::{handshake, PeerInfo};
+use crate::edge::limits::{CapRefusal, ConnPermit, ConnectionCaps, EdgeCounters, EdgeLimits};
 
 /// How often HTTP/2 PINGs check that a peer is still there, and how long it has to answer.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
@@ -195,7 +195,7 @@ async fn connection(
 /// HTTP/2 on a connection past its handshake, until it closes: the stream, idle and age limits.
 async fn serve_http2(
     shared: &EdgeServer,
-    io: crate::conn::TlsConn,
+    io: crate::edge::conn::TlsConn,
     peer: PeerInfo,
     age: Duration,
     mut stop: watch::Receiver<bool>,

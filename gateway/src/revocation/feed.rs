@@ -42,9 +42,9 @@ use events::store::hub::{HubRecv, HubWake};
 use events::store::{EventStore, HubReceiver, LogHub, StoreError};
 use events::RecordedEvent;
 
-pub use crate::feed_health::FeedHealth;
 use crate::metrics::Metrics;
-use crate::revoked::RevokedSerials;
+pub use crate::revocation::feed_health::FeedHealth;
+use crate::revocation::revoked::RevokedSerials;
 use crate::sessions::Sessions;
 
 /// Settings of the feed.

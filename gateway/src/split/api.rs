@@ -4,7 +4,7 @@
 //! own keys: only for the names the gateway's internal certificate lists, at most 7 days, each
 //! recorded as a `gateway.serving.issued` event before it is answered
 //! ([`commands::serving`]). Only a client certificate from `bcctl pki issue-internal` (serving CA,
-//! `OU=bc-role:gateway`, clientAuth) gets past the handshake ([`crate::internal_tls`]).
+//! `OU=bc-role:gateway`, clientAuth) gets past the handshake ([`crate::split::internal_tls`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,12 +26,12 @@ use tokio_rustls::TlsAcceptor;
 use tonic::{Request, Response, Status};
 
 use crate::backend::Backend;
-use crate::conn::PeerInfo;
-use crate::http2::{EdgeServer, ServeError};
-use crate::internal_tls::api_server_config;
+use crate::edge::conn::PeerInfo;
+use crate::edge::http2::{EdgeServer, ServeError};
+use crate::edge::serving::{serving_request, Issuer, ServingCert};
 use crate::run::{StartError, SHUTDOWN_GRACE};
-use crate::serving::{serving_request, Issuer, ServingCert};
-use crate::trust::TrustSigner;
+use crate::split::internal_tls::api_server_config;
+use crate::trust::bundle::TrustSigner;
 
 /// How the internal endpoint is set up.
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ pub struct ApiConfig {
     /// Lifetime of the internal certificate (issued at every start; capped at 90 days).
     pub certificate_lifetime: time::Duration,
     /// Message, stream, connection and time limits of the internal endpoint.
-    pub limits: crate::limits::EdgeLimits,
+    pub limits: crate::edge::limits::EdgeLimits,
 }
 
 /// A running internal endpoint.
@@ -271,7 +271,7 @@ pub async fn start_api(
         .map_err(|e| StartError::Serving(e.to_string()))?;
     let certificate = ServingCert::new(&first)?;
     let tls = api_server_config(certificate.clone(), keys.serving_ca.cert_der())?;
-    let renewer = tokio::spawn(crate::serving::renew(
+    let renewer = tokio::spawn(crate::edge::serving::renew(
         certificate,
         issuer,
         first,
@@ -308,7 +308,7 @@ pub async fn start_api(
         session_wire: None,
     };
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(crate::http2::serve(listener, edge_server, async {
+    let server = tokio::spawn(crate::edge::http2::serve(listener, edge_server, async {
         let _ = shutdown_rx.await;
     }));
     tracing::info!(%addr, names = ?config.names, "api internal endpoint serving (mTLS, gateways only)");
