@@ -5,21 +5,16 @@
 //! from the API, and never let a certificate through that the node CA did not issue, that names
 //! another trust domain, more or fewer than one SPIFFE ID or role, or a revoked serial.
 
-pub mod backend;
-pub mod command_counters;
-pub mod command_wire;
-pub mod dispatch;
 pub mod edge;
 pub mod external_attestor;
 pub mod limits_join;
 pub mod metrics;
+pub mod node_commands;
+pub mod node_service;
 pub mod revocation;
 pub mod run;
-pub mod server;
+pub mod session;
 pub mod session_loop;
-pub mod session_wire;
-pub mod sessions;
-pub mod site_agent;
 pub mod split;
 pub mod trust;
 pub mod wire;

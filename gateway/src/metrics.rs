@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use crate::edge::tls::RefusalCounters;
 use crate::revocation::feed_health::FeedHealth;
 use crate::revocation::revoked::RevokedSerials;
-use crate::sessions::Sessions;
+use crate::session::registry::Sessions;
 use crate::trust::reports::ReportCounters;
 
 /// A counter family keyed by one label value.
@@ -252,7 +252,7 @@ pub struct Metrics {
     /// RevocationNotices sent.
     pub revocation_notices: AtomicU64,
     /// Commands sent over sessions, node results by outcome, poller failures.
-    pub commands: Arc<crate::command_counters::CommandCounters>,
+    pub commands: Arc<crate::node_commands::counters::CommandCounters>,
     /// Split gateways only: whether the api answered the last probe (`API_UNKNOWN` in the
     /// `all` role, where there is no api to reach).
     pub api_state: AtomicU8,

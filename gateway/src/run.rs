@@ -16,18 +16,18 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tonic_health::ServingStatus;
 
-use crate::backend::Backend;
-use crate::dispatch::{Queue, StoreQueue};
 use crate::edge::http2::{EdgeServer, ServeError};
 use crate::edge::limits::{EdgeCounters, EdgeLimits, LimitsError};
 use crate::edge::serving::{serving_request, IssueFailure, Issued, Issuer, ServingCert};
 use crate::edge::tls::{node_client_verifier, server_config_resolving, RefusalCounters};
 use crate::limits_join::{JoinRefusalLimiter, JoinRefusalLimits};
 use crate::metrics::{serve_metrics, MetricSources, Metrics, API_DOWN, API_UP};
+use crate::node_commands::dispatch::{Queue, StoreQueue};
+use crate::node_service::backend::Backend;
+use crate::node_service::server::{NodeServer, TrustReporter};
 use crate::revocation::feed::{self, FeedHealth, FeedOptions, FeedTargets};
 use crate::revocation::revoked::RevokedSerials;
-use crate::server::{NodeServer, TrustReporter};
-use crate::sessions::Sessions;
+use crate::session::registry::Sessions;
 use crate::split::relay::ApiClient;
 use crate::trust::bundle::TrustSigner;
 
@@ -91,7 +91,7 @@ impl GatewayConfig {
             record_trust_reports: true,
             limits: EdgeLimits::public(),
             join_refusals: JoinRefusalLimits::default(),
-            command_poll_interval: crate::dispatch::DEFAULT_POLL_INTERVAL,
+            command_poll_interval: crate::node_commands::dispatch::DEFAULT_POLL_INTERVAL,
             tls_files: None,
             read_store: None,
             hub: None,
@@ -239,7 +239,7 @@ async fn start_on(
 /// renewed the same way while it runs); Join, Renew and the Welcome trust bundle are relayed
 /// to the api over internal mTLS. The store is read for the revocation feed and sessions, and
 /// written only with nodes' trust reports and the commands' dispatches and results
-/// ([`crate::dispatch`]).
+/// ([`crate::node_commands::dispatch`]).
 pub async fn start_gateway(
     store: EventStore,
     public: &PublicBundle,
@@ -418,7 +418,7 @@ async fn serve_edge(
             clock: clock.clone(),
         }),
     };
-    background.push(tokio::spawn(crate::dispatch::poll_ready(
+    background.push(tokio::spawn(crate::node_commands::dispatch::poll_ready(
         store.clone(),
         queue.clone(),
         sessions.clone(),

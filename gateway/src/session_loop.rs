@@ -1,12 +1,13 @@
 //! One node session, whatever carries it: the gRPC `NodeService.Session` stream
-//! ([`crate::server`]) or the session wire of our own ([`crate::session_wire`]). Both hand
-//! [`NodeServer::open_session`] the identity their connection proved and the node's messages as a
-//! [`NodeInbound`], and send what the session's receiver yields.
+//! ([`crate::node_service::server`]) or the session wire of our own
+//! ([`crate::session::session_wire`]). Both hand [`NodeServer::open_session`] the identity their
+//! connection proved and the node's messages as a [`NodeInbound`], and send what the session's
+//! receiver yields.
 //!
 //! A session checks the identity's validity against the clock before anything else, then the
 //! feed's freshness, registers, checks revocation, and runs one task for as long as it lives: its
 //! loop is biased (its end, the certificate's expiry, commands to send, then the node's messages);
-//! see [`crate::server`] for what each message does.
+//! see [`crate::node_service::server`] for what each message does.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -20,10 +21,11 @@ use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
-use crate::dispatch::{SessionCommands, SessionItem};
 use crate::edge::tls::VerifiedNode;
-use crate::server::{check_validity, NodeServer, NO_CERTIFICATE};
-use crate::sessions::SessionEnd;
+use crate::node_commands::dispatch::{SessionCommands, SessionItem};
+use crate::node_service::server::{NodeServer, NO_CERTIFICATE};
+use crate::session::registry::SessionEnd;
+use crate::session::validity::check_validity;
 use crate::trust::bundle::WelcomeTrust;
 use crate::trust::reports::{Held, Queued, Seen, SessionReports, Skipped};
 
@@ -85,7 +87,8 @@ impl NodeServer {
         self.metrics.sessions_opened.fetch_add(1, Ordering::Relaxed);
         let tenant = self.tenant_of(&node_id).await;
         // Room for a Welcome and one fetch of commands.
-        let (tx, rx) = mpsc::channel::<SessionItem>(8 + crate::dispatch::FETCH_LIMIT as usize);
+        let (tx, rx) =
+            mpsc::channel::<SessionItem>(8 + crate::node_commands::dispatch::FETCH_LIMIT as usize);
         let this = self.clone();
         let not_after = identity.not_after;
         let expires_in = left_until(not_after, self.clock.now());

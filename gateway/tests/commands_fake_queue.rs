@@ -16,7 +16,7 @@ use commands::{Clock, SystemClock};
 use domain::command::SignedCommand;
 use domain::pki::{KeySet, KeySetLifetimes, TrustDomain};
 use events::store::testkit::TestDb;
-use gateway::dispatch::{Queue, QueueFuture};
+use gateway::node_commands::dispatch::{Queue, QueueFuture};
 use gateway::run::GatewayConfig;
 use proto::node_message;
 use time::OffsetDateTime;

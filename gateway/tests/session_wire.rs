@@ -122,7 +122,7 @@ async fn without_a_certificate_the_wire_ends_unauthenticated() {
         next(&mut reader, &mut wire).await,
         Some(end(
             tonic::Code::Unauthenticated,
-            gateway::server::NO_CERTIFICATE
+            gateway::node_service::server::NO_CERTIFICATE
         ))
     );
     assert_eq!(next(&mut reader, &mut wire).await, None);
@@ -155,7 +155,7 @@ async fn a_frame_a_node_may_not_send_ends_the_session_by_its_reason() {
         ),
         (
             Frame::Message(vec![0xff, 0xff]).encode(),
-            gateway::session_wire::NOT_A_NODE_MESSAGE.to_owned(),
+            gateway::session::session_wire::NOT_A_NODE_MESSAGE.to_owned(),
         ),
     ];
     let n = cases.len() as u64;
@@ -190,7 +190,7 @@ async fn a_stopping_gateway_ends_wire_sessions_unavailable() {
         next(&mut reader, &mut wire).await,
         Some(end(
             tonic::Code::Unavailable,
-            gateway::session_wire::SHUTTING_DOWN
+            gateway::session::session_wire::SHUTTING_DOWN
         ))
     );
     assert_eq!(next(&mut reader, &mut wire).await, None);
@@ -242,7 +242,7 @@ async fn a_wire_session_past_its_maximum_age_ends_unavailable() {
         next(&mut reader, &mut wire).await,
         Some(end(
             tonic::Code::Unavailable,
-            gateway::session_wire::AGED_OUT
+            gateway::session::session_wire::AGED_OUT
         ))
     );
     assert_eq!(next(&mut reader, &mut wire).await, None);

@@ -1,8 +1,9 @@
-//! One accepted connection up to HTTP/2: the rustls handshake (with the endpoint's client
-//! verifier, [`crate::edge::tls::NodeClientVerifier`] or [`crate::split::internal_tls::InternalClientVerifier`]),
-//! then the client's HTTP/2 preface, both within the endpoint's `handshake_timeout`
-//! ([`crate::edge::limits::EdgeLimits`]). A connection that does not get that far is dropped, so an
-//! idle TLS connection that never speaks HTTP/2 is held for at most the timeout.
+//! One accepted connection up to HTTP/2: the rustls handshake (with the endpoint's client verifier,
+//! [`crate::edge::tls::NodeClientVerifier`] or
+//! [`crate::split::internal_tls::InternalClientVerifier`]), then the client's HTTP/2 preface, both
+//! within the endpoint's `handshake_timeout` ([`crate::edge::limits::EdgeLimits`]). A connection
+//! that does not get that far is dropped, so an idle TLS connection that never speaks HTTP/2 is
+//! held for at most the timeout.
 //!
 //! HTTP/2 starts as soon as the TLS handshake is done, and [`TlsConn`] checks the preface as
 //! HTTP/2 reads it (against the same deadline), so the server's SETTINGS go out at once. A node
@@ -75,7 +76,7 @@ struct PrefaceCheck {
 }
 
 impl TlsConn {
-    /// Whether the client chose the session wire by ALPN ([`crate::session_wire`]).
+    /// Whether the client chose the session wire by ALPN ([`crate::session::session_wire`]).
     pub fn is_session_wire(&self) -> bool {
         chose_session_wire(self.tls())
     }
@@ -110,7 +111,7 @@ pub async fn handshake(
             .map(|c| Arc::from(c.as_ref()));
         (VerifiedNode::from_connection(conn, trust_domain), leaf)
     };
-    // The session wire has no preface: the gateway speaks first (crate::session_wire).
+    // The session wire has no preface: the gateway speaks first (crate::session::session_wire).
     let preface = if chose_session_wire(stream.get_ref().1) {
         Preface::Read
     } else {

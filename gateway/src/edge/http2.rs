@@ -14,8 +14,8 @@
 //!   `connection_age_grace` later if streams are still open.
 //!
 //! A node connection that chose the session wire by ALPN is served by
-//! [`crate::session_wire`] instead (no HTTP/2; the same caps, handshake timeout, message limit
-//! and connection age).
+//! [`crate::session::session_wire`] instead (no HTTP/2; the same caps, handshake timeout, message
+//! limit and connection age).
 //!
 //! Every request carries its connection's [`PeerInfo`] in its extensions, as tonic's own server
 //! would put it there. A stopped server stops accepting, sends every connection GOAWAY and ends
@@ -63,8 +63,8 @@ pub struct EdgeServer {
     pub limits: EdgeLimits,
     pub counters: Arc<EdgeCounters>,
     /// The node sessions to serve over the session wire, on the node endpoint
-    /// ([`crate::session_wire`]); `None` elsewhere, where a client choosing it is dropped.
-    pub session_wire: Option<crate::server::NodeServer>,
+    /// ([`crate::session::session_wire`]); `None` elsewhere, where a client choosing it is dropped.
+    pub session_wire: Option<crate::node_service::server::NodeServer>,
 }
 
 /// Why serving stopped.
@@ -182,7 +182,7 @@ async fn connection(
     if io.is_session_wire() {
         if let Some(server) = &shared.session_wire {
             let counters = &shared.counters;
-            Box::pin(crate::session_wire::serve(
+            Box::pin(crate::session::session_wire::serve(
                 server, io, peer, limits, counters, age, stop,
             ))
             .await;

@@ -312,7 +312,7 @@ pub struct EdgeCounters {
     /// Asked to close at `max_connection_age`.
     pub aged_out: AtomicU64,
     /// Session-wire connections ended for a frame a node may not send
-    /// ([`crate::session_wire`]).
+    /// ([`crate::session::session_wire`]).
     pub bad_session_frames: AtomicU64,
     /// Session-wire connections dropped for no answer to a ping.
     pub keepalive_timeouts: AtomicU64,

@@ -215,9 +215,9 @@ pub fn without_resumption(config: &mut ServerConfig) {
     config.send_tls13_tickets = 0;
 }
 
-/// The protocols the node endpoint offers by ALPN, in its order of preference: gRPC over
-/// HTTP/2, and the session wire ([`proto::session_wire::ALPN`], [`crate::session_wire`]). A
-/// client that offers none gets HTTP/2.
+/// The protocols the node endpoint offers by ALPN, in its order of preference: gRPC over HTTP/2,
+/// and the session wire ([`proto::session_wire::ALPN`], [`crate::session::session_wire`]). A client
+/// that offers none gets HTTP/2.
 fn node_alpn() -> Vec<Vec<u8>> {
     vec![b"h2".to_vec(), proto::session_wire::ALPN.to_vec()]
 }

@@ -45,7 +45,7 @@ use events::RecordedEvent;
 use crate::metrics::Metrics;
 pub use crate::revocation::feed_health::FeedHealth;
 use crate::revocation::revoked::RevokedSerials;
-use crate::sessions::Sessions;
+use crate::session::registry::Sessions;
 
 /// Settings of the feed.
 #[derive(Clone, Copy, Debug)]

@@ -1,7 +1,7 @@
 //! Whether the revocation feed is caught up ([`FeedHealth`]): written by the feed
-//! (`crate::revocation::feed`), read by the server (new sessions fail closed when it is stale), the health
-//! service and the metrics. Its own file so that the feed and the metrics need not import each
-//! other.
+//! (`crate::revocation::feed`), read by the server (new sessions fail closed when it is stale), the
+//! health service and the metrics. Its own file so that the feed and the metrics need not import
+//! each other.
 //!
 //! Two ways to be unhealthy: behind (no caught-up step for more than `max_lag`; recovers by
 //! itself at the next good step) and halted ([`FeedHealth::halt`]: the feed met a revocation it

@@ -25,10 +25,10 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tonic::{Request, Response, Status};
 
-use crate::backend::Backend;
 use crate::edge::conn::PeerInfo;
 use crate::edge::http2::{EdgeServer, ServeError};
 use crate::edge::serving::{serving_request, Issuer, ServingCert};
+use crate::node_service::backend::Backend;
 use crate::run::{StartError, SHUTDOWN_GRACE};
 use crate::split::internal_tls::api_server_config;
 use crate::trust::bundle::TrustSigner;
@@ -118,9 +118,10 @@ impl ApiService for ApiServer {
             tracing::warn!(gateway = %from, "relayed renew without a request");
             return Err(Status::permission_denied(RENEW_REFUSED));
         };
-        // The JoinService checks the presented leaf against node_certs byte for byte and the
-        // proof of possession by its key, and signs the answer here (crate::backend::local_renew):
-        // the gateway passes it on unchanged and cannot forge one.
+        // The JoinService checks the presented leaf against node_certs byte for byte and the proof
+        // of possession by its key, and signs the answer here
+        // (crate::node_service::backend::local_renew): the gateway passes it on unchanged and
+        // cannot forge one.
         self.backend
             .renew(renew, relayed.presented_leaf)
             .await

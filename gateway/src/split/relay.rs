@@ -1,7 +1,7 @@
 //! The gateway's side of the split: a client of the api's internal `ApiService` over mutual TLS
-//! ([`crate::split::internal_tls`]). Join and Renew are relayed (Renew with the leaf the node presented
-//! at its handshake), the Welcome trust bundle is fetched signed, and the gateway's agent-facing
-//! serving certificate is issued by the api for a key the gateway made.
+//! ([`crate::split::internal_tls`]). Join and Renew are relayed (Renew with the leaf the node
+//! presented at its handshake), the Welcome trust bundle is fetched signed, and the gateway's
+//! agent-facing serving certificate is issued by the api for a key the gateway made.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,8 +138,8 @@ impl ApiClient {
     }
 
     /// Relays a Join. Besides [`Self::relayed`]'s answers, the api's UNSUPPORTED attestor
-    /// (UNIMPLEMENTED, [`crate::backend::unsupported_attestor`]) reaches the node as it is, code
-    /// and message: the api, not the gateway, knows which attestors run.
+    /// (UNIMPLEMENTED, [`crate::node_service::backend::unsupported_attestor`]) reaches the node as
+    /// it is, code and message: the api, not the gateway, knows which attestors run.
     pub async fn join(&self, request: JoinRequest) -> Result<SignedJoinResponse, Status> {
         let mut c = self.client.clone();
         c.join(request).await.map(|r| r.into_inner()).map_err(|s| {
@@ -185,7 +185,7 @@ impl ApiClient {
             Code::FailedPrecondition | Code::NotFound | Code::InvalidArgument => {
                 Status::new(s.code(), s.message().to_owned())
             }
-            _ => self.relayed(what, crate::site_agent::SITE_AGENTS_ONLY, s),
+            _ => self.relayed(what, crate::node_service::site_agent::SITE_AGENTS_ONLY, s),
         }
     }
 

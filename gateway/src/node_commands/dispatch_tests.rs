@@ -97,7 +97,7 @@ impl Queue for FakeQueue {
     }
 }
 
-type Rx = mpsc::Receiver<crate::dispatch::SessionItem>;
+type Rx = mpsc::Receiver<crate::node_commands::dispatch::SessionItem>;
 
 fn session(queue: &Arc<FakeQueue>, node: &str) -> (SessionCommands, Arc<CommandCounters>) {
     let counters = Arc::new(CommandCounters::default());

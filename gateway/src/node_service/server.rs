@@ -5,23 +5,21 @@
 //! answer UNAUTHENTICATED without one. Every Join refusal is PERMISSION_DENIED "Join refused"
 //! (gRPC's name for ACCESS_DENIED), every Renew refusal PERMISSION_DENIED "Renew refused".
 //!
-//! The Session's own logic is in `session_loop.rs`, shared with the session wire. A Session
-//! checks the identity's validity (notBefore, notAfter) against the clock before
-//! anything else: an expired or not yet valid certificate (one that expired on a connection
-//! opened while it was valid, or a resumed one) gets UNAUTHENTICATED, no Welcome and no trust
-//! report. Once open, the session's loop is biased: its end (revocation, shutdown) first, then
-//! the certificate's expiry, then the node's messages, and each message is checked against the
-//! expiry again, so nothing is answered or recorded past notAfter. Trust reports go through
-//! `SessionReports` (changes only, bounded per session).
+//! The Session's own logic is in `crate::session_loop`, shared with the session wire. A Session
+//! checks the identity's validity (notBefore, notAfter; [`crate::session::validity`]) against
+//! the clock before anything else: an expired or not yet valid certificate (one that expired on
+//! a connection opened while it was valid, or a resumed one) gets UNAUTHENTICATED, no Welcome
+//! and no trust report. Once open, the session's loop is biased: its end (revocation, shutdown)
+//! first, then the certificate's expiry, then the node's messages, and each message is checked
+//! against the expiry again, so nothing is answered or recorded past notAfter. Trust reports go
+//! through `SessionReports` (changes only, bounded per session).
 //!
-//! Commands (issue 21, [`crate::dispatch`]): after the Welcome the session sends the node's
-//! pending commands, again whenever the command poller wakes it (a wake comes after the session's
-//! end and expiry in the loop's order, before the node's messages), and records each
-//! `CommandResult` under the connection's node id.
+//! Commands (issue 21, [`crate::node_commands::dispatch`]): after the Welcome the session sends
+//! the node's pending commands, again whenever the command poller wakes it (a wake comes after
+//! the session's end and expiry in the loop's order, before the node's messages), and records
+//! each `CommandResult` under the connection's node id.
 
 use std::sync::Arc;
-
-use time::OffsetDateTime;
 
 use commands::identity::RENEW_REFUSED;
 use commands::Clock;
@@ -35,13 +33,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::backend::Backend;
 use crate::edge::conn::PeerInfo;
 use crate::edge::tls::VerifiedNode;
 use crate::metrics::Metrics;
+use crate::node_service::backend::Backend;
 use crate::revocation::feed::FeedHealth;
 use crate::revocation::revoked::RevokedSerials;
-use crate::sessions::Sessions;
+use crate::session::registry::Sessions;
 
 pub use crate::trust::reports::TrustReporter;
 
@@ -61,7 +59,7 @@ pub struct NodeServer {
     pub(crate) reporter: TrustReporter,
     pub(crate) clock: Arc<dyn Clock>,
     /// The command queue the sessions dispatch from and record answers to.
-    pub(crate) queue: Arc<dyn crate::dispatch::Queue>,
+    pub(crate) queue: Arc<dyn crate::node_commands::dispatch::Queue>,
 }
 
 fn verified<T>(request: &Request<T>) -> Result<VerifiedNode, Status> {
@@ -237,94 +235,8 @@ fn site_agent_leaf<T>(request: &Request<T>) -> Result<Vec<u8>, Status> {
     if node.identity().role != domain::pki::NodeRole::Site {
         tracing::info!(node = %node.identity().spiffe_id, "site agent call refused: not a site certificate");
         return Err(Status::permission_denied(
-            crate::site_agent::SITE_AGENTS_ONLY,
+            crate::node_service::site_agent::SITE_AGENTS_ONLY,
         ));
     }
     Ok(node.leaf_der().to_vec())
-}
-
-/// Why a session is refused for its certificate's validity.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ValidityRefusal {
-    #[error("this certificate expired at {0}; renew it (bcd renews before expiry) or join again")]
-    Expired(OffsetDateTime),
-    #[error("this certificate is not valid before {0}; check this machine's clock")]
-    NotYetValid(OffsetDateTime),
-}
-
-impl ValidityRefusal {
-    /// The `/metrics` label of the refused session.
-    pub fn label(&self) -> &'static str {
-        match self {
-            ValidityRefusal::Expired(_) => "expired",
-            ValidityRefusal::NotYetValid(_) => "not-yet-valid",
-        }
-    }
-}
-
-/// Whether `identity` is valid at `now` (notBefore <= now < notAfter).
-pub fn check_validity(identity: &NodeIdentity, now: OffsetDateTime) -> Result<(), ValidityRefusal> {
-    if now < identity.not_before {
-        return Err(ValidityRefusal::NotYetValid(identity.not_before));
-    }
-    if now >= identity.not_after {
-        return Err(ValidityRefusal::Expired(identity.not_after));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use domain::pki::{
-        build_csr, issue_node_certificate, KeyRole, KeySet, KeySetLifetimes,
-        NodeCertificateDecision, NodeRole, PrivateKey, Serial, SpiffeId, VerifiedCsr,
-    };
-
-    #[test]
-    fn a_session_is_refused_before_not_before_and_from_not_after_on() {
-        let td = TrustDomain::new("fleet.test").unwrap();
-        let t0 = OffsetDateTime::now_utc() - time::Duration::days(1);
-        let keys = KeySet::generate(td.clone(), t0, KeySetLifetimes::default()).unwrap();
-        let key = PrivateKey::generate(KeyRole::Node).unwrap();
-        let csr = VerifiedCsr::verify(&build_csr(&key).unwrap()).unwrap();
-        let issued_at = t0 + time::Duration::hours(1);
-        let cert = issue_node_certificate(
-            &keys.node_ca,
-            &csr,
-            &NodeCertificateDecision {
-                spiffe_id: SpiffeId::parse("spiffe://fleet.test/site/s1/node/n1").unwrap(),
-                role: NodeRole::Node,
-                serial: Serial::generate().unwrap(),
-                requested_lifetime: Some(time::Duration::hours(1)),
-                statements: vec![],
-            },
-            issued_at,
-        )
-        .unwrap();
-        let id = NodeIdentity::from_leaf_der(&cert.der, &td).unwrap();
-        let second = time::Duration::seconds(1);
-        assert_eq!(
-            check_validity(&id, id.not_before - second),
-            Err(ValidityRefusal::NotYetValid(id.not_before))
-        );
-        assert_eq!(check_validity(&id, id.not_before), Ok(()));
-        assert_eq!(check_validity(&id, id.not_after - second), Ok(()));
-        assert_eq!(
-            check_validity(&id, id.not_after),
-            Err(ValidityRefusal::Expired(id.not_after))
-        );
-        assert_eq!(
-            ValidityRefusal::NotYetValid(id.not_before).to_string(),
-            format!(
-                "this certificate is not valid before {}; check this machine's clock",
-                id.not_before
-            )
-        );
-        assert_eq!(
-            ValidityRefusal::NotYetValid(id.not_before).label(),
-            "not-yet-valid"
-        );
-        assert_eq!(ValidityRefusal::Expired(id.not_after).label(), "expired");
-    }
 }

@@ -1,12 +1,11 @@
 //! The site agent's calls at the edge (issue 20): SiteLease and BootToken, answered by the
-//! [`commands::site::SiteAgent`] in this process (`crate::backend::local_site_lease`) or
-//! relayed to the api; here their wire forms. The caller is the
-//! certificate its mTLS connection proved; a certificate of another role is PERMISSION_DENIED
-//! "site agents only" before anything is read. Answers: PERMISSION_DENIED "site agents only"
-//! (the reason in the log only), FAILED_PRECONDITION when the caller does not hold the lease at
-//! the epoch it named, NOT_FOUND when the site has no active boot entry for the MAC (or the site
-//! was never created), INVALID_ARGUMENT for a malformed request. The discovery token is never
-//! logged.
+//! [`commands::site::SiteAgent`] in this process (`crate::node_service::backend::local_site_lease`)
+//! or relayed to the api; here their wire forms. The caller is the certificate its mTLS connection
+//! proved; a certificate of another role is PERMISSION_DENIED "site agents only" before anything is
+//! read. Answers: PERMISSION_DENIED "site agents only" (the reason in the log only),
+//! FAILED_PRECONDITION when the caller does not hold the lease at the epoch it named, NOT_FOUND
+//! when the site has no active boot entry for the MAC (or the site was never created),
+//! INVALID_ARGUMENT for a malformed request. The discovery token is never logged.
 
 use commands::site::{BootTokenAnswer, LeaseAction, LeaseAnswer};
 use proto::site_lease_request::Action;

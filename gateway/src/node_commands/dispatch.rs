@@ -13,14 +13,13 @@
 //!   fetches again. It asks when the process's log hub hands out a `command.enqueued` or
 //!   `batch.approved` event (at once, whichever process committed it), and otherwise every poll
 //!   interval (a safety net; 5 s by default).
-//! - A node's `CommandResult` is checked at the edge ([`crate::command_wire::node_answer`]) and
-//!   recorded inline ([`commands::command_queue::record_node_answer`]) under the node id of the
+//! - A node's `CommandResult` is checked at the edge ([`crate::node_commands::wire::node_answer`])
+//!   and recorded inline ([`commands::command_queue::record_node_answer`]) under the node id of the
 //!   connection's mTLS identity, never one from a message: a result for another node's command
-//!   records nothing. Nothing is dropped silently: every result is counted by outcome
-//!   (`recorded`, `ignored` for a duplicate or another node's command, `invalid`, `error`) and
-//!   every failure logged. A result whose recording failed is not lost for good: the command
-//!   stays unanswered, is resent after the node's next Hello, and bcd answers it from its
-//!   journal.
+//!   records nothing. Nothing is dropped silently: every result is counted by outcome (`recorded`,
+//!   `ignored` for a duplicate or another node's command, `invalid`, `error`) and every failure
+//!   logged. A result whose recording failed is not lost for good: the command stays unanswered, is
+//!   resent after the node's next Hello, and bcd answers it from its journal.
 //!
 //! A session reaches the queue through [`Queue`] ([`StoreQueue`] in the server), so its rules
 //! are tested here against a fake.
@@ -49,9 +48,9 @@ pub type SessionItem = Result<Box<GatewayMessage>, Status>;
 /// The sending half of a session's response channel.
 pub type SessionSender = mpsc::Sender<SessionItem>;
 
-pub use crate::command_counters::CommandCounters;
-use crate::command_wire::{command_message, node_answer};
-use crate::sessions::Sessions;
+pub use crate::node_commands::counters::CommandCounters;
+use crate::node_commands::wire::{command_message, node_answer};
+use crate::session::registry::Sessions;
 
 /// Most commands one fetch reads.
 pub const FETCH_LIMIT: u32 = 64;

@@ -23,7 +23,7 @@ use proto::{
 use tonic::Status;
 
 use crate::limits_join::JoinRefusalLimiter;
-use crate::site_agent::SITE_AGENTS_ONLY;
+use crate::node_service::site_agent::SITE_AGENTS_ONLY;
 use crate::split::relay::ApiClient;
 pub use crate::split::relay::UNSUPPORTED_PREFIX;
 use crate::trust::bundle::{TrustSigner, WelcomeTrust};
@@ -157,9 +157,9 @@ pub async fn local_site_lease(
     request: &SiteLeaseRequest,
     leaf: &[u8],
 ) -> Result<SiteLeaseResponse, Status> {
-    let action = crate::site_agent::action_of(request)?;
+    let action = crate::node_service::site_agent::action_of(request)?;
     match agent.lease(leaf, action, request.epoch).await {
-        Ok(a) => Ok(crate::site_agent::lease_response(a)),
+        Ok(a) => Ok(crate::node_service::site_agent::lease_response(a)),
         Err(e) => Err(site_status("site lease", e)),
     }
 }
@@ -176,7 +176,7 @@ pub async fn local_boot_token(
     {
         Ok(a) => {
             tracing::info!(entry = %a.entry_id, token = %a.token_id, "boot token minted");
-            Ok(crate::site_agent::boot_response(a))
+            Ok(crate::node_service::site_agent::boot_response(a))
         }
         Err(e) => Err(site_status("boot token", e)),
     }

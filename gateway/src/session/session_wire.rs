@@ -29,10 +29,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tonic::Status;
 
-use crate::dispatch::SessionItem;
 use crate::edge::conn::PeerInfo;
 use crate::edge::limits::{EdgeCounters, EdgeLimits};
-use crate::server::NodeServer;
+use crate::node_commands::dispatch::SessionItem;
+use crate::node_service::server::NodeServer;
 use crate::session_loop::sleep_until_or_never;
 
 /// How often the gateway pings an open session, and how long the node has to answer.

@@ -1,6 +1,6 @@
-//! Counters of the commands over node sessions, for `/metrics` ([`crate::dispatch`] counts,
-//! [`crate::metrics`] renders): commands sent, failed fetches or dispatch records, failed polls,
-//! sessions woken, and node results by outcome.
+//! Counters of the commands over node sessions, for `/metrics` ([`crate::node_commands::dispatch`]
+//! counts, [`crate::metrics`] renders): commands sent, failed fetches or dispatch records, failed
+//! polls, sessions woken, and node results by outcome.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
