@@ -11,7 +11,7 @@
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
-use crate::node_setup::pem;
+use crate::deployment::node_setup::pem;
 use crate::output::print_json;
 use crate::token_cmd::{IdentityArgs, IdentityCmdError};
 

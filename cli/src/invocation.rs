@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use events::store::EventStore;
 use events::Actor;
 
-use crate::located::Located;
+use crate::deployment::located::Located;
 
 /// A file a verb wrote during an API call: returned to the caller, who writes it locally.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,14 +1,15 @@
 //! `bcctl node config --out DIR` and `bcctl node install-script`: what a node needs before
-//! `bcd join` ([`crate::node_setup`]), built from the PKI bundle's public half (authenticated
-//! with the deployment secret when it is at hand, else with a warning), the server address
-//! (`--join-address`, or the deployment configuration's `listen`) and the published approver set.
+//! `bcd join` ([`crate::deployment::node_setup`]), built from the PKI bundle's public half
+//! (authenticated with the deployment secret when it is at hand, else with a warning), the
+//! server address (`--join-address`, or the deployment configuration's `listen`) and the
+//! published approver set.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use events::store::{LogStore, LogTx};
 
-use crate::node_setup::{self, NodeSetup, NodeSetupError};
+use crate::deployment::node_setup::{self, NodeSetup, NodeSetupError};
 use crate::output::print_json;
 use crate::token_cmd::{IdentityArgs, IdentityCmdError};
 

@@ -262,9 +262,9 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
         .unwrap_or_else(|| "/path/to/join-token".into());
     let join = format!(
         "{} join --config {} --token-file {}",
-        crate::node_setup::shell_quote(&crate::node_setup::bcd_program()),
-        crate::node_setup::shell_quote(&config),
-        crate::node_setup::shell_quote(&token_file),
+        crate::deployment::node_setup::shell_quote(&crate::deployment::node_setup::bcd_program()),
+        crate::deployment::node_setup::shell_quote(&config),
+        crate::deployment::node_setup::shell_quote(&token_file),
     );
     if args.common.json {
         let mut v = serde_json::to_value(&created).unwrap_or(serde_json::Value::Null);
@@ -314,15 +314,18 @@ fn bcd_config_of(common: &IdentityArgs) -> String {
     common
         .deployment
         .directory()
-        .map(|d| d.join("bcd").join(crate::node_setup::CONFIG_FILE))
+        .map(|d| {
+            d.join("bcd")
+                .join(crate::deployment::node_setup::CONFIG_FILE)
+        })
         .filter(|p| p.is_file())
         .and_then(|p| std::fs::canonicalize(p).ok())
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| {
             format!(
                 "{}/{}",
-                crate::node_setup::DEFAULT_ETC,
-                crate::node_setup::CONFIG_FILE
+                crate::deployment::node_setup::DEFAULT_ETC,
+                crate::deployment::node_setup::CONFIG_FILE
             )
         })
 }

@@ -6,10 +6,10 @@
 //! `--database-url` names another store. It starts serving on 127.0.0.1 (`--port`, 0 picks one),
 //! writes `bcctl.toml` (a `bcctl serve` configuration with absolute paths, which every verb run
 //! with `--dir DIR`, or in the directory holding `./.bcctl`, reads), writes a ready bcd
-//! configuration ([`crate::node_setup`]: `bcd/config.toml`, the two JoinService JWKs, the
-//! serving CA), creates a join token in `bcd/join-token` (mode 0600) unless an unused one made
-//! by an earlier run is still valid, prints the `bcd join --token-file` step, and serves until
-//! Ctrl-C.
+//! configuration ([`crate::deployment::node_setup`]: `bcd/config.toml`, the two JoinService
+//! JWKs, the serving CA), creates a join token in `bcd/join-token` (mode 0600) unless an unused
+//! one made by an earlier run is still valid, prints the `bcd join --token-file` step, and
+//! serves until Ctrl-C.
 //!
 //! A port in use is reported with the way out (`--port 0`); a directory this run created is
 //! removed again when `up` fails before serving.
@@ -29,8 +29,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
 use time::OffsetDateTime;
 
+use crate::deployment::node_setup::{self, NodeSetup};
 use crate::deployment::{Deployment, DIR_CONFIG_FILE};
-use crate::node_setup::{self, NodeSetup};
 use crate::serve_cmd::{self, ServeArgs, ServeError};
 pub use crate::up_args::UpArgs;
 
@@ -49,7 +49,7 @@ pub enum UpError {
     #[error("{0}")]
     Setup(String),
     #[error("{0}")]
-    NodeSetup(#[from] crate::node_setup::NodeSetupError),
+    NodeSetup(#[from] crate::deployment::node_setup::NodeSetupError),
     #[error("port {port} on 127.0.0.1 is in use ({source}): stop what listens there (an earlier `bcctl up`?), pass another --port, or `bcctl up --port 0` to pick a free one")]
     PortBusy { port: u16, source: std::io::Error },
     #[error("admin port {port} on 127.0.0.1 is in use ({source}): pass another --admin-port, or 0 to pick a free one")]

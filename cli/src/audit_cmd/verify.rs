@@ -17,7 +17,7 @@ use super::known::{open_known, read_known_note};
 use super::leaves::{LeafSource, Leaves};
 use super::report::{FaultReport, Report};
 use super::trust::{trust, Trust};
-use crate::located::Located;
+use crate::deployment::located::Located;
 
 pub(super) async fn verify(args: VerifyArgs) -> Result<(), AuditCmdError> {
     let located = args

@@ -15,6 +15,15 @@
 //!   secret is set is refused ([`DeploymentError::PlaintextWithSecret`]: whoever can write the
 //!   file would choose every key, and the secret would protect nothing) unless the operator
 //!   allowed it (`--allow-plaintext`); a plaintext bundle that is served comes with a warning.
+//!
+//! The folder: this file (finding, reading and opening a deployment), [`located`] (the two
+//! plain types an admin API call carries, apart so that `crate::invocation` can name them) and
+//! [`node_setup`] (the files a node needs before `bcd join`, built from the bundle's public half).
+//! It must never run a verb nor print anything of its own: verbs, `serve` and `up` call it, and
+//! it names none of them.
+
+pub(crate) mod located;
+pub(crate) mod node_setup;
 
 use std::path::{Path, PathBuf};
 
@@ -58,9 +67,9 @@ pub enum DeploymentError {
 /// What `bcctl serve` logs when it serves a plaintext bundle.
 pub const PLAINTEXT_WARNING: &str = "serving a PLAINTEXT PKI bundle: its private keys are unsealed and whoever can write the file chooses every key; development only (seal it with `bcctl pki init` under BC_DEPLOYMENT_SECRET)";
 
-// The two types an admin API call carries (crate::located): defined where the invocation can
+// The two types an admin API call carries (`located.rs`): defined where the invocation can
 // name them without naming this module, which names the invocation.
-pub use crate::located::{Deployment, Located};
+pub use crate::deployment::located::{Deployment, Located};
 
 /// An environment variable's value, `None` when unset or empty.
 fn env(name: &str) -> Option<String> {

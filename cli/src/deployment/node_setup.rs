@@ -350,9 +350,9 @@ impl NodeSetup {
 }
 
 /// The unit of `bcd node` under the privilege split (`deploy/systemd/bcd.service`).
-pub const NODE_UNIT: &str = include_str!("../../deploy/systemd/bcd.service");
+pub const NODE_UNIT: &str = include_str!("../../../deploy/systemd/bcd.service");
 /// The unit of `bcd helper` (`deploy/systemd/bcd-helper.service`).
-pub const HELPER_UNIT: &str = include_str!("../../deploy/systemd/bcd-helper.service");
+pub const HELPER_UNIT: &str = include_str!("../../../deploy/systemd/bcd-helper.service");
 
 /// The script's first steps under `[helper]`: root only; the user made when missing
 /// (`useradd --system --user-group --no-create-home --shell /usr/sbin/nologin`) and taken out of
