@@ -7,8 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::{
     audit_cmd, batch_cmd, bundle_cmd, cloud_cmd, command_cmd, config_template_cmd, doctor_cmd,
     events_cmd, healthcheck_cmd, join_request_cmd, node_cmd, operator_cmd, pki_cmd, pool_cmd,
-    rebuild_cmd, replay_cmd, serve_config, site_cmd, store_cmd, tenant_cmd, token_cmd, tpm_cmd,
-    up_args,
+    rebuild_cmd, replay_cmd, site_cmd, store_cmd, tenant_cmd, token_cmd, tpm_cmd,
 };
 
 #[derive(Parser)]
@@ -22,9 +21,9 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// The main job on the embedded default: create ./.bcctl (secret, PKI bundle, SQLite
     /// store), serve, and print a join token with the exact bcd command that joins a machine.
-    Up(up_args::UpArgs),
+    Up(crate::up::args::UpArgs),
     /// Serve the JoinService and the gateway (Join, Renew, node sessions over mTLS).
-    Serve(serve_config::ServeArgs),
+    Serve(crate::serve::config::ServeArgs),
     /// Apply the schema migrations to a store.
     Migrate(store_cmd::StoreArgs),
     /// Print a store's status: backend, schema version, events, head position.

@@ -1,9 +1,9 @@
 //! `bcctl config template serve`: a commented `bcctl serve` configuration with every top-level
 //! key (and `[sites]`) at its default, the keys without a default commented out.
 //!
-//! It cannot drift from [`crate::serve_config`]: the tests parse it with the real parser
+//! It cannot drift from [`crate::serve::config`]: the tests parse it with the real parser
 //! (`deny_unknown_fields` refuses a key that does not exist), resolve it and compare the result
-//! with the defaults resolved from no file, and check that every key of `serve_config.rs`'s key
+//! with the defaults resolved from no file, and check that every key of `serve/config/mod.rs`'s key
 //! table is in it.
 
 use clap::Subcommand;
@@ -110,7 +110,7 @@ pub fn run(cmd: ConfigCommand) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve_config::{resolve, FileConfig, ServeArgs};
+    use crate::serve::config::{resolve, FileConfig, ServeArgs};
 
     /// The template with its commented `# key = value` lines made live.
     fn uncommented() -> String {
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn every_key_of_the_serve_config_table_is_in_the_template() {
-        let source = include_str!("serve_config.rs");
+        let source = include_str!("serve/config/mod.rs");
         let keys: Vec<&str> = source
             .lines()
             .filter_map(|l| l.strip_prefix("//! | `"))

@@ -22,7 +22,7 @@ use tonic_health::pb::HealthCheckRequest;
 
 use crate::deployment::{DeploymentArgs, DIR_CONFIG_FILE};
 use crate::failure::Failure;
-use crate::serve_config::{resolve, ServeArgs};
+use crate::serve::config::{resolve, ServeArgs};
 
 /// How long each step (connect, handshake, the call) may take.
 const TIMEOUT: Duration = Duration::from_secs(5);

@@ -22,7 +22,7 @@ use time::OffsetDateTime;
 
 use crate::deployment::DeploymentError;
 use crate::pem::pem_blocks;
-use crate::serve_config::parse_duration;
+use crate::serve::config::parse_duration;
 
 #[derive(Args, Debug)]
 pub struct IssueInternalArgs {

@@ -39,29 +39,13 @@ mod pool_cmd;
 mod progress;
 mod rebuild_cmd;
 mod replay_cmd;
-mod serve_attestors;
-mod serve_batches;
-mod serve_cmd;
-mod serve_config;
-mod serve_config_admin;
-mod serve_config_attestors;
-mod serve_config_cloud;
-mod serve_config_errors;
-mod serve_config_limits;
-mod serve_config_quorum;
-mod serve_config_store;
-mod serve_error;
-mod serve_leader;
-mod serve_roles;
-mod serve_split;
-mod serve_trust;
+mod serve;
 mod site_cmd;
 mod store_cmd;
 mod tenant_cmd;
 mod token_cmd;
 mod tpm_cmd;
-mod up_args;
-mod up_cmd;
+mod up;
 mod verbs;
 
 use command_line::{Cli, Command};
@@ -131,8 +115,8 @@ fn main() -> ExitCode {
 /// them), every other verb through [`verbs::dispatch`], which the admin API server runs too.
 async fn dispatch(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Up(args) => up_cmd::up(args).await.map_err(Failure::from),
-        Command::Serve(args) => serve_roles::serve(args).await.map_err(Failure::from),
+        Command::Up(args) => up::cmd::up(args).await.map_err(Failure::from),
+        Command::Serve(args) => serve::roles::serve(args).await.map_err(Failure::from),
         other => verbs::dispatch(other).await,
     }
 }

@@ -2,7 +2,7 @@
 //! compared with this configuration, and the three stages of a command-signing root rotation.
 //!
 //! - `trust-version` (spec 003 "pki trust-version") reads the published bundle and compares it
-//!   with what this configuration would publish ([`crate::serve_trust::configured_bundle`]: the
+//!   with what this configuration would publish ([`crate::serve::trust::configured_bundle`]: the
 //!   serve configuration's `[quorum]` over the published roots). Before anything is published it
 //!   is NOT_FOUND.
 //! - `rotate-command-root --stage add` generates a new command-signing root, writes it into the
@@ -31,7 +31,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::deployment::{Deployment, DeploymentError};
-use crate::serve_config::{resolve, ConfigError, ServeArgs};
+use crate::serve::config::{resolve, ConfigError, ServeArgs};
 
 /// How many nodes behind `trust-version` names.
 const SAMPLE: usize = 5;
@@ -91,7 +91,7 @@ pub struct RotateArgs {
 }
 
 struct Opened {
-    settings: crate::serve_config::Settings,
+    settings: crate::serve::config::Settings,
     store: EventStore,
     deployment: Deployment,
 }
@@ -128,7 +128,7 @@ pub async fn trust_version(args: TrustVersionArgs) -> Result<(), PkiTrustError> 
     let published = published_bundle(&opened.store)
         .await?
         .ok_or(PkiTrustError::NotPublished)?;
-    let config = crate::serve_trust::configured_bundle(
+    let config = crate::serve::trust::configured_bundle(
         &trust_domain,
         &public.command_signing_root_der,
         Some(&published),

@@ -1,5 +1,5 @@
 //! `bcctl migrate`, `bcctl status`: migrating and inspecting a store (`bcctl up` is in
-//! `up_cmd`).
+//! `crate::up`).
 
 use clap::Args;
 use events::store::{Backend, EventStore, LogStore, StoreError};

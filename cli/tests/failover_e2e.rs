@@ -60,7 +60,7 @@ const DOWN_FOR: Duration = Duration::from_secs(2);
 const AGENTS_DEADLINE: Duration = Duration::from_secs(90);
 
 /// Whether the `leadership taken task=audit-sequencer` lines must be there: always (the
-/// api replicas log them, cli/src/serve_leader.rs).
+/// api replicas log them, cli/src/serve/leader.rs).
 fn leader_lines_required() -> bool {
     true
 }

@@ -430,13 +430,13 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
          across its arms",
     ),
     (
-        "cli/src/serve_config.rs",
+        "cli/src/serve/config/mod.rs",
         "resolve",
         "serve's configuration one key after another (file, environment, flag); the keys' \
          order is the order its errors come in",
     ),
     (
-        "cli/src/up_cmd.rs",
+        "cli/src/up/cmd.rs",
         "up_in",
         "bcctl up's one sequence (directory, secret, bundle, serve, admin, bcd files, token) \
          and its startup report, which names twenty of the sequence's values",

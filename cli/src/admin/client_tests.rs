@@ -15,7 +15,7 @@ use rcgen::{
 
 use super::*;
 use crate::admin::server::{start_admin, RunningAdmin};
-use crate::serve_config_admin::AdminSettings;
+use crate::serve::config::admin::AdminSettings;
 
 fn pem(label: &str, der: &[u8]) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);

@@ -36,7 +36,7 @@ use super::run::{CallContext, Caller};
 pub use super::start_error::AdminStartError;
 use super::tls::{admin_server_config, operator_client_verifier, RevokedOperators};
 use crate::deployment::Located;
-use crate::serve_config_admin::AdminSettings;
+use crate::serve::config::admin::AdminSettings;
 
 /// How often the revoked operator serials are read from the log besides when the hub hands out
 /// a revocation (a safety net), and how often without a hub.
@@ -313,7 +313,7 @@ pub async fn start_admin(
 /// The admin listener `settings` asks for (none without `[admin]`), for the deployment it
 /// names; `dir`: the deployment directory, when one is (`bcctl up`).
 pub async fn start_for(
-    settings: &crate::serve_config::Settings,
+    settings: &crate::serve::config::Settings,
     keys: &Arc<KeySet>,
     store: &EventStore,
     clock: &Arc<dyn Clock>,

@@ -26,7 +26,7 @@ use serde::Serialize;
 pub use finding::{Finding, Level};
 
 use crate::deployment::{DeploymentArgs, DIR_CONFIG_FILE};
-use crate::serve_config::{resolve, ServeArgs, Settings};
+use crate::serve::config::{resolve, ServeArgs, Settings};
 
 /// The exit code when the worst finding is a warning (an error exits 1).
 pub const EXIT_WARNING: u8 = crate::output::EXIT_SPECIAL;

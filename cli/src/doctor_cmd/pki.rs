@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 
 use super::finding::{human, Finding, Level};
 use crate::deployment::Deployment;
-use crate::serve_config::Settings;
+use crate::serve::config::Settings;
 
 /// A CA within this of its notAfter is `pki.ca-expiring`.
 pub const CA_EXPIRING: time::Duration = time::Duration::days(30);
@@ -283,7 +283,7 @@ async fn check_quorum(
 ) {
     let quorum = settings.and_then(|s| s.quorum.as_ref());
     let floor = settings.map_or(0, |s| s.trust_version_floor);
-    let config = match crate::serve_trust::configured_bundle(
+    let config = match crate::serve::trust::configured_bundle(
         trust_domain,
         &public.command_signing_root_der,
         Some(published),

@@ -2,7 +2,7 @@
 //! `batch_expiry_interval` (default 60 s) a pending batch past its end is recorded `expired`
 //! (`commands::quorum::expire_due_batches`), which cancels its held commands in the same
 //! transaction. It runs in the one replica that leads the `batch-expiry` task
-//! ([`crate::serve_leader`]); the others run nothing of it. Two replicas that both believe they
+//! ([`crate::serve::leader`]); the others run nothing of it. Two replicas that both believe they
 //! lead for a moment stay correct: each expiry is one transaction at the batch stream's exact
 //! version, so two racing expire a batch once.
 
@@ -13,7 +13,7 @@ use commands::quorum::expire_due_batches;
 use commands::Clock;
 use events::store::EventStore;
 
-use crate::serve_error::ServeError;
+use crate::serve::error::ServeError;
 
 /// Batches expired per round at most (the rest wait for the next round).
 pub const EXPIRY_BATCH: u32 = 500;
@@ -27,7 +27,7 @@ pub fn start_batch_expiry(
     stopped: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), ServeError> {
     let on = store.clone();
-    crate::serve_leader::lead(
+    crate::serve::leader::lead(
         &on,
         commands::leadership::BATCH_EXPIRY,
         stopped,

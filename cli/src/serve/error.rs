@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::serve_config::ConfigError;
+use crate::serve::config::ConfigError;
 
 /// Errors of `bcctl serve` (and of `bcctl up` while starting the server).
 #[derive(Debug, thiserror::Error)]

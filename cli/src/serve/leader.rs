@@ -12,7 +12,7 @@ use commands::leadership::{run_while_leading, Change};
 use events::store::{EventStore, LeaderLock};
 use tokio::sync::watch;
 
-use crate::serve_error::ServeError;
+use crate::serve::error::ServeError;
 
 /// Spawns `work` under the leadership of `task` on `store`'s database, until `stopped` turns
 /// true. `work` is started each time this process takes leadership, with a flag that turns true

@@ -22,8 +22,8 @@ use domain::quorum::{ApproverSet, ApproverSetOffer, TrustDomain};
 use events::store::EventStore;
 use sha2::{Digest, Sha256};
 
-use crate::serve_config_quorum::QuorumConfig;
-use crate::serve_error::ServeError;
+use crate::serve::config::quorum::QuorumConfig;
+use crate::serve::error::ServeError;
 
 /// The bundle this configuration publishes: over `published` (if any) with the key set's root
 /// `root_der` before anything is published, the configured `quorum` (if any), and `floor`.

@@ -1,16 +1,16 @@
 //! `bcctl serve`: resolves the configuration and runs the role it names: everything in one
-//! process ([`crate::serve_cmd`]), or the api or the gateway alone ([`crate::serve_split`]).
+//! process ([`crate::serve::start`]), or the api or the gateway alone ([`crate::serve::split`]).
 
-use crate::serve_cmd::{init_logging, resolve, start, until_stopped, Role, ServeArgs};
-use crate::serve_error::ServeError;
+use crate::serve::error::ServeError;
+use crate::serve::start::{init_logging, resolve, start, until_stopped, Role, ServeArgs};
 
 pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let settings = resolve(&args)?;
     init_logging(settings.log_format);
     match settings.role {
         Role::All => {}
-        Role::Api => return crate::serve_split::serve_api(&settings).await,
-        Role::Gateway => return crate::serve_split::serve_gateway(&settings).await,
+        Role::Api => return crate::serve::split::serve_api(&settings).await,
+        Role::Gateway => return crate::serve::split::serve_gateway(&settings).await,
     }
     let mut started = start(&settings).await?;
     eprintln!(

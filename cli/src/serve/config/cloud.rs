@@ -165,7 +165,7 @@ mod tests {
     use super::*;
 
     fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-        crate::serve_config::parse_duration(text)
+        crate::serve::config::parse_duration(text)
     }
 
     #[test]

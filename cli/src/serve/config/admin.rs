@@ -217,5 +217,5 @@ mod tests {
 }
 
 #[cfg(test)]
-#[path = "serve_config_admin_tests.rs"]
+#[path = "admin_tests.rs"]
 mod resolve_tests;

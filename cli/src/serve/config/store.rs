@@ -24,7 +24,7 @@ pub const MAX_POOL_SIZE: u32 = 1000;
 /// A setting that does not resolve: its key and what is wrong with it.
 pub type Invalid = (&'static str, String);
 
-/// Where the environment and duration parsing come from (`serve_config`'s own, passed in so
+/// Where the environment and duration parsing come from (`serve::config`'s own, passed in so
 /// that this module does not import the one that imports it).
 pub struct Sources<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,

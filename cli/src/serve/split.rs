@@ -24,8 +24,8 @@ use gateway::relay::ApiClient;
 
 use crate::deployment::Deployment;
 use crate::internal_cert_cmd::load_internal_identity;
-use crate::serve_cmd::{gateway_config, start_core, until_signal, Core, Settings};
-use crate::serve_error::ServeError;
+use crate::serve::error::ServeError;
+use crate::serve::start::{gateway_config, start_core, until_signal, Core, Settings};
 
 fn required<'a, T>(
     value: &'a Option<T>,
@@ -82,7 +82,7 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
         admin.shutdown().await;
     }
     api.shutdown().await;
-    crate::serve_cmd::flush_held_refusals(&join_for_flush).await;
+    crate::serve::start::flush_held_refusals(&join_for_flush).await;
     let _ = audit_shutdown.send(true);
     result
 }

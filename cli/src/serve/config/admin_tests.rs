@@ -1,8 +1,8 @@
 //! `[admin]` through the whole serve configuration resolver.
 
-use crate::serve_config::{resolve, ConfigError, ServeArgs};
+use crate::serve::config::{resolve, ConfigError, ServeArgs};
 
-fn resolved(text: &str) -> Result<crate::serve_config::Settings, ConfigError> {
+fn resolved(text: &str) -> Result<crate::serve::config::Settings, ConfigError> {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("serve.toml");
     std::fs::write(&path, text).expect("write");

@@ -28,24 +28,24 @@
 //! | `command_poll_interval` | `BC_COMMAND_POLL_INTERVAL` | `5s` (how often a gateway looks for newly runnable commands besides when the log hub hands out one) |
 //!
 //! The pool sizes, the gateway's read replica (`read_database_url`) and the log hub's safety
-//! poll (`feed_poll_interval`) are [`crate::serve_config_store`].
+//! poll (`feed_poll_interval`) are [`crate::serve::config::store`].
 //!
 //! Durations are `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (`30s`, `24h`).
 //!
 //! The built-in attestors' settings are the tables `[attestors.<id>]`, file first, the
-//! environment over it: [`crate::serve_config_attestors`] (`[attestors.x509pop] grace`).
+//! environment over it: [`crate::serve::config::attestors`] (`[attestors.x509pop] grace`).
 //!
 //! The edge limits are the tables `[limits]` (the agent-facing endpoint) and `[api_limits]`
-//! (the api's internal endpoint), file only: [`crate::serve_config_limits`].
+//! (the api's internal endpoint), file only: [`crate::serve::config::limits`].
 //!
 //! The site agents' boot lease is the table `[sites]` (`boot_lease_ttl`, default "60s";
 //! `BC_SITES_BOOT_LEASE_TTL` over it).
 //!
 //! Out-of-process attestors are `[[attestors.external]]` entries, file only:
-//! [`crate::serve_config_attestors`].
+//! [`crate::serve::config::attestors`].
 //!
 //! The approver quorum the deployment publishes is the table `[quorum]`, file only:
-//! [`crate::serve_config_quorum`].
+//! [`crate::serve::config::quorum`].
 //!
 //! The gateway's serving certificate from files is the table `[tls]`, file only: `cert_file`
 //! (the chain, leaf first, PEM) and `key_file` (PKCS#8 PEM), both or neither, and
@@ -54,7 +54,20 @@
 //! Without `[tls]` the gateway issues its own serving certificate and renews it.
 //!
 //! The admin API listener is the table `[admin]` (or the top-level `admin_listen`,
-//! `BC_ADMIN_LISTEN`): [`crate::serve_config_admin`].
+//! `BC_ADMIN_LISTEN`): [`crate::serve::config::admin`].
+//!
+//! The folder: this file (the top-level keys, [`ServeArgs`], [`Settings`] and [`resolve`]), and
+//! one file per table: [`admin`], [`attestors`], [`cloud`] (`[attestors.cloud-iid]`),
+//! [`limits`], [`quorum`], [`store`]. It only reads and checks configuration: it must never open
+//! a store, bind a listener or start a task (that is `crate::serve`'s), and it names nothing of
+//! `crate::up` (`up/config_error.rs` turns its errors into `bcctl up`'s).
+
+pub(crate) mod admin;
+pub(crate) mod attestors;
+pub(crate) mod cloud;
+pub(crate) mod limits;
+pub(crate) mod quorum;
+pub(crate) mod store;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -65,13 +78,13 @@ use gateway::limits::EdgeLimits;
 use gateway::limits_join::JoinRefusalLimits;
 use serde::Deserialize;
 
-use crate::serve_config_attestors::{
+use crate::serve::config::attestors::{
     discovery_settings, external_attestors, tpm_settings, x509pop_grace, FileAttestors, TpmSettings,
 };
-use crate::serve_config_limits::{api_limits, public_limits, FileLimits};
+use crate::serve::config::limits::{api_limits, public_limits, FileLimits};
 
 /// Why the configuration could not be resolved. The same texts as the `ServeError` variants of
-/// the same names, into which `crate::serve_config_errors` turns them.
+/// the same names, into which `crate::up::config_error` turns them.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{path}: cannot read the configuration: {source}")]
@@ -163,11 +176,11 @@ pub struct FileConfig {
     pub api_limits: Option<FileLimits>,
     pub attestors: Option<FileAttestors>,
     pub sites: Option<FileSites>,
-    pub quorum: Option<crate::serve_config_quorum::FileQuorum>,
+    pub quorum: Option<crate::serve::config::quorum::FileQuorum>,
     pub batch_expiry_interval: Option<String>,
     pub command_poll_interval: Option<String>,
     pub tls: Option<FileTls>,
-    pub admin: Option<crate::serve_config_admin::FileAdmin>,
+    pub admin: Option<crate::serve::config::admin::FileAdmin>,
     /// The admin listener's address as `bcctl up` writes it (`[admin] listen` wins).
     pub admin_listen: Option<String>,
 }
@@ -206,7 +219,7 @@ pub struct Settings {
     pub serving_lifetime: Duration,
     pub feed_max_lag: Duration,
     /// Pool sizes, the read replica, the log hub's safety poll.
-    pub store: crate::serve_config_store::StoreSettings,
+    pub store: crate::serve::config::store::StoreSettings,
     /// How often the audit sealer signs a checkpoint of every tenant whose tree grew.
     pub audit_seal_interval: Duration,
     pub root_tenant: String,
@@ -247,15 +260,15 @@ pub struct Settings {
     /// run.
     pub cloud_iid: Option<domain::attest::cloud_iid::CloudIidConfig>,
     /// The approver quorum to publish (`[quorum]`); `None`: keep the published one.
-    pub quorum: Option<crate::serve_config_quorum::QuorumConfig>,
+    pub quorum: Option<crate::serve::config::quorum::QuorumConfig>,
     /// How often the batch expiry reconciler runs.
     pub batch_expiry_interval: Duration,
     /// How often a gateway looks for nodes with newly runnable commands.
     pub command_poll_interval: Duration,
     /// The gateway's serving certificate from files (`[tls]`).
     pub tls_files: Option<gateway::tls_files::TlsFiles>,
-    /// The admin API listener (`[admin]`, [`crate::serve_config_admin`]); `None`: none.
-    pub admin: Option<crate::serve_config_admin::AdminSettings>,
+    /// The admin API listener (`[admin]`, [`crate::serve::config::admin`]); `None`: none.
+    pub admin: Option<crate::serve::config::admin::AdminSettings>,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -390,9 +403,9 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         });
     }
     let cloud_file = file.attestors.as_ref().and_then(|a| a.cloud_iid.as_ref());
-    let cloud_iid = crate::serve_config_cloud::cloud_iid_settings(cloud_file, parse_duration)
+    let cloud_iid = crate::serve::config::cloud::cloud_iid_settings(cloud_file, parse_duration)
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
-    let quorum = crate::serve_config_quorum::quorum_settings(file.quorum.as_ref())
+    let quorum = crate::serve::config::quorum::quorum_settings(file.quorum.as_ref())
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let batch_expiry_interval = duration_setting(
         "batch_expiry_interval",
@@ -401,7 +414,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         "60s",
     )?;
     let tls_files = tls_files(file.tls.take())?;
-    let admin = crate::serve_config_admin::admin_settings(
+    let admin = crate::serve::config::admin::admin_settings(
         file.admin.as_ref(),
         file.admin_listen.as_deref(),
         env("BC_ADMIN_LISTEN"),
@@ -447,8 +460,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         Some,
     )
     .unwrap_or_else(|| "sqlite://.bcctl/events.db".into());
-    let store = crate::serve_config_store::store_settings(
-        crate::serve_config_store::FileStore {
+    let store = crate::serve::config::store::store_settings(
+        crate::serve::config::store::FileStore {
             pool_size: file.database_pool_size,
             read_database_url: file.read_database_url.as_deref(),
             read_pool_size: file.read_pool_size,
@@ -456,7 +469,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         },
         role == Role::Gateway,
         &database_url,
-        &crate::serve_config_store::Sources {
+        &crate::serve::config::store::Sources {
             env: &env,
             parse_duration: &parse_duration,
         },

@@ -1,10 +1,10 @@
-//! The arguments of `bcctl up` ([`UpArgs`]; the verb is [`crate::up_cmd`]).
+//! The arguments of `bcctl up` ([`UpArgs`]; the verb is [`crate::up::cmd`]).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::serve_config::LogFormat;
+use crate::serve::config::LogFormat;
 
 #[derive(Args, Debug)]
 pub struct UpArgs {

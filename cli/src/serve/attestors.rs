@@ -13,8 +13,8 @@ use commands::identity::attestors::{
 use domain::pki::KeySet;
 use gateway::external_attestor::ExternalAttestor;
 
-use crate::serve_config::Settings;
-use crate::serve_error::ServeError;
+use crate::serve::config::Settings;
+use crate::serve::error::ServeError;
 
 /// The registry the JoinService runs: its built-ins (`builtin`, the JoinService's own: they
 /// include those built from the deployment's keys, such as x509pop), the `tpm` attestor when

@@ -1,8 +1,8 @@
 //! `bcctl serve --role all`: the JoinService and the gateway in one process, and the parts the
 //! split roles share with it (the core of keys, store, JoinService and audit; the gateway's
-//! configuration; waiting for a stop). Which role runs is [`crate::serve_roles`]; the split roles
-//! are [`crate::serve_split`]; the configuration keys and how they are resolved are in
-//! [`crate::serve_config`].
+//! configuration; waiting for a stop). Which role runs is [`crate::serve::roles`]; the split roles
+//! are [`crate::serve::split`]; the configuration keys and how they are resolved are in
+//! [`crate::serve::config`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,8 +16,8 @@ use gateway::feed::FeedOptions;
 use gateway::run::{GatewayConfig, Running};
 
 use crate::deployment::Deployment;
-pub use crate::serve_config::{parse_duration, resolve, LogFormat, Role, ServeArgs, Settings};
-pub use crate::serve_error::ServeError;
+pub use crate::serve::config::{parse_duration, resolve, LogFormat, Role, ServeArgs, Settings};
+pub use crate::serve::error::ServeError;
 
 /// Starts structured logging on standard error (`RUST_LOG` filters; `info` by default).
 pub fn init_logging(format: LogFormat) {
@@ -90,7 +90,7 @@ pub(crate) async fn flush_held_refusals(join: &JoinService) {
 
 /// Starts the audit sequencer (follows the log, gives every event its per-tenant leaf) and the
 /// sealer (signs a checkpoint of every grown tenant each `interval`), both while this process
-/// leads the `audit-sequencer` task ([`crate::serve_leader`]): sealing must be single too.
+/// leads the `audit-sequencer` task ([`crate::serve::leader`]): sealing must be single too.
 fn start_audit(
     store: &EventStore,
     keys: &KeySet,
@@ -109,7 +109,7 @@ fn start_audit(
     options.interval = interval;
     let signer = Arc::new(signer);
     let audit_store = store.clone();
-    crate::serve_leader::lead(
+    crate::serve::leader::lead(
         store,
         commands::leadership::AUDIT_SEQUENCER,
         stopped,
@@ -238,7 +238,7 @@ fn start_identity_maintenance(
         stopped.clone(),
         report_maintenance,
     ));
-    crate::serve_leader::lead(
+    crate::serve::leader::lead(
         store,
         commands::leadership::MAINTENANCE,
         stopped,
@@ -311,7 +311,7 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
         EventStore::open_with_pool(&settings.database_url, settings.store.pool_size).await?;
     let hub = start_hub(&store, settings).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    crate::serve_trust::settle_trust(
+    crate::serve::trust::settle_trust(
         &store,
         clock.as_ref(),
         &keys,
@@ -330,14 +330,14 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
     identity.discovery = settings.discovery.clone();
     identity.pending_retry_seconds = pending_retry_seconds;
     let join = JoinService::new(store.clone(), keys.clone(), clock.clone(), identity)?;
-    let attestors = crate::serve_attestors::registry(join.joins().attestors(), settings, &keys)?;
+    let attestors = crate::serve::attestors::registry(join.joins().attestors(), settings, &keys)?;
     let join = Arc::new(
         join.with_attestors(attestors)
             .with_site_settings(settings.sites),
     );
     let audit_shutdown = start_audit(&store, &keys, clock.clone(), settings.audit_seal_interval)?;
     start_identity_maintenance(&store, join.clone(), audit_shutdown.subscribe())?;
-    crate::serve_batches::start_batch_expiry(
+    crate::serve::batches::start_batch_expiry(
         store.clone(),
         clock.clone(),
         settings.batch_expiry_interval,

@@ -31,7 +31,7 @@
 //! cert_ttl = "2h"           # a ramdisk certificate's life, at most (and by default) 2h
 //! ```
 //! `[attestors.cloud-iid]`: the `cloud-iid` attestor registers only when the table is present
-//! (its keys: `crate::serve_config_cloud`).
+//! (its keys: `crate::serve::config::cloud`).
 //!
 //! `[[attestors.external]]`: out-of-process attestors (`bc.attestor.v1` over a Unix socket),
 //! file only:
@@ -57,7 +57,7 @@ use domain::attest::tpm::{NodeKeyPolicy, Placement, TpmConfig, MAX_CHALLENGE_TTL
 use gateway::external_attestor::ExternalAttestorConfig;
 use serde::Deserialize;
 
-/// How a duration is read (`crate::serve_config::parse_duration`, passed in).
+/// How a duration is read (`crate::serve::config::parse_duration`, passed in).
 pub type ParseDuration = fn(&str) -> Result<std::time::Duration, String>;
 
 /// `[attestors]` as written.
@@ -67,9 +67,9 @@ pub struct FileAttestors {
     pub x509pop: Option<FileX509Pop>,
     pub tpm: Option<FileTpm>,
     pub discovery: Option<FileDiscovery>,
-    /// `[attestors.cloud-iid]` (read by `crate::serve_config_cloud`).
+    /// `[attestors.cloud-iid]` (read by `crate::serve::config::cloud`).
     #[serde(rename = "cloud-iid")]
-    pub cloud_iid: Option<crate::serve_config_cloud::FileCloudIid>,
+    pub cloud_iid: Option<crate::serve::config::cloud::FileCloudIid>,
     #[serde(default)]
     pub external: Vec<FileExternalAttestor>,
 }

@@ -15,7 +15,7 @@
 //! checks everything that needs no store: the keys are distinct P-256 keys, the threshold is 1 to
 //! the key count, tiers ascend and never need more than the threshold, the epoch is 1 or more,
 //! and every signature file signs exactly this epoch and this set. At start
-//! ([`crate::serve_trust`]) the signatures made by keys of the configured set are verified in the
+//! ([`crate::serve::trust`]) the signatures made by keys of the configured set are verified in the
 //! deployment's trust domain (a bad one is refused); those by keys of the held set are the
 //! settle's to count.
 

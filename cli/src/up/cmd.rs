@@ -31,8 +31,8 @@ use time::OffsetDateTime;
 
 use crate::deployment::node_setup::{self, NodeSetup};
 use crate::deployment::{Deployment, DIR_CONFIG_FILE};
-use crate::serve_cmd::{self, ServeArgs, ServeError};
-pub use crate::up_args::UpArgs;
+use crate::serve::start::{self, ServeArgs, ServeError};
+pub use crate::up::args::UpArgs;
 
 /// Errors of `bcctl up`.
 #[derive(Debug, thiserror::Error)]
@@ -168,9 +168,9 @@ fn unused_token(tokens: &[TokenView], now_us: i64) -> Option<&TokenView> {
 /// The admin listener of `up` (on `admin.listen`, the directory as its deployment). A bundle
 /// without an operator CA (made before) serves without it, as `admin API: off`.
 async fn start_admin(
-    settings: &serve_cmd::Settings,
-    admin: crate::serve_config_admin::AdminSettings,
-    started: &serve_cmd::Started,
+    settings: &start::Settings,
+    admin: crate::serve::config::admin::AdminSettings,
+    started: &start::Started,
     dir: &Path,
 ) -> Result<Option<crate::admin::server::RunningAdmin>, UpError> {
     use crate::admin::server::AdminStartError;
@@ -215,7 +215,7 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
             .map_err(|e| UpError::Setup(format!("sealing the bundle: {e}")))?;
         crate::pki_cmd::write_new_private(&bundle, &bytes)?;
     }
-    let mut settings = serve_cmd::resolve(&ServeArgs {
+    let mut settings = start::resolve(&ServeArgs {
         config: args.config.clone(),
         log_format: args.log_format,
         ..ServeArgs::default()
@@ -231,24 +231,24 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
     };
     settings.pki_bundle = bundle.clone();
     settings.deployment_secret_file = secret_file.clone();
-    settings.role = serve_cmd::Role::All;
+    settings.role = start::Role::All;
     let admin_port = args.admin_port.unwrap_or(if args.port == 0 {
         0
     } else {
         args.port.saturating_add(1)
     });
     let mut admin_settings = settings.admin.take().unwrap_or_else(|| {
-        crate::serve_config_admin::AdminSettings::on(SocketAddr::V4(SocketAddrV4::new(
+        crate::serve::config::admin::AdminSettings::on(SocketAddr::V4(SocketAddrV4::new(
             Ipv4Addr::LOCALHOST,
             admin_port,
         )))
     });
     admin_settings.listen = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, admin_port));
-    serve_cmd::init_logging(settings.log_format);
-    let ttl = serve_cmd::parse_duration(&args.token_ttl)
+    start::init_logging(settings.log_format);
+    let ttl = start::parse_duration(&args.token_ttl)
         .map_err(|e| UpError::Setup(format!("--token-ttl: {e}")))?;
 
-    let mut started = match serve_cmd::start(&settings).await {
+    let mut started = match start::start(&settings).await {
         Ok(s) => s,
         Err(ServeError::Start(gateway::run::StartError::Listen { addr, source }))
             if source.kind() == std::io::ErrorKind::AddrInUse =>
@@ -435,7 +435,7 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
         println!("serving until Ctrl-C");
     }
     let _ = std::io::stdout().flush();
-    serve_cmd::until_stopped(&mut started.running).await?;
+    start::until_stopped(&mut started.running).await?;
     started.shutdown().await;
     Ok(())
 }

@@ -20,8 +20,8 @@ use gateway::limits::{EdgeLimits, LimitsError};
 use gateway::limits_join::JoinRefusalLimits;
 use serde::Deserialize;
 
-/// How a duration is read (`crate::serve_config::parse_duration`, passed in so that this module
-/// needs nothing of `serve_config`: no import circle).
+/// How a duration is read (`crate::serve::config::parse_duration`, passed in so that this module
+/// needs nothing of `serve::config`: no import circle).
 pub type ParseDuration = fn(&str) -> Result<std::time::Duration, String>;
 
 /// One limits table as written.
@@ -166,7 +166,7 @@ fn edge(
 mod tests {
     use super::*;
 
-    /// Seconds only: enough for these tests (the real parser is `serve_config`'s).
+    /// Seconds only: enough for these tests (the real parser is `serve::config`'s).
     fn parse_duration(t: &str) -> Result<std::time::Duration, String> {
         t.strip_suffix('s')
             .and_then(|n| n.parse().ok())
