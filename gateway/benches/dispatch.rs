@@ -76,7 +76,9 @@ async fn main() {
     let mut nodes = Vec::with_capacity(nodes_n);
     for _ in 0..nodes_n {
         let (req, key) = env.join_request(&token);
-        let signed = gateway::wire::join(env.join.joins(), &req).await.unwrap();
+        let signed = gateway::join::wire::join(env.join.joins(), &req)
+            .await
+            .unwrap();
         let resp = proto::JoinResponse::decode(signed.response.as_slice()).unwrap();
         nodes.push(common::Node {
             node_id: resp.node_id,

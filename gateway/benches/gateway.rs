@@ -147,7 +147,9 @@ async fn main() {
     let t = Instant::now();
     for _ in 1..sessions_n {
         let (req, key) = env.join_request(&token);
-        let signed = gateway::wire::join(env.join.joins(), &req).await.unwrap();
+        let signed = gateway::join::wire::join(env.join.joins(), &req)
+            .await
+            .unwrap();
         let resp =
             <proto::JoinResponse as prost::Message>::decode(signed.response.as_slice()).unwrap();
         nodes.push(common::Node {

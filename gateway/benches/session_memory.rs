@@ -208,7 +208,9 @@ async fn server(nofile: u64) {
         writeln!(out, "{}", hex::encode(env.keys.serving_ca.cert_der())).unwrap();
         for _ in 0..n {
             let (req, key) = env.join_request(&token);
-            let signed = gateway::wire::join(env.join.joins(), &req).await.unwrap();
+            let signed = gateway::join::wire::join(env.join.joins(), &req)
+                .await
+                .unwrap();
             let resp = <proto::JoinResponse as prost::Message>::decode(signed.response.as_slice())
                 .unwrap();
             let chain: Vec<String> = resp.certificate_chain.iter().map(hex::encode).collect();

@@ -20,7 +20,7 @@ use crate::edge::http2::{EdgeServer, ServeError};
 use crate::edge::limits::{EdgeCounters, EdgeLimits, LimitsError};
 use crate::edge::serving::{serving_request, IssueFailure, Issued, Issuer, ServingCert};
 use crate::edge::tls::{node_client_verifier, server_config_resolving, RefusalCounters};
-use crate::limits_join::{JoinRefusalLimiter, JoinRefusalLimits};
+use crate::join::refusal_limits::{JoinRefusalLimiter, JoinRefusalLimits};
 use crate::metrics::{serve_metrics, MetricSources, Metrics, API_DOWN, API_UP};
 use crate::node_commands::dispatch::{Queue, StoreQueue};
 use crate::node_service::backend::Backend;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use commands::{Clock, SystemClock};
 use events::store::testkit::TestDb;
 use gateway::edge::limits::EdgeLimits;
-use gateway::limits_join::JoinRefusalLimits;
+use gateway::join::refusal_limits::JoinRefusalLimits;
 use gateway::split::api::{start_api, ApiConfig, RunningApi};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};

@@ -22,12 +22,12 @@ use proto::{
 };
 use tonic::Status;
 
-use crate::limits_join::JoinRefusalLimiter;
+use crate::join::refusal_limits::JoinRefusalLimiter;
 use crate::node_service::site_agent::SITE_AGENTS_ONLY;
+use crate::renew::wire::renewals_exhausted;
 use crate::split::relay::ApiClient;
 pub use crate::split::relay::UNSUPPORTED_PREFIX;
 use crate::trust::bundle::{TrustSigner, WelcomeTrust};
-use crate::wire::renewals_exhausted;
 
 /// How long a Welcome trust bundle is served before it is read (or asked for) again.
 pub const TRUST_CACHE: Duration = Duration::from_secs(2);
@@ -89,7 +89,7 @@ pub async fn local_join(
     request: &JoinRequest,
     trust: &WelcomeTrust,
 ) -> Result<SignedJoinResponse, Status> {
-    match crate::wire::join_carrying(join.joins(), request, trust).await {
+    match crate::join::wire::join_carrying(join.joins(), request, trust).await {
         Ok(answer) => Ok(answer),
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(JOIN_REFUSED)),
         Err(IdentityError::UnsupportedAttestor(attestor)) => {
@@ -116,7 +116,7 @@ pub async fn local_renew(
         tracing::warn!("renew refused: the request's leaf is not the certificate the node presented at the handshake");
         return Err(Status::permission_denied(RENEW_REFUSED));
     }
-    match crate::wire::renew(join.renewals(), request).await {
+    match crate::renew::wire::renew(join.renewals(), request).await {
         Ok(answer) => Ok(answer),
         Err(IdentityError::AccessDenied(_)) => Err(Status::permission_denied(RENEW_REFUSED)),
         Err(IdentityError::RenewalsExhausted {

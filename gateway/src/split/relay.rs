@@ -19,9 +19,9 @@ use tokio_rustls::TlsConnector;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 
+use crate::renew::wire::{renewals_exhausted, PUSHBACK_HEADER};
 use crate::split::internal_tls::relay_client_config;
 use crate::trust::bundle::WelcomeTrust;
-use crate::wire::{renewals_exhausted, PUSHBACK_HEADER};
 
 /// How an unsupported attestor's status message starts (the spec's code); the relay passes on
 /// an UNIMPLEMENTED Join from the api only with it, so an api that lacks the method entirely

@@ -1,27 +1,20 @@
-//! The wire at the edge: `bc.wire.v1` requests decoded into the command layer's domain inputs,
-//! and its answers encoded back; the JoinResponse and the RenewResponse are encoded here and
-//! signed with the JoinService signing key through [`domain::pki::statement::sign`] (purposes
-//! `join-response` and `renew-response`, each bound to its request's CSR SHA-256). Nothing past
-//! this module sees a `proto` type.
+//! The wire of a join: a `bc.wire.v1` JoinRequest decoded into the command layer's join, and
+//! its outcome encoded back as the JoinResponse, signed with the JoinService signing key through
+//! [`domain::pki::statement::sign`] (purpose `join-response`, bound to the request's CSR
+//! SHA-256). Nothing past this module sees a join's `proto` type.
 //!
 //! An admission's JoinResponse carries the published trust bundle exactly as a Welcome does
 //! (`trust_version`, `signed_trust_bundle`, `trust_bundle_signature`; spec 002 "first in
 //! JoinResponse and then in Welcome"), no longer the PKI root CA in `trust_roots`; a deferral
 //! carries none.
 
-use commands::identity::{
-    IdentityError, JoinAnswer, JoinOutcome, JoinRequest as Join, Joins, RenewAnswer, Renewals,
-};
-use domain::identity::{HardwareClaims as Claims, JoinInput, RenewInput};
-use domain::pki::statement::{sign, JoinResponseStatement, RenewResponseStatement};
+use commands::identity::{IdentityError, JoinAnswer, JoinOutcome, JoinRequest as Join, Joins};
+use domain::identity::{HardwareClaims as Claims, JoinInput};
+use domain::pki::statement::{sign, JoinResponseStatement};
 use domain::pki::PrivateKey;
 use prost::Message;
 use proto::join_response::Deferral;
-use proto::{
-    JoinChallenge, JoinPending, JoinRequest, JoinResponse, RenewRequest, RenewResponse,
-    SignedJoinResponse, SignedRenewResponse,
-};
-use tonic::Status;
+use proto::{JoinChallenge, JoinPending, JoinRequest, JoinResponse, SignedJoinResponse};
 
 use crate::trust::bundle::WelcomeTrust;
 
@@ -41,25 +34,6 @@ pub fn join_request(request: &JoinRequest) -> Join {
             },
             attestation: request.attestation.clone(),
         },
-    }
-}
-
-/// The renewal a wire RenewRequest asks for (a negative client time reads as 0, which the clock
-/// window then refuses).
-pub fn renew_input(request: &RenewRequest) -> RenewInput {
-    RenewInput {
-        csr_der: request.csr.clone(),
-        chain: request.chain.clone(),
-        client_time_ms: u64::try_from(request.client_time_ms).unwrap_or(0),
-        signature: request.signature.clone(),
-        key_attestation: request.key_attestation.as_ref().map(|a| {
-            domain::attest::tpm::TpmKeyAttestation {
-                ak_public: a.ak_public.clone(),
-                key_public: a.key_public.clone(),
-                certify_info: a.certify_info.clone(),
-                signature: a.signature.clone(),
-            }
-        }),
     }
 }
 
@@ -163,39 +137,6 @@ fn sign_join_body(
     })
 }
 
-/// The RenewResponse of an admitted renewal, encoded and signed by `join_signing` (purpose
-/// `renew-response`, bound to the new CSR's SHA-256).
-pub fn signed_renew_response(
-    join_signing: &PrivateKey,
-    answer: RenewAnswer,
-) -> Result<SignedRenewResponse, IdentityError> {
-    let body = RenewResponse {
-        certificate_chain: answer.certificate_chain,
-        trust_roots: answer.trust_roots,
-        not_after_ms: answer.not_after_us / 1000,
-        server_time_ms: answer.server_time_us / 1000,
-        csr_sha256: answer.csr_sha256.to_vec(),
-        trust_domain: answer.trust_domain,
-        node_id: answer.node_id,
-        site_id: answer.site_id,
-        role: answer.role,
-        identity_generation: answer.identity_generation,
-    }
-    .encode_to_vec();
-    let signature = sign(
-        join_signing,
-        &RenewResponseStatement {
-            csr_sha256: answer.csr_sha256,
-            response: &body,
-        },
-    )
-    .map_err(|e| IdentityError::Failed(format!("signing the RenewResponse: {e}")))?;
-    Ok(SignedRenewResponse {
-        response: body,
-        signature: signature.as_bytes().to_vec(),
-    })
-}
-
 /// A wire Join through `joins`, answered with the signed JoinResponse (an admission or a
 /// deferral) carrying no trust bundle: for tests and benchmarks that only need the identity.
 /// The server answers through [`join_carrying`].
@@ -217,39 +158,16 @@ pub async fn join_carrying(
     signed_join_outcome(&joins.keys().join_signing, &outcome, trust)
 }
 
-/// A wire Renew through `renewals`, answered with the signed RenewResponse.
-pub async fn renew(
-    renewals: &Renewals,
-    request: &RenewRequest,
-) -> Result<SignedRenewResponse, IdentityError> {
-    let answer = renewals.renew(&renew_input(request)).await?;
-    signed_renew_response(&renewals.keys().join_signing, answer)
-}
-
-/// The metadata key of the retry hint a RESOURCE_EXHAUSTED renewal carries (bcd waits it out
-/// exactly).
-pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
-
-/// RESOURCE_EXHAUSTED for a node over its renewal bound, `grpc-retry-pushback-ms` saying when
-/// the next renewal is allowed.
-pub fn renewals_exhausted(per_hour: usize, retry_after_ms: u64) -> Status {
-    let mut status = Status::resource_exhausted(format!(
-        "this node renewed {per_hour} times in the last hour; retry in {retry_after_ms} ms"
-    ));
-    if let Ok(value) = retry_after_ms.to_string().parse() {
-        status.metadata_mut().insert(PUSHBACK_HEADER, value);
-    }
-    status
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use domain::pki::statement::verify;
     use domain::pki::{KeySet, KeySetLifetimes, Signature, TrustDomain};
+    use proto::RenewRequest;
 
     use super::*;
+    use crate::renew::wire::renew_input;
 
-    fn answer() -> JoinAnswer {
+    pub(crate) fn answer() -> JoinAnswer {
         JoinAnswer {
             csr_sha256: [7; 32],
             trust_domain: "compute.example.com".into(),
@@ -375,56 +293,6 @@ mod tests {
                 (o, d) => panic!("{o:?} encoded as {d:?}"),
             }
         }
-    }
-
-    #[test]
-    fn the_renew_response_is_signed_under_its_own_purpose_and_bound_to_the_csr() {
-        let td = TrustDomain::new("compute.example.com").unwrap();
-        let now = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap();
-        let keys = KeySet::generate(td, now, KeySetLifetimes::default()).unwrap();
-        let a = answer();
-        let renew = RenewAnswer {
-            csr_sha256: [9; 32],
-            trust_domain: a.trust_domain,
-            node_id: a.node_id,
-            site_id: a.site_id,
-            role: a.role,
-            identity_generation: 4,
-            certificate_chain: vec![vec![1]],
-            trust_roots: vec![vec![2]],
-            not_after_us: 7_000_000,
-            server_time_us: 3_000_000,
-        };
-        let signed = signed_renew_response(&keys.join_signing, renew).unwrap();
-        let sig = Signature::from_bytes(&signed.signature).expect("64-byte signature");
-        let statement = |csr_sha256| RenewResponseStatement {
-            csr_sha256,
-            response: &signed.response,
-        };
-        verify(keys.join_signing.public_key(), &statement([9; 32]), &sig).expect("verifies");
-        assert!(verify(keys.join_signing.public_key(), &statement([8; 32]), &sig).is_err());
-        // Not a JoinResponse signature over the same bytes.
-        assert!(verify(
-            keys.join_signing.public_key(),
-            &JoinResponseStatement {
-                csr_sha256: [9; 32],
-                response: &signed.response,
-            },
-            &sig,
-        )
-        .is_err());
-        let body = RenewResponse::decode(signed.response.as_slice()).unwrap();
-        assert_eq!(body.csr_sha256, vec![9; 32]);
-        assert_eq!(
-            (
-                body.node_id.as_str(),
-                body.site_id.as_str(),
-                body.role.as_str()
-            ),
-            ("node_a", "site-1", "node")
-        );
-        assert_eq!(body.identity_generation, 4);
-        assert_eq!((body.not_after_ms, body.server_time_ms), (7_000, 3_000));
     }
 
     #[test]
