@@ -3,53 +3,34 @@
 //! Each subcommand lives in a module of its own and talks to the store through the `events`
 //! crate (and, as they arrive, the `commands` crate). It must never write the event log by any
 //! other road than the command layer, and every output a script may read has `--json`.
+//!
+//! Where things are: [`command_line`] (the grammar, the dispatch of a parsed verb and its
+//! failure: the top, which only this file and the admin API import), [`verbs`] (one file or folder per noun
+//! of the command line), [`serve`] (`bcctl serve`: its configuration, roles and start-up), [`up`]
+//! (`bcctl up`), [`admin`] (the admin API, both ends), [`deployment`] (finding and opening a
+//! deployment, and the files a node needs of it), and the shared files every verb uses:
+//! [`invocation`] (who runs a verb and where its output goes: `outln!` and friends), [`output`]
+//! (the output convention), [`progress`], [`duration`], [`pem`]. This file only parses, runs
+//! `up` and `serve` itself, hands every other verb to [`command_line::dispatch`], and turns the
+//! result into an exit code.
 
 use std::process::ExitCode;
 
 #[macro_use]
 mod invocation;
 mod admin;
-mod audit_cmd;
-mod batch_cmd;
-mod bundle_cmd;
-mod cloud_cmd;
-mod command_cmd;
 mod command_line;
-mod config_template_cmd;
 mod deployment;
-mod doctor_cmd;
 mod duration;
-mod events_cmd;
-mod failure;
-mod healthcheck_cmd;
-mod internal_cert_cmd;
-mod join_request_cmd;
-mod node_cmd;
-mod node_setup_cmd;
-mod operator_cmd;
 mod output;
 mod pem;
-mod pki_cmd;
-mod pki_common;
-mod pki_gateway_cmd;
-mod pki_lifecycle_cmd;
-mod pki_operator_cmd;
-mod pki_trust_cmd;
-mod pool_cmd;
 mod progress;
-mod rebuild_cmd;
-mod replay_cmd;
 mod serve;
-mod site_cmd;
-mod store_cmd;
-mod tenant_cmd;
-mod token_cmd;
-mod tpm_cmd;
 mod up;
 mod verbs;
 
+use command_line::failure::Failure;
 use command_line::{Cli, Command};
-use failure::Failure;
 
 /// mimalloc rather than the system allocator: a rebuild allocates and frees millions of small
 /// rows, across threads, and spent about a third of its own CPU in glibc's malloc and free
@@ -112,12 +93,13 @@ fn main() -> ExitCode {
 }
 
 /// Runs one parsed verb: `up` and `serve` here (they start the servers, the admin API's among
-/// them), every other verb through [`verbs::dispatch`], which the admin API server runs too.
+/// them), every other verb through [`command_line::dispatch::dispatch`], which the admin API
+/// server runs too.
 async fn dispatch(command: Command) -> Result<(), Failure> {
     match command {
         Command::Up(args) => up::cmd::up(args).await.map_err(Failure::from),
         Command::Serve(args) => serve::roles::serve(args).await.map_err(Failure::from),
-        other => verbs::dispatch(other).await,
+        other => command_line::dispatch::dispatch(other).await,
     }
 }
 

@@ -4,7 +4,7 @@
 //! The approver set is published in-process with `commands::quorum::settle_trust_bundle` (what a
 //! serving process does at start); everything else goes through `bcctl`. Each refusal is checked
 //! by its exit code and the exact code and words of its message: 2 for bad input, 3 when the
-//! review refuses to sign, 1 otherwise (see `cli/src/batch_cmd.rs`).
+//! review refuses to sign, 1 otherwise (see `cli/src/verbs/batch/mod.rs`).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -22,8 +22,8 @@ use clap::CommandFactory;
 
 use super::client::{ClientError, Remote};
 use super::files;
+use crate::command_line::failure::Failure;
 use crate::deployment::RemoteArgs;
-use crate::failure::Failure;
 
 /// The flags the client consumes (never sent to the server).
 const REMOTE_FLAGS: [&str; 2] = ["--server", "--profile"];

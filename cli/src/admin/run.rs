@@ -173,7 +173,7 @@ async fn execute(
     let task = tokio::task::spawn_blocking(move || {
         handle.block_on(async move {
             let verb = invocation.scope(async {
-                match Box::pin(crate::verbs::dispatch(command)).await {
+                match Box::pin(crate::command_line::dispatch::dispatch(command)).await {
                     Ok(()) => 0u8,
                     Err(failure) => {
                         crate::output::print_error(&failure.message, failure.code, json);

@@ -23,9 +23,9 @@ use gateway::api::{start_api, ApiConfig};
 use gateway::relay::ApiClient;
 
 use crate::deployment::Deployment;
-use crate::internal_cert_cmd::load_internal_identity;
 use crate::serve::error::ServeError;
 use crate::serve::start::{gateway_config, start_core, until_signal, Core, Settings};
+use crate::verbs::pki::internal_cert::load_internal_identity;
 
 fn required<'a, T>(
     value: &'a Option<T>,

@@ -43,7 +43,7 @@ pub enum UpError {
         source: std::io::Error,
     },
     #[error("{0}")]
-    Pki(#[from] crate::pki_cmd::PkiCmdError),
+    Pki(#[from] crate::verbs::pki::PkiCmdError),
     #[error("{0}")]
     Serve(#[from] ServeError),
     #[error("{0}")]
@@ -86,7 +86,7 @@ fn secret(dir: &Path) -> Result<(DeploymentSecret, Option<PathBuf>), UpError> {
             SystemRandom::new()
                 .fill(&mut raw)
                 .map_err(|_| UpError::Setup("no randomness for the deployment secret".into()))?;
-            crate::pki_cmd::write_new_private(path, URL_SAFE_NO_PAD.encode(raw).as_bytes())?;
+            crate::verbs::pki::write_new_private(path, URL_SAFE_NO_PAD.encode(raw).as_bytes())?;
         }
     }
     let s = deployment
@@ -155,8 +155,8 @@ fn dir_config(
 /// An unused, unexpired, unrevoked node token of the default tenant and site: an earlier run's.
 fn unused_token(tokens: &[TokenView], now_us: i64) -> Option<&TokenView> {
     tokens.iter().rev().find(|t| {
-        t.tenant_id == crate::token_cmd::DEFAULT_TENANT
-            && t.site_id == crate::token_cmd::DEFAULT_SITE
+        t.tenant_id == crate::verbs::token::DEFAULT_TENANT
+            && t.site_id == crate::verbs::token::DEFAULT_SITE
             && t.role == "node"
             && t.revoked_at_us.is_none()
             && t.uses_left == t.uses_total
@@ -213,7 +213,7 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
             .map_err(|e| UpError::Setup(format!("generating the key set: {e}")))?;
         let bytes = seal_bundle(&keys, &secret)
             .map_err(|e| UpError::Setup(format!("sealing the bundle: {e}")))?;
-        crate::pki_cmd::write_new_private(&bundle, &bytes)?;
+        crate::verbs::pki::write_new_private(&bundle, &bytes)?;
     }
     let mut settings = start::resolve(&ServeArgs {
         config: args.config.clone(),
@@ -316,8 +316,8 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
             let created = started
                 .join
                 .create_token(&NewToken {
-                    tenant_id: crate::token_cmd::DEFAULT_TENANT.into(),
-                    site_id: crate::token_cmd::DEFAULT_SITE.into(),
+                    tenant_id: crate::verbs::token::DEFAULT_TENANT.into(),
+                    site_id: crate::verbs::token::DEFAULT_SITE.into(),
                     pool_id: "default".into(),
                     role: TokenRole::Node,
                     uses: args.token_uses,
@@ -331,7 +331,7 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
                 .await
                 .map_err(|e| UpError::Setup(format!("creating the join token: {e}")))?;
             let _ = std::fs::remove_file(&token_file);
-            crate::pki_cmd::write_new_private(
+            crate::verbs::pki::write_new_private(
                 &token_file,
                 format!("{}\n", created.secret).as_bytes(),
             )?;

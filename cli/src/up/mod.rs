@@ -4,7 +4,7 @@
 //! `crate::serve` names nothing of `up`).
 //!
 //! It composes: the server is `crate::serve`'s, the bundle and the token are the verbs'
-//! (`crate::pki_cmd`, `crate::token_cmd`), the node's files `crate::deployment::node_setup`.
+//! (`crate::verbs::pki`, `crate::verbs::token`), the node's files `crate::deployment::node_setup`.
 //! It must never hold a step of its own that `serve` or a verb already has, and nothing but
 //! `main` (and the grammar, for [`args`]) imports it.
 

@@ -1,6 +1,6 @@
 //! What every `bcctl pki` verb shares: its error, the pins as text, and writing a new private
-//! file (mode 0600, never overwriting). The verbs live in `pki_cmd` (init, show, the
-//! dispatch), `pki_trust_cmd`, `pki_lifecycle_cmd` and `pki_gateway_cmd`; each uses this
+//! file (mode 0600, never overwriting). The verbs live in `verbs/pki/mod.rs` (init, show, the
+//! dispatch), `trust.rs`, `lifecycle.rs`, `gateway.rs` and `operator.rs`; each uses this
 //! module, none of them the dispatcher.
 
 use std::io::Write;

@@ -22,7 +22,7 @@ use time::{Duration, OffsetDateTime};
 
 use crate::deployment::{Deployment, DeploymentArgs};
 use crate::output::{print_json, rfc3339};
-use crate::pki_common::{print_pins, replace_private, PkiCmdError};
+use crate::verbs::pki::common::{print_pins, replace_private, PkiCmdError};
 
 /// The environment variable holding the new deployment secret for `pki reseal`.
 pub const NEW_SECRET_ENV: &str = "BC_NEW_DEPLOYMENT_SECRET";

@@ -18,7 +18,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::output::{print_json, rfc3339_us};
-use crate::token_cmd::{print_table, IdentityArgs, IdentityCmdError};
+use crate::verbs::token::{print_table, IdentityArgs, IdentityCmdError};
 
 #[derive(Subcommand)]
 pub enum EventsCommand {

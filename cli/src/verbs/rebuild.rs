@@ -14,7 +14,7 @@ use events::store::{LogStore, LogTx, StoreError};
 use projections::{ProjectionError, TableSpec};
 use serde::Serialize;
 
-use crate::token_cmd::to_json;
+use crate::verbs::token::to_json;
 
 /// Events read per page while rebuilding.
 const REBUILD_BATCH: u32 = 10_000;

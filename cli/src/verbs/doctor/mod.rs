@@ -76,9 +76,9 @@ fn config_file(args: &DeploymentArgs) -> Option<PathBuf> {
 }
 
 /// `bcctl doctor`: runs every check, prints the findings, and answers the exit code.
-pub async fn run(args: DoctorArgs) -> Result<u8, crate::failure::Failure> {
+pub async fn run(args: DoctorArgs) -> Result<u8, crate::command_line::failure::Failure> {
     let horizon = crate::duration::parse_duration(&args.cert_horizon).map_err(|why| {
-        crate::failure::Failure::usage(
+        crate::command_line::failure::Failure::usage(
             DoctorError::BadHorizon {
                 value: args.cert_horizon.clone(),
                 why,
@@ -88,7 +88,9 @@ pub async fn run(args: DoctorArgs) -> Result<u8, crate::failure::Failure> {
     })?;
     let metrics = match &args.metrics {
         Some(m) => Some(feed::metrics_addr(m).ok_or_else(|| {
-            crate::failure::Failure::usage(DoctorError::BadMetrics(m.clone()).to_string())
+            crate::command_line::failure::Failure::usage(
+                DoctorError::BadMetrics(m.clone()).to_string(),
+            )
         })?),
         None => None,
     };

@@ -1,8 +1,8 @@
 //! `bcctl pki init` and `bcctl pki show`: create the deployment's key bundle once, and print its
-//! pins (`pki trust-version` and `pki rotate-command-root` are [`crate::pki_trust_cmd`];
-//! `pki renew-ca` and `pki reseal` are [`crate::pki_lifecycle_cmd`]; `pki issue-gateway` is
-//! [`crate::pki_gateway_cmd`]; `pki add-operator-ca` and `pki issue-operator` are
-//! [`crate::pki_operator_cmd`]). `pki init` makes the operator CA with the other keys.
+//! pins (`pki trust-version` and `pki rotate-command-root` are [`crate::verbs::pki::trust`];
+//! `pki renew-ca` and `pki reseal` are [`crate::verbs::pki::lifecycle`]; `pki issue-gateway` is
+//! [`crate::verbs::pki::gateway`]; `pki add-operator-ca` and `pki issue-operator` are
+//! [`crate::verbs::pki::operator`]). `pki init` makes the operator CA with the other keys.
 //!
 //! `pki init --offline-root FILE` writes the root CA's key to FILE (mode 0600, never
 //! overwriting) and leaves it out of the bundle: `serve` then never holds it, and only `pki
@@ -12,6 +12,19 @@
 //! private keys are sealed under the deployment secret (`BC_DEPLOYMENT_SECRET`, or the file
 //! `BC_DEPLOYMENT_SECRET_FILE` names: [`crate::deployment`]; see `domain::pki::bundle` for the
 //! format), or stored unsealed with `--plaintext` for development.
+//!
+//! The folder: this file (`init`, `show` and the dispatch of every `pki` verb), [`common`] (what
+//! every `pki` verb shares: its error, the pins, writing a new private file), [`trust`],
+//! [`lifecycle`], [`gateway`], [`operator`] and [`internal_cert`] (`pki issue-internal`, whose
+//! reader `bcctl serve --role gateway` uses too). No file below this one imports it: the verbs
+//! share through [`common`] only, and none of them serves or starts anything.
+
+pub(crate) mod common;
+pub(crate) mod gateway;
+pub(crate) mod internal_cert;
+pub(crate) mod lifecycle;
+pub(crate) mod operator;
+pub(crate) mod trust;
 
 use std::path::{Path, PathBuf};
 
@@ -25,7 +38,7 @@ use time::OffsetDateTime;
 
 use crate::deployment::Deployment;
 pub use crate::deployment::DEFAULT_BUNDLE;
-pub use crate::pki_common::{print_pins, write_new_private, PkiCmdError};
+pub use crate::verbs::pki::common::{print_pins, write_new_private, PkiCmdError};
 
 #[derive(Subcommand)]
 pub enum PkiCommand {
@@ -35,25 +48,25 @@ pub enum PkiCommand {
     /// BC_DEPLOYMENT_SECRET is set; a value set but too short is an error).
     Show(ShowArgs),
     /// Issue a split gateway's internal client certificate (for the api's internal endpoint).
-    IssueInternal(crate::internal_cert_cmd::IssueInternalArgs),
+    IssueInternal(crate::verbs::pki::internal_cert::IssueInternalArgs),
     /// The published trust bundle against this configuration: version, approver set, nodes
     /// behind.
-    TrustVersion(crate::pki_trust_cmd::TrustVersionArgs),
+    TrustVersion(crate::verbs::pki::trust::TrustVersionArgs),
     /// Rotate the command-signing root: --stage add, then switch, then drop.
-    RotateCommandRoot(crate::pki_trust_cmd::RotateArgs),
+    RotateCommandRoot(crate::verbs::pki::trust::RotateArgs),
     /// Renew the node or serving CA certificate from the root: same key and subject, so nothing
     /// is re-pinned and no node re-joins.
-    RenewCa(crate::pki_lifecycle_cmd::RenewCaArgs),
+    RenewCa(crate::verbs::pki::lifecycle::RenewCaArgs),
     /// Seal the bundle again under the deployment secret, or move it to a new secret
     /// (--new-secret-file or BC_NEW_DEPLOYMENT_SECRET).
-    Reseal(crate::pki_lifecycle_cmd::ResealArgs),
+    Reseal(crate::verbs::pki::lifecycle::ResealArgs),
     /// Issue a gateway serving certificate from the serving CA into DIR (NAME.key, NAME.crt).
-    IssueGateway(crate::pki_gateway_cmd::IssueGatewayArgs),
+    IssueGateway(crate::verbs::pki::gateway::IssueGatewayArgs),
     /// Add the operator CA (admin API client certificates) to a bundle made without one.
-    AddOperatorCa(crate::pki_operator_cmd::AddOperatorCaArgs),
+    AddOperatorCa(crate::verbs::pki::operator::AddOperatorCaArgs),
     /// Issue an operator certificate into DIR (operator.pem, operator.key, serving-ca.pem,
     /// profile.toml); recorded as operator.cert.issued.
-    IssueOperator(crate::pki_operator_cmd::IssueOperatorArgs),
+    IssueOperator(crate::verbs::pki::operator::IssueOperatorArgs),
 }
 
 #[derive(Args)]
@@ -106,20 +119,22 @@ pub fn unauthenticated_warning(path: &Path, sealed: bool) -> String {
 
 pub async fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
     match cmd {
-        PkiCommand::TrustVersion(args) => crate::pki_trust_cmd::trust_version(args)
+        PkiCommand::TrustVersion(args) => crate::verbs::pki::trust::trust_version(args)
             .await
             .map_err(|e| PkiCmdError::Internal(e.to_string())),
-        PkiCommand::RotateCommandRoot(args) => crate::pki_trust_cmd::rotate(args)
+        PkiCommand::RotateCommandRoot(args) => crate::verbs::pki::trust::rotate(args)
             .await
             .map_err(|e| PkiCmdError::Internal(e.to_string())),
         PkiCommand::Init(args) => init(args),
         PkiCommand::Show(args) => show(args),
-        PkiCommand::RenewCa(args) => crate::pki_lifecycle_cmd::renew_ca(args),
-        PkiCommand::Reseal(args) => crate::pki_lifecycle_cmd::reseal(args),
-        PkiCommand::IssueGateway(args) => crate::pki_gateway_cmd::issue_gateway(args),
-        PkiCommand::AddOperatorCa(args) => crate::pki_operator_cmd::add_operator_ca(args),
-        PkiCommand::IssueOperator(args) => crate::pki_operator_cmd::issue_operator_cmd(args).await,
-        PkiCommand::IssueInternal(args) => crate::internal_cert_cmd::issue_internal(args)
+        PkiCommand::RenewCa(args) => crate::verbs::pki::lifecycle::renew_ca(args),
+        PkiCommand::Reseal(args) => crate::verbs::pki::lifecycle::reseal(args),
+        PkiCommand::IssueGateway(args) => crate::verbs::pki::gateway::issue_gateway(args),
+        PkiCommand::AddOperatorCa(args) => crate::verbs::pki::operator::add_operator_ca(args),
+        PkiCommand::IssueOperator(args) => {
+            crate::verbs::pki::operator::issue_operator_cmd(args).await
+        }
+        PkiCommand::IssueInternal(args) => crate::verbs::pki::internal_cert::issue_internal(args)
             .map_err(|e| PkiCmdError::Internal(e.to_string())),
     }
 }

@@ -2,12 +2,11 @@
 //! servers. Below the admin API server, which runs calls through it; `main` runs `up` and
 //! `serve` itself.
 
+use crate::command_line::failure::Failure;
 use crate::command_line::Command;
-use crate::failure::Failure;
-use crate::{
-    audit_cmd, batch_cmd, bundle_cmd, cloud_cmd, command_cmd, config_template_cmd, doctor_cmd,
-    events_cmd, healthcheck_cmd, join_request_cmd, node_cmd, operator_cmd, pki_cmd, pool_cmd,
-    rebuild_cmd, replay_cmd, site_cmd, store_cmd, tenant_cmd, token_cmd, tpm_cmd,
+use crate::verbs::{
+    audit, batch, bundle, cloud, command, config_template, doctor, events, healthcheck,
+    join_request, node, operator, pki, pool, rebuild, replay, site, store, tenant, token, tpm,
 };
 
 /// Runs one parsed verb other than `up` and `serve`: what `main` does for those verbs on the
@@ -20,67 +19,64 @@ pub(crate) async fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Up(_) | Command::Serve(_) => Err(Failure::usage(
             "up and serve start servers: they run only as bcctl's own command",
         )),
-        Command::Migrate(args) => store_cmd::migrate(args).await.map_err(Failure::from),
-        Command::Status(args) => store_cmd::status(args).await.map_err(Failure::from),
-        Command::Pki(cmd) => pki_cmd::run(cmd)
+        Command::Migrate(args) => store::migrate(args).await.map_err(Failure::from),
+        Command::Status(args) => store::status(args).await.map_err(Failure::from),
+        Command::Pki(cmd) => pki::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Batch(cmd) => batch_cmd::run(cmd)
+        Command::Batch(cmd) => batch::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Audit(cmd) => audit_cmd::run(cmd)
+        Command::Audit(cmd) => audit::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Queue(cmd) => command_cmd::run(cmd)
+        Command::Queue(cmd) => command::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Operator(cmd) => operator_cmd::run(cmd)
+        Command::Operator(cmd) => operator::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Token(cmd) => token_cmd::run(cmd)
+        Command::Token(cmd) => token::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Node(cmd) => node_cmd::run(cmd)
+        Command::Node(cmd) => node::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Pool(cmd) => pool_cmd::run(cmd).await.map_err(Failure::from),
-        Command::JoinRequest(cmd) => join_request_cmd::run(cmd).await.map_err(Failure::from),
-        Command::Tpm(cmd) => tpm_cmd::run(cmd).await.map_err(Failure::from),
-        Command::Site(cmd) => site_cmd::run(cmd)
+        Command::Pool(cmd) => pool::run(cmd).await.map_err(Failure::from),
+        Command::JoinRequest(cmd) => join_request::run(cmd).await.map_err(Failure::from),
+        Command::Tpm(cmd) => tpm::run(cmd).await.map_err(Failure::from),
+        Command::Site(cmd) => site::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Cloud(cmd) => cloud_cmd::run(cmd).await.map_err(Failure::from),
-        Command::Replay(args) => replay_cmd::run(args)
+        Command::Cloud(cmd) => cloud::run(cmd).await.map_err(Failure::from),
+        Command::Replay(args) => replay::run(args)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Bundle(cmd) => bundle_cmd::run(cmd)
+        Command::Bundle(cmd) => bundle::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Events(cmd) => events_cmd::run(cmd)
+        Command::Events(cmd) => events::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
-        Command::Tenant(cmd) => tenant_cmd::run(cmd)
+        Command::Tenant(cmd) => tenant::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
         Command::Config(cmd) => {
-            config_template_cmd::run(cmd);
+            config_template::run(cmd);
             Ok(())
         }
-        Command::Rebuild(args) => rebuild_cmd::run(args).await.map_err(|e| match e {
-            rebuild_cmd::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
+        Command::Rebuild(args) => rebuild::run(args).await.map_err(|e| match e {
+            rebuild::RebuildCmdError::BadBatch(_) => Failure::coded(e.to_string(), 2),
             other => Failure::from(other),
         }),
-        Command::Doctor(args) => match doctor_cmd::run(args).await {
+        Command::Doctor(args) => match doctor::run(args).await {
             Ok(0) => Ok(()),
             Ok(code) => Err(Failure::coded(
-                format!(
-                    "doctor: the worst finding is {}",
-                    doctor_cmd::worst_name(code)
-                ),
+                format!("doctor: the worst finding is {}", doctor::worst_name(code)),
                 code,
             )),
             Err(e) => Err(e),
         },
-        Command::Healthcheck(args) => healthcheck_cmd::run(args).await,
+        Command::Healthcheck(args) => healthcheck::run(args).await,
     }
 }

@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn every_key_of_the_serve_config_table_is_in_the_template() {
-        let source = include_str!("serve/config/mod.rs");
+        let source = include_str!("../serve/config/mod.rs");
         let keys: Vec<&str> = source
             .lines()
             .filter_map(|l| l.strip_prefix("//! | `"))

@@ -26,8 +26,8 @@ use time::OffsetDateTime;
 
 use crate::deployment::DeploymentArgs;
 use crate::output::{print_json, rfc3339};
-use crate::pki_common::PkiCmdError;
-use crate::pki_lifecycle_cmd::{read_root_key, writable};
+use crate::verbs::pki::common::PkiCmdError;
+use crate::verbs::pki::lifecycle::{read_root_key, writable};
 
 #[derive(Args)]
 pub struct AddOperatorCaArgs {

@@ -5,7 +5,13 @@
 //! status as it really is (a node whose identity was revoked shows `revoked`, one whose newest
 //! certificate ran out `expired`), the certificate's expiry, whether a session is live and when
 //! the gateway last saw it. `config` and `install-script` write what a node needs before
-//! `bcd join` ([`crate::node_setup_cmd`]).
+//! `bcd join` ([`crate::verbs::node::setup`]).
+//!
+//! The folder: this file (the verbs on the node rows) and [`setup`] (`config` and
+//! `install-script`, which build their files with `crate::deployment::node_setup`). It must never
+//! change a node by any road but `commands::identity::NodeAdmin`.
+
+pub(crate) mod setup;
 
 use clap::{Args, Subcommand};
 use commands::identity::{IdentityError, NodeDetail, NodeView};
@@ -15,7 +21,7 @@ use projections::identity::operator::{self, LatestCert, SessionRow};
 use serde::Serialize;
 
 use crate::output::{print_json, rfc3339_us};
-use crate::token_cmd::{fmt_us, print_table, to_json, IdentityArgs, IdentityCmdError};
+use crate::verbs::token::{fmt_us, print_table, to_json, IdentityArgs, IdentityCmdError};
 
 #[derive(Subcommand)]
 pub enum NodeCommand {
@@ -31,10 +37,10 @@ pub enum NodeCommand {
     Retire(ReasonArgs),
     /// Write bcd's configuration (config.toml, the JoinService JWKs, the serving CA) into a
     /// directory, from the PKI bundle's public half.
-    Config(crate::node_setup_cmd::ConfigArgs),
+    Config(crate::verbs::node::setup::ConfigArgs),
     /// Print a POSIX sh script that installs bcd's configuration on a node (/etc/bcd by
     /// default) and prints the `bcd join` step.
-    InstallScript(crate::node_setup_cmd::InstallScriptArgs),
+    InstallScript(crate::verbs::node::setup::InstallScriptArgs),
 }
 
 #[derive(Args)]
@@ -90,8 +96,8 @@ pub async fn run(cmd: NodeCommand) -> Result<(), IdentityCmdError> {
             change(args.node, "deleted", Op::Delete).await?
         }
         NodeCommand::Retire(args) => change(args, "retired", Op::Retire).await?,
-        NodeCommand::Config(args) => crate::node_setup_cmd::config(args).await?,
-        NodeCommand::InstallScript(args) => crate::node_setup_cmd::install_script(args).await?,
+        NodeCommand::Config(args) => crate::verbs::node::setup::config(args).await?,
+        NodeCommand::InstallScript(args) => crate::verbs::node::setup::install_script(args).await?,
     }
     Ok(())
 }

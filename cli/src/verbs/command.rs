@@ -29,7 +29,7 @@ use commands::quorum::published_bundle;
 use domain::pki::CommandSigningRoot;
 
 use crate::deployment::{Deployment, DeploymentError};
-use crate::token_cmd::{fmt_us, print_table};
+use crate::verbs::token::{fmt_us, print_table};
 
 /// Exit code for bad input (INVALID_INPUT), as the batch verbs.
 pub const EXIT_USAGE: u8 = 2;
@@ -279,7 +279,7 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
 pub async fn active_signing_root(
     deployment: &Deployment,
     store: &EventStore,
-) -> Result<CommandSigningRoot, crate::command_cmd::CommandCmdError> {
+) -> Result<CommandSigningRoot, crate::verbs::command::CommandCmdError> {
     let loaded = deployment.open()?;
     let next = loaded.next_command_signing_root;
     let keys = loaded.keys.ok_or_else(|| DeploymentError::Sealed {
@@ -337,7 +337,7 @@ async fn list(args: ListArgs) -> Result<(), CommandCmdError> {
     )
     .await?;
     if args.store.json {
-        crate::outln!("{}", crate::token_cmd::to_json(&views));
+        crate::outln!("{}", crate::verbs::token::to_json(&views));
     } else {
         print_views(&views);
     }
@@ -354,7 +354,7 @@ async fn show(args: ShowArgs) -> Result<(), CommandCmdError> {
     let store = args.store.deployment.open_store().await?;
     let view = command_show(&store, &args.command_id).await?;
     if args.store.json {
-        crate::outln!("{}", crate::token_cmd::to_json(&view));
+        crate::outln!("{}", crate::verbs::token::to_json(&view));
     } else {
         print_views(std::slice::from_ref(&view));
         if let Some(detail) = &view.detail {

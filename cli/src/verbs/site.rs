@@ -15,7 +15,7 @@ use events::store::EventStore;
 use crate::deployment::CommonArgs;
 use crate::deployment::DeploymentError;
 use crate::duration::parse_duration;
-use crate::token_cmd::{fmt_us, print_table, to_json};
+use crate::verbs::token::{fmt_us, print_table, to_json};
 
 /// Why a site command failed.
 #[derive(Debug, thiserror::Error)]

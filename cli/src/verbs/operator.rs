@@ -9,7 +9,7 @@ use commands::SystemClock;
 
 use crate::deployment::{CommonArgs, OpenError};
 use crate::output::print_json;
-use crate::token_cmd::{fmt_us, print_table};
+use crate::verbs::token::{fmt_us, print_table};
 
 #[derive(Subcommand)]
 pub enum OperatorCommand {

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::token_cmd::{fmt_us, print_table, to_json};
+use crate::verbs::token::{fmt_us, print_table, to_json};
 
 /// Events read per batch while replaying.
 const REPLAY_BATCH: u32 = 10_000;
@@ -99,7 +99,7 @@ pub struct EventLine {
     pub occurred_at: String,
     pub occurred_at_us: i64,
     /// Who caused the event (`{id, role}`); null for an event nobody decided.
-    pub actor: Option<crate::events_cmd::ActorView>,
+    pub actor: Option<crate::verbs::events::ActorView>,
 }
 
 /// Resolves `--at` to a position: an integer is a position; anything else must be an RFC 3339
@@ -199,7 +199,9 @@ async fn replay_in(
                     occurred_at: crate::output::rfc3339_us(e.occurred_at_us),
                     occurred_at_us: e.occurred_at_us,
                     actor: match (e.actor_id, e.actor_role) {
-                        (Some(id), Some(role)) => Some(crate::events_cmd::ActorView { id, role }),
+                        (Some(id), Some(role)) => {
+                            Some(crate::verbs::events::ActorView { id, role })
+                        }
                         _ => None,
                     },
                 })
@@ -311,7 +313,7 @@ pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
         }
     }
     crate::outln!("\nnodes:");
-    crate::node_cmd::print_nodes(&state.nodes);
+    crate::verbs::node::print_nodes(&state.nodes);
     crate::outln!("\ncertificates:");
     let rows: Vec<Vec<String>> = state
         .certificates
@@ -335,7 +337,7 @@ pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
         &rows,
     );
     crate::outln!("\ntokens:");
-    crate::token_cmd::print_tokens(&state.tokens);
+    crate::verbs::token::print_tokens(&state.tokens);
     if let Some(events) = &state.events {
         crate::outln!("\nevents:");
         let rows: Vec<Vec<String>> = events
@@ -346,7 +348,7 @@ pub async fn run(args: ReplayArgs) -> Result<(), ReplayCmdError> {
                     e.version.to_string(),
                     fmt_us(e.occurred_at_us),
                     e.event_type.clone(),
-                    crate::events_cmd::actor_cell(e.actor.as_ref()),
+                    crate::verbs::events::actor_cell(e.actor.as_ref()),
                 ]
             })
             .collect();

@@ -22,7 +22,7 @@ use time::OffsetDateTime;
 
 use crate::deployment::DeploymentArgs;
 use crate::output::{print_json, rfc3339};
-use crate::pki_common::PkiCmdError;
+use crate::verbs::pki::common::PkiCmdError;
 
 #[derive(Args)]
 pub struct IssueGatewayArgs {

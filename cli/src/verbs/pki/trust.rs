@@ -52,8 +52,8 @@ pub enum PkiTrustError {
     #[error("INVALID_STATE: {0}")]
     State(String),
     #[error("{0}")]
-    WriteBack(#[from] crate::pki_common::PkiCmdError),
-    #[error("{}", crate::batch_cmd::quorum_message(.0))]
+    WriteBack(#[from] crate::verbs::pki::common::PkiCmdError),
+    #[error("{}", crate::verbs::batch::quorum_message(.0))]
     Quorum(#[from] QuorumError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
@@ -273,7 +273,7 @@ pub async fn rotate(args: RotateArgs) -> Result<(), PkiTrustError> {
     let loaded = opened.deployment.open()?;
     // A write-back vouches for what it writes: never for a bundle nothing authenticated
     // (`bcctl pki reseal` is the one way to vouch for one).
-    crate::pki_lifecycle_cmd::writable(&path, &loaded, opened.deployment.secret()?)?;
+    crate::verbs::pki::lifecycle::writable(&path, &loaded, opened.deployment.secret()?)?;
     if loaded.keys.is_none() {
         return Err(DeploymentError::Sealed { path }.into());
     }
@@ -399,9 +399,9 @@ fn promote_next(
     replace_file(path, &bytes)
 }
 
-/// Replaces `path` with `bytes` atomically (`pki_common::replace_private`).
+/// Replaces `path` with `bytes` atomically (`common::replace_private`).
 fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), PkiTrustError> {
-    Ok(crate::pki_common::replace_private(path, bytes)?)
+    Ok(crate::verbs::pki::common::replace_private(path, bytes)?)
 }
 
 fn print_roots(published: &PublishedBundle, note: &str, as_json: bool) {

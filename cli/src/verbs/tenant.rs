@@ -8,7 +8,7 @@ use projections::identity::operator;
 use serde::Serialize;
 
 use crate::output::print_json;
-use crate::token_cmd::{print_table, IdentityArgs, IdentityCmdError};
+use crate::verbs::token::{print_table, IdentityArgs, IdentityCmdError};
 
 #[derive(Subcommand)]
 pub enum TenantCommand {

@@ -217,7 +217,7 @@ pub async fn check_published(
             return;
         }
     };
-    let connected = crate::pki_trust_cmd::connected(store).await.ok();
+    let connected = crate::verbs::pki::trust::connected(store).await.ok();
     check_rotation(&published, connected.as_deref(), findings);
     let Ok(trust_domain) = TrustDomain::new(public.trust_domain.as_str()) else {
         return;
@@ -355,7 +355,7 @@ async fn check_quorum(
                 return;
             }
         };
-    let lagging = crate::pki_trust_cmd::lagging_approver_sets(&sets, published);
+    let lagging = crate::verbs::pki::trust::lagging_approver_sets(&sets, published);
     if lagging.is_empty() {
         findings.push(Finding::new(
             "pki.quorum-lag",

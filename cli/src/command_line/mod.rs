@@ -1,13 +1,25 @@
-//! bcctl's grammar: [`Cli`] and its [`Command`]s, one per verb, each holding that verb's
-//! arguments. Parsed by `main` for the command line and by the admin API server for a call
-//! (`admin/run.rs`); it names the verbs' argument types, never their code.
+//! bcctl's command line, its top: the grammar ([`Cli`] and its [`Command`]s, one per verb, each
+//! holding that verb's arguments; this file), [`dispatch`] (runs a parsed verb other than `up`
+//! and `serve`) and [`failure`] (what a failed verb tells the operator, and its exit code).
+//! Parsed by `main` for the command line and by the admin API server for a call
+//! (`admin/run.rs`, which runs it through [`dispatch`]); `main` runs `up` and `serve` itself.
+//!
+//! It must never hold a verb's code: the grammar names the verbs' argument types, [`dispatch`]
+//! calls each verb's `run` and maps its error to a [`failure::Failure`]. Nothing under `verbs/`,
+//! `serve/`, `up/` or `deployment/`, and none of the shared files at the root (`invocation.rs`,
+//! `output.rs`, `progress.rs`, `duration.rs`, `pem.rs`), may import the grammar or [`dispatch`]:
+//! only `main.rs` and the admin API's two ends (`admin/run.rs` runs a call through [`dispatch`],
+//! `admin/remote.rs` reads the grammar) do. `Failure` is a leaf (it imports only `output.rs`):
+//! `verbs/doctor` and `verbs/healthcheck` return it.
+
+pub(crate) mod dispatch;
+pub(crate) mod failure;
 
 use clap::{Parser, Subcommand};
 
-use crate::{
-    audit_cmd, batch_cmd, bundle_cmd, cloud_cmd, command_cmd, config_template_cmd, doctor_cmd,
-    events_cmd, healthcheck_cmd, join_request_cmd, node_cmd, operator_cmd, pki_cmd, pool_cmd,
-    rebuild_cmd, replay_cmd, site_cmd, store_cmd, tenant_cmd, token_cmd, tpm_cmd,
+use crate::verbs::{
+    audit, batch, bundle, cloud, command, config_template, doctor, events, healthcheck,
+    join_request, node, operator, pki, pool, rebuild, replay, site, store, tenant, token, tpm,
 };
 
 #[derive(Parser)]
@@ -25,65 +37,65 @@ pub(crate) enum Command {
     /// Serve the JoinService and the gateway (Join, Renew, node sessions over mTLS).
     Serve(crate::serve::config::ServeArgs),
     /// Apply the schema migrations to a store.
-    Migrate(store_cmd::StoreArgs),
+    Migrate(store::StoreArgs),
     /// Print a store's status: backend, schema version, events, head position.
-    Status(store_cmd::StatusArgs),
+    Status(store::StatusArgs),
     /// The deployment's keys: create the bundle once, print its pins.
     #[command(subcommand)]
-    Pki(pki_cmd::PkiCommand),
+    Pki(pki::PkiCommand),
     /// Destructive batches: approver keys, create, show, approve, sign approver sets.
     #[command(subcommand)]
-    Batch(batch_cmd::BatchCommand),
+    Batch(batch::BatchCommand),
     /// The audit trail: export, verify offline against a pinned key, seal, prove inclusion.
     #[command(subcommand)]
-    Audit(audit_cmd::AuditCommand),
+    Audit(audit::AuditCommand),
     /// Signed commands to nodes: run, list, show.
     #[command(subcommand, name = "command")]
-    Queue(command_cmd::CommandCommand),
+    Queue(command::CommandCommand),
     /// Operator certificates (the admin API's clients): list, revoke.
     #[command(subcommand)]
-    Operator(operator_cmd::OperatorCommand),
+    Operator(operator::OperatorCommand),
     /// Join tokens: create (the secret is shown once), list, revoke.
     #[command(subcommand)]
-    Token(token_cmd::TokenCommand),
+    Token(token::TokenCommand),
     /// Nodes: list, show, revoke their identity, delete, retire.
     #[command(subcommand)]
-    Node(node_cmd::NodeCommand),
+    Node(node::NodeCommand),
     /// Pools and their attestor policy: create, show, list, update.
     #[command(subcommand)]
-    Pool(pool_cmd::PoolCommand),
+    Pool(pool::PoolCommand),
     /// Join requests awaiting approval: list, show, approve, reject.
     #[command(subcommand)]
-    JoinRequest(join_request_cmd::JoinRequestCommand),
+    JoinRequest(join_request::JoinRequestCommand),
     /// The TPM allow-list: allow an EK, list, revoke.
     #[command(subcommand)]
-    Tpm(tpm_cmd::TpmCommand),
+    Tpm(tpm::TpmCommand),
     /// Sites, their boot entries and boot lease: create, list, show; boot add, list, remove;
     /// lease fence.
     #[command(subcommand)]
-    Site(site_cmd::SiteCommand),
+    Site(site::SiteCommand),
     /// Cloud instance identity: the registry of cloud accounts whose instances join.
     #[command(subcommand)]
-    Cloud(cloud_cmd::CloudCommand),
+    Cloud(cloud::CloudCommand),
     /// The identity state as of a log position or time, rebuilt from the events (read only).
-    Replay(replay_cmd::ReplayArgs),
+    Replay(replay::ReplayArgs),
     /// Rebuild every projection from the log, in one transaction, with progress.
-    Rebuild(rebuild_cmd::RebuildArgs),
+    Rebuild(rebuild::RebuildArgs),
     /// Check the control plane: PKI bundle and CAs, rotation and quorum, store, revocation feed,
     /// audit sequencer and sealer, clock, certificate expiry (exit 0 ok, 3 warning, 1 error).
-    Doctor(doctor_cmd::DoctorArgs),
+    Doctor(doctor::DoctorArgs),
     /// The gRPC health of a running server over TLS pinned to the serving CA (exit 0 SERVING).
-    Healthcheck(healthcheck_cmd::HealthcheckArgs),
+    Healthcheck(healthcheck::HealthcheckArgs),
     /// The X.509 roots and the published trust bundle: show (PEM or JSON).
     #[command(subcommand)]
-    Bundle(bundle_cmd::BundleCommand),
+    Bundle(bundle::BundleCommand),
     /// Browse the event log: list (filtered), show one event.
     #[command(subcommand)]
-    Events(events_cmd::EventsCommand),
+    Events(events::EventsCommand),
     /// Tenants the log names, with their node counts: list.
     #[command(subcommand)]
-    Tenant(tenant_cmd::TenantCommand),
+    Tenant(tenant::TenantCommand),
     /// Configuration templates: template serve.
     #[command(subcommand)]
-    Config(config_template_cmd::ConfigCommand),
+    Config(config_template::ConfigCommand),
 }

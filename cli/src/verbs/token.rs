@@ -250,7 +250,7 @@ async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {
             crate::invocation::write_file(path, secret.as_bytes(), 0o600)
                 .map_err(|e| IdentityCmdError::Setup(format!("{}: {e}", path.display())))?;
         } else {
-            crate::pki_cmd::write_new_private(path, secret.as_bytes())
+            crate::verbs::pki::write_new_private(path, secret.as_bytes())
                 .map_err(|e| IdentityCmdError::Setup(e.to_string()))?;
         }
     }

@@ -10,8 +10,8 @@ use commands::attest::{CloudAccountView, CloudAccounts, NewCloudAccount};
 use commands::SystemClock;
 
 use crate::deployment::CommonArgs;
-use crate::pool_cmd::{open_store, AttestCmdError};
-use crate::token_cmd::{fmt_us, print_table, to_json};
+use crate::verbs::pool::{open_store, AttestCmdError};
+use crate::verbs::token::{fmt_us, print_table, to_json};
 
 #[derive(Subcommand)]
 pub enum CloudCommand {

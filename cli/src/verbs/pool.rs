@@ -18,7 +18,7 @@ use events::store::{EventStore, StoreError};
 
 use crate::deployment::CommonArgs;
 use crate::deployment::DeploymentError;
-use crate::token_cmd::{fmt_us, print_table, to_json};
+use crate::verbs::token::{fmt_us, print_table, to_json};
 
 /// Errors of `pool` and `join-request`.
 #[derive(Debug, thiserror::Error)]

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::deployment::node_setup::pem;
 use crate::output::print_json;
-use crate::token_cmd::{IdentityArgs, IdentityCmdError};
+use crate::verbs::token::{IdentityArgs, IdentityCmdError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {

@@ -20,8 +20,8 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
+use crate::command_line::failure::Failure;
 use crate::deployment::{DeploymentArgs, DIR_CONFIG_FILE};
-use crate::failure::Failure;
 use crate::serve::config::{resolve, ServeArgs};
 
 /// How long each step (connect, handshake, the call) may take.

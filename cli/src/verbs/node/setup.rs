@@ -11,7 +11,7 @@ use events::store::{LogStore, LogTx};
 
 use crate::deployment::node_setup::{self, NodeSetup, NodeSetupError};
 use crate::output::print_json;
-use crate::token_cmd::{IdentityArgs, IdentityCmdError};
+use crate::verbs::token::{IdentityArgs, IdentityCmdError};
 
 /// What a node's configuration needs beyond the bundle.
 #[derive(Args)]
