@@ -9,6 +9,12 @@
 //! [`profile`] (profile.toml), [`remote`] (`main`'s `--server` branch). Shared: [`files`]
 //! (which verbs are remotable, which flags name the caller's files). docs/ADMIN-API.md
 //! describes the whole.
+//!
+//! It must never hold a verb of its own nor take the actor from a request: a call runs the very
+//! verb the command line runs (`run.rs` through `crate::command_line::dispatch`, inside
+//! `crate::invocation::Invocation::scope`), as the caller its verified certificate names. With
+//! `main.rs`, its two ends (`run.rs`, `remote.rs`) are the only importers of the grammar and the
+//! dispatch.
 
 pub mod client;
 pub mod counters;
