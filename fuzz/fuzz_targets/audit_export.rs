@@ -3,7 +3,7 @@
 //! trail verifier (`domain::audit::verify_trail`) against the fuzz audit key, as `bcctl audit
 //! verify --bundle` does.
 //!
-//! The line shapes mirror `cli/src/audit_cmd/format.rs` (private to the `bcctl` binary; see
+//! The line shapes mirror `cli/src/verbs/audit/format.rs` (private to the `bcctl` binary; see
 //! fuzz/README.md). The invariant is soundness: when the verifier accepts, the signed size and
 //! root it reports are the RFC 9162 root of exactly the first leaves (computed by the plain
 //! recursive reference), every checkpoint it passed is signed by the key over that prefix, and
