@@ -6,7 +6,6 @@
 //! | [`files`] | the data directory: durable 0600 writes, `identity.json` and `node.key`, the PEM files, `revoked.json` |
 //! | [`fault`] | fault points the crash tests stop the process at (debug builds only) |
 //! | [`join`] | `bcd join` and `bcd ramdisk`: the token, the request, the join loop, verifying the answer, reset, hand-over |
-//! | [`join_cmd`] | `bcd join` as a command: credentials, `--reset`, the exchange, then the PEM files |
 //! | [`attest`] | the attestors' agent halves: join-token, provisioned, x509pop, `--evidence-command` |
 //! | [`renewal`] | when to renew, the request's parts, verifying the signed answer |
 //! | [`status`] | `bcd status` and `bcd doctor` (its local checks, the TPM access check) |
@@ -16,7 +15,7 @@
 //! | [`site`] | `bcd site`: the site agent: `bcd node` plus the boot lease and the iPXE server |
 //! | [`helper`] | `bcd helper` (root, holds the TPM), the unprivileged node's client of it, who this process is |
 //! | [`tpm`] | the TPM: EK, AK, activation, quotes, node keys that never leave it (tss-esapi); `bcd tpm show` |
-//! | [`commands`] | signed commands on the machine: verify, the approver quorum check, `journal.db`, hooks, built-ins |
+//! | [`signed_commands`] | signed commands on the machine: verify, the approver quorum check, `journal.db`, hooks, built-ins |
 //! | [`trust`] | the signed trust bundle, checked and kept; the held approver set under the one epoch rule |
 //!
 //! The network (gRPC over pinned mTLS) plugs in through [`join::request::JoinTransport`] and
@@ -24,16 +23,15 @@
 
 pub mod attest;
 pub mod client;
-pub mod commands;
 pub mod config;
 pub mod fault;
 pub mod files;
 pub mod helper;
 pub mod join;
-pub mod join_cmd;
 pub mod node;
 pub mod node_key;
 pub mod renewal;
+pub mod signed_commands;
 pub mod site;
 pub mod status;
 pub mod tpm;

@@ -13,8 +13,8 @@ use std::process::ExitCode;
 
 use bcd::config::{Config, Environment, Overrides};
 use bcd::files::DataDir;
+use bcd::join::command::{join, publish_files, JoinArgs};
 use bcd::join::exchange::parse_duration;
-use bcd::join_cmd::{join, publish_files, JoinArgs};
 use bcd::node::run_agent;
 use bcd::node::NetworkDoctor;
 use bcd::status::{doctor, doctor_exit_code, doctor_text, status_of};

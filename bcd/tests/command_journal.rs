@@ -6,8 +6,8 @@ use crate::command_support::*;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use bcd::commands::journal::{Journal, JournalError, INTERRUPTED_DETAIL};
-use bcd::commands::CommandRunner;
+use bcd::signed_commands::journal::{Journal, JournalError, INTERRUPTED_DETAIL};
+use bcd::signed_commands::CommandRunner;
 use domain::command::payloads::LogsCollect;
 use prost::Message as _;
 use proto::CommandOutcome as O;

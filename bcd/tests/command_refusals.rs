@@ -3,7 +3,7 @@
 
 use crate::command_support::*;
 
-use bcd::commands::CommandRunner;
+use bcd::signed_commands::CommandRunner;
 use domain::pki::{KeyRole, PrivateKey};
 use prost::Message as _;
 use proto::CommandRejectReason as R;

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bcd::client::certificate_spki_pin;
-use bcd::commands::journal::INTERRUPTED_DETAIL;
 use bcd::files::identity::read_stored;
 use bcd::files::IDENTITY_FILE;
+use bcd::signed_commands::journal::INTERRUPTED_DETAIL;
 use proto::node_message::Body as NodeBody;
 use proto::CommandOutcome as O;
 use tokio::sync::mpsc::UnboundedReceiver;

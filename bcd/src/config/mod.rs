@@ -46,7 +46,7 @@
 //! | `tests` | the parser's unit tests |
 //!
 //! The sections that belong to one part of bcd are that part's: `[commands]`
-//! ([`crate::commands::settings`]), `[files]` ([`crate::files::pem_files`]), `[helper]`
+//! ([`crate::signed_commands::settings`]), `[files]` ([`crate::files::pem_files`]), `[helper]`
 //! ([`crate::helper::settings`]). Reading the configuration never writes a file or reaches the
 //! network, and a pin that does not parse never lets bcd go on.
 
@@ -207,7 +207,7 @@ pub(crate) struct RawConfig {
     cloud: CloudSettings,
     approver_set_sha256: Option<String>,
     #[serde(default)]
-    commands: crate::commands::settings::RawCommands,
+    commands: crate::signed_commands::settings::RawCommands,
     #[serde(default)]
     files: crate::files::pem_files::RawFiles,
     #[serde(default)]
@@ -357,7 +357,7 @@ pub struct Config {
     /// `approver_set_sha256`: the only first approver set this node takes.
     pub approver_set_pin: Option<domain::quorum::SetDigest>,
     /// `[commands]`.
-    pub commands: crate::commands::CommandSettings,
+    pub commands: crate::signed_commands::CommandSettings,
     /// `[files]`: the PEM files other software reads, and `on_renew`.
     pub files: crate::files::pem_files::FileSettings,
     /// `[helper]`: the privilege split, when configured.

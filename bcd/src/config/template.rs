@@ -201,7 +201,7 @@ mod tests {
         parser.extend(fields_of::<crate::config::RawTpm>("tpm."));
         parser.extend(fields_of::<crate::config::RawSite>("site."));
         parser.extend(fields_of::<crate::config::CloudSettings>("cloud."));
-        parser.extend(fields_of::<crate::commands::settings::RawCommands>(
+        parser.extend(fields_of::<crate::signed_commands::settings::RawCommands>(
             "commands.",
         ));
         parser.extend(fields_of::<crate::files::pem_files::RawFiles>("files."));

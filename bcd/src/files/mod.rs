@@ -8,7 +8,7 @@
 //! | [`revoked`] | `revoked.json`: the revocation `bcd node` saw, for status, doctor and join |
 //!
 //! The other files of the directory belong to what owns them: `journal.db` and the admission
-//! state to [`crate::commands`], `approver-set.json` to [`crate::trust::approver_set`].
+//! state to [`crate::signed_commands`], `approver-set.json` to [`crate::trust::approver_set`].
 //!
 //! Nothing here ever writes a file in place or deletes an identity: every write is a temporary
 //! file renamed over its target (below), every file is 0600 but the PEM files `[files]` gives

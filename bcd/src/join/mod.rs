@@ -3,7 +3,7 @@
 //!
 //! | module | holds |
 //! | --- | --- |
-//! | [`crate::join_cmd`] | `bcd join` as a command: the attestor and credential, `--reset`, the exchange, the PEM files |
+//! | [`command`] | `bcd join` as a command: the attestor and credential, `--reset`, the exchange, the PEM files |
 //! | [`token_input`] | where `bcd join` takes its token from (never the command line) |
 //! | [`request`] | the join minus the network: key, CSR, the token sealed to the pinned key; [`request::JoinTransport`] |
 //! | [`key`] | where the join's node key is made; `--attestor tpm`'s producer on the TPM |
@@ -20,6 +20,7 @@
 //! A join never takes its token from the command line, never sends it unsealed, and never
 //! writes anything of an answer before [`verify`] accepted it under the pinned signing key.
 
+pub mod command;
 pub mod exchange;
 pub mod handover;
 pub mod hardware;

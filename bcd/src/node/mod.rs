@@ -46,7 +46,7 @@
 //! `bcd node` never redials with a certificate the gateway revoked, never raises the server-time
 //! mark from an unsigned time, and never stores an answer or a trust bundle it has not verified
 //! (the checks are [`crate::renewal`] and [`crate::trust`]; the signed commands a session
-//! carries are run by [`crate::commands`]).
+//! carries are run by [`crate::signed_commands`]).
 
 mod command;
 mod doctor;

@@ -11,13 +11,13 @@ use super::log::{log, rfc3339};
 use super::renew::{renew_retrying, RenewError};
 use super::session::{client_identity, hold_session, SessionEnd};
 use crate::client::{connect, connect_session, ClientError, GatewayAddress};
-use crate::commands::{CommandContext, CommandSettings};
 use crate::files::identity::{load_in, LoadError, WAY_BACK};
 use crate::files::pem_files::{refresh, FileSettings};
 use crate::files::DataDir;
 use crate::node_key::TpmHost;
 use crate::renewal::request::PendingRenewal;
 use crate::renewal::schedule::{jitter, renew_at, renewal_retry_at};
+use crate::signed_commands::{CommandContext, CommandSettings};
 use domain::quorum::SetDigest;
 
 /// What `bcd node` prints last when its certificate was revoked (exit status 1).

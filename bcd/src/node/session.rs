@@ -5,7 +5,7 @@
 //! Hello and every StatusReport carry the held approver set's epoch and SHA-256
 //! ([`crate::trust::approver_set::reported`]). After a stored bundle (and at the session's start) the
 //! bundle's approver set is settled under the one epoch rule. Each `GatewayMessage.command` goes
-//! to the command runner's thread ([`crate::commands::spawn_runner`]) with the latest Welcome's
+//! to the command runner's thread ([`crate::signed_commands::spawn_runner`]) with the latest Welcome's
 //! server time; its `CommandResult` comes back on the session's stream, so the select loop keeps
 //! its status reports and revocation handling while a command runs.
 //!
@@ -22,9 +22,9 @@ use super::log::{log, rfc3339};
 use crate::client::{
     describe_status, is_revoked_alert, ClientIdentity, SessionClient, SessionWire,
 };
-use crate::commands::{spawn_runner, CommandContext, Job};
 use crate::files::identity::{read_stored, LoadedIdentity};
 use crate::files::DataDir;
+use crate::signed_commands::{spawn_runner, CommandContext, Job};
 use crate::trust::approver_set::{describe, reported, settle_held_set};
 use crate::trust::bundle::{apply_welcome_trust, TrustUpdate};
 use proto::gateway_message::Body as GatewayBody;

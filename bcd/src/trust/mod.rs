@@ -1,6 +1,6 @@
 //! What the node trusts beyond its three pins: the trust bundle the JoinService signs (the node
 //! CAs, the command-signing roots, an approver set offered at an epoch) and the approver set the
-//! node holds, whose quorum a destructive command must carry ([`crate::commands::quorum`]).
+//! node holds, whose quorum a destructive command must carry ([`crate::signed_commands::quorum`]).
 //!
 //! | module | holds |
 //! | --- | --- |

@@ -6,9 +6,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-use bcd::commands::{CommandContext, CommandRunner, CommandSettings};
 use bcd::files::identity::StoredIdentity;
 use bcd::files::{DataDir, IDENTITY_FILE};
+use bcd::signed_commands::{CommandContext, CommandRunner, CommandSettings};
 use bcd::trust::approver_set::settle_held_set;
 use domain::command::payloads::{DiagPing, NodeReboot};
 use domain::command::{kind_spec, sign_command, CommandBody};

@@ -13,9 +13,9 @@ use domain::quorum::{
     TrustDomain, VerifiedApprovals,
 };
 
-use crate::commands::used_approvals::AdmissionStore;
 use crate::files::identity::StoredIdentity;
 use crate::files::DataDir;
+use crate::signed_commands::used_approvals::AdmissionStore;
 use crate::trust::approver_set::{load_held, offer_of};
 
 /// A refused admission: the wire reason and the detail.

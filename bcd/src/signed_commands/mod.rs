@@ -1,6 +1,6 @@
 //! Signed commands on the machine (spec 003 "On the machine"): verify, check the approver
-//! quorum, journal, run, answer. (The control plane's command handlers are the `commands`
-//! crate; this folder is only what `bcd node` does with a signed command it receives.)
+//! quorum, journal, run, answer. (Not the `commands` crate, the control plane's handlers: this
+//! folder is only what `bcd node` does with a signed command it receives.)
 //!
 //! | module | holds |
 //! | --- | --- |
