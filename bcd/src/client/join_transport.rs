@@ -1,5 +1,6 @@
-//! [`GrpcJoinTransport`]: [`crate::join::request::JoinTransport`] over gRPC, on a private current-thread
-//! runtime (the join loop itself stays synchronous and testable with a stand-in transport).
+//! [`GrpcJoinTransport`]: [`crate::join::request::JoinTransport`] over gRPC, on a private
+//! current-thread runtime (the join loop itself stays synchronous and testable with a stand-in
+//! transport).
 
 use domain::pki::Pin;
 use prost::Message as _;

@@ -1,6 +1,6 @@
 //! `bcd join` as a command ([`join`]): the attestor and its credential, `--reset`, the
-//! configuration checks before a token is read, the exchange, and after the identity is stored
-//! the PEM files (`[files]`, [`crate::files::pem_files`]) and `on_renew`. `main.rs` parses the command
+//! configuration checks before a token is read, the exchange, and after the identity is stored the
+//! PEM files (`[files]`, [`crate::files::pem_files`]) and `on_renew`. `main.rs` parses the command
 //! line and calls it.
 
 use std::io::Write as _;

@@ -3,11 +3,11 @@
 //! server time only logged), until the renewal is due, a revocation, or the session's end.
 //!
 //! Hello and every StatusReport carry the held approver set's epoch and SHA-256
-//! ([`crate::trust::approver_set::reported`]). After a stored bundle (and at the session's start) the
-//! bundle's approver set is settled under the one epoch rule. Each `GatewayMessage.command` goes
-//! to the command runner's thread ([`crate::signed_commands::spawn_runner`]) with the latest Welcome's
-//! server time; its `CommandResult` comes back on the session's stream, so the select loop keeps
-//! its status reports and revocation handling while a command runs.
+//! ([`crate::trust::approver_set::reported`]). After a stored bundle (and at the session's start)
+//! the bundle's approver set is settled under the one epoch rule. Each `GatewayMessage.command`
+//! goes to the command runner's thread ([`crate::signed_commands::spawn_runner`]) with the latest
+//! Welcome's server time; its `CommandResult` comes back on the session's stream, so the select
+//! loop keeps its status reports and revocation handling while a command runs.
 //!
 //! The session runs over the gateway's own framing (ALPN `bc-session/1`), or over gRPC with a
 //! gateway that does not speak it ([`crate::client::connect_session`]); this loop is the same

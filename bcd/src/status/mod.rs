@@ -1,7 +1,7 @@
 //! `bcd status [--json]` and `bcd doctor`.
 //!
-//! Both read the identity with [`crate::files::identity::load_read_only_in`], so they never change a
-//! file under a running `bcd node`. `status` prints one identity line (or the reason there is
+//! Both read the identity with [`crate::files::identity::load_read_only_in`], so they never change
+//! a file under a running `bcd node`. `status` prints one identity line (or the reason there is
 //! none); `doctor` runs checks, each `ok`, `warn` or `fail`, and every problem ends with the way
 //! back. The local checks are here; the network ones (gateway reachable, clock skew against the
 //! server's time) come through [`NetworkChecks`], which the gRPC client implements.
