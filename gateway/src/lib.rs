@@ -10,8 +10,7 @@
 //! - [`edge`]: every connection up to a route (caps, TLS, HTTP/2, the serving certificate);
 //! - [`node_service`]: the NodeService's gRPC routes and what answers them, here or relayed;
 //! - [`join`] and [`renew`]: the parts of a join and of a renewal past the NodeService;
-//! - [`session`]: a node session's validity, the live sessions, the session wire; its loop is
-//!   [`session_loop`];
+//! - [`session`]: a node session's loop, its validity, the live sessions, the session wire;
 //! - [`revocation`]: the feed that brings revocations in, the revoked serials, the feed's health;
 //! - [`trust`]: the trust bundle out to nodes and their reports of what they hold;
 //! - [`node_commands`]: signed commands out to a node over its session, its answers back;
@@ -27,7 +26,6 @@ pub mod renew;
 pub mod revocation;
 pub mod run;
 pub mod session;
-pub mod session_loop;
 pub mod split;
 pub mod trust;
 

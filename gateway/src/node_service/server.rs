@@ -5,7 +5,7 @@
 //! answer UNAUTHENTICATED without one. Every Join refusal is PERMISSION_DENIED "Join refused"
 //! (gRPC's name for ACCESS_DENIED), every Renew refusal PERMISSION_DENIED "Renew refused".
 //!
-//! The Session's own logic is in `crate::session_loop`, shared with the session wire. A Session
+//! The Session's own logic is in `crate::session::session_loop`, shared with the session wire. A Session
 //! checks the identity's validity (notBefore, notAfter; [`crate::session::validity`]) against
 //! the clock before anything else: an expired or not yet valid certificate (one that expired on
 //! a connection opened while it was valid, or a resumed one) gets UNAUTHENTICATED, no Welcome

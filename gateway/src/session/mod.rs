@@ -1,4 +1,5 @@
-//! A node's session, apart from its loop (`crate::session_loop`): which certificates may open
+//! A node's session: its loop ([`session_loop`]: the Welcome, commands, revocation notices and
+//! the end, shared by gRPC and the session wire), which certificates may open
 //! one ([`validity`]), the live sessions by node and serial, so that a revocation can end them
 //! and the command poller wake them ([`registry`]), and the session wire, our own framing of a
 //! session over TLS without HTTP/2 (ALPN `bc-session/1`, [`session_wire`]).
@@ -8,5 +9,6 @@
 //! notAfter; and never take the node's identity from a message, only from its connection.
 
 pub mod registry;
+pub mod session_loop;
 pub mod session_wire;
 pub mod validity;

@@ -33,7 +33,7 @@ use crate::edge::conn::PeerInfo;
 use crate::edge::limits::{EdgeCounters, EdgeLimits};
 use crate::node_commands::dispatch::SessionItem;
 use crate::node_service::server::NodeServer;
-use crate::session_loop::sleep_until_or_never;
+use crate::session::session_loop::sleep_until_or_never;
 
 /// How often the gateway pings an open session, and how long the node has to answer.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
