@@ -106,6 +106,14 @@ pub async fn assert_exactly_once(url: &str) {
     let coverage = projections::inspect::audit_coverage(&store)
         .await
         .expect("query");
+    if coverage.missing != 0 || coverage.not_dense != 0 || coverage.leaves != coverage.events {
+        // What the next failure needs to be told apart: which transactions' events are missing,
+        // where the stored cursor is, what each sequencer commit delivered.
+        let gaps = projections::inspect::audit_gaps(&store)
+            .await
+            .expect("gaps");
+        eprintln!("audit coverage {coverage:?}\n{gaps}");
+    }
     assert_eq!(coverage.missing, 0, "events not in any tree");
     assert_eq!(coverage.wrong_tenant, 0, "events in another tenant's tree");
     assert_eq!(coverage.not_dense, 0, "indexes not dense");
