@@ -108,3 +108,18 @@ pub async fn overwrite_actor_role(url: &str, position: i64, role: &str) -> Resul
     )
     .await
 }
+
+/// (Postgres) Records each event of `rewrites`, `(position, tx id)`, as written by that
+/// transaction id, one an earlier transaction of the server would have had: how a test puts a
+/// log's transaction ids where it needs them (straddling a power of ten, say) without running
+/// that many transactions first. Ids below every snapshot's `xmin` read as committed long ago.
+pub async fn rewrite_tx_ids(url: &str, rewrites: &[(i64, u64)]) -> Result<()> {
+    if !is_postgres(url) {
+        return Err(StoreError::UnsupportedUrl(url.to_string()));
+    }
+    let mut statements = vec![allow_changing_events(url, "update")];
+    statements.extend(rewrites.iter().map(|(position, tx)| {
+        format!("UPDATE events SET tx_id = '{tx}'::xid8 WHERE position = {position}")
+    }));
+    run(url, &statements).await
+}

@@ -11,11 +11,14 @@ use sqlx::Postgres;
 use crate::actor::Actor;
 use crate::envelope::NewEvent;
 
-/// The columns every read selects, in the order [`super::rows::row_to_event`] takes them.
+/// The columns every read selects, in the order [`super::rows::row_to_event`] takes them. The
+/// transaction id is selected as text under a name of its own: named `tx_id`, that text column
+/// is what an unqualified `ORDER BY tx_id` sorts by (an output column's name wins over an input
+/// column's there), in text order, where "10" comes before "9".
 pub(super) const EVENT_COLUMNS: &str =
     "position, stream_id, stream_version, event_id, event_type, \
-     schema_version, tenant_id, occurred_at_us, payload, payload_sha256, tx_id::text, actor_id, \
-     actor_role";
+     schema_version, tenant_id, occurred_at_us, payload, payload_sha256, \
+     tx_id::text AS tx_id_text, actor_id, actor_role";
 
 /// Binds an append's `$3..$11`: one event's columns as plain values, several events' as arrays
 /// (the two shapes of [`append_sql`]), then the actor's id and role (NULL for none), which are
@@ -126,6 +129,13 @@ pub(super) enum TailPage {
 /// The first page carries no row comparison: given both `tx_id >= xmin` and a row comparison
 /// from `(0, 0)`, Postgres started the index scan at the row comparison, that is at the start
 /// of the index, and read every entry below the floor on every step.
+///
+/// The order is the `xid8` column's, named with its table so that it can never be the selected
+/// text: the `LIMIT` cuts a page in this order and the next page starts after its last row by
+/// the same `(tx_id, position)` comparison, so the two must agree. Sorted as text, a page whose
+/// ids straddle a power of ten ended at "100338" while "99741" was still to come, and the next
+/// page, after `(100338, ...)` as numbers, skipped it for good (the audit trail's "events not in
+/// any tree" under load).
 pub(super) fn tail_sql(page: TailPage) -> &'static str {
     static SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
         ["", "AND (tx_id, position) > ($4::text::xid8, $5::bigint) "].map(|after| {
@@ -136,7 +146,7 @@ pub(super) fn tail_sql(page: TailPage) -> &'static str {
                    AND NOT pg_visible_in_snapshot(tx_id, $1::pg_snapshot) \
                    AND pg_visible_in_snapshot(tx_id, $2::pg_snapshot) \
                    {after}\
-                 ORDER BY tx_id, position LIMIT $3"
+                 ORDER BY events.tx_id, events.position LIMIT $3"
             )
         })
     });
