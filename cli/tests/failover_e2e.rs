@@ -43,7 +43,7 @@ use deploy::{bcctl, ok, Deployment, API_NAMES, LEADERSHIP_TAKEN, SECRET, SEQUENC
 use log_check::{check_log, cross_check, read_log, verify_chain};
 
 const AGENTS: usize = 100;
-/// The gateway's answer while its api does not answer (gateway/src/relay.rs).
+/// The gateway's answer while its api does not answer (gateway/src/split/relay.rs).
 const RELAY_UNAVAILABLE: &str = "the control plane's api is unavailable; retry later";
 /// Agents at work at once, per gateway.
 /// Agents at work at once, per gateway. A renewal's new mTLS connection waits bcd's 2 s

@@ -330,7 +330,7 @@ fn killed_join(up: &Up, tmp: &Path, index: usize, point: &str, next: Next) {
     }
 }
 
-/// The files a reset moves, as `bcd::reset` names them.
+/// The files a reset moves, as `bcd::join::reset` names them.
 const RESET_POINTS: [&str; 3] = ["journal.db", "node.key", "identity.json"];
 
 fn killed_reset(up: &Up, tmp: &Path, moved_last: &str) {

@@ -1,4 +1,4 @@
-//! bcd's `identity.json` reader (`bcd::identity_store::StoredIdentity`, as `read_stored` parses
+//! bcd's `identity.json` reader (`bcd::files::identity::StoredIdentity`, as `read_stored` parses
 //! it) with the leaf check `load` runs on it, and the `node.key` PEM reader. Accepted implies:
 //! the identity writes back to JSON that reads to the same identity; a leaf that checks out
 //! agrees with every stored field; a key reads back from the PEM bcd writes for it.

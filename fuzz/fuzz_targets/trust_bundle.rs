@@ -1,4 +1,4 @@
-//! bcd's check of a Welcome's trust bundle (`bcd::trust_bundle::verify_welcome_trust`).
+//! bcd's check of a Welcome's trust bundle (`bcd::trust::bundle::verify_welcome_trust`).
 //!
 //! Input: a selector byte, then either a whole encoded `Welcome` (even selector), or the bytes
 //! to sign as the bundle (odd): the harness signs them with the fuzz join signing key, so the

@@ -21,7 +21,7 @@
 //!
 //! `Attestor` (`attestor::attestor_client` / `attestor::attestor_server`, package
 //! `bc.attestor.v1`) is what an out-of-process attestor serves to the JoinService over a Unix
-//! socket (`gateway::external_attestor` is the client).
+//! socket (`gateway::join::external_attestor` is the client).
 //!
 //! [`peer_tls`] is the one TLS peer-certificate verifier the gateway, bcd and bcctl build on.
 

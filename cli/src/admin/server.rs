@@ -1,7 +1,7 @@
 //! The admin listener: `bc.admin.v1.AdminService` over mTLS on its own port, inside
 //! `bcctl serve` (roles `all` and `api`) and `bcctl up`.
 //!
-//! It reuses the node edge's HTTP/2 serving (`gateway::http2`: connection caps at accept, the
+//! It reuses the node edge's HTTP/2 serving (`gateway::edge::http2`: connection caps at accept, the
 //! handshake timeout, stream and message limits, idle and age GOAWAY) with the admin's own
 //! limits, and the gateway's serving certificate machinery (a serving-CA certificate for the
 //! listener's names, renewed at two thirds of its life). Client certificates: the operator CA

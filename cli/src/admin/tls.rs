@@ -1,5 +1,5 @@
 //! TLS of the admin listener: the server presents a serving-CA certificate for the listener's
-//! names (issued at start and renewed like the gateway's, `gateway::serving`); a client must
+//! names (issued at start and renewed like the gateway's, `gateway::edge::serving`); a client must
 //! present an operator certificate, verified against the deployment's operator CA **only**.
 //!
 //! [`OperatorClientVerifier`] (the project's one verifier, [`proto::peer_tls`], with

@@ -1,7 +1,7 @@
 //! The attestors the server registers besides the built-ins: the `tpm` attestor when
 //! `[attestors.tpm]` is configured (its challenge key derived from the deployment's keys), the
 //! `cloud-iid` attestor when `[attestors.cloud-iid]` is, and
-//! every `[[attestors.external]]` as a [`gateway::external_attestor::ExternalAttestor`] (the
+//! every `[[attestors.external]]` as a [`gateway::join::external_attestor::ExternalAttestor`] (the
 //! JoinService holds it as an `Arc<dyn RemoteAttestor>`; `commands` has no network client of
 //! its own).
 

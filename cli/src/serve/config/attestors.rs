@@ -44,9 +44,9 @@
 //! timeout = "5s"             # optional: one Verify call, connecting included (default 5s)
 //! ```
 //!
-//! Each entry is checked by [`gateway::external_attestor::ExternalAttestorConfig`] (id format,
-//! not a built-in attestor's id, at least one role, absolute socket); two entries with one id
-//! are refused too.
+//! Each entry is checked by [`gateway::join::external_attestor::ExternalAttestorConfig`] (id
+//! format, not a built-in attestor's id, at least one role, absolute socket); two entries with
+//! one id are refused too.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

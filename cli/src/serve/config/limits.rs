@@ -1,7 +1,7 @@
 //! The `[limits]` (agent-facing endpoint) and `[api_limits]` (the api's internal endpoint)
-//! tables of `bcctl serve`'s configuration file: the edge limits of [`gateway::limits`] and the
-//! per-peer limit on refused joins of [`gateway::limits_join`]. Every key is optional; a missing
-//! one keeps the endpoint's default.
+//! tables of `bcctl serve`'s configuration file: the edge limits of [`gateway::edge::limits`]
+//! and the per-peer limit on refused joins of [`gateway::join::refusal_limits`]. Every key is
+//! optional; a missing one keeps the endpoint's default.
 //!
 //! | key | `[limits]` default | `[api_limits]` default |
 //! | --- | --- | --- |

@@ -50,8 +50,8 @@
 //! The gateway's serving certificate from files is the table `[tls]`, file only: `cert_file`
 //! (the chain, leaf first, PEM) and `key_file` (PKCS#8 PEM), both or neither, and
 //! `reload_interval` (default "60s"): the files are looked at every interval and a changed pair
-//! is loaded for new handshakes ([`gateway::tls_files`]; `bcctl pki issue-gateway` writes them).
-//! Without `[tls]` the gateway issues its own serving certificate and renews it.
+//! is loaded for new handshakes ([`gateway::edge::tls_files`]; `bcctl pki issue-gateway` writes
+//! them). Without `[tls]` the gateway issues its own serving certificate and renews it.
 //!
 //! The admin API listener is the table `[admin]` (or the top-level `admin_listen`,
 //! `BC_ADMIN_LISTEN`): [`crate::serve::config::admin`].
