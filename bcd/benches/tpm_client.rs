@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use bcd::tpm::{templates, EkKind, Tpm};
 use domain::attest::tpm::{NodeKeyPolicy, TpmAttestation, TpmAttestor, TpmChallenge, TpmConfig};
-use domain::attest::{AttestRequest, Attestor, Facts, Verdict};
+use domain::attest::{AttestRequest, Facts, Verdict};
 use domain::identity::{claims_digests, HardwareClaims};
 use domain::pki::{build_csr_with, NodeRole, NodeSigner, VerifiedCsr};
 use sha2::{Digest as _, Sha256};
@@ -101,8 +101,9 @@ fn setup(swtpm: &Swtpm, kind: EkKind) -> Fallible<Setup> {
         evidence: &bytes,
         token: None,
         now: time::OffsetDateTime::now_utc(),
+        entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
     };
-    let challenge = match attestor.verify(&request, &Facts::default()) {
+    let challenge = match domain::attest::plan_and_verify(&attestor, &request, &Facts::default()) {
         Verdict::Challenge(c) => serde_json::from_slice(&c.payload)?,
         other => return Err(format!("round 1 answered {other:?}").into()),
     };

@@ -58,6 +58,7 @@ fn two_rounds(kind: Option<EkKind>) {
             evidence,
             token: None,
             now,
+            entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
         };
         let mut facts = Facts::default();
         facts.tpm_allowed.insert(
@@ -69,11 +70,14 @@ fn two_rounds(kind: Option<EkKind>) {
                 pool_id: "p1".into(),
             },
         );
-        let plan = attestor.plan(&r).expect("the attestor plans");
-        if !plan.is_empty() {
-            assert_eq!(plan, vec![FactKey::Binding(ek), FactKey::TpmAllowed(ek)]);
+        let planned = attestor.plan(&r).expect("the attestor plans");
+        if !planned.facts.is_empty() {
+            assert_eq!(
+                planned.facts,
+                vec![FactKey::Binding(ek), FactKey::TpmAllowed(ek)]
+            );
         }
-        attestor.verify(&r, &facts)
+        attestor.verify(&r, &planned.plan, &facts)
     };
     let Verdict::Challenge(challenge) = request(&round1) else {
         panic!("round 1 is answered with a challenge");

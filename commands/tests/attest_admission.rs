@@ -10,7 +10,7 @@ use commands::identity::{
 use commands::Clock;
 use domain::attest::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts,
-    NodeKeyStatement, Verdict,
+    NodeKeyStatement, Planned, Verdict,
 };
 use domain::identity::{sha256, JoinInput};
 use domain::pki::{NodeRole, TokenSecret};
@@ -35,20 +35,24 @@ struct Custom {
 const NODE_ONLY: &[NodeRole] = &[NodeRole::Node];
 
 impl Attestor for Custom {
+    type Plan = ();
     fn id(&self) -> &str {
         self.id
     }
     fn roles(&self) -> &[NodeRole] {
         NODE_ONLY
     }
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
-        Ok(if self.bind {
-            vec![FactKey::Binding(sha256(request.evidence))]
-        } else {
-            Vec::new()
-        })
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<()>, AttestorRefusal> {
+        Ok(Planned::new(
+            if self.bind {
+                vec![FactKey::Binding(sha256(request.evidence))]
+            } else {
+                Vec::new()
+            },
+            (),
+        ))
     }
-    fn verify(&self, request: &AttestRequest<'_>, _facts: &Facts) -> Verdict {
+    fn verify(&self, request: &AttestRequest<'_>, _plan: &(), _facts: &Facts) -> Verdict {
         Verdict::Admit(Box::new(AttestationResult {
             tenant_id: "t9".into(),
             role: request.role,

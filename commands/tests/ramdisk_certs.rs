@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use commands::identity::{AttestorRegistry, IdentityConfig, JoinRequest, JoinService};
 use domain::attest::{
-    AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts, NodeKeyStatement,
+    AttestRequest, AttestationResult, Attestor, AttestorRefusal, Facts, NodeKeyStatement, Planned,
     Verdict,
 };
 use domain::identity::JoinInput;
@@ -28,16 +28,17 @@ struct TestRamdisk;
 const RAMDISK_ONLY: &[NodeRole] = &[NodeRole::Ramdisk];
 
 impl Attestor for TestRamdisk {
+    type Plan = ();
     fn id(&self) -> &str {
         "test-ramdisk"
     }
     fn roles(&self) -> &[NodeRole] {
         RAMDISK_ONLY
     }
-    fn plan(&self, _request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
-        Ok(Vec::new())
+    fn plan(&self, _request: &AttestRequest<'_>) -> Result<Planned<()>, AttestorRefusal> {
+        Ok(Planned::new(Vec::new(), ()))
     }
-    fn verify(&self, request: &AttestRequest<'_>, _facts: &Facts) -> Verdict {
+    fn verify(&self, request: &AttestRequest<'_>, _plan: &(), _facts: &Facts) -> Verdict {
         Verdict::Admit(Box::new(AttestationResult {
             tenant_id: "t9".into(),
             role: request.role,

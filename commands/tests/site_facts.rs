@@ -11,7 +11,7 @@ use commands::site::{
     BootEntries, LeaseAction, NewBootEntry, NewSite, SiteAgent, SiteSettings, Sites,
 };
 use commands::Clock;
-use domain::attest::{AttestRequest, Attestor, AttestorRefusal, FactKey, Facts, Verdict};
+use domain::attest::{AttestRequest, Attestor, AttestorRefusal, FactKey, Facts, Planned, Verdict};
 use domain::identity::{JoinInput, TokenRole};
 use domain::pki::{NodeRole, TrustDomain};
 use events::store::testkit::TestDb;
@@ -166,20 +166,21 @@ struct Probe {
 const NODE_ONLY: &[NodeRole] = &[NodeRole::Node];
 
 impl Attestor for Probe {
+    type Plan = ();
     fn id(&self) -> &str {
         "test-probe"
     }
     fn roles(&self) -> &[NodeRole] {
         NODE_ONLY
     }
-    fn plan(&self, _request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
+    fn plan(&self, _request: &AttestRequest<'_>) -> Result<Planned<()>, AttestorRefusal> {
         let entry = self.entry.lock().map(|e| e.clone()).unwrap_or_default();
-        Ok(vec![
-            FactKey::SiteLease("par1".into()),
-            FactKey::BootEntry(entry),
-        ])
+        Ok(Planned::new(
+            vec![FactKey::SiteLease("par1".into()), FactKey::BootEntry(entry)],
+            (),
+        ))
     }
-    fn verify(&self, _request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
+    fn verify(&self, _request: &AttestRequest<'_>, _plan: &(), facts: &Facts) -> Verdict {
         if let Ok(mut seen) = self.seen.lock() {
             seen.push(facts.clone());
         }

@@ -10,7 +10,7 @@ use commands::identity::{AttestorRegistry, JoinRequest, JoinService};
 use commands::Clock;
 use domain::attest::{
     AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState, FactKey, Facts,
-    NodeKeyStatement, TpmAllowState, Verdict,
+    NodeKeyStatement, Planned, TpmAllowState, Verdict,
 };
 use domain::identity::{sha256, JoinInput};
 use domain::pki::NodeRole;
@@ -233,19 +233,23 @@ struct Binder;
 const NODE_ONLY: &[NodeRole] = &[NodeRole::Node];
 
 impl Attestor for Probe {
+    type Plan = ();
     fn id(&self) -> &str {
         "test-probe"
     }
     fn roles(&self) -> &[NodeRole] {
         NODE_ONLY
     }
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
-        Ok(vec![
-            FactKey::TpmAllowed(ek(EK1)),
-            FactKey::Binding(sha256(request.evidence)),
-        ])
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<()>, AttestorRefusal> {
+        Ok(Planned::new(
+            vec![
+                FactKey::TpmAllowed(ek(EK1)),
+                FactKey::Binding(sha256(request.evidence)),
+            ],
+            (),
+        ))
     }
-    fn verify(&self, _request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
+    fn verify(&self, _request: &AttestRequest<'_>, _plan: &(), facts: &Facts) -> Verdict {
         if let Ok(mut seen) = self.seen.lock() {
             seen.push(facts.clone());
         }
@@ -254,16 +258,20 @@ impl Attestor for Probe {
 }
 
 impl Attestor for Binder {
+    type Plan = ();
     fn id(&self) -> &str {
         "test-binder"
     }
     fn roles(&self) -> &[NodeRole] {
         NODE_ONLY
     }
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
-        Ok(vec![FactKey::Binding(sha256(request.evidence))])
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<()>, AttestorRefusal> {
+        Ok(Planned::new(
+            vec![FactKey::Binding(sha256(request.evidence))],
+            (),
+        ))
     }
-    fn verify(&self, request: &AttestRequest<'_>, _facts: &Facts) -> Verdict {
+    fn verify(&self, request: &AttestRequest<'_>, _plan: &(), _facts: &Facts) -> Verdict {
         Verdict::Admit(Box::new(AttestationResult {
             tenant_id: "t9".into(),
             role: request.role,

@@ -158,11 +158,13 @@ impl Fixture {
             evidence: &fx_evidence,
             token: None,
             now,
+            entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
         };
-        let challenge: TpmChallenge = match attestor.verify(&request, &Facts::default()) {
-            Verdict::Challenge(c) => serde_json::from_slice(&c.payload)?,
-            other => return Err(format!("round 1 answered {other:?}").into()),
-        };
+        let challenge: TpmChallenge =
+            match domain::attest::plan_and_verify(&attestor, &request, &Facts::default()) {
+                Verdict::Challenge(c) => serde_json::from_slice(&c.payload)?,
+                other => return Err(format!("round 1 answered {other:?}").into()),
+            };
         let answer = m.answer(&challenge, &node, csr.sha256());
         let certified = answer
             .node_key
@@ -212,6 +214,7 @@ impl Fixture {
             evidence: bytes,
             token: None,
             now: self.now,
+            entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
         }
     }
 
@@ -220,10 +223,10 @@ impl Fixture {
         match part {
             Part::Round1 => {
                 let request = self.request(&self.evidence);
-                let keys = self.attestor.plan(&request).map_err(|r| r.text())?;
+                let planned = self.attestor.plan(&request).map_err(|r| r.text())?;
                 let empty = Facts::default();
-                match self.attestor.verify(&request, &empty) {
-                    Verdict::Challenge(c) if keys.is_empty() => {
+                match self.attestor.verify(&request, &planned.plan, &empty) {
+                    Verdict::Challenge(c) if planned.facts.is_empty() => {
                         std::hint::black_box(c);
                         Ok(())
                     }
@@ -232,9 +235,9 @@ impl Fixture {
             }
             Part::Round2 => {
                 let request = self.request(&self.answer);
-                let keys = self.attestor.plan(&request).map_err(|r| r.text())?;
-                std::hint::black_box(keys);
-                match self.attestor.verify(&request, &self.facts) {
+                let planned = self.attestor.plan(&request).map_err(|r| r.text())?;
+                std::hint::black_box(&planned.facts);
+                match self.attestor.verify(&request, &planned.plan, &self.facts) {
                     Verdict::Admit(r) => {
                         std::hint::black_box(r);
                         Ok(())

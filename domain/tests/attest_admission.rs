@@ -112,7 +112,7 @@ fn run(
         serial: &serial,
         new_request_id: "jr_new",
     };
-    decide_admission(&ctx, &cmd, facts, w.now)
+    decide_admission(&ctx, &cmd, facts, w.now).and_then(|d| d.sign(ctx.node_ca, &w.csr, w.now))
 }
 
 fn refused(r: Result<Decision<Admission>, DecideError<AttestorRefusal>>) -> AttestorRefusal {

@@ -75,6 +75,7 @@ impl Machine {
             evidence,
             token: None,
             now: self.now,
+            entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
         }
     }
 }
@@ -110,9 +111,10 @@ fn run_with(
     let attestor = CloudIidAttestor::new(config.clone()).expect("a valid configuration");
     let m = Machine::new();
     let request = m.request(evidence, NodeRole::Node);
-    let keys = attestor.plan(&request).map_err(|r| r.text())?;
+    let planned = attestor.plan(&request).map_err(|r| r.text())?;
+    let keys = &planned.facts;
     let mut facts = Facts::default();
-    for k in &keys {
+    for k in keys {
         match k {
             FactKey::CloudAccount {
                 provider,
@@ -135,7 +137,7 @@ fn run_with(
         2,
         "plan names the account and the use: {keys:?}"
     );
-    match attestor.verify(&request, &facts) {
+    match attestor.verify(&request, &planned.plan, &facts) {
         Verdict::Admit(r) => Ok(Admitted {
             placement: (r.tenant_id, r.site_id, r.pool_id, r.role),
             single_use: r.single_use,

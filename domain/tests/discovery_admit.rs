@@ -59,12 +59,13 @@ fn discovery_plans_the_token_signer_certificate_lease_entry_and_use() {
         evidence: &evidence,
         token: Some(&w.secret),
         now: w.now,
+        entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
     };
     let attestor = w.attestor();
     assert_eq!(attestor.id(), DISCOVERY_ATTESTOR);
     assert_eq!(attestor.roles(), &[NodeRole::Ramdisk]);
     assert_eq!(
-        attestor.plan(&request).unwrap(),
+        attestor.plan(&request).unwrap().facts,
         vec![
             FactKey::TokenByHash(w.secret.hash()),
             FactKey::Node(SIGNER.into()),
@@ -85,7 +86,7 @@ fn discovery_plans_the_token_signer_certificate_lease_entry_and_use() {
         evidence: &evidence,
         ..request
     };
-    let keys = attestor.plan(&request).unwrap();
+    let keys = attestor.plan(&request).unwrap().facts;
     assert!(!keys.iter().any(|k| matches!(k, FactKey::BootEntry(_))));
     assert_eq!(keys.len(), 5);
 }
@@ -172,7 +173,9 @@ fn discovery_admission_issues_a_short_ramdisk_certificate_with_its_kinds() {
             leaf_lifetime: time::Duration::hours(24),
             ramdisk_lifetime: ramdisk,
         };
-        let d = decide_admission(&ctx, &cmd, &AdmissionFacts::default(), w.now).unwrap();
+        let d = decide_admission(&ctx, &cmd, &AdmissionFacts::default(), w.now)
+            .and_then(|d| d.sign(ctx.node_ca, &w.csr, w.now))
+            .unwrap();
         let Admission::Joined(joined) = &d.outcome else {
             panic!("pending");
         };

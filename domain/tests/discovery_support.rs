@@ -238,10 +238,11 @@ impl World {
             evidence,
             token,
             now: self.now,
+            entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
         };
         let attestor = self.attestor();
-        attestor.plan(&request)?;
-        match attestor.verify(&request, &self.facts) {
+        let planned = attestor.plan(&request)?;
+        match attestor.verify(&request, &planned.plan, &self.facts) {
             Verdict::Admit(r) => Ok(r),
             Verdict::Refuse(r) => Err(r),
             Verdict::Challenge(_) => panic!("discovery never challenges"),

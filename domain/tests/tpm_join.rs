@@ -81,6 +81,7 @@ impl Join {
             evidence: bytes,
             token: None,
             now: self.now,
+            entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
         }
     }
 
@@ -91,12 +92,9 @@ impl Join {
     fn round1_with(&self, attestor: &TpmAttestor, evidence: &TpmEvidence) -> Verdict {
         let bytes = TpmAttestation::evidence(evidence.clone()).to_bytes();
         let request = self.request(&bytes);
-        assert_eq!(
-            attestor.plan(&request),
-            Ok(Vec::new()),
-            "round 1 reads nothing"
-        );
-        attestor.verify(&request, &Facts::default())
+        let planned = attestor.plan(&request).expect("round 1 plans");
+        assert_eq!(planned.facts, Vec::new(), "round 1 reads nothing");
+        attestor.verify(&request, &planned.plan, &Facts::default())
     }
 
     fn challenge(&self, attestor: &TpmAttestor) -> TpmChallenge {
@@ -125,8 +123,13 @@ impl Join {
         if let Some(csr) = csr {
             request.csr = csr;
         }
-        let plan = attestor.plan(&request).map_err(|r| r.text());
-        (plan, attestor.verify(&request, facts))
+        match attestor.plan(&request) {
+            Ok(planned) => (
+                Ok(planned.facts),
+                attestor.verify(&request, &planned.plan, facts),
+            ),
+            Err(r) => (Err(r.text()), Verdict::Refuse(r)),
+        }
     }
 
     fn round2(&self, attestor: &TpmAttestor, answer: &TpmAnswer, facts: &Facts) -> Verdict {
@@ -254,7 +257,7 @@ fn round_one_refuses_each_bad_field() {
     // The message itself.
     let request = |b: &'static [u8]| {
         let r = j.request(b);
-        attestor.plan(&r).map_err(|e| e.text())
+        attestor.plan(&r).map(|p| p.facts).map_err(|e| e.text())
     };
     assert_eq!(request(b"not json"), Err("tpm:malformed".into()));
     assert_eq!(

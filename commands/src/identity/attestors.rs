@@ -10,7 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use domain::attest::{Attestor, Verdict, X509PopAttestor};
+use domain::attest::{AnyAttestor, Verdict, X509PopAttestor};
 use domain::identity::{HardwareClaims, JOIN_TOKEN_ATTESTOR};
 use domain::pki::{KeySet, NodeRole};
 
@@ -75,7 +75,7 @@ pub trait RemoteAttestor: Send + Sync {
 #[derive(Clone)]
 pub enum RegisteredAttestor {
     /// Pure, in process (built-in or custom Rust).
-    InProcess(Arc<dyn Attestor>),
+    InProcess(Arc<dyn AnyAttestor>),
     /// Out of process.
     Remote(Arc<dyn RemoteAttestor>),
 }
@@ -119,7 +119,7 @@ impl AttestorRegistry {
     }
 
     /// Registers a pure attestor.
-    pub fn register_in_process(&mut self, attestor: Arc<dyn Attestor>) -> &mut Self {
+    pub fn register_in_process(&mut self, attestor: Arc<dyn AnyAttestor>) -> &mut Self {
         self.register(RegisteredAttestor::InProcess(attestor))
     }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use domain::attest::{
     decide_admission, Admission, AdmissionCommand, AdmissionFacts, AttestRequest,
-    AttestationResult, Attestor, AttestorRefusal, BindingState, FactKey, Facts, Verdict,
+    AttestationResult, AttestorRefusal, BindingState, BoxedPlan, Entropy, FactKey, Facts, Verdict,
 };
 use domain::identity::{
     claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision, JoinContext, JoinInput,
@@ -64,8 +64,8 @@ enum Step {
 
 /// How the verdict is reached inside the transaction.
 enum Source<'a> {
-    /// An in-process attestor and the keys its plan named.
-    InProcess(&'a dyn Attestor, Vec<FactKey>),
+    /// An in-process attestor's plan: the keys it named and its verify, the plan bound.
+    InProcess(BoxedPlan<'a>),
     /// A remote attestor's verdict, reached before the transaction.
     Remote(Verdict),
 }
@@ -245,6 +245,17 @@ async fn load_admission_facts(
         }
     }
     Ok(facts)
+}
+
+/// The entropy an attestor may draw from this round (a challenge's secret, a seal's nonce):
+/// fresh bytes from the OS, drawn here, in the shell.
+fn fresh_entropy() -> Result<Entropy, IdentityError> {
+    use ring::rand::SecureRandom as _;
+    let mut seed = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut seed)
+        .map_err(|_| IdentityError::Failed("the system random generator failed".into()))?;
+    Ok(Entropy::from_seed(seed))
 }
 
 /// A remote attestor's verdict on the request, reached before the join's transaction (it is
@@ -448,6 +459,7 @@ impl Joins {
                 }
             }
         };
+        let entropy = fresh_entropy()?;
         let attest_request = AttestRequest {
             role,
             csr: &csr,
@@ -456,11 +468,12 @@ impl Joins {
             evidence: &input.attestation,
             token: secret.as_ref(),
             now,
+            entropy: &entropy,
         };
 
         let source = match &entry {
-            RegisteredAttestor::InProcess(attestor) => match attestor.plan(&attest_request) {
-                Ok(keys) => Source::InProcess(attestor.as_ref(), keys),
+            RegisteredAttestor::InProcess(attestor) => match attestor.plan_boxed(&attest_request) {
+                Ok(plan) => Source::InProcess(plan),
                 Err(refusal) => {
                     return self
                         .refuse_early(&id, refusal, Some(csr_sha), &digests, now_us)
@@ -475,10 +488,10 @@ impl Joins {
         let ctx = context(&self.keys, &self.config);
         let step = crate::transaction!(&self.store, IdentityError, |tx| {
             let (verdict, planned, mut versions) = match &source {
-                Source::InProcess(attestor, keys) => {
-                    let (facts, versions) = load_facts(tx, keys).await?;
-                    let verdict = attestor.verify(&attest_request, &facts);
-                    (verdict, Some((keys.as_slice(), facts)), versions)
+                Source::InProcess(plan) => {
+                    let (facts, versions) = load_facts(tx, &plan.facts).await?;
+                    let verdict = plan.verify(&attest_request, &facts);
+                    (verdict, Some((plan.facts.as_slice(), facts)), versions)
                 }
                 Source::Remote(verdict) => (verdict.clone(), None, Versions::new()),
             };
@@ -526,7 +539,9 @@ impl Joins {
     ) -> Result<Step, IdentityError> {
         let now_us = unix_us(now);
         let csr_sha = *cmd.csr.sha256();
-        match decide_admission(ctx, cmd, facts, now) {
+        let decided = decide_admission(ctx, cmd, facts, now)
+            .and_then(|decided| decided.sign(ctx.node_ca, cmd.csr, now));
+        match decided {
             Ok(Decision { events, outcome }) => {
                 if !events.is_empty() {
                     append_decided(tx, events, outcome.tenant_id(), now_us, versions).await?;

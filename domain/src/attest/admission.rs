@@ -19,7 +19,8 @@
 //!    defers, a rejected one is `join:request-rejected`, an approved one past its expiry is
 //!    `join:request-expired`, an approved one admits and is consumed.
 //!
-//! Then the events, all in one decision: on a reclaim `node.identity.revoked` (reason
+//! Then the events, all in one decision ([`Decided`]; an admitted join's certificate is decided
+//! here and signed after, by [`Decided::sign`], so the decision itself draws no randomness): on a reclaim `node.identity.revoked` (reason
 //! `reclaim`, the unrevoked serials, generation + 1), `node.joined`, `node.certificate.issued`,
 //! `attestation.evidence.used` per single-use subject, `node.bound` per subject to bind,
 //! `token.used` when a token was used, `join_request.consumed` when a request was approved.
@@ -40,8 +41,8 @@ use crate::identity::{
     Joined, NodeState, NodeStatus, NODE_KEY_UNATTESTED,
 };
 use crate::pki::{
-    issue_node_certificate, IssuedCertificate, NodeCertificateDecision, NodeId, Serial, SiteId,
-    SpiffeId, VerifiedCsr,
+    issue_node_certificate, NodeCa, NodeCertificateDecision, NodeId, Serial, SiteId, SpiffeId,
+    VerifiedCsr,
 };
 
 /// The attestor name of the admission step's own refusals (`join:<reason>`).
@@ -134,13 +135,89 @@ fn mac_eq(a: &str, b: &str) -> bool {
     norm(a) == norm(b)
 }
 
-/// The admission step (see the module documentation for the order of the checks).
+/// What the admission step decided, before any certificate is signed.
+#[derive(Debug)]
+pub enum Decided {
+    /// Deferred for an operator (or waiting on one): final, nothing to sign.
+    Deferred(Decision<Admission>),
+    /// Admitted: [`UnsignedJoin::sign`] issues the certificate and completes the decision.
+    Admitted(Box<UnsignedJoin>),
+}
+
+impl Decided {
+    /// The decision, the certificate of an admitted join signed by `node_ca` for `csr`'s key
+    /// (the one step after the decision that draws randomness: the signature's).
+    pub fn sign(
+        self,
+        node_ca: &NodeCa,
+        csr: &VerifiedCsr,
+        now: OffsetDateTime,
+    ) -> Result<Decision<Admission>, DecideError<AttestorRefusal>> {
+        match self {
+            Decided::Deferred(decision) => Ok(decision),
+            Decided::Admitted(join) => join.sign(node_ca, csr, now),
+        }
+    }
+}
+
+/// An admitted join whose certificate is decided but not signed yet: the events before it (a
+/// reclaim's revocation, `node.joined`), the certificate to issue, and what the join spends.
+#[derive(Debug)]
+pub struct UnsignedJoin {
+    /// The certificate to issue.
+    pub certificate: NodeCertificateDecision,
+    /// The node's identity generation.
+    pub generation: u64,
+    /// Command kinds the certificate allows.
+    pub allowed_kinds: Vec<String>,
+    /// The outcome, its certificate fields empty until signed.
+    joined: Joined,
+    before: Vec<IdentityEvent>,
+    after: Vec<IdentityEvent>,
+}
+
+impl UnsignedJoin {
+    /// Signs the certificate and completes the decision: `node.certificate.issued` after
+    /// `node.joined`, then what the join spends.
+    pub fn sign(
+        self,
+        node_ca: &NodeCa,
+        csr: &VerifiedCsr,
+        now: OffsetDateTime,
+    ) -> Result<Decision<Admission>, DecideError<AttestorRefusal>> {
+        let issued = issue_node_certificate(node_ca, csr, &self.certificate, now)
+            .map_err(|e| DecideError::Failed(format!("issuing the node certificate: {e}")))?;
+        let mut joined = self.joined;
+        joined.certificate_der = issued.der.clone();
+        joined.not_after_us = unix_us(issued.not_after);
+        let mut events = self.before;
+        events.push(IdentityEvent::CertificateIssued(NodeCertificateIssued {
+            node_id: joined.node_id.clone(),
+            serial: issued.serial.to_hex(),
+            der: issued.der,
+            not_before_us: unix_us(issued.not_before),
+            not_after_us: unix_us(issued.not_after),
+            identity_generation: self.generation,
+            cause: "join".into(),
+            renewed_serial: String::new(),
+            allowed_kinds: self.allowed_kinds,
+        }));
+        events.extend(self.after);
+        Ok(Decision {
+            events,
+            outcome: Admission::Joined(Box::new(joined)),
+        })
+    }
+}
+
+/// The admission step (see the module documentation for the order of the checks). Pure: an
+/// admitted join's certificate is decided here and signed after ([`Decided::sign`]).
 pub fn decide_admission(
     ctx: &JoinContext<'_>,
     cmd: &AdmissionCommand<'_>,
     facts: &AdmissionFacts,
     now: OffsetDateTime,
-) -> Result<Decision<Admission>, DecideError<AttestorRefusal>> {
+) -> Result<Decided, DecideError<AttestorRefusal>> {
     let result = cmd.result;
     check_policy(cmd, facts)?;
     let reclaimed = check_reclaim(result, facts)?;
@@ -152,9 +229,10 @@ pub fn decide_admission(
     check_subjects(result, facts, &node_id)?;
     let consumed = match approval_step(cmd, facts, now)? {
         ApprovalStep::Admit(consumed) => consumed,
-        ApprovalStep::Defer(decision) => return Ok(decision),
+        ApprovalStep::Defer(decision) => return Ok(Decided::Deferred(decision)),
     };
-    admit(ctx, cmd, facts, now, reclaimed, node_id, consumed)
+    admit(ctx, cmd, facts, reclaimed, node_id, consumed)
+        .map(|join| Decided::Admitted(Box::new(join)))
 }
 
 /// A refusal of the join by `attestor` (the admission step's own: [`ADMISSION`]) for `reason`,
@@ -350,25 +428,24 @@ fn approval_step(
     }
 }
 
-/// Admitted: on a reclaim the old identity's revocation, then the node, its certificate and
-/// what the join spends ([`spent`]).
+/// Admitted: on a reclaim the old identity's revocation, then the node, the certificate to
+/// issue and what the join spends ([`spent`]).
 fn admit(
     ctx: &JoinContext<'_>,
     cmd: &AdmissionCommand<'_>,
     facts: &AdmissionFacts,
-    now: OffsetDateTime,
     reclaimed: Option<&NodeState>,
     node_id: NodeId,
     consumed: Option<String>,
-) -> Result<Decision<Admission>, DecideError<AttestorRefusal>> {
+) -> Result<UnsignedJoin, DecideError<AttestorRefusal>> {
     let result = cmd.result;
     let token_id = result.token.as_ref().map(|t| t.token_id.as_str());
     let csr_sha256 = *cmd.csr.sha256();
-    let mut events = Vec::new();
+    let mut before = Vec::new();
     let (generation, is_reclaim) = match reclaimed {
         Some(n) => {
             let generation = n.identity_generation + 1;
-            events.push(IdentityEvent::IdentityRevoked(NodeIdentityRevoked {
+            before.push(IdentityEvent::IdentityRevoked(NodeIdentityRevoked {
                 node_id: n.node_id.clone(),
                 reason: "reclaim".into(),
                 new_identity_generation: generation,
@@ -378,7 +455,7 @@ fn admit(
         }
         None => (1, false),
     };
-    let issued = issue_certificate(ctx, cmd, &node_id, now)?;
+    let certificate = certificate_decision(ctx, cmd, &node_id)?;
 
     let digest = |d: Option<[u8; 32]>| d.map(|d| d.to_vec()).unwrap_or_default();
     let (node_key, node_key_uri) = match &result.node_key {
@@ -386,7 +463,7 @@ fn admit(
         NodeKeyStatement::Statement { label, uri } => (label.clone(), uri.clone()),
     };
     let node = node_id.as_str().to_owned();
-    let outcome = Joined {
+    let joined = Joined {
         node_id: node.clone(),
         tenant_id: result.tenant_id.clone(),
         token_id: token_id.unwrap_or_default().to_owned(),
@@ -394,11 +471,11 @@ fn admit(
         role: result.role.as_str().to_owned(),
         identity_generation: generation,
         reclaimed: is_reclaim,
-        certificate_der: issued.der.clone(),
-        not_after_us: unix_us(issued.not_after),
+        certificate_der: Vec::new(),
+        not_after_us: 0,
         csr_sha256,
     };
-    events.push(IdentityEvent::NodeJoined(NodeJoined {
+    before.push(IdentityEvent::NodeJoined(NodeJoined {
         node_id: node.clone(),
         tenant_id: result.tenant_id.clone(),
         site_id: result.site_id.clone(),
@@ -416,32 +493,23 @@ fn admit(
         allowed_kinds: result.allowed_kinds.clone(),
         node_key_uri,
     }));
-    events.push(IdentityEvent::CertificateIssued(NodeCertificateIssued {
-        node_id: node.clone(),
-        serial: issued.serial.to_hex(),
-        der: issued.der,
-        not_before_us: unix_us(issued.not_before),
-        not_after_us: unix_us(issued.not_after),
-        identity_generation: generation,
-        cause: "join".into(),
-        renewed_serial: String::new(),
+    Ok(UnsignedJoin {
+        certificate,
+        generation,
         allowed_kinds: result.allowed_kinds.clone(),
-    }));
-    events.extend(spent(cmd, facts, node, consumed)?);
-    Ok(Decision {
-        events,
-        outcome: Admission::Joined(Box::new(outcome)),
+        joined,
+        before,
+        after: spent(cmd, facts, node, consumed)?,
     })
 }
 
-/// The certificate of an admitted join. The node-key statement goes into it after the SPIFFE
-/// ID, so every renewal must prove it again (spec 000 "Renewing a TPM-held key").
-fn issue_certificate(
+/// The certificate an admitted join is issued. The node-key statement goes into it after the
+/// SPIFFE ID, so every renewal must prove it again (spec 000 "Renewing a TPM-held key").
+fn certificate_decision(
     ctx: &JoinContext<'_>,
     cmd: &AdmissionCommand<'_>,
     node_id: &NodeId,
-    now: OffsetDateTime,
-) -> Result<IssuedCertificate, DecideError<AttestorRefusal>> {
+) -> Result<NodeCertificateDecision, DecideError<AttestorRefusal>> {
     let result = cmd.result;
     let site = SiteId::new(&result.site_id)
         .map_err(|e| DecideError::Failed(format!("site id {:?}: {e}", result.site_id)))?;
@@ -455,15 +523,13 @@ fn issue_certificate(
                 )
             })?],
     };
-    let decision = NodeCertificateDecision {
+    Ok(NodeCertificateDecision {
         spiffe_id: SpiffeId::new(ctx.trust_domain.clone(), site, node_id.clone()),
         role: result.role,
         serial: cmd.serial.clone(),
         requested_lifetime: Some(ctx.lifetime_for(result.role)),
         statements,
-    };
-    issue_node_certificate(ctx.node_ca, cmd.csr, &decision, now)
-        .map_err(|e| DecideError::Failed(format!("issuing the node certificate: {e}")))
+    })
 }
 
 /// What an admitted join spends, in order: each single-use subject, each subject to bind not

@@ -39,6 +39,52 @@ pub struct AttestRequest<'a> {
     pub token: Option<&'a TokenSecret>,
     /// The JoinService's clock at this round.
     pub now: OffsetDateTime,
+    /// Fresh random bytes the shell drew for this round: an attestor that needs randomness (a
+    /// challenge's secret, a seal's nonce) derives it from here, never from the OS.
+    pub entropy: &'a Entropy,
+}
+
+/// Randomness handed to an attestor by the shell (an attestor draws none itself): a 32-byte
+/// seed, expanded per purpose with HKDF-SHA256, so that one round's uses never share bytes and
+/// a test can fix the seed.
+#[derive(Clone)]
+pub struct Entropy([u8; 32]);
+
+impl std::fmt::Debug for Entropy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Entropy(..)")
+    }
+}
+
+impl Entropy {
+    /// The seed the shell drew (from the OS; a test may fix it).
+    pub const fn from_seed(seed: [u8; 32]) -> Entropy {
+        Entropy(seed)
+    }
+
+    /// `out.len()` bytes for `purpose` (at most 8,160): HKDF-SHA256-Expand of the seed with
+    /// the purpose as its info, so different purposes get independent bytes.
+    pub fn fill(&self, purpose: &str, out: &mut [u8]) {
+        struct Len(usize);
+        impl ring::hkdf::KeyType for Len {
+            fn len(&self) -> usize {
+                self.0
+            }
+        }
+        let prk = ring::hkdf::Prk::new_less_safe(ring::hkdf::HKDF_SHA256, &self.0);
+        let info = [purpose.as_bytes()];
+        // Only a length past 255 digests fails: every caller asks for far fewer bytes.
+        prk.expand(&info, Len(out.len()))
+            .and_then(|okm| okm.fill(out))
+            .expect("HKDF-SHA256 expands at most 8,160 bytes");
+    }
+
+    /// `N` bytes for `purpose`.
+    pub fn bytes<const N: usize>(&self, purpose: &str) -> [u8; N] {
+        let mut out = [0u8; N];
+        self.fill(purpose, &mut out);
+        out
+    }
 }
 
 /// A fact an attestor asks the shell to load before [`Attestor::verify`].
@@ -348,9 +394,32 @@ pub enum Verdict {
     Refuse(AttestorRefusal),
 }
 
+/// What [`Attestor::plan`] answers: the facts to load, and what it already read of the request
+/// (the parsed evidence, an opened state), handed to [`Attestor::verify`] so that nothing is
+/// parsed or opened twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned<P> {
+    /// The facts the shell loads before `verify`.
+    pub facts: Vec<FactKey>,
+    /// The attestor's own plan.
+    pub plan: P,
+}
+
+impl<P> Planned<P> {
+    /// Load `facts`, then verify with `plan`.
+    pub fn new(facts: Vec<FactKey>, plan: P) -> Planned<P> {
+        Planned { facts, plan }
+    }
+}
+
 /// An attestor (spec 001 "The contract"). Implementations are pure: no clock (the request has
-/// `now`), no database (the facts are loaded by the shell), no network.
+/// `now`), no randomness (the request has `entropy`), no database (the facts are loaded by the
+/// shell), no network.
 pub trait Attestor: Send + Sync {
+    /// What `plan` read of the request and `verify` needs (the parsed evidence); `()` when
+    /// there is nothing to carry.
+    type Plan: Send + Sync + 'static;
+
     /// The id an agent names in `JoinRequest.attestor` (`join-token`, `x509pop`).
     fn id(&self) -> &str;
 
@@ -358,8 +427,83 @@ pub trait Attestor: Send + Sync {
     fn roles(&self) -> &[NodeRole];
 
     /// Reads the request and names the facts to load; refuses evidence that does not parse.
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal>;
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<Self::Plan>, AttestorRefusal>;
 
-    /// Decides, from the request and the facts loaded for [`Attestor::plan`]'s keys.
-    fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict;
+    /// Decides, from the request, the plan and the facts loaded for its keys. The shell may
+    /// call it again with the same plan (a transaction retried from a fresh read).
+    fn verify(&self, request: &AttestRequest<'_>, plan: &Self::Plan, facts: &Facts) -> Verdict;
+}
+
+/// `plan`, then `verify` on `facts` (a plan's refusal is the verdict): for callers that load
+/// no facts of their own (tests, benches, round 1 of a challenge).
+pub fn plan_and_verify<A: Attestor + ?Sized>(
+    attestor: &A,
+    request: &AttestRequest<'_>,
+    facts: &Facts,
+) -> Verdict {
+    match attestor.plan(request) {
+        Ok(planned) => attestor.verify(request, &planned.plan, facts),
+        Err(refusal) => Verdict::Refuse(refusal),
+    }
+}
+
+/// A plan whose type is erased: the facts to load and the attestor's `verify` with its plan
+/// bound, so the registry can hold attestors of every plan type side by side.
+pub struct BoxedPlan<'a> {
+    /// The facts the shell loads before [`BoxedPlan::verify`].
+    pub facts: Vec<FactKey>,
+    verify: Box<BoundVerify<'a>>,
+}
+
+/// An attestor's `verify` with its plan bound.
+type BoundVerify<'a> = dyn Fn(&AttestRequest<'_>, &Facts) -> Verdict + Send + Sync + 'a;
+
+impl BoxedPlan<'_> {
+    /// The attestor's verdict on the loaded facts, with the plan it made.
+    pub fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
+        (self.verify)(request, facts)
+    }
+}
+
+impl std::fmt::Debug for BoxedPlan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoxedPlan")
+            .field("facts", &self.facts)
+            .finish()
+    }
+}
+
+/// [`Attestor`] with its plan type erased (implemented for every attestor): what the registry
+/// holds as `Arc<dyn AnyAttestor>`.
+pub trait AnyAttestor: Send + Sync {
+    /// [`Attestor::id`].
+    fn id(&self) -> &str;
+    /// [`Attestor::roles`].
+    fn roles(&self) -> &[NodeRole];
+    /// [`Attestor::plan`], its plan bound into the answer's `verify`.
+    fn plan_boxed<'s>(
+        &'s self,
+        request: &AttestRequest<'_>,
+    ) -> Result<BoxedPlan<'s>, AttestorRefusal>;
+}
+
+impl<A: Attestor> AnyAttestor for A {
+    fn id(&self) -> &str {
+        Attestor::id(self)
+    }
+
+    fn roles(&self) -> &[NodeRole] {
+        Attestor::roles(self)
+    }
+
+    fn plan_boxed<'s>(
+        &'s self,
+        request: &AttestRequest<'_>,
+    ) -> Result<BoxedPlan<'s>, AttestorRefusal> {
+        let Planned { facts, plan } = self.plan(request)?;
+        Ok(BoxedPlan {
+            facts,
+            verify: Box::new(move |request, facts| self.verify(request, &plan, facts)),
+        })
+    }
 }

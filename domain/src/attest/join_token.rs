@@ -10,7 +10,7 @@
 
 use super::contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts,
-    NodeKeyStatement, SingleUse, Verdict,
+    NodeKeyStatement, Planned, SingleUse, Verdict,
 };
 use crate::identity::{sha256, unix_us, TokenRole, JOIN_TOKEN_ATTESTOR};
 use crate::pki::NodeRole;
@@ -35,6 +35,8 @@ fn refuse(reason: &str) -> AttestorRefusal {
 }
 
 impl Attestor for JoinTokenAttestor {
+    type Plan = ();
+
     fn id(&self) -> &str {
         JOIN_TOKEN_ATTESTOR
     }
@@ -43,18 +45,19 @@ impl Attestor for JoinTokenAttestor {
         ROLES
     }
 
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<()>, AttestorRefusal> {
         let secret = request.token.ok_or_else(|| refuse("token-does-not-open"))?;
-        Ok(vec![
+        let keys = vec![
             FactKey::TokenByHash(secret.hash()),
             FactKey::Use {
                 attestor: JOIN_TOKEN_ATTESTOR.to_owned(),
                 subject: csr_key_subject(request),
             },
-        ])
+        ];
+        Ok(Planned::new(keys, ()))
     }
 
-    fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
+    fn verify(&self, request: &AttestRequest<'_>, _plan: &(), facts: &Facts) -> Verdict {
         match verify_token(request, facts) {
             Ok(result) => Verdict::Admit(Box::new(result)),
             Err(refusal) => Verdict::Refuse(refusal),
@@ -173,6 +176,7 @@ mod tests {
             evidence: &[],
             token: secret,
             now: OffsetDateTime::from_unix_timestamp(1_790_000_000).unwrap(),
+            entropy: &const { crate::attest::Entropy::from_seed([7; 32]) },
         };
         if let Err(r) = JoinTokenAttestor.plan(&request) {
             return Err(r.text());
@@ -187,7 +191,7 @@ mod tests {
                 .uses
                 .insert((JOIN_TOKEN_ATTESTOR.to_owned(), csr_key_subject(&request)));
         }
-        match JoinTokenAttestor.verify(&request, &facts) {
+        match JoinTokenAttestor.verify(&request, &(), &facts) {
             Verdict::Admit(r) => Ok(r),
             Verdict::Refuse(r) => Err(r.text()),
             Verdict::Challenge(_) => Err("challenge".into()),

@@ -39,17 +39,18 @@ pub mod x509pop;
 pub use events::schema::attestor_ids as ids;
 
 pub use admission::{
-    decide_admission, renewal_can_prove, Admission, AdmissionCommand, AdmissionFacts, PendingJoin,
-    ADMISSION,
+    decide_admission, renewal_can_prove, Admission, AdmissionCommand, AdmissionFacts, Decided,
+    PendingJoin, UnsignedJoin, ADMISSION,
 };
 pub use cloud_accounts::{
     decide_add_cloud_account, decide_remove_cloud_account, AddCloudAccount, CloudAccountEntry,
     CLOUD_ACCOUNT_ID_PREFIX,
 };
 pub use contract::{
-    ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState,
-    BootEntryState, Challenge, CloudAccountState, FactKey, Facts, NodeKeyStatement, SingleUse,
-    SiteLeaseState, TpmAllowState, Verdict,
+    plan_and_verify, AnyAttestor, ApprovalAsk, AttestRequest, AttestationResult, Attestor,
+    AttestorRefusal, BindingState, BootEntryState, BoxedPlan, Challenge, CloudAccountState,
+    Entropy, FactKey, Facts, NodeKeyStatement, Planned, SingleUse, SiteLeaseState, TpmAllowState,
+    Verdict,
 };
 pub use discovery::{DiscoveryAttestor, DiscoveryConfig, DiscoveryRefusal};
 pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};

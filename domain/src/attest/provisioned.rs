@@ -18,7 +18,7 @@
 
 use super::contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts,
-    NodeKeyStatement, SingleUse, Verdict,
+    NodeKeyStatement, Planned, SingleUse, Verdict,
 };
 use crate::identity::{sha256, unix_us, NodeStatus, TokenRole, TokenState};
 use crate::pki::NodeRole;
@@ -114,6 +114,8 @@ pub fn provisioned_csr_key_subject(request: &AttestRequest<'_>) -> [u8; 32] {
 }
 
 impl Attestor for ProvisionedAttestor {
+    type Plan = ();
+
     fn id(&self) -> &str {
         PROVISIONED_ATTESTOR
     }
@@ -122,20 +124,21 @@ impl Attestor for ProvisionedAttestor {
         ROLES
     }
 
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<()>, AttestorRefusal> {
         let secret = request
             .token
             .ok_or_else(|| ProvisionedRefusal::TokenDoesNotOpen.refusal())?;
-        Ok(vec![
+        let keys = vec![
             FactKey::TokenByHash(secret.hash()),
             FactKey::Use {
                 attestor: PROVISIONED_ATTESTOR.to_owned(),
                 subject: provisioned_csr_key_subject(request),
             },
-        ])
+        ];
+        Ok(Planned::new(keys, ()))
     }
 
-    fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
+    fn verify(&self, request: &AttestRequest<'_>, _plan: &(), facts: &Facts) -> Verdict {
         match verify_provisioned(request, facts) {
             Ok(result) => Verdict::Admit(Box::new(result)),
             Err(refusal) => Verdict::Refuse(refusal),

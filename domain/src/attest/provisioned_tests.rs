@@ -100,11 +100,12 @@ impl Fixture {
             evidence: &[],
             token: self.with_token.then_some(&self.secret),
             now: self.now,
+            entropy: &const { crate::attest::Entropy::from_seed([7; 32]) },
         }
     }
 
     fn verdict_with(&self, facts: &Facts) -> Verdict {
-        ProvisionedAttestor.verify(&self.request(), facts)
+        ProvisionedAttestor.verify(&self.request(), &(), facts)
     }
 
     fn verdict(&self) -> Verdict {
@@ -149,7 +150,7 @@ fn id_and_roles() {
 #[test]
 fn plan_asks_for_the_token_and_the_key_use() {
     let f = Fixture::new();
-    let keys = ProvisionedAttestor.plan(&f.request()).expect("plan");
+    let keys = ProvisionedAttestor.plan(&f.request()).expect("plan").facts;
     assert_eq!(
         keys,
         vec![

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::contract::{
     AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts, NodeKeyStatement,
-    SingleUse, Verdict,
+    Planned, SingleUse, Verdict,
 };
 use crate::identity::{CertState, NodeState, NodeStatus};
 use crate::pki::statement::{verify, Statement, StatementError, X509Pop};
@@ -385,7 +385,16 @@ impl X509PopAttestor {
     }
 }
 
+/// What [`X509PopAttestor`]'s plan read: the evidence and its leaf's identity.
+#[derive(Debug)]
+pub struct X509PopPlan {
+    evidence: X509PopEvidence,
+    identity: NodeIdentity,
+}
+
 impl Attestor for X509PopAttestor {
+    type Plan = X509PopPlan;
+
     fn id(&self) -> &str {
         X509POP_ATTESTOR
     }
@@ -394,7 +403,7 @@ impl Attestor for X509PopAttestor {
         &ROLES
     }
 
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<X509PopPlan>, AttestorRefusal> {
         let (evidence, identity) = self.parse(request).map_err(X509PopRefusal::refusal)?;
         let mut keys = vec![FactKey::Node(identity.spiffe_id.node.as_str().to_owned())];
         if evidence.node_id != identity.spiffe_id.node {
@@ -405,18 +414,15 @@ impl Attestor for X509PopAttestor {
             attestor: X509POP_ATTESTOR.to_owned(),
             subject: evidence.statement(request.csr.sha256()).replay_key(),
         });
-        Ok(keys)
+        Ok(Planned::new(keys, X509PopPlan { evidence, identity }))
     }
 
-    fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
-        let (evidence, identity) = match self.parse(request) {
-            Ok(parsed) => parsed,
-            Err(refusal) => return Verdict::Refuse(refusal.refusal()),
-        };
-        let Some((cert, node)) = Self::stored(&identity, &evidence, facts) else {
+    fn verify(&self, request: &AttestRequest<'_>, plan: &X509PopPlan, facts: &Facts) -> Verdict {
+        let X509PopPlan { evidence, identity } = plan;
+        let Some((cert, node)) = Self::stored(identity, evidence, facts) else {
             return Verdict::Refuse(X509PopRefusal::UnknownCertificate.refusal());
         };
-        let subject = match self.check(request, &evidence, &identity, cert, node, facts) {
+        let subject = match self.check(request, evidence, identity, cert, node, facts) {
             Ok(subject) => subject,
             Err(refusal) => {
                 return Verdict::Refuse(

@@ -152,9 +152,10 @@ impl Fx {
             evidence,
             token: None,
             now,
+            entropy: &const { crate::attest::Entropy::from_seed([7; 32]) },
         };
         match self.attestor.plan(&request) {
-            Ok(_) => self.attestor.verify(&request, facts),
+            Ok(planned) => self.attestor.verify(&request, &planned.plan, facts),
             Err(refusal) => Verdict::Refuse(refusal),
         }
     }
@@ -225,8 +226,9 @@ fn plan_asks_for_the_node_the_certificate_and_the_use() {
         evidence: &evidence,
         token: None,
         now: fx.now(),
+        entropy: &const { crate::attest::Entropy::from_seed([7; 32]) },
     };
-    let keys = fx.attestor.plan(&request).unwrap();
+    let keys = fx.attestor.plan(&request).unwrap().facts;
     assert_eq!(keys.len(), 3);
     assert_eq!(keys[0], FactKey::Node(NODE.into()));
     assert_eq!(keys[1], FactKey::Certificate(fx.cert.serial.clone()));

@@ -22,7 +22,7 @@ use super::join_terms::{
 use super::state::{NodeState, TokenRole, TokenState};
 use crate::attest::admission::{decide_admission, Admission, AdmissionCommand, AdmissionFacts};
 use crate::attest::join_token::JoinTokenAttestor;
-use crate::attest::{AttestRequest, Attestor, AttestorRefusal, Facts, Verdict};
+use crate::attest::{AttestRequest, Attestor, AttestorRefusal, Entropy, Facts, Verdict};
 use crate::pki::{NodeId, NodeRole, SealedToken, Serial, TokenHash, TokenSecret, VerifiedCsr};
 
 /// Why the `join-token` attestor refused a join, for callers that name its reasons. One variant
@@ -199,6 +199,8 @@ pub fn decide_join(
         evidence: &[],
         token: Some(&opened.secret),
         now,
+        // join-token draws no randomness: any seed does.
+        entropy: &Entropy::from_seed([0; 32]),
     };
     let key = (JOIN_TOKEN_ATTESTOR.to_owned(), opened.csr_key_sha256());
     let mut facts = Facts {
@@ -208,7 +210,7 @@ pub fn decide_join(
     if state.csr_key_used {
         facts.uses.insert(key.clone());
     }
-    let result = match JoinTokenAttestor.verify(&request, &facts) {
+    let result = match JoinTokenAttestor.verify(&request, &(), &facts) {
         Verdict::Admit(r) => r,
         Verdict::Refuse(r) => return Err(DecideError::Refused(r)),
         Verdict::Challenge(_) => {
@@ -233,7 +235,8 @@ pub fn decide_join(
         serial: &cmd.serial,
         new_request_id: "",
     };
-    let Decision { events, outcome } = decide_admission(ctx, &admission, &admission_facts, now)?;
+    let Decision { events, outcome } = decide_admission(ctx, &admission, &admission_facts, now)?
+        .sign(ctx.node_ca, &opened.csr, now)?;
     match outcome {
         Admission::Joined(joined) => Ok(Decision {
             events,

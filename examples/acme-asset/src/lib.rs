@@ -32,7 +32,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use domain::attest::{
     AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts, NodeKeyStatement,
-    SingleUse, Verdict,
+    Planned, SingleUse, Verdict,
 };
 use domain::pki::NodeRole;
 use serde::Deserialize;
@@ -107,9 +107,8 @@ struct Evidence {
     sig: String,
 }
 
-/// The evidence, decoded by [`AcmeAssetAttestor::plan`] and again by `verify` (the contract
-/// keeps the two steps pure and separate, so nothing is carried between them).
-struct Parsed {
+/// The evidence, decoded once by [`AcmeAssetAttestor::plan`] and handed to `verify` as its plan.
+pub struct Parsed {
     asset_tag: String,
     signed: Vec<u8>,
 }
@@ -171,6 +170,8 @@ impl AcmeAssetAttestor {
 }
 
 impl Attestor for AcmeAssetAttestor {
+    type Plan = Parsed;
+
     fn id(&self) -> &str {
         ID
     }
@@ -179,26 +180,23 @@ impl Attestor for AcmeAssetAttestor {
         ROLES
     }
 
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<Parsed>, AttestorRefusal> {
         let parsed = self.parse(request)?;
-        Ok(vec![
+        let keys = vec![
             FactKey::Use {
                 attestor: ID.to_owned(),
                 subject: Self::proof_subject(&parsed),
             },
             FactKey::Binding(asset_subject(&parsed.asset_tag)),
-        ])
+        ];
+        Ok(Planned::new(keys, parsed))
     }
 
-    fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
-        let parsed = match self.parse(request) {
-            Ok(p) => p,
-            Err(r) => return Verdict::Refuse(r),
-        };
+    fn verify(&self, request: &AttestRequest<'_>, parsed: &Parsed, facts: &Facts) -> Verdict {
         let Some(asset) = self.assets.get(&parsed.asset_tag) else {
             return Verdict::Refuse(refuse("unknown-asset"));
         };
-        let proof = Self::proof_subject(&parsed);
+        let proof = Self::proof_subject(parsed);
         if facts.used(ID, &proof) {
             return Verdict::Refuse(refuse("reused").in_tenant(&asset.tenant_id));
         }

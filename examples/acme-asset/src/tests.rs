@@ -42,10 +42,11 @@ fn run(a: &AcmeAssetAttestor, csr: &VerifiedCsr, evidence: &[u8], facts: &Facts)
         evidence,
         token: None,
         now: time::OffsetDateTime::UNIX_EPOCH,
+        entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
     };
     match a.plan(&request) {
         Err(r) => Verdict::Refuse(r),
-        Ok(_) => a.verify(&request, facts),
+        Ok(planned) => a.verify(&request, &planned.plan, facts),
     }
 }
 

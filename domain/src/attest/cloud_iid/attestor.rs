@@ -19,7 +19,7 @@ use super::wire::{CloudIidEvidence, CloudProvider};
 use super::{aws, azure, gcp, oidc};
 use crate::attest::contract::{
     AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts, NodeKeyStatement,
-    SingleUse, Verdict,
+    Planned, SingleUse, Verdict,
 };
 use crate::identity::{sha256, unix_us};
 use crate::pki::encoding::put_lp;
@@ -106,9 +106,9 @@ impl CloudIidAttestor {
     fn decide(
         &self,
         request: &AttestRequest<'_>,
+        id: &CloudIdentity,
         facts: &Facts,
     ) -> Result<AttestationResult, CloudIidRefusal> {
-        let id = self.identify(request.evidence, request.now)?;
         let key = (id.provider.as_str().to_owned(), id.account.clone());
         let account = facts
             .cloud_accounts
@@ -143,6 +143,8 @@ impl CloudIidAttestor {
 }
 
 impl Attestor for CloudIidAttestor {
+    type Plan = CloudIdentity;
+
     fn id(&self) -> &str {
         CLOUD_IID_ATTESTOR
     }
@@ -151,11 +153,11 @@ impl Attestor for CloudIidAttestor {
         ROLES
     }
 
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<CloudIdentity>, AttestorRefusal> {
         let id = self
             .identify(request.evidence, request.now)
             .map_err(CloudIidRefusal::refusal)?;
-        Ok(vec![
+        let keys = vec![
             FactKey::CloudAccount {
                 provider: id.provider.as_str().to_owned(),
                 account: id.account.clone(),
@@ -164,11 +166,12 @@ impl Attestor for CloudIidAttestor {
                 attestor: CLOUD_IID_ATTESTOR.to_owned(),
                 subject: cloud_iid_subject(id.provider, &id.account, &id.instance),
             },
-        ])
+        ];
+        Ok(Planned::new(keys, id))
     }
 
-    fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
-        match self.decide(request, facts) {
+    fn verify(&self, request: &AttestRequest<'_>, plan: &CloudIdentity, facts: &Facts) -> Verdict {
+        match self.decide(request, plan, facts) {
             Ok(result) => Verdict::Admit(Box::new(result)),
             Err(refusal) => Verdict::Refuse(refusal.refusal()),
         }

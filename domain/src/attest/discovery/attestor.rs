@@ -26,7 +26,7 @@ use super::wire::{
 };
 use crate::attest::contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts,
-    NodeKeyStatement, SingleUse, Verdict,
+    NodeKeyStatement, Planned, SingleUse, Verdict,
 };
 use crate::identity::{sha256, unix_us, NodeStatus, TokenRole, TokenState};
 use crate::pki::statement::verify;
@@ -39,7 +39,7 @@ const ROLES: &[NodeRole] = &[NodeRole::Ramdisk];
 
 /// Evidence that decoded.
 #[derive(Debug, Clone)]
-struct Parsed {
+pub struct Parsed {
     signed: SignedDiscoveryAssertion,
     assertion: DiscoveryAssertion,
     signature: Signature,
@@ -300,6 +300,8 @@ fn check_token(
 }
 
 impl Attestor for DiscoveryAttestor {
+    type Plan = Parsed;
+
     fn id(&self) -> &str {
         DISCOVERY_ATTESTOR
     }
@@ -308,7 +310,7 @@ impl Attestor for DiscoveryAttestor {
         ROLES
     }
 
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<Parsed>, AttestorRefusal> {
         let p = parse(request.evidence).map_err(DiscoveryRefusal::refusal)?;
         let secret = request
             .token
@@ -332,15 +334,11 @@ impl Attestor for DiscoveryAttestor {
             attestor: DISCOVERY_ATTESTOR.to_owned(),
             subject: assertion_subject(&p.signed),
         });
-        Ok(keys)
+        Ok(Planned::new(keys, p))
     }
 
-    fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
-        let p = match parse(request.evidence) {
-            Ok(p) => p,
-            Err(r) => return Verdict::Refuse(r.refusal()),
-        };
-        match self.verify_parsed(request, facts, &p) {
+    fn verify(&self, request: &AttestRequest<'_>, plan: &Parsed, facts: &Facts) -> Verdict {
+        match self.verify_parsed(request, facts, plan) {
             Ok(result) => Verdict::Admit(Box::new(result)),
             Err(refusal) => Verdict::Refuse(refusal),
         }

@@ -34,7 +34,7 @@ use super::wire::{
 };
 use crate::attest::contract::{
     ApprovalAsk, AttestRequest, AttestationResult, Attestor, AttestorRefusal, Challenge, FactKey,
-    Facts, NodeKeyStatement, SingleUse, Verdict,
+    Facts, NodeKeyStatement, Planned, SingleUse, Verdict,
 };
 use crate::identity::{sha256, unix_us};
 use crate::pki::NodeRole;
@@ -90,8 +90,19 @@ fn ak_refusal(e: AkError) -> TpmRefusal {
     }
 }
 
+/// What [`Attestor::plan`] read of the request, handed to `verify`: round 1's evidence, or
+/// round 2's answer with its state already opened (neither is parsed or opened again).
+#[derive(Debug)]
+pub enum TpmPlan {
+    /// Round 1: the evidence, to check and challenge.
+    Evidence(TpmEvidence),
+    /// Round 2: the answer, its state opened for this CSR in time.
+    Answer(Box<Opened>),
+}
+
 /// A round-2 answer whose state opened for this CSR in time.
-struct Opened {
+#[derive(Debug)]
+pub struct Opened {
     answer: TpmAnswer,
     state: ChallengeState,
 }
@@ -146,14 +157,12 @@ impl TpmAttestor {
         ek::matches_public(&evidence.ek_certificate, &ek).map_err(cert_error)?;
         let ak = check_ak(&evidence.ak_public).map_err(ak_refusal)?;
 
-        let mut secret = [0u8; 32];
-        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut secret)
-            .map_err(|_| TpmRefusal::ChallengeFailed)?;
-        let made = make_credential(&ek, &ak.name(), &secret).map_err(|e| match e {
-            CredentialError::Unsupported => TpmRefusal::EkUnsupported,
-            CredentialError::BadKey => TpmRefusal::EkMalformed,
-            CredentialError::Random => TpmRefusal::ChallengeFailed,
-        })?;
+        let secret: [u8; 32] = request.entropy.bytes("tpm challenge secret");
+        let made =
+            make_credential(&ek, &ak.name(), &secret, request.entropy).map_err(|e| match e {
+                CredentialError::Unsupported => TpmRefusal::EkUnsupported,
+                CredentialError::BadKey => TpmRefusal::EkMalformed,
+            })?;
         let ttl = self.config.challenge_ttl.min(MAX_CHALLENGE_TTL);
         let ttl_us = i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX);
         let not_after_us = unix_us(request.now).saturating_add(ttl_us);
@@ -166,7 +175,10 @@ impl TpmAttestor {
             secret,
             pcrs: pcrs.clone(),
         }
-        .seal(&self.config.challenge_key)
+        .seal(
+            &self.config.challenge_key,
+            request.entropy.bytes("tpm challenge state nonce"),
+        )
         .map_err(|_| TpmRefusal::ChallengeFailed)?;
         let payload = TpmChallenge {
             v: TPM_WIRE_VERSION,
@@ -252,17 +264,16 @@ impl TpmAttestor {
     pub fn round2(
         &self,
         request: &AttestRequest<'_>,
-        answer: TpmAnswer,
+        opened: &Opened,
         facts: &Facts,
     ) -> Result<AttestationResult, TpmRefusal> {
-        let opened = self.open(request, answer)?;
         let csr_sha256 = request.csr.sha256();
         let ak = check_ak(&opened.state.ak_public).map_err(|_| TpmRefusal::StateInvalid)?;
         let secret_ok: bool = opened.answer.secret.ct_eq(&opened.state.secret).into();
         if !secret_ok {
             return Err(TpmRefusal::Activation);
         }
-        self.check_quote(&ak, &opened, csr_sha256)?;
+        self.check_quote(&ak, opened, csr_sha256)?;
         let node_key = match (&opened.answer.node_key, self.config.node_key) {
             (Some(key), _) => {
                 let cert = KeyCertification {
@@ -280,7 +291,7 @@ impl TpmAttestor {
             (None, NodeKeyPolicy::Certified) => return Err(TpmRefusal::NodeKeyNotCertified),
             (None, NodeKeyPolicy::Any) => NodeKeyStatement::Unattested,
         };
-        self.place(request, &opened, node_key, facts)
+        self.place(request, opened, node_key, facts)
     }
 
     /// Where the machine goes (the COMMON contract, "Where the machine goes").
@@ -364,6 +375,8 @@ fn machine_subjects(request: &AttestRequest<'_>, ek_sha256: &[u8; 32]) -> Vec<[u
 }
 
 impl Attestor for TpmAttestor {
+    type Plan = TpmPlan;
+
     fn id(&self) -> &str {
         TPM_ATTESTOR
     }
@@ -372,9 +385,9 @@ impl Attestor for TpmAttestor {
         &[NodeRole::Node, NodeRole::Site]
     }
 
-    fn plan(&self, request: &AttestRequest<'_>) -> Result<Vec<FactKey>, AttestorRefusal> {
+    fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<TpmPlan>, AttestorRefusal> {
         match parse(request.evidence).map_err(TpmRefusal::refusal)? {
-            Round::Evidence(_) => Ok(Vec::new()),
+            Round::Evidence(evidence) => Ok(Planned::new(Vec::new(), TpmPlan::Evidence(evidence))),
             Round::Answer(answer) => {
                 let opened = self.open(request, answer).map_err(TpmRefusal::refusal)?;
                 let ek = opened.state.ek_sha256;
@@ -385,25 +398,21 @@ impl Attestor for TpmAttestor {
                         .map(FactKey::Binding),
                 );
                 keys.push(FactKey::TpmAllowed(ek));
-                Ok(keys)
+                Ok(Planned::new(keys, TpmPlan::Answer(Box::new(opened))))
             }
         }
     }
 
-    fn verify(&self, request: &AttestRequest<'_>, facts: &Facts) -> Verdict {
-        let outcome = match parse(request.evidence) {
-            Err(r) => Err(r),
-            Ok(Round::Evidence(evidence)) => {
-                return match self.round1(request, &evidence) {
-                    Ok(challenge) => Verdict::Challenge(challenge),
-                    Err(r) => Verdict::Refuse(r.refusal()),
-                }
-            }
-            Ok(Round::Answer(answer)) => self.round2(request, answer, facts),
-        };
-        match outcome {
-            Ok(result) => Verdict::Admit(Box::new(result)),
-            Err(r) => Verdict::Refuse(r.refusal()),
+    fn verify(&self, request: &AttestRequest<'_>, plan: &TpmPlan, facts: &Facts) -> Verdict {
+        match plan {
+            TpmPlan::Evidence(evidence) => match self.round1(request, evidence) {
+                Ok(challenge) => Verdict::Challenge(challenge),
+                Err(r) => Verdict::Refuse(r.refusal()),
+            },
+            TpmPlan::Answer(opened) => match self.round2(request, opened, facts) {
+                Ok(result) => Verdict::Admit(Box::new(result)),
+                Err(r) => Verdict::Refuse(r.refusal()),
+            },
         }
     }
 }

@@ -6,12 +6,12 @@
 
 use aes::cipher::{generic_array::GenericArray, BlockEncrypt, KeyInit};
 use hmac::{Hmac, Mac};
-use ring::rand::{SecureRandom, SystemRandom};
 
 use super::marshal::{
     self, tpm2b, ALG_AES, ALG_CFB, ALG_SHA256, ALG_SHA384, CURVE_P256, CURVE_P384,
 };
 use super::public::{KeyDetail, TpmPublic};
+use crate::attest::contract::Entropy;
 
 /// Why a credential could not be made for an EK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -23,9 +23,6 @@ pub enum CredentialError {
     /// The EK's public key is not a valid key of its type.
     #[error("the EK's public key is not a valid key")]
     BadKey,
-    /// The system random generator failed.
-    #[error("the system random generator failed")]
-    Random,
 }
 
 /// A credential for (EK, AK name): what TPM2_ActivateCredential takes.
@@ -146,15 +143,16 @@ pub fn aes_cfb_encrypt(key: &[u8], data: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// Random bytes drawn beforehand, served to the `rsa` crate's OAEP padding (which asks for
-/// exactly one digest of seed). Running out marks it spent, and the caller throws the output
-/// away.
-struct Drawn {
-    bytes: Vec<u8>,
-    short: bool,
+/// The shell's entropy as a `rand_core` generator, for the `rsa` crate's OAEP padding and the
+/// ephemeral ECDH key: each draw is its own HKDF purpose (`<purpose>/<n>`), so it never runs
+/// out and never repeats.
+struct EntropyRng<'a> {
+    entropy: &'a Entropy,
+    purpose: &'static str,
+    draws: u64,
 }
 
-impl rand_core::RngCore for Drawn {
+impl rand_core::RngCore for EntropyRng<'_> {
     fn next_u32(&mut self) -> u32 {
         let mut b = [0u8; 4];
         self.fill_bytes(&mut b);
@@ -166,14 +164,11 @@ impl rand_core::RngCore for Drawn {
         u64::from_be_bytes(b)
     }
     fn fill_bytes(&mut self, dest: &mut [u8]) {
-        if dest.len() > self.bytes.len() {
-            self.short = true;
-            dest.fill(0);
-            return;
+        for chunk in dest.chunks_mut(1024) {
+            self.entropy
+                .fill(&format!("{}/{}", self.purpose, self.draws), chunk);
+            self.draws += 1;
         }
-        let rest = self.bytes.split_off(dest.len());
-        dest.copy_from_slice(&self.bytes);
-        self.bytes = rest;
     }
     fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
         self.fill_bytes(dest);
@@ -181,17 +176,29 @@ impl rand_core::RngCore for Drawn {
     }
 }
 
-impl rand_core::CryptoRng for Drawn {}
+impl rand_core::CryptoRng for EntropyRng<'_> {}
 
-fn random(rng: &SystemRandom, len: usize) -> Result<Vec<u8>, CredentialError> {
-    let mut b = vec![0u8; len];
-    rng.fill(&mut b).map_err(|_| CredentialError::Random)?;
-    Ok(b)
+/// An ephemeral ECDH on one curve crate: the shared x-coordinate with `point` (an uncompressed
+/// SEC1 point) and the ephemeral public point, uncompressed.
+macro_rules! ecdh_ephemeral {
+    ($curve:ident, $rng:expr, $point:expr) => {{
+        use $curve::elliptic_curve::sec1::ToEncodedPoint as _;
+        let peer =
+            $curve::PublicKey::from_sec1_bytes($point).map_err(|_| CredentialError::BadKey)?;
+        let private = $curve::ecdh::EphemeralSecret::random($rng);
+        let public = private
+            .public_key()
+            .to_encoded_point(false)
+            .as_bytes()
+            .to_vec();
+        let z = private.diffie_hellman(&peer).raw_secret_bytes().to_vec();
+        (z, public)
+    }};
 }
 
 /// The seed and its encryption to the EK: RSA-OAEP (label "IDENTITY\0") of a random seed, or
-/// an ephemeral ECDH with the seed from KDFe.
-fn seed(ek: &TpmPublic, rng: &SystemRandom) -> Result<(Vec<u8>, Vec<u8>), CredentialError> {
+/// an ephemeral ECDH with the seed from KDFe. Its randomness comes from `entropy`.
+fn seed(ek: &TpmPublic, entropy: &Entropy) -> Result<(Vec<u8>, Vec<u8>), CredentialError> {
     let digest_len = marshal::digest_len(ek.name_alg).ok_or(CredentialError::Unsupported)?;
     match &ek.detail {
         KeyDetail::Rsa {
@@ -203,10 +210,12 @@ fn seed(ek: &TpmPublic, rng: &SystemRandom) -> Result<(Vec<u8>, Vec<u8>), Creden
             let n = rsa::BigUint::from_bytes_be(modulus);
             let e = rsa::BigUint::from(if *exponent == 0 { 65_537 } else { *exponent });
             let key = rsa::RsaPublicKey::new(n, e).map_err(|_| CredentialError::BadKey)?;
-            let seed = random(rng, digest_len)?;
-            let mut drawn = Drawn {
-                bytes: random(rng, 64)?,
-                short: false,
+            let mut seed = vec![0u8; digest_len];
+            entropy.fill("tpm make-credential seed", &mut seed);
+            let mut rng = EntropyRng {
+                entropy,
+                purpose: "tpm make-credential oaep",
+                draws: 0,
             };
             let padding = match ek.name_alg {
                 ALG_SHA256 => rsa::Oaep::new_with_label::<sha2::Sha256, _>("IDENTITY\0"),
@@ -214,35 +223,32 @@ fn seed(ek: &TpmPublic, rng: &SystemRandom) -> Result<(Vec<u8>, Vec<u8>), Creden
                 _ => return Err(CredentialError::Unsupported),
             };
             let encrypted = key
-                .encrypt(&mut drawn, padding, &seed)
+                .encrypt(&mut rng, padding, &seed)
                 .map_err(|_| CredentialError::BadKey)?;
-            if drawn.short {
-                return Err(CredentialError::Random);
-            }
             Ok((seed, encrypted))
         }
         KeyDetail::Ecc { curve, .. } => {
-            use ring::agreement::{agree_ephemeral, EphemeralPrivateKey, UnparsedPublicKey};
-            let (alg, coord) = match *curve {
-                CURVE_P256 => (&ring::agreement::ECDH_P256, 32),
-                CURVE_P384 => (&ring::agreement::ECDH_P384, 48),
+            let coord = match *curve {
+                CURVE_P256 => 32,
+                CURVE_P384 => 48,
                 _ => return Err(CredentialError::Unsupported),
             };
             let point = ek.ecc_point(coord).ok_or(CredentialError::BadKey)?;
-            let private =
-                EphemeralPrivateKey::generate(alg, rng).map_err(|_| CredentialError::Random)?;
-            let public = private
-                .compute_public_key()
-                .map_err(|_| CredentialError::Random)?;
-            let eph = public.as_ref();
+            let mut rng = EntropyRng {
+                entropy,
+                purpose: "tpm make-credential ecdh",
+                draws: 0,
+            };
+            let (z, eph) = if *curve == CURVE_P256 {
+                ecdh_ephemeral!(p256, &mut rng, &point)
+            } else {
+                ecdh_ephemeral!(p384, &mut rng, &point)
+            };
             let (eph_x, eph_y) = (&eph[1..=coord], &eph[1 + coord..]);
             let ek_x = &point[1..=coord];
             let bits = u32::try_from(digest_len * 8).map_err(|_| CredentialError::Unsupported)?;
-            let seed = agree_ephemeral(private, &UnparsedPublicKey::new(alg, &point), |z| {
-                kdfe(ek.name_alg, z, b"IDENTITY", eph_x, ek_x, bits)
-            })
-            .map_err(|_| CredentialError::BadKey)?
-            .ok_or(CredentialError::Unsupported)?;
+            let seed = kdfe(ek.name_alg, &z, b"IDENTITY", eph_x, ek_x, bits)
+                .ok_or(CredentialError::Unsupported)?;
             let mut encrypted = tpm2b(eph_x);
             encrypted.extend(tpm2b(eph_y));
             Ok((seed, encrypted))
@@ -265,17 +271,17 @@ pub fn supported(ek: &TpmPublic) -> bool {
         && (sym.key_bits == 128 || sym.key_bits == 256)
 }
 
-/// MakeCredential(EK, AK name, secret).
+/// MakeCredential(EK, AK name, secret), its seed (or ephemeral key) drawn from `entropy`.
 pub fn make_credential(
     ek: &TpmPublic,
     ak_name: &[u8],
     secret: &[u8],
+    entropy: &Entropy,
 ) -> Result<Credential, CredentialError> {
     if !supported(ek) {
         return Err(CredentialError::Unsupported);
     }
-    let rng = SystemRandom::new();
-    let (seed, encrypted_secret) = seed(ek, &rng)?;
+    let (seed, encrypted_secret) = seed(ek, entropy)?;
     let alg = ek.name_alg;
     let digest_bits = u32::try_from(seed.len() * 8).map_err(|_| CredentialError::Unsupported)?;
     let sym_bits = u32::from(ek.symmetric.key_bits);

@@ -1,6 +1,7 @@
 //! The challenge state (spec 000 "tpm", two rounds, stateless server): what round 2 needs to
 //! check the answer, sealed with AES-256-GCM under the deployment's challenge key so that any
-//! replica can open it and no agent can forge or read it. The nonce (12 random bytes) leads;
+//! replica can open it and no agent can forge or read it. The nonce (12 random bytes, drawn by
+//! the caller from the shell's entropy) leads;
 //! the plaintext is a fixed binary layout of version 1:
 //!
 //! ```text
@@ -8,7 +9,6 @@
 //! ```
 
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
-use ring::rand::{SecureRandom, SystemRandom};
 
 /// The plaintext layout's version.
 pub const STATE_VERSION: u8 = 1;
@@ -38,9 +38,6 @@ pub enum StateError {
     /// Not sealed under this key, altered, or of another layout.
     #[error("the challenge state does not open under this deployment's key")]
     Invalid,
-    /// The system random generator failed while sealing.
-    #[error("the system random generator failed")]
-    Random,
 }
 
 fn key(challenge_key: &[u8; 32]) -> Result<LessSafeKey, StateError> {
@@ -50,12 +47,12 @@ fn key(challenge_key: &[u8; 32]) -> Result<LessSafeKey, StateError> {
 }
 
 impl ChallengeState {
-    /// `nonce || AES-256-GCM(plaintext)`.
-    pub fn seal(&self, challenge_key: &[u8; 32]) -> Result<Vec<u8>, StateError> {
-        let mut nonce = [0u8; NONCE_LEN];
-        SystemRandom::new()
-            .fill(&mut nonce)
-            .map_err(|_| StateError::Random)?;
+    /// `nonce || AES-256-GCM(plaintext)`; `nonce` must be random (never reused under one key).
+    pub fn seal(
+        &self,
+        challenge_key: &[u8; 32],
+        nonce: [u8; NONCE_LEN],
+    ) -> Result<Vec<u8>, StateError> {
         let mut plain = vec![STATE_VERSION];
         plain.extend_from_slice(&self.csr_sha256);
         plain.extend_from_slice(&self.not_after_us.to_be_bytes());
@@ -140,7 +137,7 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_another_key_or_a_flipped_bit() {
-        let sealed = sample().seal(&[9; 32]).expect("seals");
+        let sealed = sample().seal(&[9; 32], [5; 12]).expect("seals");
         assert_eq!(sealed.len(), 12 + 1 + 32 + 8 + 32 + 32 + 1 + 3 + 3 + 16);
         assert_eq!(ChallengeState::open(&sealed, &[9; 32]), Ok(sample()));
         assert_eq!(
