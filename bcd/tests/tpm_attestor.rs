@@ -13,7 +13,7 @@ use domain::attest::tpm::{
     TpmAttestation, TpmAttestor, TpmConfig,
 };
 use domain::attest::{
-    AttestRequest, Attestor, FactKey, Facts, NodeKeyStatement, TpmAllowState, Verdict,
+    AttestRequest, Attestor, EntryState, FactKey, Facts, NodeKeyStatement, Verdict,
 };
 use domain::identity::{claims_digests, HardwareClaims};
 use domain::pki::{build_csr_with, NodeRole, NodeSigner, VerifiedCsr};
@@ -61,20 +61,27 @@ fn two_rounds(kind: Option<EkKind>) {
             entropy: &const { domain::attest::Entropy::from_seed([7; 32]) },
         };
         let mut facts = Facts::default();
-        facts.tpm_allowed.insert(
-            ek,
-            TpmAllowState {
-                allow_id: "tpma_1".into(),
+        facts.entries.insert(
+            ("tpm-allow".into(), hex::encode(ek)),
+            EntryState {
+                entry_id: "tpma_1".into(),
                 tenant_id: "t1".into(),
                 site_id: "s1".into(),
                 pool_id: "p1".into(),
+                role: None,
             },
         );
         let planned = attestor.plan(&r).expect("the attestor plans");
         if !planned.facts.is_empty() {
             assert_eq!(
                 planned.facts,
-                vec![FactKey::Binding(ek), FactKey::TpmAllowed(ek)]
+                vec![
+                    FactKey::Binding(ek),
+                    FactKey::Entry {
+                        list: "tpm-allow".into(),
+                        key: hex::encode(ek),
+                    }
+                ]
             );
         }
         attestor.verify(&r, &planned.plan, &facts)

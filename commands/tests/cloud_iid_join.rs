@@ -48,7 +48,7 @@ async fn cloud_events(store: &EventStore) -> Vec<(String, String, i64)> {
     all_events(store)
         .await
         .into_iter()
-        .filter(|e| e.event_type.starts_with("cloud."))
+        .filter(|e| e.event_type.starts_with("attestor.entry."))
         .map(|e| (e.event_type, e.stream_id, e.stream_version))
         .collect()
 }
@@ -143,19 +143,19 @@ async fn add_list_and_remove_with_each_refusal() {
         assert_eq!(
             cloud_events(&f.store).await,
             vec![
-                ("cloud.account.added".into(), s.clone(), 1),
+                ("attestor.entry.added".into(), s.clone(), 1),
                 (
-                    "cloud.account.added".into(),
+                    "attestor.entry.added".into(),
                     "cloud-account/aws/proj-1".into(),
                     1
                 ),
-                ("cloud.account.removed".into(), s.clone(), 2),
-                ("cloud.account.added".into(), s, 3),
+                ("attestor.entry.removed".into(), s.clone(), 2),
+                ("attestor.entry.added".into(), s, 3),
             ]
         );
         // A rebuild gives the same table at every batch size.
         let tables = projections::identity::tables();
-        assert!(tables.iter().any(|t| t.name == "cloud_accounts"));
+        assert!(tables.iter().any(|t| t.name == "attestor_entries"));
         let inline = projections::digest_tables(&f.store, &tables).await.unwrap();
         for batch in [1, 2, 500] {
             projections::rebuild(&f.store, &projections::identity::all(), None, batch, |_| {})

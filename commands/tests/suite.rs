@@ -17,6 +17,7 @@ mod x509pop_support;
 mod attest_admission;
 mod attest_commands;
 mod attest_projections;
+mod attestor_entries;
 mod audit_sequencer;
 mod audit_worked_example;
 mod cloud_iid_join;

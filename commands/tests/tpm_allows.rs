@@ -1,6 +1,6 @@
 //! The TPM allow-list on Postgres and SQLite (issue 19): `tpm allow / list / revoke` with each
 //! refusal's exact text, the `tpm-ek/<hex>` stream's events, a rebuild giving the same tables at
-//! every batch size, and the join's fact loading: `FactKey::TpmAllowed` answers the active entry
+//! every batch size, and the join's fact loading: `FactKey::Entry` (list `tpm-allow`) answers the active entry
 //! only, and a loaded binding brings the node it names.
 
 use std::sync::{Arc, Mutex};
@@ -9,8 +9,8 @@ use commands::attest::{AttestError, NewTpmAllow, TpmAllows};
 use commands::identity::{AttestorRegistry, JoinRequest, JoinService};
 use commands::Clock;
 use domain::attest::{
-    AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState, FactKey, Facts,
-    NodeKeyStatement, Planned, TpmAllowState, Verdict,
+    AttestRequest, AttestationResult, Attestor, AttestorRefusal, BindingState, EntryState, FactKey,
+    Facts, NodeKeyStatement, Planned, Verdict,
 };
 use domain::identity::{sha256, JoinInput};
 use domain::pki::NodeRole;
@@ -43,15 +43,11 @@ fn refused<T: std::fmt::Debug>(r: Result<T, AttestError>) -> String {
     }
 }
 
-fn ek(hex_text: &str) -> [u8; 32] {
-    hex::decode(hex_text).unwrap().try_into().unwrap()
-}
-
 async fn tpm_events(f: &Fixture) -> Vec<(String, String, i64)> {
     all_events(&f.store)
         .await
         .into_iter()
-        .filter(|e| e.event_type.starts_with("tpm."))
+        .filter(|e| e.event_type.starts_with("attestor.entry."))
         .map(|e| (e.event_type, e.stream_id, e.stream_version))
         .collect()
 }
@@ -155,7 +151,7 @@ async fn allow_list_and_revoke_with_each_refusal() {
         let tenants: Vec<String> = all_events(&f.store)
             .await
             .into_iter()
-            .filter(|e| e.event_type.starts_with("tpm."))
+            .filter(|e| e.event_type.starts_with("attestor.entry."))
             .map(|e| e.tenant_id)
             .collect();
         assert_eq!(tenants, ["acme", "acme", "globex"]);
@@ -181,10 +177,10 @@ async fn allow_list_and_revoke_with_each_refusal() {
         assert_eq!(
             tpm_events(&f).await,
             vec![
-                ("tpm.ek.allowed".into(), s1.clone(), 1),
-                ("tpm.ek.allow.revoked".into(), s1.clone(), 2),
-                ("tpm.ek.allowed".into(), s1, 3),
-                ("tpm.ek.allowed".into(), s2, 1),
+                ("attestor.entry.added".into(), s1.clone(), 1),
+                ("attestor.entry.removed".into(), s1.clone(), 2),
+                ("attestor.entry.added".into(), s1, 3),
+                ("attestor.entry.added".into(), s2, 1),
             ]
         );
     }
@@ -205,7 +201,7 @@ async fn a_rebuild_gives_the_same_tpm_ek_allows_at_every_batch_size() {
         let before = a.list().await.unwrap();
         assert_eq!(before.len(), 4);
         let tables = projections::identity::tables();
-        assert!(tables.iter().any(|t| t.name == "tpm_ek_allows"));
+        assert!(tables.iter().any(|t| t.name == "attestor_entries"));
         let inline = projections::digest_tables(&f.store, &tables).await.unwrap();
         for batch in [1, 2, 3, 500] {
             projections::rebuild(&f.store, &projections::identity::all(), None, batch, |_| {})
@@ -243,7 +239,10 @@ impl Attestor for Probe {
     fn plan(&self, request: &AttestRequest<'_>) -> Result<Planned<()>, AttestorRefusal> {
         Ok(Planned::new(
             vec![
-                FactKey::TpmAllowed(ek(EK1)),
+                FactKey::Entry {
+                    list: "tpm-allow".into(),
+                    key: EK1.to_lowercase(),
+                },
                 FactKey::Binding(sha256(request.evidence)),
             ],
             (),
@@ -315,23 +314,24 @@ async fn the_join_loads_the_active_allow_entry_and_the_node_a_binding_names() {
         // Nothing stored: no entry, no binding, no node.
         assert_join_denied(svc.join(&request("test-probe", b"ek-a")).await);
         let facts = take();
-        assert!(facts.tpm_allowed.is_empty() && facts.bindings.is_empty());
+        assert!(facts.entries.is_empty() && facts.bindings.is_empty());
         assert!(facts.nodes.is_empty());
 
         let node = svc.join(&request("test-binder", b"ek-a")).await.unwrap();
         let entry = allows(&f).allow(&new_allow(EK1)).await.unwrap();
         assert_join_denied(svc.join(&request("test-probe", b"ek-a")).await);
         let facts = take();
-        let allowed: Vec<([u8; 32], TpmAllowState)> = facts.tpm_allowed.into_iter().collect();
+        let allowed: Vec<((String, String), EntryState)> = facts.entries.into_iter().collect();
         assert_eq!(
             allowed,
             vec![(
-                ek(EK1),
-                TpmAllowState {
-                    allow_id: entry.allow_id.clone(),
+                ("tpm-allow".into(), EK1.to_lowercase()),
+                EntryState {
+                    entry_id: entry.allow_id.clone(),
                     tenant_id: "acme".into(),
                     site_id: "par1".into(),
                     pool_id: "edge".into(),
+                    role: None,
                 }
             )]
         );
@@ -350,7 +350,7 @@ async fn the_join_loads_the_active_allow_entry_and_the_node_a_binding_names() {
         allows(&f).revoke(&entry.allow_id, "bob", "").await.unwrap();
         assert_join_denied(svc.join(&request("test-probe", b"ek-b")).await);
         let facts = take();
-        assert!(facts.tpm_allowed.is_empty());
+        assert!(facts.entries.is_empty());
         assert!(facts.bindings.is_empty() && facts.nodes.is_empty());
         assert_last_refusal(&f.store, "root", "test-probe:seen").await;
     }

@@ -39,7 +39,7 @@ use domain::attest::tpm::public::TpmPublic;
 use domain::attest::tpm::{
     NodeKeyPolicy, TpmAttestation, TpmAttestor, TpmChallenge, TpmConfig, TpmEvidence,
 };
-use domain::attest::{AttestRequest, Attestor, Facts, TpmAllowState, Verdict};
+use domain::attest::{AttestRequest, Attestor, EntryState, Facts, Verdict};
 use domain::identity::{claims_digests, ClaimsDigests, HardwareClaims};
 use domain::pki::{build_csr_with, NodeRole, VerifiedCsr};
 use sha2::{Digest, Sha256};
@@ -137,13 +137,14 @@ impl Fixture {
             challenge_ttl: Duration::from_secs(300),
         });
         let mut facts = Facts::default();
-        facts.tpm_allowed.insert(
-            sha(&ek_public),
-            TpmAllowState {
-                allow_id: "tpma_bench".into(),
+        facts.entries.insert(
+            ("tpm-allow".into(), hex::encode(sha(&ek_public))),
+            EntryState {
+                entry_id: "tpma_bench".into(),
                 tenant_id: "t1".into(),
                 site_id: "site-1".into(),
                 pool_id: "pool-1".into(),
+                role: None,
             },
         );
         let claims = HardwareClaims::default();

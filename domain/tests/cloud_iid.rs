@@ -10,9 +10,7 @@ use domain::attest::cloud_iid::{
     CloudIidConfigError, CloudIidEvidence, CloudIidRefusal, CloudProvider, GcpConfig,
     OidcIssuerConfig, CLOUD_IID_ATTESTOR,
 };
-use domain::attest::{
-    AttestRequest, Attestor, CloudAccountState, FactKey, Facts, SingleUse, Verdict,
-};
+use domain::attest::{AttestRequest, Attestor, EntryState, FactKey, Facts, SingleUse, Verdict};
 use domain::identity::{claims_digests, ClaimsDigests, HardwareClaims};
 use domain::pki::{build_csr, KeyRole, NodeRole, PrivateKey, VerifiedCsr};
 use time::OffsetDateTime;
@@ -80,13 +78,13 @@ impl Machine {
     }
 }
 
-fn account(role: NodeRole) -> CloudAccountState {
-    CloudAccountState {
+fn account(role: NodeRole) -> EntryState {
+    EntryState {
         entry_id: "cloud_01".into(),
         tenant_id: "acme".into(),
         site_id: "eu-1".into(),
         pool_id: "pool_web".into(),
-        role,
+        role: Some(role),
     }
 }
 
@@ -116,14 +114,11 @@ fn run_with(
     let mut facts = Facts::default();
     for k in keys {
         match k {
-            FactKey::CloudAccount {
-                provider,
-                account: a,
-            } => {
+            FactKey::Entry { list, key } => {
                 if let Some(role) = registered {
                     facts
-                        .cloud_accounts
-                        .insert((provider.clone(), a.clone()), account(role));
+                        .entries
+                        .insert((list.clone(), key.clone()), account(role));
                 }
             }
             FactKey::Use { attestor, subject } if used => {

@@ -10,8 +10,8 @@ use domain::attest::tpm::{
     TpmConfig, TpmEvidence,
 };
 use domain::attest::{
-    AttestRequest, AttestationResult, Attestor, BindingState, FactKey, Facts, NodeKeyStatement,
-    TpmAllowState, Verdict,
+    AttestRequest, AttestationResult, Attestor, BindingState, EntryState, FactKey, Facts,
+    NodeKeyStatement, Verdict,
 };
 use domain::identity::{claims_digests, ClaimsDigests, HardwareClaims, NodeState, NodeStatus};
 use domain::pki::{build_csr, build_csr_with, KeyRole, NodeRole, PrivateKey, VerifiedCsr};
@@ -138,13 +138,14 @@ impl Join {
 
     fn allowed(&self) -> Facts {
         let mut facts = Facts::default();
-        facts.tpm_allowed.insert(
-            self.ek_sha256(),
-            TpmAllowState {
-                allow_id: "tpma_1".into(),
+        facts.entries.insert(
+            ("tpm-allow".into(), hex::encode(self.ek_sha256())),
+            EntryState {
+                entry_id: "tpma_1".into(),
                 tenant_id: "t1".into(),
                 site_id: "site-1".into(),
                 pool_id: "pool-1".into(),
+                role: None,
             },
         );
         facts
@@ -176,7 +177,13 @@ fn two_rounds_admit(kind: EkKind) {
     let ek = j.ek_sha256();
     assert_eq!(
         plan,
-        Ok(vec![FactKey::Binding(ek), FactKey::TpmAllowed(ek)])
+        Ok(vec![
+            FactKey::Binding(ek),
+            FactKey::Entry {
+                list: "tpm-allow".into(),
+                key: hex::encode(ek),
+            }
+        ])
     );
     let result = admitted(verdict);
     // The AK's name as the TPM computes it is the statement's digest.
@@ -444,7 +451,10 @@ fn where_the_machine_goes() {
         Ok(vec![
             FactKey::Binding(ek),
             FactKey::Binding(hw),
-            FactKey::TpmAllowed(ek)
+            FactKey::Entry {
+                list: "tpm-allow".into(),
+                key: hex::encode(ek),
+            }
         ])
     );
     let result = admitted(verdict);
@@ -466,7 +476,10 @@ fn where_the_machine_goes() {
             FactKey::Binding(ek),
             FactKey::Binding(hw),
             FactKey::Binding(uuid),
-            FactKey::TpmAllowed(ek)
+            FactKey::Entry {
+                list: "tpm-allow".into(),
+                key: hex::encode(ek),
+            }
         ])
     );
     assert_eq!(admitted(verdict).bind, vec![ek, hw, uuid]);

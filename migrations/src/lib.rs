@@ -51,6 +51,7 @@ both_backends!(
     "0013_trust_report_approver_set.sql",
     "0014_operator_certs.sql",
     "0015_event_actor.sql",
+    "0016_attestor_entries.sql",
 );
 
 fn migrator(files: &'static [File]) -> Migrator {

@@ -1,30 +1,31 @@
 //! The attestation plane's operator side: pools and their attestor policy ([`Pools`]), join
-//! requests and their decisions ([`JoinRequests`]), the TPM allow-list ([`TpmAllows`]), and
-//! the expiry of join requests that
+//! requests and their decisions ([`JoinRequests`]), every operator-managed attestor list
+//! ([`AttestorEntries`]; the TPM allow-list [`TpmAllows`] and the cloud accounts
+//! [`CloudAccounts`] are two of them), and the expiry of join requests that
 //! identity maintenance runs. The join's admission step (in `identity`) reads the same rows
 //! through [`rows`] and [`read`].
 //!
 //! | module | job |
 //! | --- | --- |
 //! | `admin` | [`Pools`], [`JoinRequests`]: the operator commands |
-//! | `tpm_allows` | [`TpmAllows`]: `bcctl tpm allow / list / revoke` |
-//! | `cloud_accounts` | [`CloudAccounts`]: `bcctl cloud account add / list / remove` |
+//! | `entries` | [`AttestorEntries`]: `bcctl attestor entry add / list / remove`, any list |
+//! | `builtin_lists` | [`TpmAllows`], [`CloudAccounts`]: `bcctl tpm …`, `bcctl cloud account …` |
 //! | [`rows`] | projection rows into domain state |
 //! | [`views`] | what the operator commands print |
 
 mod admin;
-mod cloud_accounts;
+mod builtin_lists;
+mod entries;
 mod error;
 pub mod rows;
-mod tpm_allows;
 pub mod views;
 
 pub(crate) use admin::expire_due;
 pub use admin::{JoinRequests, NewPool, Pools};
-pub use cloud_accounts::{CloudAccounts, NewCloudAccount};
+pub use builtin_lists::{CloudAccounts, NewCloudAccount, NewTpmAllow, TpmAllows};
+pub use entries::{AttestorEntries, NewEntry};
 pub use error::AttestError;
-pub use tpm_allows::{NewTpmAllow, TpmAllows};
-pub use views::{CloudAccountView, JoinRequestView, PoolView, TpmAllowView};
+pub use views::{CloudAccountView, EntryView, JoinRequestView, PoolView, TpmAllowView};
 
 /// The reads of `pools` and `join_requests`, named here for the join's admission step.
 pub use projections::attest::read;

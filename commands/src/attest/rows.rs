@@ -2,11 +2,9 @@
 //! the domain decides on; a row that does not convert is corruption
 //! ([`IdentityError::Corrupt`]).
 
-use domain::attest::{
-    CloudAccountEntry, CloudAccountState, JoinRequestState, JoinRequestStatus, PoolState,
-    TpmAllowEntry, TpmAllowState,
-};
-use projections::attest::read::{CloudAccountRow, JoinRequestRow, PoolRow, TpmAllowRow};
+use domain::attest::{EntryRecord, EntryState, JoinRequestState, JoinRequestStatus, PoolState};
+use domain::pki::NodeRole;
+use projections::attest::read::{AttestorEntryRow, JoinRequestRow, PoolRow};
 
 use crate::identity::IdentityError;
 
@@ -44,57 +42,31 @@ pub fn join_request_state(row: &JoinRequestRow) -> Result<JoinRequestState, Iden
     })
 }
 
-/// The placement of a `tpm_ek_allows` row, as the `tpm` attestor reads it.
-pub fn tpm_allow_state(row: &TpmAllowRow) -> TpmAllowState {
-    TpmAllowState {
-        allow_id: row.allow_id.clone(),
-        tenant_id: row.tenant_id.clone(),
-        site_id: row.site_id.clone(),
-        pool_id: row.pool_id.clone(),
-    }
-}
-
-/// The EK SHA-256 of a `tpm_ek_allows` row.
-pub fn tpm_allow_ek(row: &TpmAllowRow) -> Result<[u8; 32], IdentityError> {
-    row.ek_sha256.as_slice().try_into().map_err(|_| {
-        IdentityError::Corrupt(format!(
-            "tpm_ek_allows {}: ek_sha256 is not 32 bytes",
-            row.allow_id
-        ))
-    })
-}
-
-/// A `tpm_ek_allows` row as the revoke decision reads it.
-pub fn tpm_allow_entry(row: &TpmAllowRow) -> Result<TpmAllowEntry, IdentityError> {
-    Ok(TpmAllowEntry {
-        allow_id: row.allow_id.clone(),
-        ek_sha256: tpm_allow_ek(row)?,
-        revoked: row.revoked,
-    })
-}
-
-/// The placement of a `cloud_accounts` row, as the `cloud-iid` attestor reads it.
-pub fn cloud_account_state(row: &CloudAccountRow) -> Result<CloudAccountState, IdentityError> {
-    Ok(CloudAccountState {
-        entry_id: row.entry_id.clone(),
-        tenant_id: row.tenant_id.clone(),
-        site_id: row.site_id.clone(),
-        pool_id: row.pool_id.clone(),
-        role: domain::attest::cloud_accounts::parse_account_role(&row.role).map_err(|_| {
+/// The placement of an `attestor_entries` row, as an attestor reads it (`FactKey::Entry`).
+pub fn entry_state(row: &AttestorEntryRow) -> Result<EntryState, IdentityError> {
+    let role = match row.role.as_deref() {
+        None => None,
+        Some(text) => Some(text.parse::<NodeRole>().map_err(|_| {
             IdentityError::Corrupt(format!(
-                "cloud_accounts {}: role {:?} is not node or site",
-                row.entry_id, row.role
+                "attestor_entries {}: role {text:?} is not a role",
+                row.entry_id
             ))
-        })?,
+        })?),
+    };
+    Ok(EntryState {
+        entry_id: row.entry_id.clone(),
+        tenant_id: row.tenant_id.clone(),
+        site_id: row.site_id.clone(),
+        pool_id: row.pool_id.clone(),
+        role,
     })
 }
 
-/// A `cloud_accounts` row as the remove decision reads it.
-pub fn cloud_account_entry(row: &CloudAccountRow) -> CloudAccountEntry {
-    CloudAccountEntry {
+/// An `attestor_entries` row as the remove decision reads it.
+pub fn entry_record(row: &AttestorEntryRow) -> EntryRecord {
+    EntryRecord {
         entry_id: row.entry_id.clone(),
-        provider: row.provider.clone(),
-        account: row.account.clone(),
+        key: row.entry_key.clone(),
         removed: row.removed,
     }
 }

@@ -1,9 +1,11 @@
-//! Serializable views of pools, join requests, TPM allow-list entries and cloud accounts for the CLI (`--json`) and operators. Times
-//! are µs since the epoch; digests lower-case hex.
+//! Serializable views of pools, join requests and attestor entries (the TPM allow-list's and the
+//! cloud accounts' as they always printed) for the CLI (`--json`) and operators. Times are µs
+//! since the epoch; digests lower-case hex.
 
 use serde::Serialize;
 
-use projections::attest::read::{CloudAccountRow, JoinRequestRow, PoolRow, TpmAllowRow};
+use domain::attest::EntryList;
+use projections::attest::read::{AttestorEntryRow, JoinRequestRow, PoolRow};
 
 /// A pool and its attestor policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -90,7 +92,55 @@ impl From<&JoinRequestRow> for JoinRequestView {
     }
 }
 
-/// A TPM allow-list entry (`bcctl tpm allow|list|revoke`).
+/// An entry of an operator-managed attestor list (`bcctl attestor entry add|list|remove`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryView {
+    pub entry_id: String,
+    /// The list (`tpm-allow`, `cloud-account`, ...).
+    pub list: String,
+    /// The key the attestor looks it up by.
+    pub key: String,
+    pub tenant_id: String,
+    pub site_id: String,
+    pub pool_id: String,
+    /// The role its machines join as; `null` when the list names none.
+    pub role: Option<String>,
+    pub added_by: String,
+    pub note: String,
+    /// `active`, or the list's word for removed (`revoked`, `removed`).
+    pub status: String,
+    pub removed_by: Option<String>,
+    pub remove_reason: Option<String>,
+    pub created_at_us: i64,
+    pub updated_at_us: i64,
+    pub position: i64,
+}
+
+impl EntryView {
+    /// A row of `list`.
+    pub fn of(list: &EntryList, r: &AttestorEntryRow) -> Self {
+        EntryView {
+            entry_id: r.entry_id.clone(),
+            list: r.list.clone(),
+            key: r.entry_key.clone(),
+            tenant_id: r.tenant_id.clone(),
+            site_id: r.site_id.clone(),
+            pool_id: r.pool_id.clone(),
+            role: r.role.clone(),
+            added_by: r.added_by.clone(),
+            note: r.note.clone(),
+            status: if r.removed { list.removed } else { "active" }.into(),
+            removed_by: r.removed_by.clone(),
+            remove_reason: r.remove_reason.clone(),
+            created_at_us: r.created_at_us,
+            updated_at_us: r.updated_at_us,
+            position: r.position,
+        }
+    }
+}
+
+/// A TPM allow-list entry (`bcctl tpm allow|list|revoke`): an entry of the `tpm-allow` list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TpmAllowView {
@@ -111,27 +161,28 @@ pub struct TpmAllowView {
     pub position: i64,
 }
 
-impl From<&TpmAllowRow> for TpmAllowView {
-    fn from(r: &TpmAllowRow) -> Self {
+impl From<EntryView> for TpmAllowView {
+    fn from(e: EntryView) -> Self {
         TpmAllowView {
-            allow_id: r.allow_id.clone(),
-            ek_sha256: hex::encode(&r.ek_sha256),
-            tenant_id: r.tenant_id.clone(),
-            site_id: r.site_id.clone(),
-            pool_id: r.pool_id.clone(),
-            allowed_by: r.allowed_by.clone(),
-            note: r.note.clone(),
-            status: if r.revoked { "revoked" } else { "active" }.into(),
-            revoked_by: r.revoked_by.clone(),
-            revoke_reason: r.revoke_reason.clone(),
-            created_at_us: r.created_at_us,
-            updated_at_us: r.updated_at_us,
-            position: r.position,
+            allow_id: e.entry_id,
+            ek_sha256: e.key,
+            tenant_id: e.tenant_id,
+            site_id: e.site_id,
+            pool_id: e.pool_id,
+            allowed_by: e.added_by,
+            note: e.note,
+            status: e.status,
+            revoked_by: e.removed_by,
+            revoke_reason: e.remove_reason,
+            created_at_us: e.created_at_us,
+            updated_at_us: e.updated_at_us,
+            position: e.position,
         }
     }
 }
 
-/// A registered cloud account (`bcctl cloud account add|list|remove`).
+/// A registered cloud account (`bcctl cloud account add|list|remove`): an entry of the
+/// `cloud-account` list, its key `<provider>/<account>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CloudAccountView {
@@ -153,23 +204,24 @@ pub struct CloudAccountView {
     pub position: i64,
 }
 
-impl From<&CloudAccountRow> for CloudAccountView {
-    fn from(r: &CloudAccountRow) -> Self {
+impl From<EntryView> for CloudAccountView {
+    fn from(e: EntryView) -> Self {
+        let (provider, account) = e.key.split_once('/').unwrap_or((&e.key, ""));
         CloudAccountView {
-            entry_id: r.entry_id.clone(),
-            provider: r.provider.clone(),
-            account: r.account.clone(),
-            tenant_id: r.tenant_id.clone(),
-            site_id: r.site_id.clone(),
-            pool_id: r.pool_id.clone(),
-            role: r.role.clone(),
-            added_by: r.added_by.clone(),
-            status: if r.removed { "removed" } else { "active" }.into(),
-            removed_by: r.removed_by.clone(),
-            remove_reason: r.remove_reason.clone(),
-            created_at_us: r.created_at_us,
-            updated_at_us: r.updated_at_us,
-            position: r.position,
+            provider: provider.to_owned(),
+            account: account.to_owned(),
+            entry_id: e.entry_id,
+            tenant_id: e.tenant_id,
+            site_id: e.site_id,
+            pool_id: e.pool_id,
+            role: e.role.unwrap_or_default(),
+            added_by: e.added_by,
+            status: e.status,
+            removed_by: e.removed_by,
+            remove_reason: e.remove_reason,
+            created_at_us: e.created_at_us,
+            updated_at_us: e.updated_at_us,
+            position: e.position,
         }
     }
 }

@@ -117,11 +117,11 @@ pub(crate) async fn load_facts(
                     facts.bindings.insert(*subject, b);
                 }
             }
-            FactKey::TpmAllowed(ek) => {
-                if let Some(row) = crate::attest::read::tpm_allowed(tx, ek).await? {
-                    facts
-                        .tpm_allowed
-                        .insert(*ek, crate::attest::rows::tpm_allow_state(&row));
+            FactKey::Entry { list, key } => {
+                let row = crate::attest::read::attestor_entry_active(tx, list, key).await?;
+                if let Some(row) = row {
+                    let entry = crate::attest::rows::entry_state(&row)?;
+                    facts.entries.insert((list.clone(), key.clone()), entry);
                 }
             }
             FactKey::SiteLease(site) => {
@@ -135,15 +135,6 @@ pub(crate) async fn load_facts(
                     facts
                         .boot_entries
                         .insert(id.clone(), crate::site::rows::boot_entry_state(&row));
-                }
-            }
-            FactKey::CloudAccount { provider, account } => {
-                let row = crate::attest::read::cloud_account_active(tx, provider, account).await?;
-                if let Some(row) = row {
-                    facts.cloud_accounts.insert(
-                        (provider.clone(), account.clone()),
-                        crate::attest::rows::cloud_account_state(&row)?,
-                    );
                 }
             }
         }

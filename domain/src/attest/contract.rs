@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use time::OffsetDateTime;
 
+use super::entries::{EntryList, EntryState};
 use crate::identity::{CertState, ClaimsDigests, HardwareClaims, NodeState, TokenState};
 use crate::pki::{NodeRole, TokenHash, TokenSecret, VerifiedCsr};
 
@@ -107,19 +108,28 @@ pub enum FactKey {
     },
     /// The `node_bindings` row of this subject.
     Binding([u8; 32]),
-    /// The `tpm_ek_allows` entry of this EK (SHA-256 of its TPMT_PUBLIC), if not revoked.
-    TpmAllowed([u8; 32]),
+    /// The active entry of an operator-managed list ([`crate::attest::entries`]) holding this
+    /// key (in the list's canonical form), if any.
+    Entry {
+        /// The list (`tpm-allow`, `cloud-account`, ...).
+        list: String,
+        /// The key.
+        key: String,
+    },
     /// The boot lease of this site (`site:<id>:boot`), if it was ever held.
     SiteLease(String),
     /// The boot entry with this id (`boot_…`), active or removed.
     BootEntry(String),
-    /// The registered cloud account (provider, account), if not removed.
-    CloudAccount {
-        /// `aws`, `gcp`, `azure`, `oidc`.
-        provider: String,
-        /// The AWS account id, GCP project id, Azure subscription id or OIDC issuer.
-        account: String,
-    },
+}
+
+impl FactKey {
+    /// The active entry of `list` holding `key`.
+    pub fn entry(list: &EntryList, key: &str) -> FactKey {
+        FactKey::Entry {
+            list: list.name.to_owned(),
+            key: key.to_owned(),
+        }
+    }
 }
 
 /// A site's boot lease (`site:<id>:boot`) as the discovery attestor reads it.
@@ -165,34 +175,6 @@ pub struct BootEntryState {
     pub removed: bool,
 }
 
-/// A registered cloud account: where its instances join.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CloudAccountState {
-    /// `cloud_…`.
-    pub entry_id: String,
-    /// The tenant its instances join.
-    pub tenant_id: String,
-    /// Their site.
-    pub site_id: String,
-    /// Their pool.
-    pub pool_id: String,
-    /// Their role.
-    pub role: NodeRole,
-}
-
-/// An operator's allow-list entry for one EK (`bcctl tpm allow`): where it joins.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TpmAllowState {
-    /// The entry's id (`tpma_…`).
-    pub allow_id: String,
-    /// The tenant the machine joins.
-    pub tenant_id: String,
-    /// Its site.
-    pub site_id: String,
-    /// Its pool.
-    pub pool_id: String,
-}
-
 /// A `node_bindings` row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BindingState {
@@ -216,14 +198,12 @@ pub struct Facts {
     pub uses: BTreeSet<(String, [u8; 32])>,
     /// Bindings found, by subject.
     pub bindings: BTreeMap<[u8; 32], BindingState>,
-    /// Allow-list entries not revoked, by EK SHA-256.
-    pub tpm_allowed: BTreeMap<[u8; 32], TpmAllowState>,
+    /// Active entries of operator-managed lists, by (list, key).
+    pub entries: BTreeMap<(String, String), EntryState>,
     /// Site boot leases, by site id.
     pub site_leases: BTreeMap<String, SiteLeaseState>,
     /// Boot entries, by entry id.
     pub boot_entries: BTreeMap<String, BootEntryState>,
-    /// Registered cloud accounts not removed, by (provider, account).
-    pub cloud_accounts: BTreeMap<(String, String), CloudAccountState>,
 }
 
 impl Facts {
@@ -235,6 +215,11 @@ impl Facts {
     /// The token with this id.
     pub fn token_by_id(&self, id: &str) -> Option<&TokenState> {
         self.tokens.iter().find(|t| t.token_id == id)
+    }
+
+    /// The active entry of `list` holding `key`, when loaded.
+    pub fn entry(&self, list: &EntryList, key: &str) -> Option<&EntryState> {
+        self.entries.get(&(list.name.to_owned(), key.to_owned()))
     }
 
     /// Whether (attestor, subject) was used.

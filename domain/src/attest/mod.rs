@@ -13,17 +13,16 @@
 //! | [`join_requests`] | approve / reject / expire decisions, `evolve_join_request` |
 //! | [`provisioned`] | the `provisioned` attestor: a single-use token bound to one machine |
 //! | [`tpm`] | the `tpm` attestor: the TPM's EK, a challenge, and a node key that never leaves it |
-//! | [`tpm_allows`] | the operator's TPM allow-list: allow / revoke decisions |
 //! | [`discovery`] | the `discovery` attestor: a PXE-booted ramdisk vouched for by its site's boot server |
 //! | [`kinds`] | command-kind patterns a certificate may be limited to |
-//! | [`cloud_accounts`] | the operator's registry of cloud accounts: add / remove decisions |
+//! | [`entries`] | operator-managed attestor lists (TPM allow-list, cloud accounts, ...): add / remove |
 //! | [`cloud_iid`] | the `cloud-iid` attestor: a cloud VM's signed instance identity document |
 
 pub mod admission;
-pub mod cloud_accounts;
 pub mod cloud_iid;
 pub mod contract;
 pub mod discovery;
+pub mod entries;
 pub mod join_requests;
 pub mod join_token;
 pub mod kinds;
@@ -31,7 +30,6 @@ pub mod pools;
 pub mod provisioned;
 pub mod state;
 pub mod tpm;
-pub mod tpm_allows;
 pub mod x509pop;
 
 /// The ids of the built-in attestors ([`events::schema::attestor_ids`], kept in `events` because
@@ -42,17 +40,15 @@ pub use admission::{
     decide_admission, renewal_can_prove, Admission, AdmissionCommand, AdmissionFacts, Decided,
     PendingJoin, UnsignedJoin, ADMISSION,
 };
-pub use cloud_accounts::{
-    decide_add_cloud_account, decide_remove_cloud_account, AddCloudAccount, CloudAccountEntry,
-    CLOUD_ACCOUNT_ID_PREFIX,
-};
 pub use contract::{
     plan_and_verify, AnyAttestor, ApprovalAsk, AttestRequest, AttestationResult, Attestor,
-    AttestorRefusal, BindingState, BootEntryState, BoxedPlan, Challenge, CloudAccountState,
-    Entropy, FactKey, Facts, NodeKeyStatement, Planned, SingleUse, SiteLeaseState, TpmAllowState,
-    Verdict,
+    AttestorRefusal, BindingState, BootEntryState, BoxedPlan, Challenge, Entropy, FactKey, Facts,
+    NodeKeyStatement, Planned, SingleUse, SiteLeaseState, Verdict,
 };
 pub use discovery::{DiscoveryAttestor, DiscoveryConfig, DiscoveryRefusal};
+pub use entries::{
+    decide_add_entry, decide_remove_entry, AddEntry, EntryList, EntryRecord, EntryState,
+};
 pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};
 pub use join_token::{csr_key_subject, JoinTokenAttestor, CSR_KEY_USED};
 pub use pools::{
@@ -62,9 +58,5 @@ pub use pools::{
 pub use provisioned::{ProvisionedAttestor, ProvisionedRefusal, PROVISIONED_ATTESTOR};
 pub use state::{
     JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,
-};
-pub use tpm_allows::{
-    decide_allow_ek, decide_revoke_tpm_allow, parse_ek_sha256, AllowEk, TpmAllowEntry,
-    MAX_TPM_ALLOW_TEXT, TPM_ALLOW_ID_PREFIX,
 };
 pub use x509pop::{build_evidence, X509PopAttestor, X509PopRefusal, X509POP_ATTESTOR};

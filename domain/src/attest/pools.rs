@@ -41,39 +41,15 @@ pub enum AttestAdminRefusal {
     /// The request is pending but past its expiry (maintenance has not expired it yet).
     #[error("INVALID_STATE: join request {0} has expired")]
     JoinRequestExpired(String),
-    /// No such TPM allow-list entry.
-    #[error("NOT_FOUND: no tpm allow-list entry {0}")]
-    UnknownTpmAllow(String),
-    /// `tpm allow` of an EK an entry not revoked already allows.
-    #[error("INVALID_STATE: EK {ek_sha256} is already allowed by {allow_id} (revoke it first)")]
-    TpmAllowExists {
-        /// The EK's SHA-256, lower-case hex.
-        ek_sha256: String,
-        /// The active entry.
-        allow_id: String,
-    },
-    /// `tpm revoke` of an entry already revoked.
-    #[error("INVALID_STATE: tpm allow-list entry {0} is already revoked")]
-    TpmAllowRevoked(String),
-    /// No such cloud account entry.
-    #[error("NOT_FOUND: no cloud account entry {0}")]
-    UnknownCloudAccount(String),
-    /// `cloud account add` of an account an entry not removed already registers.
-    #[error(
-        "INVALID_STATE: {provider} account {account} is already registered by {entry_id} \
-         (remove it first)"
-    )]
-    CloudAccountExists {
-        /// The provider.
-        provider: String,
-        /// The account.
-        account: String,
-        /// The active entry.
-        entry_id: String,
-    },
-    /// `cloud account remove` of an entry already removed.
-    #[error("INVALID_STATE: cloud account entry {0} is already removed")]
-    CloudAccountRemoved(String),
+    /// No such entry of an attestor's list (the text names the list's entry and its id).
+    #[error("NOT_FOUND: no {0}")]
+    UnknownEntry(String),
+    /// An add whose key an active entry of the list already holds (the list's own words).
+    #[error("INVALID_STATE: {0}")]
+    EntryExists(String),
+    /// A removal of an entry already removed (the list's own words).
+    #[error("INVALID_STATE: {0}")]
+    EntryRemoved(String),
 }
 
 impl AttestAdminRefusal {
@@ -83,15 +59,12 @@ impl AttestAdminRefusal {
             AttestAdminRefusal::Invalid(_) => "INVALID_INPUT",
             AttestAdminRefusal::UnknownPool(_)
             | AttestAdminRefusal::UnknownJoinRequest(_)
-            | AttestAdminRefusal::UnknownTpmAllow(_)
-            | AttestAdminRefusal::UnknownCloudAccount(_) => "NOT_FOUND",
+            | AttestAdminRefusal::UnknownEntry(_) => "NOT_FOUND",
             AttestAdminRefusal::PoolExists(_)
             | AttestAdminRefusal::JoinRequestState { .. }
             | AttestAdminRefusal::JoinRequestExpired(_)
-            | AttestAdminRefusal::TpmAllowExists { .. }
-            | AttestAdminRefusal::TpmAllowRevoked(_)
-            | AttestAdminRefusal::CloudAccountExists { .. }
-            | AttestAdminRefusal::CloudAccountRemoved(_) => "INVALID_STATE",
+            | AttestAdminRefusal::EntryExists(_)
+            | AttestAdminRefusal::EntryRemoved(_) => "INVALID_STATE",
         }
     }
 }

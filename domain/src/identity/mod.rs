@@ -50,6 +50,6 @@ pub use renew::{
 };
 pub use renew_guard::{decide_clone, renewal_retry_at, RENEWALS_PER_HOUR, RENEWAL_WINDOW};
 pub use state::{
-    cloud_account_stream, evolve_node, evolve_token, lease_stream, CertState, ExpectBinding,
-    IdentityEvent, NodeState, NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,
+    evolve_node, evolve_token, lease_stream, CertState, ExpectBinding, IdentityEvent, NodeState,
+    NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,
 };

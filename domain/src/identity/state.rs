@@ -1,15 +1,15 @@
 //! The state identity decisions read, the events they produce, and how events change the state.
 
+use events::schema::{AttestorEntryAdded, AttestorEntryRemoved};
 use events::schema::{
     BootEntryAdded, BootEntryRemoved, SiteCreated, SiteLeaseAcquired, SiteLeaseReleased,
     SiteLeaseRenewed,
 };
-use events::schema::{CloudAccountAdded, CloudAccountRemoved};
 use events::schema::{
     EvidenceUsed, JoinRequestApproved, JoinRequestConsumed, JoinRequestCreated, JoinRequestExpired,
     JoinRequestRejected, JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed, NodeBound,
     NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeRetired, PoolCreated,
-    PoolUpdated, RenewCloned, RenewProofUsed, TpmEkAllowRevoked, TpmEkAllowed,
+    PoolUpdated, RenewCloned, RenewProofUsed,
 };
 
 use crate::pki::{NodeRole, TokenHash};
@@ -229,10 +229,10 @@ pub enum IdentityEvent {
     JoinRequestConsumed(JoinRequestConsumed),
     /// `join_request.expired`, stream `join-request/<id>`.
     JoinRequestExpired(JoinRequestExpired),
-    /// `tpm.ek.allowed`, stream `tpm-ek/<ek_sha256 hex>`.
-    TpmEkAllowed(TpmEkAllowed),
-    /// `tpm.ek.allow.revoked`, stream `tpm-ek/<ek_sha256 hex>`.
-    TpmEkAllowRevoked(TpmEkAllowRevoked),
+    /// `attestor.entry.added`, on the stream its list names for its key (the second field).
+    AttestorEntryAdded(AttestorEntryAdded, String),
+    /// `attestor.entry.removed`, on the stream of the entry's key (the second field).
+    AttestorEntryRemoved(AttestorEntryRemoved, String),
     /// `site.created`, stream `site/<id>`.
     SiteCreated(SiteCreated),
     /// `site.boot.added`, stream `site/<site_id>`.
@@ -245,10 +245,6 @@ pub enum IdentityEvent {
     SiteLeaseRenewed(SiteLeaseRenewed),
     /// `site.lease.released`, stream `lease/site:<site_id>:boot`.
     SiteLeaseReleased(SiteLeaseReleased),
-    /// `cloud.account.added`, stream `cloud-account/<provider>/<account>`.
-    CloudAccountAdded(CloudAccountAdded),
-    /// `cloud.account.removed`, stream `cloud-account/<provider>/<account>`.
-    CloudAccountRemoved(CloudAccountRemoved),
 }
 
 impl IdentityEvent {
@@ -282,16 +278,14 @@ impl IdentityEvent {
             IdentityEvent::JoinRequestRejected(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::JoinRequestConsumed(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::JoinRequestExpired(p) => NewEvent::from_payload(id, tenant, at, p),
-            IdentityEvent::TpmEkAllowed(p) => NewEvent::from_payload(id, tenant, at, p),
-            IdentityEvent::TpmEkAllowRevoked(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::AttestorEntryAdded(p, _) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::AttestorEntryRemoved(p, _) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::SiteCreated(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::BootEntryAdded(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::BootEntryRemoved(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::SiteLeaseAcquired(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::SiteLeaseRenewed(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::SiteLeaseReleased(p) => NewEvent::from_payload(id, tenant, at, p),
-            IdentityEvent::CloudAccountAdded(p) => NewEvent::from_payload(id, tenant, at, p),
-            IdentityEvent::CloudAccountRemoved(p) => NewEvent::from_payload(id, tenant, at, p),
         }
     }
 
@@ -317,18 +311,14 @@ impl IdentityEvent {
             IdentityEvent::JoinRequestRejected(e) => format!("join-request/{}", e.request_id),
             IdentityEvent::JoinRequestConsumed(e) => format!("join-request/{}", e.request_id),
             IdentityEvent::JoinRequestExpired(e) => format!("join-request/{}", e.request_id),
-            IdentityEvent::TpmEkAllowed(e) => format!("tpm-ek/{}", hex::encode(&e.ek_sha256)),
-            IdentityEvent::TpmEkAllowRevoked(e) => {
-                format!("tpm-ek/{}", hex::encode(&e.ek_sha256))
-            }
+            IdentityEvent::AttestorEntryAdded(_, stream) => stream.clone(),
+            IdentityEvent::AttestorEntryRemoved(_, stream) => stream.clone(),
             IdentityEvent::SiteCreated(e) => format!("site/{}", e.site_id),
             IdentityEvent::BootEntryAdded(e) => format!("site/{}", e.site_id),
             IdentityEvent::BootEntryRemoved(e) => format!("site/{}", e.site_id),
             IdentityEvent::SiteLeaseAcquired(e) => lease_stream(&e.site_id),
             IdentityEvent::SiteLeaseRenewed(e) => lease_stream(&e.site_id),
             IdentityEvent::SiteLeaseReleased(e) => lease_stream(&e.site_id),
-            IdentityEvent::CloudAccountAdded(e) => cloud_account_stream(&e.provider, &e.account),
-            IdentityEvent::CloudAccountRemoved(e) => cloud_account_stream(&e.provider, &e.account),
         }
     }
 }
@@ -336,11 +326,6 @@ impl IdentityEvent {
 /// The stream of a site's boot lease: `lease/site:<site_id>:boot`.
 pub fn lease_stream(site_id: &str) -> String {
     format!("lease/{}", events::schema::site_boot_lease(site_id))
-}
-
-/// The stream of a cloud account's entries: `cloud-account/<provider>/<account>`.
-pub fn cloud_account_stream(provider: &str, account: &str) -> String {
-    format!("cloud-account/{provider}/{account}")
 }
 
 /// Applies an event to a token's state (`None` before `token.created`).

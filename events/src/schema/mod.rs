@@ -15,6 +15,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 /// `.proto` message name), if the type is known.
 pub fn message_of(event_type: &str) -> Option<&'static str> {
     [
+        attestor_entries::TYPES,
         audit::TYPES,
         commands::TYPES,
         gateway::TYPES,
@@ -32,6 +33,7 @@ pub fn message_of(event_type: &str) -> Option<&'static str> {
 pub mod attestor_ids;
 
 // One file per area, beside its `.proto` file.
+mod attestor_entries;
 mod audit;
 mod commands;
 pub use commands::command_stream;

@@ -1,6 +1,6 @@
-//! Every read of `pools`, `join_requests`, `tpm_ek_allows` and `cloud_accounts`: inside a command's transaction (`&mut StoreTx`,
-//! which sees the transaction's own writes) or outside one (`&EventStore`). Rows come back as
-//! they are stored; turning them into domain state is the caller's
+//! Every read of `pools`, `join_requests` and `attestor_entries`: inside a command's transaction
+//! (`&mut StoreTx`, which sees the transaction's own writes) or outside one (`&EventStore`). Rows
+//! come back as they are stored; turning them into domain state is the caller's
 //! (`commands::attest::rows`).
 
 use events::store::{EventStore, StoreError, StoreTx};
@@ -165,83 +165,19 @@ pub async fn expired_join_requests(
 }
 
 crate::from_row! {
-    /// A `tpm_ek_allows` row.
+    /// An `attestor_entries` row: one entry of an operator-managed attestor list.
     #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct TpmAllowRow {
-        pub allow_id: String,
-        pub ek_sha256: Vec<u8>,
-        pub tenant_id: String,
-        pub site_id: String,
-        pub pool_id: String,
-        pub allowed_by: String,
-        pub note: String,
-        pub revoked: bool,
-        pub revoked_by: Option<String>,
-        pub revoke_reason: Option<String>,
-        pub created_at_us: i64,
-        pub updated_at_us: i64,
-        pub version: i64,
-        pub position: i64,
-    }
-}
-
-const TPM_ALLOW_COLUMNS: &str = "allow_id, ek_sha256, tenant_id, site_id, pool_id, allowed_by, \
-    note, revoked, revoked_by, revoke_reason, created_at_us, updated_at_us, version, position";
-
-/// The entry not revoked that allows the EK with this SHA-256 (of its TPMT_PUBLIC), if any:
-/// where a machine proving it joins.
-pub async fn tpm_allowed(
-    tx: &mut StoreTx,
-    ek_sha256: &[u8; 32],
-) -> Result<Option<TpmAllowRow>, StoreError> {
-    let sql = format!(
-        "SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows WHERE ek_sha256 = $1 AND NOT revoked \
-         ORDER BY position DESC LIMIT 1"
-    );
-    tx.fetch_optional(&sql, &[ek_sha256.to_vec().into()]).await
-}
-
-/// Every entry of the EK (revoked ones too), by stream version: one statement, so the EK
-/// stream's version (the newest `version`) and its active entry come from one snapshot (under
-/// Postgres's READ COMMITTED two reads could see two different commits).
-pub async fn tpm_ek_entries(
-    tx: &mut StoreTx,
-    ek_sha256: &[u8; 32],
-) -> Result<Vec<TpmAllowRow>, StoreError> {
-    let sql = format!(
-        "SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows WHERE ek_sha256 = $1 ORDER BY version"
-    );
-    tx.fetch_all(&sql, &[ek_sha256.to_vec().into()]).await
-}
-
-/// An allow-list entry by id (active or revoked).
-pub async fn tpm_allow(
-    tx: &mut StoreTx,
-    allow_id: &str,
-) -> Result<Option<TpmAllowRow>, StoreError> {
-    let sql = format!("SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows WHERE allow_id = $1");
-    tx.fetch_optional(&sql, &[allow_id.into()]).await
-}
-
-/// Every allow-list entry (revoked ones too), oldest first, read outside any transaction.
-pub async fn tpm_allows_in_store(store: &EventStore) -> Result<Vec<TpmAllowRow>, StoreError> {
-    let sql =
-        format!("SELECT {TPM_ALLOW_COLUMNS} FROM tpm_ek_allows ORDER BY created_at_us, allow_id");
-    store.fetch_all(&sql, &[]).await
-}
-
-crate::from_row! {
-    /// A `cloud_accounts` row.
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct CloudAccountRow {
+    pub struct AttestorEntryRow {
         pub entry_id: String,
-        pub provider: String,
-        pub account: String,
+        pub list: String,
+        pub entry_key: String,
         pub tenant_id: String,
         pub site_id: String,
         pub pool_id: String,
-        pub role: String,
+        /// The role its machines join as; `None` when the list names none.
+        pub role: Option<String>,
         pub added_by: String,
+        pub note: String,
         pub removed: bool,
         pub removed_by: Option<String>,
         pub remove_reason: Option<String>,
@@ -252,53 +188,58 @@ crate::from_row! {
     }
 }
 
-const CLOUD_ACCOUNT_COLUMNS: &str = "entry_id, provider, account, tenant_id, site_id, pool_id, \
-    role, added_by, removed, removed_by, remove_reason, created_at_us, updated_at_us, version, \
+const ENTRY_COLUMNS: &str = "entry_id, list, entry_key, tenant_id, site_id, pool_id, role, \
+    added_by, note, removed, removed_by, remove_reason, created_at_us, updated_at_us, version, \
     position";
 
-/// The entry not removed that registers (provider, account), if any: where its instances join.
-pub async fn cloud_account_active(
+/// The entry not removed of `list` holding `key`, if any: where a machine proving it joins.
+pub async fn attestor_entry_active(
     tx: &mut StoreTx,
-    provider: &str,
-    account: &str,
-) -> Result<Option<CloudAccountRow>, StoreError> {
+    list: &str,
+    key: &str,
+) -> Result<Option<AttestorEntryRow>, StoreError> {
     let sql = format!(
-        "SELECT {CLOUD_ACCOUNT_COLUMNS} FROM cloud_accounts \
-         WHERE provider = $1 AND account = $2 AND NOT removed ORDER BY position DESC LIMIT 1"
+        "SELECT {ENTRY_COLUMNS} FROM attestor_entries \
+         WHERE list = $1 AND entry_key = $2 AND NOT removed ORDER BY position DESC LIMIT 1"
     );
-    tx.fetch_optional(&sql, &[provider.into(), account.into()])
+    tx.fetch_optional(&sql, &[list.into(), key.into()]).await
+}
+
+/// Every entry of `list` holding `key` (removed ones too), by stream version: one statement,
+/// so the key stream's version (the newest `version`) and its active entry come from one
+/// snapshot (under Postgres's READ COMMITTED two reads could see two different commits).
+pub async fn attestor_key_entries(
+    tx: &mut StoreTx,
+    list: &str,
+    key: &str,
+) -> Result<Vec<AttestorEntryRow>, StoreError> {
+    let sql = format!(
+        "SELECT {ENTRY_COLUMNS} FROM attestor_entries \
+         WHERE list = $1 AND entry_key = $2 ORDER BY version"
+    );
+    tx.fetch_all(&sql, &[list.into(), key.into()]).await
+}
+
+/// An entry of `list` by id (active or removed).
+pub async fn attestor_entry(
+    tx: &mut StoreTx,
+    list: &str,
+    entry_id: &str,
+) -> Result<Option<AttestorEntryRow>, StoreError> {
+    let sql =
+        format!("SELECT {ENTRY_COLUMNS} FROM attestor_entries WHERE list = $1 AND entry_id = $2");
+    tx.fetch_optional(&sql, &[list.into(), entry_id.into()])
         .await
 }
 
-/// Every entry of (provider, account) (removed ones too), by stream version, in one statement
-/// (the stream's version and its active entry from one snapshot, as [`tpm_ek_entries`]).
-pub async fn cloud_account_entries(
-    tx: &mut StoreTx,
-    provider: &str,
-    account: &str,
-) -> Result<Vec<CloudAccountRow>, StoreError> {
-    let sql = format!(
-        "SELECT {CLOUD_ACCOUNT_COLUMNS} FROM cloud_accounts \
-         WHERE provider = $1 AND account = $2 ORDER BY version"
-    );
-    tx.fetch_all(&sql, &[provider.into(), account.into()]).await
-}
-
-/// An entry by id (active or removed).
-pub async fn cloud_account(
-    tx: &mut StoreTx,
-    entry_id: &str,
-) -> Result<Option<CloudAccountRow>, StoreError> {
-    let sql = format!("SELECT {CLOUD_ACCOUNT_COLUMNS} FROM cloud_accounts WHERE entry_id = $1");
-    tx.fetch_optional(&sql, &[entry_id.into()]).await
-}
-
-/// Every entry (removed ones too), oldest first, read outside any transaction.
-pub async fn cloud_accounts_in_store(
+/// Every entry of `list` (removed ones too), oldest first, read outside any transaction.
+pub async fn attestor_entries_in_store(
     store: &EventStore,
-) -> Result<Vec<CloudAccountRow>, StoreError> {
+    list: &str,
+) -> Result<Vec<AttestorEntryRow>, StoreError> {
     let sql = format!(
-        "SELECT {CLOUD_ACCOUNT_COLUMNS} FROM cloud_accounts ORDER BY created_at_us, entry_id"
+        "SELECT {ENTRY_COLUMNS} FROM attestor_entries WHERE list = $1 \
+         ORDER BY created_at_us, entry_id"
     );
-    store.fetch_all(&sql, &[]).await
+    store.fetch_all(&sql, &[list.into()]).await
 }

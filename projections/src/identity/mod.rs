@@ -34,9 +34,9 @@ pub use tokens::JoinTokens;
 pub use uses::AttestationUses;
 
 /// Every identity projection, in the order they are applied (with the attestation plane's
-/// `pools`, `join_requests`, `tpm_ek_allows`, `sites`, `boot_entries`, `site_leases` and
-/// `cloud_accounts`, whose events every identity append may carry).
-pub fn all() -> [&'static dyn Projection; 13] {
+/// `pools`, `join_requests`, `attestor_entries`, `sites`, `boot_entries` and `site_leases`,
+/// whose events every identity append may carry).
+pub fn all() -> [&'static dyn Projection; 12] {
     [
         &JoinTokens,
         &Nodes,
@@ -46,11 +46,10 @@ pub fn all() -> [&'static dyn Projection; 13] {
         &RefusalCounters,
         &crate::attest::Pools,
         &crate::attest::JoinRequests,
-        &crate::attest::TpmEkAllows,
+        &crate::attest::AttestorEntries,
         &crate::attest::Sites,
         &crate::attest::BootEntries,
         &crate::attest::SiteLeases,
-        &crate::attest::CloudAccounts,
     ]
 }
 

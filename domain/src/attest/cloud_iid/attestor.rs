@@ -12,6 +12,7 @@
 //! admits into the account's tenant, site and pool, naming the instance as a [`SingleUse`]
 //! kept forever, so the admission step refuses a second join under concurrency too.
 
+use super::accounts::{cloud_account_key, CLOUD_ACCOUNT_LIST};
 use super::config::{CloudIidConfig, CloudIidConfigError, MAX_FUTURE_SKEW};
 use super::instance::{CloudIdentity, CLOUD_IID_ATTESTOR};
 use super::refusal::CloudIidRefusal;
@@ -109,12 +110,11 @@ impl CloudIidAttestor {
         id: &CloudIdentity,
         facts: &Facts,
     ) -> Result<AttestationResult, CloudIidRefusal> {
-        let key = (id.provider.as_str().to_owned(), id.account.clone());
+        let key = cloud_account_key(id.provider, &id.account);
         let account = facts
-            .cloud_accounts
-            .get(&key)
+            .entry(&CLOUD_ACCOUNT_LIST, &key)
             .ok_or(CloudIidRefusal::UnknownInstance)?;
-        if account.role != request.role {
+        if account.role != Some(request.role) {
             return Err(CloudIidRefusal::WrongRole);
         }
         let subject = cloud_iid_subject(id.provider, &id.account, &id.instance);
@@ -123,7 +123,7 @@ impl CloudIidAttestor {
         }
         Ok(AttestationResult {
             tenant_id: account.tenant_id.clone(),
-            role: account.role,
+            role: request.role,
             site_id: account.site_id.clone(),
             pool_id: account.pool_id.clone(),
             reclaim_node_id: None,
@@ -158,10 +158,10 @@ impl Attestor for CloudIidAttestor {
             .identify(request.evidence, request.now)
             .map_err(CloudIidRefusal::refusal)?;
         let keys = vec![
-            FactKey::CloudAccount {
-                provider: id.provider.as_str().to_owned(),
-                account: id.account.clone(),
-            },
+            FactKey::entry(
+                &CLOUD_ACCOUNT_LIST,
+                &cloud_account_key(id.provider, &id.account),
+            ),
             FactKey::Use {
                 attestor: CLOUD_IID_ATTESTOR.to_owned(),
                 subject: cloud_iid_subject(id.provider, &id.account, &id.instance),

@@ -16,6 +16,7 @@
 //! | [`oidc`] | any configured OIDC issuer's token |
 //! | [`attestor`] | [`CloudIidAttestor`]: verify, find the account, name the single use |
 
+pub mod accounts;
 pub mod attestor;
 pub mod aws;
 pub mod azure;
@@ -28,6 +29,7 @@ pub mod oidc;
 pub mod refusal;
 pub mod wire;
 
+pub use accounts::{cloud_account_key, CLOUD_ACCOUNT_LIST};
 pub use attestor::{cloud_iid_subject, CloudIidAttestor, INSTANCE_REUSED};
 pub use config::{
     AwsConfig, AzureConfig, CloudIidConfig, CloudIidConfigError, GcpConfig, OidcIssuerConfig,

@@ -17,6 +17,7 @@
 
 use subtle::ConstantTimeEq as _;
 
+use super::allow_list::TPM_ALLOW_LIST;
 use super::attest::{Attested, EcdsaSignature, TpmAttest};
 use super::config::{NodeKeyPolicy, TpmConfig, MAX_CHALLENGE_TTL};
 use super::credential::{self, make_credential, CredentialError};
@@ -337,7 +338,7 @@ impl TpmAttestor {
             r.reclaim_node_id = Some(node.node_id.clone());
             return Ok(r);
         }
-        if let Some(allow) = facts.tpm_allowed.get(ek_sha256) {
+        if let Some(allow) = facts.entry(&TPM_ALLOW_LIST, &hex::encode(ek_sha256)) {
             return Ok(result(&allow.tenant_id, &allow.site_id, &allow.pool_id));
         }
         let Some(place) = &self.config.enrollment else {
@@ -397,7 +398,7 @@ impl Attestor for TpmAttestor {
                         .into_iter()
                         .map(FactKey::Binding),
                 );
-                keys.push(FactKey::TpmAllowed(ek));
+                keys.push(FactKey::entry(&TPM_ALLOW_LIST, &hex::encode(ek)));
                 Ok(Planned::new(keys, TpmPlan::Answer(Box::new(opened))))
             }
         }

@@ -6,6 +6,7 @@
 //! | --- | --- |
 //! | [`wire`] | the messages bcd and the control plane exchange |
 //! | [`config`] | what the operator configures |
+//! | [`allow_list`] | the operator's allow-list of EKs, on the generic attestor entries |
 //! | [`marshal`] | reading TPM-marshalled integers and TPM2B buffers; algorithm ids |
 //! | [`public`] | TPMT_PUBLIC and a key's name |
 //! | [`attest`] | TPMS_ATTEST (certify, quote) and ECDSA TPMT_SIGNATURE |
@@ -16,6 +17,7 @@
 //! | [`refusal`] | `tpm:<reason>` |
 //! | [`attestor`] | [`TpmAttestor`]: round 1's challenge, round 2's checks, where the machine goes |
 
+pub mod allow_list;
 pub mod attest;
 pub mod attestor;
 pub mod config;
@@ -28,6 +30,7 @@ pub mod refusal;
 pub mod state;
 pub mod wire;
 
+pub use allow_list::{parse_ek_sha256, TPM_ALLOW_LIST};
 pub use attestor::TpmAttestor;
 pub use config::{NodeKeyPolicy, Placement, TpmConfig, MAX_CHALLENGE_TTL};
 pub use keys::{
