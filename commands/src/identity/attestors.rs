@@ -10,7 +10,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use domain::attest::{AnyAttestor, Verdict, X509PopAttestor};
+use domain::attest::{
+    AnyAttestor, AttestorFactory, AttestorSetup, ConfigTable, Verdict, X509PopAttestor,
+};
 use domain::identity::{HardwareClaims, JOIN_TOKEN_ATTESTOR};
 use domain::pki::{KeySet, NodeRole};
 
@@ -128,15 +130,27 @@ impl AttestorRegistry {
         self.register(RegisteredAttestor::Remote(attestor))
     }
 
-    /// The built-in attestors: `join-token`.
-    ///
-    /// The other built-ins register here, one line each, as they land (`x509pop`,
-    /// `provisioned`): `registry.register_in_process(Arc::new(X509PopAttestor::new(..)))`.
+    /// Registers what `factory` builds from `table` (its `[attestors.<id>]`), when it builds
+    /// one: how an attestor of another crate registers (`acme_asset::FACTORY`).
+    pub fn register_factory(
+        &mut self,
+        factory: &AttestorFactory,
+        table: Option<&ConfigTable>,
+    ) -> Result<&mut Self, String> {
+        if let Some(attestor) = (factory.build)(&AttestorSetup { table })? {
+            self.register_in_process(attestor);
+        }
+        Ok(self)
+    }
+
+    /// The built-in attestors that need no configuration: what [`FACTORIES`] builds without a
+    /// table (`join-token`, `provisioned`).
     pub fn builtin() -> Self {
         let mut registry = AttestorRegistry::empty();
-        registry.register_in_process(Arc::new(domain::attest::JoinTokenAttestor));
-        // -- further built-in attestors register here --
-        registry.register_in_process(Arc::new(domain::attest::ProvisionedAttestor));
+        for factory in FACTORIES {
+            // A factory refusing no table at all is a bug of its own: it registers nothing.
+            let _ = registry.register_factory(factory, None);
+        }
         registry
     }
 
@@ -178,6 +192,18 @@ impl AttestorRegistry {
         self.entries.iter().map(|e| e.id().to_owned()).collect()
     }
 }
+
+/// Every attestor this control plane is built with, one line each: its id, the operator-managed
+/// lists it reads (`bcctl attestor entry --list <name>` finds their rules here), and how it is
+/// built from its configuration table. `tpm`, `cloud-iid`, `x509pop` and `discovery` are built
+/// by the server from the deployment's keys and files (`register_tpm`, [`Self::builtin_for`]),
+/// so their factories build nothing from a table yet.
+pub const FACTORIES: &[AttestorFactory] = &[
+    domain::attest::join_token::FACTORY,
+    domain::attest::provisioned::FACTORY,
+    domain::attest::tpm::allow_list::FACTORY,
+    domain::attest::cloud_iid::accounts::FACTORY,
+];
 
 /// The HKDF info the `tpm` attestor's challenge-state key is derived under.
 pub const TPM_CHALLENGE_INFO: &[u8] = b"bc tpm challenge state v1";

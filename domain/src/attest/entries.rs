@@ -24,9 +24,9 @@ pub struct EntryList {
     pub name: &'static str,
     /// Its entries' id prefix, without the `_` (`tpma`, `cloud`).
     pub id_prefix: &'static str,
-    /// The stream of a key's entries is `<stream_prefix>/<key>` (a new list:
-    /// `attestor-entry/<name>`).
-    pub stream_prefix: &'static str,
+    /// The stream of a key's entries is `<stream_prefix>/<key>`; `None`:
+    /// `attestor-entry/<name>/<key>` (every list but the two that had streams of their own).
+    pub stream_prefix: Option<&'static str>,
     /// What operators call an entry (`tpm allow-list entry`), in refusals.
     pub noun: &'static str,
     /// What a removed entry is (`revoked`, `removed`), in refusals.
@@ -43,8 +43,49 @@ pub struct EntryList {
 impl EntryList {
     /// The stream of `key`'s entries.
     pub fn stream(&self, key: &str) -> String {
-        format!("{}/{key}", self.stream_prefix)
+        match self.stream_prefix {
+            Some(prefix) => format!("{prefix}/{key}"),
+            None => format!("attestor-entry/{}/{key}", self.name),
+        }
     }
+
+    /// A list with the generic rules (what a new attestor declares, and what `bcctl attestor
+    /// entry` uses for a list it has no declaration of): ids `ent_…`, a key of 1 to 256 bytes
+    /// with no whitespace or control character, an optional role, streams
+    /// `attestor-entry/<name>/<key>`.
+    pub const fn generic(name: &'static str) -> EntryList {
+        EntryList {
+            name,
+            id_prefix: "ent",
+            stream_prefix: None,
+            noun: "attestor entry",
+            removed: "removed",
+            key: generic_key,
+            role: any_role,
+            exists: |key, id| format!("key {key} is already listed by {id} (remove it first)"),
+        }
+    }
+}
+
+/// The generic key rule: 1 to 256 bytes, no whitespace or control character, kept as typed.
+pub fn generic_key(text: &str) -> Result<String, AttestAdminRefusal> {
+    if text.is_empty() || text.chars().any(char::is_whitespace) {
+        return Err(AttestAdminRefusal::Invalid(format!(
+            "the key {text:?} must be non-empty with no whitespace"
+        )));
+    }
+    check_text("key", text, 256)?;
+    Ok(text.to_owned())
+}
+
+/// The generic role rule: none, or any agent role (`node`, `site`, `ramdisk`).
+pub fn any_role(text: &str) -> Result<Option<NodeRole>, AttestAdminRefusal> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse::<NodeRole>().map(Some).map_err(|_| {
+        AttestAdminRefusal::Invalid(format!("the role {text:?} must be node, site or ramdisk"))
+    })
 }
 
 /// A list's role rule when its entries name none: only an empty role is accepted.

@@ -132,6 +132,14 @@ fn verify_token(
     })
 }
 
+/// How `join-token` registers: no configuration, no list.
+pub const FACTORY: crate::attest::factory::AttestorFactory =
+    crate::attest::factory::AttestorFactory {
+        id: JOIN_TOKEN_ATTESTOR,
+        lists: &[],
+        build: |_| crate::attest::factory::built(JoinTokenAttestor),
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

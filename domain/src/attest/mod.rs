@@ -15,6 +15,7 @@
 //! | [`tpm`] | the `tpm` attestor: the TPM's EK, a challenge, and a node key that never leaves it |
 //! | [`discovery`] | the `discovery` attestor: a PXE-booted ramdisk vouched for by its site's boot server |
 //! | [`kinds`] | command-kind patterns a certificate may be limited to |
+//! | [`factory`] | how an attestor configures and registers itself: one factory per attestor |
 //! | [`entries`] | operator-managed attestor lists (TPM allow-list, cloud accounts, ...): add / remove |
 //! | [`cloud_iid`] | the `cloud-iid` attestor: a cloud VM's signed instance identity document |
 
@@ -23,6 +24,7 @@ pub mod cloud_iid;
 pub mod contract;
 pub mod discovery;
 pub mod entries;
+pub mod factory;
 pub mod join_requests;
 pub mod join_token;
 pub mod kinds;
@@ -49,6 +51,7 @@ pub use discovery::{DiscoveryAttestor, DiscoveryConfig, DiscoveryRefusal};
 pub use entries::{
     decide_add_entry, decide_remove_entry, AddEntry, EntryList, EntryRecord, EntryState,
 };
+pub use factory::{entry_list, parse_table, AttestorFactory, AttestorSetup, Built, ConfigTable};
 pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};
 pub use join_token::{csr_key_subject, JoinTokenAttestor, CSR_KEY_USED};
 pub use pools::{

@@ -246,6 +246,14 @@ fn verify_provisioned(
     })
 }
 
+/// How `provisioned` registers: no configuration, no list.
+pub const FACTORY: crate::attest::factory::AttestorFactory =
+    crate::attest::factory::AttestorFactory {
+        id: PROVISIONED_ATTESTOR,
+        lists: &[],
+        build: |_| crate::attest::factory::built(ProvisionedAttestor),
+    };
+
 #[cfg(test)]
 #[path = "provisioned_tests.rs"]
 mod tests;

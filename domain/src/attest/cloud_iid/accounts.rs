@@ -16,7 +16,7 @@ pub const MAX_CLOUD_ACCOUNT: usize = 256;
 pub const CLOUD_ACCOUNT_LIST: EntryList = EntryList {
     name: "cloud-account",
     id_prefix: "cloud",
-    stream_prefix: "cloud-account",
+    stream_prefix: Some("cloud-account"),
     noun: "cloud account entry",
     removed: "removed",
     key: account_key,
@@ -71,3 +71,12 @@ pub fn parse_account_role(text: &str) -> Result<NodeRole, AttestAdminRefusal> {
         ))),
     }
 }
+
+/// How `cloud-iid` registers: its registry of accounts. The attestor itself is built by the
+/// server from `[attestors.cloud-iid]` (its JWKS and roots are files).
+pub const FACTORY: crate::attest::factory::AttestorFactory =
+    crate::attest::factory::AttestorFactory {
+        id: super::CLOUD_IID_ATTESTOR,
+        lists: &[CLOUD_ACCOUNT_LIST],
+        build: |_| Ok(None),
+    };
