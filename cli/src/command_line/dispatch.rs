@@ -5,7 +5,7 @@
 use crate::command_line::failure::Failure;
 use crate::command_line::Command;
 use crate::verbs::{
-    audit, batch, bundle, cloud, command, config_template, doctor, events, healthcheck,
+    attestor, audit, batch, bundle, cloud, command, config_template, doctor, events, healthcheck,
     join_request, node, operator, pki, pool, rebuild, replay, site, store, tenant, token, tpm,
 };
 
@@ -44,6 +44,7 @@ pub(crate) async fn dispatch(command: Command) -> Result<(), Failure> {
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
         Command::Pool(cmd) => pool::run(cmd).await.map_err(Failure::from),
         Command::JoinRequest(cmd) => join_request::run(cmd).await.map_err(Failure::from),
+        Command::Attestor(cmd) => attestor::run(cmd).await.map_err(Failure::from),
         Command::Tpm(cmd) => tpm::run(cmd).await.map_err(Failure::from),
         Command::Site(cmd) => site::run(cmd)
             .await

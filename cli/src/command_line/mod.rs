@@ -18,7 +18,7 @@ pub(crate) mod failure;
 use clap::{Parser, Subcommand};
 
 use crate::verbs::{
-    audit, batch, bundle, cloud, command, config_template, doctor, events, healthcheck,
+    attestor, audit, batch, bundle, cloud, command, config_template, doctor, events, healthcheck,
     join_request, node, operator, pki, pool, rebuild, replay, site, store, tenant, token, tpm,
 };
 
@@ -67,6 +67,10 @@ pub(crate) enum Command {
     /// Join requests awaiting approval: list, show, approve, reject.
     #[command(subcommand)]
     JoinRequest(join_request::JoinRequestCommand),
+    /// Attestors' operator-managed lists (the TPM allow-list, cloud accounts, yours): entry
+    /// add, list, remove.
+    #[command(subcommand)]
+    Attestor(attestor::AttestorCommand),
     /// The TPM allow-list: allow an EK, list, revoke.
     #[command(subcommand)]
     Tpm(tpm::TpmCommand),

@@ -1,5 +1,7 @@
-//! `bcctl cloud account add | list | remove`: the registry of cloud accounts through
-//! [`commands::attest::CloudAccounts`], from the store alone (no key is unsealed). An entry
+//! `bcctl cloud account add | list | remove`: the registry of cloud accounts (the
+//! `cloud-account` list of the generic attestor entries, `bcctl attestor entry --list
+//! cloud-account`) through [`commands::attest::CloudAccounts`], printed as it always was, from
+//! the store alone (no key is unsealed). An entry
 //! names one (provider, account) and where its instances join through `cloud-iid`; an instance
 //! of an account nobody registered is refused `cloud-iid:unknown-instance`.
 
@@ -10,8 +12,9 @@ use commands::attest::{CloudAccountView, CloudAccounts, NewCloudAccount};
 use commands::SystemClock;
 
 use crate::deployment::CommonArgs;
+use crate::verbs::attestor::{print_list, print_one, Printer};
 use crate::verbs::pool::{open_store, AttestCmdError};
-use crate::verbs::token::{fmt_us, print_table, to_json};
+use crate::verbs::token::fmt_us;
 
 #[derive(Subcommand)]
 pub enum CloudCommand {
@@ -94,61 +97,51 @@ pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
                     actor: crate::invocation::actor().id().to_string(),
                 })
                 .await?;
-            print_one(&entry, args.common.json, "added");
+            print_one(
+                &ACCOUNTS,
+                &entry,
+                args.common.json,
+                "added",
+                &entry.entry_id,
+            );
         }
         AccountCommand::List(args) => {
             let list = open(&args.common, false).await?.list().await?;
-            if args.common.json {
-                crate::outln!("{}", to_json(&list));
-            } else {
-                print_accounts(&list);
-            }
+            print_list(&ACCOUNTS, &list, args.common.json);
         }
         AccountCommand::Remove(args) => {
             let svc = open(&args.common, true).await?;
-            let entry = svc
-                .remove(
-                    &args.entry_id,
-                    crate::invocation::actor().id(),
-                    &args.reason,
-                )
-                .await?;
-            print_one(&entry, args.common.json, "removed");
+            let actor = crate::invocation::actor();
+            let entry = svc.remove(&args.entry_id, actor.id(), &args.reason).await?;
+            print_one(
+                &ACCOUNTS,
+                &entry,
+                args.common.json,
+                "removed",
+                &entry.entry_id,
+            );
         }
     }
     Ok(())
 }
 
-fn print_one(entry: &CloudAccountView, json: bool, verb: &str) {
-    if json {
-        crate::outln!("{}", to_json(entry));
-        return;
-    }
-    crate::outln!("{verb} cloud account entry {}", entry.entry_id);
-    print_accounts(std::slice::from_ref(entry));
-}
-
-fn print_accounts(list: &[CloudAccountView]) {
-    let rows: Vec<Vec<String>> = list
-        .iter()
-        .map(|e| {
-            vec![
-                e.entry_id.clone(),
-                e.provider.clone(),
-                e.account.clone(),
-                e.tenant_id.clone(),
-                e.site_id.clone(),
-                e.pool_id.clone(),
-                e.role.clone(),
-                e.status.clone(),
-                fmt_us(e.updated_at_us),
-            ]
-        })
-        .collect();
-    print_table(
-        &[
-            "ID", "PROVIDER", "ACCOUNT", "TENANT", "SITE", "POOL", "ROLE", "STATUS", "UPDATED",
-        ],
-        &rows,
-    );
-}
+/// The registry's table, as it always printed.
+const ACCOUNTS: Printer<CloudAccountView> = Printer {
+    noun: "cloud account entry",
+    header: &[
+        "ID", "PROVIDER", "ACCOUNT", "TENANT", "SITE", "POOL", "ROLE", "STATUS", "UPDATED",
+    ],
+    cells: |e| {
+        vec![
+            e.entry_id.clone(),
+            e.provider.clone(),
+            e.account.clone(),
+            e.tenant_id.clone(),
+            e.site_id.clone(),
+            e.pool_id.clone(),
+            e.role.clone(),
+            e.status.clone(),
+            fmt_us(e.updated_at_us),
+        ]
+    },
+};

@@ -10,6 +10,7 @@
 //! Verbs share through the few helpers they name (`token`'s table printer and identity
 //! arguments, `pki::common`), never through this file, which only declares them.
 
+pub(crate) mod attestor;
 pub(crate) mod audit;
 pub(crate) mod batch;
 pub(crate) mod bundle;

@@ -1,5 +1,6 @@
-//! `bcctl tpm allow | list | revoke`: the TPM allow-list through
-//! [`commands::attest::TpmAllows`], from the store alone (no key is unsealed). An entry names
+//! `bcctl tpm allow | list | revoke`: the TPM allow-list (the `tpm-allow` list of the generic
+//! attestor entries, `bcctl attestor entry --list tpm-allow`) through
+//! [`commands::attest::TpmAllows`], printed as it always was, from the store alone (no key is unsealed). An entry names
 //! one endorsement key by the SHA-256 of its TPMT_PUBLIC (`bcd` prints it) and where a machine
 //! proving it joins; an EK already bound to a node reclaims that node whatever the list says.
 
@@ -10,8 +11,9 @@ use commands::attest::{NewTpmAllow, TpmAllowView, TpmAllows};
 use commands::SystemClock;
 
 use crate::deployment::CommonArgs;
+use crate::verbs::attestor::{print_list, print_one, Printer};
 use crate::verbs::pool::{open_store, AttestCmdError};
-use crate::verbs::token::{fmt_us, print_table, to_json};
+use crate::verbs::token::fmt_us;
 
 #[derive(Subcommand)]
 pub enum TpmCommand {
@@ -82,67 +84,57 @@ pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
                     note: args.note,
                 })
                 .await?;
-            print_one(&entry, args.common.json, "allowed");
+            print_one(
+                &ALLOWS,
+                &entry,
+                args.common.json,
+                "allowed",
+                &entry.allow_id,
+            );
         }
         TpmCommand::List(args) => {
             let list = open(&args.common, false).await?.list().await?;
-            if args.common.json {
-                crate::outln!("{}", to_json(&list));
-            } else {
-                print_allows(&list);
-            }
+            print_list(&ALLOWS, &list, args.common.json);
         }
         TpmCommand::Revoke(args) => {
             let svc = open(&args.common, true).await?;
-            let entry = svc
-                .revoke(
-                    &args.allow_id,
-                    crate::invocation::actor().id(),
-                    &args.reason,
-                )
-                .await?;
-            print_one(&entry, args.common.json, "revoked");
+            let actor = crate::invocation::actor();
+            let entry = svc.revoke(&args.allow_id, actor.id(), &args.reason).await?;
+            print_one(
+                &ALLOWS,
+                &entry,
+                args.common.json,
+                "revoked",
+                &entry.allow_id,
+            );
         }
     }
     Ok(())
 }
 
-fn print_one(entry: &TpmAllowView, json: bool, verb: &str) {
-    if json {
-        crate::outln!("{}", to_json(entry));
-        return;
-    }
-    crate::outln!("{verb} tpm allow-list entry {}", entry.allow_id);
-    print_allows(std::slice::from_ref(entry));
-}
-
-pub fn print_allows(list: &[TpmAllowView]) {
-    let rows: Vec<Vec<String>> = list
-        .iter()
-        .map(|e| {
-            vec![
-                e.allow_id.clone(),
-                e.ek_sha256.clone(),
-                e.tenant_id.clone(),
-                e.site_id.clone(),
-                e.pool_id.clone(),
-                e.status.clone(),
-                fmt_us(e.updated_at_us),
-                e.note.clone(),
-            ]
-        })
-        .collect();
-    print_table(
-        &[
-            "ID",
-            "EK SHA-256",
-            "TENANT",
-            "SITE",
-            "POOL",
-            "STATUS",
-            "UPDATED",
-            "NOTE",
-        ],
-        &rows,
-    );
-}
+/// The allow-list's table, as it always printed.
+const ALLOWS: Printer<TpmAllowView> = Printer {
+    noun: "tpm allow-list entry",
+    header: &[
+        "ID",
+        "EK SHA-256",
+        "TENANT",
+        "SITE",
+        "POOL",
+        "STATUS",
+        "UPDATED",
+        "NOTE",
+    ],
+    cells: |e| {
+        vec![
+            e.allow_id.clone(),
+            e.ek_sha256.clone(),
+            e.tenant_id.clone(),
+            e.site_id.clone(),
+            e.pool_id.clone(),
+            e.status.clone(),
+            fmt_us(e.updated_at_us),
+            e.note.clone(),
+        ]
+    },
+};

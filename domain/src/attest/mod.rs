@@ -51,7 +51,9 @@ pub use discovery::{DiscoveryAttestor, DiscoveryConfig, DiscoveryRefusal};
 pub use entries::{
     decide_add_entry, decide_remove_entry, AddEntry, EntryList, EntryRecord, EntryState,
 };
-pub use factory::{entry_list, parse_table, AttestorFactory, AttestorSetup, Built, ConfigTable};
+pub use factory::{
+    built, entry_list, parse_table, AttestorFactory, AttestorSetup, Built, ConfigTable,
+};
 pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};
 pub use join_token::{csr_key_subject, JoinTokenAttestor, CSR_KEY_USED};
 pub use pools::{

@@ -1,7 +1,16 @@
 //! `acme-asset`: an example of an attestor written in Rust and run in process (spec 001 "The
 //! contract", "Registering"). A machine proves it is a known asset with a tag its vendor signed
-//! together with this join's CSR SHA-256; the attestor looks the tag up in an asset table it is
-//! given at construction, and binds the node to the asset for good.
+//! together with this join's CSR SHA-256; the attestor looks the tag up in its operator-managed
+//! list of assets ([`ASSET_LIST`], on the generic attestor entries: `bcctl attestor entry add
+//! --list acme-asset --key ASSET-0042 --tenant T --site S --pool P`), and binds the node to the
+//! asset for good.
+//!
+//! Configuration (`[attestors.acme-asset]`, [`AcmeAssetConfig`], parsed here):
+//!
+//! ```toml
+//! [attestors.acme-asset]
+//! vendor_key = "<base64url of the uncompressed P-256 point, 65 bytes>"
+//! ```
 //!
 //! Evidence (`JoinRequest.attestation`): UTF-8 JSON
 //! `{"assetTag":"ASSET-0042","csrSha256":"<b64url>","sig":"<b64url r||s>"}`, base64url without
@@ -15,24 +24,23 @@
 //! | `csrSha256` present | `acme-asset:no-csr-binding` |
 //! | `csrSha256` is this request's CSR's | `acme-asset:csr-mismatch` |
 //! | vendor signature verifies | `acme-asset:bad-signature` |
-//! | the tag is in the asset table | `acme-asset:unknown-asset` |
+//! | the tag has an active entry in the `acme-asset` list | `acme-asset:unknown-asset` |
 //! | this proof not used before | `acme-asset:reused` |
 //! | role `node` (the registry's check) | `acme-asset:wrong-role` |
 //!
-//! The result: the asset's tenant, site and pool; `bind` = SHA-256 of the asset tag (one node
+//! The result: the entry's tenant, site and pool; `bind` = SHA-256 of the asset tag (one node
 //! per asset); one single-use subject, SHA-256 of the signed input, kept forever; and, when the
 //! asset is already bound to a node, that node is reclaimed in place (a reinstalled machine comes
 //! back as itself). No token, no node-key statement.
 //!
-//! Register it at start: `registry.register_in_process(Arc::new(AcmeAssetAttestor::new(..)))`.
-
-use std::collections::BTreeMap;
+//! Register it at start with its factory, one line:
+//! `registry.register_factory(&acme_asset::FACTORY, config.get("acme-asset"))?`.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use domain::attest::{
-    AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts, NodeKeyStatement,
-    Planned, SingleUse, Verdict,
+    built, AttestRequest, AttestationResult, Attestor, AttestorFactory, AttestorRefusal,
+    AttestorSetup, Built, EntryList, FactKey, Facts, NodeKeyStatement, Planned, SingleUse, Verdict,
 };
 use domain::pki::NodeRole;
 use serde::Deserialize;
@@ -46,15 +54,38 @@ pub const PURPOSE: &str = "acme-asset";
 
 const ROLES: &[NodeRole] = &[NodeRole::Node];
 
-/// Where an asset belongs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Asset {
-    /// The tenant its node joins.
-    pub tenant_id: String,
-    /// Its site.
-    pub site_id: String,
-    /// Its pool.
-    pub pool_id: String,
+/// The operator-managed list of assets: key the asset tag, the entry where it belongs. The
+/// generic rules ([`EntryList::generic`]), so `bcctl attestor entry` needs nothing of this crate.
+pub const ASSET_LIST: EntryList = EntryList::generic(ID);
+
+/// How `acme-asset` registers: its list, and the attestor built from `[attestors.acme-asset]`
+/// (not registered without the table).
+pub const FACTORY: AttestorFactory = AttestorFactory {
+    id: ID,
+    lists: &[ASSET_LIST],
+    build: build_from_table,
+};
+
+/// `[attestors.acme-asset]` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeAssetConfig {
+    /// The vendor's key: base64url (no padding) of the uncompressed P-256 point.
+    pub vendor_key: String,
+}
+
+fn build_from_table(setup: &AttestorSetup<'_>) -> Built {
+    let Some(table) = setup.table else {
+        return Ok(None);
+    };
+    let config: AcmeAssetConfig =
+        serde_json::from_value(table.clone()).map_err(|e| format!("[attestors.{ID}]: {e}"))?;
+    let key = URL_SAFE_NO_PAD
+        .decode(&config.vendor_key)
+        .map_err(|e| format!("[attestors.{ID}] vendor_key: {e}"))?;
+    let attestor =
+        AcmeAssetAttestor::new(key).map_err(|e| format!("[attestors.{ID}] vendor_key: {e}"))?;
+    built(attestor)
 }
 
 /// Why the attestor could not be built.
@@ -80,7 +111,6 @@ impl std::error::Error for AcmeAssetError {}
 #[derive(Debug, Clone)]
 pub struct AcmeAssetAttestor {
     vendor_key: Vec<u8>,
-    assets: BTreeMap<String, Asset>,
 }
 
 /// `lp(PURPOSE) || lp(asset tag) || lp(csr_sha256)`: what the vendor signs.
@@ -118,16 +148,12 @@ fn refuse(reason: &str) -> AttestorRefusal {
 }
 
 impl AcmeAssetAttestor {
-    /// An attestor trusting `vendor_key` (uncompressed SEC1 P-256) for the assets in `assets`
-    /// (asset tag -> where it belongs).
-    pub fn new(
-        vendor_key: Vec<u8>,
-        assets: BTreeMap<String, Asset>,
-    ) -> Result<Self, AcmeAssetError> {
+    /// An attestor trusting `vendor_key` (uncompressed SEC1 P-256).
+    pub fn new(vendor_key: Vec<u8>) -> Result<Self, AcmeAssetError> {
         if vendor_key.len() != 65 || vendor_key[0] != 4 {
             return Err(AcmeAssetError::BadVendorKey);
         }
-        Ok(AcmeAssetAttestor { vendor_key, assets })
+        Ok(AcmeAssetAttestor { vendor_key })
     }
 
     fn parse(&self, request: &AttestRequest<'_>) -> Result<Parsed, AttestorRefusal> {
@@ -188,12 +214,13 @@ impl Attestor for AcmeAssetAttestor {
                 subject: Self::proof_subject(&parsed),
             },
             FactKey::Binding(asset_subject(&parsed.asset_tag)),
+            FactKey::entry(&ASSET_LIST, &parsed.asset_tag),
         ];
         Ok(Planned::new(keys, parsed))
     }
 
     fn verify(&self, request: &AttestRequest<'_>, parsed: &Parsed, facts: &Facts) -> Verdict {
-        let Some(asset) = self.assets.get(&parsed.asset_tag) else {
+        let Some(asset) = facts.entry(&ASSET_LIST, &parsed.asset_tag) else {
             return Verdict::Refuse(refuse("unknown-asset"));
         };
         let proof = Self::proof_subject(parsed);

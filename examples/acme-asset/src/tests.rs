@@ -1,6 +1,6 @@
 //! The attestor on its own, pure: every refusal reason it gives itself, and the result.
 
-use domain::attest::BindingState;
+use domain::attest::{BindingState, EntryState};
 use domain::identity::{ClaimsDigests, HardwareClaims};
 use domain::pki::{build_csr, KeyRole, PrivateKey, VerifiedCsr};
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
@@ -14,16 +14,24 @@ fn vendor() -> EcdsaKeyPair {
 }
 
 fn attestor(vendor: &EcdsaKeyPair) -> AcmeAssetAttestor {
-    let mut assets = BTreeMap::new();
-    assets.insert(
-        "ASSET-0042".to_string(),
-        Asset {
+    AcmeAssetAttestor::new(vendor.public_key().as_ref().to_vec()).unwrap()
+}
+
+/// `facts` with the `acme-asset` list's entry for ASSET-0042 (what the shell loads for the
+/// plan's `FactKey::Entry`).
+fn with_asset(facts: &Facts) -> Facts {
+    let mut facts = facts.clone();
+    facts.entries.insert(
+        (ID.to_owned(), "ASSET-0042".to_owned()),
+        EntryState {
+            entry_id: "ent_1".into(),
             tenant_id: "acme".into(),
             site_id: "site-1".into(),
             pool_id: "racks".into(),
+            role: None,
         },
     );
-    AcmeAssetAttestor::new(vendor.public_key().as_ref().to_vec(), assets).unwrap()
+    facts
 }
 
 fn csr() -> VerifiedCsr {
@@ -46,7 +54,13 @@ fn run(a: &AcmeAssetAttestor, csr: &VerifiedCsr, evidence: &[u8], facts: &Facts)
     };
     match a.plan(&request) {
         Err(r) => Verdict::Refuse(r),
-        Ok(planned) => a.verify(&request, &planned.plan, facts),
+        Ok(planned) => {
+            assert!(planned
+                .facts
+                .iter()
+                .any(|k| matches!(k, FactKey::Entry { list, .. } if list == ID)));
+            a.verify(&request, &planned.plan, &with_asset(facts))
+        }
     }
 }
 
@@ -146,7 +160,35 @@ fn every_refusal_has_its_reason() {
 #[test]
 fn the_vendor_key_must_be_a_p256_point() {
     assert_eq!(
-        AcmeAssetAttestor::new(vec![4; 64], BTreeMap::new()).unwrap_err(),
+        AcmeAssetAttestor::new(vec![4; 64]).unwrap_err(),
         AcmeAssetError::BadVendorKey
+    );
+}
+
+#[test]
+fn the_factory_builds_from_its_table_only() {
+    let build = |table: Option<serde_json::Value>| {
+        (FACTORY.build)(&AttestorSetup {
+            table: table.as_ref(),
+        })
+        .map(|a| a.map(|a| a.id().to_owned()))
+    };
+    assert_eq!(build(None), Ok(None));
+    let key = URL_SAFE_NO_PAD.encode(vendor().public_key().as_ref());
+    assert_eq!(
+        build(Some(serde_json::json!({ "vendor_key": key }))),
+        Ok(Some(ID.to_owned()))
+    );
+    let short = URL_SAFE_NO_PAD.encode([4u8; 64]);
+    assert!(build(Some(serde_json::json!({ "vendor_key": short })))
+        .unwrap_err()
+        .contains("uncompressed P-256 point"));
+    assert!(build(Some(serde_json::json!({ "vendorKey": "x" })))
+        .unwrap_err()
+        .starts_with("[attestors.acme-asset]"));
+    assert_eq!(FACTORY.lists[0].name, "acme-asset");
+    assert_eq!(
+        ASSET_LIST.stream("ASSET-0042"),
+        "attestor-entry/acme-asset/ASSET-0042"
     );
 }

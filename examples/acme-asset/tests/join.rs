@@ -4,10 +4,12 @@
 //! the same node; every refusal is ACCESS_DENIED "Join refused" with the exact event reason and
 //! tenant.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use acme_asset::{vendor_evidence, AcmeAssetAttestor, Asset, ID};
+use acme_asset::{vendor_evidence, ASSET_LIST, ID};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use commands::attest::{AttestorEntries, NewEntry};
 use commands::identity::attestors::AttestorRegistry;
 use commands::identity::{
     IdentityConfig, IdentityError, JoinAnswer, JoinOutcome, JoinRequest, JoinService, JOIN_REFUSED,
@@ -42,20 +44,27 @@ async fn fixture(db: TestDb) -> Fixture {
         KeySet::generate(td.clone(), clock.now(), KeySetLifetimes::default()).expect("keys"),
     );
     let vendor = vendor();
-    let mut assets = BTreeMap::new();
-    assets.insert(
-        "ASSET-0042".to_string(),
-        Asset {
-            tenant_id: "acme".into(),
-            site_id: "site-1".into(),
-            pool_id: "racks".into(),
-        },
-    );
-    // Registered at start, next to the built-ins.
+    // The asset, in the operator-managed list (`bcctl attestor entry add --list acme-asset`).
+    let entry = NewEntry {
+        key: "ASSET-0042".into(),
+        tenant_id: "acme".into(),
+        site_id: "site-1".into(),
+        pool_id: "racks".into(),
+        actor: "alice".into(),
+        ..NewEntry::default()
+    };
+    AttestorEntries::new(store.clone(), Arc::new(clock.clone()))
+        .add(&ASSET_LIST, &entry)
+        .await
+        .expect("the asset is listed");
+    // Registered at start, next to the built-ins, from its configuration table.
+    let table = serde_json::json!({
+        "vendor_key": URL_SAFE_NO_PAD.encode(vendor.public_key().as_ref()),
+    });
     let mut registry = AttestorRegistry::builtin();
-    registry.register_in_process(Arc::new(
-        AcmeAssetAttestor::new(vendor.public_key().as_ref().to_vec(), assets).unwrap(),
-    ));
+    registry
+        .register_factory(&acme_asset::FACTORY, Some(&table))
+        .expect("a valid table");
     let svc = JoinService::new(
         store.clone(),
         keys,
