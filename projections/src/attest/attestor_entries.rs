@@ -232,9 +232,7 @@ type Folded = (Vec<NewEntry>, Vec<(String, Removal)>);
 
 /// The run folded: the entries it adds (with their removal, when the run holds it) and the
 /// removals of entries added before it.
-fn fold(
-    events: &[&RecordedEvent],
-) -> Result<Folded, ProjectionError> {
+fn fold(events: &[&RecordedEvent]) -> Result<Folded, ProjectionError> {
     let mut created: Vec<NewEntry> = Vec::new();
     let mut created_at: HashMap<String, usize> = HashMap::new();
     let mut removed: Vec<(String, Removal)> = Vec::new();
