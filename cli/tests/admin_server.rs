@@ -262,7 +262,7 @@ async fn revoked_within_a_second(up: &Up, keys: &KeySet) {
     let clock = commands::SystemClock;
     let key = PrivateKey::generate(KeyRole::Node).expect("key");
     let ca = keys.operator_ca.as_ref().expect("operator CA");
-    let decision = domain::operator::decide_issue("dave", "operator", 1).expect("decision");
+    let decision = domain::operator::check_issue("dave", "operator", 1).expect("decision");
     let issued =
         commands::operators::issue_operator(&store, &clock, &decision, ca, key.public_key())
             .await

@@ -34,7 +34,7 @@ use std::error::Error;
 use std::time::Instant;
 
 use domain::identity::{
-    decide_create_token, decide_join, decide_renew, evolve_node, evolve_token, open_join,
+    decide_create_token, decide_renew, evolve_node, evolve_token, open_join,
     prepare_renew, unix_us, CertState, CreateToken, ExpectBinding, HardwareClaims, IdentityEvent,
     JoinCommand, JoinContext, JoinInput, JoinState, NodeState, RenewCommand, RenewInput,
     RenewState, TokenRole,
@@ -52,6 +52,10 @@ use prost::Message;
 use ring::rand::SystemRandom;
 use ring::signature::{self as sig, EcdsaKeyPair, KeyPair, UnparsedPublicKey};
 use time::OffsetDateTime;
+
+#[path = "support/token_join.rs"]
+mod token_join;
+use token_join::token_join;
 
 #[path = "cost/whole_join.rs"]
 mod whole_join;
@@ -254,7 +258,7 @@ fn join(fx: &Fixture, state: &JoinState, input: &JoinInput) -> Fallible<Joined> 
         new_node_id: NodeId::new(&format!("node_{}", uuid::Uuid::new_v4().simple()))?,
         serial: Serial::generate()?,
     };
-    let events = decide_join(&ctx, &cmd, state, fx.now)?.events;
+    let events = token_join(&ctx, &cmd, state, fx.now)?.events;
     let appends = encode_for_append(&events, TENANT, now_us);
     let cert = issued(&events)?;
     let body = proto::JoinResponse {
@@ -358,6 +362,7 @@ fn renew_state(node: Option<NodeState>, events: &[IdentityEvent]) -> Fallible<Re
         proof_used: false,
         successor: None,
         recent_renewals_us: Vec::new(),
+        unrevoked_serials: Vec::new(),
     })
 }
 

@@ -28,10 +28,15 @@ use std::time::{Duration, Instant};
 use commands::identity::{IdentityConfig, JoinRequest, JoinService, NewToken};
 use commands::{Clock, SimClock};
 use domain::identity::{
-    decide_join, open_join, HardwareClaims, JoinCommand, JoinContext, JoinInput, JoinState,
+    open_join, HardwareClaims, JoinCommand, JoinContext, JoinInput, JoinState,
     RenewInput, TokenState,
 };
 use domain::identity::{ExpectBinding, TokenRole};
+
+#[path = "support/token_join.rs"]
+mod token_join;
+use token_join::token_join;
+
 use domain::pki::statement::{sign, JoinResponseStatement, RenewPop};
 use domain::pki::{
     build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, Serial,
@@ -238,7 +243,7 @@ fn cpu_only_joins(keys: &KeySet, n: usize) -> f64 {
                 .expect("node id"),
             serial: Serial::generate().expect("serial"),
         };
-        let der = decide_join(&ctx, &cmd, &state, now)
+        let der = token_join(&ctx, &cmd, &state, now)
             .expect("joins")
             .outcome
             .certificate_der;

@@ -22,7 +22,7 @@ use commands::quorum::{
 };
 use commands::{Clock, SimClock};
 use domain::quorum::{
-    admit, admit_cached, batch_approval_signing_input, decide_create_batch, leaf_hash,
+    admit, admit_cached, batch_approval_signing_input, plan_create_batch, leaf_hash,
     AdmissionClock, AdmissionState, AgentQuorum, ApprovalSignature, ApproverKey, ApproverSet,
     ApproverSetOffer, BatchCreation, BatchId, CreateBatch, DestructiveCommand, PayloadDigest,
     ScopeLeafRequest, ScopeProof, TrustDomain, VerifiedApprovals,
@@ -154,7 +154,7 @@ async fn raw_insert(store: &EventStore, round: usize, req: &CreateBatch, copy: b
 /// projection's indexer (leaf hashes again, tree, stored nodes), on the event's leaves.
 fn cpu_phases(req: &CreateBatch) -> (Duration, Duration) {
     let start = Instant::now();
-    let decision = decide_create_batch(req, None, &ApproverSet::none(), 0).expect("decide");
+    let decision = plan_create_batch(req, None, &ApproverSet::none(), 0).expect("decide");
     let decide = start.elapsed();
     let BatchCreation::New(plan) = decision else {
         panic!("a new batch");

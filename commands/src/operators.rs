@@ -1,7 +1,7 @@
 //! Operator certificates (issue 23): issue, revoke, list, and the revoked serials the admin
 //! API's handshake refuses.
 //!
-//! Issuing: the domain decides ([`domain::operator::decide_issue`]: name, role, 1 to 90 days),
+//! Issuing: the domain decides ([`domain::operator::check_issue`]: name, role, 1 to 90 days),
 //! the operator CA signs ([`domain::pki::issue_operator_certificate`]), then
 //! `operator.cert.issued` is appended to `operator/<name>` (tenant [`DEPLOYMENT_TENANT`]) with
 //! the `operator_certs` projection in one transaction. Only after the commit does the caller

@@ -6,7 +6,7 @@
 //! clamped.
 
 use domain::pki::{
-    decide_gateway_serving, issue_serving_certificate, read_grant, GrantError, IssueError,
+    plan_gateway_serving, issue_serving_certificate, read_grant, GrantError, IssueError,
     IssuedCertificate, KeyError, PublicKey, Serial, ServingCa, ServingRefusal,
 };
 use events::schema::GatewayServingIssued;
@@ -89,7 +89,7 @@ pub async fn issue_gateway_serving(
     ask: &ServingAsk<'_>,
 ) -> Result<ServingIssued, ServingError> {
     let grant = read_grant(ask.internal_leaf_der)?;
-    let request = decide_gateway_serving(&grant, ask.names, ask.lifetime, Serial::generate()?)?;
+    let request = plan_gateway_serving(&grant, ask.names, ask.lifetime, Serial::generate()?)?;
     let now = clock.now();
     let certificate = issue_serving_certificate(
         serving_ca,

@@ -5,11 +5,13 @@
 //! PKI and certificate profiles ([`pki`]), the destructive-batch quorum ([`quorum`]), sites, their boot entries and boot lease ([`site`]) and the
 //! published trust bundle ([`trust_bundle`]). It must never do IO, read a clock, touch a database or
 //! be async: time comes in as an argument, state comes in as a value, and what it decides goes out
-//! as events or a refusal. It may see `events` for its types only (no store).
+//! as events or a refusal, every decider in one shape ([`decision`]). It may see `events` for its
+//! types only (no store).
 
 pub mod attest;
 pub mod audit;
 pub mod command;
+pub mod decision;
 pub mod identity;
 pub mod merkle;
 pub mod operator;

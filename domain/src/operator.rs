@@ -6,7 +6,7 @@
 //! server's `roles` module, and is written down in docs/ADMIN-API.md).
 //!
 //! Also here: operator names ([`OperatorName`]) and the pure deciders of the operator-certificate
-//! commands ([`decide_issue`], [`decide_revoke`]; `commands::operators` runs them). Pure: no IO.
+//! commands ([`check_issue`], [`decide_revoke`]; `commands::operators` runs them). Pure: no IO.
 
 /// What an operator certificate lets its holder do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -161,7 +161,7 @@ pub struct IssueDecision {
 }
 
 /// Decides an issuance: the name, the role and the lifetime as given on the command line.
-pub fn decide_issue(name: &str, role: &str, days: i64) -> Result<IssueDecision, OperatorRefusal> {
+pub fn check_issue(name: &str, role: &str, days: i64) -> Result<IssueDecision, OperatorRefusal> {
     let name = OperatorName::new(name).map_err(OperatorRefusal::BadName)?;
     let role = OperatorRole::parse(role).map_err(OperatorRefusal::UnknownRole)?;
     if !(1..=MAX_OPERATOR_CERT_DAYS).contains(&days) {
@@ -243,28 +243,28 @@ mod tests {
 
     #[test]
     fn issuance_checks_the_name_the_role_and_the_days() {
-        let ok = decide_issue("alice", "approver", 90).expect("ok");
+        let ok = check_issue("alice", "approver", 90).expect("ok");
         assert_eq!(ok.role, OperatorRole::Approver);
         assert_eq!(ok.days, 90);
         assert_eq!(
-            decide_issue("alice", "approver", 91)
+            check_issue("alice", "approver", 91)
                 .map(|_| ())
                 .map_err(|e| e.to_string()),
             Err("INVALID_INPUT: --days 91: an operator certificate lives 1 to 90 days".into())
         );
         assert_eq!(
-            decide_issue("alice", "approver", 0),
+            check_issue("alice", "approver", 0),
             Err(OperatorRefusal::Days(0))
         );
         assert_eq!(
-            decide_issue("alice", "root", 1).map_err(|e| e.to_string()),
+            check_issue("alice", "root", 1).map_err(|e| e.to_string()),
             Err("INVALID_INPUT: --role: unknown operator role \"root\": one of admin, operator, approver, auditor".into())
         );
         assert!(matches!(
-            decide_issue("Alice", "admin", 1),
+            check_issue("Alice", "admin", 1),
             Err(OperatorRefusal::BadName(_))
         ));
-        assert!(decide_issue("Alice", "admin", 1)
+        assert!(check_issue("Alice", "admin", 1)
             .map_err(|e| e.is_usage())
             .unwrap_err());
     }

@@ -1,7 +1,7 @@
 //! The seal decision: the sealer signs only strict extensions of the last checkpoint.
 
 use domain::audit::merkle::{self, leaf_hash, Hash, ProofError, EMPTY_ROOT};
-use domain::audit::seal::{decide_seal, SealRefusal, TreeHead};
+use domain::audit::seal::{check_seal, SealRefusal, TreeHead};
 
 fn leaves(n: u64, salt: &str) -> Vec<Hash> {
     (0..n)
@@ -22,20 +22,20 @@ fn a_strict_extension_is_sealed() {
     let old = head(&l[..11]);
     let new = head(&l);
     let proof = merkle::consistency_proof(&l, 11).unwrap();
-    assert_eq!(decide_seal(Some(old), new, &proof), Ok(new));
+    assert_eq!(check_seal(Some(old), new, &proof), Ok(new));
     // The first checkpoint extends the empty tree, with an empty proof.
-    assert_eq!(decide_seal(None, old, &[]), Ok(old));
+    assert_eq!(check_seal(None, old, &[]), Ok(old));
 }
 
 #[test]
 fn no_growth_is_nothing_to_seal() {
     let l = leaves(12, "a");
     assert_eq!(
-        decide_seal(Some(head(&l)), head(&l), &[]),
+        check_seal(Some(head(&l)), head(&l), &[]),
         Err(SealRefusal::NothingToSeal { size: 12 })
     );
     assert_eq!(
-        decide_seal(
+        check_seal(
             None,
             TreeHead {
                 size: 0,
@@ -51,7 +51,7 @@ fn no_growth_is_nothing_to_seal() {
 fn same_size_other_root_is_a_fork() {
     let (a, b) = (leaves(12, "a"), leaves(12, "b"));
     assert!(matches!(
-        decide_seal(Some(head(&a)), head(&b), &[]),
+        check_seal(Some(head(&a)), head(&b), &[]),
         Err(SealRefusal::Fork { size: 12, .. })
     ));
 }
@@ -60,7 +60,7 @@ fn same_size_other_root_is_a_fork() {
 fn a_smaller_tree_is_refused() {
     let l = leaves(12, "a");
     assert_eq!(
-        decide_seal(Some(head(&l)), head(&l[..5]), &[]),
+        check_seal(Some(head(&l)), head(&l[..5]), &[]),
         Err(SealRefusal::Shrinks {
             signed: 12,
             proposed: 5
@@ -76,7 +76,7 @@ fn a_bad_or_missing_proof_is_refused() {
     let proof = merkle::consistency_proof(&l, 11).unwrap();
     // No proof at all.
     assert!(matches!(
-        decide_seal(Some(old), new, &[]),
+        check_seal(Some(old), new, &[]),
         Err(SealRefusal::NotAnExtension {
             source: ProofError::TooShort { .. },
             ..
@@ -86,14 +86,14 @@ fn a_bad_or_missing_proof_is_refused() {
     let mut bad = proof.clone();
     bad[0][0] ^= 1;
     assert!(matches!(
-        decide_seal(Some(old), new, &bad),
+        check_seal(Some(old), new, &bad),
         Err(SealRefusal::NotAnExtension { .. })
     ));
     // Extra hashes.
     let mut longer = proof.clone();
     longer.push(new.root);
     assert!(matches!(
-        decide_seal(Some(old), new, &longer),
+        check_seal(Some(old), new, &longer),
         Err(SealRefusal::NotAnExtension {
             source: ProofError::ExtraHashes { .. },
             ..
@@ -104,7 +104,7 @@ fn a_bad_or_missing_proof_is_refused() {
     rewritten[3] = leaf_hash(b"rewritten");
     let forged_proof = merkle::consistency_proof(&rewritten, 11).unwrap();
     assert!(matches!(
-        decide_seal(Some(old), head(&rewritten), &forged_proof),
+        check_seal(Some(old), head(&rewritten), &forged_proof),
         Err(SealRefusal::NotAnExtension {
             source: ProofError::OldRootMismatch,
             ..
@@ -112,7 +112,7 @@ fn a_bad_or_missing_proof_is_refused() {
     ));
     // A first checkpoint must come with an empty proof.
     assert!(matches!(
-        decide_seal(None, new, &proof),
+        check_seal(None, new, &proof),
         Err(SealRefusal::NotAnExtension {
             source: ProofError::ExtraHashes { .. },
             ..

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use domain::quorum::admission::{UnbatchedRuns, UsedLeaves};
 use domain::quorum::batch::{LeafPayload, ScopeLeafRequest};
 use domain::quorum::{
-    admit, decide_add_approval, decide_create_batch, AddApproval, Admission, AdmissionClock,
-    AdmissionRefusal, AdmissionState, AgentQuorum, ApprovalEvent, ApprovalRefusal,
+    admit, decide_approval, plan_create_batch, AddApproval, Admission, AdmissionClock,
+    AdmissionRefusal, AdmissionState, AgentQuorum, ApprovalRefusal,
     ApprovalSignature, ApproverSet, BatchApproval, BatchApprovalState, BatchCreation, BatchId,
-    BatchRefusal, BatchStatus, CreateBatch, DestructiveCommand, PayloadDigest, RejectReason,
+    BatchEvent, BatchRefusal, BatchStatus, CreateBatch, DestructiveCommand, PayloadDigest, RejectReason,
     ScopeLeaf, ScopeProof, ScopeTree, TrustDomain,
 };
 use quorum_support::{keys, set_of, td, TestKey};
@@ -671,17 +671,18 @@ fn quorum_approval_threshold_reached_approves_and_duplicates_count_once() {
     let set = set_of(&[&k[0], &k[1], &k[2]], 2, &[], 0);
     let b = batch(&["node_1", "node_2"], None);
     let state = pending(&b, 2);
-    let events = decide_add_approval(
+    let events = decide_approval(
         &add(&b, &k[0], &domain, NOW + HOUR),
         &state,
         &set,
         &domain,
         NOW,
     )
-    .expect("ok");
+    .expect("ok")
+    .events;
     assert_eq!(events.len(), 1);
     let state = events.iter().fold(state, |s, e| s.evolve(e));
-    let dup = decide_add_approval(
+    let dup = decide_approval(
         &add(&b, &k[0], &domain, NOW + HOUR),
         &state,
         &set,
@@ -689,21 +690,22 @@ fn quorum_approval_threshold_reached_approves_and_duplicates_count_once() {
         NOW,
     )
     .expect("dup");
-    assert!(dup.is_empty());
-    let events = decide_add_approval(
+    assert!(dup.events.is_empty());
+    let events = decide_approval(
         &add(&b, &k[1], &domain, NOW + HOUR),
         &state,
         &set,
         &domain,
         NOW,
     )
-    .expect("ok");
+    .expect("ok")
+    .events;
     assert!(
-        matches!(events.last(), Some(ApprovalEvent::Approved { approvers }) if approvers.len() == 2)
+        matches!(events.last(), Some(BatchEvent::Approved(a)) if a.approvers.len() == 2)
     );
     let state = events.iter().fold(state, |s, e| s.evolve(e));
     assert_eq!(state.status, BatchStatus::Approved);
-    let err = decide_add_approval(
+    let err = decide_approval(
         &add(&b, &k[2], &domain, NOW + HOUR),
         &state,
         &set,
@@ -729,7 +731,7 @@ fn quorum_approval_refusals() {
     let set = set_of(&[&k[0], &k[1]], 2, &[], 0);
     let b = batch(&["node_1"], None);
     let state = pending(&b, 2);
-    let err = decide_add_approval(
+    let err = decide_approval(
         &add(&b, &k[0], &domain, NOW + HOUR),
         &state,
         &set,
@@ -738,7 +740,7 @@ fn quorum_approval_refusals() {
     )
     .unwrap_err();
     assert!(matches!(err, ApprovalRefusal::Expired { .. }), "{err}");
-    let err = decide_add_approval(
+    let err = decide_approval(
         &add(&b, &k[3], &domain, NOW + HOUR),
         &state,
         &set,
@@ -753,7 +755,7 @@ fn quorum_approval_refusals() {
         }
     );
     // Signed for another expiry, or another trust domain: does not verify.
-    let err = decide_add_approval(
+    let err = decide_approval(
         &add(&b, &k[0], &domain, NOW + 2 * HOUR),
         &state,
         &set,
@@ -762,7 +764,7 @@ fn quorum_approval_refusals() {
     )
     .unwrap_err();
     assert!(matches!(err, ApprovalRefusal::BadSignature { .. }), "{err}");
-    let err = decide_add_approval(
+    let err = decide_approval(
         &add(&b, &k[0], &td("staging"), NOW + HOUR),
         &state,
         &set,
@@ -804,7 +806,7 @@ fn quorum_batch_create_defaults_and_idempotency() {
         leaf_req("node_2"),
         leaf_req("node_1"),
     ]);
-    let plan = match decide_create_batch(&cmd, None, &set, NOW).expect("created") {
+    let plan = match plan_create_batch(&cmd, None, &set, NOW).expect("created") {
         BatchCreation::New(plan) => plan,
         other => panic!("expected a new batch, got {other:?}"),
     };
@@ -813,7 +815,7 @@ fn quorum_batch_create_defaults_and_idempotency() {
     assert_eq!(plan.status, BatchStatus::Pending);
     assert_eq!(plan.not_after_us, NOW + 24 * HOUR);
     assert_eq!(
-        decide_create_batch(&cmd, Some(&plan.request_digest), &set, NOW + 5),
+        plan_create_batch(&cmd, Some(&plan.request_digest), &set, NOW + 5),
         Ok(BatchCreation::Retry {
             batch_id: plan.batch_id
         })
@@ -821,13 +823,13 @@ fn quorum_batch_create_defaults_and_idempotency() {
     let mut other = cmd.clone();
     other.reason = "something else".into();
     assert_eq!(
-        decide_create_batch(&other, Some(&plan.request_digest), &set, NOW),
+        plan_create_batch(&other, Some(&plan.request_digest), &set, NOW),
         Err(BatchRefusal::Conflict {
             batch_id: plan.batch_id
         })
     );
     // Without approver keys a batch is approved at creation.
-    match decide_create_batch(&cmd, None, &ApproverSet::none(), NOW).expect("created") {
+    match plan_create_batch(&cmd, None, &ApproverSet::none(), NOW).expect("created") {
         BatchCreation::New(plan) => assert_eq!(plan.status, BatchStatus::Approved),
         other => panic!("{other:?}"),
     }
@@ -839,14 +841,14 @@ fn quorum_batch_create_limits() {
     let mut cmd = create(vec![leaf_req("node_1")]);
     cmd.reason = "x".repeat(501);
     assert_eq!(
-        decide_create_batch(&cmd, None, &set, NOW),
+        plan_create_batch(&cmd, None, &set, NOW),
         Err(BatchRefusal::ReasonTooLong { chars: 501 })
     );
     cmd.reason = "é".repeat(500);
-    assert!(decide_create_batch(&cmd, None, &set, NOW).is_ok());
+    assert!(plan_create_batch(&cmd, None, &set, NOW).is_ok());
     cmd.reason = String::new();
     assert_eq!(
-        decide_create_batch(&cmd, None, &set, NOW),
+        plan_create_batch(&cmd, None, &set, NOW),
         Err(BatchRefusal::ReasonEmpty)
     );
     cmd.reason = "ok".into();
@@ -858,7 +860,7 @@ fn quorum_batch_create_limits() {
     ] {
         cmd.not_after_seconds = Some(seconds);
         assert_eq!(
-            decide_create_batch(&cmd, None, &set, NOW).is_ok(),
+            plan_create_batch(&cmd, None, &set, NOW).is_ok(),
             ok,
             "{seconds}"
         );
@@ -866,14 +868,14 @@ fn quorum_batch_create_limits() {
     cmd.not_after_seconds = None;
     cmd.leaves = vec![];
     assert!(matches!(
-        decide_create_batch(&cmd, None, &set, NOW),
+        plan_create_batch(&cmd, None, &set, NOW),
         Err(BatchRefusal::Scope(_))
     ));
     cmd.leaves = (0..50_001)
         .map(|i| leaf_req(&format!("node_{i}")))
         .collect();
     assert!(matches!(
-        decide_create_batch(&cmd, None, &set, NOW),
+        plan_create_batch(&cmd, None, &set, NOW),
         Err(BatchRefusal::Scope(_))
     ));
 }
@@ -887,7 +889,7 @@ fn quorum_batch_create_payloads() {
     };
     let mut leaf = leaf_req("node_1");
     leaf.payload = Some(payload.clone());
-    let plan = match decide_create_batch(&create(vec![leaf.clone()]), None, &set, NOW).expect("ok")
+    let plan = match plan_create_batch(&create(vec![leaf.clone()]), None, &set, NOW).expect("ok")
     {
         BatchCreation::New(plan) => plan,
         other => panic!("{other:?}"),
@@ -898,7 +900,7 @@ fn quorum_batch_create_payloads() {
     );
     leaf.payload_sha256 = Some(PayloadDigest::of(b"other"));
     assert_eq!(
-        decide_create_batch(&create(vec![leaf.clone()]), None, &set, NOW),
+        plan_create_batch(&create(vec![leaf.clone()]), None, &set, NOW),
         Err(BatchRefusal::PayloadDigestMismatch { index: 0 })
     );
     leaf.payload_sha256 = None;
@@ -907,7 +909,7 @@ fn quorum_batch_create_payloads() {
         value: vec![],
     });
     assert!(matches!(
-        decide_create_batch(&create(vec![leaf.clone()]), None, &set, NOW),
+        plan_create_batch(&create(vec![leaf.clone()]), None, &set, NOW),
         Err(BatchRefusal::PayloadTypeUrl { index: 0, .. })
     ));
     leaf.payload = Some(LeafPayload {
@@ -915,7 +917,7 @@ fn quorum_batch_create_payloads() {
         value: vec![0; 64 * 1024 + 1],
     });
     assert!(matches!(
-        decide_create_batch(&create(vec![leaf]), None, &set, NOW),
+        plan_create_batch(&create(vec![leaf]), None, &set, NOW),
         Err(BatchRefusal::PayloadTooLarge { index: 0, .. })
     ));
     let big: Vec<ScopeLeafRequest> = (0..129)
@@ -929,7 +931,7 @@ fn quorum_batch_create_payloads() {
         })
         .collect();
     assert!(matches!(
-        decide_create_batch(&create(big), None, &set, NOW),
+        plan_create_batch(&create(big), None, &set, NOW),
         Err(BatchRefusal::BatchPayloadTooLarge { .. })
     ));
 }

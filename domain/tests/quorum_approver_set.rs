@@ -3,7 +3,7 @@
 use crate::quorum_support;
 
 use domain::quorum::{
-    approver_set_signing_input, decide_set_change, ApproverKey, ApproverSet, ApproverSetError,
+    approver_set_signing_input, check_set_change, ApproverKey, ApproverSet, ApproverSetError,
     ApproverSetOffer, HeldApproverSet, SetChange, SetChangeRefusal, Tier, TrustDomain,
 };
 use quorum_support::{keys, set_of, td, TestKey};
@@ -191,7 +191,7 @@ fn quorum_change_taken_for_higher_epoch_signed_by_current_threshold() {
     let h = set_of(&[&k[0], &k[1], &k[2]], 2, &[], 0);
     let n = set_of(&[&k[0], &k[1], &k[3]], 2, &[(5, 1)], 0);
     let offer = offer_signed_by(&n, 2, &[&k[0], &k[2]], &domain);
-    let change = decide_set_change(&offer, &held(&h, 1), None, &domain).expect("taken");
+    let change = check_set_change(&offer, &held(&h, 1), None, &domain).expect("taken");
     match &change {
         SetChange::Adopt {
             held: new,
@@ -215,7 +215,7 @@ fn quorum_change_refuses_stale_epoch() {
     let h = set_of(&[&k[0], &k[1], &k[2]], 2, &[], 0);
     let n = set_of(&[&k[0], &k[1]], 2, &[], 0);
     let offer = offer_signed_by(&n, 2, &[&k[0], &k[1], &k[2]], &domain);
-    let err = decide_set_change(&offer, &held(&h, 3), None, &domain).unwrap_err();
+    let err = check_set_change(&offer, &held(&h, 3), None, &domain).unwrap_err();
     assert_eq!(
         err,
         SetChangeRefusal::StaleEpoch {
@@ -233,7 +233,7 @@ fn quorum_change_refuses_equal_epoch() {
     let h = set_of(&[&k[0], &k[1], &k[2]], 2, &[], 0);
     let n = set_of(&[&k[0], &k[1]], 2, &[], 0);
     let offer = offer_signed_by(&n, 3, &[&k[0], &k[1], &k[2]], &domain);
-    let err = decide_set_change(&offer, &held(&h, 3), None, &domain).unwrap_err();
+    let err = check_set_change(&offer, &held(&h, 3), None, &domain).unwrap_err();
     assert_eq!(
         err,
         SetChangeRefusal::StaleEpoch {
@@ -248,7 +248,7 @@ fn quorum_change_refuses_equal_epoch() {
         signatures: vec![],
     };
     assert_eq!(
-        decide_set_change(&same, &held(&h, 3), None, &domain),
+        check_set_change(&same, &held(&h, 3), None, &domain),
         Ok(SetChange::Unchanged)
     );
 }
@@ -261,7 +261,7 @@ fn quorum_change_refuses_too_few_current_keys() {
     let n = set_of(&[&k[0], &k[3]], 2, &[], 0);
     // dave (k[3]) is in the new set but not held: only held keys count.
     let offer = offer_signed_by(&n, 2, &[&k[0], &k[3]], &domain);
-    let err = decide_set_change(&offer, &held(&h, 1), None, &domain).unwrap_err();
+    let err = check_set_change(&offer, &held(&h, 1), None, &domain).unwrap_err();
     assert_eq!(
         err,
         SetChangeRefusal::Unsigned {
@@ -282,7 +282,7 @@ fn quorum_change_counts_duplicate_signatures_once() {
     // alice signs twice (two distinct valid signatures): still one approver.
     let offer = offer_signed_by(&n, 2, &[&k[0], &k[0]], &domain);
     assert_ne!(offer.signatures[0].sig, offer.signatures[1].sig);
-    let err = decide_set_change(&offer, &held(&h, 1), None, &domain).unwrap_err();
+    let err = check_set_change(&offer, &held(&h, 1), None, &domain).unwrap_err();
     assert_eq!(
         err,
         SetChangeRefusal::Unsigned {
@@ -299,7 +299,7 @@ fn quorum_change_refuses_signatures_for_another_trust_domain() {
     let h = set_of(&[&k[0], &k[1], &k[2]], 2, &[], 0);
     let n = set_of(&[&k[0], &k[1]], 2, &[], 0);
     let offer = offer_signed_by(&n, 2, &[&k[0], &k[1], &k[2]], &td("staging.example.org"));
-    let err = decide_set_change(&offer, &held(&h, 1), None, &td("prod.example.org")).unwrap_err();
+    let err = check_set_change(&offer, &held(&h, 1), None, &td("prod.example.org")).unwrap_err();
     assert_eq!(
         err,
         SetChangeRefusal::Unsigned {
@@ -318,7 +318,7 @@ fn quorum_change_refuses_replayed_signatures_for_another_epoch() {
     let n = set_of(&[&k[0], &k[1]], 2, &[], 0);
     let mut offer = offer_signed_by(&n, 2, &[&k[0], &k[1]], &domain);
     offer.epoch = 4;
-    let err = decide_set_change(&offer, &held(&h, 1), None, &domain).unwrap_err();
+    let err = check_set_change(&offer, &held(&h, 1), None, &domain).unwrap_err();
     assert_eq!(
         err,
         SetChangeRefusal::Unsigned {
@@ -339,7 +339,7 @@ fn quorum_change_same_set_higher_epoch_needs_its_own_signatures() {
         epoch: 5,
         signatures: vec![],
     };
-    let err = decide_set_change(&unsigned, &held(&h, 1), None, &domain).unwrap_err();
+    let err = check_set_change(&unsigned, &held(&h, 1), None, &domain).unwrap_err();
     assert_eq!(
         err,
         SetChangeRefusal::UnchangedSetUnsigned {
@@ -348,7 +348,7 @@ fn quorum_change_same_set_higher_epoch_needs_its_own_signatures() {
         }
     );
     let signed = offer_signed_by(&h, 5, &[&k[1], &k[2]], &domain);
-    let change = decide_set_change(&signed, &held(&h, 1), None, &domain).expect("taken");
+    let change = check_set_change(&signed, &held(&h, 1), None, &domain).expect("taken");
     assert_eq!(change.apply(&held(&h, 1)).epoch, 5);
 }
 
@@ -363,11 +363,11 @@ fn quorum_change_removal_needs_signatures_and_keeps_epoch() {
         signatures: vec![],
     };
     assert!(matches!(
-        decide_set_change(&removal, &held(&h, 1), None, &domain),
+        check_set_change(&removal, &held(&h, 1), None, &domain),
         Err(SetChangeRefusal::Unsigned { .. })
     ));
     let signed = offer_signed_by(&ApproverSet::none(), 2, &[&k[0], &k[1]], &domain);
-    let after = decide_set_change(&signed, &held(&h, 1), None, &domain)
+    let after = check_set_change(&signed, &held(&h, 1), None, &domain)
         .expect("signed removal")
         .apply(&held(&h, 1));
     assert!(after.set.is_empty());
@@ -380,7 +380,7 @@ fn quorum_change_removal_needs_signatures_and_keeps_epoch() {
         signatures: vec![],
     };
     assert_eq!(
-        decide_set_change(&again, &after, None, &domain),
+        check_set_change(&again, &after, None, &domain),
         Err(SetChangeRefusal::StaleEpoch {
             held: 2,
             offered: 2
@@ -399,7 +399,7 @@ fn quorum_first_set_needs_no_signature() {
         signatures: vec![],
     };
     let change =
-        decide_set_change(&offer, &HeldApproverSet::initial(), None, &domain).expect("first set");
+        check_set_change(&offer, &HeldApproverSet::initial(), None, &domain).expect("first set");
     assert!(matches!(change, SetChange::Adopt { first: true, .. }));
     assert_eq!(change.apply(&HeldApproverSet::initial()), held(&n, 1));
 }
@@ -415,7 +415,7 @@ fn quorum_first_set_must_match_its_pin() {
         epoch: 1,
         signatures: vec![],
     };
-    let err = decide_set_change(
+    let err = check_set_change(
         &offer,
         &HeldApproverSet::initial(),
         Some(&pinned.digest()),
@@ -435,7 +435,7 @@ fn quorum_first_set_must_match_its_pin() {
         epoch: 1,
         signatures: vec![],
     };
-    assert!(decide_set_change(
+    assert!(check_set_change(
         &good,
         &HeldApproverSet::initial(),
         Some(&pinned.digest()),

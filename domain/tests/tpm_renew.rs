@@ -153,7 +153,7 @@ impl Renewal {
         };
         match decide_renew(&ctx, &cmd, &state, self.now + time::Duration::seconds(1)) {
             Ok(d) => Ok(d.outcome.certificate_der),
-            Err(DecideError::Refused(r)) => Err(r),
+            Err(DecideError::Refused(r)) => Err(r.reason),
             Err(other) => panic!("the renewal failed: {other:?}"),
         }
     }

@@ -13,7 +13,7 @@ use commands::operators::{
     issue_operator, list_operators, revoke_operator, revoked_serials, OperatorError,
 };
 use commands::{Clock, SimClock};
-use domain::operator::decide_issue;
+use domain::operator::check_issue;
 use domain::pki::{KeyRole, KeySet, KeySetLifetimes, OperatorIdentity, PrivateKey, TrustDomain};
 use events::store::testkit::TestDb;
 use events::store::{EventStore, LogStore};
@@ -36,7 +36,7 @@ async fn issue(
     role: &str,
 ) -> String {
     let key = PrivateKey::generate(KeyRole::Node).expect("key");
-    let decision = decide_issue(name, role, 30).expect("decision");
+    let decision = check_issue(name, role, 30).expect("decision");
     let issued = issue_operator(
         store,
         clock,

@@ -3,7 +3,7 @@
 //!
 //! The trust bundle's content (`bc.events.v1.TrustBundleContent`, kept as `trustBundle` in
 //! `identity.json`) offers an approver set at an epoch with its signatures. [`settle_held_set`]
-//! decides with [`domain::quorum::decide_set_change`] whether the daemon takes it:
+//! decides with [`domain::quorum::check_set_change`] whether the daemon takes it:
 //!
 //! - a keyless daemon takes the first set as it comes, or, with `approver_set_sha256` pinned in
 //!   `config.toml`, only the pinned one (and admission refuses destructive commands until it holds
@@ -20,7 +20,7 @@
 //! repaired on the next start).
 
 use domain::quorum::{
-    decide_set_change, ApproverSetOffer, HeldApproverSet, SetChange, SetChangeRefusal, SetDigest,
+    check_set_change, ApproverSetOffer, HeldApproverSet, SetChange, SetChangeRefusal, SetDigest,
     TrustDomain,
 };
 use prost::Message as _;
@@ -145,7 +145,7 @@ pub fn settle_held_set(
         .map_err(|_| ApproverStateError::TrustDomain(stored.trust_domain.clone()))?;
     let held = load_held(dir)?;
     let offer = offer_of(content)?;
-    match decide_set_change(&offer, &held, pin, &trust_domain) {
+    match check_set_change(&offer, &held, pin, &trust_domain) {
         Ok(SetChange::Unchanged) => Ok(SetOutcome::Unchanged(held)),
         Ok(change @ SetChange::Adopt { .. }) => {
             let first = matches!(change, SetChange::Adopt { first: true, .. });

@@ -6,7 +6,7 @@
 //!   they complete and the cursor in one transaction per batch. It only reads the log, so writers
 //!   never wait on it.
 //! - [`Sealer`] signs a C2SP checkpoint for every tenant whose tree grew (on an interval, and on
-//!   demand), after [`domain::audit::decide_seal`] approved it against the previous one, and
+//!   demand), after [`domain::audit::check_seal`] approved it against the previous one, and
 //!   records it as an `audit.checkpoint.sealed` event in the `audit/<tenant>` stream (inline
 //!   projection `audit_checkpoints`).
 //! - [`reads`] fetches what exports and proofs need: O(log n) node reads per proof.

@@ -6,7 +6,7 @@
 //!    committed by the sequencer);
 //! 2. the root at the new size and the consistency proof from the last checkpoint's size, each
 //!    from O(log n) stored nodes;
-//! 3. [`decide_seal`]: refuses a tree that did not grow, shrank, forks the signed one, or is not
+//! 3. [`check_seal`]: refuses a tree that did not grow, shrank, forks the signed one, or is not
 //!    shown to extend it;
 //! 4. the C2SP checkpoint signed with the audit key (key name = origin
 //!    `<trust-domain>/audit/<tenant>`);
@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use domain::audit::checkpoint::audit_origin;
 use domain::audit::tree::{consistency_plan, root_plan};
-use domain::audit::{decide_seal, AuditSigner, Checkpoint, Hash, TreeHead, EMPTY_ROOT};
+use domain::audit::{check_seal, AuditSigner, Checkpoint, Hash, TreeHead, EMPTY_ROOT};
 use events::schema::AuditCheckpointSealed;
 use events::store::{EventStore, ExpectedVersion, LogStore, LogTx, StoreTx};
 use events::NewEvent;
@@ -175,7 +175,7 @@ impl Sealer {
                 root: l.root,
             });
             let head =
-                decide_seal(previous, TreeHead { size, root }, &proof).map_err(|source| {
+                check_seal(previous, TreeHead { size, root }, &proof).map_err(|source| {
                     AuditError::Refused {
                         tenant: tenant.to_string(),
                         source,

@@ -1,4 +1,4 @@
-//! Recording refusals under the per-minute bound ([`domain::identity::decide_refusal_bound`]):
+//! Recording refusals under the per-minute bound ([`domain::identity::refusal_bound`]):
 //! one `security.*.refused` event per refusal, at most `limit` a minute per (kind, refusal).
 //!
 //! A refusal over the bound costs no store write. The process keeps its count in memory, in
@@ -15,7 +15,7 @@
 //! in the log). Counts an older build left in `refusal_suppressed_pending` are still written.
 
 use domain::identity::{
-    decide_refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
+    refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
 };
 use events::store::{ExpectedVersion, StoreTx};
 use events::{new_event_id, EventPayload, NewEvent};
@@ -59,7 +59,7 @@ pub(crate) async fn record<P: EventPayload>(
     // Serializes refusals of one reason only, so the bound is exact across replicas.
     suppressed::lock_refusal_reason(tx, refusal_lock_key(kind, refusal)).await?;
     let recorded = read::refusals_recorded(tx, kind, refusal, window).await?;
-    match decide_refusal_bound(recorded, config.refusals_per_minute) {
+    match refusal_bound(recorded, config.refusals_per_minute) {
         RefusalBound::Suppress => {
             budget.count_over_bound(kind, refusal, tenant_id, window);
             Ok(false)

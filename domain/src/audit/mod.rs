@@ -19,7 +19,7 @@
 //! A typical flow: the sequencer turns each event into an [`AuditLeaf`], hashes it
 //! ([`AuditLeaf::leaf_hash`]), appends the batch to the tenant's [`Frontier`] and stores the
 //! nodes it reports. The sealer asks [`tree::prove_consistency`] for a proof from the last
-//! checkpoint, passes it to [`decide_seal`], signs the approved [`Checkpoint`] and records the
+//! checkpoint, passes it to [`check_seal`], signs the approved [`Checkpoint`] and records the
 //! note with the [`trail::note_sha256`] of the previous one. An auditor feeds the export to
 //! [`verify_trail`].
 
@@ -41,7 +41,7 @@ pub use merkle::{
     leaf_hash, node_hash, verify_consistency, verify_inclusion, Hash, ProofError, EMPTY_ROOT,
 };
 pub use note::{open_note, sign_note, Note, NoteError};
-pub use seal::{decide_seal, SealRefusal, TreeHead};
+pub use seal::{check_seal, SealRefusal, TreeHead};
 pub use trail::{
     verify_trail, verify_trail_against, Progress, SealedLeaf, TrailCheckpoint, TrailFault,
     TrailLeaf, TrailSummary,

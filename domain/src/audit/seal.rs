@@ -2,7 +2,7 @@
 //!
 //! c2sp.org/tlog-checkpoint, "Signatures": "A log MUST not sign any checkpoint which is
 //! inconsistent with any checkpoint it previously signed." The sealer also signs only when the
-//! tree grew (issue 5: "only when the tree grew"). [`decide_seal`] enforces both from values
+//! tree grew (issue 5: "only when the tree grew"). [`check_seal`] enforces both from values
 //! alone: the previous signed tree head, the proposed one, and an RFC 9162 §2.1.4 consistency
 //! proof between them, checked by [`super::merkle::verify_consistency`].
 //!
@@ -53,7 +53,7 @@ pub enum SealRefusal {
 /// Returns the tree head to sign, or why not: no growth ([`SealRefusal::NothingToSeal`]), same
 /// size with another root ([`SealRefusal::Fork`]), a smaller size ([`SealRefusal::Shrinks`]), or a
 /// proof that does not verify ([`SealRefusal::NotAnExtension`]).
-pub fn decide_seal(
+pub fn check_seal(
     previous: Option<TreeHead>,
     proposed: TreeHead,
     proof: &[Hash],

@@ -4,26 +4,17 @@
 //! ([`crate::attest`]): [`crate::attest::join_token::JoinTokenAttestor`] then the admission step
 //! ([`crate::attest::admission::decide_admission`]).
 //!
-//! For callers without a store (the benches) the two pure steps of a token join remain:
-//!
-//! 1. [`open_join`]: refuse a role that is none, verify the CSR, open the sealed token with the
-//!    JoinService encryption key, bound to the CSR's SHA-256;
-//! 2. [`decide_join`]: the attestor's verify on the given state, then the admission step. A
-//!    claimed hardware key is recorded as a digest and has no power (issue 18 item 9): only a
-//!    token naming the node (`reclaim_node_id`) re-keys it.
+//! For callers without a store (the benches) the first step of a token join remains:
+//! [`open_join`] refuses a role that is none, verifies the CSR and opens the sealed token with
+//! the JoinService encryption key, bound to the CSR's SHA-256. The decision is then the
+//! attestor's verify on the state ([`JoinState`]) and the admission step, as in production. A
+//! claimed hardware key is recorded as a digest and has no power (issue 18 item 9): only a
+//! token naming the node (`reclaim_node_id`) re-keys it.
 
-use time::OffsetDateTime;
-
-use super::decision::{sha256, DecideError, Decision};
-use super::join_terms::{
-    claims_digests, ClaimsDigests, HardwareClaims, JoinContext, JoinInput, Joined,
-    JOIN_TOKEN_ATTESTOR,
-};
+use super::decision::sha256;
+use super::join_terms::{claims_digests, ClaimsDigests, HardwareClaims, JoinContext, JoinInput};
 use super::state::{NodeState, TokenRole, TokenState};
-use crate::attest::admission::{decide_admission, Admission, AdmissionCommand, AdmissionFacts};
-use crate::attest::join_token::JoinTokenAttestor;
-use crate::attest::{AttestRequest, Attestor, AttestorRefusal, Entropy, Facts, Verdict};
-use crate::pki::{NodeId, NodeRole, SealedToken, Serial, TokenHash, TokenSecret, VerifiedCsr};
+use crate::pki::{NodeId, SealedToken, Serial, TokenHash, TokenSecret, VerifiedCsr};
 
 /// Why the `join-token` attestor refused a join, for callers that name its reasons. One variant
 /// per reason; [`JoinRefusal::reason`] is the text. The admission step's own reasons
@@ -178,72 +169,3 @@ pub fn join_refusal_attribution(
     }
 }
 
-/// Step 2: the whole token join on the attestor contract, for callers without a store (the
-/// benches): [`JoinTokenAttestor`]'s verify on `state`, then [`decide_admission`] (no pool, no
-/// bindings, no join request). The command layer runs the same two steps on loaded facts.
-pub fn decide_join(
-    ctx: &JoinContext<'_>,
-    cmd: &JoinCommand,
-    state: &JoinState,
-    now: OffsetDateTime,
-) -> Result<Decision<Joined>, DecideError<AttestorRefusal>> {
-    let opened = &cmd.opened;
-    let role: NodeRole = opened.role.parse().map_err(|_| {
-        DecideError::Refused(AttestorRefusal::new(JOIN_TOKEN_ATTESTOR, "wrong-role"))
-    })?;
-    let request = AttestRequest {
-        role,
-        csr: &opened.csr,
-        claims: &opened.claims,
-        digests: &opened.digests,
-        evidence: &[],
-        token: Some(&opened.secret),
-        now,
-        // join-token draws no randomness: any seed does.
-        entropy: &Entropy::from_seed([0; 32]),
-    };
-    let key = (JOIN_TOKEN_ATTESTOR.to_owned(), opened.csr_key_sha256());
-    let mut facts = Facts {
-        tokens: state.token.iter().cloned().collect(),
-        ..Facts::default()
-    };
-    if state.csr_key_used {
-        facts.uses.insert(key.clone());
-    }
-    let result = match JoinTokenAttestor.verify(&request, &(), &facts) {
-        Verdict::Admit(r) => r,
-        Verdict::Refuse(r) => return Err(DecideError::Refused(r)),
-        Verdict::Challenge(_) => {
-            return Err(DecideError::Failed("join-token never challenges".into()))
-        }
-    };
-    let mut admission_facts = AdmissionFacts {
-        reclaimed: state.reclaimed.clone(),
-        reclaimed_unrevoked_serials: state.reclaimed_unrevoked_serials.clone(),
-        ..AdmissionFacts::default()
-    };
-    if state.csr_key_used {
-        admission_facts.uses.insert(key);
-    }
-    let admission = AdmissionCommand {
-        attestor: JOIN_TOKEN_ATTESTOR,
-        csr: &opened.csr,
-        claims: &opened.claims,
-        digests: &opened.digests,
-        result: &result,
-        new_node_id: &cmd.new_node_id,
-        serial: &cmd.serial,
-        new_request_id: "",
-    };
-    let Decision { events, outcome } = decide_admission(ctx, &admission, &admission_facts, now)?
-        .sign(ctx.node_ca, &opened.csr, now)?;
-    match outcome {
-        Admission::Joined(joined) => Ok(Decision {
-            events,
-            outcome: *joined,
-        }),
-        Admission::Pending(_) => Err(DecideError::Failed(
-            "the token requires approval: join through the command layer".into(),
-        )),
-    }
-}

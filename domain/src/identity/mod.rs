@@ -31,9 +31,9 @@ pub use admin::{
     check_token_target, decide_create_token, decide_delete_node, decide_retire_node,
     decide_revoke_identity, decide_revoke_token, AdminRefusal, CreateToken,
 };
-pub use decision::{sha256, unix_us, DecideError, Decision};
+pub use decision::{sha256, unix_us, DecideError, Decision, Refused};
 pub use join::{
-    decide_join, join_refusal_attribution, open_join, JoinCommand, JoinRefusal, JoinState,
+    join_refusal_attribution, open_join, JoinCommand, JoinRefusal, JoinState,
     OpenedJoin,
 };
 pub use join_terms::{
@@ -41,14 +41,14 @@ pub use join_terms::{
     JOIN_TOKEN_ATTESTOR,
 };
 pub use refusal_bound::{
-    decide_refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
+    refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
 };
 pub use renew::{
     answer_again, check_key_statements, decide_renew, prepare_renew, renew_refusal_tenant,
     PreparedRenew, RenewCommand, RenewInput, RenewRefusal, RenewState, Renewed, RENEW_POP_ATTESTOR,
     RENEW_PROOF_TTL,
 };
-pub use renew_guard::{decide_clone, renewal_retry_at, RENEWALS_PER_HOUR, RENEWAL_WINDOW};
+pub use renew_guard::{renewal_retry_at, RENEWALS_PER_HOUR, RENEWAL_WINDOW};
 pub use state::{
     evolve_node, evolve_token, lease_stream, CertState, ExpectBinding, IdentityEvent, NodeState,
     NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,

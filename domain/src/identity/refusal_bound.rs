@@ -32,7 +32,7 @@ pub enum RefusalBound {
 
 /// Decides one refusal given how many of its (kind, refusal) the current window already
 /// recorded one by one.
-pub fn decide_refusal_bound(recorded_in_window: i64, limit: u32) -> RefusalBound {
+pub fn refusal_bound(recorded_in_window: i64, limit: u32) -> RefusalBound {
     if recorded_in_window >= i64::from(limit) {
         RefusalBound::Suppress
     } else {
@@ -70,10 +70,10 @@ mod tests {
 
     #[test]
     fn the_bound_suppresses_from_the_limit_on() {
-        assert_eq!(decide_refusal_bound(0, 2), RefusalBound::Record);
-        assert_eq!(decide_refusal_bound(1, 2), RefusalBound::Record);
-        assert_eq!(decide_refusal_bound(2, 2), RefusalBound::Suppress);
-        assert_eq!(decide_refusal_bound(0, 0), RefusalBound::Suppress);
+        assert_eq!(refusal_bound(0, 2), RefusalBound::Record);
+        assert_eq!(refusal_bound(1, 2), RefusalBound::Record);
+        assert_eq!(refusal_bound(2, 2), RefusalBound::Suppress);
+        assert_eq!(refusal_bound(0, 0), RefusalBound::Suppress);
     }
 
     #[test]

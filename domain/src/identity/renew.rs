@@ -18,9 +18,9 @@ use events::schema::{EvidenceUsed, NodeCertificateIssued};
 use time::{Duration, OffsetDateTime};
 
 use super::join_terms::JoinContext;
-use super::renew_guard::renewal_retry_at;
+use super::renew_guard::{clone_events, renewal_retry_at};
 use super::state::{CertState, IdentityEvent, NodeState, NodeStatus};
-use super::{sha256, unix_us, DecideError, Decision};
+use super::{sha256, unix_us, DecideError, Decision, Refused};
 use crate::attest::tpm::{
     check_ak, parse_ak_statement, verify_key_certification, KeyCertRefusal, KeyCertification,
     TpmKeyAttestation,
@@ -274,6 +274,9 @@ pub struct RenewState {
     pub successor: Option<CertState>,
     /// When the node's renewals of the last [`super::RENEWAL_WINDOW`] were issued, µs.
     pub recent_renewals_us: Vec<i64>,
+    /// The serials of the node's certificates not revoked yet, oldest first, when the leaf has
+    /// a successor (a clone revokes them all); empty otherwise.
+    pub unrevoked_serials: Vec<String>,
 }
 
 /// A prepared renewal and the serial the shell drew for the new certificate.
@@ -361,8 +364,37 @@ pub fn check_key_statements(
     Ok(())
 }
 
-/// Step 2: the renewal decision.
+/// Step 2: the renewal decision. A refusal carries the events the log records with it: a
+/// superseded leaf renewing for another key than its successor's is a clone, whose
+/// `security.renew.cloned` and the revocation of every certificate of the node
+/// ([`super::renew_guard::clone_events`]) go to the log with `renew:superseded`.
 pub fn decide_renew(
+    ctx: &JoinContext<'_>,
+    cmd: &RenewCommand,
+    state: &RenewState,
+    now: OffsetDateTime,
+) -> Result<Decision<Renewed>, DecideError<Refused<RenewRefusal, IdentityEvent>>> {
+    match renewal(ctx, cmd, state, now) {
+        Ok(decision) => Ok(decision),
+        Err(DecideError::Failed(why)) => Err(DecideError::Failed(why)),
+        Err(DecideError::Refused(reason)) => {
+            let events = match (reason, &state.node, &state.successor) {
+                (RenewRefusal::Superseded, Some(node), Some(successor)) => clone_events(
+                    node,
+                    &cmd.prepared.serial_hex(),
+                    &successor.serial,
+                    *cmd.prepared.csr.sha256(),
+                    &state.unrevoked_serials,
+                ),
+                _ => Vec::new(),
+            };
+            Err(DecideError::Refused(Refused { reason, events }))
+        }
+    }
+}
+
+/// The renewal's checks and, when they pass, its events.
+fn renewal(
     ctx: &JoinContext<'_>,
     cmd: &RenewCommand,
     state: &RenewState,

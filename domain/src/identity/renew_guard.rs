@@ -4,7 +4,7 @@
 //!
 //! A superseded leaf (a newer certificate of the same node and identity generation exists)
 //! renewing with a valid proof by its key means two holders of one node key: the renewal is
-//! refused as `renew:superseded` and [`decide_clone`] flags it (`security.renew.cloned`) and
+//! refused as `renew:superseded` and [`super::decide_renew`] flags it (`security.renew.cloned`) and
 //! revokes every certificate of the node (`node.identity.revoked`, the generation goes up), so
 //! neither holder keeps an identity; the machine joins again with fresh evidence.
 //!
@@ -42,10 +42,11 @@ pub fn renewal_retry_at(recent_us: &[i64], now_us: i64) -> Option<i64> {
     Some(oldest_that_must_leave.saturating_add(window))
 }
 
-/// The events of a cloned certificate: `security.renew.cloned` naming the superseded leaf, its
-/// successor and what is revoked, then `node.identity.revoked` revoking every certificate of
-/// the node not yet revoked (`unrevoked_serials`, as the shell loaded them, oldest first).
-pub fn decide_clone(
+/// The events of a cloned certificate, which [`super::decide_renew`] refuses with
+/// `renew:superseded`: `security.renew.cloned` naming the superseded leaf, its successor and
+/// what is revoked, then `node.identity.revoked` revoking every certificate of the node not yet
+/// revoked (`unrevoked_serials`, as the shell loaded them, oldest first).
+pub(crate) fn clone_events(
     node: &NodeState,
     presented_serial: &str,
     successor_serial: &str,

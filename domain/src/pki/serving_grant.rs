@@ -5,7 +5,7 @@
 //! internal mTLS, for a key the gateway made. The names are fixed by the operator when issuing
 //! the gateway's internal client certificate (`bcctl pki issue-internal --name N
 //! --serving-name ...`): its DNS and IP subjectAltNames, the gateway's own name first, are the
-//! gateway's [`GatewayGrant`]. [`decide_gateway_serving`] refuses a request naming anything else
+//! gateway's [`GatewayGrant`]. [`plan_gateway_serving`] refuses a request naming anything else
 //! and clamps a longer lifetime to the cap (the gateway renews at two thirds of what it got, so
 //! a clamped certificate is renewed in time). The caller records every issued certificate as a
 //! `gateway.serving.issued` event.
@@ -126,7 +126,7 @@ pub enum ServingRefusal {
 
 /// What to issue for a gateway asking for `names` for `lifetime`: every name must be in its
 /// grant; a lifetime above [`GATEWAY_SERVING_MAX_LIFETIME`] is clamped to it.
-pub fn decide_gateway_serving(
+pub fn plan_gateway_serving(
     grant: &GatewayGrant,
     names: &[String],
     lifetime: Duration,
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn names_outside_the_grant_are_refused_each_named() {
-        let r = decide_gateway_serving(
+        let r = plan_gateway_serving(
             &grant(),
             &[
                 "Gateway.example.com".into(),
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn granted_names_pass_and_the_lifetime_is_clamped() {
-        let req = decide_gateway_serving(
+        let req = plan_gateway_serving(
             &grant(),
             &[
                 "GATEWAY.example.com".into(),
@@ -235,7 +235,7 @@ mod tests {
         );
         assert_eq!(req.lifetime, GATEWAY_SERVING_MAX_LIFETIME);
         assert_eq!(req.role, ServingRole::Gateway);
-        let short = decide_gateway_serving(
+        let short = plan_gateway_serving(
             &grant(),
             &["10.0.0.5".into()],
             Duration::hours(6),
@@ -249,11 +249,11 @@ mod tests {
     fn empty_names_and_non_positive_lifetimes_are_refused() {
         let s = || Serial::generate().unwrap();
         assert_eq!(
-            decide_gateway_serving(&grant(), &[], Duration::days(1), s()),
+            plan_gateway_serving(&grant(), &[], Duration::days(1), s()),
             Err(ServingRefusal::NoNames)
         );
         assert_eq!(
-            decide_gateway_serving(&grant(), &["10.0.0.5".into()], Duration::ZERO, s()),
+            plan_gateway_serving(&grant(), &["10.0.0.5".into()], Duration::ZERO, s()),
             Err(ServingRefusal::NonPositiveLifetime)
         );
     }

@@ -13,12 +13,17 @@
 //! Unix epoch, as the event envelope's `occurred_at_us`. A kid counts only if the held set has that
 //! key, and an [`super::approver_set::ApproverKey`] exists only with kid = SHA-256(SPKI).
 //!
-//! [`decide_add_approval`] records one approval on the server (`decide(command, state, now) ->
-//! Result<Vec<ApprovalEvent>, ApprovalRefusal>`); [`BatchApprovalState::evolve`] applies its events.
+//! [`decide_approval`] records one approval on the server (`decide(command, state, now) ->
+//! Result<Decision<BatchEvent, ApproveOutcome>, ApprovalRefusal>`: the batch's log events and
+//! what the approval did); [`BatchApprovalState::evolve`] applies them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use events::schema::{BatchApprovalRecorded, BatchApproved, QuorumSignature};
+
 use super::approver_set::{ApproverSet, Kid};
+use super::batch_event::BatchEvent;
+use super::decision::Decision;
 use super::scope::{BatchId, ScopeHash};
 use super::signing::{signed_parts, PURPOSE_BATCH_APPROVAL};
 use super::trust_domain::TrustDomain;
@@ -163,16 +168,14 @@ pub struct AddApproval {
     pub signature: ApprovalSignature,
 }
 
-/// What recording an approval decides.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum ApprovalEvent {
-    /// A valid approval from a key that had not approved yet.
-    Recorded(ApprovalSignature),
-    /// The batch now holds its required approvals (after this event's `Recorded`).
-    Approved {
-        /// The keys that approved, in kid order.
-        approvers: Vec<Kid>,
-    },
+/// What recording an approval did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApproveOutcome {
+    /// False when this key had already approved (duplicates count once).
+    pub recorded: bool,
+    pub held: u32,
+    pub required: u32,
+    pub status: BatchStatus,
 }
 
 /// Why an approval is not recorded.
@@ -206,15 +209,16 @@ pub enum ApprovalRefusal {
     },
 }
 
-/// Records one approval. A key that already approved yields no events (duplicates count once);
-/// the approval that reaches the requirement also yields [`ApprovalEvent::Approved`].
-pub fn decide_add_approval(
+/// Records one approval against the published set and answers the batch's approvals and
+/// status after it. A key that already approved yields no events (duplicates count once); the
+/// approval that reaches the requirement also yields `batch.approved`.
+pub fn decide_approval(
     command: &AddApproval,
     state: &BatchApprovalState,
     set: &ApproverSet,
     trust_domain: &TrustDomain,
     now_us: i64,
-) -> Result<Vec<ApprovalEvent>, ApprovalRefusal> {
+) -> Result<Decision<BatchEvent, ApproveOutcome>, ApprovalRefusal> {
     if state.status != BatchStatus::Pending {
         return Err(ApprovalRefusal::NotPending {
             status: state.status,
@@ -240,29 +244,65 @@ pub fn decide_add_approval(
     if !key.verifies(&message, &command.signature.sig) {
         return Err(ApprovalRefusal::BadSignature { kid });
     }
+    let held = u32::try_from(state.approvals.len()).unwrap_or(u32::MAX);
     if state.approvals.contains_key(&kid) {
-        return Ok(Vec::new());
+        return Ok(Decision::unchanged(ApproveOutcome {
+            recorded: false,
+            held,
+            required: state.required,
+            status: state.status,
+        }));
     }
-    let mut events = vec![ApprovalEvent::Recorded(command.signature.clone())];
-    let held = state.approvals.len() + 1;
-    if held >= state.required as usize {
+    let batch_id = state.batch_id.as_bytes().to_vec();
+    let mut events = vec![BatchEvent::ApprovalRecorded(BatchApprovalRecorded {
+        batch_id: batch_id.clone(),
+        signature: Some(QuorumSignature {
+            kid: kid.as_bytes().to_vec(),
+            sig: command.signature.sig.clone(),
+        }),
+    })];
+    let held = held.saturating_add(1);
+    let mut status = state.status;
+    if held >= state.required {
         let mut approvers: Vec<Kid> = state.approvals.keys().copied().collect();
         approvers.push(kid);
         approvers.sort();
-        events.push(ApprovalEvent::Approved { approvers });
+        events.push(BatchEvent::Approved(BatchApproved {
+            batch_id,
+            approvers: approvers.iter().map(|k| k.as_bytes().to_vec()).collect(),
+        }));
+        status = BatchStatus::Approved;
     }
-    Ok(events)
+    Ok(Decision {
+        events,
+        outcome: ApproveOutcome {
+            recorded: true,
+            held,
+            required: state.required,
+            status,
+        },
+    })
 }
 
 impl BatchApprovalState {
-    /// Evolve: the state after one event.
-    pub fn evolve(&self, event: &ApprovalEvent) -> BatchApprovalState {
+    /// Evolve: the state after one of the approval events of [`decide_approval`] (a recorded
+    /// signature, the release); the batch's other events leave it as it is.
+    pub fn evolve(&self, event: &BatchEvent) -> BatchApprovalState {
         let mut next = self.clone();
         match event {
-            ApprovalEvent::Recorded(signature) => {
-                next.approvals.insert(signature.kid, signature.clone());
+            BatchEvent::ApprovalRecorded(recorded) => {
+                let signature = recorded.signature.as_ref().and_then(|s| {
+                    Some(ApprovalSignature {
+                        kid: Kid::from_slice(&s.kid).ok()?,
+                        sig: s.sig.clone(),
+                    })
+                });
+                if let Some(signature) = signature {
+                    next.approvals.insert(signature.kid, signature);
+                }
             }
-            ApprovalEvent::Approved { .. } => next.status = BatchStatus::Approved,
+            BatchEvent::Approved(_) => next.status = BatchStatus::Approved,
+            _ => {}
         }
         next
     }

@@ -229,7 +229,7 @@ pub enum BatchRefusal {
 
 /// Decides a create request. `existing` is the stored request digest of the batch with the derived
 /// id, if there is one.
-pub fn decide_create_batch(
+pub fn plan_create_batch(
     command: &CreateBatch,
     existing: Option<&RequestDigest>,
     set: &ApproverSet,

@@ -1,6 +1,6 @@
 //! Creating a batch on the server: the plan of [`super::batch`] written as the batch's first
 //! events, or the answer to a retry of the request that created it (same rules as
-//! [`super::batch::decide_create_batch`]).
+//! [`super::batch::plan_create_batch`]).
 
 use events::schema::{BatchApproved, BatchCreated, BatchLeaf};
 

@@ -16,9 +16,9 @@
 //! - [`set_change`]: the one epoch rule for taking a new set, and the first-set pin.
 //! - [`scope`]: scope leaves, the tree, proofs, the batch id.
 //! - [`batch`]: creating a batch (limits, idempotency, required approvals).
-//! - [`approval`]: the batch-approval signing input, counting approvals, recording one.
-//! - [`creation`], [`approval_decision`]: a create and an approval on the server, as the
-//!   batch's log events ([`batch_event`]) with what the command answers.
+//! - [`approval`]: the batch-approval signing input, counting approvals, recording one on the
+//!   server as the batch's log events ([`batch_event`]) with what the command answers.
+//! - [`creation`]: a create on the server, as the batch's log events with what it answers.
 //! - [`lifecycle`]: cancelling a batch and expiring one past its end.
 //! - [`decision`]: what a decider answers (its events and its outcome).
 //! - [`admission`]: the daemon's admission check; [`admission_state`]: its persisted state;
@@ -27,7 +27,6 @@
 pub mod admission;
 pub mod admission_state;
 pub mod approval;
-pub mod approval_decision;
 pub mod approver_set;
 pub mod batch;
 pub mod batch_event;
@@ -47,16 +46,15 @@ pub use admission::{
     DestructiveCommand, RejectReason, UnbatchedRuns, UsedLeaves, VerifiedApprovals,
 };
 pub use approval::{
-    batch_approval_signing_input, decide_add_approval, AddApproval, ApprovalEvent, ApprovalRefusal,
-    ApprovalSignature, BatchApproval, BatchApprovalState, BatchStatus,
+    batch_approval_signing_input, decide_approval, AddApproval, ApprovalRefusal, ApprovalSignature,
+    ApproveOutcome, BatchApproval, BatchApprovalState, BatchStatus,
 };
-pub use approval_decision::{decide_approval, ApproveOutcome};
 pub use approver_set::{
     approver_set_signing_input, ApproverKey, ApproverSet, ApproverSetError, Kid, SetDigest,
     SetSignature, Tier,
 };
 pub use batch::{
-    decide_create_batch, BatchCreation, BatchPlan, BatchRefusal, CreateBatch, RequestDigest,
+    plan_create_batch, BatchCreation, BatchPlan, BatchRefusal, CreateBatch, RequestDigest,
     ScopeLeafRequest,
 };
 pub use batch_event::BatchEvent;
@@ -73,6 +71,6 @@ pub use scope::{
     MAX_SCOPE_LEAVES,
 };
 pub use set_change::{
-    decide_set_change, ApproverSetOffer, HeldApproverSet, SetChange, SetChangeRefusal,
+    check_set_change, ApproverSetOffer, HeldApproverSet, SetChange, SetChangeRefusal,
 };
 pub use trust_domain::{TrustDomain, TrustDomainError};

@@ -8,7 +8,7 @@
 //! through a signed removal." "A current threshold of 0 admits no change." "Pinning the first set":
 //! a daemon with a pin and no keys "takes only a matching set (pin-mismatch otherwise)".
 //!
-//! [`decide_set_change`] is the pure decision (`decide(offer, held) -> Result<change, refusal>`);
+//! [`check_set_change`] is the pure decision (`decide(offer, held) -> Result<change, refusal>`);
 //! [`SetChange::apply`] is its evolve. A refusal keeps the held quorum; the caller still applies
 //! the rest of the trust bundle (roots, version). Epoch 0 means "never held a set", so an offered
 //! set needs epoch 1 or more.
@@ -162,7 +162,7 @@ pub fn valid_set_signers(
 
 /// Decides whether a daemon holding `held` takes `offer`, under its own `trust_domain` and its
 /// optional first-set `pin`.
-pub fn decide_set_change(
+pub fn check_set_change(
     offer: &ApproverSetOffer,
     held: &HeldApproverSet,
     pin: Option<&SetDigest>,

@@ -6,7 +6,7 @@
 //! - a digest published before and since replaced: serve it at its old version and warn, change
 //!   nothing (unless the floor is above the published version, which publishes it again);
 //! - new content: publish at max(published + 1, floor), after
-//!   [`crate::quorum::decide_set_change`] took the approver part (first set without signatures,
+//!   [`crate::quorum::check_set_change`] took the approver part (first set without signatures,
 //!   pin checked; later sets only at a higher epoch signed by the current threshold of current
 //!   keys in this trust domain).
 
@@ -18,7 +18,7 @@ use super::digest::{root_hashes, root_sha256, set_sha256};
 use super::event::{Publication, PublishCause, TrustBundleEvent};
 use super::refusal::{TrustBundleError, TrustBundleRefusal};
 use super::state::{PublishedState, SettleOutcome, Settled};
-use crate::quorum::{decide_set_change, Decision, HeldApproverSet, SetChange};
+use crate::quorum::{check_set_change, Decision, HeldApproverSet, SetChange};
 
 /// Decides a settle. `published` is the published bundle, if any; `replaced_version` is the
 /// highest version at which this configuration's digest was published before, looked up only
@@ -57,7 +57,7 @@ pub fn decide_settle(
     let change = if same_content {
         SetChange::Unchanged
     } else {
-        decide_set_change(
+        check_set_change(
             &config.approvers,
             &held,
             config.pin.as_ref(),

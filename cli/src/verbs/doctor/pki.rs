@@ -5,7 +5,7 @@
 use commands::quorum::{published_bundle, PublishedBundle};
 use commands::{Clock, SystemClock};
 use domain::pki::{open_bundle, BundleError, Protection, PublicBundle};
-use domain::quorum::{decide_set_change, TrustDomain};
+use domain::quorum::{check_set_change, TrustDomain};
 use events::store::EventStore;
 use time::OffsetDateTime;
 
@@ -305,7 +305,7 @@ async fn check_quorum(
     };
     let next = published.held.epoch.saturating_add(1);
     if config.approvers.set != published.held.set {
-        match decide_set_change(&config.approvers, &published.held, None, trust_domain) {
+        match check_set_change(&config.approvers, &published.held, None, trust_domain) {
             Ok(_) => findings.push(Finding::new(
                 "pki.quorum-change",
                 Level::Info,

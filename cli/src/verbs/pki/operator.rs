@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use commands::operators::issue_operator;
 use commands::SystemClock;
-use domain::operator::decide_issue;
+use domain::operator::check_issue;
 use domain::pki::{pem_encode, KeyRole, KeySetLifetimes, LoadedBundle, PrivateKey};
 use serde_json::json;
 use time::OffsetDateTime;
@@ -204,7 +204,7 @@ fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), PkiCmdError> {
 }
 
 pub async fn issue_operator_cmd(args: IssueOperatorArgs) -> Result<(), PkiCmdError> {
-    let decision = decide_issue(&args.name, &args.role, args.days)
+    let decision = check_issue(&args.name, &args.role, args.days)
         .map_err(|e| PkiCmdError::Usage(e.to_string()))?;
     if let Some(server) = &args.server {
         if server.is_empty() || server.contains(char::is_whitespace) || !server.contains(':') {
