@@ -1,9 +1,17 @@
-//! The transaction boundary every handler goes through: begin, let the body load, decide, append
-//! and project, commit; on an expected-version conflict start again from a fresh read.
+//! The transaction boundary every handler goes through: [`run`] a [`Command`] (begin, load,
+//! decide, append and project, commit; on an expected-version conflict start again from a fresh
+//! read). The few writers that decide nothing (the refusal counts' flush) use the same retrying
+//! boundary as [`transaction!`].
 
+use async_trait::async_trait;
+use domain::decision::{Decision, Refused};
 use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx, StreamAppend};
 use events::{NewEvent, RecordedEvent};
 use projections::{apply_all, Projection, ProjectionError};
+use rand_core::CryptoRngCore;
+use time::OffsetDateTime;
+
+use crate::clock::Clock;
 
 /// How many times a command is retried from a fresh read after conflicts before giving up.
 pub const MAX_ATTEMPTS: usize = 16;
@@ -27,6 +35,145 @@ impl RunError {
             RunError::Store(e) => e.is_conflict(),
             RunError::Projection(ProjectionError::Store(e)) => e.is_conflict(),
             _ => false,
+        }
+    }
+}
+
+/// The time of one attempt, read once from the handler's clock: what the load, the decision
+/// and the events see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct At {
+    /// Now.
+    pub now: OffsetDateTime,
+    /// Now, µs since the Unix epoch.
+    pub now_us: i64,
+}
+
+impl At {
+    /// The time `clock` reads now.
+    pub fn of(clock: &dyn Clock) -> At {
+        let now_us = clock.now_us();
+        At {
+            now: OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_us) * 1000)
+                .unwrap_or(OffsetDateTime::UNIX_EPOCH),
+            now_us,
+        }
+    }
+}
+
+/// What a command's decision answers: the domain's [`Decision`], or a refusal (the handler's
+/// error) with the events the log records all the same (committed before the refusal is
+/// returned).
+pub type Decided<C> = Result<
+    Decision<<C as Command>::Event, <C as Command>::Outcome>,
+    Refused<<C as Command>::Error, <C as Command>::Event>,
+>;
+
+/// One command of the control plane, as the runner ([`run`]) drives it: `load` the state in
+/// the transaction, `decide` (pure: the domain's decider, given the time and entropy), `append`
+/// the events and apply the inline projections, then `answer` (in the same transaction: a row
+/// read back, a refusal counted), and commit.
+#[async_trait]
+pub trait Command: Sync {
+    /// What the decision reads.
+    type State: Send;
+    /// What it appends.
+    type Event: Send + Sync;
+    /// What it decides to tell the caller.
+    type Outcome: Send;
+    /// What the handler returns.
+    type Answer: Send;
+    /// The handler's error; a refusal is one of its values.
+    type Error: From<RunError> + AsConflict + Send;
+
+    /// Loads the state, in the transaction.
+    async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<Self::State, Self::Error>;
+
+    /// Decides: a pure call of the domain's decider.
+    fn decide(&self, state: &Self::State, at: &At, rng: &mut dyn CryptoRngCore) -> Decided<Self>;
+
+    /// Appends the decided events (at the versions `state` was read at) and applies the
+    /// inline projections. Called only with events.
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        state: &Self::State,
+        events: Vec<Self::Event>,
+        at: &At,
+    ) -> Result<(), Self::Error>;
+
+    /// What the handler answers, in the transaction after the append.
+    async fn answer(
+        &self,
+        tx: &mut StoreTx,
+        state: Self::State,
+        outcome: Self::Outcome,
+        at: &At,
+    ) -> Result<Self::Answer, Self::Error>;
+}
+
+/// What one attempt ended with: an answer to commit, or a refusal whose events are to commit.
+enum Attempt<A, E> {
+    Answer(A),
+    Refused(E),
+}
+
+async fn attempt<C: Command + ?Sized>(
+    tx: &mut StoreTx,
+    clock: &dyn Clock,
+    command: &C,
+) -> Result<Attempt<C::Answer, C::Error>, C::Error> {
+    let at = At::of(clock);
+    let state = command.load(tx, &at).await?;
+    match command.decide(&state, &at, &mut rand_core::OsRng) {
+        Ok(Decision { events, outcome }) => {
+            if !events.is_empty() {
+                command.append(tx, &state, events, &at).await?;
+            }
+            Ok(Attempt::Answer(command.answer(tx, state, outcome, &at).await?))
+        }
+        Err(Refused { reason, events }) if !events.is_empty() => {
+            command.append(tx, &state, events, &at).await?;
+            Ok(Attempt::Refused(reason))
+        }
+        Err(Refused { reason, .. }) => Err(reason),
+    }
+}
+
+/// Runs `command` in one transaction on `store` at `clock`'s time: load, decide, append and
+/// project, answer, commit. An expected-version conflict starts it again from a fresh read (at
+/// most [`MAX_ATTEMPTS`] times); a refusal rolls back, unless it carries events, which are
+/// committed before the refusal is returned.
+pub async fn run<C: Command + ?Sized>(
+    store: &EventStore,
+    clock: &dyn Clock,
+    command: &C,
+) -> Result<C::Answer, C::Error> {
+    let mut tries = 0usize;
+    loop {
+        tries += 1;
+        let mut tx = begin(store).await?;
+        match attempt(&mut tx, clock, command).await {
+            Ok(done) => {
+                commit(tx).await?;
+                return match done {
+                    Attempt::Answer(answer) => Ok(answer),
+                    Attempt::Refused(reason) => Err(reason),
+                };
+            }
+            Err(e) => {
+                rollback(tx).await;
+                match e.into_conflict() {
+                    Ok(_) if tries < MAX_ATTEMPTS => continue,
+                    Ok(last) => {
+                        return Err(C::Error::from(RunError::TooManyConflicts {
+                            attempts: tries,
+                            last,
+                        }))
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
         }
     }
 }

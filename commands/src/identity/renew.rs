@@ -2,20 +2,22 @@
 //! stored certificate, the clock window, the single-use record, the certificate's successors
 //! and the node's renewals of the last hour; or the refusal recorded. A superseded certificate
 //! renewing is a clone: its `security.renew.cloned` and the revocation of every certificate of
-//! the node are appended with the refusal ([`domain::identity::decide_clone`]), unless its
+//! the node are appended with the refusal (the events `domain::identity::decide_renew` refuses
+//! it with), unless its
 //! successor certifies the CSR's key: the same renewal retried after its answer was lost, answered
 //! again with that certificate and nothing appended ([`domain::identity::answer_again`]).
 
 use std::sync::Arc;
 
 use domain::identity::{
-    decide_clone, decide_renew, prepare_renew, renew_refusal_tenant, renewal_retry_at, unix_us,
-    DecideError, Decision, RenewCommand, RenewInput, RenewRefusal, RenewState, Renewed,
-    RENEWALS_PER_HOUR, RENEWAL_WINDOW, RENEW_POP_ATTESTOR,
+    decide_renew, prepare_renew, renew_refusal_tenant, renewal_retry_at, unix_us, DecideError,
+    Decision, IdentityEvent, JoinContext, PreparedRenew, Refused, RenewCommand, RenewInput,
+    RenewRefusal, RenewState, Renewed, RENEWALS_PER_HOUR, RENEWAL_WINDOW, RENEW_POP_ATTESTOR,
 };
 use domain::pki::{KeySet, Serial};
 use events::schema::RenewRefused;
 use events::store::{EventStore, StoreTx};
+use rand_core::CryptoRngCore;
 use projections::identity::read;
 
 use super::answers::RenewAnswer;
@@ -24,6 +26,7 @@ use super::config::IdentityConfig;
 use super::context::{check_trust_domain, context, digest_vec};
 use super::error::{IdentityError, RENEW_REFUSED};
 use super::{refusals, rows};
+use crate::run::{At, Command, Decided};
 use crate::Clock;
 
 /// Renewals: new certificates for admitted nodes. Holds the key set (the node CA signs).
@@ -97,77 +100,15 @@ impl Renewals {
             }
         };
         let node_id = prepared.node_id().to_owned();
-        let serial = prepared.serial_hex();
         let csr_sha = *prepared.csr.sha256();
-
-        let outcome = crate::transaction!(&self.store, IdentityError, |tx| {
-            let node_row = read::node_by_id(tx, &node_id).await?;
-            let cert_row = read::cert_by_serial(tx, &serial).await?;
-            let successor_serial = match cert_row.as_ref().filter(|c| c.node_id == node_id) {
-                Some(c) => {
-                    read::successor_of(tx, &node_id, c.identity_generation, c.issued_position)
-                        .await?
-                }
-                None => None,
-            };
-            let successor = match successor_serial {
-                Some(s) => read::cert_by_serial(tx, &s).await?,
-                None => None,
-            };
-            let since = now_us.saturating_sub(RENEWAL_WINDOW.whole_microseconds() as i64);
-            let state = RenewState {
-                node: node_row.as_ref().map(rows::node_state).transpose()?,
-                cert: cert_row.as_ref().map(rows::cert_state).transpose()?,
-                proof_used: read::attestation_used(tx, RENEW_POP_ATTESTOR, &prepared.replay_key)
-                    .await?,
-                successor: successor.as_ref().map(rows::cert_state).transpose()?,
-                recent_renewals_us: read::renewals_since(tx, &node_id, since).await?,
-            };
-            let cmd = RenewCommand {
-                prepared: prepared.clone(),
-                serial: Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?,
-            };
-            let version = node_row.as_ref().map(|n| n.version);
-            let versions = vec![(format!("node/{node_id}"), version)];
-            match decide_renew(&ctx, &cmd, &state, now) {
-                Ok(Decision { events, outcome }) => {
-                    // No events: the same renewal retried, its certificate answered again.
-                    if !events.is_empty() {
-                        append_decided(tx, events, &outcome.tenant_id, now_us, &versions).await?;
-                    }
-                    Ok(Outcome::Renewed(outcome))
-                }
-                Err(DecideError::Refused(refusal)) => {
-                    let tenant = renew_refusal_tenant(refusal, state.node.as_ref())
-                        .map_or_else(|| root.clone(), str::to_owned);
-                    if let (RenewRefusal::Superseded, Some(node), Some(successor)) =
-                        (refusal, state.node.as_ref(), state.successor.as_ref())
-                    {
-                        let open = read::unrevoked_serials_of_node(tx, &node_id).await?;
-                        let events = decide_clone(node, &serial, &successor.serial, csr_sha, &open);
-                        append_decided(tx, events, &node.tenant_id, now_us, &versions).await?;
-                    }
-                    self.record_renew_refusal(
-                        tx,
-                        refusal,
-                        &tenant,
-                        &node_id,
-                        &serial,
-                        Some(csr_sha),
-                        now_us,
-                    )
-                    .await?;
-                    Ok(match refusal {
-                        RenewRefusal::RateLimited => Outcome::RateLimited {
-                            retry_at_us: renewal_retry_at(&state.recent_renewals_us, now_us)
-                                .unwrap_or(now_us),
-                        },
-                        _ => Outcome::Refused,
-                    })
-                }
-                Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
-            }
-        })?;
+        let renewal = Renewal {
+            service: self,
+            ctx: &ctx,
+            node_id: &node_id,
+            serial: prepared.serial_hex(),
+            prepared,
+        };
+        let outcome = crate::run::run(&self.store, self.clock.as_ref(), &renewal).await?;
         match outcome {
             Outcome::Refused => Err(IdentityError::AccessDenied(RENEW_REFUSED)),
             Outcome::RateLimited { retry_at_us } => Err(IdentityError::RenewalsExhausted {
@@ -205,4 +146,144 @@ enum Outcome {
     Renewed(Renewed),
     Refused,
     RateLimited { retry_at_us: i64 },
+}
+
+/// One renewal, as the runner drives it.
+struct Renewal<'a> {
+    service: &'a Renewals,
+    ctx: &'a JoinContext<'a>,
+    prepared: PreparedRenew,
+    node_id: &'a str,
+    /// The presented leaf's serial.
+    serial: String,
+}
+
+/// What a renewal reads: the domain's state and the node stream's version.
+struct Loaded {
+    state: RenewState,
+    version: Option<i64>,
+}
+
+/// What the decision told the answer step: renewed, or refused (recorded there).
+enum Verdict {
+    Renewed(Renewed),
+    Refused { refusal: RenewRefusal, tenant: String },
+}
+
+#[async_trait::async_trait]
+impl Command for Renewal<'_> {
+    type State = Loaded;
+    type Event = IdentityEvent;
+    type Outcome = Verdict;
+    type Answer = Outcome;
+    type Error = IdentityError;
+
+    async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<Loaded, IdentityError> {
+        let node_id = self.node_id;
+        let node_row = read::node_by_id(tx, node_id).await?;
+        let cert_row = read::cert_by_serial(tx, &self.serial).await?;
+        let successor_serial = match cert_row.as_ref().filter(|c| c.node_id == node_id) {
+            Some(c) => {
+                read::successor_of(tx, node_id, c.identity_generation, c.issued_position).await?
+            }
+            None => None,
+        };
+        let successor = match successor_serial {
+            Some(s) => read::cert_by_serial(tx, &s).await?,
+            None => None,
+        };
+        // A superseded leaf may be a clone, whose refusal revokes every open certificate.
+        let unrevoked_serials = match (&node_row, &successor) {
+            (Some(_), Some(_)) => read::unrevoked_serials_of_node(tx, node_id).await?,
+            _ => Vec::new(),
+        };
+        let since = at
+            .now_us
+            .saturating_sub(RENEWAL_WINDOW.whole_microseconds() as i64);
+        let state = RenewState {
+            node: node_row.as_ref().map(rows::node_state).transpose()?,
+            cert: cert_row.as_ref().map(rows::cert_state).transpose()?,
+            proof_used: read::attestation_used(tx, RENEW_POP_ATTESTOR, &self.prepared.replay_key)
+                .await?,
+            successor: successor.as_ref().map(rows::cert_state).transpose()?,
+            recent_renewals_us: read::renewals_since(tx, node_id, since).await?,
+            unrevoked_serials,
+        };
+        Ok(Loaded {
+            state,
+            version: node_row.as_ref().map(|n| n.version),
+        })
+    }
+
+    fn decide(&self, loaded: &Loaded, at: &At, rng: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let cmd = RenewCommand {
+            prepared: self.prepared.clone(),
+            serial: Serial::from_rng(rng),
+        };
+        match decide_renew(self.ctx, &cmd, &loaded.state, at.now) {
+            Ok(decision) => Ok(decision.map_outcome(Verdict::Renewed)),
+            // The refusal is an outcome: its events (a clone's) are appended and the refusal
+            // recorded in the answer step, all in this transaction.
+            Err(DecideError::Refused(Refused { reason, events })) => {
+                let tenant = renew_refusal_tenant(reason, loaded.state.node.as_ref())
+                    .map_or_else(|| self.service.config.root_tenant.clone(), str::to_owned);
+                Ok(Decision {
+                    events,
+                    outcome: Verdict::Refused {
+                        refusal: reason,
+                        tenant,
+                    },
+                })
+            }
+            Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why).into()),
+        }
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        loaded: &Loaded,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), IdentityError> {
+        // A renewal's events and a clone's are the node's, written in its tenant.
+        let tenant = match &loaded.state.node {
+            Some(node) => node.tenant_id.clone(),
+            None => self.service.config.root_tenant.clone(),
+        };
+        let versions = vec![(format!("node/{}", self.node_id), loaded.version)];
+        append_decided(tx, events, &tenant, at.now_us, &versions).await
+    }
+
+    async fn answer(
+        &self,
+        tx: &mut StoreTx,
+        loaded: Loaded,
+        decided: Verdict,
+        at: &At,
+    ) -> Result<Outcome, IdentityError> {
+        let (refusal, tenant) = match decided {
+            Verdict::Renewed(renewed) => return Ok(Outcome::Renewed(renewed)),
+            Verdict::Refused { refusal, tenant } => (refusal, tenant),
+        };
+        let csr_sha = Some(*self.prepared.csr.sha256());
+        self.service
+            .record_renew_refusal(
+                tx,
+                refusal,
+                &tenant,
+                self.node_id,
+                &self.serial,
+                csr_sha,
+                at.now_us,
+            )
+            .await?;
+        Ok(match refusal {
+            RenewRefusal::RateLimited => Outcome::RateLimited {
+                retry_at_us: renewal_retry_at(&loaded.state.recent_renewals_us, at.now_us)
+                    .unwrap_or(at.now_us),
+            },
+            _ => Outcome::Refused,
+        })
+    }
 }

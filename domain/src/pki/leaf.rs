@@ -115,6 +115,15 @@ impl Serial {
         Ok(Serial(random_serial()?))
     }
 
+    /// A random 16-byte serial drawn from `rng` (the entropy the shell passes a decision), in
+    /// the same range as [`Serial::generate`]'s.
+    pub fn from_rng(rng: &mut dyn rand_core::CryptoRngCore) -> Serial {
+        let mut serial = [0u8; 16];
+        rng.fill_bytes(&mut serial);
+        serial[0] = (serial[0] & 0x7f) | 0x40;
+        Serial(serial.to_vec())
+    }
+
     /// From big-endian bytes; leading zero bytes are dropped. Refuses zero and anything that
     /// would not fit RFC 5280's 20 octets.
     pub fn from_be_bytes(bytes: &[u8]) -> Result<Serial, IssueError> {
