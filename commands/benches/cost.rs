@@ -37,7 +37,7 @@ use domain::identity::{
     decide_create_token, decide_renew, evolve_node, evolve_token, open_join,
     prepare_renew, unix_us, CertState, CreateToken, ExpectBinding, HardwareClaims, IdentityEvent,
     JoinCommand, JoinContext, JoinInput, JoinState, NodeState, RenewCommand, RenewInput,
-    RenewState, TokenRole,
+    RenewState, TokenRole, TokenTargets,
 };
 use domain::pki::statement::{sign, JoinResponseStatement, RenewPop, RenewResponseStatement};
 use domain::pki::{
@@ -136,6 +136,7 @@ impl Fixture {
                 require_approval: false,
                 boot_entry_id: None,
             },
+            &TokenTargets::default(),
             now,
         )?
         .events;

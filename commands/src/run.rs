@@ -112,6 +112,13 @@ pub trait Command: Sync {
     ) -> Result<Self::Answer, Self::Error>;
 }
 
+/// A decider's answer as a command's: its refusal made the handler's error (with no events).
+pub fn decided<E, O, R, Err: From<R>>(
+    result: Result<Decision<E, O>, R>,
+) -> Result<Decision<E, O>, Refused<Err, E>> {
+    result.map_err(|r| Refused::from(Err::from(r)))
+}
+
 /// What one attempt ended with: an answer to commit, or a refusal whose events are to commit.
 enum Attempt<A, E> {
     Answer(A),

@@ -2,7 +2,7 @@
 
 use domain::identity::{
     decide_create_token, decide_revoke_identity, evolve_node, evolve_token, AdminRefusal,
-    CreateToken, ExpectBinding, IdentityEvent, JoinRefusal, RenewRefusal, TokenRole,
+    CreateToken, ExpectBinding, IdentityEvent, JoinRefusal, RenewRefusal, TokenRole, TokenTargets,
 };
 use domain::pki::TokenSecret;
 use time::OffsetDateTime;
@@ -42,7 +42,7 @@ fn create_token_validates_and_evolves() {
         require_approval: false,
         boot_entry_id: None,
     };
-    let events = decide_create_token(&cmd, now).unwrap().events;
+    let events = decide_create_token(&cmd, &TokenTargets::default(), now).unwrap().events;
     let state = events.iter().fold(None, evolve_token).unwrap();
     assert_eq!(state.uses_left, 2);
     assert!(state.secret_hash.matches(&secret));
@@ -53,12 +53,12 @@ fn create_token_validates_and_evolves() {
         ..cmd.clone()
     };
     assert!(matches!(
-        decide_create_token(&expired, now),
+        decide_create_token(&expired, &TokenTargets::default(), now),
         Err(AdminRefusal::Invalid(_))
     ));
     let no_uses = CreateToken { uses: 0, ..cmd };
     assert!(matches!(
-        decide_create_token(&no_uses, now),
+        decide_create_token(&no_uses, &TokenTargets::default(), now),
         Err(AdminRefusal::Invalid(_))
     ));
 }
@@ -85,7 +85,7 @@ fn a_discovery_token_is_single_use_names_its_boot_entry_and_expects_a_mac() {
         require_approval: false,
         boot_entry_id: Some("boot_1".into()),
     };
-    let events = decide_create_token(&cmd, now).unwrap().events;
+    let events = decide_create_token(&cmd, &TokenTargets::default(), now).unwrap().events;
     match events.as_slice() {
         [IdentityEvent::TokenCreated(e)] => {
             assert_eq!((e.role.as_str(), e.uses), ("discovery", 1));
@@ -94,7 +94,7 @@ fn a_discovery_token_is_single_use_names_its_boot_entry_and_expects_a_mac() {
         }
         other => panic!("events {other:?}"),
     }
-    let refused = |c: CreateToken| match decide_create_token(&c, now) {
+    let refused = |c: CreateToken| match decide_create_token(&c, &TokenTargets::default(), now) {
         Err(AdminRefusal::Invalid(why)) => why,
         other => panic!("not refused: {other:?}"),
     };
@@ -138,7 +138,7 @@ fn a_discovery_token_is_single_use_names_its_boot_entry_and_expects_a_mac() {
 #[test]
 fn revoking_an_unknown_node_is_not_found() {
     assert_eq!(
-        decide_revoke_identity("node_x", None, &[], "r"),
+        decide_revoke_identity("node_x", None, None, &[], "r"),
         Err(AdminRefusal::UnknownNode("node_x".into()))
     );
     assert!(evolve_node(None, &IdentityEvent::NodeDeleted(Default::default())).is_none());
@@ -212,7 +212,7 @@ fn a_join_refusal_names_the_token_only_once_its_secret_matched() {
 fn revoking_an_identity_names_the_serials_it_revokes() {
     let node = active_node();
     let serials = vec!["0a".to_owned(), "0b".to_owned()];
-    let events = decide_revoke_identity("node_a", Some(&node), &serials, "compromised")
+    let events = decide_revoke_identity("node_a", Some(&node), None, &serials, "compromised")
         .unwrap()
         .events;
     let [IdentityEvent::IdentityRevoked(e)] = events.as_slice() else {

@@ -2,19 +2,23 @@
 //! and list tokens; revoke a node's identity, delete or retire a node; list and show nodes.
 
 use domain::identity::{
-    check_token_target, decide_create_token, decide_delete_node, decide_retire_node,
-    decide_revoke_identity, decide_revoke_token, unix_us, AdminRefusal, CreateToken, Decision,
-    ExpectBinding, TokenRole,
+    decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
+    decide_revoke_token, AdminRefusal, CreateToken, Decision, ExpectBinding, IdentityEvent,
+    IdentityRevocation, NewestCert, NodeState, Refused, TokenRole, TokenTargets,
 };
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use domain::pki::TokenSecret;
-use events::store::{EventStore, LogStore, LogTx};
-use projections::identity::read;
+use events::store::{EventStore, LogStore, LogTx, StoreTx};
+use projections::identity::operator::latest_cert_of;
+use projections::identity::read::{self, NodeRow, TokenRow};
+use rand_core::CryptoRngCore;
 
 use super::append::{append_decided, fresh_id};
 use super::error::IdentityError;
 use super::{rows, CertView, CreatedToken, NodeDetail, NodeView, TokenView};
+use crate::run::{decided, run, At, Command, Decided};
 use crate::Clock;
 
 /// A token to create.
@@ -78,8 +82,7 @@ impl NodeAdmin {
             .into());
         }
         let secret = TokenSecret::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
-        let now = self.clock.now();
-        let now_us = unix_us(now);
+        let now_us = self.clock.now_us();
         let cmd = CreateToken {
             token_id: fresh_id("tok"),
             tenant_id: new.tenant_id.clone(),
@@ -95,31 +98,7 @@ impl NodeAdmin {
             require_approval: new.require_approval,
             boot_entry_id: None,
         };
-        let events = decide_create_token(&cmd, now)?.events;
-        let token = crate::transaction!(&self.store, IdentityError, |tx| {
-            if let Some(node_id) = &cmd.reclaim_node_id {
-                let node = read::node_by_id(tx, node_id).await?;
-                match node.as_ref().map(|n| n.status.as_str()) {
-                    None => return Err(AdminRefusal::UnknownNode(node_id.clone()).into()),
-                    Some("active") => {}
-                    Some(_) => {
-                        return Err(AdminRefusal::Invalid(format!(
-                            "node {node_id} is not active: only an active node can be reclaimed"
-                        ))
-                        .into())
-                    }
-                }
-            }
-            if let Some(node_id) = &cmd.for_node_id {
-                let row = read::node_by_id(tx, node_id).await?;
-                let node = row.as_ref().map(rows::node_state).transpose()?;
-                check_token_target(&cmd, node.as_ref())?;
-            }
-            append_decided(tx, events.clone(), &cmd.tenant_id, now_us, &[]).await?;
-            read::token_by_id(tx, &cmd.token_id)
-                .await?
-                .ok_or_else(|| IdentityError::Corrupt("the created token has no row".into()))
-        })?;
+        let token = run(&self.store, self.clock.as_ref(), &NewTokenCommand(cmd)).await?;
         Ok(CreatedToken {
             secret: secret.expose().to_owned(),
             token: TokenView::from(&token),
@@ -132,20 +111,12 @@ impl NodeAdmin {
         token_id: &str,
         reason: &str,
     ) -> Result<TokenView, IdentityError> {
-        let now_us = self.clock.now_us();
-        let row = crate::transaction!(&self.store, IdentityError, |tx| {
-            let row = read::token_by_id(tx, token_id).await?;
-            let state = row.as_ref().map(rows::token_state).transpose()?;
-            let events = decide_revoke_token(token_id, state.as_ref(), reason)?.events;
-            let Some(row) = row else {
-                return Err(AdminRefusal::UnknownToken(token_id.into()).into());
-            };
-            let versions = vec![(format!("token/{token_id}"), Some(row.version))];
-            append_decided(tx, events, &row.tenant_id, now_us, &versions).await?;
-            read::token_by_id(tx, token_id)
-                .await?
-                .ok_or_else(|| IdentityError::Corrupt("the revoked token has no row".into()))
-        })?;
+        let row = run(
+            &self.store,
+            self.clock.as_ref(),
+            &RevokeToken { token_id, reason },
+        )
+        .await?;
         Ok(TokenView::from(&row))
     }
 
@@ -157,45 +128,41 @@ impl NodeAdmin {
         Ok(rows.iter().map(TokenView::from).collect())
     }
 
-    async fn node_command(
+    async fn node_command(&self, node_id: &str, op: NodeOp<'_>) -> Result<NodeView, IdentityError> {
+        Ok(self.node_change(node_id, op).await?.node)
+    }
+
+    async fn node_change(
         &self,
         node_id: &str,
-        decide: impl Fn(
-            Option<&domain::identity::NodeState>,
-            &[String],
-        ) -> Result<Decision<()>, AdminRefusal>,
-    ) -> Result<NodeView, IdentityError> {
-        let now_us = self.clock.now_us();
-        let row = crate::transaction!(&self.store, IdentityError, |tx| {
-            let row = read::node_by_id(tx, node_id).await?;
-            let state = row.as_ref().map(rows::node_state).transpose()?;
-            let unrevoked = match &row {
-                Some(_) => read::unrevoked_serials_of_node(tx, node_id).await?,
-                None => Vec::new(),
-            };
-            let events = decide(state.as_ref(), &unrevoked)?.events;
-            let Some(row) = row else {
-                return Err(AdminRefusal::UnknownNode(node_id.into()).into());
-            };
-            let versions = vec![(format!("node/{node_id}"), Some(row.version))];
-            append_decided(tx, events, &row.tenant_id, now_us, &versions).await?;
-            read::node_by_id(tx, node_id)
-                .await?
-                .ok_or_else(|| IdentityError::Corrupt("the node has no row".into()))
-        })?;
-        Ok(NodeView::from(&row))
+        op: NodeOp<'_>,
+    ) -> Result<NodeChange, IdentityError> {
+        let (row, revocation) =
+            run(&self.store, self.clock.as_ref(), &NodeCommand { node_id, op }).await?;
+        Ok(NodeChange {
+            node: NodeView::from(&row),
+            already_revoked: revocation == IdentityRevocation::AlreadyRevoked,
+        })
     }
 
     /// `node revoke`: raises the identity generation and revokes every certificate of the node.
+    /// An identity already revoked is left as it is (the domain decides so in the same
+    /// transaction): the node as it stands.
     pub async fn revoke_identity(
         &self,
         node_id: &str,
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
-        self.node_command(node_id, |n, serials| {
-            decide_revoke_identity(node_id, n, serials, reason)
-        })
-        .await
+        self.node_command(node_id, NodeOp::Revoke(reason)).await
+    }
+
+    /// `node revoke`, answering also whether the identity was already revoked (nothing changed).
+    pub async fn revoke_identity_once(
+        &self,
+        node_id: &str,
+        reason: &str,
+    ) -> Result<NodeChange, IdentityError> {
+        self.node_change(node_id, NodeOp::Revoke(reason)).await
     }
 
     /// `node delete`: revokes its certificates and frees its hardware key.
@@ -204,8 +171,7 @@ impl NodeAdmin {
         node_id: &str,
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
-        self.node_command(node_id, |n, _| decide_delete_node(node_id, n, reason))
-            .await
+        self.node_command(node_id, NodeOp::Delete(reason)).await
     }
 
     /// `node retire`: revokes its certificates; it never renews again.
@@ -214,8 +180,7 @@ impl NodeAdmin {
         node_id: &str,
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
-        self.node_command(node_id, |n, _| decide_retire_node(node_id, n, reason))
-            .await
+        self.node_command(node_id, NodeOp::Retire(reason)).await
     }
 
     /// `node list`, of one tenant or all.
@@ -238,5 +203,220 @@ impl NodeAdmin {
             node: NodeView::from(&node),
             certificates: certs.iter().map(CertView::from).collect(),
         })
+    }
+}
+
+/// What a change of a node answers: the node after it, and whether its identity was already
+/// revoked (`node revoke` changed nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeChange {
+    /// The node.
+    pub node: NodeView,
+    /// `node revoke` found the identity revoked already: nothing was appended.
+    pub already_revoked: bool,
+}
+
+/// `token create`, as the runner drives it.
+struct NewTokenCommand(CreateToken);
+
+#[async_trait]
+impl Command for NewTokenCommand {
+    type State = TokenTargets;
+    type Event = IdentityEvent;
+    type Outcome = ();
+    type Answer = TokenRow;
+    type Error = IdentityError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<TokenTargets, IdentityError> {
+        let mut targets = TokenTargets::default();
+        if let Some(node_id) = &self.0.reclaim_node_id {
+            let row = read::node_by_id(tx, node_id).await?;
+            targets.reclaim = row.as_ref().map(rows::node_state).transpose()?;
+        }
+        if let Some(node_id) = &self.0.for_node_id {
+            let row = read::node_by_id(tx, node_id).await?;
+            targets.for_node = row.as_ref().map(rows::node_state).transpose()?;
+        }
+        Ok(targets)
+    }
+
+    fn decide(&self, targets: &TokenTargets, at: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        decided(decide_create_token(&self.0, targets, at.now))
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        _: &TokenTargets,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), IdentityError> {
+        append_decided(tx, events, &self.0.tenant_id, at.now_us, &[]).await
+    }
+
+    async fn answer(
+        &self,
+        tx: &mut StoreTx,
+        _: TokenTargets,
+        _: (),
+        _: &At,
+    ) -> Result<TokenRow, IdentityError> {
+        read::token_by_id(tx, &self.0.token_id)
+            .await?
+            .ok_or_else(|| IdentityError::Corrupt("the created token has no row".into()))
+    }
+}
+
+/// `token revoke`, as the runner drives it.
+struct RevokeToken<'a> {
+    token_id: &'a str,
+    reason: &'a str,
+}
+
+#[async_trait]
+impl Command for RevokeToken<'_> {
+    type State = Option<TokenRow>;
+    type Event = IdentityEvent;
+    type Outcome = ();
+    type Answer = TokenRow;
+    type Error = IdentityError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Option<TokenRow>, IdentityError> {
+        Ok(read::token_by_id(tx, self.token_id).await?)
+    }
+
+    fn decide(&self, row: &Option<TokenRow>, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let state = row
+            .as_ref()
+            .map(rows::token_state)
+            .transpose()
+            .map_err(Refused::from)?;
+        decided(decide_revoke_token(
+            self.token_id,
+            state.as_ref(),
+            self.reason,
+        ))
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        row: &Option<TokenRow>,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), IdentityError> {
+        let row = row
+            .as_ref()
+            .ok_or_else(|| AdminRefusal::UnknownToken(self.token_id.into()))?;
+        let versions = vec![(format!("token/{}", self.token_id), Some(row.version))];
+        append_decided(tx, events, &row.tenant_id, at.now_us, &versions).await
+    }
+
+    async fn answer(
+        &self,
+        tx: &mut StoreTx,
+        _: Option<TokenRow>,
+        _: (),
+        _: &At,
+    ) -> Result<TokenRow, IdentityError> {
+        read::token_by_id(tx, self.token_id)
+            .await?
+            .ok_or_else(|| IdentityError::Corrupt("the revoked token has no row".into()))
+    }
+}
+
+/// The operator's changes of a node, each with its reason.
+#[derive(Clone, Copy)]
+enum NodeOp<'a> {
+    Revoke(&'a str),
+    Delete(&'a str),
+    Retire(&'a str),
+}
+
+/// `node revoke`, `node delete`, `node retire`, as the runner drives them.
+struct NodeCommand<'a> {
+    node_id: &'a str,
+    op: NodeOp<'a>,
+}
+
+/// What a change of a node reads.
+struct NodeFacts {
+    row: Option<NodeRow>,
+    state: Option<NodeState>,
+    unrevoked: Vec<String>,
+    newest: Option<NewestCert>,
+}
+
+#[async_trait]
+impl Command for NodeCommand<'_> {
+    type State = NodeFacts;
+    type Event = IdentityEvent;
+    type Outcome = IdentityRevocation;
+    type Answer = (NodeRow, IdentityRevocation);
+    type Error = IdentityError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<NodeFacts, IdentityError> {
+        let row = read::node_by_id(tx, self.node_id).await?;
+        let state = row.as_ref().map(rows::node_state).transpose()?;
+        let (unrevoked, newest) = match (&row, self.op) {
+            (Some(_), NodeOp::Revoke(_)) => {
+                let newest = latest_cert_of(tx, self.node_id).await?.map(|c| NewestCert {
+                    revoked: c.revoked_at_us.is_some(),
+                    identity_generation: u64::try_from(c.identity_generation).unwrap_or(0),
+                });
+                (read::unrevoked_serials_of_node(tx, self.node_id).await?, newest)
+            }
+            _ => (Vec::new(), None),
+        };
+        Ok(NodeFacts {
+            row,
+            state,
+            unrevoked,
+            newest,
+        })
+    }
+
+    fn decide(&self, facts: &NodeFacts, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let (id, node) = (self.node_id, facts.state.as_ref());
+        let done = |d: Decision<()>| d.map_outcome(|()| IdentityRevocation::Revoked);
+        decided(match self.op {
+            NodeOp::Revoke(reason) => decide_revoke_identity(
+                id,
+                node,
+                facts.newest.as_ref(),
+                &facts.unrevoked,
+                reason,
+            ),
+            NodeOp::Delete(reason) => decide_delete_node(id, node, reason).map(done),
+            NodeOp::Retire(reason) => decide_retire_node(id, node, reason).map(done),
+        })
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        facts: &NodeFacts,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), IdentityError> {
+        let row = facts
+            .row
+            .as_ref()
+            .ok_or_else(|| AdminRefusal::UnknownNode(self.node_id.into()))?;
+        let versions = vec![(format!("node/{}", self.node_id), Some(row.version))];
+        append_decided(tx, events, &row.tenant_id, at.now_us, &versions).await
+    }
+
+    async fn answer(
+        &self,
+        tx: &mut StoreTx,
+        _: NodeFacts,
+        revocation: IdentityRevocation,
+        _: &At,
+    ) -> Result<(NodeRow, IdentityRevocation), IdentityError> {
+        let row = read::node_by_id(tx, self.node_id)
+            .await?
+            .ok_or_else(|| IdentityError::Corrupt("the node has no row".into()))?;
+        Ok((row, revocation))
     }
 }

@@ -1,8 +1,9 @@
 //! Identity command handlers, one type per job: [`Joins`] (joins through the attestors), [`Renewals`],
 //! [`NodeAdmin`] (the operator commands on tokens and nodes, which need no key) and
 //! [`IdentityMaintenance`]; [`JoinService`] bundles the four for a serving process. Each command
-//! runs in one transaction: load the state from the identity projections, let
-//! [`domain::identity`] decide, append, apply the projections, commit. Inputs and answers are
+//! runs in one transaction ([`crate::run::run`], joins still on [`crate::transaction!`]): load
+//! the state from the identity projections, let [`domain::identity`] decide, append, apply the
+//! projections, commit. Inputs and answers are
 //! domain values ([`JoinRequest`], [`JoinAnswer`], ...): the wire messages are the edge's.
 //!
 //! Every join or renew refusal reaches the caller as the same [`IdentityError::AccessDenied`];
@@ -39,7 +40,7 @@ pub(crate) mod rows;
 mod service;
 pub mod views;
 
-pub use admin::{NewToken, NodeAdmin};
+pub use admin::{NewToken, NodeAdmin, NodeChange};
 pub use answers::{JoinAnswer, JoinOutcome, JoinRequest, RenewAnswer};
 pub(crate) use append::{append_decided, fresh_id};
 pub use attestors::AttestorRegistry;

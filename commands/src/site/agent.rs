@@ -10,6 +10,7 @@ use std::sync::Arc;
 use domain::attest::discovery::wire::normalize_mac;
 use domain::identity::{
     decide_create_token, lease_stream, unix_us, CreateToken, ExpectBinding, TokenRole,
+    TokenTargets,
 };
 use domain::pki::{NodeIdentity, TokenSecret, TrustDomain};
 use domain::site::{
@@ -248,7 +249,7 @@ impl SiteAgent {
                 require_approval: false,
                 boot_entry_id: Some(entry.entry_id.clone()),
             };
-            let events = decide_create_token(&cmd, now)
+            let events = decide_create_token(&cmd, &TokenTargets::default(), now)
                 .map_err(IdentityError::from)?
                 .events;
             append_decided(tx, events, &site.tenant_id, now_us, &[]).await?;

@@ -57,8 +57,7 @@ pub struct CreateToken {
     pub secret_hash: TokenHash,
     /// Expect binding.
     pub expect: ExpectBinding,
-    /// The one node this token re-keys in place (single use; the shell checks it exists and is
-    /// active).
+    /// The one node this token re-keys in place (single use; it must exist and be active).
     pub reclaim_node_id: Option<String>,
     /// Role provisioned: the node the token was minted for.
     pub for_node_id: Option<String>,
@@ -83,11 +82,61 @@ fn check_id(what: &str, value: &str) -> Result<(), AdminRefusal> {
     }
 }
 
-/// Creates a token.
+/// The nodes a token to create names, as the shell loaded them (`None`: not named, or no such
+/// node).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TokenTargets {
+    /// The node of `reclaim_node_id`.
+    pub reclaim: Option<NodeState>,
+    /// The node of `for_node_id`.
+    pub for_node: Option<NodeState>,
+}
+
+/// Creates a token. A token that reclaims a node needs that node to exist and be active; one
+/// minted for a node, [`check_token_target`].
 pub fn decide_create_token(
     cmd: &CreateToken,
+    targets: &TokenTargets,
     now: OffsetDateTime,
 ) -> Result<Decision<()>, AdminRefusal> {
+    check_token_fields(cmd, now)?;
+    if let Some(node_id) = &cmd.reclaim_node_id {
+        match targets.reclaim.as_ref().map(|n| n.status) {
+            None => return Err(AdminRefusal::UnknownNode(node_id.clone())),
+            Some(NodeStatus::Active) => {}
+            Some(_) => {
+                return Err(AdminRefusal::Invalid(format!(
+                    "node {node_id} is not active: only an active node can be reclaimed"
+                )))
+            }
+        }
+    }
+    check_token_target(cmd, targets.for_node.as_ref())?;
+    Ok(Decision::events_only(vec![token_created(cmd)]))
+}
+
+fn token_created(cmd: &CreateToken) -> IdentityEvent {
+    IdentityEvent::TokenCreated(JoinTokenCreated {
+        token_id: cmd.token_id.clone(),
+        tenant_id: cmd.tenant_id.clone(),
+        site_id: cmd.site_id.clone(),
+        pool_id: cmd.pool_id.clone(),
+        role: cmd.role.as_str().into(),
+        uses: cmd.uses,
+        expires_at_us: cmd.expires_at_us,
+        secret_sha256: cmd.secret_hash.as_bytes().to_vec(),
+        expect_product_uuid: cmd.expect.product_uuid.clone().unwrap_or_default(),
+        expect_mac: cmd.expect.mac.clone().unwrap_or_default(),
+        allow_reclaim: false,
+        reclaim_node_id: cmd.reclaim_node_id.clone().unwrap_or_default(),
+        for_node_id: cmd.for_node_id.clone().unwrap_or_default(),
+        require_approval: cmd.require_approval,
+        boot_entry_id: cmd.boot_entry_id.clone().unwrap_or_default(),
+    })
+}
+
+/// The token's own fields: ids, uses, role rules, expiry.
+fn check_token_fields(cmd: &CreateToken, now: OffsetDateTime) -> Result<(), AdminRefusal> {
     check_id("token id", &cmd.token_id)?;
     check_id("tenant id", &cmd.tenant_id)?;
     check_id("pool id", &cmd.pool_id)?;
@@ -114,25 +163,7 @@ pub fn decide_create_token(
             "the expiry must be in the future".into(),
         ));
     }
-    Ok(Decision::events_only(vec![IdentityEvent::TokenCreated(
-        JoinTokenCreated {
-            token_id: cmd.token_id.clone(),
-            tenant_id: cmd.tenant_id.clone(),
-            site_id: cmd.site_id.clone(),
-            pool_id: cmd.pool_id.clone(),
-            role: cmd.role.as_str().into(),
-            uses: cmd.uses,
-            expires_at_us: cmd.expires_at_us,
-            secret_sha256: cmd.secret_hash.as_bytes().to_vec(),
-            expect_product_uuid: cmd.expect.product_uuid.clone().unwrap_or_default(),
-            expect_mac: cmd.expect.mac.clone().unwrap_or_default(),
-            allow_reclaim: false,
-            reclaim_node_id: cmd.reclaim_node_id.clone().unwrap_or_default(),
-            for_node_id: cmd.for_node_id.clone().unwrap_or_default(),
-            require_approval: cmd.require_approval,
-            boot_entry_id: cmd.boot_entry_id.clone().unwrap_or_default(),
-        },
-    )]))
+    Ok(())
 }
 
 /// Spec 000 "provisioned": a provisioned token is one machine's credential, so it admits one
@@ -284,23 +315,58 @@ fn existing<'a>(node_id: &str, node: Option<&'a NodeState>) -> Result<&'a NodeSt
     }
 }
 
+/// What the log holds of a node's newest certificate, for [`identity_revoked`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewestCert {
+    /// Whether it is revoked.
+    pub revoked: bool,
+    /// Its identity generation.
+    pub identity_generation: u64,
+}
+
+/// Whether a node's identity reads as revoked: its newest certificate is revoked or of an
+/// identity generation older than the node's (the node's row may still say active).
+pub fn identity_revoked(node_identity_generation: u64, newest: &NewestCert) -> bool {
+    newest.revoked || newest.identity_generation < node_identity_generation
+}
+
+/// What revoking a node's identity did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentityRevocation {
+    /// The generation went up and every open certificate was revoked.
+    Revoked,
+    /// Nothing changed: the node is active, holds no unrevoked certificate, and its newest
+    /// certificate is revoked or of an older identity generation.
+    AlreadyRevoked,
+}
+
 /// Revokes a node's identity: the generation goes up, and every certificate of the node not yet
 /// revoked (`unrevoked_serials`, as the shell loaded them) is revoked; the event names them.
+/// An identity already revoked ([`identity_revoked`], no certificate left open, `newest` as the
+/// shell loaded it) is left as it is: [`IdentityRevocation::AlreadyRevoked`], no events.
 pub fn decide_revoke_identity(
     node_id: &str,
     node: Option<&NodeState>,
+    newest: Option<&NewestCert>,
     unrevoked_serials: &[String],
     reason: &str,
-) -> Result<Decision<()>, AdminRefusal> {
+) -> Result<Decision<IdentityRevocation>, AdminRefusal> {
     let node = existing(node_id, node)?;
-    Ok(Decision::events_only(vec![IdentityEvent::IdentityRevoked(
-        NodeIdentityRevoked {
+    let already = node.status == NodeStatus::Active
+        && unrevoked_serials.is_empty()
+        && newest.is_some_and(|c| identity_revoked(node.identity_generation, c));
+    if already {
+        return Ok(Decision::unchanged(IdentityRevocation::AlreadyRevoked));
+    }
+    Ok(Decision {
+        events: vec![IdentityEvent::IdentityRevoked(NodeIdentityRevoked {
             node_id: node.node_id.clone(),
             reason: reason.into(),
             new_identity_generation: node.identity_generation + 1,
             revoked_serials: unrevoked_serials.to_vec(),
-        },
-    )]))
+        })],
+        outcome: IdentityRevocation::Revoked,
+    })
 }
 
 /// Deletes a node: certificates revoked, hardware key freed.

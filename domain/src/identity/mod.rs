@@ -29,7 +29,8 @@ mod state;
 
 pub use admin::{
     check_token_target, decide_create_token, decide_delete_node, decide_retire_node,
-    decide_revoke_identity, decide_revoke_token, AdminRefusal, CreateToken,
+    decide_revoke_identity, decide_revoke_token, identity_revoked, AdminRefusal, CreateToken,
+    IdentityRevocation, NewestCert, TokenTargets,
 };
 pub use decision::{sha256, unix_us, DecideError, Decision, Refused};
 pub use join::{
