@@ -20,8 +20,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use events::schema::{AttestationUseKey, AttestationUsesPruned};
-use events::store::ExpectedVersion;
+use domain::identity::decide_prune;
+use events::schema::AttestationUsesPruned;
+use events::store::{ExpectedVersion, StoreTx};
+use rand_core::CryptoRngCore;
 use events::{new_event_id, NewEvent};
 use tokio::sync::watch;
 
@@ -32,6 +34,7 @@ use events::store::EventStore;
 use super::budget::RefusalBudget;
 use super::error::IdentityError;
 use super::refusals;
+use crate::run::{run, At, Command, Decided};
 use crate::{append_and_project, Clock};
 
 /// Expired `attestation_uses` rows per prune event (spec 001's default).
@@ -108,35 +111,11 @@ impl IdentityMaintenance {
     /// Deletes up to `batch` expired `attestation_uses` rows (expired at the clock's now) with
     /// one `attestation.uses.pruned` event naming them. Returns how many were pruned.
     pub async fn prune_attestation_uses(&self, batch: u32) -> Result<u64, IdentityError> {
-        let now_us = self.clock.now_us();
-        let root = self.root_tenant.clone();
-        crate::transaction!(&self.store, IdentityError, |tx| {
-            let keys = read::expired_attestation_uses(tx, now_us, batch).await?;
-            if keys.is_empty() {
-                return Ok(0);
-            }
-            let n = keys.len() as u64;
-            let payload = AttestationUsesPruned {
-                expired_before_us: now_us,
-                keys: keys
-                    .into_iter()
-                    .map(|k| AttestationUseKey {
-                        attestor: k.attestor,
-                        subject: k.subject,
-                    })
-                    .collect(),
-            };
-            let event = NewEvent::from_payload(new_event_id(), root.as_str(), now_us, &payload);
-            append_and_project(
-                tx,
-                &projections::identity::all(),
-                &format!("tenant/{root}"),
-                ExpectedVersion::Any,
-                &[event],
-            )
-            .await?;
-            Ok(n)
-        })
+        let prune = Prune {
+            root: &self.root_tenant,
+            batch,
+        };
+        run(&self.store, self.clock.as_ref(), &prune).await
     }
 
     /// Writes the suppressed-refusal counts of every finished minute as
@@ -255,5 +234,61 @@ pub async fn run_maintenance(
             _ = ticker.tick() => {}
         }
         report(service.maintain_part(work, PRUNE_BATCH).await);
+    }
+}
+
+/// Pruning expired single-use records, as the runner drives it.
+struct Prune<'a> {
+    root: &'a str,
+    batch: u32,
+}
+
+#[async_trait::async_trait]
+impl Command for Prune<'_> {
+    type State = Vec<(String, Vec<u8>)>;
+    type Event = AttestationUsesPruned;
+    type Outcome = u64;
+    type Answer = u64;
+    type Error = IdentityError;
+
+    async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<Self::State, IdentityError> {
+        let keys = read::expired_attestation_uses(tx, at.now_us, self.batch).await?;
+        Ok(keys.into_iter().map(|k| (k.attestor, k.subject)).collect())
+    }
+
+    fn decide(&self, expired: &Self::State, at: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        decide_prune(expired.clone(), at.now_us).map_err(|never| match never {})
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        _: &Self::State,
+        events: Vec<AttestationUsesPruned>,
+        at: &At,
+    ) -> Result<(), IdentityError> {
+        let events: Vec<NewEvent> = events
+            .iter()
+            .map(|e| NewEvent::from_payload(new_event_id(), self.root, at.now_us, e))
+            .collect();
+        append_and_project(
+            tx,
+            &projections::identity::all(),
+            &format!("tenant/{}", self.root),
+            ExpectedVersion::Any,
+            &events,
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: Self::State,
+        pruned: u64,
+        _: &At,
+    ) -> Result<u64, IdentityError> {
+        Ok(pruned)
     }
 }

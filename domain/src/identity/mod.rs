@@ -22,6 +22,7 @@ pub mod admin;
 mod decision;
 pub mod join;
 mod join_terms;
+pub mod prune;
 pub mod refusal_bound;
 pub mod renew;
 pub mod renew_guard;
@@ -32,6 +33,7 @@ pub use admin::{
     decide_revoke_identity, decide_revoke_token, identity_revoked, AdminRefusal, CreateToken,
     IdentityRevocation, NewestCert, TokenTargets,
 };
+pub use prune::decide_prune;
 pub use decision::{sha256, unix_us, DecideError, Decision, Refused};
 pub use join::{
     join_refusal_attribution, open_join, JoinCommand, JoinRefusal, JoinState,

@@ -2,6 +2,8 @@
 //! events, or the answer to a retry of the request that created it (same rules as
 //! [`super::batch::plan_create_batch`]).
 
+use std::collections::BTreeMap;
+
 use events::schema::{BatchApproved, BatchCreated, BatchLeaf};
 
 use super::approval::{BatchApprovalState, BatchStatus};
@@ -9,6 +11,7 @@ use super::batch::{
     check_retry, plan_request, BatchPlan, BatchRefusal, CreateBatch, RequestDigest,
 };
 use super::batch_event::BatchEvent;
+use super::batch_subjects::{check_batch_subjects, subject_nodes};
 use super::decision::Decision;
 use super::scope::{BatchId, ScopeHash};
 use super::set_change::HeldApproverSet;
@@ -37,10 +40,13 @@ pub struct CreatedBatch {
 
 /// Decides a create request against the published approver set `held`: a new batch's
 /// `batch.created` (and `batch.approved` when it needs no approvals), or no events for a retry.
+/// A new batch's subjects must each name a machine of its own tenant (`subject_tenants`: the
+/// tenant of each node the subjects name, as the shell loaded them; [`check_batch_subjects`]).
 pub fn decide_batch_creation(
     command: &CreateBatch,
     existing: Option<ExistingBatch<'_>>,
     held: &HeldApproverSet,
+    subject_tenants: &BTreeMap<String, String>,
     now_us: i64,
 ) -> Result<Decision<BatchEvent, CreatedBatch>, BatchRefusal> {
     let plan = plan_request(command, &held.set, now_us)?;
@@ -57,6 +63,8 @@ pub fn decide_batch_creation(
             retry: true,
         }));
     }
+    subject_nodes(&command.leaves)?;
+    check_batch_subjects(&command.leaves, &command.tenant, subject_tenants)?;
     let mut events = vec![BatchEvent::Created(created_event(
         command, &plan, held.epoch,
     ))];

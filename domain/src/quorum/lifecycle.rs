@@ -5,6 +5,8 @@
 //! reconciler. An expired or cancelled batch
 //! stays as it is. Both deciders are pure: status and time come in as values.
 
+use std::convert::Infallible;
+
 use events::schema::{BatchCancelled, BatchExpired};
 
 use super::approval::BatchStatus;
@@ -68,17 +70,20 @@ pub fn decide_cancel_batch(
 
 /// Expires a pending batch whose end is before `now_us`; anything else is left as it is (the
 /// outcome says whether the batch expired now).
-pub fn decide_expire_batch(state: &BatchStanding, now_us: i64) -> Decision<BatchEvent, bool> {
+pub fn decide_expire_batch(
+    state: &BatchStanding,
+    now_us: i64,
+) -> Result<Decision<BatchEvent, bool>, Infallible> {
     if state.status != BatchStatus::Pending || state.not_after_us >= now_us {
-        return Decision::unchanged(false);
+        return Ok(Decision::unchanged(false));
     }
-    Decision {
+    Ok(Decision {
         events: vec![BatchEvent::Expired(BatchExpired {
             batch_id: state.batch_id.as_bytes().to_vec(),
             not_after_us: state.not_after_us,
         })],
         outcome: true,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -136,7 +141,7 @@ mod tests {
 
     #[test]
     fn only_a_pending_batch_past_its_end_expires() {
-        let due = decide_expire_batch(&standing(BatchStatus::Pending, 10), 11);
+        let due = decide_expire_batch(&standing(BatchStatus::Pending, 10), 11).unwrap();
         assert!(due.outcome);
         assert!(matches!(
             due.events.as_slice(),
@@ -147,7 +152,7 @@ mod tests {
         ));
         // At its end it still runs; approved, cancelled and expired batches stay as they are.
         assert_eq!(
-            decide_expire_batch(&standing(BatchStatus::Pending, 10), 10),
+            decide_expire_batch(&standing(BatchStatus::Pending, 10), 10).unwrap(),
             Decision::unchanged(false)
         );
         for status in [
@@ -156,7 +161,7 @@ mod tests {
             BatchStatus::Expired,
         ] {
             assert_eq!(
-                decide_expire_batch(&standing(status, 10), 11),
+                decide_expire_batch(&standing(status, 10), 11).unwrap(),
                 Decision::unchanged(false)
             );
         }

@@ -6,17 +6,20 @@
 //! configuration". A signature that does not verify is refused naming that trust domain
 //! ([`QuorumRefusal::NotForDeployment`]).
 
+use async_trait::async_trait;
 use domain::quorum::{
-    decide_approval, AddApproval, ApprovalRefusal, ApprovalSignature, ApproveOutcome, BatchId,
-    TrustDomain,
+    decide_approval, AddApproval, ApprovalRefusal, ApprovalSignature, ApproveOutcome, BatchEvent,
+    BatchId, HeldApproverSet, TrustDomain,
 };
-use events::store::{EventStore, ExpectedVersion};
+use events::store::{EventStore, ExpectedVersion, StoreTx};
+use rand_core::CryptoRngCore;
 
 use crate::clock::Clock;
 use crate::quorum::batch::append::append_batch_events;
-use crate::quorum::batch::view::{load_view, require_batch};
+use crate::quorum::batch::view::{load_view, require_batch, BatchView};
 use crate::quorum::bundle::load::current_set;
 use crate::quorum::error::{QuorumError, QuorumRefusal};
+use crate::run::{run, At, Command, Decided};
 
 /// Records one approver's signature; the one that reaches the requirement releases the batch.
 pub async fn approve_batch(
@@ -26,38 +29,95 @@ pub async fn approve_batch(
     batch_id: &BatchId,
     signature: &ApprovalSignature,
 ) -> Result<ApproveOutcome, QuorumError> {
-    crate::transaction!(store, QuorumError, |tx| {
-        let now_us = clock.now_us();
-        let row = require_batch(tx, batch_id).await?;
+    let approve = Approve {
+        trust_domain,
+        batch_id,
+        command: AddApproval {
+            signature: signature.clone(),
+        },
+    };
+    run(store, clock, &approve).await
+}
+
+/// An approval, as the runner drives it.
+struct Approve<'a> {
+    trust_domain: &'a TrustDomain,
+    batch_id: &'a BatchId,
+    command: AddApproval,
+}
+
+/// What an approval reads: the batch (and its stream's version) and the published set.
+struct Loaded {
+    stream_version: u64,
+    view: BatchView,
+    held: HeldApproverSet,
+}
+
+#[async_trait]
+impl Command for Approve<'_> {
+    type State = Loaded;
+    type Event = BatchEvent;
+    type Outcome = ApproveOutcome;
+    type Answer = ApproveOutcome;
+    type Error = QuorumError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Loaded, QuorumError> {
+        let row = require_batch(tx, self.batch_id).await?;
         let stream_version = row.stream_version;
-        let tenant = row.tenant_id.clone();
         let view = load_view(tx, row).await?;
         let held = current_set(tx).await?;
-        let decision = decide_approval(
-            &AddApproval {
-                signature: signature.clone(),
-            },
-            &view.state,
-            &held.set,
-            trust_domain,
-            now_us,
+        Ok(Loaded {
+            stream_version,
+            view,
+            held,
+        })
+    }
+
+    fn decide(&self, loaded: &Loaded, at: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        decide_approval(
+            &self.command,
+            &loaded.view.state,
+            &loaded.held.set,
+            self.trust_domain,
+            at.now_us,
         )
-        .map_err(|refusal| match refusal {
-            ApprovalRefusal::BadSignature { kid } => QuorumRefusal::NotForDeployment {
-                kid,
-                trust_domain: trust_domain.clone(),
-            },
-            other => QuorumRefusal::Approval(other),
-        })?;
+        .map_err(|refusal| {
+            let refusal = match refusal {
+                ApprovalRefusal::BadSignature { kid } => QuorumRefusal::NotForDeployment {
+                    kid,
+                    trust_domain: self.trust_domain.clone(),
+                },
+                other => QuorumRefusal::Approval(other),
+            };
+            QuorumError::from(refusal).into()
+        })
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        loaded: &Loaded,
+        events: Vec<BatchEvent>,
+        at: &At,
+    ) -> Result<(), QuorumError> {
         append_batch_events(
             tx,
-            batch_id,
-            ExpectedVersion::Exact(stream_version),
-            &decision.events,
-            &tenant,
-            now_us,
+            self.batch_id,
+            ExpectedVersion::Exact(loaded.stream_version),
+            &events,
+            &loaded.view.tenant_id,
+            at.now_us,
         )
-        .await?;
-        Ok(decision.outcome)
-    })
+        .await
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: Loaded,
+        outcome: ApproveOutcome,
+        _: &At,
+    ) -> Result<ApproveOutcome, QuorumError> {
+        Ok(outcome)
+    }
 }
