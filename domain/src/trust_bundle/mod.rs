@@ -19,14 +19,16 @@
 //! - [`refusal`]: why a decision is refused (and the corrupt-state error).
 //! - [`settle`]: settling a configuration.
 //! - [`rotate`]: the add, switch and drop stages.
+//! - [`report`]: a node's report of the trust it holds.
 //!
-//! [`Decision`]: crate::quorum::Decision
+//! [`Decision`]: crate::decision::Decision
 
 pub mod config;
 pub mod content;
 pub mod digest;
 pub mod event;
 pub mod refusal;
+pub mod report;
 pub mod rotate;
 pub mod settle;
 pub mod state;
@@ -36,6 +38,7 @@ pub use content::{content_of, read_content, ContentError, PublishedContent};
 pub use digest::{bundle_digest, root_hashes, root_sha256, set_sha256, sorted_roots};
 pub use event::{PublishCause, TrustBundleEvent};
 pub use refusal::{TrustBundleError, TrustBundleRefusal};
+pub use report::{decide_trust_report, TrustReport};
 pub use rotate::{check_new_root, decide_add_root, decide_drop_root, decide_switch_root};
 pub use settle::decide_settle;
 pub use state::{

@@ -1,30 +1,19 @@
-//! The trust versions nodes report (the node sessions record Hello, StatusReport and end).
+//! The trust versions nodes report (the node sessions record Hello, StatusReport and end); the
+//! event is `domain::trust_bundle::decide_trust_report`'s.
 
+use async_trait::async_trait;
+use domain::trust_bundle::decide_trust_report;
+pub use domain::trust_bundle::TrustReport;
 use events::schema::NodeTrustReported;
-use events::store::{EventStore, ExpectedVersion};
+use events::store::{EventStore, ExpectedVersion, StoreTx};
 use events::NewEvent;
+use rand_core::CryptoRngCore;
 
 use crate::clock::Clock;
 use crate::quorum::error::QuorumError;
 use crate::quorum::stream::{new_event_id, node_trust_stream};
 use crate::quorum::tables::projections;
-use crate::run::append_and_project;
-
-/// A node's report of the trust version it holds.
-#[derive(Debug, Clone)]
-pub struct TrustReport {
-    pub tenant_id: String,
-    pub node_id: String,
-    pub trust_version: u64,
-    /// Hello (sets the version as reported) rather than a StatusReport (only raises it).
-    pub session_start: bool,
-    /// False when the session ended.
-    pub connected: bool,
-    /// The approver set the node reports holding: its epoch (0 without keys).
-    pub approver_set_epoch: u64,
-    /// SHA-256(approverSetInput) of the set it holds; empty without keys.
-    pub approver_set_sha256: Vec<u8>,
-}
+use crate::run::{append_and_project, run, At, Command, Decided};
 
 /// Records a node's trust report (the node sessions call this on Hello, StatusReport and end).
 pub async fn report_node_trust(
@@ -32,28 +21,52 @@ pub async fn report_node_trust(
     clock: &dyn Clock,
     report: &TrustReport,
 ) -> Result<(), QuorumError> {
-    crate::transaction!(store, QuorumError, |tx| {
-        let event = NewEvent::from_payload(
-            new_event_id(),
-            report.tenant_id.clone(),
-            clock.now_us(),
-            &NodeTrustReported {
-                node_id: report.node_id.clone(),
-                trust_version: report.trust_version,
-                session_start: report.session_start,
-                connected: report.connected,
-                approver_set_epoch: report.approver_set_epoch,
-                approver_set_sha256: report.approver_set_sha256.clone(),
-            },
-        );
+    run(store, clock, &Report(report)).await
+}
+
+/// A report, as the runner drives it: nothing to load.
+struct Report<'a>(&'a TrustReport);
+
+#[async_trait]
+impl Command for Report<'_> {
+    type State = ();
+    type Event = NodeTrustReported;
+    type Outcome = ();
+    type Answer = ();
+    type Error = QuorumError;
+
+    async fn load(&self, _: &mut StoreTx, _: &At) -> Result<(), QuorumError> {
+        Ok(())
+    }
+
+    fn decide(&self, _: &(), _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        decide_trust_report(self.0).map_err(|never| match never {})
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        _: &(),
+        events: Vec<NodeTrustReported>,
+        at: &At,
+    ) -> Result<(), QuorumError> {
+        let tenant = self.0.tenant_id.as_str();
+        let events: Vec<NewEvent> = events
+            .iter()
+            .map(|e| NewEvent::from_payload(new_event_id(), tenant, at.now_us, e))
+            .collect();
         append_and_project(
             tx,
             &projections(),
-            &node_trust_stream(&report.node_id),
+            &node_trust_stream(&self.0.node_id),
             ExpectedVersion::Any,
-            &[event],
+            &events,
         )
         .await?;
         Ok(())
-    })
+    }
+
+    async fn answer(&self, _: &mut StoreTx, _: (), _: (), _: &At) -> Result<(), QuorumError> {
+        Ok(())
+    }
 }
