@@ -2,7 +2,7 @@
 //! (held, the leaf used, destructive, the body's lifetime).
 
 use domain::command::enqueue::{
-    decide_enqueue, pattern_allows, BatchFacts, EnqueueCommand, EnqueueRefusal, EnqueueState,
+    plan_enqueue, pattern_allows, BatchFacts, EnqueueCommand, EnqueueRefusal, EnqueueState,
     NodeFacts, StoredLeaf, MAX_LIFETIME_US, UNBATCHED_LIFETIME_US,
 };
 use domain::command::payloads::NodeReboot;
@@ -74,12 +74,12 @@ fn reboot() -> Vec<u8> {
 }
 
 fn refusal(c: &EnqueueCommand, s: &EnqueueState) -> EnqueueRefusal {
-    decide_enqueue(c, s).expect_err("refused")
+    plan_enqueue(c, s).expect_err("refused")
 }
 
 #[test]
 fn an_unbatched_diag_command_is_queued_for_24_hours() {
-    let plan = decide_enqueue(&cmd("diag.ping", vec![], false), &state(None)).unwrap();
+    let plan = plan_enqueue(&cmd("diag.ping", vec![], false), &state(None)).unwrap();
     assert!(!plan.held && !plan.destructive && plan.leaf_hash.is_none());
     assert_eq!(plan.not_after_us, NOW + UNBATCHED_LIFETIME_US);
     assert_eq!(
@@ -94,7 +94,7 @@ fn a_batched_command_is_held_on_a_pending_batch_and_uses_the_bound_leaf_first() 
     let p = reboot();
     let d = PayloadDigest::of(&p);
     let both = vec![leaf(None, "node.reboot"), leaf(Some(d), "node.reboot")];
-    let plan = decide_enqueue(
+    let plan = plan_enqueue(
         &cmd("node.reboot", p.clone(), true),
         &state(Some(batch(BatchStatus::Pending, both.clone()))),
     )
@@ -104,7 +104,7 @@ fn a_batched_command_is_held_on_a_pending_batch_and_uses_the_bound_leaf_first() 
     assert_eq!(plan.not_after_us, NOW + 3_600_000_000);
     // Another payload falls back to the unbound leaf; an approved batch does not hold.
     let other = NodeReboot::default().encode_to_vec();
-    let plan = decide_enqueue(
+    let plan = plan_enqueue(
         &cmd("node.reboot", other, true),
         &state(Some(batch(BatchStatus::Approved, both.clone()))),
     )
@@ -115,7 +115,7 @@ fn a_batched_command_is_held_on_a_pending_batch_and_uses_the_bound_leaf_first() 
     let mut free = batch(BatchStatus::Pending, both);
     free.required_approvals = 0;
     assert!(
-        !decide_enqueue(&cmd("node.reboot", p, true), &state(Some(free)))
+        !plan_enqueue(&cmd("node.reboot", p, true), &state(Some(free)))
             .unwrap()
             .held
     );
@@ -125,7 +125,7 @@ fn a_batched_command_is_held_on_a_pending_batch_and_uses_the_bound_leaf_first() 
 fn a_batched_command_never_outlives_72_hours_or_its_asked_lifetime() {
     let mut long = batch(BatchStatus::Approved, vec![leaf(None, "node.reboot")]);
     long.not_after_us = NOW + 2 * MAX_LIFETIME_US;
-    let plan = decide_enqueue(
+    let plan = plan_enqueue(
         &cmd("node.reboot", vec![], true),
         &state(Some(long.clone())),
     )
@@ -134,7 +134,7 @@ fn a_batched_command_never_outlives_72_hours_or_its_asked_lifetime() {
     let mut c = cmd("node.reboot", vec![], true);
     c.lifetime_us = Some(60_000_000);
     assert_eq!(
-        decide_enqueue(&c, &state(Some(long))).unwrap().not_after_us,
+        plan_enqueue(&c, &state(Some(long))).unwrap().not_after_us,
         NOW + 60_000_000
     );
 }
@@ -184,7 +184,7 @@ fn role_not_allowed() {
     // A site agent may reboot but not wipe.
     s.node.as_mut().unwrap().role = "site".into();
     s.approver_keys_published = false;
-    assert!(decide_enqueue(&cmd("node.reboot", vec![], false), &s).is_ok());
+    assert!(plan_enqueue(&cmd("node.reboot", vec![], false), &s).is_ok());
     assert_eq!(
         refusal(&cmd("disk.wipe", vec![], false), &s).reason(),
         "role-not-allowed"
@@ -197,8 +197,8 @@ fn kind_not_allowed_by_a_ramdisk_certificate() {
     let n = s.node.as_mut().unwrap();
     n.role = "ramdisk".into();
     n.allowed_kinds = vec!["diag.*".into(), "inventory.refresh".into()];
-    assert!(decide_enqueue(&cmd("diag.ping", vec![], false), &s).is_ok());
-    assert!(decide_enqueue(&cmd("inventory.refresh", vec![], false), &s).is_ok());
+    assert!(plan_enqueue(&cmd("diag.ping", vec![], false), &s).is_ok());
+    assert!(plan_enqueue(&cmd("inventory.refresh", vec![], false), &s).is_ok());
     let r = refusal(&cmd("logs.collect", vec![], false), &s);
     assert_eq!(r.reason(), "kind-not-allowed");
     assert!(r.to_string().contains("diag.*,inventory.refresh"), "{r}");
@@ -243,10 +243,10 @@ fn batch_required_names_the_batch_commands_and_the_allowance() {
     // The break-glass allowance or no keys at all let it through, unbatched.
     let mut s = state(None);
     s.unbatched_per_hour = 1;
-    assert!(decide_enqueue(&cmd("node.reboot", reboot(), false), &s).is_ok());
+    assert!(plan_enqueue(&cmd("node.reboot", reboot(), false), &s).is_ok());
     let mut s = state(None);
     s.approver_keys_published = false;
-    assert!(decide_enqueue(&cmd("node.reboot", reboot(), false), &s).is_ok());
+    assert!(plan_enqueue(&cmd("node.reboot", reboot(), false), &s).is_ok());
 }
 
 #[test]

@@ -5,20 +5,21 @@
 //! recording answers for one command race safely: the loser re-reads, finds it answered, and
 //! records nothing (first answer wins).
 
+use async_trait::async_trait;
+pub use domain::command::queue::{NodeAnswer, NodeAnswerOutcome};
+use domain::command::queue::{decide_dispatched, decide_node_answer, QueueEvent, StoredCommand};
 use domain::command::SignedCommand;
 use domain::quorum::{BatchApproval, BatchId, ScopeHash, ScopeProof};
-use events::schema::{command_stream, CommandDispatched, CommandRejected, CommandResultRecorded};
-use events::store::{EventStore, ExpectedVersion, LogStore, LogTx};
+use events::schema::command_stream;
+use events::store::{EventStore, ExpectedVersion, LogStore, LogTx, StoreTx};
 use events::NewEvent;
+use rand_core::CryptoRngCore;
 use projections::commands::read::READY_LOOKBACK;
 use projections::commands::{command_by_id, ready_nodes_since, runnable_of_node, CommandRow};
 
 use super::CommandQueueError;
 use crate::clock::Clock;
-use crate::run::append_and_project;
-
-/// The statuses of a command that was answered or will never be sent.
-const FINAL: [&str; 4] = ["succeeded", "failed", "rejected", "cancelled"];
+use crate::run::{append_and_project, run, At, Command, Decided};
 
 /// The approvals of the batches one fetch has read (a batch's commands all carry its one
 /// approval, so a fetch reads each batch once).
@@ -151,7 +152,8 @@ pub enum DispatchCause {
 }
 
 /// Records `command.dispatched` for each of `command_ids` sent to `node_id`.
-/// A command of another node, or one already answered or cancelled, is skipped.
+/// A command of another node, or one already answered or cancelled, is skipped
+/// (`domain::command::queue::decide_dispatched`).
 pub async fn record_dispatched(
     store: &EventStore,
     clock: &dyn Clock,
@@ -163,141 +165,166 @@ pub async fn record_dispatched(
         DispatchCause::Ready => "ready",
         DispatchCause::Hello => "hello",
     };
-    crate::transaction!(store, CommandQueueError, |tx| {
-        let now_us = clock.now_us();
-        for command_id in command_ids {
-            let Some(row) = command_by_id(tx, command_id).await? else {
-                continue;
-            };
-            if row.node_id != node_id || FINAL.contains(&row.stored_status.as_str()) {
-                continue;
-            }
-            let event = CommandDispatched {
-                command_id: command_id.clone(),
-                node_id: node_id.to_string(),
-                cause: cause.to_string(),
-            };
-            append_and_project(
-                tx,
-                &super::projections(),
-                &command_stream(command_id),
-                ExpectedVersion::Exact(row.stream_version.max(0) as u64),
-                &[NewEvent::from_payload(
-                    events::envelope::new_event_id(),
-                    row.tenant_id.as_str(),
-                    now_us,
-                    &event,
-                )],
-            )
-            .await?;
-        }
-        Ok(())
-    })
-}
-
-/// What a node answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NodeAnswerOutcome {
-    /// It ran and succeeded.
-    Succeeded,
-    /// It ran and failed.
-    Failed,
-    /// It refused before running anything; the reason is the wire enum's name
-    /// (`BATCH_UNAPPROVED`).
-    Rejected {
-        /// `CommandRejectReason` name.
-        reason: String,
-    },
-}
-
-/// A node's `CommandResult`, as the gateway decoded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeAnswer {
-    /// The command.
-    pub command_id: String,
-    /// What happened.
-    pub outcome: NodeAnswerOutcome,
-    /// The node's words.
-    pub detail: String,
-    /// The program's exit status.
-    pub exit_code: Option<i32>,
-    /// The output's tail (at most 4 KiB kept).
-    pub output_tail: Vec<u8>,
-    /// Node clock, Unix ms.
-    pub started_at_ms: i64,
-    /// Node clock, Unix ms.
-    pub finished_at_ms: i64,
+    let dispatch = Dispatch {
+        node_id,
+        command_ids,
+        cause,
+    };
+    run(store, clock, &dispatch).await
 }
 
 /// Records a node's answer (`command.result.recorded` or `command.rejected`). An answer for a
 /// command of another node, or one already answered, records nothing and answers `false`.
 /// An answer for an unknown command (a node cannot make the gateway fail) or a cancelled one
-/// records nothing either.
+/// records nothing either (`domain::command::queue::decide_node_answer`).
 pub async fn record_node_answer(
     store: &EventStore,
     clock: &dyn Clock,
     node_id: &str,
     answer: &NodeAnswer,
 ) -> Result<bool, CommandQueueError> {
-    crate::transaction!(store, CommandQueueError, |tx| {
-        let now_us = clock.now_us();
-        let Some(row) = command_by_id(tx, &answer.command_id).await? else {
-            return Ok(false);
-        };
-        if row.node_id != node_id
-            || row.answered_at_us.is_some()
-            || row.stored_status == "cancelled"
-        {
-            return Ok(false);
-        }
-        let id = events::envelope::new_event_id();
-        let tenant = row.tenant_id.as_str();
-        let event = match &answer.outcome {
-            NodeAnswerOutcome::Rejected { reason } => NewEvent::from_payload(
-                id,
-                tenant,
-                now_us,
-                &CommandRejected {
-                    command_id: answer.command_id.clone(),
-                    node_id: node_id.to_string(),
-                    reason: reason.clone(),
-                    detail: answer.detail.clone(),
-                },
-            ),
-            outcome => NewEvent::from_payload(
-                id,
-                tenant,
-                now_us,
-                &CommandResultRecorded {
-                    command_id: answer.command_id.clone(),
-                    node_id: node_id.to_string(),
-                    outcome: if *outcome == NodeAnswerOutcome::Succeeded {
-                        "succeeded"
-                    } else {
-                        "failed"
-                    }
-                    .to_string(),
-                    has_exit_code: answer.exit_code.is_some(),
-                    exit_code: answer.exit_code.unwrap_or_default(),
-                    output_tail: answer.output_tail
-                        [answer.output_tail.len().saturating_sub(OUTPUT_TAIL_MAX)..]
-                        .to_vec(),
-                    detail: answer.detail.clone(),
-                    started_at_ms: answer.started_at_ms,
-                    finished_at_ms: answer.finished_at_ms,
-                },
-            ),
-        };
+    run(store, clock, &Answer { node_id, answer }).await
+}
+
+/// What the log holds of a command, for the queue's deciders.
+fn stored(row: &CommandRow) -> StoredCommand {
+    StoredCommand {
+        node_id: row.node_id.clone(),
+        status: row.stored_status.clone(),
+        answered: row.answered_at_us.is_some(),
+    }
+}
+
+/// Appends each decided event to its command's stream at the version `rows` were read at.
+async fn append_on_commands(
+    tx: &mut StoreTx,
+    rows: &[&CommandRow],
+    events: Vec<QueueEvent>,
+    now_us: i64,
+) -> Result<(), CommandQueueError> {
+    for event in events {
+        let row = rows
+            .iter()
+            .find(|r| r.command_id == event.command_id())
+            .ok_or_else(|| CommandQueueError::Corrupt("an event for a command not read".into()))?;
         append_and_project(
             tx,
             &super::projections(),
-            &command_stream(&answer.command_id),
+            &command_stream(&row.command_id),
             ExpectedVersion::Exact(row.stream_version.max(0) as u64),
-            &[event],
+            &[queue_event(&event, &row.tenant_id, now_us)],
         )
         .await?;
-        Ok(true)
-    })
+    }
+    Ok(())
 }
 
-use projections::commands::OUTPUT_TAIL_MAX;
+/// A queue event as a log event of `tenant` at `now_us`.
+pub(crate) fn queue_event(event: &QueueEvent, tenant: &str, now_us: i64) -> NewEvent {
+    let id = events::envelope::new_event_id();
+    match event {
+        QueueEvent::Enqueued(p) => NewEvent::from_payload(id, tenant, now_us, p),
+        QueueEvent::Dispatched(p) => NewEvent::from_payload(id, tenant, now_us, p),
+        QueueEvent::ResultRecorded(p) => NewEvent::from_payload(id, tenant, now_us, p),
+        QueueEvent::Rejected(p) => NewEvent::from_payload(id, tenant, now_us, p),
+    }
+}
+
+/// Dispatches, as the runner drives them.
+struct Dispatch<'a> {
+    node_id: &'a str,
+    command_ids: &'a [String],
+    cause: &'a str,
+}
+
+#[async_trait]
+impl Command for Dispatch<'_> {
+    type State = Vec<(String, Option<CommandRow>)>;
+    type Event = QueueEvent;
+    type Outcome = ();
+    type Answer = ();
+    type Error = CommandQueueError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Self::State, CommandQueueError> {
+        let mut rows = Vec::with_capacity(self.command_ids.len());
+        for command_id in self.command_ids {
+            rows.push((command_id.clone(), command_by_id(tx, command_id).await?));
+        }
+        Ok(rows)
+    }
+
+    fn decide(&self, rows: &Self::State, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let commands: Vec<(String, Option<StoredCommand>)> = rows
+            .iter()
+            .map(|(id, row)| (id.clone(), row.as_ref().map(stored)))
+            .collect();
+        decide_dispatched(self.node_id, self.cause, &commands).map_err(|never| match never {})
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        rows: &Self::State,
+        events: Vec<QueueEvent>,
+        at: &At,
+    ) -> Result<(), CommandQueueError> {
+        let rows: Vec<&CommandRow> = rows.iter().filter_map(|(_, r)| r.as_ref()).collect();
+        append_on_commands(tx, &rows, events, at.now_us).await
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: Self::State,
+        _: (),
+        _: &At,
+    ) -> Result<(), CommandQueueError> {
+        Ok(())
+    }
+}
+
+/// A node's answer, as the runner drives it.
+struct Answer<'a> {
+    node_id: &'a str,
+    answer: &'a NodeAnswer,
+}
+
+#[async_trait]
+impl Command for Answer<'_> {
+    type State = Option<CommandRow>;
+    type Event = QueueEvent;
+    type Outcome = bool;
+    type Answer = bool;
+    type Error = CommandQueueError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Self::State, CommandQueueError> {
+        Ok(command_by_id(tx, &self.answer.command_id).await?)
+    }
+
+    fn decide(&self, row: &Self::State, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let stored = row.as_ref().map(stored);
+        decide_node_answer(self.node_id, self.answer, stored.as_ref())
+            .map_err(|never| match never {})
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        row: &Self::State,
+        events: Vec<QueueEvent>,
+        at: &At,
+    ) -> Result<(), CommandQueueError> {
+        let rows: Vec<&CommandRow> = row.iter().collect();
+        append_on_commands(tx, &rows, events, at.now_us).await
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: Self::State,
+        recorded: bool,
+        _: &At,
+    ) -> Result<bool, CommandQueueError> {
+        Ok(recorded)
+    }
+}

@@ -1,14 +1,17 @@
 //! `bcctl command run`: enqueue one signed command. One transaction: load the node, its
 //! certificates' allowed kinds, the batch and its scope leaves for (node id, kind), and the
-//! published approver set; decide (`domain::command::enqueue`); sign the body with the worker
-//! key; append `command.enqueued` on `command/<id>` and project it.
+//! published approver set; decide (`domain::command::queue::decide_enqueue`: the queue's rules,
+//! the body signed with the worker key passed in, the event); append `command.enqueued` on
+//! `command/<id>` and project it.
 
+use async_trait::async_trait;
 use domain::command::enqueue::{
-    decide_enqueue, BatchFacts, EnqueueCommand, EnqueueState, NodeFacts, StoredLeaf,
+    BatchFacts, EnqueueCommand, EnqueuePlan, EnqueueState, NodeFacts, StoredLeaf,
 };
-use domain::command::CommandBody;
+use domain::command::queue::{decide_enqueue, Enqueue, EnqueueFailure, QueueEvent};
+use domain::decision::Refused;
 use domain::quorum::{BatchStatus, PayloadDigest, ScopeHash};
-use events::schema::{command_stream, CommandEnqueued};
+use events::schema::command_stream;
 use events::store::{EventStore, ExpectedVersion, StoreTx};
 use events::NewEvent;
 use projections::commands::scope_leaves_for;
@@ -19,7 +22,9 @@ use super::error::{corrupt, CommandQueueError};
 use super::worker::WorkerSigner;
 use crate::clock::Clock;
 use crate::quorum::bundle::load::current_set;
-use crate::run::append_and_project;
+use super::dispatch::queue_event;
+use crate::run::{append_and_project, run, At, Command, Decided};
+use rand_core::CryptoRngCore;
 
 /// What the operator asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,7 +132,7 @@ async fn batch_facts(
     }))
 }
 
-/// Enqueues one command: decide, sign with `signer`, append `command.enqueued`.
+/// Enqueues one command: decide (signed with `signer`), append `command.enqueued`.
 pub async fn enqueue_command(
     store: &EventStore,
     clock: &dyn Clock,
@@ -142,77 +147,101 @@ pub async fn enqueue_command(
         batch_id: request.batch_id,
         lifetime_us: request.lifetime_us,
     };
-    let command_id = new_command_id();
-    crate::transaction!(store, CommandQueueError, |tx| {
-        let now_us = clock.now_us();
-        let node = node_facts(tx, &request.node_id, now_us).await?;
+    let enqueue = EnqueueRun {
+        signer,
+        request,
+        command,
+        command_id: new_command_id(),
+    };
+    run(store, clock, &enqueue).await
+}
+
+/// An enqueue, as the runner drives it.
+struct EnqueueRun<'a> {
+    signer: &'a WorkerSigner,
+    request: &'a EnqueueRequest,
+    command: EnqueueCommand,
+    command_id: String,
+}
+
+#[async_trait]
+impl Command for EnqueueRun<'_> {
+    type State = EnqueueState;
+    type Event = QueueEvent;
+    type Outcome = EnqueuePlan;
+    type Answer = EnqueueAnswer;
+    type Error = CommandQueueError;
+
+    async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<EnqueueState, CommandQueueError> {
+        let request = self.request;
+        let node = node_facts(tx, &request.node_id, at.now_us).await?;
         let held_set = current_set(tx).await?;
         let batch = match &request.batch_id {
             Some(id) => batch_facts(tx, id, &request.node_id, &request.kind).await?,
             None => None,
         };
-        let state = EnqueueState {
+        Ok(EnqueueState {
             node,
             batch,
             approver_keys_published: !held_set.set.is_empty(),
             unbatched_per_hour: held_set.set.unbatched_per_hour(),
-            now_us,
+            now_us: at.now_us,
+        })
+    }
+
+    fn decide(&self, state: &EnqueueState, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let enqueue = Enqueue {
+            command: &self.command,
+            command_id: &self.command_id,
+            caller: &self.request.caller,
         };
-        let plan = decide_enqueue(&command, &state)?;
-        let body = CommandBody {
-            command_id: command_id.clone(),
-            node_id: request.node_id.clone(),
-            tenant_id: plan.tenant_id.clone(),
-            kind: plan.kind.name.to_string(),
-            payload_type_url: plan.payload_type_url.clone(),
-            payload: request.payload.clone(),
-            batch_id: request
-                .batch_id
-                .map(|b| b.as_bytes().to_vec())
-                .unwrap_or_default(),
-            issued_at_ms: now_us.div_euclid(1000),
-            not_after_ms: plan.not_after_us.div_euclid(1000),
+        decide_enqueue(&enqueue, state, |body| self.signer.sign_held(body)).map_err(|failure| {
+            Refused::from(match failure {
+                EnqueueFailure::Refused(refusal) => CommandQueueError::Refused(refusal),
+                EnqueueFailure::Signer(e) => CommandQueueError::Worker(e),
+            })
+        })
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        _: &EnqueueState,
+        events: Vec<QueueEvent>,
+        at: &At,
+    ) -> Result<(), CommandQueueError> {
+        let tenant = match events.first() {
+            Some(QueueEvent::Enqueued(e)) => e.tenant_id.clone(),
+            _ => return Err(CommandQueueError::Corrupt("enqueue decided no command".into())),
         };
-        let signed = signer.sign_held(&body)?;
-        let event = CommandEnqueued {
-            command_id: command_id.clone(),
-            node_id: request.node_id.clone(),
-            tenant_id: plan.tenant_id.clone(),
-            kind: body.kind.clone(),
-            payload_type_url: body.payload_type_url.clone(),
-            payload: body.payload.clone(),
-            batch_id: body.batch_id.clone(),
-            body: signed.body.clone(),
-            signature: signed.signature.clone(),
-            worker_certificate: signed.worker_chain.first().cloned().unwrap_or_default(),
-            caller: request.caller.clone(),
-            held: plan.held,
-            leaf_hash: plan
-                .leaf_hash
-                .map(|h| h.as_bytes().to_vec())
-                .unwrap_or_default(),
-            not_after_us: plan.not_after_us,
-            destructive: plan.destructive,
-        };
+        let events: Vec<NewEvent> = events
+            .iter()
+            .map(|e| queue_event(e, &tenant, at.now_us))
+            .collect();
         append_and_project(
             tx,
             &super::projections(),
-            &command_stream(&command_id),
+            &command_stream(&self.command_id),
             ExpectedVersion::NoStream,
-            &[NewEvent::from_payload(
-                events::envelope::new_event_id(),
-                plan.tenant_id.as_str(),
-                now_us,
-                &event,
-            )],
+            &events,
         )
         .await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: EnqueueState,
+        plan: EnqueuePlan,
+        _: &At,
+    ) -> Result<EnqueueAnswer, CommandQueueError> {
         Ok(EnqueueAnswer {
-            command_id: command_id.clone(),
+            command_id: self.command_id.clone(),
             held: plan.held,
             destructive: plan.destructive,
-            batch_id: request.batch_id.map(|b| b.to_hex()),
+            batch_id: self.request.batch_id.map(|b| b.to_hex()),
             not_after_us: plan.not_after_us,
         })
-    })
+    }
 }

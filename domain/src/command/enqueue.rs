@@ -4,9 +4,10 @@
 //! scope, the batch of the node's own tenant, pending or approved and unexpired), and whether
 //! the command is held until its batch is approved.
 //!
-//! [`decide_enqueue`] is pure: the shell loads the node, its certificate's allowed kinds, the
+//! [`plan_enqueue`] is pure: the shell loads the node, its certificate's allowed kinds, the
 //! batch and its scope leaves for (node id, kind), and the published approver set into an
-//! [`EnqueueState`], and signs and appends what the [`EnqueuePlan`] says. A node command's
+//! [`EnqueueState`]; [`super::queue::decide_enqueue`] signs the body the [`EnqueuePlan`] says
+//! with the signer the shell passes and decides the event. A node command's
 //! subject (the batch scope leaf's subject) is the node id itself.
 
 use super::kinds::{kind_spec, KindSpec};
@@ -75,7 +76,7 @@ pub struct BatchFacts {
     pub leaves: Vec<StoredLeaf>,
 }
 
-/// What [`decide_enqueue`] reads.
+/// What [`plan_enqueue`] reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnqueueState {
     /// The node, if it exists.
@@ -275,8 +276,9 @@ impl EnqueueRefusal {
 
 pub use crate::attest::kinds::pattern_allows;
 
-/// Decides whether `command` enters the queue, and how.
-pub fn decide_enqueue(
+/// Whether `command` enters the queue, and how: the queue's rules, a pure calculation that
+/// [`super::queue::decide_enqueue`] turns into the signed `command.enqueued`.
+pub fn plan_enqueue(
     command: &EnqueueCommand,
     state: &EnqueueState,
 ) -> Result<EnqueuePlan, EnqueueRefusal> {

@@ -14,11 +14,13 @@
 //! - [`payloads`]: the built-in kinds' payload messages (protobuf, `bc.command.v1`).
 //! - [`wire`]: the signed body, its purpose `command`, and signing and verifying it.
 //! - [`worker`]: issuing and verifying worker certificates.
-//! - [`enqueue`]: the queue's decision on a new command (role, allowed kinds, batch rules).
+//! - [`enqueue`]: the queue's rules on a new command (role, allowed kinds, batch rules).
+//! - [`queue`]: the deciders of a command's stream: enqueued (signed), dispatched, answered.
 
 pub mod enqueue;
 pub mod kinds;
 pub mod payloads;
+pub mod queue;
 pub mod wire;
 pub mod worker;
 
