@@ -6,16 +6,22 @@ use std::sync::Arc;
 
 use domain::attest::discovery::wire::normalize_mac;
 use domain::identity::lease_stream;
+use async_trait::async_trait;
+use domain::identity::IdentityEvent;
 use domain::site::{
     decide_add_boot_entry, decide_create_site, decide_lease, decide_remove_boot_entry,
-    AddBootEntry, CreateSite, LeaseCommand, SiteRefusal, DEFAULT_BOOT_LEASE_TTL_US,
+    AddBootEntry, BootLease, CreateSite, LeaseCommand, LeaseOutcome, SiteRefusal,
+    DEFAULT_BOOT_LEASE_TTL_US,
 };
 use events::store::{EventStore, StoreTx};
+use rand_core::CryptoRngCore;
 
 use super::error::SiteError;
 use super::views::{BootEntryView, LeaseView, SiteDetail, SiteView};
+use super::read::{BootEntryRow, SiteLeaseRow, SiteRow};
 use super::{read, rows};
 use crate::identity::{append_decided, fresh_id, IdentityError};
+use crate::run::{decided, run, At, Command, Decided};
 use crate::Clock;
 
 /// `site create`.
@@ -73,7 +79,6 @@ impl Sites {
 
     /// `site create`.
     pub async fn create(&self, new: &NewSite) -> Result<SiteView, SiteError> {
-        let now_us = self.clock.now_us();
         let cmd = CreateSite {
             site_id: new.site_id.clone(),
             tenant_id: new.tenant_id.clone(),
@@ -81,14 +86,7 @@ impl Sites {
             default_pool_id: new.default_pool_id.clone(),
             actor: new.actor.clone(),
         };
-        let row = crate::transaction!(&self.store, SiteError, |tx| {
-            let existing = read::site(tx, &cmd.site_id).await?;
-            let state = existing.as_ref().map(rows::site_state);
-            let events = decide_create_site(&cmd, state.as_ref())?.events;
-            let versions = vec![(format!("site/{}", cmd.site_id), None)];
-            append_decided(tx, events, &cmd.tenant_id, now_us, &versions).await?;
-            site_back(tx, &cmd.site_id).await
-        })?;
+        let row = run(&self.store, self.clock.as_ref(), &Create(cmd)).await?;
         Ok(SiteView::from(&row))
     }
 
@@ -119,31 +117,7 @@ impl Sites {
     /// `site lease fence`: an operator ends the live holding of the site's boot lease
     /// (`cause = "fenced"`); the fenced agent can no longer vouch and must ACQUIRE again.
     pub async fn fence(&self, site_id: &str, actor: &str) -> Result<LeaseView, SiteError> {
-        let now_us = self.clock.now_us();
-        // A fence starts no holding: the TTL is not used.
-        let ttl_us = DEFAULT_BOOT_LEASE_TTL_US;
-        let row = crate::transaction!(&self.store, SiteError, |tx| {
-            let site = read::site(tx, site_id)
-                .await?
-                .ok_or_else(|| SiteRefusal::UnknownSite(site_id.into()))?;
-            let lease_row = read::site_lease(tx, site_id).await?;
-            let lease = lease_row.as_ref().map(rows::lease_state).transpose()?;
-            let decision = decide_lease(
-                LeaseCommand::Fence,
-                site_id,
-                actor,
-                lease.as_ref(),
-                now_us,
-                ttl_us,
-            )?;
-            let versions = vec![(lease_stream(site_id), lease_row.map(|l| l.version))];
-            append_decided(tx, decision.events, &site.tenant_id, now_us, &versions).await?;
-            read::site_lease(tx, site_id).await?.ok_or_else(|| {
-                SiteError::from(IdentityError::Corrupt(format!(
-                    "the boot lease of site {site_id} has no row"
-                )))
-            })
-        })?;
+        let (row, now_us) = run(&self.store, self.clock.as_ref(), &Fence { site_id, actor }).await?;
         Ok(LeaseView::new(&row, now_us))
     }
 }
@@ -170,7 +144,6 @@ impl BootEntries {
     /// `site boot add`: refused when the MAC has an active entry at the site, unless
     /// `replace` (the old entry is then removed in the same append).
     pub async fn add(&self, new: &NewBootEntry) -> Result<BootEntryView, SiteError> {
-        let now_us = self.clock.now_us();
         let cmd = AddBootEntry {
             entry_id: fresh_id("boot"),
             site_id: new.site_id.clone(),
@@ -184,23 +157,7 @@ impl BootEntries {
             replace: new.replace,
             actor: new.actor.clone(),
         };
-        let mac = normalize_mac(&cmd.mac);
-        let row = crate::transaction!(&self.store, SiteError, |tx| {
-            let site = read::site(tx, &cmd.site_id).await?;
-            let entries = match (&site, &mac) {
-                (Some(_), Some(mac)) => read::boot_entries_for_mac(tx, &cmd.site_id, mac).await?,
-                _ => Vec::new(),
-            };
-            let states: Vec<_> = entries.iter().map(rows::boot_entry_state).collect();
-            let state = site.as_ref().map(rows::site_state);
-            let events = decide_add_boot_entry(&cmd, state.as_ref(), &states, now_us)?.events;
-            let Some(site) = site else {
-                return Err(SiteRefusal::UnknownSite(cmd.site_id.clone()).into());
-            };
-            let versions = vec![(format!("site/{}", site.site_id), Some(site.version))];
-            append_decided(tx, events, &site.tenant_id, now_us, &versions).await?;
-            entry_back(tx, &cmd.entry_id).await
-        })?;
+        let (row, now_us) = run(&self.store, self.clock.as_ref(), &AddEntry(cmd)).await?;
         Ok(BootEntryView::new(&row, now_us))
     }
 
@@ -221,19 +178,12 @@ impl BootEntries {
         actor: &str,
         reason: &str,
     ) -> Result<BootEntryView, SiteError> {
-        let now_us = self.clock.now_us();
-        let row = crate::transaction!(&self.store, SiteError, |tx| {
-            let entry = read::boot_entry(tx, entry_id).await?;
-            let state = entry.as_ref().map(rows::boot_entry_state);
-            let events = decide_remove_boot_entry(entry_id, state.as_ref(), actor, reason)?.events;
-            let Some(entry) = entry else {
-                return Err(SiteRefusal::UnknownBootEntry(entry_id.into()).into());
-            };
-            let site = site_back(tx, &entry.site_id).await?;
-            let versions = vec![(format!("site/{}", site.site_id), Some(site.version))];
-            append_decided(tx, events, &site.tenant_id, now_us, &versions).await?;
-            entry_back(tx, entry_id).await
-        })?;
+        let remove = RemoveEntry {
+            entry_id,
+            actor,
+            reason,
+        };
+        let (row, now_us) = run(&self.store, self.clock.as_ref(), &remove).await?;
         Ok(BootEntryView::new(&row, now_us))
     }
 }
@@ -242,4 +192,229 @@ async fn entry_back(tx: &mut StoreTx, entry_id: &str) -> Result<read::BootEntryR
     read::boot_entry(tx, entry_id)
         .await?
         .ok_or_else(|| IdentityError::Corrupt(format!("boot entry {entry_id} has no row")).into())
+}
+
+/// `site create`, as the runner drives it.
+struct Create(CreateSite);
+
+#[async_trait]
+impl Command for Create {
+    type State = Option<SiteRow>;
+    type Event = IdentityEvent;
+    type Outcome = ();
+    type Answer = SiteRow;
+    type Error = SiteError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Option<SiteRow>, SiteError> {
+        Ok(read::site(tx, &self.0.site_id).await?)
+    }
+
+    fn decide(&self, row: &Option<SiteRow>, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let state = row.as_ref().map(rows::site_state);
+        decided(decide_create_site(&self.0, state.as_ref()))
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        _: &Option<SiteRow>,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), SiteError> {
+        let versions = vec![(format!("site/{}", self.0.site_id), None)];
+        append_decided(tx, events, &self.0.tenant_id, at.now_us, &versions).await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        tx: &mut StoreTx,
+        _: Option<SiteRow>,
+        _: (),
+        _: &At,
+    ) -> Result<SiteRow, SiteError> {
+        site_back(tx, &self.0.site_id).await
+    }
+}
+
+/// `site lease fence`, as the runner drives it.
+struct Fence<'a> {
+    site_id: &'a str,
+    actor: &'a str,
+}
+
+#[async_trait]
+impl Command for Fence<'_> {
+    type State = (SiteRow, Option<SiteLeaseRow>, Option<BootLease>);
+    type Event = IdentityEvent;
+    type Outcome = LeaseOutcome;
+    type Answer = (SiteLeaseRow, i64);
+    type Error = SiteError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Self::State, SiteError> {
+        let site = read::site(tx, self.site_id)
+            .await?
+            .ok_or_else(|| SiteRefusal::UnknownSite(self.site_id.into()))?;
+        let lease_row = read::site_lease(tx, self.site_id).await?;
+        let lease = lease_row.as_ref().map(rows::lease_state).transpose()?;
+        Ok((site, lease_row, lease))
+    }
+
+    fn decide(&self, state: &Self::State, at: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        // A fence starts no holding: the TTL is not used.
+        decided(decide_lease(
+            LeaseCommand::Fence,
+            self.site_id,
+            self.actor,
+            state.2.as_ref(),
+            at.now_us,
+            DEFAULT_BOOT_LEASE_TTL_US,
+        ))
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        (site, lease_row, _): &Self::State,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), SiteError> {
+        let versions = vec![(lease_stream(self.site_id), lease_row.as_ref().map(|l| l.version))];
+        append_decided(tx, events, &site.tenant_id, at.now_us, &versions).await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        tx: &mut StoreTx,
+        _: Self::State,
+        _: LeaseOutcome,
+        at: &At,
+    ) -> Result<(SiteLeaseRow, i64), SiteError> {
+        let row = read::site_lease(tx, self.site_id).await?.ok_or_else(|| {
+            SiteError::from(IdentityError::Corrupt(format!(
+                "the boot lease of site {} has no row",
+                self.site_id
+            )))
+        })?;
+        Ok((row, at.now_us))
+    }
+}
+
+/// `site boot add`, as the runner drives it.
+struct AddEntry(AddBootEntry);
+
+#[async_trait]
+impl Command for AddEntry {
+    type State = (Option<SiteRow>, Vec<BootEntryRow>);
+    type Event = IdentityEvent;
+    type Outcome = ();
+    type Answer = (BootEntryRow, i64);
+    type Error = SiteError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Self::State, SiteError> {
+        let site = read::site(tx, &self.0.site_id).await?;
+        let entries = match (&site, normalize_mac(&self.0.mac)) {
+            (Some(_), Some(mac)) => read::boot_entries_for_mac(tx, &self.0.site_id, &mac).await?,
+            _ => Vec::new(),
+        };
+        Ok((site, entries))
+    }
+
+    fn decide(&self, state: &Self::State, at: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let (site, entries) = state;
+        let states: Vec<_> = entries.iter().map(rows::boot_entry_state).collect();
+        let site = site.as_ref().map(rows::site_state);
+        decided(decide_add_boot_entry(
+            &self.0,
+            site.as_ref(),
+            &states,
+            at.now_us,
+        ))
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        (site, _): &Self::State,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), SiteError> {
+        let Some(site) = site else {
+            return Err(SiteRefusal::UnknownSite(self.0.site_id.clone()).into());
+        };
+        let versions = vec![(format!("site/{}", site.site_id), Some(site.version))];
+        append_decided(tx, events, &site.tenant_id, at.now_us, &versions).await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        tx: &mut StoreTx,
+        _: Self::State,
+        _: (),
+        at: &At,
+    ) -> Result<(BootEntryRow, i64), SiteError> {
+        Ok((entry_back(tx, &self.0.entry_id).await?, at.now_us))
+    }
+}
+
+/// `site boot remove`, as the runner drives it.
+struct RemoveEntry<'a> {
+    entry_id: &'a str,
+    actor: &'a str,
+    reason: &'a str,
+}
+
+#[async_trait]
+impl Command for RemoveEntry<'_> {
+    type State = (Option<BootEntryRow>, Option<SiteRow>);
+    type Event = IdentityEvent;
+    type Outcome = ();
+    type Answer = (BootEntryRow, i64);
+    type Error = SiteError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Self::State, SiteError> {
+        let entry = read::boot_entry(tx, self.entry_id).await?;
+        let site = match &entry {
+            Some(entry) => Some(site_back(tx, &entry.site_id).await?),
+            None => None,
+        };
+        Ok((entry, site))
+    }
+
+    fn decide(&self, state: &Self::State, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let entry = state.0.as_ref().map(rows::boot_entry_state);
+        decided(decide_remove_boot_entry(
+            self.entry_id,
+            entry.as_ref(),
+            self.actor,
+            self.reason,
+        ))
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        (_, site): &Self::State,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), SiteError> {
+        let Some(site) = site else {
+            return Err(SiteRefusal::UnknownBootEntry(self.entry_id.into()).into());
+        };
+        let versions = vec![(format!("site/{}", site.site_id), Some(site.version))];
+        append_decided(tx, events, &site.tenant_id, at.now_us, &versions).await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        tx: &mut StoreTx,
+        _: Self::State,
+        _: (),
+        at: &At,
+    ) -> Result<(BootEntryRow, i64), SiteError> {
+        Ok((entry_back(tx, self.entry_id).await?, at.now_us))
+    }
 }

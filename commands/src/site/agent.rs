@@ -8,21 +8,24 @@ use std::fmt;
 use std::sync::Arc;
 
 use domain::attest::discovery::wire::normalize_mac;
-use domain::identity::{
-    decide_create_token, lease_stream, unix_us, CreateToken, ExpectBinding, TokenRole,
-    TokenTargets,
-};
-use domain::pki::{NodeIdentity, TokenSecret, TrustDomain};
+use async_trait::async_trait;
+use domain::decision::Refused;
+use domain::identity::{lease_stream, IdentityEvent};
+use domain::pki::{NodeIdentity, TokenHash, TokenSecret, TrustDomain};
 use domain::site::{
-    active_entry_for_mac, check_site_agent, decide_lease, LeaseCommand, SiteAgentId, SiteRefusal,
+    check_site_agent, decide_boot_token, decide_lease, BootLease, BootTokenAsk, BootTokenPlan,
+    BootTokenRefusal, BootTokenState, LeaseCommand, LeaseOutcome, SiteAgentId, SiteRefusal,
 };
 use events::store::{EventStore, StoreTx};
+use rand_core::CryptoRngCore;
 use projections::identity::read as identity_read;
 
 use super::error::SiteError;
 use super::settings::{SiteSettings, DISCOVERY_TOKEN_TTL_US};
+use super::read::{BootEntryRow, SiteLeaseRow, SiteRow};
 use super::{read, rows};
 use crate::identity::{append_decided, fresh_id, rows as identity_rows, IdentityError};
+use crate::run::{decided, run, At, Command, Decided};
 use crate::Clock;
 
 /// What a site agent asks of its lease.
@@ -141,34 +144,20 @@ impl SiteAgent {
         epoch: u64,
     ) -> Result<LeaseAnswer, SiteError> {
         let identity = self.identity(leaf_der)?;
-        let now_us = self.clock.now_us();
-        let ttl_us = self.settings.ttl_us();
         let cmd = match action {
             LeaseAction::Acquire => LeaseCommand::Acquire,
             LeaseAction::Renew => LeaseCommand::Renew { epoch },
             LeaseAction::Release => LeaseCommand::Release { epoch },
         };
-        let outcome = crate::transaction!(&self.store, SiteError, |tx| {
-            let agent = agent_of(tx, &identity, leaf_der, now_us).await?;
-            let site = read::site(tx, &agent.site_id)
-                .await?
-                .ok_or_else(|| SiteRefusal::UnknownSite(agent.site_id.clone()))?;
-            let lease_row = read::site_lease(tx, &agent.site_id).await?;
-            let lease = lease_row.as_ref().map(rows::lease_state).transpose()?;
-            let decision = decide_lease(
-                cmd,
-                &agent.site_id,
-                &agent.node_id,
-                lease.as_ref(),
-                now_us,
-                ttl_us,
-            )?;
-            if !decision.events.is_empty() {
-                let versions = vec![(lease_stream(&agent.site_id), lease_row.map(|l| l.version))];
-                append_decided(tx, decision.events, &site.tenant_id, now_us, &versions).await?;
-            }
-            Ok(decision.outcome)
-        })?;
+        let lease = Lease {
+            agent: Agent {
+                identity: &identity,
+                leaf_der,
+            },
+            cmd,
+            ttl_us: self.settings.ttl_us(),
+        };
+        let (outcome, now_us) = run(&self.store, self.clock.as_ref(), &lease).await?;
         Ok(LeaseAnswer {
             held: outcome.held,
             epoch: outcome.epoch,
@@ -190,83 +179,18 @@ impl SiteAgent {
         lease_epoch: u64,
     ) -> Result<BootTokenAnswer, SiteError> {
         let identity = self.identity(leaf_der)?;
-        let now = self.clock.now();
-        let now_us = unix_us(now);
         let secret = TokenSecret::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
-        let token_id = fresh_id("tok");
-        let answer = crate::transaction!(&self.store, SiteError, |tx| {
-            let agent = agent_of(tx, &identity, leaf_der, now_us).await?;
-            let held = read::site_lease(tx, &agent.site_id)
-                .await?
-                .as_ref()
-                .map(rows::lease_state)
-                .transpose()?
-                .is_some_and(|l| l.as_fact().held_by(&agent.node_id, lease_epoch, now_us));
-            if !held {
-                return Err(SiteError::NotLeaseHolder {
-                    node_id: agent.node_id.clone(),
-                    site_id: agent.site_id.clone(),
-                    epoch: lease_epoch,
-                });
-            }
-            let mac = normalize_mac(mac).ok_or_else(|| {
-                SiteRefusal::Invalid(format!(
-                    "the MAC {mac:?} must be six hex pairs separated by ':' or '-'"
-                ))
-            })?;
-            let site = read::site(tx, &agent.site_id)
-                .await?
-                .ok_or_else(|| SiteRefusal::UnknownSite(agent.site_id.clone()))?;
-            let rows_for_mac = read::boot_entries_for_mac(tx, &agent.site_id, &mac).await?;
-            let states: Vec<_> = rows_for_mac.iter().map(rows::boot_entry_state).collect();
-            let Some(entry) = active_entry_for_mac(&states, &mac, now_us) else {
-                return Err(SiteError::NoBootEntry {
-                    site_id: agent.site_id.clone(),
-                    mac,
-                });
-            };
-            let Some(row) = rows_for_mac.iter().find(|r| r.entry_id == entry.entry_id) else {
-                return Err(IdentityError::Corrupt("the boot entry has no row".into()).into());
-            };
-            let expires_at_us = now_us
-                .saturating_add(DISCOVERY_TOKEN_TTL_US)
-                .min(entry.not_after_us);
-            let cmd = CreateToken {
-                token_id: token_id.clone(),
-                tenant_id: site.tenant_id.clone(),
-                site_id: site.site_id.clone(),
-                pool_id: entry.pool_id.clone(),
-                role: TokenRole::Discovery,
-                uses: 1,
-                expires_at_us,
-                secret_hash: secret.hash(),
-                expect: ExpectBinding {
-                    product_uuid: entry.product_uuid.clone(),
-                    mac: Some(entry.mac.clone()),
-                },
-                reclaim_node_id: None,
-                for_node_id: None,
-                require_approval: false,
-                boot_entry_id: Some(entry.entry_id.clone()),
-            };
-            let events = decide_create_token(&cmd, &TokenTargets::default(), now)
-                .map_err(IdentityError::from)?
-                .events;
-            append_decided(tx, events, &site.tenant_id, now_us, &[]).await?;
-            Ok(BootTokenAnswer {
-                entry_id: row.entry_id.clone(),
-                mac: row.mac.clone(),
-                product_uuid: row.product_uuid.clone(),
-                kernel_url: row.kernel_url.clone(),
-                initrd_url: row.initrd_url.clone(),
-                kernel_args: row.kernel_args.clone(),
-                entry_not_after_us: row.not_after_us,
-                token_id: token_id.clone(),
-                token: String::new(),
-                token_expires_at_us: expires_at_us,
-                server_time_us: now_us,
-            })
-        })?;
+        let token = BootToken {
+            agent: Agent {
+                identity: &identity,
+                leaf_der,
+            },
+            mac,
+            lease_epoch,
+            token_id: fresh_id("tok"),
+            secret_hash: secret.hash(),
+        };
+        let answer = run(&self.store, self.clock.as_ref(), &token).await?;
         Ok(BootTokenAnswer {
             token: secret.expose().to_owned(),
             ..answer
@@ -288,4 +212,215 @@ async fn agent_of(
     let node = node.as_ref().map(identity_rows::node_state).transpose()?;
     check_site_agent(identity, leaf_der, cert.as_ref(), node.as_ref(), now_us)
         .map_err(SiteError::NotSiteAgent)
+}
+
+/// The caller of a site agent's call: the presented leaf and its identity.
+#[derive(Clone, Copy)]
+struct Agent<'a> {
+    identity: &'a NodeIdentity,
+    leaf_der: &'a [u8],
+}
+
+impl Agent<'_> {
+    /// The site agent, checked inside the transaction.
+    async fn check(&self, tx: &mut StoreTx, now_us: i64) -> Result<SiteAgentId, SiteError> {
+        agent_of(tx, self.identity, self.leaf_der, now_us).await
+    }
+}
+
+/// SiteLease, as the runner drives it.
+struct Lease<'a> {
+    agent: Agent<'a>,
+    cmd: LeaseCommand,
+    ttl_us: i64,
+}
+
+/// What a lease call reads: the agent, its site, the lease row and the lease.
+struct LeaseFacts {
+    agent: SiteAgentId,
+    site: SiteRow,
+    lease_row: Option<SiteLeaseRow>,
+    lease: Option<BootLease>,
+}
+
+#[async_trait]
+impl Command for Lease<'_> {
+    type State = LeaseFacts;
+    type Event = IdentityEvent;
+    type Outcome = LeaseOutcome;
+    type Answer = (LeaseOutcome, i64);
+    type Error = SiteError;
+
+    async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<LeaseFacts, SiteError> {
+        let agent = self.agent.check(tx, at.now_us).await?;
+        let site = read::site(tx, &agent.site_id)
+            .await?
+            .ok_or_else(|| SiteRefusal::UnknownSite(agent.site_id.clone()))?;
+        let lease_row = read::site_lease(tx, &agent.site_id).await?;
+        let lease = lease_row.as_ref().map(rows::lease_state).transpose()?;
+        Ok(LeaseFacts {
+            agent,
+            site,
+            lease_row,
+            lease,
+        })
+    }
+
+    fn decide(&self, facts: &LeaseFacts, at: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        decided(decide_lease(
+            self.cmd,
+            &facts.agent.site_id,
+            &facts.agent.node_id,
+            facts.lease.as_ref(),
+            at.now_us,
+            self.ttl_us,
+        ))
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        facts: &LeaseFacts,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), SiteError> {
+        let version = facts.lease_row.as_ref().map(|l| l.version);
+        let versions = vec![(lease_stream(&facts.agent.site_id), version)];
+        append_decided(tx, events, &facts.site.tenant_id, at.now_us, &versions).await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: LeaseFacts,
+        outcome: LeaseOutcome,
+        at: &At,
+    ) -> Result<(LeaseOutcome, i64), SiteError> {
+        Ok((outcome, at.now_us))
+    }
+}
+
+/// BootToken, as the runner drives it.
+struct BootToken<'a> {
+    agent: Agent<'a>,
+    mac: &'a str,
+    lease_epoch: u64,
+    token_id: String,
+    secret_hash: TokenHash,
+}
+
+/// What a BootToken reads: the agent, the domain's state, and the entries' rows (answered).
+struct BootTokenFacts {
+    agent: SiteAgentId,
+    state: BootTokenState,
+    entry_rows: Vec<BootEntryRow>,
+}
+
+#[async_trait]
+impl Command for BootToken<'_> {
+    type State = BootTokenFacts;
+    type Event = IdentityEvent;
+    type Outcome = BootTokenPlan;
+    type Answer = BootTokenAnswer;
+    type Error = SiteError;
+
+    async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<BootTokenFacts, SiteError> {
+        let agent = self.agent.check(tx, at.now_us).await?;
+        let lease = read::site_lease(tx, &agent.site_id).await?;
+        let site = read::site(tx, &agent.site_id).await?;
+        let entry_rows = match normalize_mac(self.mac) {
+            Some(mac) => read::boot_entries_for_mac(tx, &agent.site_id, &mac).await?,
+            None => Vec::new(),
+        };
+        let state = BootTokenState {
+            lease: lease.as_ref().map(rows::lease_state).transpose()?,
+            site: site.as_ref().map(rows::site_state),
+            entries: entry_rows.iter().map(rows::boot_entry_state).collect(),
+        };
+        Ok(BootTokenFacts {
+            agent,
+            state,
+            entry_rows,
+        })
+    }
+
+    fn decide(&self, facts: &BootTokenFacts, at: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let ask = BootTokenAsk {
+            agent_node_id: &facts.agent.node_id,
+            site_id: &facts.agent.site_id,
+            lease_epoch: self.lease_epoch,
+            mac: self.mac,
+            token_id: &self.token_id,
+            secret_hash: self.secret_hash,
+            token_ttl_us: DISCOVERY_TOKEN_TTL_US,
+        };
+        decide_boot_token(&ask, &facts.state, at.now).map_err(|refusal| {
+            Refused::from(match refusal {
+                BootTokenRefusal::NotLeaseHolder {
+                    node_id,
+                    site_id,
+                    epoch,
+                } => SiteError::NotLeaseHolder {
+                    node_id,
+                    site_id,
+                    epoch,
+                },
+                BootTokenRefusal::BadMac(mac) => SiteError::Refused(SiteRefusal::Invalid(format!(
+                    "the MAC {mac:?} must be six hex pairs separated by ':' or '-'"
+                ))),
+                BootTokenRefusal::UnknownSite(site) => {
+                    SiteError::Refused(SiteRefusal::UnknownSite(site))
+                }
+                BootTokenRefusal::NoBootEntry { site_id, mac } => {
+                    SiteError::NoBootEntry { site_id, mac }
+                }
+                BootTokenRefusal::Token(r) => SiteError::Identity(IdentityError::from(r)),
+            })
+        })
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        facts: &BootTokenFacts,
+        events: Vec<IdentityEvent>,
+        at: &At,
+    ) -> Result<(), SiteError> {
+        let tenant = match &facts.state.site {
+            Some(site) => site.tenant_id.as_str(),
+            None => return Err(SiteRefusal::UnknownSite(facts.agent.site_id.clone()).into()),
+        };
+        append_decided(tx, events, tenant, at.now_us, &[]).await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        facts: BootTokenFacts,
+        plan: BootTokenPlan,
+        at: &At,
+    ) -> Result<BootTokenAnswer, SiteError> {
+        let Some(row) = facts
+            .entry_rows
+            .into_iter()
+            .find(|r| r.entry_id == plan.entry_id)
+        else {
+            return Err(IdentityError::Corrupt("the boot entry has no row".into()).into());
+        };
+        Ok(BootTokenAnswer {
+            entry_id: row.entry_id,
+            mac: row.mac,
+            product_uuid: row.product_uuid,
+            kernel_url: row.kernel_url,
+            initrd_url: row.initrd_url,
+            kernel_args: row.kernel_args,
+            entry_not_after_us: row.not_after_us,
+            token_id: self.token_id.clone(),
+            token: String::new(),
+            token_expires_at_us: plan.expires_at_us,
+            server_time_us: at.now_us,
+        })
+    }
 }

@@ -10,10 +10,12 @@
 //! | [`sites`] | `site create` |
 //! | [`agent`] | whether a presented certificate is a site agent's |
 //! | [`boot`] | `site boot add / remove` |
+//! | [`boot_token`] | a site agent's BootToken: the entry for a MAC and its discovery token |
 //! | [`lease`] | a site agent's ACQUIRE / RENEW / RELEASE and an operator's fence |
 
 pub mod agent;
 pub mod boot;
+pub mod boot_token;
 pub mod lease;
 mod refusal;
 pub mod sites;
@@ -22,6 +24,9 @@ pub use agent::{check_site_agent, AgentRefusal, SiteAgentId};
 pub use boot::{
     active_entry_for_mac, decide_add_boot_entry, decide_remove_boot_entry, evolve_boot_entry,
     AddBootEntry, BOOT_ENTRY_DEFAULT_TTL_US, BOOT_ENTRY_ID_PREFIX, BOOT_ENTRY_MAX_TTL_US,
+};
+pub use boot_token::{
+    decide_boot_token, BootTokenAsk, BootTokenPlan, BootTokenRefusal, BootTokenState,
 };
 pub use lease::{
     decide_lease, evolve_lease, BootLease, LeaseCommand, LeaseOutcome, DEFAULT_BOOT_LEASE_TTL_US,
