@@ -1,9 +1,9 @@
 //! Operator certificates (issue 23): issue, revoke, list, and the revoked serials the admin
 //! API's handshake refuses.
 //!
-//! Issuing: the domain decides ([`domain::operator::check_issue`]: name, role, 1 to 90 days),
+//! Issuing: the domain checks ([`domain::operator::check_issue`]: name, role, 1 to 90 days),
 //! the operator CA signs ([`domain::pki::issue_operator_certificate`]), then
-//! `operator.cert.issued` is appended to `operator/<name>` (tenant [`DEPLOYMENT_TENANT`]) with
+//! `operator.cert.issued` ([`domain::operator::decide_issued`]) is appended to `operator/<name>` (tenant [`DEPLOYMENT_TENANT`]) with
 //! the `operator_certs` projection in one transaction. Only after the commit does the caller
 //! write the files, so every certificate that exists has its event. Revoking reads the row,
 //! lets the domain decide ([`domain::operator::decide_revoke`]: an unknown serial is NOT_FOUND,
@@ -15,26 +15,29 @@
 
 use std::collections::BTreeSet;
 
+use async_trait::async_trait;
 use domain::operator::{
-    decide_revoke, normalize_serial, CertState, IssueDecision, OperatorRefusal, RevokeDecision,
+    decide_issued, decide_revoke, normalize_serial, CertState, IssueDecision, OperatorRefusal,
+    RevokeDecision,
 };
 use domain::pki::{
     issue_operator_certificate, IssuedCertificate, OperatorCa, OperatorCertError, PublicKey,
 };
 use events::schema::{operator_stream, OperatorCertIssued, OperatorCertRevoked};
-use events::store::{EventStore, ExpectedVersion, StoreError};
-use events::{new_event_id, NewEvent};
+use events::store::{EventStore, ExpectedVersion, StoreError, StoreTx};
+use events::{new_event_id, EventPayload, NewEvent};
 use projections::operators::OperatorCerts;
 use projections::operators_read::{
     operator_cert, operator_certs_in_store, operator_stream_version, revoked_operator_serials,
     OperatorCertRow,
 };
 use projections::Projection;
+use rand_core::CryptoRngCore;
 use time::Duration;
 
 use crate::clock::Clock;
 use crate::quorum::stream::DEPLOYMENT_TENANT;
-use crate::run::{append_and_project, AsConflict, RunError};
+use crate::run::{append_and_project, decided, run, At, AsConflict, Command, Decided, RunError};
 
 /// The projection the operator commands apply inline (also in [`crate::every_projection`]).
 pub fn projections() -> [&'static dyn Projection; 1] {
@@ -144,41 +147,16 @@ pub async fn issue_operator(
         Duration::days(decision.days),
         clock.now(),
     )?;
-    let spiffe_id = decision.name.spiffe_id(operator_ca.trust_domain().as_str());
-    let payload = OperatorCertIssued {
-        serial: certificate.serial.to_hex(),
-        name: decision.name.to_string(),
-        role: decision.role.as_str().to_string(),
-        spiffe_id: spiffe_id.clone(),
-        not_before_us: micros(certificate.not_before),
-        not_after_us: micros(certificate.not_after),
-        certificate_sha256: certificate.sha256.to_vec(),
-        certificate_der: certificate.der.clone(),
+    let record = RecordIssued {
+        decision,
+        certificate: &certificate,
+        trust_domain: operator_ca.trust_domain().as_str(),
     };
-    let event = NewEvent::from_payload(new_event_id(), DEPLOYMENT_TENANT, clock.now_us(), &payload);
-    let stream = operator_stream(decision.name.as_str());
-    let all = projections();
-    crate::transaction!(store, OperatorError, |tx| {
-        // A fresh random serial cannot collide with another issuance; Any keeps concurrent
-        // issuances to one operator from retrying each other.
-        append_and_project(
-            tx,
-            &all,
-            &stream,
-            ExpectedVersion::Any,
-            std::slice::from_ref(&event),
-        )
-        .await?;
-        Ok(())
-    })?;
+    let spiffe_id = run(store, clock, &record).await?;
     Ok(IssuedOperator {
         certificate,
         spiffe_id,
     })
-}
-
-fn micros(t: time::OffsetDateTime) -> i64 {
-    i64::try_from(t.unix_timestamp_nanos() / 1_000).unwrap_or(i64::MAX)
 }
 
 /// What `operator revoke` did.
@@ -199,50 +177,14 @@ pub async fn revoke_operator(
     reason: &str,
 ) -> Result<RevokeOutcome, OperatorError> {
     let serial = normalize_serial(serial)?;
-    let all = projections();
-    let recorded = crate::transaction!(store, OperatorError, |tx| {
-        let row = operator_cert(tx, &serial).await?;
-        let state = row.as_ref().map(|r| CertState {
-            name: r.name.clone(),
-            revoked: r.revoked,
-        });
-        match decide_revoke(&serial, state.as_ref(), reason)? {
-            RevokeDecision::AlreadyRevoked { .. } => Ok(false),
-            RevokeDecision::Revoke { serial, name } => {
-                let version = operator_stream_version(tx, &name).await?;
-                let expected = match version.map(u64::try_from) {
-                    Some(Ok(v)) => ExpectedVersion::Exact(v),
-                    Some(Err(_)) => {
-                        return Err(OperatorError::Corrupt {
-                            serial,
-                            why: "a negative stream version".into(),
-                        })
-                    }
-                    None => ExpectedVersion::NoStream,
-                };
-                let payload = OperatorCertRevoked {
-                    serial,
-                    reason: reason.to_string(),
-                    name: name.clone(),
-                };
-                let event = NewEvent::from_payload(
-                    new_event_id(),
-                    DEPLOYMENT_TENANT,
-                    clock.now_us(),
-                    &payload,
-                );
-                append_and_project(
-                    tx,
-                    &all,
-                    &operator_stream(&name),
-                    expected,
-                    std::slice::from_ref(&event),
-                )
-                .await?;
-                Ok(true)
-            }
-        }
-    })?;
+    let revoke = Revoke {
+        serial: &serial,
+        reason,
+    };
+    let recorded = match run(store, clock, &revoke).await? {
+        RevokeDecision::Revoke { .. } => true,
+        RevokeDecision::AlreadyRevoked { .. } => false,
+    };
     let row = projections::operators_read::operator_cert_in_store(store, &serial)
         .await?
         .ok_or_else(|| OperatorError::Corrupt {
@@ -253,6 +195,132 @@ pub async fn revoke_operator(
         certificate: row.into(),
         recorded,
     })
+}
+
+/// Recording an issued certificate, as the runner drives it.
+struct RecordIssued<'a> {
+    decision: &'a IssueDecision,
+    certificate: &'a IssuedCertificate,
+    trust_domain: &'a str,
+}
+
+#[async_trait]
+impl Command for RecordIssued<'_> {
+    type State = ();
+    type Event = OperatorCertIssued;
+    type Outcome = String;
+    type Answer = String;
+    type Error = OperatorError;
+
+    async fn load(&self, _: &mut StoreTx, _: &At) -> Result<(), OperatorError> {
+        Ok(())
+    }
+
+    fn decide(&self, _: &(), _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        decide_issued(self.decision, self.certificate, self.trust_domain)
+            .map_err(|never| match never {})
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        _: &(),
+        events: Vec<OperatorCertIssued>,
+        at: &At,
+    ) -> Result<(), OperatorError> {
+        // A fresh random serial cannot collide with another issuance; Any keeps concurrent
+        // issuances to one operator from retrying each other.
+        let stream = operator_stream(self.decision.name.as_str());
+        append_operator_events(tx, &stream, ExpectedVersion::Any, &events, at).await
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: (),
+        spiffe_id: String,
+        _: &At,
+    ) -> Result<String, OperatorError> {
+        Ok(spiffe_id)
+    }
+}
+
+/// `operator revoke`, as the runner drives it.
+struct Revoke<'a> {
+    serial: &'a str,
+    reason: &'a str,
+}
+
+#[async_trait]
+impl Command for Revoke<'_> {
+    type State = Option<OperatorCertRow>;
+    type Event = OperatorCertRevoked;
+    type Outcome = RevokeDecision;
+    type Answer = RevokeDecision;
+    type Error = OperatorError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Self::State, OperatorError> {
+        Ok(operator_cert(tx, self.serial).await?)
+    }
+
+    fn decide(&self, row: &Self::State, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let state = row.as_ref().map(|r| CertState {
+            name: r.name.clone(),
+            revoked: r.revoked,
+        });
+        decided(decide_revoke(self.serial, state.as_ref(), self.reason))
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        _: &Self::State,
+        events: Vec<OperatorCertRevoked>,
+        at: &At,
+    ) -> Result<(), OperatorError> {
+        for event in &events {
+            let version = operator_stream_version(tx, &event.name).await?;
+            let expected = match version.map(u64::try_from) {
+                Some(Ok(v)) => ExpectedVersion::Exact(v),
+                Some(Err(_)) => {
+                    return Err(OperatorError::Corrupt {
+                        serial: event.serial.clone(),
+                        why: "a negative stream version".into(),
+                    })
+                }
+                None => ExpectedVersion::NoStream,
+            };
+            let stream = operator_stream(&event.name);
+            append_operator_events(tx, &stream, expected, std::slice::from_ref(event), at).await?;
+        }
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: Self::State,
+        decision: RevokeDecision,
+        _: &At,
+    ) -> Result<RevokeDecision, OperatorError> {
+        Ok(decision)
+    }
+}
+
+/// Appends operator events to `stream` as events of the deployment tenant, with the projection.
+async fn append_operator_events<P: EventPayload>(
+    tx: &mut StoreTx,
+    stream: &str,
+    expected: ExpectedVersion,
+    events: &[P],
+    at: &At,
+) -> Result<(), OperatorError> {
+    let events: Vec<NewEvent> = events
+        .iter()
+        .map(|e| NewEvent::from_payload(new_event_id(), DEPLOYMENT_TENANT, at.now_us, e))
+        .collect();
+    append_and_project(tx, &projections(), stream, expected, &events).await?;
+    Ok(())
 }
 
 /// Every operator certificate the log records, revoked ones too, in issue order.

@@ -1,23 +1,25 @@
 //! Serving certificates for split gateways (the api's `IssueServingCertificate`): read the
-//! gateway's grant from its internal client certificate and let the domain decide
+//! gateway's grant from its internal client certificate and let the domain plan the request
 //! ([`domain::pki::serving_grant`]), issue from the serving CA, append
-//! `gateway.serving.issued` and commit; only then is the certificate answered. A request naming
+//! `gateway.serving.issued` (`domain::pki::decide_serving_issued`) and commit; only then is the certificate answered. A request naming
 //! anything the grant does not list is refused and writes nothing; a lifetime above 7 days is
 //! clamped.
 
 use domain::pki::{
-    plan_gateway_serving, issue_serving_certificate, read_grant, GrantError, IssueError,
-    IssuedCertificate, KeyError, PublicKey, Serial, ServingCa, ServingRefusal,
+    decide_serving_issued, issue_serving_certificate, plan_gateway_serving, read_grant,
+    GatewayGrant, GrantError, IssueError, IssuedCertificate, KeyError, PublicKey, Serial,
+    ServingCa, ServingCertificateRequest, ServingRefusal,
 };
 use events::schema::GatewayServingIssued;
-use events::store::{ExpectedVersion, StoreError};
+use events::store::{ExpectedVersion, StoreError, StoreTx};
+use rand_core::CryptoRngCore;
 use events::{new_event_id, NewEvent};
 use sha2::{Digest, Sha256};
 use time::Duration;
 
 use crate::clock::Clock;
 use crate::quorum::stream::DEPLOYMENT_TENANT;
-use crate::run::{append_and_project, AsConflict, RunError};
+use crate::run::{append_and_project, At, AsConflict, Command, Decided, RunError};
 
 /// The stream of one gateway's serving certificates.
 pub fn gateway_stream(gateway_name: &str) -> String {
@@ -90,49 +92,83 @@ pub async fn issue_gateway_serving(
 ) -> Result<ServingIssued, ServingError> {
     let grant = read_grant(ask.internal_leaf_der)?;
     let request = plan_gateway_serving(&grant, ask.names, ask.lifetime, Serial::generate()?)?;
-    let now = clock.now();
     let certificate = issue_serving_certificate(
         serving_ca,
         ask.public_key,
         &request,
         // issue_serving_certificate backdates it (domain::pki::BACKDATE).
-        now,
+        clock.now(),
     )?;
-    let ip_addresses: Vec<String> = request
-        .ip_addresses
-        .iter()
-        .map(|ip| ip.to_string())
-        .collect();
-    let payload = GatewayServingIssued {
-        gateway_name: grant.gateway_name.clone(),
-        internal_certificate_serial: grant.certificate_serial.clone(),
-        internal_certificate_sha256: Sha256::digest(ask.internal_leaf_der).to_vec(),
-        dns_names: request.dns_names.clone(),
-        ip_addresses: ip_addresses.clone(),
-        serial: certificate.serial.to_hex(),
-        certificate_sha256: certificate.sha256.to_vec(),
-        not_before: certificate.not_before.unix_timestamp(),
-        not_after: certificate.not_after.unix_timestamp(),
-        requested_lifetime_seconds: ask.lifetime.whole_seconds(),
+    let record = RecordServing {
+        grant: &grant,
+        internal_sha256: Sha256::digest(ask.internal_leaf_der).into(),
+        request: &request,
+        certificate: &certificate,
+        lifetime: ask.lifetime,
     };
-    let event = NewEvent::from_payload(new_event_id(), DEPLOYMENT_TENANT, clock.now_us(), &payload);
-    let stream = gateway_stream(&grant.gateway_name);
-    crate::transaction!(store, ServingError, |tx| {
-        append_and_project(
-            tx,
-            &[],
-            &stream,
-            ExpectedVersion::Any,
-            std::slice::from_ref(&event),
-        )
-        .await?;
-        Ok(())
-    })?;
-    let mut names = request.dns_names;
-    names.extend(ip_addresses);
+    let names = crate::run::run(store, clock, &record).await?;
     Ok(ServingIssued {
         certificate,
         gateway_name: grant.gateway_name,
         names,
     })
+}
+
+/// Recording an issued serving certificate, as the runner drives it.
+struct RecordServing<'a> {
+    grant: &'a GatewayGrant,
+    internal_sha256: [u8; 32],
+    request: &'a ServingCertificateRequest,
+    certificate: &'a IssuedCertificate,
+    lifetime: Duration,
+}
+
+#[async_trait::async_trait]
+impl Command for RecordServing<'_> {
+    type State = ();
+    type Event = GatewayServingIssued;
+    type Outcome = Vec<String>;
+    type Answer = Vec<String>;
+    type Error = ServingError;
+
+    async fn load(&self, _: &mut StoreTx, _: &At) -> Result<(), ServingError> {
+        Ok(())
+    }
+
+    fn decide(&self, _: &(), _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        decide_serving_issued(
+            self.grant,
+            self.internal_sha256,
+            self.request,
+            self.certificate,
+            self.lifetime,
+        )
+        .map_err(|never| match never {})
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        _: &(),
+        events: Vec<GatewayServingIssued>,
+        at: &At,
+    ) -> Result<(), ServingError> {
+        let events: Vec<NewEvent> = events
+            .iter()
+            .map(|e| NewEvent::from_payload(new_event_id(), DEPLOYMENT_TENANT, at.now_us, e))
+            .collect();
+        let stream = gateway_stream(&self.grant.gateway_name);
+        append_and_project(tx, &[], &stream, ExpectedVersion::Any, &events).await?;
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: (),
+        names: Vec<String>,
+        _: &At,
+    ) -> Result<Vec<String>, ServingError> {
+        Ok(names)
+    }
 }

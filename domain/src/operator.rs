@@ -6,7 +6,15 @@
 //! server's `roles` module, and is written down in docs/ADMIN-API.md).
 //!
 //! Also here: operator names ([`OperatorName`]) and the pure deciders of the operator-certificate
-//! commands ([`check_issue`], [`decide_revoke`]; `commands::operators` runs them). Pure: no IO.
+//! commands ([`check_issue`], a check of the command line; [`decide_issued`] and [`decide_revoke`],
+//! deciders; `commands::operators` runs them). Pure: no IO.
+
+use std::convert::Infallible;
+
+use events::schema::{OperatorCertIssued, OperatorCertRevoked};
+
+use crate::decision::Decision;
+use crate::pki::IssuedCertificate;
 
 /// What an operator certificate lets its holder do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -160,7 +168,8 @@ pub struct IssueDecision {
     pub days: i64,
 }
 
-/// Decides an issuance: the name, the role and the lifetime as given on the command line.
+/// Checks an issuance as given on the command line (the name, the role and the lifetime): a
+/// calculation, not a decider; [`decide_issued`] records the certificate once signed.
 pub fn check_issue(name: &str, role: &str, days: i64) -> Result<IssueDecision, OperatorRefusal> {
     let name = OperatorName::new(name).map_err(OperatorRefusal::BadName)?;
     let role = OperatorRole::parse(role).map_err(OperatorRefusal::UnknownRole)?;
@@ -219,21 +228,57 @@ pub enum RevokeDecision {
 }
 
 /// Decides a revocation of the certificate `serial` (normalized) whose state the log holds
-/// (`None`: no such certificate).
+/// (`None`: no such certificate): `operator.cert.revoked`, or nothing for a certificate revoked
+/// already. The outcome says which.
 pub fn decide_revoke(
     serial: &str,
     state: Option<&CertState>,
     reason: &str,
-) -> Result<RevokeDecision, OperatorRefusal> {
+) -> Result<Decision<OperatorCertRevoked, RevokeDecision>, OperatorRefusal> {
     if reason.trim().is_empty() {
         return Err(OperatorRefusal::EmptyReason);
     }
     let state = state.ok_or_else(|| OperatorRefusal::NotFound(serial.to_string()))?;
     let (serial, name) = (serial.to_string(), state.name.clone());
-    Ok(if state.revoked {
-        RevokeDecision::AlreadyRevoked { serial, name }
-    } else {
-        RevokeDecision::Revoke { serial, name }
+    if state.revoked {
+        return Ok(Decision::unchanged(RevokeDecision::AlreadyRevoked {
+            serial,
+            name,
+        }));
+    }
+    Ok(Decision {
+        events: vec![OperatorCertRevoked {
+            serial: serial.clone(),
+            reason: reason.to_string(),
+            name: name.clone(),
+        }],
+        outcome: RevokeDecision::Revoke { serial, name },
+    })
+}
+
+/// Records an issuance [`check_issue`] allowed, once the operator CA signed `certificate`
+/// (signing comes after the decision): `operator.cert.issued`. The outcome is the
+/// certificate's SPIFFE ID in `trust_domain`.
+pub fn decide_issued(
+    decision: &IssueDecision,
+    certificate: &IssuedCertificate,
+    trust_domain: &str,
+) -> Result<Decision<OperatorCertIssued, String>, Infallible> {
+    let micros =
+        |t: time::OffsetDateTime| i64::try_from(t.unix_timestamp_nanos() / 1_000).unwrap_or(i64::MAX);
+    let spiffe_id = decision.name.spiffe_id(trust_domain);
+    Ok(Decision {
+        events: vec![OperatorCertIssued {
+            serial: certificate.serial.to_hex(),
+            name: decision.name.to_string(),
+            role: decision.role.as_str().to_string(),
+            spiffe_id: spiffe_id.clone(),
+            not_before_us: micros(certificate.not_before),
+            not_after_us: micros(certificate.not_after),
+            certificate_sha256: certificate.sha256.to_vec(),
+            certificate_der: certificate.der.clone(),
+        }],
+        outcome: spiffe_id,
     })
 }
 
@@ -288,14 +333,14 @@ mod tests {
             revoked: true,
         };
         assert_eq!(
-            decide_revoke("ab", Some(&live), "left"),
+            decide_revoke("ab", Some(&live), "left").map(|d| d.outcome),
             Ok(RevokeDecision::Revoke {
                 serial: "ab".into(),
                 name: "bob".into()
             })
         );
         assert_eq!(
-            decide_revoke("ab", Some(&gone), "left"),
+            decide_revoke("ab", Some(&gone), "left").map(|d| d.outcome),
             Ok(RevokeDecision::AlreadyRevoked {
                 serial: "ab".into(),
                 name: "bob".into()
@@ -308,7 +353,7 @@ mod tests {
             "NOT_FOUND: no operator certificate has serial ab (`bcctl operator list` shows them)"
         );
         assert_eq!(
-            decide_revoke("ab", Some(&live), " "),
+            decide_revoke("ab", Some(&live), " ").map(|d| d.outcome),
             Err(OperatorRefusal::EmptyReason)
         );
     }

@@ -76,7 +76,8 @@ pub use pin::{Pin, PinError};
 pub use root::RootCa;
 pub use secret::{DeploymentSecret, SecretError, DEPLOYMENT_SECRET_ENV};
 pub use serving_grant::{
-    plan_gateway_serving, read_grant, GatewayGrant, GrantError, ServingRefusal,
+    decide_serving_issued, plan_gateway_serving, read_grant, GatewayGrant, GrantError,
+    ServingRefusal,
 };
 pub use signer::{build_csr_with, ecdsa_der, sign_with, NodeSigner, SignerError};
 pub use spiffe::{NodeId, NodeRole, Role, SiteId, SpiffeError, SpiffeId, TrustDomain};

@@ -11,15 +11,18 @@
 //! `gateway.serving.issued` event.
 
 use std::collections::BTreeSet;
+use std::convert::Infallible;
 use std::net::IpAddr;
 
+use events::schema::GatewayServingIssued;
 use time::Duration;
 use x509_parser::extensions::GeneralName;
 
 use super::leaf::{
-    split_names, Serial, ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME,
+    split_names, IssuedCertificate, Serial, ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME,
 };
 use super::spiffe::ROLE_OU_PREFIX;
+use crate::decision::Decision;
 
 /// The role an internal client certificate carries (`OU=bc-role:gateway`).
 const GATEWAY_ROLE: &str = "gateway";
@@ -125,7 +128,8 @@ pub enum ServingRefusal {
 }
 
 /// What to issue for a gateway asking for `names` for `lifetime`: every name must be in its
-/// grant; a lifetime above [`GATEWAY_SERVING_MAX_LIFETIME`] is clamped to it.
+/// grant; a lifetime above [`GATEWAY_SERVING_MAX_LIFETIME`] is clamped to it. A calculation
+/// (the certificate request the serving CA signs), recorded by [`decide_serving_issued`].
 pub fn plan_gateway_serving(
     grant: &GatewayGrant,
     names: &[String],
@@ -163,6 +167,42 @@ pub fn plan_gateway_serving(
         role: ServingRole::Gateway,
         serial,
         lifetime: lifetime.min(GATEWAY_SERVING_MAX_LIFETIME),
+    })
+}
+
+/// Records a gateway serving certificate the serving CA issued for `request` (signing comes
+/// after [`plan_gateway_serving`]): `gateway.serving.issued` naming the gateway, the internal
+/// certificate that granted it (`internal_sha256`: its DER's SHA-256), the names, the
+/// certificate and the lifetime asked. The outcome is the names, DNS names then IP addresses.
+pub fn decide_serving_issued(
+    grant: &GatewayGrant,
+    internal_sha256: [u8; 32],
+    request: &ServingCertificateRequest,
+    certificate: &IssuedCertificate,
+    requested_lifetime: Duration,
+) -> Result<Decision<GatewayServingIssued, Vec<String>>, Infallible> {
+    let ip_addresses: Vec<String> = request
+        .ip_addresses
+        .iter()
+        .map(|ip| ip.to_string())
+        .collect();
+    let event = GatewayServingIssued {
+        gateway_name: grant.gateway_name.clone(),
+        internal_certificate_serial: grant.certificate_serial.clone(),
+        internal_certificate_sha256: internal_sha256.to_vec(),
+        dns_names: request.dns_names.clone(),
+        ip_addresses: ip_addresses.clone(),
+        serial: certificate.serial.to_hex(),
+        certificate_sha256: certificate.sha256.to_vec(),
+        not_before: certificate.not_before.unix_timestamp(),
+        not_after: certificate.not_after.unix_timestamp(),
+        requested_lifetime_seconds: requested_lifetime.whole_seconds(),
+    };
+    let mut names = request.dns_names.clone();
+    names.extend(ip_addresses);
+    Ok(Decision {
+        events: vec![event],
+        outcome: names,
     })
 }
 
