@@ -8,18 +8,21 @@
 
 use std::sync::{Arc, Mutex};
 
-use domain::command::{sign_command, CommandBody, SignedCommand, WORKER_REPLACE_FRACTION};
+use domain::command::{
+    decide_worker_certified, sign_command, CommandBody, SignedCommand, WORKER_REPLACE_FRACTION,
+};
 use domain::pki::{
-    issue_worker_certificate, CommandSigningRoot, KeyRole, PrivateKey, Serial, TrustDomain,
+    issue_worker_certificate, CommandSigningRoot, IssuedCertificate, KeyRole, PrivateKey, Serial,
+    TrustDomain,
 };
 use events::schema::WorkerCertified;
-use events::store::{EventStore, ExpectedVersion};
+use events::store::{EventStore, ExpectedVersion, StoreTx};
 use events::NewEvent;
-use sha2::{Digest, Sha256};
 
 use crate::clock::Clock;
 use crate::quorum::DEPLOYMENT_TENANT;
-use crate::run::append_and_project;
+use crate::run::{append_and_project, At, Command, Decided, RunError};
+use rand_core::CryptoRngCore;
 
 /// Why the worker key could not sign.
 #[derive(Debug, thiserror::Error)]
@@ -125,41 +128,22 @@ impl WorkerSigner {
                 "the command-signing root cannot certify a worker key ({e}); check the root's validity"
             ))
         })?;
-        let to_us = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1000) as i64;
-        let event = WorkerCertified {
-            certificate_der: issued.der.clone(),
-            certificate_sha256: issued.sha256.to_vec(),
-            root_sha256: Sha256::digest(self.root.cert_der()).to_vec(),
-            not_before_us: to_us(issued.not_before),
-            not_after_us: to_us(issued.not_after),
-            holder: self.holder.clone(),
+        let record = RecordWorker {
+            issued: &issued,
+            root_der: self.root.cert_der(),
+            holder: &self.holder,
         };
-        let stream = worker_stream(&issued.sha256);
-        let now_us = clock.now_us();
-        crate::transaction!(store, crate::run::RunError, |tx| {
-            append_and_project(
-                tx,
-                &super::projections(),
-                &stream,
-                ExpectedVersion::NoStream,
-                &[NewEvent::from_payload(
-                    events::envelope::new_event_id(),
-                    DEPLOYMENT_TENANT,
-                    now_us,
-                    &event,
-                )],
-            )
-            .await?;
-            Ok(())
-        })?;
+        crate::run::run(store, clock, &record).await?;
+        let to_us = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1000) as i64;
+        let (not_before_us, not_after_us) = (to_us(issued.not_before), to_us(issued.not_after));
         let key = Arc::new(key);
         let certificate = Arc::new(issued.der);
         let mut guard = self.current.lock().unwrap_or_else(|p| p.into_inner());
         *guard = Some(Current {
             key: key.clone(),
             certificate: certificate.clone(),
-            not_before_us: event.not_before_us,
-            not_after_us: event.not_after_us,
+            not_before_us,
+            not_after_us,
         });
         Ok((key, certificate))
     }
@@ -210,5 +194,59 @@ impl WorkerSigner {
             None => self.certify(store, clock).await?,
         };
         Ok(sign_command(&key, &certificate, body, &self.trust_domain)?)
+    }
+}
+
+/// Recording a certified worker key, as the runner drives it.
+struct RecordWorker<'a> {
+    issued: &'a IssuedCertificate,
+    root_der: &'a [u8],
+    holder: &'a str,
+}
+
+#[async_trait::async_trait]
+impl Command for RecordWorker<'_> {
+    type State = ();
+    type Event = WorkerCertified;
+    type Outcome = ();
+    type Answer = ();
+    type Error = RunError;
+
+    async fn load(&self, _: &mut StoreTx, _: &At) -> Result<(), RunError> {
+        Ok(())
+    }
+
+    fn decide(&self, _: &(), _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        decide_worker_certified(self.issued, self.root_der, self.holder)
+            .map_err(|never| match never {})
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        _: &(),
+        events: Vec<WorkerCertified>,
+        at: &At,
+    ) -> Result<(), RunError> {
+        for event in &events {
+            append_and_project(
+                tx,
+                &super::projections(),
+                &worker_stream(&self.issued.sha256),
+                ExpectedVersion::NoStream,
+                &[NewEvent::from_payload(
+                    events::envelope::new_event_id(),
+                    DEPLOYMENT_TENANT,
+                    at.now_us,
+                    event,
+                )],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn answer(&self, _: &mut StoreTx, _: (), _: (), _: &At) -> Result<(), RunError> {
+        Ok(())
     }
 }

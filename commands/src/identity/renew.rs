@@ -90,12 +90,16 @@ impl Renewals {
             Ok(p) => p,
             Err((refusal, ids, csr_sha)) => {
                 let (node_id, serial) = ids.unwrap_or_default();
-                crate::transaction!(&self.store, IdentityError, |tx| {
-                    self.record_renew_refusal(
-                        tx, refusal, &root, &node_id, &serial, csr_sha, now_us,
-                    )
-                    .await
-                })?;
+                let early = RefusedEarly {
+                    service: self,
+                    refusal,
+                    tenant: &root,
+                    node_id: &node_id,
+                    serial: &serial,
+                    csr_sha,
+                    now_us,
+                };
+                crate::run::run(&self.store, self.clock.as_ref(), &early).await?;
                 return Err(IdentityError::AccessDenied(RENEW_REFUSED));
             }
         };
@@ -285,5 +289,59 @@ impl Command for Renewal<'_> {
             },
             _ => Outcome::Refused,
         })
+    }
+}
+
+/// A renewal refused before anything was loaded (prepare_renew's refusal), as the runner drives
+/// it: nothing to decide beyond the refusal, which the answer step records under the bound.
+struct RefusedEarly<'a> {
+    service: &'a Renewals,
+    refusal: RenewRefusal,
+    tenant: &'a str,
+    node_id: &'a str,
+    serial: &'a str,
+    csr_sha: Option<[u8; 32]>,
+    /// The time the refusal was decided at.
+    now_us: i64,
+}
+
+#[async_trait::async_trait]
+impl Command for RefusedEarly<'_> {
+    type State = ();
+    type Event = IdentityEvent;
+    type Outcome = ();
+    type Answer = ();
+    type Error = IdentityError;
+
+    async fn load(&self, _: &mut StoreTx, _: &At) -> Result<(), IdentityError> {
+        Ok(())
+    }
+
+    fn decide(&self, _: &(), _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        Ok(Decision::unchanged(()))
+    }
+
+    async fn append(
+        &self,
+        _: &mut StoreTx,
+        _: &(),
+        _: Vec<IdentityEvent>,
+        _: &At,
+    ) -> Result<(), IdentityError> {
+        Ok(())
+    }
+
+    async fn answer(&self, tx: &mut StoreTx, _: (), _: (), _: &At) -> Result<(), IdentityError> {
+        self.service
+            .record_renew_refusal(
+                tx,
+                self.refusal,
+                self.tenant,
+                self.node_id,
+                self.serial,
+                self.csr_sha,
+                self.now_us,
+            )
+            .await
     }
 }

@@ -30,5 +30,6 @@ pub use wire::{
     MAX_COMMAND_LIFETIME_MS, MAX_PAYLOAD_BYTES,
 };
 pub use worker::{
-    verify_worker, VerifiedWorker, WorkerError, WORKER_MAX_LIFETIME, WORKER_REPLACE_FRACTION,
+    decide_worker_certified, verify_worker, VerifiedWorker, WorkerError, WORKER_MAX_LIFETIME,
+    WORKER_REPLACE_FRACTION,
 };

@@ -8,6 +8,9 @@
 //! time asked (the command's issue time), and carries a valid signature by one of the roots
 //! given whose subject is its issuer.
 
+use std::convert::Infallible;
+
+use events::schema::WorkerCertified;
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use x509_parser::certificate::X509Certificate;
@@ -15,7 +18,8 @@ use x509_parser::prelude::FromDer;
 
 use crate::pki::leaf::WORKER_CERT_MAX_LIFETIME;
 use crate::pki::spiffe::ROLE_OU_PREFIX;
-use crate::pki::PublicKey;
+use crate::decision::Decision;
+use crate::pki::{IssuedCertificate, PublicKey};
 
 /// The longest a worker certificate lives.
 pub const WORKER_MAX_LIFETIME: time::Duration = WORKER_CERT_MAX_LIFETIME;
@@ -154,3 +158,21 @@ pub fn verify_worker(
         name,
     })
 }
+/// Records a worker certificate the command-signing root (`root_der`) issued to `holder`
+/// (signing comes first, in the shell): `worker.certified`. Nothing is refused.
+pub fn decide_worker_certified(
+    issued: &IssuedCertificate,
+    root_der: &[u8],
+    holder: &str,
+) -> Result<Decision<WorkerCertified, ()>, Infallible> {
+    let to_us = |t: OffsetDateTime| (t.unix_timestamp_nanos() / 1000) as i64;
+    Ok(Decision::events_only(vec![WorkerCertified {
+        certificate_der: issued.der.clone(),
+        certificate_sha256: issued.sha256.to_vec(),
+        root_sha256: Sha256::digest(root_der).to_vec(),
+        not_before_us: to_us(issued.not_before),
+        not_after_us: to_us(issued.not_after),
+        holder: holder.to_string(),
+    }]))
+}
+
