@@ -34,10 +34,10 @@ use std::error::Error;
 use std::time::Instant;
 
 use domain::identity::{
-    decide_create_token, decide_renew, evolve_node, evolve_token, open_join,
-    prepare_renew, unix_us, CertState, CreateToken, ExpectBinding, HardwareClaims, IdentityEvent,
-    JoinCommand, JoinContext, JoinInput, JoinState, NodeState, RenewCommand, RenewInput,
-    RenewState, TokenRole, TokenTargets,
+    decide_create_token, decide_renew, evolve_node, evolve_token, open_join, prepare_renew,
+    unix_us, CertState, CreateToken, ExpectBinding, HardwareClaims, IdentityEvent, JoinCommand,
+    JoinContext, JoinInput, JoinState, NodeState, RenewCommand, RenewInput, RenewState, TokenRole,
+    TokenTargets,
 };
 use domain::pki::statement::{sign, JoinResponseStatement, RenewPop, RenewResponseStatement};
 use domain::pki::{

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use commands::identity::{IdentityConfig, JoinRequest, JoinService, NewToken};
 use commands::{Clock, SimClock};
 use domain::identity::{
-    open_join, HardwareClaims, JoinCommand, JoinContext, JoinInput, JoinState,
-    RenewInput, TokenState,
+    open_join, HardwareClaims, JoinCommand, JoinContext, JoinInput, JoinState, RenewInput,
+    TokenState,
 };
 use domain::identity::{ExpectBinding, TokenRole};
 

@@ -22,7 +22,7 @@ use commands::quorum::{
 };
 use commands::{Clock, SimClock};
 use domain::quorum::{
-    admit, admit_cached, batch_approval_signing_input, plan_create_batch, leaf_hash,
+    admit, admit_cached, batch_approval_signing_input, leaf_hash, plan_create_batch,
     AdmissionClock, AdmissionState, AgentQuorum, ApprovalSignature, ApproverKey, ApproverSet,
     ApproverSetOffer, BatchCreation, BatchId, CreateBatch, DestructiveCommand, PayloadDigest,
     ScopeLeafRequest, ScopeProof, TrustDomain, VerifiedApprovals,

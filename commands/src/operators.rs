@@ -37,7 +37,7 @@ use time::Duration;
 
 use crate::clock::Clock;
 use crate::quorum::stream::DEPLOYMENT_TENANT;
-use crate::run::{append_and_project, decided, run, At, AsConflict, Command, Decided, RunError};
+use crate::run::{append_and_project, decided, run, AsConflict, At, Command, Decided, RunError};
 
 /// The projection the operator commands apply inline (also in [`crate::every_projection`]).
 pub fn projections() -> [&'static dyn Projection; 1] {

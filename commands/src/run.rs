@@ -137,7 +137,9 @@ async fn attempt<C: Command + ?Sized>(
             if !events.is_empty() {
                 command.append(tx, &state, events, &at).await?;
             }
-            Ok(Attempt::Answer(command.answer(tx, state, outcome, &at).await?))
+            Ok(Attempt::Answer(
+                command.answer(tx, state, outcome, &at).await?,
+            ))
         }
         Err(Refused { reason, events }) if !events.is_empty() => {
             command.append(tx, &state, events, &at).await?;

@@ -12,14 +12,14 @@ use domain::pki::{
 };
 use events::schema::GatewayServingIssued;
 use events::store::{ExpectedVersion, StoreError, StoreTx};
-use rand_core::CryptoRngCore;
 use events::{new_event_id, NewEvent};
+use rand_core::CryptoRngCore;
 use sha2::{Digest, Sha256};
 use time::Duration;
 
 use crate::clock::Clock;
 use crate::quorum::stream::DEPLOYMENT_TENANT;
-use crate::run::{append_and_project, At, AsConflict, Command, Decided, RunError};
+use crate::run::{append_and_project, AsConflict, At, Command, Decided, RunError};
 
 /// The stream of one gateway's serving certificates.
 pub fn gateway_stream(gateway_name: &str) -> String {

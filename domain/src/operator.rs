@@ -264,8 +264,9 @@ pub fn decide_issued(
     certificate: &IssuedCertificate,
     trust_domain: &str,
 ) -> Result<Decision<OperatorCertIssued, String>, Infallible> {
-    let micros =
-        |t: time::OffsetDateTime| i64::try_from(t.unix_timestamp_nanos() / 1_000).unwrap_or(i64::MAX);
+    let micros = |t: time::OffsetDateTime| {
+        i64::try_from(t.unix_timestamp_nanos() / 1_000).unwrap_or(i64::MAX)
+    };
     let spiffe_id = decision.name.spiffe_id(trust_domain);
     Ok(Decision {
         events: vec![OperatorCertIssued {

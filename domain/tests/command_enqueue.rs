@@ -2,7 +2,7 @@
 //! (held, the leaf used, destructive, the body's lifetime).
 
 use domain::command::enqueue::{
-    plan_enqueue, pattern_allows, BatchFacts, EnqueueCommand, EnqueueRefusal, EnqueueState,
+    pattern_allows, plan_enqueue, BatchFacts, EnqueueCommand, EnqueueRefusal, EnqueueState,
     NodeFacts, StoredLeaf, MAX_LIFETIME_US, UNBATCHED_LIFETIME_US,
 };
 use domain::command::payloads::NodeReboot;

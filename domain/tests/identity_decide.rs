@@ -42,7 +42,9 @@ fn create_token_validates_and_evolves() {
         require_approval: false,
         boot_entry_id: None,
     };
-    let events = decide_create_token(&cmd, &TokenTargets::default(), now).unwrap().events;
+    let events = decide_create_token(&cmd, &TokenTargets::default(), now)
+        .unwrap()
+        .events;
     let state = events.iter().fold(None, evolve_token).unwrap();
     assert_eq!(state.uses_left, 2);
     assert!(state.secret_hash.matches(&secret));
@@ -85,7 +87,9 @@ fn a_discovery_token_is_single_use_names_its_boot_entry_and_expects_a_mac() {
         require_approval: false,
         boot_entry_id: Some("boot_1".into()),
     };
-    let events = decide_create_token(&cmd, &TokenTargets::default(), now).unwrap().events;
+    let events = decide_create_token(&cmd, &TokenTargets::default(), now)
+        .unwrap()
+        .events;
     match events.as_slice() {
         [IdentityEvent::TokenCreated(e)] => {
             assert_eq!((e.role.as_str(), e.uses), ("discovery", 1));

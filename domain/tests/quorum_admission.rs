@@ -8,10 +8,10 @@ use domain::quorum::admission::{UnbatchedRuns, UsedLeaves};
 use domain::quorum::batch::{LeafPayload, ScopeLeafRequest};
 use domain::quorum::{
     admit, decide_approval, plan_create_batch, AddApproval, Admission, AdmissionClock,
-    AdmissionRefusal, AdmissionState, AgentQuorum, ApprovalRefusal,
-    ApprovalSignature, ApproverSet, BatchApproval, BatchApprovalState, BatchCreation, BatchId,
-    BatchEvent, BatchRefusal, BatchStatus, CreateBatch, DestructiveCommand, PayloadDigest, RejectReason,
-    ScopeLeaf, ScopeProof, ScopeTree, TrustDomain,
+    AdmissionRefusal, AdmissionState, AgentQuorum, ApprovalRefusal, ApprovalSignature, ApproverSet,
+    BatchApproval, BatchApprovalState, BatchCreation, BatchEvent, BatchId, BatchRefusal,
+    BatchStatus, CreateBatch, DestructiveCommand, PayloadDigest, RejectReason, ScopeLeaf,
+    ScopeProof, ScopeTree, TrustDomain,
 };
 use quorum_support::{keys, set_of, td, TestKey};
 
@@ -700,9 +700,7 @@ fn quorum_approval_threshold_reached_approves_and_duplicates_count_once() {
     )
     .expect("ok")
     .events;
-    assert!(
-        matches!(events.last(), Some(BatchEvent::Approved(a)) if a.approvers.len() == 2)
-    );
+    assert!(matches!(events.last(), Some(BatchEvent::Approved(a)) if a.approvers.len() == 2));
     let state = events.iter().fold(state, |s, e| s.evolve(e));
     assert_eq!(state.status, BatchStatus::Approved);
     let err = decide_approval(
@@ -889,8 +887,7 @@ fn quorum_batch_create_payloads() {
     };
     let mut leaf = leaf_req("node_1");
     leaf.payload = Some(payload.clone());
-    let plan = match plan_create_batch(&create(vec![leaf.clone()]), None, &set, NOW).expect("ok")
-    {
+    let plan = match plan_create_batch(&create(vec![leaf.clone()]), None, &set, NOW).expect("ok") {
         BatchCreation::New(plan) => plan,
         other => panic!("{other:?}"),
     };

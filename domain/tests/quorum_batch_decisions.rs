@@ -37,7 +37,9 @@ fn request(reason: &str) -> CreateBatch {
 
 /// The tenants of the request's subjects, as the shell loads them: all of tenant t1.
 fn tenants() -> BTreeMap<String, String> {
-    (0..3).map(|i| (format!("node-{i}"), "t1".to_string())).collect()
+    (0..3)
+        .map(|i| (format!("node-{i}"), "t1".to_string()))
+        .collect()
 }
 
 fn held(set: ApproverSet, epoch: u64) -> HeldApproverSet {
@@ -48,7 +50,8 @@ fn held(set: ApproverSet, epoch: u64) -> HeldApproverSet {
 fn a_new_batch_is_created_pending_or_approved_by_its_requirement() {
     let k = keys();
     let quorum = held(set_of(&[&k[0], &k[1]], 2, &[], 0), 4);
-    let pending = decide_batch_creation(&request("reimage"), None, &quorum, &tenants(), NOW).unwrap();
+    let pending =
+        decide_batch_creation(&request("reimage"), None, &quorum, &tenants(), NOW).unwrap();
     assert_eq!(pending.outcome.status, BatchStatus::Pending);
     assert_eq!(pending.outcome.required_approvals, 2);
     assert!(!pending.outcome.retry);
@@ -64,8 +67,14 @@ fn a_new_batch_is_created_pending_or_approved_by_its_requirement() {
     }
 
     // Without approver keys a batch needs no approvals and is approved at creation.
-    let open =
-        decide_batch_creation(&request("reimage"), None, &HeldApproverSet::initial(), &tenants(), NOW).unwrap();
+    let open = decide_batch_creation(
+        &request("reimage"),
+        None,
+        &HeldApproverSet::initial(),
+        &tenants(),
+        NOW,
+    )
+    .unwrap();
     assert_eq!(open.outcome.status, BatchStatus::Approved);
     assert!(matches!(
         open.events.as_slice(),
@@ -95,15 +104,27 @@ fn a_retry_answers_the_stored_batch_and_a_reused_key_is_a_conflict() {
         state: &stored,
     };
     // A retry (even later) writes nothing and answers the batch as stored.
-    let retry =
-        decide_batch_creation(&request("reimage"), Some(existing), &quorum, &tenants(), NOW + 5).unwrap();
+    let retry = decide_batch_creation(
+        &request("reimage"),
+        Some(existing),
+        &quorum,
+        &tenants(),
+        NOW + 5,
+    )
+    .unwrap();
     assert!(retry.events.is_empty());
     assert!(retry.outcome.retry);
     assert_eq!(retry.outcome.status, BatchStatus::Cancelled);
     assert_eq!(retry.outcome.not_after_us, first.outcome.not_after_us);
     // The same key for another request is CONFLICT.
     assert_eq!(
-        decide_batch_creation(&request("another reason"), Some(existing), &quorum, &tenants(), NOW),
+        decide_batch_creation(
+            &request("another reason"),
+            Some(existing),
+            &quorum,
+            &tenants(),
+            NOW
+        ),
         Err(BatchRefusal::Conflict {
             batch_id: first.outcome.batch_id
         })
@@ -112,7 +133,8 @@ fn a_retry_answers_the_stored_batch_and_a_reused_key_is_a_conflict() {
 
 fn pending_state(required: u32) -> BatchApprovalState {
     let quorum = HeldApproverSet::initial();
-    let created = decide_batch_creation(&request("reimage"), None, &quorum, &tenants(), NOW).unwrap();
+    let created =
+        decide_batch_creation(&request("reimage"), None, &quorum, &tenants(), NOW).unwrap();
     BatchApprovalState {
         batch_id: created.outcome.batch_id,
         scope_root: created.outcome.scope_root,

@@ -6,11 +6,10 @@
 //!    committed by the sequencer);
 //! 2. the root at the new size and the consistency proof from the last checkpoint's size, each
 //!    from O(log n) stored nodes;
-//! 3. [`check_seal`]: refuses a tree that did not grow, shrank, forks the signed one, or is not
-//!    shown to extend it;
-//! 4. the C2SP checkpoint signed with the audit key (key name = origin
-//!    `<trust-domain>/audit/<tenant>`);
-//! 5. `audit.checkpoint.sealed` appended to `audit/<tenant>` at the exact next version (two sealers
+//! 3. [`decide_seal`]: refuses a tree that did not grow, shrank, forks the signed one, or is not
+//!    shown to extend it ([`domain::audit::check_seal`]); signs the C2SP checkpoint with the
+//!    audit key passed in (key name = origin `<trust-domain>/audit/<tenant>`);
+//! 4. `audit.checkpoint.sealed` appended to `audit/<tenant>` at the exact next version (two sealers
 //!    racing: one wins, the other retries from a fresh read and finds nothing to seal), carrying
 //!    the SHA-256 of the previous signed note, projected into `audit_checkpoints`.
 //!
@@ -19,14 +18,18 @@
 //! else is [`SealOutcome::Unchanged`] (`projections::audit::idle`): an idle deployment signs no
 //! checkpoint per interval (issue 22).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use domain::audit::checkpoint::audit_origin;
 use domain::audit::tree::{consistency_plan, root_plan};
-use domain::audit::{check_seal, AuditSigner, Checkpoint, Hash, TreeHead, EMPTY_ROOT};
+use domain::audit::{
+    decide_seal, needs_seal, AuditSigner, Hash, SealFailure, SealState, Sealed, Sealing,
+    SignedHead, TreeHead, EMPTY_ROOT,
+};
+use domain::decision::Refused;
 use events::schema::AuditCheckpointSealed;
-use events::store::{EventStore, ExpectedVersion, LogStore, LogTx, StoreTx};
+use events::store::{EventStore, ExpectedVersion, StoreTx};
 use events::NewEvent;
 use projections::audit::{read, AuditCheckpoints, ReadFrom};
 use ring::rand::SystemRandom;
@@ -34,7 +37,8 @@ use ring::rand::SystemRandom;
 use super::error::AuditError;
 use super::nodes;
 use crate::clock::Clock;
-use crate::run::{append_and_project, AsConflict, RunError, MAX_ATTEMPTS};
+use crate::run::{append_and_project, At, Command, Decided};
+use rand_core::CryptoRngCore;
 
 /// The stream holding a tenant's `audit.checkpoint.sealed` events.
 pub fn checkpoint_stream(tenant_id: &str) -> String {
@@ -111,128 +115,28 @@ impl Sealer {
             }
         })?;
         let verifier_key = self.signer.public_key().to_verifier_key();
-        // A retry loop of its own rather than `in_transaction`: an async closure's future is not
-        // provably `Send`, and the sealer runs in a spawned task.
-        let mut last_conflict = None;
-        for _ in 0..MAX_ATTEMPTS {
-            let mut tx = self.store.begin().await?;
-            match self.seal_in(&mut tx, tenant, &origin, &verifier_key).await {
-                Ok(outcome) => {
-                    tx.commit().await?;
-                    return Ok(outcome);
-                }
-                Err(e) => {
-                    let _ = tx.rollback().await;
-                    match e.into_conflict() {
-                        Ok(conflict) => last_conflict = Some(conflict),
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-        }
-        Err(AuditError::Run(RunError::TooManyConflicts {
-            attempts: MAX_ATTEMPTS,
-            last: last_conflict.unwrap_or(events::store::StoreError::EmptyAppend),
-        }))
-    }
-
-    async fn seal_in(
-        &self,
-        tx: &mut StoreTx,
-        tenant: &str,
-        origin: &str,
-        verifier_key: &str,
-    ) -> Result<SealOutcome, AuditError> {
-        {
-            let mut src = ReadFrom::Tx(tx);
-            let last = read::last_checkpoint(&mut src, tenant).await?;
-            let size = read::tree_size(&mut src, tenant).await?;
-            let (prev_size, prev_seq) = last.as_ref().map_or((0, 0), |l| (l.size, l.seq));
-            // Grown only by the last checkpoint's own event (an idle tenant): nothing new to
-            // vouch for; that leaf is covered by the next checkpoint, once anything else happens.
-            if size <= prev_size
-                || (size == prev_size + 1
-                    && projections::audit::idle::grew_only_by_own_checkpoint(&mut src, tenant)
-                        .await?)
-            {
-                return Ok(SealOutcome::Unchanged {
-                    tenant: tenant.to_string(),
-                    size: prev_size,
-                });
-            }
-            let root = nodes::read_plan(&mut src, tenant, &root_plan(size))
-                .await?
-                .first()
-                .copied()
-                .unwrap_or(EMPTY_ROOT);
-            let plan = consistency_plan(prev_size, size).map_err(|source| AuditError::Proof {
-                tenant: tenant.to_string(),
-                source,
-            })?;
-            let proof = nodes::read_plan(&mut src, tenant, &plan).await?;
-            let previous = last.as_ref().map(|l| TreeHead {
-                size: l.size,
-                root: l.root,
-            });
-            let head =
-                check_seal(previous, TreeHead { size, root }, &proof).map_err(|source| {
-                    AuditError::Refused {
-                        tenant: tenant.to_string(),
-                        source,
-                    }
-                })?;
-            let checkpoint = Checkpoint {
-                origin: origin.to_string(),
-                size: head.size,
-                root: head.root,
-            };
-            let note = checkpoint.sign(&self.signer, &self.rng).map_err(|source| {
-                AuditError::Checkpoint {
-                    tenant: tenant.to_string(),
-                    source,
-                }
-            })?;
-            let payload = AuditCheckpointSealed {
-                tenant_id: tenant.to_string(),
-                tree_size: head.size,
-                root_hash: head.root.to_vec(),
-                signed_note: note.into_bytes(),
-                previous_checkpoint_sha256: last
-                    .as_ref()
-                    .map_or([0u8; 32], |l| l.note_sha256)
-                    .to_vec(),
-                origin: origin.to_string(),
-                verifier_key: verifier_key.to_string(),
-                consistency_proof: proof.iter().map(|h| h.to_vec()).collect(),
-            };
-            let event = NewEvent::from_payload(
-                events::envelope::new_event_id(),
+        let seal = Seal {
+            sealing: Sealing {
                 tenant,
-                self.clock.now_us(),
-                &payload,
-            );
-            let expected = if prev_seq == 0 {
-                ExpectedVersion::NoStream
-            } else {
-                ExpectedVersion::Exact(prev_seq)
-            };
-            let recorded = append_and_project(
-                tx,
-                &[&AuditCheckpoints],
-                &checkpoint_stream(tenant),
-                expected,
-                &[event],
-            )
-            .await?;
-            let position = recorded.first().map_or(0, |e| e.position);
-            Ok(SealOutcome::Sealed {
-                tenant: tenant.to_string(),
-                seq: prev_seq + 1,
+                origin: &origin,
+                verifier_key: &verifier_key,
+                signer: &self.signer,
+                rng: &self.rng,
+            },
+            position: Mutex::new(0),
+        };
+        let sealed = crate::run::run(&self.store, self.clock.as_ref(), &seal).await?;
+        let tenant = tenant.to_string();
+        Ok(match sealed {
+            Sealed::Unchanged { size } => SealOutcome::Unchanged { tenant, size },
+            Sealed::Sealed { seq, head } => SealOutcome::Sealed {
+                tenant,
+                seq,
                 size: head.size,
                 root: head.root,
-                position,
-            })
-        }
+                position: *seal.position.lock().unwrap_or_else(|p| p.into_inner()),
+            },
+        })
     }
 
     /// Seals every tenant whose tree grew since its last checkpoint. One tenant's failure does
@@ -271,5 +175,110 @@ impl Sealer {
                 report(result);
             }
         }
+    }
+}
+
+/// One tenant's seal, as the runner drives it. `position` notes where the sealed event went
+/// (what [`SealOutcome::Sealed`] reports).
+struct Seal<'a> {
+    sealing: Sealing<'a>,
+    position: Mutex<i64>,
+}
+
+#[async_trait::async_trait]
+impl Command for Seal<'_> {
+    type State = SealState;
+    type Event = AuditCheckpointSealed;
+    type Outcome = Sealed;
+    type Answer = Sealed;
+    type Error = AuditError;
+
+    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<SealState, AuditError> {
+        let tenant = self.sealing.tenant;
+        let mut src = ReadFrom::Tx(tx);
+        let last = read::last_checkpoint(&mut src, tenant)
+            .await?
+            .map(|l| SignedHead {
+                seq: l.seq,
+                head: TreeHead {
+                    size: l.size,
+                    root: l.root,
+                },
+                note_sha256: l.note_sha256,
+            });
+        let size = read::tree_size(&mut src, tenant).await?;
+        let signed_size = last.map_or(0, |l| l.head.size);
+        let grew_only_by_own_checkpoint = size == signed_size + 1
+            && projections::audit::idle::grew_only_by_own_checkpoint(&mut src, tenant).await?;
+        let mut state = SealState {
+            last,
+            size,
+            grew_only_by_own_checkpoint,
+            grown: None,
+        };
+        if !needs_seal(signed_size, size, grew_only_by_own_checkpoint) {
+            return Ok(state);
+        }
+        let root = nodes::read_plan(&mut src, tenant, &root_plan(size))
+            .await?
+            .first()
+            .copied()
+            .unwrap_or(EMPTY_ROOT);
+        let plan = consistency_plan(signed_size, size).map_err(|source| AuditError::Proof {
+            tenant: tenant.to_string(),
+            source,
+        })?;
+        let proof = nodes::read_plan(&mut src, tenant, &plan).await?;
+        state.grown = Some((root, proof));
+        Ok(state)
+    }
+
+    fn decide(&self, state: &SealState, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let tenant = self.sealing.tenant.to_string();
+        decide_seal(&self.sealing, state).map_err(|failure| {
+            Refused::from(match failure {
+                SealFailure::Refused(source) => AuditError::Refused { tenant, source },
+                SealFailure::Checkpoint(source) => AuditError::Checkpoint { tenant, source },
+            })
+        })
+    }
+
+    async fn append(
+        &self,
+        tx: &mut StoreTx,
+        state: &SealState,
+        events: Vec<AuditCheckpointSealed>,
+        at: &At,
+    ) -> Result<(), AuditError> {
+        let tenant = self.sealing.tenant;
+        let events: Vec<NewEvent> = events
+            .iter()
+            .map(|e| NewEvent::from_payload(events::envelope::new_event_id(), tenant, at.now_us, e))
+            .collect();
+        let expected = match state.last {
+            None => ExpectedVersion::NoStream,
+            Some(last) => ExpectedVersion::Exact(last.seq),
+        };
+        let recorded = append_and_project(
+            tx,
+            &[&AuditCheckpoints],
+            &checkpoint_stream(tenant),
+            expected,
+            &events,
+        )
+        .await?;
+        *self.position.lock().unwrap_or_else(|p| p.into_inner()) =
+            recorded.first().map_or(0, |e| e.position);
+        Ok(())
+    }
+
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: SealState,
+        sealed: Sealed,
+        _: &At,
+    ) -> Result<Sealed, AuditError> {
+        Ok(sealed)
     }
 }

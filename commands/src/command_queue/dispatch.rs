@@ -6,16 +6,16 @@
 //! records nothing (first answer wins).
 
 use async_trait::async_trait;
-pub use domain::command::queue::{NodeAnswer, NodeAnswerOutcome};
 use domain::command::queue::{decide_dispatched, decide_node_answer, QueueEvent, StoredCommand};
+pub use domain::command::queue::{NodeAnswer, NodeAnswerOutcome};
 use domain::command::SignedCommand;
 use domain::quorum::{BatchApproval, BatchId, ScopeHash, ScopeProof};
 use events::schema::command_stream;
 use events::store::{EventStore, ExpectedVersion, LogStore, LogTx, StoreTx};
 use events::NewEvent;
-use rand_core::CryptoRngCore;
 use projections::commands::read::READY_LOOKBACK;
 use projections::commands::{command_by_id, ready_nodes_since, runnable_of_node, CommandRow};
+use rand_core::CryptoRngCore;
 
 use super::CommandQueueError;
 use crate::clock::Clock;

@@ -18,11 +18,11 @@ use projections::commands::scope_leaves_for;
 use projections::identity::read::{certs_of_node, node_by_id};
 use projections::quorum::read_batch;
 
+use super::dispatch::queue_event;
 use super::error::{corrupt, CommandQueueError};
 use super::worker::WorkerSigner;
 use crate::clock::Clock;
 use crate::quorum::bundle::load::current_set;
-use super::dispatch::queue_event;
 use crate::run::{append_and_project, run, At, Command, Decided};
 use rand_core::CryptoRngCore;
 
@@ -212,7 +212,11 @@ impl Command for EnqueueRun<'_> {
     ) -> Result<(), CommandQueueError> {
         let tenant = match events.first() {
             Some(QueueEvent::Enqueued(e)) => e.tenant_id.clone(),
-            _ => return Err(CommandQueueError::Corrupt("enqueue decided no command".into())),
+            _ => {
+                return Err(CommandQueueError::Corrupt(
+                    "enqueue decided no command".into(),
+                ))
+            }
         };
         let events: Vec<NewEvent> = events
             .iter()

@@ -137,8 +137,12 @@ impl NodeAdmin {
         node_id: &str,
         op: NodeOp<'_>,
     ) -> Result<NodeChange, IdentityError> {
-        let (row, revocation) =
-            run(&self.store, self.clock.as_ref(), &NodeCommand { node_id, op }).await?;
+        let (row, revocation) = run(
+            &self.store,
+            self.clock.as_ref(),
+            &NodeCommand { node_id, op },
+        )
+        .await?;
         Ok(NodeChange {
             node: NodeView::from(&row),
             already_revoked: revocation == IdentityRevocation::AlreadyRevoked,
@@ -364,7 +368,10 @@ impl Command for NodeCommand<'_> {
                     revoked: c.revoked_at_us.is_some(),
                     identity_generation: u64::try_from(c.identity_generation).unwrap_or(0),
                 });
-                (read::unrevoked_serials_of_node(tx, self.node_id).await?, newest)
+                (
+                    read::unrevoked_serials_of_node(tx, self.node_id).await?,
+                    newest,
+                )
             }
             _ => (Vec::new(), None),
         };
@@ -380,13 +387,9 @@ impl Command for NodeCommand<'_> {
         let (id, node) = (self.node_id, facts.state.as_ref());
         let done = |d: Decision<()>| d.map_outcome(|()| IdentityRevocation::Revoked);
         decided(match self.op {
-            NodeOp::Revoke(reason) => decide_revoke_identity(
-                id,
-                node,
-                facts.newest.as_ref(),
-                &facts.unrevoked,
-                reason,
-            ),
+            NodeOp::Revoke(reason) => {
+                decide_revoke_identity(id, node, facts.newest.as_ref(), &facts.unrevoked, reason)
+            }
             NodeOp::Delete(reason) => decide_delete_node(id, node, reason).map(done),
             NodeOp::Retire(reason) => decide_retire_node(id, node, reason).map(done),
         })

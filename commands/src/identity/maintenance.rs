@@ -23,8 +23,8 @@ use std::time::Duration;
 use domain::identity::decide_prune;
 use events::schema::AttestationUsesPruned;
 use events::store::{ExpectedVersion, StoreTx};
-use rand_core::CryptoRngCore;
 use events::{new_event_id, NewEvent};
+use rand_core::CryptoRngCore;
 use tokio::sync::watch;
 
 use projections::identity::read;

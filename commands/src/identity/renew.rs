@@ -17,8 +17,8 @@ use domain::identity::{
 use domain::pki::{KeySet, Serial};
 use events::schema::RenewRefused;
 use events::store::{EventStore, StoreTx};
-use rand_core::CryptoRngCore;
 use projections::identity::read;
+use rand_core::CryptoRngCore;
 
 use super::answers::RenewAnswer;
 use super::append::append_decided;
@@ -171,7 +171,10 @@ struct Loaded {
 /// What the decision told the answer step: renewed, or refused (recorded there).
 enum Verdict {
     Renewed(Renewed),
-    Refused { refusal: RenewRefusal, tenant: String },
+    Refused {
+        refusal: RenewRefusal,
+        tenant: String,
+    },
 }
 
 #[async_trait::async_trait]

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use domain::attest::discovery::wire::normalize_mac;
 use domain::identity::lease_stream;
-use async_trait::async_trait;
 use domain::identity::IdentityEvent;
 use domain::site::{
     decide_add_boot_entry, decide_create_site, decide_lease, decide_remove_boot_entry,
@@ -17,8 +17,8 @@ use events::store::{EventStore, StoreTx};
 use rand_core::CryptoRngCore;
 
 use super::error::SiteError;
-use super::views::{BootEntryView, LeaseView, SiteDetail, SiteView};
 use super::read::{BootEntryRow, SiteLeaseRow, SiteRow};
+use super::views::{BootEntryView, LeaseView, SiteDetail, SiteView};
 use super::{read, rows};
 use crate::identity::{append_decided, fresh_id, IdentityError};
 use crate::run::{decided, run, At, Command, Decided};
@@ -117,7 +117,8 @@ impl Sites {
     /// `site lease fence`: an operator ends the live holding of the site's boot lease
     /// (`cause = "fenced"`); the fenced agent can no longer vouch and must ACQUIRE again.
     pub async fn fence(&self, site_id: &str, actor: &str) -> Result<LeaseView, SiteError> {
-        let (row, now_us) = run(&self.store, self.clock.as_ref(), &Fence { site_id, actor }).await?;
+        let (row, now_us) =
+            run(&self.store, self.clock.as_ref(), &Fence { site_id, actor }).await?;
         Ok(LeaseView::new(&row, now_us))
     }
 }
@@ -279,7 +280,10 @@ impl Command for Fence<'_> {
         events: Vec<IdentityEvent>,
         at: &At,
     ) -> Result<(), SiteError> {
-        let versions = vec![(lease_stream(self.site_id), lease_row.as_ref().map(|l| l.version))];
+        let versions = vec![(
+            lease_stream(self.site_id),
+            lease_row.as_ref().map(|l| l.version),
+        )];
         append_decided(tx, events, &site.tenant_id, at.now_us, &versions).await?;
         Ok(())
     }

@@ -7,8 +7,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use domain::attest::discovery::wire::normalize_mac;
 use async_trait::async_trait;
+use domain::attest::discovery::wire::normalize_mac;
 use domain::decision::Refused;
 use domain::identity::{lease_stream, IdentityEvent};
 use domain::pki::{NodeIdentity, TokenHash, TokenSecret, TrustDomain};
@@ -17,12 +17,12 @@ use domain::site::{
     BootTokenRefusal, BootTokenState, LeaseCommand, LeaseOutcome, SiteAgentId, SiteRefusal,
 };
 use events::store::{EventStore, StoreTx};
-use rand_core::CryptoRngCore;
 use projections::identity::read as identity_read;
+use rand_core::CryptoRngCore;
 
 use super::error::SiteError;
-use super::settings::{SiteSettings, DISCOVERY_TOKEN_TTL_US};
 use super::read::{BootEntryRow, SiteLeaseRow, SiteRow};
+use super::settings::{SiteSettings, DISCOVERY_TOKEN_TTL_US};
 use super::{read, rows};
 use crate::identity::{append_decided, fresh_id, rows as identity_rows, IdentityError};
 use crate::run::{decided, run, At, Command, Decided};

@@ -12,15 +12,16 @@
 //! | [`key`]        | the audit key: public key, pin, verifier-key string, signer                  |
 //! | [`note`]       | C2SP signed notes with ECDSA P-256 (signature type 0x02)                      |
 //! | [`checkpoint`] | C2SP tlog checkpoints of a tenant's log                                      |
-//! | [`seal`]       | the seal decision: sign only strict extensions of the last checkpoint        |
+//! | [`seal`]       | the seal check: sign only strict extensions of the last checkpoint           |
+//! | [`sealing`]    | the seal decider: whether to sign, the signed note, the sealed event         |
 //! | [`trail`]      | the offline verifier of a tenant's whole trail                               |
 //! | [`coverage`]   | whether a verified trail is entirely covered by signatures (the one bit)     |
 //!
 //! A typical flow: the sequencer turns each event into an [`AuditLeaf`], hashes it
 //! ([`AuditLeaf::leaf_hash`]), appends the batch to the tenant's [`Frontier`] and stores the
 //! nodes it reports. The sealer asks [`tree::prove_consistency`] for a proof from the last
-//! checkpoint, passes it to [`check_seal`], signs the approved [`Checkpoint`] and records the
-//! note with the [`trail::note_sha256`] of the previous one. An auditor feeds the export to
+//! checkpoint and [`decide_seal`] checks it ([`check_seal`]), signs the approved [`Checkpoint`]
+//! with the signer passed in and records the note with the SHA-256 of the previous one. An auditor feeds the export to
 //! [`verify_trail`].
 
 pub mod checkpoint;
@@ -30,6 +31,7 @@ pub mod leaf;
 pub mod merkle;
 pub mod note;
 pub mod seal;
+pub mod sealing;
 pub mod trail;
 pub mod tree;
 
@@ -42,6 +44,7 @@ pub use merkle::{
 };
 pub use note::{open_note, sign_note, Note, NoteError};
 pub use seal::{check_seal, SealRefusal, TreeHead};
+pub use sealing::{decide_seal, needs_seal, SealFailure, SealState, Sealed, Sealing, SignedHead};
 pub use trail::{
     verify_trail, verify_trail_against, Progress, SealedLeaf, TrailCheckpoint, TrailFault,
     TrailLeaf, TrailSummary,

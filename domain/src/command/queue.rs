@@ -286,7 +286,9 @@ mod tests {
             0,
         );
         let d = decide_node_answer("n1", &no, Some(&stored("n1", "queued", false))).unwrap();
-        assert!(matches!(d.events.as_slice(), [QueueEvent::Rejected(r)] if r.reason == "BATCH_UNAPPROVED"));
+        assert!(
+            matches!(d.events.as_slice(), [QueueEvent::Rejected(r)] if r.reason == "BATCH_UNAPPROVED")
+        );
     }
 
     #[test]

@@ -16,9 +16,9 @@ use time::OffsetDateTime;
 use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
 
+use crate::decision::Decision;
 use crate::pki::leaf::WORKER_CERT_MAX_LIFETIME;
 use crate::pki::spiffe::ROLE_OU_PREFIX;
-use crate::decision::Decision;
 use crate::pki::{IssuedCertificate, PublicKey};
 
 /// The longest a worker certificate lives.
@@ -175,4 +175,3 @@ pub fn decide_worker_certified(
         holder: holder.to_string(),
     }]))
 }
-

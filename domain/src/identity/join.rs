@@ -168,4 +168,3 @@ pub fn join_refusal_attribution(
         _ => None,
     }
 }
-

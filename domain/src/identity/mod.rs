@@ -33,16 +33,15 @@ pub use admin::{
     decide_revoke_identity, decide_revoke_token, identity_revoked, AdminRefusal, CreateToken,
     IdentityRevocation, NewestCert, TokenTargets,
 };
-pub use prune::decide_prune;
 pub use decision::{sha256, unix_us, DecideError, Decision, Refused};
 pub use join::{
-    join_refusal_attribution, open_join, JoinCommand, JoinRefusal, JoinState,
-    OpenedJoin,
+    join_refusal_attribution, open_join, JoinCommand, JoinRefusal, JoinState, OpenedJoin,
 };
 pub use join_terms::{
     claims_digests, ClaimsDigests, HardwareClaims, JoinContext, JoinInput, Joined,
     JOIN_TOKEN_ATTESTOR,
 };
+pub use prune::decide_prune;
 pub use refusal_bound::{
     refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
 };

@@ -19,7 +19,8 @@ use time::Duration;
 use x509_parser::extensions::GeneralName;
 
 use super::leaf::{
-    split_names, IssuedCertificate, Serial, ServingCertificateRequest, ServingRole, GATEWAY_SERVING_MAX_LIFETIME,
+    split_names, IssuedCertificate, Serial, ServingCertificateRequest, ServingRole,
+    GATEWAY_SERVING_MAX_LIFETIME,
 };
 use super::spiffe::ROLE_OU_PREFIX;
 use crate::decision::Decision;

@@ -94,7 +94,9 @@ impl Command for Close<'_> {
             End::Cancel(command) => decide_cancel_batch(command, &standing)
                 .map(|d| d.map_outcome(|()| true))
                 .map_err(|r| QuorumError::from(QuorumRefusal::from(r)).into()),
-            End::Expire => decide_expire_batch(&standing, at.now_us).map_err(|never| match never {}),
+            End::Expire => {
+                decide_expire_batch(&standing, at.now_us).map_err(|never| match never {})
+            }
         }
     }
 

@@ -129,7 +129,13 @@ where
         Ok(())
     }
 
-    async fn answer(&self, _: &mut StoreTx, _: Facts, outcome: O, _: &At) -> Result<O, QuorumError> {
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: Facts,
+        outcome: O,
+        _: &At,
+    ) -> Result<O, QuorumError> {
         Ok(outcome)
     }
 }
