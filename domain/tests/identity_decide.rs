@@ -2,7 +2,8 @@
 
 use domain::identity::{
     decide_create_token, decide_revoke_identity, evolve_node, evolve_token, AdminRefusal,
-    CreateToken, ExpectBinding, IdentityEvent, JoinRefusal, RenewRefusal, TokenRole, TokenTargets,
+    CreateToken, ExpectBinding, IdentityEvent, IdentityRevocation, JoinRefusal, NewestCert,
+    RenewRefusal, TokenRole, TokenTargets,
 };
 use domain::pki::TokenSecret;
 use time::OffsetDateTime;
@@ -225,4 +226,37 @@ fn revoking_an_identity_names_the_serials_it_revokes() {
     assert_eq!(e.revoked_serials, serials);
     assert_eq!(e.new_identity_generation, 5);
     assert_eq!(e.reason, "compromised");
+}
+
+#[test]
+fn an_identity_revoked_already_is_left_as_it_is() {
+    let node = active_node();
+    let revoked = NewestCert {
+        revoked: true,
+        identity_generation: node.identity_generation,
+    };
+    let older = NewestCert {
+        revoked: false,
+        identity_generation: node.identity_generation - 1,
+    };
+    let live = NewestCert {
+        revoked: false,
+        identity_generation: node.identity_generation,
+    };
+    for newest in [revoked, older] {
+        let d = decide_revoke_identity("node_a", Some(&node), Some(&newest), &[], "again").unwrap();
+        assert!(d.events.is_empty());
+        assert_eq!(d.outcome, IdentityRevocation::AlreadyRevoked);
+    }
+    // A live newest certificate, or an open one left, or none at all: revoked now.
+    for (newest, open) in [
+        (Some(live), Vec::new()),
+        (Some(revoked), vec!["0a".to_owned()]),
+        (None, Vec::new()),
+    ] {
+        let d =
+            decide_revoke_identity("node_a", Some(&node), newest.as_ref(), &open, "now").unwrap();
+        assert_eq!(d.outcome, IdentityRevocation::Revoked);
+        assert_eq!(d.events.len(), 1);
+    }
 }

@@ -20,6 +20,7 @@
 //!   server as the batch's log events ([`batch_event`]) with what the command answers.
 //! - [`creation`]: a create on the server, as the batch's log events with what it answers.
 //! - [`lifecycle`]: cancelling a batch and expiring one past its end.
+//! - [`review`]: the approver's review before signing (`batch approve`, on the approver's machine).
 //! - [`decision`]: what a decider answers (its events and its outcome).
 //! - [`admission`]: the daemon's admission check; [`admission_state`]: its persisted state;
 //!   [`verified_approvals`]: its in-memory memo of verified approvals.
@@ -35,6 +36,7 @@ pub(crate) mod bytes32;
 pub mod creation;
 pub mod decision;
 pub mod lifecycle;
+pub mod review;
 pub mod scope;
 pub mod set_change;
 pub mod signing;
@@ -64,6 +66,10 @@ pub use creation::{decide_batch_creation, CreatedBatch, ExistingBatch};
 pub use decision::Decision;
 pub use lifecycle::{
     decide_cancel_batch, decide_expire_batch, BatchStanding, CancelBatch, CancelRefusal,
+};
+pub use review::{
+    already_approved, review_contents, review_listed, review_scope, review_window, Expected,
+    ReviewRefusal, ReviewedScope,
 };
 pub use scope::{
     assemble_proof, leaf_hash, node_hash, proof_rows, verify_proof, BatchId, BatchIdError,

@@ -1,4 +1,6 @@
 //! `batch approve`: review a batch's scope against what the control plane claims, then sign.
+//! The review's rules are the domain's (`domain::quorum::review`); this file fetches, asks them
+//! and prints.
 //!
 //! The same review runs on either road ([`BatchSource`]): directly against the store, or
 //! against the admin API (`--server`/`--profile`), where the scope is fetched, the root
@@ -13,8 +15,8 @@
 use commands::quorum::ScopeEntry;
 use commands::{Clock, SystemClock};
 use domain::quorum::{
-    batch_approval_signing_input, ApprovalSignature, BatchApprovalState, BatchId, BatchStatus,
-    ScopeLeaf, ScopeTree, TrustDomain, MAX_SCOPE_LEAVES,
+    already_approved, batch_approval_signing_input, review_contents, review_listed, review_window,
+    ApprovalSignature, BatchApprovalState, BatchId, ReviewRefusal, ScopeLeaf, TrustDomain,
 };
 use serde_json::json;
 
@@ -26,7 +28,7 @@ use super::keys::{load_key, sign};
 use super::operations::{
     operations, summary_text as operations_text, to_json as operations_json, write_operations,
 };
-use super::review::{difference, read_expect, summary, Expected};
+use super::review::{read_expect, summary};
 use super::source::{AdminCall, BatchSource, DirectSource, RemoteSource};
 use super::wire::outcome_json;
 use crate::admin::client::Remote;
@@ -117,7 +119,7 @@ pub(crate) async fn approve_with<S: BatchSource>(
     text.push('\n');
     text.push_str(operations_text(&ops).trim_end());
     summary_json["operations"] = operations_json(&ops);
-    if state.approvals.contains_key(&key.kid()) {
+    if already_approved(state, &key.kid()) {
         if args.json {
             crate::outln!(
                 "{}",
@@ -180,44 +182,19 @@ pub(crate) async fn approve_with<S: BatchSource>(
     Ok(())
 }
 
-/// The batch takes approvals and an approval's reach is bounded: pending, a scope of a size
-/// it may have, its window open and closing within `--max-hours`.
+/// The approver's review of the batch's window (`domain::quorum::review_window`), its refusals
+/// worded for the approver.
 fn check_window(
     args: &ApproveArgs,
     id: &BatchId,
     state: &BatchApprovalState,
 ) -> Result<(), BatchCmdError> {
-    if state.status != BatchStatus::Pending {
-        return Err(BatchCmdError::State(format!(
-            "batch {id} is {}, not pending: only a pending batch takes approvals",
-            state.status.as_str()
-        )));
-    }
-    if state.scope_size == 0 || state.scope_size as usize > MAX_SCOPE_LEAVES {
-        return Err(BatchCmdError::InvalidResponse(format!(
-            "batch {id} claims a scope of {} leaves",
-            state.scope_size
-        )));
-    }
-    let now = SystemClock.now_us();
-    if now > state.not_after_us {
-        return Err(BatchCmdError::State(format!(
-            "batch {id}'s window closed at {}; create a new batch",
-            crate::output::rfc3339_us(state.not_after_us)
-        )));
-    }
-    let max_end = now.saturating_add(i64::from(args.max_hours) * 3_600_000_000);
-    if state.not_after_us > max_end {
-        return Err(BatchCmdError::State(format!(
-            "batch {id}'s window stays open until {}, more than --max-hours {} from now; an approval admits its commands until then",
-            crate::output::rfc3339_us(state.not_after_us), args.max_hours
-        )));
-    }
-    Ok(())
+    review_window(state, args.max_hours, SystemClock.now_us()).map_err(|r| refusal(id, r))
 }
 
-/// The listed leaves are the batch's scope (they give its root and size), the one reviewed
-/// (`--root`) and expected (`--expect`), each bound to a payload unless `--allow-unbound`.
+/// The approver's review of the listed scope (`domain::quorum::review`): the leaves are the
+/// batch's scope and the one reviewed (`--root`), then the ones expected (`--expect`), each
+/// bound to a payload unless `--allow-unbound`.
 fn check_scope(
     args: &ApproveArgs,
     id: &BatchId,
@@ -225,62 +202,48 @@ fn check_scope(
     entries: &[ScopeEntry],
 ) -> Result<Vec<ScopeLeaf>, BatchCmdError> {
     let leaves: Vec<ScopeLeaf> = entries.iter().map(|e| e.leaf.clone()).collect();
-    let tree =
-        ScopeTree::build(id, &leaves).map_err(|e| BatchCmdError::ScopeMismatch(e.to_string()))?;
-    if tree.root() != state.scope_root
-        || tree.size() != state.scope_size
-        || leaves.len() != state.scope_size as usize
-    {
-        return Err(BatchCmdError::ScopeMismatch(format!(
-            "the {} listed leaves give root {} over {} distinct leaves, the batch claims {} over {}",
-            leaves.len(),
-            tree.root(),
-            tree.size(),
-            state.scope_root,
-            state.scope_size
-        )));
-    }
-    if let Some(reviewed) = &args.root {
-        if !reviewed.eq_ignore_ascii_case(&state.scope_root.to_hex()) {
-            return Err(BatchCmdError::ScopeChanged {
-                actual: state.scope_root,
-                reviewed: reviewed.clone(),
-            });
-        }
-    }
-    if let Some(path) = &args.expect {
-        let mismatch = match read_expect(path)? {
-            Expected::Subjects(want) => {
-                let have = leaves.iter().map(|l| l.subject().to_string()).collect();
-                difference(&want, &have)
-            }
-            Expected::Commands(want) => {
-                let have = leaves
-                    .iter()
-                    .map(|l| (l.subject().to_string(), l.kind().to_string()))
-                    .collect();
-                difference(&want, &have)
-            }
-        };
-        if let Some(m) = mismatch {
-            return Err(BatchCmdError::ScopeUnexpected(m));
-        }
-    }
-    let unbound: Vec<&ScopeLeaf> = leaves
-        .iter()
-        .filter(|l| l.payload_sha256().is_none())
-        .collect();
-    if !unbound.is_empty() && !args.allow_unbound {
-        let sample = unbound
-            .iter()
-            .take(5)
-            .map(|l| format!("{} {}", printable(l.subject()), printable(l.kind())))
-            .collect::<Vec<_>>()
-            .join(", ");
-        return Err(BatchCmdError::Unbound {
-            count: unbound.len(),
-            sample,
-        });
-    }
+    review_listed(id, state, &leaves, args.root.as_deref()).map_err(|r| refusal(id, r))?;
+    let expected = match &args.expect {
+        Some(path) => Some(read_expect(path)?),
+        None => None,
+    };
+    review_contents(&leaves, expected.as_ref(), args.allow_unbound).map_err(|r| refusal(id, r))?;
     Ok(leaves)
+}
+
+/// A refusal of the review, as `batch approve` reports it.
+fn refusal(id: &BatchId, refusal: ReviewRefusal) -> BatchCmdError {
+    match refusal {
+        ReviewRefusal::NotPending(status) => BatchCmdError::State(format!(
+            "batch {id} is {}, not pending: only a pending batch takes approvals",
+            status.as_str()
+        )),
+        ReviewRefusal::ImpossibleScopeSize(size) => {
+            BatchCmdError::InvalidResponse(format!("batch {id} claims a scope of {size} leaves"))
+        }
+        ReviewRefusal::WindowClosed { not_after_us } => BatchCmdError::State(format!(
+            "batch {id}'s window closed at {}; create a new batch",
+            crate::output::rfc3339_us(not_after_us)
+        )),
+        ReviewRefusal::WindowTooLong {
+            not_after_us,
+            max_hours,
+        } => BatchCmdError::State(format!(
+            "batch {id}'s window stays open until {}, more than --max-hours {max_hours} from now; an approval admits its commands until then",
+            crate::output::rfc3339_us(not_after_us)
+        )),
+        ReviewRefusal::ScopeMismatch(why) => BatchCmdError::ScopeMismatch(why),
+        ReviewRefusal::ScopeChanged { actual, reviewed } => {
+            BatchCmdError::ScopeChanged { actual, reviewed }
+        }
+        ReviewRefusal::Unexpected(why) => BatchCmdError::ScopeUnexpected(why),
+        ReviewRefusal::Unbound { count, first } => BatchCmdError::Unbound {
+            count,
+            sample: first
+                .iter()
+                .map(|(subject, kind)| format!("{} {}", printable(subject), printable(kind)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        },
+    }
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use commands::quorum::{scope_page, BatchView, ScopeEntry};
-use domain::quorum::{BatchId, ScopeLeaf};
+use domain::quorum::{BatchId, Expected, ScopeLeaf};
 use events::store::EventStore;
 use serde_json::json;
 
@@ -16,12 +16,6 @@ use super::error::{io, BatchCmdError};
 const PAGE: u32 = 5000;
 /// Subjects shown per kind in the review summary; the rest are counted.
 const SUBJECTS_SHOWN_PER_KIND: usize = 12;
-
-/// What `--expect` names: subjects, or (subject, kind) pairs.
-pub(crate) enum Expected {
-    Subjects(BTreeSet<String>),
-    Commands(BTreeSet<(String, String)>),
-}
 
 pub(crate) fn read_expect(path: &Path) -> Result<Expected, BatchCmdError> {
     let text = std::fs::read_to_string(path).map_err(io(path))?;
@@ -61,19 +55,6 @@ pub(crate) fn read_expect(path: &Path) -> Result<Expected, BatchCmdError> {
             .map(str::to_string)
             .collect(),
     ))
-}
-
-pub(crate) fn difference<T: Ord + std::fmt::Debug>(
-    want: &BTreeSet<T>,
-    have: &BTreeSet<T>,
-) -> Option<String> {
-    let missing: Vec<_> = want.difference(have).take(5).collect();
-    let extra: Vec<_> = have.difference(want).take(5).collect();
-    if missing.is_empty() && extra.is_empty() {
-        None
-    } else {
-        Some(format!("missing {missing:?}, not expected {extra:?}"))
-    }
 }
 
 /// What an approver reviews before signing: the reason, every subject by kind (at most

@@ -14,8 +14,8 @@
 pub(crate) mod setup;
 
 use clap::{Args, Subcommand};
-use commands::identity::{IdentityError, NodeDetail, NodeView};
-use domain::identity::AdminRefusal;
+use commands::identity::{NodeDetail, NodeView};
+use domain::identity::{identity_revoked, NewestCert};
 use events::store::{LogStore, LogTx};
 use projections::identity::operator::{self, LatestCert, SessionRow};
 use serde::Serialize;
@@ -111,23 +111,19 @@ enum Op {
 async fn change(args: ReasonArgs, verb: &str, op: Op) -> Result<(), IdentityCmdError> {
     let store = args.common.store().await?;
     let svc = admin(&store);
-    if matches!(op, Op::Revoke) && identity_already_revoked(&store, &args.node_id).await? {
-        let detail = svc.show_node(&args.node_id).await?;
-        if args.common.json {
-            print_json(&serde_json::json!({
-                "node": detail.node,
-                "alreadyRevoked": true,
-            }));
-        } else {
-            crate::outln!(
-                "node {} is already revoked: it holds no valid certificate of its identity generation {}; nothing changed",
-                args.node_id, detail.node.identity_generation
-            );
-        }
-        return Ok(());
-    }
     let node = match op {
-        Op::Revoke => svc.revoke_identity(&args.node_id, &args.reason).await?,
+        // Whether the identity is revoked already is the domain's to decide, in the revoke's
+        // own transaction (`domain::identity::decide_revoke_identity`).
+        Op::Revoke => {
+            let change = svc
+                .revoke_identity_once(&args.node_id, &args.reason)
+                .await?;
+            if change.already_revoked {
+                print_already_revoked(&args, &change.node);
+                return Ok(());
+            }
+            change.node
+        }
         Op::Delete => svc.delete_node(&args.node_id, &args.reason).await?,
         Op::Retire => svc.retire_node(&args.node_id, &args.reason).await?,
     };
@@ -216,26 +212,19 @@ fn now_us() -> i64 {
     i64::try_from(now.unix_timestamp_nanos() / 1_000).unwrap_or(i64::MAX)
 }
 
-/// Whether `node revoke` would change nothing: the node's newest certificate is revoked or of
-/// an older identity generation, and no certificate of it is unrevoked.
-async fn identity_already_revoked(
-    store: &events::store::EventStore,
-    node_id: &str,
-) -> Result<bool, IdentityCmdError> {
-    let mut tx = store.begin().await?;
-    let node = projections::identity::read::node_by_id(&mut tx, node_id).await?;
-    let unrevoked =
-        projections::identity::read::unrevoked_serials_of_node(&mut tx, node_id).await?;
-    let latest = operator::latest_cert_of(&mut tx, node_id).await?;
-    tx.rollback().await?;
-    let Some(node) = node else {
-        return Err(IdentityError::Admin(AdminRefusal::UnknownNode(node_id.into())).into());
-    };
-    Ok(node.status == "active"
-        && unrevoked.is_empty()
-        && latest.is_some_and(|c| {
-            c.revoked_at_us.is_some() || c.identity_generation < node.identity_generation
-        }))
+/// What `node revoke` says when the identity was revoked already (nothing changed).
+fn print_already_revoked(args: &ReasonArgs, node: &NodeView) {
+    if args.common.json {
+        print_json(&serde_json::json!({
+            "node": node,
+            "alreadyRevoked": true,
+        }));
+    } else {
+        crate::outln!(
+            "node {} is already revoked: it holds no valid certificate of its identity generation {}; nothing changed",
+            args.node_id, node.identity_generation
+        );
+    }
 }
 
 /// A node as an operator looks at it.
@@ -272,14 +261,22 @@ pub fn effective_status(node: &NodeView, cert: Option<&LatestCert>, now_us: i64)
         return node.status.clone();
     }
     match cert {
-        Some(c)
-            if c.revoked_at_us.is_some() || c.identity_generation < node.identity_generation =>
-        {
-            "revoked".into()
-        }
+        Some(c) if identity_revoked_by(node, c) => "revoked".into(),
         Some(c) if c.not_after_us <= now_us => "expired".into(),
         _ => node.status.clone(),
     }
+}
+
+/// The domain's rule ([`domain::identity::identity_revoked`]) on a node's newest certificate.
+fn identity_revoked_by(node: &NodeView, cert: &LatestCert) -> bool {
+    let generation = |g: i64| u64::try_from(g).unwrap_or(0);
+    identity_revoked(
+        generation(node.identity_generation),
+        &NewestCert {
+            revoked: cert.revoked_at_us.is_some(),
+            identity_generation: generation(cert.identity_generation),
+        },
+    )
 }
 
 fn node_status(
