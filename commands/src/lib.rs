@@ -1,10 +1,12 @@
 //! Command handlers: the transaction boundary of the control plane.
 //!
-//! Each handler is thin: load the state it needs, ask the pure `domain` to decide, append the
-//! events, apply the inline projections, commit, all in one transaction ([`transaction!`]),
-//! retrying from a fresh read on an expected-version conflict. It must never make a decision
-//! itself, never read the time except from its [`clock::Clock`], and never hold a global write
-//! lock: concurrent commands commit concurrently.
+//! Each handler is thin: a [`run::Command`] that loads the state it needs, asks the pure
+//! `domain` to decide (given the time and the entropy), appends the events and applies the
+//! inline projections, which [`run::run`] drives in one transaction, retrying from a fresh read
+//! on an expected-version conflict. It must never make a decision itself, never read the time
+//! except from its [`clock::Clock`], and never hold a global write lock: concurrent commands
+//! commit concurrently. The joins (the attestor handlers) and the refusal counts' flush, which
+//! decides nothing, still use the same boundary as a macro ([`transaction!`]).
 
 pub mod attest;
 pub mod audit;
@@ -19,7 +21,9 @@ pub mod serving;
 pub mod site;
 
 pub use clock::{Clock, SimClock, SystemClock};
-pub use run::{append_and_project, append_streams_and_project, AsConflict, RunError};
+pub use run::{
+    append_and_project, append_streams_and_project, run, AsConflict, At, Command, Decided, RunError,
+};
 
 /// Every projection of the control plane (identity, quorum, the command queue, operator
 /// certificates, audit checkpoints), in the order a full rebuild applies them: what `bcctl
