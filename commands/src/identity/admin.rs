@@ -9,7 +9,7 @@ use domain::identity::{
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use domain::pki::TokenSecret;
+use domain::pki::{TokenHash, TokenSecret};
 use events::store::{EventStore, LogStore, LogTx, StoreTx};
 use projections::identity::operator::latest_cert_of;
 use projections::identity::read::{self, NodeRow, TokenRow};
@@ -82,23 +82,12 @@ impl NodeAdmin {
             .into());
         }
         let secret = TokenSecret::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
-        let now_us = self.clock.now_us();
-        let cmd = CreateToken {
+        let create = NewTokenCommand {
+            new,
             token_id: fresh_id("tok"),
-            tenant_id: new.tenant_id.clone(),
-            site_id: new.site_id.clone(),
-            pool_id: new.pool_id.clone(),
-            role: new.role,
-            uses: new.uses,
-            expires_at_us: now_us.saturating_add(new.ttl_seconds.saturating_mul(1_000_000)),
             secret_hash: secret.hash(),
-            expect: new.expect.clone(),
-            reclaim_node_id: new.reclaim_node_id.clone(),
-            for_node_id: new.for_node_id.clone(),
-            require_approval: new.require_approval,
-            boot_entry_id: None,
         };
-        let token = run(&self.store, self.clock.as_ref(), &NewTokenCommand(cmd)).await?;
+        let token = run(&self.store, self.clock.as_ref(), &create).await?;
         Ok(CreatedToken {
             secret: secret.expose().to_owned(),
             token: TokenView::from(&token),
@@ -220,11 +209,37 @@ pub struct NodeChange {
     pub already_revoked: bool,
 }
 
-/// `token create`, as the runner drives it.
-struct NewTokenCommand(CreateToken);
+/// `token create`, as the runner drives it: the token ends `ttl_seconds` after the time it
+/// is decided at.
+struct NewTokenCommand<'a> {
+    new: &'a NewToken,
+    token_id: String,
+    secret_hash: TokenHash,
+}
+
+impl NewTokenCommand<'_> {
+    fn create_token(&self, now_us: i64) -> CreateToken {
+        let new = self.new;
+        CreateToken {
+            token_id: self.token_id.clone(),
+            tenant_id: new.tenant_id.clone(),
+            site_id: new.site_id.clone(),
+            pool_id: new.pool_id.clone(),
+            role: new.role,
+            uses: new.uses,
+            expires_at_us: now_us.saturating_add(new.ttl_seconds.saturating_mul(1_000_000)),
+            secret_hash: self.secret_hash,
+            expect: new.expect.clone(),
+            reclaim_node_id: new.reclaim_node_id.clone(),
+            for_node_id: new.for_node_id.clone(),
+            require_approval: new.require_approval,
+            boot_entry_id: None,
+        }
+    }
+}
 
 #[async_trait]
-impl Command for NewTokenCommand {
+impl Command for NewTokenCommand<'_> {
     type State = TokenTargets;
     type Event = IdentityEvent;
     type Outcome = ();
@@ -233,11 +248,11 @@ impl Command for NewTokenCommand {
 
     async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<TokenTargets, IdentityError> {
         let mut targets = TokenTargets::default();
-        if let Some(node_id) = &self.0.reclaim_node_id {
+        if let Some(node_id) = &self.new.reclaim_node_id {
             let row = read::node_by_id(tx, node_id).await?;
             targets.reclaim = row.as_ref().map(rows::node_state).transpose()?;
         }
-        if let Some(node_id) = &self.0.for_node_id {
+        if let Some(node_id) = &self.new.for_node_id {
             let row = read::node_by_id(tx, node_id).await?;
             targets.for_node = row.as_ref().map(rows::node_state).transpose()?;
         }
@@ -245,7 +260,11 @@ impl Command for NewTokenCommand {
     }
 
     fn decide(&self, targets: &TokenTargets, at: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
-        decided(decide_create_token(&self.0, targets, at.now))
+        decided(decide_create_token(
+            &self.create_token(at.now_us),
+            targets,
+            at.now,
+        ))
     }
 
     async fn append(
@@ -255,7 +274,7 @@ impl Command for NewTokenCommand {
         events: Vec<IdentityEvent>,
         at: &At,
     ) -> Result<(), IdentityError> {
-        append_decided(tx, events, &self.0.tenant_id, at.now_us, &[]).await
+        append_decided(tx, events, &self.new.tenant_id, at.now_us, &[]).await
     }
 
     async fn answer(
@@ -265,7 +284,7 @@ impl Command for NewTokenCommand {
         _: (),
         _: &At,
     ) -> Result<TokenRow, IdentityError> {
-        read::token_by_id(tx, &self.0.token_id)
+        read::token_by_id(tx, &self.token_id)
             .await?
             .ok_or_else(|| IdentityError::Corrupt("the created token has no row".into()))
     }

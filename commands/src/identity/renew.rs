@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use domain::identity::{
-    decide_renew, prepare_renew, renew_refusal_tenant, renewal_retry_at, unix_us, DecideError,
-    Decision, IdentityEvent, JoinContext, PreparedRenew, Refused, RenewCommand, RenewInput,
-    RenewRefusal, RenewState, Renewed, RENEWALS_PER_HOUR, RENEWAL_WINDOW, RENEW_POP_ATTESTOR,
+    decide_renew, prepare_renew, renew_refusal_tenant, renewal_retry_at, DecideError, Decision,
+    IdentityEvent, JoinContext, PreparedRenew, Refused, RenewCommand, RenewInput, RenewRefusal,
+    RenewState, Renewed, RENEWALS_PER_HOUR, RENEWAL_WINDOW, RENEW_POP_ATTESTOR,
 };
 use domain::pki::{KeySet, Serial};
 use events::schema::RenewRefused;
@@ -83,8 +83,7 @@ impl Renewals {
     /// or `ACCESS_DENIED: Renew refused`.
     pub async fn renew(&self, input: &RenewInput) -> Result<RenewAnswer, IdentityError> {
         let ctx = context(&self.keys, &self.config);
-        let now = self.clock.now();
-        let now_us = unix_us(now);
+        let now_us = self.clock.now_us();
         let root = self.config.root_tenant.clone();
         let prepared = match prepare_renew(&ctx, input) {
             Ok(p) => p,
@@ -112,7 +111,8 @@ impl Renewals {
             serial: prepared.serial_hex(),
             prepared,
         };
-        let outcome = crate::run::run(&self.store, self.clock.as_ref(), &renewal).await?;
+        // The time the renewal was decided at: what the answer and a retry's wait are told.
+        let (outcome, now_us) = crate::run::run(&self.store, self.clock.as_ref(), &renewal).await?;
         match outcome {
             Outcome::Refused => Err(IdentityError::AccessDenied(RENEW_REFUSED)),
             Outcome::RateLimited { retry_at_us } => Err(IdentityError::RenewalsExhausted {
@@ -182,7 +182,7 @@ impl Command for Renewal<'_> {
     type State = Loaded;
     type Event = IdentityEvent;
     type Outcome = Verdict;
-    type Answer = Outcome;
+    type Answer = (Outcome, i64);
     type Error = IdentityError;
 
     async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<Loaded, IdentityError> {
@@ -268,9 +268,9 @@ impl Command for Renewal<'_> {
         loaded: Loaded,
         decided: Verdict,
         at: &At,
-    ) -> Result<Outcome, IdentityError> {
+    ) -> Result<(Outcome, i64), IdentityError> {
         let (refusal, tenant) = match decided {
-            Verdict::Renewed(renewed) => return Ok(Outcome::Renewed(renewed)),
+            Verdict::Renewed(renewed) => return Ok((Outcome::Renewed(renewed), at.now_us)),
             Verdict::Refused { refusal, tenant } => (refusal, tenant),
         };
         let csr_sha = Some(*self.prepared.csr.sha256());
@@ -285,13 +285,14 @@ impl Command for Renewal<'_> {
                 at.now_us,
             )
             .await?;
-        Ok(match refusal {
+        let outcome = match refusal {
             RenewRefusal::RateLimited => Outcome::RateLimited {
                 retry_at_us: renewal_retry_at(&loaded.state.recent_renewals_us, at.now_us)
                     .unwrap_or(at.now_us),
             },
             _ => Outcome::Refused,
-        })
+        };
+        Ok((outcome, at.now_us))
     }
 }
 
