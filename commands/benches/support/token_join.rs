@@ -1,9 +1,9 @@
-//! The benches' token join: the two pure steps production runs (the attestor's verify, then
-//! the admission step), on a state the bench builds instead of one loaded from a store.
+//! The benches' token join: the pure steps production runs (the attestor's verify, then
+//! the admission step and the signing after it), on a state the bench builds instead of one loaded from a store.
 
 use domain::attest::admission::{decide_admission, Admission, AdmissionCommand, AdmissionFacts};
 use domain::attest::join_token::JoinTokenAttestor;
-use domain::attest::{AttestRequest, Attestor, AttestorRefusal, Facts, Verdict};
+use domain::attest::{AttestRequest, Attestor, AttestorRefusal, Entropy, Facts, Verdict};
 use domain::identity::{
     DecideError, Decision, JoinCommand, JoinContext, JoinState, Joined, JOIN_TOKEN_ATTESTOR,
 };
@@ -31,6 +31,8 @@ pub fn token_join(
         evidence: &[],
         token: Some(&opened.secret),
         now,
+        // join-token draws no randomness: any seed does.
+        entropy: &Entropy::from_seed([0; 32]),
     };
     let key = (JOIN_TOKEN_ATTESTOR.to_owned(), opened.csr_key_sha256());
     let mut facts = Facts {
@@ -40,7 +42,7 @@ pub fn token_join(
     if state.csr_key_used {
         facts.uses.insert(key.clone());
     }
-    let result = match JoinTokenAttestor.verify(&request, &facts) {
+    let result = match JoinTokenAttestor.verify(&request, &(), &facts) {
         Verdict::Admit(r) => r,
         Verdict::Refuse(r) => return Err(DecideError::Refused(r)),
         Verdict::Challenge(_) => {
@@ -65,7 +67,8 @@ pub fn token_join(
         serial: &cmd.serial,
         new_request_id: "",
     };
-    let Decision { events, outcome } = decide_admission(ctx, &admission, &admission_facts, now)?;
+    let Decision { events, outcome } = decide_admission(ctx, &admission, &admission_facts, now)?
+        .sign(ctx.node_ca, &opened.csr, now)?;
     match outcome {
         Admission::Joined(joined) => Ok(Decision {
             events,
