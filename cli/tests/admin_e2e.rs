@@ -106,10 +106,17 @@ impl AdminDeployment {
             std::fs::rename(scratch.join("approver.pem.pub"), d.srv.join(&public)).expect("pub");
             pubs.push(format!("{public:?}"));
         }
+        // The gateway's port, never the admin API's: a port released by one `free_port` may be
+        // the next one's (both listeners in one process: "Address already in use").
+        let listen = loop {
+            let port = free_port();
+            if format!("127.0.0.1:{port}") != d.admin {
+                break port;
+            }
+        };
         let config = format!(
             "database_url = {url:?}\npki_bundle = \"pki.json\"\nlisten = \"127.0.0.1:{listen}\"\nmetrics_listen = \"off\"\n\n[admin]\nlisten = {admin:?}\n\n[quorum]\napprover_keys = [{keys}]\nthreshold = {n}\n",
             url = d.db.url(),
-            listen = free_port(),
             admin = d.admin,
             keys = pubs.join(", "),
             n = approvers.len().max(1),
