@@ -4,7 +4,7 @@
 //!
 //! ```toml
 //! [attestors.cloud-iid]
-//! max_age = "10m"                                    # optional (default 10m)
+//! max_age = "10m"                                    # optional (default 10m; GCP, OIDC, Azure)
 //! [attestors.cloud-iid.aws]
 //! certificates = ["/etc/bc/aws-us-east-1.pem"]       # the regions' AWS public certificates
 //! [attestors.cloud-iid.gcp]
