@@ -393,7 +393,7 @@ fn a_node_ca_renewed_while_the_machine_was_off_still_admits_its_chain() {
         .renew_ca(
             crate::pki::RenewableCa::Node,
             t0() + TimeDuration::days(30),
-            std::time::Duration::from_secs(365 * 86_400),
+            TimeDuration::days(365),
         )
         .unwrap();
     assert_ne!(fx.keys.node_ca.cert_der(), &old_ca[..]);
@@ -404,7 +404,10 @@ fn a_node_ca_renewed_while_the_machine_was_off_still_admits_its_chain() {
     let result = admitted(fx.run(&old_chain_evidence, &fx.facts()));
     assert_eq!(result.reclaim_node_id.as_deref(), Some(NODE));
     let new_ca = URL_SAFE_NO_PAD.encode(fx.keys.node_ca.cert_der());
-    let new_chain = with_json(|v| v["chain"][1] = new_ca.clone().into(), &old_chain_evidence);
+    let new_chain = with_json(
+        |v| v["chain"][1] = new_ca.clone().into(),
+        &old_chain_evidence,
+    );
     admitted(fx.run(&new_chain, &fx.facts()));
     let root = URL_SAFE_NO_PAD.encode(fx.keys.root_ca.cert_der());
     let other_key = with_json(|v| v["chain"][1] = root.clone().into(), &old_chain_evidence);
