@@ -21,6 +21,7 @@ mod attestor_entries;
 mod audit_sequencer;
 mod audit_worked_example;
 mod cloud_iid_join;
+mod database_time;
 mod command_queue;
 mod command_queue_batches;
 mod command_queue_replay;
