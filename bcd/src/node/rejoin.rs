@@ -9,7 +9,7 @@
 //! certificate revoked.
 
 use domain::pki::{PublicKey, TrustDomain};
-use time::{Duration, OffsetDateTime};
+use time::Duration;
 
 use super::log::{log, rfc3339};
 use super::run::NodeOptions;
@@ -52,7 +52,7 @@ pub fn rejoin_x509pop(
     approval_timeout: Duration,
     env: &mut JoinEnv<'_>,
 ) -> Result<Rejoined, JoinError> {
-    let producer = X509PopProducer::new(current, Box::new(OffsetDateTime::now_utc))?;
+    let producer = X509PopProducer::new(current, Box::new(crate::clock::now))?;
     let made = new_node_key(&current.tpm).map_err(JoinError::Local)?;
     if let Some(warning) = &made.warning {
         (env.log)(&format!("bcd join: {warning}"));
@@ -119,7 +119,7 @@ pub fn rejoin_if_expired(
         Err(LoadError::Tpm { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let now = OffsetDateTime::now_utc();
+    let now = crate::clock::now();
     if now < current.leaf.not_after {
         return Ok(None);
     }
@@ -153,7 +153,7 @@ pub fn rejoin_if_expired(
     let mut env = JoinEnv {
         sleep: &mut sleep,
         jitter: &mut draw,
-        now: &OffsetDateTime::now_utc,
+        now: &crate::clock::now,
         log: &mut say,
     };
     let rejoined = rejoin_x509pop(

@@ -105,6 +105,11 @@ pub struct Worker {
 }
 
 pub fn worker_of(root: &CommandSigningRoot) -> Worker {
+    worker_since(root, now() - Duration::minutes(1))
+}
+
+/// A worker key whose certificate by `root` is valid from `since`, for a day.
+pub fn worker_since(root: &CommandSigningRoot, since: OffsetDateTime) -> Worker {
     let key = PrivateKey::generate(KeyRole::Worker).unwrap();
     let cert = issue_worker_certificate(
         root,
@@ -112,7 +117,7 @@ pub fn worker_of(root: &CommandSigningRoot) -> Worker {
         "test-worker",
         &Serial::generate().unwrap(),
         Duration::hours(24),
-        now() - Duration::minutes(1),
+        since,
     )
     .unwrap();
     Worker {
