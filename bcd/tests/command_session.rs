@@ -9,8 +9,8 @@
 //! batch approval is judged at bcd's own clock and the signed times it has seen.
 
 use crate::command_support::{
-    batch, body, content, new_id, new_root, ping, reboot, set_of, signed, worker_of, worker_since,
-    Approver,
+    batch, body, content, new_id, new_root, new_root_since, ping, reboot, set_of, signed,
+    worker_of, worker_since, Approver,
 };
 use crate::common::{joined, keyset, TD};
 use crate::renewal_support::{fake_gateway_with, CommandScript, OtherAnswers, RenewAnswer};
@@ -232,15 +232,20 @@ async fn commands_run_once_across_a_killed_and_restarted_bcd() {
     assert_eq!(runs.matches("cmd_").count(), 2, "{runs}");
 }
 
-/// What bcd answered each command of the evil-Welcome script, in order.
-async fn outcomes_under_a_welcome_off_by(offset_ms: i64) -> Vec<(String, i32, i32, String)> {
+/// What bcd answered each command of the evil-Welcome script, in order, and the commands whose
+/// hook ran.
+async fn outcomes_under_a_welcome_off_by(
+    offset_ms: i64,
+) -> (Vec<(String, i32, i32, String)>, Vec<String>) {
     let ks = keyset();
     let tmp = tempfile::tempdir().unwrap();
     let data_path = tmp.path().join("data");
     let (data, _, _) = joined(&data_path, &ks, "node_a");
-    let root = new_root();
-    // Its certificate valid from 55 minutes ago: it signed the expired command when it was issued.
-    let worker = worker_since(&root, time::OffsetDateTime::now_utc() - time::Duration::minutes(55));
+    // A root and a worker certificate of three and two hours ago: the worker signed the
+    // commands below when they say they were issued.
+    let ago = |minutes: i64| time::OffsetDateTime::now_utc() - time::Duration::minutes(minutes);
+    let root = new_root_since(ago(180));
+    let worker = worker_since(&root, ago(120));
     let mut stored = read_stored(&data).unwrap().unwrap();
     stored.trust_roots = vec![root.cert_der().to_vec()];
     // One approver, threshold 1, no unbatched destructive commands.
@@ -265,27 +270,25 @@ async fn outcomes_under_a_welcome_off_by(offset_ms: i64) -> Vec<(String, i32, i3
         &body(&new_id(), "node_a", "diag.ping", ping("fresh"), None),
         TD,
     );
-    // A ping that lived from 50 to 10 minutes ago: correctly signed, expired.
+    // A ping that lived from 62 to 10 minutes ago: correctly signed, expired.
     let mut old = body(&new_id(), "node_a", "diag.ping", ping("stale"), None);
-    old.issued_at_ms = now - 50 * 60_000;
+    old.issued_at_ms = now - 62 * 60_000;
     old.not_after_ms = now - 10 * 60_000;
     let expired = signed(&worker, &old, TD);
     // A reboot under a live approval (an hour left) and one under an approval that ended ten
-    // minutes ago; each command itself signed now.
+    // minutes ago; each command itself signed 58 minutes ago and live for another hour.
+    let reboot_in = |batch: &crate::command_support::Batch| {
+        let mut b = body(&new_id(), "node_a", "node.reboot", reboot(), Some(&batch.id));
+        b.issued_at_ms = now - 58 * 60_000;
+        b.not_after_ms = now + 3_600_000;
+        signed(&worker, &b, TD)
+    };
     let live_batch = batch(&["node_a"], "live");
-    let mut approved = signed(
-        &worker,
-        &body(&new_id(), "node_a", "node.reboot", reboot(), Some(&live_batch.id)),
-        TD,
-    );
+    let mut approved = reboot_in(&live_batch);
     approved.batch_approval = Some(live_batch.approval(&[&approver], (now + 3_600_000) * 1000, TD));
     approved.batch_proof = Some(live_batch.proof_for("node_a"));
     let ended_batch = batch(&["node_a"], "ended");
-    let mut lapsed = signed(
-        &worker,
-        &body(&new_id(), "node_a", "node.reboot", reboot(), Some(&ended_batch.id)),
-        TD,
-    );
+    let mut lapsed = reboot_in(&ended_batch);
     lapsed.batch_approval = Some(ended_batch.approval(&[&approver], (now - 600_000) * 1000, TD));
     lapsed.batch_proof = Some(ended_batch.proof_for("node_a"));
     let script_commands = vec![fresh, expired, approved, lapsed];
@@ -319,9 +322,7 @@ async fn outcomes_under_a_welcome_off_by(offset_ms: i64) -> Vec<(String, i32, i3
         outcomes.push((r.command_id, r.outcome, r.reject_reason, r.detail));
     }
     kill(&mut child);
-    // The hook ran for the live approval's reboot only.
-    assert_eq!(lines(&marker), vec![script_commands[2].command_id.clone()]);
-    outcomes
+    (outcomes, lines(&marker))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -330,10 +331,10 @@ async fn an_evil_welcome_an_hour_back_or_ten_years_ahead_changes_nothing_bcd_run
     const HOUR_MS: i64 = 3_600_000;
     const TEN_YEARS_MS: i64 = 3_652 * 24 * HOUR_MS;
     for offset in [-HOUR_MS, TEN_YEARS_MS] {
-        let got = outcomes_under_a_welcome_off_by(offset).await;
+        let (got, ran) = outcomes_under_a_welcome_off_by(offset).await;
         let (fresh, expired, approved, lapsed) = (&got[0], &got[1], &got[2], &got[3]);
         // The fresh ping runs.
-        assert_eq!(fresh.1, O::Succeeded as i32, "Welcome off by {offset} ms: {fresh:?}");
+        assert_eq!(fresh.1, O::Succeeded as i32, "Welcome off by {offset} ms: {got:#?}");
         // The expired one is refused, at bcd's time, whatever the Welcome said.
         assert_eq!(
             (expired.1, expired.2),
@@ -357,5 +358,7 @@ async fn an_evil_welcome_an_hour_back_or_ten_years_ahead_changes_nothing_bcd_run
                 && lapsed.3.contains(" µs, this node's time is "),
             "{lapsed:?}"
         );
+        // The hook ran for the live approval's reboot only.
+        assert_eq!(ran, vec![approved.0.clone()]);
     }
 }

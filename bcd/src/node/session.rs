@@ -290,3 +290,72 @@ pub async fn hold_session(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::identity::StoredIdentity;
+
+    fn stored_in(dir: &DataDir, server_time: Option<&str>) {
+        let stored = StoredIdentity {
+            node_id: "node_a".into(),
+            site_id: "site_1".into(),
+            trust_domain: "example.org".into(),
+            role: "node".into(),
+            chain: vec![b"not read here".to_vec()],
+            not_after: "2099-01-01T00:00:00Z".into(),
+            trust_version: 0,
+            trust_roots: Vec::new(),
+            trust_bundle: None,
+            signed_trust_bundle: None,
+            server_time: server_time.map(str::to_owned),
+        };
+        dir.write(IDENTITY_FILE, &stored.to_json()).unwrap();
+    }
+
+    fn server_time(dir: &DataDir) -> Option<OffsetDateTime> {
+        read_stored(dir).unwrap().unwrap().server_time()
+    }
+
+    #[test]
+    fn a_welcome_mirrors_the_signed_time_mark_into_identity_json_and_never_lowers_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::new(tmp.path());
+        stored_in(&dir, Some("2026-01-01T00:00:00Z"));
+        let mark = SignedTimeMark::default();
+        // No mark: nothing changes.
+        mirror_signed_time(&dir, &mark);
+        assert_eq!(server_time(&dir), time_of_ms(1_767_225_600_000));
+        // A higher mark is mirrored.
+        mark.raise(1_767_225_700_000);
+        mirror_signed_time(&dir, &mark);
+        assert_eq!(server_time(&dir), time_of_ms(1_767_225_700_000));
+        // A lower one (a stale runner) never lowers serverTime.
+        stored_in(&dir, Some("2026-06-01T00:00:00Z"));
+        mirror_signed_time(&dir, &mark);
+        assert_eq!(
+            server_time(&dir),
+            OffsetDateTime::parse(
+                "2026-06-01T00:00:00Z",
+                &time::format_description::well_known::Rfc3339
+            )
+            .ok()
+        );
+    }
+
+    #[test]
+    fn only_a_clock_off_by_more_than_the_window_is_warned_about() {
+        assert_eq!(skew_warning(time::Duration::seconds(59)), None);
+        assert_eq!(
+            skew_warning(time::Duration::seconds(90)).as_deref(),
+            Some(
+                "this machine's clock is 90.0 s ahead of the gateway's (its Welcome's time): \
+                 renewals and x509pop re-joins are refused past 60 s; fix the clock \
+                 (timedatectl status; chrony or systemd-timesyncd)"
+            )
+        );
+        assert!(skew_warning(time::Duration::seconds(-61))
+            .unwrap()
+            .contains("61.0 s behind the gateway's"));
+    }
+}

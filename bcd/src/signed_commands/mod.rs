@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use domain::command::payloads::decode_payload;
-use domain::command::{kind_spec, verify_command, SignedCommand};
+use domain::command::{kind_spec, verify_command, CommandError, SignedCommand};
 use domain::pki::{NodeRole, TrustDomain};
 use domain::quorum::{AdmissionClock, BatchId, SetDigest, VerifiedApprovals};
 use crate::clock::{SignedTimeMark, TrustedClock};
@@ -101,6 +101,17 @@ fn rejected(
         started_at_ms: now,
         finished_at_ms: now,
         ..Default::default()
+    }
+}
+
+/// The detail of a command that did not verify: a command issued ahead of this node's time
+/// says the clock may be behind (nothing unsigned moves the node's time forward any more).
+fn verify_detail(error: &CommandError) -> String {
+    match error {
+        CommandError::NotYetValid { .. } => format!(
+            "{error}; this machine's clock may be behind: bcd doctor compares it with the server's"
+        ),
+        other => other.to_string(),
     }
 }
 
@@ -256,7 +267,7 @@ impl CommandRunner {
             &self.node_id,
             now_ms,
         )
-        .map_err(|e| (R::SignatureInvalid, e.to_string()))?;
+        .map_err(|e| (R::SignatureInvalid, verify_detail(&e)))?;
         let body = verified.body;
         self.raise_signed_time(body.issued_at_ms);
         if body.command_id != command.command_id {

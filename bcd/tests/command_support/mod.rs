@@ -88,14 +88,13 @@ pub fn now_ms() -> i64 {
 }
 
 pub fn new_root() -> CommandSigningRoot {
+    new_root_since(now() - Duration::hours(1))
+}
+
+/// A command-signing root valid from `since`, for 30 days.
+pub fn new_root_since(since: OffsetDateTime) -> CommandSigningRoot {
     let key = PrivateKey::generate(KeyRole::CommandSigningRoot).unwrap();
-    CommandSigningRoot::generate(
-        &trust_domain(TD),
-        key,
-        now() - Duration::hours(1),
-        Duration::days(30),
-    )
-    .unwrap()
+    CommandSigningRoot::generate(&trust_domain(TD), key, since, Duration::days(30)).unwrap()
 }
 
 /// A worker key and its certificate by `root`.
