@@ -473,7 +473,8 @@ fn doctor_judges_the_clock_by_the_last_signed_time_and_says_whose_clock_expired_
     // answer's, say): the clock is at least that far behind.
     let signed = now() + time::Duration::minutes(10);
     stored.observe_server_time(signed);
-    dd.write(bcd::files::IDENTITY_FILE, &stored.to_json()).unwrap();
+    dd.write(bcd::files::IDENTITY_FILE, &stored.to_json())
+        .unwrap();
     let doctor = |offset_ms: i64| {
         let out = bcd(&cfg, &["doctor"])
             .env("BCD_TEST_CLOCK_OFFSET_MS", offset_ms.to_string())

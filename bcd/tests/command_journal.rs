@@ -339,7 +339,8 @@ fn a_command_issued_ahead_of_a_slow_clock_says_the_clock_may_be_behind() {
         proto::CommandRejectReason::SignatureInvalid as i32
     );
     assert!(
-        r.detail.starts_with("not-yet-valid: the command was issued at ")
+        r.detail
+            .starts_with("not-yet-valid: the command was issued at ")
             && r.detail.ends_with(
                 "; this machine's clock may be behind: bcd doctor compares it with the server's"
             ),

@@ -278,7 +278,13 @@ async fn outcomes_under_a_welcome_off_by(
     // A reboot under a live approval (an hour left) and one under an approval that ended ten
     // minutes ago; each command itself signed 58 minutes ago and live for another hour.
     let reboot_in = |batch: &crate::command_support::Batch| {
-        let mut b = body(&new_id(), "node_a", "node.reboot", reboot(), Some(&batch.id));
+        let mut b = body(
+            &new_id(),
+            "node_a",
+            "node.reboot",
+            reboot(),
+            Some(&batch.id),
+        );
         b.issued_at_ms = now - 58 * 60_000;
         b.not_after_ms = now + 3_600_000;
         signed(&worker, &b, TD)
@@ -334,7 +340,11 @@ async fn an_evil_welcome_an_hour_back_or_ten_years_ahead_changes_nothing_bcd_run
         let (got, ran) = outcomes_under_a_welcome_off_by(offset).await;
         let (fresh, expired, approved, lapsed) = (&got[0], &got[1], &got[2], &got[3]);
         // The fresh ping runs.
-        assert_eq!(fresh.1, O::Succeeded as i32, "Welcome off by {offset} ms: {got:#?}");
+        assert_eq!(
+            fresh.1,
+            O::Succeeded as i32,
+            "Welcome off by {offset} ms: {got:#?}"
+        );
         // The expired one is refused, at bcd's time, whatever the Welcome said.
         assert_eq!(
             (expired.1, expired.2),
@@ -347,14 +357,20 @@ async fn an_evil_welcome_an_hour_back_or_ten_years_ahead_changes_nothing_bcd_run
             "{expired:?}"
         );
         // The reboot under a live approval runs; the one whose approval ended is refused.
-        assert_eq!(approved.1, O::Succeeded as i32, "Welcome off by {offset} ms: {approved:?}");
+        assert_eq!(
+            approved.1,
+            O::Succeeded as i32,
+            "Welcome off by {offset} ms: {approved:?}"
+        );
         assert_eq!(
             (lapsed.1, lapsed.2),
             (O::Rejected as i32, R::BatchUnapproved as i32),
             "Welcome off by {offset} ms: {lapsed:?}"
         );
         assert!(
-            lapsed.3.starts_with("approval-expired: the batch approval ended at ")
+            lapsed
+                .3
+                .starts_with("approval-expired: the batch approval ended at ")
                 && lapsed.3.contains(" µs, this node's time is "),
             "{lapsed:?}"
         );

@@ -66,7 +66,10 @@ async fn replicas_with_skewed_clocks_judge_token_expiry_and_the_renew_window_by_
     // The fast replica's clock is past its end; the database's is not: admitted.
     let agent = Agent::new();
     let request = join_request(&f, &agent, &live.secret, "node", Default::default());
-    let joined = fast.join(&request).await.expect("the token is live in database time");
+    let joined = fast
+        .join(&request)
+        .await
+        .expect("the token is live in database time");
 
     // A token that ended an hour ago in database time (made by a process that judged on its
     // own clock, three hours slow): the slow replica's clock is before its end, the database's
@@ -78,10 +81,7 @@ async fn replicas_with_skewed_clocks_judge_token_expiry_and_the_renew_window_by_
         IdentityConfig::new(TrustDomain::new(TD).unwrap()),
     )
     .unwrap();
-    let stale = old_process
-        .create_token(&token_spec("t1"))
-        .await
-        .unwrap();
+    let stale = old_process.create_token(&token_spec("t1")).await.unwrap();
     let late = Agent::new();
     let request = join_request(&f, &late, &stale.secret, "node", Default::default());
     assert_join_denied(f.svc.join(&request).await);
@@ -93,7 +93,10 @@ async fn replicas_with_skewed_clocks_judge_token_expiry_and_the_renew_window_by_
     let leaf = joined.certificate_chain[0].clone();
     let next = Agent::new();
     let renew = renew_request(&agent, &leaf, &joined.node_id, &next, real_now_us() / 1000);
-    let renewed = fast.renew(&renew).await.expect("the proof is fresh in database time");
+    let renewed = fast
+        .renew(&renew)
+        .await
+        .expect("the proof is fresh in database time");
     let new_leaf = renewed.certificate_chain[0].clone();
     let n2 = Agent::new();
     let stale_proof = renew_request(

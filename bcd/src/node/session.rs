@@ -83,7 +83,11 @@ pub fn skew_warning(skew: time::Duration) -> Option<String> {
          x509pop re-joins are refused past {} s; fix the clock (timedatectl status; chrony or \
          systemd-timesyncd)",
         skew.abs().as_seconds_f64(),
-        if skew.is_negative() { "behind" } else { "ahead of" },
+        if skew.is_negative() {
+            "behind"
+        } else {
+            "ahead of"
+        },
         CLOCK_WINDOW.whole_seconds()
     ))
 }
@@ -106,7 +110,9 @@ fn mirror_signed_time(dir: &DataDir, mark: &SignedTimeMark) {
     }
     stored.observe_server_time(seen);
     if let Err(e) = dir.write(IDENTITY_FILE, &stored.to_json()) {
-        log(format_args!("mirroring the signed time into identity.json: {e}"));
+        log(format_args!(
+            "mirroring the signed time into identity.json: {e}"
+        ));
     }
 }
 

@@ -52,13 +52,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use crate::clock::{SignedTimeMark, TrustedClock};
+use crate::files::identity::{read_stored, StoredIdentity};
+use crate::files::DataDir;
 use domain::command::payloads::decode_payload;
 use domain::command::{kind_spec, verify_command, CommandError, SignedCommand};
 use domain::pki::{NodeRole, TrustDomain};
 use domain::quorum::{AdmissionClock, BatchId, SetDigest, VerifiedApprovals};
-use crate::clock::{SignedTimeMark, TrustedClock};
-use crate::files::identity::{read_stored, StoredIdentity};
-use crate::files::DataDir;
 use journal::{Entry, Journal, JournalError, INTERRUPTED_DETAIL};
 use quorum::{admit_destructive, ToAdmit};
 
@@ -196,9 +196,7 @@ impl CommandRunner {
         ctx: CommandContext,
     ) -> Result<(CommandRunner, Vec<proto::CommandResult>), RunnerError> {
         let mut runner = CommandRunner::open(ctx)?;
-        let swept = runner
-            .journal
-            .sweep_interrupted(crate::clock::now_ms())?;
+        let swept = runner.journal.sweep_interrupted(crate::clock::now_ms())?;
         Ok((runner, swept))
     }
 

@@ -97,7 +97,9 @@ impl NodeService for Fake {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let script = self.other.script.clone();
         let server_time_ms = match &script {
-            Some(script) => (now().unix_timestamp() * 1000).saturating_add(script.welcome_offset_ms),
+            Some(script) => {
+                (now().unix_timestamp() * 1000).saturating_add(script.welcome_offset_ms)
+            }
             None => self.welcome_time_ms,
         };
         let welcome = proto::GatewayMessage {

@@ -77,7 +77,9 @@ pub async fn run(cmd: OperatorCommand) -> Result<(), OperatorCmdError> {
                 .open_store_as(true)
                 .await?
                 .acting_as(crate::invocation::actor());
-            let outcome = revoke_operator(&store, &DatabaseClock::system(), &args.serial, &args.reason).await?;
+            let outcome =
+                revoke_operator(&store, &DatabaseClock::system(), &args.serial, &args.reason)
+                    .await?;
             let c = &outcome.certificate;
             if args.common.json {
                 let mut doc = view_json(c);

@@ -73,7 +73,10 @@ impl IdentityArgs {
 /// deployment); its private keys are never unsealed, so these commands need no deployment
 /// secret (none of them signs or opens anything).
 pub async fn open_admin(args: &IdentityArgs) -> Result<NodeAdmin, IdentityCmdError> {
-    Ok(NodeAdmin::new(args.store().await?, Arc::new(DatabaseClock::system())))
+    Ok(NodeAdmin::new(
+        args.store().await?,
+        Arc::new(DatabaseClock::system()),
+    ))
 }
 
 #[derive(Subcommand)]

@@ -18,9 +18,7 @@ impl StoreTx {
     pub async fn database_now_us(&mut self) -> Result<Option<i64>> {
         match self {
             StoreTx::Postgres(t) => {
-                let us: i64 = sqlx::query_scalar(NOW_US)
-                    .fetch_one(t.connection())
-                    .await?;
+                let us: i64 = sqlx::query_scalar(NOW_US).fetch_one(t.connection()).await?;
                 Ok(Some(us))
             }
             StoreTx::Sqlite(_) | StoreTx::Recorder(_) => Ok(None),

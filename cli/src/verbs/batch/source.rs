@@ -54,7 +54,14 @@ impl BatchSource for DirectSource {
         id: &BatchId,
         signature: &ApprovalSignature,
     ) -> Result<ApproveOutcome, BatchCmdError> {
-        Ok(approve_batch(&self.store, &DatabaseClock::system(), &self.trust_domain, id, signature).await?)
+        Ok(approve_batch(
+            &self.store,
+            &DatabaseClock::system(),
+            &self.trust_domain,
+            id,
+            signature,
+        )
+        .await?)
     }
 }
 
