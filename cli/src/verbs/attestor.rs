@@ -10,7 +10,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use commands::attest::{AttestorEntries, EntryView, NewEntry};
 use commands::identity::attestors::FACTORIES;
-use commands::SystemClock;
+use commands::DatabaseClock;
 use domain::attest::{entry_list, EntryList};
 use serde::Serialize;
 
@@ -89,7 +89,7 @@ pub struct RemoveArgs {
 pub async fn entries(common: &CommonArgs, write: bool) -> Result<AttestorEntries, AttestCmdError> {
     Ok(AttestorEntries::new(
         open_store(common, write).await?,
-        Arc::new(SystemClock),
+        Arc::new(DatabaseClock::system()),
     ))
 }
 

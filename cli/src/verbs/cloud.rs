@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use commands::attest::{CloudAccountView, CloudAccounts, NewCloudAccount};
-use commands::SystemClock;
+use commands::DatabaseClock;
 
 use crate::deployment::CommonArgs;
 use crate::verbs::attestor::{print_list, print_one, Printer};
@@ -77,7 +77,7 @@ pub struct RemoveArgs {
 async fn open(common: &CommonArgs, write: bool) -> Result<CloudAccounts, AttestCmdError> {
     Ok(CloudAccounts::new(
         open_store(common, write).await?,
-        Arc::new(SystemClock),
+        Arc::new(DatabaseClock::system()),
     ))
 }
 

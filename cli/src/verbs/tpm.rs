@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use commands::attest::{NewTpmAllow, TpmAllowView, TpmAllows};
-use commands::SystemClock;
+use commands::DatabaseClock;
 
 use crate::deployment::CommonArgs;
 use crate::verbs::attestor::{print_list, print_one, Printer};
@@ -66,7 +66,7 @@ pub struct RevokeArgs {
 async fn open(common: &CommonArgs, write: bool) -> Result<TpmAllows, AttestCmdError> {
     Ok(TpmAllows::new(
         open_store(common, write).await?,
-        Arc::new(SystemClock),
+        Arc::new(DatabaseClock::system()),
     ))
 }
 
