@@ -27,7 +27,7 @@ use crate::node_service::backend::Backend;
 use crate::node_service::server::{NodeServer, TrustReporter};
 use crate::revocation::feed::{self, FeedHealth, FeedOptions, FeedTargets};
 use crate::revocation::revoked::RevokedSerials;
-use crate::session::registry::Sessions;
+use crate::session::registry::{SessionEnd, Sessions};
 use crate::split::relay::ApiClient;
 use crate::trust::bundle::TrustSigner;
 
@@ -148,7 +148,7 @@ impl Running {
     /// connection GOAWAY, lets in-flight calls finish for up to [`SHUTDOWN_GRACE`], then drops
     /// what is left.
     pub async fn shutdown(mut self) {
-        let ended = self.sources.sessions.end_all();
+        let ended = self.sources.sessions.end_all(SessionEnd::Shutdown);
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
