@@ -159,3 +159,48 @@ impl FeedHealth {
         self.max_lag
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint(status: &Status) -> u64 {
+        status
+            .metadata()
+            .get(crate::renew::wire::PUSHBACK_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .expect("a retry hint")
+    }
+
+    /// Issue 40, item 13: what a node is told when the feed cannot vouch for its session says
+    /// why, and tells it how long to stay away, spread so a fleet does not return at once.
+    #[test]
+    fn feed_ends_and_refusals_say_why_and_how_long_to_wait() {
+        for _ in 0..50 {
+            let halted = halted_end("the event at 7 does not decode");
+            assert_eq!(halted.code(), tonic::Code::Unavailable);
+            assert_eq!(
+                halted.message(),
+                "the gateway's revocation feed has stopped (the event at 7 does not decode); every node session is refused until the gateway is fixed and restarted"
+            );
+            assert!((60_000..=90_000).contains(&hint(&halted)));
+            let reloaded = reloaded_end();
+            assert_eq!(reloaded.code(), tonic::Code::Unavailable);
+            assert!(reloaded.message().starts_with(
+                "the gateway's revocation feed fell behind the log and reloaded the revoked set"
+            ));
+            assert!((1_000..=10_000).contains(&hint(&reloaded)));
+        }
+        let health = FeedHealth::new(Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(health.is_stale());
+        let behind = health.session_refusal_status();
+        assert_eq!(behind.message(), health.session_refusal());
+        assert!((5_000..=10_000).contains(&hint(&behind)));
+        health.halt("stopped".into());
+        let refused = health.session_refusal_status();
+        assert!(refused.message().contains("has stopped (stopped)"));
+        assert!((60_000..=90_000).contains(&hint(&refused)));
+    }
+}
