@@ -139,6 +139,12 @@ impl Renewals {
         }
     }
 
+    /// Records the renewals an edge refuses at the handshake, with this service's store, clock
+    /// and refusal budget.
+    pub fn edge_refusals(&self) -> super::EdgeRefusals {
+        super::EdgeRefusals::new(self.store.clone(), self.clock.clone(), self.config.clone())
+    }
+
     /// The key set (the edge signs the answer with its JoinService signing key).
     pub fn keys(&self) -> &Arc<KeySet> {
         &self.keys

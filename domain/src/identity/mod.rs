@@ -11,6 +11,7 @@
 //! | [`join`] | a join with the `join-token` attestor |
 //! | [`renew`] | a renewal by proof of possession of the current key |
 //! | [`renew_guard`] | the clone signal and the per-node renewal bound |
+//! | [`edge_refusal`] | what a renewal refused at the gateway's TLS handshake is recorded as |
 //! | [`admin`] | token create / revoke, identity revoke, node delete / retire |
 //! | [`refusal_bound`] | whether a refusal is recorded or counted under the per-minute bound |
 //!
@@ -20,6 +21,7 @@
 
 pub mod admin;
 mod decision;
+pub mod edge_refusal;
 pub mod join;
 mod join_terms;
 pub mod prune;
@@ -34,6 +36,9 @@ pub use admin::{
     IdentityRevocation, NewestCert, TokenTargets,
 };
 pub use decision::{sha256, unix_us, DecideError, Decision, Refused};
+pub use edge_refusal::{
+    decide_edge_renew_refusal, edge_refusal_subject, EdgeRefusalRecord, EdgeRenewRefusal,
+};
 pub use join::{
     join_refusal_attribution, open_join, JoinCommand, JoinRefusal, JoinState, OpenedJoin,
 };
