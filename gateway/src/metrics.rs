@@ -253,6 +253,8 @@ pub struct Metrics {
     pub revocation_notices: AtomicU64,
     /// Commands sent over sessions, node results by outcome, poller failures.
     pub commands: Arc<crate::node_commands::counters::CommandCounters>,
+    /// Renewals refused at the TLS handshake, by what became of their event.
+    pub edge_renew_refusals: Arc<crate::renew::edge_refusals::EdgeRefusalCounters>,
     /// Split gateways only: whether the api answered the last probe (`API_UNKNOWN` in the
     /// `all` role, where there is no api to reach).
     pub api_state: AtomicU8,
@@ -296,6 +298,7 @@ impl MetricSources {
         self.render_trust_reports(&mut out);
         self.metrics.commands.render(&mut out);
         self.render_revocation(&mut out);
+        self.metrics.edge_renew_refusals.render(&mut out);
         let api = self.metrics.api_state.load(Ordering::Relaxed);
         if api != API_UNKNOWN {
             family(
