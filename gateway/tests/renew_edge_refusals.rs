@@ -137,18 +137,22 @@ async fn an_expired_certificate_refused_at_the_handshake_is_a_renew_refused_even
     let env = start(db.store().await.unwrap(), |_| {}).await;
     let (chain, key) = expired_leaf(&env, "n-expired");
     assert!(refused_at_handshake(&env, &chain, &key).await);
+    // One attempt may be two refused handshakes (the client reconnects once): one event each.
     let found = refusals_within(&env.store, 1).await;
-    assert_eq!(found.len(), 1, "{found:?}");
-    let (tenant, event) = &found[0];
-    assert_eq!(tenant, "root", "a leaf nobody stored is attributed to no tenant");
-    assert_eq!(event.refusal, "renew:expired");
-    assert_eq!(event.node_id, "n-expired");
-    assert_eq!(event.serial, serial_of(&chain[0]));
+    assert!(!found.is_empty() && found.len() <= 2, "{found:?}");
+    for (tenant, event) in &found {
+        assert_eq!(tenant, "root", "a leaf nobody stored is attributed to no tenant");
+        assert_eq!(event.refusal, "renew:expired");
+        assert_eq!(event.node_id, "n-expired");
+        assert_eq!(event.serial, serial_of(&chain[0]));
+        assert!(event.csr_sha256.is_empty());
+    }
     env.gateway.shutdown().await;
 }
 
-/// 150 refused handshakes in a burst: at most 60 events per reason and minute (the refusal
-/// bound), the rest one suppressed count once the gateway stops, adding up to 150.
+/// 150 attempts with an expired certificate in a burst (each one or two refused handshakes):
+/// at most 60 events per reason and minute (the refusal bound), the rest suppressed counts
+/// written when the gateway stops, adding up to every refused handshake.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_refused_handshakes_is_bounded_and_counted() {
     const N: usize = 150;
@@ -158,6 +162,17 @@ async fn a_flood_of_refused_handshakes_is_bounded_and_counted() {
     for _ in 0..N {
         assert!(refused_at_handshake(&env, &chain, &key).await);
     }
+    // Each attempt may be more than one handshake (the client reconnects once); the gateway
+    // counts every refused one.
+    let handshakes = env
+        .gateway
+        .sources
+        .handshake_refusals
+        .by_reason()
+        .get("chain")
+        .copied()
+        .unwrap_or(0);
+    assert!(handshakes >= N as u64, "{handshakes} refused handshakes");
     let store = env.store.clone();
     env.gateway.shutdown().await;
     let events = all_events(&store).await;
@@ -185,7 +200,7 @@ async fn a_flood_of_refused_handshakes_is_bounded_and_counted() {
     let recorded: u64 = per_window.values().sum();
     assert_eq!(
         recorded + suppressed,
-        N as u64,
+        handshakes,
         "recorded {recorded}, suppressed {suppressed}"
     );
     assert!(suppressed > 0);
