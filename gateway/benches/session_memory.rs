@@ -194,7 +194,7 @@ async fn server(nofile: u64) {
     let env = common::start(store.clone(), |cfg| {
         // One address (127.0.0.1) holds every session: the caps must admit them all.
         cfg.limits.max_connections = n + 64;
-        cfg.limits.max_connections_per_peer = n + 64;
+        cfg.limits.max_connections_per_peer = n + 32;
     })
     .await;
 
