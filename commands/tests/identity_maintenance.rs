@@ -240,7 +240,10 @@ async fn the_replay_row_of_a_proof_a_window_ahead_outlives_its_window() {
     assert_eq!(used_us % 1000, 0, "the simulated clock is on a millisecond");
     let ahead_ms = now_ms(&f) + 60_000;
     let req = renew_request(&agent, &leaf, &body.node_id, &Agent::new(), ahead_ms);
-    f.svc.renew(&req).await.expect("a proof 60 s ahead is in its window");
+    f.svc
+        .renew(&req)
+        .await
+        .expect("a proof 60 s ahead is in its window");
     let used: events::schema::EvidenceUsed = all_events(&f.store)
         .await
         .into_iter()

@@ -177,7 +177,10 @@ async fn renewals_refused_at_the_handshake_are_recorded_under_the_bound() {
         let edge = f.svc.edge_refusals();
         f.clock.advance_secs(25 * 3600);
         assert!(edge.record(EdgeRenewRefusal::Expired, &leaf).await.unwrap());
-        assert!(edge.record(EdgeRenewRefusal::Revoked, b"not a certificate").await.unwrap());
+        assert!(edge
+            .record(EdgeRenewRefusal::Revoked, b"not a certificate")
+            .await
+            .unwrap());
         let events: Vec<(String, events::schema::RenewRefused)> = all_events(&f.store)
             .await
             .into_iter()
@@ -191,7 +194,10 @@ async fn renewals_refused_at_the_handshake_are_recorded_under_the_bound() {
         assert!(!events[0].1.serial.is_empty() && events[0].1.csr_sha256.is_empty());
         assert_eq!(events[1].0, "root");
         assert_eq!(events[1].1.refusal, "renew:revoked");
-        assert_eq!((events[1].1.node_id.as_str(), events[1].1.serial.as_str()), ("", ""));
+        assert_eq!(
+            (events[1].1.node_id.as_str(), events[1].1.serial.as_str()),
+            ("", "")
+        );
 
         let mut written = 1;
         for _ in 0..69 {
@@ -202,11 +208,17 @@ async fn renewals_refused_at_the_handshake_are_recorded_under_the_bound() {
         assert_eq!(written, 60, "one minute's bound per reason");
         edge.count_unrecorded(EdgeRenewRefusal::Expired, 5);
         f.clock.advance_secs(60);
-        edge.maintenance().flush_suppressed_refusals().await.unwrap();
+        edge.maintenance()
+            .flush_suppressed_refusals()
+            .await
+            .unwrap();
         // The 61st is counted in the tenant its stored leaf names; those suppressed without a
         // store read, and the unqueued ones, in the root tenant: 15 in all.
         let counts = suppressed(&f.store).await;
-        assert!(counts.iter().all(|(r, _)| r == "renew:expired"), "{counts:?}");
+        assert!(
+            counts.iter().all(|(r, _)| r == "renew:expired"),
+            "{counts:?}"
+        );
         assert_eq!(counts.iter().map(|(_, n)| n).sum::<u64>(), 15, "{counts:?}");
     }
 }

@@ -405,8 +405,8 @@ async fn tls_floor(env: &common::Env, n: usize, path: &std::path::Path, session_
         td,
         std::sync::Arc::new(gateway::revocation::revoked::RevokedSerials::new()),
         std::sync::Arc::new(gateway::edge::tls::RefusalCounters::default()),
-            None,
-        )
+        None,
+    )
     .unwrap();
     let config = gateway::edge::tls::server_config(
         vec![issued.der, env.keys.serving_ca.cert_der().to_vec()],

@@ -604,7 +604,10 @@ mod tests {
             "the 17th connection of one address is closed at accept: {closed:?}"
         );
         let mut other = from("127.0.0.1").await.unwrap();
-        other.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").await.unwrap();
+        other
+            .write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
         let mut page = String::new();
         tokio::time::timeout(Duration::from_secs(2), other.read_to_string(&mut page))
             .await

@@ -206,7 +206,9 @@ async fn scenario(db: TestDb, broken: Broken) {
             assert_eq!(message, refusal);
             assert_halted_hint(pushback_ms);
         }
-        other => panic!("{broken:?}: the wire session did not end with the feed's reason: {other:?}"),
+        other => {
+            panic!("{broken:?}: the wire session did not end with the feed's reason: {other:?}")
+        }
     }
     assert_eq!(env.gateway.sources.sessions.len(), 0);
 

@@ -82,7 +82,10 @@ async fn revoked(env: Env) {
     // The feed applies the revocation within a second; then the handshake refuses it.
     let deadline = Instant::now() + Duration::from_secs(5);
     while !refused_at_handshake(&env, &node.chain, &node.key).await {
-        assert!(Instant::now() < deadline, "the revoked certificate is let in");
+        assert!(
+            Instant::now() < deadline,
+            "the revoked certificate is let in"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let found = refusals_within(&env.store, 1).await;
@@ -125,10 +128,7 @@ fn expired_leaf(env: &Env, node: &str) -> (Vec<Vec<u8>>, PrivateKey) {
     };
     let issued_at = OffsetDateTime::now_utc() - time::Duration::hours(1);
     let cert = issue_node_certificate(&env.keys.node_ca, &csr, &decision, issued_at).unwrap();
-    (
-        vec![cert.der, env.keys.node_ca.cert_der().to_vec()],
-        key,
-    )
+    (vec![cert.der, env.keys.node_ca.cert_der().to_vec()], key)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,7 +141,10 @@ async fn an_expired_certificate_refused_at_the_handshake_is_a_renew_refused_even
     let found = refusals_within(&env.store, 1).await;
     assert!(!found.is_empty() && found.len() <= 2, "{found:?}");
     for (tenant, event) in &found {
-        assert_eq!(tenant, "root", "a leaf nobody stored is attributed to no tenant");
+        assert_eq!(
+            tenant, "root",
+            "a leaf nobody stored is attributed to no tenant"
+        );
         assert_eq!(event.refusal, "renew:expired");
         assert_eq!(event.node_id, "n-expired");
         assert_eq!(event.serial, serial_of(&chain[0]));
@@ -187,7 +190,10 @@ async fn a_flood_of_refused_handshakes_is_bounded_and_counted() {
             }
             "security.refusals.suppressed" => {
                 let p: RefusalsSuppressed = e.decode().unwrap();
-                assert_eq!((p.kind.as_str(), p.refusal.as_str()), ("renew", "renew:expired"));
+                assert_eq!(
+                    (p.kind.as_str(), p.refusal.as_str()),
+                    ("renew", "renew:expired")
+                );
                 suppressed += p.count;
             }
             _ => {}

@@ -334,7 +334,10 @@ async fn metrics_count_refusals_by_attestor_with_no_reason() {
     assert_eq!(recorded, want);
     // The feed counts them from the log; wait until it has.
     let want_join = "bc_join_refusals_total{attestor=\"join-token\"} 3";
-    let want_renew = format!("bc_renew_refusals_total{{attestor=\"renew\"}} {}", 1 + handshakes);
+    let want_renew = format!(
+        "bc_renew_refusals_total{{attestor=\"renew\"}} {}",
+        1 + handshakes
+    );
     let want_renew = want_renew.as_str();
     let mut page = String::new();
     for _ in 0..100 {
@@ -359,8 +362,14 @@ async fn metrics_count_refusals_by_attestor_with_no_reason() {
         let (_, reason) = refusal.split_once(':').unwrap();
         if reason == "revoked" {
             // A word of metric names (`bc_revoked_serials`): never a refusal or a label value.
-            assert!(!page.contains(refusal.as_str()), "{refusal:?} on /metrics:\n{page}");
-            assert!(!page.contains("\"revoked\""), "{reason:?} on /metrics:\n{page}");
+            assert!(
+                !page.contains(refusal.as_str()),
+                "{refusal:?} on /metrics:\n{page}"
+            );
+            assert!(
+                !page.contains("\"revoked\""),
+                "{reason:?} on /metrics:\n{page}"
+            );
             continue;
         }
         assert!(!page.contains(reason), "{reason:?} on /metrics:\n{page}");

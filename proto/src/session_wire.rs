@@ -455,7 +455,9 @@ mod tests {
         assert_eq!(back.code(), tonic::Code::Unavailable);
         assert_eq!(back.message(), "feed stopped");
         assert_eq!(
-            back.metadata().get(PUSHBACK_KEY).and_then(|v| v.to_str().ok()),
+            back.metadata()
+                .get(PUSHBACK_KEY)
+                .and_then(|v| v.to_str().ok()),
             Some("61234")
         );
         // A NUL in a message cannot pass for a hint.

@@ -324,9 +324,10 @@ mod tests {
             PUSHBACK_MAX
         );
         let mut status = tonic::Status::unavailable("the gateway's revocation feed has stopped");
-        status
-            .metadata_mut()
-            .insert(crate::client::PUSHBACK_HEADER, "61000".parse().expect("ascii"));
+        status.metadata_mut().insert(
+            crate::client::PUSHBACK_HEADER,
+            "61000".parse().expect("ascii"),
+        );
         match super::super::session::lost(&status) {
             SessionEnd::PushedBack { wait, why } => {
                 assert_eq!(wait, minute);

@@ -50,7 +50,10 @@ pub struct EdgeRefusalRecord {
 
 /// The node and serial `leaf_der` claims in `trust_domain`, if it is a node identity of it: what
 /// the shell loads `cert` and `node` by.
-pub fn edge_refusal_subject(leaf_der: &[u8], trust_domain: &TrustDomain) -> Option<(String, String)> {
+pub fn edge_refusal_subject(
+    leaf_der: &[u8],
+    trust_domain: &TrustDomain,
+) -> Option<(String, String)> {
     NodeIdentity::from_leaf_der(leaf_der, trust_domain)
         .ok()
         .map(|id| (id.spiffe_id.node.as_str().to_owned(), id.serial.to_hex()))

@@ -51,8 +51,8 @@ pub use refusal_bound::{
     refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
 };
 pub use renew::{
-    answer_again, check_key_statements, decide_renew, prepare_renew, renew_refusal_tenant,
-    proof_use_expiry_us, PreparedRenew, RenewCommand, RenewInput, RenewRefusal, RenewState,
+    answer_again, check_key_statements, decide_renew, prepare_renew, proof_use_expiry_us,
+    renew_refusal_tenant, PreparedRenew, RenewCommand, RenewInput, RenewRefusal, RenewState,
     Renewed, RENEW_POP_ATTESTOR, RENEW_PROOF_TTL,
 };
 pub use renew_guard::{renewal_retry_at, RENEWALS_PER_HOUR, RENEWAL_WINDOW};

@@ -523,8 +523,15 @@ mod tests {
             // Every µs at which the window still admits the proof, the row is live (expiry > now).
             let mut now = used_us;
             while check_clock_window(proof_ms, at_us(now)).is_ok() {
-                assert!(expiry > now, "proof {ahead_ms} ms ahead admitted at {now}, row expired at {expiry}");
-                now += if now < used_us + 119_990_000 { 1_000_000 } else { 1 };
+                assert!(
+                    expiry > now,
+                    "proof {ahead_ms} ms ahead admitted at {now}, row expired at {expiry}"
+                );
+                now += if now < used_us + 119_990_000 {
+                    1_000_000
+                } else {
+                    1
+                };
             }
         }
     }

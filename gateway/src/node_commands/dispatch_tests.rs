@@ -281,7 +281,10 @@ async fn results_for_commands_never_sent_are_bounded_and_the_session_cut_off() {
         UNSOLICITED_READS as usize,
         "store reads for results of commands never sent"
     );
-    assert_eq!(counters.results.get("ignored"), u64::from(UNSOLICITED_READS));
+    assert_eq!(
+        counters.results.get("ignored"),
+        u64::from(UNSOLICITED_READS)
+    );
     assert_eq!(
         counters.results.get("unsolicited"),
         u64::from(UNSOLICITED_CUTOFF - UNSOLICITED_READS)

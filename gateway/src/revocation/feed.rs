@@ -230,7 +230,9 @@ async fn resync(store: &EventStore, targets: &FeedTargets, batches: u64) {
 fn halt(targets: &FeedTargets, err: &FeedError) {
     let why = err.to_string();
     targets.health.halt(why.clone());
-    let ended = targets.sessions.end_all(SessionEnd::FeedHalted(why.clone()));
+    let ended = targets
+        .sessions
+        .end_all(SessionEnd::FeedHalted(why.clone()));
     tracing::error!(
         error = %why,
         sessions_ended = ended,
