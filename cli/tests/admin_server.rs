@@ -4,7 +4,8 @@
 //! naming `--database-url`, a request over `max_request_bytes`, a node certificate from a real
 //! `bcd join` refused at the handshake, and `token list --json` over the API printing what the
 //! direct run prints; on Postgres, a profile from `bcctl pki issue-operator` reaches it and
-//! `bcctl operator revoke` shuts it out.
+//! `bcctl operator revoke` shuts it out; one address holding raw TCP connections up to the
+//! listener's global cap leaves room for an operator from another address (issue 40).
 //!
 //! Run: `cargo test -p cli --test suite admin_server::`.
 
@@ -461,4 +462,52 @@ async fn profile_from_the_cli(up: &Up) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Issue 40, item 7: one client opening raw TCP connections (no TLS, no certificate) from
+/// 127.0.0.2, as many as the listener's global cap (64, as the attack did), holds only its
+/// per-peer limit (8): the rest are closed at accept, and an operator from 127.0.0.1 is
+/// answered while those 8 are held (they would be held until the 10 s handshake timeout).
+#[tokio::test(flavor = "multi_thread")]
+async fn one_address_holding_its_connection_limit_leaves_the_admin_api_to_operators() {
+    use tokio::io::AsyncReadExt;
+    let up = up(None, "[admin]\n");
+    let keys = up.keys();
+    let started = std::time::Instant::now();
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.2:0".parse().expect("address"))
+            .expect("bind 127.0.0.2");
+        held.push(socket.connect(up.admin).await.expect("TCP connect"));
+    }
+    let olga = operator(&keys, "olga", OperatorRole::Operator);
+    let mut api = tokio::time::timeout(Duration::from_secs(5), client(&up, olga))
+        .await
+        .expect("an operator connects within 5 s")
+        .expect("an operator connects while another address holds its connections");
+    let me = tokio::time::timeout(Duration::from_secs(5), api.who_am_i(WhoAmIRequest {}))
+        .await
+        .expect("answered within 5 s")
+        .expect("WhoAmI")
+        .into_inner();
+    assert_eq!(me.role, "operator");
+    // Still inside the handshake timeout: the held connections were all still counted.
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "too slow to show anything: {:?}",
+        started.elapsed()
+    );
+    // The first 8 are held open by the server; the other 56 were closed at accept.
+    let mut open = 0;
+    for conn in &mut held {
+        let mut byte = [0u8; 1];
+        match tokio::time::timeout(Duration::from_millis(300), conn.read(&mut byte)).await {
+            Err(_) => open += 1,
+            Ok(Ok(0)) | Ok(Err(_)) => {}
+            Ok(Ok(n)) => panic!("the server sent {n} bytes before a ClientHello"),
+        }
+    }
+    assert_eq!(open, 8, "connections from 127.0.0.2 the server still held");
 }

@@ -1,6 +1,7 @@
 //! Identity maintenance, on Postgres and SQLite: expired renew proofs pruned in batches at
 //! exactly their expiry (120 s after use), unexpired ones kept, suppressed refusal counts written
-//! to the log, and the background loop a serving process runs.
+//! to the log, and the background loop a serving process runs; the renew proof's replay row
+//! read as spent until its expiry and not after it, pruned or not (issue 40).
 
 use crate::identity_support;
 
@@ -182,4 +183,82 @@ async fn the_maintenance_loop_prunes_without_being_called_and_stops_on_shutdown(
             .expect("the loop stops on shutdown")
             .unwrap();
     }
+}
+
+/// Issue 40, item 13: the renew-proof replay row lives 120 s, and its lookup honours that: at
+/// 1 µs before its expiry the proof reads as spent, at its expiry (not pruned yet) it no longer
+/// does. Its expiry covers the proof's whole clock window, so a proof past it is refused for
+/// its time (`renew:clock-window`) before the replay row is asked.
+#[tokio::test]
+async fn the_renew_proof_replay_row_counts_until_its_expiry_and_not_after() {
+    use events::store::LogStore;
+    for db in TestDb::each().await.unwrap() {
+        let f = fixture(db).await;
+        let (agent, body) = join_new(&f, "t1").await;
+        let leaf = body.certificate_chain[0].clone();
+        let req = renew_request(&agent, &leaf, &body.node_id, &Agent::new(), now_ms(&f));
+        f.svc.renew(&req).await.expect("renewal");
+        let used: events::schema::EvidenceUsed = all_events(&f.store)
+            .await
+            .into_iter()
+            .filter(|e| e.event_type == "attestation.evidence.used")
+            .map(|e| e.decode::<events::schema::EvidenceUsed>().unwrap())
+            .find(|u| u.attestor == domain::identity::RENEW_POP_ATTESTOR)
+            .expect("the proof's use");
+        let subject: [u8; 32] = used.subject.as_slice().try_into().unwrap();
+        let expires = used.expires_at_us;
+        assert_eq!(expires, commands::Clock::now_us(&f.clock) + 120_000_000);
+        let mut tx = f.store.begin().await.unwrap();
+        let read = identity::read::attestation_used_at;
+        assert!(
+            read(&mut tx, "renew-pop", &subject, expires - 1)
+                .await
+                .unwrap(),
+            "1 µs before its expiry"
+        );
+        assert!(
+            !read(&mut tx, "renew-pop", &subject, expires).await.unwrap(),
+            "at its expiry, not pruned yet, the row no longer counts"
+        );
+        drop(tx);
+        // The same proof at that moment: refused for its time, not admitted.
+        f.clock.advance_us(120_000_000);
+        assert_renew_denied(f.svc.renew(&req).await);
+        assert_last_refusal(&f.store, "t1", "renew:clock-window").await;
+    }
+}
+
+/// Issue 40, item 13: a proof signed a full window (60 s) ahead of the clock, used on a
+/// millisecond boundary, is admitted by its window until 999 µs past `used + 120 s`; its replay
+/// row must live that long, or a lookup that honours the expiry would let it through again.
+#[tokio::test]
+async fn the_replay_row_of_a_proof_a_window_ahead_outlives_its_window() {
+    let f = fixture(TestDb::sqlite().unwrap()).await;
+    let (agent, body) = join_new(&f, "t1").await;
+    let leaf = body.certificate_chain[0].clone();
+    let used_us = commands::Clock::now_us(&f.clock);
+    assert_eq!(used_us % 1000, 0, "the simulated clock is on a millisecond");
+    let ahead_ms = now_ms(&f) + 60_000;
+    let req = renew_request(&agent, &leaf, &body.node_id, &Agent::new(), ahead_ms);
+    f.svc
+        .renew(&req)
+        .await
+        .expect("a proof 60 s ahead is in its window");
+    let used: events::schema::EvidenceUsed = all_events(&f.store)
+        .await
+        .into_iter()
+        .filter(|e| e.event_type == "attestation.evidence.used")
+        .map(|e| e.decode::<events::schema::EvidenceUsed>().unwrap())
+        .find(|u| u.attestor == domain::identity::RENEW_POP_ATTESTOR)
+        .expect("the proof's use");
+    let last_admitted_us = (ahead_ms + 60_000) * 1000 + 999;
+    assert!(
+        used.expires_at_us > last_admitted_us,
+        "the row expires at {} but the window admits the proof until {last_admitted_us}",
+        used.expires_at_us
+    );
+    // At that last µs the same proof is a replay, not a second renewal.
+    f.clock.advance_us(last_admitted_us - used_us);
+    assert_renew_denied(f.svc.renew(&req).await);
+    assert_last_refusal(&f.store, "t1", "renew:replay").await;
 }

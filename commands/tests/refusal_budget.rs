@@ -2,7 +2,8 @@
 //! write"): at most `refusals_per_minute` `security.join.refused` events per (kind, reason) and
 //! minute, the rest counted in the process's memory and written by the maintenance flush as
 //! `security.refusals.suppressed` counts that add up exactly; exact across two replicas on
-//! Postgres.
+//! Postgres. Renewals refused at a gateway's handshake (issue 40) go under the same bound, and
+//! what their events say is decided from the stored certificate.
 
 use crate::identity_support;
 
@@ -160,4 +161,64 @@ async fn two_replicas_keep_the_bound_exact_and_their_counts_add_up() {
     replica.flush_suppressed_refusals().await.unwrap();
     let total: u64 = suppressed(&f.store).await.iter().map(|(_, c)| c).sum();
     assert_eq!(total, 940);
+}
+
+/// Issue 40, item 15: renewals refused at the handshake (`commands::identity::EdgeRefusals`).
+/// The node's own expired certificate is attributed to its tenant; bytes that are no node
+/// identity to the root tenant, naming nothing; 70 of one reason in a minute are 60 events and
+/// one suppressed count of the rest (plus the edge's own 5 it could not queue).
+#[tokio::test]
+async fn renewals_refused_at_the_handshake_are_recorded_under_the_bound() {
+    use domain::identity::EdgeRenewRefusal;
+    for db in TestDb::each().await.unwrap() {
+        let f = fixture(db).await;
+        let (_agent, body) = join_new(&f, "t1").await;
+        let leaf = body.certificate_chain[0].clone();
+        let edge = f.svc.edge_refusals();
+        f.clock.advance_secs(25 * 3600);
+        assert!(edge.record(EdgeRenewRefusal::Expired, &leaf).await.unwrap());
+        assert!(edge
+            .record(EdgeRenewRefusal::Revoked, b"not a certificate")
+            .await
+            .unwrap());
+        let events: Vec<(String, events::schema::RenewRefused)> = all_events(&f.store)
+            .await
+            .into_iter()
+            .filter(|e| e.event_type == "security.renew.refused")
+            .map(|e| (e.tenant_id.clone(), e.decode().unwrap()))
+            .collect();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].0, "t1");
+        assert_eq!(events[0].1.refusal, "renew:expired");
+        assert_eq!(events[0].1.node_id, body.node_id);
+        assert!(!events[0].1.serial.is_empty() && events[0].1.csr_sha256.is_empty());
+        assert_eq!(events[1].0, "root");
+        assert_eq!(events[1].1.refusal, "renew:revoked");
+        assert_eq!(
+            (events[1].1.node_id.as_str(), events[1].1.serial.as_str()),
+            ("", "")
+        );
+
+        let mut written = 1;
+        for _ in 0..69 {
+            if edge.record(EdgeRenewRefusal::Expired, &leaf).await.unwrap() {
+                written += 1;
+            }
+        }
+        assert_eq!(written, 60, "one minute's bound per reason");
+        edge.count_unrecorded(EdgeRenewRefusal::Expired, 5);
+        f.clock.advance_secs(60);
+        edge.maintenance()
+            .flush_suppressed_refusals()
+            .await
+            .unwrap();
+        // The 61st is counted in the tenant its stored leaf names; those suppressed without a
+        // store read, and the unqueued ones, in the root tenant: 15 in all.
+        let counts = suppressed(&f.store).await;
+        assert!(
+            counts.iter().all(|(r, _)| r == "renew:expired"),
+            "{counts:?}"
+        );
+        assert_eq!(counts.iter().map(|(_, n)| n).sum::<u64>(), 15, "{counts:?}");
+    }
 }

@@ -122,7 +122,7 @@ async fn main() {
     // them all, or the handshakes past the cap are refused.
     let env = common::start(store.clone(), |c| {
         c.limits.max_connections = sessions_n + 64;
-        c.limits.max_connections_per_peer = sessions_n + 64;
+        c.limits.max_connections_per_peer = sessions_n + 32;
     })
     .await;
     let started = t.elapsed();

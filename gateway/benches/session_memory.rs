@@ -194,7 +194,7 @@ async fn server(nofile: u64) {
     let env = common::start(store.clone(), |cfg| {
         // One address (127.0.0.1) holds every session: the caps must admit them all.
         cfg.limits.max_connections = n + 64;
-        cfg.limits.max_connections_per_peer = n + 64;
+        cfg.limits.max_connections_per_peer = n + 32;
     })
     .await;
 
@@ -405,6 +405,7 @@ async fn tls_floor(env: &common::Env, n: usize, path: &std::path::Path, session_
         td,
         std::sync::Arc::new(gateway::revocation::revoked::RevokedSerials::new()),
         std::sync::Arc::new(gateway::edge::tls::RefusalCounters::default()),
+        None,
     )
     .unwrap();
     let config = gateway::edge::tls::server_config(

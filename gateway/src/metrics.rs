@@ -4,6 +4,10 @@
 //! events and the logs). Join and renew refusals are counted by attestor only (the part of
 //! `<attestor>:<reason>` before the colon, [`RefusalCounts`]); handshake refusals are one total
 //! (their reasons are in the gateway's log and in [`RefusalCounters::by_reason`] for tests).
+//!
+//! The responder holds at most [`METRICS_MAX_CONNECTIONS`] connections, [`METRICS_MAX_PER_PEER`]
+//! of them from one address (issue 40: limits per peer below the global cap on every
+//! listener); more are closed at accept.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -253,6 +257,8 @@ pub struct Metrics {
     pub revocation_notices: AtomicU64,
     /// Commands sent over sessions, node results by outcome, poller failures.
     pub commands: Arc<crate::node_commands::counters::CommandCounters>,
+    /// Renewals refused at the TLS handshake, by what became of their event.
+    pub edge_renew_refusals: Arc<crate::renew::edge_refusals::EdgeRefusalCounters>,
     /// Split gateways only: whether the api answered the last probe (`API_UNKNOWN` in the
     /// `all` role, where there is no api to reach).
     pub api_state: AtomicU8,
@@ -296,6 +302,7 @@ impl MetricSources {
         self.render_trust_reports(&mut out);
         self.metrics.commands.render(&mut out);
         self.render_revocation(&mut out);
+        self.metrics.edge_renew_refusals.render(&mut out);
         let api = self.metrics.api_state.load(Ordering::Relaxed);
         if api != API_UNKNOWN {
             family(
@@ -502,15 +509,30 @@ impl MetricSources {
     }
 }
 
+/// Connections the metrics responder holds at once (each for at most 5 s).
+pub const METRICS_MAX_CONNECTIONS: usize = 64;
+/// Of those, from one peer address.
+pub const METRICS_MAX_PER_PEER: usize = 16;
+
 /// Serves `GET /metrics` (any path, in fact) on `listener` until the task is dropped.
 pub async fn serve_metrics(listener: TcpListener, sources: MetricSources) {
+    let caps = crate::edge::limits::ConnectionCaps::new(&crate::edge::limits::EdgeLimits {
+        max_connections: METRICS_MAX_CONNECTIONS,
+        max_connections_per_peer: METRICS_MAX_PER_PEER,
+        ..crate::edge::limits::EdgeLimits::public()
+    });
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
+        let Ok((mut stream, remote)) = listener.accept().await else {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(permit) = caps.admit(remote.ip()) else {
+            drop(stream);
             continue;
         };
         let sources = sources.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let mut buf = [0u8; 2048];
             // Read the request head (we answer the same page to any request).
             let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
@@ -550,6 +572,50 @@ pub async fn serve_metrics(listener: TcpListener, sources: MetricSources) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// Issue 40, item 7: one address holding its 16 connections closes its 17th at accept and
+    /// leaves the page to another address.
+    #[tokio::test]
+    async fn one_address_holds_at_most_its_share_of_the_metrics_listener() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sources = MetricSources {
+            metrics: Arc::default(),
+            sessions: Sessions::new(),
+            handshake_refusals: Arc::default(),
+            feed: FeedHealth::new(Duration::from_secs(5)),
+            revoked: Arc::new(RevokedSerials::new()),
+        };
+        let server = tokio::spawn(serve_metrics(listener, sources));
+        let from = |ip: &str| {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+            socket.connect(addr)
+        };
+        let mut held = Vec::new();
+        for _ in 0..METRICS_MAX_PER_PEER {
+            held.push(from("127.0.0.2").await.unwrap());
+        }
+        let mut over = from("127.0.0.2").await.unwrap();
+        let mut byte = [0u8; 1];
+        let closed = tokio::time::timeout(Duration::from_secs(1), over.read(&mut byte)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+            "the 17th connection of one address is closed at accept: {closed:?}"
+        );
+        let mut other = from("127.0.0.1").await.unwrap();
+        other
+            .write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut page = String::new();
+        tokio::time::timeout(Duration::from_secs(2), other.read_to_string(&mut page))
+            .await
+            .expect("answered within 2 s")
+            .unwrap();
+        assert!(page.starts_with("HTTP/1.1 200 OK"), "{page}");
+        server.abort();
+    }
 
     #[test]
     fn verifications_count_by_attestor_and_outcome_with_a_histogram() {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use commands::identity::JoinService;
+use commands::identity::{EdgeRefusals, IdentityConfig, JoinService};
 use commands::Clock;
 use domain::pki::{KeySet, PublicBundle, ServingRole, TrustDomain};
 use events::store::{EventStore, HubOptions, LogHub, LogStore};
@@ -27,7 +27,7 @@ use crate::node_service::backend::Backend;
 use crate::node_service::server::{NodeServer, TrustReporter};
 use crate::revocation::feed::{self, FeedHealth, FeedOptions, FeedTargets};
 use crate::revocation::revoked::RevokedSerials;
-use crate::session::registry::Sessions;
+use crate::session::registry::{SessionEnd, Sessions};
 use crate::split::relay::ApiClient;
 use crate::trust::bundle::TrustSigner;
 
@@ -78,6 +78,9 @@ pub struct GatewayConfig {
     /// admin listener in the same process). `None`: the gateway starts its own, on
     /// `read_store` when set.
     pub hub: Option<LogHub>,
+    /// The tenant a split gateway writes the renewals it refused at the handshake in, when the
+    /// leaf is no stored certificate (`root_tenant`; in the `all` role the JoinService's).
+    pub root_tenant: String,
 }
 
 impl GatewayConfig {
@@ -95,6 +98,7 @@ impl GatewayConfig {
             tls_files: None,
             read_store: None,
             hub: None,
+            root_tenant: "root".into(),
         }
     }
 }
@@ -141,6 +145,9 @@ pub struct Running {
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<Result<(), ServeError>>,
     background: Vec<JoinHandle<()>>,
+    /// Records the renewals refused at the handshake; ends (after writing what it holds) once
+    /// the server, which holds the verifier feeding it, is gone.
+    edge_refusals: JoinHandle<()>,
 }
 
 impl Running {
@@ -148,7 +155,7 @@ impl Running {
     /// connection GOAWAY, lets in-flight calls finish for up to [`SHUTDOWN_GRACE`], then drops
     /// what is left.
     pub async fn shutdown(mut self) {
-        let ended = self.sources.sessions.end_all();
+        let ended = self.sources.sessions.end_all(SessionEnd::Shutdown);
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -164,6 +171,15 @@ impl Running {
                 "connections still open after the grace period; closing them"
             );
             self.server.abort();
+            let _ = (&mut self.server).await;
+        }
+        // The verifier is gone with the server: the recorder writes what it holds and ends.
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut self.edge_refusals)
+            .await
+            .is_err()
+        {
+            tracing::warn!("renewals refused at the handshake still unrecorded at shutdown");
+            self.edge_refusals.abort();
         }
     }
 
@@ -229,6 +245,7 @@ async fn start_on(
         node_ca_der: keys.node_ca.cert_der().to_vec(),
         issuer,
         first,
+        refusals: join.edge_refusals(),
     };
     let backend = Backend::local(join, TrustSigner::new(store.clone(), keys));
     serve_edge(store, edge, backend, clock, config, queue).await
@@ -271,11 +288,14 @@ pub async fn start_gateway(
             }
         }
     };
+    let mut identity = IdentityConfig::new(public.trust_domain.clone());
+    identity.root_tenant = config.root_tenant.clone();
     let edge = Edge {
         trust_domain: public.trust_domain.clone(),
         node_ca_der: public.node_ca_der.clone(),
         issuer,
         first,
+        refusals: EdgeRefusals::new(store.clone(), clock.clone(), identity),
     };
     serve_edge(store, edge, Backend::relay(api), clock, config, None).await
 }
@@ -301,6 +321,8 @@ struct Edge {
     node_ca_der: Vec<u8>,
     issuer: Issuer,
     first: Issued,
+    /// Records the renewals refused at the handshake (`security.renew.refused`).
+    refusals: EdgeRefusals,
 }
 
 async fn serve_edge(
@@ -339,11 +361,17 @@ async fn serve_edge(
         targets,
     ))];
 
+    let (renew_refusals, recorder) = crate::renew::edge_refusals::recorder(
+        edge.refusals.clone(),
+        metrics.edge_renew_refusals.clone(),
+    );
+    let edge_refusals = tokio::spawn(recorder);
     let verifier = node_client_verifier(
         &edge.node_ca_der,
         edge.trust_domain.clone(),
         revoked.clone(),
         refusals.clone(),
+        Some(renew_refusals),
     )?
     .optional();
     let api_to_probe = match &edge.issuer {
@@ -522,6 +550,7 @@ async fn serve_edge(
         shutdown: Some(shutdown_tx),
         server,
         background,
+        edge_refusals,
     })
 }
 

@@ -1,7 +1,8 @@
 //! The session's command path over real TLS against a queue held in memory
 //! (`gateway::run::start_with_queue`), so the wiring (the Welcome, the poller's wake, a
 //! reconnect's resend, results under the mTLS node id) is checked on its own; `commands_session`
-//! checks the same against the store's queue.
+//! checks the same against the store's queue. A node flooding results of commands it was never
+//! sent is cut off after a bounded few store reads (issue 40).
 
 use crate::commands_session::{hello, succeeded, Session};
 use crate::common::{Env, TD};
@@ -31,6 +32,8 @@ struct State {
     commands: Vec<(String, String, i64)>,
     dispatched: Vec<(String, DispatchCause)>,
     answered: HashMap<String, NodeAnswer>,
+    /// Results the gateway read from this (in-memory) store.
+    answer_calls: usize,
 }
 
 #[derive(Default)]
@@ -97,6 +100,7 @@ impl Queue for MemQueue {
 
     fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool> {
         let mut s = self.0.lock().unwrap();
+        s.answer_calls += 1;
         let mine = s
             .commands
             .iter()
@@ -257,5 +261,75 @@ async fn the_session_sends_pending_and_woken_commands_once_resends_after_a_recon
     drop(s);
     let (mut s, _) = Session::open(&env, &a, hello(0, 0, vec![])).await;
     assert!(s.next(StdDuration::from_millis(600)).await.is_none());
+    env.gateway.shutdown().await;
+}
+
+/// Issue 40, item 8: a node sends 20,000 results for commands it was never sent (the attack's
+/// count). The gateway reads at most a handful from the store
+/// (`gateway::node_commands::dispatch::UNSOLICITED_READS`), ends the session with
+/// RESOURCE_EXHAUSTED and a 60 s retry hint, and counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_flooding_results_of_commands_it_never_got_is_cut_off_after_a_few_store_reads() {
+    use tokio_stream::StreamExt;
+    let db = TestDb::sqlite().unwrap();
+    let queue = Arc::new(MemQueue::default());
+    let env = start(db.store().await.unwrap(), queue.clone()).await;
+    let node = env.join_node(&env.token(1).await).await;
+    let mut client = env.client(Some(&node)).await.unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tx.send(hello(0, 0, vec![])).await.unwrap();
+    let mut stream = client
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    match tokio::time::timeout(StdDuration::from_secs(10), stream.next()).await {
+        Ok(Some(Ok(proto::GatewayMessage {
+            body: Some(proto::gateway_message::Body::Welcome(_)),
+        }))) => {}
+        other => panic!("expected a Welcome, got {other:?}"),
+    }
+    let flood = tokio::spawn(async move {
+        for n in 0..20_000u64 {
+            let id = format!("cmd_{:032x}", 0xf000_0000 + n);
+            if tx.send(succeeded(&id)).await.is_err() {
+                return n;
+            }
+        }
+        // Keep the stream open: only the gateway ends this session.
+        tokio::time::sleep(StdDuration::from_secs(60)).await;
+        20_000
+    });
+    let end = tokio::time::timeout(StdDuration::from_secs(20), stream.next()).await;
+    let reads = queue.0.lock().unwrap().answer_calls;
+    assert!(
+        reads <= 4,
+        "{reads} store reads for results of commands the session never sent"
+    );
+    let status = match end {
+        Ok(Some(Err(status))) => status,
+        other => panic!("the session went on: {other:?}"),
+    };
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "this session sent 64 results for commands it was not sent; the gateway ended it: reconnect in 60 s"
+    );
+    assert_eq!(
+        status
+            .metadata()
+            .get("grpc-retry-pushback-ms")
+            .and_then(|v| v.to_str().ok()),
+        Some("60000")
+    );
+    flood.abort();
+    let page = env.gateway.sources.render();
+    for line in [
+        "bc_command_sessions_cut_total 1",
+        "bc_command_results_total{outcome=\"ignored\"} 4",
+        "bc_command_results_total{outcome=\"unsolicited\"} 60",
+    ] {
+        assert!(page.lines().any(|l| l == line), "{line} not in {page}");
+    }
     env.gateway.shutdown().await;
 }

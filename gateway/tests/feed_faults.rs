@@ -8,7 +8,9 @@
 //! node holds a live session; the undecodable `node.identity.revoked` event is appended to its
 //! stream; the gateway must end the live session, refuse new ones (UNAVAILABLE, naming the
 //! position), report NOT_SERVING on its health service and `bc_revocation_feed_halted 1`, and
-//! stay so after later good commits (it does not move past the event on its own).
+//! stay so after later good commits (it does not move past the event on its own). The live
+//! sessions (one over gRPC, one over the session wire) end with that reason and a retry hint of
+//! at least a minute, not as a shutdown (issue 40: nodes came straight back into refusals).
 //!
 //! Run: `cargo test -p gateway --test suite feed_faults::`.
 
@@ -79,12 +81,36 @@ async fn health_status(env: &Env) -> i32 {
     .status
 }
 
+/// A status's `grpc-retry-pushback-ms`.
+fn pushback_ms(status: &tonic::Status) -> Option<u64> {
+    status
+        .metadata()
+        .get("grpc-retry-pushback-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The retry hint while the feed has stopped: a minute and up to half as much again.
+fn assert_halted_hint(hint: Option<u64>) {
+    assert!(
+        hint.is_some_and(|ms| (60_000..=90_000).contains(&ms)),
+        "retry hint {hint:?} ms"
+    );
+}
+
 async fn scenario(db: TestDb, broken: Broken) {
     let env = start(db.store().await.unwrap(), |_| {}).await;
     let token = env.token(2).await;
     let victim = env.join_node(&token).await;
     let other = env.join_node(&token).await;
     let (_tx, mut live) = open_session(&env, &other).await;
+    let (mut wire, mut reader) = common::wire_session(
+        env.gateway.addr,
+        env.keys.serving_ca.cert_der(),
+        (other.chain.clone(), other.key.pkcs8_der().to_vec()),
+    )
+    .await
+    .expect("a session-wire session");
     assert_eq!(health_status(&env).await, ServingStatus::Serving as i32);
 
     // The undecodable revocation of the victim, appended straight to the log.
@@ -151,14 +177,38 @@ async fn scenario(db: TestDb, broken: Broken) {
         "{why}"
     );
 
-    // The live session (of another node: which node was revoked is unknown) was ended.
+    // The live sessions (of another node: which node was revoked is unknown) were ended, with
+    // the reason every new session is refused with and a retry hint of a minute or more.
+    let refusal = format!(
+        "the gateway's revocation feed has stopped ({why}); every node session is refused until the gateway is fixed and restarted"
+    );
     let ended = tokio::time::timeout(Duration::from_secs(5), live.next())
         .await
         .expect("the live session ended within 5 s");
     match ended {
-        Some(Err(status)) => assert_eq!(status.code(), Code::Unavailable, "{status:?}"),
-        None => {}
-        Some(Ok(m)) => panic!("{broken:?}: the session went on: {m:?}"),
+        Some(Err(status)) => {
+            assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+            assert_eq!(status.message(), refusal);
+            assert_halted_hint(pushback_ms(&status));
+        }
+        other => panic!("{broken:?}: the session did not end with the feed's reason: {other:?}"),
+    }
+    let end = tokio::time::timeout(Duration::from_secs(5), reader.next(&mut wire))
+        .await
+        .expect("the wire session ended within 5 s");
+    match end {
+        Ok(Some(proto::session_wire::Frame::End {
+            code,
+            message,
+            pushback_ms,
+        })) => {
+            assert_eq!(code, Code::Unavailable as i32);
+            assert_eq!(message, refusal);
+            assert_halted_hint(pushback_ms);
+        }
+        other => {
+            panic!("{broken:?}: the wire session did not end with the feed's reason: {other:?}")
+        }
     }
     assert_eq!(env.gateway.sources.sessions.len(), 0);
 
@@ -179,12 +229,8 @@ async fn scenario(db: TestDb, broken: Broken) {
             .await
             .unwrap_err();
         assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
-        assert_eq!(
-            refused.message(),
-            format!(
-                "the gateway's revocation feed has stopped ({why}); every node session is refused until the gateway is fixed and restarted"
-            )
-        );
+        assert_eq!(refused.message(), refusal);
+        assert_halted_hint(pushback_ms(&refused));
     }
     assert!(env
         .gateway

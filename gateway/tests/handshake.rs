@@ -136,6 +136,7 @@ async fn handshake(
             td.clone(),
             revoked,
             refusals.clone(),
+            None,
         )
         .unwrap(),
     );

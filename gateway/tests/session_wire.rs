@@ -42,6 +42,7 @@ fn end(code: tonic::Code, message: &str) -> Frame {
     Frame::End {
         code: code as i32,
         message: message.to_owned(),
+        pushback_ms: None,
     }
 }
 

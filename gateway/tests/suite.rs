@@ -12,6 +12,7 @@ mod feed_faults;
 mod handshake;
 mod internal;
 mod join_replay_wire;
+mod renew_edge_refusals;
 mod renew_signed;
 mod serve;
 mod serving_grant;

@@ -40,6 +40,17 @@ pub trait PeerChecks: Debug + Send + Sync {
         e
     }
 
+    /// The chain of a client's `end_entity` was refused with `e` (a side that records who was
+    /// refused, not only why): by default [`PeerChecks::chain_refused`].
+    fn client_chain_refused(
+        &self,
+        e: rustls::Error,
+        end_entity: &CertificateDer<'_>,
+    ) -> rustls::Error {
+        let _ = end_entity;
+        self.chain_refused(e)
+    }
+
     /// The leaf of a chain that verified: `Ok` admits it.
     fn check_leaf(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error>;
 }
@@ -141,7 +152,7 @@ impl<C: PeerChecks> ClientCertVerifier for ClientVerifier<C> {
     ) -> Result<ClientCertVerified, rustls::Error> {
         self.chain
             .verify_client_cert(end_entity, intermediates, now)
-            .map_err(|e| self.checks.chain_refused(e))?;
+            .map_err(|e| self.checks.client_chain_refused(e, end_entity))?;
         self.checks.check_leaf(end_entity)?;
         Ok(ClientCertVerified::assertion())
     }

@@ -11,14 +11,17 @@
 //! |------|---------|---------|------------------------------------------------------|
 //! | 0    | Message | both    | one encoded `NodeMessage` (node) or `GatewayMessage` |
 //! | 1    | Open    | gateway | empty: the session is accepted                       |
-//! | 2    | End     | gateway | status code (`i32`, big-endian, gRPC's codes), then a UTF-8 message |
+//! | 2    | End     | gateway | status code (`i32`, big-endian, gRPC's codes), then a UTF-8 message, then optionally a NUL and a retry hint in milliseconds (ASCII digits) |
 //! | 3    | Ping    | gateway | empty: answer with a Pong                            |
 //! | 4    | Pong    | node    | empty                                                |
 //!
 //! The gateway speaks first, right after the handshake: Open, or End with the refusal (the
 //! status a gRPC Session would have been refused with). A session ends with End from the gateway
 //! (code 0 after a RevocationNotice, as a gRPC stream's OK trailers), then TLS close_notify; the
-//! node ends it by closing its side. A payload over the reader's limit, an unknown kind, a
+//! node ends it by closing its side. The End's retry hint is what a gRPC status carries as
+//! `grpc-retry-pushback-ms` ([`PUSHBACK_KEY`]): [`Frame::end`] takes it from the status, and
+//! [`Frame::status`] puts it back, so the node reads one status whatever carried it; a reader
+//! from before the hint shows it as part of the message. A payload over the reader's limit, an unknown kind, a
 //! payload where there must be none, or a stream cut inside a frame is a [`FrameError`], and the
 //! reader's owner closes the connection.
 
@@ -28,6 +31,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The ALPN protocol id of this framing.
 pub const ALPN: &[u8] = b"bc-session/1";
+
+/// The gRPC metadata key of a retry hint, which an End frame carries after its message.
+pub const PUSHBACK_KEY: &str = "grpc-retry-pushback-ms";
 
 /// The header's length: the payload length (4 bytes) and the kind (1 byte).
 pub const HEADER_BYTES: usize = 5;
@@ -48,8 +54,12 @@ pub enum Frame {
     Message(Vec<u8>),
     /// The gateway accepted the session.
     Open,
-    /// The session ends, with a gRPC status code and message.
-    End { code: i32, message: String },
+    /// The session ends, with a gRPC status code, message and retry hint (milliseconds).
+    End {
+        code: i32,
+        message: String,
+        pushback_ms: Option<u64>,
+    },
     /// The gateway checks the node is still there.
     Ping,
     /// The node's answer to a Ping.
@@ -67,7 +77,7 @@ pub enum FrameError {
     UnknownKind(u8),
     #[error("a session frame of kind {kind} carries {len} bytes where it must carry none")]
     UnexpectedPayload { kind: u8, len: usize },
-    #[error("a session End frame is malformed (a 4-byte code, then UTF-8)")]
+    #[error("a session End frame is malformed (a 4-byte code, then UTF-8, then optionally a NUL and ASCII digits)")]
     BadEnd,
     #[error("the session stream ended inside a frame")]
     Truncated,
@@ -79,17 +89,28 @@ impl Frame {
         Frame::Message(message.encode_to_vec())
     }
 
-    /// The End frame carrying `status`.
+    /// The End frame carrying `status`, and its retry hint when it has one (a NUL in the
+    /// message, which would end it early, reads as a space).
     pub fn end(status: &tonic::Status) -> Frame {
+        let pushback_ms = status
+            .metadata()
+            .get(PUSHBACK_KEY)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
         Frame::End {
             code: status.code() as i32,
-            message: status.message().to_owned(),
+            message: status.message().replace('\0', " "),
+            pushback_ms,
         }
     }
 
-    /// An End frame's status (code 0 is OK).
-    pub fn status(code: i32, message: &str) -> tonic::Status {
-        tonic::Status::new(tonic::Code::from_i32(code), message)
+    /// An End frame's status (code 0 is OK), with its retry hint as `grpc-retry-pushback-ms`.
+    pub fn status(code: i32, message: &str, pushback_ms: Option<u64>) -> tonic::Status {
+        let mut status = tonic::Status::new(tonic::Code::from_i32(code), message);
+        if let Some(value) = pushback_ms.and_then(|ms| ms.to_string().parse().ok()) {
+            status.metadata_mut().insert(PUSHBACK_KEY, value);
+        }
+        status
     }
 
     /// The name of the frame's kind, for messages ("Message", "Open", "End", "Ping", "Pong").
@@ -114,10 +135,18 @@ impl Frame {
         };
         let end_payload;
         let payload = match self {
-            Frame::End { code, message } => {
-                let mut p = Vec::with_capacity(4 + message.len());
+            Frame::End {
+                code,
+                message,
+                pushback_ms,
+            } => {
+                let mut p = Vec::with_capacity(4 + message.len() + 21);
                 p.extend_from_slice(&code.to_be_bytes());
                 p.extend_from_slice(message.as_bytes());
+                if let Some(ms) = pushback_ms {
+                    p.push(0);
+                    p.extend_from_slice(ms.to_string().as_bytes());
+                }
                 end_payload = p;
                 &end_payload[..]
             }
@@ -149,12 +178,27 @@ impl Frame {
             kind::PING => empty(Frame::Ping),
             kind::PONG => empty(Frame::Pong),
             kind::END => {
-                let (code, message) = payload.split_at_checked(4).ok_or(FrameError::BadEnd)?;
+                let (code, rest) = payload.split_at_checked(4).ok_or(FrameError::BadEnd)?;
                 let code = i32::from_be_bytes(code.try_into().map_err(|_| FrameError::BadEnd)?);
+                let (message, pushback_ms) = match rest.iter().position(|b| *b == 0) {
+                    None => (rest, None),
+                    Some(nul) => {
+                        let digits = &rest[nul + 1..];
+                        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                            return Err(FrameError::BadEnd);
+                        }
+                        let ms = std::str::from_utf8(digits)
+                            .ok()
+                            .and_then(|d| d.parse::<u64>().ok())
+                            .ok_or(FrameError::BadEnd)?;
+                        (&rest[..nul], Some(ms))
+                    }
+                };
                 let message = std::str::from_utf8(message).map_err(|_| FrameError::BadEnd)?;
                 Ok(Frame::End {
                     code,
                     message: message.to_owned(),
+                    pushback_ms,
                 })
             }
             other => Err(FrameError::UnknownKind(other)),
@@ -268,8 +312,18 @@ mod tests {
         let end = Frame::End {
             code: 16,
             message: "no".to_owned(),
+            pushback_ms: None,
         };
         assert_eq!(end.encode(), [0, 0, 0, 6, 2, 0, 0, 0, 16, b'n', b'o']);
+        let hinted = Frame::End {
+            code: 14,
+            message: "no".to_owned(),
+            pushback_ms: Some(250),
+        };
+        assert_eq!(
+            hinted.encode(),
+            [0, 0, 0, 10, 2, 0, 0, 0, 14, b'n', b'o', 0, b'2', b'5', b'0']
+        );
     }
 
     #[tokio::test]
@@ -283,6 +337,12 @@ mod tests {
             Frame::End {
                 code: 14,
                 message: "the gateway is shutting down; reconnect".to_owned(),
+                pushback_ms: None,
+            },
+            Frame::End {
+                code: 14,
+                message: "the gateway's revocation feed has stopped".to_owned(),
+                pushback_ms: Some(61_234),
             },
         ];
         let bytes: Vec<u8> = frames.iter().flat_map(Frame::encode).collect();
@@ -307,20 +367,17 @@ mod tests {
 
     #[tokio::test]
     async fn malformed_frames_are_refused_by_reason() {
-        let cases: [(&[u8], &str); 5] = [
+        let bad_end = "a session End frame is malformed (a 4-byte code, then UTF-8, then optionally a NUL and ASCII digits)";
+        let cases: [(&[u8], &str); 7] = [
+            (&[0, 0, 0, 6, 2, 0, 0, 0, 1, 0, b'x'], bad_end),
+            (&[0, 0, 0, 5, 2, 0, 0, 0, 1, 0], bad_end),
             (&[0, 0, 0, 0, 9], "a session frame of unknown kind 9"),
             (
                 &[0, 0, 0, 1, 3, 0],
                 "a session frame of kind 3 carries 1 bytes where it must carry none",
             ),
-            (
-                &[0, 0, 0, 2, 2, 0, 0],
-                "a session End frame is malformed (a 4-byte code, then UTF-8)",
-            ),
-            (
-                &[0, 0, 0, 5, 2, 0, 0, 0, 1, 0xff],
-                "a session End frame is malformed (a 4-byte code, then UTF-8)",
-            ),
+            (&[0, 0, 0, 2, 2, 0, 0], bad_end),
+            (&[0, 0, 0, 5, 2, 0, 0, 0, 1, 0xff], bad_end),
             (
                 &[0, 0, 0, 4, 0, 1],
                 "the session stream ended inside a frame",
@@ -348,6 +405,7 @@ mod tests {
             Frame::End {
                 code: 0,
                 message: String::new(),
+                pushback_ms: None,
             },
         ];
         let bytes: Vec<u8> = frames.iter().flat_map(Frame::encode).collect();
@@ -366,5 +424,51 @@ mod tests {
             }
         }
         assert_eq!(got, frames);
+    }
+
+    /// Issue 40, item 13: a status's retry hint crosses the session wire, so a node told to wait
+    /// by the gateway is told so on either transport.
+    #[test]
+    fn a_status_with_a_retry_hint_crosses_an_end_frame() {
+        let mut status = tonic::Status::unavailable("feed stopped");
+        status
+            .metadata_mut()
+            .insert(PUSHBACK_KEY, "61234".parse().expect("ascii"));
+        let frame = Frame::end(&status);
+        assert_eq!(
+            frame,
+            Frame::End {
+                code: 14,
+                message: "feed stopped".to_owned(),
+                pushback_ms: Some(61_234),
+            }
+        );
+        let Frame::End {
+            code,
+            message,
+            pushback_ms,
+        } = frame
+        else {
+            unreachable!()
+        };
+        let back = Frame::status(code, &message, pushback_ms);
+        assert_eq!(back.code(), tonic::Code::Unavailable);
+        assert_eq!(back.message(), "feed stopped");
+        assert_eq!(
+            back.metadata()
+                .get(PUSHBACK_KEY)
+                .and_then(|v| v.to_str().ok()),
+            Some("61234")
+        );
+        // A NUL in a message cannot pass for a hint.
+        let odd = Frame::end(&tonic::Status::internal("a\0b"));
+        assert_eq!(
+            odd,
+            Frame::End {
+                code: 13,
+                message: "a b".to_owned(),
+                pushback_ms: None,
+            }
+        );
     }
 }

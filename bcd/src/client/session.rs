@@ -148,9 +148,13 @@ async fn first_frame(
             stream: Box::new(stream),
             reader,
         },
-        Frame::End { code, message } => {
+        Frame::End {
+            code,
+            message,
+            pushback_ms,
+        } => {
             let _ = tokio::time::timeout(SHUTDOWN_TIMEOUT, stream.shutdown()).await;
-            Conn::Ended(end_status(code, &message))
+            Conn::Ended(end_status(code, &message, pushback_ms))
         }
         other => {
             return Err(protocol_error(format!(

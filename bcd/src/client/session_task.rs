@@ -80,12 +80,13 @@ pub(super) enum Step {
     End(Result<(), Status>),
 }
 
-/// The session's end for an End frame: code 0 is the normal end (after a RevocationNotice).
-pub(super) fn end_status(code: i32, message: &str) -> Result<(), Status> {
+/// The session's end for an End frame: code 0 is the normal end (after a RevocationNotice);
+/// another code is its status, with the gateway's retry hint as `grpc-retry-pushback-ms`.
+pub(super) fn end_status(code: i32, message: &str, pushback_ms: Option<u64>) -> Result<(), Status> {
     if code == 0 {
         Ok(())
     } else {
-        Err(Frame::status(code, message))
+        Err(Frame::status(code, message, pushback_ms))
     }
 }
 
@@ -119,7 +120,11 @@ pub(super) fn step(frame: Result<Option<Frame>, FrameError>) -> Step {
             )))),
         },
         Ok(Some(Frame::Ping)) => Step::Ping,
-        Ok(Some(Frame::End { code, message })) => Step::End(end_status(code, &message)),
+        Ok(Some(Frame::End {
+            code,
+            message,
+            pushback_ms,
+        })) => Step::End(end_status(code, &message, pushback_ms)),
         Ok(Some(other @ (Frame::Open | Frame::Pong))) => {
             Step::End(Err(Status::unavailable(format!(
                 "the gateway sent a session frame of kind {} in an open session, which only a \
@@ -217,14 +222,22 @@ mod tests {
 
     #[test]
     fn end_code_zero_is_the_normal_end_and_others_are_their_status() {
-        assert!(end_status(0, "").is_ok());
-        let status = end_status(16, "this certificate is revoked").unwrap_err();
+        assert!(end_status(0, "", None).is_ok());
+        let status = end_status(16, "this certificate is revoked", None).unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unauthenticated);
         assert_eq!(status.message(), "this certificate is revoked");
         // A code gRPC does not define is Unknown, its message kept.
-        let status = end_status(99, "odd").unwrap_err();
+        let status = end_status(99, "odd", None).unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unknown);
         assert_eq!(status.message(), "odd");
+        // The gateway's retry hint reads as a gRPC status's.
+        let status = end_status(14, "feed stopped", Some(61_000)).unwrap_err();
+        assert_eq!(
+            crate::client::pushback_of(&status),
+            Some(crate::renewal::schedule::Pushback::After(
+                time::Duration::milliseconds(61_000)
+            ))
+        );
     }
 
     #[test]
@@ -243,6 +256,7 @@ mod tests {
         let end = Frame::End {
             code: 0,
             message: String::new(),
+            pushback_ms: None,
         };
         assert!(matches!(step(Ok(Some(end))), Step::End(Ok(()))));
         for frame in [Frame::Open, Frame::Pong, Frame::Message(vec![0xff])] {

@@ -26,6 +26,8 @@ pub const REVOKED_EXIT_MESSAGE: &str = "agent: this node's certificate was revok
 pub const RECONNECT_MIN: Duration = Duration::seconds(1);
 /// Longest reconnect delay.
 pub const RECONNECT_MAX: Duration = Duration::seconds(30);
+/// The longest wait a gateway's retry hint can make `bcd node` wait before reconnecting.
+pub const PUSHBACK_MAX: StdDuration = StdDuration::from_secs(600);
 
 /// How `bcd node` runs.
 #[derive(Debug, Clone)]
@@ -81,6 +83,20 @@ fn reconnect_delay(failures: u32) -> StdDuration {
     d.clamp(RECONNECT_MIN, RECONNECT_MAX)
         .try_into()
         .unwrap_or(StdDuration::from_secs(1))
+}
+
+/// How long to wait before reconnecting when the gateway asked for `wait`: at least that and
+/// this node's own backoff after `failures` lost sessions, at most [`PUSHBACK_MAX`].
+fn pushed_back_delay(wait: StdDuration, failures: u32) -> StdDuration {
+    wait.max(reconnect_delay(failures)).min(PUSHBACK_MAX)
+}
+
+/// Sleeps `delay`, never past the renewal at `due`.
+async fn sleep_before_due(delay: StdDuration, due: OffsetDateTime) {
+    let until_due: StdDuration = (due - crate::clock::now())
+        .try_into()
+        .unwrap_or(StdDuration::ZERO);
+    tokio::time::sleep(delay.min(until_due)).await;
 }
 
 /// Runs `bcd node` until the certificate is revoked, expires, or the identity stops loading.
@@ -234,11 +250,17 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                     "session lost: {why}; reconnecting in {} ms",
                     delay.as_millis()
                 ));
-                // Never sleep past the renewal.
-                let until_due: StdDuration = (due - crate::clock::now())
-                    .try_into()
-                    .unwrap_or(StdDuration::ZERO);
-                tokio::time::sleep(delay.min(until_due)).await;
+                sleep_before_due(delay, due).await;
+            }
+            SessionEnd::PushedBack { why, wait } => {
+                lost += 1;
+                let delay = pushed_back_delay(wait, lost);
+                log(format_args!(
+                    "session lost: {why}; the gateway asked for {} ms: reconnecting in {} ms",
+                    wait.as_millis(),
+                    delay.as_millis()
+                ));
+                sleep_before_due(delay, due).await;
             }
         }
     }
@@ -288,6 +310,35 @@ mod tests {
              expires; at its expiry bcd node re-joins by \
                  x509pop"
         );
+    }
+
+    /// Issue 40, item 13: a gateway whose revocation feed stopped asks for a minute and more;
+    /// bcd waits that long (not its own 1 s), and no gateway can park it past ten minutes.
+    #[test]
+    fn a_gateway_retry_hint_lengthens_the_reconnect_delay_within_a_bound() {
+        let minute = StdDuration::from_secs(61);
+        assert_eq!(pushed_back_delay(minute, 1), minute);
+        assert!(pushed_back_delay(StdDuration::ZERO, 1) >= StdDuration::from_secs(1));
+        assert_eq!(
+            pushed_back_delay(StdDuration::from_secs(86_400), 1),
+            PUSHBACK_MAX
+        );
+        let mut status = tonic::Status::unavailable("the gateway's revocation feed has stopped");
+        status.metadata_mut().insert(
+            crate::client::PUSHBACK_HEADER,
+            "61000".parse().expect("ascii"),
+        );
+        match super::super::session::lost(&status) {
+            SessionEnd::PushedBack { wait, why } => {
+                assert_eq!(wait, minute);
+                assert!(why.contains("revocation feed has stopped"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            super::super::session::lost(&tonic::Status::unavailable("x")),
+            SessionEnd::Lost(_)
+        ));
     }
 
     #[test]

@@ -23,11 +23,12 @@ use time::OffsetDateTime;
 
 use super::log::{log, rfc3339};
 use crate::client::{
-    describe_status, is_revoked_alert, ClientIdentity, SessionClient, SessionWire,
+    describe_status, is_revoked_alert, pushback_of, ClientIdentity, SessionClient, SessionWire,
 };
 use crate::clock::SignedTimeMark;
 use crate::files::identity::{read_stored, LoadedIdentity};
 use crate::files::{DataDir, IDENTITY_FILE};
+use crate::renewal::schedule::Pushback;
 use crate::signed_commands::{spawn_runner, CommandContext, Job};
 use crate::trust::approver_set::{describe, reported, settle_held_set};
 use crate::trust::bundle::{apply_welcome_trust, TrustUpdate};
@@ -61,6 +62,28 @@ pub enum SessionEnd {
     Due,
     /// The session ended or could not start.
     Lost(String),
+    /// The gateway ended or refused the session and said how long to wait before reconnecting
+    /// (`grpc-retry-pushback-ms`: its revocation feed stopped or is behind, or the session was
+    /// cut off); `bcd node` waits at least that long.
+    PushedBack {
+        /// Why, as the gateway said.
+        why: String,
+        /// The wait it asked for.
+        wait: StdDuration,
+    },
+}
+
+/// How a session ended with the gateway's `status`: lost, and pushed back when the gateway gave
+/// a retry hint (a hint not to retry at all is ignored: a node always reconnects).
+pub fn lost(status: &tonic::Status) -> SessionEnd {
+    let why = describe_status(status);
+    match pushback_of(status) {
+        Some(Pushback::After(wait)) => SessionEnd::PushedBack {
+            why,
+            wait: wait.try_into().unwrap_or(StdDuration::ZERO),
+        },
+        _ => SessionEnd::Lost(why),
+    }
 }
 
 /// A gateway time in Unix milliseconds, `None` when out of range.
@@ -183,7 +206,7 @@ pub async fn hold_session(
     let mut inbound = match client.open_session(rx).await {
         Ok(stream) => stream,
         Err(status) if is_revoked_alert(&status) => return revoked_at_handshake(&status),
-        Err(status) => return SessionEnd::Lost(describe_status(&status)),
+        Err(status) => return lost(&status),
     };
     // Named in the session-open line: the gateway's own framing, or gRPC with an older one.
     let wire = match inbound.wire() {
@@ -279,7 +302,7 @@ pub async fn hold_session(
                 Ok(Some(_)) => {}
                 Ok(None) => return SessionEnd::Lost("the gateway closed the session".to_owned()),
                 Err(status) if is_revoked_alert(&status) => return revoked_at_handshake(&status),
-                Err(status) => return SessionEnd::Lost(describe_status(&status)),
+                Err(status) => return lost(&status),
             },
             _ = ticker.tick() => {
                 let report = status_report(dir, trust_version);

@@ -59,6 +59,9 @@ pub struct OtherAnswers {
     pub boot: Option<BootAnswer>,
     pub join: Option<JoinAnswer>,
     pub script: Option<CommandScript>,
+    /// Ends every session with this status right after the Welcome (a gateway whose revocation
+    /// feed stopped, say).
+    pub end_sessions_with: Option<Status>,
 }
 
 struct Fake {
@@ -111,8 +114,13 @@ impl NodeService for Fake {
             })),
         };
         let mut inbound = request.into_inner();
+        let end_with = self.other.end_sessions_with.clone();
         tokio::spawn(async move {
             let _ = tx.send(Ok(welcome)).await;
+            if let Some(status) = end_with {
+                let _ = tx.send(Err(status)).await;
+                return;
+            }
             let Some(script) = script else {
                 // Hold the session while the node keeps it open.
                 while let Ok(Some(_)) = inbound.message().await {}

@@ -210,7 +210,7 @@ fn edge_limits(settings: &AdminSettings) -> EdgeLimits {
             .unwrap_or(u32::MAX)
             .clamp(4, 64),
         max_connections: settings.max_connections,
-        max_connections_per_peer: settings.max_connections,
+        max_connections_per_peer: settings.max_connections_per_peer,
         handshake_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(300),
         max_connection_age: Duration::from_secs(3600),

@@ -15,6 +15,7 @@
 //! | --- | --- |
 //! | `join` | joins through any registered attestor, and the admission step ([`Joins`]) |
 //! | `renew` | renewals by proof of possession ([`Renewals`]) |
+//! | `edge_refusal` | renewals a gateway refused at the TLS handshake, recorded under the bound ([`EdgeRefusals`]) |
 //! | `admin` | operator commands on tokens and nodes ([`NodeAdmin`]) |
 //! | `answers` | what a join or renewal is asked and answers |
 //! | [`attestors`] | the registry of attestors this control plane runs, in process and remote |
@@ -31,6 +32,7 @@ pub mod attestors;
 mod budget;
 mod config;
 mod context;
+mod edge_refusal;
 mod error;
 mod join;
 pub mod maintenance;
@@ -48,6 +50,7 @@ pub use budget::RefusalBudget;
 pub use config::{
     parse_pending_retry, IdentityConfig, MAX_PENDING_RETRY_SECONDS, PENDING_RETRY_ENV,
 };
+pub use edge_refusal::EdgeRefusals;
 pub use error::{IdentityError, JOIN_REFUSED, RENEW_REFUSED};
 pub use join::Joins;
 pub use maintenance::{

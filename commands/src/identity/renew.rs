@@ -139,6 +139,12 @@ impl Renewals {
         }
     }
 
+    /// Records the renewals an edge refuses at the handshake, with this service's store, clock
+    /// and refusal budget.
+    pub fn edge_refusals(&self) -> super::EdgeRefusals {
+        super::EdgeRefusals::new(self.store.clone(), self.clock.clone(), self.config.clone())
+    }
+
     /// The key set (the edge signs the answer with its JoinService signing key).
     pub fn keys(&self) -> &Arc<KeySet> {
         &self.keys
@@ -210,8 +216,13 @@ impl Command for Renewal<'_> {
         let state = RenewState {
             node: node_row.as_ref().map(rows::node_state).transpose()?,
             cert: cert_row.as_ref().map(rows::cert_state).transpose()?,
-            proof_used: read::attestation_used(tx, RENEW_POP_ATTESTOR, &self.prepared.replay_key)
-                .await?,
+            proof_used: read::attestation_used_at(
+                tx,
+                RENEW_POP_ATTESTOR,
+                &self.prepared.replay_key,
+                at.now_us,
+            )
+            .await?,
             successor: successor.as_ref().map(rows::cert_state).transpose()?,
             recent_renewals_us: read::renewals_since(tx, node_id, since).await?,
             unrevoked_serials,

@@ -57,6 +57,12 @@ impl JoinService {
         })
     }
 
+    /// Records the renewals an edge in this process refuses at the handshake, counting in
+    /// this service's refusal budget (flushed with it).
+    pub fn edge_refusals(&self) -> super::EdgeRefusals {
+        self.renewals.edge_refusals()
+    }
+
     /// The store.
     pub fn store(&self) -> &EventStore {
         &self.store

@@ -11,6 +11,7 @@
 //! | [`join`] | a join with the `join-token` attestor |
 //! | [`renew`] | a renewal by proof of possession of the current key |
 //! | [`renew_guard`] | the clone signal and the per-node renewal bound |
+//! | [`edge_refusal`] | what a renewal refused at the gateway's TLS handshake is recorded as |
 //! | [`admin`] | token create / revoke, identity revoke, node delete / retire |
 //! | [`refusal_bound`] | whether a refusal is recorded or counted under the per-minute bound |
 //!
@@ -20,6 +21,7 @@
 
 pub mod admin;
 mod decision;
+pub mod edge_refusal;
 pub mod join;
 mod join_terms;
 pub mod prune;
@@ -34,6 +36,9 @@ pub use admin::{
     IdentityRevocation, NewestCert, TokenTargets,
 };
 pub use decision::{sha256, unix_us, DecideError, Decision, Refused};
+pub use edge_refusal::{
+    decide_edge_renew_refusal, edge_refusal_subject, EdgeRefusalRecord, EdgeRenewRefusal,
+};
 pub use join::{
     join_refusal_attribution, open_join, JoinCommand, JoinRefusal, JoinState, OpenedJoin,
 };
@@ -46,9 +51,9 @@ pub use refusal_bound::{
     refusal_bound, refusal_lock_key, suppressed_event, window_start, RefusalBound,
 };
 pub use renew::{
-    answer_again, check_key_statements, decide_renew, prepare_renew, renew_refusal_tenant,
-    PreparedRenew, RenewCommand, RenewInput, RenewRefusal, RenewState, Renewed, RENEW_POP_ATTESTOR,
-    RENEW_PROOF_TTL,
+    answer_again, check_key_statements, decide_renew, prepare_renew, proof_use_expiry_us,
+    renew_refusal_tenant, PreparedRenew, RenewCommand, RenewInput, RenewRefusal, RenewState,
+    Renewed, RENEW_POP_ATTESTOR, RENEW_PROOF_TTL,
 };
 pub use renew_guard::{renewal_retry_at, RENEWALS_PER_HOUR, RENEWAL_WINDOW};
 pub use state::{

@@ -36,6 +36,20 @@ pub use events::schema::RENEW_POP_ATTESTOR;
 /// How long a used proof is remembered (twice the ±60 s window).
 pub const RENEW_PROOF_TTL: Duration = Duration::seconds(120);
 
+/// Until when a proof used at `now` is remembered (µs): [`RENEW_PROOF_TTL`] after its use, and
+/// never before the first instant its clock window refuses it ([`check_clock_window`] takes
+/// whole milliseconds, so a proof `PROOF_WINDOW` ahead of a use on a millisecond boundary is
+/// admitted for 999 µs past `now + 120 s`). The lookup of the replay row honours this expiry
+/// (`projections::identity::read::attestation_used_at`), so the row must outlive every moment
+/// the proof it guards could be admitted again.
+pub fn proof_use_expiry_us(proof_time_ms: u64, now: OffsetDateTime) -> i64 {
+    let window_ms = crate::pki::statement::PROOF_WINDOW.whole_milliseconds() as i64;
+    let refused_from_ms = i64::try_from(proof_time_ms)
+        .unwrap_or(i64::MAX)
+        .saturating_add(window_ms + 1);
+    unix_us(now + RENEW_PROOF_TTL).max(refused_from_ms.saturating_mul(1000))
+}
+
 /// Why a renewal was refused. One variant per reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum RenewRefusal {
@@ -471,7 +485,7 @@ fn renewal(
             attestor: RENEW_POP_ATTESTOR.to_owned(),
             subject: p.replay_key.to_vec(),
             node_id: node_id.to_owned(),
-            expires_at_us: unix_us(now + RENEW_PROOF_TTL),
+            expires_at_us: proof_use_expiry_us(p.statement.client_time_ms, now),
         }),
         IdentityEvent::CertificateIssued(NodeCertificateIssued {
             node_id: node_id.to_owned(),
@@ -487,4 +501,38 @@ fn renewal(
         }),
     ];
     Ok(Decision { events, outcome })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at_us(us: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(us) * 1000).unwrap()
+    }
+
+    /// Issue 40, item 13: the replay row's expiry covers the proof's whole clock window, even
+    /// for a proof a full window ahead of a use on a millisecond boundary.
+    #[test]
+    fn the_replay_row_outlives_every_moment_its_proof_is_admitted() {
+        let used_us = 1_767_225_600_000_000i64;
+        for ahead_ms in [-60_000i64, 0, 59_999, 60_000] {
+            let proof_ms = u64::try_from(used_us / 1000 + ahead_ms).unwrap();
+            let expiry = proof_use_expiry_us(proof_ms, at_us(used_us));
+            assert!(expiry >= used_us + RENEW_PROOF_TTL.whole_microseconds() as i64);
+            // Every µs at which the window still admits the proof, the row is live (expiry > now).
+            let mut now = used_us;
+            while check_clock_window(proof_ms, at_us(now)).is_ok() {
+                assert!(
+                    expiry > now,
+                    "proof {ahead_ms} ms ahead admitted at {now}, row expired at {expiry}"
+                );
+                now += if now < used_us + 119_990_000 {
+                    1_000_000
+                } else {
+                    1
+                };
+            }
+        }
+    }
 }

@@ -44,6 +44,7 @@ use tonic::Status;
 use tower::ServiceExt;
 
 use crate::edge::conn::{handshake, PeerInfo};
+use crate::edge::jitter::jitter;
 use crate::edge::limits::{CapRefusal, ConnPermit, ConnectionCaps, EdgeCounters, EdgeLimits};
 
 /// How often HTTP/2 PINGs check that a peer is still there, and how long it has to answer.
@@ -126,14 +127,6 @@ pub async fn serve(
     let _ = stop_tx.send(true);
     while connections.join_next().await.is_some() {}
     Ok(())
-}
-
-/// A random fraction in [0, 1) (no cryptographic quality needed: it spreads reconnections).
-fn jitter() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(0);
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 async fn until(deadline: Option<Instant>) {

@@ -30,7 +30,9 @@ pub struct EdgeLimits {
     pub max_streams_per_connection: u32,
     /// Connections open at once, handshakes included; more are closed at accept.
     pub max_connections: usize,
-    /// Connections open at once from one peer address ([`PeerKey`]).
+    /// Connections open at once from one peer address ([`PeerKey`]); always below
+    /// `max_connections`, so one address cannot lock every other client out before anything
+    /// is authenticated.
     pub max_connections_per_peer: usize,
     /// From the TCP accept to a finished TLS handshake and the client's HTTP/2 preface.
     pub handshake_timeout: Duration,
@@ -121,13 +123,24 @@ impl EdgeLimits {
                 "0 would refuse every connection; give at least the number of nodes this endpoint serves".into(),
             ));
         }
+        if self.max_connections < 2 {
+            return Err(invalid(
+                "max_connections",
+                format!(
+                    "{} leaves no room beside one peer: at least 2, so that one address can never hold every connection",
+                    self.max_connections
+                ),
+            ));
+        }
+        // One address holding every connection locks everyone else out before anything is
+        // authenticated (issue 40): the per-peer cap stays below the global one.
         if self.max_connections_per_peer == 0
-            || self.max_connections_per_peer > self.max_connections
+            || self.max_connections_per_peer >= self.max_connections
         {
             return Err(invalid(
                 "max_connections_per_peer",
                 format!(
-                    "{} must be at least 1 and at most max_connections ({}); set it to the most nodes behind one address (NAT)",
+                    "{} must be at least 1 and below max_connections ({}), so that one address cannot hold every connection; set it to the most nodes behind one address (NAT)",
                     self.max_connections_per_peer, self.max_connections
                 ),
             ));
@@ -371,6 +384,7 @@ mod tests {
             bad(|l| l.max_connections_per_peer = l.max_connections + 1),
             "limits.max_connections_per_peer"
         );
+        assert_eq!(bad(|l| l.max_connections = 1), "limits.max_connections");
         assert_eq!(
             bad(|l| l.handshake_timeout = Duration::ZERO),
             "limits.handshake_timeout"
@@ -383,6 +397,24 @@ mod tests {
             bad(|l| l.max_connection_age = Duration::from_millis(10)),
             "limits.max_connection_age"
         );
+    }
+
+    /// Issue 40, item 7: a per-peer cap equal to the global cap let one address hold every
+    /// connection; it must stay below it, on every endpoint.
+    #[test]
+    fn a_per_peer_cap_equal_to_the_global_cap_is_refused() {
+        let mut l = EdgeLimits::public();
+        l.max_connections = 64;
+        l.max_connections_per_peer = 64;
+        assert_eq!(
+            l.validate("limits").map_err(|e| e.to_string()),
+            Err("limits.max_connections_per_peer: 64 must be at least 1 and below max_connections (64), so that one address cannot hold every connection; set it to the most nodes behind one address (NAT)".to_string())
+        );
+        l.max_connections_per_peer = 63;
+        assert_eq!(l.validate("limits"), Ok(()));
+        for defaults in [EdgeLimits::public(), EdgeLimits::internal()] {
+            assert!(defaults.max_connections_per_peer < defaults.max_connections);
+        }
     }
 
     #[test]

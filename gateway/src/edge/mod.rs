@@ -2,7 +2,8 @@
 //! the other limits of both endpoints ([`limits`]), the TLS handshake with the node client
 //! verifier ([`tls`]), the connection up to HTTP/2 or the session wire ([`conn`]), the HTTP/2
 //! serving of the gRPC routes ([`http2`]), and the gateway's own serving certificate, renewed
-//! while it runs ([`serving`]) or read from files and reloaded ([`tls_files`]).
+//! while it runs ([`serving`]) or read from files and reloaded ([`tls_files`]); [`jitter`] spreads
+//! what many peers would do at once.
 //!
 //! Past the edge, code sees only a typed, already-checked [`tls::VerifiedNode`] (in the
 //! request's [`conn::PeerInfo`]). The edge must never let a certificate through that the node CA
@@ -13,6 +14,7 @@
 
 pub mod conn;
 pub mod http2;
+pub(crate) mod jitter;
 pub mod limits;
 pub mod serving;
 pub mod tls;

@@ -13,7 +13,10 @@
 //! every node certificate we issue names it), then checks the profile with
 //! `domain::pki::NodeIdentity` (exactly one SPIFFE ID, in our trust domain, exactly one agent
 //! role, nothing but `urn:bc:` statements beside it), then the serial against the revocation
-//! feed's [`RevokedSerials`]. Every refusal is counted by reason.
+//! feed's [`RevokedSerials`]. Every refusal is counted by reason; a revoked or expired node
+//! certificate is also handed to the recorder of renewal refusals
+//! ([`crate::renew::edge_refusals`]: such a node cannot renew, and the refusal is a
+//! `security.renew.refused` event).
 //!
 //! Past a handshake, code sees a [`VerifiedNode`], which only [`VerifiedNode::from_connection`]
 //! builds, from a connection this verifier accepted.
@@ -26,7 +29,9 @@ use proto::peer_tls::{ClientVerifier, PeerChecks, SetupError};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{CertificateError, OtherError, ServerConfig};
 
+use crate::renew::edge_refusals::EdgeRefusalSink;
 use crate::revocation::revoked::RevokedSerials;
+use domain::identity::EdgeRenewRefusal;
 
 /// Why a node's certificate was refused at the handshake.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -129,6 +134,8 @@ pub struct NodeChecks {
     trust_domain: TrustDomain,
     revoked: Arc<RevokedSerials>,
     refusals: Arc<RefusalCounters>,
+    /// Where revoked and expired node certificates are recorded as renewal refusals.
+    renew_refusals: Option<EdgeRefusalSink>,
 }
 
 impl NodeChecks {
@@ -143,9 +150,30 @@ impl NodeChecks {
     }
 }
 
+/// Whether the chain was refused for the leaf's expiry.
+fn is_expired(e: &rustls::Error) -> bool {
+    matches!(
+        e,
+        rustls::Error::InvalidCertificate(
+            CertificateError::Expired | CertificateError::ExpiredContext { .. }
+        )
+    )
+}
+
 impl PeerChecks for NodeChecks {
     fn chain_refused(&self, e: rustls::Error) -> rustls::Error {
         self.refuse(HandshakeRefusal::Chain(e.to_string()))
+    }
+
+    fn client_chain_refused(
+        &self,
+        e: rustls::Error,
+        end_entity: &CertificateDer<'_>,
+    ) -> rustls::Error {
+        if let (true, Some(sink)) = (is_expired(&e), &self.renew_refusals) {
+            sink.refused(EdgeRenewRefusal::Expired, end_entity.as_ref());
+        }
+        self.chain_refused(e)
     }
 
     fn check_leaf(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
@@ -155,6 +183,9 @@ impl PeerChecks for NodeChecks {
         let identity = NodeIdentity::from_leaf_der(end_entity.as_ref(), &self.trust_domain)
             .map_err(|e| self.refuse(HandshakeRefusal::from_identity(e)))?;
         if self.revoked.contains(identity.serial.as_bytes()) {
+            if let Some(sink) = &self.renew_refusals {
+                sink.refused(EdgeRenewRefusal::Revoked, end_entity.as_ref());
+            }
             return Err(self.refuse(HandshakeRefusal::Revoked(identity.serial.to_hex())));
         }
         Ok(())
@@ -167,17 +198,20 @@ impl PeerChecks for NodeChecks {
 /// handshake, and handlers that need a node identity refuse a connection without one.
 pub type NodeClientVerifier = ClientVerifier<NodeChecks>;
 
-/// A verifier for certificates issued by `node_ca_der` in `trust_domain`.
+/// A verifier for certificates issued by `node_ca_der` in `trust_domain`; revoked and expired
+/// node certificates are handed to `renew_refusals` when given.
 pub fn node_client_verifier(
     node_ca_der: &[u8],
     trust_domain: TrustDomain,
     revoked: Arc<RevokedSerials>,
     refusals: Arc<RefusalCounters>,
+    renew_refusals: Option<EdgeRefusalSink>,
 ) -> Result<NodeClientVerifier, TlsSetupError> {
     let checks = NodeChecks {
         trust_domain,
         revoked,
         refusals,
+        renew_refusals,
     };
     ClientVerifier::new(node_ca_der, checks).map_err(|e| match e {
         SetupError::Anchor(e) => TlsSetupError::NodeCa(e.to_string()),

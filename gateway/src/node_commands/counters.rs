@@ -1,6 +1,9 @@
 //! Counters of the commands over node sessions, for `/metrics` ([`crate::node_commands::dispatch`]
 //! counts, [`crate::metrics`] renders): commands sent, failed fetches or dispatch records, failed
-//! polls, sessions woken, and node results by outcome.
+//! polls, sessions woken, node results by outcome, and sessions cut off for results of commands
+//! they were not sent. The log lines about results a node sent go through one limiter
+//! ([`CommandCounters::result_line`]): a node flooding results costs at most a line per
+//! [`WARN_EVERY`], with the count of those not written.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +27,9 @@ pub struct ResultCounts {
     pub invalid: AtomicU64,
     /// Not recorded: the store failed.
     pub error: AtomicU64,
+    /// Not read from the store: a command this session did not send (or already had an answer
+    /// for), past the session's [`crate::node_commands::dispatch::UNSOLICITED_READS`].
+    pub unsolicited: AtomicU64,
 }
 
 impl ResultCounts {
@@ -33,11 +39,12 @@ impl ResultCounts {
             "ignored" => Some(&self.ignored),
             "invalid" => Some(&self.invalid),
             "error" => Some(&self.error),
+            "unsolicited" => Some(&self.unsolicited),
             _ => None,
         }
     }
 
-    /// Counts one result of `outcome` (recorded, ignored, invalid, error).
+    /// Counts one result of `outcome` (recorded, ignored, invalid, error, unsolicited).
     pub fn inc(&self, outcome: &str) {
         if let Some(c) = self.counter(outcome) {
             c.fetch_add(1, Ordering::Relaxed);
@@ -64,7 +71,12 @@ pub struct CommandCounters {
     pub poll_errors: AtomicU64,
     /// Sessions the poller woke.
     pub wakes: AtomicU64,
+    /// Sessions ended for sending results of commands they were not sent.
+    pub sessions_cut: AtomicU64,
+    /// Log lines written about node results (see [`CommandCounters::result_line`]).
+    pub result_lines: AtomicU64,
     warn: WarnLimiter,
+    results_warn: WarnLimiter,
 }
 
 impl Default for CommandCounters {
@@ -75,7 +87,10 @@ impl Default for CommandCounters {
             results: ResultCounts::default(),
             poll_errors: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
+            sessions_cut: AtomicU64::new(0),
+            result_lines: AtomicU64::new(0),
             warn: WarnLimiter::new(WARN_EVERY),
+            results_warn: WarnLimiter::new(WARN_EVERY),
         }
     }
 }
@@ -87,6 +102,16 @@ impl CommandCounters {
         if let Some(suppressed) = self.warn.check(Instant::now()) {
             tracing::warn!(node = node.unwrap_or(""), error = %e, suppressed_since_last_warning = suppressed, "{what} failed");
         }
+    }
+
+    /// Whether a log line about a node's result may be written now (one per [`WARN_EVERY`] for
+    /// the whole process): `Some(suppressed)`, the lines not written since the last one.
+    pub fn result_line(&self) -> Option<u64> {
+        let due = self.results_warn.check(Instant::now());
+        if due.is_some() {
+            self.result_lines.fetch_add(1, Ordering::Relaxed);
+        }
+        due
     }
 
     /// Writes these counters in the Prometheus text format.
@@ -116,6 +141,11 @@ impl CommandCounters {
                 "Sessions the command poller woke.",
                 &self.wakes,
             ),
+            (
+                "bc_command_sessions_cut_total",
+                "Sessions ended for sending results of commands they were not sent.",
+                &self.sessions_cut,
+            ),
         ] {
             family(out, name, help);
             let _ = writeln!(out, "{name} {}", counter.load(Ordering::Relaxed));
@@ -123,9 +153,9 @@ impl CommandCounters {
         family(
             out,
             "bc_command_results_total",
-            "Node command results, by outcome: recorded, ignored (another node's, unknown or already answered), invalid, error (the store failed).",
+            "Node command results, by outcome: recorded, ignored (another node's, unknown or already answered), invalid, error (the store failed), unsolicited (not sent to the session: dropped unread).",
         );
-        for outcome in ["error", "ignored", "invalid", "recorded"] {
+        for outcome in ["error", "ignored", "invalid", "recorded", "unsolicited"] {
             let _ = writeln!(
                 out,
                 "bc_command_results_total{{outcome=\"{outcome}\"}} {}",

@@ -17,9 +17,17 @@
 //!   and recorded inline ([`commands::command_queue::record_node_answer`]) under the node id of the
 //!   connection's mTLS identity, never one from a message: a result for another node's command
 //!   records nothing. Nothing is dropped silently: every result is counted by outcome (`recorded`,
-//!   `ignored` for a duplicate or another node's command, `invalid`, `error`) and every failure
-//!   logged. A result whose recording failed is not lost for good: the command stays unanswered, is
-//!   resent after the node's next Hello, and bcd answers it from its journal.
+//!   `ignored` for a duplicate or another node's command, `invalid`, `error`, `unsolicited`) and
+//!   the failures logged, at most a line per 10 s for the process
+//!   ([`CommandCounters::result_line`]). A result whose recording failed is not lost for good:
+//!   the command stays unanswered, is resent after the node's next Hello, and bcd answers it from
+//!   its journal.
+//! - Results for commands the session did not send (or already had an answer for) are bounded
+//!   (issue 40): the first [`UNSOLICITED_READS`] of a session are read from the store as any
+//!   other (bcd's start-up reports the one command a crash interrupted, which may arrive before
+//!   the gateway resends it); the rest are dropped unread, counted `unsolicited`. A session whose
+//!   node sent [`UNSOLICITED_CUTOFF`] such results (invalid ones included) is ended with
+//!   RESOURCE_EXHAUSTED and a retry hint of [`CUT_OFF_PUSHBACK`] (see decision 0079).
 //!
 //! A session reaches the queue through [`Queue`] ([`StoreQueue`] in the server), so its rules
 //! are tested here against a fake.
@@ -60,6 +68,19 @@ pub const POLL_LIMIT: u32 = 1024;
 
 /// How long a session waits before fetching again after the store failed.
 pub const RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// Results for commands a session did not send that are still read from the store. bcd runs
+/// one command at a time and sweeps its journal once at start: one interrupted command per
+/// restart, reported before the gateway resends it.
+pub const UNSOLICITED_READS: u32 = 4;
+
+/// Results for commands a session did not send (invalid ones included) after which the session
+/// is ended: far more than any bcd sends, few enough that a node flooding them costs a
+/// reconnect (a TLS handshake and a session open) every so many.
+pub const UNSOLICITED_CUTOFF: u32 = 64;
+
+/// The retry hint of a session ended for them (`grpc-retry-pushback-ms`).
+pub const CUT_OFF_PUSHBACK: Duration = Duration::from_secs(60);
 
 /// The default interval of [`poll_ready`]'s safety poll (it is woken by the log hub otherwise).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
@@ -157,6 +178,8 @@ pub struct SessionCommands {
     /// The Welcome was sent: commands may follow.
     welcomed: bool,
     retry_at: Option<tokio::time::Instant>,
+    /// Results the node sent for commands not in `sent` (invalid ones included).
+    unsolicited: u32,
 }
 
 impl SessionCommands {
@@ -169,6 +192,7 @@ impl SessionCommands {
             more: false,
             welcomed: false,
             retry_at: None,
+            unsolicited: 0,
         }
     }
 
@@ -240,36 +264,67 @@ impl SessionCommands {
     }
 
     /// Records the node's `result` (see the module docs). Answers whether the session should
-    /// fetch again: the answer was recorded and the last fetch was full.
-    pub async fn answer(&mut self, result: &proto::CommandResult) -> bool {
+    /// fetch again (the answer was recorded and the last fetch was full), or the status to end
+    /// the session with: its node sent [`UNSOLICITED_CUTOFF`] results for commands it was not
+    /// sent.
+    pub async fn answer(&mut self, result: &proto::CommandResult) -> Result<bool, Status> {
         let results = &self.counters.results;
         let answer = match node_answer(result) {
             Ok(a) => a,
             Err(e) => {
                 results.inc("invalid");
-                tracing::warn!(node = %self.node_id, error = %e, "a command result was not recorded");
-                return false;
+                if let Some(suppressed) = self.counters.result_line() {
+                    tracing::warn!(node = %self.node_id, error = %e, suppressed_since_last_line = suppressed, "a command result was not recorded");
+                }
+                return self.unsolicited();
             }
         };
+        if !self.sent.contains(&answer.command_id) {
+            self.unsolicited = self.unsolicited.saturating_add(1);
+            if self.unsolicited > UNSOLICITED_READS {
+                results.inc("unsolicited");
+                if let Some(suppressed) = self.counters.result_line() {
+                    tracing::info!(node = %self.node_id, command = %answer.command_id, suppressed_since_last_line = suppressed, "a command result for a command this session did not send was dropped unread");
+                }
+                return self.unsolicited();
+            }
+        }
         match self.queue.answer(&self.node_id, &answer).await {
             Ok(true) => {
                 results.inc("recorded");
                 self.sent.remove(&answer.command_id);
                 tracing::debug!(node = %self.node_id, command = %answer.command_id, outcome = ?answer.outcome, "command result recorded");
-                self.more
+                Ok(self.more)
             }
             Ok(false) => {
                 results.inc("ignored");
                 self.sent.remove(&answer.command_id);
-                tracing::info!(node = %self.node_id, command = %answer.command_id, "a command result was not recorded: the command is another node's, unknown, or already answered");
-                false
+                if let Some(suppressed) = self.counters.result_line() {
+                    tracing::info!(node = %self.node_id, command = %answer.command_id, suppressed_since_last_line = suppressed, "a command result was not recorded: the command is another node's, unknown, or already answered");
+                }
+                self.unsolicited()
             }
             Err(e) => {
                 results.inc("error");
-                tracing::warn!(node = %self.node_id, command = %answer.command_id, error = %e, "recording a command result failed; the command is resent after the node's next Hello and bcd answers it from its journal");
-                false
+                if let Some(suppressed) = self.counters.result_line() {
+                    tracing::warn!(node = %self.node_id, command = %answer.command_id, error = %e, suppressed_since_last_line = suppressed, "recording a command result failed; the command is resent after the node's next Hello and bcd answers it from its journal");
+                }
+                Ok(false)
             }
         }
+    }
+
+    /// After a result that answered no command of this session: go on (`Ok(false)`), or end
+    /// the session once its node sent [`UNSOLICITED_CUTOFF`] of them.
+    fn unsolicited(&mut self) -> Result<bool, Status> {
+        if self.unsolicited < UNSOLICITED_CUTOFF {
+            return Ok(false);
+        }
+        self.counters.sessions_cut.fetch_add(1, Ordering::Relaxed);
+        if let Some(suppressed) = self.counters.result_line() {
+            tracing::warn!(node = %self.node_id, results = self.unsolicited, suppressed_since_last_line = suppressed, "session ended: its node sent results for commands it was not sent");
+        }
+        Err(cut_off_status(self.unsolicited))
     }
 
     fn failure(&mut self, what: &str, e: &CommandQueueError) {
@@ -279,6 +334,18 @@ impl SessionCommands {
         self.counters.failed(what, Some(&self.node_id), e);
         self.retry_at = Some(tokio::time::Instant::now() + RETRY_AFTER);
     }
+}
+
+/// The status a session cut off for results of commands it was not sent ends with: retry in
+/// [`CUT_OFF_PUSHBACK`] (`grpc-retry-pushback-ms`; bcd waits at least that long).
+pub fn cut_off_status(results: u32) -> Status {
+    crate::renew::wire::with_pushback_ms(
+        Status::resource_exhausted(format!(
+            "this session sent {results} results for commands it was not sent; the gateway ended it: reconnect in {} s",
+            CUT_OFF_PUSHBACK.as_secs()
+        )),
+        u64::try_from(CUT_OFF_PUSHBACK.as_millis()).unwrap_or(u64::MAX),
+    )
 }
 
 /// The poller: from the log's head at start, asks which nodes have newly runnable commands and

@@ -1,6 +1,7 @@
 //! The session's command rules against a fake queue: nothing before the Welcome, each command
 //! sent once per session with its cause, a resend in a new session, the fetch bound, a failed
-//! dispatch record sends nothing and retries, answers counted by outcome.
+//! dispatch record sends nothing and retries, answers counted by outcome, results for commands
+//! the session did not send bounded (issue 40).
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -16,6 +17,8 @@ struct State {
     dispatched: Vec<(Vec<String>, DispatchCause)>,
     answered: HashSet<String>,
     fail_dispatch: bool,
+    /// Results read from the (fake) store.
+    answer_calls: usize,
 }
 
 #[derive(Default)]
@@ -84,6 +87,7 @@ impl Queue for FakeQueue {
 
     fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool> {
         let mut s = self.0.lock().unwrap();
+        s.answer_calls += 1;
         let mine = s
             .commands
             .iter()
@@ -188,18 +192,18 @@ async fn answers_are_counted_by_outcome_and_a_full_fetch_continues_after_one() {
     s.dispatch(&tx).await.unwrap();
     assert_eq!(received(&mut rx).len(), FETCH_LIMIT as usize);
     // An answer when the fetch was full asks for another fetch, which sends the 65th.
-    assert!(s.answer(&result(&id(0))).await);
+    assert!(s.answer(&result(&id(0))).await.unwrap());
     s.dispatch(&tx).await.unwrap();
     assert_eq!(received(&mut rx), vec![id(64)]);
     // The same answer again, another node's command, an invalid result.
-    assert!(!s.answer(&result(&id(0))).await);
-    assert!(!s.answer(&result(&id(100))).await);
-    assert!(!s.answer(&result("cmd_x")).await);
+    assert!(!s.answer(&result(&id(0))).await.unwrap());
+    assert!(!s.answer(&result(&id(100))).await.unwrap());
+    assert!(!s.answer(&result("cmd_x")).await.unwrap());
     let no_outcome = proto::CommandResult {
         outcome: 0,
         ..result(&id(1))
     };
-    assert!(!s.answer(&no_outcome).await);
+    assert!(!s.answer(&no_outcome).await.unwrap());
     for (outcome, n) in [
         ("recorded", 1),
         ("ignored", 2),
@@ -232,4 +236,66 @@ async fn a_dispatch_that_cannot_be_recorded_sends_nothing_and_is_retried() {
     queue.add("n1", 2);
     drop(rx);
     assert_eq!(s.dispatch(&tx).await, Err(SessionClosed));
+}
+
+/// Issue 40, item 8: a node sending results for commands it never got (20,000 in the attack)
+/// costs at most [`UNSOLICITED_READS`] store reads and a log line or two, and its session is
+/// ended at [`UNSOLICITED_CUTOFF`] with RESOURCE_EXHAUSTED and a retry hint.
+#[tokio::test]
+async fn results_for_commands_never_sent_are_bounded_and_the_session_cut_off() {
+    let queue = Arc::new(FakeQueue::default());
+    queue.add("n1", 1);
+    let (tx, mut rx) = mpsc::channel(128);
+    let (mut s, counters) = session(&queue, "n1");
+    s.welcomed();
+    s.dispatch(&tx).await.unwrap();
+    assert_eq!(received(&mut rx), vec![id(1)]);
+    let mut ended = None;
+    let mut sent = 0u32;
+    for n in 0..20_000usize {
+        sent += 1;
+        match s.answer(&result(&id(1_000 + n))).await {
+            Ok(again) => assert!(!again),
+            Err(status) => {
+                ended = Some(status);
+                break;
+            }
+        }
+    }
+    let status = ended.expect("the session is ended");
+    assert_eq!(sent, UNSOLICITED_CUTOFF);
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(
+        status.message(),
+        "this session sent 64 results for commands it was not sent; the gateway ended it: reconnect in 60 s"
+    );
+    assert_eq!(
+        status
+            .metadata()
+            .get("grpc-retry-pushback-ms")
+            .and_then(|v| v.to_str().ok()),
+        Some("60000")
+    );
+    assert_eq!(
+        queue.0.lock().unwrap().answer_calls,
+        UNSOLICITED_READS as usize,
+        "store reads for results of commands never sent"
+    );
+    assert_eq!(
+        counters.results.get("ignored"),
+        u64::from(UNSOLICITED_READS)
+    );
+    assert_eq!(
+        counters.results.get("unsolicited"),
+        u64::from(UNSOLICITED_CUTOFF - UNSOLICITED_READS)
+    );
+    assert_eq!(counters.sessions_cut.load(Ordering::Relaxed), 1);
+    // One line for the process per 10 s, however many results: the first one only here.
+    assert_eq!(counters.result_lines.load(Ordering::Relaxed), 1);
+    // The command it was sent is still answered and recorded.
+    let (mut next, _) = session(&queue, "n1");
+    next.welcomed();
+    next.dispatch(&tx).await.unwrap();
+    assert!(!next.answer(&result(&id(1))).await.unwrap());
+    assert_eq!(queue.0.lock().unwrap().answered.len(), 1);
 }

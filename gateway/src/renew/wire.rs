@@ -80,9 +80,17 @@ pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
 /// RESOURCE_EXHAUSTED for a node over its renewal bound, `grpc-retry-pushback-ms` saying when
 /// the next renewal is allowed.
 pub fn renewals_exhausted(per_hour: usize, retry_after_ms: u64) -> Status {
-    let mut status = Status::resource_exhausted(format!(
-        "this node renewed {per_hour} times in the last hour; retry in {retry_after_ms} ms"
-    ));
+    with_pushback_ms(
+        Status::resource_exhausted(format!(
+            "this node renewed {per_hour} times in the last hour; retry in {retry_after_ms} ms"
+        )),
+        retry_after_ms,
+    )
+}
+
+/// `status` with a retry hint: `grpc-retry-pushback-ms` (bcd waits it out; on the session wire
+/// the End frame carries it, `proto::session_wire`).
+pub fn with_pushback_ms(mut status: Status, retry_after_ms: u64) -> Status {
     if let Ok(value) = retry_after_ms.to_string().parse() {
         status.metadata_mut().insert(PUSHBACK_HEADER, value);
     }

@@ -8,7 +8,8 @@
 //! one whose transaction took a lower position and committed late (the tailer follows commit
 //! visibility, not positions). Should the feed fall so far behind that the hub drops batches for
 //! it, it loads `node_certs` again and ends every live session (their nodes reconnect, and the
-//! handshake checks the reloaded set).
+//! handshake checks the reloaded set), each told so with a reconnection time spread at random
+//! ([`crate::revocation::feed_health::reloaded_end`]).
 //!
 //! On `node.identity.revoked`, `node.deleted` and `node.retired` the feed reads that node's
 //! revoked serials from `node_certs` (written in the same transaction as the event, so visible
@@ -27,7 +28,8 @@
 //! skipping it would let the revoked node's sessions and handshakes through. The feed stops
 //! there, loudly: an error log naming the position, [`FeedHealth::halt`] (stale for good, the
 //! reason on the refusals, `bc_revocation_feed_halted 1`, health NOT_SERVING) and every live
-//! session ended, since which node it revoked is unknown. A restart of the gateway (after an
+//! session ended, since which node it revoked is unknown: with that reason and a retry hint of
+//! a minute or more, not as a shutdown ([`crate::revocation::feed_health::halted_end`]). A restart of the gateway (after an
 //! upgrade, or once the event is understood) loads the revoked set from `node_certs` again.
 
 use std::sync::Arc;
@@ -45,7 +47,7 @@ use events::RecordedEvent;
 use crate::metrics::Metrics;
 pub use crate::revocation::feed_health::FeedHealth;
 use crate::revocation::revoked::RevokedSerials;
-use crate::session::registry::Sessions;
+use crate::session::registry::{SessionEnd, Sessions};
 
 /// Settings of the feed.
 #[derive(Clone, Copy, Debug)]
@@ -214,7 +216,7 @@ async fn resync(store: &EventStore, targets: &FeedTargets, batches: u64) {
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
-    let ended = targets.sessions.end_all();
+    let ended = targets.sessions.end_all(SessionEnd::FeedReloaded);
     tracing::error!(
         lost_batches = batches,
         sessions_ended = ended,
@@ -228,7 +230,9 @@ async fn resync(store: &EventStore, targets: &FeedTargets, batches: u64) {
 fn halt(targets: &FeedTargets, err: &FeedError) {
     let why = err.to_string();
     targets.health.halt(why.clone());
-    let ended = targets.sessions.end_all();
+    let ended = targets
+        .sessions
+        .end_all(SessionEnd::FeedHalted(why.clone()));
     tracing::error!(
         error = %why,
         sessions_ended = ended,

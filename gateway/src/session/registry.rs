@@ -21,6 +21,12 @@ pub enum SessionEnd {
     Revoked { serial: String, reason: String },
     /// The gateway is shutting down: the node should reconnect (to another gateway).
     Shutdown,
+    /// The revocation feed stopped for good (the reason): new sessions are refused until the
+    /// gateway restarts, so the node is told to wait before it reconnects.
+    FeedHalted(String),
+    /// The revocation feed fell behind and reloaded the revoked set: the node reconnects, to
+    /// be checked against it, at a time spread at random.
+    FeedReloaded,
 }
 
 struct Entry {
@@ -139,15 +145,16 @@ impl Sessions {
         n
     }
 
-    /// Ends every live session (the gateway is stopping). Returns how many were told.
-    pub fn end_all(&self) -> usize {
+    /// Ends every live session, each told `why` (the gateway is stopping, or the revocation
+    /// feed can no longer vouch for them). Returns how many were told.
+    pub fn end_all(&self, why: SessionEnd) -> usize {
         let ended: Vec<Entry> = match self.live.lock() {
             Ok(mut live) => live.drain().map(|(_, e)| e).collect(),
             Err(_) => Vec::new(),
         };
         let n = ended.len();
         for e in ended {
-            let _ = e.end.send(SessionEnd::Shutdown);
+            let _ = e.end.send(why.clone());
         }
         n
     }

@@ -24,6 +24,7 @@ use tonic::{Status, Streaming};
 use crate::edge::tls::VerifiedNode;
 use crate::node_commands::dispatch::{SessionCommands, SessionItem};
 use crate::node_service::server::{NodeServer, NO_CERTIFICATE};
+use crate::revocation::feed_health::{halted_end, reloaded_end};
 use crate::session::registry::SessionEnd;
 use crate::session::validity::check_validity;
 use crate::trust::bundle::WelcomeTrust;
@@ -72,7 +73,7 @@ impl NodeServer {
         }
         if self.feed.is_stale() {
             self.metrics.sessions_refused.inc("feed-stale");
-            return Err(Status::unavailable(self.feed.session_refusal()));
+            return Err(self.feed.session_refusal_status());
         }
         let node_id = identity.spiffe_id.node.as_str().to_string();
         let serial_hex = identity.serial.to_hex();
@@ -122,6 +123,10 @@ impl NodeServer {
                     ended = &mut end => {
                         if let Ok(SessionEnd::Shutdown) = ended {
                             let _ = tx.send(Err(Status::unavailable("the gateway is shutting down; reconnect"))).await;
+                        } else if let Ok(SessionEnd::FeedHalted(why)) = ended {
+                            let _ = tx.send(Err(halted_end(&why))).await;
+                        } else if let Ok(SessionEnd::FeedReloaded) = ended {
+                            let _ = tx.send(Err(reloaded_end())).await;
                         } else if let Ok(SessionEnd::Revoked { serial, reason }) = ended {
                             let notice = GatewayMessage {
                                 body: Some(gateway_message::Body::Revocation(RevocationNotice {
@@ -204,8 +209,17 @@ impl NodeServer {
                                 }
                             }
                             Ok(Some(NodeMessage { body: Some(node_message::Body::Result(result)) })) => {
-                                if Box::pin(commands.answer(&result)).await && Box::pin(commands.dispatch(&tx)).await.is_err() {
-                                    break;
+                                match Box::pin(commands.answer(&result)).await {
+                                    Ok(true) => {
+                                        if Box::pin(commands.dispatch(&tx)).await.is_err() {
+                                            break;
+                                        }
+                                    }
+                                    Ok(false) => {}
+                                    Err(cut_off) => {
+                                        let _ = tx.send(Err(cut_off)).await;
+                                        break;
+                                    }
                                 }
                             }
                             Ok(Some(_)) => {}

@@ -103,7 +103,7 @@ pub(crate) async fn serve<IO>(
                     }
                     Err(end) => break end,
                 },
-                None => break Frame::End { code: 0, message: String::new() },
+                None => break Frame::End { code: 0, message: String::new(), pushback_ms: None },
             },
             permit = to_session.reserve(), if pending.is_some() => {
                 // An error: the session ended, and what it sends last is still to come from

@@ -293,6 +293,28 @@ pub async fn attestation_used(
     Ok(row.is_some())
 }
 
+/// Whether `attestation_uses` holds (attestor, subject) still live at `now_us`: a row whose
+/// `expires_at_us` is at or before `now_us` is expired (what maintenance prunes, exactly then)
+/// and no longer counts, whether or not it was pruned yet; a row without an expiry never
+/// expires. Renewals read their proof's replay row through this (issue 40); the row's expiry
+/// covers the proof's clock window (`domain::identity::proof_use_expiry_us`).
+pub async fn attestation_used_at(
+    tx: &mut StoreTx,
+    attestor: &str,
+    subject: &[u8; 32],
+    now_us: i64,
+) -> Result<bool, StoreError> {
+    let row: Option<(i64,)> = tx
+        .fetch_optional(
+            "SELECT CAST(1 AS BIGINT) AS one FROM attestation_uses \
+             WHERE attestor = $1 AND subject = $2 \
+             AND (expires_at_us IS NULL OR expires_at_us > $3)",
+            &[attestor.into(), subject.to_vec().into(), now_us.into()],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
 /// Up to `limit` keys of `attestation_uses` rows expired at `now_us`, the oldest first: what one
 /// prune event names.
 pub async fn expired_attestation_uses(

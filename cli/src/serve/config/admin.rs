@@ -7,6 +7,7 @@
 //! | `listen` | `BC_ADMIN_LISTEN` (`off` disables) | the top-level `admin_listen` (what `bcctl up` writes), else `127.0.0.1:8444` when the table is present; no listener without either |
 //! | `names` | | `["localhost", "127.0.0.1"]` (the names of its serving certificate) |
 //! | `max_connections` | | `64` |
+//! | `max_connections_per_peer` | | `8` (below `max_connections`: one address never holds every connection) |
 //! | `max_concurrent_calls` | | `8` (more are refused with RESOURCE_EXHAUSTED) |
 //! | `max_request_bytes` | | `4194304` (4 MiB: argv and input files) |
 //! | `max_reply_bytes` | | `67108864` (64 MiB: stdout, stderr and output files) |
@@ -27,6 +28,7 @@ pub struct FileAdmin {
     pub listen: Option<String>,
     pub names: Option<Vec<String>>,
     pub max_connections: Option<usize>,
+    pub max_connections_per_peer: Option<usize>,
     pub max_concurrent_calls: Option<usize>,
     pub max_request_bytes: Option<usize>,
     pub max_reply_bytes: Option<usize>,
@@ -39,6 +41,8 @@ pub struct AdminSettings {
     pub listen: SocketAddr,
     pub names: Vec<String>,
     pub max_connections: usize,
+    /// Connections open at once from one peer address (below `max_connections`).
+    pub max_connections_per_peer: usize,
     pub max_concurrent_calls: usize,
     pub max_request_bytes: usize,
     pub max_reply_bytes: usize,
@@ -48,6 +52,10 @@ pub struct AdminSettings {
 /// The address `bcctl serve` listens on for the admin API when only the table is given.
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:8444";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// An operator's bcctl holds one connection per call; a few scripts on one host fit in 8, and
+/// 56 connections stay for everyone else (issue 40: with the per-peer cap at the global one, a
+/// client re-opening 64 raw TCP connections kept every operator out).
+pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 8;
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 8;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_REPLY_BYTES: usize = 64 * 1024 * 1024;
@@ -65,6 +73,7 @@ impl AdminSettings {
             listen,
             names: vec!["localhost".into(), "127.0.0.1".into()],
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
@@ -120,6 +129,20 @@ pub fn admin_settings(
         f.max_connections,
         DEFAULT_MAX_CONNECTIONS,
     )?;
+    s.max_connections_per_peer = count(
+        "admin.max_connections_per_peer",
+        f.max_connections_per_peer,
+        DEFAULT_MAX_CONNECTIONS_PER_PEER.min(s.max_connections.saturating_sub(1).max(1)),
+    )?;
+    if s.max_connections < 2 || s.max_connections_per_peer >= s.max_connections {
+        return Err((
+            "admin.max_connections_per_peer",
+            format!(
+                "{} must be below admin.max_connections ({}, itself at least 2), so that one address cannot hold every connection",
+                s.max_connections_per_peer, s.max_connections
+            ),
+        ));
+    }
     s.max_concurrent_calls = count(
         "admin.max_concurrent_calls",
         f.max_concurrent_calls,
@@ -181,6 +204,34 @@ mod tests {
             admin_settings(None, Some("127.0.0.1:9999"), Some("off".into()), parse),
             Ok(None)
         );
+    }
+
+    /// Issue 40, item 7: one address may never hold every connection of the admin listener.
+    #[test]
+    fn the_per_peer_cap_stays_below_the_global_cap() {
+        let s = admin_settings(Some(&FileAdmin::default()), None, None, parse)
+            .expect("ok")
+            .expect("some");
+        assert_eq!(s.max_connections_per_peer, DEFAULT_MAX_CONNECTIONS_PER_PEER);
+        assert!(s.max_connections_per_peer < s.max_connections);
+        for (global, per_peer) in [(Some(8), Some(8)), (Some(4), Some(9)), (Some(1), None)] {
+            let file = FileAdmin {
+                max_connections: global,
+                max_connections_per_peer: per_peer,
+                ..FileAdmin::default()
+            };
+            let e = admin_settings(Some(&file), None, None, parse).expect_err("refused");
+            assert_eq!(e.0, "admin.max_connections_per_peer", "{e:?}");
+        }
+        // A smaller global cap alone lowers the per-peer default below it.
+        let file = FileAdmin {
+            max_connections: Some(4),
+            ..FileAdmin::default()
+        };
+        let s = admin_settings(Some(&file), None, None, parse)
+            .expect("ok")
+            .expect("some");
+        assert_eq!((s.max_connections, s.max_connections_per_peer), (4, 3));
     }
 
     #[test]

@@ -201,7 +201,7 @@ mod tests {
         let e = api_limits(&Some(f), parse_duration).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "api_limits.max_connections_per_peer: 11 must be at least 1 and at most max_connections (10); set it to the most nodes behind one address (NAT)"
+            "api_limits.max_connections_per_peer: 11 must be at least 1 and below max_connections (10), so that one address cannot hold every connection; set it to the most nodes behind one address (NAT)"
         );
         let f = FileLimits {
             join_refusals_per_peer: Some(5),
