@@ -6,7 +6,7 @@
 //! | module | job |
 //! | --- | --- |
 //! | [`wire`] | the evidence bcd sends: provider, document, (AWS) signature |
-//! | [`config`] | what the operator configures: max age, each provider's keys and audience |
+//! | [`config`] | what the operator configures: max age, each provider's keys and audience; its [`FACTORY`] |
 //! | [`refusal`] | `cloud-iid:<reason>` |
 //! | [`jwt`] | JWT + JWKS verification shared by GCP and OIDC (jsonwebtoken) |
 //! | [`aws`] | the instance identity document and its RSA-SHA256 signature |
@@ -32,8 +32,8 @@ pub mod wire;
 pub use accounts::{cloud_account_key, CLOUD_ACCOUNT_LIST};
 pub use attestor::{cloud_iid_subject, CloudIidAttestor, INSTANCE_REUSED};
 pub use config::{
-    AwsConfig, AzureConfig, CloudIidConfig, CloudIidConfigError, GcpConfig, OidcIssuerConfig,
-    DEFAULT_MAX_AGE, MAX_FUTURE_SKEW,
+    AwsConfig, AzureConfig, CloudIidConfig, CloudIidConfigError, CloudIidSettings, GcpConfig,
+    OidcIssuerConfig, DEFAULT_MAX_AGE, FACTORY, MAX_FUTURE_SKEW,
 };
 pub use instance::{CloudIdentity, CLOUD_IID_ATTESTOR};
 pub use refusal::CloudIidRefusal;

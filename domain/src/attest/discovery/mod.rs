@@ -6,7 +6,7 @@
 //! | --- | --- |
 //! | [`wire`] | the `SignedDiscoveryAssertion`, its signing input, the kernel command line |
 //! | [`refusal`] | why a discovery join was refused (`discovery:<reason>`) |
-//! | [`config`] | `[attestors.discovery]`: approval, allowed kinds, certificate lifetime |
+//! | [`config`] | `[attestors.discovery]`: approval, allowed kinds, certificate lifetime; its [`FACTORY`] |
 //! | [`attestor`] | the [`DiscoveryAttestor`] itself |
 
 pub mod attestor;
@@ -18,7 +18,8 @@ pub use attestor::{
     assertion_subject, assertion_valid_until_ms, DiscoveryAttestor, MAX_CLOCK_AHEAD_MS,
 };
 pub use config::{
-    DiscoveryApproval, DiscoveryConfig, DiscoveryConfigError, DEFAULT_ALLOWED_KINDS, MAX_CERT_TTL,
+    DiscoveryApproval, DiscoveryConfig, DiscoveryConfigError, DEFAULT_ALLOWED_KINDS, FACTORY,
+    MAX_CERT_TTL,
 };
 pub use refusal::DiscoveryRefusal;
 pub use wire::{
