@@ -1,6 +1,6 @@
 //! What the operator configures for the `cloud-iid` attestor (`[attestors.cloud-iid]` in
-//! `bcctl serve`'s configuration), how the table is read ([`CloudIidSettings`]) and how the
-//! attestor registers ([`FACTORY`]). The attestor runs only when the table is present; each
+//! `bcctl serve`'s configuration) and how the table is read ([`CloudIidSettings`]; the attestor
+//! registers in [`super::factory`]). The attestor runs only when the table is present; each
 //! provider section is optional, and a provider without one is refused
 //! `cloud-iid:unknown-provider`.
 //!
@@ -26,19 +26,12 @@
 //! than failing a join.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::accounts::CLOUD_ACCOUNT_LIST;
-use super::attestor::CloudIidAttestor;
 use super::instance::CLOUD_IID_ATTESTOR;
-use crate::attest::contract::AnyAttestor;
-use crate::attest::factory::{
-    configured, parse_table, AttestorConfig, AttestorFactory, ConfigTable, FromDeployment,
-    SettingError,
-};
+use crate::attest::factory::{parse_table, ConfigTable, FromDeployment, SettingError};
 
 /// The default `max_age`: documents issued longer ago are refused.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(600);
@@ -339,30 +332,6 @@ impl CloudIidSettings {
         Ok(config)
     }
 }
-
-impl AttestorConfig for CloudIidSettings {
-    fn id(&self) -> &str {
-        CLOUD_IID_ATTESTOR
-    }
-
-    fn attestor(&self, from: &FromDeployment<'_>) -> Result<Arc<dyn AnyAttestor>, String> {
-        let attestor = CloudIidAttestor::new(self.config(from)?)
-            .map_err(|e| SettingError::new("attestors.cloud-iid", e.to_string()))?;
-        Ok(Arc::new(attestor))
-    }
-}
-
-/// How `cloud-iid` registers: its registry of accounts, and its configuration from
-/// `[attestors.cloud-iid]` (not registered without the table), built with the deployment's
-/// reader (its certificates and JWKS are files).
-pub const FACTORY: AttestorFactory = AttestorFactory {
-    id: CLOUD_IID_ATTESTOR,
-    lists: &[CLOUD_ACCOUNT_LIST],
-    build: |setup| match CloudIidSettings::from_table(setup.table)? {
-        Some(settings) => configured(settings),
-        None => Ok(None),
-    },
-};
 
 #[cfg(test)]
 mod tests {

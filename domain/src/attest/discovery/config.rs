@@ -1,6 +1,6 @@
 //! What the operator configures for the `discovery` attestor (`[attestors.discovery]` in `bcctl
 //! serve`'s configuration, optional: the attestor is a built-in and these are its defaults), how
-//! the table is read, and how the attestor registers ([`FACTORY`]).
+//! the table is read (the attestor registers in [`super::factory`]).
 //!
 //! ```toml
 //! [attestors.discovery]
@@ -9,18 +9,12 @@
 //! cert_ttl = "2h"           # a ramdisk certificate's life, at most (and by default) 2h
 //! ```
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::attestor::DiscoveryAttestor;
 use super::wire::DISCOVERY_ATTESTOR;
-use crate::attest::contract::AnyAttestor;
-use crate::attest::factory::{
-    configured, parse_table, AttestorConfig, AttestorFactory, ConfigTable, FromDeployment,
-    SettingError,
-};
+use crate::attest::factory::{parse_table, ConfigTable, SettingError};
 use crate::attest::kinds::{check_kind_list, KindListError};
 use crate::pki::leaf::RAMDISK_MAX_LIFETIME;
 
@@ -170,26 +164,6 @@ impl DiscoveryConfig {
         Ok(config)
     }
 }
-
-impl AttestorConfig for DiscoveryConfig {
-    fn id(&self) -> &str {
-        DISCOVERY_ATTESTOR
-    }
-
-    fn attestor(&self, from: &FromDeployment<'_>) -> Result<Arc<dyn AnyAttestor>, String> {
-        let attestor = DiscoveryAttestor::new(from.trust_domain.clone(), self.clone());
-        Ok(Arc::new(attestor))
-    }
-}
-
-/// How `discovery` registers: no list of its own (its sites and boot entries have verbs of
-/// their own); its configuration from `[attestors.discovery]` (or the defaults), built with the
-/// trust domain its site agents' certificates name.
-pub const FACTORY: AttestorFactory = AttestorFactory {
-    id: DISCOVERY_ATTESTOR,
-    lists: &[],
-    build: |setup| configured(DiscoveryConfig::from_table(setup.table)?),
-};
 
 #[cfg(test)]
 mod tests {

@@ -6,11 +6,13 @@
 //! | --- | --- |
 //! | [`wire`] | the `SignedDiscoveryAssertion`, its signing input, the kernel command line |
 //! | [`refusal`] | why a discovery join was refused (`discovery:<reason>`) |
-//! | [`config`] | `[attestors.discovery]`: approval, allowed kinds, certificate lifetime; its [`FACTORY`] |
+//! | [`config`] | `[attestors.discovery]`: approval, allowed kinds, certificate lifetime |
+//! | [`factory`] | how it registers: its [`FACTORY`] |
 //! | [`attestor`] | the [`DiscoveryAttestor`] itself |
 
 pub mod attestor;
 pub mod config;
+pub mod factory;
 pub mod refusal;
 pub mod wire;
 
@@ -18,9 +20,9 @@ pub use attestor::{
     assertion_subject, assertion_valid_until_ms, DiscoveryAttestor, MAX_CLOCK_AHEAD_MS,
 };
 pub use config::{
-    DiscoveryApproval, DiscoveryConfig, DiscoveryConfigError, DEFAULT_ALLOWED_KINDS, FACTORY,
-    MAX_CERT_TTL,
+    DiscoveryApproval, DiscoveryConfig, DiscoveryConfigError, DEFAULT_ALLOWED_KINDS, MAX_CERT_TTL,
 };
+pub use factory::FACTORY;
 pub use refusal::DiscoveryRefusal;
 pub use wire::{
     normalize_mac, AssertionStatement, AssertionWireError, DiscoveryAssertion,

@@ -1,6 +1,6 @@
 //! What the operator configures for the `tpm` attestor (`[attestors.tpm]` in `bcctl serve`'s
-//! configuration; spec 000 "tpm"), how the table is read ([`TpmSettings`]), and how the attestor
-//! registers ([`FACTORY`]). The attestor runs only when the table is present:
+//! configuration; spec 000 "tpm") and how the table is read ([`TpmSettings`]; the attestor
+//! registers in [`super::factory`]). The attestor runs only when the table is present:
 //!
 //! ```toml
 //! [attestors.tpm]
@@ -19,19 +19,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::allow_list::TPM_ALLOW_LIST;
-use super::attestor::TpmAttestor;
 use super::wire::TPM_ATTESTOR;
-use crate::attest::contract::AnyAttestor;
-use crate::attest::factory::{
-    configured, parse_table, AttestorConfig, AttestorFactory, ConfigTable, FromDeployment,
-    SettingError,
-};
+use crate::attest::factory::{parse_table, ConfigTable, FromDeployment, SettingError};
 
 /// The longest a challenge state may live (spec: at most 5 minutes).
 pub const MAX_CHALLENGE_TTL: Duration = Duration::from_secs(300);
@@ -228,27 +221,6 @@ impl TpmSettings {
         })
     }
 }
-
-impl AttestorConfig for TpmSettings {
-    fn id(&self) -> &str {
-        TPM_ATTESTOR
-    }
-
-    fn attestor(&self, from: &FromDeployment<'_>) -> Result<Arc<dyn AnyAttestor>, String> {
-        Ok(Arc::new(TpmAttestor::new(self.config(from)?)))
-    }
-}
-
-/// How `tpm` registers: its allow-list, and its configuration from `[attestors.tpm]` (not
-/// registered without the table), built with the deployment's reader and a key derived for it.
-pub const FACTORY: AttestorFactory = AttestorFactory {
-    id: TPM_ATTESTOR,
-    lists: &[TPM_ALLOW_LIST],
-    build: |setup| match TpmSettings::from_table(setup.table)? {
-        Some(settings) => configured(settings),
-        None => Ok(None),
-    },
-};
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

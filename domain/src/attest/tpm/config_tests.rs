@@ -139,10 +139,11 @@ fn each_bad_key_is_refused_by_its_name() {
 
 #[test]
 fn the_factory_builds_the_attestor_only_with_the_table() {
-    let none = (FACTORY.build)(&crate::attest::AttestorSetup { table: None }).unwrap();
+    let none =
+        (crate::attest::tpm::FACTORY.build)(&crate::attest::AttestorSetup { table: None }).unwrap();
     assert!(none.is_none());
     let table = toml_table("[tpm]\nek_roots = [\"/root.pem\"]\n", "tpm").unwrap();
-    let configured = (FACTORY.build)(&crate::attest::AttestorSetup {
+    let configured = (crate::attest::tpm::FACTORY.build)(&crate::attest::AttestorSetup {
         table: table.as_ref(),
     })
     .unwrap()
@@ -150,5 +151,5 @@ fn the_factory_builds_the_attestor_only_with_the_table() {
     assert!(configured.config::<TpmSettings>().is_some());
     let attestor = with_deployment(|from| configured.attestor(from)).unwrap();
     assert_eq!(attestor.id(), "tpm");
-    assert_eq!(FACTORY.lists[0].name, "tpm-allow");
+    assert_eq!(crate::attest::tpm::FACTORY.lists[0].name, "tpm-allow");
 }
