@@ -237,14 +237,28 @@ impl AttestorRegistry {
 /// Every attestor this control plane is built with, one line each: its id, the operator-managed
 /// lists it reads (`bcctl attestor entry --list <name>` finds their rules here), and how it is
 /// built from its configuration table (`[attestors.<id>]`) and what the deployment gives it.
+/// Their order is that of [`BUILTIN_IDS`] and of the registry `bcctl serve` builds.
 pub const FACTORIES: &[AttestorFactory] = &[
     domain::attest::join_token::FACTORY,
-    domain::attest::provisioned::FACTORY,
     domain::attest::x509pop::FACTORY,
-    domain::attest::discovery::FACTORY,
+    domain::attest::provisioned::FACTORY,
     domain::attest::tpm::FACTORY,
+    domain::attest::discovery::FACTORY,
     domain::attest::cloud_iid::FACTORY,
 ];
+
+/// The ids of [`FACTORIES`], in its order: the built-in attestors, which a pool's policy may
+/// always name and an external attestor may not take (a new line in [`FACTORIES`] is all it
+/// takes to be one).
+pub const BUILTIN_IDS: [&str; FACTORIES.len()] = {
+    let mut ids = [""; FACTORIES.len()];
+    let mut i = 0;
+    while i < FACTORIES.len() {
+        ids[i] = FACTORIES[i].id;
+        i += 1;
+    }
+    ids
+};
 
 /// The HKDF info the `tpm` attestor's challenge-state key is derived under.
 pub use domain::attest::tpm::TPM_CHALLENGE_INFO;
@@ -354,11 +368,25 @@ mod tests {
         let registry = AttestorRegistry::configured(&configured, &keys, &none).unwrap();
         assert_eq!(
             registry.ids(),
-            ["join-token", "provisioned", "x509pop", "discovery"]
+            ["join-token", "x509pop", "provisioned", "discovery"]
         );
         let td = keys.trust_domain.clone();
-        let builtin = AttestorRegistry::builtin_for(&keys, &IdentityConfig::new(td));
-        assert_eq!(builtin.ids(), registry.ids());
+        let mut builtin = AttestorRegistry::builtin_for(&keys, &IdentityConfig::new(td)).ids();
+        builtin.sort();
+        let mut configured = registry.ids();
+        configured.sort();
+        assert_eq!(builtin, configured);
+        assert_eq!(
+            BUILTIN_IDS,
+            [
+                "join-token",
+                "x509pop",
+                "provisioned",
+                "tpm",
+                "discovery",
+                "cloud-iid"
+            ]
+        );
         assert_eq!(
             AttestorRegistry::builtin().ids(),
             ["join-token", "provisioned"]
