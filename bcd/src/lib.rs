@@ -3,6 +3,7 @@
 //! | module | job |
 //! | --- | --- |
 //! | [`config`] | `config.toml`, environment overrides, the three pins; `bcd config template` |
+//! | [`clock`] | the machine's clock (a test may set it off, debug builds only) and the trusted time signed commands are judged at |
 //! | [`files`] | the data directory: durable 0600 writes, `identity.json` and `node.key`, the PEM files, `revoked.json` |
 //! | [`fault`] | fault points the crash tests stop the process at (debug builds only) |
 //! | [`join`] | `bcd join` and `bcd ramdisk`: the token, the request, the join loop, verifying the answer, reset, hand-over |
@@ -23,6 +24,7 @@
 
 pub mod attest;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod fault;
 pub mod files;

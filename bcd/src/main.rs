@@ -302,7 +302,7 @@ fn main() -> ExitCode {
         Err(e) => return fail(format_args!("bcd: {e}")),
     };
     let dir = DataDir::new(&config.data_dir);
-    let now = OffsetDateTime::now_utc();
+    let now = bcd::clock::now();
 
     match cli.command {
         Command::Join {

@@ -1,4 +1,6 @@
-//! The real `bcd` binary: --reset, token input, already joined, malformed pins.
+//! The real `bcd` binary: --reset, token input, already joined, malformed pins; doctor's clock
+//! against the last signed time, and an expiry judged by this machine's clock (issue 40 item 3,
+//! with bcd's test clock `BCD_TEST_CLOCK_OFFSET_MS`).
 
 use crate::common;
 
@@ -457,5 +459,56 @@ fn a_bad_files_section_stops_bcd_naming_it() {
              0o600, or 0o640 for a group such as nginx's\n",
             cfg.display()
         )
+    );
+}
+
+#[test]
+fn doctor_judges_the_clock_by_the_last_signed_time_and_says_whose_clock_expired_the_certificate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let ks = keyset();
+    let (dd, _, mut stored) = joined(&data, &ks, "n1");
+    let cfg = config(tmp.path(), &data);
+    // The control plane signed a time ten minutes ahead of this machine's clock (a renewal
+    // answer's, say): the clock is at least that far behind.
+    let signed = now() + time::Duration::minutes(10);
+    stored.observe_server_time(signed);
+    dd.write(bcd::files::IDENTITY_FILE, &stored.to_json())
+        .unwrap();
+    let doctor = |offset_ms: i64| {
+        let out = bcd(&cfg, &["doctor"])
+            .env("BCD_TEST_CLOCK_OFFSET_MS", offset_ms.to_string())
+            .output()
+            .unwrap();
+        text(&out.stdout)
+    };
+    let stdout = doctor(0);
+    assert!(
+        stdout.contains("FAIL local clock: the local clock (")
+            && stdout.contains(" s behind the time the control plane signed last (")
+            && stdout.contains(
+                "renewals and x509pop re-joins are refused past 60 s, and signed commands are \
+                 judged at the signed time; fix the clock"
+            ),
+        "{stdout}"
+    );
+    // The clock set right (eleven minutes on): nothing behind.
+    let stdout = doctor(11 * 60_000);
+    assert!(
+        stdout.contains("ok   local clock: not behind the time the control plane signed last ("),
+        "{stdout}"
+    );
+    // A clock a day and more ahead takes the certificate for expired: doctor says by whose clock,
+    // and that bcd node re-joins by x509pop before any reset.
+    let stdout = doctor(25 * 3_600_000);
+    assert!(
+        stdout.contains("FAIL identity: the certificate of n1 (site eu-1, role node) expired at ")
+            && stdout.contains(
+                " by this machine's clock (bcd doctor's clock checks compare it with the \
+                 server's); an expired certificate cannot be renewed: bcd node re-joins by \
+                 x509pop from the identity on disk within the control plane's grace (7 days by \
+                 default); past it, join again: bcd join --reset --yes, then bcd join"
+            ),
+        "{stdout}"
     );
 }

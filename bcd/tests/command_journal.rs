@@ -1,5 +1,7 @@
 //! journal.db makes a command run at most once across redeliveries and restarts; built-ins and
-//! hooks answer with their output, exit code, failure or timeout.
+//! hooks answer with their output, exit code, failure or timeout. It also keeps the highest
+//! signed time the node has seen, so a restart on a clock set back does not revive an expired
+//! command (issue 40 item 4).
 
 use crate::command_support::*;
 
@@ -256,4 +258,92 @@ fn a_process_the_hook_left_holding_its_output_does_not_hold_the_result() {
     );
     assert_eq!(result.outcome, O::Succeeded as i32, "{result:?}");
     assert_eq!(result.output_tail, b"done\n".to_vec());
+}
+
+/// A ping of `worker` issued `issued_ago_min` minutes ago, ending `ends_ago_min` minutes ago
+/// (negative: in the future).
+fn ping_between(worker: &Worker, issued_ago_min: i64, ends_ago_min: i64) -> proto::Command {
+    let mut b = body(&new_id(), NODE, "diag.ping", ping("t"), None);
+    b.issued_at_ms = now_ms() - issued_ago_min * 60_000;
+    b.not_after_ms = now_ms() - ends_ago_min * 60_000;
+    signed(worker, &b, TD)
+}
+
+fn assert_expired(result: &proto::CommandResult) {
+    assert_eq!(
+        (result.outcome, result.reject_reason),
+        (
+            O::Rejected as i32,
+            proto::CommandRejectReason::SignatureInvalid as i32
+        ),
+        "{result:?}"
+    );
+    assert!(
+        result.detail.starts_with("expired: the command ended at ")
+            && result.detail.contains(" ms, this node's time is "),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn a_verified_commands_issue_time_survives_a_restart_on_a_clock_set_back() {
+    let m = no_quorum();
+    let worker = worker_since(&m.root, now() - time::Duration::minutes(40));
+    // A command issued now runs, and its issue time becomes the journal's signed-time mark.
+    let fresh = ping_between(&worker, 0, -60);
+    let issued = domain::command::CommandBody::decode(fresh.body.as_slice())
+        .unwrap()
+        .issued_at_ms;
+    let ran = m.runner().handle(&fresh, now_ms());
+    assert_eq!(ran.outcome, O::Succeeded as i32, "{ran:?}");
+    assert_eq!(
+        Journal::open(&m.data.journal(), NODE)
+            .unwrap()
+            .signed_time_ms()
+            .unwrap(),
+        Some(issued)
+    );
+    // bcd restarts on a machine whose clock went two hours back: a command that ended ten
+    // minutes ago is still expired (its own clock alone would have run it).
+    let (mut runner, _) = CommandRunner::open_at_start(m.context()).unwrap();
+    let stale = ping_between(&worker, 30, 10);
+    assert_expired(&runner.handle(&stale, now_ms() - 2 * 3_600_000));
+}
+
+#[test]
+fn the_signed_server_time_of_identity_json_holds_the_time_up() {
+    let m = no_quorum();
+    let worker = worker_since(&m.root, now() - time::Duration::minutes(40));
+    // The last renewal answer's signed server time, as identity.json keeps it.
+    let mut stored = m.stored();
+    stored.observe_server_time(now());
+    m.data
+        .write(bcd::files::IDENTITY_FILE, &stored.to_json())
+        .unwrap();
+    let stale = ping_between(&worker, 30, 10);
+    assert_expired(&m.runner().handle(&stale, now_ms() - 2 * 3_600_000));
+}
+
+#[test]
+fn a_command_issued_ahead_of_a_slow_clock_says_the_clock_may_be_behind() {
+    let m = no_quorum();
+    let c = signed(
+        &m.worker,
+        &body(&new_id(), NODE, "diag.ping", ping("x"), None),
+        TD,
+    );
+    // This machine's clock is ten minutes slow and it has seen no signed time yet.
+    let r = m.runner().handle(&c, now_ms() - 10 * 60_000);
+    assert_eq!(
+        r.reject_reason,
+        proto::CommandRejectReason::SignatureInvalid as i32
+    );
+    assert!(
+        r.detail
+            .starts_with("not-yet-valid: the command was issued at ")
+            && r.detail.ends_with(
+                "; this machine's clock may be behind: bcd doctor compares it with the server's"
+            ),
+        "{r:?}"
+    );
 }

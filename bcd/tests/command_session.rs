@@ -3,9 +3,14 @@
 //! after bcd is killed and restarted (its hook ran once); one bcd was killed in the middle of
 //! is reported failed ("interrupted: ...") and never run again. Hello carries the approver set
 //! the first session took from the bundle.
+//!
+//! The evil Welcome (issue 40 item 4): a gateway whose Welcome says the time is an hour back, or
+//! ten years ahead, changes nothing about which signed commands bcd runs: each command and each
+//! batch approval is judged at bcd's own clock and the signed times it has seen.
 
 use crate::command_support::{
-    body, content, new_id, new_root, ping, reboot, set_of, signed, worker_of, Approver,
+    batch, body, content, new_id, new_root, new_root_since, ping, reboot, set_of, signed,
+    worker_of, worker_since, Approver,
 };
 use crate::common::{joined, keyset, TD};
 use crate::renewal_support::{fake_gateway_with, CommandScript, OtherAnswers, RenewAnswer};
@@ -141,6 +146,7 @@ async fn commands_run_once_across_a_killed_and_restarted_bcd() {
         script: Some(CommandScript {
             commands: commands.clone(),
             seen: seen_tx,
+            welcome_offset_ms: 0,
         }),
         ..Default::default()
     };
@@ -224,4 +230,151 @@ async fn commands_run_once_across_a_killed_and_restarted_bcd() {
     // The unbatched runs were counted (the interrupted wipe included: it was admitted).
     let runs = std::fs::read_to_string(data.file("unbatched-destructive.json")).unwrap();
     assert_eq!(runs.matches("cmd_").count(), 2, "{runs}");
+}
+
+/// What bcd answered each command of the evil-Welcome script, in order, and the commands whose
+/// hook ran.
+async fn outcomes_under_a_welcome_off_by(
+    offset_ms: i64,
+) -> (Vec<(String, i32, i32, String)>, Vec<String>) {
+    let ks = keyset();
+    let tmp = tempfile::tempdir().unwrap();
+    let data_path = tmp.path().join("data");
+    let (data, _, _) = joined(&data_path, &ks, "node_a");
+    // A root and a worker certificate of three and two hours ago: the worker signed the
+    // commands below when they say they were issued.
+    let ago = |minutes: i64| time::OffsetDateTime::now_utc() - time::Duration::minutes(minutes);
+    let root = new_root_since(ago(180));
+    let worker = worker_since(&root, ago(120));
+    let mut stored = read_stored(&data).unwrap().unwrap();
+    stored.trust_roots = vec![root.cert_der().to_vec()];
+    // One approver, threshold 1, no unbatched destructive commands.
+    let approver = Approver::generate();
+    let set = set_of(&[&approver], 1, 0);
+    stored.trust_bundle = Some(content(&stored.trust_roots, &set, 1, &[]));
+    data.write(IDENTITY_FILE, &stored.to_json()).unwrap();
+    let marker = tmp.path().join("reboot.ran");
+    let hook = tmp.path().join("reboot.sh");
+    script(
+        &hook,
+        &format!(
+            "#!/bin/sh\necho \"$BC_COMMAND_ID\" >> {}\necho rebooted\n",
+            marker.display()
+        ),
+    );
+
+    let now = crate::command_support::now_ms();
+    // A ping signed now, living an hour.
+    let fresh = signed(
+        &worker,
+        &body(&new_id(), "node_a", "diag.ping", ping("fresh"), None),
+        TD,
+    );
+    // A ping that lived from 62 to 10 minutes ago: correctly signed, expired.
+    let mut old = body(&new_id(), "node_a", "diag.ping", ping("stale"), None);
+    old.issued_at_ms = now - 62 * 60_000;
+    old.not_after_ms = now - 10 * 60_000;
+    let expired = signed(&worker, &old, TD);
+    // A reboot under a live approval (an hour left) and one under an approval that ended ten
+    // minutes ago; each command itself signed 58 minutes ago and live for another hour.
+    let reboot_in = |batch: &crate::command_support::Batch| {
+        let mut b = body(
+            &new_id(),
+            "node_a",
+            "node.reboot",
+            reboot(),
+            Some(&batch.id),
+        );
+        b.issued_at_ms = now - 58 * 60_000;
+        b.not_after_ms = now + 3_600_000;
+        signed(&worker, &b, TD)
+    };
+    let live_batch = batch(&["node_a"], "live");
+    let mut approved = reboot_in(&live_batch);
+    approved.batch_approval = Some(live_batch.approval(&[&approver], (now + 3_600_000) * 1000, TD));
+    approved.batch_proof = Some(live_batch.proof_for("node_a"));
+    let ended_batch = batch(&["node_a"], "ended");
+    let mut lapsed = reboot_in(&ended_batch);
+    lapsed.batch_approval = Some(ended_batch.approval(&[&approver], (now - 600_000) * 1000, TD));
+    lapsed.batch_proof = Some(ended_batch.proof_for("node_a"));
+    let script_commands = vec![fresh, expired, approved, lapsed];
+
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let never: RenewAnswer = Arc::new(|_| Err(Status::unavailable("no renewals here")));
+    let other = OtherAnswers {
+        script: Some(CommandScript {
+            commands: Arc::new(Mutex::new(script_commands.clone())),
+            seen: seen_tx,
+            welcome_offset_ms: offset_ms,
+        }),
+        ..Default::default()
+    };
+    let gw = fake_gateway_with(&ks, never, 0, other).await;
+    let pin = certificate_spki_pin(ks.serving_ca.cert_der()).unwrap();
+    let cfg = tmp.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "server = \"{}\"\nserving_ca_spki_pin = \"{pin}\"\n[commands.hooks]\n\"node.reboot\" = \"{}\"\n",
+            gw.server(),
+            hook.display()
+        ),
+    )
+    .unwrap();
+    let mut child = start_bcd(&cfg, &data_path, &tmp.path().join("bcd.log"));
+    let mut outcomes = Vec::new();
+    for command in &script_commands {
+        let r = result_for(&mut seen, &command.command_id).await;
+        outcomes.push((r.command_id, r.outcome, r.reject_reason, r.detail));
+    }
+    kill(&mut child);
+    (outcomes, lines(&marker))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evil_welcome_an_hour_back_or_ten_years_ahead_changes_nothing_bcd_runs() {
+    use proto::CommandRejectReason as R;
+    const HOUR_MS: i64 = 3_600_000;
+    const TEN_YEARS_MS: i64 = 3_652 * 24 * HOUR_MS;
+    for offset in [-HOUR_MS, TEN_YEARS_MS] {
+        let (got, ran) = outcomes_under_a_welcome_off_by(offset).await;
+        let (fresh, expired, approved, lapsed) = (&got[0], &got[1], &got[2], &got[3]);
+        // The fresh ping runs.
+        assert_eq!(
+            fresh.1,
+            O::Succeeded as i32,
+            "Welcome off by {offset} ms: {got:#?}"
+        );
+        // The expired one is refused, at bcd's time, whatever the Welcome said.
+        assert_eq!(
+            (expired.1, expired.2),
+            (O::Rejected as i32, R::SignatureInvalid as i32),
+            "Welcome off by {offset} ms: {expired:?}"
+        );
+        assert!(
+            expired.3.starts_with("expired: the command ended at ")
+                && expired.3.contains(" ms, this node's time is "),
+            "{expired:?}"
+        );
+        // The reboot under a live approval runs; the one whose approval ended is refused.
+        assert_eq!(
+            approved.1,
+            O::Succeeded as i32,
+            "Welcome off by {offset} ms: {approved:?}"
+        );
+        assert_eq!(
+            (lapsed.1, lapsed.2),
+            (O::Rejected as i32, R::BatchUnapproved as i32),
+            "Welcome off by {offset} ms: {lapsed:?}"
+        );
+        assert!(
+            lapsed
+                .3
+                .starts_with("approval-expired: the batch approval ended at ")
+                && lapsed.3.contains(" µs, this node's time is "),
+            "{lapsed:?}"
+        );
+        // The hook ran for the live approval's reboot only.
+        assert_eq!(ran, vec![approved.0.clone()]);
+    }
 }

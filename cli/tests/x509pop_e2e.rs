@@ -10,6 +10,12 @@
 //! `bcd join --attestor x509pop` while its certificate is still valid: that certificate is
 //! revoked, and a session with it is refused at the handshake as revoked (the TLS alert).
 //!
+//! A machine whose clock is 90 s fast (issue 40 item 3; bcd's test clock,
+//! `BCD_TEST_CLOCK_OFFSET_MS`, debug builds only) takes its still-valid certificate for expired,
+//! and its x509pop re-join is refused for the skew (the window is ±60 s): `bcd node` names the
+//! clock as the cause and asks for no reset, keeps the identity, and `bcd doctor` reports the
+//! skew.
+//!
 //! Run: `cargo test -p cli --test suite x509pop_e2e::` (Postgres at `DATABASE_URL`).
 
 use crate::support;
@@ -393,4 +399,60 @@ async fn x509pop_e2e_postgres() {
         .await
         .expect("scenario");
     drop(db);
+}
+
+#[test]
+fn a_clock_90_s_fast_is_named_as_the_cause_and_no_reset_is_asked() {
+    let db = TestDb::sqlite().expect("sqlite test db");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = start_server(tmp.path(), db.url(), "75s");
+    let data = tmp.path().join("node-fast");
+    let mut join = bcd(&server, &data, &["join"]);
+    join.env("BCD_JOIN_TOKEN", server.s("token"));
+    let (code, stdout, stderr) = run(join);
+    assert_eq!(code, 0, "bcd join: {stdout}{stderr}");
+    let serial = status(&server, &data)["serial"]
+        .as_str()
+        .expect("serial")
+        .to_owned();
+    // This machine's clock is 90 s fast: its 75 s certificate looks expired to it, not to the
+    // gateway.
+    let fast = |args: &[&str]| {
+        let mut cmd = bcd(&server, &data, args);
+        cmd.env("BCD_TEST_CLOCK_OFFSET_MS", "90000");
+        cmd
+    };
+    let (code, stdout, stderr) = run(fast(&["node"]));
+    let said = format!("{stdout}{stderr}");
+    assert_eq!(code, 1, "{said}\n{}", server.proc.log_text());
+    assert!(
+        said.contains("re-joining by x509pop from the identity on disk"),
+        "{said}"
+    );
+    assert!(
+        said.contains("bcd node: the x509pop re-join was refused: this machine's clock is 9")
+            && said.contains(
+                " s ahead of the gateway's (its Welcome's time): renewals and x509pop re-joins \
+                 are refused past 60 s; fix the clock"
+            )
+            && said.contains("it has not expired, this machine's clock took it for expired")
+            && said.contains("no reset is needed"),
+        "{said}"
+    );
+    assert!(!said.contains("--reset"), "no reset is asked for: {said}");
+    // Nothing was changed: the same certificate, valid by the right clock.
+    let after = status(&server, &data);
+    assert_eq!(after["serial"], serial.as_str(), "{after}");
+    assert_eq!(after["state"], "ok", "{after}");
+    // bcd doctor on the fast clock reports the skew, and the consequence.
+    let (code, stdout, _) = run(fast(&["doctor"]));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("FAIL clock skew: local clock ahead of the server's by 9")
+            && stdout.contains(
+                " s: renewals and x509pop re-joins are refused past 60 s, and this clock judges \
+                 the certificate's expiry; fix the clock"
+            ),
+        "{stdout}"
+    );
 }

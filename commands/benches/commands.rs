@@ -281,7 +281,7 @@ fn main() {
         trust_domain: &qtd,
     };
     let clock = AdmissionClock {
-        server_now_us: now_us,
+        trusted_now_us: now_us,
         local_now_us: now_us,
     };
     let state = AdmissionState::default();

@@ -390,7 +390,7 @@ async fn main() {
     };
     let now = clock.now_us();
     let admission_clock = AdmissionClock {
-        server_now_us: now,
+        trusted_now_us: now,
         local_now_us: now,
     };
     let state = AdmissionState::default();

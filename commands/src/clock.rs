@@ -1,5 +1,11 @@
 //! The injected clock. Handlers read time only from here and pass it to the pure domain as a
 //! value; tests run on [`SimClock`].
+//!
+//! A control-plane process runs on [`DatabaseClock`]: its decisions are judged at the
+//! database's time (on Postgres the transaction's `now()`, read by [`crate::run::At::read`]),
+//! so api replicas whose own clocks disagree decide the same request alike (spec 000:
+//! `compute_now()`). Its `now_us` is the process clock, for what judges nothing (timers, logs),
+//! and on SQLite (one process) for everything.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -15,6 +21,47 @@ pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> OffsetDateTime {
         OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.now_us()) * 1000)
             .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+    }
+
+    /// Whether decisions are judged at the database's time rather than at [`Clock::now_us`]
+    /// ([`DatabaseClock`]).
+    fn decides_on_database_time(&self) -> bool {
+        false
+    }
+}
+
+/// The clock of a control-plane process: decisions at the database's time (see the module
+/// docs), everything else at the process clock it is `over`.
+#[derive(Clone)]
+pub struct DatabaseClock {
+    process: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for DatabaseClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseClock").finish_non_exhaustive()
+    }
+}
+
+impl DatabaseClock {
+    /// Over the system's wall clock: what `bcctl serve` and every verb that decides run on.
+    pub fn system() -> Self {
+        Self::over(Arc::new(SystemClock))
+    }
+
+    /// Over another process clock (a test's skewed [`SimClock`]).
+    pub fn over(process: Arc<dyn Clock>) -> Self {
+        DatabaseClock { process }
+    }
+}
+
+impl Clock for DatabaseClock {
+    fn now_us(&self) -> i64 {
+        self.process.now_us()
+    }
+
+    fn decides_on_database_time(&self) -> bool {
+        true
     }
 }
 

@@ -20,7 +20,7 @@ pub mod run;
 pub mod serving;
 pub mod site;
 
-pub use clock::{Clock, SimClock, SystemClock};
+pub use clock::{Clock, DatabaseClock, SimClock, SystemClock};
 pub use run::{
     append_and_project, append_streams_and_project, run, AsConflict, At, Command, Decided, RunError,
 };

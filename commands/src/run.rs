@@ -52,12 +52,39 @@ pub struct At {
 impl At {
     /// The time `clock` reads now.
     pub fn of(clock: &dyn Clock) -> At {
-        let now_us = clock.now_us();
+        At::at_us(clock.now_us())
+    }
+
+    /// `now_us` µs since the Unix epoch.
+    pub fn at_us(now_us: i64) -> At {
         At {
             now: OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_us) * 1000)
                 .unwrap_or(OffsetDateTime::UNIX_EPOCH),
             now_us,
         }
+    }
+
+    /// The decision time of the transaction `tx`: the database's (Postgres `now()`) when
+    /// `clock` decides on it ([`crate::clock::DatabaseClock`]), else `clock`'s (a test's
+    /// simulated clock; SQLite).
+    pub async fn read(tx: &mut StoreTx, clock: &dyn Clock) -> Result<At, RunError> {
+        if clock.decides_on_database_time() {
+            if let Some(us) = tx.database_now_us().await? {
+                return Ok(At::at_us(us));
+            }
+        }
+        Ok(At::of(clock))
+    }
+
+    /// [`At::read`] by one statement outside a transaction, for a handler whose decision
+    /// spans steps before its transaction (the join: its attestor's plan, then its verdict).
+    pub async fn read_from(store: &EventStore, clock: &dyn Clock) -> Result<At, RunError> {
+        if clock.decides_on_database_time() {
+            if let Some(us) = store.database_now_us().await? {
+                return Ok(At::at_us(us));
+            }
+        }
+        Ok(At::of(clock))
     }
 }
 
@@ -130,7 +157,7 @@ async fn attempt<C: Command + ?Sized>(
     clock: &dyn Clock,
     command: &C,
 ) -> Result<Attempt<C::Answer, C::Error>, C::Error> {
-    let at = At::of(clock);
+    let at = At::read(tx, clock).await?;
     let state = command.load(tx, &at).await?;
     match command.decide(&state, &at, &mut rand_core::OsRng) {
         Ok(Decision { events, outcome }) => {

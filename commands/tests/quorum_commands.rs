@@ -547,7 +547,7 @@ async fn admission_with_stored_approval_and_proofs() {
         let proof0 = leaf_proof(&store, &id, &leaf_of(0)).await.unwrap().unwrap();
         let proof1 = leaf_proof(&store, &id, &leaf_of(1)).await.unwrap().unwrap();
         let now = AdmissionClock {
-            server_now_us: clock_now(&clock),
+            trusted_now_us: clock_now(&clock),
             local_now_us: clock_now(&clock),
         };
         let (s0, d0) = (subject(0), digest(0));
@@ -627,7 +627,7 @@ async fn admission_with_stored_approval_and_proofs() {
         .unwrap();
         // An expired approval.
         let late = AdmissionClock {
-            server_now_us: end + 1,
+            trusted_now_us: end + 1,
             local_now_us: end + 1,
         };
         let s1: &'static str = Box::leak(subject(1).into_boxed_str());

@@ -24,6 +24,7 @@ mod cloud_iid_join;
 mod command_queue;
 mod command_queue_batches;
 mod command_queue_replay;
+mod database_time;
 mod discovery_race;
 mod handlers_are_send;
 mod identity_core;

@@ -357,10 +357,10 @@ fn wrong_audience_for_gcp_and_oidc() {
 }
 
 #[test]
-fn document_too_old_for_each_provider() {
+fn document_too_old_for_the_providers_whose_document_is_issued_per_request() {
     use CloudIidRefusal::DocumentTooOld;
     let old = now() - OLD;
-    for evidence in [gcp(secs(old)), aws(old), azure(old), oidc(secs(old))] {
+    for evidence in [gcp(secs(old)), azure(old), oidc(secs(old))] {
         assert_eq!(
             run(&evidence, Some(NodeRole::Node), false),
             refused(DocumentTooOld)
@@ -372,6 +372,49 @@ fn document_too_old_for_each_provider() {
         ..config()
     };
     assert!(run_with(&lenient, &gcp(secs(old)), Some(NodeRole::Node), false).is_ok());
+}
+
+/// An AWS document's `pendingTime` is when the instance launched, not when the document was
+/// read: the spec ages identity tokens (GCP, OIDC) only, and an instance admits one join ever
+/// whatever its age (issue 40, item 11).
+#[test]
+fn an_aws_document_is_admitted_whatever_the_instance_s_age() {
+    let launched = now() - time::Duration::days(30);
+    assert!(run(&aws(launched), Some(NodeRole::Node), false).is_ok());
+    assert_eq!(
+        run(&aws(launched), Some(NodeRole::Node), true),
+        refused(CloudIidRefusal::InstanceReused)
+    );
+}
+
+/// A token whose `nbf` is still ahead (RFC 7519 section 4.1.5) is refused before it spends the
+/// instance's one join: issued now, valid only in five minutes (issue 40, item 11).
+#[test]
+fn a_token_not_valid_before_a_future_time_is_refused_for_gcp_and_oidc() {
+    let iat = secs(now());
+    let nbf = secs(now() + AHEAD);
+    let mut gcp_token = gcp_claims(AUDIENCE, "proj-1", "4711", iat);
+    gcp_token["nbf"] = serde_json::json!(nbf);
+    let mut oidc_token = oidc_claims(ISSUER, "bc", iat);
+    oidc_token["nbf"] = serde_json::json!(nbf);
+    for evidence in [
+        ev("gcp", key().jwt(&gcp_token), None),
+        ev("oidc", key().jwt(&oidc_token), None),
+    ] {
+        assert_eq!(
+            run(&evidence, Some(NodeRole::Node), false),
+            refused(CloudIidRefusal::DocumentFromFuture)
+        );
+    }
+    // Within the minute of skew the issue time is allowed, the token is admitted.
+    let mut near = oidc_claims(ISSUER, "bc", iat);
+    near["nbf"] = serde_json::json!(iat + 30);
+    assert!(run(
+        &ev("oidc", key().jwt(&near), None),
+        Some(NodeRole::Node),
+        false
+    )
+    .is_ok());
 }
 
 #[test]

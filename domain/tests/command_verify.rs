@@ -336,7 +336,7 @@ fn a_command_issued_in_the_future_is_not_yet_valid() {
         f.verify(&f.sign(&b)),
         Err(CommandError::NotYetValid {
             issued_at_ms: b.issued_at_ms,
-            server_now_ms: now_ms()
+            now_ms: now_ms()
         })
     );
 }
@@ -350,7 +350,7 @@ fn a_command_past_its_not_after_has_expired() {
         verify_command(&signed, &f.roots(), &td(), NODE, at).map(|_| ()),
         Err(CommandError::Expired {
             not_after_ms: at,
-            server_now_ms: at
+            now_ms: at
         })
     );
 }

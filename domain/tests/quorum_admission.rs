@@ -73,9 +73,9 @@ impl Batch {
     }
 }
 
-fn clock(server_now_us: i64, local_now_us: i64) -> AdmissionClock {
+fn clock(trusted_now_us: i64, local_now_us: i64) -> AdmissionClock {
     AdmissionClock {
-        server_now_us,
+        trusted_now_us,
         local_now_us,
     }
 }
@@ -289,7 +289,7 @@ fn quorum_admit_refuses_expired_approval() {
         err,
         AdmissionRefusal::Expired {
             not_after_us: NOW,
-            server_now_us: NOW + 1
+            now_us: NOW + 1
         }
     );
 }

@@ -99,9 +99,9 @@ impl Cmd {
     }
 }
 
-fn clock(server_now_us: i64) -> AdmissionClock {
+fn clock(trusted_now_us: i64) -> AdmissionClock {
     AdmissionClock {
-        server_now_us,
+        trusted_now_us,
         local_now_us: NOW,
     }
 }

@@ -71,8 +71,9 @@ pub struct StoredIdentity {
     /// The bundle as the JoinService key signed it, from a `Welcome` (base64 in the file).
     #[serde(default, with = "b64_opt", skip_serializing_if = "Option::is_none")]
     pub signed_trust_bundle: Option<Vec<u8>>,
-    /// The server time high-water mark, RFC 3339: raised only by a signed server time (a
-    /// verified renewal answer), never by a `Welcome`, whose time is unsigned.
+    /// The server time high-water mark, RFC 3339: raised only by signed times (a verified join
+    /// or renewal answer's server time; verified commands' issue times, mirrored from
+    /// `journal.db` at each `Welcome`), never by a `Welcome`'s own time, which is unsigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_time: Option<String>,
 }

@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::sync::{Arc, Mutex};
 
-use time::OffsetDateTime;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
@@ -35,7 +34,7 @@ pub const NOT_ROOT: &str =
 fn log(message: impl std::fmt::Display) {
     eprintln!(
         "{} bcd helper: {message}",
-        crate::node::log::rfc3339(OffsetDateTime::now_utc())
+        crate::node::log::rfc3339(crate::clock::now())
     );
 }
 

@@ -318,7 +318,7 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
     let mut env = JoinEnv {
         sleep: &mut sleep,
         jitter: &mut draw,
-        now: &OffsetDateTime::now_utc,
+        now: &crate::clock::now,
         log: &mut say,
     };
 

@@ -20,7 +20,7 @@ use domain::attest::discovery::wire::{
     DISCOVERY_ATTESTOR,
 };
 use domain::pki::{NodeRole, TokenSecret};
-use time::{Duration, OffsetDateTime};
+use time::Duration;
 
 use crate::attest::discovery::DiscoveryProducer;
 use crate::client::GrpcJoinTransport;
@@ -239,7 +239,7 @@ pub fn run_ramdisk(
     let mut env = JoinEnv {
         sleep: &mut sleep,
         jitter: &mut draw,
-        now: &OffsetDateTime::now_utc,
+        now: &crate::clock::now,
         log: &mut say,
     };
     let joined = run_join(dir, &mut transport, prepared, &producer, &options, &mut env)?;

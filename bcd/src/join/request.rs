@@ -158,7 +158,7 @@ fn refused_hint(attestor: &str, pending: Option<&str>) -> String {
     let base = match attestor {
         JOIN_TOKEN => "check the token (expired, used, for another site or role, or bound to another machine) with the operator".to_owned(),
         PROVISIONED => "check the provisioned token (expired, used, not for this machine's product UUID or for another node) with the operator".to_owned(),
-        X509POP => "the identity on disk cannot re-join by x509pop (its certificate revoked, expired more than the grace ago, or of an older identity generation); join again: bcd join --reset --yes, then bcd join".to_owned(),
+        X509POP => "the identity on disk cannot re-join by x509pop (its certificate revoked, expired more than the grace ago, or of an older identity generation), or this machine's clock is more than 60 s off the server's, which x509pop refuses too: run bcd doctor first (it compares the clock with the server's), fix the clock if it is off and try again; else join again: bcd join --reset --yes, then bcd join".to_owned(),
         other => format!("the {other} attestor refused this machine's evidence; its reason is server-side"),
     };
     match pending {

@@ -68,6 +68,9 @@ pub struct JoinResponseFields {
     pub node_id: String,
     /// The body's deferral, when it is one.
     pub deferral: Option<DeferralFields>,
+    /// The JoinService's clock at the decision, Unix ms (0: not sent). Signed, so it raises
+    /// the `serverTime` high-water mark.
+    pub server_time_ms: i64,
 }
 
 /// A JoinResponse body's `oneof deferral`, decoded from the signed bytes.
@@ -357,20 +360,29 @@ fn verify_joined(
         },
     )
     .map_err(JoinRefusal::TrustBundle)?;
+    // Signed with the rest of the body: a time the node may judge signed things at.
+    let server_time = (fields.server_time_ms > 0)
+        .then(|| {
+            time::OffsetDateTime::from_unix_timestamp_nanos(
+                i128::from(fields.server_time_ms) * 1_000_000,
+            )
+            .ok()
+        })
+        .flatten();
     let trust = match bundle {
         Some(bundle) => TrustState {
             trust_version: bundle.version,
             trust_roots: bundle.roots,
             trust_bundle: Some(bundle.content),
             signed_trust_bundle: Some(bundle.signed),
-            server_time: None,
+            server_time,
         },
         None => TrustState {
             trust_version: 0,
             trust_roots: fields.trust_roots,
             trust_bundle: fields.trust_bundle,
             signed_trust_bundle: None,
-            server_time: None,
+            server_time,
         },
     };
     let mut chain = Vec::with_capacity(1 + fields.chain_ders.len());

@@ -1,6 +1,8 @@
 //! [`NetworkDoctor`], `bcd doctor`'s network half: a pinned TLS handshake with the gateway, and
 //! the clock against the `Welcome` of a real session (over the wire `bcd node` uses:
-//! [`crate::client::connect_session`]).
+//! [`crate::client::connect_session`]). The Welcome's time is not signed, so this check only
+//! reports: nothing bcd decides reads it (the `local clock` check compares the clock with the
+//! highest signed time bcd has seen).
 
 use domain::pki::Pin;
 use time::{Duration, OffsetDateTime};
@@ -15,8 +17,11 @@ use crate::status::{Check, Level, NetworkChecks, CLOCK_TOLERANCE};
 use proto::gateway_message::Body as GatewayBody;
 use proto::node_message::Body as NodeBody;
 
-/// Clock skew against the server past which doctor fails (warns past [`CLOCK_TOLERANCE`]).
-pub const CLOCK_SKEW_FAIL: Duration = Duration::minutes(5);
+/// Clock skew against the server past which doctor fails: the window renewals and x509pop
+/// re-joins are judged in (spec 003 and 000: ±60 s), past which both are refused.
+pub const CLOCK_SKEW_FAIL: Duration = CLOCK_TOLERANCE;
+/// Clock skew against the server past which doctor warns: half the window.
+pub const CLOCK_SKEW_WARN: Duration = Duration::seconds(30);
 
 /// `bcd doctor`'s network checks over the real client.
 #[derive(Debug)]
@@ -216,10 +221,13 @@ impl NetworkChecks for NetworkDoctor {
                 "clock skew",
                 Level::Fail,
                 format!(
-                    "{detail}: fix the clock (timedatectl status; chrony or systemd-timesyncd)"
+                    "{detail}: renewals and x509pop re-joins are refused past {} s, and this \
+                     clock judges the certificate's expiry; fix the clock (timedatectl status; \
+                     chrony or systemd-timesyncd), then start bcd node again (no reset is needed)",
+                    CLOCK_SKEW_FAIL.whole_seconds()
                 ),
             )
-        } else if skew.abs() > CLOCK_TOLERANCE {
+        } else if skew.abs() > CLOCK_SKEW_WARN {
             Check::new(
                 "clock skew",
                 Level::Warn,

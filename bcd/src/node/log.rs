@@ -11,5 +11,5 @@ pub fn rfc3339(t: OffsetDateTime) -> String {
 
 /// One log line on standard error (the journal under systemd).
 pub fn log(message: impl std::fmt::Display) {
-    eprintln!("{} bcd node: {message}", rfc3339(OffsetDateTime::now_utc()));
+    eprintln!("{} bcd node: {message}", rfc3339(crate::clock::now()));
 }

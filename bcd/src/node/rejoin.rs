@@ -7,12 +7,20 @@
 //! for a directory that already holds an identity (`node.key.next`, `identity.json`, rename).
 //! The control plane reclaims the node in place: a new identity generation, every older
 //! certificate revoked.
+//!
+//! The certificate counts as expired by this machine's clock. When the re-join is refused,
+//! `bcd node` asks the gateway for a session with the same certificate to read its Welcome's
+//! time (unsigned: it is only reported): a clock more than the ±60 s window off is named as the
+//! cause ([`RejoinError::ClockOff`]), with no reset asked for, since a certificate the gateway
+//! still opens sessions with has not expired and x509pop refuses such a clock's proof anyway.
 
 use domain::pki::{PublicKey, TrustDomain};
-use time::{Duration, OffsetDateTime};
+use time::Duration;
 
+use super::doctor::welcome_time;
 use super::log::{log, rfc3339};
 use super::run::NodeOptions;
+use super::session::skew_warning;
 use crate::attest::x509pop::X509PopProducer;
 use crate::attest::X509POP;
 use crate::client::GrpcJoinTransport;
@@ -52,7 +60,7 @@ pub fn rejoin_x509pop(
     approval_timeout: Duration,
     env: &mut JoinEnv<'_>,
 ) -> Result<Rejoined, JoinError> {
-    let producer = X509PopProducer::new(current, Box::new(OffsetDateTime::now_utc))?;
+    let producer = X509PopProducer::new(current, Box::new(crate::clock::now))?;
     let made = new_node_key(&current.tpm).map_err(JoinError::Local)?;
     if let Some(warning) = &made.warning {
         (env.log)(&format!("bcd join: {warning}"));
@@ -92,6 +100,20 @@ pub enum RejoinError {
          verified; {WAY_BACK}"
     )]
     NoSigningKey(String),
+    /// The re-join was refused, and the gateway's Welcome shows this machine's clock off by more
+    /// than the window: the cause, with no reset asked for.
+    #[error(
+        "bcd node: the x509pop re-join was refused: {warning}. The gateway still opens sessions \
+         with this certificate (valid until {not_after}): it has not expired, this machine's \
+         clock took it for expired. Nothing was changed: once the clock is right, start bcd node \
+         again (no reset is needed)"
+    )]
+    ClockOff {
+        /// The skew, as the session warns of it.
+        warning: String,
+        /// The certificate's notAfter.
+        not_after: String,
+    },
     /// The re-join failed.
     #[error(
         "bcd node: the node certificate expired at {expired}; the x509pop re-join failed: {error}"
@@ -119,7 +141,7 @@ pub fn rejoin_if_expired(
         Err(LoadError::Tpm { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let now = OffsetDateTime::now_utc();
+    let now = crate::clock::now();
     if now < current.leaf.not_after {
         return Ok(None);
     }
@@ -153,10 +175,10 @@ pub fn rejoin_if_expired(
     let mut env = JoinEnv {
         sleep: &mut sleep,
         jitter: &mut draw,
-        now: &OffsetDateTime::now_utc,
+        now: &crate::clock::now,
         log: &mut say,
     };
-    let rejoined = rejoin_x509pop(
+    let rejoined = match rejoin_x509pop(
         dir,
         &mut transport,
         &current,
@@ -164,12 +186,38 @@ pub fn rejoin_if_expired(
         claims,
         DEFAULT_APPROVAL_TIMEOUT,
         &mut env,
-    )
-    .map_err(failed)?;
+    ) {
+        Ok(rejoined) => rejoined,
+        Err(error @ JoinError::Refused { .. }) => {
+            return Err(match clock_off(options, &current) {
+                Some(warning) => RejoinError::ClockOff {
+                    warning,
+                    not_after: expired.clone(),
+                },
+                None => failed(error),
+            })
+        }
+        Err(error) => return Err(failed(error)),
+    };
     log(format_args!(
         "{}; the expired certificate (serial {}) is revoked",
         rejoined.message(),
         rejoined.replaced_serial
     ));
     Ok(Some(rejoined))
+}
+
+/// After a refused re-join: the warning for this machine's clock when a session with `current`
+/// opens and its Welcome's time is off the clock by more than the window (the Welcome's time is
+/// not signed: it only names the cause, it decides nothing). `None`: no session, or a clock
+/// within the window.
+fn clock_off(options: &NodeOptions, current: &LoadedIdentity) -> Option<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let welcome = runtime
+        .block_on(welcome_time(&options.server, options.serving_ca, current))
+        .ok()?;
+    skew_warning(crate::clock::now() - welcome)
 }

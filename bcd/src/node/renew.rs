@@ -10,7 +10,6 @@
 
 use domain::pki::PublicKey;
 use prost::Message as _;
-use time::OffsetDateTime;
 
 use crate::client::{classify, ClientError, NodeClient, CALL_TIMEOUT};
 use crate::files::identity::{load_in, LoadError, LoadedIdentity, StoreError};
@@ -105,7 +104,7 @@ pub async fn renew_retrying(
     pending: &mut PendingRenewal,
 ) -> Result<LoadedIdentity, RenewError> {
     let join_signing_key = join_signing_key.ok_or(RenewError::NoSigningKey)?;
-    let (begun, parts) = prepare_renewal(dir, current, OffsetDateTime::now_utc(), pending)?;
+    let (begun, parts) = prepare_renewal(dir, current, crate::clock::now(), pending)?;
     if let Some(warning) = &parts.warning {
         super::log::log(format_args!("renewal: {warning}"));
     }

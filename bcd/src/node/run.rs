@@ -127,7 +127,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
             refresh(&options.files, &loaded, &mut |line| log(line));
             first = false;
         }
-        let now = OffsetDateTime::now_utc();
+        let now = crate::clock::now();
         if now >= loaded.leaf.not_after {
             return NodeExit::Expired(rfc3339(loaded.leaf.not_after));
         }
@@ -164,7 +164,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                 }
                 Err(e) => {
                     renew_failures += 1;
-                    let now = OffsetDateTime::now_utc();
+                    let now = crate::clock::now();
                     // Never past notAfter: at notAfter itself the loop ends with
                     // NodeExit::Expired, which re-joins by x509pop.
                     let next = renewal_retry_at(
@@ -220,7 +220,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                     dir,
                     &loaded.leaf.serial.to_hex(),
                     &reason,
-                    OffsetDateTime::now_utc(),
+                    crate::clock::now(),
                 ) {
                     log(format_args!("could not record the revocation: {e}"));
                 }
@@ -235,7 +235,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                     delay.as_millis()
                 ));
                 // Never sleep past the renewal.
-                let until_due: StdDuration = (due - OffsetDateTime::now_utc())
+                let until_due: StdDuration = (due - crate::clock::now())
                     .try_into()
                     .unwrap_or(StdDuration::ZERO);
                 tokio::time::sleep(delay.min(until_due)).await;

@@ -1,13 +1,16 @@
 //! One session with the gateway ([`hold_session`]): `Hello` with the trust version held, a
 //! `StatusReport` every interval, each `Welcome`'s signed trust bundle kept (its unsigned
-//! server time only logged), until the renewal is due, a revocation, or the session's end.
+//! server time only reported: logged, and a warning when the machine's clock is off by more
+//! than renewals allow), until the renewal is due, a revocation, or the session's end.
 //!
 //! Hello and every StatusReport carry the held approver set's epoch and SHA-256
 //! ([`crate::trust::approver_set::reported`]). After a stored bundle (and at the session's start)
 //! the bundle's approver set is settled under the one epoch rule. Each `GatewayMessage.command`
-//! goes to the command runner's thread ([`crate::signed_commands::spawn_runner`]) with the latest
-//! Welcome's server time; its `CommandResult` comes back on the session's stream, so the select
-//! loop keeps its status reports and revocation handling while a command runs.
+//! goes to the command runner's thread ([`crate::signed_commands::spawn_runner`]), which judges
+//! it at the node's trusted time ([`crate::clock::TrustedClock`]), never at a Welcome's; its
+//! `CommandResult` comes back on the session's stream, so the select loop keeps its status
+//! reports and revocation handling while a command runs. Each Welcome mirrors the runner's
+//! signed-time mark into `identity.json` (`serverTime`), so a lost journal does not reset it.
 //!
 //! The session runs over the gateway's own framing (ALPN `bc-session/1`), or over gRPC with a
 //! gateway that does not speak it ([`crate::client::connect_session`]); this loop is the same
@@ -22,8 +25,9 @@ use super::log::{log, rfc3339};
 use crate::client::{
     describe_status, is_revoked_alert, ClientIdentity, SessionClient, SessionWire,
 };
+use crate::clock::SignedTimeMark;
 use crate::files::identity::{read_stored, LoadedIdentity};
-use crate::files::DataDir;
+use crate::files::{DataDir, IDENTITY_FILE};
 use crate::signed_commands::{spawn_runner, CommandContext, Job};
 use crate::trust::approver_set::{describe, reported, settle_held_set};
 use crate::trust::bundle::{apply_welcome_trust, TrustUpdate};
@@ -64,6 +68,54 @@ pub fn time_of_ms(ms: i64) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
 }
 
+/// How far the machine's clock may be from a Welcome's server time before the session warns:
+/// the window renewals and x509pop re-joins are judged in (spec 003: ±60 s).
+pub const CLOCK_WINDOW: time::Duration = time::Duration::seconds(60);
+
+/// The warning for a clock `skew` off a Welcome's server time (local minus server), if it is
+/// past [`CLOCK_WINDOW`]. The Welcome's time is not signed: it is reported, never used.
+pub fn skew_warning(skew: time::Duration) -> Option<String> {
+    if skew.abs() <= CLOCK_WINDOW {
+        return None;
+    }
+    Some(format!(
+        "this machine's clock is {:.1} s {} the gateway's (its Welcome's time): renewals and \
+         x509pop re-joins are refused past {} s; fix the clock (timedatectl status; chrony or \
+         systemd-timesyncd)",
+        skew.abs().as_seconds_f64(),
+        if skew.is_negative() {
+            "behind"
+        } else {
+            "ahead of"
+        },
+        CLOCK_WINDOW.whole_seconds()
+    ))
+}
+
+/// Mirrors the runner's signed-time mark into `identity.json`'s `serverTime` when it is higher.
+fn mirror_signed_time(dir: &DataDir, mark: &SignedTimeMark) {
+    let Some(seen) = mark.get().and_then(time_of_ms) else {
+        return;
+    };
+    let mut stored = match read_stored(dir) {
+        Ok(Some(stored)) => stored,
+        Ok(None) => return,
+        Err(e) => {
+            log(format_args!("mirroring the signed time: {e}"));
+            return;
+        }
+    };
+    if stored.server_time().is_some_and(|held| held >= seen) {
+        return;
+    }
+    stored.observe_server_time(seen);
+    if let Err(e) = dir.write(IDENTITY_FILE, &stored.to_json()) {
+        log(format_args!(
+            "mirroring the signed time into identity.json: {e}"
+        ));
+    }
+}
+
 /// Settles the stored bundle's approver set (logging a taken or refused set).
 pub fn settle_stored_set(dir: &DataDir, pin: Option<&domain::quorum::SetDigest>) {
     match read_stored(dir) {
@@ -84,7 +136,7 @@ fn status_report(dir: &DataDir, trust_version: u64) -> proto::NodeMessage {
     let (approver_set_epoch, approver_set_sha256) = reported(dir);
     proto::NodeMessage {
         body: Some(NodeBody::Status(proto::StatusReport {
-            client_time_ms: now_ms(OffsetDateTime::now_utc()),
+            client_time_ms: crate::clock::now_ms(),
             trust_version,
             approver_set_epoch,
             approver_set_sha256,
@@ -117,13 +169,13 @@ pub async fn hold_session(
             approver_set_sha256,
         })),
     };
-    let mut welcome_time: Option<(i64, std::time::Instant)> = None;
     if tx.send(hello).await.is_err() {
         return SessionEnd::Lost("the session's sender closed".to_owned());
     }
     // After Hello is queued: the runner's first messages (results of interrupted commands)
     // must follow it.
-    let jobs = commands.map(|ctx| spawn_runner(ctx.clone(), tx.clone()));
+    let mark = SignedTimeMark::default();
+    let jobs = commands.map(|ctx| spawn_runner(ctx.clone(), tx.clone(), mark.clone()));
     let revoked_at_handshake = |status: &tonic::Status| SessionEnd::Revoked {
         reason: describe_status(status),
         serial: loaded.leaf.serial.to_hex(),
@@ -138,7 +190,7 @@ pub async fn hold_session(
         SessionWire::Framed => "bc-session/1",
         SessionWire::Grpc => "gRPC",
     };
-    let wait = (until - OffsetDateTime::now_utc())
+    let wait = (until - crate::clock::now())
         .try_into()
         .unwrap_or(StdDuration::ZERO);
     let due = tokio::time::sleep(wait);
@@ -153,7 +205,6 @@ pub async fn hold_session(
         tokio::select! {
             message = inbound.message() => match message {
                 Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Welcome(w)) })) => {
-                    welcome_time = Some((w.server_time_ms, std::time::Instant::now()));
                     let server_time = time_of_ms(w.server_time_ms);
                     if !welcomed {
                         welcomed = true;
@@ -167,9 +218,14 @@ pub async fn hold_session(
                             server_time.map(rfc3339).unwrap_or_else(|| "unknown".to_owned()),
                             w.trust_version,
                         ));
+                        if let Some(line) = server_time.and_then(|t| skew_warning(crate::clock::now() - t)) {
+                            log(line);
+                        }
                     }
-                    // The Welcome's server time is not signed: it is logged above and never
-                    // raises the serverTime high-water mark (a signed renewal answer does).
+                    // The Welcome's server time is not signed: it is reported above and never
+                    // judges anything; serverTime takes only signed times (join and renewal
+                    // answers, verified commands' issue times mirrored here from the runner).
+                    mirror_signed_time(dir, &mark);
                     if let Some(key) = signing_key {
                         match apply_welcome_trust(dir, key, &w) {
                             Ok(TrustUpdate::Stored { previous, version }) => {
@@ -201,12 +257,11 @@ pub async fn hold_session(
                             ..Default::default()
                         })),
                     };
-                    let answer = match (&jobs, welcome_time) {
-                        (None, _) => Some(refused("commands-disabled: this bcd runs no commands")),
-                        (Some(_), None) => Some(refused("no-server-time: a command came before the Welcome")),
-                        (Some(jobs), Some((welcome_server_ms, welcome_at))) => {
+                    let answer = match &jobs {
+                        None => Some(refused("commands-disabled: this bcd runs no commands")),
+                        Some(jobs) => {
                             let id = command.command_id.clone();
-                            match jobs.send(Job { command, welcome_server_ms, welcome_at }) {
+                            match jobs.send(Job { command }) {
                                 Ok(()) => None,
                                 Err(_) => {
                                     log(format_args!("the command runner stopped; command {id} not run"));
@@ -239,5 +294,74 @@ pub async fn hold_session(
             }
             _ = &mut due => return SessionEnd::Due,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::identity::StoredIdentity;
+
+    fn stored_in(dir: &DataDir, server_time: Option<&str>) {
+        let stored = StoredIdentity {
+            node_id: "node_a".into(),
+            site_id: "site_1".into(),
+            trust_domain: "example.org".into(),
+            role: "node".into(),
+            chain: vec![b"not read here".to_vec()],
+            not_after: "2099-01-01T00:00:00Z".into(),
+            trust_version: 0,
+            trust_roots: Vec::new(),
+            trust_bundle: None,
+            signed_trust_bundle: None,
+            server_time: server_time.map(str::to_owned),
+        };
+        dir.write(IDENTITY_FILE, &stored.to_json()).unwrap();
+    }
+
+    fn server_time(dir: &DataDir) -> Option<OffsetDateTime> {
+        read_stored(dir).unwrap().unwrap().server_time()
+    }
+
+    #[test]
+    fn a_welcome_mirrors_the_signed_time_mark_into_identity_json_and_never_lowers_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::new(tmp.path());
+        stored_in(&dir, Some("2026-01-01T00:00:00Z"));
+        let mark = SignedTimeMark::default();
+        // No mark: nothing changes.
+        mirror_signed_time(&dir, &mark);
+        assert_eq!(server_time(&dir), time_of_ms(1_767_225_600_000));
+        // A higher mark is mirrored.
+        mark.raise(1_767_225_700_000);
+        mirror_signed_time(&dir, &mark);
+        assert_eq!(server_time(&dir), time_of_ms(1_767_225_700_000));
+        // A lower one (a stale runner) never lowers serverTime.
+        stored_in(&dir, Some("2026-06-01T00:00:00Z"));
+        mirror_signed_time(&dir, &mark);
+        assert_eq!(
+            server_time(&dir),
+            OffsetDateTime::parse(
+                "2026-06-01T00:00:00Z",
+                &time::format_description::well_known::Rfc3339
+            )
+            .ok()
+        );
+    }
+
+    #[test]
+    fn only_a_clock_off_by_more_than_the_window_is_warned_about() {
+        assert_eq!(skew_warning(time::Duration::seconds(59)), None);
+        assert_eq!(
+            skew_warning(time::Duration::seconds(90)).as_deref(),
+            Some(
+                "this machine's clock is 90.0 s ahead of the gateway's (its Welcome's time): \
+                 renewals and x509pop re-joins are refused past 60 s; fix the clock \
+                 (timedatectl status; chrony or systemd-timesyncd)"
+            )
+        );
+        assert!(skew_warning(time::Duration::seconds(-61))
+            .unwrap()
+            .contains("61.0 s behind the gateway's"));
     }
 }

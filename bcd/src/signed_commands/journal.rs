@@ -9,6 +9,11 @@
 //! ([`Journal::sweep_interrupted`]) is marked finished as failed ("interrupted: bcd stopped
 //! while it ran") and never run again. Rejections run nothing and are not journalled.
 //!
+//! The journal also keeps the highest signed time the node has seen from its commands (the issue
+//! time of each command that verified; `meta` key `signed_time_ms`), the high-water mark the
+//! command runner judges at ([`crate::clock::TrustedClock`]) so a restart does not reset it;
+//! each Welcome mirrors it into `identity.json`'s `serverTime`, so a lost journal does not either.
+//!
 //! Each journal has a random `journal_id` (in its `meta` table). A journal SQLite finds corrupt
 //! or not a database "starts over with a new journal id" (spec 002): the file is moved aside as
 //! `journal.db.corrupt-<unix time>` and a new one is made; the identity is untouched.
@@ -299,6 +304,37 @@ impl Journal {
                 params![result.command_id, result.encode_to_vec()],
             )
             .map_err(self.sql("record a command's result"))?;
+        Ok(())
+    }
+
+    /// The highest signed time recorded ([`Journal::raise_signed_time`]), Unix ms.
+    pub fn signed_time_ms(&self) -> Result<Option<i64>, JournalError> {
+        let value: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'signed_time_ms'",
+                [],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(self.sql("read its signed time"))?;
+        // A value that does not parse counts as none: the mark only ever adds a lower bound.
+        Ok(value.and_then(|v| v.parse().ok()))
+    }
+
+    /// Raises the signed-time high-water mark to `ms` (never lowers it); durable before it
+    /// returns.
+    pub fn raise_signed_time(&self, ms: i64) -> Result<(), JournalError> {
+        if self.signed_time_ms()?.is_some_and(|held| held >= ms) {
+            return Ok(());
+        }
+        self.conn
+            .execute(
+                "INSERT INTO meta (key, value) VALUES ('signed_time_ms', ?1) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![ms.to_string()],
+            )
+            .map_err(self.sql("record its signed time"))?;
         Ok(())
     }
 

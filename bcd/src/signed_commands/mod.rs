@@ -24,8 +24,11 @@
 //! 1. `journal.db` first: a command that already finished is answered with its stored result and
 //!    not run again; one found `started` (bcd stopped while it ran) is failed, never re-run;
 //! 2. the signature, signer and body ([`domain::command::verify_command`] under the held
-//!    command-signing roots, this node's trust domain and id, server time from the latest
-//!    Welcome), and the wire `command_id` equal to the body's: else `SIGNATURE_INVALID`;
+//!    command-signing roots, this node's trust domain and id, at its trusted time
+//!    ([`crate::clock::TrustedClock`]: the later of its own clock and the highest signed time it
+//!    has seen, never a Welcome's unsigned server time)), and the wire `command_id` equal to the
+//!    body's: else `SIGNATURE_INVALID`. A command that verified raises the signed-time mark to
+//!    its issue time (in `journal.db`, so a restart keeps it);
 //! 3. the kind is known and this node's role may run it: else `KIND_UNSUPPORTED`; its payload
 //!    decodes as the kind's message (no unknown fields): else `SIGNATURE_INVALID`;
 //! 4. a destructive kind needs a hook (`[commands.hooks]`): else `NO_HOOK`; then the quorum
@@ -48,16 +51,14 @@ pub use settings::{CommandSettings, DEFAULT_HOOK_TIMEOUT_SECONDS};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
 
+use crate::clock::{SignedTimeMark, TrustedClock};
+use crate::files::identity::{read_stored, StoredIdentity};
+use crate::files::DataDir;
 use domain::command::payloads::decode_payload;
-use domain::command::{kind_spec, verify_command, SignedCommand};
+use domain::command::{kind_spec, verify_command, CommandError, SignedCommand};
 use domain::pki::{NodeRole, TrustDomain};
 use domain::quorum::{AdmissionClock, BatchId, SetDigest, VerifiedApprovals};
-use time::OffsetDateTime;
-
-use crate::files::identity::read_stored;
-use crate::files::DataDir;
 use journal::{Entry, Journal, JournalError, INTERRUPTED_DETAIL};
 use quorum::{admit_destructive, ToAdmit};
 
@@ -86,17 +87,12 @@ pub enum RunnerError {
     Journal(#[from] JournalError),
 }
 
-/// A time in Unix ms.
-pub fn unix_ms(t: OffsetDateTime) -> i64 {
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
-}
-
 fn rejected(
     command_id: &str,
     reason: proto::CommandRejectReason,
     detail: String,
 ) -> proto::CommandResult {
-    let now = unix_ms(OffsetDateTime::now_utc());
+    let now = crate::clock::now_ms();
     proto::CommandResult {
         command_id: command_id.to_owned(),
         outcome: proto::CommandOutcome::Rejected as i32,
@@ -108,6 +104,17 @@ fn rejected(
     }
 }
 
+/// The detail of a command that did not verify: a command issued ahead of this node's time
+/// says the clock may be behind (nothing unsigned moves the node's time forward any more).
+fn verify_detail(error: &CommandError) -> String {
+    match error {
+        CommandError::NotYetValid { .. } => format!(
+            "{error}; this machine's clock may be behind: bcd doctor compares it with the server's"
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// Runs this node's commands (see the module docs).
 #[derive(Debug)]
 pub struct CommandRunner {
@@ -115,6 +122,8 @@ pub struct CommandRunner {
     node_id: String,
     journal: Journal,
     verified: VerifiedApprovals,
+    clock: TrustedClock,
+    mark: SignedTimeMark,
 }
 
 impl CommandRunner {
@@ -123,7 +132,7 @@ impl CommandRunner {
         let stored = read_stored(&ctx.dir)
             .map_err(|e| RunnerError::Identity(e.to_string()))?
             .ok_or(RunnerError::NotJoined)?;
-        let now_unix = OffsetDateTime::now_utc().unix_timestamp();
+        let now_unix = crate::clock::now().unix_timestamp();
         let (journal, restarted) =
             Journal::open_or_restart(&ctx.dir.journal(), &stored.node_id, now_unix)?;
         if let Some(r) = restarted {
@@ -133,12 +142,53 @@ impl CommandRunner {
                 r.moved_to.display()
             ));
         }
-        Ok(CommandRunner {
+        let mut runner = CommandRunner {
             ctx,
-            node_id: stored.node_id,
+            node_id: stored.node_id.clone(),
             journal,
             verified: VerifiedApprovals::new(),
-        })
+            clock: TrustedClock::new(),
+            mark: SignedTimeMark::default(),
+        };
+        match runner.journal.signed_time_ms() {
+            Ok(Some(ms)) => runner.clock.observe(ms),
+            Ok(None) => {}
+            Err(e) => crate::node::log::log(format_args!("{e}")),
+        }
+        runner.observe_stored(&stored);
+        Ok(runner)
+    }
+
+    /// The runner sharing its signed-time mark with `mark` (the session mirrors it).
+    pub fn with_mark(mut self, mark: SignedTimeMark) -> CommandRunner {
+        if let Some(ms) = self.clock.highest_signed_ms() {
+            mark.raise(ms);
+        }
+        self.mark = mark;
+        self
+    }
+
+    /// Takes `identity.json`'s `serverTime` (a signed time: a join or renewal answer's, or a
+    /// mirrored mark) into the trusted clock.
+    fn observe_stored(&mut self, stored: &StoredIdentity) {
+        if let Some(t) = stored.server_time() {
+            self.clock.observe(crate::clock::unix_ms(t));
+        }
+    }
+
+    /// Raises the signed-time mark to a verified command's issue time: the trusted clock, the
+    /// journal (durable) and the shared mark.
+    fn raise_signed_time(&mut self, ms: i64) {
+        self.clock.observe(ms);
+        self.mark.raise(ms);
+        if let Err(e) = self.journal.raise_signed_time(ms) {
+            crate::node::log::log(format_args!("{e}"));
+        }
+    }
+
+    /// The time commands are judged at when the machine's clock reads `local_now_ms`.
+    pub fn trusted_now_ms(&self, local_now_ms: i64) -> i64 {
+        self.clock.now_ms(local_now_ms)
     }
 
     /// Opens the journal and fails every command a previous run left `started` (start-up).
@@ -146,9 +196,7 @@ impl CommandRunner {
         ctx: CommandContext,
     ) -> Result<(CommandRunner, Vec<proto::CommandResult>), RunnerError> {
         let mut runner = CommandRunner::open(ctx)?;
-        let swept = runner
-            .journal
-            .sweep_interrupted(unix_ms(OffsetDateTime::now_utc()))?;
+        let swept = runner.journal.sweep_interrupted(crate::clock::now_ms())?;
         Ok((runner, swept))
     }
 
@@ -157,14 +205,14 @@ impl CommandRunner {
         &self.journal
     }
 
-    /// Answers one command (see the module docs). `server_now_ms`: server time, from the
-    /// latest Welcome.
-    pub fn handle(&mut self, command: &proto::Command, server_now_ms: i64) -> proto::CommandResult {
+    /// Answers one command (see the module docs). `local_now_ms`: the machine's clock
+    /// ([`crate::clock::now_ms`]); the command is judged at the trusted time it gives.
+    pub fn handle(&mut self, command: &proto::Command, local_now_ms: i64) -> proto::CommandResult {
         let id = command.command_id.as_str();
         match self.journal.entry(id) {
             Ok(Some(Entry::Finished(result))) => return result,
             Ok(Some(Entry::Started)) => {
-                let now = unix_ms(OffsetDateTime::now_utc());
+                let now = crate::clock::now_ms();
                 let result = proto::CommandResult {
                     command_id: id.to_owned(),
                     outcome: proto::CommandOutcome::Failed as i32,
@@ -179,7 +227,7 @@ impl CommandRunner {
             Ok(None) => {}
             Err(e) => return rejected(id, proto::CommandRejectReason::NodeState, e.to_string()),
         }
-        match self.check_and_run(command, server_now_ms) {
+        match self.check_and_run(command, local_now_ms) {
             Ok(result) => result,
             Err((reason, detail)) => rejected(id, reason, detail),
         }
@@ -188,7 +236,7 @@ impl CommandRunner {
     fn check_and_run(
         &mut self,
         command: &proto::Command,
-        server_now_ms: i64,
+        local_now_ms: i64,
     ) -> Result<proto::CommandResult, (proto::CommandRejectReason, String)> {
         use proto::CommandRejectReason as R;
         let state = |detail: String| (R::NodeState, detail);
@@ -203,6 +251,8 @@ impl CommandRunner {
         }
         let trust_domain = TrustDomain::new(&stored.trust_domain)
             .map_err(|_| state("the stored trust domain is not valid".into()))?;
+        self.observe_stored(&stored);
+        let now_ms = self.clock.now_ms(local_now_ms);
         let signed = SignedCommand {
             body: command.body.clone(),
             signature: command.signature.clone(),
@@ -213,10 +263,11 @@ impl CommandRunner {
             &stored.trust_roots,
             &trust_domain,
             &self.node_id,
-            server_now_ms,
+            now_ms,
         )
-        .map_err(|e| (R::SignatureInvalid, e.to_string()))?;
+        .map_err(|e| (R::SignatureInvalid, verify_detail(&e)))?;
         let body = verified.body;
+        self.raise_signed_time(body.issued_at_ms);
         if body.command_id != command.command_id {
             return Err((
                 R::SignatureInvalid,
@@ -267,8 +318,8 @@ impl CommandRunner {
                 )
             })?;
             let clock = AdmissionClock {
-                server_now_us: server_now_ms.saturating_mul(1000),
-                local_now_us: unix_ms(OffsetDateTime::now_utc()).saturating_mul(1000),
+                trusted_now_us: now_ms.saturating_mul(1000),
+                local_now_us: local_now_ms.saturating_mul(1000),
             };
             admit_destructive(
                 &self.ctx.dir,
@@ -313,7 +364,7 @@ impl CommandRunner {
         payload_json: &serde_json::Value,
     ) -> Result<proto::CommandResult, (proto::CommandRejectReason, String)> {
         let state = |detail: String| (proto::CommandRejectReason::NodeState, detail);
-        let started_at_ms = unix_ms(OffsetDateTime::now_utc());
+        let started_at_ms = crate::clock::now_ms();
         self.journal
             .start(command_id, kind, started_at_ms)
             .map_err(|e| state(e.to_string()))?;
@@ -355,7 +406,7 @@ impl CommandRunner {
         result.output_tail = tail;
         result.has_exit_code = exit.is_some();
         result.exit_code = exit.unwrap_or(0);
-        result.finished_at_ms = unix_ms(OffsetDateTime::now_utc());
+        result.finished_at_ms = crate::clock::now_ms();
         if let Err(e) = self.journal.finish(&result) {
             crate::node::log::log(format_args!(
                 "{e}; the result of {} is sent but not journalled",
@@ -366,23 +417,11 @@ impl CommandRunner {
     }
 }
 
-/// One command for the runner thread, with the latest Welcome's server time.
+/// One command for the runner thread.
 #[derive(Debug)]
 pub struct Job {
     /// The command.
     pub command: proto::Command,
-    /// The latest Welcome's `server_time_ms`.
-    pub welcome_server_ms: i64,
-    /// When that Welcome arrived.
-    pub welcome_at: Instant,
-}
-
-impl Job {
-    /// Server time now: the Welcome's plus the time since it arrived.
-    pub fn server_now_ms(&self) -> i64 {
-        let elapsed = i64::try_from(self.welcome_at.elapsed().as_millis()).unwrap_or(i64::MAX);
-        self.welcome_server_ms.saturating_add(elapsed)
-    }
 }
 
 /// One command at a time per process, across sessions.
@@ -392,11 +431,13 @@ static RUNNING: Mutex<()> = Mutex::new(());
 static SWEPT: AtomicBool = AtomicBool::new(false);
 
 /// Starts the runner thread for a session: it answers each [`Job`] with a `CommandResult` on
-/// `results` (after first sending the results of commands a previous run was interrupted in).
-/// It ends when the job sender is dropped (after the command it is running).
+/// `results` (after first sending the results of commands a previous run was interrupted in),
+/// raising `mark` with the signed times it sees. It ends when the job sender is dropped (after
+/// the command it is running).
 pub fn spawn_runner(
     ctx: CommandContext,
     results: tokio::sync::mpsc::Sender<proto::NodeMessage>,
+    mark: SignedTimeMark,
 ) -> tokio::sync::mpsc::UnboundedSender<Job> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
     std::thread::spawn(move || {
@@ -416,6 +457,7 @@ pub fn spawn_runner(
         };
         let mut runner = match opened {
             Ok((runner, swept)) => {
+                let runner = runner.with_mark(mark);
                 for result in swept {
                     crate::node::log::log(format_args!(
                         "command {} was running when bcd stopped: reported failed",
@@ -434,7 +476,7 @@ pub fn spawn_runner(
             let result = match runner.as_mut() {
                 Some(runner) => {
                     let _guard = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
-                    runner.handle(&job.command, job.server_now_ms())
+                    runner.handle(&job.command, crate::clock::now_ms())
                 }
                 None => rejected(
                     &job.command.command_id,

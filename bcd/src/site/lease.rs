@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use proto::site_lease_request::Action;
-use time::OffsetDateTime;
 use tokio::sync::watch;
 
 use super::agent::{SiteAgent, SiteShared};
@@ -27,7 +26,7 @@ pub const RELEASE_TIMEOUT: StdDuration = StdDuration::from_secs(5);
 
 /// The local clock in unix ms.
 pub fn local_now_ms() -> i64 {
-    now_ms(OffsetDateTime::now_utc())
+    now_ms(crate::clock::now())
 }
 
 fn log_change(change: &LeaseChange) {

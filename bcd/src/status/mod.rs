@@ -28,7 +28,8 @@ use crate::files::{DataDir, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY
 use crate::node_key::{NodeKeyKind, TpmHost};
 use crate::renewal::schedule::renew_at;
 
-/// How far the local clock may be behind the last server time seen before doctor warns.
+/// How far the local clock may be off the server's: the window renewals and x509pop re-joins
+/// are judged in (spec 003 and 000: ±60 s). Behind the last signed time by more, doctor fails.
 pub const CLOCK_TOLERANCE: Duration = Duration::seconds(60);
 
 fn rfc3339(t: OffsetDateTime) -> String {
@@ -210,7 +211,10 @@ fn revoked_message(loaded: &LoadedIdentity, record: &RevocationRecord) -> String
 
 fn expired_message(loaded: &LoadedIdentity) -> String {
     format!(
-        "the certificate of {} expired at {}; an expired certificate cannot be renewed: {WAY_BACK}",
+        "the certificate of {} expired at {} by this machine's clock (bcd doctor's clock checks \
+         compare it with the server's); an expired certificate cannot be renewed: bcd node \
+         re-joins by x509pop from the identity on disk within the control plane's grace (7 days \
+         by default); past it, {WAY_BACK}",
         loaded.describe(),
         rfc3339(loaded.leaf.not_after)
     )
@@ -489,24 +493,35 @@ fn mode_check(dir: &DataDir) -> Check {
     }
 }
 
+/// The local clock against the highest signed time bcd has seen (`serverTime`: a join or
+/// renewal answer's server time, a verified command's issue time): the real time is at least
+/// that, so a clock behind it by more than the window is wrong, whatever a Welcome says.
 fn local_clock_check(loaded: Option<&LoadedIdentity>, now: OffsetDateTime) -> Option<Check> {
     let seen = loaded?.stored.server_time()?;
-    Some(if now + CLOCK_TOLERANCE < seen {
+    let behind = seen - now;
+    Some(if behind > CLOCK_TOLERANCE {
         Check::new(
             "local clock",
-            Level::Warn,
+            Level::Fail,
             format!(
-                "the local clock ({}) is behind the last server time seen ({}): fix the clock \
-                 (timedatectl status; chrony or systemd-timesyncd)",
+                "the local clock ({}) is at least {:.1} s behind the time the control plane \
+                 signed last ({}): renewals and x509pop re-joins are refused past {} s, and \
+                 signed commands are judged at the signed time; fix the clock (timedatectl \
+                 status; chrony or systemd-timesyncd)",
                 rfc3339(now),
-                rfc3339(seen)
+                behind.as_seconds_f64(),
+                rfc3339(seen),
+                CLOCK_TOLERANCE.whole_seconds()
             ),
         )
     } else {
         Check::new(
             "local clock",
             Level::Ok,
-            "not behind the last server time seen",
+            format!(
+                "not behind the time the control plane signed last ({})",
+                rfc3339(seen)
+            ),
         )
     })
 }

@@ -88,14 +88,13 @@ pub fn now_ms() -> i64 {
 }
 
 pub fn new_root() -> CommandSigningRoot {
+    new_root_since(now() - Duration::hours(1))
+}
+
+/// A command-signing root valid from `since`, for 30 days.
+pub fn new_root_since(since: OffsetDateTime) -> CommandSigningRoot {
     let key = PrivateKey::generate(KeyRole::CommandSigningRoot).unwrap();
-    CommandSigningRoot::generate(
-        &trust_domain(TD),
-        key,
-        now() - Duration::hours(1),
-        Duration::days(30),
-    )
-    .unwrap()
+    CommandSigningRoot::generate(&trust_domain(TD), key, since, Duration::days(30)).unwrap()
 }
 
 /// A worker key and its certificate by `root`.
@@ -105,6 +104,11 @@ pub struct Worker {
 }
 
 pub fn worker_of(root: &CommandSigningRoot) -> Worker {
+    worker_since(root, now() - Duration::minutes(1))
+}
+
+/// A worker key whose certificate by `root` is valid from `since`, for a day.
+pub fn worker_since(root: &CommandSigningRoot, since: OffsetDateTime) -> Worker {
     let key = PrivateKey::generate(KeyRole::Worker).unwrap();
     let cert = issue_worker_certificate(
         root,
@@ -112,7 +116,7 @@ pub fn worker_of(root: &CommandSigningRoot) -> Worker {
         "test-worker",
         &Serial::generate().unwrap(),
         Duration::hours(24),
-        now() - Duration::minutes(1),
+        since,
     )
     .unwrap();
     Worker {

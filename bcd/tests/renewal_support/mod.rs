@@ -42,12 +42,14 @@ pub type JoinAnswer =
     Arc<dyn Fn(proto::JoinRequest) -> Result<proto::SignedJoinResponse, Status> + Send + Sync>;
 
 /// What a session of the fake gateway does besides its Welcome: with a script, the Welcome
-/// carries the real time, every command of `commands` follows it (in every session), and every
-/// message the node sends is forwarded to `seen`.
+/// carries the real time moved by `welcome_offset_ms` (a gateway that lies about the time),
+/// every command of `commands` follows it (in every session), and every message the node sends
+/// is forwarded to `seen`.
 #[derive(Clone)]
 pub struct CommandScript {
     pub commands: Arc<std::sync::Mutex<Vec<proto::Command>>>,
     pub seen: tokio::sync::mpsc::UnboundedSender<proto::NodeMessage>,
+    pub welcome_offset_ms: i64,
 }
 
 /// The fake gateway's answers besides Renew and Session (UNIMPLEMENTED when absent).
@@ -95,7 +97,9 @@ impl NodeService for Fake {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let script = self.other.script.clone();
         let server_time_ms = match &script {
-            Some(_) => now().unix_timestamp() * 1000,
+            Some(script) => {
+                (now().unix_timestamp() * 1000).saturating_add(script.welcome_offset_ms)
+            }
             None => self.welcome_time_ms,
         };
         let welcome = proto::GatewayMessage {

@@ -16,7 +16,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use commands::{Clock, SystemClock};
+use commands::{Clock, DatabaseClock};
 use domain::pki::PublicBundle;
 use events::store::EventStore;
 use gateway::api::{start_api, ApiConfig};
@@ -119,7 +119,7 @@ pub async fn serve_gateway(settings: &Settings) -> Result<(), ServeError> {
     let api = ApiClient::new(url, &public.serving_ca_der, chain, key)?;
     let store =
         EventStore::open_with_pool(&settings.database_url, settings.store.pool_size).await?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clock: Arc<dyn Clock> = Arc::new(DatabaseClock::system());
     let mut config = gateway_config(settings)?;
     if let Some(url) = &settings.store.read_database_url {
         config.read_store = Some(store.replica(url, settings.store.read_pool_size).await?);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use commands::identity::{IdentityConfig, JoinService};
-use commands::{Clock, SystemClock};
+use commands::{Clock, DatabaseClock};
 use domain::pki::KeySet;
 use events::store::{EventStore, HubOptions, LogHub, LogStore};
 use gateway::feed::FeedOptions;
@@ -310,7 +310,7 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
     let store =
         EventStore::open_with_pool(&settings.database_url, settings.store.pool_size).await?;
     let hub = start_hub(&store, settings).await?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clock: Arc<dyn Clock> = Arc::new(DatabaseClock::system());
     crate::serve::trust::settle_trust(
         &store,
         clock.as_ref(),

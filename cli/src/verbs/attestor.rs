@@ -11,7 +11,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use commands::attest::{AttestorEntries, EntryView, NewEntry};
 use commands::identity::attestors::FACTORIES;
-use commands::SystemClock;
+use commands::DatabaseClock;
 use domain::attest::{entry_list, EntryList};
 use serde::Serialize;
 
@@ -90,7 +90,7 @@ pub struct RemoveArgs {
 pub async fn entries(common: &CommonArgs, write: bool) -> Result<AttestorEntries, AttestCmdError> {
     Ok(AttestorEntries::new(
         open_store(common, write).await?,
-        Arc::new(SystemClock),
+        Arc::new(DatabaseClock::system()),
     ))
 }
 

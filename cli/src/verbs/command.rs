@@ -20,7 +20,7 @@ use commands::command_queue::{
     command_list, command_show, enqueue_command, CommandFilter, CommandQueueError, CommandView,
     EnqueueRequest, WorkerSigner,
 };
-use commands::SystemClock;
+use commands::DatabaseClock;
 use domain::command::{kind_spec, payloads::encode_payload};
 use domain::quorum::BatchId;
 use events::store::{EventStore, StoreError};
@@ -230,7 +230,7 @@ async fn run_command(args: RunArgs) -> Result<(), CommandCmdError> {
     let caller = crate::invocation::actor().id().to_string();
     let answer = enqueue_command(
         &store,
-        &SystemClock,
+        &DatabaseClock::system(),
         &signer,
         &EnqueueRequest {
             node_id: args.node.clone(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use commands::attest::{JoinRequestView, JoinRequests};
-use commands::SystemClock;
+use commands::DatabaseClock;
 
 use crate::deployment::CommonArgs;
 use crate::verbs::pool::{open_store, AttestCmdError};
@@ -106,7 +106,7 @@ pub async fn run(cmd: JoinRequestCommand) -> Result<(), AttestCmdError> {
 async fn open(common: &CommonArgs, write: bool) -> Result<JoinRequests, AttestCmdError> {
     Ok(JoinRequests::new(
         open_store(common, write).await?,
-        Arc::new(SystemClock),
+        Arc::new(DatabaseClock::system()),
     ))
 }
 

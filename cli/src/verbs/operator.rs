@@ -5,7 +5,7 @@
 
 use clap::{Args, Subcommand};
 use commands::operators::{list_operators, revoke_operator, OperatorCertView, OperatorError};
-use commands::SystemClock;
+use commands::DatabaseClock;
 
 use crate::deployment::{CommonArgs, OpenError};
 use crate::output::print_json;
@@ -77,7 +77,9 @@ pub async fn run(cmd: OperatorCommand) -> Result<(), OperatorCmdError> {
                 .open_store_as(true)
                 .await?
                 .acting_as(crate::invocation::actor());
-            let outcome = revoke_operator(&store, &SystemClock, &args.serial, &args.reason).await?;
+            let outcome =
+                revoke_operator(&store, &DatabaseClock::system(), &args.serial, &args.reason)
+                    .await?;
             let c = &outcome.certificate;
             if args.common.json {
                 let mut doc = view_json(c);

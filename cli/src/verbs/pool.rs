@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use commands::attest::{AttestError, NewPool, PoolView, Pools, BUILTIN_ATTESTORS};
-use commands::SystemClock;
+use commands::DatabaseClock;
 use domain::attest::{AttestorPolicy, UpdatePool};
 use events::store::{EventStore, StoreError};
 
@@ -137,7 +137,7 @@ fn policy(ids: &str) -> AttestorPolicy {
 }
 
 fn pools(store: EventStore, known: Vec<String>) -> Pools {
-    Pools::new(store, Arc::new(SystemClock), known)
+    Pools::new(store, Arc::new(DatabaseClock::system()), known)
 }
 
 pub async fn run(cmd: PoolCommand) -> Result<(), AttestCmdError> {

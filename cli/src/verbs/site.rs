@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use commands::site::{
     BootEntries, BootEntryView, LeaseView, NewBootEntry, NewSite, SiteError, SiteView, Sites,
 };
-use commands::SystemClock;
+use commands::DatabaseClock;
 use events::store::EventStore;
 
 use crate::deployment::CommonArgs;
@@ -180,14 +180,14 @@ async fn open_store(common: &CommonArgs, write: bool) -> Result<EventStore, Site
 async fn sites(common: &CommonArgs, write: bool) -> Result<Sites, SiteCmdError> {
     Ok(Sites::new(
         open_store(common, write).await?,
-        Arc::new(SystemClock),
+        Arc::new(DatabaseClock::system()),
     ))
 }
 
 async fn boots(common: &CommonArgs, write: bool) -> Result<BootEntries, SiteCmdError> {
     Ok(BootEntries::new(
         open_store(common, write).await?,
-        Arc::new(SystemClock),
+        Arc::new(DatabaseClock::system()),
     ))
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use commands::identity::{IdentityError, NewToken, NodeAdmin, TokenView};
-use commands::SystemClock;
+use commands::DatabaseClock;
 use domain::identity::{AdminRefusal, ExpectBinding, TokenRole};
 use domain::pki::SecretError;
 use events::store::{EventStore, StoreError};
@@ -73,7 +73,10 @@ impl IdentityArgs {
 /// deployment); its private keys are never unsealed, so these commands need no deployment
 /// secret (none of them signs or opens anything).
 pub async fn open_admin(args: &IdentityArgs) -> Result<NodeAdmin, IdentityCmdError> {
-    Ok(NodeAdmin::new(args.store().await?, Arc::new(SystemClock)))
+    Ok(NodeAdmin::new(
+        args.store().await?,
+        Arc::new(DatabaseClock::system()),
+    ))
 }
 
 #[derive(Subcommand)]

@@ -409,8 +409,10 @@ impl Joins {
             .ok_or_else(|| IdentityError::UnsupportedAttestor(request.attestor.clone()))?;
         let id = entry.id().to_owned();
         let input = &request.input;
-        let now = self.clock.now();
-        let now_us = unix_us(now);
+        // The database's time (one clock for every replica), read once: the attestor's plan
+        // and its verdict in the transaction below judge at the same instant.
+        let at = crate::run::At::read_from(&self.store, self.clock.as_ref()).await?;
+        let (now, now_us) = (at.now, at.now_us);
         let digests = claims_digests(&input.claims);
         let sent_sha = Some(sha256(&input.csr_der));
 

@@ -41,7 +41,8 @@ use super::factory::{
 use crate::identity::{CertState, NodeState, NodeStatus};
 use crate::pki::statement::{verify, Statement, StatementError, X509Pop};
 use crate::pki::{
-    issued_by, sign_with, NodeId, NodeIdentity, NodeRole, NodeSigner, Signature, TrustDomain,
+    issued_by, same_ca, sign_with, NodeId, NodeIdentity, NodeRole, NodeSigner, Signature,
+    TrustDomain,
 };
 
 /// The attestor id, and the `attestation_uses.attestor` of its proofs.
@@ -336,8 +337,11 @@ impl X509PopAttestor {
         if evidence.node_id.as_str() != cert.node_id {
             return Err(X509PopRefusal::NodeMismatch);
         }
+        // The node CA the machine holds may be an earlier certificate of this CA (renewed
+        // while it was off, same subject and key): the leaf must verify under today's.
         let chain_ok = evidence.chain.len() == 2
-            && evidence.chain[1] == self.node_ca_der
+            && (evidence.chain[1] == self.node_ca_der
+                || same_ca(&evidence.chain[1], &self.node_ca_der))
             && issued_by(evidence.leaf(), &self.node_ca_der);
         if !chain_ok {
             return Err(X509PopRefusal::BadChain);

@@ -380,6 +380,43 @@ fn bad_chain() {
     assert_eq!(refused(fx2.run(&good, &fx2.facts())).0, "x509pop:bad-chain");
 }
 
+/// A node CA renewed while the machine was off (`bcctl pki renew-ca node`: same key, same
+/// subject, a new certificate): the machine's chain still names the certificate it joined under,
+/// and the renewed attestor admits it, and the renewed one too. A certificate of another key
+/// stays `bad-chain` (issue 40, item 14).
+#[test]
+fn a_node_ca_renewed_while_the_machine_was_off_still_admits_its_chain() {
+    let mut fx = fixture();
+    let old_chain_evidence = fx.evidence();
+    let old_ca = fx.keys.node_ca.cert_der().to_vec();
+    fx.keys
+        .renew_ca(
+            crate::pki::RenewableCa::Node,
+            t0() + TimeDuration::days(30),
+            TimeDuration::days(365),
+        )
+        .unwrap();
+    assert_ne!(fx.keys.node_ca.cert_der(), &old_ca[..]);
+    fx.attestor = X509PopAttestor::new(
+        fx.keys.trust_domain.clone(),
+        fx.keys.node_ca.cert_der().to_vec(),
+    );
+    let result = admitted(fx.run(&old_chain_evidence, &fx.facts()));
+    assert_eq!(result.reclaim_node_id.as_deref(), Some(NODE));
+    let new_ca = URL_SAFE_NO_PAD.encode(fx.keys.node_ca.cert_der());
+    let new_chain = with_json(
+        |v| v["chain"][1] = new_ca.clone().into(),
+        &old_chain_evidence,
+    );
+    admitted(fx.run(&new_chain, &fx.facts()));
+    let root = URL_SAFE_NO_PAD.encode(fx.keys.root_ca.cert_der());
+    let other_key = with_json(|v| v["chain"][1] = root.clone().into(), &old_chain_evidence);
+    assert_eq!(
+        refused(fx.run(&other_key, &fx.facts())),
+        ("x509pop:bad-chain".into(), Some("t1".into()))
+    );
+}
+
 #[test]
 fn stale_generation() {
     let fx = fixture();

@@ -19,11 +19,16 @@
 //! worker certificate of a held root, valid when the body says it was issued
 //! ([`super::worker::verify_worker`]); the signature verifies under that worker key; the body
 //! names this node; it was not issued in the future (beyond [`ISSUE_SKEW_MS`]) and has not
-//! expired in server time; it lives at most [`MAX_COMMAND_LIFETIME_MS`]; a built-in kind's
+//! expired, both at the node's time; it lives at most [`MAX_COMMAND_LIFETIME_MS`]; a built-in kind's
 //! payload carries its registry type URL. Checking the worker certificate at the body's issue
 //! time lets a command held for its batch's approval outlive the worker key that signed it, and
 //! the lifetime cap bounds how long a stolen, expired worker key could still sign for
 //! (docs/DECISIONS.md "Issue 21: a command's signer is checked at its issue time").
+//!
+//! The node's time is the caller's: bcd passes its trusted time, the later of its own clock and
+//! the highest signed time it has seen, never a Welcome's unsigned server time, so a gateway
+//! cannot move a command's life (docs/DECISIONS.md "Issue 40: the time a node judges signed
+//! things at").
 
 use prost::Message as _;
 use time::OffsetDateTime;
@@ -37,7 +42,7 @@ use crate::quorum::BatchId;
 /// The longest a command may live, issue to expiry: 72 hours (a batch's longest window).
 pub const MAX_COMMAND_LIFETIME_MS: i64 = 72 * 3_600_000;
 
-/// How far in the future (server time) a body's issue time may be.
+/// How far ahead of the node's time a body's issue time may be.
 pub const ISSUE_SKEW_MS: i64 = 5 * 60_000;
 
 /// The largest payload a command carries: 64 KiB, as a scope leaf's.
@@ -70,7 +75,7 @@ pub struct CommandBody {
     /// When the worker signed it, Unix ms.
     #[prost(int64, tag = "8")]
     pub issued_at_ms: i64,
-    /// Its end in server time, Unix ms.
+    /// Its end, Unix ms (judged at the node's time).
     #[prost(int64, tag = "9")]
     pub not_after_ms: i64,
 }
@@ -137,20 +142,20 @@ pub enum CommandError {
         expected: String,
     },
     /// Issued in the future.
-    #[error("not-yet-valid: the command was issued at {issued_at_ms} ms, server time is {server_now_ms} ms")]
+    #[error("not-yet-valid: the command was issued at {issued_at_ms} ms, this node's time is {now_ms} ms")]
     NotYetValid {
         /// The body's issue time.
         issued_at_ms: i64,
-        /// Server time.
-        server_now_ms: i64,
+        /// The node's time.
+        now_ms: i64,
     },
-    /// Expired in server time.
-    #[error("expired: the command ended at {not_after_ms} ms, server time is {server_now_ms} ms")]
+    /// Expired at the node's time.
+    #[error("expired: the command ended at {not_after_ms} ms, this node's time is {now_ms} ms")]
     Expired {
         /// The body's end.
         not_after_ms: i64,
-        /// Server time.
-        server_now_ms: i64,
+        /// The node's time.
+        now_ms: i64,
     },
     /// Lives longer than [`MAX_COMMAND_LIFETIME_MS`] or ends before it starts.
     #[error("bad-lifetime: the command lives from {issued_at_ms} to {not_after_ms} ms; at most 72 hours")]
@@ -208,13 +213,13 @@ pub struct VerifiedCommand {
 }
 
 /// The node's check of a command (see the module docs). `roots` are the command-signing root
-/// certificates (DER) of the trust bundle the node holds.
+/// certificates (DER) of the trust bundle the node holds; `now_ms` the node's time (Unix ms).
 pub fn verify_command(
     signed: &SignedCommand,
     roots: &[Vec<u8>],
     trust_domain: &TrustDomain,
     node_id: &str,
-    server_now_ms: i64,
+    now_ms: i64,
 ) -> Result<VerifiedCommand, CommandError> {
     let body = CommandBody::decode(signed.body.as_slice())
         .map_err(|e| CommandError::Malformed(format!("the body does not decode: {e}")))?;
@@ -243,16 +248,16 @@ pub fn verify_command(
             not_after_ms: body.not_after_ms,
         });
     }
-    if body.issued_at_ms > server_now_ms.saturating_add(ISSUE_SKEW_MS) {
+    if body.issued_at_ms > now_ms.saturating_add(ISSUE_SKEW_MS) {
         return Err(CommandError::NotYetValid {
             issued_at_ms: body.issued_at_ms,
-            server_now_ms,
+            now_ms,
         });
     }
-    if server_now_ms >= body.not_after_ms {
+    if now_ms >= body.not_after_ms {
         return Err(CommandError::Expired {
             not_after_ms: body.not_after_ms,
-            server_now_ms,
+            now_ms,
         });
     }
     if let Some(spec) = kind_spec(&body.kind) {

@@ -158,3 +158,14 @@ pub fn issued_by(der: &[u8], issuer_der: &[u8]) -> bool {
     };
     cert.verify_signature(Some(issuer.public_key())).is_ok()
 }
+
+/// Whether the CA certificates `a_der` and `b_der` are one CA: the same subject and the same
+/// key. `pki renew-ca` re-issues a CA certificate that way, so what the CA signed before still
+/// verifies under it and a holder of the earlier certificate names the same CA. Either not
+/// parsing as one DER certificate is `false`.
+pub fn same_ca(a_der: &[u8], b_der: &[u8]) -> bool {
+    let (Some(a), Some(b)) = (parse_cert(a_der), parse_cert(b_der)) else {
+        return false;
+    };
+    a.subject().as_raw() == b.subject().as_raw() && a.public_key().raw == b.public_key().raw
+}

@@ -59,7 +59,7 @@ pub use ca::{
 };
 pub use csr::{build_csr, BuildCsrError, CsrError, VerifiedCsr};
 pub use encoding::{pem_blocks, pem_encode, read_pem_blocks};
-pub use identity::{issued_by, IdentityError, NodeIdentity};
+pub use identity::{issued_by, same_ca, IdentityError, NodeIdentity};
 pub use keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};
 pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins, RenewableCa};
 pub use leaf::{

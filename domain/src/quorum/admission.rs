@@ -29,11 +29,17 @@
 //! persisted: a file must not be able to vouch for a signature). A batch's approval travels with
 //! every one of its commands, byte for byte the same, so the daemon verifies its signatures for
 //! the first command of the batch and then checks each further command's own Merkle proof, its
-//! leaf, and the approval's not_after against server time. A memo entry is used only when every
+//! leaf, and the approval's not_after against the daemon's trusted time. A memo entry is used only when every
 //! input of the signature check is identical to the one verified: the approval (batch id, scope
 //! root, scope size, not_after and every signature, in order), the held approver set (all its keys,
 //! thresholds and tiers) and the trust domain. A changed set, a re-signed approval or another
 //! trust domain is verified afresh. Only verdicts that met the requirement are kept.
+//!
+//! "Server time" above is, on bcd, its trusted time ([`AdmissionClock::trusted_now_us`]): the
+//! later of its own clock and the highest signed time it has seen. A Welcome's server time is
+//! not signed, so it never enters: a gateway that sent one an hour back could otherwise make a
+//! daemon run an approval that had ended (docs/DECISIONS.md "Issue 40: the time a node judges
+//! signed things at").
 
 use super::approval::BatchApproval;
 use super::approver_set::{ApproverSet, Kid, SetDigest};
@@ -87,8 +93,9 @@ pub struct DestructiveCommand<'a> {
 /// The two clocks admission reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdmissionClock {
-    /// Server time (from Welcome), µs since the Unix epoch: approvals expire in it.
-    pub server_now_us: i64,
+    /// The daemon's trusted time, µs since the Unix epoch: the later of its own clock and the
+    /// highest signed time it has seen (never a Welcome's unsigned one). Approvals expire in it.
+    pub trusted_now_us: i64,
     /// The daemon's local clock, µs since the Unix epoch: the unbatched window counts in it.
     pub local_now_us: i64,
 }
@@ -150,13 +157,13 @@ pub enum AdmissionRefusal {
         /// The batch the approval names.
         approval: BatchId,
     },
-    /// The approval is past its not_after in server time.
-    #[error("approval-expired: the batch approval ended at {not_after_us} µs, server time is {server_now_us} µs; create and approve a new batch")]
+    /// The approval is past its not_after at the daemon's trusted time.
+    #[error("approval-expired: the batch approval ended at {not_after_us} µs, this node's time is {now_us} µs; create and approve a new batch")]
     Expired {
         /// The approval's end.
         not_after_us: i64,
-        /// Server time.
-        server_now_us: i64,
+        /// The daemon's trusted time.
+        now_us: i64,
     },
     /// Too few distinct valid approvals for the scope's tier.
     #[error("too-few-approvals: {valid} valid distinct approvals for a scope of {scope_size} leaves, {required} needed in trust domain {trust_domain}")]
@@ -291,7 +298,7 @@ fn approvers_of(
     quorum: &AgentQuorum<'_>,
     required: u32,
     verified: Option<&mut VerifiedApprovals>,
-    server_now_us: i64,
+    now_us: i64,
 ) -> Vec<Kid> {
     let Some(memo) = verified else {
         return approval.valid_approvers_up_to(quorum.set, quorum.trust_domain, required as usize);
@@ -307,7 +314,7 @@ fn approvers_of(
             quorum.set,
             quorum.trust_domain,
             &approvers,
-            server_now_us,
+            now_us,
         );
     }
     approvers
@@ -329,10 +336,10 @@ fn admit_batched(
             approval: approval.batch_id,
         });
     }
-    if clock.server_now_us > approval.not_after_us {
+    if clock.trusted_now_us > approval.not_after_us {
         return Err(AdmissionRefusal::Expired {
             not_after_us: approval.not_after_us,
-            server_now_us: clock.server_now_us,
+            now_us: clock.trusted_now_us,
         });
     }
     let leaf = proven_leaf(command, batch_id, approval, proof)?;
@@ -346,7 +353,7 @@ fn admit_batched(
         }
     }
     let required = quorum.set.required_approvals(approval.scope_size);
-    let approvers = approvers_of(approval, quorum, required, verified, clock.server_now_us);
+    let approvers = approvers_of(approval, quorum, required, verified, clock.trusted_now_us);
     if approvers.len() < required as usize {
         return Err(AdmissionRefusal::TooFewApprovals {
             valid: approvers.len() as u32,
@@ -358,7 +365,7 @@ fn admit_batched(
     let mut next = state.clone();
     next.used_leaves
         .leaves
-        .retain(|_, entry| entry.not_after_us >= clock.server_now_us);
+        .retain(|_, entry| entry.not_after_us >= clock.trusted_now_us);
     next.used_leaves.leaves.insert(
         leaf,
         UsedLeaf {

@@ -14,7 +14,7 @@ pub const UNBATCHED_FILE: &str = "unbatched-destructive.json";
 pub struct UsedLeaf {
     /// The command that ran on it.
     pub command_id: String,
-    /// The approval's end (server time, µs); the entry is dropped after it.
+    /// The approval's end (µs, at the daemon's trusted time); the entry is dropped after it.
     pub not_after_us: i64,
 }
 

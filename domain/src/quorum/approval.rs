@@ -47,7 +47,7 @@ pub struct BatchApproval {
     pub scope_root: ScopeHash,
     /// The number of leaves.
     pub scope_size: u32,
-    /// The end of the approval, µs since the Unix epoch, in server time.
+    /// The end of the approval, µs since the Unix epoch (a daemon judges it at its trusted time).
     pub not_after_us: i64,
     /// The approvers' signatures.
     pub signatures: Vec<ApprovalSignature>,

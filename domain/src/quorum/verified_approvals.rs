@@ -65,13 +65,13 @@ impl VerifiedApprovals {
         set: &ApproverSet,
         trust_domain: &TrustDomain,
         approvers: &[Kid],
-        server_now_us: i64,
+        now_us: i64,
     ) {
         if !self.entries.contains_key(&approval.batch_id)
             && self.entries.len() >= MAX_VERIFIED_APPROVALS
         {
             self.entries
-                .retain(|_, entry| entry.approval.not_after_us >= server_now_us);
+                .retain(|_, entry| entry.approval.not_after_us >= now_us);
             if self.entries.len() >= MAX_VERIFIED_APPROVALS {
                 let soonest = self
                     .entries

@@ -8,6 +8,7 @@
 
 mod contract;
 mod cursor;
+mod db_time;
 mod deferred;
 mod error;
 mod event_store;

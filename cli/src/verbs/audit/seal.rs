@@ -54,7 +54,7 @@ pub(super) async fn seal(args: SealArgs) -> Result<(), AuditCmdError> {
     let sealer = Sealer::new(
         store,
         Arc::new(signer),
-        Arc::new(commands::SystemClock),
+        Arc::new(commands::DatabaseClock::system()),
         SealerOptions::new(trust_domain),
     );
     let results = match &args.tenant {

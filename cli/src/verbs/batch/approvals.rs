@@ -7,7 +7,7 @@
 //! over the API the server's), never one the caller names.
 
 use commands::quorum::{approve_batch, batch_view, list_batches, MAX_BATCH_LIST};
-use commands::SystemClock;
+use commands::DatabaseClock;
 use domain::quorum::{ApprovalSignature, BatchStatus, Kid};
 use serde_json::json;
 
@@ -121,7 +121,14 @@ pub(crate) async fn submit_approval(args: SubmitApprovalArgs) -> Result<(), Batc
     let trust_domain = deployment_trust_domain(&args.store)?;
     let store = open(&args.store, true).await?;
     let signature = ApprovalSignature { kid, sig };
-    let outcome = approve_batch(&store, &SystemClock, &trust_domain, &id, &signature).await?;
+    let outcome = approve_batch(
+        &store,
+        &DatabaseClock::system(),
+        &trust_domain,
+        &id,
+        &signature,
+    )
+    .await?;
     if args.json {
         crate::outln!("{}", outcome_json(&id, &kid, &outcome));
     } else {

@@ -3,7 +3,7 @@
 //! API, `local:<user>@<host>` directly), never a flag.
 
 use commands::quorum::{batch_view, cancel_batch, create_batch};
-use commands::SystemClock;
+use commands::DatabaseClock;
 use domain::quorum::{CreateBatch, ScopeLeafRequest};
 use serde_json::json;
 
@@ -22,7 +22,7 @@ pub(crate) async fn create(args: CreateArgs) -> Result<(), BatchCmdError> {
     let store = open(&args.store, true).await?;
     let created = create_batch(
         &store,
-        &SystemClock,
+        &DatabaseClock::system(),
         &CreateBatch {
             tenant: args.tenant,
             caller: crate::invocation::actor().id().to_string(),
@@ -114,7 +114,7 @@ pub(crate) async fn cancel(args: CancelArgs) -> Result<(), BatchCmdError> {
         }
         return Ok(());
     }
-    cancel_batch(&store, &SystemClock, &id, &args.reason, &caller).await?;
+    cancel_batch(&store, &DatabaseClock::system(), &id, &args.reason, &caller).await?;
     let view = batch_view(&store, &id)
         .await?
         .ok_or(BatchCmdError::NotFound(id))?;

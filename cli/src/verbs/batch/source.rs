@@ -8,7 +8,7 @@
 //! admin client implements it; a test can implement it too.
 
 use commands::quorum::{approve_batch, batch_view, BatchView, ScopeEntry};
-use commands::SystemClock;
+use commands::DatabaseClock;
 use domain::quorum::{ApprovalSignature, ApproveOutcome, BatchId, TrustDomain};
 use events::store::EventStore;
 use serde_json::Value;
@@ -54,7 +54,14 @@ impl BatchSource for DirectSource {
         id: &BatchId,
         signature: &ApprovalSignature,
     ) -> Result<ApproveOutcome, BatchCmdError> {
-        Ok(approve_batch(&self.store, &SystemClock, &self.trust_domain, id, signature).await?)
+        Ok(approve_batch(
+            &self.store,
+            &DatabaseClock::system(),
+            &self.trust_domain,
+            id,
+            signature,
+        )
+        .await?)
     }
 }
 

@@ -204,7 +204,10 @@ fn print_detail_certs(d: &NodeDetail) {
 }
 
 fn admin(store: &events::store::EventStore) -> commands::identity::NodeAdmin {
-    commands::identity::NodeAdmin::new(store.clone(), std::sync::Arc::new(commands::SystemClock))
+    commands::identity::NodeAdmin::new(
+        store.clone(),
+        std::sync::Arc::new(commands::DatabaseClock::system()),
+    )
 }
 
 fn now_us() -> i64 {

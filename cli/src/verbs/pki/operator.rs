@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use commands::operators::issue_operator;
-use commands::SystemClock;
+use commands::DatabaseClock;
 use domain::operator::check_issue;
 use domain::pki::{pem_encode, KeyRole, KeySetLifetimes, LoadedBundle, PrivateKey};
 use serde_json::json;
@@ -237,7 +237,7 @@ pub async fn issue_operator_cmd(args: IssueOperatorArgs) -> Result<(), PkiCmdErr
     let key = PrivateKey::generate(KeyRole::Operator).map_err(internal)?;
     let issued = issue_operator(
         &store,
-        &SystemClock,
+        &DatabaseClock::system(),
         &decision,
         operator_ca,
         key.public_key(),

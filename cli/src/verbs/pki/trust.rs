@@ -22,7 +22,7 @@ use commands::quorum::{
     drop_command_root, published_bundle, rotate_add_command_root, switch_command_root,
     PublishedBundle, QuorumError, CONNECTED_WINDOW_US,
 };
-use commands::{Clock, SystemClock};
+use commands::{Clock, DatabaseClock, SystemClock};
 use domain::pki::bundle::next::{generate_command_root, write_bundle_with_next};
 use domain::pki::LoadedBundle;
 use domain::trust_bundle::validate;
@@ -280,7 +280,7 @@ pub async fn rotate(args: RotateArgs) -> Result<(), PkiTrustError> {
     let published = published_bundle(&opened.store)
         .await?
         .ok_or(PkiTrustError::NotPublished)?;
-    let clock = SystemClock;
+    let clock = DatabaseClock::system();
     let store = &opened.store;
     let note = match args.stage {
         Stage::Add => {

@@ -98,7 +98,7 @@ impl CloudIidAttestor {
         if identity.issued_at_us > now_us.saturating_add(skew_us) {
             return Err(CloudIidRefusal::DocumentFromFuture);
         }
-        if now_us.saturating_sub(identity.issued_at_us) > max_age_us {
+        if provider.ages() && now_us.saturating_sub(identity.issued_at_us) > max_age_us {
             return Err(CloudIidRefusal::DocumentTooOld);
         }
         Ok(identity)

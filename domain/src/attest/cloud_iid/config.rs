@@ -6,7 +6,7 @@
 //!
 //! ```toml
 //! [attestors.cloud-iid]
-//! max_age = "10m"                                    # optional (default 10m)
+//! max_age = "10m"                                    # optional (default 10m; GCP, OIDC, Azure)
 //! [attestors.cloud-iid.aws]
 //! certificates = ["/etc/bc/aws-us-east-1.pem"]       # the regions' AWS public certificates
 //! [attestors.cloud-iid.gcp]
@@ -187,7 +187,7 @@ impl CloudIidConfig {
 /// `[attestors.cloud-iid]`, read: the files it names, not read yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CloudIidSettings {
-    /// Documents issued longer ago are `document-too-old`.
+    /// As [`CloudIidConfig::max_age`].
     pub max_age: Duration,
     /// AWS: its certificates' PEM files.
     pub aws: Option<Vec<PathBuf>>,

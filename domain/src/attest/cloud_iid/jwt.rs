@@ -7,6 +7,7 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
+use super::config::MAX_FUTURE_SKEW;
 use super::refusal::CloudIidRefusal;
 
 /// The algorithms a token may be signed with (no `HS*`: a shared secret proves nothing here).
@@ -84,7 +85,9 @@ pub fn has_audience(claims: &serde_json::Map<String, Value>, audience: &str) -> 
 }
 
 /// `iat` in µs (`malformed` without one), after refusing a token whose `exp` has passed at
-/// `now_us` (`document-too-old`).
+/// `now_us` (`document-too-old`) or whose `nbf` (RFC 7519 section 4.1.5) is more than
+/// [`MAX_FUTURE_SKEW`] ahead of it (`document-from-future`): a token not valid yet must not
+/// spend the instance's one join.
 pub fn issued_at_us(
     claims: &serde_json::Map<String, Value>,
     now_us: i64,
@@ -94,6 +97,12 @@ pub fn issued_at_us(
     if let Some(exp) = seconds("exp") {
         if exp.saturating_mul(1_000_000) <= now_us {
             return Err(CloudIidRefusal::DocumentTooOld);
+        }
+    }
+    if let Some(nbf) = seconds("nbf") {
+        let skew_us = i64::try_from(MAX_FUTURE_SKEW.as_micros()).unwrap_or(i64::MAX);
+        if nbf.saturating_mul(1_000_000) > now_us.saturating_add(skew_us) {
+            return Err(CloudIidRefusal::DocumentFromFuture);
         }
     }
     Ok(iat.saturating_mul(1_000_000))

@@ -22,10 +22,12 @@ pub enum CloudIidRefusal {
     /// The token's audience is not the configured one.
     #[error("cloud-iid:wrong-audience")]
     WrongAudience,
-    /// The document was issued longer than `max_age` ago (or the token expired).
+    /// The token or document was issued longer than `max_age` ago (GCP, OIDC, Azure; never
+    /// AWS, whose time is the instance's launch), or the token expired.
     #[error("cloud-iid:document-too-old")]
     DocumentTooOld,
-    /// The document was issued more than a minute in the future.
+    /// The document was issued, or the token is valid only from (`nbf`), more than a minute in
+    /// the future.
     #[error("cloud-iid:document-from-future")]
     DocumentFromFuture,
     /// No registered account (`bcctl cloud account add`) for the instance's account.

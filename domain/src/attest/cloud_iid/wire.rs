@@ -42,6 +42,15 @@ impl CloudProvider {
         }
     }
 
+    /// Whether its issue time is when the document was made for this request, so `max_age`
+    /// applies: GCP and OIDC tokens and Azure's attested data are minted on each read. An AWS
+    /// document's `pendingTime` is when the instance launched; its age says nothing about a
+    /// replay, which the one join per instance already stops (spec: `maxAgeMs` for OIDC and
+    /// GCP).
+    pub fn ages(self) -> bool {
+        !matches!(self, CloudProvider::Aws)
+    }
+
     /// The provider named `text` (exactly, lower-case).
     pub fn parse(text: &str) -> Option<CloudProvider> {
         CloudProvider::ALL.into_iter().find(|p| p.as_str() == text)

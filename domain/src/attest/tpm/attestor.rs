@@ -306,8 +306,10 @@ impl TpmAttestor {
         let ek_sha256 = &opened.state.ek_sha256;
         let state_bytes = &opened.answer.state;
         let not_after_us = opened.state.not_after_us;
-        let mut bind = vec![*ek_sha256];
-        bind.extend(machine_subjects(request, ek_sha256));
+        // Only what the attestor proved binds the node: the EK. The machine's claims (its
+        // hardware key, its product UUID) are recorded as sent and bind nothing, so a TPM that
+        // claims another machine's identity cannot lock that machine out (decision 0082).
+        let bind = vec![*ek_sha256];
         // The answer admits one join: a replay of it (within the state's life) is refused
         // `tpm:reused`, so a captured answer cannot reclaim the node a second time.
         let single_use = vec![SingleUse {
@@ -358,23 +360,6 @@ impl TpmAttestor {
     }
 }
 
-/// The machine's claimed identities bound with its EK (the hardware key's and the product
-/// UUID's digests, when claimed): another TPM presenting the same machine is then
-/// `join:bound-elsewhere` until the node holding it is deleted (spec 000 "Recovering a node
-/// whose TPM changed", a new EK).
-fn machine_subjects(request: &AttestRequest<'_>, ek_sha256: &[u8; 32]) -> Vec<[u8; 32]> {
-    let mut subjects = Vec::new();
-    for digest in [request.digests.hardware_key, request.digests.product_uuid]
-        .into_iter()
-        .flatten()
-    {
-        if digest != *ek_sha256 && !subjects.contains(&digest) {
-            subjects.push(digest);
-        }
-    }
-    subjects
-}
-
 impl Attestor for TpmAttestor {
     type Plan = TpmPlan;
 
@@ -392,13 +377,10 @@ impl Attestor for TpmAttestor {
             Round::Answer(answer) => {
                 let opened = self.open(request, answer).map_err(TpmRefusal::refusal)?;
                 let ek = opened.state.ek_sha256;
-                let mut keys = vec![FactKey::Binding(ek)];
-                keys.extend(
-                    machine_subjects(request, &ek)
-                        .into_iter()
-                        .map(FactKey::Binding),
-                );
-                keys.push(FactKey::entry(&TPM_ALLOW_LIST, &hex::encode(ek)));
+                let keys = vec![
+                    FactKey::Binding(ek),
+                    FactKey::entry(&TPM_ALLOW_LIST, &hex::encode(ek)),
+                ];
                 Ok(Planned::new(keys, TpmPlan::Answer(Box::new(opened))))
             }
         }
