@@ -534,5 +534,26 @@ pub const FACTORY: AttestorFactory = AttestorFactory {
 };
 
 #[cfg(test)]
+mod config_tests {
+    use super::X509PopConfig;
+
+    #[test]
+    fn the_grace_defaults_to_seven_days_and_its_table_is_checked() {
+        let read = |text: &str| {
+            let table = crate::attest::factory::toml_table(text, "x509pop")?;
+            X509PopConfig::from_table(table.as_ref()).map(|c| c.grace)
+        };
+        assert_eq!(read(""), Ok(std::time::Duration::from_secs(7 * 86_400)));
+        assert_eq!(
+            read("[x509pop]\ngrace = \"2d\"\n"),
+            Ok(std::time::Duration::from_secs(2 * 86_400))
+        );
+        let soon = read("[x509pop]\ngrace = \"soon\"\n").unwrap_err();
+        assert!(soon.starts_with("attestors.x509pop.grace: "), "{soon}");
+        assert!(read("[x509pop]\ngrase = \"2d\"\n").is_err());
+    }
+}
+
+#[cfg(test)]
 #[path = "x509pop_tests.rs"]
 mod tests;

@@ -35,8 +35,6 @@ use crate::attest::factory::{parse_table, ConfigTable, FromDeployment, SettingEr
 
 /// The default `max_age`: documents issued longer ago are refused.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(600);
-/// How far in the future a document's issue time may be (clock skew).
-pub const MAX_FUTURE_SKEW: Duration = Duration::from_secs(60);
 
 /// AWS: the regions' public certificates (DER) the signature may verify under.
 #[derive(Debug, Clone, Default)]

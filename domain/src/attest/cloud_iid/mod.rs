@@ -35,9 +35,10 @@ pub use accounts::{cloud_account_key, CLOUD_ACCOUNT_LIST};
 pub use attestor::{cloud_iid_subject, CloudIidAttestor, INSTANCE_REUSED};
 pub use config::{
     AwsConfig, AzureConfig, CloudIidConfig, CloudIidConfigError, CloudIidSettings, GcpConfig,
-    OidcIssuerConfig, DEFAULT_MAX_AGE, MAX_FUTURE_SKEW,
+    OidcIssuerConfig, DEFAULT_MAX_AGE,
 };
 pub use factory::FACTORY;
 pub use instance::{CloudIdentity, CLOUD_IID_ATTESTOR};
+pub use jwt::MAX_FUTURE_SKEW;
 pub use refusal::CloudIidRefusal;
 pub use wire::{CloudIidEvidence, CloudProvider};
