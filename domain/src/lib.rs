@@ -12,6 +12,7 @@ pub mod attest;
 pub mod audit;
 pub mod command;
 pub mod decision;
+pub mod duration;
 pub mod identity;
 pub mod merkle;
 pub mod operator;

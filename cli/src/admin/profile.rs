@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use crate::pem::pem_blocks;
+use domain::pki::read_pem_blocks;
 
 /// The environment variable naming the profile when `--server` is given without `--profile`.
 pub const PROFILE_ENV: &str = "BCCTL_PROFILE";
@@ -207,7 +207,7 @@ fn read_blocks(
         path: path.to_path_buf(),
         source,
     })?;
-    let blocks = pem_blocks(&text, label).map_err(|why| ProfileError::BadPem {
+    let blocks = read_pem_blocks(label, &text).map_err(|why| ProfileError::BadPem {
         profile: profile.to_path_buf(),
         what,
         path: path.to_path_buf(),

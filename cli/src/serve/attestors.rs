@@ -1,58 +1,34 @@
-//! The attestors the server registers besides the built-ins: the `tpm` attestor when
-//! `[attestors.tpm]` is configured (its challenge key derived from the deployment's keys), the
-//! `cloud-iid` attestor when `[attestors.cloud-iid]` is, and
-//! every `[[attestors.external]]` as a [`gateway::join::external_attestor::ExternalAttestor`] (the
+//! The attestors the server runs: every built-in of `commands::identity::attestors::FACTORIES`
+//! that its configuration runs (each read from its `[attestors.<id>]` when the configuration was
+//! read, built here with what the deployment gives it: the trust domain, the node CA, a key
+//! derived for it, and the files its table names, read from disk by this process), then every
+//! `[[attestors.external]]` as a [`gateway::join::external_attestor::ExternalAttestor`] (the
 //! JoinService holds it as an `Arc<dyn RemoteAttestor>`; `commands` has no network client of
 //! its own).
 
+use std::path::Path;
 use std::sync::Arc;
 
-use commands::identity::attestors::{
-    tpm_challenge_key, AttestorRegistry, RegisteredAttestor, RemoteAttestor,
-};
+use commands::identity::attestors::{AttestorRegistry, RegisteredAttestor, RemoteAttestor};
 use domain::pki::KeySet;
 use gateway::external_attestor::ExternalAttestor;
 
 use crate::serve::config::Settings;
 use crate::serve::error::ServeError;
 
-/// The registry the JoinService runs: its built-ins (`builtin`, the JoinService's own: they
-/// include those built from the deployment's keys, such as x509pop), the `tpm` attestor when
-/// configured, then every configured external attestor (whose ids configuration already kept
-/// apart from the built-ins').
-pub(crate) fn registry(
-    builtin: &AttestorRegistry,
-    settings: &Settings,
-    keys: &KeySet,
-) -> Result<AttestorRegistry, ServeError> {
-    let mut registry = builtin.clone();
-    if let Some(tpm) = &settings.tpm {
-        registry.register_tpm(tpm.config(tpm_challenge_key(keys)));
-        tracing::info!(
-            ek_roots = tpm.ek_roots.len(),
-            pcr_policy = tpm.pcr_policy.len(),
-            node_key = ?tpm.node_key,
-            enrollment = tpm.enrollment.is_some(),
-            "tpm attestor registered"
-        );
-    }
-    if let Some(cloud) = &settings.cloud_iid {
-        let attestor =
-            domain::attest::cloud_iid::CloudIidAttestor::new(cloud.clone()).map_err(|e| {
-                ServeError::Invalid {
-                    key: "attestors.cloud-iid",
-                    message: e.to_string(),
-                }
-            })?;
-        registry.register_in_process(Arc::new(attestor));
-        tracing::info!(
-            max_age_s = cloud.max_age.as_secs(),
-            aws = cloud.aws.is_some(),
-            gcp = cloud.gcp.is_some(),
-            azure = cloud.azure.is_some(),
-            oidc_issuers = cloud.oidc.len(),
-            "cloud-iid attestor registered"
-        );
+/// A file an attestor's table names, read; the error says why not.
+fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| e.to_string())
+}
+
+/// The registry the JoinService runs: the configured built-ins, built with the deployment of
+/// `keys`, then every configured external attestor (whose ids configuration already kept apart
+/// from the built-ins').
+pub(crate) fn registry(settings: &Settings, keys: &KeySet) -> Result<AttestorRegistry, ServeError> {
+    let mut registry = AttestorRegistry::configured(&settings.attestors, keys, &read_file)
+        .map_err(ServeError::Attestor)?;
+    for configured in &settings.attestors {
+        tracing::info!(attestor = configured.id(), config = ?configured, "attestor registered");
     }
     for attestor in external_attestors(settings)? {
         registry.register(attestor);

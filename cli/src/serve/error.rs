@@ -19,6 +19,10 @@ pub enum ServeError {
     Invalid { key: &'static str, message: String },
     #[error("configuration {0}")]
     Limits(gateway::limits::LimitsError),
+    /// An attestor refused its table, or could not be built with what the deployment gives
+    /// (the message names the key).
+    #[error("configuration {0}")]
+    Attestor(String),
     #[error(
         "--role {role} needs {key} in the configuration file or {env} in the environment: {hint}"
     )]
@@ -59,6 +63,7 @@ impl From<ConfigError> for ServeError {
             }
             ConfigError::Invalid { key, message } => ServeError::Invalid { key, message },
             ConfigError::Limits(e) => ServeError::Limits(e),
+            ConfigError::Attestor(message) => ServeError::Attestor(message),
         }
     }
 }

@@ -3,8 +3,9 @@
 //! core of keys, store, JoinService and audit; the hub; the gateway's configuration; waiting for
 //! a stop), [`split`] runs `--role api` and `--role gateway`. Beside them: [`config`] (every key,
 //! from file, environment and flags), [`trust`] (settling the trust bundle at start),
-//! [`attestors`] (the attestors registered besides the built-ins), [`leader`] and [`batches`]
-//! (the singleton work under leadership), [`error`] (the errors every file here names).
+//! [`attestors`] (every attestor the server runs, built with the deployment), [`leader`] and
+//! [`batches`] (the singleton work under leadership), [`error`] (the errors every file here
+//! names).
 //!
 //! It starts things; it decides nothing a command decides (that is the `commands` crate's) and
 //! writes the log only through it. It must never import `crate::up` nor the grammar and the

@@ -326,11 +326,10 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
             message: e.to_string(),
         })?;
     identity.root_tenant = settings.root_tenant.clone();
-    identity.x509pop_grace = settings.x509pop_grace;
-    identity.discovery = settings.discovery.clone();
     identity.pending_retry_seconds = pending_retry_seconds;
+    let identity = identity.with_attestor_settings(&settings.attestors);
+    let attestors = crate::serve::attestors::registry(settings, &keys)?;
     let join = JoinService::new(store.clone(), keys.clone(), clock.clone(), identity)?;
-    let attestors = crate::serve::attestors::registry(join.joins().attestors(), settings, &keys)?;
     let join = Arc::new(
         join.with_attestors(attestors)
             .with_site_settings(settings.sites),

@@ -2,8 +2,9 @@
 //! [`commands::attest::AttestorEntries`], from the store alone (no key is unsealed). A list an
 //! attestor declares (`commands::identity::attestors::FACTORIES`) keeps its own key and role
 //! rules; any other name (an attestor built elsewhere, such as `examples/acme-asset`) gets the
-//! generic ones ([`domain::attest::EntryList::generic`]). Also the printing the two lists with
-//! verbs of their own share (`bcctl tpm …`, `bcctl cloud account …`).
+//! generic ones ([`domain::attest::EntryList::generic`]). Also the one implementation of the
+//! lists with verbs of their own (`bcctl tpm …`, `bcctl cloud account …`): [`ListVerbs`] names
+//! the list, its printing and its words, and [`run_entry_verb`] adds, lists or removes.
 
 use std::sync::Arc;
 
@@ -101,9 +102,8 @@ fn list_named(name: &str) -> EntryList {
 
 pub async fn run(cmd: AttestorCommand) -> Result<(), AttestCmdError> {
     let AttestorCommand::Entry(cmd) = cmd;
-    match cmd {
+    let (name, verb) = match cmd {
         EntryCommand::Add(args) => {
-            let list = list_named(&args.list);
             let new = NewEntry {
                 key: args.key,
                 tenant_id: args.tenant,
@@ -113,28 +113,87 @@ pub async fn run(cmd: AttestorCommand) -> Result<(), AttestCmdError> {
                 actor: crate::invocation::actor().id().to_string(),
                 note: args.note,
             };
-            let entry = entries(&args.common, true).await?.add(&list, &new).await?;
-            print_one(&ENTRIES, &entry, args.common.json, "added", &entry.entry_id);
+            (args.list, EntryVerb::Add(args.common, new))
         }
-        EntryCommand::List(args) => {
-            let list = list_named(&args.list);
-            let all = entries(&args.common, false).await?.list(&list).await?;
-            print_list(&ENTRIES, &all, args.common.json);
-        }
+        EntryCommand::List(args) => (args.list, EntryVerb::List(args.common)),
         EntryCommand::Remove(args) => {
-            let list = list_named(&args.list);
+            let verb = EntryVerb::Remove {
+                common: args.common,
+                entry_id: args.entry_id,
+                reason: args.reason,
+            };
+            (args.list, verb)
+        }
+    };
+    let verbs = ListVerbs {
+        list: list_named(&name),
+        printer: &ENTRIES,
+        view: |e| e,
+        added: "added",
+        removed: "removed",
+    };
+    run_entry_verb(&verbs, verb).await
+}
+
+/// One operator-managed list under verbs: the list, how its entries print, and the words its
+/// changes print with (`allowed` / `revoked`, `added` / `removed`).
+pub struct ListVerbs<V: 'static> {
+    /// The list.
+    pub list: EntryList,
+    /// Its table.
+    pub printer: &'static Printer<V>,
+    /// An entry as these verbs show it.
+    pub view: fn(EntryView) -> V,
+    /// The word an added entry prints with.
+    pub added: &'static str,
+    /// The word a removed entry prints with.
+    pub removed: &'static str,
+}
+
+/// What one verb of a list asks, its arguments read.
+pub enum EntryVerb {
+    /// Add an entry.
+    Add(CommonArgs, NewEntry),
+    /// List the entries, removed ones too.
+    List(CommonArgs),
+    /// Remove an entry (the actor is the invocation's).
+    Remove {
+        common: CommonArgs,
+        entry_id: String,
+        reason: String,
+    },
+}
+
+/// Runs `verb` on the list of `verbs`, from the store alone, and prints the outcome.
+pub async fn run_entry_verb<V: Serialize>(
+    verbs: &ListVerbs<V>,
+    verb: EntryVerb,
+) -> Result<(), AttestCmdError> {
+    match verb {
+        EntryVerb::Add(common, new) => {
+            let entry = entries(&common, true).await?.add(&verbs.list, &new).await?;
+            let id = entry.entry_id.clone();
+            let view = (verbs.view)(entry);
+            print_one(verbs.printer, &view, common.json, verbs.added, &id);
+        }
+        EntryVerb::List(common) => {
+            let all = entries(&common, false).await?.list(&verbs.list).await?;
+            let views: Vec<V> = all.into_iter().map(verbs.view).collect();
+            print_list(verbs.printer, &views, common.json);
+        }
+        EntryVerb::Remove {
+            common,
+            entry_id,
+            reason,
+        } => {
             let actor = crate::invocation::actor();
-            let svc = entries(&args.common, true).await?;
+            let svc = entries(&common, true).await?;
             let entry = svc
-                .remove(&list, &args.entry_id, actor.id(), &args.reason)
+                .remove(&verbs.list, &entry_id, actor.id(), &reason)
                 .await?;
-            print_one(
-                &ENTRIES,
-                &entry,
-                args.common.json,
-                "removed",
-                &entry.entry_id,
-            );
+            let id = entry.entry_id.clone();
+            let view = (verbs.view)(entry);
+            print_one(verbs.printer, &view, common.json, verbs.removed, &id);
         }
     }
     Ok(())
@@ -151,7 +210,7 @@ pub struct Printer<V> {
 }
 
 /// One entry after a change: `--json`, or `<verb> <noun> <id>` and its table row.
-pub fn print_one<V: Serialize>(p: &Printer<V>, entry: &V, json: bool, verb: &str, id: &str) {
+fn print_one<V: Serialize>(p: &Printer<V>, entry: &V, json: bool, verb: &str, id: &str) {
     if json {
         crate::outln!("{}", to_json(entry));
         return;
@@ -161,7 +220,7 @@ pub fn print_one<V: Serialize>(p: &Printer<V>, entry: &V, json: bool, verb: &str
 }
 
 /// A list: `--json`, or its table.
-pub fn print_list<V: Serialize>(p: &Printer<V>, list: &[V], json: bool) {
+fn print_list<V: Serialize>(p: &Printer<V>, list: &[V], json: bool) {
     if json {
         crate::outln!("{}", to_json(&list));
         return;

@@ -1,19 +1,18 @@
-//! `bcctl cloud account add | list | remove`: the registry of cloud accounts (the
-//! `cloud-account` list of the generic attestor entries, `bcctl attestor entry --list
-//! cloud-account`) through [`commands::attest::CloudAccounts`], printed as it always was, from
-//! the store alone (no key is unsealed). An entry
-//! names one (provider, account) and where its instances join through `cloud-iid`; an instance
-//! of an account nobody registered is refused `cloud-iid:unknown-instance`.
-
-use std::sync::Arc;
+//! `bcctl cloud account add | list | remove`: the registry of cloud accounts, the
+//! `cloud-account` list of the generic attestor entries (`bcctl attestor entry --list
+//! cloud-account`, keys `<provider>/<account>`) under verbs and columns of its own, run by the
+//! one implementation of such verbs ([`crate::verbs::attestor::run_entry_verb`]), from the
+//! store alone (no key is unsealed). An entry names one (provider, account) and where its
+//! instances join through `cloud-iid`; an instance of an account nobody registered is refused
+//! `cloud-iid:unknown-instance`.
 
 use clap::{Args, Subcommand};
-use commands::attest::{CloudAccountView, CloudAccounts, NewCloudAccount};
-use commands::DatabaseClock;
+use commands::attest::{CloudAccountView, NewEntry};
+use domain::attest::cloud_iid::CLOUD_ACCOUNT_LIST;
 
 use crate::deployment::CommonArgs;
-use crate::verbs::attestor::{print_list, print_one, Printer};
-use crate::verbs::pool::{open_store, AttestCmdError};
+use crate::verbs::attestor::{run_entry_verb, EntryVerb, ListVerbs, Printer};
+use crate::verbs::pool::AttestCmdError;
 use crate::verbs::token::fmt_us;
 
 #[derive(Subcommand)]
@@ -74,56 +73,39 @@ pub struct RemoveArgs {
     pub reason: String,
 }
 
-async fn open(common: &CommonArgs, write: bool) -> Result<CloudAccounts, AttestCmdError> {
-    Ok(CloudAccounts::new(
-        open_store(common, write).await?,
-        Arc::new(DatabaseClock::system()),
-    ))
-}
-
 pub async fn run(cmd: CloudCommand) -> Result<(), AttestCmdError> {
     let CloudCommand::Account(cmd) = cmd;
-    match cmd {
+    let verb = match cmd {
         AccountCommand::Add(args) => {
-            let svc = open(&args.common, true).await?;
-            let entry = svc
-                .add(&NewCloudAccount {
-                    provider: args.provider,
-                    account: args.account,
-                    tenant_id: args.tenant,
-                    site_id: args.site,
-                    pool_id: args.pool,
-                    role: args.role,
-                    actor: crate::invocation::actor().id().to_string(),
-                })
-                .await?;
-            print_one(
-                &ACCOUNTS,
-                &entry,
-                args.common.json,
-                "added",
-                &entry.entry_id,
-            );
+            let new = NewEntry {
+                key: format!("{}/{}", args.provider, args.account),
+                tenant_id: args.tenant,
+                site_id: args.site,
+                pool_id: args.pool,
+                role: args.role,
+                actor: crate::invocation::actor().id().to_string(),
+                note: String::new(),
+            };
+            EntryVerb::Add(args.common, new)
         }
-        AccountCommand::List(args) => {
-            let list = open(&args.common, false).await?.list().await?;
-            print_list(&ACCOUNTS, &list, args.common.json);
-        }
-        AccountCommand::Remove(args) => {
-            let svc = open(&args.common, true).await?;
-            let actor = crate::invocation::actor();
-            let entry = svc.remove(&args.entry_id, actor.id(), &args.reason).await?;
-            print_one(
-                &ACCOUNTS,
-                &entry,
-                args.common.json,
-                "removed",
-                &entry.entry_id,
-            );
-        }
-    }
-    Ok(())
+        AccountCommand::List(args) => EntryVerb::List(args.common),
+        AccountCommand::Remove(args) => EntryVerb::Remove {
+            common: args.common,
+            entry_id: args.entry_id,
+            reason: args.reason,
+        },
+    };
+    run_entry_verb(&ACCOUNT_LIST, verb).await
 }
+
+/// The registry under its verbs: `added`, `removed`.
+const ACCOUNT_LIST: ListVerbs<CloudAccountView> = ListVerbs {
+    list: CLOUD_ACCOUNT_LIST,
+    printer: &ACCOUNTS,
+    view: CloudAccountView::from,
+    added: "added",
+    removed: "removed",
+};
 
 /// The registry's table, as it always printed.
 const ACCOUNTS: Printer<CloudAccountView> = Printer {

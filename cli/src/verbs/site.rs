@@ -14,8 +14,8 @@ use events::store::EventStore;
 
 use crate::deployment::CommonArgs;
 use crate::deployment::DeploymentError;
-use crate::duration::parse_duration;
 use crate::verbs::token::{fmt_us, print_table, to_json};
+use domain::duration::parse_duration;
 
 /// Why a site command failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,18 +1,18 @@
-//! `bcctl tpm allow | list | revoke`: the TPM allow-list (the `tpm-allow` list of the generic
-//! attestor entries, `bcctl attestor entry --list tpm-allow`) through
-//! [`commands::attest::TpmAllows`], printed as it always was, from the store alone (no key is unsealed). An entry names
-//! one endorsement key by the SHA-256 of its TPMT_PUBLIC (`bcd` prints it) and where a machine
-//! proving it joins; an EK already bound to a node reclaims that node whatever the list says.
-
-use std::sync::Arc;
+//! `bcctl tpm allow | list | revoke`: the TPM allow-list, the `tpm-allow` list of the generic
+//! attestor entries (`bcctl attestor entry --list tpm-allow`) under verbs, columns and words of
+//! its own, run by the one implementation of such verbs
+//! ([`crate::verbs::attestor::run_entry_verb`]), from the store alone (no key is unsealed). An
+//! entry names one endorsement key by the SHA-256 of its TPMT_PUBLIC (`bcd` prints it) and where
+//! a machine proving it joins; an EK already bound to a node reclaims that node whatever the
+//! list says.
 
 use clap::{Args, Subcommand};
-use commands::attest::{NewTpmAllow, TpmAllowView, TpmAllows};
-use commands::DatabaseClock;
+use commands::attest::{NewEntry, TpmAllowView};
+use domain::attest::tpm::TPM_ALLOW_LIST;
 
 use crate::deployment::CommonArgs;
-use crate::verbs::attestor::{print_list, print_one, Printer};
-use crate::verbs::pool::{open_store, AttestCmdError};
+use crate::verbs::attestor::{run_entry_verb, EntryVerb, ListVerbs, Printer};
+use crate::verbs::pool::AttestCmdError;
 use crate::verbs::token::fmt_us;
 
 #[derive(Subcommand)]
@@ -63,54 +63,38 @@ pub struct RevokeArgs {
     pub reason: String,
 }
 
-async fn open(common: &CommonArgs, write: bool) -> Result<TpmAllows, AttestCmdError> {
-    Ok(TpmAllows::new(
-        open_store(common, write).await?,
-        Arc::new(DatabaseClock::system()),
-    ))
+pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
+    let verb = match cmd {
+        TpmCommand::Allow(args) => {
+            let new = NewEntry {
+                key: args.ek_sha256,
+                tenant_id: args.tenant,
+                site_id: args.site,
+                pool_id: args.pool,
+                role: String::new(),
+                actor: crate::invocation::actor().id().to_string(),
+                note: args.note,
+            };
+            EntryVerb::Add(args.common, new)
+        }
+        TpmCommand::List(args) => EntryVerb::List(args.common),
+        TpmCommand::Revoke(args) => EntryVerb::Remove {
+            common: args.common,
+            entry_id: args.allow_id,
+            reason: args.reason,
+        },
+    };
+    run_entry_verb(&ALLOW_LIST, verb).await
 }
 
-pub async fn run(cmd: TpmCommand) -> Result<(), AttestCmdError> {
-    match cmd {
-        TpmCommand::Allow(args) => {
-            let svc = open(&args.common, true).await?;
-            let entry = svc
-                .allow(&NewTpmAllow {
-                    ek_sha256_hex: args.ek_sha256,
-                    tenant_id: args.tenant,
-                    site_id: args.site,
-                    pool_id: args.pool,
-                    actor: crate::invocation::actor().id().to_string(),
-                    note: args.note,
-                })
-                .await?;
-            print_one(
-                &ALLOWS,
-                &entry,
-                args.common.json,
-                "allowed",
-                &entry.allow_id,
-            );
-        }
-        TpmCommand::List(args) => {
-            let list = open(&args.common, false).await?.list().await?;
-            print_list(&ALLOWS, &list, args.common.json);
-        }
-        TpmCommand::Revoke(args) => {
-            let svc = open(&args.common, true).await?;
-            let actor = crate::invocation::actor();
-            let entry = svc.revoke(&args.allow_id, actor.id(), &args.reason).await?;
-            print_one(
-                &ALLOWS,
-                &entry,
-                args.common.json,
-                "revoked",
-                &entry.allow_id,
-            );
-        }
-    }
-    Ok(())
-}
+/// The allow-list under its verbs: `allowed`, `revoked`.
+const ALLOW_LIST: ListVerbs<TpmAllowView> = ListVerbs {
+    list: TPM_ALLOW_LIST,
+    printer: &ALLOWS,
+    view: TpmAllowView::from,
+    added: "allowed",
+    removed: "revoked",
+};
 
 /// The allow-list's table, as it always printed.
 const ALLOWS: Printer<TpmAllowView> = Printer {

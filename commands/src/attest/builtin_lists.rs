@@ -1,6 +1,7 @@
-//! The TPM allow-list (`bcctl tpm allow | list | revoke`) and the registry of cloud accounts
-//! (`bcctl cloud account add | list | remove`): two lists of [`AttestorEntries`], under the
-//! names and views those verbs always had.
+//! The TPM allow-list and the registry of cloud accounts for callers in Rust: two lists of
+//! [`AttestorEntries`], under the names and views of the verbs `bcctl tpm allow | list | revoke`
+//! and `bcctl cloud account add | list | remove` (which run `AttestorEntries` themselves, through
+//! the CLI's one implementation of a list's verbs, with these same views).
 
 use std::sync::Arc;
 

@@ -30,8 +30,9 @@ pub use views::{CloudAccountView, EntryView, JoinRequestView, PoolView, TpmAllow
 /// The reads of `pools` and `join_requests`, named here for the join's admission step.
 pub use projections::attest::read;
 
-/// The attestors built into the control plane: what a pool's policy may always name.
-pub const BUILTIN_ATTESTORS: &[&str] = domain::attest::ids::BUILT_IN;
+/// The attestors built into the control plane (one per line of
+/// [`crate::identity::attestors::FACTORIES`]): what a pool's policy may always name.
+pub const BUILTIN_ATTESTORS: &[&str] = &crate::identity::attestors::BUILTIN_IDS;
 
 /// Join requests expired per maintenance transaction.
 pub const EXPIRE_BATCH: u32 = 500;

@@ -3,15 +3,22 @@
 //! on facts the shell loads), and out-of-process ones ([`RemoteAttestor`], called before the
 //! transaction; their answer is then held to exactly the same admission step).
 //!
+//! [`FACTORIES`] is the one list of the built-ins, one line each (decision 0078): each is read
+//! from its own table by its factory ([`domain::attest::configure`]) and built with what the
+//! deployment gives it ([`AttestorRegistry::configured`]: the trust domain, the node CA, a key
+//! derived for it with [`deployment_key`], the files its table names).
+//!
 //! An empty attestor name means `join-token`; an id not registered is
 //! [`super::IdentityError::UnsupportedAttestor`] (UNIMPLEMENTED on the wire, spending nothing).
 
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use domain::attest::{
-    AnyAttestor, AttestorFactory, AttestorSetup, ConfigTable, Verdict, X509PopAttestor,
+    AnyAttestor, AttestorFactory, AttestorSetup, ConfigTable, Configured, FromDeployment, Verdict,
+    X509PopConfig,
 };
 use domain::identity::{HardwareClaims, JOIN_TOKEN_ATTESTOR};
 use domain::pki::{KeySet, NodeRole};
@@ -131,38 +138,54 @@ impl AttestorRegistry {
     }
 
     /// Registers what `factory` builds from `table` (its `[attestors.<id>]`), when it builds
-    /// one: how an attestor of another crate registers (`acme_asset::FACTORY`).
+    /// one from the table alone: how an attestor of another crate registers
+    /// (`acme_asset::FACTORY`). One that needs what the deployment gives is refused here
+    /// ([`Self::configured`] registers it).
     pub fn register_factory(
         &mut self,
         factory: &AttestorFactory,
         table: Option<&ConfigTable>,
     ) -> Result<&mut Self, String> {
-        if let Some(attestor) = (factory.build)(&AttestorSetup { table })? {
-            self.register_in_process(attestor);
+        match (factory.build)(&AttestorSetup { table })? {
+            None => {}
+            Some(Configured::Attestor(attestor)) => {
+                self.register_in_process(attestor);
+            }
+            Some(Configured::Config(config)) => {
+                return Err(format!(
+                    "the {} attestor needs what the deployment gives it (its keys, its files): \
+                     register it with AttestorRegistry::configured",
+                    config.id()
+                ))
+            }
         }
         Ok(self)
     }
 
-    /// The built-in attestors that need no configuration: what [`FACTORIES`] builds without a
-    /// table (`join-token`, `provisioned`).
+    /// The built-in attestors that need neither a table nor the deployment: what [`FACTORIES`]
+    /// builds from no table alone (`join-token`, `provisioned`).
     pub fn builtin() -> Self {
         let mut registry = AttestorRegistry::empty();
         for factory in FACTORIES {
-            // A factory refusing no table at all is a bug of its own: it registers nothing.
+            // No table: a factory that needs the deployment, or refuses to run without its
+            // table, registers nothing here.
             let _ = registry.register_factory(factory, None);
         }
         registry
     }
 
-    /// The built-ins of a JoinService over `keys` ([`AttestorRegistry::builtin`]), and those that
-    /// need the deployment's keys: `x509pop` (its node CA and trust domain, the grace period of
-    /// `config`) and `discovery` (the trust domain its site agents' certificates name, the
-    /// settings of `config`).
+    /// The built-ins of a JoinService over `keys` with no configuration table: those of
+    /// [`AttestorRegistry::builtin`], `x509pop` (its node CA and trust domain, the grace period
+    /// of `config`) and `discovery` (the trust domain its site agents' certificates name, the
+    /// settings of `config`). `bcctl serve` builds its attestors from its tables instead
+    /// ([`Self::configured`]).
     pub fn builtin_for(keys: &KeySet, config: &IdentityConfig) -> Self {
         let mut registry = AttestorRegistry::builtin();
+        let x509pop = X509PopConfig {
+            grace: config.x509pop_grace,
+        };
         registry.register_in_process(Arc::new(
-            X509PopAttestor::new(keys.trust_domain.clone(), keys.node_ca.cert_der().to_vec())
-                .with_grace(config.x509pop_grace),
+            x509pop.attestor_for(keys.trust_domain.clone(), keys.node_ca.cert_der().to_vec()),
         ));
         registry.register_in_process(Arc::new(domain::attest::DiscoveryAttestor::new(
             keys.trust_domain.clone(),
@@ -171,10 +194,28 @@ impl AttestorRegistry {
         registry
     }
 
-    /// Registers the `tpm` attestor with `config` (whose challenge key the shell derived with
-    /// [`tpm_challenge_key`], so every replica of the deployment opens every other's states).
-    pub fn register_tpm(&mut self, config: domain::attest::tpm::TpmConfig) -> &mut Self {
-        self.register_in_process(Arc::new(domain::attest::tpm::TpmAttestor::new(config)))
+    /// Every attestor of `configured` (what [`domain::attest::configure`] read from the
+    /// configuration's tables, one per factory of [`FACTORIES`] that runs), built with what the
+    /// deployment of `keys` gives: its trust domain, its node CA, a key derived for each
+    /// attestor ([`deployment_key`]), and the files their tables name, read by `read_file`.
+    /// A refusal names the configuration key it is about.
+    pub fn configured(
+        configured: &[Configured],
+        keys: &KeySet,
+        read_file: &dyn Fn(&Path) -> Result<Vec<u8>, String>,
+    ) -> Result<Self, String> {
+        let derive_key = |info: &[u8]| deployment_key(keys, info);
+        let from = FromDeployment {
+            trust_domain: &keys.trust_domain,
+            node_ca_der: keys.node_ca.cert_der(),
+            derive_key: &derive_key,
+            read_file,
+        };
+        let mut registry = AttestorRegistry::empty();
+        for c in configured {
+            registry.register_in_process(c.attestor(&from)?);
+        }
+        Ok(registry)
     }
 
     /// The attestor a JoinRequest names (empty: `join-token`).
@@ -195,29 +236,45 @@ impl AttestorRegistry {
 
 /// Every attestor this control plane is built with, one line each: its id, the operator-managed
 /// lists it reads (`bcctl attestor entry --list <name>` finds their rules here), and how it is
-/// built from its configuration table. `tpm`, `cloud-iid`, `x509pop` and `discovery` are built
-/// by the server from the deployment's keys and files (`register_tpm`, [`Self::builtin_for`]),
-/// so their factories build nothing from a table yet.
+/// built from its configuration table (`[attestors.<id>]`) and what the deployment gives it.
+/// Their order is that of [`BUILTIN_IDS`] and of the registry `bcctl serve` builds.
 pub const FACTORIES: &[AttestorFactory] = &[
     domain::attest::join_token::FACTORY,
+    domain::attest::x509pop::FACTORY,
     domain::attest::provisioned::FACTORY,
-    domain::attest::tpm::allow_list::FACTORY,
-    domain::attest::cloud_iid::accounts::FACTORY,
+    domain::attest::tpm::FACTORY,
+    domain::attest::discovery::FACTORY,
+    domain::attest::cloud_iid::FACTORY,
 ];
 
-/// The HKDF info the `tpm` attestor's challenge-state key is derived under.
-pub const TPM_CHALLENGE_INFO: &[u8] = b"bc tpm challenge state v1";
+/// The ids of [`FACTORIES`], in its order: the built-in attestors, which a pool's policy may
+/// always name and an external attestor may not take (a new line in [`FACTORIES`] is all it
+/// takes to be one).
+pub const BUILTIN_IDS: [&str; FACTORIES.len()] = {
+    let mut ids = [""; FACTORIES.len()];
+    let mut i = 0;
+    while i < FACTORIES.len() {
+        ids[i] = FACTORIES[i].id;
+        i += 1;
+    }
+    ids
+};
 
-/// The AES-256-GCM key that seals the `tpm` attestor's challenge states: HKDF-SHA256 over the
+/// The HKDF info the `tpm` attestor's challenge-state key is derived under.
+pub use domain::attest::tpm::TPM_CHALLENGE_INFO;
+
+/// The 32-byte key the deployment gives an attestor that asks under `info`: HKDF-SHA256 over the
 /// private key of the deployment's JoinService encryption key (which every replica loads from
-/// the one PKI bundle), info [`TPM_CHALLENGE_INFO`]. A challenge one replica made is answered at
-/// any other; the key never leaves the process and changes with that key.
+/// the one PKI bundle), no salt. Every replica derives the same; the key never leaves the
+/// process and changes with that key.
+pub fn deployment_key(keys: &KeySet, info: &[u8]) -> [u8; 32] {
+    hkdf_sha256_32(&[], keys.join_encryption.private_key().pkcs8_der(), info)
+}
+
+/// The AES-256-GCM key that seals the `tpm` attestor's challenge states: the deployment's key
+/// under [`TPM_CHALLENGE_INFO`]. A challenge one replica made is answered at any other.
 pub fn tpm_challenge_key(keys: &KeySet) -> [u8; 32] {
-    hkdf_sha256_32(
-        &[],
-        keys.join_encryption.private_key().pkcs8_der(),
-        TPM_CHALLENGE_INFO,
-    )
+    deployment_key(keys, TPM_CHALLENGE_INFO)
 }
 
 /// HKDF-SHA256 (RFC 5869) of 32 bytes: one HMAC block, so it cannot fail.
@@ -234,6 +291,113 @@ fn hkdf_sha256_32(salt: &[u8], ikm: &[u8], info: &[u8]) -> [u8; 32] {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use domain::attest::AttestorConfig;
+    use domain::pki::{KeySetLifetimes, TrustDomain};
+
+    use super::*;
+
+    fn keys() -> KeySet {
+        let td = TrustDomain::new("example.org").unwrap();
+        KeySet::generate(
+            td,
+            time::OffsetDateTime::now_utc(),
+            KeySetLifetimes::default(),
+        )
+        .unwrap()
+    }
+
+    /// Keeps the key the deployment derived for it under `probe`, and the node CA it was given.
+    #[derive(Debug, Default)]
+    struct Probe(Mutex<Option<([u8; 32], Vec<u8>)>>);
+
+    impl AttestorConfig for Probe {
+        fn id(&self) -> &str {
+            "probe"
+        }
+        fn attestor(&self, from: &FromDeployment<'_>) -> Result<Arc<dyn AnyAttestor>, String> {
+            let seen = ((from.derive_key)(b"probe"), from.node_ca_der.to_vec());
+            *self.0.lock().unwrap() = Some(seen);
+            (from.read_file)(Path::new("/etc/probe"))?;
+            Err("the probe read a file that is not there".into())
+        }
+    }
+
+    #[test]
+    fn the_tpm_challenge_key_is_the_one_derived_before_attestors_built_themselves() {
+        // HKDF-SHA256, no salt, over the encryption key's PKCS#8, info "bc tpm challenge state
+        // v1" (ring's HKDF here, a second implementation): challenge states sealed before still
+        // open.
+        struct Len;
+        impl ring::hkdf::KeyType for Len {
+            fn len(&self) -> usize {
+                32
+            }
+        }
+        let keys = keys();
+        let prk = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, &[])
+            .extract(keys.join_encryption.private_key().pkcs8_der());
+        let mut want = [0u8; 32];
+        prk.expand(&[b"bc tpm challenge state v1"], Len)
+            .unwrap()
+            .fill(&mut want)
+            .unwrap();
+        assert_eq!(tpm_challenge_key(&keys), want);
+        assert_eq!(deployment_key(&keys, TPM_CHALLENGE_INFO), want);
+    }
+
+    #[test]
+    fn configured_attestors_get_the_deployments_keys_and_its_reader() {
+        let keys = keys();
+        let probe = Arc::new(Probe::default());
+        let configured = [Configured::Config(probe.clone())];
+        let read = |p: &Path| Err(format!("{}: no such file", p.display()));
+        let err = AttestorRegistry::configured(&configured, &keys, &read).err();
+        assert_eq!(err.as_deref(), Some("/etc/probe: no such file"));
+        let seen = probe.0.lock().unwrap().clone().expect("built");
+        assert_eq!(seen.0, deployment_key(&keys, b"probe"));
+        assert_eq!(seen.1, keys.node_ca.cert_der());
+    }
+
+    #[test]
+    fn without_tables_every_built_in_but_tpm_and_cloud_iid_runs() {
+        let keys = keys();
+        let configured = domain::attest::configure(FACTORIES, &Default::default()).unwrap();
+        let none = |_: &Path| -> Result<Vec<u8>, String> { unreachable!("no file named") };
+        let registry = AttestorRegistry::configured(&configured, &keys, &none).unwrap();
+        assert_eq!(
+            registry.ids(),
+            ["join-token", "x509pop", "provisioned", "discovery"]
+        );
+        let td = keys.trust_domain.clone();
+        let mut builtin = AttestorRegistry::builtin_for(&keys, &IdentityConfig::new(td)).ids();
+        builtin.sort();
+        let mut configured = registry.ids();
+        configured.sort();
+        assert_eq!(builtin, configured);
+        assert_eq!(
+            BUILTIN_IDS,
+            [
+                "join-token",
+                "x509pop",
+                "provisioned",
+                "tpm",
+                "discovery",
+                "cloud-iid"
+            ]
+        );
+        assert_eq!(
+            AttestorRegistry::builtin().ids(),
+            ["join-token", "provisioned"]
+        );
+        let table = serde_json::json!({ "ek_roots": ["/r.pem"] });
+        let err = AttestorRegistry::empty()
+            .register_factory(&domain::attest::tpm::FACTORY, Some(&table))
+            .err();
+        assert!(err.is_some_and(|e| e.starts_with("the tpm attestor needs what the deployment")));
+    }
+
     #[test]
     fn hkdf_matches_rfc_5869_test_case_1() {
         // RFC 5869 A.1, the first 32 bytes of its OKM.

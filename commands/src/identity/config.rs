@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use domain::attest::{Configured, DiscoveryConfig, X509PopConfig};
 use domain::pki::TrustDomain;
 use time::Duration;
 
@@ -51,6 +52,24 @@ impl IdentityConfig {
     }
 }
 
+impl IdentityConfig {
+    /// This config with the settings of `configured` (the attestors as the configuration's
+    /// tables configured them) that the identity handlers apply too: `x509pop`'s grace (what
+    /// [`super::attestors::AttestorRegistry::builtin_for`] gives it) and `discovery`'s settings,
+    /// whose `cert_ttl` is the lifetime of every ramdisk certificate, from any attestor.
+    pub fn with_attestor_settings(mut self, configured: &[Configured]) -> Self {
+        for c in configured {
+            if let Some(x509pop) = c.config::<X509PopConfig>() {
+                self.x509pop_grace = x509pop.grace;
+            }
+            if let Some(discovery) = c.config::<DiscoveryConfig>() {
+                self.discovery = discovery.clone();
+            }
+        }
+        self
+    }
+}
+
 /// The environment variable `bcctl serve` reads [`IdentityConfig::pending_retry_seconds`] from.
 pub const PENDING_RETRY_ENV: &str = "BC_JOIN_PENDING_RETRY_SECONDS";
 
@@ -77,6 +96,22 @@ pub fn parse_pending_retry(value: Option<&str>) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::parse_pending_retry;
+
+    #[test]
+    fn the_x509pop_grace_and_the_ramdisk_lifetime_follow_their_attestors_tables() {
+        let td = domain::pki::TrustDomain::new("example.org").unwrap();
+        let mut tables = domain::attest::AttestorTables::new();
+        tables.insert("x509pop".into(), serde_json::json!({ "grace": "2d" }));
+        tables.insert("discovery".into(), serde_json::json!({ "cert_ttl": "30m" }));
+        let factories = crate::identity::attestors::FACTORIES;
+        let configured = domain::attest::configure(factories, &tables).unwrap();
+        let config = super::IdentityConfig::new(td).with_attestor_settings(&configured);
+        assert_eq!(config.x509pop_grace.as_secs(), 2 * 86_400);
+        assert_eq!(
+            config.discovery.ramdisk_lifetime(),
+            time::Duration::minutes(30)
+        );
+    }
 
     #[test]
     fn the_pending_retry_hint_defaults_to_30_s_and_takes_1_to_3600() {

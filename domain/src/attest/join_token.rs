@@ -132,12 +132,15 @@ fn verify_token(
     })
 }
 
-/// How `join-token` registers: no configuration, no list.
+/// How `join-token` registers: no configuration (a table for it is refused), no list.
 pub const FACTORY: crate::attest::factory::AttestorFactory =
     crate::attest::factory::AttestorFactory {
         id: JOIN_TOKEN_ATTESTOR,
         lists: &[],
-        build: |_| crate::attest::factory::built(JoinTokenAttestor),
+        build: |setup| {
+            crate::attest::factory::no_table(JOIN_TOKEN_ATTESTOR, setup)?;
+            crate::attest::factory::built(JoinTokenAttestor)
+        },
     };
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! | [`tpm`] | the `tpm` attestor: the TPM's EK, a challenge, and a node key that never leaves it |
 //! | [`discovery`] | the `discovery` attestor: a PXE-booted ramdisk vouched for by its site's boot server |
 //! | [`kinds`] | command-kind patterns a certificate may be limited to |
-//! | [`factory`] | how an attestor configures and registers itself: one factory per attestor |
+//! | [`factory`] | how an attestor configures and registers itself: one factory per attestor, its table, then what the deployment gives it |
 //! | [`entries`] | operator-managed attestor lists (TPM allow-list, cloud accounts, ...): add / remove |
 //! | [`cloud_iid`] | the `cloud-iid` attestor: a cloud VM's signed instance identity document |
 
@@ -52,7 +52,9 @@ pub use entries::{
     decide_add_entry, decide_remove_entry, AddEntry, EntryList, EntryRecord, EntryState,
 };
 pub use factory::{
-    built, entry_list, parse_table, AttestorFactory, AttestorSetup, Built, ConfigTable,
+    built, configure, configured, entry_list, no_table, parse_table, AttestorConfig,
+    AttestorFactory, AttestorSetup, AttestorTables, Built, ConfigTable, Configured, FromDeployment,
+    SettingError,
 };
 pub use join_requests::{decide_approve, decide_expire, decide_reject, evolve_join_request};
 pub use join_token::{csr_key_subject, JoinTokenAttestor, CSR_KEY_USED};
@@ -64,4 +66,6 @@ pub use provisioned::{ProvisionedAttestor, ProvisionedRefusal, PROVISIONED_ATTES
 pub use state::{
     JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,
 };
-pub use x509pop::{build_evidence, X509PopAttestor, X509PopRefusal, X509POP_ATTESTOR};
+pub use x509pop::{
+    build_evidence, X509PopAttestor, X509PopConfig, X509PopRefusal, X509POP_ATTESTOR,
+};

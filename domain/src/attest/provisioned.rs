@@ -246,12 +246,15 @@ fn verify_provisioned(
     })
 }
 
-/// How `provisioned` registers: no configuration, no list.
+/// How `provisioned` registers: no configuration (a table for it is refused), no list.
 pub const FACTORY: crate::attest::factory::AttestorFactory =
     crate::attest::factory::AttestorFactory {
         id: PROVISIONED_ATTESTOR,
         lists: &[],
-        build: |_| crate::attest::factory::built(ProvisionedAttestor),
+        build: |setup| {
+            crate::attest::factory::no_table(PROVISIONED_ATTESTOR, setup)?;
+            crate::attest::factory::built(ProvisionedAttestor)
+        },
     };
 
 #[cfg(test)]

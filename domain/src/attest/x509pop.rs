@@ -23,6 +23,7 @@
 //! `expired-beyond-grace` and `clock-skew`. A certificate that has not expired yet is admitted too: the spec's
 //! bound is "expired at most grace ago", and a valid one is less than that.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -32,6 +33,10 @@ use serde::{Deserialize, Serialize};
 use super::contract::{
     AttestRequest, AttestationResult, Attestor, AttestorRefusal, FactKey, Facts, NodeKeyStatement,
     Planned, SingleUse, Verdict,
+};
+use super::factory::{
+    configured, parse_table, AttestorConfig, AttestorFactory, ConfigTable, FromDeployment,
+    SettingError,
 };
 use crate::identity::{CertState, NodeState, NodeStatus};
 use crate::pki::statement::{verify, Statement, StatementError, X509Pop};
@@ -455,6 +460,97 @@ impl Attestor for X509PopAttestor {
             allowed_kinds: Vec::new(),
             approval: None,
         }))
+    }
+}
+
+/// `[attestors.x509pop]`: the `x509pop` attestor's configuration. The attestor is a built-in
+/// and runs without the table; `bcctl serve` merges `BC_X509POP_GRACE` into the table before
+/// handing it over.
+///
+/// ```toml
+/// [attestors.x509pop]
+/// grace = "7d"   # how long after its notAfter a certificate may still re-join (default 7d)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct X509PopConfig {
+    /// How long after its notAfter a certificate may still re-join.
+    pub grace: Duration,
+}
+
+impl Default for X509PopConfig {
+    /// A grace of [`DEFAULT_GRACE`].
+    fn default() -> Self {
+        X509PopConfig {
+            grace: DEFAULT_GRACE,
+        }
+    }
+}
+
+/// `[attestors.x509pop]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct X509PopTable {
+    grace: Option<String>,
+}
+
+impl X509PopConfig {
+    /// Reads `[attestors.x509pop]` (the defaults without it).
+    pub fn from_table(table: Option<&ConfigTable>) -> Result<Self, String> {
+        let written: X509PopTable = parse_table(X509POP_ATTESTOR, table)?;
+        let mut config = X509PopConfig::default();
+        if let Some(text) = &written.grace {
+            config.grace = crate::duration::parse_duration(text)
+                .map_err(|m| SettingError::new("attestors.x509pop.grace", m))?;
+        }
+        Ok(config)
+    }
+
+    /// The attestor for `trust_domain`, whose agent certificates `node_ca_der` signs.
+    pub fn attestor_for(&self, trust_domain: TrustDomain, node_ca_der: Vec<u8>) -> X509PopAttestor {
+        X509PopAttestor::new(trust_domain, node_ca_der).with_grace(self.grace)
+    }
+}
+
+impl AttestorConfig for X509PopConfig {
+    fn id(&self) -> &str {
+        X509POP_ATTESTOR
+    }
+
+    fn attestor(
+        &self,
+        from: &FromDeployment<'_>,
+    ) -> Result<Arc<dyn super::contract::AnyAttestor>, String> {
+        let attestor = self.attestor_for(from.trust_domain.clone(), from.node_ca_der.to_vec());
+        Ok(Arc::new(attestor))
+    }
+}
+
+/// How `x509pop` registers: no list; its configuration from `[attestors.x509pop]` (or the
+/// defaults), built with the deployment's trust domain and node CA.
+pub const FACTORY: AttestorFactory = AttestorFactory {
+    id: X509POP_ATTESTOR,
+    lists: &[],
+    build: |setup| configured(X509PopConfig::from_table(setup.table)?),
+};
+
+#[cfg(test)]
+mod config_tests {
+    use super::X509PopConfig;
+
+    #[test]
+    fn the_grace_defaults_to_seven_days_and_its_table_is_checked() {
+        let read = |text: &str| {
+            let table = crate::attest::factory::toml_table(text, "x509pop")?;
+            X509PopConfig::from_table(table.as_ref()).map(|c| c.grace)
+        };
+        assert_eq!(read(""), Ok(std::time::Duration::from_secs(7 * 86_400)));
+        assert_eq!(
+            read("[x509pop]\ngrace = \"2d\"\n"),
+            Ok(std::time::Duration::from_secs(2 * 86_400))
+        );
+        let soon = read("[x509pop]\ngrace = \"soon\"\n").unwrap_err();
+        assert!(soon.starts_with("attestors.x509pop.grace: "), "{soon}");
+        assert!(read("[x509pop]\ngrase = \"2d\"\n").is_err());
     }
 }
 

@@ -79,21 +79,31 @@ pub(crate) fn pem_decode(label: &str, text: &str) -> Option<Vec<u8>> {
 /// Every PEM block with `label` in `text`, decoded, in order; `None` when a block is cut short or
 /// is not base64 (a half-written file).
 pub fn pem_blocks(label: &str, text: &str) -> Option<Vec<Vec<u8>>> {
+    read_pem_blocks(label, text).ok()
+}
+
+/// Every PEM block with `label` in `text`, decoded, in order, or what is wrong with the text for
+/// an operator (a block cut short, a body that is not base64). Text outside the blocks is
+/// ignored; no block at all is an empty list.
+pub fn read_pem_blocks(label: &str, text: &str) -> Result<Vec<Vec<u8>>, String> {
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(at) = rest.find(&begin) {
         let after = &rest[at + begin.len()..];
-        let stop = after.find(&end)?;
-        let body: String = after[..stop]
-            .chars()
-            .filter(|c| !c.is_ascii_whitespace())
-            .collect();
-        out.push(b64_decode(&body)?);
+        let stop = after
+            .find(&end)
+            .ok_or_else(|| format!("a {label} block has no END line"))?;
+        let body: String = after[..stop].split_whitespace().collect();
+        out.push(
+            STANDARD
+                .decode(body)
+                .map_err(|e| format!("a {label} block is not base64: {e}"))?,
+        );
         rest = &after[stop + end.len()..];
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Wraps an uncompressed P-256 point into its SubjectPublicKeyInfo DER.

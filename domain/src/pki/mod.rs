@@ -58,7 +58,7 @@ pub use ca::{
     CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, OperatorCa, ServingCa,
 };
 pub use csr::{build_csr, BuildCsrError, CsrError, VerifiedCsr};
-pub use encoding::{pem_blocks, pem_encode};
+pub use encoding::{pem_blocks, pem_encode, read_pem_blocks};
 pub use identity::{issued_by, same_ca, IdentityError, NodeIdentity};
 pub use keys::{KeyError, KeyRole, PrivateKey, PublicKey, Signature};
 pub use keyset::{KeySet, KeySetError, KeySetLifetimes, KeySetPins, RenewableCa};

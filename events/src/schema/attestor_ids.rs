@@ -2,6 +2,8 @@
 //! `JoinRequest.attestor` names, a pool's policy lists, and events record (`attestation_uses`,
 //! refusals, `attestation.evidence.used`). They are wire and log values: never change one.
 //! `domain::attest::ids` is this module; the attestors and their callers use it from there.
+//! Which attestors are built in is the control plane's list of factories
+//! (`commands::identity::attestors::FACTORIES`, one line each; `BUILTIN_IDS` their ids).
 
 /// The `join-token` attestor (an empty `JoinRequest.attestor` means it).
 pub const JOIN_TOKEN: &str = "join-token";
@@ -15,7 +17,3 @@ pub const TPM: &str = "tpm";
 pub const DISCOVERY: &str = "discovery";
 /// The `cloud-iid` attestor: a cloud VM's signed instance identity document.
 pub const CLOUD_IID: &str = "cloud-iid";
-
-/// Every built-in attestor id: what a pool's policy may always name, and what an external
-/// attestor may not take.
-pub const BUILT_IN: &[&str] = &[JOIN_TOKEN, X509POP, PROVISIONED, TPM, DISCOVERY, CLOUD_IID];

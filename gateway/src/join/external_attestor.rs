@@ -47,7 +47,7 @@ pub const MAX_SUMMARY_LEN: usize = 200;
 /// The ids of the attestors built into the control plane: an external attestor may not take
 /// one of them (configuration refuses it), so an operator cannot replace `join-token` by
 /// accident with a socket.
-pub const BUILT_IN_IDS: &[&str] = domain::attest::ids::BUILT_IN;
+pub const BUILT_IN_IDS: &[&str] = commands::attest::BUILTIN_ATTESTORS;
 
 /// Why an external attestor's configuration is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

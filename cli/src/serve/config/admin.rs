@@ -183,7 +183,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Duration, String> {
-        crate::duration::parse_duration(text)
+        domain::duration::parse_duration(text)
     }
 
     #[test]

@@ -32,8 +32,9 @@
 //!
 //! Durations are `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (`30s`, `24h`).
 //!
-//! The built-in attestors' settings are the tables `[attestors.<id>]`, file first, the
-//! environment over it: [`crate::serve::config::attestors`] (`[attestors.x509pop] grace`).
+//! The built-in attestors' settings are the tables `[attestors.<id>]`, each read by its attestor
+//! (`domain::attest::configure` over `commands::identity::attestors::FACTORIES`), file first,
+//! the environment over it: [`crate::serve::config::attestors`] (`[attestors.x509pop] grace`).
 //!
 //! The edge limits are the tables `[limits]` (the agent-facing endpoint) and `[api_limits]`
 //! (the api's internal endpoint), file only: [`crate::serve::config::limits`].
@@ -57,14 +58,13 @@
 //! `BC_ADMIN_LISTEN`): [`crate::serve::config::admin`].
 //!
 //! The folder: this file (the top-level keys, [`ServeArgs`], [`Settings`] and [`resolve`]), and
-//! one file per table: [`admin`], [`attestors`], [`cloud`] (`[attestors.cloud-iid]`),
+//! one file per table: [`admin`], [`attestors`] (which only hands each attestor its table),
 //! [`limits`], [`quorum`], [`store`]. It only reads and checks configuration: it must never open
 //! a store, bind a listener or start a task (that is `crate::serve`'s), and it names nothing of
 //! `crate::up` (`up/config_error.rs` turns its errors into `bcctl up`'s).
 
 pub(crate) mod admin;
 pub(crate) mod attestors;
-pub(crate) mod cloud;
 pub(crate) mod limits;
 pub(crate) mod quorum;
 pub(crate) mod store;
@@ -78,9 +78,7 @@ use gateway::limits::EdgeLimits;
 use gateway::limits_join::JoinRefusalLimits;
 use serde::Deserialize;
 
-use crate::serve::config::attestors::{
-    discovery_settings, external_attestors, tpm_settings, x509pop_grace, FileAttestors, TpmSettings,
-};
+use crate::serve::config::attestors::{attestor_tables, external_attestors, FileAttestors};
 use crate::serve::config::limits::{api_limits, public_limits, FileLimits};
 
 /// Why the configuration could not be resolved. The same texts as the `ServeError` variants of
@@ -98,6 +96,9 @@ pub enum ConfigError {
     Invalid { key: &'static str, message: String },
     #[error("configuration {0}")]
     Limits(#[from] gateway::limits::LimitsError),
+    /// An attestor refused its table (the message names the key, `attestors.tpm.ek_roots: …`).
+    #[error("configuration {0}")]
+    Attestor(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -247,18 +248,11 @@ pub struct Settings {
     pub api_limits: EdgeLimits,
     /// Out-of-process attestors (`[[attestors.external]]`), registered with the JoinService.
     pub external_attestors: Vec<gateway::external_attestor::ExternalAttestorConfig>,
-    /// How long after its notAfter a certificate may still re-join with x509pop
-    /// (`[attestors.x509pop] grace`).
-    pub x509pop_grace: Duration,
-    /// The `tpm` attestor's settings (`[attestors.tpm]`); `None`: it does not run.
-    pub tpm: Option<TpmSettings>,
-    /// The `discovery` attestor's settings (`[attestors.discovery]`, defaults without it).
-    pub discovery: domain::attest::DiscoveryConfig,
+    /// The built-in attestors that run, each read from its table `[attestors.<id>]` by its
+    /// factory; built with what the deployment gives them when the server starts.
+    pub attestors: Vec<domain::attest::Configured>,
     /// `[sites]`: the boot lease's TTL.
     pub sites: commands::site::SiteSettings,
-    /// The `cloud-iid` attestor's configuration (`[attestors.cloud-iid]`); `None`: it does not
-    /// run.
-    pub cloud_iid: Option<domain::attest::cloud_iid::CloudIidConfig>,
     /// The approver quorum to publish (`[quorum]`); `None`: keep the published one.
     pub quorum: Option<crate::serve::config::quorum::QuorumConfig>,
     /// How often the batch expiry reconciler runs.
@@ -280,7 +274,7 @@ fn list_env(name: &str) -> Option<Vec<String>> {
     })
 }
 
-pub use crate::duration::parse_duration;
+pub use domain::duration::parse_duration;
 
 pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
@@ -379,15 +373,10 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
                 message,
             }
         })?;
-    let x509pop_grace = x509pop_grace(&file.attestors, env("BC_X509POP_GRACE"), parse_duration)
-        .map_err(|message| ConfigError::Invalid {
-            key: "attestors.x509pop.grace",
-            message,
-        })?;
-    let tpm = tpm_settings(&file.attestors, parse_duration)
-        .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
-    let discovery = discovery_settings(&file.attestors, parse_duration)
-        .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    let tables =
+        attestor_tables(&file.attestors, env("BC_X509POP_GRACE")).map_err(ConfigError::Attestor)?;
+    let attestors = domain::attest::configure(commands::identity::attestors::FACTORIES, &tables)
+        .map_err(ConfigError::Attestor)?;
     let boot_lease_ttl = duration_setting(
         "sites.boot_lease_ttl",
         "BC_SITES_BOOT_LEASE_TTL",
@@ -402,9 +391,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
             ),
         });
     }
-    let cloud_file = file.attestors.as_ref().and_then(|a| a.cloud_iid.as_ref());
-    let cloud_iid = crate::serve::config::cloud::cloud_iid_settings(cloud_file, parse_duration)
-        .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let quorum = crate::serve::config::quorum::quorum_settings(file.quorum.as_ref())
         .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let batch_expiry_interval = duration_setting(
@@ -539,11 +525,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         join_refusals,
         api_limits,
         external_attestors,
-        x509pop_grace,
-        tpm,
-        discovery,
+        attestors,
         sites: commands::site::SiteSettings { boot_lease_ttl },
-        cloud_iid,
         quorum,
         batch_expiry_interval,
         command_poll_interval,

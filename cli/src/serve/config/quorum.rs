@@ -201,7 +201,7 @@ fn parse_tier(text: &str) -> Result<Tier, String> {
 fn read_public_key(path: &Path) -> Result<Vec<u8>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: cannot read it: {e}", path.display()))?;
-    let mut blocks = crate::pem::pem_blocks(&text, "PUBLIC KEY")
+    let mut blocks = domain::pki::read_pem_blocks("PUBLIC KEY", &text)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     match blocks.len() {
         1 => Ok(blocks.remove(0)),

@@ -149,7 +149,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let env = move |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-        let parse = |t: &str| crate::duration::parse_duration(t);
+        let parse = |t: &str| domain::duration::parse_duration(t);
         store_settings(
             file,
             gateway,

@@ -77,7 +77,7 @@ fn config_file(args: &DeploymentArgs) -> Option<PathBuf> {
 
 /// `bcctl doctor`: runs every check, prints the findings, and answers the exit code.
 pub async fn run(args: DoctorArgs) -> Result<u8, crate::command_line::failure::Failure> {
-    let horizon = crate::duration::parse_duration(&args.cert_horizon).map_err(|why| {
+    let horizon = domain::duration::parse_duration(&args.cert_horizon).map_err(|why| {
         crate::command_line::failure::Failure::usage(
             DoctorError::BadHorizon {
                 value: args.cert_horizon.clone(),

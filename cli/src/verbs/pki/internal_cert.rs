@@ -21,8 +21,8 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::deployment::DeploymentError;
-use crate::pem::pem_blocks;
 use crate::serve::config::parse_duration;
+use domain::pki::read_pem_blocks;
 
 #[derive(Args, Debug)]
 pub struct IssueInternalArgs {
@@ -221,14 +221,14 @@ pub fn load_internal_identity(
         path: path.to_path_buf(),
         reason,
     };
-    let chain = pem_blocks(&read(cert)?, "CERTIFICATE").map_err(|r| malformed(cert, r))?;
+    let chain = read_pem_blocks("CERTIFICATE", &read(cert)?).map_err(|r| malformed(cert, r))?;
     if chain.is_empty() {
         return Err(malformed(
             cert,
             "holds no CERTIFICATE block (issue one with bcctl pki issue-internal)".into(),
         ));
     }
-    let keys = pem_blocks(&read(key)?, "PRIVATE KEY").map_err(|r| malformed(key, r))?;
+    let keys = read_pem_blocks("PRIVATE KEY", &read(key)?).map_err(|r| malformed(key, r))?;
     match keys.as_slice() {
         [one] => Ok((chain, one.clone())),
         _ => Err(malformed(

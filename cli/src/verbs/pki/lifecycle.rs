@@ -145,7 +145,7 @@ pub fn read_root_key(path: &Path) -> Result<PrivateKey, PkiCmdError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let der = crate::pem::pem_blocks(&text, "PRIVATE KEY")
+    let der = domain::pki::read_pem_blocks("PRIVATE KEY", &text)
         .ok()
         .and_then(|blocks| blocks.into_iter().next())
         .ok_or_else(|| {

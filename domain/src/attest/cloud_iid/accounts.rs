@@ -71,12 +71,3 @@ pub fn parse_account_role(text: &str) -> Result<NodeRole, AttestAdminRefusal> {
         ))),
     }
 }
-
-/// How `cloud-iid` registers: its registry of accounts. The attestor itself is built by the
-/// server from `[attestors.cloud-iid]` (its JWKS and roots are files).
-pub const FACTORY: crate::attest::factory::AttestorFactory =
-    crate::attest::factory::AttestorFactory {
-        id: super::CLOUD_IID_ATTESTOR,
-        lists: &[CLOUD_ACCOUNT_LIST],
-        build: |_| Ok(None),
-    };

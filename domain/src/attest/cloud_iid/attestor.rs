@@ -13,8 +13,9 @@
 //! kept forever, so the admission step refuses a second join under concurrency too.
 
 use super::accounts::{cloud_account_key, CLOUD_ACCOUNT_LIST};
-use super::config::{CloudIidConfig, CloudIidConfigError, MAX_FUTURE_SKEW};
+use super::config::{CloudIidConfig, CloudIidConfigError};
 use super::instance::{CloudIdentity, CLOUD_IID_ATTESTOR};
+use super::jwt::MAX_FUTURE_SKEW;
 use super::refusal::CloudIidRefusal;
 use super::wire::{CloudIidEvidence, CloudProvider};
 use super::{aws, azure, gcp, oidc};

@@ -7,8 +7,12 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
-use super::config::MAX_FUTURE_SKEW;
 use super::refusal::CloudIidRefusal;
+
+/// How far in the future a document's issue time (or a token's `nbf`) may be (clock skew). Here,
+/// beside the token checks, rather than in `config` (which reads the JWKS with this module): no
+/// import circle.
+pub const MAX_FUTURE_SKEW: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The algorithms a token may be signed with (no `HS*`: a shared secret proves nothing here).
 const ALGORITHMS: [Algorithm; 9] = [

@@ -7,6 +7,7 @@
 //! | --- | --- |
 //! | [`wire`] | the evidence bcd sends: provider, document, (AWS) signature |
 //! | [`config`] | what the operator configures: max age, each provider's keys and audience |
+//! | [`factory`] | how it registers: its [`FACTORY`] |
 //! | [`refusal`] | `cloud-iid:<reason>` |
 //! | [`jwt`] | JWT + JWKS verification shared by GCP and OIDC (jsonwebtoken) |
 //! | [`aws`] | the instance identity document and its RSA-SHA256 signature |
@@ -22,6 +23,7 @@ pub mod aws;
 pub mod azure;
 pub mod certs;
 pub mod config;
+pub mod factory;
 pub mod gcp;
 mod instance;
 pub mod jwt;
@@ -32,9 +34,11 @@ pub mod wire;
 pub use accounts::{cloud_account_key, CLOUD_ACCOUNT_LIST};
 pub use attestor::{cloud_iid_subject, CloudIidAttestor, INSTANCE_REUSED};
 pub use config::{
-    AwsConfig, AzureConfig, CloudIidConfig, CloudIidConfigError, GcpConfig, OidcIssuerConfig,
-    DEFAULT_MAX_AGE, MAX_FUTURE_SKEW,
+    AwsConfig, AzureConfig, CloudIidConfig, CloudIidConfigError, CloudIidSettings, GcpConfig,
+    OidcIssuerConfig, DEFAULT_MAX_AGE,
 };
+pub use factory::FACTORY;
 pub use instance::{CloudIdentity, CLOUD_IID_ATTESTOR};
+pub use jwt::MAX_FUTURE_SKEW;
 pub use refusal::CloudIidRefusal;
 pub use wire::{CloudIidEvidence, CloudProvider};

@@ -1,8 +1,20 @@
 //! What the operator configures for the `discovery` attestor (`[attestors.discovery]` in `bcctl
-//! serve`'s configuration, optional: the attestor is a built-in and these are its defaults).
+//! serve`'s configuration, optional: the attestor is a built-in and these are its defaults), how
+//! the table is read (the attestor registers in [`super::factory`]).
+//!
+//! ```toml
+//! [attestors.discovery]
+//! approval = "never"        # or "unknown-machines", "always" (default "never")
+//! allowed_kinds = ["inventory.refresh", "logs.collect", "diag.*", "disk.wipe", "deploy.*", "boot.kexec"]
+//! cert_ttl = "2h"           # a ramdisk certificate's life, at most (and by default) 2h
+//! ```
 
 use std::time::Duration;
 
+use serde::Deserialize;
+
+use super::wire::DISCOVERY_ATTESTOR;
+use crate::attest::factory::{parse_table, ConfigTable, SettingError};
 use crate::attest::kinds::{check_kind_list, KindListError};
 use crate::pki::leaf::RAMDISK_MAX_LIFETIME;
 
@@ -108,6 +120,51 @@ impl DiscoveryConfig {
     }
 }
 
+/// `[attestors.discovery]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiscoveryTable {
+    approval: Option<String>,
+    allowed_kinds: Option<Vec<String>>,
+    cert_ttl: Option<String>,
+}
+
+impl DiscoveryConfig {
+    /// Reads `[attestors.discovery]` (the defaults without it), checked; a refusal names its
+    /// key.
+    pub fn from_table(table: Option<&ConfigTable>) -> Result<Self, String> {
+        let written: DiscoveryTable = parse_table(DISCOVERY_ATTESTOR, table)?;
+        let mut config = DiscoveryConfig::default();
+        if let Some(text) = &written.approval {
+            config.approval = DiscoveryApproval::parse(text).ok_or_else(|| {
+                SettingError::new(
+                    "attestors.discovery.approval",
+                    format!("{text:?} is not \"never\", \"unknown-machines\" or \"always\""),
+                )
+            })?;
+        }
+        if let Some(kinds) = &written.allowed_kinds {
+            check_kind_list(kinds).map_err(|e| {
+                SettingError::new("attestors.discovery.allowed_kinds", e.to_string())
+            })?;
+            config.allowed_kinds = kinds.clone();
+        }
+        if let Some(text) = &written.cert_ttl {
+            config.cert_ttl = crate::duration::parse_duration(text)
+                .map_err(|m| SettingError::new("attestors.discovery.cert_ttl", m))?;
+        }
+        config.validate().map_err(|e| match e {
+            DiscoveryConfigError::Kinds(e) => {
+                SettingError::new("attestors.discovery.allowed_kinds", e.to_string())
+            }
+            e @ DiscoveryConfigError::CertTtl(_) => {
+                SettingError::new("attestors.discovery.cert_ttl", e.to_string())
+            }
+        })?;
+        Ok(config)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +193,39 @@ mod tests {
             assert_eq!(DiscoveryApproval::parse(a).map(|a| a.as_str()), Some(a));
         }
         assert_eq!(DiscoveryApproval::parse("sometimes"), None);
+    }
+
+    #[test]
+    fn the_discovery_table_is_optional_and_checked() {
+        let read = |text: &str| {
+            let t = crate::attest::factory::toml_table(text, "discovery")?;
+            DiscoveryConfig::from_table(t.as_ref())
+        };
+        assert_eq!(
+            DiscoveryConfig::from_table(None),
+            Ok(DiscoveryConfig::default())
+        );
+        assert_eq!(read("[discovery]\n"), Ok(DiscoveryConfig::default()));
+        let c = read(
+            "[discovery]\napproval = \"unknown-machines\"\nallowed_kinds = [\"disk.wipe\", \
+             \"diag.*\"]\ncert_ttl = \"30m\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.approval, DiscoveryApproval::UnknownMachines);
+        assert_eq!(c.allowed_kinds, vec!["disk.wipe", "diag.*"]);
+        assert_eq!(c.cert_ttl, Duration::from_secs(1800));
+        for (bad, key) in [
+            ("approval = \"sometimes\"", "attestors.discovery.approval"),
+            (
+                "allowed_kinds = [\"disk wipe\"]",
+                "attestors.discovery.allowed_kinds",
+            ),
+            ("cert_ttl = \"3h\"", "attestors.discovery.cert_ttl"),
+            ("cert_ttl = \"soon\"", "attestors.discovery.cert_ttl"),
+        ] {
+            let err = read(&format!("[discovery]\n{bad}\n")).unwrap_err();
+            assert!(err.starts_with(key), "{bad}: {err}");
+        }
+        assert!(read("[discovery]\nttl = \"1h\"\n").is_err());
     }
 }

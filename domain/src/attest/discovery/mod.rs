@@ -7,10 +7,12 @@
 //! | [`wire`] | the `SignedDiscoveryAssertion`, its signing input, the kernel command line |
 //! | [`refusal`] | why a discovery join was refused (`discovery:<reason>`) |
 //! | [`config`] | `[attestors.discovery]`: approval, allowed kinds, certificate lifetime |
+//! | [`factory`] | how it registers: its [`FACTORY`] |
 //! | [`attestor`] | the [`DiscoveryAttestor`] itself |
 
 pub mod attestor;
 pub mod config;
+pub mod factory;
 pub mod refusal;
 pub mod wire;
 
@@ -20,6 +22,7 @@ pub use attestor::{
 pub use config::{
     DiscoveryApproval, DiscoveryConfig, DiscoveryConfigError, DEFAULT_ALLOWED_KINDS, MAX_CERT_TTL,
 };
+pub use factory::FACTORY;
 pub use refusal::DiscoveryRefusal;
 pub use wire::{
     normalize_mac, AssertionStatement, AssertionWireError, DiscoveryAssertion,

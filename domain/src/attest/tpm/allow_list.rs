@@ -37,12 +37,3 @@ pub fn parse_ek_sha256(text: &str) -> Result<[u8; 32], AttestAdminRefusal> {
 pub fn ek_key(text: &str) -> Result<String, AttestAdminRefusal> {
     parse_ek_sha256(text).map(hex::encode)
 }
-
-/// How `tpm` registers: its allow-list. The attestor itself is built by the server (its EK
-/// roots are files, its challenge key derived from the deployment's keys: `register_tpm`).
-pub const FACTORY: crate::attest::factory::AttestorFactory =
-    crate::attest::factory::AttestorFactory {
-        id: super::TPM_ATTESTOR,
-        lists: &[TPM_ALLOW_LIST],
-        build: |_| Ok(None),
-    };

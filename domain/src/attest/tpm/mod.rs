@@ -5,7 +5,8 @@
 //! | module | job |
 //! | --- | --- |
 //! | [`wire`] | the messages bcd and the control plane exchange |
-//! | [`config`] | what the operator configures |
+//! | [`config`] | what the operator configures, and how its table is read |
+//! | [`factory`] | how it registers: its [`FACTORY`] |
 //! | [`allow_list`] | the operator's allow-list of EKs, on the generic attestor entries |
 //! | [`marshal`] | reading TPM-marshalled integers and TPM2B buffers; algorithm ids |
 //! | [`public`] | TPMT_PUBLIC and a key's name |
@@ -23,6 +24,7 @@ pub mod attestor;
 pub mod config;
 pub mod credential;
 pub mod ek;
+pub mod factory;
 pub mod keys;
 pub mod marshal;
 pub mod public;
@@ -32,7 +34,10 @@ pub mod wire;
 
 pub use allow_list::{parse_ek_sha256, TPM_ALLOW_LIST};
 pub use attestor::TpmAttestor;
-pub use config::{NodeKeyPolicy, Placement, TpmConfig, MAX_CHALLENGE_TTL};
+pub use config::{
+    NodeKeyPolicy, Placement, TpmConfig, TpmSettings, MAX_CHALLENGE_TTL, TPM_CHALLENGE_INFO,
+};
+pub use factory::FACTORY;
 pub use keys::{
     check_ak, parse_ak_statement, verify_key_certification, Ak, AkError, KeyCertRefusal,
     KeyCertification, AK_STATEMENT_PREFIX, TPM_NODE_KEY_LABEL,

@@ -1,4 +1,7 @@
-//! The configuration's durations: `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d`.
+//! The configuration's durations: `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d` (`30s`,
+//! `24h`). The domain owns the parser because the attestors parse their own configuration tables
+//! ([`crate::attest::factory`]); `bcctl serve` reads every other duration of its configuration
+//! with it too, so all of them read the same way.
 
 use std::time::Duration;
 
