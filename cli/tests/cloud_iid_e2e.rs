@@ -7,8 +7,10 @@
 //! audience) and AWS's IMDSv2 (a session token from `PUT /latest/api/token`, then the document
 //! and its signature). For each provider: `bcctl cloud account add`, then
 //! `bcd join --attestor cloud-iid --provider P` joins once; a second join of the same instance
-//! is refused `cloud-iid:instance-reused`; a document 11 minutes old `cloud-iid:document-too-old`;
-//! an account nobody registered `cloud-iid:unknown-instance`.
+//! is refused `cloud-iid:instance-reused`; a GCP token 11 minutes old
+//! `cloud-iid:document-too-old`, while an AWS instance launched 11 minutes ago joins (its
+//! `pendingTime` is the launch, not aged: decision 0082); an account nobody registered
+//! `cloud-iid:unknown-instance`.
 //!
 //! Run: `cargo test -p cli --test suite cloud_iid_e2e::` (Postgres at `DATABASE_URL`).
 
@@ -314,16 +316,18 @@ fn scenario(db_url: &str) {
     assert_ne!(aws_node, node);
     let again = bcd_cloud(&server, &metadata, &m("aws-b"), "aws");
     refused(&server, again, "cloud-iid:instance-reused");
+    // An instance launched 11 minutes ago joins: an AWS document's `pendingTime` is the launch,
+    // not when it was read, so it is not aged (decision 0082).
     metadata.set(|d| aws(d, "123456789012", "i-0bbb", old));
-    let stale = bcd_cloud(&server, &metadata, &m("aws-c"), "aws");
-    refused(&server, stale, "cloud-iid:document-too-old");
+    let launched_earlier = joins(&server, bcd_cloud(&server, &metadata, &m("aws-c"), "aws"));
+    assert_ne!(launched_earlier, aws_node);
     metadata.set(|d| aws(d, "999999999999", "i-0ccc", now()));
     let unknown = bcd_cloud(&server, &metadata, &m("aws-d"), "aws");
     refused(&server, unknown, "cloud-iid:unknown-instance");
 
     let nodes = server.bcctl_json(&["node", "list", "--json"]);
-    assert_eq!(nodes.as_array().map(Vec::len), Some(2), "{nodes}");
-    assert_eq!(join_refusals(&server).len(), 6);
+    assert_eq!(nodes.as_array().map(Vec::len), Some(3), "{nodes}");
+    assert_eq!(join_refusals(&server).len(), 5);
 }
 
 #[test]
