@@ -14,7 +14,9 @@
 //! 4. a reclaim: the node must exist and be active (`join:reclaim-inactive`) and keeps its
 //!    tenant, site, pool and role (`join:reclaim-mismatch`);
 //! 5. each subject to bind must not be bound to another node (`join:bound-elsewhere`);
-//! 6. each single-use subject must be unused (`<SingleUse.attestor>:<reason_if_used>`);
+//! 6. each single-use subject must be unused (`<SingleUse.attestor>:<reason_if_used>`, naming
+//!    the subject as [`AttestorRefusal::spent`]: a join of this same request whose answer was
+//!    lost is answered again instead, [`super::answer_again`]);
 //! 7. an approval: no request (or an expired one) creates a request and defers, a pending one
 //!    defers, a rejected one is `join:request-rejected`, an approved one past its expiry is
 //!    `join:request-expired`, an approved one admits and is consumed.
@@ -242,6 +244,11 @@ fn refusal(
     attestor: &str,
     reason: &str,
 ) -> DecideError<AttestorRefusal> {
+    DecideError::Refused(attributed(result, attestor, reason))
+}
+
+/// [`refusal`]'s refusal itself.
+fn attributed(result: &AttestationResult, attestor: &str, reason: &str) -> AttestorRefusal {
     let mut r = AttestorRefusal::new(attestor, reason).in_tenant(&result.tenant_id);
     if let Some(t) = &result.token {
         r = r.with_token(&t.token_id);
@@ -249,7 +256,7 @@ fn refusal(
     if let Some(n) = &result.reclaim_node_id {
         r = r.with_node(n);
     }
-    DecideError::Refused(r)
+    r
 }
 
 /// Steps 1 to 3: the pool's attestor policy (in the pool owner's tenant, before anything is
@@ -342,7 +349,10 @@ fn check_subjects(
     // 6. Single-use evidence, once.
     for u in &result.single_use {
         if facts.uses.contains(&(u.attestor.clone(), u.subject)) {
-            return Err(refusal(result, &u.attestor, &u.reason_if_used));
+            // Spent by a join of this very request, if its answer was lost: the shell asks
+            // `answer_again` before recording this.
+            let refused = attributed(result, &u.attestor, &u.reason_if_used);
+            return Err(DecideError::Refused(refused.spent(&u.attestor, &u.subject)));
         }
     }
     Ok(())

@@ -243,6 +243,19 @@ pub struct AttestorRefusal {
     pub token_id: Option<String>,
     /// The node named or reclaimed, when known.
     pub node_id: Option<String>,
+    /// Set when the refusal is a single-use subject already spent (`csr-key-used`, `reused`):
+    /// that subject. A join of this very request spent it when its answer was lost; the shell
+    /// then loads that join and [`super::answer_again`] decides whether it is answered again.
+    pub spent: Option<SpentUse>,
+}
+
+/// A single-use subject a refusal found spent (`attestation_uses` holds it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpentUse {
+    /// The `attestation_uses.attestor`.
+    pub attestor: String,
+    /// The 32-byte subject.
+    pub subject: [u8; 32],
 }
 
 impl AttestorRefusal {
@@ -254,7 +267,17 @@ impl AttestorRefusal {
             tenant_id: None,
             token_id: None,
             node_id: None,
+            spent: None,
         }
+    }
+
+    /// Refused because the single-use (attestor, subject) is spent already.
+    pub fn spent(mut self, attestor: &str, subject: &[u8; 32]) -> Self {
+        self.spent = Some(SpentUse {
+            attestor: attestor.to_owned(),
+            subject: *subject,
+        });
+        self
     }
 
     /// Attributed to `tenant` (the evidence authenticated it).
