@@ -13,7 +13,8 @@
 //!    `join:node-key-statement` ([`renewal_can_prove`]);
 //! 4. a reclaim: the node must exist and be active (`join:reclaim-inactive`) and keeps its
 //!    tenant, site, pool and role (`join:reclaim-mismatch`);
-//! 5. each subject to bind must not be bound to another node (`join:bound-elsewhere`);
+//! 5. each subject to bind must not be bound to another node (`join:bound-elsewhere`; naming a
+//!    spent single-use subject of the result as step 6 does);
 //! 6. each single-use subject must be unused (`<SingleUse.attestor>:<reason_if_used>`, naming
 //!    the subject as [`AttestorRefusal::spent`]: a join of this same request whose answer was
 //!    lost is answered again instead, [`super::answer_again`]);
@@ -337,23 +338,31 @@ fn check_subjects(
     facts: &AdmissionFacts,
     node_id: &NodeId,
 ) -> Result<(), DecideError<AttestorRefusal>> {
-    // 5. A subject bound to another node admits no other.
+    // A single-use subject already spent: by a join of this very request, if its answer was
+    // lost (the shell asks `answer_again` before recording the refusal that names it).
+    let spent = result
+        .single_use
+        .iter()
+        .find(|u| facts.uses.contains(&(u.attestor.clone(), u.subject)));
+
+    // 5. A subject bound to another node admits no other (an attestor that cannot look
+    // bindings up, out of process, binds the node its own lost answer made "elsewhere").
     for subject in &result.bind {
         if let Some(b) = facts.bindings.get(subject) {
             if b.node_id != node_id.as_str() {
-                return Err(refusal(result, ADMISSION, "bound-elsewhere"));
+                let mut refused = attributed(result, ADMISSION, "bound-elsewhere");
+                if let Some(u) = spent {
+                    refused = refused.spent(&u.attestor, &u.subject);
+                }
+                return Err(DecideError::Refused(refused));
             }
         }
     }
 
     // 6. Single-use evidence, once.
-    for u in &result.single_use {
-        if facts.uses.contains(&(u.attestor.clone(), u.subject)) {
-            // Spent by a join of this very request, if its answer was lost: the shell asks
-            // `answer_again` before recording this.
-            let refused = attributed(result, &u.attestor, &u.reason_if_used);
-            return Err(DecideError::Refused(refused.spent(&u.attestor, &u.subject)));
-        }
+    if let Some(u) = spent {
+        let refused = attributed(result, &u.attestor, &u.reason_if_used);
+        return Err(DecideError::Refused(refused.spent(&u.attestor, &u.subject)));
     }
     Ok(())
 }
