@@ -10,7 +10,7 @@ use crate::x509pop_support::*;
 
 use std::sync::Arc;
 
-use commands::identity::{IdentityConfig, IdentityError, JoinService};
+use commands::identity::{IdentityConfig, JoinService};
 use commands::Clock;
 use domain::pki::{
     issue_node_certificate, KeySet, KeySetLifetimes, NodeCertificateDecision, NodeId, NodeRole,

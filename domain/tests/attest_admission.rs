@@ -295,8 +295,8 @@ fn a_subject_bound_to_another_node_is_refused() {
     let refusal = refused(run(&w, &r, &HardwareClaims::default(), &facts));
     assert_eq!(refusal.text(), "join:bound-elsewhere");
     assert_eq!(
-        refusal.spent,
-        Some(SpentUse {
+        refusal.spent.as_deref(),
+        Some(&SpentUse {
             attestor: "join-token".into(),
             subject: [1; 32]
         })
@@ -341,8 +341,8 @@ fn used_single_use_evidence_is_refused_with_its_own_reason() {
     assert_eq!(refusal.tenant_id.as_deref(), Some("t1"));
     // Naming the subject spent: a lost answer asked again is answered from it (issue 40).
     assert_eq!(
-        refusal.spent,
-        Some(SpentUse {
+        refusal.spent.as_deref(),
+        Some(&SpentUse {
             attestor: "join-token".into(),
             subject: [1; 32]
         })

@@ -593,8 +593,8 @@ fn reused() {
         panic!("refused")
     };
     assert_eq!(
-        refusal.spent,
-        Some(crate::attest::SpentUse {
+        refusal.spent.as_deref(),
+        Some(&crate::attest::SpentUse {
             attestor: "x509pop".into(),
             subject
         })
