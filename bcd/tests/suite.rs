@@ -25,6 +25,7 @@ mod pinned_verifier;
 mod privilege_local;
 mod ramdisk;
 mod renewal_forged;
+mod renewal_lost;
 mod session_pushback;
 mod site;
 mod tpm_answer;

@@ -6,11 +6,13 @@
 //!
 //! - the first round defers with the attestor's challenge (signed like any answer, no node, no
 //!   certificate), the answer admits: a node in the attestor's tenant, site and pool;
-//! - the same answer sent again, or another key for the same machine (a fresh challenge,
-//!   answered), is refused `join:bound-elsewhere` (the bind subject the attestor named is the
+//! - the same answer sent again (its first answer lost) gets the identity the first admitted,
+//!   nothing appended (issue 40); another key for the same machine (a fresh challenge,
+//!   answered) is refused `join:bound-elsewhere` (the bind subject the attestor named is the
 //!   first node's; the admission step checks bindings before single-use subjects);
-//! - for a machine the attestor binds nothing for, the same answer sent again is refused
-//!   `py-asset:reused` (the single-use subject the attestor named, spent by the JoinService);
+//! - for a machine the attestor binds nothing for, the same answer sent again gets its identity
+//!   again, and once that identity is revoked is refused `py-asset:reused` (the single-use
+//!   subject the attestor named, spent by the JoinService);
 //! - a challenge answered for another CSR is refused `py-asset:csr-mismatch`;
 //! - an attestor whose socket nobody listens on fails the join UNAVAILABLE, not a refusal.
 //!
@@ -153,6 +155,25 @@ async fn refusals(database_url: &str) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// `bcctl node revoke NODE` against `bcctl up`'s store and bundle (its facts, its `--dir`).
+fn revoke(facts: &serde_json::Value, dir: &Path, node: &str) {
+    let secret = std::fs::read_to_string(dir.join("deployment-secret")).expect("the secret");
+    let out = Command::new(env!("CARGO_BIN_EXE_bcctl"))
+        .args(["node", "revoke", node, "--reason", "test", "--database-url"])
+        .arg(facts["databaseUrl"].as_str().expect("databaseUrl"))
+        .arg("--pki")
+        .arg(facts["pkiBundle"].as_str().expect("pkiBundle"))
+        .env("BC_DEPLOYMENT_SECRET", secret.trim())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run bcctl node revoke");
+    assert!(
+        out.status.success(),
+        "bcctl node revoke: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -300,23 +321,25 @@ fn a_python_attestor_challenges_then_admits_once_and_binds_the_machine() {
         assert_eq!(joined.role, "node");
         assert!(!joined.certificate_chain.is_empty());
 
-        // The same answer again would be a second node for machine-1: the admission step checks
-        // the bind subject (the first node's) before the single-use subject.
-        let again = client
-            .join(agent.request("py-asset", &proof))
-            .await
-            .expect_err("a replayed answer is refused");
-        assert_eq!(again.code(), tonic::Code::PermissionDenied);
-        assert_eq!(again.message(), "Join refused");
-        let seen = refusals(&database_url).await;
-        assert_eq!(
-            seen.last(),
-            Some(&("acme".to_string(), "join:bound-elsewhere".to_string())),
-            "{seen:?}"
+        // The same answer again (the first answer lost) gets the identity it was issued: no
+        // second node for machine-1, nothing refused.
+        let refused_before = refusals(&database_url).await.len();
+        let again = body(
+            client
+                .join(agent.request("py-asset", &proof))
+                .await
+                .expect("a replayed answer is answered again")
+                .into_inner(),
         );
+        assert_eq!(
+            (&again.node_id, &again.certificate_chain),
+            (&joined.node_id, &joined.certificate_chain)
+        );
+        assert_eq!(refusals(&database_url).await.len(), refused_before);
 
-        // machine-2 binds nothing: its answer admits once, and the same single-use answer
-        // again is refused with the attestor's reason for its subject.
+        // machine-2 binds nothing: its answer admits once; the same single-use answer again
+        // gets that identity, and once the identity is revoked is refused with the attestor's
+        // reason for its subject.
         let m2 = Agent::new();
         let first = body(
             client
@@ -334,6 +357,15 @@ fn a_python_attestor_challenges_then_admits_once_and_binds_the_machine() {
                 .into_inner(),
         );
         assert!(!joined2.node_id.is_empty() && joined2.node_id != joined.node_id);
+        let again = body(
+            client
+                .join(m2.request("py-asset", &proof))
+                .await
+                .expect("answered again")
+                .into_inner(),
+        );
+        assert_eq!(again.certificate_chain, joined2.certificate_chain);
+        revoke(&facts, &work.path().join(".bcctl"), &joined2.node_id);
         let again = client
             .join(m2.request("py-asset", &proof))
             .await

@@ -8,8 +8,9 @@
 //!
 //! Then: every agent holds a chain that webpki verifies under the node CA; every error an agent
 //! saw is UNAVAILABLE (the gateway's answer while its api is down) or the refused retry of a
-//! join whose answer was lost (the api committed, then died before answering), and there are
-//! no more of those than calls in flight through the killed replica's gateway at the kill; the
+//! join whose answer was lost (the api committed, then died before answering; since issue 40
+//! such a retry is answered again, so none is expected), and there are no more of those than
+//! calls in flight through the killed replica's gateway at the kill; the
 //! log, read position by position (`failover_e2e/log_check.rs`), has strictly increasing
 //! positions, no event id twice, every stream's versions 1..n, every held certificate issued by
 //! exactly one event, and every other one the answer of a lost join; the survivor takes the

@@ -427,8 +427,27 @@ async fn an_approval_defers_spends_nothing_and_joins_once_approved() {
             .decode()
             .unwrap();
         assert_eq!(consumed.node_id, answer.node_id);
-        // The same request again: its key joined already.
-        assert_join_denied(f.svc.join(&request).await);
+        // The same request again (its answer lost): the identity already issued, the consumed
+        // request and the key's use untouched, nothing appended (issue 40).
+        let before = all_events(&f.store).await.len();
+        let again = f.svc.join(&request).await.expect("answered again");
+        assert_eq!(
+            (again.node_id.as_str(), &again.certificate_chain),
+            (answer.node_id.as_str(), &answer.certificate_chain)
+        );
+        assert_eq!(all_events(&f.store).await.len(), before);
+        // The same key in another CSR: its key joined already.
+        let same_key = domain::pki::PrivateKey::from_pkcs8_der(
+            domain::pki::KeyRole::Node,
+            agent.key.pkcs8_der(),
+        )
+        .unwrap();
+        let other_csr = Agent {
+            csr: domain::pki::build_csr(&same_key).unwrap(),
+            key: same_key,
+        };
+        let replay = join_request(&f, &other_csr, &token.secret, "node", Default::default());
+        assert_join_denied(f.svc.join(&replay).await);
         assert_last_refusal(&f.store, "t1", "join-token:csr-key-used").await;
 
         // Rejected: retries are refused.

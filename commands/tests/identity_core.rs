@@ -454,8 +454,23 @@ async fn join_events_record_the_attestor_the_unattested_key_and_the_claim_digest
         assert!(token_used.csr_key_sha256.is_empty());
 
         // A refusal with a claimed hardware key records its digest, in the token's tenant once
-        // the secret matched: the same request again (its key joined already).
-        let again = req.clone();
+        // the secret matched: the same key in another CSR, with the same claims (its key joined
+        // already; the same request again is answered again, issue 40).
+        let same_key = domain::pki::PrivateKey::from_pkcs8_der(
+            domain::pki::KeyRole::Node,
+            agent.key.pkcs8_der(),
+        )
+        .unwrap();
+        let mut again = req.clone();
+        again.input.csr_der = domain::pki::build_csr(&same_key).unwrap();
+        again.input.sealed_token = domain::pki::seal_token(
+            f.keys.join_encryption.public_key(),
+            &domain::pki::TokenSecret::parse(&created.secret).unwrap(),
+            &sha256(&again.input.csr_der),
+        )
+        .unwrap()
+        .as_bytes()
+        .to_vec();
         assert_join_denied(f.svc.join(&again).await);
         let (tenant, event) = last_join_refusal(&f.store).await;
         assert_eq!(tenant, "t1");

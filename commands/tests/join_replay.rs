@@ -1,8 +1,10 @@
 //! A JoinRequest admits one node at most (issue 17 item 6): the node key its CSR carries is
 //! recorded in `attestation_uses` (attestor `join-token`, subject SHA-256 of the CSR's
-//! SubjectPublicKeyInfo) for the token's lifetime, so the same request bytes sent again, or the
-//! same key in a freshly made and freshly sealed CSR, are refused `join-token:csr-key-used`, on
-//! both backends and under real concurrency on Postgres.
+//! SubjectPublicKeyInfo) for the token's lifetime, so the same key in a freshly made and freshly
+//! sealed CSR is refused `join-token:csr-key-used`, and the same request bytes sent again get the
+//! identity the first one was issued, spending nothing and making no node (issue 40: a join
+//! whose answer was lost is answered again), on both backends and under real concurrency on
+//! Postgres.
 
 use crate::identity_support;
 
@@ -21,7 +23,8 @@ fn count(events: &[events::RecordedEvent], event_type: &str) -> usize {
 }
 
 /// The attack as found: the same request bytes four times on a 3-use token made three nodes
-/// for one CSR key. Now the first joins and the three replays are refused.
+/// for one CSR key. Now the first joins and the three replays get its identity again: one node,
+/// one use spent, nothing appended.
 #[tokio::test]
 async fn the_same_request_four_times_on_a_three_use_token_makes_one_node() {
     for db in TestDb::each().await.unwrap() {
@@ -40,23 +43,40 @@ async fn the_same_request_four_times_on_a_three_use_token_makes_one_node() {
         for _ in 0..4 {
             outcomes.push(f.svc.join(&request).await);
         }
-        assert!(outcomes[0].is_ok(), "the first join: {:?}", outcomes[0]);
+        let first = match &outcomes[0] {
+            Ok(answer) => answer.clone(),
+            other => panic!("the first join: {other:?}"),
+        };
         for replay in outcomes.drain(1..) {
-            assert_join_denied(replay);
+            let replay = replay.expect("a replay is answered again");
+            assert_eq!(
+                (&replay.node_id, &replay.certificate_chain),
+                (&first.node_id, &first.certificate_chain)
+            );
         }
         assert_eq!(f.svc.list_nodes(None).await.unwrap().len(), 1);
         let token = &f.svc.list_tokens(Some("t1")).await.unwrap()[0];
         assert_eq!(token.uses_left, 2, "a replay spends no use");
         let all = all_events(&f.store).await;
         assert_eq!(count(&all, "node.joined"), 1);
+        assert_eq!(count(&all, "node.certificate.issued"), 1);
         assert_eq!(count(&all, "token.used"), 1);
         assert_eq!(
             refusals(&f.store).await,
-            vec![("t1".to_owned(), KEY_USED.to_owned()); 3],
-            "each replay is one refusal in the token's tenant"
+            vec![],
+            "nothing appended for a replay"
         );
+        // The same key in another CSR is the attack's other half: refused.
+        let same_key = PrivateKey::from_pkcs8_der(KeyRole::Node, agent.key.pkcs8_der()).unwrap();
+        let again = Agent {
+            csr: build_csr(&same_key).unwrap(),
+            key: same_key,
+        };
+        let req = join_request(&f, &again, &created.secret, "node", Default::default());
+        assert_join_denied(f.svc.join(&req).await);
         let (_, event) = last_join_refusal(&f.store).await;
-        assert_eq!(event.csr_sha256, agent.csr_sha256().to_vec());
+        assert_eq!(event.refusal, KEY_USED);
+        assert_eq!(event.csr_sha256, again.csr_sha256().to_vec());
         assert_eq!(event.token_id, created.token.token_id);
     }
 }
@@ -101,8 +121,9 @@ async fn the_same_key_in_a_new_csr_is_refused_on_any_token() {
     }
 }
 
-/// The key's use lasts as long as the token: once the token expired and maintenance pruned
-/// the row, a replay is refused as `expired` (the token's own rule) and the row is gone.
+/// The key's use lasts as long as the token: while it lives the same request is answered again,
+/// and once the token expired and maintenance pruned the row, a replay is refused as `expired`
+/// (the token's own rule) and the row is gone.
 #[tokio::test]
 async fn the_key_use_is_kept_for_the_token_lifetime_and_pruned_after() {
     for db in TestDb::each().await.unwrap() {
@@ -117,10 +138,11 @@ async fn the_key_use_is_kept_for_the_token_lifetime_and_pruned_after() {
             .unwrap();
         let agent = Agent::new();
         let request = join_request(&f, &agent, &created.secret, "node", Default::default());
-        f.svc.join(&request).await.expect("the first join");
+        let first = f.svc.join(&request).await.expect("the first join");
         f.clock.advance_secs(599);
-        assert_join_denied(f.svc.join(&request).await);
-        assert_last_refusal(&f.store, "t1", KEY_USED).await;
+        let again = f.svc.join(&request).await.expect("answered again");
+        assert_eq!(again.certificate_chain, first.certificate_chain);
+        assert_eq!(refusals(&f.store).await, vec![]);
         assert_eq!(
             f.svc.maintain().await.unwrap().pruned,
             0,
@@ -134,7 +156,7 @@ async fn the_key_use_is_kept_for_the_token_lifetime_and_pruned_after() {
 }
 
 /// (Postgres) The same request ten times at once on a 10-use token: exactly one node; every
-/// other request is a `csr-key-used` refusal, and nine uses are left.
+/// other request gets its identity again, and nine uses are left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_parallel_copies_of_one_request_make_one_node() {
     let db = TestDb::postgres().await.unwrap();
@@ -164,22 +186,24 @@ async fn ten_parallel_copies_of_one_request_make_one_node() {
             f.svc.join(&request).await
         });
     }
-    let (mut joined, mut denied) = (0, 0);
+    let mut answers = Vec::new();
     while let Some(r) = tasks.join_next().await {
         match r.unwrap() {
-            Ok(_) => joined += 1,
-            Err(IdentityError::AccessDenied(_)) => denied += 1,
+            Ok(answer) => answers.push(answer),
+            Err(e @ IdentityError::AccessDenied(_)) => panic!("refused: {e}"),
             Err(e) => panic!("unexpected error: {e}"),
         }
     }
-    assert_eq!((joined, denied), (1, 9));
+    assert_eq!(answers.len(), 10);
+    assert!(answers
+        .iter()
+        .all(|a| a.node_id == answers[0].node_id
+            && a.certificate_chain == answers[0].certificate_chain));
     assert_eq!(f.svc.list_nodes(None).await.unwrap().len(), 1);
     let token = &f.svc.list_tokens(Some("t1")).await.unwrap()[0];
     assert_eq!(token.uses_left, 9);
     let all = all_events(&f.store).await;
     assert_eq!(count(&all, "token.used"), 1);
-    assert_eq!(
-        refusals(&f.store).await,
-        vec![("t1".to_owned(), KEY_USED.to_owned()); 9]
-    );
+    assert_eq!(count(&all, "node.joined"), 1);
+    assert_eq!(refusals(&f.store).await, vec![]);
 }

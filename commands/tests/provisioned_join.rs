@@ -184,8 +184,24 @@ async fn a_token_for_a_node_rekeys_it_once() {
         // The same token a second time, from a third machine: refused, spending nothing.
         let again = provisioned_request(&f, &Agent::new(), &created.secret, "node", Some(UUID));
         refused_as(&f, &again, TENANT, "provisioned:not-single-use").await;
-        // The same request replayed: its CSR key was used.
-        refused_as(&f, &req, TENANT, "provisioned:csr-key-used").await;
+        // The same request replayed (its answer lost): the identity it was issued, nothing
+        // re-keyed again (issue 40); the same key in another CSR: its CSR key was used.
+        let replayed = join(&f, &req).await.expect("answered again");
+        assert_eq!(
+            (replayed.identity_generation, &replayed.certificate_chain),
+            (2, &answer.certificate_chain)
+        );
+        let same_key = domain::pki::PrivateKey::from_pkcs8_der(
+            domain::pki::KeyRole::Node,
+            agent.key.pkcs8_der(),
+        )
+        .unwrap();
+        let other_csr = Agent {
+            csr: domain::pki::build_csr(&same_key).unwrap(),
+            key: same_key,
+        };
+        let replay = provisioned_request(&f, &other_csr, &created.secret, "node", Some(&upper));
+        refused_as(&f, &replay, TENANT, "provisioned:csr-key-used").await;
         assert_eq!(
             f.svc
                 .show_node(&node)

@@ -30,6 +30,7 @@ mod handlers_are_send;
 mod identity_core;
 mod identity_maintenance;
 mod identity_races;
+mod join_answered_again;
 mod join_replay;
 mod leadership;
 mod pool_policy;

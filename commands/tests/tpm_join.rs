@@ -3,7 +3,8 @@
 //!
 //! An allow-listed EK joins in two rounds with no token: the certificate carries the AK's
 //! `urn:bc:tpm-ak:` statement, `node.joined` records `nodeKey: tpm`, the EK is bound. The same
-//! round-2 answer sent again is refused `tpm:reused`. Renewals (spec 000 "Renewing a TPM-held
+//! round-2 answer sent again gets the identity it was issued while that is current (issue 40),
+//! and is refused `tpm:reused` once the node renewed. Renewals (spec 000 "Renewing a TPM-held
 //! key"): without `key_attestation` refused `renew:node-key-missing`, certified by another TPM's
 //! AK refused `renew:node-key-ak`, each recorded in `security.renew.refused` while the certificate
 //! keeps working: the same leaf then renews with its AK's certification, the statement carried
@@ -223,9 +224,12 @@ async fn an_allow_listed_tpm_joins_renews_with_its_ak_and_reclaims_its_node() {
             ("t1", "pool-1")
         );
 
-        // The same answer again: refused, nothing reclaimed.
-        assert_join_denied(f.svc.attest(&replay).await);
-        assert_last_refusal(&f.store, "t1", "tpm:reused").await;
+        // The same answer again (the first one lost): the identity it was issued, nothing
+        // reclaimed, nothing appended (issue 40).
+        let before = all_events(&f.store).await.len();
+        let again = joined(f.svc.attest(&replay).await.expect("answered again"));
+        assert_eq!(again.certificate_chain, answer.certificate_chain);
+        assert_eq!(all_events(&f.store).await.len(), before);
         assert_eq!(
             f.svc
                 .show_node(&answer.node_id)
@@ -294,6 +298,9 @@ async fn an_allow_listed_tpm_joins_renews_with_its_ak_and_reclaims_its_node() {
             &new_identity.public_key,
             machine.m.signer(&next).public_key()
         );
+        // Renewed since: the same answer again is refused, nothing reclaimed.
+        assert_join_denied(f.svc.attest(&replay).await);
+        assert_last_refusal(&f.store, "t1", "tpm:reused").await;
 
         // The same TPM joining again reclaims its node in place (the old key flushed: swtpm
         // holds three transient objects).

@@ -4,7 +4,7 @@
 use domain::attest::{
     decide_admission, Admission, AdmissionCommand, AdmissionFacts, ApprovalAsk, AttestationResult,
     AttestorRefusal, BindingState, JoinRequestState, JoinRequestStatus, NodeKeyStatement,
-    PoolState, SingleUse,
+    PoolState, SingleUse, SpentUse,
 };
 use domain::identity::{
     claims_digests, unix_us, DecideError, Decision, ExpectBinding, HardwareClaims, IdentityEvent,
@@ -287,6 +287,20 @@ fn a_subject_bound_to_another_node_is_refused() {
     );
     let refusal = refused(run(&w, &r, &HardwareClaims::default(), &facts));
     assert_eq!(refusal.text(), "join:bound-elsewhere");
+    assert_eq!(refusal.spent, None);
+    // With its single-use subject spent too (the same request again, its answer lost, from an
+    // attestor that cannot look bindings up): still bound-elsewhere, naming the spent subject so
+    // the shell can answer it again.
+    facts.uses.insert(("join-token".into(), [1; 32]));
+    let refusal = refused(run(&w, &r, &HardwareClaims::default(), &facts));
+    assert_eq!(refusal.text(), "join:bound-elsewhere");
+    assert_eq!(
+        refusal.spent.as_deref(),
+        Some(&SpentUse {
+            attestor: "join-token".into(),
+            subject: [1; 32]
+        })
+    );
     // Unbound: the join binds it.
     let d = run(
         &w,
@@ -325,6 +339,14 @@ fn used_single_use_evidence_is_refused_with_its_own_reason() {
     let refusal = refused(run(&w, &result(), &HardwareClaims::default(), &facts));
     assert_eq!(refusal.text(), "join-token:csr-key-used");
     assert_eq!(refusal.tenant_id.as_deref(), Some("t1"));
+    // Naming the subject spent: a lost answer asked again is answered from it (issue 40).
+    assert_eq!(
+        refusal.spent.as_deref(),
+        Some(&SpentUse {
+            attestor: "join-token".into(),
+            subject: [1; 32]
+        })
+    );
 }
 
 fn request(status: JoinRequestStatus, expires_at_us: i64) -> JoinRequestState {

@@ -52,6 +52,7 @@ both_backends!(
     "0014_operator_certs.sql",
     "0015_event_actor.sql",
     "0016_attestor_entries.sql",
+    "0017_node_join_csr.sql",
 );
 
 fn migrator(files: &'static [File]) -> Migrator {

@@ -5,8 +5,12 @@
 //!
 //! 1. no `identity.json` is [`LoadError::NotJoined`], `this node has not joined (run bcd join)`;
 //! 2. a `node.key.next` whose public key the stored leaf certifies is promoted to `node.key` (a
-//!    renewal stopped after it stored the certificate); any other `node.key.next` is removed (a
-//!    renewal stopped before);
+//!    renewal stopped after it stored the certificate); any other key in `node.key.next` is kept
+//!    ([`LoadedIdentity::pending_next`]): a renewal for it may have been committed by the server
+//!    with only its answer lost, and the server answers that renewal again only for the same key
+//!    (issue 40; another key from the superseded leaf is a clone there). The next renewal
+//!    retries with it, and it goes once the stored leaf certifies it (promoted) or the server
+//!    refused it ([`RenewalBegun::abandon`]). A `node.key.next` that is no key is removed;
 //! 3. `node.key` must be the leaf's key, else [`LoadError::KeyMismatch`] (for a key in the TPM
 //!    [`LoadError::TpmKeyMismatch`], whose message adds the TPM hint).
 //!
@@ -280,7 +284,10 @@ pub enum NextKeyOutcome {
     Absent,
     /// The stored leaf certifies it: it is now `node.key`.
     Promoted,
-    /// The stored leaf does not certify it (or it does not parse): removed.
+    /// A key the stored leaf does not certify: kept for the next renewal
+    /// ([`LoadedIdentity::pending_next`]), since one for it may have been committed.
+    Kept,
+    /// It is no key (it does not parse): removed.
     Removed,
 }
 
@@ -295,6 +302,9 @@ pub struct LoadedIdentity {
     pub key: NodeKey,
     /// What step 2 did.
     pub next_key: NextKeyOutcome,
+    /// The key `node.key.next` holds when the leaf does not certify it
+    /// ([`NextKeyOutcome::Kept`]): the next renewal asks for it again.
+    pub pending_next: Option<NodeKey>,
     /// The TPM it was loaded with (renewals make their next key there).
     pub tpm: TpmHost,
 }
@@ -349,7 +359,7 @@ pub fn load_in(dir: &DataDir, tpm: &TpmHost) -> Result<LoadedIdentity, LoadError
 }
 
 /// Loads the identity as [`load`] does but changes no file: a `node.key.next` the leaf certifies
-/// is used as the key (it would be promoted), any other is left alone. For `bcd status` and
+/// is used as the key (it would be promoted), one that is no key is left alone. For `bcd status` and
 /// `bcd doctor`, which must not race a running `bcd node`'s renewal.
 pub fn load_read_only(dir: &DataDir) -> Result<LoadedIdentity, LoadError> {
     load_read_only_in(dir, &TpmHost::from_env())
@@ -381,6 +391,7 @@ fn load_with(dir: &DataDir, tpm: &TpmHost, apply: bool) -> Result<LoadedIdentity
 
     // Step 2.
     let mut promoted = None;
+    let mut pending_next = None;
     let next = match read_key(dir, NEXT_KEY_FILE)? {
         None => None,
         Some(Ok(record)) => Some(Ok(open_key(record, tpm, || {
@@ -398,7 +409,12 @@ fn load_with(dir: &DataDir, tpm: &TpmHost, apply: bool) -> Result<LoadedIdentity
             }
             NextKeyOutcome::Promoted
         }
-        Some(_) => {
+        // A renewal for it may have been committed: kept for the retry (issue 40).
+        Some(Ok(next)) => {
+            pending_next = Some(next);
+            NextKeyOutcome::Kept
+        }
+        Some(Err(_)) => {
             if apply {
                 dir.remove(NEXT_KEY_FILE)?;
             }
@@ -427,6 +443,7 @@ fn load_with(dir: &DataDir, tpm: &TpmHost, apply: bool) -> Result<LoadedIdentity
         leaf,
         key,
         next_key,
+        pending_next,
         tpm: tpm.clone(),
     })
 }
@@ -500,8 +517,9 @@ pub fn store_joined(
 /// Persists a verified re-join of the node this directory already holds (x509pop), in the
 /// renewal's crash-safe order, since an identity is already there: `node.key.next` (the new
 /// key), then `identity.json` (the new certificate: the commit point), then `node.key.next`
-/// renamed over `node.key`. Killed before `identity.json`, [`load`] removes `node.key.next` (the
-/// old leaf does not certify it) and finds the old identity; killed after, it promotes it. The
+/// renamed over `node.key`. Killed before `identity.json`, [`load`] finds the old identity and
+/// keeps `node.key.next` as a pending key (the old leaf does not certify it; the server refuses
+/// a renewal of the reclaimed leaf, which drops it); killed after, it promotes it. The
 /// trust state the node held is kept where the answer carried none, and the server time
 /// high-water mark is kept.
 pub fn store_rejoined(
@@ -590,7 +608,9 @@ impl<'a> RenewalBegun<'a> {
         })
     }
 
-    /// Gives up (the renewal failed before a certificate came back): removes `node.key.next`.
+    /// Gives up when the server answered without renewing (a refusal, a forged answer):
+    /// removes `node.key.next`. A renewal whose answer was lost keeps it instead (drop the
+    /// `RenewalBegun`): the server may have committed it.
     pub fn abandon(self) -> Result<(), StoreError> {
         Ok(self.dir.remove(NEXT_KEY_FILE)?)
     }

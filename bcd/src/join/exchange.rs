@@ -2,9 +2,11 @@
 //!
 //! One key and CSR for the whole exchange ([`crate::join::request::PreparedJoin`]). Each round the
 //! producer of the join's attestor builds the evidence (round 1 without a challenge, bound to
-//! the CSR's SHA-256; built again for every send, so time-bound evidence stays fresh across
-//! retries), the request is sent through a [`JoinTransport`] (retryable failures retried up to
-//! 20 attempts with [`crate::renewal::schedule::join_retry`]), and the answer is authenticated
+//! the CSR's SHA-256; built again for every round, so time-bound evidence is fresh after a
+//! pending wait), the request is sent through a [`JoinTransport`] (retryable failures retried up
+//! to 20 attempts with [`crate::renewal::schedule::join_retry`], each with the same bytes: a join
+//! the control plane committed whose answer was lost is answered again with the identity it
+//! issued, issue 40), and the answer is authenticated
 //! and classified by [`crate::join::verify::read_join_answer`] before anything of it is used:
 //!
 //! - **joined**: verified in full (the pinned signing key, this CSR, this key, the role, the node

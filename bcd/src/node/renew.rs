@@ -5,8 +5,10 @@
 //! key, the chain to this node's CA, the lifetime) and only then stored through
 //! [`crate::files::identity::RenewalStore`] (`node.key.next` again, `identity.json`, the rename),
 //! so a crash at any step leaves a matching key and certificate, and a forged answer changes
-//! nothing but the removal of `node.key.next`. The answer's signed server time raises the
-//! `serverTime` high-water mark.
+//! nothing but the removal of `node.key.next`. A call that got no answer ([`may_have_renewed`]:
+//! the server may have committed the renewal and lost only its answer) keeps `node.key.next` for
+//! the retry, across a restart too; a refusal removes it. The answer's signed server time raises
+//! the `serverTime` high-water mark.
 
 use domain::pki::PublicKey;
 use prost::Message as _;
@@ -60,6 +62,25 @@ impl RenewError {
             _ => None,
         }
     }
+}
+
+/// Whether a Renew call that failed with `status` may have been committed by the control plane
+/// with only its answer lost: no answer came (a cut connection, a timeout, a gateway that lost
+/// the api mid-call) or the server failed after deciding. Then the next key is kept for the
+/// retry, which the server answers with the committed certificate; any other status is the
+/// server's answer that it did not renew (refused, rate-limited, malformed).
+pub fn may_have_renewed(status: &tonic::Status) -> bool {
+    use tonic::Code;
+    matches!(
+        status.code(),
+        Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Unknown
+            | Code::Cancelled
+            | Code::Aborted
+            | Code::Internal
+            | Code::DataLoss
+    )
 }
 
 /// Decodes a signed `bc.wire.v1.RenewResponse` body into the fields the agent checks.
@@ -130,8 +151,12 @@ pub async fn renew_retrying(
     let answer = match client.renew(call).await {
         Ok(answer) => answer.into_inner(),
         Err(status) => {
-            // No certificate came back: the next key is not needed.
-            let _ = begun.abandon();
+            // Without an answer the key stays on disk (and in `pending`): the retry asks for it
+            // again. The server answered that it did not renew: the key is not needed.
+            if !may_have_renewed(&status) {
+                pending.forget();
+                let _ = begun.abandon();
+            }
             let (message, pushback) = match classify(&status) {
                 CallError::Retryable { message, pushback } => (message, pushback),
                 CallError::Refused => (
@@ -175,4 +200,39 @@ pub async fn renew_retrying(
         old.release_after(RELEASE_DELAY);
     }
     Ok(load_in(dir, &current.tpm)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_answer_keeps_the_key_and_a_refusal_drops_it() {
+        use tonic::Code;
+        for code in [
+            Code::Unavailable,
+            Code::DeadlineExceeded,
+            Code::Unknown,
+            Code::Cancelled,
+            Code::Aborted,
+            Code::Internal,
+            Code::DataLoss,
+        ] {
+            assert!(may_have_renewed(&tonic::Status::new(code, "x")), "{code:?}");
+        }
+        for code in [
+            Code::PermissionDenied,
+            Code::Unauthenticated,
+            Code::ResourceExhausted,
+            Code::InvalidArgument,
+            Code::FailedPrecondition,
+            Code::NotFound,
+            Code::Unimplemented,
+        ] {
+            assert!(
+                !may_have_renewed(&tonic::Status::new(code, "x")),
+                "{code:?}"
+            );
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! The local halves of a renewal: the request's parts and the check of the answer.
 //!
-//! [`prepare_renewal`] makes the next key (or reuses the one [`PendingRenewal`] kept after a
-//! failed attempt from the same leaf), builds the new CSR and the `renew-pop` proof, then writes
+//! [`prepare_renewal`] makes the next key (or reuses the one a failed attempt from the same leaf
+//! left: in [`PendingRenewal`], or on disk as `node.key.next`, which a restart keeps,
+//! [`LoadedIdentity::pending_next`]), builds the new CSR and the `renew-pop` proof, then writes
 //! `node.key.next` (through [`crate::files::identity::RenewalStore`], before anything is sent;
 //! nothing when any step failed). The proof is by the current key over (the new CSR's SHA-256,
 //! the node id, the client time). [`check_renewal_answer`] is spec 002's step 4: the new leaf names the same node, site,
@@ -90,8 +91,8 @@ pub fn csr_for(key: &dyn NodeSigner) -> Result<(Vec<u8>, [u8; 32]), String> {
 }
 
 /// The next key of a renewal that got no verified answer, kept in memory by the running
-/// process (never across a restart: start-up still removes a `node.key.next` the stored leaf
-/// does not certify) so the retry from the same leaf certifies the same key. The server may
+/// process so the retry from the same leaf certifies the same key (across a restart the same
+/// key comes back from `node.key.next`, [`LoadedIdentity::pending_next`]). The server may
 /// have committed the first attempt and lost only its answer; a retry for another key from a
 /// superseded leaf is a clone there (`renew:superseded`, every certificate revoked), one for
 /// this key gets the committed certificate back.
@@ -104,6 +105,11 @@ impl PendingRenewal {
     /// Keeps `next` for a retry from the leaf `leaf_der`.
     pub fn keep(&mut self, leaf_der: &[u8], next: &NodeKey) {
         self.kept = Some((leaf_der.to_vec(), next.clone()));
+    }
+
+    /// Forgets the kept key (the server refused the renewal: no certificate for it exists).
+    pub fn forget(&mut self) {
+        self.kept = None;
     }
 
     /// The kept key when it was kept for `leaf_der` (a renewed or re-joined identity drops it).
@@ -139,8 +145,9 @@ fn tpm_of_ak(
     Ok((tpm, ak))
 }
 
-/// Makes the next key (or takes the one `pending` kept for this leaf), stores it as
-/// `node.key.next`, and builds the request (with the AK's certification for a leaf naming one).
+/// Makes the next key (or takes the one `pending` kept for this leaf, else the one
+/// `node.key.next` held at load), stores it as `node.key.next`, and builds the request (with the
+/// AK's certification for a leaf naming one).
 pub fn prepare_renewal<'a>(
     dir: &'a DataDir,
     current: &LoadedIdentity,
@@ -153,7 +160,9 @@ pub fn prepare_renewal<'a>(
         .first()
         .map(Vec::as_slice)
         .unwrap_or(&[]);
-    let kept = pending.take_for(leaf_der);
+    let kept = pending
+        .take_for(leaf_der)
+        .or_else(|| current.pending_next.clone());
     let ak = match ak_statement(&current.leaf) {
         Some(statement) => Some(tpm_of_ak(current, statement)?),
         None => None,

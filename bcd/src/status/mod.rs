@@ -428,10 +428,16 @@ fn identity_checks(
             Level::Ok,
             "node.key.next holds the certified key; the next start of bcd promotes it",
         )),
-        NextKeyOutcome::Removed => checks.push(Check::new(
+        NextKeyOutcome::Kept => checks.push(Check::new(
             "renewal",
             Level::Ok,
-            "node.key.next is an unfinished renewal's key (in progress, or removed at the next start)",
+            "node.key.next is an unfinished renewal's key (in progress, or its answer was lost: \
+             the next renewal asks for it again)",
+        )),
+        NextKeyOutcome::Removed => checks.push(Check::new(
+            "renewal",
+            Level::Warn,
+            "node.key.next is not a key (removed at the next start of bcd node)",
         )),
     }
     checks.push(node_key_check(loaded.key.kind(), tpm));

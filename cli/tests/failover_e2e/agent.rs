@@ -7,10 +7,11 @@
 //! each certificate it held, each error it saw, each call's start and end.
 //!
 //! A join whose answer was lost after the api committed it (the api killed between its commit
-//! and its answer) spent the single-use token and the CSR's key: its retry is refused
-//! (ACCESS_DENIED, `join-token:csr-key-used`). The agent then does what its operator would: a
-//! new token and a new key, recorded as a lost join so the log check can find the orphaned
-//! node the first answer named.
+//! and its answer) spent the single-use token and the CSR's key; its retry, the same request,
+//! gets the identity the lost answer carried (issue 40). Should a retry still be refused
+//! (ACCESS_DENIED, `join-token:csr-key-used`), the agent does what its operator would: a new
+//! token and a new key, recorded as a lost join so the log check can find the orphaned node the
+//! first answer named.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -329,8 +330,8 @@ async fn join(
             continue;
         }
         if error.code == "PermissionDenied" && failures > 0 {
-            // The api committed an earlier send and its answer was lost: the token and the key
-            // are spent. A new token, a new key.
+            // The api committed an earlier send, its answer was lost and the retry was not
+            // answered again: the token and the key are spent. A new token, a new key.
             error.lost_answer = true;
             me.errors.push(error);
             me.lost_joins.push(LostJoin {

@@ -33,6 +33,7 @@ use super::attestors::{
 };
 use crate::attest::{read as attest_read, rows as attest_rows};
 
+use super::answer_again::answered_again;
 use super::answers::{JoinAnswer, JoinOutcome, JoinRequest};
 use super::append::{append_decided, fresh_id};
 use super::config::IdentityConfig;
@@ -318,6 +319,29 @@ impl Joins {
         Ok(())
     }
 
+    /// A refusal in the join's transaction, recorded; unless it names a single-use subject the
+    /// join of this same request spent and that identity is still current (its answer was
+    /// lost): then the identity already issued is answered again and nothing is appended.
+    async fn refused(
+        &self,
+        tx: &mut StoreTx,
+        attestor: &str,
+        refusal: &AttestorRefusal,
+        csr: &VerifiedCsr,
+        digests: &ClaimsDigests,
+        now: OffsetDateTime,
+    ) -> Result<Step, IdentityError> {
+        let td = &self.config.trust_domain;
+        if let Some(joined) = answered_again(tx, td, attestor, refusal, csr, now).await? {
+            return Ok(Step::Admitted(Admission::Joined(Box::new(joined))));
+        }
+        let csr_sha256 = Some(*csr.sha256());
+        let now_us = unix_us(now);
+        self.record_refusal(tx, attestor, refusal, csr_sha256, digests, now_us)
+            .await?;
+        Ok(Step::Refused)
+    }
+
     /// A refusal decided before any transaction read: recorded in a transaction of its own
     /// (or counted without one when this process knows its minute is full).
     async fn refuse_early(
@@ -490,9 +514,7 @@ impl Joins {
             };
             let result = match verdict {
                 Verdict::Refuse(refusal) => {
-                    self.record_refusal(tx, &id, &refusal, Some(csr_sha), &digests, now_us)
-                        .await?;
-                    return Ok(Step::Refused);
+                    return self.refused(tx, &id, &refusal, &csr, &digests, now).await;
                 }
                 Verdict::Challenge(challenge) => return Ok(Step::Challenge(challenge)),
                 Verdict::Admit(result) => result,
@@ -531,7 +553,6 @@ impl Joins {
         now: OffsetDateTime,
     ) -> Result<Step, IdentityError> {
         let now_us = unix_us(now);
-        let csr_sha = *cmd.csr.sha256();
         let decided = decide_admission(ctx, cmd, facts, now)
             .and_then(|decided| decided.sign(ctx.node_ca, cmd.csr, now));
         match decided {
@@ -542,16 +563,8 @@ impl Joins {
                 Ok(Step::Admitted(outcome))
             }
             Err(DecideError::Refused(refusal)) => {
-                self.record_refusal(
-                    tx,
-                    cmd.attestor,
-                    &refusal,
-                    Some(csr_sha),
-                    cmd.digests,
-                    now_us,
-                )
-                .await?;
-                Ok(Step::Refused)
+                self.refused(tx, cmd.attestor, &refusal, cmd.csr, cmd.digests, now)
+                    .await
             }
             Err(DecideError::Failed(why)) => Err(IdentityError::Failed(why)),
         }

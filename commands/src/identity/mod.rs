@@ -14,6 +14,7 @@
 //! | module | job |
 //! | --- | --- |
 //! | `join` | joins through any registered attestor, and the admission step ([`Joins`]) |
+//! | `answer_again` | a join whose answer was lost, asked again: the earlier join loaded and answered again |
 //! | `renew` | renewals by proof of possession ([`Renewals`]) |
 //! | `edge_refusal` | renewals a gateway refused at the TLS handshake, recorded under the bound ([`EdgeRefusals`]) |
 //! | `admin` | operator commands on tokens and nodes ([`NodeAdmin`]) |
@@ -26,6 +27,7 @@
 //! | `views` | what the operator commands print |
 
 mod admin;
+mod answer_again;
 mod answers;
 mod append;
 pub mod attestors;

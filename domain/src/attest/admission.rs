@@ -13,8 +13,11 @@
 //!    `join:node-key-statement` ([`renewal_can_prove`]);
 //! 4. a reclaim: the node must exist and be active (`join:reclaim-inactive`) and keeps its
 //!    tenant, site, pool and role (`join:reclaim-mismatch`);
-//! 5. each subject to bind must not be bound to another node (`join:bound-elsewhere`);
-//! 6. each single-use subject must be unused (`<SingleUse.attestor>:<reason_if_used>`);
+//! 5. each subject to bind must not be bound to another node (`join:bound-elsewhere`; naming a
+//!    spent single-use subject of the result as step 6 does);
+//! 6. each single-use subject must be unused (`<SingleUse.attestor>:<reason_if_used>`, naming
+//!    the subject as [`AttestorRefusal::spent`]: a join of this same request whose answer was
+//!    lost is answered again instead, [`super::answer_again`]);
 //! 7. an approval: no request (or an expired one) creates a request and defers, a pending one
 //!    defers, a rejected one is `join:request-rejected`, an approved one past its expiry is
 //!    `join:request-expired`, an approved one admits and is consumed.
@@ -242,6 +245,11 @@ fn refusal(
     attestor: &str,
     reason: &str,
 ) -> DecideError<AttestorRefusal> {
+    DecideError::Refused(attributed(result, attestor, reason))
+}
+
+/// [`refusal`]'s refusal itself.
+fn attributed(result: &AttestationResult, attestor: &str, reason: &str) -> AttestorRefusal {
     let mut r = AttestorRefusal::new(attestor, reason).in_tenant(&result.tenant_id);
     if let Some(t) = &result.token {
         r = r.with_token(&t.token_id);
@@ -249,7 +257,7 @@ fn refusal(
     if let Some(n) = &result.reclaim_node_id {
         r = r.with_node(n);
     }
-    DecideError::Refused(r)
+    r
 }
 
 /// Steps 1 to 3: the pool's attestor policy (in the pool owner's tenant, before anything is
@@ -330,20 +338,31 @@ fn check_subjects(
     facts: &AdmissionFacts,
     node_id: &NodeId,
 ) -> Result<(), DecideError<AttestorRefusal>> {
-    // 5. A subject bound to another node admits no other.
+    // A single-use subject already spent: by a join of this very request, if its answer was
+    // lost (the shell asks `answer_again` before recording the refusal that names it).
+    let spent = result
+        .single_use
+        .iter()
+        .find(|u| facts.uses.contains(&(u.attestor.clone(), u.subject)));
+
+    // 5. A subject bound to another node admits no other (an attestor that cannot look
+    // bindings up, out of process, binds the node its own lost answer made "elsewhere").
     for subject in &result.bind {
         if let Some(b) = facts.bindings.get(subject) {
             if b.node_id != node_id.as_str() {
-                return Err(refusal(result, ADMISSION, "bound-elsewhere"));
+                let mut refused = attributed(result, ADMISSION, "bound-elsewhere");
+                if let Some(u) = spent {
+                    refused = refused.spent(&u.attestor, &u.subject);
+                }
+                return Err(DecideError::Refused(refused));
             }
         }
     }
 
     // 6. Single-use evidence, once.
-    for u in &result.single_use {
-        if facts.uses.contains(&(u.attestor.clone(), u.subject)) {
-            return Err(refusal(result, &u.attestor, &u.reason_if_used));
-        }
+    if let Some(u) = spent {
+        let refused = attributed(result, &u.attestor, &u.reason_if_used);
+        return Err(DecideError::Refused(refused.spent(&u.attestor, &u.subject)));
     }
     Ok(())
 }

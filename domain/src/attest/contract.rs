@@ -233,8 +233,10 @@ impl Facts {
 /// stored certificate was presented); otherwise the refusal goes to the root tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttestorRefusal {
-    /// The attestor id (or `join` for the admission step's own refusals).
-    pub attestor: String,
+    /// The attestor id (or `join` for the admission step's own refusals). A `Box<str>`: a
+    /// refusal is the error of every attestor decision and stays within clippy's bound on error
+    /// sizes (128 bytes) with [`AttestorRefusal::spent`].
+    pub attestor: Box<str>,
     /// The reason, kebab-case (`expired`, `bound-elsewhere`).
     pub reason: String,
     /// The tenant the evidence authenticated, if any.
@@ -243,18 +245,41 @@ pub struct AttestorRefusal {
     pub token_id: Option<String>,
     /// The node named or reclaimed, when known.
     pub node_id: Option<String>,
+    /// Set when the refusal is a single-use subject already spent (`csr-key-used`, `reused`):
+    /// that subject. A join of this very request spent it when its answer was lost; the shell
+    /// then loads that join and [`super::answer_again`] decides whether it is answered again.
+    pub spent: Option<Box<SpentUse>>,
+}
+
+/// A single-use subject a refusal found spent (`attestation_uses` holds it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpentUse {
+    /// The `attestation_uses.attestor`.
+    pub attestor: String,
+    /// The 32-byte subject.
+    pub subject: [u8; 32],
 }
 
 impl AttestorRefusal {
     /// A refusal attributed to nobody (the root tenant).
     pub fn new(attestor: &str, reason: &str) -> Self {
         AttestorRefusal {
-            attestor: attestor.to_owned(),
+            attestor: attestor.into(),
             reason: reason.to_owned(),
             tenant_id: None,
             token_id: None,
             node_id: None,
+            spent: None,
         }
+    }
+
+    /// Refused because the single-use (attestor, subject) is spent already.
+    pub fn spent(mut self, attestor: &str, subject: &[u8; 32]) -> Self {
+        self.spent = Some(Box::new(SpentUse {
+            attestor: attestor.to_owned(),
+            subject: *subject,
+        }));
+        self
     }
 
     /// Attributed to `tenant` (the evidence authenticated it).

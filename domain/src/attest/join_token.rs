@@ -90,7 +90,7 @@ fn verify_token(
     // no use and makes no node, whoever relays it.
     let key_subject = csr_key_subject(request);
     if facts.used(JOIN_TOKEN_ATTESTOR, &key_subject) {
-        return Err(refuse(CSR_KEY_USED));
+        return Err(refuse(CSR_KEY_USED).spent(JOIN_TOKEN_ATTESTOR, &key_subject));
     }
     if token.uses_left == 0 {
         return Err(refuse("no-use-left"));
@@ -194,17 +194,23 @@ mod tests {
         }
         let mut facts = facts.clone();
         // The CSR key subject depends on the CSR drawn here: mark it used when asked to.
-        if facts
+        let marked = facts
             .uses
-            .remove(&(JOIN_TOKEN_ATTESTOR.to_owned(), [0; 32]))
-        {
+            .remove(&(JOIN_TOKEN_ATTESTOR.to_owned(), [0; 32]));
+        if marked {
             facts
                 .uses
                 .insert((JOIN_TOKEN_ATTESTOR.to_owned(), csr_key_subject(&request)));
         }
         match JoinTokenAttestor.verify(&request, &(), &facts) {
             Verdict::Admit(r) => Ok(r),
-            Verdict::Refuse(r) => Err(r.text()),
+            Verdict::Refuse(r) => {
+                // Only the spent key's refusal names it (a lost answer is answered from it).
+                let spent = r.spent.as_ref().map(|s| (s.attestor.as_str(), s.subject));
+                let key = (JOIN_TOKEN_ATTESTOR, csr_key_subject(&request));
+                assert_eq!(spent, (r.reason == CSR_KEY_USED).then_some(key));
+                Err(r.text())
+            }
             Verdict::Challenge(_) => Err("challenge".into()),
         }
     }

@@ -9,6 +9,7 @@
 //! | [`join_token`] | the `join-token` attestor |
 //! | [`x509pop`] | the `x509pop` attestor: an expired certificate re-joins as its node |
 //! | [`admission`] | the admission step: the checks every result is held to, and its events |
+//! | [`answer_again`] | a join whose answer was lost, asked again: the identity already issued, or the refusal |
 //! | [`pools`] | pool create / update decisions (attestor policy), `evolve_pool` |
 //! | [`join_requests`] | approve / reject / expire decisions, `evolve_join_request` |
 //! | [`provisioned`] | the `provisioned` attestor: a single-use token bound to one machine |
@@ -20,6 +21,7 @@
 //! | [`cloud_iid`] | the `cloud-iid` attestor: a cloud VM's signed instance identity document |
 
 pub mod admission;
+pub mod answer_again;
 pub mod cloud_iid;
 pub mod contract;
 pub mod discovery;
@@ -42,10 +44,11 @@ pub use admission::{
     decide_admission, renewal_can_prove, Admission, AdmissionCommand, AdmissionFacts, Decided,
     PendingJoin, UnsignedJoin, ADMISSION,
 };
+pub use answer_again::{answer_again, EarlierJoin, NotAnsweredAgain};
 pub use contract::{
     plan_and_verify, AnyAttestor, ApprovalAsk, AttestRequest, AttestationResult, Attestor,
     AttestorRefusal, BindingState, BootEntryState, BoxedPlan, Challenge, Entropy, FactKey, Facts,
-    NodeKeyStatement, Planned, SingleUse, SiteLeaseState, Verdict,
+    NodeKeyStatement, Planned, SingleUse, SiteLeaseState, SpentUse, Verdict,
 };
 pub use discovery::{DiscoveryAttestor, DiscoveryConfig, DiscoveryRefusal};
 pub use entries::{

@@ -180,7 +180,7 @@ fn verify_provisioned(
     }
     let key_subject = provisioned_csr_key_subject(request);
     if facts.used(PROVISIONED_ATTESTOR, &key_subject) {
-        return Err(refuse(R::CsrKeyUsed));
+        return Err(refuse(R::CsrKeyUsed).spent(PROVISIONED_ATTESTOR, &key_subject));
     }
     if token.role != TokenRole::Provisioned {
         return Err(refuse(R::WrongTokenRole));

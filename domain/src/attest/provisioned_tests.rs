@@ -130,7 +130,7 @@ fn admitted(verdict: Verdict) -> AttestationResult {
 fn assert_refused(fixture: &Fixture, want: ProvisionedRefusal) {
     let r = refused(fixture.verdict());
     assert_eq!(r.text(), want.text());
-    assert_eq!(r.attestor, PROVISIONED_ATTESTOR);
+    assert_eq!(&*r.attestor, PROVISIONED_ATTESTOR);
     // The secret matched for every reason after unknown-token: the token's tenant's refusal.
     assert_eq!(r.tenant_id.as_deref(), Some("acme"));
     assert_eq!(r.token_id.as_deref(), Some("tok_p"));

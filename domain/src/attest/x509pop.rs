@@ -434,12 +434,16 @@ impl Attestor for X509PopAttestor {
         let subject = match self.check(request, evidence, identity, cert, node, facts) {
             Ok(subject) => subject,
             Err(refusal) => {
-                return Verdict::Refuse(
-                    refusal
-                        .refusal()
-                        .in_tenant(&node.tenant_id)
-                        .with_node(&node.node_id),
-                )
+                let mut refused = refusal
+                    .refusal()
+                    .in_tenant(&node.tenant_id)
+                    .with_node(&node.node_id);
+                if refusal == X509PopRefusal::Reused {
+                    // Spent by the re-join of this very request, if its answer was lost.
+                    let subject = evidence.statement(request.csr.sha256()).replay_key();
+                    refused = refused.spent(X509POP_ATTESTOR, &subject);
+                }
+                return Verdict::Refuse(refused);
             }
         };
         Verdict::Admit(Box::new(AttestationResult {

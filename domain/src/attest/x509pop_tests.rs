@@ -588,6 +588,17 @@ fn reused() {
         refused(fx.run(&evidence, &facts)),
         ("x509pop:reused".into(), Some("t1".into()))
     );
+    // The refusal names the spent proof (a lost answer asked again is answered from it).
+    let Verdict::Refuse(refusal) = fx.run(&evidence, &facts) else {
+        panic!("refused")
+    };
+    assert_eq!(
+        refusal.spent.as_deref(),
+        Some(&crate::attest::SpentUse {
+            attestor: "x509pop".into(),
+            subject
+        })
+    );
     // The same proof recorded under another attestor is no use of this one.
     let mut facts = fx.facts();
     facts.uses.insert(("renew-pop".into(), subject));

@@ -225,7 +225,10 @@ impl Attestor for AcmeAssetAttestor {
         };
         let proof = Self::proof_subject(parsed);
         if facts.used(ID, &proof) {
-            return Verdict::Refuse(refuse("reused").in_tenant(&asset.tenant_id));
+            // Naming the spent subject lets the JoinService answer this same request again
+            // when the join that spent it was its own (the answer was lost).
+            let refusal = refuse("reused").in_tenant(&asset.tenant_id);
+            return Verdict::Refuse(refusal.spent(ID, &proof));
         }
         let bind = asset_subject(&parsed.asset_tag);
         // Bound already (by this attestor): the same machine again, reinstalled or with a lost

@@ -36,6 +36,7 @@ const NODES_TABLES: &[TableSpec] = &[TableSpec {
         "macs_sha256",
         "node_key_uri",
         "allowed_kinds",
+        "join_csr_sha256",
         "joined_at_us",
         "updated_at_us",
         "version",
@@ -80,6 +81,7 @@ struct JoinedRow {
     macs_sha256: Vec<u8>,
     node_key_uri: String,
     allowed_kinds: Option<String>,
+    join_csr_sha256: Vec<u8>,
     joined_at_us: i64,
     updated_at_us: i64,
     version: i64,
@@ -188,6 +190,7 @@ impl NodeBatch {
                     bytes_or_null(&r.macs_sha256),
                     super::writes::text_or_null(&r.node_key_uri),
                     opt_text(r.allowed_kinds),
+                    bytes_or_null(&r.join_csr_sha256),
                     r.joined_at_us.into(),
                     r.updated_at_us.into(),
                     r.version.into(),
@@ -202,7 +205,7 @@ impl NodeBatch {
             "INSERT INTO nodes (node_id, tenant_id, site_id, pool_id, role, status, \
              status_reason, identity_generation, attestor, node_key, token_id, \
              hardware_key_sha256, product_uuid_sha256, macs_sha256, node_key_uri, allowed_kinds, \
-             joined_at_us, updated_at_us, version, position) VALUES ",
+             join_csr_sha256, joined_at_us, updated_at_us, version, position) VALUES ",
             " ON CONFLICT (node_id) DO UPDATE SET status = excluded.status, \
              status_reason = excluded.status_reason, \
              identity_generation = excluded.identity_generation, attestor = excluded.attestor, \
@@ -210,7 +213,8 @@ impl NodeBatch {
              hardware_key_sha256 = excluded.hardware_key_sha256, \
              product_uuid_sha256 = excluded.product_uuid_sha256, \
              macs_sha256 = excluded.macs_sha256, node_key_uri = excluded.node_key_uri, \
-             allowed_kinds = excluded.allowed_kinds, updated_at_us = excluded.updated_at_us, \
+             allowed_kinds = excluded.allowed_kinds, \
+             join_csr_sha256 = excluded.join_csr_sha256, updated_at_us = excluded.updated_at_us, \
              version = excluded.version, position = excluded.position",
             rows,
             None,
@@ -309,6 +313,7 @@ impl Projection for Nodes {
                                 row.macs_sha256 = p.macs_sha256;
                                 row.node_key_uri = p.node_key_uri;
                                 row.allowed_kinds = allowed_kinds(&p.allowed_kinds);
+                                row.join_csr_sha256 = p.csr_sha256;
                                 row.updated_at_us = e.occurred_at_us;
                                 row.version = e.stream_version;
                                 row.position = e.position;
@@ -334,6 +339,7 @@ impl Projection for Nodes {
                                     macs_sha256: p.macs_sha256,
                                     node_key_uri: p.node_key_uri,
                                     allowed_kinds: allowed_kinds(&p.allowed_kinds),
+                                    join_csr_sha256: p.csr_sha256,
                                     joined_at_us: e.occurred_at_us,
                                     updated_at_us: e.occurred_at_us,
                                     version: e.stream_version,

@@ -59,6 +59,9 @@ crate::from_row! {
         pub node_key_uri: Option<String>,
         /// The command kinds its certificates allow, comma-joined; `None`: every kind its role allows.
         pub allowed_kinds: Option<String>,
+        /// SHA-256 of the CSR its last join (or re-join) was admitted for (`None` in rows
+        /// written before migration 0017 that no join has touched since).
+        pub join_csr_sha256: Option<Vec<u8>>,
         pub joined_at_us: i64,
         pub updated_at_us: i64,
         pub version: i64,
@@ -68,8 +71,8 @@ crate::from_row! {
 
 const NODE_COLUMNS: &str = "node_id, tenant_id, site_id, pool_id, role, status, \
     status_reason, identity_generation, attestor, node_key, token_id, hardware_key_sha256, \
-    product_uuid_sha256, node_key_uri, allowed_kinds, joined_at_us, updated_at_us, version, \
-    position";
+    product_uuid_sha256, node_key_uri, allowed_kinds, join_csr_sha256, joined_at_us, \
+    updated_at_us, version, position";
 
 crate::from_row! {
     /// A `node_certs` row.
@@ -112,6 +115,17 @@ crate::from_row! {
         pub serial: String,
         pub not_after_us: i64,
         pub revoke_reason: Option<String>,
+    }
+}
+
+crate::from_row! {
+    /// Who spent an `attestation_uses` row, and until when it is kept.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct AttestationUseRow {
+        /// The node the admitting join made (or reclaimed); `None` for a use no join recorded.
+        pub node_id: Option<String>,
+        /// When the row may be pruned (µs); `None` keeps it forever.
+        pub expires_at_us: Option<i64>,
     }
 }
 
@@ -313,6 +327,21 @@ pub async fn attestation_used_at(
         )
         .await?;
     Ok(row.is_some())
+}
+
+/// The `attestation_uses` row of (attestor, subject), when the evidence was spent: the node its
+/// join made and the row's expiry (a lost join answer asked again is answered from it).
+pub async fn attestation_use(
+    tx: &mut StoreTx,
+    attestor: &str,
+    subject: &[u8; 32],
+) -> Result<Option<AttestationUseRow>, StoreError> {
+    tx.fetch_optional(
+        "SELECT node_id, expires_at_us FROM attestation_uses \
+         WHERE attestor = $1 AND subject = $2",
+        &[attestor.into(), subject.to_vec().into()],
+    )
+    .await
 }
 
 /// Up to `limit` keys of `attestation_uses` rows expired at `now_us`, the oldest first: what one

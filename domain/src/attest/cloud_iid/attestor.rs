@@ -174,6 +174,11 @@ impl Attestor for CloudIidAttestor {
     fn verify(&self, request: &AttestRequest<'_>, plan: &CloudIdentity, facts: &Facts) -> Verdict {
         match self.decide(request, plan, facts) {
             Ok(result) => Verdict::Admit(Box::new(result)),
+            // The instance's one join spent: by this request, if its answer was lost.
+            Err(refusal @ CloudIidRefusal::InstanceReused) => {
+                let subject = cloud_iid_subject(plan.provider, &plan.account, &plan.instance);
+                Verdict::Refuse(refusal.refusal().spent(CLOUD_IID_ATTESTOR, &subject))
+            }
             Err(refusal) => Verdict::Refuse(refusal.refusal()),
         }
     }

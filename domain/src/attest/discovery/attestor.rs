@@ -129,7 +129,7 @@ impl DiscoveryAttestor {
         // (`not-single-use`): each signed assertion admits one join.
         let subject = assertion_subject(&p.signed);
         if facts.used(DISCOVERY_ATTESTOR, &subject) {
-            return Err(refuse(R::AssertionReused));
+            return Err(refuse(R::AssertionReused).spent(DISCOVERY_ATTESTOR, &subject));
         }
         check_token(token, p, request).map_err(refuse)?;
         self.check_signer(request, facts, p).map_err(refuse)?;
