@@ -380,10 +380,8 @@ fn bad_chain() {
     assert_eq!(refused(fx2.run(&good, &fx2.facts())).0, "x509pop:bad-chain");
 }
 
-/// A node CA renewed while the machine was off (`bcctl pki renew-ca node`: same key, same
-/// subject, a new certificate): the machine's chain still names the certificate it joined under,
-/// and the renewed attestor admits it, and the renewed one too. A certificate of another key
-/// stays `bad-chain` (issue 40, item 14).
+/// A node CA renewed while the machine was off (same key and subject): its old chain and the new
+/// one are admitted, another key's stays `bad-chain` (issue 40, item 14).
 #[test]
 fn a_node_ca_renewed_while_the_machine_was_off_still_admits_its_chain() {
     let mut fx = fixture();
