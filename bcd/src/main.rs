@@ -109,8 +109,8 @@ enum Command {
     Node,
     /// The site agent: `bcd node` for this site node, plus the boot lease and the iPXE server.
     Site {
-        /// The boot server's address, host:port (overrides `[site] listen`; default
-        /// 0.0.0.0:8069).
+        /// The boot server's address, host:port (overrides `[site] listen`; no default: one of
+        /// the two must name it).
         #[arg(long, value_name = "HOST:PORT")]
         listen: Option<String>,
     },
@@ -337,7 +337,9 @@ fn main() -> ExitCode {
         Command::Node => agent(run_agent(&config, &dir, None)),
         Command::Helper => agent(bcd::helper::server::run_helper(&config)),
         Command::Site { listen } => {
-            let listen = config.site.listen_or(listen.as_deref());
+            let Some(listen) = config.site.listen_or(listen.as_deref()) else {
+                return fail(bcd::config::NO_SITE_LISTEN);
+            };
             agent(run_agent(&config, &dir, Some(listen)))
         }
         Command::Ramdisk {

@@ -513,3 +513,104 @@ async fn bcd_site_refuses_a_node_that_is_not_a_site_agent() {
         "{log}"
     );
 }
+
+/// `GET path` from the loopback address `from` (127.0.0.x: another client to the server).
+async fn get_from(from: [u8; 4], addr: &str, path: &str) -> (u16, String) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
+    let mut stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: boot\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    (head[9..12].parse().unwrap(), body.to_owned())
+}
+
+/// Issue 40 item 6: 200 anonymous fetches of one MAC's script (from ten clients, each within
+/// its rate bound, all at once) ask the control plane once: one BootToken, so one
+/// `token.created` and one live token; every script carries that token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_fetches_for_one_mac_mint_one_token() {
+    let mut site = start(LeaseMode::Honest, 3_000, NodeRole::Site).await;
+    site.wait_for("the lease held", held).await;
+    let mut fetches = Vec::new();
+    for i in 0..200u8 {
+        let addr = site.listen.clone();
+        let from = [127, 0, 0, 10 + i % 10];
+        fetches.push(tokio::spawn(async move {
+            get_from(from, &addr, "/boot.ipxe?mac=52:54:00:12:34:56").await
+        }));
+    }
+    for fetch in fetches {
+        let (status, script) = fetch.await.unwrap();
+        assert_eq!(status, 200, "{script}");
+        assert!(
+            script.contains(&format!("bc.token={} ", site.token)),
+            "{script}"
+        );
+    }
+    let boots = site.boots.lock().unwrap().clone();
+    assert_eq!(boots.len(), 1, "BootToken calls: {boots:?}");
+    assert_eq!(boots[0].mac, MAC);
+    assert!(site.stop().await.success());
+}
+
+/// Issue 40 item 6: a client over its rate bound is answered 429, exactly, while another
+/// client is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_over_its_rate_bound_gets_429_and_another_is_served() {
+    let mut site = start(LeaseMode::Honest, 3_000, NodeRole::Site).await;
+    site.wait_for("the lease held", held).await;
+    let path = "/boot.ipxe?mac=52:54:00:12:34:56";
+    // One more a second is earned, so on a slow machine a few more than the burst may pass.
+    let mut served = 0;
+    let refused = loop {
+        let (status, body) = get_from([127, 0, 0, 77], &site.listen, path).await;
+        if status != 200 {
+            break (status, body);
+        }
+        served += 1;
+        assert!(served < 200, "never refused");
+    };
+    assert!(served >= bcd::site::limit::CLIENT_BURST, "{served}");
+    assert_eq!(
+        refused,
+        (
+            429,
+            "too many requests from this client: at most 20 at once, then 1 a second\n".into()
+        )
+    );
+    let (status, script) = get_from([127, 0, 0, 78], &site.listen, path).await;
+    assert_eq!(status, 200, "{script}");
+    assert_eq!(site.boots.lock().unwrap().len(), 1);
+    assert!(site.stop().await.success());
+}
+
+/// Issue 40 item 6: no default address (it was 0.0.0.0:8069): without `[site] listen` or
+/// `--listen`, bcd site exits 1 naming the setting, before anything is opened.
+#[test]
+fn bcd_site_without_an_address_refuses_naming_the_setting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("config.toml");
+    std::fs::write(&cfg, "server = \"127.0.0.1:9\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_bcd"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(tmp.path().join("data"))
+        .arg("site")
+        .env_remove("BCD_CONFIG")
+        .env_remove("BCD_SERVER")
+        .env_remove("BCD_DATA_DIR")
+        .env_remove("BCD_TPM_TCTI")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        bcd::config::NO_SITE_LISTEN
+    );
+}

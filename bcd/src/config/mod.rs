@@ -12,7 +12,7 @@
 //! ek_intermediates = ["/etc/bcd/ek-issuer.pem"]
 //!
 //! [site]
-//! listen = "0.0.0.0:8069"               # `bcd site`'s iPXE server; --listen overrides it
+//! listen = "192.0.2.10:8069"            # `bcd site`'s iPXE server (no default); --listen overrides it
 //! [cloud]                                # bcd join --attestor cloud-iid
 //! metadata_url = "http://169.254.169.254"  # BCD_CLOUD_METADATA_URL overrides it
 //! audience = "https://bc.example.com"     # GCP: the identity token's audience
@@ -220,8 +220,13 @@ pub(crate) struct RawSite {
     listen: Option<String>,
 }
 
-/// `bcd site`'s iPXE server address when neither `--listen` nor `[site] listen` names one.
-pub const DEFAULT_SITE_LISTEN: &str = "0.0.0.0:8069";
+/// What `bcd site` says when neither `--listen` nor `[site] listen` names the boot server's
+/// address: there is no default, so the iPXE server is never opened on every interface by
+/// accident (decision 0083).
+pub const NO_SITE_LISTEN: &str = "bcd site: no address for the iPXE boot server: set `[site] \
+     listen = \"HOST:PORT\"` in config.toml (`bcctl node install-script --site-listen` writes it) \
+     or pass --listen HOST:PORT, naming the address on the network the machines boot from \
+     (for example 192.0.2.10:8069)";
 
 /// `[site]`: the site agent (`bcd site`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -231,12 +236,12 @@ pub struct SiteSettings {
 }
 
 impl SiteSettings {
-    /// `--listen`, else `[site] listen`, else [`DEFAULT_SITE_LISTEN`].
-    pub fn listen_or(&self, flag: Option<&str>) -> String {
+    /// `--listen`, else `[site] listen`; `None` when neither names one (there is no default:
+    /// [`NO_SITE_LISTEN`]).
+    pub fn listen_or(&self, flag: Option<&str>) -> Option<String> {
         flag.map(str::to_owned)
             .or_else(|| self.listen.clone())
             .filter(|l| !l.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_SITE_LISTEN.to_owned())
     }
 }
 

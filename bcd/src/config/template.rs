@@ -44,8 +44,10 @@ pub const TEMPLATE: &str = r#"# bcd's configuration: /etc/bcd/config.toml (or --
 # socket = "/run/bcd-helper/helper.sock"
 
 [site]
-# `bcd site`'s iPXE boot server; --listen overrides it.
-# listen = "0.0.0.0:8069"
+# `bcd site`'s iPXE boot server, host:port on the network the machines boot from. No default:
+# bcd site refuses to start without it. --listen overrides it. (bcctl node install-script
+# --site-listen)
+# listen = "192.0.2.10:8069"
 
 [cloud]
 # `bcd join --attestor cloud-iid`: the metadata service (default http://169.254.169.254; for GCP
@@ -183,7 +185,8 @@ mod tests {
         let defaults = Config::parse(p, "").unwrap();
         assert_eq!(cfg.data_dir, defaults.data_dir);
         assert_eq!(cfg.tpm, defaults.tpm);
-        assert_eq!(cfg.site.listen_or(None), defaults.site.listen_or(None));
+        assert_eq!(defaults.site.listen_or(None), None);
+        assert_eq!(cfg.site.listen_or(None).as_deref(), Some("192.0.2.10:8069"));
         assert_eq!(cfg.commands.hook_timeout, defaults.commands.hook_timeout);
         assert_eq!(cfg.files.cert, defaults.files.cert);
         assert_eq!(cfg.files.key, defaults.files.key);

@@ -44,12 +44,20 @@ fn tpm_tcti_from_the_file_then_the_environment() {
 }
 
 #[test]
-fn site_listen_from_the_flag_then_the_file_then_the_default() {
+fn site_listen_from_the_flag_then_the_file_and_no_default() {
     let cfg = Config::parse(Path::new("c.toml"), "[site]\nlisten = \"10.0.0.1:80\"\n").unwrap();
-    assert_eq!(cfg.site.listen_or(None), "10.0.0.1:80");
-    assert_eq!(cfg.site.listen_or(Some("127.0.0.1:9")), "127.0.0.1:9");
+    assert_eq!(cfg.site.listen_or(None).as_deref(), Some("10.0.0.1:80"));
+    assert_eq!(
+        cfg.site.listen_or(Some("127.0.0.1:9")).as_deref(),
+        Some("127.0.0.1:9")
+    );
+    // Issue 40 item 6: no 0.0.0.0 by default; nothing at all, and bcd site says what to set.
     let cfg = Config::parse(Path::new("c.toml"), "").unwrap();
-    assert_eq!(cfg.site.listen_or(None), DEFAULT_SITE_LISTEN);
+    assert_eq!(cfg.site.listen_or(None), None);
+    let cfg = Config::parse(Path::new("c.toml"), "[site]\nlisten = \" \"\n").unwrap();
+    assert_eq!(cfg.site.listen_or(None), None);
+    assert!(NO_SITE_LISTEN.contains("set `[site] listen = \"HOST:PORT\"`"));
+    assert!(NO_SITE_LISTEN.contains("--listen HOST:PORT"));
 }
 
 #[test]

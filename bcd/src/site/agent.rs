@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use domain::pki::NodeRole;
 
+use super::cache::BootTokenCache;
+use super::limit::ClientLimiter;
 use super::view::{LeaseChange, LeaseView};
 use crate::client::{connect, ClientIdentity, NodeClient};
 use crate::files::identity::{load_read_only_in, LoadedIdentity};
@@ -62,11 +64,16 @@ pub fn load_site_identity(
     Ok(loaded)
 }
 
-/// The state the lease task and the boot server share.
+/// The state the lease task and the boot server share (and the boot server's own: its
+/// cached tokens and its rate bound).
 #[derive(Debug, Default)]
 pub struct SiteShared {
     lease: Mutex<LeaseView>,
     agent: Mutex<Option<Arc<SiteAgent>>>,
+    /// The boot tokens held, by (MAC, epoch).
+    pub boot_tokens: BootTokenCache,
+    /// The rate bound per client of `/boot.ipxe`.
+    pub limiter: ClientLimiter,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -2,7 +2,8 @@
 //! `GET /healthz` ([`answer`]).
 //!
 //! For a boot script the agent, holding the lease live at epoch `E`, asks the control plane for
-//! the MAC's boot entry and a fresh discovery token (`BootToken(mac, E)`), signs a
+//! the MAC's boot entry and a discovery token (`BootToken(mac, E)`) unless it holds one for
+//! that MAC at `E` with time left ([`super::cache`], decision 0083), signs a
 //! [`DiscoveryAssertion`] with its node key ([`assertion_for`]), and renders the script
 //! ([`render_script`]) with both on the kernel line. The token and the assertion are never
 //! logged: the log names the entry and the MAC.
@@ -10,6 +11,7 @@
 //! | answer | when |
 //! | --- | --- |
 //! | 200 `text/plain` script | the entry exists and the lease is held |
+//! | 429 | the client is over its rate bound ([`super::limit`]) |
 //! | 400 | no `mac=`, or one that is not six hex pairs |
 //! | 404 | no active boot entry for the MAC (`NOT_FOUND`) |
 //! | 503 | the lease is not held (or lapsed, or the control plane says so) |
@@ -17,7 +19,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration as StdDuration;
+use std::time::{Duration as StdDuration, Instant};
 
 use domain::attest::discovery::wire::{
     normalize_mac, DiscoveryAssertion, SignedDiscoveryAssertion, CMDLINE_ASSERTION, CMDLINE_TOKEN,
@@ -25,8 +27,10 @@ use domain::attest::discovery::wire::{
 };
 
 use super::agent::{SiteAgent, SiteShared};
+use super::cache::reusable;
 use super::http::{HttpRequest, HttpResponse};
 use super::lease::local_now_ms;
+use super::limit::TOO_MANY;
 use super::log_line::site_log;
 use crate::client::describe_status;
 
@@ -162,6 +166,9 @@ pub async fn answer(shared: Arc<SiteShared>, request: HttpRequest) -> HttpRespon
 }
 
 async fn boot_script(shared: &SiteShared, request: &HttpRequest) -> HttpResponse {
+    if !shared.limiter.allow(request.peer, Instant::now()) {
+        return HttpResponse::text(429, TOO_MANY);
+    }
     let query = match parse_query(&request.query) {
         Ok(query) => query,
         Err(why) => return HttpResponse::text(400, &format!("{why}\n")),
@@ -176,45 +183,9 @@ async fn boot_script(shared: &SiteShared, request: &HttpRequest) -> HttpResponse
     let Some(agent) = shared.current_agent() else {
         return not_held();
     };
-    let mut client = agent.client.clone();
-    let ask = proto::BootTokenRequest {
-        mac: query.mac.clone(),
-        lease_epoch: epoch,
-    };
-    let entry = match tokio::time::timeout(BOOT_TOKEN_TIMEOUT, client.boot_token(ask)).await {
-        Ok(Ok(answer)) => answer.into_inner(),
-        Ok(Err(status)) if status.code() == tonic::Code::NotFound => {
-            site_log(format_args!("boot script for {}: no boot entry", query.mac));
-            return HttpResponse::text(
-                404,
-                &format!("no boot entry for {} at this site\n", query.mac),
-            );
-        }
-        Ok(Err(status)) if status.code() == tonic::Code::FailedPrecondition => {
-            site_log(format_args!(
-                "boot script for {} refused by the control plane: {}; not vouching at epoch {epoch}",
-                query.mac,
-                describe_status(&status)
-            ));
-            shared.drop_epoch(epoch);
-            return not_held();
-        }
-        Ok(Err(status)) => {
-            site_log(format_args!(
-                "boot script for {}: BootToken failed: {}",
-                query.mac,
-                describe_status(&status)
-            ));
-            return HttpResponse::text(502, "the control plane could not be asked; retry\n");
-        }
-        Err(_) => {
-            site_log(format_args!(
-                "boot script for {}: BootToken took more than {} s",
-                query.mac,
-                BOOT_TOKEN_TIMEOUT.as_secs()
-            ));
-            return HttpResponse::text(502, "the control plane could not be asked; retry\n");
-        }
+    let entry = match cached_or_asked(shared, &agent, &query.mac, epoch).await {
+        Ok(entry) => entry,
+        Err(answer) => return answer,
     };
     // The lease may have lapsed during the call: judge it again before signing.
     let view = shared.view();
@@ -251,6 +222,75 @@ async fn boot_script(shared: &SiteShared, request: &HttpRequest) -> HttpResponse
         request.peer.to_canonical()
     ));
     HttpResponse::text(200, &render_script(&entry, &signed.to_cmdline()))
+}
+
+/// The MAC's boot entry and token at `epoch`: the cached answer while its token is reusable
+/// ([`super::cache`]), else a new `BootToken` (cached when answered). Asks for one MAC wait for
+/// each other, so a burst of them makes one call. The error is the HTTP answer.
+async fn cached_or_asked(
+    shared: &SiteShared,
+    agent: &SiteAgent,
+    mac: &str,
+    epoch: u64,
+) -> Result<proto::BootTokenResponse, HttpResponse> {
+    let server_now = |shared: &SiteShared| shared.view().server_now_ms(local_now_ms());
+    let slot = shared.boot_tokens.slot(mac, epoch, server_now(shared));
+    let mut cached = slot.lock().await;
+    if let Some(answer) = cached.as_ref().filter(|a| reusable(a, server_now(shared))) {
+        return Ok(answer.clone());
+    }
+    *cached = None;
+    let answer = ask_boot_token(shared, agent, mac, epoch).await?;
+    *cached = Some(answer.clone());
+    Ok(answer)
+}
+
+/// One `BootToken` call; the error is the HTTP answer (and a refusal at this epoch stops the
+/// vouching).
+async fn ask_boot_token(
+    shared: &SiteShared,
+    agent: &SiteAgent,
+    mac: &str,
+    epoch: u64,
+) -> Result<proto::BootTokenResponse, HttpResponse> {
+    let mut client = agent.client.clone();
+    let ask = proto::BootTokenRequest {
+        mac: mac.to_owned(),
+        lease_epoch: epoch,
+    };
+    let retry = || HttpResponse::text(502, "the control plane could not be asked; retry\n");
+    match tokio::time::timeout(BOOT_TOKEN_TIMEOUT, client.boot_token(ask)).await {
+        Ok(Ok(answer)) => Ok(answer.into_inner()),
+        Ok(Err(status)) if status.code() == tonic::Code::NotFound => {
+            site_log(format_args!("boot script for {mac}: no boot entry"));
+            Err(HttpResponse::text(
+                404,
+                &format!("no boot entry for {mac} at this site\n"),
+            ))
+        }
+        Ok(Err(status)) if status.code() == tonic::Code::FailedPrecondition => {
+            site_log(format_args!(
+                "boot script for {mac} refused by the control plane: {}; not vouching at epoch {epoch}",
+                describe_status(&status)
+            ));
+            shared.drop_epoch(epoch);
+            Err(not_held())
+        }
+        Ok(Err(status)) => {
+            site_log(format_args!(
+                "boot script for {mac}: BootToken failed: {}",
+                describe_status(&status)
+            ));
+            Err(retry())
+        }
+        Err(_) => {
+            site_log(format_args!(
+                "boot script for {mac}: BootToken took more than {} s",
+                BOOT_TOKEN_TIMEOUT.as_secs()
+            ));
+            Err(retry())
+        }
+    }
 }
 
 #[cfg(test)]

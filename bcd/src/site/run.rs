@@ -24,7 +24,7 @@ pub const STOPPED_MESSAGE: &str = "bcd site: stopped";
 pub struct SiteOptions {
     /// The node loop's options (the same as `bcd node`'s).
     pub node: NodeOptions,
-    /// The boot server's address (`--listen`, `[site] listen`, `0.0.0.0:8069`).
+    /// The boot server's address (`--listen`, else `[site] listen`; there is no default).
     pub listen: String,
 }
 

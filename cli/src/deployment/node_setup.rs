@@ -62,6 +62,8 @@ pub struct NodeSetup {
     pub attestor: Option<String>,
     /// `[helper] user`: the privilege split (bcd node as this user, bcd helper as root).
     pub helper_user: Option<String>,
+    /// `[site] listen`: `bcd site`'s iPXE server address (bcd has no default for it).
+    pub site_listen: Option<String>,
     pub join_encryption_jwk: String,
     pub join_signing_jwk: String,
     pub serving_ca_pem: String,
@@ -120,6 +122,7 @@ impl NodeSetup {
             approver_set_sha256: None,
             attestor: None,
             helper_user: None,
+            site_listen: None,
             join_encryption_jwk: jwk(&public.join_encryption),
             join_signing_jwk: jwk(&public.join_signing),
             serving_ca_pem: pem("CERTIFICATE", &public.serving_ca_der),
@@ -165,6 +168,9 @@ impl NodeSetup {
                  user = {}\n",
                 toml_string(user)
             ));
+        }
+        if let Some(listen) = &self.site_listen {
+            out.push_str(&site_table(listen));
         }
         out
     }
@@ -354,6 +360,16 @@ pub const NODE_UNIT: &str = include_str!("../../../deploy/systemd/bcd.service");
 /// The unit of `bcd helper` (`deploy/systemd/bcd-helper.service`).
 pub const HELPER_UNIT: &str = include_str!("../../../deploy/systemd/bcd-helper.service");
 
+/// `[site] listen` in bcd's config.toml.
+fn site_table(listen: &str) -> String {
+    format!(
+        "# `bcd site`'s iPXE boot server (no default: bcd site refuses to start without it).\n\
+         [site]\n\
+         listen = {}\n",
+        toml_string(listen)
+    )
+}
+
 /// The script's first steps under `[helper]`: root only; the user made when missing
 /// (`useradd --system --user-group --no-create-home --shell /usr/sbin/nologin`) and taken out of
 /// `tss` when in it (whoever opens the TPM may clear it; bcd helper opens it for bcd node).
@@ -490,6 +506,11 @@ mod tests {
         assert_eq!(approver_set(&ok).ok(), Some("ab".repeat(32)));
         assert!(approver_set("abc").is_err());
         assert!(approver_set(&"zz".repeat(32)).is_err());
+    }
+
+    #[test]
+    fn a_site_listen_is_written_under_site() {
+        assert!(site_table("192.0.2.10:8069").ends_with("[site]\nlisten = \"192.0.2.10:8069\"\n"));
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub struct SetupArgs {
     /// bcd.service.
     #[arg(long, value_name = "USER")]
     pub helper_user: Option<String>,
+    /// A site agent's iPXE boot server address, IP:PORT on the network its machines boot from:
+    /// writes `[site] listen` into config.toml (`bcd site` has no default address).
+    #[arg(long, value_name = "IP:PORT")]
+    pub site_listen: Option<String>,
 }
 
 #[derive(Args)]
@@ -92,6 +96,16 @@ async fn setup(args: &SetupArgs, written_by: &str) -> Result<NodeSetup, Identity
             return Err(IdentityCmdError::Invalid(format!(
                 "--helper-user {user:?}: name the unprivileged user bcd node runs as (a login \
                  name: lower-case letters, digits, _ and -; not root), for example bcd"
+            )))
+        }
+    };
+    out.site_listen = match args.site_listen.as_deref().map(str::trim) {
+        None => None,
+        Some(listen) if listen.parse::<std::net::SocketAddr>().is_ok() => Some(listen.to_owned()),
+        Some(listen) => {
+            return Err(IdentityCmdError::Invalid(format!(
+                "--site-listen {listen:?}: name the address bcd site's iPXE server listens on, \
+                 IP:PORT on the network the machines boot from, for example 192.0.2.10:8069"
             )))
         }
     };
