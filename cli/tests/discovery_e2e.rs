@@ -23,6 +23,9 @@ use events::store::testkit::TestDb;
 
 const MAC: &str = "52:54:00:12:34:56";
 const UUID: &str = "4c4c4544-0042-3510-8052-b2c04f585931";
+/// A second machine, whose epoch-1 script is kept for after the lease moved.
+const MAC2: &str = "52:54:00:12:34:57";
+const UUID2: &str = "4c4c4544-0042-3510-8052-b2c04f585932";
 const SITE: &str = "site-1";
 
 /// The serve configuration: a short boot lease, so the test waits seconds, not a minute.
@@ -70,16 +73,16 @@ fn kernel_line(script: &str) -> String {
     format!("{}\n", words.next().unwrap_or_default())
 }
 
-/// A sysfs with the registered machine's NIC and product UUID.
-fn sysfs(root: &Path) {
+/// A sysfs with a registered machine's NIC and product UUID.
+fn sysfs(root: &Path, mac: &str, uuid: &str) {
     let nic = root.join("class/net/eth0");
     fs::create_dir_all(nic.join("device")).expect("mkdir");
     fs::write(nic.join("type"), "1\n").expect("write");
     fs::write(nic.join("addr_assign_type"), "0\n").expect("write");
-    fs::write(nic.join("address"), format!("{MAC}\n")).expect("write");
+    fs::write(nic.join("address"), format!("{mac}\n")).expect("write");
     let dmi = root.join("class/dmi/id");
     fs::create_dir_all(&dmi).expect("mkdir");
-    fs::write(dmi.join("product_uuid"), format!("{UUID}\n")).expect("write");
+    fs::write(dmi.join("product_uuid"), format!("{uuid}\n")).expect("write");
 }
 
 /// A site agent: joined with a fresh site token into `data`, then `bcd site` on `listen`.
@@ -98,11 +101,23 @@ fn site_agent(server: &Server, tmp: &Path, name: &str, listen: &str) -> Proc {
     )
 }
 
-/// `bcd ramdisk --cmdline <file>` in a fresh data directory: (code, stdout, stderr).
+/// `bcd ramdisk --cmdline <file>` in a fresh data directory on the first machine: (code,
+/// stdout, stderr).
 fn ramdisk(server: &Server, tmp: &Path, name: &str, cmdline: &Path) -> (i32, String, String) {
-    let sys = tmp.join("sys");
+    ramdisk_on(server, tmp, name, cmdline, (MAC, UUID))
+}
+
+/// `bcd ramdisk --cmdline <file>` on the machine `(mac, uuid)`.
+fn ramdisk_on(
+    server: &Server,
+    tmp: &Path,
+    name: &str,
+    cmdline: &Path,
+    (mac, uuid): (&str, &str),
+) -> (i32, String, String) {
+    let sys = tmp.join(format!("sys-{}", mac.replace(':', "")));
     if !sys.exists() {
-        sysfs(&sys);
+        sysfs(&sys, mac, uuid);
     }
     let data = tmp.join(name);
     let mut cmd = bcd(
@@ -150,22 +165,24 @@ fn scenario(db_url: &str) {
         (true.into(), 1.into())
     );
 
-    // The operator registers the machine.
-    server.bcctl(&[
-        "site",
-        "boot",
-        "add",
-        "--site",
-        SITE,
-        "--mac",
-        MAC,
-        "--product-uuid",
-        UUID,
-        "--kernel",
-        "http://boot.example/vmlinuz",
-        "--initrd",
-        "http://boot.example/initrd.img",
-    ]);
+    // The operator registers the machines.
+    for (mac, uuid) in [(MAC, UUID), (MAC2, UUID2)] {
+        server.bcctl(&[
+            "site",
+            "boot",
+            "add",
+            "--site",
+            SITE,
+            "--mac",
+            mac,
+            "--product-uuid",
+            uuid,
+            "--kernel",
+            "http://boot.example/vmlinuz",
+            "--initrd",
+            "http://boot.example/initrd.img",
+        ]);
+    }
 
     // iPXE asks for the machine's script; its kernel line is the ramdisk's command line.
     let (code, script) = get(
@@ -183,8 +200,11 @@ fn scenario(db_url: &str) {
     );
     let cmdline = tmp.path().join("cmdline-1");
     fs::write(&cmdline, kernel_line(&script)).expect("write the command line");
-    // A second script at epoch 1, kept for after the lease moved.
-    let (code, old_script) = get(&listen1, &format!("/boot.ipxe?mac={MAC}"));
+    // The same machine asking again gets the same script: one live token per MAC and epoch.
+    let (code, again) = get(&listen1, &format!("/boot.ipxe?mac={MAC}"));
+    assert_eq!((code, kernel_line(&again)), (200, kernel_line(&script)));
+    // The second machine's script at epoch 1, kept for after the lease moved.
+    let (code, old_script) = get(&listen1, &format!("/boot.ipxe?mac={MAC2}"));
     assert_eq!(code, 200, "{old_script}");
     let old_cmdline = tmp.path().join("cmdline-old");
     fs::write(&old_cmdline, kernel_line(&old_script)).expect("write the command line");
@@ -245,7 +265,13 @@ fn scenario(db_url: &str) {
     );
 
     // The assertion agent 1 signed at epoch 1 no longer admits.
-    let (code, _, stderr) = ramdisk(&server, tmp.path(), "ramdisk-old", &old_cmdline);
+    let (code, _, stderr) = ramdisk_on(
+        &server,
+        tmp.path(),
+        "ramdisk-old",
+        &old_cmdline,
+        (MAC2, UUID2),
+    );
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("Join refused (ACCESS_DENIED)"), "{stderr}");
     assert_eq!(last_join_refusal(&server), "discovery:not-lease-holder");
