@@ -16,7 +16,8 @@ use bcd::client::certificate_spki_pin;
 use bcd::files::identity::store_joined;
 use bcd::files::DataDir;
 use domain::attest::discovery::wire::{assertion_signed_input, SignedDiscoveryAssertion};
-use domain::pki::{KeySet, NodeRole, PrivateKey, TokenSecret};
+use domain::pki::{KeySet, NodeId, NodeRole, PrivateKey, Signature, Statement, TokenSecret};
+use domain::site::{SiteCall, SiteCallStatement};
 use proto::site_lease_request::Action;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Status;
@@ -369,13 +370,25 @@ async fn the_lease_is_acquired_renewed_and_released_and_the_script_carries_a_ver
         &assertion_signed_input(&signed.assertion),
         &signed.signature().unwrap()
     ));
+    let asked = site.boots.lock().unwrap().clone();
     assert_eq!(
-        *site.boots.lock().unwrap(),
-        vec![proto::BootTokenRequest {
-            mac: MAC.into(),
-            lease_epoch: 1
-        }]
+        asked
+            .iter()
+            .map(|a| (a.mac.as_str(), a.lease_epoch))
+            .collect::<Vec<_>>(),
+        vec![(MAC, 1)]
     );
+    // Each BootToken carries the agent's proof of it (issue 40 item 10).
+    let statement = SiteCallStatement {
+        node_id: NodeId::new("site_a").unwrap(),
+        call: SiteCall::boot_token(MAC, 1),
+        client_time_ms: u64::try_from(asked[0].client_time_ms).unwrap(),
+    };
+    assert!(site.key.public_key().verify_es256(
+        &statement.signed_input(),
+        &Signature::from_bytes(&asked[0].signature).unwrap()
+    ));
+    assert!((before - 1_000..=after + 1_000).contains(&asked[0].client_time_ms));
     // The log names the entry and the MAC, never the token or the assertion.
     let log = site.log();
     assert!(

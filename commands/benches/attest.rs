@@ -46,6 +46,7 @@ use domain::pki::{
     build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, TokenSecret,
     TrustDomain,
 };
+use domain::site::{SiteCall, SiteCallProof, SiteCallStatement};
 use events::store::testkit::TestDb;
 use events::store::EventStore;
 
@@ -296,8 +297,18 @@ async fn site_fixture(
             boot_lease_ttl: std::time::Duration::from_secs(3600),
         },
     );
+    let (client_time_ms, signature) = site_call_proof(
+        &agent.key,
+        &joined.node_id,
+        SiteCall::LeaseAcquire,
+        clock_arc.now_us() / 1000,
+    );
+    let proof = SiteCallProof {
+        client_time_ms,
+        signature: &signature,
+    };
     let lease = calls
-        .lease(&leaf, LeaseAction::Acquire, 0)
+        .lease(&leaf, LeaseAction::Acquire, 0, proof)
         .await
         .expect("the lease");
     SiteFixture {
@@ -308,6 +319,17 @@ async fn site_fixture(
         boots: BootEntries::new(store.clone(), clock_arc),
         epoch: lease.epoch,
     }
+}
+
+/// The site agent's proof of `call` at `at_ms` (issue 40: SiteLease and BootToken carry one).
+fn site_call_proof(key: &PrivateKey, node_id: &str, call: SiteCall, at_ms: i64) -> (i64, Vec<u8>) {
+    let statement = SiteCallStatement {
+        node_id: NodeId::new(node_id).expect("node id"),
+        call,
+        client_time_ms: u64::try_from(at_ms).expect("time"),
+    };
+    let signature = domain::pki::statement::sign(key, &statement).expect("sign");
+    (at_ms, signature.as_bytes().to_vec())
 }
 
 /// Step 4: fresh ramdisks join by discovery, one boot entry, token and assertion each.
@@ -343,9 +365,19 @@ async fn discovery_round(
             })
             .await
             .expect("boot entry");
+        let (client_time_ms, signature) = site_call_proof(
+            &site.agent.key,
+            &site.node_id,
+            SiteCall::boot_token(&mac, site.epoch),
+            clock.now_us() / 1000,
+        );
+        let proof = SiteCallProof {
+            client_time_ms,
+            signature: &signature,
+        };
         let boot = site
             .calls
-            .boot_token(&site.leaf, &mac, site.epoch)
+            .boot_token(&site.leaf, &mac, site.epoch, proof)
             .await
             .expect("boot token");
         let now_ms = clock.now_us() / 1000;

@@ -19,6 +19,7 @@ use events::store::testkit::TestDb;
 use events::store::EventStore;
 
 use crate::identity_support::*;
+use crate::site_support::{boot_token_by, lease_by, SiteCaller};
 use crate::x509pop_support::join_refusals;
 
 const MAC: &str = "52:54:00:aa:bb:01";
@@ -87,9 +88,14 @@ async fn fifty_joins_with_one_signed_assertion_admit_exactly_one() {
             boot_lease_ttl: Duration::from_secs(60),
         },
     );
-    let lease = calls.lease(&leaf, LeaseAction::Acquire, 0).await.unwrap();
+    let caller = SiteCaller::new(leaf.clone(), site_agent.key, f.clock.clone());
+    let lease = lease_by(&calls, &caller, LeaseAction::Acquire, 0)
+        .await
+        .unwrap();
     assert!(lease.held);
-    let boot = calls.boot_token(&leaf, MAC, lease.epoch).await.unwrap();
+    let boot = boot_token_by(&calls, &caller, MAC, lease.epoch)
+        .await
+        .unwrap();
 
     // One signed assertion, as bcd site renders it.
     let now_ms = f.clock.now_us() / 1000;
@@ -104,7 +110,7 @@ async fn fifty_joins_with_one_signed_assertion_admit_exactly_one() {
         issued_at_ms: now_ms,
         not_after_ms: now_ms + 10 * 60 * 1000,
     };
-    let signed = SignedDiscoveryAssertion::sign(&assertion, leaf, &site_agent.key).unwrap();
+    let signed = SignedDiscoveryAssertion::sign(&assertion, leaf, caller.key()).unwrap();
     let secret = TokenSecret::parse(&boot.token).unwrap();
 
     // 50 ramdisks, each its own key and CSR, the same token and assertion.

@@ -8,6 +8,7 @@
 //! discovery), and one per reason an earlier join is not answered again.
 
 use crate::identity_support::*;
+use crate::site_support::{boot_token_by, lease_by, SiteCaller};
 use crate::x509pop_support::{evidence, expire, joined, x509pop_request};
 
 use commands::identity::{JoinAnswer, JoinRequest, NewToken};
@@ -283,8 +284,13 @@ async fn discovery_setup(f: &Fixture) -> (TokenSecret, SignedDiscoveryAssertion)
             boot_lease_ttl: Duration::from_secs(60),
         },
     );
-    let lease = calls.lease(&leaf, LeaseAction::Acquire, 0).await.unwrap();
-    let boot = calls.boot_token(&leaf, MAC, lease.epoch).await.unwrap();
+    let caller = SiteCaller::new(leaf.clone(), site_agent.key, f.clock.clone());
+    let lease = lease_by(&calls, &caller, LeaseAction::Acquire, 0)
+        .await
+        .unwrap();
+    let boot = boot_token_by(&calls, &caller, MAC, lease.epoch)
+        .await
+        .unwrap();
     let now_ms = f.clock.now_us() / 1000;
     let assertion = DiscoveryAssertion {
         site_id: "par1".into(),
@@ -297,7 +303,7 @@ async fn discovery_setup(f: &Fixture) -> (TokenSecret, SignedDiscoveryAssertion)
         issued_at_ms: now_ms,
         not_after_ms: now_ms + 10 * 60 * 1000,
     };
-    let signed = SignedDiscoveryAssertion::sign(&assertion, leaf, &site_agent.key).unwrap();
+    let signed = SignedDiscoveryAssertion::sign(&assertion, leaf, caller.key()).unwrap();
     (TokenSecret::parse(&boot.token).unwrap(), signed)
 }
 

@@ -20,6 +20,7 @@ use events::store::EventStore;
 use projections::identity::read as identity_read;
 
 use crate::identity_support::*;
+use crate::site_support::{boot_token_by, lease_by, SiteCaller};
 
 const TTL_US: i64 = 3_000_000;
 
@@ -80,8 +81,9 @@ fn refused<T: std::fmt::Debug>(r: Result<T, SiteError>) -> String {
     }
 }
 
-/// Joins a fresh agent of `role` ("site" or "node") at `site`; returns (node id, leaf DER).
-async fn join_as(f: &Fixture, role: TokenRole, site: &str) -> (String, Vec<u8>) {
+/// Joins a fresh agent of `role` ("site" or "node") at `site`; returns (node id, the agent as
+/// a caller of the site agent's calls).
+async fn join_as(f: &Fixture, role: TokenRole, site: &str) -> (String, SiteCaller) {
     let created = f
         .svc
         .create_token(&NewToken {
@@ -100,7 +102,11 @@ async fn join_as(f: &Fixture, role: TokenRole, site: &str) -> (String, Vec<u8>) 
         Default::default(),
     );
     let answer = f.svc.join(&req).await.unwrap();
-    (answer.node_id.clone(), answer.certificate_chain[0].clone())
+    let leaf = answer.certificate_chain[0].clone();
+    (
+        answer.node_id.clone(),
+        SiteCaller::new(leaf, agent.key, f.clock.clone()),
+    )
 }
 
 async fn site_events(f: &Fixture) -> Vec<(String, String, i64)> {
@@ -303,7 +309,9 @@ async fn the_lease_is_acquired_renewed_released_and_lapses_with_rising_epochs() 
         let (b, leaf_b) = join_as(&f, TokenRole::Site, "par1").await;
         let calls = agent_calls(&f);
         let t0 = f.clock.now_us();
-        let got = calls.lease(&leaf_a, LeaseAction::Acquire, 0).await.unwrap();
+        let got = lease_by(&calls, &leaf_a, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
         assert_eq!(
             (
                 got.held,
@@ -315,31 +323,45 @@ async fn the_lease_is_acquired_renewed_released_and_lapses_with_rising_epochs() 
         );
         assert_eq!(got.renew_every_ms, 1000);
         // Another agent is told who holds it.
-        let other = calls.lease(&leaf_b, LeaseAction::Acquire, 0).await.unwrap();
+        let other = lease_by(&calls, &leaf_b, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
         assert_eq!(
             (other.held, other.epoch, other.holder_node_id.as_deref()),
             (false, 1, Some(a.as_str()))
         );
         f.clock.advance_secs(2);
-        let renewed = calls.lease(&leaf_a, LeaseAction::Renew, 1).await.unwrap();
+        let renewed = lease_by(&calls, &leaf_a, LeaseAction::Renew, 1)
+            .await
+            .unwrap();
         assert_eq!((renewed.held, renewed.epoch), (true, 1));
         assert_eq!(renewed.expires_at_us, f.clock.now_us() + TTL_US);
-        let stale = calls.lease(&leaf_a, LeaseAction::Renew, 9).await.unwrap();
+        let stale = lease_by(&calls, &leaf_a, LeaseAction::Renew, 9)
+            .await
+            .unwrap();
         assert!(!stale.held);
         // The lapse: a's renew is not held, b takes epoch 2.
         f.clock.advance_secs(4);
-        let late = calls.lease(&leaf_a, LeaseAction::Renew, 1).await.unwrap();
+        let late = lease_by(&calls, &leaf_a, LeaseAction::Renew, 1)
+            .await
+            .unwrap();
         assert_eq!((late.held, late.holder_node_id), (false, None));
-        let took = calls.lease(&leaf_b, LeaseAction::Acquire, 0).await.unwrap();
+        let took = lease_by(&calls, &leaf_b, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
         assert_eq!((took.held, took.epoch), (true, 2));
         assert_eq!(took.holder_node_id.as_deref(), Some(b.as_str()));
         // b releases; a takes epoch 3.
-        let released = calls.lease(&leaf_b, LeaseAction::Release, 2).await.unwrap();
+        let released = lease_by(&calls, &leaf_b, LeaseAction::Release, 2)
+            .await
+            .unwrap();
         assert_eq!(
             (released.held, released.epoch, released.holder_node_id),
             (false, 2, None)
         );
-        let again = calls.lease(&leaf_a, LeaseAction::Acquire, 0).await.unwrap();
+        let again = lease_by(&calls, &leaf_a, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
         assert_eq!((again.held, again.epoch), (true, 3));
         // An operator fences it; a then acquires epoch 4.
         let fenced = sites(&f).fence("par1", "alice").await.unwrap();
@@ -351,7 +373,9 @@ async fn the_lease_is_acquired_renewed_released_and_lapses_with_rising_epochs() 
             refused(sites(&f).fence("par1", "alice").await),
             "INVALID_STATE: the boot lease of site par1 is not held"
         );
-        let fourth = calls.lease(&leaf_a, LeaseAction::Acquire, 0).await.unwrap();
+        let fourth = lease_by(&calls, &leaf_a, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
         assert_eq!((fourth.held, fourth.epoch), (true, 4));
         let shown = sites(&f)
             .show("par1")
@@ -397,20 +421,25 @@ async fn only_a_site_agent_of_an_existing_site_calls() {
         let calls = agent_calls(&f);
         let (_, node_leaf) = join_as(&f, TokenRole::Node, "par1").await;
         assert!(matches!(
-            calls.lease(&node_leaf, LeaseAction::Acquire, 0).await,
+            lease_by(&calls, &node_leaf, LeaseAction::Acquire, 0).await,
             Err(SiteError::NotSiteAgent(AgentRefusal::NotSiteRole))
         ));
         assert!(matches!(
-            calls
-                .lease(b"not a certificate", LeaseAction::Acquire, 0)
-                .await,
+            lease_by(
+                &calls,
+                &node_leaf.presenting(b"not a certificate".to_vec()),
+                LeaseAction::Acquire,
+                0
+            )
+            .await,
             Err(SiteError::NoIdentity)
         ));
         let (site_node, leaf) = join_as(&f, TokenRole::Site, "par1").await;
-        let mut tampered = leaf.clone();
-        let last = tampered.len() - 1;
-        tampered[last] ^= 1;
-        let r = calls.lease(&tampered, LeaseAction::Acquire, 0).await;
+        let mut bytes = leaf.leaf.clone();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let tampered = leaf.presenting(bytes);
+        let r = lease_by(&calls, &tampered, LeaseAction::Acquire, 0).await;
         assert!(
             matches!(
                 r,
@@ -420,7 +449,7 @@ async fn only_a_site_agent_of_an_existing_site_calls() {
         );
         // A retired agent no longer calls.
         f.svc.retire_node(&site_node, "gone").await.unwrap();
-        let r = calls.lease(&leaf, LeaseAction::Acquire, 0).await;
+        let r = lease_by(&calls, &leaf, LeaseAction::Acquire, 0).await;
         assert!(
             matches!(r, Err(SiteError::NotSiteAgent(AgentRefusal::Revoked))),
             "{r:?}"
@@ -428,13 +457,13 @@ async fn only_a_site_agent_of_an_existing_site_calls() {
         // A site agent of a site nobody created.
         let (_, orphan) = join_as(&f, TokenRole::Site, "lyon1").await;
         assert_eq!(
-            refused(calls.lease(&orphan, LeaseAction::Acquire, 0).await),
+            refused(lease_by(&calls, &orphan, LeaseAction::Acquire, 0).await),
             "NOT_FOUND: no site lyon1"
         );
         // An expired certificate.
         let (_, fresh) = join_as(&f, TokenRole::Site, "par1").await;
         f.clock.advance_secs(400 * 24 * 3600);
-        let r = calls.lease(&fresh, LeaseAction::Acquire, 0).await;
+        let r = lease_by(&calls, &fresh, LeaseAction::Acquire, 0).await;
         assert!(
             matches!(r, Err(SiteError::NotSiteAgent(AgentRefusal::Expired))),
             "{r:?}"
@@ -454,10 +483,11 @@ async fn boot_token_mints_a_discovery_token_for_the_lease_holder_only() {
         let (_a, leaf_a) = join_as(&f, TokenRole::Site, "par1").await;
         let (b, leaf_b) = join_as(&f, TokenRole::Site, "par1").await;
         let calls = agent_calls(&f);
-        let held = calls.lease(&leaf_a, LeaseAction::Acquire, 0).await.unwrap();
+        let held = lease_by(&calls, &leaf_a, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
         let now = f.clock.now_us();
-        let got = calls
-            .boot_token(&leaf_a, "AA:BB:CC:DD:EE:01", held.epoch)
+        let got = boot_token_by(&calls, &leaf_a, "AA:BB:CC:DD:EE:01", held.epoch)
             .await
             .unwrap();
         assert!(
@@ -513,8 +543,7 @@ async fn boot_token_mints_a_discovery_token_for_the_lease_holder_only() {
         let secret = domain::pki::TokenSecret::parse(&got.token).unwrap();
         assert_eq!(token.secret_sha256, secret.hash().as_bytes().to_vec());
         // The token is minted per call.
-        let second = calls
-            .boot_token(&leaf_a, "aa:bb:cc:dd:ee:01", held.epoch)
+        let second = boot_token_by(&calls, &leaf_a, "aa:bb:cc:dd:ee:01", held.epoch)
             .await
             .unwrap();
         assert_ne!(
@@ -529,18 +558,13 @@ async fn boot_token_mints_a_discovery_token_for_the_lease_holder_only() {
             })
             .await
             .unwrap();
-        let bounded = calls
-            .boot_token(&leaf_a, "aa:bb:cc:dd:ee:03", held.epoch)
+        let bounded = boot_token_by(&calls, &leaf_a, "aa:bb:cc:dd:ee:03", held.epoch)
             .await
             .unwrap();
         assert_eq!(bounded.token_expires_at_us, short.not_after_us);
         // NOT_FOUND: no entry for the MAC, or only a removed one.
         assert_eq!(
-            refused(
-                calls
-                    .boot_token(&leaf_a, "aa:bb:cc:dd:ee:99", held.epoch)
-                    .await
-            ),
+            refused(boot_token_by(&calls, &leaf_a, "aa:bb:cc:dd:ee:99", held.epoch).await),
             "NOT_FOUND: site par1 has no active boot entry for MAC aa:bb:cc:dd:ee:99"
         );
         boots(&f)
@@ -548,17 +572,11 @@ async fn boot_token_mints_a_discovery_token_for_the_lease_holder_only() {
             .await
             .unwrap();
         assert_eq!(
-            refused(
-                calls
-                    .boot_token(&leaf_a, "aa:bb:cc:dd:ee:03", held.epoch)
-                    .await
-            ),
+            refused(boot_token_by(&calls, &leaf_a, "aa:bb:cc:dd:ee:03", held.epoch).await),
             "NOT_FOUND: site par1 has no active boot entry for MAC aa:bb:cc:dd:ee:03"
         );
         // FAILED_PRECONDITION: another agent, or the holder at another epoch.
-        let r = calls
-            .boot_token(&leaf_b, "aa:bb:cc:dd:ee:01", held.epoch)
-            .await;
+        let r = boot_token_by(&calls, &leaf_b, "aa:bb:cc:dd:ee:01", held.epoch).await;
         assert_eq!(
             refused(r),
             format!(
@@ -566,22 +584,18 @@ async fn boot_token_mints_a_discovery_token_for_the_lease_holder_only() {
                  epoch 1 (ACQUIRE it first)"
             )
         );
-        let r = calls
-            .boot_token(&leaf_a, "aa:bb:cc:dd:ee:01", held.epoch + 1)
-            .await;
+        let r = boot_token_by(&calls, &leaf_a, "aa:bb:cc:dd:ee:01", held.epoch + 1).await;
         assert!(
             matches!(r, Err(SiteError::NotLeaseHolder { epoch: 2, .. })),
             "{r:?}"
         );
         // After the lapse the holder's epoch vouches no more.
         f.clock.advance_secs(4);
-        let r = calls
-            .boot_token(&leaf_a, "aa:bb:cc:dd:ee:01", held.epoch)
-            .await;
+        let r = boot_token_by(&calls, &leaf_a, "aa:bb:cc:dd:ee:01", held.epoch).await;
         assert!(matches!(r, Err(SiteError::NotLeaseHolder { .. })), "{r:?}");
         // PERMISSION_DENIED: a node certificate.
         let (_, node_leaf) = join_as(&f, TokenRole::Node, "par1").await;
-        let r = calls.boot_token(&node_leaf, "aa:bb:cc:dd:ee:01", 1).await;
+        let r = boot_token_by(&calls, &node_leaf, "aa:bb:cc:dd:ee:01", 1).await;
         assert_eq!(
             r.as_ref().err().map(SiteError::code),
             Some("PERMISSION_DENIED")
@@ -609,7 +623,7 @@ async fn twenty_concurrent_acquires_one_holder_at_epoch_1() {
         let barrier = barrier.clone();
         tasks.spawn(async move {
             barrier.wait().await;
-            (node, calls.lease(&leaf, LeaseAction::Acquire, 0).await)
+            (node, lease_by(&calls, &leaf, LeaseAction::Acquire, 0).await)
         });
     }
     let mut holders = Vec::new();

@@ -17,6 +17,7 @@ use domain::pki::{NodeRole, TrustDomain};
 use events::store::testkit::TestDb;
 
 use crate::identity_support::*;
+use crate::site_support::{boot_token_by, lease_by, SiteCaller};
 
 struct World {
     sites: Sites,
@@ -67,7 +68,7 @@ fn entry(site: &str, mac: &str, replace: bool) -> NewBootEntry {
     }
 }
 
-async fn site_leaf(f: &Fixture, site: &str) -> Vec<u8> {
+async fn site_leaf(f: &Fixture, site: &str) -> SiteCaller {
     let created = f
         .svc
         .create_token(&NewToken {
@@ -79,7 +80,8 @@ async fn site_leaf(f: &Fixture, site: &str) -> Vec<u8> {
         .unwrap();
     let agent = Agent::new();
     let req = join_request(f, &agent, &created.secret, "site", Default::default());
-    f.svc.join(&req).await.unwrap().certificate_chain[0].clone()
+    let leaf = f.svc.join(&req).await.unwrap().certificate_chain[0].clone();
+    SiteCaller::new(leaf, agent.key, f.clock.clone())
 }
 
 #[tokio::test]
@@ -105,23 +107,34 @@ async fn a_rebuild_gives_the_same_site_tables_at_every_batch_size() {
         w.boots.remove(&one.entry_id, "bob", "").await.err();
         let a = site_leaf(&f, "par1").await;
         let b = site_leaf(&f, "ams1").await;
-        w.agent.lease(&a, LeaseAction::Acquire, 0).await.unwrap();
-        w.agent.lease(&b, LeaseAction::Acquire, 0).await.unwrap();
-        for _ in 0..4 {
-            f.clock.advance_secs(1);
-            w.agent.lease(&a, LeaseAction::Renew, 1).await.unwrap();
-            w.agent.lease(&b, LeaseAction::Acquire, 0).await.unwrap();
-        }
-        w.agent
-            .boot_token(&a, "aa:bb:cc:dd:ee:01", 1)
+        lease_by(&w.agent, &a, LeaseAction::Acquire, 0)
             .await
             .unwrap();
-        w.agent.lease(&a, LeaseAction::Release, 1).await.unwrap();
+        lease_by(&w.agent, &b, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
+        for _ in 0..4 {
+            f.clock.advance_secs(1);
+            lease_by(&w.agent, &a, LeaseAction::Renew, 1).await.unwrap();
+            lease_by(&w.agent, &b, LeaseAction::Acquire, 0)
+                .await
+                .unwrap();
+        }
+        boot_token_by(&w.agent, &a, "aa:bb:cc:dd:ee:01", 1)
+            .await
+            .unwrap();
+        lease_by(&w.agent, &a, LeaseAction::Release, 1)
+            .await
+            .unwrap();
         f.clock.advance_secs(10);
-        w.agent.lease(&a, LeaseAction::Acquire, 0).await.unwrap();
+        lease_by(&w.agent, &a, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
         w.sites.fence("par1", "carol").await.unwrap();
-        w.agent.lease(&b, LeaseAction::Acquire, 0).await.unwrap();
-        w.agent.lease(&b, LeaseAction::Renew, 2).await.unwrap();
+        lease_by(&w.agent, &b, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
+        lease_by(&w.agent, &b, LeaseAction::Renew, 2).await.unwrap();
         let before = (
             w.sites.show("par1").await.unwrap(),
             w.sites.show("ams1").await.unwrap(),
@@ -227,7 +240,9 @@ async fn the_join_loads_the_site_lease_and_the_boot_entry() {
             .unwrap();
         *entry_id.lock().unwrap() = added.entry_id.clone();
         let leaf = site_leaf(&f, "par1").await;
-        let held = w.agent.lease(&leaf, LeaseAction::Acquire, 0).await.unwrap();
+        let held = lease_by(&w.agent, &leaf, LeaseAction::Acquire, 0)
+            .await
+            .unwrap();
         let holder = held.holder_node_id.clone().expect("a holder");
         assert_join_denied(svc.join(&probe_request()).await);
         let facts = take();
@@ -246,7 +261,9 @@ async fn the_join_loads_the_site_lease_and_the_boot_entry() {
         );
 
         // Released: no holder; removed: still loaded, marked removed.
-        w.agent.lease(&leaf, LeaseAction::Release, 1).await.unwrap();
+        lease_by(&w.agent, &leaf, LeaseAction::Release, 1)
+            .await
+            .unwrap();
         w.boots.remove(&added.entry_id, "alice", "").await.unwrap();
         assert_join_denied(svc.join(&probe_request()).await);
         let facts = take();

@@ -9,6 +9,7 @@ mod audit_support;
 mod cloud_iid_support;
 mod identity_support;
 mod quorum_support;
+mod site_support;
 // The TPM test client of domain's tests (swtpm driven by tpm2-tools), shared rather than copied.
 #[path = "../../domain/tests/tpm_support.rs"]
 mod tpm_support;

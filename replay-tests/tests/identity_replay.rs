@@ -46,6 +46,7 @@ use domain::pki::{
     build_csr, seal_token, KeyRole, KeySet, KeySetLifetimes, NodeId, PrivateKey, TokenSecret,
     TrustDomain,
 };
+use domain::site::{SiteCall, SiteCallProof, SiteCallStatement};
 use events::schema::{JoinRequestConsumed, JoinRequestCreated};
 use events::store::testkit::TestDb;
 use events::store::LogStore;
@@ -263,6 +264,18 @@ struct Node {
     agent: Agent,
     leaf: Vec<u8>,
     last_renew: Option<RenewInput>,
+}
+
+/// `node`'s proof of a site agent's `call` at the world's clock (issue 40 item 10).
+fn site_proof(node: &Node, call: SiteCall, clock: &SimClock) -> (i64, Vec<u8>) {
+    let at_ms = clock.now_us() / 1000;
+    let statement = SiteCallStatement {
+        node_id: NodeId::new(&node.id).expect("node id"),
+        call,
+        client_time_ms: u64::try_from(at_ms).expect("time"),
+    };
+    let signature = sign(&node.agent.key, &statement).expect("sign");
+    (at_ms, signature.as_bytes().to_vec())
 }
 
 struct World {
@@ -710,13 +723,22 @@ async fn step(w: &mut World, op: &Op) {
             if w.nodes.is_empty() {
                 return;
             }
-            let leaf = w.nodes[node % w.nodes.len()].leaf.clone();
-            let action = match action {
-                0 => LeaseAction::Acquire,
-                1 => LeaseAction::Renew,
-                _ => LeaseAction::Release,
+            let caller = &w.nodes[node % w.nodes.len()];
+            let (action, call) = match action {
+                0 => (LeaseAction::Acquire, SiteCall::LeaseAcquire),
+                1 => (LeaseAction::Renew, SiteCall::LeaseRenew { epoch: w.epoch }),
+                _ => (
+                    LeaseAction::Release,
+                    SiteCall::LeaseRelease { epoch: w.epoch },
+                ),
             };
-            if let Some(answer) = site_expected(w.agent.lease(&leaf, action, w.epoch).await) {
+            let (t, sig) = site_proof(caller, call, &w.clock);
+            let proof = SiteCallProof {
+                client_time_ms: t,
+                signature: &sig,
+            };
+            let answer = w.agent.lease(&caller.leaf, action, w.epoch, proof).await;
+            if let Some(answer) = site_expected(answer) {
                 w.epoch = answer.epoch;
             }
         }
@@ -727,9 +749,14 @@ async fn step(w: &mut World, op: &Op) {
             if w.nodes.is_empty() {
                 return;
             }
-            let leaf = w.nodes[node % w.nodes.len()].leaf.clone();
+            let caller = &w.nodes[node % w.nodes.len()];
             let mac = format!("aa:bb:cc:dd:ee:{mac:02x}");
-            let _ = site_expected(w.agent.boot_token(&leaf, &mac, w.epoch).await);
+            let (t, sig) = site_proof(caller, SiteCall::boot_token(&mac, w.epoch), &w.clock);
+            let proof = SiteCallProof {
+                client_time_ms: t,
+                signature: &sig,
+            };
+            let _ = site_expected(w.agent.boot_token(&caller.leaf, &mac, w.epoch, proof).await);
         }
         Op::DiscoveryJoin { node, mac, twice } => {
             if w.nodes.is_empty() {
@@ -769,15 +796,25 @@ async fn step(w: &mut World, op: &Op) {
             ) {
                 w.entry_ids.push(e.entry_id);
             }
-            if let Some(answer) = site_expected(
-                w.agent
-                    .lease(&signer.leaf, LeaseAction::Acquire, w.epoch)
-                    .await,
-            ) {
+            let (t, sig) = site_proof(signer, SiteCall::LeaseAcquire, &w.clock);
+            let proof = SiteCallProof {
+                client_time_ms: t,
+                signature: &sig,
+            };
+            let answer = w
+                .agent
+                .lease(&signer.leaf, LeaseAction::Acquire, w.epoch, proof)
+                .await;
+            if let Some(answer) = site_expected(answer) {
                 w.epoch = answer.epoch;
             }
-            let Some(boot) = site_expected(w.agent.boot_token(&signer.leaf, &mac, w.epoch).await)
-            else {
+            let (t, sig) = site_proof(signer, SiteCall::boot_token(&mac, w.epoch), &w.clock);
+            let proof = SiteCallProof {
+                client_time_ms: t,
+                signature: &sig,
+            };
+            let answer = w.agent.boot_token(&signer.leaf, &mac, w.epoch, proof).await;
+            let Some(boot) = site_expected(answer) else {
                 return;
             };
             let now_ms = w.clock.now_us() / 1000;

@@ -7,7 +7,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use domain::pki::NodeRole;
+use domain::pki::{sign_with, NodeId, NodeRole};
+use domain::site::{SiteCall, SiteCallStatement};
 
 use super::cache::BootTokenCache;
 use super::limit::ClientLimiter;
@@ -33,6 +34,23 @@ pub struct SiteAgent {
     pub site_id: String,
     /// The leaf's serial, hex.
     pub serial: String,
+}
+
+impl SiteAgent {
+    /// This agent's proof of `call` at its own clock: (client time, signature), for a
+    /// SiteLease's or BootToken's `client_time_ms` and `signature`.
+    pub fn prove(&self, call: SiteCall) -> Result<(i64, Vec<u8>), String> {
+        let client_time_ms = crate::clock::now_ms();
+        let node_id = NodeId::new(&self.node_id).map_err(|e| e.to_string())?;
+        let statement = SiteCallStatement {
+            node_id,
+            call,
+            client_time_ms: u64::try_from(client_time_ms).unwrap_or(0),
+        };
+        let signature = sign_with(&self.key, &statement)
+            .map_err(|e| format!("signing the call's proof failed: {e}"))?;
+        Ok((client_time_ms, signature.as_bytes().to_vec()))
+    }
 }
 
 /// Why the agent's identity could not be used.

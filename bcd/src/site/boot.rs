@@ -25,6 +25,7 @@ use domain::attest::discovery::wire::{
     normalize_mac, DiscoveryAssertion, SignedDiscoveryAssertion, CMDLINE_ASSERTION, CMDLINE_TOKEN,
     MAX_ASSERTION_AGE_MS,
 };
+use domain::site::SiteCall;
 
 use super::agent::{SiteAgent, SiteShared};
 use super::cache::reusable;
@@ -254,11 +255,18 @@ async fn ask_boot_token(
     epoch: u64,
 ) -> Result<proto::BootTokenResponse, HttpResponse> {
     let mut client = agent.client.clone();
+    let retry = || HttpResponse::text(502, "the control plane could not be asked; retry\n");
+    let (client_time_ms, signature) =
+        agent.prove(SiteCall::boot_token(mac, epoch)).map_err(|e| {
+            site_log(format_args!("boot script for {mac}: {e}"));
+            retry()
+        })?;
     let ask = proto::BootTokenRequest {
         mac: mac.to_owned(),
         lease_epoch: epoch,
+        client_time_ms,
+        signature,
     };
-    let retry = || HttpResponse::text(502, "the control plane could not be asked; retry\n");
     match tokio::time::timeout(BOOT_TOKEN_TIMEOUT, client.boot_token(ask)).await {
         Ok(Ok(answer)) => Ok(answer.into_inner()),
         Ok(Err(status)) if status.code() == tonic::Code::NotFound => {

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
+use domain::site::SiteCall;
 use proto::site_lease_request::Action;
 use tokio::sync::watch;
 
@@ -57,9 +58,17 @@ async fn call(
     epoch: u64,
 ) -> Result<proto::SiteLeaseResponse, String> {
     let mut client = agent.client.clone();
+    let call = match action {
+        Action::Renew => SiteCall::LeaseRenew { epoch },
+        Action::Release => SiteCall::LeaseRelease { epoch },
+        Action::Acquire | Action::Unspecified => SiteCall::LeaseAcquire,
+    };
+    let (client_time_ms, signature) = agent.prove(call)?;
     let request = proto::SiteLeaseRequest {
         action: action as i32,
         epoch,
+        client_time_ms,
+        signature,
     };
     match tokio::time::timeout(CALL_TIMEOUT, client.site_lease(request)).await {
         Ok(Ok(answer)) => Ok(answer.into_inner()),

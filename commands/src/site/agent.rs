@@ -2,7 +2,9 @@
 //! site's boot lease (ACQUIRE / RENEW / RELEASE) and, while it holds the lease, a discovery
 //! token for a machine it is about to boot. The caller is the certificate it presented: byte
 //! for byte a `node_certs` row of an active site node, not revoked, unexpired
-//! ([`domain::site::check_site_agent`]); its site is the node's.
+//! ([`domain::site::check_site_agent`]); its site is the node's. Each call carries the agent's
+//! proof by its node key ([`domain::site::check_site_call`]), judged at the deciding clock, so a
+//! relaying gateway cannot call in its name with only its certificate.
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,8 +15,9 @@ use domain::decision::Refused;
 use domain::identity::{lease_stream, IdentityEvent};
 use domain::pki::{NodeIdentity, TokenHash, TokenSecret, TrustDomain};
 use domain::site::{
-    check_site_agent, decide_boot_token, decide_lease, BootLease, BootTokenAsk, BootTokenPlan,
-    BootTokenRefusal, BootTokenState, LeaseCommand, LeaseOutcome, SiteAgentId, SiteRefusal,
+    check_site_agent, check_site_call, decide_boot_token, decide_lease, BootLease, BootTokenAsk,
+    BootTokenPlan, BootTokenRefusal, BootTokenState, LeaseCommand, LeaseOutcome, SiteAgentId,
+    SiteCall, SiteCallProof, SiteRefusal,
 };
 use events::store::{EventStore, StoreTx};
 use projections::identity::read as identity_read;
@@ -136,23 +139,33 @@ impl SiteAgent {
         NodeIdentity::from_leaf_der(leaf_der, &self.trust_domain).map_err(|_| SiteError::NoIdentity)
     }
 
-    /// SiteLease: ACQUIRE, RENEW or RELEASE the boot lease of the caller's site.
+    /// SiteLease: ACQUIRE, RENEW or RELEASE the boot lease of the caller's site, with the
+    /// caller's `proof` of the call.
     pub async fn lease(
         &self,
         leaf_der: &[u8],
         action: LeaseAction,
         epoch: u64,
+        proof: SiteCallProof<'_>,
     ) -> Result<LeaseAnswer, SiteError> {
         let identity = self.identity(leaf_der)?;
-        let cmd = match action {
-            LeaseAction::Acquire => LeaseCommand::Acquire,
-            LeaseAction::Renew => LeaseCommand::Renew { epoch },
-            LeaseAction::Release => LeaseCommand::Release { epoch },
+        let (cmd, call) = match action {
+            LeaseAction::Acquire => (LeaseCommand::Acquire, SiteCall::LeaseAcquire),
+            LeaseAction::Renew => (
+                LeaseCommand::Renew { epoch },
+                SiteCall::LeaseRenew { epoch },
+            ),
+            LeaseAction::Release => (
+                LeaseCommand::Release { epoch },
+                SiteCall::LeaseRelease { epoch },
+            ),
         };
         let lease = Lease {
             agent: Agent {
                 identity: &identity,
                 leaf_der,
+                call,
+                proof,
             },
             cmd,
             ttl_us: self.settings.ttl_us(),
@@ -171,12 +184,14 @@ impl SiteAgent {
     /// BootToken: the caller, holding its site's boot lease at exactly `lease_epoch`, asks for
     /// the site's active boot entry for `mac` and a fresh single-use discovery token bound to
     /// it (role discovery, the site's tenant, the entry's pool, MAC and product UUID, expiring
-    /// at the earlier of 15 minutes and the entry's end), appended as `token.created`.
+    /// at the earlier of 15 minutes and the entry's end), appended as `token.created`; `proof`
+    /// is the caller's proof of the call.
     pub async fn boot_token(
         &self,
         leaf_der: &[u8],
         mac: &str,
         lease_epoch: u64,
+        proof: SiteCallProof<'_>,
     ) -> Result<BootTokenAnswer, SiteError> {
         let identity = self.identity(leaf_der)?;
         let secret = TokenSecret::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
@@ -184,6 +199,8 @@ impl SiteAgent {
             agent: Agent {
                 identity: &identity,
                 leaf_der,
+                call: SiteCall::boot_token(mac, lease_epoch),
+                proof,
             },
             mac,
             lease_epoch,
@@ -214,17 +231,24 @@ async fn agent_of(
         .map_err(SiteError::NotSiteAgent)
 }
 
-/// The caller of a site agent's call: the presented leaf and its identity.
-#[derive(Clone, Copy)]
+/// The caller of a site agent's call: the presented leaf and its identity, what it asks and its
+/// proof of asking.
+#[derive(Clone)]
 struct Agent<'a> {
     identity: &'a NodeIdentity,
     leaf_der: &'a [u8],
+    call: SiteCall,
+    proof: SiteCallProof<'a>,
 }
 
 impl Agent<'_> {
-    /// The site agent, checked inside the transaction.
-    async fn check(&self, tx: &mut StoreTx, now_us: i64) -> Result<SiteAgentId, SiteError> {
-        agent_of(tx, self.identity, self.leaf_der, now_us).await
+    /// The site agent, checked inside the transaction, then its proof of the call at the
+    /// deciding clock.
+    async fn check(&self, tx: &mut StoreTx, at: &At) -> Result<SiteAgentId, SiteError> {
+        let agent = agent_of(tx, self.identity, self.leaf_der, at.now_us).await?;
+        check_site_call(self.identity, self.call.clone(), self.proof, at.now)
+            .map_err(SiteError::CallProof)?;
+        Ok(agent)
     }
 }
 
@@ -252,7 +276,7 @@ impl Command for Lease<'_> {
     type Error = SiteError;
 
     async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<LeaseFacts, SiteError> {
-        let agent = self.agent.check(tx, at.now_us).await?;
+        let agent = self.agent.check(tx, at).await?;
         let site = read::site(tx, &agent.site_id)
             .await?
             .ok_or_else(|| SiteRefusal::UnknownSite(agent.site_id.clone()))?;
@@ -326,7 +350,7 @@ impl Command for BootToken<'_> {
     type Error = SiteError;
 
     async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<BootTokenFacts, SiteError> {
-        let agent = self.agent.check(tx, at.now_us).await?;
+        let agent = self.agent.check(tx, at).await?;
         let lease = read::site_lease(tx, &agent.site_id).await?;
         let site = read::site(tx, &agent.site_id).await?;
         let entry_rows = match normalize_mac(self.mac) {

@@ -1,6 +1,6 @@
 //! Why a site command or a site agent's call failed ([`SiteError`]).
 
-use domain::site::{AgentRefusal, SiteRefusal};
+use domain::site::{AgentRefusal, SiteCallProofRefusal, SiteRefusal};
 
 use crate::identity::IdentityError;
 use crate::{AsConflict, RunError};
@@ -15,6 +15,10 @@ pub enum SiteError {
     /// caller is told "site agents only").
     #[error("PERMISSION_DENIED: site agents only ({0})")]
     NotSiteAgent(AgentRefusal),
+    /// The call's proof by the agent's key is missing, does not verify or is outside the clock
+    /// window (the agent is told the reason: it made the proof).
+    #[error("PERMISSION_DENIED: {0}")]
+    CallProof(SiteCallProofRefusal),
     /// The certificate carries no node identity of this trust domain.
     #[error("PERMISSION_DENIED: site agents only (the certificate carries no node identity)")]
     NoIdentity,
@@ -49,7 +53,9 @@ impl SiteError {
     pub fn code(&self) -> &'static str {
         match self {
             SiteError::Refused(r) => r.code(),
-            SiteError::NotSiteAgent(_) | SiteError::NoIdentity => "PERMISSION_DENIED",
+            SiteError::NotSiteAgent(_) | SiteError::NoIdentity | SiteError::CallProof(_) => {
+                "PERMISSION_DENIED"
+            }
             SiteError::NotLeaseHolder { .. } => "FAILED_PRECONDITION",
             SiteError::NoBootEntry { .. } => "NOT_FOUND",
             SiteError::Identity(IdentityError::Admin(_)) => "INVALID_INPUT",

@@ -81,6 +81,8 @@ pub use serving_grant::{
 };
 pub use signer::{build_csr_with, ecdsa_der, sign_with, NodeSigner, SignerError};
 pub use spiffe::{NodeId, NodeRole, Role, SiteId, SpiffeError, SpiffeId, TrustDomain};
-pub use statement::{check_clock_window, ClockWindowError, Purpose, Statement, StatementError};
+pub use statement::{
+    check_clock_window, signed_input, verify, ClockWindowError, Purpose, Statement, StatementError,
+};
 pub use token::{TokenHash, TokenSecret};
 pub use token_seal::{seal_token, JoinEncryptionKey, SealError, SealedToken};

@@ -43,6 +43,9 @@ pub enum Purpose {
     DiscoveryAssertion,
     /// A worker key's signature on a command body (spec 003 "Signed intent").
     Command,
+    /// A site agent's proof that it made a SiteLease or BootToken call
+    /// (`crate::site::call_proof`).
+    SiteCall,
 }
 
 impl Purpose {
@@ -56,13 +59,17 @@ impl Purpose {
             Purpose::TrustBundle => "trust-bundle",
             Purpose::DiscoveryAssertion => "discovery-assertion",
             Purpose::Command => "command",
+            Purpose::SiteCall => "site-call",
         }
     }
 
     /// The only key role that may sign under this purpose.
     pub fn signer(self) -> KeyRole {
         match self {
-            Purpose::RenewPop | Purpose::X509Pop | Purpose::DiscoveryAssertion => KeyRole::Node,
+            Purpose::RenewPop
+            | Purpose::X509Pop
+            | Purpose::DiscoveryAssertion
+            | Purpose::SiteCall => KeyRole::Node,
             Purpose::JoinResponse | Purpose::RenewResponse | Purpose::TrustBundle => {
                 KeyRole::JoinSigning
             }

@@ -9,6 +9,7 @@
 //! | --- | --- |
 //! | [`sites`] | `site create` |
 //! | [`agent`] | whether a presented certificate is a site agent's |
+//! | [`call_proof`] | whether a SiteLease or BootToken carries the agent's proof |
 //! | [`boot`] | `site boot add / remove` |
 //! | [`boot_token`] | a site agent's BootToken: the entry for a MAC and its discovery token |
 //! | [`lease`] | a site agent's ACQUIRE / RENEW / RELEASE and an operator's fence |
@@ -16,6 +17,7 @@
 pub mod agent;
 pub mod boot;
 pub mod boot_token;
+pub mod call_proof;
 pub mod lease;
 mod refusal;
 pub mod sites;
@@ -27,6 +29,9 @@ pub use boot::{
 };
 pub use boot_token::{
     decide_boot_token, BootTokenAsk, BootTokenPlan, BootTokenRefusal, BootTokenState,
+};
+pub use call_proof::{
+    check_site_call, SiteCall, SiteCallProof, SiteCallProofRefusal, SiteCallStatement,
 };
 pub use lease::{
     decide_lease, evolve_lease, BootLease, LeaseCommand, LeaseOutcome, DEFAULT_BOOT_LEASE_TTL_US,

@@ -15,7 +15,7 @@ use commands::identity::{IdentityError, JoinService, JOIN_REFUSED, RENEW_REFUSED
 use commands::site::{SiteAgent, SiteError};
 use commands::RunError;
 use domain::identity::JOIN_TOKEN_ATTESTOR;
-use domain::site::SiteRefusal;
+use domain::site::{SiteCallProof, SiteRefusal};
 use proto::{
     BootTokenRequest, BootTokenResponse, JoinRequest, RenewRequest, SignedJoinResponse,
     SignedRenewResponse, SiteLeaseRequest, SiteLeaseResponse,
@@ -142,6 +142,10 @@ pub fn site_status(what: &str, e: SiteError) -> Status {
             tracing::info!("{what}: the certificate carries no node identity");
             Status::permission_denied(SITE_AGENTS_ONLY)
         }
+        SiteError::CallProof(why) => {
+            tracing::info!(refusal = %why, "{what}: the call's proof was refused");
+            Status::permission_denied(why.to_string())
+        }
         e @ SiteError::NotLeaseHolder { .. } => Status::failed_precondition(e.to_string()),
         e @ SiteError::NoBootEntry { .. } => Status::not_found(e.to_string()),
         SiteError::Refused(r @ SiteRefusal::Invalid(_)) => Status::invalid_argument(r.to_string()),
@@ -158,7 +162,11 @@ pub async fn local_site_lease(
     leaf: &[u8],
 ) -> Result<SiteLeaseResponse, Status> {
     let action = crate::node_service::site_agent::action_of(request)?;
-    match agent.lease(leaf, action, request.epoch).await {
+    let proof = SiteCallProof {
+        client_time_ms: request.client_time_ms,
+        signature: &request.signature,
+    };
+    match agent.lease(leaf, action, request.epoch, proof).await {
         Ok(a) => Ok(crate::node_service::site_agent::lease_response(a)),
         Err(e) => Err(site_status("site lease", e)),
     }
@@ -170,8 +178,12 @@ pub async fn local_boot_token(
     request: &BootTokenRequest,
     leaf: &[u8],
 ) -> Result<BootTokenResponse, Status> {
+    let proof = SiteCallProof {
+        client_time_ms: request.client_time_ms,
+        signature: &request.signature,
+    };
     match agent
-        .boot_token(leaf, &request.mac, request.lease_epoch)
+        .boot_token(leaf, &request.mac, request.lease_epoch, proof)
         .await
     {
         Ok(a) => {

@@ -178,13 +178,15 @@ impl ApiClient {
     }
 
     /// What the site agent sees of a failed relayed SiteLease or BootToken: the api's own
-    /// answers (PERMISSION_DENIED "site agents only", FAILED_PRECONDITION, NOT_FOUND,
-    /// INVALID_ARGUMENT) as they are; anything else as [`Self::relayed`] says.
+    /// answers (PERMISSION_DENIED "site agents only" or the reason its call's proof was
+    /// refused, FAILED_PRECONDITION, NOT_FOUND, INVALID_ARGUMENT) as they are; anything else as
+    /// [`Self::relayed`] says.
     fn relayed_site(&self, what: &str, s: Status) -> Status {
         match s.code() {
-            Code::FailedPrecondition | Code::NotFound | Code::InvalidArgument => {
-                Status::new(s.code(), s.message().to_owned())
-            }
+            Code::PermissionDenied
+            | Code::FailedPrecondition
+            | Code::NotFound
+            | Code::InvalidArgument => Status::new(s.code(), s.message().to_owned()),
             _ => self.relayed(what, crate::node_service::site_agent::SITE_AGENTS_ONLY, s),
         }
     }
