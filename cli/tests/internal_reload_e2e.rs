@@ -154,7 +154,7 @@ fn scenario(db_url: &str) {
         "two serving certificates issued over the first internal certificate",
         Duration::from_secs(30),
         || seen_by_api(db_url).len() >= 2,
-        &logs,
+        logs,
     );
     assert!(
         seen_by_api(db_url).iter().all(|s| *s == first),
@@ -170,7 +170,7 @@ fn scenario(db_url: &str) {
         "the api to see the re-issued internal certificate",
         Duration::from_secs(30),
         || seen_by_api(db_url).last() == Some(&second),
-        &logs,
+        logs,
     );
     let text = gateway.log_text();
     assert!(
@@ -198,7 +198,7 @@ fn scenario(db_url: &str) {
                     && l.contains("the gateway keeps presenting the certificate in use")
             })
         },
-        &logs,
+        logs,
     );
     let pem = fs::read_to_string(&other_cert).expect("read");
     fs::write(&cert, &pem[..pem.len() / 3]).expect("write");
@@ -211,14 +211,14 @@ fn scenario(db_url: &str) {
                     && l.contains("no complete PEM CERTIFICATE")
             })
         },
-        &logs,
+        logs,
     );
     let before = seen_by_api(db_url).len();
     wait_for(
         "two more serving certificates",
         Duration::from_secs(30),
         || seen_by_api(db_url).len() >= before + 2,
-        &logs,
+        logs,
     );
     let seen = seen_by_api(db_url);
     assert!(seen[before..].iter().all(|s| *s == second), "{}", logs());
