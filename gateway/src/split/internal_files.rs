@@ -18,6 +18,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use commands::Clock;
@@ -28,7 +29,6 @@ use tokio::task::JoinHandle;
 
 use crate::edge::serving::Issued;
 use crate::edge::tls_files::{not_after_text, Reloadable, TlsFileError, TlsFiles};
-use crate::metrics::Labeled;
 use crate::split::internal_tls::internal_client_verifier;
 use crate::split::relay::ApiClient;
 
@@ -150,8 +150,10 @@ pub fn load(
 pub struct InternalCertMetrics {
     /// The serial (hex) and notAfter (Unix seconds) of the certificate the relay presents.
     in_use: Mutex<Option<(String, i64)>>,
-    /// Reloads by outcome: reloaded, refused.
-    pub reloads: Labeled,
+    /// Changed pairs put in use.
+    pub reloaded: AtomicU64,
+    /// Changed pairs refused.
+    pub refused: AtomicU64,
 }
 
 impl InternalCertMetrics {
@@ -189,8 +191,8 @@ impl InternalCertMetrics {
         let name = "bc_internal_client_certificate_reloads_total";
         let _ = writeln!(out, "# HELP {name} Split gateway: changed internal client certificate files, by outcome (reloaded, refused).");
         let _ = writeln!(out, "# TYPE {name} counter");
-        for outcome in ["reloaded", "refused"] {
-            let n = self.reloads.get(outcome);
+        for (outcome, n) in [("reloaded", &self.reloaded), ("refused", &self.refused)] {
+            let n = n.load(Ordering::Relaxed);
             let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {n}");
         }
     }
@@ -222,11 +224,11 @@ impl Reloadable for InternalCert {
             .present(issued.chain.clone(), issued.key.pkcs8_der().to_vec())
             .map_err(|e| e.to_string())?;
         self.metrics.set(&issued.chain[0]);
-        self.metrics.reloads.inc("reloaded");
+        self.metrics.reloaded.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
     fn refused(&self) {
-        self.metrics.reloads.inc("refused");
+        self.metrics.refused.fetch_add(1, Ordering::Relaxed);
     }
 }
 
