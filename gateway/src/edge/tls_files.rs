@@ -135,7 +135,7 @@ impl Reloadable for ServingCert {
 }
 
 /// The leaf's notAfter as RFC 3339 (empty when it does not parse), for log lines.
-pub(crate) fn not_after_text(issued: &Issued) -> String {
+fn not_after_text(issued: &Issued) -> String {
     issued
         .chain
         .first()

@@ -28,7 +28,7 @@ use time::OffsetDateTime;
 use tokio::task::JoinHandle;
 
 use crate::edge::serving::Issued;
-use crate::edge::tls_files::{not_after_text, Reloadable, TlsFileError, TlsFiles};
+use crate::edge::tls_files::{Reloadable, TlsFileError, TlsFiles};
 use crate::split::internal_tls::internal_client_verifier;
 use crate::split::relay::ApiClient;
 
@@ -257,11 +257,6 @@ pub fn start(
         metrics,
     });
     tokio::spawn(crate::edge::tls_files::watch(target, files))
-}
-
-/// The notAfter of `issued`'s leaf as RFC 3339, for the start-up line of `bcctl serve`.
-pub fn not_after(issued: &Issued) -> String {
-    not_after_text(issued)
 }
 
 #[cfg(test)]
