@@ -262,6 +262,8 @@ pub struct Metrics {
     /// Split gateways only: whether the api answered the last probe (`API_UNKNOWN` in the
     /// `all` role, where there is no api to reach).
     pub api_state: AtomicU8,
+    /// Split gateways only: the internal client certificate in use and its reloads.
+    pub internal_cert: Arc<crate::split::internal_files::InternalCertMetrics>,
 }
 
 /// [`Metrics::api_state`]: not a split gateway.
@@ -303,6 +305,7 @@ impl MetricSources {
         self.metrics.commands.render(&mut out);
         self.render_revocation(&mut out);
         self.metrics.edge_renew_refusals.render(&mut out);
+        self.metrics.internal_cert.render(&mut out);
         let api = self.metrics.api_state.load(Ordering::Relaxed);
         if api != API_UNKNOWN {
             family(

@@ -70,6 +70,9 @@ pub struct GatewayConfig {
     /// The serving certificate from files, reloaded on change (`[tls]`), instead of one this
     /// gateway has issued and renews.
     pub tls_files: Option<crate::edge::tls_files::TlsFiles>,
+    /// Split gateways: the files of the internal client certificate the relay presents,
+    /// reloaded on change ([`crate::split::internal_files`]). `None`: never reloaded.
+    pub internal_files: Option<crate::edge::tls_files::TlsFiles>,
     /// A Postgres streaming replica the revocation feed reads (the log and `node_certs`), made
     /// by `EventStore::replica` of the gateway's store; joins, renewals and the gateway's own
     /// writes stay on the primary. `None`: everything on the gateway's store.
@@ -96,6 +99,7 @@ impl GatewayConfig {
             join_refusals: JoinRefusalLimits::default(),
             command_poll_interval: crate::node_commands::dispatch::DEFAULT_POLL_INTERVAL,
             tls_files: None,
+            internal_files: None,
             read_store: None,
             hub: None,
             root_tenant: "root".into(),
@@ -378,6 +382,23 @@ async fn serve_edge(
         Issuer::Api { api, .. } => Some(api.clone()),
         Issuer::Local { .. } => None,
     };
+    if let (
+        Issuer::Api {
+            api,
+            serving_ca_der,
+            ..
+        },
+        Some(files),
+    ) = (&edge.issuer, &config.internal_files)
+    {
+        background.push(crate::split::internal_files::start(
+            api.clone(),
+            serving_ca_der.clone(),
+            files.clone(),
+            clock.clone(),
+            metrics.internal_cert.clone(),
+        ));
+    }
     let serving = match &config.tls_files {
         Some(files) => {
             let first = crate::edge::tls_files::load(files)?;

@@ -8,7 +8,9 @@
 //! - `gateway` reads only the public half of the PKI bundle (it never opens the sealed keys,
 //!   whatever secret its environment holds), gets its serving certificate from the api, and
 //!   relays Join, Renew and the Welcome trust bundle; it reads the store for the revocation feed
-//!   and sessions and records nodes' trust reports.
+//!   and sessions and records nodes' trust reports. Its internal client certificate is read
+//!   from `internal_cert` and `internal_key` and reloaded when they change
+//!   (`internal_reload_interval`, [`gateway::split::internal_files`]).
 //!
 //! Both roles (and `all`) settle the trust bundle at start where the keys are, so a Welcome
 //! carries a signed bundle at the deployment's current version.
@@ -21,11 +23,12 @@ use domain::pki::PublicBundle;
 use events::store::EventStore;
 use gateway::api::{start_api, ApiConfig};
 use gateway::relay::ApiClient;
+use gateway::split::internal_files;
+use gateway::tls_files::TlsFiles;
 
 use crate::deployment::Deployment;
 use crate::serve::error::ServeError;
 use crate::serve::start::{gateway_config, start_core, until_signal, Core, Settings};
-use crate::verbs::pki::internal_cert::load_internal_identity;
 
 fn required<'a, T>(
     value: &'a Option<T>,
@@ -114,13 +117,25 @@ pub async fn serve_gateway(settings: &Settings) -> Result<(), ServeError> {
         "this gateway's internal key from `bcctl pki issue-internal --key-out`",
     )?;
     let public = public_half(&settings.pki_bundle)?;
-    let (chain, key) =
-        load_internal_identity(cert, key).map_err(|e| ServeError::InternalCert(e.to_string()))?;
-    let api = ApiClient::new(url, &public.serving_ca_der, chain, key)?;
+    let clock: Arc<dyn Clock> = Arc::new(DatabaseClock::system());
+    // Judged as the api will judge it; reloaded while the gateway runs (decision 0086).
+    let internal = TlsFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        interval: settings.internal_reload_interval,
+    };
+    let identity = internal_files::load(&internal, &public.serving_ca_der, clock.now())
+        .map_err(|e| ServeError::InternalCert(e.to_string()))?;
+    let api = ApiClient::new(
+        url,
+        &public.serving_ca_der,
+        identity.chain.clone(),
+        identity.key.pkcs8_der().to_vec(),
+    )?;
     let store =
         EventStore::open_with_pool(&settings.database_url, settings.store.pool_size).await?;
-    let clock: Arc<dyn Clock> = Arc::new(DatabaseClock::system());
     let mut config = gateway_config(settings)?;
+    config.internal_files = Some(internal);
     if let Some(url) = &settings.store.read_database_url {
         config.read_store = Some(store.replica(url, settings.store.read_pool_size).await?);
         tracing::info!(read_pool_size = settings.store.read_pool_size, "the revocation feed reads the read replica (read_database_url); joins and renewals go to the api");

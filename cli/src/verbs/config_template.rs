@@ -83,6 +83,9 @@ api_internal_names = ["localhost", "127.0.0.1"]
 # internal_cert = "/etc/bc/internal.pem"
 # role gateway: its internal client key, PKCS#8 PEM, mode 0600 (BC_INTERNAL_KEY).
 # internal_key = "/etc/bc/internal.key"
+# role gateway: how often internal_cert and internal_key are looked at; a changed, valid pair is
+# presented to the api from then on, without a restart (BC_INTERNAL_RELOAD_INTERVAL).
+internal_reload_interval = "60s"
 # How often pending batches past their end are expired (BC_BATCH_EXPIRY_INTERVAL).
 batch_expiry_interval = "60s"
 # How often a gateway looks for nodes with newly runnable commands besides when the log hub

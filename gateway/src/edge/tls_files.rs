@@ -9,6 +9,10 @@
 //! sessions keep the certificate they were made with. A half-written or mismatched pair (a parse
 //! error, a key that is not the leaf's) is logged (`Gateway serving certificate not reloaded:
 //! …`) and the listener keeps what it serves; the next change is tried again.
+//!
+//! The same watcher reloads a split gateway's internal client certificate (what it presents to
+//! the api), with that certificate's own checks on top: [`Reloadable`] is what a pair is handed
+//! to, [`crate::split::internal_files`] the second one.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -97,9 +101,58 @@ fn stamp(files: &TlsFiles) -> Stamp {
     Some((one(&files.cert)?, one(&files.key)?))
 }
 
-/// Reloads `cert` from `files` on change, for as long as the gateway runs (the task is aborted
-/// at shutdown).
-pub async fn watch(cert: Arc<ServingCert>, files: TlsFiles) {
+/// What a watched pair is handed to: the gateway's serving certificate ([`ServingCert`]) or a
+/// split gateway's internal client certificate
+/// ([`crate::split::internal_files::InternalCert`]). One watcher ([`watch`]) serves both.
+pub trait Reloadable: Send + Sync + 'static {
+    /// The log line of a pair put in use ("gateway serving certificate reloaded").
+    fn reloaded(&self) -> &'static str;
+    /// The start of the log line of a refused pair ("Gateway serving certificate not
+    /// reloaded").
+    fn not_reloaded(&self) -> &'static str;
+    /// What stays in use when a pair is refused ("the listener keeps its certificate").
+    fn keeps(&self) -> &'static str;
+    /// Checks `issued` beyond [`load`]'s checks and puts it in use for new connections; an
+    /// `Err` (operator-readable) leaves the one in use.
+    fn take(&self, issued: &Issued) -> Result<(), String>;
+    /// A changed pair was refused (by [`load`] or [`Reloadable::take`]); by default nothing.
+    fn refused(&self) {}
+}
+
+impl Reloadable for ServingCert {
+    fn reloaded(&self) -> &'static str {
+        "gateway serving certificate reloaded"
+    }
+    fn not_reloaded(&self) -> &'static str {
+        "Gateway serving certificate not reloaded"
+    }
+    fn keeps(&self) -> &'static str {
+        "the listener keeps its certificate"
+    }
+    fn take(&self, issued: &Issued) -> Result<(), String> {
+        self.replace_with(issued).map_err(|e| e.to_string())
+    }
+}
+
+/// The leaf's notAfter as RFC 3339 (empty when it does not parse), for log lines.
+fn not_after_text(issued: &Issued) -> String {
+    issued
+        .chain
+        .first()
+        .and_then(|der| x509_parser::parse_x509_certificate(der).ok())
+        .and_then(|(_, c)| {
+            c.validity()
+                .not_after
+                .to_datetime()
+                .format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// Reloads `target` from `files` on change, for as long as the gateway runs (the task is
+/// aborted at shutdown).
+pub async fn watch<T: Reloadable + ?Sized>(target: Arc<T>, files: TlsFiles) {
     let mut seen = stamp(&files);
     let interval = files.interval.max(Duration::from_millis(10));
     loop {
@@ -109,19 +162,16 @@ pub async fn watch(cert: Arc<ServingCert>, files: TlsFiles) {
             continue;
         }
         seen = now;
-        match load(&files).and_then(|issued| {
-            cert.replace_with(&issued)
-                .map(|()| issued)
-                .map_err(|e| TlsFileError::Malformed {
-                    path: files.key.clone(),
-                    why: e.to_string(),
-                })
-        }) {
+        let outcome = load(&files)
+            .map_err(|e| e.to_string())
+            .and_then(|issued| target.take(&issued).map(|()| issued));
+        match outcome {
             Ok(issued) => {
-                tracing::info!(serial = %issued.serial_hex(), cert = %files.cert.display(), "gateway serving certificate reloaded");
+                tracing::info!(serial = %issued.serial_hex(), not_after = %not_after_text(&issued), cert = %files.cert.display(), "{}", target.reloaded());
             }
             Err(why) => {
-                tracing::warn!("Gateway serving certificate not reloaded: {why}; the listener keeps its certificate");
+                target.refused();
+                tracing::warn!("{}: {why}; {}", target.not_reloaded(), target.keeps());
             }
         }
     }

@@ -2,8 +2,10 @@
 //! ([`crate::split::internal_tls`]). Join and Renew are relayed (Renew with the leaf the node
 //! presented at its handshake), the Welcome trust bundle is fetched signed, and the gateway's
 //! agent-facing serving certificate is issued by the api for a key the gateway made.
+//! The certificate the client presents is replaced while it runs ([`ApiClient::present`]) when
+//! its files change ([`crate::split::internal_files`]); later calls go over a new connection.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use commands::identity::{JOIN_REFUSED, RENEW_REFUSED};
@@ -44,11 +46,22 @@ pub enum RelayError {
     Tls(#[from] crate::edge::tls::TlsSetupError),
 }
 
-/// A client of the api's internal endpoint.
+/// A client of the api's internal endpoint. Clones share one connection; [`ApiClient::present`]
+/// moves every clone to a new one that presents another internal certificate.
 #[derive(Clone)]
 pub struct ApiClient {
-    client: ApiServiceClient<Channel>,
+    /// The client of the connection in use and the leaf it presents.
+    client: Arc<RwLock<(ApiServiceClient<Channel>, Vec<u8>)>>,
+    dial: Arc<Dial>,
     url: String,
+}
+
+/// How the api is reached: its address, the name its certificate must carry, the anchor.
+struct Dial {
+    endpoint: Endpoint,
+    name: ServerName<'static>,
+    addr: String,
+    serving_ca_der: Vec<u8>,
 }
 
 fn split_host_port(url: &str) -> Option<(String, u16)> {
@@ -60,36 +73,17 @@ fn split_host_port(url: &str) -> Option<(String, u16)> {
     (!host.is_empty()).then(|| (host.to_owned(), port))
 }
 
-impl ApiClient {
-    /// A client for the api at `url` (`host:port`; the api's internal certificate must name
-    /// `host`), trusting only internal certificates of the serving CA `serving_ca_der`, and
-    /// presenting `chain` (leaf first) with `key_pkcs8`. Connects lazily, on the first call.
-    pub fn new(
-        url: &str,
-        serving_ca_der: &[u8],
-        chain: Vec<Vec<u8>>,
-        key_pkcs8: Vec<u8>,
-    ) -> Result<Self, RelayError> {
-        let (host, port) = split_host_port(url).ok_or_else(|| RelayError::BadUrl(url.into()))?;
-        let name =
-            ServerName::try_from(host.clone()).map_err(|_| RelayError::BadUrl(url.into()))?;
-        let config = relay_client_config(serving_ca_der, chain, key_pkcs8)?;
-        let connector = TlsConnector::from(Arc::new(config));
-        let addr = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|_| RelayError::BadUrl(url.into()))?
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(CALL_TIMEOUT)
-            .http2_keep_alive_interval(Duration::from_secs(30));
-        let dial = addr.clone();
-        let channel = endpoint.connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+/// A lazily connecting channel to the api presenting `chain` (leaf first) and `key_pkcs8`.
+fn channel(dial: &Dial, chain: Vec<Vec<u8>>, key_pkcs8: Vec<u8>) -> Result<Channel, RelayError> {
+    let config = relay_client_config(&dial.serving_ca_der, chain, key_pkcs8)?;
+    let connector = TlsConnector::from(Arc::new(config));
+    let (name, addr) = (dial.name.clone(), dial.addr.clone());
+    Ok(dial
+        .endpoint
+        .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
             let connector = connector.clone();
             let name = name.clone();
-            let dial = dial.clone();
+            let dial = addr.clone();
             async move {
                 let tcp =
                     tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(&dial))
@@ -109,11 +103,78 @@ impl ApiClient {
                     })??;
                 Ok::<_, std::io::Error>(TokioIo::new(tls))
             }
-        }));
+        })))
+}
+
+impl ApiClient {
+    /// A client for the api at `url` (`host:port`; the api's internal certificate must name
+    /// `host`), trusting only internal certificates of the serving CA `serving_ca_der`, and
+    /// presenting `chain` (leaf first) with `key_pkcs8`. Connects lazily, on the first call.
+    pub fn new(
+        url: &str,
+        serving_ca_der: &[u8],
+        chain: Vec<Vec<u8>>,
+        key_pkcs8: Vec<u8>,
+    ) -> Result<Self, RelayError> {
+        let (host, port) = split_host_port(url).ok_or_else(|| RelayError::BadUrl(url.into()))?;
+        let name =
+            ServerName::try_from(host.clone()).map_err(|_| RelayError::BadUrl(url.into()))?;
+        let addr = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|_| RelayError::BadUrl(url.into()))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(CALL_TIMEOUT)
+            .http2_keep_alive_interval(Duration::from_secs(30));
+        let dial = Dial {
+            endpoint,
+            name,
+            addr: addr.clone(),
+            serving_ca_der: serving_ca_der.to_vec(),
+        };
+        let leaf = chain.first().cloned().unwrap_or_default();
+        let channel = channel(&dial, chain, key_pkcs8)?;
         Ok(ApiClient {
-            client: ApiServiceClient::new(channel),
+            client: Arc::new(RwLock::new((ApiServiceClient::new(channel), leaf))),
+            dial: Arc::new(dial),
             url: addr,
         })
+    }
+
+    /// Presents `chain` (leaf first) and `key_pkcs8` from now on, on every clone: later calls go
+    /// over a new connection made with them; calls already under way finish on the old one,
+    /// which closes once the last of them is done. Nothing changes when the pair cannot be used
+    /// for TLS.
+    pub fn present(&self, chain: Vec<Vec<u8>>, key_pkcs8: Vec<u8>) -> Result<(), RelayError> {
+        let leaf = chain.first().cloned().unwrap_or_default();
+        let next = (
+            ApiServiceClient::new(channel(&self.dial, chain, key_pkcs8)?),
+            leaf,
+        );
+        match self.client.write() {
+            Ok(mut guard) => *guard = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+        Ok(())
+    }
+
+    /// The client of the connection now in use.
+    fn client(&self) -> ApiServiceClient<Channel> {
+        match self.client.read() {
+            Ok(guard) => guard.0.clone(),
+            Err(poisoned) => poisoned.into_inner().0.clone(),
+        }
+    }
+
+    /// The internal client certificate (DER) new calls present.
+    pub fn presented_leaf(&self) -> Vec<u8> {
+        match self.client.read() {
+            Ok(guard) => guard.1.clone(),
+            Err(poisoned) => poisoned.into_inner().1.clone(),
+        }
     }
 
     /// Where the api is.
@@ -141,7 +202,7 @@ impl ApiClient {
     /// (UNIMPLEMENTED, [`crate::node_service::backend::unsupported_attestor`]) reaches the node as
     /// it is, code and message: the api, not the gateway, knows which attestors run.
     pub async fn join(&self, request: JoinRequest) -> Result<SignedJoinResponse, Status> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         c.join(request).await.map(|r| r.into_inner()).map_err(|s| {
             if s.code() == Code::Unimplemented && s.message().starts_with(UNSUPPORTED_PREFIX) {
                 Status::unimplemented(s.message().to_owned())
@@ -159,7 +220,7 @@ impl ApiClient {
         request: RenewRequest,
         presented_leaf: Vec<u8>,
     ) -> Result<SignedRenewResponse, Status> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         c.renew(RelayedRenew {
             request: Some(request),
             presented_leaf,
@@ -197,7 +258,7 @@ impl ApiClient {
         request: proto::SiteLeaseRequest,
         presented_leaf: Vec<u8>,
     ) -> Result<proto::SiteLeaseResponse, Status> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         c.site_lease(RelayedSiteLease {
             request: Some(request),
             presented_leaf,
@@ -214,7 +275,7 @@ impl ApiClient {
         request: proto::BootTokenRequest,
         presented_leaf: Vec<u8>,
     ) -> Result<proto::BootTokenResponse, Status> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         c.boot_token(RelayedBootToken {
             request: Some(request),
             presented_leaf,
@@ -225,7 +286,7 @@ impl ApiClient {
     }
 
     pub async fn trust(&self) -> Result<WelcomeTrust, Status> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         let t = c.trust_bundle(TrustBundleRequest {}).await?.into_inner();
         Ok(WelcomeTrust {
             version: t.version,
@@ -241,7 +302,7 @@ impl ApiClient {
         names: Vec<String>,
         lifetime: Duration,
     ) -> Result<Vec<Vec<u8>>, Status> {
-        let mut c = self.client.clone();
+        let mut c = self.client();
         Ok(c.issue_serving_certificate(ServingCertificateRequest {
             public_key_spki,
             names,

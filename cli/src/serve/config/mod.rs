@@ -24,6 +24,7 @@
 //! | `api_internal_url` | `BC_API_INTERNAL_URL` | none; required by `gateway` (`host:port` of the api's internal endpoint) |
 //! | `internal_cert` | `BC_INTERNAL_CERT` | none; required by `gateway` (from `bcctl pki issue-internal`) |
 //! | `internal_key` | `BC_INTERNAL_KEY` | none; required by `gateway` (mode 0600) |
+//! | `internal_reload_interval` | `BC_INTERNAL_RELOAD_INTERVAL` | `60s` (`gateway`: how often `internal_cert` and `internal_key` are looked at; a changed, valid pair is presented to the api from then on) |
 //! | `batch_expiry_interval` | `BC_BATCH_EXPIRY_INTERVAL` | `60s` (how often pending batches past their end are expired, their held commands cancelled) |
 //! | `command_poll_interval` | `BC_COMMAND_POLL_INTERVAL` | `5s` (how often a gateway looks for newly runnable commands besides when the log hub hands out one) |
 //!
@@ -172,6 +173,7 @@ pub struct FileConfig {
     pub api_internal_url: Option<String>,
     pub internal_cert: Option<PathBuf>,
     pub internal_key: Option<PathBuf>,
+    pub internal_reload_interval: Option<String>,
     pub allow_plaintext: Option<bool>,
     pub limits: Option<FileLimits>,
     pub api_limits: Option<FileLimits>,
@@ -238,6 +240,8 @@ pub struct Settings {
     pub internal_cert: Option<PathBuf>,
     /// `gateway`: its internal client key (PKCS#8 PEM, mode 0600).
     pub internal_key: Option<PathBuf>,
+    /// `gateway`: how often the internal certificate's files are looked at.
+    pub internal_reload_interval: Duration,
     /// Serve a plaintext bundle while a deployment secret is set (refused otherwise).
     pub allow_plaintext: bool,
     /// The agent-facing endpoint's edge limits (`[limits]`).
@@ -419,9 +423,16 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         file.command_poll_interval.clone(),
         "5s",
     )?;
+    let internal_reload_interval = duration_setting(
+        "internal_reload_interval",
+        "BC_INTERNAL_RELOAD_INTERVAL",
+        file.internal_reload_interval.clone(),
+        "60s",
+    )?;
     for (key, value) in [
         ("batch_expiry_interval", batch_expiry_interval),
         ("command_poll_interval", command_poll_interval),
+        ("internal_reload_interval", internal_reload_interval),
     ] {
         if value < Duration::from_millis(10) {
             return Err(ConfigError::Invalid {
@@ -520,6 +531,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         internal_key: env("BC_INTERNAL_KEY")
             .map(PathBuf::from)
             .or(file.internal_key),
+        internal_reload_interval,
         allow_plaintext,
         limits,
         join_refusals,

@@ -1,5 +1,6 @@
 //! `bcctl pki issue-internal`: the certificate a split gateway presents to the api's internal
-//! endpoint, and reading it back at `bcctl serve --role gateway`.
+//! endpoint (read back, and reloaded when re-issued, by `bcctl serve --role gateway`:
+//! [`gateway::split::internal_files`]).
 //!
 //! The certificate comes from the deployment's serving CA (so the command needs the deployment
 //! secret), names the gateway (`--name`, a DNS name), carries `OU=bc-role:gateway` and the
@@ -22,7 +23,6 @@ use time::OffsetDateTime;
 
 use crate::deployment::DeploymentError;
 use crate::serve::config::parse_duration;
-use domain::pki::read_pem_blocks;
 
 #[derive(Args, Debug)]
 pub struct IssueInternalArgs {
@@ -73,10 +73,6 @@ pub enum InternalCertError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: {reason}")]
-    Malformed { path: PathBuf, reason: String },
-    #[error("{path} is readable by others (mode {mode:o}): run chmod 600 {path}")]
-    KeyReadable { path: PathBuf, mode: u32 },
 }
 
 fn pem(label: &str, der: &[u8]) -> String {
@@ -188,52 +184,4 @@ pub fn issue_internal(args: IssueInternalArgs) -> Result<(), InternalCertError> 
         );
     }
     Ok(())
-}
-
-/// Reads a gateway's internal certificate chain (leaf first) and key (PKCS#8 DER), refusing a
-/// key file readable by others.
-pub fn load_internal_identity(
-    cert: &Path,
-    key: &Path,
-) -> Result<(Vec<Vec<u8>>, Vec<u8>), InternalCertError> {
-    let read = |path: &Path| {
-        std::fs::read_to_string(path).map_err(|source| InternalCertError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let meta = std::fs::metadata(key).map_err(|source| InternalCertError::Io {
-            path: key.to_path_buf(),
-            source,
-        })?;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(InternalCertError::KeyReadable {
-                path: key.to_path_buf(),
-                mode,
-            });
-        }
-    }
-    let malformed = |path: &Path, reason: String| InternalCertError::Malformed {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let chain = read_pem_blocks("CERTIFICATE", &read(cert)?).map_err(|r| malformed(cert, r))?;
-    if chain.is_empty() {
-        return Err(malformed(
-            cert,
-            "holds no CERTIFICATE block (issue one with bcctl pki issue-internal)".into(),
-        ));
-    }
-    let keys = read_pem_blocks("PRIVATE KEY", &read(key)?).map_err(|r| malformed(key, r))?;
-    match keys.as_slice() {
-        [one] => Ok((chain, one.clone())),
-        _ => Err(malformed(
-            key,
-            "must hold exactly one PRIVATE KEY block (PKCS#8)".into(),
-        )),
-    }
 }
