@@ -16,11 +16,12 @@
 use std::sync::Arc;
 
 use domain::attest::{
-    decide_admission, Admission, AdmissionCommand, AdmissionFacts, AttestRequest,
-    AttestationResult, AttestorRefusal, BindingState, BoxedPlan, Entropy, FactKey, Facts, Verdict,
+    check_remote_verdict, decide_admission, reserved_tenants, Admission, AdmissionCommand,
+    AdmissionFacts, AttestRequest, AttestationResult, AttestorRefusal, BindingState, BoxedPlan,
+    Entropy, FactKey, Facts, Verdict,
 };
 use domain::identity::{
-    claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision, JoinContext, JoinInput,
+    claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision, JoinContext,
 };
 use domain::pki::{KeySet, NodeId, NodeRole, SealedToken, Serial, TokenSecret, VerifiedCsr};
 use events::schema::JoinRefused;
@@ -251,42 +252,32 @@ fn fresh_entropy() -> Result<Entropy, IdentityError> {
 }
 
 /// A remote attestor's verdict on the request, reached before the join's transaction (it is
-/// asked only the request, never the database), checked against its contract.
+/// asked only the request, never the database), held at the join's time `now_us` to what the
+/// built-ins are held to ([`check_remote_verdict`]: no token, single-use records and challenges
+/// that expire after now and not too far, no reserved tenant; issue 40 item 9). A verdict that
+/// breaks it is an invalid answer (UNAVAILABLE, nothing recorded).
 async fn remote_verdict(
     remote: &dyn RemoteAttestor,
-    id: &str,
-    role: NodeRole,
-    csr_sha: [u8; 32],
-    input: &JoinInput,
+    ask: &RemoteVerifyRequest,
+    now_us: i64,
+    root_tenant: &str,
 ) -> Result<Verdict, IdentityError> {
-    let ask = RemoteVerifyRequest {
-        attestor: id.to_owned(),
-        role,
-        csr_sha256: csr_sha,
-        claims: input.claims.clone(),
-        evidence: input.attestation.clone(),
-    };
     let verdict = remote
-        .verify(&ask)
+        .verify(ask)
         .await
         .map_err(IdentityError::AttestorUnavailable)?;
-    check_remote_verdict(id, verdict)
-}
-
-/// A remote attestor's verdict held to the contract: it cannot name a token (it never read one).
-fn check_remote_verdict(attestor: &str, verdict: Verdict) -> Result<Verdict, IdentityError> {
-    if let Verdict::Admit(result) = &verdict {
-        if result.token.is_some() {
-            return Err(IdentityError::Failed(
-                RemoteAttestorError::InvalidAnswer {
-                    attestor: attestor.to_owned(),
-                    why: "a remote attestor cannot spend a token".into(),
-                }
-                .to_string(),
-            ));
-        }
-    }
-    Ok(verdict)
+    check_remote_verdict(
+        &ask.attestor,
+        verdict,
+        now_us,
+        &reserved_tenants(root_tenant),
+    )
+    .map_err(|why| {
+        IdentityError::AttestorUnavailable(RemoteAttestorError::InvalidAnswer {
+            attestor: ask.attestor.clone(),
+            why: why.to_string(),
+        })
+    })
 }
 
 impl Joins {
@@ -498,7 +489,15 @@ impl Joins {
                 }
             },
             RegisteredAttestor::Remote(remote) => {
-                Source::Remote(remote_verdict(remote.as_ref(), &id, role, csr_sha, input).await?)
+                let ask = RemoteVerifyRequest {
+                    attestor: id.clone(),
+                    role,
+                    csr_sha256: csr_sha,
+                    claims: input.claims.clone(),
+                    evidence: input.attestation.clone(),
+                };
+                let root = &self.config.root_tenant;
+                Source::Remote(remote_verdict(remote.as_ref(), &ask, now_us, root).await?)
             }
         };
 
@@ -520,7 +519,11 @@ impl Joins {
                 Verdict::Admit(result) => result,
             };
             let loaded = planned.as_ref().map(|(keys, facts)| (*keys, facts));
-            let facts = load_admission_facts(tx, &id, &result, loaded, &mut versions).await?;
+            let mut facts = load_admission_facts(tx, &id, &result, loaded, &mut versions).await?;
+            if planned.is_none() {
+                // A remote attestor's tenant: no operator record it read vouches for it.
+                facts.tenant_known = Some(attest_read::tenant_known(tx, &result.tenant_id).await?);
+            }
             let new_node_id =
                 NodeId::new(&fresh_id("node")).map_err(|e| IdentityError::Failed(e.to_string()))?;
             let serial = Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
