@@ -21,7 +21,7 @@ use domain::attest::{
     Entropy, FactKey, Facts, Verdict,
 };
 use domain::identity::{
-    claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision, JoinContext,
+    claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision, JoinContext, JoinInput,
 };
 use domain::pki::{KeySet, NodeId, NodeRole, SealedToken, Serial, TokenSecret, VerifiedCsr};
 use events::schema::JoinRefused;
@@ -175,6 +175,9 @@ async fn binding(
 }
 
 /// Loads what the admission step reads for `result`, adding the versions it read to `versions`.
+/// `loaded`: the keys an in-process attestor's plan named and the facts loaded for them; `None`
+/// for a remote attestor's result, whose tenant is then looked up
+/// ([`AdmissionFacts::tenant_known`]: a site or a pool of it).
 async fn load_admission_facts(
     tx: &mut StoreTx,
     attestor: &str,
@@ -223,6 +226,10 @@ async fn load_admission_facts(
             facts.uses.insert((u.attestor.clone(), u.subject));
         }
     }
+    // A remote attestor's tenant (it planned nothing): no operator record it read vouches for it.
+    if loaded.is_none() {
+        facts.tenant_known = Some(attest_read::tenant_known(tx, &result.tenant_id).await?);
+    }
     facts.pool = attest_read::pool(tx, &result.pool_id)
         .await?
         .as_ref()
@@ -249,6 +256,22 @@ fn fresh_entropy() -> Result<Entropy, IdentityError> {
         .fill(&mut seed)
         .map_err(|_| IdentityError::Failed("the system random generator failed".into()))?;
     Ok(Entropy::from_seed(seed))
+}
+
+/// What a remote attestor is asked of `input`: never the database, only the request.
+fn remote_ask(
+    id: &str,
+    role: NodeRole,
+    csr_sha: [u8; 32],
+    input: &JoinInput,
+) -> RemoteVerifyRequest {
+    RemoteVerifyRequest {
+        attestor: id.to_owned(),
+        role,
+        csr_sha256: csr_sha,
+        claims: input.claims.clone(),
+        evidence: input.attestation.clone(),
+    }
 }
 
 /// A remote attestor's verdict on the request, reached before the join's transaction (it is
@@ -489,13 +512,7 @@ impl Joins {
                 }
             },
             RegisteredAttestor::Remote(remote) => {
-                let ask = RemoteVerifyRequest {
-                    attestor: id.clone(),
-                    role,
-                    csr_sha256: csr_sha,
-                    claims: input.claims.clone(),
-                    evidence: input.attestation.clone(),
-                };
+                let ask = remote_ask(&id, role, csr_sha, input);
                 let root = &self.config.root_tenant;
                 Source::Remote(remote_verdict(remote.as_ref(), &ask, now_us, root).await?)
             }
@@ -519,11 +536,7 @@ impl Joins {
                 Verdict::Admit(result) => result,
             };
             let loaded = planned.as_ref().map(|(keys, facts)| (*keys, facts));
-            let mut facts = load_admission_facts(tx, &id, &result, loaded, &mut versions).await?;
-            if planned.is_none() {
-                // A remote attestor's tenant: no operator record it read vouches for it.
-                facts.tenant_known = Some(attest_read::tenant_known(tx, &result.tenant_id).await?);
-            }
+            let facts = load_admission_facts(tx, &id, &result, loaded, &mut versions).await?;
             let new_node_id =
                 NodeId::new(&fresh_id("node")).map_err(|e| IdentityError::Failed(e.to_string()))?;
             let serial = Serial::generate().map_err(|e| IdentityError::Failed(e.to_string()))?;
