@@ -14,7 +14,11 @@
 //!   again, and once that identity is revoked is refused `py-asset:reused` (the single-use
 //!   subject the attestor named, spent by the JoinService);
 //! - a challenge answered for another CSR is refused `py-asset:csr-mismatch`;
-//! - an attestor whose socket nobody listens on fails the join UNAVAILABLE, not a refusal.
+//! - an attestor whose socket nobody listens on fails the join UNAVAILABLE, not a refusal;
+//! - its answers are held to what the built-ins are held to (issue 40 item 9): tenants
+//!   `deployment`, `root` and one without a site or pool are refused `join:reserved-tenant` /
+//!   `join:unknown-tenant` in the root tenant; a single-use record already expired and a
+//!   challenge already past its deadline are invalid answers (UNAVAILABLE, nothing recorded).
 //!
 //! Uses the venv of `grpc_python` (same pinned requirements, so the same cached venv); set
 //! `BC_SKIP_PYTHON=1` to skip it on a machine without python3 or PyPI.
@@ -26,6 +30,7 @@ use std::process::{Child, Command, Stdio};
 use domain::pki::{build_csr, KeyRole, Pin, PrivateKey};
 use prost::Message;
 use proto::join_response::Deferral;
+use serde_json::json;
 
 struct KillOnDrop(Child);
 
@@ -157,23 +162,39 @@ async fn refusals(database_url: &str) -> Vec<(String, String)> {
     out
 }
 
-/// `bcctl node revoke NODE` against `bcctl up`'s store and bundle (its facts, its `--dir`).
-fn revoke(facts: &serde_json::Value, dir: &Path, node: &str) {
+/// `bcctl ARGS` against `bcctl up`'s store and bundle (its facts, its `--dir`).
+fn bcctl(facts: &serde_json::Value, dir: &Path, args: &[&str]) {
     let secret = std::fs::read_to_string(dir.join("deployment-secret")).expect("the secret");
     let out = Command::new(env!("CARGO_BIN_EXE_bcctl"))
-        .args(["node", "revoke", node, "--reason", "test", "--database-url"])
+        .args(args)
+        .arg("--database-url")
         .arg(facts["databaseUrl"].as_str().expect("databaseUrl"))
         .arg("--pki")
         .arg(facts["pkiBundle"].as_str().expect("pkiBundle"))
         .env("BC_DEPLOYMENT_SECRET", secret.trim())
         .stdin(Stdio::null())
         .output()
-        .expect("run bcctl node revoke");
+        .expect("run bcctl");
     assert!(
         out.status.success(),
-        "bcctl node revoke: {}",
+        "bcctl {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A machine of `tenant` (site-7, pool racks) whose attestor answers with `extra` settings.
+fn careless(tenant: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut m = json!({
+        "secret": hex::encode(MACHINE_SECRET),
+        "tenant": tenant,
+        "site": "site-7",
+        "pool": "racks",
+        "bind": false,
+    });
+    if let (Some(m), Some(extra)) = (m.as_object_mut(), extra.as_object()) {
+        m.extend(extra.clone());
+    }
+    m
 }
 
 #[test]
@@ -212,7 +233,12 @@ fn a_python_attestor_challenges_then_admits_once_and_binds_the_machine() {
                 "site": "site-7",
                 "pool": "racks",
                 "bind": false,
-            }
+            },
+            "in-deployment": careless("deployment", json!({})),
+            "in-root": careless("root", json!({})),
+            "in-nobody": careless("nobody", json!({})),
+            "expired-use": careless("acme", json!({ "use_expires_in_ms": -1000 })),
+            "late-challenge": careless("acme", json!({ "challenge_ttl_ms": -1000 })),
         })
         .to_string(),
     )
@@ -277,6 +303,14 @@ fn a_python_attestor_challenges_then_admits_once_and_binds_the_machine() {
         .expect("the serving CA pin")
         .parse()
         .expect("a pin");
+
+    // Tenant acme is one an operator created: its site.
+    let dir = work.path().join(".bcctl");
+    bcctl(
+        &facts,
+        &dir,
+        &["site", "create", "--id", "site-7", "--tenant", "acme"],
+    );
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -365,7 +399,11 @@ fn a_python_attestor_challenges_then_admits_once_and_binds_the_machine() {
                 .into_inner(),
         );
         assert_eq!(again.certificate_chain, joined2.certificate_chain);
-        revoke(&facts, &work.path().join(".bcctl"), &joined2.node_id);
+        bcctl(
+            &facts,
+            &dir,
+            &["node", "revoke", &joined2.node_id, "--reason", "test"],
+        );
         let again = client
             .join(m2.request("py-asset", &proof))
             .await
@@ -415,6 +453,60 @@ fn a_python_attestor_challenges_then_admits_once_and_binds_the_machine() {
             Some("py-asset:csr-mismatch"),
             "{seen:?}"
         );
+
+        // Issue 40 item 9: tenants the attestor may not name, refused in the root tenant.
+        for (machine, reason) in [
+            ("in-deployment", "join:reserved-tenant"),
+            ("in-root", "join:reserved-tenant"),
+            ("in-nobody", "join:unknown-tenant"),
+        ] {
+            let agent = Agent::new();
+            let evidence = json!({ "machine": machine }).to_string();
+            let first = body(
+                client
+                    .join(agent.request("py-asset", evidence.as_bytes()))
+                    .await
+                    .expect("the first round answers")
+                    .into_inner(),
+            );
+            let proof = answer(&challenge_of(&first).payload, &agent.csr_sha256);
+            let refused = client
+                .join(agent.request("py-asset", &proof))
+                .await
+                .expect_err("a tenant the attestor may not name is refused");
+            assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{machine}");
+            let seen = refusals(&database_url).await;
+            assert_eq!(
+                seen.last(),
+                Some(&("root".to_string(), reason.to_string())),
+                "{machine}: {seen:?}"
+            );
+        }
+
+        // A single-use record already expired (maintenance would prune it, and the same
+        // evidence would admit again) and a challenge already past its deadline: invalid
+        // answers, nothing recorded.
+        let before = refusals(&database_url).await.len();
+        let agent = Agent::new();
+        let first = body(
+            client
+                .join(agent.request("py-asset", br#"{"machine":"expired-use"}"#))
+                .await
+                .expect("the first round answers")
+                .into_inner(),
+        );
+        let proof = answer(&challenge_of(&first).payload, &agent.csr_sha256);
+        let invalid = client
+            .join(agent.request("py-asset", &proof))
+            .await
+            .expect_err("an expired single-use record is an invalid answer");
+        assert_eq!(invalid.code(), tonic::Code::Unavailable, "{invalid:?}");
+        let late = client
+            .join(Agent::new().request("py-asset", br#"{"machine":"late-challenge"}"#))
+            .await
+            .expect_err("a challenge past its deadline is not passed on");
+        assert_eq!(late.code(), tonic::Code::Unavailable, "{late:?}");
+        assert_eq!(refusals(&database_url).await.len(), before);
 
         // Nobody on the socket: UNAVAILABLE, and no refusal recorded.
         let before = refusals(&database_url).await.len();

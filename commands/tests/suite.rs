@@ -44,6 +44,7 @@ mod quorum_scope_storage;
 mod ramdisk_certs;
 mod rebuild_pipeline;
 mod refusal_budget;
+mod remote_attestor;
 mod renew_guard;
 mod site_commands;
 mod site_facts;

@@ -331,6 +331,40 @@ fn the_pool_policy_is_checked_first_in_the_pool_owners_tenant() {
     assert_eq!(refusal.tenant_id.as_deref(), Some("owner"));
 }
 
+/// Issue 40 item 9: a tenant nobody created (an out-of-process attestor's, the only results
+/// whose tenant the shell checks) is refused before anything else, in the root tenant.
+#[test]
+fn a_tenant_nobody_created_is_refused_first_in_the_root_tenant() {
+    let w = world();
+    let mut r = result();
+    r.token = None;
+    r.tenant_id = "nobody".into();
+    r.reclaim_node_id = Some("node_missing".into());
+    let facts = AdmissionFacts {
+        tenant_known: Some(false),
+        pool: Some(PoolState {
+            pool_id: "pool-1".into(),
+            tenant_id: "owner".into(),
+            description: String::new(),
+            join_attestors: Some(vec!["x509pop".into()]),
+        }),
+        ..AdmissionFacts::default()
+    };
+    let refusal = refused(run(&w, &r, &HardwareClaims::default(), &facts));
+    assert_eq!(refusal.text(), "join:unknown-tenant");
+    assert_eq!(refusal.tenant_id, None);
+    assert_eq!((refusal.token_id, refusal.node_id), (None, None));
+    r.reclaim_node_id = None;
+    for known in [Some(true), None] {
+        let facts = AdmissionFacts {
+            tenant_known: known,
+            ..AdmissionFacts::default()
+        };
+        let d = run(&w, &r, &HardwareClaims::default(), &facts).unwrap();
+        assert_eq!(types(&d)[0], "node.joined", "{known:?}");
+    }
+}
+
 #[test]
 fn used_single_use_evidence_is_refused_with_its_own_reason() {
     let w = world();

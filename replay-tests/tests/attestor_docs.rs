@@ -33,6 +33,7 @@ const SCANNED: &[(&str, Option<&str>)] = &[
     ("domain/src/attest/join_token.rs", Some("join-token")),
     ("domain/src/identity/join.rs", Some("join-token")),
     ("domain/src/attest/admission.rs", Some("join")),
+    ("domain/src/attest/remote.rs", Some("join")),
     ("domain/src/attest/x509pop.rs", Some("x509pop")),
     ("domain/src/attest/provisioned.rs", Some("provisioned")),
     ("domain/src/attest/tpm/attestor.rs", Some("tpm")),

@@ -4,7 +4,11 @@ Usage: attestor.py GEN_DIR SOCKET MACHINES_JSON
 
 GEN_DIR holds the stubs grpc_tools.protoc generated from proto/bc/attestor/v1/attestor.proto;
 MACHINES_JSON maps a machine name to {"secret": hex, "tenant": .., "site": .., "pool": ..,
-"bind": true (default) or false}.
+"bind": true (default) or false, "challenge_ttl_ms": the challenge's life (default 60 s; a
+negative one answers a deadline already past), "use_expires_in_ms": the single-use record's
+expiry from now (default: the challenge's deadline; a negative one names a record already
+expired)}. The last two make the attestor a careless one, for the JoinService to hold to its
+contract.
 
 Two rounds, stateless (any replica of this attestor could answer the second):
 
@@ -70,7 +74,8 @@ class Attestor(rpc.AttestorServicer):
         if machine not in self.machines:
             return refuse("unknown-machine")
         nonce = os.urandom(16).hex()
-        not_after = int(time.time() * 1000) + CHALLENGE_TTL_MS
+        ttl = self.machines[machine].get("challenge_ttl_ms", CHALLENGE_TTL_MS)
+        not_after = int(time.time() * 1000) + ttl
         payload = {
             "machine": machine,
             "nonce": nonce,
@@ -111,6 +116,9 @@ class Attestor(rpc.AttestorServicer):
             return refuse("bad-response")
         bind = hashlib.sha256(("py-attestor/machine:" + machine).encode()).digest()
         once = hashlib.sha256(("py-attestor/nonce:" + nonce).encode()).digest()
+        expires = not_after
+        if "use_expires_in_ms" in entry:
+            expires = int(time.time() * 1000) + entry["use_expires_in_ms"]
         return pb.VerifyResponse(
             admit=pb.Admit(
                 tenant_id=entry["tenant"],
@@ -119,7 +127,7 @@ class Attestor(rpc.AttestorServicer):
                 bind=[bind] if entry.get("bind", True) else [],
                 single_use=[
                     pb.SingleUse(
-                        subject=once, expires_at_ms=not_after, reason_if_used="reused"
+                        subject=once, expires_at_ms=expires, reason_if_used="reused"
                     )
                 ],
             )

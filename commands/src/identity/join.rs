@@ -16,8 +16,9 @@
 use std::sync::Arc;
 
 use domain::attest::{
-    decide_admission, Admission, AdmissionCommand, AdmissionFacts, AttestRequest,
-    AttestationResult, AttestorRefusal, BindingState, BoxedPlan, Entropy, FactKey, Facts, Verdict,
+    check_remote_verdict, decide_admission, reserved_tenants, Admission, AdmissionCommand,
+    AdmissionFacts, AttestRequest, AttestationResult, AttestorRefusal, BindingState, BoxedPlan,
+    Entropy, FactKey, Facts, Verdict,
 };
 use domain::identity::{
     claims_digests, sha256, unix_us, ClaimsDigests, DecideError, Decision, JoinContext, JoinInput,
@@ -174,6 +175,9 @@ async fn binding(
 }
 
 /// Loads what the admission step reads for `result`, adding the versions it read to `versions`.
+/// `loaded`: the keys an in-process attestor's plan named and the facts loaded for them; `None`
+/// for a remote attestor's result, whose tenant is then looked up
+/// ([`AdmissionFacts::tenant_known`]: a site or a pool of it).
 async fn load_admission_facts(
     tx: &mut StoreTx,
     attestor: &str,
@@ -222,6 +226,10 @@ async fn load_admission_facts(
             facts.uses.insert((u.attestor.clone(), u.subject));
         }
     }
+    // A remote attestor's tenant (it planned nothing): no operator record it read vouches for it.
+    if loaded.is_none() {
+        facts.tenant_known = Some(attest_read::tenant_known(tx, &result.tenant_id).await?);
+    }
     facts.pool = attest_read::pool(tx, &result.pool_id)
         .await?
         .as_ref()
@@ -250,43 +258,49 @@ fn fresh_entropy() -> Result<Entropy, IdentityError> {
     Ok(Entropy::from_seed(seed))
 }
 
-/// A remote attestor's verdict on the request, reached before the join's transaction (it is
-/// asked only the request, never the database), checked against its contract.
-async fn remote_verdict(
-    remote: &dyn RemoteAttestor,
+/// What a remote attestor is asked of `input`: never the database, only the request.
+fn remote_ask(
     id: &str,
     role: NodeRole,
     csr_sha: [u8; 32],
     input: &JoinInput,
-) -> Result<Verdict, IdentityError> {
-    let ask = RemoteVerifyRequest {
+) -> RemoteVerifyRequest {
+    RemoteVerifyRequest {
         attestor: id.to_owned(),
         role,
         csr_sha256: csr_sha,
         claims: input.claims.clone(),
         evidence: input.attestation.clone(),
-    };
-    let verdict = remote
-        .verify(&ask)
-        .await
-        .map_err(IdentityError::AttestorUnavailable)?;
-    check_remote_verdict(id, verdict)
+    }
 }
 
-/// A remote attestor's verdict held to the contract: it cannot name a token (it never read one).
-fn check_remote_verdict(attestor: &str, verdict: Verdict) -> Result<Verdict, IdentityError> {
-    if let Verdict::Admit(result) = &verdict {
-        if result.token.is_some() {
-            return Err(IdentityError::Failed(
-                RemoteAttestorError::InvalidAnswer {
-                    attestor: attestor.to_owned(),
-                    why: "a remote attestor cannot spend a token".into(),
-                }
-                .to_string(),
-            ));
-        }
-    }
-    Ok(verdict)
+/// A remote attestor's verdict on the request, reached before the join's transaction (it is
+/// asked only the request, never the database), held at the join's time `now_us` to what the
+/// built-ins are held to ([`check_remote_verdict`]: no token, single-use records and challenges
+/// that expire after now and not too far, no reserved tenant; issue 40 item 9). A verdict that
+/// breaks it is an invalid answer (UNAVAILABLE, nothing recorded).
+async fn remote_verdict(
+    remote: &dyn RemoteAttestor,
+    ask: &RemoteVerifyRequest,
+    now_us: i64,
+    root_tenant: &str,
+) -> Result<Verdict, IdentityError> {
+    let verdict = remote
+        .verify(ask)
+        .await
+        .map_err(IdentityError::AttestorUnavailable)?;
+    check_remote_verdict(
+        &ask.attestor,
+        verdict,
+        now_us,
+        &reserved_tenants(root_tenant),
+    )
+    .map_err(|why| {
+        IdentityError::AttestorUnavailable(RemoteAttestorError::InvalidAnswer {
+            attestor: ask.attestor.clone(),
+            why: why.to_string(),
+        })
+    })
 }
 
 impl Joins {
@@ -498,7 +512,9 @@ impl Joins {
                 }
             },
             RegisteredAttestor::Remote(remote) => {
-                Source::Remote(remote_verdict(remote.as_ref(), &id, role, csr_sha, input).await?)
+                let ask = remote_ask(&id, role, csr_sha, input);
+                let root = &self.config.root_tenant;
+                Source::Remote(remote_verdict(remote.as_ref(), &ask, now_us, root).await?)
             }
         };
 

@@ -4,8 +4,9 @@ use domain::quorum::BatchId;
 
 /// The stream of the deployment's trust bundle.
 pub const TRUST_BUNDLE_STREAM: &str = "trust-bundle";
-/// Tenant id for deployment-wide events (the trust bundle).
-pub const DEPLOYMENT_TENANT: &str = "deployment";
+/// Tenant id for deployment-wide events (the trust bundle): no node joins it
+/// ([`domain::attest::DEPLOYMENT_TENANT`], reserved).
+pub const DEPLOYMENT_TENANT: &str = domain::attest::DEPLOYMENT_TENANT;
 
 /// The stream of a batch.
 pub fn batch_stream(batch_id: &BatchId) -> String {

@@ -5,6 +5,9 @@
 //!
 //! In this order:
 //!
+//! 0. a tenant no operator record vouches for (an out-of-process attestor's) must be one an
+//!    operator created, a site or a pool of it ([`AdmissionFacts::tenant_known`]):
+//!    `join:unknown-tenant`, recorded in the root tenant (issue 40 item 9);
 //! 1. the pool's attestor policy ([`PoolState::admits`]): `join:pool-attestor`, recorded in the
 //!    pool owner's tenant, before anything is reclaimed or inserted;
 //! 2. a token's expect binding whenever the result names a token: `join:expect-product-uuid`,
@@ -66,6 +69,11 @@ pub struct AdmissionFacts {
     pub pool: Option<PoolState>,
     /// The latest join request of (attestor, approval subject), when the result asks approval.
     pub join_request: Option<JoinRequestState>,
+    /// Whether the result's tenant is one an operator created (a site or a pool of it), loaded
+    /// when no operator record the attestor read vouches for it (an out-of-process attestor's
+    /// result); `None`: not loaded, the tenant came from such a record (a token, a node, a
+    /// site, an allow-list entry).
+    pub tenant_known: Option<bool>,
 }
 
 /// One admission: the attestor's result and the fresh ids the shell drew.
@@ -260,15 +268,21 @@ fn attributed(result: &AttestationResult, attestor: &str, reason: &str) -> Attes
     r
 }
 
-/// Steps 1 to 3: the pool's attestor policy (in the pool owner's tenant, before anything is
-/// reclaimed or inserted), a token's expect binding, a node-key statement the renewal path
-/// cannot prove.
+/// Steps 0 to 3: a tenant nobody created, the pool's attestor policy (in the pool owner's
+/// tenant, before anything is reclaimed or inserted), a token's expect binding, a node-key
+/// statement the renewal path cannot prove.
 fn check_policy(
     cmd: &AdmissionCommand<'_>,
     facts: &AdmissionFacts,
 ) -> Result<(), DecideError<AttestorRefusal>> {
     let result = cmd.result;
     let token_id = result.token.as_ref().map(|t| t.token_id.as_str());
+
+    // 0. A tenant nobody created: refused in the root tenant, so it gets no event either.
+    if facts.tenant_known == Some(false) {
+        let r = AttestorRefusal::new(ADMISSION, "unknown-tenant");
+        return Err(DecideError::Refused(r));
+    }
 
     // 1. The pool's policy, in its owner's tenant, before anything is reclaimed or inserted.
     if let Some(pool) = &facts.pool {

@@ -19,6 +19,7 @@
 //! | [`factory`] | how an attestor configures and registers itself: one factory per attestor, its table, then what the deployment gives it |
 //! | [`entries`] | operator-managed attestor lists (TPM allow-list, cloud accounts, ...): add / remove |
 //! | [`cloud_iid`] | the `cloud-iid` attestor: a cloud VM's signed instance identity document |
+//! | [`remote`] | an out-of-process attestor's verdict held to what the built-ins are held to (times, tenants) |
 
 pub mod admission;
 pub mod answer_again;
@@ -32,6 +33,7 @@ pub mod join_token;
 pub mod kinds;
 pub mod pools;
 pub mod provisioned;
+pub mod remote;
 pub mod state;
 pub mod tpm;
 pub mod x509pop;
@@ -66,6 +68,10 @@ pub use pools::{
     CreatePool, UpdatePool, MAX_POOL_ATTESTORS,
 };
 pub use provisioned::{ProvisionedAttestor, ProvisionedRefusal, PROVISIONED_ATTESTOR};
+pub use remote::{
+    check_remote_verdict, reserved_tenants, InvalidRemoteAnswer, DEPLOYMENT_TENANT,
+    MAX_REMOTE_CHALLENGE_LIFE_US, MAX_REMOTE_USE_LIFE_US,
+};
 pub use state::{
     JoinRequestState, JoinRequestStatus, PoolState, JOIN_PENDING_RETRY_SECONDS, JOIN_REQUEST_TTL,
 };

@@ -14,6 +14,10 @@
 //! [`RemoteAttestorError::Unavailable`]: both fail the join as an error, never as a refusal,
 //! and spend nothing. A node-key statement (`Admit.node_key_uri`) is refused
 //! `join:node-key-statement`, as the admission step refuses one it cannot prove again.
+//!
+//! Times and tenants (a single-use record's expiry, a challenge's deadline, a reserved or
+//! unknown tenant) are judged by the join shell at the join's time, for every remote attestor
+//! (`domain::attest::remote`, issue 40 item 9): this module checks only the answer's form.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -425,9 +429,11 @@ fn admit(id: &str, roles: &[NodeRole], asked: NodeRole, a: wire::Admit) -> Resul
     };
     if !a.node_key_uri.is_empty() {
         // Well formed in every other way, but no renewal could prove the statement again.
-        return Ok(Verdict::Refuse(
-            AttestorRefusal::new("join", "node-key-statement").in_tenant(&tenant_id),
-        ));
+        // Recorded in the root tenant: the tenant the answer names is not checked yet.
+        return Ok(Verdict::Refuse(AttestorRefusal::new(
+            "join",
+            "node-key-statement",
+        )));
     }
     Ok(Verdict::Admit(Box::new(AttestationResult {
         tenant_id,

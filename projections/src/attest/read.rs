@@ -91,6 +91,19 @@ pub async fn pools_in_store(
     store.fetch_all(&sql, &[tenant.unwrap_or("").into()]).await
 }
 
+/// Whether `tenant` is one an operator created: a site or a pool of it exists (issue 40 item 9:
+/// the tenants an out-of-process attestor may admit into).
+pub async fn tenant_known(tx: &mut StoreTx, tenant: &str) -> Result<bool, StoreError> {
+    let row: Option<(i64,)> = tx
+        .fetch_optional(
+            "SELECT CAST(1 AS BIGINT) AS one FROM sites WHERE tenant_id = $1 \
+             UNION ALL SELECT CAST(1 AS BIGINT) AS one FROM pools WHERE tenant_id = $1 LIMIT 1",
+            &[tenant.into()],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
 /// A join request by id.
 pub async fn join_request(
     tx: &mut StoreTx,
