@@ -14,7 +14,7 @@
 //!
 //! | point | where |
 //! | --- | --- |
-//! | `join:prepared` | key and CSR made, token sealed; nothing sent, nothing written |
+//! | `join:prepared` | key and CSR made, token sealed, the request kept in `join.pending`; nothing sent |
 //! | `join:answer-received` | the control plane answered (it committed the join); nothing verified or written |
 //! | `join:verified` | the answer verified; nothing written |
 //! | `store:next-removed` | a stale `node.key.next` removed |

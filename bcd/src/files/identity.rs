@@ -511,6 +511,8 @@ pub fn store_joined(
     crate::fault::point("store:next-removed");
     dir.write(NODE_KEY_FILE, key.to_pem().as_bytes())?;
     dir.write(IDENTITY_FILE, &identity.to_json())?;
+    // The request kept until answered (`crate::join::pending`) is answered now.
+    dir.remove(crate::join::pending::JOIN_PENDING_FILE)?;
     Ok(JoinStored { journal_moved_to })
 }
 

@@ -22,10 +22,14 @@ use crate::helper::privilege::{is_root, SystemUser};
 use crate::join::exchange::{parse_duration, run_join, JoinEnv, JoinLoop};
 use crate::join::handover::{hand_over, join_hand_over_to};
 use crate::join::hardware::uuid_warning;
-use crate::join::key::join_key;
+use crate::join::key::{join_key, JoinKey};
+use crate::join::pending::{
+    discard as discard_pending, keeps, load as pending_join, save as save_pending,
+    JOIN_PENDING_FILE,
+};
 use crate::join::request::{
-    load_join_encryption_key, load_join_signing_key, prepare_with_key, JOIN_ENCRYPTION_JWK,
-    JOIN_SIGNING_JWK,
+    load_join_encryption_key, load_join_signing_key, prepare_with_csr, prepare_with_key, JoinError,
+    JOIN_ENCRYPTION_JWK, JOIN_SIGNING_JWK,
 };
 use crate::join::reset::{plan, DRY_RUN_EXIT, RESET_NOT_ROOT};
 use crate::join::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
@@ -225,6 +229,8 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
                 eprintln!("bcd join: {line}")
             });
             println!("already joined as {}", loaded.describe());
+            // Stored, then killed before `join.pending` was removed.
+            discard_pending(dir);
             // A join killed before its hand-over is repaired by running it again.
             if let Err(code) = give_to(config, dir, hand_to.as_ref()) {
                 return code;
@@ -359,9 +365,32 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
         };
     }
 
-    let made = match join_key(config, &attestor) {
-        Ok(made) => made,
-        Err(e) => return fail(e),
+    // A request an earlier join sent and never got an answer to is sent again, key and CSR
+    // byte for byte: the control plane answers it with the identity it issued, if it did.
+    let kept = keeps(&attestor)
+        .then(|| {
+            pending_join(dir, &attestor, &config.tpm_host(), &mut |l| {
+                eprintln!("{l}")
+            })
+        })
+        .flatten();
+    let (made, kept_csr) = match kept {
+        Some(kept) => {
+            eprintln!(
+                "bcd join: sending again the request of an earlier join that got no answer ({})",
+                dir.file(JOIN_PENDING_FILE).display()
+            );
+            let key = JoinKey {
+                key: kept.key,
+                producer: None,
+                warning: None,
+            };
+            (key, Some(kept.csr_der))
+        }
+        None => match join_key(config, &attestor) {
+            Ok(made) => (made, None),
+            Err(e) => return fail(e),
+        },
     };
     if let Some(warning) = &made.warning {
         eprintln!("bcd join: {warning}");
@@ -376,10 +405,22 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
         (Some(key), Some(token)) => Some((key, &token.secret)),
         _ => None,
     };
-    let prepared = match prepare_with_key(made.key, sealed, &attestor, role, claims) {
+    let prepared = match kept_csr {
+        Some(csr) => prepare_with_csr(made.key, csr, sealed, &attestor, role, claims),
+        None => prepare_with_key(made.key, sealed, &attestor, role, claims),
+    };
+    let prepared = match prepared {
         Ok(prepared) => prepared,
         Err(e) => return fail(e),
     };
+    if keeps(&attestor) {
+        let csr = &prepared.request.csr_der;
+        if let Err(e) = save_pending(dir, &attestor, &prepared.key, csr) {
+            return fail(format_args!(
+                "bcd join: keeping the request before it is sent: {e}; nothing was sent"
+            ));
+        }
+    }
     let options = JoinLoop {
         join_signing: pins.join_signing,
         trust_domain: None,
@@ -415,6 +456,12 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
                 Err(code) => code,
             }
         }
-        Err(e) => fail(e),
+        Err(e) => {
+            if matches!(e, JoinError::Refused { .. }) {
+                // A refused request admits nothing if sent again.
+                discard_pending(dir);
+            }
+            fail(e)
+        }
     }
 }

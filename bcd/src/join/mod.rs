@@ -7,6 +7,7 @@
 //! | [`token_input`] | where `bcd join` takes its token from (never the command line) |
 //! | [`request`] | the join minus the network: key, CSR, the token sealed to the pinned key; [`request::JoinTransport`] |
 //! | [`key`] | where the join's node key is made; `--attestor tpm`'s producer on the TPM |
+//! | [`pending`] | `join.pending`: a request sent and not answered, sent again by the next join |
 //! | [`hardware`] | the hardware claims a join sends (product UUID, permanent MACs), and why one is missing |
 //! | [`exchange`] | the join loop: retries, pending waits, challenge rounds, storing the verified answer |
 //! | [`verify`] | verifying a JoinResponse against the pins and this request before anything is used |
@@ -25,6 +26,7 @@ pub mod exchange;
 pub mod handover;
 pub mod hardware;
 pub mod key;
+pub mod pending;
 pub mod ramdisk;
 pub mod request;
 pub mod reset;

@@ -321,7 +321,21 @@ pub fn prepare_with_key(
     role: NodeRole,
     claims: HardwareClaims,
 ) -> Result<PreparedJoin, JoinError> {
-    let (csr_der, csr_sha256) = csr_for(&key).map_err(JoinError::Local)?;
+    let (csr_der, _) = csr_for(&key).map_err(JoinError::Local)?;
+    prepare_with_csr(key, csr_der, token, attestor, role, claims)
+}
+
+/// [`prepare_with_key`] with the CSR given too: a request kept in `join.pending`, sent again
+/// byte for byte ([`crate::join::pending`]).
+pub fn prepare_with_csr(
+    key: NodeKey,
+    csr_der: Vec<u8>,
+    token: Option<(&PublicKey, &TokenSecret)>,
+    attestor: &str,
+    role: NodeRole,
+    claims: HardwareClaims,
+) -> Result<PreparedJoin, JoinError> {
+    let csr_sha256: [u8; 32] = domain::identity::sha256(&csr_der);
     let sealed_token = match token {
         Some((encryption_key, token)) => Some(
             seal_token(encryption_key, token, &csr_sha256)

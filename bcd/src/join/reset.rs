@@ -1,7 +1,7 @@
 //! `bcd join --reset [--yes]`: moves an identity aside so the machine can join again.
 //!
-//! `identity.json`, `node.key`, `node.key.next` and `journal.db`, whichever exist, are each
-//! renamed `<name>.reset-<UTC time>` (`YYYYMMDDTHHMMSSZ`, for example
+//! `identity.json`, `node.key`, `node.key.next`, `journal.db` and `join.pending`, whichever
+//! exist, are each renamed `<name>.reset-<UTC time>` (`YYYYMMDDTHHMMSSZ`, for example
 //! `node.key.reset-20260926T114200Z`). Nothing is deleted. [`plan`] says what would move;
 //! [`ResetPlan::execute`] moves it (each rename followed by a directory fsync), `identity.json`
 //! last (see [`RESET_FILES`]), so a reset killed half-way leaves the old identity or nothing of
@@ -14,13 +14,21 @@ use time::macros::format_description;
 use time::OffsetDateTime;
 
 use crate::files::{DataDir, FileError, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
+use crate::join::pending::JOIN_PENDING_FILE;
 
 /// The files a reset moves, in the order it moves them: `identity.json` last. Until it moves,
 /// the old identity is still there (whole, or without its key, and then `bcd join` says to
 /// reset again); once it moved, nothing of the old identity is left under its own name. Moved
 /// first, a reset killed half-way would leave the old key and journal behind for the next join
-/// to overwrite the one and adopt the other.
-pub const RESET_FILES: [&str; 4] = [JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE, IDENTITY_FILE];
+/// to overwrite the one and adopt the other. A request kept unanswered (`join.pending`) moves
+/// first: the next join makes a new key.
+pub const RESET_FILES: [&str; 5] = [
+    JOIN_PENDING_FILE,
+    JOURNAL_FILE,
+    NEXT_KEY_FILE,
+    NODE_KEY_FILE,
+    IDENTITY_FILE,
+];
 
 /// The refusal of a non-root `bcd join --reset` (spec 002 "Joining again with --reset").
 pub const RESET_NOT_ROOT: &str = "bcd join --reset: run it as root";
