@@ -29,8 +29,10 @@
 //!    has seen, never a Welcome's unsigned server time)), and the wire `command_id` equal to the
 //!    body's: else `SIGNATURE_INVALID`. A command that verified raises the signed-time mark to
 //!    its issue time (in `journal.db`, so a restart keeps it);
-//! 3. the kind is known and this node's role may run it: else `KIND_UNSUPPORTED`; its payload
-//!    decodes as the kind's message (no unknown fields): else `SIGNATURE_INVALID`;
+//! 3. the kind is known, this node's role may run it and its certificate's allowed kinds
+//!    (`allowedKinds` in identity.json, from the signed join or renewal answer; issue 40 item
+//!    16) admit it: else `KIND_UNSUPPORTED`; its payload decodes as the kind's message (no
+//!    unknown fields): else `SIGNATURE_INVALID`;
 //! 4. a destructive kind needs a hook (`[commands.hooks]`): else `NO_HOOK`; then the quorum
 //!    check ([`quorum`]): its refusal's reason and message;
 //! 5. recorded `started`, run (a built-in in bcd, a destructive kind's hook), recorded with its
@@ -55,6 +57,7 @@ use std::sync::Mutex;
 use crate::clock::{SignedTimeMark, TrustedClock};
 use crate::files::identity::{read_stored, StoredIdentity};
 use crate::files::DataDir;
+use domain::attest::kinds::kinds_allow;
 use domain::command::payloads::decode_payload;
 use domain::command::{kind_spec, verify_command, CommandError, SignedCommand};
 use domain::pki::{NodeRole, TrustDomain};
@@ -291,6 +294,16 @@ impl CommandRunner {
             return Err((
                 R::KindUnsupported,
                 format!("kind-not-allowed: a {role} may not run {}", spec.name),
+            ));
+        }
+        if !kinds_allow(&stored.allowed_kinds, spec.name) {
+            return Err((
+                R::KindUnsupported,
+                format!(
+                    "kind-not-allowed: this node's certificate allows only {}, not {}",
+                    stored.allowed_kinds.join(","),
+                    spec.name
+                ),
             ));
         }
         if !spec.destructive && !builtins::is_builtin(spec.name) {

@@ -59,6 +59,7 @@ pub fn signed_join_response(
         trust_version: trust.version,
         signed_trust_bundle: trust.bundle.clone(),
         trust_bundle_signature: trust.signature.clone(),
+        allowed_kinds: answer.allowed_kinds.clone(),
     };
     sign_join_body(join_signing, answer.csr_sha256, body)
 }
@@ -179,6 +180,7 @@ pub(crate) mod tests {
             trust_roots: vec![vec![4]],
             not_after_us: 5_000_999,
             server_time_us: 2_000_999,
+            allowed_kinds: vec!["diag.*".into()],
         }
     }
 

@@ -48,6 +48,7 @@ pub fn signed_renew_response(
         site_id: answer.site_id,
         role: answer.role,
         identity_generation: answer.identity_generation,
+        allowed_kinds: answer.allowed_kinds,
     }
     .encode_to_vec();
     let signature = sign(
@@ -122,6 +123,7 @@ mod tests {
             trust_roots: vec![vec![2]],
             not_after_us: 7_000_000,
             server_time_us: 3_000_000,
+            allowed_kinds: vec!["diag.*".into()],
         };
         let signed = signed_renew_response(&keys.join_signing, renew).unwrap();
         let sig = Signature::from_bytes(&signed.signature).expect("64-byte signature");
