@@ -328,7 +328,6 @@ fn a_kind_the_certificate_does_not_allow_is_refused() {
         "{result:?}"
     );
     // A ramdisk's role runs no node.reboot, whatever its certificate lists.
-    let mut json = json;
     json["allowedKinds"] = serde_json::json!(["node.reboot", "diag.*"]);
     m.data
         .write(bcd::files::IDENTITY_FILE, json.to_string().as_bytes())

@@ -116,7 +116,7 @@ async fn a_command_its_nodes_new_certificate_no_longer_allows_is_cancelled_at_di
             .await
             .unwrap();
         // Only what may be sent is answered: the gateway sends nothing else.
-        assert_eq!(sent, [ping.clone()]);
+        assert_eq!(sent, [ping.as_str()]);
         assert_eq!(
             command_show(&f.store, &ping).await.unwrap().status,
             "dispatched"
@@ -143,7 +143,7 @@ async fn a_command_its_nodes_new_certificate_no_longer_allows_is_cancelled_at_di
         let sent = record_dispatched(&f.store, &f.clock, &node, &ids, DispatchCause::Hello)
             .await
             .unwrap();
-        assert_eq!(sent, [ping.clone()]);
+        assert_eq!(sent, [ping.as_str()]);
         assert_eq!(events_of(&f.store, "command.cancelled").await.len(), 1);
         // Never pending again; the allowed one stays pending until answered.
         let pending = pending_for_node(&f.store, &node, 10).await.unwrap();

@@ -59,7 +59,7 @@ use crate::files::identity::{read_stored, StoredIdentity};
 use crate::files::DataDir;
 use domain::attest::kinds::kinds_allow;
 use domain::command::payloads::decode_payload;
-use domain::command::{kind_spec, verify_command, CommandError, SignedCommand};
+use domain::command::{kind_spec, verify_command, CommandError, KindSpec, SignedCommand};
 use domain::pki::{NodeRole, TrustDomain};
 use domain::quorum::{AdmissionClock, BatchId, SetDigest, VerifiedApprovals};
 use journal::{Entry, Journal, JournalError, INTERRUPTED_DETAIL};
@@ -116,6 +116,54 @@ fn verify_detail(error: &CommandError) -> String {
         ),
         other => other.to_string(),
     }
+}
+
+/// The kind's registry entry, when this node may run it: the kind is known, the node's role
+/// runs it, its certificate's allowed kinds (identity.json `allowedKinds`, from the signed join
+/// or renewal answer) admit it, and a non-destructive kind is one of bcd's built-ins. Else
+/// `KIND_UNSUPPORTED` with the reason.
+fn kind_this_node_runs(
+    stored: &StoredIdentity,
+    kind: &str,
+) -> Result<&'static KindSpec, (proto::CommandRejectReason, String)> {
+    use proto::CommandRejectReason as R;
+    let state = |detail: String| (R::NodeState, detail);
+    let spec = kind_spec(kind).ok_or_else(|| {
+        (
+            R::KindUnsupported,
+            format!("kind-unknown: this node does not know kind {kind:?}"),
+        )
+    })?;
+    let role: NodeRole = stored
+        .role
+        .parse()
+        .map_err(|_| state(format!("the stored role {:?} is not valid", stored.role)))?;
+    if !spec.allows_role(role) {
+        return Err((
+            R::KindUnsupported,
+            format!("kind-not-allowed: a {role} may not run {}", spec.name),
+        ));
+    }
+    if !kinds_allow(&stored.allowed_kinds, spec.name) {
+        return Err((
+            R::KindUnsupported,
+            format!(
+                "kind-not-allowed: this node's certificate allows only {}, not {}",
+                stored.allowed_kinds.join(","),
+                spec.name
+            ),
+        ));
+    }
+    if !spec.destructive && !builtins::is_builtin(spec.name) {
+        return Err((
+            R::KindUnsupported,
+            format!(
+                "kind-not-implemented: this bcd has no built-in for {}",
+                spec.name
+            ),
+        ));
+    }
+    Ok(spec)
 }
 
 /// Runs this node's commands (see the module docs).
@@ -280,41 +328,7 @@ impl CommandRunner {
                 ),
             ));
         }
-        let spec = kind_spec(&body.kind).ok_or_else(|| {
-            (
-                R::KindUnsupported,
-                format!("kind-unknown: this node does not know kind {:?}", body.kind),
-            )
-        })?;
-        let role: NodeRole = stored
-            .role
-            .parse()
-            .map_err(|_| state(format!("the stored role {:?} is not valid", stored.role)))?;
-        if !spec.allows_role(role) {
-            return Err((
-                R::KindUnsupported,
-                format!("kind-not-allowed: a {role} may not run {}", spec.name),
-            ));
-        }
-        if !kinds_allow(&stored.allowed_kinds, spec.name) {
-            return Err((
-                R::KindUnsupported,
-                format!(
-                    "kind-not-allowed: this node's certificate allows only {}, not {}",
-                    stored.allowed_kinds.join(","),
-                    spec.name
-                ),
-            ));
-        }
-        if !spec.destructive && !builtins::is_builtin(spec.name) {
-            return Err((
-                R::KindUnsupported,
-                format!(
-                    "kind-not-implemented: this bcd has no built-in for {}",
-                    spec.name
-                ),
-            ));
-        }
+        let spec = kind_this_node_runs(&stored, &body.kind)?;
         let payload_json = decode_payload(spec.payload_type, &body.payload)
             .map_err(|e| (R::SignatureInvalid, e.to_string()))?;
         let batch = body
