@@ -228,6 +228,8 @@ pub(crate) mod tests {
         assert_eq!(body.signed_trust_bundle, vec![1, 2, 3]);
         assert_eq!(body.trust_bundle_signature, vec![9; 64]);
         assert_eq!((body.not_after_ms, body.server_time_ms), (5_000, 2_000));
+        // Signed with the rest: bcd enforces them (issue 40 item 16).
+        assert_eq!(body.allowed_kinds, ["diag.*"]);
     }
 
     #[test]

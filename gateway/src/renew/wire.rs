@@ -155,5 +155,7 @@ mod tests {
         );
         assert_eq!(body.identity_generation, 4);
         assert_eq!((body.not_after_ms, body.server_time_ms), (7_000, 3_000));
+        // Signed with the rest: bcd enforces them (issue 40 item 16).
+        assert_eq!(body.allowed_kinds, ["diag.*"]);
     }
 }
