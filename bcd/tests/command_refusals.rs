@@ -289,6 +289,63 @@ fn an_unknown_kind_or_one_the_role_may_not_run_is_refused() {
     assert!(m.ran().is_empty());
 }
 
+/// Issue 40 item 16: bcd runs only the kinds its certificate allows (`allowedKinds` in
+/// identity.json, from the signed join or renewal answer), and a ramdisk never reboots through a
+/// command (the registry agrees with discovery's default allowed kinds).
+#[test]
+fn a_kind_the_certificate_does_not_allow_is_refused() {
+    let (m, _) = quorum_machine();
+    // identity.json as a ramdisk's join wrote it (written as JSON, as a join writes it).
+    let mut json: serde_json::Value = serde_json::from_slice(&m.stored().to_json()).unwrap();
+    json["role"] = "ramdisk".into();
+    json["allowedKinds"] = serde_json::json!(["diag.*", "logs.collect"]);
+    m.data
+        .write(bcd::files::IDENTITY_FILE, json.to_string().as_bytes())
+        .unwrap();
+    // A kind a ramdisk may run, which this certificate does not allow.
+    let c = signed(
+        &m.worker,
+        &body(&new_id(), NODE, "inventory.refresh", Vec::new(), None),
+        TD,
+    );
+    let result = run(&m, &c);
+    assert_rejected(&result, R::KindUnsupported, "kind-not-allowed: ");
+    assert_eq!(
+        result.detail,
+        "kind-not-allowed: this node's certificate allows only diag.*,logs.collect, not \
+         inventory.refresh"
+    );
+    // A kind it allows runs.
+    let c = signed(
+        &m.worker,
+        &body(&new_id(), NODE, "diag.ping", ping("x"), None),
+        TD,
+    );
+    let result = run(&m, &c);
+    assert_eq!(
+        result.outcome,
+        proto::CommandOutcome::Succeeded as i32,
+        "{result:?}"
+    );
+    // A ramdisk's role runs no node.reboot, whatever its certificate lists.
+    json["allowedKinds"] = serde_json::json!(["node.reboot", "diag.*"]);
+    m.data
+        .write(bcd::files::IDENTITY_FILE, json.to_string().as_bytes())
+        .unwrap();
+    let c = signed(
+        &m.worker,
+        &body(&new_id(), NODE, "node.reboot", reboot(), None),
+        TD,
+    );
+    let result = run(&m, &c);
+    assert_rejected(&result, R::KindUnsupported, "kind-not-allowed: ");
+    assert_eq!(
+        result.detail,
+        "kind-not-allowed: a ramdisk may not run node.reboot"
+    );
+    assert!(m.ran().is_empty());
+}
+
 #[test]
 fn a_payload_with_unknown_fields_is_refused() {
     let (m, _) = quorum_machine();

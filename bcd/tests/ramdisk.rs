@@ -354,6 +354,7 @@ async fn a_deferred_ramdisk_join_is_retried_with_the_same_csr_and_stored() {
                     certificate_chain: vec![leaf, keys.node_ca.cert_der().to_vec()],
                     trust_roots: vec![keys.root_ca.cert_der().to_vec()],
                     identity_generation: 1,
+                    allowed_kinds: vec!["diag.*".into(), "disk.wipe".into()],
                     ..Default::default()
                 }
             };
@@ -384,6 +385,11 @@ async fn a_deferred_ramdisk_join_is_retried_with_the_same_csr_and_stored() {
     );
     assert_eq!(report.role.as_deref(), Some("ramdisk"));
     assert!(report.expires_in_seconds.unwrap() <= 2 * 3600);
+    // The signed answer's allowed kinds are kept: the runner enforces them (issue 40 item 16).
+    let stored = bcd::files::identity::read_stored(&bcd::files::DataDir::new(&rd.data))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.allowed_kinds, ["diag.*", "disk.wipe"]);
 }
 
 #[test]

@@ -59,11 +59,9 @@ fn gateway_answering(
         .unwrap();
         let chain = vec![issued.der, keys.node_ca.cert_der().to_vec()];
         let sha = csr_sha256(&req);
-        Ok(signed(
-            &keys.join_signing,
-            sha,
-            &body(&id, sha, chain, now()),
-        ))
+        let mut answer = body(&id, sha, chain, now());
+        answer.allowed_kinds = vec!["diag.*".into()];
+        Ok(signed(&keys.join_signing, sha, &answer))
     })
 }
 
@@ -121,6 +119,8 @@ async fn a_lost_renewal_is_retried_for_the_same_key_after_a_restart() {
     assert_eq!(*renewed.key.public_key(), keys[0]);
     assert!(!data.exists(NEXT_KEY_FILE), "promoted once certified");
     assert_eq!(load(&data).unwrap().next_key, NextKeyOutcome::Absent);
+    // The signed answer's allowed kinds replace the stored ones (issue 40 item 16).
+    assert_eq!(renewed.stored.allowed_kinds, ["diag.*"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

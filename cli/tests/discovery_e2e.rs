@@ -250,6 +250,12 @@ fn scenario(db_url: &str) {
         ]),
         "{detail}"
     );
+    // bcd holds the same list, from the signed JoinResponse, and enforces it (issue 40 item 16).
+    let identity: serde_json::Value = serde_json::from_slice(
+        &fs::read(tmp.path().join("ramdisk-1").join("identity.json")).expect("identity.json"),
+    )
+    .expect("identity.json is JSON");
+    assert_eq!(identity["allowedKinds"], kinds, "{identity}");
 
     // The same command line again: refused, the assertion already used.
     let (code, _, stderr) = ramdisk(&server, tmp.path(), "ramdisk-again", &cmdline);

@@ -326,6 +326,7 @@ fn renew(fx: &Fixture, state: &RenewState, input: &RenewInput) -> Fallible<Renew
         site_id: "site-1".into(),
         role: "node".into(),
         identity_generation: cert.identity_generation,
+        allowed_kinds: Vec::new(),
     }
     .encode_to_vec();
     let signature = sign(

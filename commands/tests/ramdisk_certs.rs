@@ -99,6 +99,8 @@ async fn join_and_renew_twice(f: &Fixture, svc: &JoinService, want_lifetime_us: 
         .await
         .expect("ramdisk joins");
     assert_eq!(joined.role, "ramdisk");
+    // The answer bcd verifies carries them (issue 40 item 16: bcd enforces them too).
+    assert_eq!(joined.allowed_kinds, KINDS);
     let mut leaf = joined.certificate_chain[0].clone();
     let mut current = agent;
     for _ in 0..2 {
@@ -106,6 +108,7 @@ async fn join_and_renew_twice(f: &Fixture, svc: &JoinService, want_lifetime_us: 
         let next = Agent::new();
         let req = renew_request(&current, &leaf, &joined.node_id, &next, now_ms(f));
         let renewed = svc.renew(&req).await.expect("ramdisk renews");
+        assert_eq!(renewed.allowed_kinds, KINDS);
         leaf = renewed.certificate_chain[0].clone();
         current = next;
     }
@@ -166,6 +169,7 @@ async fn a_node_certificate_keeps_no_kinds_and_the_leaf_lifetime() {
         assert_eq!(detail.certificates.len(), 1);
         let c = &detail.certificates[0];
         assert!(c.allowed_kinds.is_empty());
+        assert!(joined.allowed_kinds.is_empty());
         assert_eq!(c.not_after_us - c.not_before_us, 24 * 3600 * 1_000_000);
     }
 }

@@ -27,6 +27,7 @@ mod command_queue_batches;
 mod command_queue_replay;
 mod database_time;
 mod discovery_race;
+mod dispatch_kinds;
 mod handlers_are_send;
 mod identity_core;
 mod identity_maintenance;

@@ -91,11 +91,12 @@ impl Queue for MemQueue {
         _node_id: &'a str,
         ids: &'a [String],
         cause: DispatchCause,
-    ) -> QueueFuture<'a, ()> {
+    ) -> QueueFuture<'a, Vec<String>> {
         let mut s = self.0.lock().unwrap();
         s.dispatched
             .extend(ids.iter().map(|id| (id.clone(), cause)));
-        Box::pin(async { Ok(()) })
+        let recorded = ids.to_vec();
+        Box::pin(async move { Ok(recorded) })
     }
 
     fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool> {

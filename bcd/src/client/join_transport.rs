@@ -40,6 +40,7 @@ pub fn decode_join_body(body: &[u8]) -> Result<JoinResponseFields, String> {
         signed_trust_bundle: response.signed_trust_bundle,
         trust_bundle_signature: response.trust_bundle_signature,
         server_time_ms: response.server_time_ms,
+        allowed_kinds: response.allowed_kinds,
     })
 }
 

@@ -80,6 +80,11 @@ pub struct StoredIdentity {
     /// `journal.db` at each `Welcome`), never by a `Welcome`'s own time, which is unsigned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_time: Option<String>,
+    /// The command kinds the certificate allows, from the signed join or renewal answer (exact
+    /// names or `prefix.*`; empty or absent: every kind the role allows). bcd runs no other kind
+    /// (issue 40 item 16).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_kinds: Vec<String>,
 }
 
 mod b64_list {
@@ -151,6 +156,7 @@ impl StoredIdentity {
             trust_bundle: trust.trust_bundle,
             signed_trust_bundle: trust.signed_trust_bundle,
             server_time: trust.server_time.map(rfc3339),
+            allowed_kinds: Vec::new(),
         }
     }
 

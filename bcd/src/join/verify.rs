@@ -71,6 +71,9 @@ pub struct JoinResponseFields {
     /// The JoinService's clock at the decision, Unix ms (0: not sent). Signed, so it raises
     /// the `serverTime` high-water mark.
     pub server_time_ms: i64,
+    /// Field 16: the command kinds the certificate allows (empty: every kind its role allows).
+    /// Signed, so bcd enforces them whatever a gateway sends it.
+    pub allowed_kinds: Vec<String>,
 }
 
 /// A JoinResponse body's `oneof deferral`, decoded from the signed bytes.
@@ -194,12 +197,16 @@ pub struct VerifiedJoin {
     pub trust: TrustState,
     /// The signed response, kept as signed (root's record under the helper).
     pub signed: SignedJoinResponse,
+    /// The command kinds the certificate allows (empty: every kind its role allows).
+    pub allowed_kinds: Vec<String>,
 }
 
 impl VerifiedJoin {
     /// `identity.json` for this join.
     pub fn stored_identity(&self) -> StoredIdentity {
-        StoredIdentity::new(&self.leaf, self.chain.clone(), self.trust.clone())
+        let mut stored = StoredIdentity::new(&self.leaf, self.chain.clone(), self.trust.clone());
+        stored.allowed_kinds = self.allowed_kinds.clone();
+        stored
     }
 }
 
@@ -393,5 +400,6 @@ fn verify_joined(
         chain,
         trust,
         signed: signed.clone(),
+        allowed_kinds: fields.allowed_kinds,
     })
 }

@@ -94,6 +94,7 @@ pub fn decode_renew_body(body: &[u8]) -> Result<RenewalFields, String> {
         role: r.role,
         chain: r.certificate_chain,
         server_time_ms: r.server_time_ms,
+        allowed_kinds: r.allowed_kinds,
     })
 }
 
@@ -190,6 +191,8 @@ pub async fn renew_retrying(
         }
     };
     let mut renewed = current.stored.renewed(&verified.leaf, verified.chain);
+    // The new certificate's allowed kinds, as the signed answer states them.
+    renewed.allowed_kinds = verified.allowed_kinds;
     if let Some(t) = verified.server_time {
         renewed.observe_server_time(t);
     }

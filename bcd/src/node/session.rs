@@ -338,6 +338,7 @@ mod tests {
             trust_bundle: None,
             signed_trust_bundle: None,
             server_time: server_time.map(str::to_owned),
+            allowed_kinds: Vec::new(),
         };
         dir.write(IDENTITY_FILE, &stored.to_json()).unwrap();
     }

@@ -54,6 +54,8 @@ pub struct RenewalFields {
     pub chain: Vec<Vec<u8>>,
     /// The JoinService's clock at the decision, unix milliseconds.
     pub server_time_ms: i64,
+    /// The command kinds the new certificate allows (empty: every kind its role allows).
+    pub allowed_kinds: Vec<String>,
 }
 
 /// What this renewal expects of its answer.
@@ -124,6 +126,9 @@ pub struct VerifiedRenewal {
     pub chain: Vec<Vec<u8>>,
     /// The JoinService's signed clock, when it is a valid time.
     pub server_time: Option<OffsetDateTime>,
+    /// The command kinds the new certificate allows, signed (empty: every kind its role
+    /// allows).
+    pub allowed_kinds: Vec<String>,
 }
 
 fn who(td: &str, site: &str, node: &str, role: &str) -> String {
@@ -211,6 +216,7 @@ pub fn verify_renewal<E: std::fmt::Display>(
             i128::from(fields.server_time_ms) * 1_000_000,
         )
         .ok(),
+        allowed_kinds: fields.allowed_kinds,
     })
 }
 

@@ -29,8 +29,10 @@
 //!    has seen, never a Welcome's unsigned server time)), and the wire `command_id` equal to the
 //!    body's: else `SIGNATURE_INVALID`. A command that verified raises the signed-time mark to
 //!    its issue time (in `journal.db`, so a restart keeps it);
-//! 3. the kind is known and this node's role may run it: else `KIND_UNSUPPORTED`; its payload
-//!    decodes as the kind's message (no unknown fields): else `SIGNATURE_INVALID`;
+//! 3. the kind is known, this node's role may run it and its certificate's allowed kinds
+//!    (`allowedKinds` in identity.json, from the signed join or renewal answer; issue 40 item
+//!    16) admit it: else `KIND_UNSUPPORTED`; its payload decodes as the kind's message (no
+//!    unknown fields): else `SIGNATURE_INVALID`;
 //! 4. a destructive kind needs a hook (`[commands.hooks]`): else `NO_HOOK`; then the quorum
 //!    check ([`quorum`]): its refusal's reason and message;
 //! 5. recorded `started`, run (a built-in in bcd, a destructive kind's hook), recorded with its
@@ -55,8 +57,9 @@ use std::sync::Mutex;
 use crate::clock::{SignedTimeMark, TrustedClock};
 use crate::files::identity::{read_stored, StoredIdentity};
 use crate::files::DataDir;
+use domain::attest::kinds::kinds_allow;
 use domain::command::payloads::decode_payload;
-use domain::command::{kind_spec, verify_command, CommandError, SignedCommand};
+use domain::command::{kind_spec, verify_command, CommandError, KindSpec, SignedCommand};
 use domain::pki::{NodeRole, TrustDomain};
 use domain::quorum::{AdmissionClock, BatchId, SetDigest, VerifiedApprovals};
 use journal::{Entry, Journal, JournalError, INTERRUPTED_DETAIL};
@@ -113,6 +116,54 @@ fn verify_detail(error: &CommandError) -> String {
         ),
         other => other.to_string(),
     }
+}
+
+/// The kind's registry entry, when this node may run it: the kind is known, the node's role
+/// runs it, its certificate's allowed kinds (identity.json `allowedKinds`, from the signed join
+/// or renewal answer) admit it, and a non-destructive kind is one of bcd's built-ins. Else
+/// `KIND_UNSUPPORTED` with the reason.
+fn kind_this_node_runs(
+    stored: &StoredIdentity,
+    kind: &str,
+) -> Result<&'static KindSpec, (proto::CommandRejectReason, String)> {
+    use proto::CommandRejectReason as R;
+    let state = |detail: String| (R::NodeState, detail);
+    let spec = kind_spec(kind).ok_or_else(|| {
+        (
+            R::KindUnsupported,
+            format!("kind-unknown: this node does not know kind {kind:?}"),
+        )
+    })?;
+    let role: NodeRole = stored
+        .role
+        .parse()
+        .map_err(|_| state(format!("the stored role {:?} is not valid", stored.role)))?;
+    if !spec.allows_role(role) {
+        return Err((
+            R::KindUnsupported,
+            format!("kind-not-allowed: a {role} may not run {}", spec.name),
+        ));
+    }
+    if !kinds_allow(&stored.allowed_kinds, spec.name) {
+        return Err((
+            R::KindUnsupported,
+            format!(
+                "kind-not-allowed: this node's certificate allows only {}, not {}",
+                stored.allowed_kinds.join(","),
+                spec.name
+            ),
+        ));
+    }
+    if !spec.destructive && !builtins::is_builtin(spec.name) {
+        return Err((
+            R::KindUnsupported,
+            format!(
+                "kind-not-implemented: this bcd has no built-in for {}",
+                spec.name
+            ),
+        ));
+    }
+    Ok(spec)
 }
 
 /// Runs this node's commands (see the module docs).
@@ -277,31 +328,7 @@ impl CommandRunner {
                 ),
             ));
         }
-        let spec = kind_spec(&body.kind).ok_or_else(|| {
-            (
-                R::KindUnsupported,
-                format!("kind-unknown: this node does not know kind {:?}", body.kind),
-            )
-        })?;
-        let role: NodeRole = stored
-            .role
-            .parse()
-            .map_err(|_| state(format!("the stored role {:?} is not valid", stored.role)))?;
-        if !spec.allows_role(role) {
-            return Err((
-                R::KindUnsupported,
-                format!("kind-not-allowed: a {role} may not run {}", spec.name),
-            ));
-        }
-        if !spec.destructive && !builtins::is_builtin(spec.name) {
-            return Err((
-                R::KindUnsupported,
-                format!(
-                    "kind-not-implemented: this bcd has no built-in for {}",
-                    spec.name
-                ),
-            ));
-        }
+        let spec = kind_this_node_runs(&stored, &body.kind)?;
         let payload_json = decode_payload(spec.payload_type, &body.payload)
             .map_err(|e| (R::SignatureInvalid, e.to_string()))?;
         let batch = body

@@ -202,6 +202,7 @@ impl Machine {
             trust_bundle: bundle,
             signed_trust_bundle: None,
             server_time: None,
+            allowed_kinds: Vec::new(),
         };
         self.data.write(IDENTITY_FILE, &stored.to_json()).unwrap();
     }

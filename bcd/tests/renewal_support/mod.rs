@@ -351,6 +351,7 @@ pub fn body(
         site_id: current.spiffe_id.site.to_string(),
         role: current.role.to_string(),
         identity_generation: 1,
+        allowed_kinds: Vec::new(),
     }
 }
 

@@ -360,6 +360,9 @@ async fn show(args: ShowArgs) -> Result<(), CommandCmdError> {
         if let Some(detail) = &view.detail {
             crate::outln!("detail: {}", printable(detail));
         }
+        if let Some(reason) = &view.cancel_reason {
+            crate::outln!("cancelled: {}", printable(reason));
+        }
         if let Some(tail) = &view.output_tail {
             crate::outln!("output (tail):\n{}", printable_lines(tail));
         }

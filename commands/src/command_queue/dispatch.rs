@@ -1,11 +1,16 @@
 //! What a gateway reads and records for a node's session: its runnable commands, which nodes
 //! have newly runnable ones, dispatches, and the node's answers.
 //!
+//! A dispatch checks the node's role and its newest live certificate's allowed kinds again, as
+//! enqueue did (issue 40 item 16): a command they no longer admit (the node re-joined with
+//! narrower allowed kinds) is cancelled (`command.cancelled`) and not handed to the gateway.
+//!
 //! Dispatches and answers append at the command stream's exact version read, so two gateways
 //! recording answers for one command race safely: the loser re-reads, finds it answered, and
 //! records nothing (first answer wins).
 
 use async_trait::async_trait;
+use domain::command::enqueue::NodeFacts;
 use domain::command::queue::{decide_dispatched, decide_node_answer, QueueEvent, StoredCommand};
 pub use domain::command::queue::{NodeAnswer, NodeAnswerOutcome};
 use domain::command::SignedCommand;
@@ -17,6 +22,7 @@ use projections::commands::read::READY_LOOKBACK;
 use projections::commands::{command_by_id, ready_nodes_since, runnable_of_node, CommandRow};
 use rand_core::CryptoRngCore;
 
+use super::node_facts::node_facts;
 use super::CommandQueueError;
 use crate::clock::Clock;
 use crate::run::{append_and_project, run, At, Command, Decided};
@@ -151,16 +157,17 @@ pub enum DispatchCause {
     Hello,
 }
 
-/// Records `command.dispatched` for each of `command_ids` sent to `node_id`.
-/// A command of another node, or one already answered or cancelled, is skipped
-/// (`domain::command::queue::decide_dispatched`).
+/// Records `command.dispatched` for each of `command_ids` to be sent to `node_id`, and answers
+/// the ids recorded: only those may be sent. A command of another node, or one already answered
+/// or cancelled, is skipped; one the node's role or newest live certificate no longer allows is
+/// cancelled instead (`domain::command::queue::decide_dispatched`).
 pub async fn record_dispatched(
     store: &EventStore,
     clock: &dyn Clock,
     node_id: &str,
     command_ids: &[String],
     cause: DispatchCause,
-) -> Result<(), CommandQueueError> {
+) -> Result<Vec<String>, CommandQueueError> {
     let cause = match cause {
         DispatchCause::Ready => "ready",
         DispatchCause::Hello => "hello",
@@ -190,6 +197,7 @@ pub async fn record_node_answer(
 fn stored(row: &CommandRow) -> StoredCommand {
     StoredCommand {
         node_id: row.node_id.clone(),
+        kind: row.kind.clone(),
         status: row.stored_status.clone(),
         answered: row.answered_at_us.is_some(),
     }
@@ -227,6 +235,7 @@ pub(crate) fn queue_event(event: &QueueEvent, tenant: &str, now_us: i64) -> NewE
         QueueEvent::Dispatched(p) => NewEvent::from_payload(id, tenant, now_us, p),
         QueueEvent::ResultRecorded(p) => NewEvent::from_payload(id, tenant, now_us, p),
         QueueEvent::Rejected(p) => NewEvent::from_payload(id, tenant, now_us, p),
+        QueueEvent::Cancelled(p) => NewEvent::from_payload(id, tenant, now_us, p),
     }
 }
 
@@ -237,49 +246,58 @@ struct Dispatch<'a> {
     cause: &'a str,
 }
 
+/// What a dispatch reads: each command as stored, and the node as enqueue checks it.
+struct DispatchState {
+    rows: Vec<(String, Option<CommandRow>)>,
+    node: Option<NodeFacts>,
+}
+
 #[async_trait]
 impl Command for Dispatch<'_> {
-    type State = Vec<(String, Option<CommandRow>)>;
+    type State = DispatchState;
     type Event = QueueEvent;
-    type Outcome = ();
-    type Answer = ();
+    type Outcome = Vec<String>;
+    type Answer = Vec<String>;
     type Error = CommandQueueError;
 
-    async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<Self::State, CommandQueueError> {
+    async fn load(&self, tx: &mut StoreTx, at: &At) -> Result<DispatchState, CommandQueueError> {
         let mut rows = Vec::with_capacity(self.command_ids.len());
         for command_id in self.command_ids {
             rows.push((command_id.clone(), command_by_id(tx, command_id).await?));
         }
-        Ok(rows)
+        let node = node_facts(tx, self.node_id, at.now_us).await?;
+        Ok(DispatchState { rows, node })
     }
 
-    fn decide(&self, rows: &Self::State, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
-        let commands: Vec<(String, Option<StoredCommand>)> = rows
+    fn decide(&self, state: &DispatchState, _: &At, _: &mut dyn CryptoRngCore) -> Decided<Self> {
+        let commands: Vec<(String, Option<StoredCommand>)> = state
+            .rows
             .iter()
             .map(|(id, row)| (id.clone(), row.as_ref().map(stored)))
             .collect();
-        decide_dispatched(self.node_id, self.cause, &commands).map_err(|never| match never {})
+        decide_dispatched(self.node_id, self.cause, state.node.as_ref(), &commands)
+            .map_err(|never| match never {})
     }
 
     async fn append(
         &self,
         tx: &mut StoreTx,
-        rows: &Self::State,
+        state: &DispatchState,
         events: Vec<QueueEvent>,
         at: &At,
     ) -> Result<(), CommandQueueError> {
-        let rows: Vec<&CommandRow> = rows.iter().filter_map(|(_, r)| r.as_ref()).collect();
+        let rows: Vec<&CommandRow> = state.rows.iter().filter_map(|(_, r)| r.as_ref()).collect();
         append_on_commands(tx, &rows, events, at.now_us).await
     }
 
     async fn answer(
         &self,
         _: &mut StoreTx,
-        _: Self::State,
-        _: (),
+        _: DispatchState,
+        sent: Vec<String>,
         _: &At,
-    ) -> Result<(), CommandQueueError> {
-        Ok(())
+    ) -> Result<Vec<String>, CommandQueueError> {
+        Ok(sent)
     }
 }
 

@@ -5,9 +5,7 @@
 //! `command/<id>` and project it.
 
 use async_trait::async_trait;
-use domain::command::enqueue::{
-    BatchFacts, EnqueueCommand, EnqueuePlan, EnqueueState, NodeFacts, StoredLeaf,
-};
+use domain::command::enqueue::{BatchFacts, EnqueueCommand, EnqueuePlan, EnqueueState, StoredLeaf};
 use domain::command::queue::{decide_enqueue, Enqueue, EnqueueFailure, QueueEvent};
 use domain::decision::Refused;
 use domain::quorum::{BatchStatus, PayloadDigest, ScopeHash};
@@ -15,11 +13,11 @@ use events::schema::command_stream;
 use events::store::{EventStore, ExpectedVersion, StoreTx};
 use events::NewEvent;
 use projections::commands::scope_leaves_for;
-use projections::identity::read::{certs_of_node, node_by_id};
 use projections::quorum::read_batch;
 
 use super::dispatch::queue_event;
 use super::error::{corrupt, CommandQueueError};
+use super::node_facts::node_facts;
 use super::worker::WorkerSigner;
 use crate::clock::Clock;
 use crate::quorum::bundle::load::current_set;
@@ -61,42 +59,6 @@ pub struct EnqueueAnswer {
 /// A fresh command id: `cmd_` and 32 lower-case hex digits (a v4 UUID).
 pub fn new_command_id() -> String {
     format!("cmd_{}", uuid::Uuid::new_v4().simple())
-}
-
-/// The node, its live certificates and its allowed kinds, as the decision reads them.
-async fn node_facts(
-    tx: &mut StoreTx,
-    node_id: &str,
-    now_us: i64,
-) -> Result<Option<NodeFacts>, CommandQueueError> {
-    let Some(node) = node_by_id(tx, node_id).await? else {
-        return Ok(None);
-    };
-    let certs = certs_of_node(tx, node_id).await?;
-    let live: Vec<_> = certs
-        .iter()
-        .filter(|c| c.revoked_at_us.is_none() && c.not_after_us > now_us)
-        .collect();
-    // The newest live certificate's allowed kinds (what the node presents now); the node row's
-    // when it holds none.
-    let allowed_kinds = match live.last() {
-        Some(cert) => cert.allowed_kinds(),
-        None => node
-            .allowed_kinds
-            .as_deref()
-            .map(|k| k.split(',').map(str::to_owned).collect())
-            .unwrap_or_default(),
-    };
-    Ok(Some(NodeFacts {
-        tenant_id: node.tenant_id,
-        role: node.role,
-        status: node.status,
-        has_live_certificate: !live.is_empty(),
-        allowed_kinds: allowed_kinds
-            .into_iter()
-            .filter(|k| !k.is_empty())
-            .collect(),
-    }))
 }
 
 async fn batch_facts(

@@ -9,8 +9,9 @@
 //!   and the published quorum, decide (`domain::command::enqueue`), sign, append.
 //! - [`dispatch`]: what the gateway reads and records: the runnable commands of a node (held ones
 //!   only once their batch is approved, with the approval and the member's own leaf's proof from
-//!   the stored bytes), which nodes have newly runnable commands, dispatches, results and
-//!   rejections.
+//!   the stored bytes), which nodes have newly runnable commands, dispatches (a command the node's
+//!   certificate no longer allows is cancelled instead of sent), results and rejections.
+//! - `node_facts`: the node as enqueue and dispatch check it (role, allowed kinds).
 //! - [`views`]: `bcctl command list | show`.
 //!
 //! - `cancel`: the held commands of a batch that is cancelled or expires, cancelled in the same
@@ -20,6 +21,7 @@ pub(crate) mod cancel;
 pub mod dispatch;
 pub mod enqueue;
 mod error;
+mod node_facts;
 mod projection;
 pub mod views;
 pub mod worker;

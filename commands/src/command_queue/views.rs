@@ -40,6 +40,9 @@ pub struct CommandView {
     pub detail: Option<String>,
     /// The output's tail, lossy UTF-8.
     pub output_tail: Option<String>,
+    /// Why it was cancelled: its batch ended, or at dispatch its node's certificate no longer
+    /// allowed its kind.
+    pub cancel_reason: Option<String>,
 }
 
 /// The commands `filter` selects, newest first.
@@ -98,5 +101,6 @@ fn view(row: CommandRow) -> CommandView {
         output_tail: row
             .output_tail
             .map(|t| String::from_utf8_lossy(&t).into_owned()),
+        cancel_reason: row.cancel_reason,
     }
 }

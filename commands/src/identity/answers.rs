@@ -35,6 +35,8 @@ pub struct JoinAnswer {
     pub not_after_us: i64,
     /// The decision's time, µs since the epoch.
     pub server_time_us: i64,
+    /// The command kinds the certificate allows (empty: every kind its role allows).
+    pub allowed_kinds: Vec<String>,
 }
 
 /// What a join answers: admitted, or deferred (spec 001 "Two-round joins"). The edge signs
@@ -126,4 +128,6 @@ pub struct RenewAnswer {
     pub not_after_us: i64,
     /// The decision's time, µs since the epoch.
     pub server_time_us: i64,
+    /// The command kinds the certificate allows (empty: every kind its role allows).
+    pub allowed_kinds: Vec<String>,
 }

@@ -626,6 +626,7 @@ impl Joins {
                 trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
                 not_after_us: joined.not_after_us,
                 server_time_us: now_us,
+                allowed_kinds: joined.allowed_kinds,
             })),
         }
     }

@@ -135,6 +135,7 @@ impl Renewals {
                 trust_roots: vec![self.keys.root_ca.cert_der().to_vec()],
                 not_after_us: renewed.not_after_us,
                 server_time_us: now_us,
+                allowed_kinds: renewed.allowed_kinds,
             }),
         }
     }

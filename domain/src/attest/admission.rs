@@ -507,6 +507,7 @@ fn admit(
         certificate_der: Vec::new(),
         not_after_us: 0,
         csr_sha256,
+        allowed_kinds: result.allowed_kinds.clone(),
     };
     before.push(IdentityEvent::NodeJoined(NodeJoined {
         node_id: node.clone(),

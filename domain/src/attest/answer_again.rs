@@ -153,6 +153,7 @@ pub fn answer_again(
         certificate_der: cert.der.clone(),
         not_after_us: cert.not_after_us,
         csr_sha256: *csr.sha256(),
+        allowed_kinds: cert.allowed_kinds.clone(),
     })
 }
 

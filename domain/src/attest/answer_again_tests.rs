@@ -128,6 +128,7 @@ fn the_same_request_gets_the_identity_already_issued() {
             certificate_der: cert.der.clone(),
             not_after_us: cert.not_after_us,
             csr_sha256: *f.csr.sha256(),
+            allowed_kinds: cert.allowed_kinds.clone(),
         }
     );
     // A re-join (generation 2, its one certificate after the revoked ones) too.

@@ -1,7 +1,8 @@
 //! Command-kind patterns a certificate may be limited to (spec 001 "allowedKinds"): an exact
 //! kind name (`disk.wipe`) or a prefix (`diag.*`). Matching is exact, so `wipe` never allows
 //! `disk.wipe`. Checked where a list enters the control plane: an out-of-process attestor's
-//! answer and `[attestors.discovery] allowed_kinds`.
+//! answer and `[attestors.discovery] allowed_kinds`. Applied ([`kinds_allow`]) at enqueue, at
+//! dispatch and by bcd before it runs a command.
 
 /// At most this many allowed command kinds on one certificate.
 pub const MAX_ALLOWED_KINDS: usize = 64;
@@ -32,6 +33,13 @@ pub fn pattern_allows(pattern: &str, kind: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('.') && rest.len() > 1),
         None => pattern == kind,
     }
+}
+
+/// Whether a certificate's allowed kinds `patterns` admit `kind`: an empty list admits every
+/// kind (a certificate without allowed kinds is limited by its role alone), else one pattern
+/// must ([`pattern_allows`]).
+pub fn kinds_allow(patterns: &[String], kind: &str) -> bool {
+    patterns.is_empty() || patterns.iter().any(|p| pattern_allows(p, kind))
 }
 
 /// Why a list of kind patterns was refused.

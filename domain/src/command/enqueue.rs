@@ -274,6 +274,7 @@ impl EnqueueRefusal {
     }
 }
 
+use crate::attest::kinds::kinds_allow;
 pub use crate::attest::kinds::pattern_allows;
 
 /// Whether `command` enters the queue, and how: the queue's rules, a pure calculation that
@@ -384,6 +385,18 @@ fn check_node<'s>(
             node_id: command.node_id.clone(),
         });
     }
+    check_kind_allowed(&command.node_id, node, kind)?;
+    Ok(node)
+}
+
+/// Whether `node`'s role and its newest live certificate's allowed kinds admit `kind`: checked
+/// at enqueue and again at dispatch (issue 40 item 16), when the node's certificate may have
+/// changed since (a ramdisk that re-joined with narrower allowed kinds).
+pub fn check_kind_allowed(
+    node_id: &str,
+    node: &NodeFacts,
+    kind: &KindSpec,
+) -> Result<(), EnqueueRefusal> {
     let role_allows = node
         .role
         .parse::<NodeRole>()
@@ -396,19 +409,14 @@ fn check_node<'s>(
             allowed: kinds_of_role(&node.role),
         });
     }
-    if !node.allowed_kinds.is_empty()
-        && !node
-            .allowed_kinds
-            .iter()
-            .any(|p| pattern_allows(p, kind.name))
-    {
+    if !kinds_allow(&node.allowed_kinds, kind.name) {
         return Err(EnqueueRefusal::KindNotAllowed {
-            node_id: command.node_id.clone(),
+            node_id: node_id.to_owned(),
             kind: kind.name.to_string(),
             allowed: node.allowed_kinds.join(","),
         });
     }
-    Ok(node)
+    Ok(())
 }
 
 /// The leaf a batched command uses: the one bound to its payload's SHA-256 when the scope has

@@ -5,7 +5,13 @@
 //! bundle such a kind runs on a machine only under an approved batch (or the unbatched allowance).
 //! A node-tenant certificate "gets no destructive platform commands", so no destructive kind
 //! lists that role. A ramdisk certificate is further limited by its own allowed kinds
-//! (`node_certs.allowed_kinds`), checked at enqueue by [`super::enqueue`].
+//! (`node_certs.allowed_kinds`), checked at enqueue by [`super::enqueue`], again at dispatch by
+//! [`super::queue::decide_dispatched`], and by bcd before it runs anything.
+//!
+//! The kinds whose roles include `ramdisk` are exactly the ones the discovery attestor's default
+//! allowed kinds admit (spec 000 "discovery"; `the_default_allowed_kinds_are_exactly_the_
+//! registered_ramdisk_kinds` in `attest::discovery::config` compares them): a ramdisk does not
+//! reboot through a command (issue 40 item 16), it ends commissioning with `boot.kexec`.
 
 use crate::pki::NodeRole;
 
@@ -43,7 +49,7 @@ const ALL_AGENTS: &[NodeRole] = &[
     NodeRole::Ramdisk,
     NodeRole::NodeTenant,
 ];
-const PLATFORM: &[NodeRole] = &[NodeRole::Node, NodeRole::Site, NodeRole::Ramdisk];
+const NODES_AND_SITES: &[NodeRole] = &[NodeRole::Node, NodeRole::Site];
 const MACHINES: &[NodeRole] = &[NodeRole::Node, NodeRole::Ramdisk];
 
 /// The built-in kinds, in name order.
@@ -87,7 +93,7 @@ pub const BUILT_IN_KINDS: &[KindSpec] = &[
     KindSpec {
         name: "node.reboot",
         destructive: true,
-        roles: PLATFORM,
+        roles: NODES_AND_SITES,
         payload_type: "bc.command.v1.NodeReboot",
     },
 ];

@@ -1,13 +1,20 @@
 //! The queue's decisions on a command's stream (`command/<id>`): a new command enqueued, its
-//! dispatch to the node, and the node's answer. Each decider is pure: the shell loads what the
+//! dispatch to the node (or its cancellation there, when the node's certificate no longer allows
+//! its kind), and the node's answer. Each decider is pure: the shell loads what the
 //! log holds of the command and appends what is decided at the stream version it read, so two
 //! gateways recording answers for one command race safely (first answer wins).
 
 use std::convert::Infallible;
 
-use events::schema::{CommandDispatched, CommandEnqueued, CommandRejected, CommandResultRecorded};
+use events::schema::{
+    CommandCancelled, CommandDispatched, CommandEnqueued, CommandRejected, CommandResultRecorded,
+};
 
-use super::enqueue::{plan_enqueue, EnqueueCommand, EnqueuePlan, EnqueueRefusal, EnqueueState};
+use super::enqueue::{
+    check_kind_allowed, plan_enqueue, EnqueueCommand, EnqueuePlan, EnqueueRefusal, EnqueueState,
+    NodeFacts,
+};
+use super::kinds::{kind_spec, BUILT_IN_KINDS};
 use super::wire::{CommandBody, SignedCommand};
 use crate::decision::Decision;
 
@@ -28,6 +35,8 @@ pub enum QueueEvent {
     ResultRecorded(CommandResultRecorded),
     /// The node refused it before running anything.
     Rejected(CommandRejected),
+    /// It will not be sent: at dispatch the node's certificate no longer allowed its kind.
+    Cancelled(CommandCancelled),
 }
 
 impl QueueEvent {
@@ -38,6 +47,7 @@ impl QueueEvent {
             QueueEvent::Dispatched(e) => &e.command_id,
             QueueEvent::ResultRecorded(e) => &e.command_id,
             QueueEvent::Rejected(e) => &e.command_id,
+            QueueEvent::Cancelled(e) => &e.command_id,
         }
     }
 }
@@ -47,35 +57,81 @@ impl QueueEvent {
 pub struct StoredCommand {
     /// The node it is for.
     pub node_id: String,
+    /// Its kind.
+    pub kind: String,
     /// Its stored status (`queued`, `held`, `dispatched`, `succeeded`, ...).
     pub status: String,
     /// Whether a node's answer was recorded.
     pub answered: bool,
 }
 
+/// What a command cancelled at dispatch says after the refusal's own words.
+pub const CANCELLED_AT_DISPATCH: &str =
+    "cancelled at dispatch: the node's certificate changed after the command was enqueued";
+
 /// Records the dispatch of `commands` (each with what the log holds of it; `None`: unknown) to
 /// `node_id` for `cause` (`ready`, `hello`): one `command.dispatched` each, skipping a command
-/// that is unknown, of another node, or already answered or cancelled.
+/// that is unknown, of another node, or already answered or cancelled. The node's role and its
+/// newest live certificate's allowed kinds (`node`, as enqueue reads them; `None`: no such
+/// node) are checked again (issue 40 item 16): a command they no longer admit is not sent but
+/// cancelled (`command.cancelled`, the refusal's words then [`CANCELLED_AT_DISPATCH`]). The
+/// outcome is the ids to send, in order.
 pub fn decide_dispatched(
     node_id: &str,
     cause: &str,
+    node: Option<&NodeFacts>,
     commands: &[(String, Option<StoredCommand>)],
-) -> Result<Decision<QueueEvent, ()>, Infallible> {
-    let events = commands
-        .iter()
-        .filter_map(|(command_id, stored)| {
-            let stored = stored.as_ref()?;
-            if stored.node_id != node_id || FINAL.contains(&stored.status.as_str()) {
-                return None;
-            }
-            Some(QueueEvent::Dispatched(CommandDispatched {
+) -> Result<Decision<QueueEvent, Vec<String>>, Infallible> {
+    let mut events = Vec::new();
+    let mut send = Vec::new();
+    for (command_id, stored) in commands {
+        let Some(stored) = stored.as_ref() else {
+            continue;
+        };
+        if stored.node_id != node_id || FINAL.contains(&stored.status.as_str()) {
+            continue;
+        }
+        if let Err(refusal) = dispatch_check(node_id, node, &stored.kind) {
+            events.push(QueueEvent::Cancelled(CommandCancelled {
                 command_id: command_id.clone(),
                 node_id: node_id.to_string(),
-                cause: cause.to_string(),
-            }))
-        })
-        .collect();
-    Ok(Decision::events_only(events))
+                reason: format!("{refusal}; {CANCELLED_AT_DISPATCH}"),
+                batch_id: Vec::new(),
+            }));
+            continue;
+        }
+        events.push(QueueEvent::Dispatched(CommandDispatched {
+            command_id: command_id.clone(),
+            node_id: node_id.to_string(),
+            cause: cause.to_string(),
+        }));
+        send.push(command_id.clone());
+    }
+    Ok(Decision {
+        events,
+        outcome: send,
+    })
+}
+
+/// Enqueue's node rules that can change after a command was enqueued: the kind is still
+/// registered and the node's role and certificate still admit it.
+fn dispatch_check(
+    node_id: &str,
+    node: Option<&NodeFacts>,
+    kind: &str,
+) -> Result<(), EnqueueRefusal> {
+    let spec = kind_spec(kind).ok_or_else(|| EnqueueRefusal::UnknownKind {
+        kind: kind.to_string(),
+        known: BUILT_IN_KINDS
+            .iter()
+            .map(|k| k.name)
+            .collect::<Vec<_>>()
+            .join(", "),
+    })?;
+    let node = node.ok_or_else(|| EnqueueRefusal::NodeNotFound {
+        node_id: node_id.to_string(),
+    })?;
+    check_kind_allowed(node_id, node, spec)
 }
 
 /// What a node answered.
@@ -238,6 +294,7 @@ mod tests {
     fn stored(node: &str, status: &str, answered: bool) -> StoredCommand {
         StoredCommand {
             node_id: node.into(),
+            kind: "diag.ping".into(),
             status: status.into(),
             answered,
         }
@@ -300,8 +357,68 @@ mod tests {
             ("d".to_string(), Some(stored("n1", "rejected", true))),
             ("e".to_string(), Some(stored("n1", "dispatched", false))),
         ];
-        let d = decide_dispatched("n1", "hello", &commands).unwrap();
+        let d = decide_dispatched("n1", "hello", Some(&facts(&[])), &commands).unwrap();
         let ids: Vec<&str> = d.events.iter().map(QueueEvent::command_id).collect();
         assert_eq!(ids, ["a", "e"]);
+        assert_eq!(d.outcome, ["a", "e"]);
+    }
+
+    fn facts(kinds: &[&str]) -> NodeFacts {
+        NodeFacts {
+            tenant_id: "t1".into(),
+            role: "ramdisk".into(),
+            status: "active".into(),
+            has_live_certificate: true,
+            allowed_kinds: kinds.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_dispatch_cancels_what_the_nodes_certificate_no_longer_allows() {
+        let mut wipe = stored("n1", "dispatched", false);
+        wipe.kind = "disk.wipe".into();
+        let mut reboot = stored("n1", "queued", false);
+        reboot.kind = "node.reboot".into();
+        let commands = vec![
+            ("a".to_string(), Some(stored("n1", "queued", false))),
+            ("w".to_string(), Some(wipe)),
+            ("r".to_string(), Some(reboot)),
+        ];
+        let d = decide_dispatched("n1", "ready", Some(&facts(&["diag.*"])), &commands).unwrap();
+        assert_eq!(d.outcome, ["a"]);
+        let reasons: Vec<(&str, String)> = d
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                QueueEvent::Cancelled(c) => Some((c.command_id.as_str(), c.reason.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (
+                    "w",
+                    format!(
+                        "kind-not-allowed: node n1's certificate allows only diag.*, not \
+                         disk.wipe; {CANCELLED_AT_DISPATCH}"
+                    )
+                ),
+                (
+                    "r",
+                    format!(
+                        "role-not-allowed: a ramdisk node may not run node.reboot; the kinds its \
+                         role runs are boot.kexec, deploy.image, diag.ping, disk.wipe, \
+                         inventory.refresh, logs.collect; {CANCELLED_AT_DISPATCH}"
+                    )
+                ),
+            ]
+        );
+        // No node: nothing is sent, each command cancelled as node-not-found.
+        let d = decide_dispatched("n1", "ready", None, &commands[..1]).unwrap();
+        assert!(d.outcome.is_empty());
+        assert!(
+            matches!(&d.events[..], [QueueEvent::Cancelled(c)] if c.reason.starts_with("node-not-found: "))
+        );
     }
 }

@@ -117,4 +117,7 @@ pub struct Joined {
     pub not_after_us: i64,
     /// SHA-256 of the CSR the certificate answers (the JoinResponse is bound to it).
     pub csr_sha256: [u8; 32],
+    /// The command kinds the certificate allows (`node_certs.allowed_kinds`; empty: every kind
+    /// its role allows), carried in the signed JoinResponse so bcd enforces them too.
+    pub allowed_kinds: Vec<String>,
 }

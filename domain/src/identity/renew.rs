@@ -187,6 +187,9 @@ pub struct Renewed {
     pub certificate_der: Vec<u8>,
     /// Its end of validity, µs.
     pub not_after_us: i64,
+    /// The command kinds it allows (kept from the presented certificate; empty: every kind its
+    /// role allows), carried in the signed RenewResponse so bcd enforces them too.
+    pub allowed_kinds: Vec<String>,
 }
 
 /// A renew request as it arrives.
@@ -330,6 +333,7 @@ pub fn answer_again(
         identity_generation: successor.identity_generation,
         certificate_der: successor.der.clone(),
         not_after_us: successor.not_after_us,
+        allowed_kinds: successor.allowed_kinds.clone(),
     }))
 }
 
@@ -477,6 +481,7 @@ fn renewal(
         identity_generation: node.identity_generation,
         certificate_der: issued.der.clone(),
         not_after_us: unix_us(issued.not_after),
+        allowed_kinds: cert.allowed_kinds.clone(),
     };
     let events = vec![
         // The proof's single use (issue 18: every attestor's use is an evidence.used; logs

@@ -59,6 +59,7 @@ pub fn signed_join_response(
         trust_version: trust.version,
         signed_trust_bundle: trust.bundle.clone(),
         trust_bundle_signature: trust.signature.clone(),
+        allowed_kinds: answer.allowed_kinds.clone(),
     };
     sign_join_body(join_signing, answer.csr_sha256, body)
 }
@@ -179,6 +180,7 @@ pub(crate) mod tests {
             trust_roots: vec![vec![4]],
             not_after_us: 5_000_999,
             server_time_us: 2_000_999,
+            allowed_kinds: vec!["diag.*".into()],
         }
     }
 
@@ -226,6 +228,8 @@ pub(crate) mod tests {
         assert_eq!(body.signed_trust_bundle, vec![1, 2, 3]);
         assert_eq!(body.trust_bundle_signature, vec![9; 64]);
         assert_eq!((body.not_after_ms, body.server_time_ms), (5_000, 2_000));
+        // Signed with the rest: bcd enforces them (issue 40 item 16).
+        assert_eq!(body.allowed_kinds, ["diag.*"]);
     }
 
     #[test]

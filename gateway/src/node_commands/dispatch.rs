@@ -7,7 +7,9 @@
 //!   has not sent yet, each recorded first as `command.dispatched` (cause `hello` for one
 //!   dispatched before, a resend after a reconnect; else `ready`). A command whose dispatch
 //!   could not be recorded is not sent; the session retries after [`RETRY_AFTER`]. A session
-//!   never sends the same command id twice.
+//!   never sends the same command id twice. Only the commands the record answers are sent: one
+//!   whose kind the node's role or newest live certificate no longer allows is cancelled there
+//!   instead (issue 40 item 16).
 //! - [`poll_ready`] asks [`commands::command_queue::ready_since`] which nodes have newly
 //!   runnable commands and wakes their live sessions ([`Sessions::wake_nodes`]); a woken session
 //!   fetches again. It asks when the process's log hub hands out a `command.enqueued` or
@@ -104,13 +106,13 @@ pub trait Queue: Send + Sync {
     /// [`pending_for_node`].
     fn pending<'a>(&'a self, node_id: &'a str, limit: u32)
         -> QueueFuture<'a, Vec<RunnableCommand>>;
-    /// [`record_dispatched`].
+    /// [`record_dispatched`]: the ids recorded, the only ones to send.
     fn dispatched<'a>(
         &'a self,
         node_id: &'a str,
         ids: &'a [String],
         cause: DispatchCause,
-    ) -> QueueFuture<'a, ()>;
+    ) -> QueueFuture<'a, Vec<String>>;
     /// [`record_node_answer`].
     fn answer<'a>(&'a self, node_id: &'a str, answer: &'a NodeAnswer) -> QueueFuture<'a, bool>;
     /// [`ready_since`] (the poller's).
@@ -137,7 +139,7 @@ impl Queue for StoreQueue {
         node_id: &'a str,
         ids: &'a [String],
         cause: DispatchCause,
-    ) -> QueueFuture<'a, ()> {
+    ) -> QueueFuture<'a, Vec<String>> {
         Box::pin(record_dispatched(
             &self.store,
             self.clock.as_ref(),
@@ -244,11 +246,14 @@ impl SessionCommands {
                 continue;
             }
             let ids: Vec<String> = group.iter().map(|c| c.command_id.clone()).collect();
-            if let Err(e) = self.queue.dispatched(&self.node_id, &ids, cause).await {
-                self.failure("recording a dispatch (the commands were not sent)", &e);
-                continue;
-            }
-            for command in &group {
+            let recorded = match self.queue.dispatched(&self.node_id, &ids, cause).await {
+                Ok(recorded) => recorded,
+                Err(e) => {
+                    self.failure("recording a dispatch (the commands were not sent)", &e);
+                    continue;
+                }
+            };
+            for command in group.iter().filter(|c| recorded.contains(&c.command_id)) {
                 self.sent.insert(command.command_id.clone());
                 let message = GatewayMessage {
                     body: Some(gateway_message::Body::Command(command_message(command))),

@@ -17,6 +17,8 @@ struct State {
     dispatched: Vec<(Vec<String>, DispatchCause)>,
     answered: HashSet<String>,
     fail_dispatch: bool,
+    /// Commands the queue cancels at dispatch (their node's certificate no longer allows them).
+    cancel: HashSet<String>,
     /// Results read from the (fake) store.
     answer_calls: usize,
 }
@@ -74,13 +76,18 @@ impl Queue for FakeQueue {
         _node_id: &'a str,
         ids: &'a [String],
         cause: DispatchCause,
-    ) -> QueueFuture<'a, ()> {
+    ) -> QueueFuture<'a, Vec<String>> {
         let mut s = self.0.lock().unwrap();
         let result = if s.fail_dispatch {
             Err(CommandQueueError::NotFound("the store is down".into()))
         } else {
-            s.dispatched.push((ids.to_vec(), cause));
-            Ok(())
+            let recorded: Vec<String> = ids
+                .iter()
+                .filter(|id| !s.cancel.contains(*id))
+                .cloned()
+                .collect();
+            s.dispatched.push((recorded.clone(), cause));
+            Ok(recorded)
         };
         Box::pin(async move { result })
     }
@@ -177,6 +184,24 @@ async fn each_command_is_sent_once_per_session_after_the_welcome() {
         queue.dispatched()[2],
         (vec![id(1), id(3)], DispatchCause::Hello)
     );
+}
+
+#[tokio::test]
+async fn only_the_commands_the_dispatch_record_answers_are_sent() {
+    // Issue 40 item 16: the queue cancels a command its node's certificate no longer allows
+    // instead of recording its dispatch; the session must not send it.
+    let queue = Arc::new(FakeQueue::default());
+    for n in 1..=3 {
+        queue.add("n1", n);
+    }
+    queue.0.lock().unwrap().cancel.insert(id(2));
+    let (tx, mut rx) = mpsc::channel(128);
+    let (mut s, counters) = session(&queue, "n1");
+    s.welcomed();
+    s.dispatch(&tx).await.unwrap();
+    assert_eq!(received(&mut rx), vec![id(1), id(3)]);
+    assert_eq!(counters.dispatched.load(Ordering::Relaxed), 2);
+    assert_eq!(s.unanswered(), 2);
 }
 
 #[tokio::test]

@@ -48,6 +48,7 @@ pub fn signed_renew_response(
         site_id: answer.site_id,
         role: answer.role,
         identity_generation: answer.identity_generation,
+        allowed_kinds: answer.allowed_kinds,
     }
     .encode_to_vec();
     let signature = sign(
@@ -122,6 +123,7 @@ mod tests {
             trust_roots: vec![vec![2]],
             not_after_us: 7_000_000,
             server_time_us: 3_000_000,
+            allowed_kinds: vec!["diag.*".into()],
         };
         let signed = signed_renew_response(&keys.join_signing, renew).unwrap();
         let sig = Signature::from_bytes(&signed.signature).expect("64-byte signature");
@@ -153,5 +155,7 @@ mod tests {
         );
         assert_eq!(body.identity_generation, 4);
         assert_eq!((body.not_after_ms, body.server_time_ms), (7_000, 3_000));
+        // Signed with the rest: bcd enforces them (issue 40 item 16).
+        assert_eq!(body.allowed_kinds, ["diag.*"]);
     }
 }

@@ -35,6 +35,8 @@ crate::from_row! {
         pub detail: Option<String>,
         pub output_tail: Option<Vec<u8>>,
         pub answered_at_us: Option<i64>,
+        /// Why it was cancelled (a batch's end, or its node's certificate at dispatch).
+        pub cancel_reason: Option<String>,
         pub enqueued_position: i64,
         pub stream_version: i64,
     }
@@ -45,7 +47,7 @@ const SELECT: &str = "SELECT c.command_id, c.node_id, c.tenant_id, c.kind, c.des
     c.worker_certificate, c.caller, CASE WHEN c.status = 'held' AND b.status = 'approved' \
     THEN 'queued' ELSE c.status END AS status, c.status AS stored_status, c.enqueued_at_us, \
     c.not_after_us, c.dispatch_count, c.reject_reason, c.exit_code, c.detail, c.output_tail, \
-    c.answered_at_us, c.enqueued_position, c.stream_version FROM commands c LEFT JOIN \
+    c.answered_at_us, c.cancel_reason, c.enqueued_position, c.stream_version FROM commands c LEFT JOIN \
     command_batches b ON b.batch_id = c.batch_id";
 
 /// One command.

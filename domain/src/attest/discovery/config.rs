@@ -195,6 +195,40 @@ mod tests {
         assert_eq!(DiscoveryApproval::parse("sometimes"), None);
     }
 
+    /// Issue 40 item 16: the default allowed kinds are exactly the registered kinds a ramdisk
+    /// may run (spec 000 "discovery": "exactly the registered kinds whose roles include
+    /// ramdisk"), and every default pattern allows at least one of them, so the list and the
+    /// registry cannot drift apart unnoticed.
+    #[test]
+    fn the_default_allowed_kinds_are_exactly_the_registered_ramdisk_kinds() {
+        use crate::attest::kinds::pattern_allows;
+        use crate::command::kinds::BUILT_IN_KINDS;
+        use crate::pki::NodeRole;
+        let allowed_by_defaults: Vec<&str> = BUILT_IN_KINDS
+            .iter()
+            .filter(|k| {
+                DEFAULT_ALLOWED_KINDS
+                    .iter()
+                    .any(|p| pattern_allows(p, k.name))
+            })
+            .map(|k| k.name)
+            .collect();
+        let ramdisk_kinds: Vec<&str> = BUILT_IN_KINDS
+            .iter()
+            .filter(|k| k.allows_role(NodeRole::Ramdisk))
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(allowed_by_defaults, ramdisk_kinds);
+        for pattern in DEFAULT_ALLOWED_KINDS {
+            assert!(
+                BUILT_IN_KINDS
+                    .iter()
+                    .any(|k| pattern_allows(pattern, k.name)),
+                "the default allowed kind {pattern:?} allows no registered kind"
+            );
+        }
+    }
+
     #[test]
     fn the_discovery_table_is_optional_and_checked() {
         let read = |text: &str| {
