@@ -221,3 +221,38 @@ fn each_refusal_names_its_reason() {
         "the next-update interval must be more than 0 s and at most 7 days; got 0 s"
     );
 }
+
+/// The build time and size at 100,000 entries (not a bound; run by hand:
+/// `cargo test -p domain --lib pki::crl::tests::measure -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn measure_a_list_of_100_000() {
+    let keys = keys("crl.test");
+    let entries: Vec<RevokedEntry> = (0..100_000u32)
+        .map(|i| {
+            let mut serial = [0u8; 16];
+            serial[0] = 0x40;
+            serial[12..].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
+            serial[4..8].copy_from_slice(&i.to_be_bytes());
+            entry(&serial, 1_700_000_000 + i64::from(i))
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let crl = sign_crl(
+        &keys.node_ca,
+        request(entries, 1_000_000),
+        OffsetDateTime::now_utc(),
+    )
+    .expect("crl");
+    let took = started.elapsed();
+    eprintln!(
+        "100000 entries: {} bytes DER, {} bytes PEM, signed in {:?}",
+        crl.der.len(),
+        crl.pem().len(),
+        took
+    );
+    if let Ok(dir) = std::env::var("CRL_MEASURE_OUT") {
+        std::fs::write(format!("{dir}/crl-100k.der"), &crl.der).expect("write");
+        std::fs::write(format!("{dir}/node-ca.pem"), keys.node_ca.cert_pem()).expect("write");
+    }
+}
