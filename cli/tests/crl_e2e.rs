@@ -7,7 +7,10 @@
 //! `openssl verify -crl_check -CRLfile crl.pem` refuses the revoked node's `cert.pem` as
 //! "certificate revoked" and accepts the other node's; `openssl crl -crlnumber` reads the number
 //! the verb printed; and the number rises at every run, also when nothing happened in between
-//! (the file's own number is the floor).
+//! (the file's own number is the floor). Python's `cryptography` reads the list as an outside
+//! party would: its signature under the node CA, its number, dates and entries, compared with
+//! what `bcctl node show --json` says of the revoked certificate (serial, revocation time, and a
+//! number whose log part is at or past the revocation's position).
 //!
 //! Run: `cargo test -p cli --test suite crl_e2e::` (Postgres at `DATABASE_URL`).
 
@@ -72,6 +75,42 @@ fn openssl_number(crl: &Path) -> u128 {
         .strip_prefix("crlNumber=0x")
         .unwrap_or_else(|| panic!("openssl crl -crlnumber: {text}"));
     u128::from_str_radix(hex, 16).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// What Python's `cryptography` reads from the list, checked against the node CA's key.
+const PY_READ: &str = r#"
+import json, sys
+from cryptography import x509
+from cryptography.x509.oid import ExtensionOID
+crl = x509.load_pem_x509_crl(open(sys.argv[1], "rb").read())
+ca = x509.load_pem_x509_certificate(open(sys.argv[2], "rb").read())
+aki = crl.extensions.get_extension_for_oid(ExtensionOID.AUTHORITY_KEY_IDENTIFIER).value
+ski = ca.extensions.get_extension_for_oid(ExtensionOID.SUBJECT_KEY_IDENTIFIER).value
+print(json.dumps({
+    "valid": crl.is_signature_valid(ca.public_key()),
+    "issuerIsCa": crl.issuer == ca.subject,
+    "akiIsSki": aki.key_identifier == ski.digest,
+    "number": str(crl.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number),
+    "thisUpdate": int(crl.last_update_utc.timestamp()),
+    "nextUpdate": int(crl.next_update_utc.timestamp()),
+    "entries": [[format(r.serial_number, "x"), int(r.revocation_date_utc.timestamp())] for r in crl],
+}))
+"#;
+
+fn python_read(crl: &Path, ca: &Path) -> serde_json::Value {
+    let out = Command::new("python3")
+        .args(["-c", PY_READ])
+        .arg(crl)
+        .arg(ca)
+        .output()
+        .expect("python3 (apt-get install python3-cryptography)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "python3 cryptography (apt-get install python3-cryptography): {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 fn join(server: &Server, data: &Path) -> (String, String) {
@@ -143,6 +182,42 @@ fn scenario(db_url: &str) {
     let (ok, text) = verify(&b.join("cert.pem"));
     assert!(ok, "the other node's certificate must be accepted: {text}");
     assert!(text.contains(": OK"), "{text}");
+
+    // Python's cryptography: signature, number, dates and entries, against `bcctl node show`.
+    let py = python_read(&crl_path, &node_ca);
+    assert_eq!(py["valid"], true, "{py}");
+    assert_eq!(py["issuerIsCa"], true, "{py}");
+    assert_eq!(py["akiIsSki"], true, "{py}");
+    assert_eq!(py["number"], n1.to_string().as_str(), "{py}");
+    let this_update = py["thisUpdate"].as_i64().expect("thisUpdate");
+    assert_eq!(py["nextUpdate"].as_i64(), Some(this_update + 7200), "{py}");
+    let shown = server.bcctl_json(&["node", "show", &node_a, "--json"]);
+    let cert = shown["certificates"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["serial"] == serial_a.as_str()))
+        .unwrap_or_else(|| panic!("{serial_a} in {shown}"));
+    let revoked_at_us = cert["revokedAtUs"].as_i64().expect("revokedAtUs");
+    let revoked_position = cert["revokedPosition"].as_i64().expect("revokedPosition");
+    assert_eq!(
+        py["entries"],
+        serde_json::json!([[serial_a.trim_start_matches('0'), revoked_at_us / 1_000_000]]),
+        "{py}"
+    );
+    assert!(
+        n1 / 10_000_000_000_000_000 >= u128::try_from(revoked_position).expect("position"),
+        "{n1} vs the revocation at position {revoked_position}"
+    );
+    let printed = after["revoked"][0]["revokedAt"]
+        .as_str()
+        .expect("revokedAt");
+    let printed =
+        time::OffsetDateTime::parse(printed, &time::format_description::well_known::Rfc3339)
+            .expect("RFC 3339");
+    assert_eq!(
+        printed.unix_timestamp_nanos(),
+        i128::from(revoked_at_us / 1_000_000) * 1_000_000_000,
+        "{after}"
+    );
 
     // Nothing happened since: the number still rises (at least one above the file's).
     let (again, n2) = crl(&server, &crl_path);

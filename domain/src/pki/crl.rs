@@ -114,7 +114,7 @@ pub struct SignedCrl {
     pub this_update: OffsetDateTime,
     /// nextUpdate.
     pub next_update: OffsetDateTime,
-    /// The entries, in the list's order (by serial).
+    /// The entries, in the list's order (by serial), their dates in whole seconds.
     pub entries: Vec<RevokedEntry>,
 }
 
@@ -173,7 +173,14 @@ pub fn sign_crl(
         .checked_add(interval)
         .ok_or(CrlError::TimeOutOfRange)?;
     let number = CrlNumber::derive(request.log_position, this_update, request.floor)?;
-    let entries = sorted(request.entries);
+    // The entries as the list says them: revocation dates in whole seconds.
+    let entries: Vec<RevokedEntry> = sorted(request.entries)
+        .into_iter()
+        .map(|e| RevokedEntry {
+            revoked_at: whole_seconds(e.revoked_at),
+            ..e
+        })
+        .collect();
     let params = CertificateRevocationListParams {
         this_update,
         next_update,
@@ -183,7 +190,7 @@ pub fn sign_crl(
             .iter()
             .map(|e| RevokedCertParams {
                 serial_number: SerialNumber::from_slice(e.serial.as_bytes()),
-                revocation_time: whole_seconds(e.revoked_at),
+                revocation_time: e.revoked_at,
                 reason_code: None::<RevocationReason>,
                 invalidity_date: None,
             })
