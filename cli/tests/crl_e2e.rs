@@ -7,7 +7,8 @@
 //! `openssl verify -crl_check -CRLfile crl.pem` refuses the revoked node's `cert.pem` as
 //! "certificate revoked" and accepts the other node's; `openssl crl -crlnumber` reads the number
 //! the verb printed; and the number rises at every run, also when nothing happened in between
-//! (the file's own number is the floor). Python's `cryptography` reads the list as an outside
+//! (the file's own number is the floor); without `--out` the PEM goes to standard output, and
+//! a `--next-update` of 0 or over 7 days is a usage error (exit 2). Python's `cryptography` reads the list as an outside
 //! party would: its signature under the node CA, its number, dates and entries, compared with
 //! what `bcctl node show --json` says of the revoked certificate (serial, revocation time, and a
 //! number whose log part is at or past the revocation's position).
@@ -225,6 +226,27 @@ fn scenario(db_url: &str) {
     assert_eq!(serials(&again), vec![serial_a], "{again}");
     assert_eq!(openssl_number(&crl_path), n2);
     eprintln!("CRL numbers: {n0}, {n1}, {n2}");
+
+    // Without --out the PEM goes to standard output; a bad interval is a usage error (exit 2).
+    let out = server.bcctl(&["pki", "crl"]);
+    let pem = String::from_utf8_lossy(&out.stdout);
+    assert!(pem.starts_with("-----BEGIN X509 CRL-----\n"), "{pem}");
+    for (flag, message) in [
+        (
+            "8d",
+            "--next-update: the next-update interval must be more than 0 s and at most 7 days; \
+             got 691200 s",
+        ),
+        (
+            "0",
+            "--next-update \"0\": expected a positive number with a unit s, m, h or d (e.g. 1h)",
+        ),
+    ] {
+        let out = server.bcctl_output(&["pki", "crl", "--next-update", flag]);
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim(), format!("bcctl: {message}"), "{err}");
+    }
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! pins (`pki trust-version` and `pki rotate-command-root` are [`crate::verbs::pki::trust`];
 //! `pki renew-ca` and `pki reseal` are [`crate::verbs::pki::lifecycle`]; `pki issue-gateway` is
 //! [`crate::verbs::pki::gateway`]; `pki add-operator-ca` and `pki issue-operator` are
-//! [`crate::verbs::pki::operator`]). `pki init` makes the operator CA with the other keys.
+//! [`crate::verbs::pki::operator`]; `pki crl` is [`crate::verbs::pki::crl`]). `pki init` makes
+//! the operator CA with the other keys.
 //!
 //! `pki init --offline-root FILE` writes the root CA's key to FILE (mode 0600, never
 //! overwriting) and leaves it out of the bundle: `serve` then never holds it, and only `pki
