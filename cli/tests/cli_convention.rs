@@ -228,6 +228,7 @@ const NOT_RUN: &[&str] = &[
     "pki issue-gateway",
     "pki add-operator-ca",
     "pki issue-operator",
+    "pki crl",
     "operator revoke",
     "batch keygen",
     "batch create",

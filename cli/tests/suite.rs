@@ -24,6 +24,7 @@ mod cli_convention;
 mod cloud_iid_e2e;
 mod command_cli;
 mod commands_e2e;
+mod crl_e2e;
 mod discovery_e2e;
 mod doctor_cli;
 mod e2e_bcd;

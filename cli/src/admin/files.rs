@@ -143,6 +143,7 @@ pub const DIRECT_ONLY: &[&str] = &[
     "pki issue-gateway",
     "pki add-operator-ca",
     "pki issue-operator",
+    "pki crl",
     "batch keygen",
     "batch sign-approvers",
     "batch approve",

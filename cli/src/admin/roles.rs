@@ -56,6 +56,7 @@ pub const TABLE: &[(&str, Access)] = &[
     ("pki rotate-command-root", Roles(ADMIN)),
     ("pki renew-ca", Local),
     ("pki reseal", Local),
+    ("pki crl", Local),
     ("batch keygen", Local),
     ("batch sign-approvers", Local),
     ("batch approve", Local),

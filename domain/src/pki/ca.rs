@@ -136,6 +136,9 @@ pub struct CertificateAuthority {
     not_before: OffsetDateTime,
     not_after: OffsetDateTime,
     key: PrivateKey,
+    /// The subject key identifier of the CA certificate (what a CRL's authorityKeyIdentifier
+    /// names); `None` for a certificate without one.
+    ski: Option<Vec<u8>>,
     issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
 }
 
@@ -275,8 +278,8 @@ impl CertificateAuthority {
             ..
         } = checked;
         let mut params = ca_params(kind, trust_domain, not_before, not_after);
-        if let Some(ski) = ski {
-            params.key_identifier_method = KeyIdMethod::PreSpecified(ski);
+        if let Some(ski) = &ski {
+            params.key_identifier_method = KeyIdMethod::PreSpecified(ski.clone());
         }
         let issuer = rcgen::Issuer::new(params, key.rcgen_key_pair()?);
         Ok(CertificateAuthority {
@@ -286,6 +289,7 @@ impl CertificateAuthority {
             not_before,
             not_after,
             key,
+            ski,
             issuer,
         })
     }
@@ -335,6 +339,17 @@ impl CertificateAuthority {
             .signed_by(&spki, &self.issuer)
             .map_err(|e| CaError::Build(e.to_string()))?;
         Ok(cert.der().to_vec())
+    }
+
+    /// The rcgen issuer (subject, key usages and key) for what this CA signs besides
+    /// certificates: the node CA's revocation list ([`super::crl`]).
+    pub(crate) fn rcgen_issuer(&self) -> &rcgen::Issuer<'static, rcgen::KeyPair> {
+        &self.issuer
+    }
+
+    /// The CA certificate's subject key identifier, when it has one.
+    pub(crate) fn subject_key_id(&self) -> Option<&[u8]> {
+        self.ski.as_deref()
     }
 
     /// Which CA this is.

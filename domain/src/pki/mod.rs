@@ -13,6 +13,7 @@
 //! | [`pin`] | `sha256/<base64>` pins |
 //! | [`spiffe`] | trust domains, SPIFFE IDs, roles |
 //! | [`ca`] | node, serving, operator and command-signing CAs |
+//! | [`crl`] | the node CA's revocation list (RFC 5280 v2 CRL) and its rising number |
 //! | [`root`] | the root CA, online or offline (`pki init --offline-root`) |
 //! | [`keyset`] | the deployment's seven keys and its operator CA (`pki init`) |
 //! | [`secret`] | the deployment secret (`BC_DEPLOYMENT_SECRET`) |
@@ -32,6 +33,7 @@ pub mod backdate;
 pub mod bundle;
 pub mod bundle_kdf;
 pub mod ca;
+pub mod crl;
 pub mod csr;
 pub(crate) mod encoding;
 pub mod identity;
@@ -57,6 +59,7 @@ pub use bundle_kdf::{Argon2idParams, BundleKdf, KdfError};
 pub use ca::{
     CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, OperatorCa, ServingCa,
 };
+pub use crl::{crl_number_of, sign_crl, CrlError, CrlNumber, CrlRequest, RevokedEntry, SignedCrl};
 pub use csr::{build_csr, BuildCsrError, CsrError, VerifiedCsr};
 pub use encoding::{pem_blocks, pem_encode, read_pem_blocks};
 pub use identity::{issued_by, same_ca, IdentityError, NodeIdentity};

@@ -291,6 +291,31 @@ pub async fn revoked_unexpired(
     }
 }
 
+crate::from_row! {
+    /// A revoked, unexpired certificate as the node CA's revocation list names it.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CrlEntryRow {
+        /// Lower-case hex.
+        pub serial: String,
+        /// When it was revoked (the revocation event's time, µs).
+        pub revoked_at_us: i64,
+    }
+}
+
+/// Every certificate revoked and still unexpired at `now_us`, by serial: what the node CA's
+/// revocation list holds (`bcctl pki crl`; issue 41 item 4). Read outside any transaction; the
+/// caller reads the log's head before it, so the list holds at least every revocation up to
+/// that head.
+pub async fn crl_entries(store: &EventStore, now_us: i64) -> Result<Vec<CrlEntryRow>, StoreError> {
+    store
+        .fetch_all(
+            "SELECT serial, revoked_at_us FROM node_certs \
+             WHERE revoked_at_us IS NOT NULL AND not_after_us > $1 ORDER BY serial",
+            &[now_us.into()],
+        )
+        .await
+}
+
 /// Whether `attestation_uses` holds (attestor, subject): the evidence was spent.
 pub async fn attestation_used(
     tx: &mut StoreTx,

@@ -144,3 +144,26 @@ pub fn replace_private(path: &Path, bytes: &[u8]) -> Result<(), PkiCmdError> {
     }
     Ok(())
 }
+
+/// Writes `bytes` beside `path` with `mode`, syncs it and renames it over `path`.
+pub(crate) fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), PkiCmdError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| PkiCmdError::Io { path: p, source }
+    };
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".new");
+    let aside = PathBuf::from(aside);
+    let _ = std::fs::remove_file(&aside);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&aside)
+        .map_err(io(&aside))?;
+    file.write_all(bytes).map_err(io(&aside))?;
+    file.sync_all().map_err(io(&aside))?;
+    std::fs::rename(&aside, path).map_err(io(path))?;
+    Ok(())
+}

@@ -8,9 +8,8 @@
 //! certificate first: a watcher that sees the new certificate with the old key finds a mismatched
 //! pair, keeps what it serves and loads both at its next look.
 
-use std::io::Write;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use domain::pki::{
@@ -22,7 +21,7 @@ use time::OffsetDateTime;
 
 use crate::deployment::DeploymentArgs;
 use crate::output::{print_json, rfc3339};
-use crate::verbs::pki::common::PkiCmdError;
+use crate::verbs::pki::common::{replace_file, PkiCmdError};
 
 #[derive(Args)]
 pub struct IssueGatewayArgs {
@@ -52,29 +51,6 @@ fn pem(label: &str, der: &[u8]) -> String {
     }
     out.push_str(&format!("-----END {label}-----\n"));
     out
-}
-
-/// Writes `bytes` beside `path` with `mode`, syncs it and renames it over `path`.
-fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), PkiCmdError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| PkiCmdError::Io { path: p, source }
-    };
-    let mut aside = path.as_os_str().to_owned();
-    aside.push(".new");
-    let aside = PathBuf::from(aside);
-    let _ = std::fs::remove_file(&aside);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(&aside)
-        .map_err(io(&aside))?;
-    file.write_all(bytes).map_err(io(&aside))?;
-    file.sync_all().map_err(io(&aside))?;
-    std::fs::rename(&aside, path).map_err(io(path))?;
-    Ok(())
 }
 
 pub fn issue_gateway(args: IssueGatewayArgs) -> Result<(), PkiCmdError> {

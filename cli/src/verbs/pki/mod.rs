@@ -2,7 +2,8 @@
 //! pins (`pki trust-version` and `pki rotate-command-root` are [`crate::verbs::pki::trust`];
 //! `pki renew-ca` and `pki reseal` are [`crate::verbs::pki::lifecycle`]; `pki issue-gateway` is
 //! [`crate::verbs::pki::gateway`]; `pki add-operator-ca` and `pki issue-operator` are
-//! [`crate::verbs::pki::operator`]). `pki init` makes the operator CA with the other keys.
+//! [`crate::verbs::pki::operator`]; `pki crl` is [`crate::verbs::pki::crl`]). `pki init` makes
+//! the operator CA with the other keys.
 //!
 //! `pki init --offline-root FILE` writes the root CA's key to FILE (mode 0600, never
 //! overwriting) and leaves it out of the bundle: `serve` then never holds it, and only `pki
@@ -15,11 +16,12 @@
 //!
 //! The folder: this file (`init`, `show` and the dispatch of every `pki` verb), [`common`] (what
 //! every `pki` verb shares: its error, the pins, writing a new private file), [`trust`],
-//! [`lifecycle`], [`gateway`], [`operator`] and [`internal_cert`] (`pki issue-internal`, whose
+//! [`lifecycle`], [`gateway`], [`crl`], [`operator`] and [`internal_cert`] (`pki issue-internal`, whose
 //! reader `bcctl serve --role gateway` uses too). No file below this one imports it: the verbs
 //! share through [`common`] only, and none of them serves or starts anything.
 
 pub(crate) mod common;
+pub(crate) mod crl;
 pub(crate) mod gateway;
 pub(crate) mod internal_cert;
 pub(crate) mod lifecycle;
@@ -67,6 +69,9 @@ pub enum PkiCommand {
     /// Issue an operator certificate into DIR (operator.pem, operator.key, serving-ca.pem,
     /// profile.toml); recorded as operator.cert.issued.
     IssueOperator(crate::verbs::pki::operator::IssueOperatorArgs),
+    /// Sign the node CA's revocation list (RFC 5280 CRL of the revoked, unexpired node
+    /// certificates) and print it as PEM or write it to --out.
+    Crl(crate::verbs::pki::crl::CrlArgs),
 }
 
 #[derive(Args)]
@@ -134,6 +139,7 @@ pub async fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
         PkiCommand::IssueOperator(args) => {
             crate::verbs::pki::operator::issue_operator_cmd(args).await
         }
+        PkiCommand::Crl(args) => crate::verbs::pki::crl::crl(args).await,
         PkiCommand::IssueInternal(args) => crate::verbs::pki::internal_cert::issue_internal(args)
             .map_err(|e| PkiCmdError::Internal(e.to_string())),
     }
