@@ -69,12 +69,14 @@ pub async fn run_while_leading<W, F>(
         if *shutdown.borrow() {
             return;
         }
+        // The stop first: a lock freed by another replica's stop must not start the work here.
         let acquired = tokio::select! {
-            r = lock.acquire() => r,
+            biased;
             r = shutdown.changed() => {
                 if r.is_err() { return }
                 continue;
             }
+            r = lock.acquire() => r,
         };
         let mut leading = match acquired {
             Ok(leading) => leading,
@@ -91,6 +93,11 @@ pub async fn run_while_leading<W, F>(
                 continue;
             }
         };
+        if *shutdown.borrow() {
+            // The lock came with the stop (both ready at once): given back, the work not started.
+            leading.release().await;
+            return;
+        }
         pause = RETRY_PAUSE;
         report(Change::Taken { task: &task });
         let (stop, stopped) = watch::channel(false);
