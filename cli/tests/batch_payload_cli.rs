@@ -243,17 +243,28 @@ async fn approve_refuses_payloads_it_cannot_show_whole() {
         method: "zero".into(),
     }
     .encode_to_vec();
-    let batch = create(
-        s.dir(),
-        s.url(),
+    // A relabelled payload is refused by the server when the batch is created (spec 003: the
+    // kind's own payload type from the registry), not only by an approver's review.
+    let file = s.dir().join("relabelled.json");
+    let leaves = json!([{ "subject": "node-1", "kind": "node.reboot",
+                          "payload": payload("type.googleapis.com/bc.command.v1.DiskWipe", &wipe) }]);
+    std::fs::write(&file, leaves.to_string()).expect("leaves");
+    let args = [
+        "batch",
+        "create",
+        "--tenant",
+        "t1",
+        "--idempotency-key",
         "relabelled",
-        &json!([{ "subject": "node-1", "kind": "node.reboot",
-                  "payload": payload("type.googleapis.com/bc.command.v1.DiskWipe", &wipe) }]),
-    );
+        "--reason",
+        "maintenance",
+        "--leaves",
+        file.to_str().expect("path"),
+    ];
     refused(
-        &review(&s, &batch, &[]),
-        3,
-        "PAYLOAD_REFUSED: leaf 0 (node-1) labels its payload \"type.googleapis.com/bc.command.v1.DiskWipe\", but node.reboot payloads are type.googleapis.com/bc.command.v1.NodeReboot",
+        &bcctl(s.dir(), s.url(), &args, &[]),
+        2,
+        "INVALID_INPUT: scope leaf 0: payload typeUrl \"type.googleapis.com/bc.command.v1.DiskWipe\" is not the payload type of node.reboot; node.reboot payloads are type.googleapis.com/bc.command.v1.NodeReboot",
     );
 
     let batch = create(

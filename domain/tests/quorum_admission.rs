@@ -882,7 +882,7 @@ fn quorum_batch_create_limits() {
 fn quorum_batch_create_payloads() {
     let set = ApproverSet::none();
     let payload = LeafPayload {
-        type_url: "type.googleapis.com/bc.v1.RebootPayload".into(),
+        type_url: "type.googleapis.com/bc.command.v1.NodeReboot".into(),
         value: b"reboot".to_vec(),
     };
     let mut leaf = leaf_req("node_1");
@@ -909,6 +909,27 @@ fn quorum_batch_create_payloads() {
         plan_create_batch(&create(vec![leaf.clone()]), None, &set, NOW),
         Err(BatchRefusal::PayloadTypeUrl { index: 0, .. })
     ));
+    // A registered kind's payload labelled with another type: refused by the server, not only
+    // by the approver's review (spec 003, the registry's payload type).
+    leaf.payload = Some(LeafPayload {
+        type_url: "type.googleapis.com/bc.command.v1.DiskWipe".into(),
+        value: vec![],
+    });
+    let refused = plan_create_batch(&create(vec![leaf.clone()]), None, &set, NOW).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "scope leaf 0: payload typeUrl \"type.googleapis.com/bc.command.v1.DiskWipe\" is not the \
+         payload type of node.reboot; node.reboot payloads are \
+         type.googleapis.com/bc.command.v1.NodeReboot"
+    );
+    // A kind outside the registry keeps the prefix rule only.
+    let mut custom = leaf_req("node_1");
+    custom.kind = "acme.flash".into();
+    custom.payload = Some(LeafPayload {
+        type_url: "type.googleapis.com/acme.v1.Flash".into(),
+        value: vec![1, 2, 3],
+    });
+    assert!(plan_create_batch(&create(vec![custom]), None, &set, NOW).is_ok());
     leaf.payload = Some(LeafPayload {
         type_url: payload.type_url.clone(),
         value: vec![0; 64 * 1024 + 1],

@@ -8,7 +8,8 @@
 //! key, [...] a retry returns the same batch [...], while the same key reused for another request
 //! is CONFLICT." A leaf's payload is `{ typeUrl, value }`, "at most 64 KiB a leaf, and 8 MiB for all
 //! of a batch's leaves: its digest is then derived from those bytes (a payloadSha256 given as well
-//! must match)", and its typeUrl is `type.googleapis.com/` plus the kind's payload type. A batch
+//! must match)", and its typeUrl is `type.googleapis.com/` plus the kind's payload type (for a
+//! kind of the registry, exactly its own; another kind's payload only needs the prefix). A batch
 //! "needs requiredApprovals for its size (0 without approver keys)".
 //!
 //! Our choices where the spec is silent: the reason must not be empty (approvers read it) and is
@@ -29,6 +30,7 @@ use super::scope::{
     MAX_SCOPE_LEAVES,
 };
 use super::signing::{put_lp, signed_parts};
+use crate::command::kinds::kind_spec;
 
 /// The longest reason, in characters.
 pub const MAX_REASON_CHARS: usize = 500;
@@ -200,6 +202,19 @@ pub enum BatchRefusal {
         /// The typeUrl given.
         type_url: String,
     },
+    /// A registered kind's payload labelled with another type (spec 003: "The typeUrl must be
+    /// type.googleapis.com/ plus the kind's own payload type from the registry").
+    #[error("scope leaf {index}: payload typeUrl {type_url:?} is not the payload type of {kind}; {kind} payloads are {expected}")]
+    PayloadTypeMismatch {
+        /// The leaf's position.
+        index: usize,
+        /// The leaf's kind.
+        kind: String,
+        /// The typeUrl given.
+        type_url: String,
+        /// The registry's typeUrl for the kind.
+        expected: String,
+    },
     /// A subject names no machine: not a node id, `node:<id>` or `bmc:<agent>/<address>`
     /// (INVALID_INPUT).
     #[error("scope leaf {index}: subject {subject:?} names no machine; use the node id, node:<id> or bmc:<agent>/<address>")]
@@ -325,6 +340,17 @@ fn plan_batch(
                         index,
                         type_url: payload.type_url.chars().take(200).collect(),
                     });
+                }
+                if let Some(spec) = kind_spec(&request.kind) {
+                    let expected = spec.type_url();
+                    if payload.type_url != expected {
+                        return Err(BatchRefusal::PayloadTypeMismatch {
+                            index,
+                            kind: request.kind.clone(),
+                            type_url: payload.type_url.chars().take(200).collect(),
+                            expected,
+                        });
+                    }
                 }
                 let derived = PayloadDigest::of(&payload.value);
                 if request.payload_sha256.is_some_and(|given| given != derived) {

@@ -214,6 +214,34 @@ pub(crate) fn write_operations(path: &Path, ops: &[Operation]) -> Result<(), Bat
 mod tests {
     use super::*;
 
+    /// A payload the server labels with another type than its kind's (a server older than its
+    /// own check, or one that lies) is refused before anything is decoded or signed.
+    #[test]
+    fn a_relabelled_payload_is_refused_here_too() {
+        use domain::quorum::{BatchId, ScopeLeaf, ScopeProof};
+        let id = BatchId::derive("t1", "ops", "k1").expect("id");
+        let value = b"not a reboot".to_vec();
+        let leaf =
+            ScopeLeaf::new("node-1", "node.reboot", Some(PayloadDigest::of(&value))).expect("leaf");
+        let entry = ScopeEntry {
+            leaf_hash: leaf.hash(&id),
+            leaf,
+            payload_type_url: Some("type.googleapis.com/bc.command.v1.DiskWipe".into()),
+            payload_value: Some(value),
+            proof: ScopeProof {
+                index: 0,
+                siblings: vec![],
+            },
+        };
+        let err = operations(&[entry], false).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "PAYLOAD_REFUSED: leaf 0 (node-1) labels its payload \"type.googleapis.com/bc.command.v1.DiskWipe\", \
+             but node.reboot payloads are type.googleapis.com/bc.command.v1.NodeReboot: it is never \
+             decoded as the type the server names"
+        );
+    }
+
     #[test]
     fn long_strings_are_shortened_in_the_middle() {
         let long = "a".repeat(40) + &"b".repeat(40);
