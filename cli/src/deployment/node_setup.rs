@@ -313,8 +313,16 @@ impl NodeSetup {
         s.push_str(&format!("BCD_ETC=\"${{BCD_ETC:-{}}}\"\n", sh_dq(&etc_s)));
         s.push_str("umask 022\n");
         s.push_str("mkdir -p \"$BCD_ETC\"\n");
+        let keep_pin = self.approver_set_sha256.is_none();
+        if keep_pin {
+            s.push_str(KEEP_PIN_READ);
+        }
         for (name, text, mode) in self.files("bcctl node install-script") {
-            s.push_str(&write_step("$BCD_ETC", name, &text, mode));
+            if keep_pin && name == CONFIG_FILE {
+                s.push_str(&write_config_keeping_pin(&text, mode));
+            } else {
+                s.push_str(&write_step("$BCD_ETC", name, &text, mode));
+            }
         }
         let data = self.data_dir.display().to_string();
         s.push_str(&format!(
@@ -400,6 +408,32 @@ fn write_step(dir: &str, name: &str, text: &str, mode: u32) -> String {
     format!(
         "cat > \"{dir}/{name}.tmp\" <<'{marker}'\n{text}{newline}{marker}\n\
          chmod {mode:o} \"{dir}/{name}.tmp\"\nmv \"{dir}/{name}.tmp\" \"{dir}/{name}\"\n"
+    )
+}
+
+/// Before anything is written: the approver set pin of the configuration an earlier run wrote
+/// (spec 003: "an upgrade run without the flag keeps an existing pin").
+const KEEP_PIN_READ: &str = "BCD_KEPT_PIN=\"\"\n\
+if [ -f \"$BCD_ETC/config.toml\" ]; then\n\
+\x20 BCD_KEPT_PIN=$(sed -n 's/^approver_set_sha256 = \"\\([0-9a-fA-F]\\{64\\}\\)\"$/\\1/p' \"$BCD_ETC/config.toml\" | head -n 1)\n\
+fi\n";
+
+/// [`write_step`] for a `config.toml` written without `--approver-set-sha256`: the pin an earlier
+/// run wrote ([`KEEP_PIN_READ`]) replaces the commented placeholder before the file is renamed
+/// into place, and the script says so.
+fn write_config_keeping_pin(text: &str, mode: u32) -> String {
+    let marker = heredoc_marker(text);
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    let tmp = format!("\"$BCD_ETC/{CONFIG_FILE}.tmp\"");
+    format!(
+        "cat > {tmp} <<'{marker}'\n{text}{newline}{marker}\n\
+         if [ -n \"$BCD_KEPT_PIN\" ]; then\n\
+         \x20 sed -e 's/^# No quorum yet: .*$/# The first approver set this node takes, kept from the earlier configuration./' \\\n\
+         \x20   -e \"s/^# approver_set_sha256 = .*$/approver_set_sha256 = \\\"$BCD_KEPT_PIN\\\"/\" {tmp} > {tmp}2\n\
+         \x20 mv {tmp}2 {tmp}\n\
+         \x20 echo \"kept the approver set pin of the earlier configuration: $BCD_KEPT_PIN\"\n\
+         fi\n\
+         chmod {mode:o} {tmp}\nmv {tmp} \"$BCD_ETC/{CONFIG_FILE}\"\n"
     )
 }
 
@@ -511,6 +545,78 @@ mod tests {
     #[test]
     fn a_site_listen_is_written_under_site() {
         assert!(site_table("192.0.2.10:8069").ends_with("[site]\nlisten = \"192.0.2.10:8069\"\n"));
+    }
+
+    /// An install script run again without `--approver-set-sha256` (an upgrade) keeps the pin an
+    /// earlier run wrote; with the flag, the flag's pin wins (spec 003).
+    #[test]
+    fn an_upgrade_run_without_the_pin_keeps_the_earlier_pin() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let etc = tmp.path().join("etc");
+        let setup = |pin: Option<String>| NodeSetup {
+            server: "cp.example:8443".into(),
+            data_dir: tmp.path().join("data"),
+            serving_ca_pin: "sha256/a".into(),
+            join_encryption_pin: "sha256/b".into(),
+            join_signing_pin: "sha256/c".into(),
+            approver_set_sha256: pin,
+            attestor: None,
+            helper_user: None,
+            site_listen: None,
+            join_encryption_jwk: "{}".into(),
+            join_signing_jwk: "{}".into(),
+            serving_ca_pem: String::new(),
+        };
+        let run = |setup: &NodeSetup| {
+            let script = setup.install_script(&etc, "bcd");
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&script)
+                .output()
+                .expect("sh");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let config = std::fs::read_to_string(etc.join(CONFIG_FILE)).expect("config.toml");
+            (String::from_utf8_lossy(&out.stdout).into_owned(), config)
+        };
+        let pin_line = |c: &str| {
+            c.lines()
+                .filter(|l| l.starts_with("approver_set_sha256 = "))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        // No pin yet, nothing to keep: the placeholder stays commented.
+        let (_, first) = run(&setup(None));
+        assert!(pin_line(&first).is_empty(), "{first}");
+        // The flag writes the pin.
+        let (_, pinned) = run(&setup(Some("ab".repeat(32))));
+        assert_eq!(
+            pin_line(&pinned),
+            [format!("approver_set_sha256 = \"{}\"", "ab".repeat(32))]
+        );
+        // An upgrade without the flag keeps it, and says so.
+        let (said, kept) = run(&setup(None));
+        assert_eq!(pin_line(&kept), pin_line(&pinned), "{kept}");
+        assert!(
+            said.contains(&format!(
+                "kept the approver set pin of the earlier configuration: {}",
+                "ab".repeat(32)
+            )),
+            "{said}"
+        );
+        assert!(!kept.contains("No quorum yet"), "{kept}");
+        assert!(!etc.join("config.toml.tmp").exists() && !etc.join("config.toml.tmp2").exists());
+        // A new pin by the flag replaces the kept one.
+        let (_, moved) = run(&setup(Some("cd".repeat(32))));
+        assert_eq!(
+            pin_line(&moved),
+            [format!("approver_set_sha256 = \"{}\"", "cd".repeat(32))]
+        );
+        let (_, still) = run(&setup(None));
+        assert_eq!(pin_line(&still), pin_line(&moved));
     }
 
     #[test]
