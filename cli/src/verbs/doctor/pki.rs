@@ -388,3 +388,68 @@ async fn check_quorum(
         .fix("bcctl pki trust-version --json (approverSetSample); check the set's signatures, or re-pin nodes that missed several changes"),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::quorum::HeldApproverSet;
+
+    fn published(stage: &str) -> PublishedBundle {
+        PublishedBundle {
+            version: 3,
+            digest: vec![],
+            command_signing_roots: vec![],
+            active_root_sha256: vec![],
+            rotation_stage: stage.into(),
+            held: HeldApproverSet::initial(),
+            set_signatures: vec![],
+            floor: 0,
+            history: vec![],
+        }
+    }
+
+    fn rotation(stage: &str, connected: Option<&[(String, u64)]>) -> Finding {
+        let mut findings = Vec::new();
+        check_rotation(&published(stage), connected, &mut findings);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        findings.remove(0)
+    }
+
+    /// `pki.rotation`: each stage of a command-signing root rotation names the step due, with
+    /// how many connected nodes hold the trust version; the drop is reminded once switched.
+    #[test]
+    fn a_half_done_rotation_names_the_step_due() {
+        let connected = [("node-a".to_string(), 3), ("node-b".to_string(), 2)];
+        let added = rotation("added", Some(&connected));
+        assert_eq!((added.id, added.level), ("pki.rotation", Level::Info));
+        assert_eq!(
+            added.message,
+            "a command-signing root rotation is half done: a new root is published but workers \
+             do not sign under it yet; 1 of 2 connected node(s) have trust version 3"
+        );
+        assert_eq!(
+            added.fix.as_deref(),
+            Some("bcctl pki rotate-command-root --stage switch (once every daemon has the trust version)")
+        );
+        let switched = rotation("switched", None);
+        assert_eq!(switched.level, Level::Info);
+        assert_eq!(
+            switched.message,
+            "a command-signing root rotation is half done: workers sign under the new root, the \
+             former root is still trusted"
+        );
+        assert_eq!(
+            switched.fix.as_deref(),
+            Some("bcctl pki rotate-command-root --stage drop (at least 24 hours after the switch)")
+        );
+        let none = rotation("none", Some(&connected));
+        assert_eq!(
+            (none.level, none.message.as_str(), none.fix),
+            (
+                Level::Ok,
+                "no command-signing root rotation in progress (trust version 3)",
+                None
+            )
+        );
+    }
+}
