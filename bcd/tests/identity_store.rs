@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use bcd::files::identity::{load, LoadError, NextKeyOutcome, RenewalStore};
+use bcd::files::identity::{load, store_joined, LoadError, NextKeyOutcome, RenewalStore};
 use bcd::files::{key_to_pem, NEXT_KEY_FILE, NODE_KEY_FILE};
 use common::*;
 use domain::pki::NodeRole;
@@ -229,4 +229,32 @@ fn renewal_answer_checks_use_the_spec_messages() {
     assert!(
         bcd::renewal::request::check_renewal_answer(&current, &good, next.public_key()).is_ok()
     );
+}
+
+/// A join that stores another node's identity over a directory holding one moves the old node's
+/// `journal.db` aside (named after that node and the time), so the new node never answers
+/// commands from another node's journal; the same node joining again keeps its journal. The
+/// join prints the move (`another node's journal.db moved to …`).
+#[test]
+fn another_nodes_journal_is_moved_aside_at_a_join() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ks = keyset();
+    let (data, _, _) = joined(tmp.path(), &ks, "n1");
+    data.write("journal.db", b"n1's journal").unwrap();
+
+    let key = node_key();
+    let same = identity_for(&ks, issue(&ks, &key, "n1", NodeRole::Node));
+    let at = now();
+    let stored = store_joined(&data, &as_node_key(&key), &same, at).unwrap();
+    assert_eq!(stored.journal_moved_to, None);
+    assert_eq!(data.read("journal.db", 1024).unwrap(), b"n1's journal");
+
+    let key = node_key();
+    let other = identity_for(&ks, issue(&ks, &key, "n2", NodeRole::Node));
+    let stored = store_joined(&data, &as_node_key(&key), &other, at).unwrap();
+    let moved = format!("journal.db.n1-{}", at.unix_timestamp());
+    assert_eq!(stored.journal_moved_to.as_deref(), Some(moved.as_str()));
+    assert!(!data.exists("journal.db"));
+    assert_eq!(data.read(&moved, 1024).unwrap(), b"n1's journal");
+    assert_eq!(load(&data).unwrap().describe(), "n2 (site eu-1, role node)");
 }

@@ -259,3 +259,34 @@ async fn a_leaf_listed_out_of_place_or_another_trust_domain_gets_nothing() {
     assert_eq!(err.to_string(), format!("INVALID_STATE: the control plane checks approvals in trust domain staging.example.com, this approver signs for {TD}: an approval for {TD} would never admit a command there; check the server and profile you approve against"));
     assert!(source.call.submitted.into_inner().expect("lock").is_empty());
 }
+
+/// A server whose answers do not read as the batch verbs' JSON gets nothing signed: each is
+/// INVALID_RESPONSE (exit 3), naming what was wrong.
+#[tokio::test]
+async fn a_malformed_answer_is_an_invalid_response() {
+    let f = fixture();
+    let mut source = server(&f.view, TD, &f.entries);
+    source.call.scope = json!({ "leaves": [] });
+    let err = approve_with(&args(&f), &source, &td())
+        .await
+        .expect_err("refused");
+    assert_eq!(err.exit_code(), 3, "{err}");
+    assert_eq!(
+        err.to_string(),
+        "INVALID_RESPONSE: the server's scope lists no entries"
+    );
+    assert!(source.call.submitted.into_inner().expect("lock").is_empty());
+
+    let mut source = server(&f.view, TD, &f.entries);
+    source.call.scope = json!({ "entries": [{ "subject": "node-0" }] });
+    let err = approve_with(&args(&f), &source, &td())
+        .await
+        .expect_err("refused");
+    assert_eq!(err.exit_code(), 3, "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("INVALID_RESPONSE: the server's answer has no valid "),
+        "{err}"
+    );
+    assert!(source.call.submitted.into_inner().expect("lock").is_empty());
+}
