@@ -29,7 +29,7 @@ use crate::join::pending::{
 };
 use crate::join::request::{
     load_join_encryption_key, load_join_signing_key, prepare_with_csr, prepare_with_key, JoinError,
-    JOIN_ENCRYPTION_JWK, JOIN_SIGNING_JWK,
+    PreparedJoin, JOIN_ENCRYPTION_JWK, JOIN_SIGNING_JWK,
 };
 use crate::join::reset::{plan, DRY_RUN_EXIT, RESET_NOT_ROOT};
 use crate::join::token_input::{discard_token_file, read_token, Consumed, ProcessEnv};
@@ -52,6 +52,47 @@ pub fn publish_files(config: &Config, dir: &DataDir, verb: &str) {
         }
         Err(e) => eprintln!("{verb}: files: the PEM files were not written: {e}"),
     }
+}
+
+/// The join's key: that of a request an earlier join sent and got no answer to, sent again key
+/// and CSR byte for byte (`join.pending`: the control plane answers it with the identity it
+/// issued, if it did), else a new one ([`join_key`]). The CSR is `Some` for a kept request.
+fn key_for_join(
+    config: &Config,
+    dir: &DataDir,
+    attestor: &str,
+) -> Result<(JoinKey, Option<Vec<u8>>), ExitCode> {
+    let kept = keeps(attestor)
+        .then(|| pending_join(dir, attestor, &config.tpm_host(), &mut |l| eprintln!("{l}")))
+        .flatten();
+    if let Some(kept) = kept {
+        eprintln!(
+            "bcd join: sending again the request of an earlier join that got no answer ({})",
+            dir.file(JOIN_PENDING_FILE).display()
+        );
+        let key = JoinKey {
+            key: kept.key,
+            producer: None,
+            warning: None,
+        };
+        return Ok((key, Some(kept.csr_der)));
+    }
+    join_key(config, attestor)
+        .map(|made| (made, None))
+        .map_err(fail)
+}
+
+/// Keeps the request in `join.pending` before it is sent, for the attestors whose same request
+/// is answered again ([`crate::join::pending`]); nothing is sent when it cannot be kept.
+fn keep_request(dir: &DataDir, attestor: &str, prepared: &PreparedJoin) -> Result<(), ExitCode> {
+    if !keeps(attestor) {
+        return Ok(());
+    }
+    save_pending(dir, attestor, &prepared.key, &prepared.request.csr_der).map_err(|e| {
+        fail(format_args!(
+            "bcd join: keeping the request before it is sent: {e}; nothing was sent"
+        ))
+    })
 }
 
 /// The hand-over under `[helper]` (see [`crate::join::handover`]); nothing without it. A failure is
@@ -365,32 +406,9 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
         };
     }
 
-    // A request an earlier join sent and never got an answer to is sent again, key and CSR
-    // byte for byte: the control plane answers it with the identity it issued, if it did.
-    let kept = keeps(&attestor)
-        .then(|| {
-            pending_join(dir, &attestor, &config.tpm_host(), &mut |l| {
-                eprintln!("{l}")
-            })
-        })
-        .flatten();
-    let (made, kept_csr) = match kept {
-        Some(kept) => {
-            eprintln!(
-                "bcd join: sending again the request of an earlier join that got no answer ({})",
-                dir.file(JOIN_PENDING_FILE).display()
-            );
-            let key = JoinKey {
-                key: kept.key,
-                producer: None,
-                warning: None,
-            };
-            (key, Some(kept.csr_der))
-        }
-        None => match join_key(config, &attestor) {
-            Ok(made) => (made, None),
-            Err(e) => return fail(e),
-        },
+    let (made, kept_csr) = match key_for_join(config, dir, &attestor) {
+        Ok(chosen) => chosen,
+        Err(code) => return code,
     };
     if let Some(warning) = &made.warning {
         eprintln!("bcd join: {warning}");
@@ -413,13 +431,8 @@ pub fn join(config: &Config, dir: &DataDir, args: JoinArgs, now: OffsetDateTime)
         Ok(prepared) => prepared,
         Err(e) => return fail(e),
     };
-    if keeps(&attestor) {
-        let csr = &prepared.request.csr_der;
-        if let Err(e) = save_pending(dir, &attestor, &prepared.key, csr) {
-            return fail(format_args!(
-                "bcd join: keeping the request before it is sent: {e}; nothing was sent"
-            ));
-        }
+    if let Err(code) = keep_request(dir, &attestor, &prepared) {
+        return code;
     }
     let options = JoinLoop {
         join_signing: pins.join_signing,
