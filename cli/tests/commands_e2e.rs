@@ -451,6 +451,18 @@ fn governance(db_url: &str) {
         serde_json::json!([{"nodeId": m2.node_id, "epoch": 0}]),
         "{v}"
     );
+    // doctor names the lag (issue 45 item 7): a warning with the node and the epoch it holds.
+    let lag = doctor_finding(&server, &[], "pki.quorum-lag");
+    assert_eq!(lag["level"], "warning", "{lag}");
+    assert_eq!(
+        lag["message"],
+        format!(
+            "1 of 2 connected node(s) enforce another approver set than the published one \
+             (epoch 1): {} at epoch 0",
+            m2.node_id
+        ),
+        "{lag}"
+    );
     // m2 runs no destructive command while it waits for its pinned set.
     let batch = approved_batch(&server, t, "b1", &[&m2.node_id], &[&a.0, &b.0]);
     let early = reboot_in(&server, &m2.node_id, &batch);
@@ -466,7 +478,6 @@ fn governance(db_url: &str) {
     assert!(m2.reboots().is_empty());
 
     // The operators publish S2 at epoch 2 with alice's and bob's signatures: both nodes take it.
-    drop(server);
     let s2 = format!(
         "{}set_signatures = [{}]\n",
         quorum_config(&[a.1.clone(), b.1.clone(), d.1.clone()]).replace("epoch = 1", "epoch = 2"),
@@ -476,6 +487,23 @@ fn governance(db_url: &str) {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // Before the restart, doctor reads S2 from the configuration: signed for epoch 2, so an info
+    // naming the next start (issue 45 item 7).
+    let s2_file = t.join("serve-s2-pending.toml");
+    fs::write(&s2_file, &s2).expect("write the S2 configuration");
+    let change = doctor_finding(
+        &server,
+        &["--config", s2_file.to_str().expect("utf-8")],
+        "pki.quorum-change",
+    );
+    assert_eq!(change["level"], "info", "{change}");
+    assert_eq!(
+        change["message"],
+        "the configured approver set differs from the published one (epoch 1) and is signed \
+         for epoch 2: the next bcctl serve start publishes it",
+        "{change}"
+    );
+    drop(server);
     let server = fleet::start_server_at(t, db_url, &s2, port, "s2");
     let v = wait_trust(&server, "both nodes on S2 at epoch 2", |v| {
         v["approverSetEpoch"] == 2 && v["connectedDaemons"] == 2 && v["approverSetBehind"] == 0
@@ -569,6 +597,29 @@ fn governance(db_url: &str) {
     assert_eq!(events_of(&server, "trust.command_root.added"), 1);
     assert_eq!(events_of(&server, "trust.command_root.switched"), 1);
     assert_eq!(events_of(&server, "trust.command_root.dropped"), 1);
+}
+
+/// The one finding `id` of `bcctl doctor --json` run with `extra` arguments (doctor exits 1 on a
+/// warning, so its status is not checked; its JSON must parse).
+fn doctor_finding(server: &Server, extra: &[&str], id: &str) -> serde_json::Value {
+    let mut args = vec!["doctor", "--json"];
+    args.extend_from_slice(extra);
+    let out = server.bcctl_raw(&args);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "bcctl doctor --json: {e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let found: Vec<&serde_json::Value> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["id"] == id)
+        .collect();
+    assert_eq!(found.len(), 1, "one {id} finding: {report}");
+    found[0].clone()
 }
 
 /// `bcctl args` with no store or deployment: its standard output (it must succeed).

@@ -430,12 +430,13 @@ fn a_clock_90_s_fast_is_named_as_the_cause_and_no_reset_is_asked() {
         "{said}"
     );
     assert!(
-        said.contains("bcd node: the x509pop re-join was refused: this machine's clock is 9")
-            && said.contains(
-                " s ahead of the gateway's (its Welcome's time): renewals and x509pop re-joins \
+        skew_near_90_s(
+            &said,
+            "bcd node: the x509pop re-join was refused: this machine's clock is "
+        ) && said.contains(
+            " s ahead of the gateway's (its Welcome's time): renewals and x509pop re-joins \
                  are refused past 60 s; fix the clock"
-            )
-            && said.contains("it has not expired, this machine's clock took it for expired")
+        ) && said.contains("it has not expired, this machine's clock took it for expired")
             && said.contains("no reset is needed"),
         "{said}"
     );
@@ -448,11 +449,28 @@ fn a_clock_90_s_fast_is_named_as_the_cause_and_no_reset_is_asked() {
     let (code, stdout, _) = run(fast(&["doctor"]));
     assert_eq!(code, 1, "{stdout}");
     assert!(
-        stdout.contains("FAIL clock skew: local clock ahead of the server's by 9")
-            && stdout.contains(
-                " s: renewals and x509pop re-joins are refused past 60 s, and this clock judges \
+        skew_near_90_s(
+            &stdout,
+            "FAIL clock skew: local clock ahead of the server's by "
+        ) && stdout.contains(
+            " s: renewals and x509pop re-joins are refused past 60 s, and this clock judges \
                  the certificate's expiry; fix the clock"
-            ),
+        ),
         "{stdout}"
     );
+}
+
+/// Whether `text` holds `prefix` followed by a skew in seconds near the 90 s offset the test
+/// set: the measured skew is the offset less the time a message took on its way (89.9 s on a
+/// loaded host), so the exact figure is not the test's to assert.
+fn skew_near_90_s(text: &str, prefix: &str) -> bool {
+    text.split(prefix).skip(1).any(|rest| {
+        let figure: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        figure
+            .parse::<f64>()
+            .is_ok_and(|secs| (85.0..=95.0).contains(&secs))
+    })
 }

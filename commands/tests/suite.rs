@@ -3,6 +3,10 @@
 //! `identity_support`, `quorum_support`) are declared once for all. Run one file's tests with
 //! `cargo test -p commands --test suite <file>::`.
 
+// Four tests at once: this suite mostly waits on Postgres, processes and timers (at the default
+// of one per core it took about twice as long on the CI machine; decision 0093).
+events::suite_test_threads!("4");
+
 mod audit_support;
 // The cloud of the cloud-iid tests (keys, tokens, documents), shared with domain's tests.
 #[path = "../../domain/tests/cloud_iid_support.rs"]

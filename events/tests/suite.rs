@@ -5,6 +5,10 @@
 //! the sweep every process makes when it creates its first test database. Run one file's tests
 //! with `cargo test -p events --test suite <file>::`.
 
+// Four tests at once: this suite mostly waits on Postgres, processes and timers (at the default
+// of one per core it took about twice as long on the CI machine; decision 0093).
+events::suite_test_threads!("4");
+
 mod actor;
 mod cancel_safety;
 mod conformance;

@@ -2,6 +2,10 @@
 //! `tests/*.rs` file is a module here; `common` is declared once for all. Run one file's tests
 //! with `cargo test -p gateway --test suite <file>::`.
 
+// Four tests at once: this suite mostly waits on Postgres, processes and timers (at the default
+// of one per core it took about twice as long on the CI machine; decision 0093).
+events::suite_test_threads!("4");
+
 mod common;
 
 mod api_probe;

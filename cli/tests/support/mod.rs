@@ -11,27 +11,12 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// How many tests of the cli suite run at once when the caller did not say
-/// (`RUST_TEST_THREADS` or `--test-threads` win). The suite's tests mostly wait on the processes
-/// they start (servers, bcd, swtpm, renewals of short leaves): at libtest's default of one
-/// thread per core (2 here) the whole suite used about 15% of the two cores (192 s wall, 56 s
-/// CPU); at 4 it took 95 s, at 8 71 s, at 6 72 s (benchmarks/RESULTS.md's history, in git).
-pub const CLI_TEST_THREADS: &str = "6";
-
-/// libtest reads `RUST_TEST_THREADS` in `main`; this ELF initialiser runs before `main`, while
-/// the process has one thread, and sets it for this binary only (cargo has no per-binary
-/// setting, and a workspace-wide one would also raise the CPU-bound suites' thread counts).
-#[cfg(target_os = "linux")]
-#[used]
-#[link_section = ".init_array"]
-static SET_TEST_THREADS: extern "C" fn() = set_test_threads;
-
-#[cfg(target_os = "linux")]
-extern "C" fn set_test_threads() {
-    if std::env::var_os("RUST_TEST_THREADS").is_none() {
-        std::env::set_var("RUST_TEST_THREADS", CLI_TEST_THREADS);
-    }
-}
+// How many tests of the cli suite run at once when the caller did not say
+// (`RUST_TEST_THREADS` or `--test-threads` win). The suite's tests mostly wait on the processes
+// they start (servers, bcd, swtpm, renewals of short leaves): at libtest's default of one
+// thread per core (2 here) the whole suite used about 15% of the two cores (192 s wall, 56 s
+// CPU); at 4 it took 95 s, at 8 71 s, at 6 72 s (benchmarks/RESULTS.md's history, in git).
+events::suite_test_threads!("6");
 
 pub fn bcctl_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bcctl"))

@@ -18,6 +18,7 @@ use super::{EventStore, LogStore, PgLogStore, Result};
 
 pub mod dropper;
 pub mod template;
+mod threads;
 mod url;
 
 pub use url::replace_database;
