@@ -170,28 +170,32 @@ pub async fn run(cmd: TokenCommand) -> Result<(), IdentityCmdError> {
 
 /// Parses `30s`, `90m`, `1h`, `7d` (or bare seconds) into seconds.
 pub fn parse_duration(text: &str) -> Result<i64, IdentityCmdError> {
-    let bad = || {
+    positive_seconds(text).ok_or_else(|| {
         IdentityCmdError::Invalid(format!(
             "--expires-in {text:?}: expected a positive number with a unit s, m, h or d (e.g. 1h)"
         ))
-    };
+    })
+}
+
+/// A duration flag's value in whole seconds: a positive whole number with a unit `s`, `m`, `h`
+/// or `d` (no unit is seconds); `None` for anything else, which the caller names with its flag.
+/// Shared by the verbs whose duration flags take this form (`token create --expires-in`,
+/// `pki crl --next-update`).
+pub(crate) fn positive_seconds(text: &str) -> Option<i64> {
     let t = text.trim();
     let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => (&t[..i], &t[i..]),
         None => (t, "s"),
     };
-    let n: i64 = digits.parse().map_err(|_| bad())?;
+    let n: i64 = digits.parse().ok()?;
     let mult = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
-        _ => return Err(bad()),
+        _ => return None,
     };
-    match n.checked_mul(mult) {
-        Some(s) if s > 0 => Ok(s),
-        _ => Err(bad()),
-    }
+    n.checked_mul(mult).filter(|s| *s > 0)
 }
 
 async fn create(args: CreateArgs) -> Result<(), IdentityCmdError> {

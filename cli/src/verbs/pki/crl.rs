@@ -43,28 +43,13 @@ pub struct CrlArgs {
 
 /// `30s`, `90m`, `1h`, `7d` (or bare seconds) as a positive duration.
 fn parse_interval(text: &str) -> Result<Duration, PkiCmdError> {
-    let bad = || {
-        PkiCmdError::Usage(format!(
-            "--next-update {text:?}: expected a positive number with a unit s, m, h or d (e.g. 1h)"
-        ))
-    };
-    let t = text.trim();
-    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => (&t[..i], &t[i..]),
-        None => (t, "s"),
-    };
-    let n: i64 = digits.parse().map_err(|_| bad())?;
-    let mult = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(bad()),
-    };
-    match n.checked_mul(mult) {
-        Some(s) if s > 0 => Ok(Duration::seconds(s)),
-        _ => Err(bad()),
-    }
+    crate::verbs::token::positive_seconds(text)
+        .map(Duration::seconds)
+        .ok_or_else(|| {
+            PkiCmdError::Usage(format!(
+                "--next-update {text:?}: expected a positive number with a unit s, m, h or d (e.g. 1h)"
+            ))
+        })
 }
 
 /// The number of the list already at `out`, when this node CA signed it.
