@@ -9,7 +9,7 @@
 //! show --format spiffe` prints, its one authority byte for byte the root CA of `bcctl bundle
 //! show --format json`, the JWK's key the certificate's own, no `kid`, the sequence the published
 //! trust bundle's version. `bcctl pki rotate-command-root --stage add` publishes a new version;
-//! the endpoint serves it without a restart (the time it took is printed, not asserted).
+//! the endpoint serves it without a restart, within 10 s (the time it took is printed).
 //! Another path is 404. Set `BC_SKIP_PYTHON=1` to skip on a machine without python3 or PyPI.
 //!
 //! Run: `cargo test -p cli --test suite spiffe_bundle_e2e::` (Postgres at `DATABASE_URL`).
@@ -153,10 +153,10 @@ fn scenario(db_url: &str) {
     assert_eq!(got["refreshHint"], 90, "{got}");
 
     // A new trust bundle version: served without a restart.
-    let started = Instant::now();
     server.bcctl(&["pki", "rotate-command-root", "--stage", "add"]);
     let v2 = version(&server);
     assert_eq!(v2, v1 + 1);
+    let started = Instant::now();
     let after = loop {
         let got = read(&python, &url, &cafile, &td);
         if got["sequence"] == v2 || started.elapsed() > Duration::from_secs(10) {
@@ -172,7 +172,7 @@ fn scenario(db_url: &str) {
     );
     assert_eq!(after["authorities"], got["authorities"], "{after}");
     eprintln!(
-        "spiffe_sequence {v1} -> {v2} served {} ms after the rotation command started",
+        "spiffe_sequence {v1} -> {v2} served {} ms after `pki trust-version` showed it (python's start included)",
         started.elapsed().as_millis()
     );
 
