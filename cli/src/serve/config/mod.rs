@@ -426,8 +426,16 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
     }
     let spiffe_bundle = crate::serve::config::spiffe_bundle::spiffe_bundle_settings(
         file.spiffe_bundle.as_ref(),
-        role,
-    )?;
+        env("BC_SPIFFE_BUNDLE_LISTEN"),
+        env("BC_SPIFFE_REFRESH_HINT"),
+    )
+    .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    if spiffe_bundle.is_some() && role == Role::Api {
+        return Err(ConfigError::Invalid {
+            key: "spiffe_bundle",
+            message: "the SPIFFE bundle endpoint runs on a gateway (role all or gateway), not on an api: leave [spiffe_bundle] and BC_SPIFFE_BUNDLE_LISTEN out".into(),
+        });
+    }
     let command_poll_interval = duration_setting(
         "command_poll_interval",
         "BC_COMMAND_POLL_INTERVAL",

@@ -1,6 +1,6 @@
 //! `bcctl serve`'s `[spiffe_bundle]` table: the gateway's SPIFFE bundle endpoint
 //! ([`gateway::trust::spiffe_bundle`], `docs/GATEWAY.md`). It runs where a gateway runs (`all`,
-//! `gateway`); an `api` given the table is refused.
+//! `gateway`); an `api` given the table is refused (`super::resolve` checks the role).
 //!
 //! | key | environment | default |
 //! | --- | --- | --- |
@@ -10,10 +10,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use domain::duration::parse_duration;
 use gateway::trust::spiffe_bundle::SpiffeBundleEndpoint;
 use serde::Deserialize;
-
-use super::{env, parse_duration, socket, ConfigError, Role};
 
 /// `[spiffe_bundle]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -26,37 +25,35 @@ pub struct FileSpiffeBundle {
 /// Where the endpoint listens when only the table is given.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8445";
 
-/// The endpoint, resolved: `None` when neither the table nor `BC_SPIFFE_BUNDLE_LISTEN` asks for
-/// one, or the address is `off`.
+/// The endpoint, resolved from the table and the two variables' values (`listen_env`,
+/// `hint_env`; each over the file): `None` when neither the table nor the variable asks for
+/// one, or the address is `off`. An error names its key. The role check is the caller's.
 pub fn spiffe_bundle_settings(
     file: Option<&FileSpiffeBundle>,
-    role: Role,
-) -> Result<Option<SpiffeBundleEndpoint>, ConfigError> {
-    let listen = env("BC_SPIFFE_BUNDLE_LISTEN")
+    listen_env: Option<String>,
+    hint_env: Option<String>,
+) -> Result<Option<SpiffeBundleEndpoint>, (&'static str, String)> {
+    let listen = listen_env
         .or_else(|| file.and_then(|f| f.listen.clone()))
         .or_else(|| file.map(|_| DEFAULT_LISTEN.to_string()));
     let Some(listen) = listen.filter(|l| l != "off") else {
         return Ok(None);
     };
-    if role == Role::Api {
-        return Err(ConfigError::Invalid {
-            key: "spiffe_bundle",
-            message: "the SPIFFE bundle endpoint runs on a gateway (role all or gateway), not on an api: leave [spiffe_bundle] and BC_SPIFFE_BUNDLE_LISTEN out".into(),
-        });
-    }
-    let listen: SocketAddr = socket("spiffe_bundle.listen", &listen)?;
-    let hint = env("BC_SPIFFE_REFRESH_HINT")
+    let listen: SocketAddr = listen.parse().map_err(|e| {
+        (
+            "spiffe_bundle.listen",
+            format!("{listen:?} is not host:port with an IP address: {e}"),
+        )
+    })?;
+    let hint = hint_env
         .or_else(|| file.and_then(|f| f.refresh_hint.clone()))
         .unwrap_or_else(|| "5m".to_string());
-    let hint = parse_duration(&hint).map_err(|message| ConfigError::Invalid {
-        key: "spiffe_bundle.refresh_hint",
-        message,
-    })?;
+    let hint = parse_duration(&hint).map_err(|m| ("spiffe_bundle.refresh_hint", m))?;
     if hint < Duration::from_secs(1) {
-        return Err(ConfigError::Invalid {
-            key: "spiffe_bundle.refresh_hint",
-            message: format!("must be at least 1s; got {} ms", hint.as_millis()),
-        });
+        return Err((
+            "spiffe_bundle.refresh_hint",
+            format!("must be at least 1s; got {} ms", hint.as_millis()),
+        ));
     }
     Ok(Some(SpiffeBundleEndpoint {
         listen,
@@ -65,51 +62,5 @@ pub fn spiffe_bundle_settings(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn table(listen: Option<&str>, hint: Option<&str>) -> FileSpiffeBundle {
-        FileSpiffeBundle {
-            listen: listen.map(str::to_owned),
-            refresh_hint: hint.map(str::to_owned),
-        }
-    }
-
-    #[test]
-    fn no_table_is_no_endpoint_and_a_bare_table_takes_the_defaults() {
-        assert_eq!(spiffe_bundle_settings(None, Role::All).unwrap(), None);
-        assert_eq!(
-            spiffe_bundle_settings(Some(&table(None, None)), Role::Gateway).unwrap(),
-            Some(SpiffeBundleEndpoint {
-                listen: DEFAULT_LISTEN.parse().unwrap(),
-                refresh_hint_secs: 300,
-            })
-        );
-        assert_eq!(
-            spiffe_bundle_settings(Some(&table(Some("off"), None)), Role::All).unwrap(),
-            None
-        );
-    }
-
-    #[test]
-    fn the_hint_is_whole_seconds_of_at_least_one() {
-        let got = spiffe_bundle_settings(Some(&table(Some("127.0.0.1:0"), Some("90s"))), Role::All);
-        assert_eq!(got.unwrap().map(|e| e.refresh_hint_secs), Some(90));
-        let err = spiffe_bundle_settings(Some(&table(None, Some("500ms"))), Role::All).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "configuration spiffe_bundle.refresh_hint: must be at least 1s; got 500 ms"
-        );
-    }
-
-    #[test]
-    fn an_api_is_refused_the_endpoint() {
-        let err = spiffe_bundle_settings(Some(&table(None, None)), Role::Api).unwrap_err();
-        assert!(
-            err.to_string().starts_with(
-                "configuration spiffe_bundle: the SPIFFE bundle endpoint runs on a gateway"
-            ),
-            "{err}"
-        );
-    }
-}
+#[path = "spiffe_bundle_tests.rs"]
+mod tests;
