@@ -84,6 +84,9 @@ pub struct GatewayConfig {
     /// The tenant a split gateway writes the renewals it refused at the handshake in, when the
     /// leaf is no stored certificate (`root_tenant`; in the `all` role the JoinService's).
     pub root_tenant: String,
+    /// The SPIFFE bundle endpoint (`[spiffe_bundle]`, [`crate::trust::spiffe_bundle`]);
+    /// `None`: not served.
+    pub spiffe_bundle: Option<crate::trust::spiffe_bundle::SpiffeBundleEndpoint>,
 }
 
 impl GatewayConfig {
@@ -103,6 +106,7 @@ impl GatewayConfig {
             read_store: None,
             hub: None,
             root_tenant: "root".into(),
+            spiffe_bundle: None,
         }
     }
 }
@@ -140,6 +144,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The metrics address, when served.
     pub metrics_addr: Option<SocketAddr>,
+    /// The SPIFFE bundle endpoint's address, when served.
+    pub spiffe_bundle_addr: Option<SocketAddr>,
     /// Everything the metrics page reads (for tests and benchmarks).
     pub sources: MetricSources,
     /// What the edge limits closed or refused, by reason.
@@ -247,6 +253,7 @@ async fn start_on(
     let edge = Edge {
         trust_domain: keys.trust_domain.clone(),
         node_ca_der: keys.node_ca.cert_der().to_vec(),
+        root_ca_der: keys.root_ca.cert_der().to_vec(),
         issuer,
         first,
         refusals: join.edge_refusals(),
@@ -297,6 +304,7 @@ pub async fn start_gateway(
     let edge = Edge {
         trust_domain: public.trust_domain.clone(),
         node_ca_der: public.node_ca_der.clone(),
+        root_ca_der: public.root_ca_der.clone(),
         issuer,
         first,
         refusals: EdgeRefusals::new(store.clone(), clock.clone(), identity),
@@ -323,6 +331,8 @@ async fn start_hub(store: &EventStore, config: &GatewayConfig) -> Result<LogHub,
 struct Edge {
     trust_domain: TrustDomain,
     node_ca_der: Vec<u8>,
+    /// The root CA, the SPIFFE bundle's one authority.
+    root_ca_der: Vec<u8>,
     issuer: Issuer,
     first: Issued,
     /// Records the renewals refused at the handshake (`security.renew.refused`).
@@ -419,6 +429,25 @@ async fn serve_edge(
             )));
             serving
         }
+    };
+    let spiffe_bundle_addr = match &config.spiffe_bundle {
+        Some(endpoint) => {
+            let (l, a) = crate::trust::spiffe_bundle::bind(endpoint)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: endpoint.listen,
+                    source,
+                })?;
+            background.push(crate::trust::spiffe_bundle::spawn(
+                l,
+                serving.clone(),
+                read_store.clone(),
+                edge.root_ca_der.clone(),
+                endpoint.refresh_hint_secs,
+            )?);
+            Some(a)
+        }
+        None => None,
     };
     let tls = server_config_resolving(serving, Arc::new(verifier))?;
     let listener = TcpListener::bind(config.listen)
@@ -561,10 +590,11 @@ async fn serve_edge(
     let server = tokio::spawn(crate::edge::http2::serve(listener, edge_server, async {
         let _ = shutdown_rx.await;
     }));
-    tracing::info!(%addr, metrics = ?metrics_addr, trust_domain = %edge.trust_domain, relay, "gateway serving");
+    tracing::info!(%addr, metrics = ?metrics_addr, spiffe_bundle = ?spiffe_bundle_addr, trust_domain = %edge.trust_domain, relay, "gateway serving");
     Ok(Running {
         addr,
         metrics_addr,
+        spiffe_bundle_addr,
         sources,
         edge: edge_counters,
         join_limiter,

@@ -1,5 +1,5 @@
-//! `bcctl bundle show [--format pem|json]`: the deployment's X.509 roots and its published trust
-//! bundle, what a SPIFFE or step user looks for to verify a peer.
+//! `bcctl bundle show [--format pem|json|spiffe]`: the deployment's X.509 roots and its published
+//! trust bundle, what a SPIFFE or step user looks for to verify a peer.
 //!
 //! The certificates come from the PKI bundle's public half (no secret is read): the root CA, the
 //! node CA (it issues node certificates, so a peer verifies a node with node CA + root), the
@@ -7,6 +7,10 @@
 //! client certificates) and the command-signing root. When the store is at hand the published
 //! trust bundle adds its version, its command roots and its approver set. `pem` prints every CA
 //! certificate as PEM, each after a `#` line naming it (openssl and the TLS libraries skip it).
+//! `spiffe` prints the SPIFFE bundle the gateway's bundle endpoint serves
+//! (`domain::trust_bundle::spiffe`): the root CA as an `x509-svid` key, `spiffe_sequence` the
+//! published trust bundle's version (so it needs the store), `spiffe_refresh_hint`
+//! `--refresh-hint`.
 
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
@@ -19,6 +23,7 @@ use crate::verbs::token::{IdentityArgs, IdentityCmdError};
 pub enum Format {
     Pem,
     Json,
+    Spiffe,
 }
 
 #[derive(clap::Subcommand)]
@@ -32,9 +37,14 @@ pub enum BundleCommand {
 pub struct ShowArgs {
     #[command(flatten)]
     pub common: IdentityArgs,
-    /// pem: the CA certificates as PEM; json: everything as one JSON document (also --json).
+    /// pem: the CA certificates as PEM; json: everything as one JSON document (also --json);
+    /// spiffe: the SPIFFE bundle (JWK Set) the gateway's bundle endpoint serves.
     #[arg(long, value_enum, default_value = "pem")]
     pub format: Format,
+    /// With --format spiffe: the bundle's spiffe_refresh_hint in seconds (the gateway's
+    /// spiffe_refresh_hint setting; default 300).
+    #[arg(long, value_name = "SECONDS", default_value_t = domain::trust_bundle::DEFAULT_REFRESH_HINT_SECS)]
+    pub refresh_hint: u64,
 }
 
 fn cert_json(role: &str, der: &[u8], pin: &str) -> Value {
@@ -67,6 +77,9 @@ pub async fn run(cmd: BundleCommand) -> Result<(), IdentityCmdError> {
             pins.command_signing_root.to_string(),
         ),
     ];
+    if args.format == Format::Spiffe {
+        return spiffe(&located, &public.root_ca_der, args.refresh_hint).await;
+    }
     let published = match located.existing_store_url() {
         Ok(url) => published(url).await,
         Err(_) => None,
@@ -137,4 +150,33 @@ async fn published(url: &str) -> Option<Value> {
         "approverKids": set.keys().iter().map(|k| k.kid().to_string()).collect::<Vec<_>>(),
         "approverSetSha256": (!set.is_empty()).then(|| set.digest().to_hex()),
     }))
+}
+
+/// `--format spiffe`: the SPIFFE bundle at the published trust bundle's version (0 when none is
+/// published yet, as the gateway serves it).
+async fn spiffe(
+    located: &crate::deployment::Located,
+    root_ca_der: &[u8],
+    refresh_hint: u64,
+) -> Result<(), IdentityCmdError> {
+    use domain::trust_bundle::{render_spiffe_bundle, x509_authorities};
+    if refresh_hint == 0 {
+        return Err(IdentityCmdError::Invalid(
+            "--refresh-hint must be at least 1 second".into(),
+        ));
+    }
+    let url = located.existing_store_url().map_err(|e| {
+        IdentityCmdError::Setup(format!(
+            "--format spiffe needs the store (its spiffe_sequence is the published trust bundle's version): {e}"
+        ))
+    })?;
+    let store = crate::deployment::connect_at(url).await?;
+    let version = commands::quorum::read_published_content(&store)
+        .await
+        .map_err(|e| IdentityCmdError::Setup(format!("the published trust bundle: {e}")))?
+        .map_or(0, |row| row.version);
+    let text = render_spiffe_bundle(&x509_authorities(root_ca_der), version, refresh_hint)
+        .map_err(|e| IdentityCmdError::Setup(format!("the SPIFFE bundle: {e}")))?;
+    crate::out!("{text}");
+    Ok(())
 }

@@ -94,7 +94,8 @@ command_poll_interval = "5s"
 
 # Further tables, file only, described in docs/INSTALL.md and the serve_config sources:
 # [limits] and [api_limits] (edge limits), [attestors.<id>] and [[attestors.external]],
-# [quorum] (the approver quorum to publish).
+# [quorum] (the approver quorum to publish), [spiffe_bundle] (the SPIFFE bundle endpoint,
+# docs/GATEWAY.md).
 
 [sites]
 # How long a site agent's boot lease lasts unless renewed (BC_SITES_BOOT_LEASE_TTL).

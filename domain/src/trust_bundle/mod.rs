@@ -20,6 +20,7 @@
 //! - [`settle`]: settling a configuration.
 //! - [`rotate`]: the add, switch and drop stages.
 //! - [`report`]: a node's report of the trust it holds.
+//! - [`spiffe`]: the trust domain's X.509 authorities as a SPIFFE bundle (JWK Set).
 //!
 //! [`Decision`]: crate::decision::Decision
 
@@ -31,6 +32,7 @@ pub mod refusal;
 pub mod report;
 pub mod rotate;
 pub mod settle;
+pub mod spiffe;
 pub mod state;
 
 pub use config::{validate, BundleConfig, ValidConfig};
@@ -41,6 +43,9 @@ pub use refusal::{TrustBundleError, TrustBundleRefusal};
 pub use report::{decide_trust_report, TrustReport};
 pub use rotate::{check_new_root, decide_add_root, decide_drop_root, decide_switch_root};
 pub use settle::decide_settle;
+pub use spiffe::{
+    render_spiffe_bundle, x509_authorities, SpiffeBundleError, DEFAULT_REFRESH_HINT_SECS,
+};
 pub use state::{
     ConnectedNode, PublishedState, RotationStage, SettleOutcome, Settled, Switched,
     CONNECTED_WINDOW_US, DROP_AFTER_SWITCH_US,

@@ -55,12 +55,15 @@
 //! is loaded for new handshakes ([`gateway::edge::tls_files`]; `bcctl pki issue-gateway` writes
 //! them). Without `[tls]` the gateway issues its own serving certificate and renews it.
 //!
+//! The gateway's SPIFFE bundle endpoint is the table `[spiffe_bundle]` (or
+//! `BC_SPIFFE_BUNDLE_LISTEN`): [`crate::serve::config::spiffe_bundle`].
+//!
 //! The admin API listener is the table `[admin]` (or the top-level `admin_listen`,
 //! `BC_ADMIN_LISTEN`): [`crate::serve::config::admin`].
 //!
 //! The folder: this file (the top-level keys, [`ServeArgs`], [`Settings`] and [`resolve`]), and
 //! one file per table: [`admin`], [`attestors`] (which only hands each attestor its table),
-//! [`limits`], [`quorum`], [`store`]. It only reads and checks configuration: it must never open
+//! [`limits`], [`quorum`], [`spiffe_bundle`], [`store`]. It only reads and checks configuration: it must never open
 //! a store, bind a listener or start a task (that is `crate::serve`'s), and it names nothing of
 //! `crate::up` (`up/config_error.rs` turns its errors into `bcctl up`'s).
 
@@ -68,6 +71,7 @@ pub(crate) mod admin;
 pub(crate) mod attestors;
 pub(crate) mod limits;
 pub(crate) mod quorum;
+pub(crate) mod spiffe_bundle;
 pub(crate) mod store;
 
 use std::net::SocketAddr;
@@ -186,6 +190,7 @@ pub struct FileConfig {
     pub admin: Option<crate::serve::config::admin::FileAdmin>,
     /// The admin listener's address as `bcctl up` writes it (`[admin] listen` wins).
     pub admin_listen: Option<String>,
+    pub spiffe_bundle: Option<crate::serve::config::spiffe_bundle::FileSpiffeBundle>,
 }
 
 /// `[tls]`: the gateway's serving certificate from files.
@@ -267,6 +272,8 @@ pub struct Settings {
     pub tls_files: Option<gateway::tls_files::TlsFiles>,
     /// The admin API listener (`[admin]`, [`crate::serve::config::admin`]); `None`: none.
     pub admin: Option<crate::serve::config::admin::AdminSettings>,
+    /// The SPIFFE bundle endpoint (`[spiffe_bundle]`); `None`: none.
+    pub spiffe_bundle: Option<gateway::trust::spiffe_bundle::SpiffeBundleEndpoint>,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -417,6 +424,18 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
             message: "the admin API runs where the keys and the store are (role all or api), not on a gateway: leave [admin], admin_listen and BC_ADMIN_LISTEN out".into(),
         });
     }
+    let spiffe_bundle = crate::serve::config::spiffe_bundle::spiffe_bundle_settings(
+        file.spiffe_bundle.as_ref(),
+        env("BC_SPIFFE_BUNDLE_LISTEN"),
+        env("BC_SPIFFE_REFRESH_HINT"),
+    )
+    .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    if spiffe_bundle.is_some() && role == Role::Api {
+        return Err(ConfigError::Invalid {
+            key: "spiffe_bundle",
+            message: "the SPIFFE bundle endpoint runs on a gateway (role all or gateway), not on an api: leave [spiffe_bundle] and BC_SPIFFE_BUNDLE_LISTEN out".into(),
+        });
+    }
     let command_poll_interval = duration_setting(
         "command_poll_interval",
         "BC_COMMAND_POLL_INTERVAL",
@@ -544,6 +563,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         command_poll_interval,
         tls_files,
         admin,
+        spiffe_bundle,
     })
 }
 
