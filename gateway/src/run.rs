@@ -25,6 +25,7 @@ use crate::metrics::{serve_metrics, MetricSources, Metrics, API_DOWN, API_UP};
 use crate::node_commands::dispatch::{Queue, StoreQueue};
 use crate::node_service::backend::Backend;
 use crate::node_service::server::{NodeServer, TrustReporter};
+use crate::publish::crl::CrlSigner;
 use crate::revocation::feed::{self, FeedHealth, FeedOptions, FeedTargets};
 use crate::revocation::revoked::RevokedSerials;
 use crate::session::registry::{SessionEnd, Sessions};
@@ -84,6 +85,8 @@ pub struct GatewayConfig {
     /// The tenant a split gateway writes the renewals it refused at the handshake in, when the
     /// leaf is no stored certificate (`root_tenant`; in the `all` role the JoinService's).
     pub root_tenant: String,
+    /// The node CA's revocation list: its `nextUpdate` and where it is served over HTTP.
+    pub crl: crate::publish::crl::CrlOptions,
 }
 
 impl GatewayConfig {
@@ -103,6 +106,7 @@ impl GatewayConfig {
             read_store: None,
             hub: None,
             root_tenant: "root".into(),
+            crl: Default::default(),
         }
     }
 }
@@ -140,6 +144,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The metrics address, when served.
     pub metrics_addr: Option<SocketAddr>,
+    /// The revocation list's HTTP address, when served.
+    pub crl_addr: Option<SocketAddr>,
     /// Everything the metrics page reads (for tests and benchmarks).
     pub sources: MetricSources,
     /// What the edge limits closed or refused, by reason.
@@ -250,6 +256,10 @@ async fn start_on(
         issuer,
         first,
         refusals: join.edge_refusals(),
+        crl_signer: CrlSigner::Local {
+            store: store.clone(),
+            keys: keys.clone(),
+        },
     };
     let backend = Backend::local(join, TrustSigner::new(store.clone(), keys));
     serve_edge(store, edge, backend, clock, config, queue).await
@@ -300,6 +310,7 @@ pub async fn start_gateway(
         issuer,
         first,
         refusals: EdgeRefusals::new(store.clone(), clock.clone(), identity),
+        crl_signer: CrlSigner::Api(api.clone()),
     };
     serve_edge(store, edge, Backend::relay(api), clock, config, None).await
 }
@@ -327,6 +338,8 @@ struct Edge {
     first: Issued,
     /// Records the renewals refused at the handshake (`security.renew.refused`).
     refusals: EdgeRefusals,
+    /// Who signs the node CA's revocation list.
+    crl_signer: CrlSigner,
 }
 
 async fn serve_edge(
@@ -364,6 +377,12 @@ async fn serve_edge(
         subscription,
         targets,
     ))];
+    let (crl, crl_addr) =
+        crate::publish::start(&edge.crl_signer, &edge.node_ca_der, &hub, config.crl)
+            .await
+            .map_err(|(addr, source)| StartError::Listen { addr, source })?;
+    background.extend(crl.tasks);
+    let crl = crl.current;
 
     let (renew_refusals, recorder) = crate::renew::edge_refusals::recorder(
         edge.refusals.clone(),
@@ -487,6 +506,7 @@ async fn serve_edge(
         reporter,
         queue,
         clock,
+        crl,
     };
 
     let (reporter_h, health_service) = tonic_health::server::health_reporter();
@@ -546,7 +566,8 @@ async fn serve_edge(
     .add_service(
         NodeServiceServer::new(node_server.clone())
             .max_decoding_message_size(max)
-            .max_encoding_message_size(max),
+            // Room for the revocation list pushed over sessions.
+            .max_encoding_message_size(max.max(crate::publish::crl::MAX_PUSH_BYTES + 64)),
     )
     .prepare();
     let edge_server = EdgeServer {
@@ -565,6 +586,7 @@ async fn serve_edge(
     Ok(Running {
         addr,
         metrics_addr,
+        crl_addr,
         sources,
         edge: edge_counters,
         join_limiter,
