@@ -6,7 +6,9 @@
 //! expired (`projections::identity::read::crl_entries`), and lets `domain::pki::crl` sign them.
 //! It decides nothing and writes nothing: the list is a derived artefact, rebuilt at will.
 
-use domain::pki::{sign_crl, CrlError, CrlNumber, CrlRequest, NodeCa, RevokedEntry, Serial, SignedCrl};
+use domain::pki::{
+    sign_crl, CrlError, CrlNumber, CrlRequest, NodeCa, RevokedEntry, Serial, SignedCrl,
+};
 use events::store::{EventStore, LogStore, StoreError};
 use time::{Duration, OffsetDateTime};
 
@@ -17,7 +19,9 @@ pub enum CrlSignError {
     #[error("reading the revoked certificates: {0}")]
     Store(#[from] StoreError),
     /// A `node_certs` row that is not a certificate's (a damaged projection).
-    #[error("node_certs holds {what} for serial {serial:?}; rebuild the projections (bcctl rebuild)")]
+    #[error(
+        "node_certs holds {what} for serial {serial:?}; rebuild the projections (bcctl rebuild)"
+    )]
     Damaged {
         /// What is wrong.
         what: &'static str,
@@ -48,7 +52,8 @@ fn entries(
                 what,
                 serial: row.serial.clone(),
             };
-            let bytes = hex::decode(&row.serial).map_err(|_| damaged("a serial that is not hex"))?;
+            let bytes =
+                hex::decode(&row.serial).map_err(|_| damaged("a serial that is not hex"))?;
             let serial = Serial::from_be_bytes(&bytes).map_err(|_| damaged("an invalid serial"))?;
             let revoked_at =
                 OffsetDateTime::from_unix_timestamp_nanos(i128::from(row.revoked_at_us) * 1_000)

@@ -386,6 +386,7 @@ pub(crate) fn gateway_config(settings: &Settings) -> Result<GatewayConfig, Serve
     config.command_poll_interval = settings.command_poll_interval;
     config.tls_files = settings.tls_files.clone();
     config.root_tenant = settings.root_tenant.clone();
+    config.crl = settings.crl;
     Ok(config)
 }
 

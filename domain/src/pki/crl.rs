@@ -258,7 +258,10 @@ pub fn verify_crl(ca_cert_der: &[u8], der: &[u8]) -> Result<CrlFacts, CrlCheckEr
     }
     crl.verify_signature(ca_cert.public_key())
         .map_err(|_| CrlCheckError::BadSignature)?;
-    let bytes = crl.crl_number().ok_or(CrlCheckError::BadNumber)?.to_bytes_be();
+    let bytes = crl
+        .crl_number()
+        .ok_or(CrlCheckError::BadNumber)?
+        .to_bytes_be();
     Ok(CrlFacts {
         number: CrlNumber::from_be_bytes(&bytes).ok_or(CrlCheckError::BadNumber)?,
         this_update: crl.last_update().to_datetime(),
