@@ -210,6 +210,7 @@ pub async fn hold_session(
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
             approver_set_epoch,
             approver_set_sha256,
+            revocation_list: true,
         })),
     };
     if tx.send(hello).await.is_err() {

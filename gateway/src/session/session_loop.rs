@@ -7,7 +7,7 @@
 //! A session checks the identity's validity against the clock before anything else, then the
 //! feed's freshness, registers, checks revocation, and runs one task for as long as it lives: its
 //! loop is biased (its end, the certificate's expiry, commands to send, a new revocation list,
-//! then the node's messages; the current list follows Welcome);
+//! then the node's messages; the current list follows Welcome when Hello asked for it);
 //! see [`crate::node_service::server`] for what each message does.
 
 use std::future::Future;
@@ -106,7 +106,7 @@ impl NodeServer {
             let mut welcomed_version = 0u64;
             // The revocation list: the current one after Welcome, then each new one.
             let mut crl = this.crl.clone();
-            let mut crl_open = true;
+            let (mut crl_open, mut crl_wanted) = (true, false);
             let mut commands = SessionCommands::new(
                 this.queue.clone(),
                 node_id.clone(),
@@ -167,7 +167,7 @@ impl NodeServer {
                             break;
                         }
                     }
-                    changed = crl.changed(), if crl_open && commands.is_welcomed() => {
+                    changed = crl.changed(), if crl_open && crl_wanted && commands.is_welcomed() => {
                         crl_open = changed.is_ok();
                         let list = crl.borrow_and_update().clone();
                         if let Some(message) = list.as_deref().and_then(revocation_list) {
@@ -199,7 +199,8 @@ impl NodeServer {
                                     break;
                                 }
                                 commands.welcomed();
-                                let list = crl.borrow_and_update().clone();
+                                crl_wanted = hello.revocation_list;
+                                let list = crl.borrow_and_update().clone().filter(|_| crl_wanted);
                                 if let Some(message) = list.as_deref().and_then(revocation_list) {
                                     if tx.send(Ok(Box::new(message))).await.is_err() {
                                         break;
