@@ -57,3 +57,51 @@ pub(crate) fn crl_settings(
         listen,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(
+        listen: Option<&str>,
+        next_update: Option<&str>,
+    ) -> Result<gateway::publish::crl::CrlOptions, String> {
+        let file = FileCrl {
+            listen: listen.map(str::to_owned),
+            next_update: next_update.map(str::to_owned),
+        };
+        crl_settings(Some(&file)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_and_a_listener() {
+        let d = with(None, None).expect("defaults");
+        assert_eq!((d.listen, d.next_update), (None, time::Duration::hours(1)));
+        let s = with(Some("127.0.0.1:8080"), Some("2h")).expect("set");
+        assert_eq!(s.listen, Some("127.0.0.1:8080".parse().expect("addr")));
+        assert_eq!(s.next_update, time::Duration::hours(2));
+        assert_eq!(with(Some("off"), None).expect("off").listen, None);
+    }
+
+    #[test]
+    fn a_listen_that_is_no_address_is_refused() {
+        assert_eq!(
+            with(Some("localhost:80"), None).expect_err("refused"),
+            "configuration crl.listen: \"localhost:80\" is not host:port with an IP address: invalid socket address syntax"
+        );
+    }
+
+    #[test]
+    fn a_next_update_over_7_days_is_refused() {
+        assert_eq!(
+            with(None, Some("8d")).expect_err("refused"),
+            "configuration crl.next_update: \"8d\": more than 0 and at most 7d"
+        );
+    }
+
+    #[test]
+    fn a_next_update_that_is_no_duration_is_refused() {
+        let e = with(None, Some("soon")).expect_err("refused");
+        assert!(e.starts_with("configuration crl.next_update: "), "{e}");
+    }
+}
