@@ -16,11 +16,10 @@ use std::collections::BTreeMap;
 
 use domain::pki::{read_pem_blocks, verify_crl, CrlCheckError, CrlFacts, CrlNumber};
 
+pub use crate::files::pem_files::CRL_PEM;
 use crate::files::pem_files::{hook_env, run_hook, FileSettings};
 use crate::files::{identity::LoadedIdentity, pem_encode, write_atomic_mode, FileError};
 
-/// Default name of the revocation list file.
-pub const CRL_PEM: &str = "crl.pem";
 /// Largest held list read back (a list of 100,000 certificates is about 4 MiB of DER).
 const MAX_CRL_FILE: u64 = 16 * 1024 * 1024;
 

@@ -49,6 +49,8 @@ pub const CERT_PEM: &str = "cert.pem";
 pub const KEY_PEM: &str = "key.pem";
 /// Default name of the trust bundle file.
 pub const BUNDLE_PEM: &str = "bundle.pem";
+/// Default name of the revocation list file ([`crate::files::crl`]).
+pub const CRL_PEM: &str = "crl.pem";
 /// Default mode of the chain and the bundle (public material).
 pub const DEFAULT_MODE: u32 = 0o644;
 /// Default mode of the key file.
@@ -100,7 +102,7 @@ impl FileSettings {
             cert: data_dir.join(CERT_PEM),
             key: data_dir.join(KEY_PEM),
             bundle: data_dir.join(BUNDLE_PEM),
-            crl: data_dir.join(crate::files::crl::CRL_PEM),
+            crl: data_dir.join(CRL_PEM),
             mode: DEFAULT_MODE,
             key_mode: DEFAULT_KEY_MODE,
             on_renew: None,
@@ -152,7 +154,7 @@ impl RawFiles {
             cert: path(self.cert, CERT_PEM)?,
             key: path(self.key, KEY_PEM)?,
             bundle: path(self.bundle, BUNDLE_PEM)?,
-            crl: path(self.crl, crate::files::crl::CRL_PEM)?,
+            crl: path(self.crl, CRL_PEM)?,
             mode,
             key_mode,
             on_renew,

@@ -12,7 +12,7 @@
 
 use serde::Deserialize;
 
-use crate::serve::config::{env, parse_duration, ConfigError};
+use domain::duration::parse_duration;
 
 /// `[crl]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -22,36 +22,44 @@ pub struct FileCrl {
     pub next_update: Option<String>,
 }
 
-/// `[crl]` resolved.
+/// A key of `[crl]` and what is wrong with it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Invalid {
+    pub key: &'static str,
+    pub message: String,
+}
+
+/// `[crl]` resolved, with the values of `BC_CRL_LISTEN` and `BC_CRL_NEXT_UPDATE` over the file.
 pub(crate) fn crl_settings(
     file: Option<&FileCrl>,
-) -> Result<gateway::publish::crl::CrlOptions, ConfigError> {
-    let listen = env("BC_CRL_LISTEN").or_else(|| file.and_then(|f| f.listen.clone()));
+    env_listen: Option<String>,
+    env_next_update: Option<String>,
+) -> Result<gateway::publish::crl::CrlOptions, Invalid> {
+    let listen = env_listen.or_else(|| file.and_then(|f| f.listen.clone()));
     let listen = match listen.as_deref() {
         None | Some("off") | Some("") => None,
-        Some(text) => Some(text.parse().map_err(|e| ConfigError::Invalid {
+        Some(text) => Some(text.parse().map_err(|e| Invalid {
             key: "crl.listen",
             message: format!("{text:?} is not host:port with an IP address: {e}"),
         })?),
     };
-    let next_update =
-        match env("BC_CRL_NEXT_UPDATE").or_else(|| file.and_then(|f| f.next_update.clone())) {
-            None => time::Duration::hours(1),
-            Some(text) => {
-                let d = parse_duration(&text).map_err(|message| ConfigError::Invalid {
+    let next_update = match env_next_update.or_else(|| file.and_then(|f| f.next_update.clone())) {
+        None => time::Duration::hours(1),
+        Some(text) => {
+            let d = parse_duration(&text).map_err(|message| Invalid {
+                key: "crl.next_update",
+                message,
+            })?;
+            let d = time::Duration::try_from(d).unwrap_or(time::Duration::MAX);
+            if d <= time::Duration::ZERO || d > domain::pki::crl::CRL_MAX_NEXT_UPDATE {
+                return Err(Invalid {
                     key: "crl.next_update",
-                    message,
-                })?;
-                let d = time::Duration::try_from(d).unwrap_or(time::Duration::MAX);
-                if d <= time::Duration::ZERO || d > domain::pki::crl::CRL_MAX_NEXT_UPDATE {
-                    return Err(ConfigError::Invalid {
-                        key: "crl.next_update",
-                        message: format!("{text:?}: more than 0 and at most 7d"),
-                    });
-                }
-                d
+                    message: format!("{text:?}: more than 0 and at most 7d"),
+                });
             }
-        };
+            d
+        }
+    };
     Ok(gateway::publish::crl::CrlOptions {
         next_update,
         listen,
@@ -70,7 +78,8 @@ mod tests {
             listen: listen.map(str::to_owned),
             next_update: next_update.map(str::to_owned),
         };
-        crl_settings(Some(&file)).map_err(|e| e.to_string())
+        crl_settings(Some(&file), None, None)
+            .map_err(|e| format!("configuration {}: {}", e.key, e.message))
     }
 
     #[test]

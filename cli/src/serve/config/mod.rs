@@ -411,7 +411,15 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         "60s",
     )?;
     let tls_files = tls_files(file.tls.take())?;
-    let crl = crate::serve::config::crl::crl_settings(file.crl.as_ref())?;
+    let crl = crate::serve::config::crl::crl_settings(
+        file.crl.as_ref(),
+        env("BC_CRL_LISTEN"),
+        env("BC_CRL_NEXT_UPDATE"),
+    )
+    .map_err(|e| ConfigError::Invalid {
+        key: e.key,
+        message: e.message,
+    })?;
     if crl.listen.is_some() && role == Role::Api {
         return Err(ConfigError::Invalid {
             key: "crl.listen",
