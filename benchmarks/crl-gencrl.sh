@@ -7,12 +7,14 @@
 #   benchmarks/crl-gencrl.sh [runs, default 3]
 set -eu
 runs=${1:-3}
+# CRL_BENCH_PROFILE=dev measures the debug build (no release build needed; slower, not comparable).
+profile=${CRL_BENCH_PROFILE:-release}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cd "$(dirname "$0")/.."
 i=1
 while [ "$i" -le "$runs" ]; do
-    out=$(CRL_MEASURE_OUT=$dir cargo test -q --release -p domain --lib pki::crl::tests::measure -- --ignored --nocapture 2>&1 | grep '100000 entries')
+    out=$(CRL_MEASURE_OUT=$dir cargo test -q --profile "$profile" -p domain --lib pki::crl::tests::measure -- --ignored --nocapture 2>&1 | grep '100000 entries')
     ours_bytes=$(stat -c %s "$dir/crl-100k.der")
     ours_time=${out##*signed in }
     # openssl's CA over the same index (serials and revocation dates).
