@@ -189,8 +189,11 @@ async fn a_welcome_from_2036_does_not_move_the_server_time() {
         &data,
         &loaded,
         now() + Duration::seconds(3),
-        std::time::Duration::from_secs(1),
-        None,
+        bcd::node::Held {
+            status_interval: std::time::Duration::from_secs(1),
+            signing_key: None,
+            files: &bcd::files::pem_files::FileSettings::defaults(data.root()),
+        },
         None,
     )
     .await;

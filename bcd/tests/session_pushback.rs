@@ -45,8 +45,11 @@ async fn a_session_ended_with_a_retry_hint_ends_pushed_back_with_its_reason() {
         &data,
         &loaded,
         now() + Duration::seconds(30),
-        std::time::Duration::from_secs(1),
-        None,
+        bcd::node::Held {
+            status_interval: std::time::Duration::from_secs(1),
+            signing_key: None,
+            files: &bcd::files::pem_files::FileSettings::defaults(data.root()),
+        },
         None,
     )
     .await;

@@ -1,7 +1,10 @@
 //! The split deployment end to end with the real binaries on Postgres: `bcctl serve --role api`
 //! (JoinService, signing keys, audit) and `bcctl serve --role gateway` (no signing key) joined
 //! by internal mTLS; a `bcd` joins through the gateway, holds a session, stores the Welcome's
-//! signed trust bundle, renews, is revoked and exits 1.
+//! signed trust bundle, renews, is revoked and exits 1. The node CA's revocation list is signed
+//! by the api (`ApiService.RevocationList`), served by the gateway (`[crl] listen`) and pushed to
+//! bcd (`crl.pem`); after the revocation the gateway's list refuses the node's certificate under
+//! `openssl verify -crl_check`, its number above the copy bcd held.
 //!
 //! The gateway is given a PKI bundle whose sealed private keys are destroyed, with the real
 //! deployment secret in its environment: it starts and serves, while `--role all` and
@@ -241,8 +244,13 @@ fn scenario(db_url: &str) {
     let api_port = api_addr.rsplit(':').next().unwrap_or_default().to_owned();
 
     // The gateway: the destroyed bundle, the real secret in its environment.
+    let crl_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
     let mut cmd = bcctl(&["serve", "--role", "gateway"]);
-    cmd.env("BC_DEPLOYMENT_SECRET", SECRET)
+    cmd.env("BC_CRL_LISTEN", format!("127.0.0.1:{crl_port}"))
+        .env("BC_DEPLOYMENT_SECRET", SECRET)
         .env("DATABASE_URL", db_url)
         .env("BC_PKI_BUNDLE", &public_only)
         .env("BC_LISTEN", "127.0.0.1:0")
@@ -429,6 +437,26 @@ fn scenario(db_url: &str) {
         || logs(&[&node]),
     );
 
+    // bcd holds the list the api signed and the gateway pushed.
+    let held = data.join("crl.pem");
+    wait_for(
+        "crl.pem",
+        Duration::from_secs(30),
+        || held.exists(),
+        || logs(&[&node]),
+    );
+    let crl_number = |args: &[&str]| -> u128 {
+        let out = Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let hex = text.trim().strip_prefix("crlNumber=0x").unwrap_or_default();
+        u128::from_str_radix(hex, 16).unwrap_or_else(|_| panic!("openssl crl: {text}"))
+    };
+    let held_s = held.display().to_string();
+    let before = crl_number(&["crl", "-noout", "-crlnumber", "-in", &held_s]);
+
     // Revoked: the gateway's feed cuts the session and bcd node exits 1.
     let mut revoke = bcctl(&["node", "revoke", &node_id, "--reason", "e2e split"]);
     revoke
@@ -443,6 +471,48 @@ fn scenario(db_url: &str) {
     assert_eq!(status.code(), Some(1), "{text}");
     assert!(text.contains("certificate revoked"), "{text}");
     assert!(text.trim_end().ends_with(REVOKED), "{text}");
+
+    // The gateway's list (signed by the api) now refuses the node's certificate.
+    let fetched = t.join("gateway.crl");
+    let fetched_s = fetched.display().to_string();
+    let url = format!("http://127.0.0.1:{crl_port}/node-ca.crl");
+    let revoked_by_list = || {
+        let got = Command::new("curl")
+            .args(["-sf", "-o", &fetched_s, &url])
+            .status();
+        let pem = t.join("gateway-crl.pem").display().to_string();
+        let ca = data.join("bundle.pem").display().to_string();
+        let cert = data.join("cert.pem").display().to_string();
+        got.is_ok_and(|s| s.success())
+            && Command::new("openssl")
+                .args(["crl", "-inform", "DER", "-in", &fetched_s, "-out", &pem])
+                .status()
+                .is_ok_and(|s| s.success())
+            && Command::new("openssl")
+                .args(["verify", "-partial_chain", "-crl_check", "-CRLfile", &pem])
+                .args(["-CAfile", &ca, &cert])
+                .output()
+                .is_ok_and(|o| {
+                    String::from_utf8_lossy(&o.stdout).contains("certificate revoked")
+                        || String::from_utf8_lossy(&o.stderr).contains("certificate revoked")
+                })
+    };
+    wait_for(
+        "the revoked certificate on the gateway's list",
+        Duration::from_secs(30),
+        revoked_by_list,
+        || logs(&[]),
+    );
+    let after = crl_number(&[
+        "crl",
+        "-inform",
+        "DER",
+        "-noout",
+        "-crlnumber",
+        "-in",
+        &fetched_s,
+    ]);
+    assert!(after > before, "{before} then {after}");
 
     // The gateway never held a key, yet Welcome bundles were signed: by the api.
     let context = logs(&[]);

@@ -25,6 +25,7 @@ mod cloud_iid_e2e;
 mod command_cli;
 mod commands_e2e;
 mod crl_e2e;
+mod crl_publish_e2e;
 mod discovery_e2e;
 mod doctor_cli;
 mod e2e_bcd;

@@ -12,6 +12,7 @@ pub mod attest;
 pub mod audit;
 pub mod clock;
 pub mod command_queue;
+pub mod crl;
 pub mod identity;
 pub mod leadership;
 pub mod operators;

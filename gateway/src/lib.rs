@@ -15,6 +15,7 @@
 //! - [`trust`]: the trust bundle out to nodes and their reports of what they hold;
 //! - [`node_commands`]: signed commands out to a node over its session, its answers back;
 //! - [`split`]: the gateway and the api process apart, over internal mTLS;
+//! - [`publish`]: what anyone may fetch: the node CA's revocation list, kept current;
 //! - [`run`] starts a gateway, [`metrics`] serves `/metrics`.
 
 pub mod edge;
@@ -22,6 +23,7 @@ pub mod join;
 pub mod metrics;
 pub mod node_commands;
 pub mod node_service;
+pub mod publish;
 pub mod renew;
 pub mod revocation;
 pub mod run;

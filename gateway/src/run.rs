@@ -21,10 +21,11 @@ use crate::edge::limits::{EdgeCounters, EdgeLimits, LimitsError};
 use crate::edge::serving::{serving_request, IssueFailure, Issued, Issuer, ServingCert};
 use crate::edge::tls::{node_client_verifier, server_config_resolving, RefusalCounters};
 use crate::join::refusal_limits::{JoinRefusalLimiter, JoinRefusalLimits};
-use crate::metrics::{serve_metrics, MetricSources, Metrics, API_DOWN, API_UP};
+use crate::metrics::{serve_metrics, MetricSources, Metrics, API_UP};
 use crate::node_commands::dispatch::{Queue, StoreQueue};
 use crate::node_service::backend::Backend;
 use crate::node_service::server::{NodeServer, TrustReporter};
+use crate::publish::crl::CrlSigner;
 use crate::revocation::feed::{self, FeedHealth, FeedOptions, FeedTargets};
 use crate::revocation::revoked::RevokedSerials;
 use crate::session::registry::{SessionEnd, Sessions};
@@ -36,10 +37,6 @@ pub const SERVICE_NAME: &str = "bc.wire.v1.NodeService";
 
 /// The health service name a split gateway reports the api's reachability under.
 pub const API_SERVICE_NAME: &str = "bc.internal.v1.ApiService";
-
-/// How often a split gateway probes the api, and how long one probe may take.
-const API_PROBE_EVERY: Duration = Duration::from_secs(5);
-const API_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long a shutdown waits for in-flight calls before closing connections.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -87,6 +84,8 @@ pub struct GatewayConfig {
     /// The SPIFFE bundle endpoint (`[spiffe_bundle]`, [`crate::trust::spiffe_bundle`]);
     /// `None`: not served.
     pub spiffe_bundle: Option<crate::trust::spiffe_bundle::SpiffeBundleEndpoint>,
+    /// The node CA's revocation list: its `nextUpdate` and where it is served over HTTP.
+    pub crl: crate::publish::crl::CrlOptions,
 }
 
 impl GatewayConfig {
@@ -107,6 +106,7 @@ impl GatewayConfig {
             hub: None,
             root_tenant: "root".into(),
             spiffe_bundle: None,
+            crl: Default::default(),
         }
     }
 }
@@ -146,6 +146,8 @@ pub struct Running {
     pub metrics_addr: Option<SocketAddr>,
     /// The SPIFFE bundle endpoint's address, when served.
     pub spiffe_bundle_addr: Option<SocketAddr>,
+    /// The revocation list's HTTP address, when served.
+    pub crl_addr: Option<SocketAddr>,
     /// Everything the metrics page reads (for tests and benchmarks).
     pub sources: MetricSources,
     /// What the edge limits closed or refused, by reason.
@@ -257,6 +259,10 @@ async fn start_on(
         issuer,
         first,
         refusals: join.edge_refusals(),
+        crl_signer: CrlSigner::Local {
+            store: store.clone(),
+            keys: keys.clone(),
+        },
     };
     let backend = Backend::local(join, TrustSigner::new(store.clone(), keys));
     serve_edge(store, edge, backend, clock, config, queue).await
@@ -308,6 +314,7 @@ pub async fn start_gateway(
         issuer,
         first,
         refusals: EdgeRefusals::new(store.clone(), clock.clone(), identity),
+        crl_signer: CrlSigner::Api(api.clone()),
     };
     serve_edge(store, edge, Backend::relay(api), clock, config, None).await
 }
@@ -337,6 +344,8 @@ struct Edge {
     first: Issued,
     /// Records the renewals refused at the handshake (`security.renew.refused`).
     refusals: EdgeRefusals,
+    /// Who signs the node CA's revocation list.
+    crl_signer: CrlSigner,
 }
 
 async fn serve_edge(
@@ -374,6 +383,12 @@ async fn serve_edge(
         subscription,
         targets,
     ))];
+    let (crl, crl_addr) =
+        crate::publish::start(&edge.crl_signer, &edge.node_ca_der, &hub, config.crl)
+            .await
+            .map_err(|(addr, source)| StartError::Listen { addr, source })?;
+    background.extend(crl.tasks);
+    let crl = crl.current;
 
     let (renew_refusals, recorder) = crate::renew::edge_refusals::recorder(
         edge.refusals.clone(),
@@ -516,6 +531,7 @@ async fn serve_edge(
         reporter,
         queue,
         clock,
+        crl,
     };
 
     let (reporter_h, health_service) = tonic_health::server::health_reporter();
@@ -535,7 +551,7 @@ async fn serve_edge(
         api_metrics
             .api_state
             .store(API_UP, std::sync::atomic::Ordering::Relaxed);
-        background.push(tokio::spawn(probe_api(
+        background.push(tokio::spawn(crate::split::api_probe::probe_api(
             api,
             reporter_h.clone(),
             api_metrics.clone(),
@@ -575,7 +591,8 @@ async fn serve_edge(
     .add_service(
         NodeServiceServer::new(node_server.clone())
             .max_decoding_message_size(max)
-            .max_encoding_message_size(max),
+            // Room for the revocation list pushed over sessions.
+            .max_encoding_message_size(max.max(crate::publish::crl::MAX_PUSH_BYTES + 64)),
     )
     .prepare();
     let edge_server = EdgeServer {
@@ -595,6 +612,7 @@ async fn serve_edge(
         addr,
         metrics_addr,
         spiffe_bundle_addr,
+        crl_addr,
         sources,
         edge: edge_counters,
         join_limiter,
@@ -603,43 +621,4 @@ async fn serve_edge(
         background,
         edge_refusals,
     })
-}
-
-/// Probes the api every [`API_PROBE_EVERY`] (its signed trust bundle, a cheap read) and keeps
-/// [`API_SERVICE_NAME`]'s health status and `bc_api_up` in step, logging each change.
-async fn probe_api(
-    api: ApiClient,
-    health: tonic_health::server::HealthReporter,
-    metrics: Arc<Metrics>,
-) {
-    let mut up = true;
-    let mut tick = tokio::time::interval(API_PROBE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let answer = tokio::time::timeout(API_PROBE_TIMEOUT, api.trust()).await;
-        let now_up = matches!(answer, Ok(Ok(_)));
-        metrics.api_state.store(
-            if now_up { API_UP } else { API_DOWN },
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        if now_up != up {
-            up = now_up;
-            if up {
-                tracing::info!(api = %api.url(), "the api answers again: Join and Renew are relayed");
-                health
-                    .set_service_status(API_SERVICE_NAME, ServingStatus::Serving)
-                    .await;
-            } else {
-                let why = match answer {
-                    Ok(Err(s)) => format!("{:?}: {}", s.code(), s.message()),
-                    _ => format!("no answer within {} s", API_PROBE_TIMEOUT.as_secs()),
-                };
-                tracing::error!(api = %api.url(), error = %why, "the api does not answer: Join and Renew fail until it does (node sessions go on)");
-                health
-                    .set_service_status(API_SERVICE_NAME, ServingStatus::NotServing)
-                    .await;
-            }
-        }
-    }
 }

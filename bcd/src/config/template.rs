@@ -76,7 +76,10 @@ pub const TEMPLATE: &str = r#"# bcd's configuration: /etc/bcd/config.toml (or --
 # key = "key.pem"
 # The trust anchor of peer nodes: the node CA certificate.
 # bundle = "bundle.pem"
-# The chain's and the bundle's mode, and the key's (never readable by others).
+# The node CA's revocation list as the gateway pushes it (written only when the node CA signed
+# it and its number rises; on_renew runs after it).
+# crl = "crl.pem"
+# The chain's, the bundle's and the list's mode, and the key's (never readable by others).
 # mode = 0o644
 # key_mode = 0o600
 # Run with sh -c after each renewal and the join, once the files are in place (a failure is

@@ -5,6 +5,7 @@
 //! | this file | [`DataDir`]: the directory, durable 0600 writes, PKCS#8 PEM node keys |
 //! | [`identity`] | `identity.json` and `node.key`: loading in three steps, storing a join and a renewal |
 //! | [`pem_files`] | the identity as PEM files other software reads (`[files]`), and `on_renew` |
+//! | [`crl`] | `crl.pem`: the node CA's revocation list the gateway pushed, checked before it is written |
 //! | [`revoked`] | `revoked.json`: the revocation `bcd node` saw, for status, doctor and join |
 //!
 //! The other files of the directory belong to what owns them: `journal.db` and the admission
@@ -25,6 +26,7 @@
 //! written, fsynced, renamed over the target, and the directory fsynced, so a crash leaves the
 //! old file or the new one, never a torn one. Renames and removals fsync the directory too.
 
+pub mod crl;
 pub mod identity;
 pub mod pem_files;
 pub mod revoked;

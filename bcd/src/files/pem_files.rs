@@ -6,13 +6,15 @@
 //! | `cert.pem` | the certificate chain: the leaf, then the node CA | `[files] mode`, 0644 |
 //! | `bundle.pem` | the X.509 trust anchor of peer nodes: the node CA certificate(s) | `[files] mode`, 0644 |
 //! | `key.pem` | the node key as PKCS#8 PEM, only when the key is a file (a TPM key never leaves the TPM) | `[files] key_mode`, 0600 |
+//! | `crl.pem` | the node CA's revocation list, as pushed over the session ([`crate::files::crl`]) | `[files] mode`, 0644 |
 //!
 //! ```toml
 //! [files]
 //! cert = "cert.pem"          # relative paths are inside data_dir
 //! key = "key.pem"
 //! bundle = "bundle.pem"
-//! mode = 0o644               # cert and bundle
+//! crl = "crl.pem"            # the node CA's revocation list
+//! mode = 0o644               # cert, bundle and crl
 //! key_mode = 0o600           # never readable by others (bcd refuses o+rwx bits)
 //! on_renew = "systemctl reload nginx"   # sh -c, after each renewal and the join
 //! on_renew_timeout_seconds = 60
@@ -47,6 +49,8 @@ pub const CERT_PEM: &str = "cert.pem";
 pub const KEY_PEM: &str = "key.pem";
 /// Default name of the trust bundle file.
 pub const BUNDLE_PEM: &str = "bundle.pem";
+/// Default name of the revocation list file ([`crate::files::crl`]).
+pub const CRL_PEM: &str = "crl.pem";
 /// Default mode of the chain and the bundle (public material).
 pub const DEFAULT_MODE: u32 = 0o644;
 /// Default mode of the key file.
@@ -63,6 +67,7 @@ pub struct RawFiles {
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
     bundle: Option<PathBuf>,
+    crl: Option<PathBuf>,
     mode: Option<u32>,
     key_mode: Option<u32>,
     on_renew: Option<String>,
@@ -78,7 +83,9 @@ pub struct FileSettings {
     pub key: PathBuf,
     /// The trust bundle (the node CA certificate(s)).
     pub bundle: PathBuf,
-    /// The chain's and the bundle's mode.
+    /// The node CA's revocation list, as the gateway pushed it ([`crate::files::crl`]).
+    pub crl: PathBuf,
+    /// The chain's, the bundle's and the list's mode.
     pub mode: u32,
     /// The key's mode.
     pub key_mode: u32,
@@ -95,6 +102,7 @@ impl FileSettings {
             cert: data_dir.join(CERT_PEM),
             key: data_dir.join(KEY_PEM),
             bundle: data_dir.join(BUNDLE_PEM),
+            crl: data_dir.join(CRL_PEM),
             mode: DEFAULT_MODE,
             key_mode: DEFAULT_KEY_MODE,
             on_renew: None,
@@ -146,14 +154,20 @@ impl RawFiles {
             cert: path(self.cert, CERT_PEM)?,
             key: path(self.key, KEY_PEM)?,
             bundle: path(self.bundle, BUNDLE_PEM)?,
+            crl: path(self.crl, CRL_PEM)?,
             mode,
             key_mode,
             on_renew,
             on_renew_timeout: timeout,
         };
-        let names = [&settings.cert, &settings.key, &settings.bundle];
-        if names[0] == names[1] || names[0] == names[2] || names[1] == names[2] {
-            return Err("cert, key and bundle must be three different files".to_owned());
+        let names = [
+            &settings.cert,
+            &settings.key,
+            &settings.bundle,
+            &settings.crl,
+        ];
+        if (1..names.len()).any(|i| names[..i].contains(&names[i])) {
+            return Err("cert, key, bundle and crl must be four different files".to_owned());
         }
         Ok(settings)
     }
@@ -517,7 +531,7 @@ mod tests {
             raw("cert = \"a.pem\"\nbundle = \"a.pem\"\n")
                 .settings(d)
                 .unwrap_err(),
-            "cert, key and bundle must be three different files"
+            "cert, key, bundle and crl must be four different files"
         );
     }
 

@@ -65,5 +65,5 @@ pub use run::{
     run_node, NodeExit, NodeOptions, RECONNECT_MAX, RECONNECT_MIN, REVOKED_EXIT_MESSAGE,
 };
 pub use session::{
-    hold_session, now_ms, settle_stored_set, time_of_ms, SessionEnd, WELCOME_TIMEOUT,
+    hold_session, now_ms, settle_stored_set, time_of_ms, Held, SessionEnd, WELCOME_TIMEOUT,
 };

@@ -9,7 +9,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::log::{log, rfc3339};
 use super::renew::{renew_retrying, RenewError};
-use super::session::{client_identity, hold_session, SessionEnd};
+use super::session::{client_identity, hold_session, Held, SessionEnd};
 use crate::client::{connect, connect_session, ClientError, GatewayAddress};
 use crate::files::identity::{load_in, LoadError, WAY_BACK};
 use crate::files::pem_files::{refresh, FileSettings};
@@ -209,8 +209,11 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                     dir,
                     &loaded,
                     due,
-                    options.status_interval,
-                    options.join_signing_key.as_ref(),
+                    Held {
+                        status_interval: options.status_interval,
+                        signing_key: options.join_signing_key.as_ref(),
+                        files: &options.files,
+                    },
                     Some(&CommandContext {
                         dir: dir.clone(),
                         settings: options.commands.clone(),

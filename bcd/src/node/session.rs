@@ -12,6 +12,9 @@
 //! reports and revocation handling while a command runs. Each Welcome mirrors the runner's
 //! signed-time mark into `identity.json` (`serverTime`), so a lost journal does not reset it.
 //!
+//! Each `GatewayMessage.revocation_list` is checked against the node CA and written to
+//! `crl.pem` ([`crate::files::crl`]), `on_renew` after it.
+//!
 //! The session runs over the gateway's own framing (ALPN `bc-session/1`), or over gRPC with a
 //! gateway that does not speak it ([`crate::client::connect_session`]); this loop is the same
 //! for both.
@@ -26,7 +29,9 @@ use crate::client::{
     describe_status, is_revoked_alert, pushback_of, ClientIdentity, SessionClient, SessionWire,
 };
 use crate::clock::SignedTimeMark;
+use crate::files::crl::take_pushed;
 use crate::files::identity::{read_stored, LoadedIdentity};
+use crate::files::pem_files::FileSettings;
 use crate::files::{DataDir, IDENTITY_FILE};
 use crate::renewal::schedule::Pushback;
 use crate::signed_commands::{spawn_runner, CommandContext, Job};
@@ -167,6 +172,17 @@ fn status_report(dir: &DataDir, trust_version: u64) -> proto::NodeMessage {
     }
 }
 
+/// What a session keeps and how often it reports.
+#[derive(Clone, Copy)]
+pub struct Held<'a> {
+    /// How often a StatusReport goes out.
+    pub status_interval: StdDuration,
+    /// The JoinService signing key a Welcome's trust bundle is verified with.
+    pub signing_key: Option<&'a PublicKey>,
+    /// `[files]`: where a pushed revocation list goes, and `on_renew`.
+    pub files: &'a FileSettings,
+}
+
 /// Holds one session on `client` ([`crate::client::connect_session`]) until `until`, a
 /// revocation, or its end. `commands`: how commands run (`None`: every command is rejected
 /// `NODE_STATE`).
@@ -175,10 +191,14 @@ pub async fn hold_session(
     dir: &DataDir,
     loaded: &LoadedIdentity,
     until: OffsetDateTime,
-    status_interval: StdDuration,
-    signing_key: Option<&PublicKey>,
+    held: Held<'_>,
     commands: Option<&CommandContext>,
 ) -> SessionEnd {
+    let Held {
+        status_interval,
+        signing_key,
+        files,
+    } = held;
     let mut trust_version = loaded.stored.trust_version;
     let pin = commands.and_then(|c| c.pin);
     settle_stored_set(dir, pin.as_ref());
@@ -190,6 +210,7 @@ pub async fn hold_session(
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
             approver_set_epoch,
             approver_set_sha256,
+            revocation_list: true,
         })),
     };
     if tx.send(hello).await.is_err() {
@@ -266,6 +287,9 @@ pub async fn hold_session(
                             Err(e) => log(format_args!("{e}; keeping trust version {trust_version}")),
                         }
                     }
+                }
+                Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::RevocationList(list)) })) => {
+                    take_pushed(files, loaded, &list.der, &mut |line| log(line));
                 }
                 Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Revocation(n)) })) => {
                     return SessionEnd::Revoked { reason: n.reason, serial: n.serial };

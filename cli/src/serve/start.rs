@@ -387,6 +387,7 @@ pub(crate) fn gateway_config(settings: &Settings) -> Result<GatewayConfig, Serve
     config.tls_files = settings.tls_files.clone();
     config.root_tenant = settings.root_tenant.clone();
     config.spiffe_bundle = settings.spiffe_bundle.clone();
+    config.crl = settings.crl;
     Ok(config)
 }
 

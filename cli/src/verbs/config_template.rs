@@ -100,6 +100,14 @@ command_poll_interval = "5s"
 [sites]
 # How long a site agent's boot lease lasts unless renewed (BC_SITES_BOOT_LEASE_TTL).
 boot_lease_ttl = "60s"
+
+[crl]
+# The node CA's revocation list: its nextUpdate - thisUpdate, at most 7d; signed again at half
+# of it (at most hourly) and on every revocation (BC_CRL_NEXT_UPDATE).
+next_update = "1h"
+# roles all and gateway: where it is served over plain HTTP, GET /node-ca.crl; "off" or unset:
+# not served, still pushed to nodes (BC_CRL_LISTEN).
+# listen = "0.0.0.0:8080"
 "#;
 
 pub fn run(cmd: ConfigCommand) {

@@ -212,25 +212,86 @@ pub fn sign_crl(
     })
 }
 
+/// Why a revocation list was not taken as the node CA's ([`verify_crl`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CrlCheckError {
+    /// The bytes are not one DER CertificateList.
+    #[error("not a DER certificate revocation list")]
+    NotACrl,
+    /// The CA certificate given does not parse.
+    #[error("the node CA certificate does not parse")]
+    BadCaCertificate,
+    /// Its issuer is not the node CA's subject.
+    #[error("issued by another CA, not this node CA")]
+    OtherIssuer,
+    /// The node CA's key does not verify its signature.
+    #[error("its signature does not verify with the node CA's key")]
+    BadSignature,
+    /// No cRLNumber, or one over 16 octets (never one this project signs).
+    #[error("no CRL number, or one longer than 16 octets")]
+    BadNumber,
+}
+
+/// What a verified list says of itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrlFacts {
+    /// Its cRLNumber.
+    pub number: CrlNumber,
+    /// thisUpdate.
+    pub this_update: OffsetDateTime,
+    /// nextUpdate, when present.
+    pub next_update: Option<OffsetDateTime>,
+    /// How many certificates it lists.
+    pub revoked: usize,
+}
+
+/// Checks that `der` is a CRL issued and signed by the CA whose certificate is `ca_cert_der`,
+/// and reads its number and dates: what a holder of only the node CA certificate (a split
+/// gateway, bcd) checks before it takes a list.
+pub fn verify_crl(ca_cert_der: &[u8], der: &[u8]) -> Result<CrlFacts, CrlCheckError> {
+    let Ok(([], crl)) = CertificateRevocationList::from_der(der) else {
+        return Err(CrlCheckError::NotACrl);
+    };
+    let ca_cert = super::ca::parse_cert(ca_cert_der).ok_or(CrlCheckError::BadCaCertificate)?;
+    if crl.issuer().as_raw() != ca_cert.subject().as_raw() {
+        return Err(CrlCheckError::OtherIssuer);
+    }
+    crl.verify_signature(ca_cert.public_key())
+        .map_err(|_| CrlCheckError::BadSignature)?;
+    let bytes = crl
+        .crl_number()
+        .ok_or(CrlCheckError::BadNumber)?
+        .to_bytes_be();
+    Ok(CrlFacts {
+        number: CrlNumber::from_be_bytes(&bytes).ok_or(CrlCheckError::BadNumber)?,
+        this_update: crl.last_update().to_datetime(),
+        next_update: crl.next_update().map(|t| t.to_datetime()),
+        revoked: crl.iter_revoked_certificates().count(),
+    })
+}
+
 /// The cRLNumber of a DER CRL issued by `ca` whose signature `ca`'s key verifies; `None` for
 /// anything else (another CA's list, a damaged file, a number over 16 octets). What a caller
 /// replacing a list passes as [`CrlRequest::floor`].
 pub fn crl_number_of(ca: &NodeCa, der: &[u8]) -> Option<CrlNumber> {
-    let ([], crl) = CertificateRevocationList::from_der(der).ok()? else {
-        return None;
-    };
-    let ca_cert = super::ca::parse_cert(ca.cert_der())?;
-    crl.verify_signature(ca_cert.public_key()).ok()?;
-    if crl.issuer().as_raw() != ca_cert.subject().as_raw() {
-        return None;
+    verify_crl(ca.cert_der(), der).ok().map(|f| f.number)
+}
+
+impl CrlNumber {
+    /// Minimal big-endian bytes (what the internal API carries as a floor).
+    pub fn to_be_bytes(self) -> Vec<u8> {
+        self.be_bytes()
     }
-    let bytes = crl.crl_number()?.to_bytes_be();
-    if bytes.len() > 16 {
-        return None;
+
+    /// From big-endian bytes (at most 16); `None` when longer.
+    pub fn from_be_bytes(bytes: &[u8]) -> Option<CrlNumber> {
+        if bytes.len() > 16 {
+            return None;
+        }
+        let mut buf = [0u8; 16];
+        buf[16 - bytes.len()..].copy_from_slice(bytes);
+        Some(CrlNumber(u128::from_be_bytes(buf)))
     }
-    let mut buf = [0u8; 16];
-    buf[16 - bytes.len()..].copy_from_slice(&bytes);
-    Some(CrlNumber(u128::from_be_bytes(buf)))
 }
 
 #[cfg(test)]

@@ -223,7 +223,9 @@ fn each_refusal_names_its_reason() {
 }
 
 /// The build time and size at 100,000 entries (not a bound; run by hand:
-/// `cargo test -p domain --lib pki::crl::tests::measure -- --ignored --nocapture`).
+/// `cargo test -p domain --lib pki::crl::tests::measure -- --ignored --nocapture`; with
+/// `CRL_MEASURE_OUT=DIR` it writes the list, the CA and an `openssl ca` index of the same
+/// entries: `benchmarks/crl-gencrl.sh`).
 #[test]
 #[ignore]
 fn measure_a_list_of_100_000() {
@@ -254,5 +256,31 @@ fn measure_a_list_of_100_000() {
     if let Ok(dir) = std::env::var("CRL_MEASURE_OUT") {
         std::fs::write(format!("{dir}/crl-100k.der"), &crl.der).expect("write");
         std::fs::write(format!("{dir}/node-ca.pem"), keys.node_ca.cert_pem()).expect("write");
+        // The same list as an `openssl ca` database (benchmarks/crl-gencrl.sh): status R,
+        // expiry, revocation date, serial, file, subject.
+        let utc = |t: OffsetDateTime| {
+            format!(
+                "{:02}{:02}{:02}{:02}{:02}{:02}Z",
+                t.year() % 100,
+                u8::from(t.month()),
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second()
+            )
+        };
+        let expiry = utc(OffsetDateTime::now_utc() + Duration::days(1));
+        let index: String = crl
+            .entries
+            .iter()
+            .map(|e| {
+                format!(
+                    "R\t{expiry}\t{}\t{}\tunknown\t/CN=n\n",
+                    utc(e.revoked_at),
+                    e.serial.to_hex().to_ascii_uppercase()
+                )
+            })
+            .collect();
+        std::fs::write(format!("{dir}/index.txt"), index).expect("write");
     }
 }

@@ -59,7 +59,10 @@ pub use bundle_kdf::{Argon2idParams, BundleKdf, KdfError};
 pub use ca::{
     CaError, CaKind, CertificateAuthority, CommandSigningRoot, NodeCa, OperatorCa, ServingCa,
 };
-pub use crl::{crl_number_of, sign_crl, CrlError, CrlNumber, CrlRequest, RevokedEntry, SignedCrl};
+pub use crl::{
+    crl_number_of, sign_crl, verify_crl, CrlCheckError, CrlError, CrlFacts, CrlNumber, CrlRequest,
+    RevokedEntry, SignedCrl,
+};
 pub use csr::{build_csr, BuildCsrError, CsrError, VerifiedCsr};
 pub use encoding::{pem_blocks, pem_encode, read_pem_blocks};
 pub use identity::{issued_by, same_ca, IdentityError, NodeIdentity};

@@ -60,6 +60,8 @@ pub struct NodeServer {
     pub(crate) clock: Arc<dyn Clock>,
     /// The command queue the sessions dispatch from and record answers to.
     pub(crate) queue: Arc<dyn crate::node_commands::dispatch::Queue>,
+    /// The node CA's current revocation list, pushed to every welcomed session.
+    pub(crate) crl: crate::publish::crl::CrlWatch,
 }
 
 fn verified<T>(request: &Request<T>) -> Result<VerifiedNode, Status> {

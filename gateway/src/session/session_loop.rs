@@ -6,7 +6,8 @@
 //!
 //! A session checks the identity's validity against the clock before anything else, then the
 //! feed's freshness, registers, checks revocation, and runs one task for as long as it lives: its
-//! loop is biased (its end, the certificate's expiry, commands to send, then the node's messages);
+//! loop is biased (its end, the certificate's expiry, commands to send, a new revocation list,
+//! then the node's messages; the current list follows Welcome when Hello asked for it);
 //! see [`crate::node_service::server`] for what each message does.
 
 use std::future::Future;
@@ -103,6 +104,9 @@ impl NodeServer {
             let mut reports = SessionReports::default();
             // The trust version of the last Welcome sent on this session.
             let mut welcomed_version = 0u64;
+            // The revocation list: the current one after Welcome, then each new one.
+            let mut crl = this.crl.clone();
+            let (mut crl_open, mut crl_wanted) = (true, false);
             let mut commands = SessionCommands::new(
                 this.queue.clone(),
                 node_id.clone(),
@@ -163,6 +167,15 @@ impl NodeServer {
                             break;
                         }
                     }
+                    changed = crl.changed(), if crl_open && crl_wanted && commands.is_welcomed() => {
+                        crl_open = changed.is_ok();
+                        let list = crl.borrow_and_update().clone();
+                        if let Some(message) = list.as_deref().and_then(revocation_list) {
+                            if tx.send(Ok(Box::new(message))).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
                     msg = inbound.message() => {
                         // The timer may not have fired yet at the very edge of notAfter.
                         if this.clock.now() >= not_after {
@@ -186,6 +199,13 @@ impl NodeServer {
                                     break;
                                 }
                                 commands.welcomed();
+                                crl_wanted = hello.revocation_list;
+                                let list = crl.borrow_and_update().clone().filter(|_| crl_wanted);
+                                if let Some(message) = list.as_deref().and_then(revocation_list) {
+                                    if tx.send(Ok(Box::new(message))).await.is_err() {
+                                        break;
+                                    }
+                                }
                                 if Box::pin(commands.dispatch(&tx)).await.is_err() {
                                     break;
                                 }
@@ -296,6 +316,17 @@ impl NodeServer {
 }
 
 /// Sleeps until `at`, or forever without one.
+/// The `RevocationList` message of `list`, unless it is too large to push.
+fn revocation_list(list: &crate::publish::crl::PublishedCrl) -> Option<GatewayMessage> {
+    (list.der.len() <= crate::publish::crl::MAX_PUSH_BYTES).then(|| GatewayMessage {
+        body: Some(gateway_message::Body::RevocationList(
+            proto::RevocationList {
+                der: list.der.clone(),
+            },
+        )),
+    })
+}
+
 pub(crate) async fn sleep_until_or_never(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,

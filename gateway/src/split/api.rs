@@ -9,10 +9,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use commands::crl::CrlSignError;
 use commands::identity::{JoinService, RENEW_REFUSED};
 use commands::serving::{issue_gateway_serving, ServingAsk, ServingError};
 use commands::Clock;
-use domain::pki::{KeySet, PublicKey, ServingRefusal, ServingRole};
+use domain::pki::{CrlError, CrlNumber, KeySet, PublicKey, ServingRefusal, ServingRole};
 use events::store::EventStore;
 use proto::internal::api_service_server::{ApiService, ApiServiceServer};
 use proto::internal::{
@@ -184,6 +185,38 @@ impl ApiService for ApiServer {
         Ok(Response::new(ServingCertificate {
             chain: vec![c.der.clone(), self.keys.serving_ca.cert_der().to_vec()],
         }))
+    }
+
+    async fn revocation_list(
+        &self,
+        request: Request<proto::internal::RevocationListRequest>,
+    ) -> Result<Response<proto::RevocationList>, Status> {
+        let r = request.into_inner();
+        let floor = if r.floor.is_empty() {
+            None
+        } else {
+            Some(CrlNumber::from_be_bytes(&r.floor).ok_or_else(|| {
+                Status::invalid_argument("floor: a CRL number is at most 16 octets")
+            })?)
+        };
+        let interval = time::Duration::seconds(r.next_update_seconds);
+        let now = self.clock.now();
+        match commands::crl::sign_current(&self.store, &self.keys.node_ca, floor, interval, now)
+            .await
+        {
+            Ok(current) => Ok(Response::new(proto::RevocationList {
+                der: current.signed.der,
+            })),
+            Err(CrlSignError::Sign(e @ CrlError::BadInterval(_))) => Err(Status::invalid_argument(
+                format!("next_update_seconds: {e}"),
+            )),
+            Err(e) => {
+                tracing::error!(error = %e, "signing the node CA revocation list");
+                Err(Status::unavailable(format!(
+                    "the revocation list cannot be signed now: {e}"
+                )))
+            }
+        }
     }
 
     async fn site_lease(

@@ -1,7 +1,8 @@
 //! The split between a gateway and the api process (`bcctl serve --role gateway` and
 //! `--role api`): the api's internal endpoint `bc.internal.v1.ApiService` ([`api`]), the
 //! gateway's client of it ([`relay`]), the mutual TLS between the two ([`internal_tls`]), and
-//! the gateway's internal client certificate reloaded from its files ([`internal_files`]).
+//! the gateway's internal client certificate reloaded from its files ([`internal_files`]), the
+//! gateway's watch on the api's health ([`api_probe`]).
 //! Join, Renew, the site agent's calls and the Welcome trust bundle cross it; so does the
 //! gateway's serving certificate, issued by the api for a key the gateway made.
 //!
@@ -12,6 +13,7 @@
 //! gateway's serving certificate for the api's.
 
 pub mod api;
+pub(crate) mod api_probe;
 pub mod internal_files;
 pub mod internal_tls;
 pub mod relay;

@@ -295,6 +295,23 @@ impl ApiClient {
         })
     }
 
+    /// The node CA's revocation list, signed by the api now, numbered above `floor` (DER; the
+    /// caller checks it: `crate::publish::crl::take`).
+    pub async fn revocation_list(
+        &self,
+        floor: Option<domain::pki::CrlNumber>,
+        next_update: time::Duration,
+    ) -> Result<Vec<u8>, Status> {
+        let mut c = self.client();
+        Ok(c.revocation_list(proto::internal::RevocationListRequest {
+            floor: floor.map(|f| f.to_be_bytes()).unwrap_or_default(),
+            next_update_seconds: next_update.whole_seconds(),
+        })
+        .await?
+        .into_inner()
+        .der)
+    }
+
     /// A serving certificate chain (leaf first) for `public_key_spki`, naming `names`.
     pub async fn issue_serving_certificate(
         &self,

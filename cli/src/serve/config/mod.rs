@@ -57,18 +57,21 @@
 //!
 //! The gateway's SPIFFE bundle endpoint is the table `[spiffe_bundle]` (or
 //! `BC_SPIFFE_BUNDLE_LISTEN`): [`crate::serve::config::spiffe_bundle`].
+//! The node CA's revocation list is the table `[crl]` (`listen`, `next_update`):
+//! [`crate::serve::config::crl`].
 //!
 //! The admin API listener is the table `[admin]` (or the top-level `admin_listen`,
 //! `BC_ADMIN_LISTEN`): [`crate::serve::config::admin`].
 //!
 //! The folder: this file (the top-level keys, [`ServeArgs`], [`Settings`] and [`resolve`]), and
 //! one file per table: [`admin`], [`attestors`] (which only hands each attestor its table),
-//! [`limits`], [`quorum`], [`spiffe_bundle`], [`store`]. It only reads and checks configuration: it must never open
+//! [`crl`], [`limits`], [`quorum`], [`spiffe_bundle`], [`store`]. It only reads and checks configuration: it must never open
 //! a store, bind a listener or start a task (that is `crate::serve`'s), and it names nothing of
 //! `crate::up` (`up/config_error.rs` turns its errors into `bcctl up`'s).
 
 pub(crate) mod admin;
 pub(crate) mod attestors;
+pub(crate) mod crl;
 pub(crate) mod limits;
 pub(crate) mod quorum;
 pub(crate) mod spiffe_bundle;
@@ -188,6 +191,7 @@ pub struct FileConfig {
     pub command_poll_interval: Option<String>,
     pub tls: Option<FileTls>,
     pub admin: Option<crate::serve::config::admin::FileAdmin>,
+    pub crl: Option<crate::serve::config::crl::FileCrl>,
     /// The admin listener's address as `bcctl up` writes it (`[admin] listen` wins).
     pub admin_listen: Option<String>,
     pub spiffe_bundle: Option<crate::serve::config::spiffe_bundle::FileSpiffeBundle>,
@@ -274,6 +278,8 @@ pub struct Settings {
     pub admin: Option<crate::serve::config::admin::AdminSettings>,
     /// The SPIFFE bundle endpoint (`[spiffe_bundle]`); `None`: none.
     pub spiffe_bundle: Option<gateway::trust::spiffe_bundle::SpiffeBundleEndpoint>,
+    /// The node CA's revocation list (`[crl]`, [`crate::serve::config::crl`]).
+    pub crl: gateway::publish::crl::CrlOptions,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -411,6 +417,21 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         "60s",
     )?;
     let tls_files = tls_files(file.tls.take())?;
+    let crl = crate::serve::config::crl::crl_settings(
+        file.crl.as_ref(),
+        env("BC_CRL_LISTEN"),
+        env("BC_CRL_NEXT_UPDATE"),
+    )
+    .map_err(|e| ConfigError::Invalid {
+        key: e.key,
+        message: e.message,
+    })?;
+    if crl.listen.is_some() && role == Role::Api {
+        return Err(ConfigError::Invalid {
+            key: "crl.listen",
+            message: "a gateway serves the revocation list (role all or gateway), not the api: leave [crl] listen and BC_CRL_LISTEN out".into(),
+        });
+    }
     let admin = crate::serve::config::admin::admin_settings(
         file.admin.as_ref(),
         file.admin_listen.as_deref(),
@@ -564,6 +585,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         tls_files,
         admin,
         spiffe_bundle,
+        crl,
     })
 }
 

@@ -1,9 +1,8 @@
 //! `bcctl pki crl`: the node CA's certificate revocation list (RFC 5280 v2), signed now from the
 //! revocation projection (issue 41 item 4; docs/decisions/0088).
 //!
-//! It reads the log's head position, then every node certificate revoked and not yet expired
-//! (`projections::identity::read::crl_entries`), and signs the list with the bundle's node CA
-//! key (`domain::pki::crl`): the bundle's keys are needed (`BC_DEPLOYMENT_SECRET` for a sealed
+//! It reads the log's head position, then every node certificate revoked and not yet expired,
+//! and signs the list with the bundle's node CA key (`commands::crl::sign_current`): the bundle's keys are needed (`BC_DEPLOYMENT_SECRET` for a sealed
 //! bundle). The CRL number is the head position times 10^16 plus `thisUpdate` in microseconds;
 //! with `--out` over a list this node CA signed before, at least one above that list's number.
 //!
@@ -13,11 +12,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use domain::pki::{
-    crl_number_of, read_pem_blocks, sign_crl, CrlNumber, CrlRequest, KeySet, RevokedEntry, Serial,
-    SignedCrl,
-};
-use events::store::LogStore;
+use domain::pki::{crl_number_of, read_pem_blocks, CrlNumber, KeySet, SignedCrl};
 use serde_json::json;
 use time::{Duration, OffsetDateTime};
 
@@ -59,28 +54,6 @@ fn floor_of(keys: &KeySet, out: Option<&PathBuf>) -> Option<CrlNumber> {
     crl_number_of(&keys.node_ca, blocks.first()?)
 }
 
-/// The projection's rows as list entries; a row that is not a serial is a damaged projection.
-fn entries(
-    rows: Vec<projections::identity::read::CrlEntryRow>,
-) -> Result<Vec<RevokedEntry>, PkiCmdError> {
-    rows.into_iter()
-        .map(|row| {
-            let damaged = |what: &str| {
-                PkiCmdError::Internal(format!(
-                    "node_certs holds {what} for serial {:?}; rebuild the projections (bcctl rebuild)",
-                    row.serial
-                ))
-            };
-            let bytes = hex::decode(&row.serial).map_err(|_| damaged("a serial that is not hex"))?;
-            let serial = Serial::from_be_bytes(&bytes).map_err(|_| damaged("an invalid serial"))?;
-            let revoked_at =
-                OffsetDateTime::from_unix_timestamp_nanos(i128::from(row.revoked_at_us) * 1_000)
-                    .map_err(|_| damaged("a revocation time out of range"))?;
-            Ok(RevokedEntry { serial, revoked_at })
-        })
-        .collect()
-}
-
 /// `pki crl`.
 pub async fn crl(args: CrlArgs) -> Result<(), PkiCmdError> {
     let interval = parse_interval(&args.next_update)?;
@@ -95,24 +68,18 @@ pub async fn crl(args: CrlArgs) -> Result<(), PkiCmdError> {
         .connect_store()
         .await
         .map_err(|e| PkiCmdError::Internal(e.to_string()))?;
-    let store_err = |e: events::store::StoreError| PkiCmdError::Internal(format!("store: {e}"));
-    // The head first: the entries read after it hold at least every revocation up to it.
-    let log_position = store.head_position().await.map_err(store_err)?;
     let now = OffsetDateTime::now_utc();
-    let now_us = i64::try_from(now.unix_timestamp_nanos() / 1_000).unwrap_or(i64::MAX);
-    let rows = projections::identity::read::crl_entries(&store, now_us)
+    let floor = floor_of(&keys, args.out.as_ref());
+    let current = commands::crl::sign_current(&store, &keys.node_ca, floor, interval, now)
         .await
-        .map_err(store_err)?;
-    let request = CrlRequest {
-        entries: entries(rows)?,
-        log_position,
-        floor: floor_of(&keys, args.out.as_ref()),
-        next_update_in: interval,
-    };
-    let signed = sign_crl(&keys.node_ca, request, now).map_err(|e| match e {
-        domain::pki::CrlError::BadInterval(_) => PkiCmdError::Usage(format!("--next-update: {e}")),
-        e => PkiCmdError::Internal(format!("signing the revocation list: {e}")),
-    })?;
+        .map_err(|e| match e {
+            commands::crl::CrlSignError::Sign(e @ domain::pki::CrlError::BadInterval(_)) => {
+                PkiCmdError::Usage(format!("--next-update: {e}"))
+            }
+            commands::crl::CrlSignError::Store(e) => PkiCmdError::Internal(format!("store: {e}")),
+            e => PkiCmdError::Internal(format!("signing the revocation list: {e}")),
+        })?;
+    let (signed, log_position) = (current.signed, current.log_position);
     let pem = signed.pem();
     if let Some(out) = &args.out {
         replace_file(out, pem.as_bytes(), 0o644)?;
