@@ -19,6 +19,7 @@ pub mod quorum;
 pub mod run;
 pub mod serving;
 pub mod site;
+pub mod tenants;
 
 pub use clock::{Clock, DatabaseClock, SimClock, SystemClock};
 pub use run::{
@@ -35,6 +36,7 @@ pub fn every_projection() -> Vec<&'static dyn projections::Projection> {
     all.extend(quorum::projections());
     all.extend(command_queue::projections());
     all.extend(operators::projections());
+    all.extend(tenants::projections());
     all.push(&AUDIT_CHECKPOINTS);
     all
 }
