@@ -61,7 +61,11 @@ async fn active_nodes_refuse_a_deletion_and_retire_nodes_retires_them_and_revoke
         assert!(done.revoked_tokens.contains(&spare.token.token_id));
         assert_eq!(done.tenant.status, "deleted");
         assert_eq!(
-            (done.tenant.active_nodes, done.tenant.live_tokens, done.tenant.retired_nodes),
+            (
+                done.tenant.active_nodes,
+                done.tenant.live_tokens,
+                done.tenant.retired_nodes
+            ),
             (0, 0, 2)
         );
         let after = all_events(&f.store).await;
@@ -132,7 +136,10 @@ async fn a_deletion_cancels_exactly_the_tenants_open_batches() {
         cancel_batch(&f.store, &f.clock, &ids[3], "not needed", "ops")
             .await
             .unwrap();
-        let done = admin(&f).delete("acme", "customer left", true).await.unwrap();
+        let done = admin(&f)
+            .delete("acme", "customer left", true)
+            .await
+            .unwrap();
         assert_eq!(done.cancelled_batches.len(), 3);
         assert_eq!(done.retired_nodes.len(), 2);
         assert_eq!(done.tenant.cancelled_batches, 3);
@@ -142,7 +149,10 @@ async fn a_deletion_cancels_exactly_the_tenants_open_batches() {
         }
         let all = all_events(&f.store).await;
         assert_eq!(count(&all, "batch.cancelled"), 4);
-        let deleted = all.iter().find(|e| e.event_type == "tenant.deleted").unwrap();
+        let deleted = all
+            .iter()
+            .find(|e| e.event_type == "tenant.deleted")
+            .unwrap();
         let p: events::schema::TenantDeleted = deleted.decode().unwrap();
         assert_eq!(p.cancelled_batch_ids.len(), 3);
         assert_eq!(p.reason, "customer left");
@@ -158,7 +168,10 @@ async fn unknown_twice_default_and_a_deleted_name_never_comes_back() {
             refusal(tenants.delete("ghost", "r", false).await),
             "NOT_FOUND: no tenant ghost"
         );
-        assert_eq!(refusal(tenants.show("ghost").await), "NOT_FOUND: no tenant ghost");
+        assert_eq!(
+            refusal(tenants.show("ghost").await),
+            "NOT_FOUND: no tenant ghost"
+        );
         let created = tenants.create("acme", "the acme fleet").await.unwrap();
         assert_eq!(
             (created.status, created.description.as_str(), created.nodes),
@@ -175,13 +188,24 @@ async fn unknown_twice_default_and_a_deleted_name_never_comes_back() {
             refusal(tenants.create("beta", "").await),
             "ALREADY_EXISTS: tenant beta exists"
         );
-        let done = tenants.delete("acme", "customer left", false).await.unwrap();
+        let done = tenants
+            .delete("acme", "customer left", false)
+            .await
+            .unwrap();
         assert_eq!(
-            (done.retired_nodes.len(), done.revoked_tokens.len(), done.cancelled_batches.len()),
+            (
+                done.retired_nodes.len(),
+                done.revoked_tokens.len(),
+                done.cancelled_batches.len()
+            ),
             (0, 0, 0)
         );
-        let deleted = "INVALID_STATE: tenant acme was deleted; a deleted tenant's name is not reused";
-        assert_eq!(refusal(tenants.delete("acme", "again", true).await), deleted);
+        let deleted =
+            "INVALID_STATE: tenant acme was deleted; a deleted tenant's name is not reused";
+        assert_eq!(
+            refusal(tenants.delete("acme", "again", true).await),
+            deleted
+        );
         assert_eq!(refusal(tenants.create("acme", "").await), deleted);
         match f.svc.create_token(&token_spec("acme")).await {
             Err(IdentityError::Admin(r)) => assert_eq!(r.to_string(), deleted),
@@ -234,7 +258,11 @@ async fn a_deletion_races_token_creations_and_another_deletion() {
         let (f, barrier) = (f.clone(), barrier.clone());
         tokens.spawn(async move {
             barrier.wait().await;
-            f.svc.create_token(&NewToken { ..token_spec("acme") }).await
+            f.svc
+                .create_token(&NewToken {
+                    ..token_spec("acme")
+                })
+                .await
         });
     }
     let mut deletes = tokio::task::JoinSet::new();

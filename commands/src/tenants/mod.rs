@@ -195,7 +195,13 @@ impl Command for Create {
         streams.append(tx, events, at).await
     }
 
-    async fn answer(&self, _: &mut StoreTx, _: Self::State, _: (), _: &At) -> Result<(), TenantError> {
+    async fn answer(
+        &self,
+        _: &mut StoreTx,
+        _: Self::State,
+        _: (),
+        _: &At,
+    ) -> Result<(), TenantError> {
         Ok(())
     }
 }
@@ -275,7 +281,14 @@ impl Command for Delete {
             streams.expect(format!("token/{}", t.token_id), exact(t.version));
         }
         for b in &state.batches {
-            streams.expect(batch_stream(&batch_standing(b).map_err(|e| TenantError::Corrupt(e.to_string()))?.batch_id), ExpectedVersion::Exact(b.stream_version));
+            streams.expect(
+                batch_stream(
+                    &batch_standing(b)
+                        .map_err(|e| TenantError::Corrupt(e.to_string()))?
+                        .batch_id,
+                ),
+                ExpectedVersion::Exact(b.stream_version),
+            );
         }
         let cancelled: Vec<Vec<u8>> = events
             .iter()

@@ -81,8 +81,15 @@ async fn view_in(tx: &mut StoreTx, tenant: &str) -> Result<TenantView, TenantErr
     let deleted = row.as_ref().and_then(|r| r.deleted_at_us);
     Ok(TenantView {
         tenant_id: tenant.to_owned(),
-        status: if deleted.is_some() { "deleted" } else { "active" },
-        description: row.as_ref().map(|r| r.description.clone()).unwrap_or_default(),
+        status: if deleted.is_some() {
+            "deleted"
+        } else {
+            "active"
+        },
+        description: row
+            .as_ref()
+            .map(|r| r.description.clone())
+            .unwrap_or_default(),
         created_at_us: row.as_ref().and_then(|r| r.created_at_us),
         deleted_at_us: deleted,
         delete_reason: row.as_ref().and_then(|r| r.delete_reason.clone()),
@@ -112,7 +119,12 @@ pub(super) async fn list(store: &EventStore) -> Result<Vec<TenantView>, TenantEr
         .into_iter()
         .map(|r| r.tenant_id)
         .collect();
-    ids.extend(tenants_with_nodes(&mut tx).await?.into_iter().map(|r| r.tenant_id));
+    ids.extend(
+        tenants_with_nodes(&mut tx)
+            .await?
+            .into_iter()
+            .map(|r| r.tenant_id),
+    );
     ids.extend(
         read::tokens_of_tenant(&mut tx, None)
             .await?
