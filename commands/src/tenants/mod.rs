@@ -14,21 +14,22 @@
 //! the token shared, the deletion exclusive), so one waits for the other and reads what it
 //! wrote.
 
+mod error;
 mod view;
 
 use async_trait::async_trait;
 use domain::decision::Refused;
 use domain::tenant::{
     decide_create_tenant, decide_delete_tenant, CreateTenant, DeleteTenant, TenantDeletion,
-    TenantEvent, TenantHoldings, TenantRefusal, TenantStanding,
+    TenantEvent, TenantHoldings, TenantStanding,
 };
 use events::schema::tenant_stream;
-use events::store::{EventStore, ExpectedVersion, StoreError, StoreTx, StreamAppend};
+use events::store::{EventStore, ExpectedVersion, StoreTx, StreamAppend};
 use events::{new_event_id, NewEvent};
 use projections::identity::read::{self, NodeRow, TokenRow};
 use projections::quorum::{open_batches_of_tenant, BatchRow};
 use projections::tenants::{hold_tenant, tenant_named, tenant_row, TenantHold, TenantRow, Tenants};
-use projections::{Projection, ProjectionError};
+use projections::Projection;
 use rand_core::CryptoRngCore;
 
 use crate::clock::Clock;
@@ -36,10 +37,9 @@ use crate::command_queue::cancel::cancel_held_commands;
 use crate::quorum::batch::append::batch_new_event;
 use crate::quorum::batch::view::standing as batch_standing;
 use crate::quorum::stream::batch_stream;
-use crate::run::{
-    append_streams_and_project, decided, run, AsConflict, At, Command, Decided, RunError,
-};
+use crate::run::{append_streams_and_project, decided, run, At, Command, Decided};
 
+pub use error::TenantError;
 pub use view::{DeletedTenant, TenantView};
 
 /// The projection the tenant commands apply beside the identity and quorum ones (also in
@@ -47,41 +47,6 @@ pub use view::{DeletedTenant, TenantView};
 pub fn projections() -> [&'static dyn Projection; 1] {
     static TENANTS: Tenants = Tenants;
     [&TENANTS]
-}
-
-/// What a tenant command can fail with.
-#[derive(Debug, thiserror::Error)]
-pub enum TenantError {
-    /// Refused by the domain: nothing written.
-    #[error("{0}")]
-    Refused(#[from] TenantRefusal),
-    /// A stored row the command cannot read back.
-    #[error("corrupt row: {0} (rebuild the projections with `bcctl rebuild`)")]
-    Corrupt(String),
-    /// The store or a projection failed, or conflicts did not settle.
-    #[error("{0}")]
-    Run(#[from] RunError),
-}
-
-impl From<StoreError> for TenantError {
-    fn from(e: StoreError) -> Self {
-        TenantError::Run(RunError::Store(e))
-    }
-}
-
-impl From<ProjectionError> for TenantError {
-    fn from(e: ProjectionError) -> Self {
-        TenantError::Run(RunError::Projection(e))
-    }
-}
-
-impl AsConflict for TenantError {
-    fn into_conflict(self) -> Result<StoreError, Self> {
-        match self {
-            TenantError::Run(r) => r.into_conflict().map_err(TenantError::Run),
-            other => Err(other),
-        }
-    }
 }
 
 /// The tenant commands, over a store on a clock.

@@ -11,7 +11,7 @@ use projections::quorum::open_batches_of_tenant;
 use projections::tenants::{tenant_named, tenant_row, tenant_rows};
 use serde::Serialize;
 
-use super::TenantError;
+use super::error::TenantError;
 
 /// A tenant: its standing and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
