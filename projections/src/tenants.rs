@@ -107,9 +107,7 @@ impl Projection for Tenants {
     fn tables(&self) -> &'static [TableSpec] {
         TENANTS_TABLES
     }
-    fn only_writes(&self) -> bool {
-        true
-    }
+    // Not only writes: each statement's row count is read (a second creation or deletion).
     fn handles(&self, event_type: &str) -> bool {
         event_type == TenantCreated::EVENT_TYPE || event_type == TenantDeleted::EVENT_TYPE
     }
