@@ -158,6 +158,13 @@ const RUN: &[(&str, &[&str], Expect)] = &[
         Expect::Fails(1),
     ),
     ("operator list", &[], Expect::Json),
+    (
+        "tenant create",
+        &["acme", "--description", "a tenant"],
+        Expect::Json,
+    ),
+    ("tenant show", &["acme"], Expect::Json),
+    ("tenant delete", &["acme"], Expect::Json),
     ("audit seal", &["--all"], Expect::Json),
     // The seal's own event is a leaf after its checkpoint: the tail is unsealed.
     (

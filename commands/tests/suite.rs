@@ -53,6 +53,7 @@ mod remote_attestor;
 mod renew_guard;
 mod site_commands;
 mod site_facts;
+mod tenant_lifecycle;
 mod tpm_allows;
 mod tpm_join;
 mod x509pop_join;

@@ -19,4 +19,5 @@ pub mod operator;
 pub mod pki;
 pub mod quorum;
 pub mod site;
+pub mod tenant;
 pub mod trust_bundle;

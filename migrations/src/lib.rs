@@ -53,6 +53,7 @@ both_backends!(
     "0015_event_actor.sql",
     "0016_attestor_entries.sql",
     "0017_node_join_csr.sql",
+    "0018_tenants.sql",
 );
 
 fn migrator(files: &'static [File]) -> Migrator {

@@ -22,6 +22,7 @@ pub mod quorum;
 pub mod rebuild;
 pub mod replay_read;
 pub mod scratch;
+pub mod tenants;
 
 pub use digest::{digest_tables, TableSpec};
 pub(crate) use from_row::from_row;

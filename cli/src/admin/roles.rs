@@ -11,7 +11,8 @@
 //! pools, join requests, allow-lists, sites, commands, batch creation and reads) and the
 //! auditor's reads; approver reads batches and their scopes and submits approvals, and reads
 //! the bundle; auditor reads the log, the trail and its proofs, the bundle, the tenants and the
-//! store's status.
+//! store's status. Creating and deleting a tenant is admin's alone: a deletion retires nodes,
+//! revokes every token and cancels batches approvers may have signed, across the fleet's roles.
 
 use domain::operator::OperatorRole;
 use OperatorRole::{Admin, Approver, Auditor, Operator};
@@ -117,7 +118,10 @@ pub const TABLE: &[(&str, Access)] = &[
     ("bundle show", Roles(EVERYONE)),
     ("events list", Roles(READ)),
     ("events show", Roles(READ)),
+    ("tenant create", Roles(ADMIN)),
     ("tenant list", Roles(READ)),
+    ("tenant show", Roles(READ)),
+    ("tenant delete", Roles(ADMIN)),
     ("config template serve", Local),
 ];
 

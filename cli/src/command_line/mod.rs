@@ -96,7 +96,8 @@ pub(crate) enum Command {
     /// Browse the event log: list (filtered), show one event.
     #[command(subcommand)]
     Events(events::EventsCommand),
-    /// Tenants the log names, with their node counts: list.
+    /// Tenants: create, list, show, delete (with its nodes retired, tokens revoked, batches
+    /// cancelled).
     #[command(subcommand)]
     Tenant(tenant::TenantCommand),
     /// Configuration templates: template serve.

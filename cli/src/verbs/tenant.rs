@@ -1,19 +1,30 @@
-//! `bcctl tenant list`: the tenants the log names (what `audit prove` and `events list --tenant`
-//! take), with their event counts and node counts. Read only, no key opened.
+//! `bcctl tenant create | list | show | delete` (issue 45 item 6): a tenant's life cycle through
+//! [`TenantAdmin`]. `list` also shows every tenant the log names (what `audit prove` and
+//! `events list --tenant` take) with its event counts. A deleted tenant stays listed with
+//! status `deleted`; its name is never reused.
+
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use events::store::{LogStore, LogTx};
+use commands::tenants::{TenantAdmin, TenantView};
+use commands::DatabaseClock;
 use projections::browse;
-use projections::identity::operator;
 use serde::Serialize;
 
 use crate::output::print_json;
-use crate::verbs::token::{print_table, IdentityArgs, IdentityCmdError};
+use crate::verbs::token::{fmt_us, print_table, IdentityArgs, IdentityCmdError};
 
 #[derive(Subcommand)]
 pub enum TenantCommand {
-    /// List the tenants: events, nodes, active nodes.
+    /// Create a tenant (refused if it exists or was deleted).
+    Create(CreateArgs),
+    /// List the tenants: status, events, nodes, active nodes.
     List(ListArgs),
+    /// Show one tenant: status, nodes, live tokens, open batches, its deletion.
+    Show(ShowArgs),
+    /// Delete a tenant: its tokens revoked and its open batches cancelled in the same
+    /// decision; refused while it has active nodes unless --retire-nodes.
+    Delete(DeleteArgs),
 }
 
 #[derive(Args)]
@@ -22,44 +33,160 @@ pub struct ListArgs {
     pub common: IdentityArgs,
 }
 
+#[derive(Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// The tenant id (1 to 128 of A-Z, a-z, 0-9, '.', '-', '_').
+    pub tenant_id: String,
+    /// What the tenant is (at most 500 characters).
+    #[arg(long, default_value = "")]
+    pub description: String,
+}
+
+#[derive(Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// The tenant id.
+    pub tenant_id: String,
+}
+
+#[derive(Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub common: IdentityArgs,
+    /// The tenant id.
+    pub tenant_id: String,
+    /// Retire the tenant's active nodes in the same decision (without it, active nodes refuse
+    /// the deletion).
+    #[arg(long)]
+    pub retire_nodes: bool,
+    /// Why (recorded in every event of the deletion).
+    #[arg(long, default_value = "deleted by operator")]
+    pub reason: String,
+}
+
+/// One row of `tenant list`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TenantView {
+pub struct TenantListRow {
     pub tenant_id: String,
+    /// `active` or `deleted`.
+    pub status: &'static str,
     pub events: i64,
     pub last_position: i64,
-    pub nodes: i64,
-    pub active_nodes: i64,
+    pub nodes: usize,
+    pub active_nodes: usize,
+    pub deleted_at_us: Option<i64>,
+}
+
+async fn open(common: &IdentityArgs) -> Result<TenantAdmin, IdentityCmdError> {
+    Ok(TenantAdmin::new(
+        common.store().await?,
+        Arc::new(DatabaseClock::system()),
+    ))
 }
 
 pub async fn run(cmd: TenantCommand) -> Result<(), IdentityCmdError> {
-    let TenantCommand::List(args) = cmd;
+    match cmd {
+        TenantCommand::List(args) => list(args).await,
+        TenantCommand::Create(args) => {
+            let view = open(&args.common)
+                .await?
+                .create(&args.tenant_id, &args.description)
+                .await?;
+            print_view(&view, args.common.json);
+            Ok(())
+        }
+        TenantCommand::Show(args) => {
+            let view = open(&args.common).await?.show(&args.tenant_id).await?;
+            print_view(&view, args.common.json);
+            Ok(())
+        }
+        TenantCommand::Delete(args) => {
+            let done = open(&args.common)
+                .await?
+                .delete(&args.tenant_id, &args.reason, args.retire_nodes)
+                .await?;
+            if args.common.json {
+                print_json(&done);
+            } else {
+                crate::outln!(
+                    "tenant {} deleted: {} node(s) retired, {} token(s) revoked, {} batch(es) cancelled",
+                    args.tenant_id,
+                    done.retired_nodes.len(),
+                    done.revoked_tokens.len(),
+                    done.cancelled_batches.len()
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_view(t: &TenantView, json: bool) {
+    if json {
+        print_json(t);
+        return;
+    }
+    let opt = |v: Option<i64>| v.map_or_else(|| "-".to_string(), fmt_us);
+    let rows = [
+        ("tenant", t.tenant_id.clone()),
+        ("status", t.status.to_string()),
+        ("description", t.description.clone()),
+        ("created", opt(t.created_at_us)),
+        ("nodes", format!("{} ({} active)", t.nodes, t.active_nodes)),
+        ("live tokens", t.live_tokens.to_string()),
+        ("open batches", t.open_batches.to_string()),
+        ("deleted", opt(t.deleted_at_us)),
+    ];
+    for (k, v) in rows {
+        crate::outln!("{k:<13} {v}");
+    }
+    if let Some(reason) = &t.delete_reason {
+        crate::outln!("{:<13} {reason}", "reason");
+        crate::outln!(
+            "{:<13} {} node(s) retired, {} token(s) revoked, {} batch(es) cancelled",
+            "deletion",
+            t.retired_nodes,
+            t.revoked_tokens,
+            t.cancelled_batches
+        );
+    }
+}
+
+async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
     let store = args.common.store().await?;
     let logged = browse::log_tenants(&store).await?;
-    let mut tx = store.begin().await?;
-    let with_nodes = operator::tenants_with_nodes(&mut tx).await?;
-    tx.rollback().await?;
-    let mut out: Vec<TenantView> = logged
+    let known = TenantAdmin::new(store, Arc::new(DatabaseClock::system()))
+        .list()
+        .await?;
+    let mut out: Vec<TenantListRow> = logged
         .iter()
         .map(|t| {
-            let n = with_nodes.iter().find(|n| n.tenant_id == t.tenant_id);
-            TenantView {
+            let k = known.iter().find(|k| k.tenant_id == t.tenant_id);
+            TenantListRow {
                 tenant_id: t.tenant_id.clone(),
+                status: k.map_or("active", |k| k.status),
                 events: t.events,
                 last_position: t.last_position,
-                nodes: n.map_or(0, |n| n.nodes),
-                active_nodes: n.map_or(0, |n| n.active_nodes),
+                nodes: k.map_or(0, |k| k.nodes),
+                active_nodes: k.map_or(0, |k| k.active_nodes),
+                deleted_at_us: k.and_then(|k| k.deleted_at_us),
             }
         })
         .collect();
-    for n in &with_nodes {
-        if !out.iter().any(|t| t.tenant_id == n.tenant_id) {
-            out.push(TenantView {
-                tenant_id: n.tenant_id.clone(),
+    for k in &known {
+        if !out.iter().any(|t| t.tenant_id == k.tenant_id) {
+            out.push(TenantListRow {
+                tenant_id: k.tenant_id.clone(),
+                status: k.status,
                 events: 0,
                 last_position: 0,
-                nodes: n.nodes,
-                active_nodes: n.active_nodes,
+                nodes: k.nodes,
+                active_nodes: k.active_nodes,
+                deleted_at_us: k.deleted_at_us,
             });
         }
     }
@@ -71,6 +198,7 @@ pub async fn run(cmd: TenantCommand) -> Result<(), IdentityCmdError> {
             .map(|t| {
                 vec![
                     t.tenant_id.clone(),
+                    t.status.to_string(),
                     t.events.to_string(),
                     t.last_position.to_string(),
                     t.nodes.to_string(),
@@ -79,7 +207,14 @@ pub async fn run(cmd: TenantCommand) -> Result<(), IdentityCmdError> {
             })
             .collect();
         print_table(
-            &["TENANT", "EVENTS", "LAST POSITION", "NODES", "ACTIVE"],
+            &[
+                "TENANT",
+                "STATUS",
+                "EVENTS",
+                "LAST POSITION",
+                "NODES",
+                "ACTIVE",
+            ],
             &rows,
         );
     }

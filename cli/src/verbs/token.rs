@@ -31,6 +31,8 @@ pub enum IdentityCmdError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Identity(#[from] IdentityError),
+    #[error("{0}")]
+    Tenant(#[from] commands::tenants::TenantError),
     #[error("INVALID_INPUT: {0}")]
     Invalid(String),
     #[error("{0}")]

@@ -13,6 +13,7 @@ use domain::pki::{TokenHash, TokenSecret};
 use events::store::{EventStore, LogStore, LogTx, StoreTx};
 use projections::identity::operator::latest_cert_of;
 use projections::identity::read::{self, NodeRow, TokenRow};
+use projections::tenants::{hold_tenant, tenant_row, TenantHold};
 use rand_core::CryptoRngCore;
 
 use super::append::{append_decided, fresh_id};
@@ -247,7 +248,16 @@ impl Command for NewTokenCommand<'_> {
     type Error = IdentityError;
 
     async fn load(&self, tx: &mut StoreTx, _: &At) -> Result<TokenTargets, IdentityError> {
-        let mut targets = TokenTargets::default();
+        // Held shared until the commit: a deletion of the tenant (exclusive) waits for this
+        // token, or this token for the deletion, whose row it then reads.
+        let tenant = self.new.tenant_id.as_str();
+        hold_tenant(tx, tenant, TenantHold::Shared).await?;
+        let mut targets = TokenTargets {
+            tenant_deleted: tenant_row(tx, tenant)
+                .await?
+                .is_some_and(|r| r.deleted_at_us.is_some()),
+            ..TokenTargets::default()
+        };
         if let Some(node_id) = &self.new.reclaim_node_id {
             let row = read::node_by_id(tx, node_id).await?;
             targets.reclaim = row.as_ref().map(rows::node_state).transpose()?;

@@ -26,6 +26,9 @@ pub enum AdminRefusal {
     /// The token was already revoked.
     #[error("INVALID_STATE: join token {0} is already revoked")]
     TokenAlreadyRevoked(String),
+    /// The token's tenant was deleted (issue 45 item 6): no token is created for it again.
+    #[error("INVALID_STATE: tenant {0} was deleted; a deleted tenant's name is not reused")]
+    TenantDeleted(String),
     /// The node is not in a state the command applies to.
     #[error("INVALID_STATE: node {node} is {status}")]
     NodeState {
@@ -90,6 +93,8 @@ pub struct TokenTargets {
     pub reclaim: Option<NodeState>,
     /// The node of `for_node_id`.
     pub for_node: Option<NodeState>,
+    /// The token's tenant was deleted.
+    pub tenant_deleted: bool,
 }
 
 /// Creates a token. A token that reclaims a node needs that node to exist and be active; one
@@ -100,6 +105,9 @@ pub fn decide_create_token(
     now: OffsetDateTime,
 ) -> Result<Decision<()>, AdminRefusal> {
     check_token_fields(cmd, now)?;
+    if targets.tenant_deleted {
+        return Err(AdminRefusal::TenantDeleted(cmd.tenant_id.clone()));
+    }
     if let Some(node_id) = &cmd.reclaim_node_id {
         match targets.reclaim.as_ref().map(|n| n.status) {
             None => return Err(AdminRefusal::UnknownNode(node_id.clone())),

@@ -23,6 +23,7 @@ pub fn message_of(event_type: &str) -> Option<&'static str> {
         operators::TYPES,
         quorum::TYPES,
         sites::TYPES,
+        tenants::TYPES,
     ]
     .iter()
     .flat_map(|t| t.iter())
@@ -45,3 +46,5 @@ pub use operators::operator_stream;
 mod quorum;
 mod sites;
 pub use sites::site_boot_lease;
+mod tenants;
+pub use tenants::tenant_stream;

@@ -17,8 +17,8 @@ pub mod support;
 pub use batch::{BatchProjection, ScopeIndex, ScopeIndexer};
 pub use bundle::{NodeTrustProjection, TrustBundleProjection};
 pub use read::{
-    connected_nodes, history_version_of, list_batches, pending_past_end, read_approvals,
-    read_batch, read_bundle_state, read_history, read_leaf, read_published_content,
+    connected_nodes, history_version_of, list_batches, open_batches_of_tenant, pending_past_end,
+    read_approvals, read_batch, read_bundle_state, read_history, read_leaf, read_published_content,
     read_scope_page, read_tree_range, read_tree_rows, ApprovalRow, BatchRow, BundleStateRow,
     HistoryRow, NodeTrustRow, PublishedContentError, PublishedContentRow, ScopeRow, TreeRow,
 };

@@ -290,6 +290,23 @@ pub async fn read_batch(tx: &mut StoreTx, batch_id: &[u8]) -> Result<Option<Batc
     Ok(row.map(batch_row))
 }
 
+/// The batches of `tenant` still open (pending or approved), by id: what its deletion cancels.
+pub async fn open_batches_of_tenant(
+    tx: &mut StoreTx,
+    tenant: &str,
+) -> Result<Vec<BatchRow>, StoreError> {
+    let rows: Vec<BatchTuple> = tx
+        .fetch_all(
+            &format!(
+                "SELECT {BATCH_COLUMNS} FROM command_batches WHERE tenant_id = $1 \
+             AND status IN ('pending', 'approved') ORDER BY batch_id"
+            ),
+            &[tenant.into()],
+        )
+        .await?;
+    Ok(rows.into_iter().map(batch_row).collect())
+}
+
 /// Pending batches whose end is before `now_us`, at most `limit`, oldest end first.
 pub async fn pending_past_end(
     tx: &mut StoreTx,

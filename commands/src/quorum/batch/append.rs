@@ -9,6 +9,18 @@ use crate::quorum::stream::{batch_stream, new_event_id};
 use crate::quorum::tables::projections;
 use crate::run::append_and_project;
 
+/// One decided batch event as the log stores it, under a fresh id, in `tenant` at `now_us`.
+pub(crate) fn batch_new_event(event: &BatchEvent, tenant: &str, now_us: i64) -> NewEvent {
+    let id = new_event_id();
+    match event {
+        BatchEvent::Created(p) => NewEvent::from_payload(id, tenant, now_us, p),
+        BatchEvent::ApprovalRecorded(p) => NewEvent::from_payload(id, tenant, now_us, p),
+        BatchEvent::Approved(p) => NewEvent::from_payload(id, tenant, now_us, p),
+        BatchEvent::Cancelled(p) => NewEvent::from_payload(id, tenant, now_us, p),
+        BatchEvent::Expired(p) => NewEvent::from_payload(id, tenant, now_us, p),
+    }
+}
+
 /// Appends the decided events (if any) to the batch's stream as events of `tenant` at `now_us`.
 pub(crate) async fn append_batch_events(
     tx: &mut StoreTx,
@@ -23,16 +35,7 @@ pub(crate) async fn append_batch_events(
     }
     let events: Vec<NewEvent> = decided
         .iter()
-        .map(|event| {
-            let id = new_event_id();
-            match event {
-                BatchEvent::Created(p) => NewEvent::from_payload(id, tenant, now_us, p),
-                BatchEvent::ApprovalRecorded(p) => NewEvent::from_payload(id, tenant, now_us, p),
-                BatchEvent::Approved(p) => NewEvent::from_payload(id, tenant, now_us, p),
-                BatchEvent::Cancelled(p) => NewEvent::from_payload(id, tenant, now_us, p),
-                BatchEvent::Expired(p) => NewEvent::from_payload(id, tenant, now_us, p),
-            }
-        })
+        .map(|event| batch_new_event(event, tenant, now_us))
         .collect();
     append_and_project(
         tx,
