@@ -119,7 +119,10 @@ pub const REMOTE_VERBS: &[VerbFiles] = &[
     plain("bundle show"),
     plain("events list"),
     plain("events show"),
+    plain("tenant create"),
     plain("tenant list"),
+    plain("tenant show"),
+    plain("tenant delete"),
     plain("operator list"),
     plain("operator revoke"),
 ];

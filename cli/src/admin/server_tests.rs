@@ -173,7 +173,8 @@ async fn the_listener_answers_operators_and_checks_roles_flags_and_limits() {
             "bundle show",
             "events list",
             "events show",
-            "tenant list"
+            "tenant list",
+            "tenant show"
         ]
     );
 
