@@ -35,8 +35,7 @@ use crate::trust::bundle::TrustSigner;
 /// The gRPC service name the health service reports on (besides the overall `""`).
 pub const SERVICE_NAME: &str = "bc.wire.v1.NodeService";
 
-/// The health service name a split gateway reports the api's reachability under.
-pub const API_SERVICE_NAME: &str = "bc.internal.v1.ApiService";
+pub use crate::split::api_probe::API_SERVICE_NAME;
 
 /// How long a shutdown waits for in-flight calls before closing connections.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

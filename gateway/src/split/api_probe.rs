@@ -9,8 +9,10 @@ use std::time::Duration;
 use tonic_health::ServingStatus;
 
 use crate::metrics::{Metrics, API_DOWN, API_UP};
-use crate::run::API_SERVICE_NAME;
 use crate::split::relay::ApiClient;
+
+/// The health service name a split gateway reports the api's reachability under.
+pub const API_SERVICE_NAME: &str = "bc.internal.v1.ApiService";
 
 /// How often a split gateway probes the api, and how long one probe may take.
 const API_PROBE_EVERY: Duration = Duration::from_secs(5);

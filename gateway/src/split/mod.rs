@@ -13,7 +13,7 @@
 //! gateway's serving certificate for the api's.
 
 pub mod api;
-pub(crate) mod api_probe;
+pub mod api_probe;
 pub mod internal_files;
 pub mod internal_tls;
 pub mod relay;
