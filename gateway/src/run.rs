@@ -444,25 +444,14 @@ async fn serve_edge(
             serving
         }
     };
-    let spiffe_bundle_addr = match &config.spiffe_bundle {
-        Some(endpoint) => {
-            let (l, a) = crate::trust::spiffe_bundle::bind(endpoint)
-                .await
-                .map_err(|source| StartError::Listen {
-                    addr: endpoint.listen,
-                    source,
-                })?;
-            background.push(crate::trust::spiffe_bundle::spawn(
-                l,
-                serving.clone(),
-                read_store.clone(),
-                edge.root_ca_der.clone(),
-                endpoint.refresh_hint_secs,
-            )?);
-            Some(a)
-        }
-        None => None,
-    };
+    let spiffe_bundle_addr = start_spiffe_bundle(
+        config.spiffe_bundle.as_ref(),
+        serving.clone(),
+        &read_store,
+        &edge.root_ca_der,
+        &mut background,
+    )
+    .await?;
     let tls = server_config_resolving(serving, Arc::new(verifier))?;
     let listener = TcpListener::bind(config.listen)
         .await
@@ -620,4 +609,32 @@ async fn serve_edge(
         background,
         edge_refusals,
     })
+}
+
+/// The SPIFFE bundle endpoint on its own listener, when `[spiffe_bundle]` asks for one
+/// ([`crate::trust::spiffe_bundle`]); its task joins `background`.
+async fn start_spiffe_bundle(
+    endpoint: Option<&crate::trust::spiffe_bundle::SpiffeBundleEndpoint>,
+    resolver: Arc<dyn tokio_rustls::rustls::server::ResolvesServerCert>,
+    read_store: &EventStore,
+    root_ca_der: &[u8],
+    background: &mut Vec<JoinHandle<()>>,
+) -> Result<Option<SocketAddr>, StartError> {
+    let Some(endpoint) = endpoint else {
+        return Ok(None);
+    };
+    let (listener, addr) = crate::trust::spiffe_bundle::bind(endpoint)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: endpoint.listen,
+            source,
+        })?;
+    background.push(crate::trust::spiffe_bundle::spawn(
+        listener,
+        resolver,
+        read_store.clone(),
+        root_ca_der.to_vec(),
+        endpoint.refresh_hint_secs,
+    )?);
+    Ok(Some(addr))
 }
