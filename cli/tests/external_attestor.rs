@@ -55,49 +55,13 @@ fn run(cmd: &mut Command) -> std::process::Output {
 /// The pinned requirements `grpc_python` builds its venv from (grpcio, grpcio-tools, ...).
 const REQUIREMENTS: &str = "tests/grpc_python/requirements.txt";
 
-/// The venv of `grpc_python`'s requirements: the same directory (named by a digest of the
-/// requirements and the interpreter), built once under the target directory and reused.
+/// The venv of `grpc_python`'s requirements, the same directory ([`crate::support::python_venv`]).
 fn venv() -> PathBuf {
-    use sha2::{Digest, Sha256};
-    let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join(REQUIREMENTS);
-    let wanted = std::fs::read(&requirements).expect("the venv's requirements file");
-    let interpreter = run(Command::new("python3").args([
-        "-c",
-        "import sys, os; print(sys.version); print(os.path.realpath(sys.executable))",
-    ]));
-    let mut digest = Sha256::new();
-    digest.update(&wanted);
-    digest.update(&interpreter.stdout);
-    let key = hex::encode(&digest.finalize()[..8]);
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let dir = cache.join(format!("grpc-python-venv-{key}"));
-    let lock = std::fs::File::create(cache.join(format!("grpc-python-venv-{key}.lock")))
-        .expect("the venv's lock file");
-    lock.lock().expect("lock the venv");
-    let works = std::fs::read_to_string(dir.join("bc-venv-key")).is_ok_and(|k| k == key)
-        && Command::new(dir.join("bin/python"))
-            .args(["-c", "import grpc, grpc_tools"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-    if !works {
-        let _ = std::fs::remove_dir_all(&dir);
-        run(Command::new("python3").args(["-m", "venv"]).arg(&dir));
-        run(Command::new(dir.join("bin/python"))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(&requirements));
-        std::fs::write(dir.join("bc-venv-key"), &key).expect("mark the venv finished");
-    }
-    drop(lock);
-    dir.join("bin/python")
+    crate::support::python_venv::venv(
+        "grpc-python-venv",
+        REQUIREMENTS,
+        "grpc, grpc_tools, cryptography",
+    )
 }
 
 const MACHINE_SECRET: [u8; 32] = [0x5a; 32];

@@ -33,38 +33,13 @@ fn run(cmd: &mut Command) -> std::process::Output {
     out
 }
 
-/// The venv with `spiffe_bundle_e2e/requirements.txt`: built once under the target directory,
-/// named by a digest of the requirements and the interpreter, rebuilt when either changes.
+/// The venv of `spiffe_bundle_e2e/requirements.txt` ([`crate::support::python_venv`]).
 fn venv() -> PathBuf {
-    use sha2::{Digest, Sha256};
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spiffe_bundle_e2e");
-    let requirements = here.join("requirements.txt");
-    let interpreter = run(Command::new("python3").args([
-        "-c",
-        "import sys, os; print(sys.version, os.path.realpath(sys.executable))",
-    ]))
-    .stdout;
-    let mut digest = Sha256::new();
-    digest.update(std::fs::read(&requirements).expect("requirements.txt"));
-    digest.update(&interpreter);
-    let key = hex::encode(&digest.finalize()[..8]);
-    let cache = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let dir = cache.join(format!("spiffe-python-venv-{key}"));
-    let lock = std::fs::File::create(cache.join(format!("spiffe-python-venv-{key}.lock")))
-        .expect("the venv's lock file");
-    lock.lock().expect("lock the venv");
-    let done = dir.join("bc-venv-key");
-    if std::fs::read_to_string(&done).ok().as_deref() != Some(key.as_str()) {
-        let _ = std::fs::remove_dir_all(&dir);
-        run(Command::new("python3").args(["-m", "venv"]).arg(&dir));
-        run(Command::new(dir.join("bin/python"))
-            .args(["-m", "pip", "install", "--quiet"])
-            .args(["--disable-pip-version-check", "-r"])
-            .arg(&requirements));
-        std::fs::write(&done, &key).expect("mark the venv finished");
-    }
-    drop(lock);
-    dir.join("bin/python")
+    crate::support::python_venv::venv(
+        "spiffe-python-venv",
+        "tests/spiffe_bundle_e2e/requirements.txt",
+        "spiffe, jwt, cryptography",
+    )
 }
 
 /// What `read_bundle.py` read at `url`, trusting `cafile`.

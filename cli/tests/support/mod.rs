@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod own_postgres;
+pub mod python_venv;
 
 use std::fs;
 use std::path::{Path, PathBuf};
