@@ -17,6 +17,7 @@ pub mod identity;
 pub mod merkle;
 pub mod operator;
 pub mod pki;
+pub mod plain_id;
 pub mod quorum;
 pub mod site;
 pub mod tenant;

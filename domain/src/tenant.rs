@@ -131,17 +131,9 @@ pub struct TenantDeletion {
 
 /// A tenant id: 1 to 128 of A-Z, a-z, 0-9, '.', '-', '_' (the rule of every id of tokens).
 pub fn check_tenant_id(value: &str) -> Result<(), TenantRefusal> {
-    let ok = !value.is_empty()
-        && value.len() <= 128
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(TenantRefusal::Invalid(format!(
-            "tenant id {value:?} must be 1 to 128 of A-Z, a-z, 0-9, '.', '-', '_'"
-        )))
+    match crate::plain_id::plain_id_problem("tenant id", value) {
+        None => Ok(()),
+        Some(problem) => Err(TenantRefusal::Invalid(problem)),
     }
 }
 

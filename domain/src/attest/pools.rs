@@ -103,17 +103,9 @@ pub struct UpdatePool {
 }
 
 pub(crate) fn check_id(what: &str, value: &str) -> Result<(), AttestAdminRefusal> {
-    let ok = !value.is_empty()
-        && value.len() <= 128
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(AttestAdminRefusal::Invalid(format!(
-            "{what} {value:?} must be 1 to 128 of A-Z, a-z, 0-9, '.', '-', '_'"
-        )))
+    match crate::plain_id::plain_id_problem(what, value) {
+        None => Ok(()),
+        Some(problem) => Err(AttestAdminRefusal::Invalid(problem)),
     }
 }
 

@@ -81,16 +81,8 @@ pub(crate) fn check_actor(actor: &str) -> Result<(), SiteRefusal> {
 
 /// A tenant or pool id, as tokens name them (1 to 128 of A-Z, a-z, 0-9, '.', '-', '_').
 pub(crate) fn check_id(what: &str, value: &str) -> Result<(), SiteRefusal> {
-    let ok = !value.is_empty()
-        && value.len() <= 128
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(SiteRefusal::Invalid(format!(
-            "{what} {value:?} must be 1 to 128 of A-Z, a-z, 0-9, '.', '-', '_'"
-        )))
+    match crate::plain_id::plain_id_problem(what, value) {
+        None => Ok(()),
+        Some(problem) => Err(SiteRefusal::Invalid(problem)),
     }
 }
