@@ -417,21 +417,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         "60s",
     )?;
     let tls_files = tls_files(file.tls.take())?;
-    let crl = crate::serve::config::crl::crl_settings(
-        file.crl.as_ref(),
-        env("BC_CRL_LISTEN"),
-        env("BC_CRL_NEXT_UPDATE"),
-    )
-    .map_err(|e| ConfigError::Invalid {
-        key: e.key,
-        message: e.message,
-    })?;
-    if crl.listen.is_some() && role == Role::Api {
-        return Err(ConfigError::Invalid {
-            key: "crl.listen",
-            message: "a gateway serves the revocation list (role all or gateway), not the api: leave [crl] listen and BC_CRL_LISTEN out".into(),
-        });
-    }
+    let (crl, spiffe_bundle) =
+        gateway_publications(file.crl.as_ref(), file.spiffe_bundle.as_ref(), role)?;
     let admin = crate::serve::config::admin::admin_settings(
         file.admin.as_ref(),
         file.admin_listen.as_deref(),
@@ -443,18 +430,6 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         return Err(ConfigError::Invalid {
             key: "admin",
             message: "the admin API runs where the keys and the store are (role all or api), not on a gateway: leave [admin], admin_listen and BC_ADMIN_LISTEN out".into(),
-        });
-    }
-    let spiffe_bundle = crate::serve::config::spiffe_bundle::spiffe_bundle_settings(
-        file.spiffe_bundle.as_ref(),
-        env("BC_SPIFFE_BUNDLE_LISTEN"),
-        env("BC_SPIFFE_REFRESH_HINT"),
-    )
-    .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
-    if spiffe_bundle.is_some() && role == Role::Api {
-        return Err(ConfigError::Invalid {
-            key: "spiffe_bundle",
-            message: "the SPIFFE bundle endpoint runs on a gateway (role all or gateway), not on an api: leave [spiffe_bundle] and BC_SPIFFE_BUNDLE_LISTEN out".into(),
         });
     }
     let command_poll_interval = duration_setting(
@@ -614,4 +589,47 @@ fn tls_files(file: Option<FileTls>) -> Result<Option<gateway::tls_files::TlsFile
                     .into(),
         }),
     }
+}
+
+/// What a gateway publishes besides its node-facing listener: the revocation list (`[crl]`)
+/// and the SPIFFE bundle endpoint (`[spiffe_bundle]`); both refused on the api role.
+fn gateway_publications(
+    crl: Option<&crate::serve::config::crl::FileCrl>,
+    spiffe_bundle: Option<&crate::serve::config::spiffe_bundle::FileSpiffeBundle>,
+    role: Role,
+) -> Result<
+    (
+        gateway::publish::crl::CrlOptions,
+        Option<gateway::trust::spiffe_bundle::SpiffeBundleEndpoint>,
+    ),
+    ConfigError,
+> {
+    let crl = crate::serve::config::crl::crl_settings(
+        crl,
+        env("BC_CRL_LISTEN"),
+        env("BC_CRL_NEXT_UPDATE"),
+    )
+    .map_err(|e| ConfigError::Invalid {
+        key: e.key,
+        message: e.message,
+    })?;
+    if crl.listen.is_some() && role == Role::Api {
+        return Err(ConfigError::Invalid {
+            key: "crl.listen",
+            message: "a gateway serves the revocation list (role all or gateway), not the api: leave [crl] listen and BC_CRL_LISTEN out".into(),
+        });
+    }
+    let spiffe_bundle = crate::serve::config::spiffe_bundle::spiffe_bundle_settings(
+        spiffe_bundle,
+        env("BC_SPIFFE_BUNDLE_LISTEN"),
+        env("BC_SPIFFE_REFRESH_HINT"),
+    )
+    .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
+    if spiffe_bundle.is_some() && role == Role::Api {
+        return Err(ConfigError::Invalid {
+            key: "spiffe_bundle",
+            message: "the SPIFFE bundle endpoint runs on a gateway (role all or gateway), not on an api: leave [spiffe_bundle] and BC_SPIFFE_BUNDLE_LISTEN out".into(),
+        });
+    }
+    Ok((crl, spiffe_bundle))
 }
