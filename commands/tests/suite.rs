@@ -33,6 +33,7 @@ mod database_time;
 mod discovery_race;
 mod dispatch_kinds;
 mod handlers_are_send;
+mod identity_attestors;
 mod identity_core;
 mod identity_maintenance;
 mod identity_races;

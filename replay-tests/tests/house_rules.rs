@@ -249,6 +249,65 @@ fn gateway_and_commands_do_not_depend_on_sqlx() {
     );
 }
 
+/// A manifest's sections, each as its header (`lib`, `[bin]` for every `[[bin]]`) with its
+/// `key = value` lines, in order.
+fn manifest_sections(text: &str) -> Vec<(String, BTreeMap<String, String>)> {
+    let mut sections: Vec<(String, BTreeMap<String, String>)> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            sections.push((header.to_owned(), BTreeMap::new()));
+        } else if let (Some((key, value)), Some(last)) = (line.split_once('='), sections.last_mut())
+        {
+            let value = value.trim().trim_matches('"').to_owned();
+            last.1.insert(key.trim().to_owned(), value);
+        }
+    }
+    sections
+}
+
+/// A library or binary built with `test = false` has no test harness, so a unit test written in
+/// it would never be compiled or run, silently. Those targets must hold none.
+#[test]
+fn no_silent_unit_tests() {
+    let root = workspace_root();
+    let mut offenders = Vec::new();
+    for krate in CRATES {
+        let dir = root.join(krate);
+        let text = fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+        let sections = manifest_sections(&text);
+        let bins: Vec<PathBuf> = sections
+            .iter()
+            .filter(|(h, _)| h == "[bin]")
+            .filter_map(|(_, keys)| keys.get("path").map(|p| dir.join(p)))
+            .collect();
+        let mut silent: Vec<PathBuf> = Vec::new();
+        for (header, keys) in &sections {
+            if keys.get("test").map(String::as_str) != Some("false") {
+                continue;
+            }
+            if header == "lib" {
+                let mut files = Vec::new();
+                rust_files(&dir.join("src"), &mut files);
+                silent.extend(files.into_iter().filter(|f| !bins.contains(f)));
+            } else if let Some(path) = keys.get("path").filter(|_| header == "[bin]") {
+                silent.push(dir.join(path));
+            }
+        }
+        for file in silent {
+            let src = fs::read_to_string(&file).unwrap_or_default();
+            if src.contains("#[cfg(test)]") || src.contains("#[test]") {
+                offenders.push(relative(&file));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "unit tests in a target built with `test = false` (they never run; move them to the \
+         crate's tests/suite.rs or drop `test = false`):\n{}",
+        offenders.join("\n")
+    );
+}
+
 #[test]
 fn no_source_file_outside_tests_is_over_650_lines() {
     let root = workspace_root();
