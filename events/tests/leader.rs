@@ -22,7 +22,8 @@ async fn lock_holders(store: &EventStore, task: &str) -> (i64, i64) {
     sqlx::query_as(
         "SELECT count(*) FILTER (WHERE l.granted), count(*) FILTER (WHERE NOT l.granted) \
          FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-         WHERE l.locktype = 'advisory' AND a.application_name = $1",
+         WHERE l.locktype = 'advisory' AND a.application_name = $1 \
+         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
     )
     .bind(leader_application_name(task))
     .fetch_one(s.pool())
