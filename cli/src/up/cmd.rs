@@ -23,7 +23,7 @@ use base64::Engine;
 use commands::identity::{NewToken, TokenView};
 use domain::identity::{ExpectBinding, TokenRole};
 use domain::pki::{
-    seal_bundle, DeploymentSecret, KeySet, KeySetLifetimes, TrustDomain, DEPLOYMENT_SECRET_ENV,
+    seal_bundle_with, DeploymentSecret, KeySet, KeySetLifetimes, TrustDomain, DEPLOYMENT_SECRET_ENV,
 };
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::json;
@@ -211,7 +211,8 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
             .map_err(|e| UpError::Setup(format!("--trust-domain: {e}")))?;
         let keys = KeySet::generate(td, OffsetDateTime::now_utc(), KeySetLifetimes::default())
             .map_err(|e| UpError::Setup(format!("generating the key set: {e}")))?;
-        let bytes = seal_bundle(&keys, &secret)
+        let kdf = crate::verbs::pki::kdf::sealing_kdf().map_err(UpError::Setup)?;
+        let bytes = seal_bundle_with(&keys, &secret, kdf)
             .map_err(|e| UpError::Setup(format!("sealing the bundle: {e}")))?;
         crate::verbs::pki::write_new_private(&bundle, &bytes)?;
     }

@@ -19,6 +19,31 @@ use std::time::{Duration, Instant};
 // CPU); at 4 it took 95 s, at 8 71 s, at 6 72 s (benchmarks/RESULTS.md's history, in git).
 events::suite_test_threads!("6");
 
+// The Argon2id cost of the bundles the suite's deployments seal (`bcctl up`, `pki init`):
+// 1 MiB and one pass instead of the default 64 MiB and three, unless the caller set them. At the
+// default, deriving the bundle's key in every `bcctl` process that opens one was 45% of the
+// suite's CPU (`perf record` over the suite: Argon2's compression function and the kernel
+// zeroing its 64 MiB), and the suite is bound by its CPU. The seal, the derivation and every
+// refusal run the same code at any cost; `pki_kdf_cli` and `cli/src/verbs/pki/kdf.rs` check the
+// default and the variables themselves.
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static SET_SUITE_BUNDLE_COST: extern "C" fn() = {
+    extern "C" fn set_suite_bundle_cost() {
+        for (name, value) in [
+            ("BC_PKI_ARGON2_MEMORY_KIB", "1024"),
+            ("BC_PKI_ARGON2_ITERATIONS", "1"),
+        ] {
+            if std::env::var_os(name).is_none() {
+                // Before `main`, while the process has one thread: the write races nothing.
+                std::env::set_var(name, value);
+            }
+        }
+    }
+    set_suite_bundle_cost
+};
+
 pub fn bcctl_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bcctl"))
 }

@@ -16,14 +16,16 @@
 //!
 //! The folder: this file (`init`, `show` and the dispatch of every `pki` verb), [`common`] (what
 //! every `pki` verb shares: its error, the pins, writing a new private file), [`trust`],
-//! [`lifecycle`], [`gateway`], [`crl`], [`operator`] and [`internal_cert`] (`pki issue-internal`, whose
-//! reader `bcctl serve --role gateway` uses too). No file below this one imports it: the verbs
+//! [`lifecycle`], [`gateway`], [`crl`], [`operator`], [`kdf`] (the Argon2id cost a new bundle is sealed
+//! with) and [`internal_cert`] (`pki issue-internal`, whose reader `bcctl serve --role gateway`
+//! uses too). No file below this one imports it: the verbs
 //! share through [`common`] only, and none of them serves or starts anything.
 
 pub(crate) mod common;
 pub(crate) mod crl;
 pub(crate) mod gateway;
 pub(crate) mod internal_cert;
+pub(crate) mod kdf;
 pub(crate) mod lifecycle;
 pub(crate) mod operator;
 pub(crate) mod trust;
@@ -32,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use domain::pki::{
-    plaintext_bundle, seal_bundle, KeySet, KeySetLifetimes, Protection, TrustDomain,
+    plaintext_bundle, seal_bundle_with, KeySet, KeySetLifetimes, Protection, TrustDomain,
     DEPLOYMENT_SECRET_ENV,
 };
 use serde_json::json;
@@ -147,12 +149,13 @@ pub async fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
 
 fn init(args: InitArgs) -> Result<(), PkiCmdError> {
     let trust_domain = TrustDomain::new(&args.trust_domain)?;
-    // Check the secret before spending time on keys.
+    // Check the secret and the sealing cost before spending time on keys.
     let secret = if args.plaintext {
         None
     } else {
         Some(Deployment::new(&args.out).required_secret()?)
     };
+    let kdf = kdf::sealing_kdf().map_err(PkiCmdError::Usage)?;
     if args.out.exists() {
         return Err(PkiCmdError::Exists { path: args.out });
     }
@@ -174,7 +177,7 @@ fn init(args: InitArgs) -> Result<(), PkiCmdError> {
         keys = keys.without_root_key();
     }
     let bytes = match &secret {
-        Some(s) => seal_bundle(&keys, s),
+        Some(s) => seal_bundle_with(&keys, s, kdf),
         None => plaintext_bundle(&keys),
     }
     .map_err(|source| PkiCmdError::Bundle {
