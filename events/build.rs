@@ -18,7 +18,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out.join("bc.events.v1.fds"),
         prost::Message::encode_to_vec(&fds),
     )?;
-    prost_build::Config::new().compile_fds(fds)?;
+    // A node's self-report is boxed: `node.joined` stays small enough to sit unboxed in the
+    // identity event enums (clippy's large_enum_variant).
+    prost_build::Config::new()
+        .boxed(".bc.events.v1.NodeJoined.report")
+        .compile_fds(fds)?;
     Ok(())
 }
 

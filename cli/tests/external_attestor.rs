@@ -106,6 +106,7 @@ impl Agent {
             role: "node".into(),
             claims: Some(proto::HardwareClaims::default()),
             attestation: evidence.to_vec(),
+            agent_version: String::new(),
         }
     }
 }

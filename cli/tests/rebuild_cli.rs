@@ -92,6 +92,7 @@ async fn rebuild_gives_the_same_tables_on_both_backends() {
                         role: "node".into(),
                         claims: None,
                         attestation: Vec::new(),
+                        agent_version: String::new(),
                     },
                 )
                 .await

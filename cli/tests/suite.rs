@@ -41,6 +41,7 @@ mod internal_reload_e2e;
 mod lost_answers_e2e;
 mod named_commands;
 mod nginx_pem;
+mod node_claims_e2e;
 mod node_setup_e2e;
 mod operator_cli;
 mod operator_views;

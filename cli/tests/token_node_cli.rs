@@ -202,6 +202,7 @@ async fn token_and_node_commands_on_both_backends() {
                     ..Default::default()
                 }),
                 attestation: Vec::new(),
+                agent_version: String::new(),
             },
         )
         .await

@@ -336,6 +336,7 @@ fn tpm_request(evidence: &[u8]) -> proto::JoinRequest {
         role: "node".into(),
         claims: Some(proto::HardwareClaims::default()),
         attestation: evidence.to_vec(),
+        agent_version: String::new(),
     }
 }
 

@@ -114,6 +114,7 @@ impl Agent {
                 role: "node".into(),
                 claims: self.claims(),
                 attestation,
+                report: Default::default(),
             },
         }
     }

@@ -178,6 +178,7 @@ impl Fixture {
             role: "node".into(),
             claims: HardwareClaims::default(),
             attestation: Vec::new(),
+            report: Default::default(),
         };
         Ok((agent, input))
     }

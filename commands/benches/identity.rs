@@ -145,6 +145,7 @@ async fn join_round(
                     role: "node".into(),
                     claims: HardwareClaims::default(),
                     attestation: Vec::new(),
+                    report: Default::default(),
                 },
             };
             reqs.push((agent, req));
@@ -218,6 +219,7 @@ fn cpu_only_joins(keys: &KeySet, n: usize) -> f64 {
                 role: "node".into(),
                 claims: HardwareClaims::default(),
                 attestation: Vec::new(),
+                report: Default::default(),
             }
         })
         .collect();

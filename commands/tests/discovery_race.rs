@@ -135,6 +135,7 @@ async fn fifty_joins_with_one_signed_assertion_admit_exactly_one() {
                         ..HardwareClaims::default()
                     },
                     attestation: signed.to_bytes(),
+                    report: Default::default(),
                 },
             }
         })

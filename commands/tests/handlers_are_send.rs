@@ -61,6 +61,7 @@ async fn identity_handlers_run_on_spawned_tasks() {
             role: "node".into(),
             claims: Default::default(),
             attestation: Vec::new(),
+            report: Default::default(),
         },
     };
     let renew = RenewInput {

@@ -221,6 +221,7 @@ fn discovery_request(
                 ..HardwareClaims::default()
             },
             attestation: assertion.to_bytes(),
+            report: Default::default(),
         },
     }
 }

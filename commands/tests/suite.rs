@@ -40,6 +40,7 @@ mod identity_races;
 mod join_answered_again;
 mod join_replay;
 mod leadership;
+mod node_claims;
 mod pool_policy;
 mod projection_runner;
 mod provisioned_join;

@@ -64,6 +64,7 @@ fn tpm_request(csr: &[u8], attestation: Vec<u8>) -> JoinRequest {
             role: "node".into(),
             claims: Default::default(),
             attestation,
+            report: Default::default(),
         },
     }
 }

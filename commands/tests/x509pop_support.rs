@@ -94,6 +94,7 @@ pub fn x509pop_request(next: &Agent, evidence: Vec<u8>, role: &str) -> JoinReque
             role: role.into(),
             claims: Default::default(),
             attestation: evidence,
+            report: Default::default(),
         },
     }
 }

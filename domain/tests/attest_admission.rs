@@ -111,6 +111,7 @@ fn run(
         new_node_id: &new_node_id,
         serial: &serial,
         new_request_id: "jr_new",
+        report: &Default::default(),
     };
     decide_admission(&ctx, &cmd, facts, w.now).and_then(|d| d.sign(ctx.node_ca, &w.csr, w.now))
 }

@@ -159,6 +159,7 @@ fn discovery_admission_issues_a_short_ramdisk_certificate_with_its_kinds() {
         new_node_id: &new_node_id,
         serial: &serial,
         new_request_id: "jr_1",
+        report: &Default::default(),
     };
     for (ramdisk, want) in [
         // notBefore is backdated a tenth of the lifetime up to 5 minutes (domain::pki::BACKDATE);

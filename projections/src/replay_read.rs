@@ -22,6 +22,15 @@ crate::from_row! {
         pub attestor: String,
         pub node_key: String,
         pub token_id: String,
+        /// The node's claims (migration 0019): `bcctl replay` shows them as the live reads do.
+        pub hostname: Option<String>,
+        pub product_serial: Option<String>,
+        pub board_serial: Option<String>,
+        pub chassis_serial: Option<String>,
+        /// Comma-joined.
+        pub gpu_uuids: Option<String>,
+        pub bcd_version: Option<String>,
+        pub last_boot_id: Option<String>,
         pub joined_at_us: i64,
         pub updated_at_us: i64,
         pub position: i64,
@@ -113,7 +122,9 @@ pub async fn occurred_at(tx: &mut StoreTx, position: i64) -> Result<Option<i64>,
 pub async fn nodes(tx: &mut StoreTx, node: Option<&str>) -> Result<Vec<NodeRow>, StoreError> {
     tx.fetch_all(
         "SELECT node_id, tenant_id, site_id, pool_id, role, status, status_reason, \
-         identity_generation, attestor, node_key, token_id, joined_at_us, updated_at_us, position \
+         identity_generation, attestor, node_key, token_id, hostname, product_serial, \
+         board_serial, chassis_serial, gpu_uuids, bcd_version, last_boot_id, joined_at_us, \
+         updated_at_us, position \
          FROM nodes WHERE ($1 = '' OR node_id = $1) ORDER BY node_id",
         &[SqlValue::from(node.unwrap_or(""))],
     )

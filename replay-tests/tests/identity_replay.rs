@@ -321,6 +321,7 @@ fn join_request(w: &World, agent: &Agent, secret: &str, role: &str, hw: Option<u
                 hardware_key: hw.map(|b| vec![b; 65]),
             },
             attestation: Vec::new(),
+            report: Default::default(),
         },
     }
 }

@@ -98,8 +98,15 @@ impl JoinTransport for GrpcJoinTransport {
                 product_uuid: request.claims.product_uuid.clone().unwrap_or_default(),
                 macs: request.claims.macs.clone(),
                 hardware_key: Vec::new(),
+                hostname: request.claims.hostname.clone(),
+                product_serial: request.claims.product_serial.clone(),
+                board_serial: request.claims.board_serial.clone(),
+                chassis_serial: request.claims.chassis_serial.clone(),
+                gpu_uuids: request.claims.gpu_uuids.clone(),
+                boot_id: request.claims.boot_id.clone(),
             }),
             attestation: request.evidence.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
         };
         let server = self.server.clone();
         let pin = self.serving_ca;

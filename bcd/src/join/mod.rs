@@ -8,7 +8,7 @@
 //! | [`request`] | the join minus the network: key, CSR, the token sealed to the pinned key; [`request::JoinTransport`] |
 //! | [`key`] | where the join's node key is made; `--attestor tpm`'s producer on the TPM |
 //! | [`pending`] | `join.pending`: a request sent and not answered, sent again by the next join |
-//! | [`hardware`] | the hardware claims a join sends (product UUID, permanent MACs), and why one is missing |
+//! | [`hardware`] | the hardware claims a join sends (product UUID, permanent MACs, hostname, serials, GPU UUIDs, boot id), and why one is missing |
 //! | [`exchange`] | the join loop: retries, pending waits, challenge rounds, storing the verified answer |
 //! | [`verify`] | verifying a JoinResponse against the pins and this request before anything is used |
 //! | [`handover`] | under `[helper]`: a root join gives the identity to the helper's user |

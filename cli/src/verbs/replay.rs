@@ -9,7 +9,7 @@
 //! inside the transaction (Postgres) or the writer is held (SQLite): writers wait, readers don't.
 
 use clap::Args;
-use commands::identity::{CertView, NodeView, TokenView};
+use commands::identity::{CertView, NodeClaimsView, NodeView, TokenView};
 use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
 use projections::replay_read::{self, CertRow, NodeRow, TokenRow};
 use projections::ProjectionError;
@@ -238,6 +238,15 @@ fn node_view(r: NodeRow) -> NodeView {
         joined_at_us: r.joined_at_us,
         updated_at_us: r.updated_at_us,
         position: r.position,
+        claims: NodeClaimsView::from_columns(
+            r.hostname,
+            r.product_serial,
+            r.board_serial,
+            r.chassis_serial,
+            r.gpu_uuids,
+            r.bcd_version,
+            r.last_boot_id,
+        ),
     }
 }
 

@@ -255,6 +255,7 @@ async fn join_once(
         role: r.role.to_string(),
         claims: Some(proto::HardwareClaims::default()),
         attestation: Vec::new(),
+        agent_version: String::new(),
     };
     let mut call = tonic::Request::new(wire);
     call.set_timeout(CALL_TIMEOUT);

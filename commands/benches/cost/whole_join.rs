@@ -106,6 +106,7 @@ pub fn run(count: usize) -> Fallible<()> {
                     role: "node".into(),
                     claims: HardwareClaims::default(),
                     attestation: Vec::new(),
+                    report: Default::default(),
                 },
             })
         })

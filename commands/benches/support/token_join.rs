@@ -66,6 +66,7 @@ pub fn token_join(
         new_node_id: &cmd.new_node_id,
         serial: &cmd.serial,
         new_request_id: "",
+        report: &Default::default(),
     };
     let Decision { events, outcome } = decide_admission(ctx, &admission, &admission_facts, now)?
         .sign(ctx.node_ca, &opened.csr, now)?;

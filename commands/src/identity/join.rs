@@ -2,7 +2,8 @@
 //! shell over [`AttestorRegistry`].
 //!
 //! 1. The registry finds the attestor (an unknown id is [`IdentityError::UnsupportedAttestor`],
-//!    spending nothing); a role it does not list is `<id>:wrong-role`, a CSR that does not
+//!    spending nothing); a role it does not list is `<id>:wrong-role`, a self-report over its
+//!    bounds `join:claim-too-long` / `-not-printable` / `-too-many`, a CSR that does not
 //!    verify `<id>:bad-csr`, a sealed token that does not open for the CSR
 //!    `<id>:token-does-not-open`, all refused before any transaction reads.
 //! 2. An in-process attestor plans (names its [`FactKey`]s, or refuses); a remote one is called
@@ -38,7 +39,7 @@ use super::answer_again::answered_again;
 use super::answers::{JoinAnswer, JoinOutcome, JoinRequest};
 use super::append::{append_decided, fresh_id};
 use super::config::IdentityConfig;
-use super::context::{check_trust_domain, context, digest_vec};
+use super::context::{check_trust_domain, context, digest_vec, role_and_report};
 use super::error::{IdentityError, JOIN_REFUSED};
 use super::{refusals, rows};
 use crate::Clock;
@@ -454,11 +455,9 @@ impl Joins {
         let digests = claims_digests(&input.claims);
         let sent_sha = Some(sha256(&input.csr_der));
 
-        // Spec 001 "The contract": a role the attestor does not list is refused before verify.
-        let role = match input.role.parse::<NodeRole>() {
-            Ok(r) if entry.roles().contains(&r) => r,
-            _ => {
-                let refusal = AttestorRefusal::new(&id, "wrong-role");
+        let role = match role_and_report(&id, entry.roles(), input) {
+            Ok(r) => r,
+            Err(refusal) => {
                 return self
                     .refuse_early(&id, refusal, sent_sha, &digests, now_us)
                     .await;
@@ -546,6 +545,7 @@ impl Joins {
                 csr: &csr,
                 claims: &input.claims,
                 digests: &digests,
+                report: &input.report,
                 result: &result,
                 new_node_id: &new_node_id,
                 serial: &serial,

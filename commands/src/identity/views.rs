@@ -73,6 +73,59 @@ pub struct NodeView {
     pub joined_at_us: i64,
     pub updated_at_us: i64,
     pub position: i64,
+    /// What the node said about itself at its last join.
+    pub claims: NodeClaimsView,
+}
+
+/// What a node said about itself at its last join (issue 45): claims, recorded as sent, never
+/// verified and never binding. `None`: not sent (not readable on the machine, or a join before
+/// claims were recorded).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClaimsView {
+    pub hostname: Option<String>,
+    pub product_serial: Option<String>,
+    pub board_serial: Option<String>,
+    pub chassis_serial: Option<String>,
+    pub gpu_uuids: Vec<String>,
+    pub bcd_version: Option<String>,
+    pub boot_id: Option<String>,
+}
+
+impl NodeClaimsView {
+    /// From the `nodes` columns (`gpu_uuids` comma-joined), in the table's order.
+    pub fn from_columns(
+        hostname: Option<String>,
+        product_serial: Option<String>,
+        board_serial: Option<String>,
+        chassis_serial: Option<String>,
+        gpu_uuids: Option<String>,
+        bcd_version: Option<String>,
+        boot_id: Option<String>,
+    ) -> Self {
+        NodeClaimsView {
+            hostname,
+            product_serial,
+            board_serial,
+            chassis_serial,
+            gpu_uuids: gpu_uuids
+                .map(|g| g.split(',').map(str::to_owned).collect())
+                .unwrap_or_default(),
+            bcd_version,
+            boot_id,
+        }
+    }
+
+    /// Whether any serial (product, board or chassis) is `serial`.
+    pub fn has_serial(&self, serial: &str) -> bool {
+        [
+            &self.product_serial,
+            &self.board_serial,
+            &self.chassis_serial,
+        ]
+        .iter()
+        .any(|s| s.as_deref() == Some(serial))
+    }
 }
 
 impl From<&NodeRow> for NodeView {
@@ -92,6 +145,15 @@ impl From<&NodeRow> for NodeView {
             joined_at_us: r.joined_at_us,
             updated_at_us: r.updated_at_us,
             position: r.position,
+            claims: NodeClaimsView::from_columns(
+                r.hostname.clone(),
+                r.product_serial.clone(),
+                r.board_serial.clone(),
+                r.chassis_serial.clone(),
+                r.gpu_uuids.clone(),
+                r.bcd_version.clone(),
+                r.last_boot_id.clone(),
+            ),
         }
     }
 }

@@ -111,6 +111,7 @@ pub fn join_request(
             role: role.into(),
             claims,
             attestation: Vec::new(),
+            report: Default::default(),
         },
     }
 }

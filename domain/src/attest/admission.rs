@@ -44,7 +44,7 @@ use super::contract::{AttestationResult, AttestorRefusal, BindingState, NodeKeyS
 use super::state::{JoinRequestState, JoinRequestStatus, PoolState, JOIN_REQUEST_TTL};
 use crate::identity::{
     unix_us, ClaimsDigests, DecideError, Decision, HardwareClaims, IdentityEvent, JoinContext,
-    Joined, NodeState, NodeStatus, NODE_KEY_UNATTESTED,
+    Joined, NodeState, NodeStatus, SelfReport, NODE_KEY_UNATTESTED,
 };
 use crate::pki::{
     issue_node_certificate, NodeCa, NodeCertificateDecision, NodeId, Serial, SiteId, SpiffeId,
@@ -87,6 +87,8 @@ pub struct AdmissionCommand<'a> {
     pub claims: &'a HardwareClaims,
     /// Their digests (the only form events record).
     pub digests: &'a ClaimsDigests,
+    /// What the machine says about itself, recorded as sent in `node.joined` (checked before).
+    pub report: &'a SelfReport,
     /// What the attestor answered.
     pub result: &'a AttestationResult,
     /// The id a new node gets (unused on a reclaim).
@@ -526,6 +528,7 @@ fn admit(
         csr_sha256: csr_sha256.to_vec(),
         allowed_kinds: result.allowed_kinds.clone(),
         node_key_uri,
+        report: Some(Box::new(cmd.report.to_event())),
     }));
     Ok(UnsignedJoin {
         certificate,

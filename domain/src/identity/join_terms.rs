@@ -61,6 +61,8 @@ pub struct JoinInput {
     /// `JoinRequest.attestation`: the attestor's evidence, or the answer to a challenge (empty
     /// for join-token).
     pub attestation: Vec<u8>,
+    /// What the machine says about itself (hostname, serials, versions): recorded, never binding.
+    pub report: super::SelfReport,
 }
 
 /// The keys and settings a join decision needs.

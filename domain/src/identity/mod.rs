@@ -14,6 +14,7 @@
 //! | [`edge_refusal`] | what a renewal refused at the gateway's TLS handshake is recorded as |
 //! | [`admin`] | token create / revoke, identity revoke, node delete / retire |
 //! | [`refusal_bound`] | whether a refusal is recorded or counted under the per-minute bound |
+//! | [`self_report`] | the bounds on what a joining machine says about itself (hostname, serials, versions) |
 //!
 //! Refusals are typed ([`JoinRefusal`], [`RenewRefusal`]), one variant per reason, each with its
 //! `<attestor>:<reason>` text for the `security.*.refused` event; the caller only ever sees
@@ -28,6 +29,7 @@ pub mod prune;
 pub mod refusal_bound;
 pub mod renew;
 pub mod renew_guard;
+pub mod self_report;
 mod state;
 
 pub use admin::{
@@ -56,6 +58,7 @@ pub use renew::{
     Renewed, RENEW_POP_ATTESTOR, RENEW_PROOF_TTL,
 };
 pub use renew_guard::{renewal_retry_at, RENEWALS_PER_HOUR, RENEWAL_WINDOW};
+pub use self_report::{claim_text_ok, SelfReport, SelfReportRefusal};
 pub use state::{
     evolve_node, evolve_token, lease_stream, CertState, ExpectBinding, IdentityEvent, NodeState,
     NodeStatus, TokenRole, TokenState, NODE_KEY_UNATTESTED,

@@ -9,7 +9,7 @@
 //! carries none.
 
 use commands::identity::{IdentityError, JoinAnswer, JoinOutcome, JoinRequest as Join, Joins};
-use domain::identity::{HardwareClaims as Claims, JoinInput};
+use domain::identity::{HardwareClaims as Claims, JoinInput, SelfReport};
 use domain::pki::statement::{sign, JoinResponseStatement};
 use domain::pki::PrivateKey;
 use prost::Message;
@@ -33,6 +33,15 @@ pub fn join_request(request: &JoinRequest) -> Join {
                 hardware_key: (!claims.hardware_key.is_empty()).then_some(claims.hardware_key),
             },
             attestation: request.attestation.clone(),
+            report: SelfReport {
+                hostname: claims.hostname,
+                product_serial: claims.product_serial,
+                board_serial: claims.board_serial,
+                chassis_serial: claims.chassis_serial,
+                gpu_uuids: claims.gpu_uuids,
+                boot_id: claims.boot_id,
+                agent_version: request.agent_version.clone(),
+            },
         },
     }
 }
@@ -300,6 +309,41 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_self_report_is_taken_as_sent() {
+        let req = JoinRequest {
+            role: "node".into(),
+            claims: Some(proto::HardwareClaims {
+                hostname: "rack4-n17".into(),
+                product_serial: "PS1".into(),
+                board_serial: "BS1".into(),
+                chassis_serial: "CS1".into(),
+                gpu_uuids: vec!["GPU-1".into()],
+                boot_id: "b00t".into(),
+                ..Default::default()
+            }),
+            agent_version: "9.9.9".into(),
+            ..Default::default()
+        };
+        let report = join_request(&req).input.report;
+        assert_eq!(
+            report,
+            SelfReport {
+                hostname: "rack4-n17".into(),
+                product_serial: "PS1".into(),
+                board_serial: "BS1".into(),
+                chassis_serial: "CS1".into(),
+                gpu_uuids: vec!["GPU-1".into()],
+                boot_id: "b00t".into(),
+                agent_version: "9.9.9".into(),
+            }
+        );
+        assert_eq!(
+            join_request(&JoinRequest::default()).input.report,
+            SelfReport::default()
+        );
+    }
+
+    #[test]
     fn empty_wire_claims_are_no_claims() {
         let req = JoinRequest {
             csr: vec![1],
@@ -310,8 +354,10 @@ pub(crate) mod tests {
                 product_uuid: String::new(),
                 macs: vec!["aa:bb".into()],
                 hardware_key: Vec::new(),
+                ..Default::default()
             }),
             attestation: Vec::new(),
+            agent_version: String::new(),
         };
         let join = join_request(&req);
         assert_eq!(join.attestor, "join-token");

@@ -99,6 +99,7 @@ impl Env {
                 role: "node".into(),
                 claims: None,
                 attestation: vec![],
+                agent_version: String::new(),
             },
             key,
         )

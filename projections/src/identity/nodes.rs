@@ -6,12 +6,12 @@ use std::collections::HashMap;
 
 use events::schema::{
     EvidenceUsed, NodeBound, NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined,
-    NodeRetired, RenewProofUsed,
+    NodeRetired, RenewProofUsed, SelfReport,
 };
 use events::store::StoreTx;
 use events::{EventPayload, RecordedEvent};
 
-use super::writes::{bulk, bytes_or_null, opt_int, opt_text, to_i64};
+use super::writes::{bulk, bytes_or_null, opt_int, opt_text, text_or_null, to_i64};
 use crate::{BoxFuture, Projection, ProjectionError, TableSpec};
 
 /// `nodes`: one row per node, following every event of its `node/<id>` stream.
@@ -37,6 +37,13 @@ const NODES_TABLES: &[TableSpec] = &[TableSpec {
         "node_key_uri",
         "allowed_kinds",
         "join_csr_sha256",
+        "hostname",
+        "product_serial",
+        "board_serial",
+        "chassis_serial",
+        "gpu_uuids",
+        "bcd_version",
+        "last_boot_id",
         "joined_at_us",
         "updated_at_us",
         "version",
@@ -82,10 +89,52 @@ struct JoinedRow {
     node_key_uri: String,
     allowed_kinds: Option<String>,
     join_csr_sha256: Vec<u8>,
+    report: SelfReport,
     joined_at_us: i64,
     updated_at_us: i64,
     version: i64,
     position: i64,
+}
+
+impl JoinedRow {
+    /// The row `node.joined` (`p`, recorded as `e`) writes.
+    fn joined(p: NodeJoined, generation: i64, e: &RecordedEvent) -> JoinedRow {
+        JoinedRow {
+            node_id: p.node_id,
+            tenant_id: p.tenant_id,
+            site_id: p.site_id,
+            pool_id: p.pool_id,
+            role: p.role,
+            status: "active",
+            status_reason: None,
+            identity_generation: generation,
+            attestor: p.attestor,
+            node_key: p.node_key,
+            token_id: p.token_id,
+            hardware_key_sha256: p.hardware_key_sha256,
+            product_uuid_sha256: p.product_uuid_sha256,
+            macs_sha256: p.macs_sha256,
+            node_key_uri: p.node_key_uri,
+            allowed_kinds: allowed_kinds(&p.allowed_kinds),
+            join_csr_sha256: p.csr_sha256,
+            report: p.report.map(|r| *r).unwrap_or_default(),
+            joined_at_us: e.occurred_at_us,
+            updated_at_us: e.occurred_at_us,
+            version: e.stream_version,
+            position: e.position,
+        }
+    }
+
+    /// The upsert's conflict rule applied to a row pending in the run: a re-join (reclaim)
+    /// keeps the node's tenant, site, pool, role and join time.
+    fn rejoined(&mut self, next: JoinedRow) {
+        let kept = std::mem::replace(self, next);
+        self.tenant_id = kept.tenant_id;
+        self.site_id = kept.site_id;
+        self.pool_id = kept.pool_id;
+        self.role = kept.role;
+        self.joined_at_us = kept.joined_at_us;
+    }
 }
 
 /// The last state of a node that joined before the run.
@@ -188,9 +237,16 @@ impl NodeBatch {
                     bytes_or_null(&r.hardware_key_sha256),
                     bytes_or_null(&r.product_uuid_sha256),
                     bytes_or_null(&r.macs_sha256),
-                    super::writes::text_or_null(&r.node_key_uri),
+                    text_or_null(&r.node_key_uri),
                     opt_text(r.allowed_kinds),
                     bytes_or_null(&r.join_csr_sha256),
+                    text_or_null(&r.report.hostname),
+                    text_or_null(&r.report.product_serial),
+                    text_or_null(&r.report.board_serial),
+                    text_or_null(&r.report.chassis_serial),
+                    text_or_null(&r.report.gpu_uuids.join(",")),
+                    text_or_null(&r.report.agent_version),
+                    text_or_null(&r.report.boot_id),
                     r.joined_at_us.into(),
                     r.updated_at_us.into(),
                     r.version.into(),
@@ -205,7 +261,8 @@ impl NodeBatch {
             "INSERT INTO nodes (node_id, tenant_id, site_id, pool_id, role, status, \
              status_reason, identity_generation, attestor, node_key, token_id, \
              hardware_key_sha256, product_uuid_sha256, macs_sha256, node_key_uri, allowed_kinds, \
-             join_csr_sha256, joined_at_us, updated_at_us, version, position) VALUES ",
+             join_csr_sha256, hostname, product_serial, board_serial, chassis_serial, gpu_uuids, \
+             bcd_version, last_boot_id, joined_at_us, updated_at_us, version, position) VALUES ",
             " ON CONFLICT (node_id) DO UPDATE SET status = excluded.status, \
              status_reason = excluded.status_reason, \
              identity_generation = excluded.identity_generation, attestor = excluded.attestor, \
@@ -214,7 +271,11 @@ impl NodeBatch {
              product_uuid_sha256 = excluded.product_uuid_sha256, \
              macs_sha256 = excluded.macs_sha256, node_key_uri = excluded.node_key_uri, \
              allowed_kinds = excluded.allowed_kinds, \
-             join_csr_sha256 = excluded.join_csr_sha256, updated_at_us = excluded.updated_at_us, \
+             join_csr_sha256 = excluded.join_csr_sha256, hostname = excluded.hostname, \
+             product_serial = excluded.product_serial, board_serial = excluded.board_serial, \
+             chassis_serial = excluded.chassis_serial, gpu_uuids = excluded.gpu_uuids, \
+             bcd_version = excluded.bcd_version, last_boot_id = excluded.last_boot_id, \
+             updated_at_us = excluded.updated_at_us, \
              version = excluded.version, position = excluded.position",
             rows,
             None,
@@ -295,56 +356,14 @@ impl Projection for Nodes {
                         if batch.status_changes || batch.update_at.contains_key(&p.node_id) {
                             batch.flush(tx).await?;
                         }
-                        let existing = batch
-                            .joined_at
-                            .get(&p.node_id)
-                            .and_then(|&i| batch.joined.get_mut(i));
-                        match existing {
-                            Some(row) => {
-                                // The same upsert, applied to the pending row.
-                                row.status = "active";
-                                row.status_reason = None;
-                                row.identity_generation = generation;
-                                row.attestor = p.attestor;
-                                row.node_key = p.node_key;
-                                row.token_id = p.token_id;
-                                row.hardware_key_sha256 = p.hardware_key_sha256;
-                                row.product_uuid_sha256 = p.product_uuid_sha256;
-                                row.macs_sha256 = p.macs_sha256;
-                                row.node_key_uri = p.node_key_uri;
-                                row.allowed_kinds = allowed_kinds(&p.allowed_kinds);
-                                row.join_csr_sha256 = p.csr_sha256;
-                                row.updated_at_us = e.occurred_at_us;
-                                row.version = e.stream_version;
-                                row.position = e.position;
-                            }
+                        let row = JoinedRow::joined(p, generation, e);
+                        match batch.joined_at.get(&row.node_id) {
+                            Some(&i) => batch.joined[i].rejoined(row),
                             None => {
                                 batch
                                     .joined_at
-                                    .insert(p.node_id.clone(), batch.joined.len());
-                                batch.joined.push(JoinedRow {
-                                    node_id: p.node_id,
-                                    tenant_id: p.tenant_id,
-                                    site_id: p.site_id,
-                                    pool_id: p.pool_id,
-                                    role: p.role,
-                                    status: "active",
-                                    status_reason: None,
-                                    identity_generation: generation,
-                                    attestor: p.attestor,
-                                    node_key: p.node_key,
-                                    token_id: p.token_id,
-                                    hardware_key_sha256: p.hardware_key_sha256,
-                                    product_uuid_sha256: p.product_uuid_sha256,
-                                    macs_sha256: p.macs_sha256,
-                                    node_key_uri: p.node_key_uri,
-                                    allowed_kinds: allowed_kinds(&p.allowed_kinds),
-                                    join_csr_sha256: p.csr_sha256,
-                                    joined_at_us: e.occurred_at_us,
-                                    updated_at_us: e.occurred_at_us,
-                                    version: e.stream_version,
-                                    position: e.position,
-                                });
+                                    .insert(row.node_id.clone(), batch.joined.len());
+                                batch.joined.push(row);
                             }
                         }
                     }

@@ -62,6 +62,16 @@ crate::from_row! {
         /// SHA-256 of the CSR its last join (or re-join) was admitted for (`None` in rows
         /// written before migration 0017 that no join has touched since).
         pub join_csr_sha256: Option<Vec<u8>>,
+        /// What the node said about itself at its last join (migration 0019; claims, never
+        /// binding).
+        pub hostname: Option<String>,
+        pub product_serial: Option<String>,
+        pub board_serial: Option<String>,
+        pub chassis_serial: Option<String>,
+        /// Comma-joined.
+        pub gpu_uuids: Option<String>,
+        pub bcd_version: Option<String>,
+        pub last_boot_id: Option<String>,
         pub joined_at_us: i64,
         pub updated_at_us: i64,
         pub version: i64,
@@ -71,8 +81,9 @@ crate::from_row! {
 
 const NODE_COLUMNS: &str = "node_id, tenant_id, site_id, pool_id, role, status, \
     status_reason, identity_generation, attestor, node_key, token_id, hardware_key_sha256, \
-    product_uuid_sha256, node_key_uri, allowed_kinds, join_csr_sha256, joined_at_us, \
-    updated_at_us, version, position";
+    product_uuid_sha256, node_key_uri, allowed_kinds, join_csr_sha256, hostname, \
+    product_serial, board_serial, chassis_serial, gpu_uuids, bcd_version, last_boot_id, \
+    joined_at_us, updated_at_us, version, position";
 
 crate::from_row! {
     /// A `node_certs` row.

@@ -7,20 +7,23 @@
 //! the gateway last saw it. `config` and `install-script` write what a node needs before
 //! `bcd join` ([`crate::verbs::node::setup`]).
 //!
-//! The folder: this file (the verbs on the node rows) and [`setup`] (`config` and
+//! The folder: this file (the verbs on the node rows), [`claims`] (what a node said about
+//! itself, shown and filtered on) and [`setup`] (`config` and
 //! `install-script`, which build their files with `crate::deployment::node_setup`). It must never
 //! change a node by any road but `commands::identity::NodeAdmin`.
 
+mod claims;
 pub(crate) mod setup;
 
 use clap::{Args, Subcommand};
-use commands::identity::{NodeDetail, NodeView};
+use commands::identity::{NodeClaimsView, NodeDetail, NodeView};
 use domain::identity::{identity_revoked, NewestCert};
 use events::store::{LogStore, LogTx};
 use projections::identity::operator::{self, LatestCert, SessionRow};
 use serde::Serialize;
 
 use crate::output::{print_json, rfc3339_us};
+use crate::verbs::node::claims::{cell, print_claims, ClaimFilters};
 use crate::verbs::token::{fmt_us, print_table, to_json, IdentityArgs, IdentityCmdError};
 
 #[derive(Subcommand)]
@@ -50,6 +53,8 @@ pub struct ListArgs {
     /// Only this tenant's.
     #[arg(long)]
     pub tenant: Option<String>,
+    #[command(flatten)]
+    pub claims: ClaimFilters,
 }
 
 #[derive(Args)]
@@ -254,6 +259,9 @@ pub struct NodeStatus {
     pub last_seen_at: Option<String>,
     pub joined_at: String,
     pub position: i64,
+    /// What the node said about itself at its last join (hostname, serials, bcd version, boot
+    /// id): claims, never verified.
+    pub claims: NodeClaimsView,
 }
 
 /// The status a node really has: its row's, unless that is `active` while its newest
@@ -311,6 +319,7 @@ fn node_status(
         last_seen_at: session.map(|s| rfc3339_us(s.last_seen_us)),
         joined_at: rfc3339_us(node.joined_at_us),
         position: node.position,
+        claims: node.claims.clone(),
     }
 }
 
@@ -331,6 +340,7 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
     let now = now_us();
     let out: Vec<NodeStatus> = nodes
         .iter()
+        .filter(|n| args.claims.admits(&n.claims))
         .map(|n| {
             let cert = certs.iter().find(|c| c.node_id == n.node_id);
             let session = sessions.iter().find(|s| s.node_id == n.node_id);
@@ -379,6 +389,8 @@ async fn show(args: NodeArgs) -> Result<(), IdentityCmdError> {
     } else {
         print_statuses(std::slice::from_ref(&status));
         crate::outln!();
+        print_claims(&status.claims);
+        crate::outln!();
         print_detail_certs(&detail);
     }
     Ok(())
@@ -402,6 +414,9 @@ pub fn print_statuses(nodes: &[NodeStatus]) {
                     .unwrap_or_else(|| "-".into()),
                 if n.connected { "yes" } else { "no" }.into(),
                 n.last_seen_at.clone().unwrap_or_else(|| "never".into()),
+                cell(&n.claims.hostname),
+                cell(&n.claims.product_serial),
+                cell(&n.claims.bcd_version),
             ]
         })
         .collect();
@@ -414,6 +429,9 @@ pub fn print_statuses(nodes: &[NodeStatus]) {
             "CERT EXPIRES",
             "CONNECTED",
             "LAST SEEN",
+            "HOSTNAME",
+            "SERIAL",
+            "BCD",
         ],
         &rows,
     );
