@@ -54,6 +54,7 @@ both_backends!(
     "0016_attestor_entries.sql",
     "0017_node_join_csr.sql",
     "0018_tenants.sql",
+    "0020_ssh_certificates.sql",
 );
 
 fn migrator(files: &'static [File]) -> Migrator {

@@ -28,6 +28,7 @@
 //! | [`token`] | join-token secrets and their stored hashes |
 //! | [`token_seal`] | sealing a token to the JoinService, bound to the CSR |
 //! | [`statement`] | purpose-bound signatures and the proof time window |
+//! | [`ssh_ca`] | the SSH CA (Ed25519): signs OpenSSH certificates only (`crate::ssh`) |
 
 pub mod backdate;
 pub mod bundle;
@@ -47,6 +48,7 @@ pub mod secret;
 pub mod serving_grant;
 pub mod signer;
 pub mod spiffe;
+pub mod ssh_ca;
 pub mod statement;
 pub mod token;
 pub mod token_seal;
@@ -86,6 +88,7 @@ pub use serving_grant::{
     ServingRefusal,
 };
 pub use signer::{build_csr_with, ecdsa_der, sign_with, NodeSigner, SignerError};
+pub use ssh_ca::{NotACertificate, SshCa};
 pub use spiffe::{NodeId, NodeRole, Role, SiteId, SpiffeError, SpiffeId, TrustDomain};
 pub use statement::{
     check_clock_window, signed_input, verify, ClockWindowError, Purpose, Statement, StatementError,
