@@ -58,6 +58,7 @@ mod serve_leadership;
 mod serve_plaintext;
 mod serve_quorum_cli;
 mod site_cli;
+mod ssh_e2e;
 mod spiffe_bundle_e2e;
 mod test_layout;
 mod token_node_cli;
