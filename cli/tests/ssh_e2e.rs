@@ -85,7 +85,9 @@ impl Sshd {
         )
         .expect("sshd_config");
         let mut cmd = Command::new("/usr/sbin/sshd");
-        cmd.args(["-D", "-e", "-f"]).arg(&config).stdin(Stdio::null());
+        cmd.args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdin(Stdio::null());
         let proc = Proc::spawn("sshd", cmd, dir.join("sshd.log"));
         crate::support::wait_for(
             "sshd",
@@ -149,7 +151,16 @@ async fn break_glass_through_the_admin_api_opens_only_its_node_until_revoked() {
         std::fs::copy(key.with_extension("pub"), who.dir.join("id.pub")).expect("copy");
         let out = d.as_person(
             who,
-            &["ssh", "issue", "--node", "node-0", "--account", "root", "--public-key", "id.pub"],
+            &[
+                "ssh",
+                "issue",
+                "--node",
+                "node-0",
+                "--account",
+                "root",
+                "--public-key",
+                "id.pub",
+            ],
         );
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
         assert_eq!(
@@ -164,8 +175,19 @@ async fn break_glass_through_the_admin_api_opens_only_its_node_until_revoked() {
     let issued = d.as_person_ok(
         &ops,
         &[
-            "ssh", "issue", "--node", "node-0", "--account", "root", "--public-key",
-            "id_ed25519.pub", "--ttl", "10m", "--out", "id_ed25519-cert.pub", "--json",
+            "ssh",
+            "issue",
+            "--node",
+            "node-0",
+            "--account",
+            "root",
+            "--public-key",
+            "id_ed25519.pub",
+            "--ttl",
+            "10m",
+            "--out",
+            "id_ed25519-cert.pub",
+            "--json",
         ],
     );
     let serial = issued["serial"].as_str().expect("serial").to_string();
@@ -178,20 +200,38 @@ async fn break_glass_through_the_admin_api_opens_only_its_node_until_revoked() {
         .output()
         .expect("ssh-keygen -L");
     let shown = String::from_utf8_lossy(&shown.stdout).to_string();
-    assert!(shown.contains("Type: ssh-ed25519-cert-v01@openssh.com user certificate"), "{shown}");
-    assert!(shown.contains(&format!("Serial: {serial}")), "{shown}");
     assert!(
-        shown.contains(&format!("Key ID: \"{} break-glass root@node-0\"", ops.spiffe_id())),
+        shown.contains("Type: ssh-ed25519-cert-v01@openssh.com user certificate"),
         "{shown}"
     );
-    assert!(shown.contains("Principals: \n                root@node-0\n"), "{shown}");
+    assert!(shown.contains(&format!("Serial: {serial}")), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "Key ID: \"{} break-glass root@node-0\"",
+            ops.spiffe_id()
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Principals: \n                root@node-0\n"),
+        "{shown}"
+    );
     assert!(shown.contains("Valid: from "), "{shown}");
     println!("ssh-keygen -L:\n{shown}");
     let elsewhere = d.as_person_ok(
         &ops,
         &[
-            "ssh", "issue", "--node", "node-1", "--account", "root", "--public-key",
-            "other_ed25519.pub", "--out", "other_ed25519-cert.pub", "--json",
+            "ssh",
+            "issue",
+            "--node",
+            "node-1",
+            "--account",
+            "root",
+            "--public-key",
+            "other_ed25519.pub",
+            "--out",
+            "other_ed25519-cert.pub",
+            "--json",
         ],
     );
     assert_eq!(elsewhere["principal"], "root@node-1");
@@ -213,17 +253,34 @@ async fn break_glass_through_the_admin_api_opens_only_its_node_until_revoked() {
     let krl_text = krl.to_str().expect("utf-8").to_string();
     let written = d.admin_ok(&["ssh", "krl", "--out", &krl_text, "--json"]);
     assert_eq!(written["serials"], serde_json::json!([]));
-    let sshd = Sshd::start(&node_dir, &node_dir.join("user_ca.pub"), &krl, "root@node-0");
+    let sshd = Sshd::start(
+        &node_dir,
+        &node_dir.join("user_ca.pub"),
+        &krl,
+        "root@node-0",
+    );
 
     let login = sshd.login(&key, &cert);
-    assert!(login.status.success(), "ssh: {}\nsshd:\n{}", stderr(&login), sshd.proc.log_text());
+    assert!(
+        login.status.success(),
+        "ssh: {}\nsshd:\n{}",
+        stderr(&login),
+        sshd.proc.log_text()
+    );
     assert_eq!(String::from_utf8_lossy(&login.stdout), "break-glass-ok\n");
     let wrong = sshd.login(&other, &ops.dir.join("other_ed25519-cert.pub"));
-    assert_eq!(wrong.status.code(), Some(255), "a node-1 certificate opened node-0");
+    assert_eq!(
+        wrong.status.code(),
+        Some(255),
+        "a node-1 certificate opened node-0"
+    );
 
     // Revoke over the API, rewrite the KRL: refused from then on.
     let started = Instant::now();
-    let revoked = d.as_person_ok(&ops, &["ssh", "revoke", &serial, "--reason", "done", "--json"]);
+    let revoked = d.as_person_ok(
+        &ops,
+        &["ssh", "revoke", &serial, "--reason", "done", "--json"],
+    );
     assert_eq!(revoked["revoked"], true);
     assert_eq!(revoked["alreadyRevoked"], false);
     let rewritten = d.admin_ok(&["ssh", "krl", "--out", &krl_text, "--json"]);
@@ -233,9 +290,16 @@ async fn break_glass_through_the_admin_api_opens_only_its_node_until_revoked() {
         "revocation to refusal (revoke, KRL rewrite, next login): {:?}",
         started.elapsed()
     );
-    assert_eq!(after.status.code(), Some(255), "a revoked certificate opened node-0");
+    assert_eq!(
+        after.status.code(),
+        Some(255),
+        "a revoked certificate opened node-0"
+    );
     let log = sshd.proc.log_text();
-    assert!(log.contains("revoked"), "sshd says nothing of a revocation:\n{log}");
+    assert!(
+        log.contains("revoked"),
+        "sshd says nothing of a revocation:\n{log}"
+    );
     let q = Command::new("ssh-keygen")
         .arg("-Q")
         .arg("-f")
@@ -243,7 +307,10 @@ async fn break_glass_through_the_admin_api_opens_only_its_node_until_revoked() {
         .arg(&cert)
         .output()
         .expect("ssh-keygen -Q");
-    assert!(String::from_utf8_lossy(&q.stdout).contains("REVOKED"), "{q:?}");
+    assert!(
+        String::from_utf8_lossy(&q.stdout).contains("REVOKED"),
+        "{q:?}"
+    );
 
     let events = d.admin_ok(&["events", "list", "--json"]);
     let issued_events = events_of(&events, "ssh.user_cert.issued");
@@ -255,7 +322,9 @@ async fn break_glass_through_the_admin_api_opens_only_its_node_until_revoked() {
     let listed = d.as_person_ok(&aud, &["ssh", "list", "--node", "node-0", "--json"]);
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     assert_eq!(listed[0]["issuedBy"], ops.spiffe_id());
-    assert!(listed[0]["keyFingerprint"].as_str().is_some_and(|f| f.starts_with("SHA256:")));
+    assert!(listed[0]["keyFingerprint"]
+        .as_str()
+        .is_some_and(|f| f.starts_with("SHA256:")));
 }
 
 const SECRET: &str = "an ssh e2e deployment secret, long enough to seal";
@@ -285,7 +354,11 @@ async fn store_parts(db: &TestDb) {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let url = db.url();
-    direct_ok(d, url, &["pki", "init", "--trust-domain", "ssh.example.com"]);
+    direct_ok(
+        d,
+        url,
+        &["pki", "init", "--trust-domain", "ssh.example.com"],
+    );
     let shown = direct_ok(d, url, &["pki", "show", "--json"]);
     assert!(shown["pins"]["sshCaPublicKey"]
         .as_str()
@@ -301,7 +374,17 @@ async fn store_parts(db: &TestDb) {
         direct(
             d,
             url,
-            &["ssh", "issue", "--node", node, "--account", "deploy", "--public-key", "id.pub", "--json"],
+            &[
+                "ssh",
+                "issue",
+                "--node",
+                node,
+                "--account",
+                "deploy",
+                "--public-key",
+                "id.pub",
+                "--json",
+            ],
         )
     };
     let first: Value = serde_json::from_slice(&issue("node-0").stdout).expect("issue JSON");
@@ -309,7 +392,21 @@ async fn store_parts(db: &TestDb) {
     assert!(first["certificate"]
         .as_str()
         .is_some_and(|c| c.starts_with("ssh-ed25519-cert-v01@openssh.com ")));
-    direct_ok(d, url, &["ssh", "issue", "--node", "node-1", "--account", "deploy", "--public-key", "id.pub", "--json"]);
+    direct_ok(
+        d,
+        url,
+        &[
+            "ssh",
+            "issue",
+            "--node",
+            "node-1",
+            "--account",
+            "deploy",
+            "--public-key",
+            "id.pub",
+            "--json",
+        ],
+    );
     let listed = direct_ok(d, url, &["ssh", "list", "--node", "node-0", "--json"]);
     assert_eq!(listed.as_array().map(Vec::len), Some(1));
     assert_eq!(listed[0]["serial"], serial.as_str());
@@ -330,17 +427,33 @@ async fn store_parts(db: &TestDb) {
     assert_eq!(krl["serials"], serde_json::json!([serial]));
     assert!(d.join("revoked.krl").is_file());
 
-    direct_ok(d, url, &["node", "retire", "node-1", "--reason", "gone", "--json"]);
+    direct_ok(
+        d,
+        url,
+        &["node", "retire", "node-1", "--reason", "gone", "--json"],
+    );
     let retired = issue("node-1");
     assert_eq!(retired.status.code(), Some(1), "{}", stderr(&retired));
+    let error: Value = serde_json::from_slice(&retired.stderr).expect("a JSON error");
     assert_eq!(
-        stderr(&retired),
-        "bcctl: INVALID_STATE: node node-1 is retired, not active: it gets no SSH certificate\n"
+        error["error"]["message"],
+        "INVALID_STATE: node node-1 is retired, not active: it gets no SSH certificate"
     );
     let over = direct(
         d,
         url,
-        &["ssh", "issue", "--node", "node-0", "--account", "deploy", "--public-key", "id.pub", "--ttl", "2h"],
+        &[
+            "ssh",
+            "issue",
+            "--node",
+            "node-0",
+            "--account",
+            "deploy",
+            "--public-key",
+            "id.pub",
+            "--ttl",
+            "2h",
+        ],
     );
     assert_eq!(over.status.code(), Some(2));
     assert_eq!(

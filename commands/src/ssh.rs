@@ -139,7 +139,8 @@ pub async fn krl_serials(store: &EventStore, now_s: i64) -> Result<(Vec<u64>, u6
 
 /// A serial as the table's key (the log holds 1 to 2^63 - 1; anything larger is no serial).
 fn key(serial: u64) -> Result<i64, SshError> {
-    i64::try_from(serial).map_err(|_| SshError::Refused(SshRefusal::UnknownSerial(serial.to_string())))
+    i64::try_from(serial)
+        .map_err(|_| SshError::Refused(SshRefusal::UnknownSerial(serial.to_string())))
 }
 
 /// A fresh serial in 1 to 2^63 - 1 and a 32-byte nonce.
@@ -182,8 +183,7 @@ impl Command for Issue<'_> {
             });
         };
         let certs = certs_of_node(tx, &row.node_id).await?;
-        let identity_revoked =
-            !certs.is_empty() && certs.iter().all(|c| c.revoked_at_us.is_some());
+        let identity_revoked = !certs.is_empty() && certs.iter().all(|c| c.revoked_at_us.is_some());
         Ok(NodeLoaded {
             state: Some(NodeSshState {
                 status: row.status,
@@ -212,8 +212,15 @@ impl Command for Issue<'_> {
     ) -> Result<(), SshError> {
         for event in &events {
             let stream = ssh_cert_stream(event.serial);
-            append_ssh(tx, &stream, &loaded.tenant_id, ExpectedVersion::NoStream, event, at)
-                .await?;
+            append_ssh(
+                tx,
+                &stream,
+                &loaded.tenant_id,
+                ExpectedVersion::NoStream,
+                event,
+                at,
+            )
+            .await?;
         }
         Ok(())
     }

@@ -41,7 +41,11 @@ fn keygen(dir: &Path, name: &str, args: &[&str]) -> String {
         .arg(&path)
         .output()
         .expect("run ssh-keygen");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::read_to_string(path.with_extension("pub")).unwrap()
 }
 
@@ -90,10 +94,26 @@ fn ssh_keygen_reads_each_accepted_key_types_certificate_and_the_krl() {
     let ca = SshCa::generate().unwrap();
     let kinds: [(&str, &[&str], &str); 5] = [
         ("ed", &["-t", "ed25519"], "ssh-ed25519-cert-v01@openssh.com"),
-        ("p256", &["-t", "ecdsa", "-b", "256"], "ecdsa-sha2-nistp256-cert-v01@openssh.com"),
-        ("p384", &["-t", "ecdsa", "-b", "384"], "ecdsa-sha2-nistp384-cert-v01@openssh.com"),
-        ("p521", &["-t", "ecdsa", "-b", "521"], "ecdsa-sha2-nistp521-cert-v01@openssh.com"),
-        ("rsa", &["-t", "rsa", "-b", "3072"], "ssh-rsa-cert-v01@openssh.com"),
+        (
+            "p256",
+            &["-t", "ecdsa", "-b", "256"],
+            "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+        ),
+        (
+            "p384",
+            &["-t", "ecdsa", "-b", "384"],
+            "ecdsa-sha2-nistp384-cert-v01@openssh.com",
+        ),
+        (
+            "p521",
+            &["-t", "ecdsa", "-b", "521"],
+            "ecdsa-sha2-nistp521-cert-v01@openssh.com",
+        ),
+        (
+            "rsa",
+            &["-t", "rsa", "-b", "3072"],
+            "ssh-rsa-cert-v01@openssh.com",
+        ),
     ];
     let mut serial = 40;
     for (name, args, cert_type) in kinds {
@@ -117,15 +137,29 @@ fn ssh_keygen_reads_each_accepted_key_types_certificate_and_the_krl() {
         std::fs::write(&cert_file, issued.certificate.to_openssh_line("c")).unwrap();
         let (ok, text) = ssh_keygen(&["-L", "-f"], &cert_file);
         assert!(ok, "{text}");
-        assert!(text.contains(&format!("Type: {cert_type} user certificate")), "{text}");
-        assert!(text.contains(&format!("Serial: {serial}")), "{text}");
         assert!(
-            text.contains("Key ID: \"spiffe://ops.example.com/operator/alice break-glass root@node-7\""),
+            text.contains(&format!("Type: {cert_type} user certificate")),
             "{text}"
         );
-        assert!(text.contains("Principals: \n                root@node-7\n"), "{text}");
+        assert!(text.contains(&format!("Serial: {serial}")), "{text}");
+        assert!(
+            text.contains(
+                "Key ID: \"spiffe://ops.example.com/operator/alice break-glass root@node-7\""
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("Principals: \n                root@node-7\n"),
+            "{text}"
+        );
         assert!(text.contains("Critical Options: (none)"), "{text}");
-        for ext in ["permit-X11-forwarding", "permit-agent-forwarding", "permit-port-forwarding", "permit-pty", "permit-user-rc"] {
+        for ext in [
+            "permit-X11-forwarding",
+            "permit-agent-forwarding",
+            "permit-port-forwarding",
+            "permit-pty",
+            "permit-user-rc",
+        ] {
             assert!(text.contains(&format!("                {ext}\n")), "{text}");
         }
         let fp = Command::new("ssh-keygen")
@@ -134,8 +168,18 @@ fn ssh_keygen_reads_each_accepted_key_types_certificate_and_the_krl() {
             .output()
             .unwrap();
         let fp = String::from_utf8_lossy(&fp.stdout).to_string();
-        assert!(fp.contains(&issued.key_fingerprint), "{fp} vs {}", issued.key_fingerprint);
-        assert!(text.contains(&format!("Signing CA: ED25519 {}", domain::ssh::key::fingerprint_of(&ca.public_key_blob()))), "{text}");
+        assert!(
+            fp.contains(&issued.key_fingerprint),
+            "{fp} vs {}",
+            issued.key_fingerprint
+        );
+        assert!(
+            text.contains(&format!(
+                "Signing CA: ED25519 {}",
+                domain::ssh::key::fingerprint_of(&ca.public_key_blob())
+            )),
+            "{text}"
+        );
         // Validity as ssh-keygen prints it (local time): check it reads the same instants.
         assert!(text.contains("Valid: from "), "{text}");
     }
@@ -161,10 +205,16 @@ fn ssh_keygen_reads_each_accepted_key_types_certificate_and_the_krl() {
     };
     let revoked = check("ed");
     assert!(!revoked.status.success());
-    assert!(String::from_utf8_lossy(&revoked.stdout).contains("REVOKED"), "{revoked:?}");
+    assert!(
+        String::from_utf8_lossy(&revoked.stdout).contains("REVOKED"),
+        "{revoked:?}"
+    );
     let fine = check("p256");
     assert!(fine.status.success(), "{fine:?}");
-    assert!(String::from_utf8_lossy(&fine.stdout).contains("ok"), "{fine:?}");
+    assert!(
+        String::from_utf8_lossy(&fine.stdout).contains("ok"),
+        "{fine:?}"
+    );
     let (ok, text) = ssh_keygen(&["-k", "-f", "/dev/null", "-Q", "-l", "-f"], &krl_file);
     let _ = (ok, text);
 }
@@ -200,7 +250,14 @@ fn ssh_refuses_a_ttl_over_an_hour() {
         "INVALID_INPUT: --ttl 3660s: a break-glass certificate lives at most 1h (3600s)"
     );
     let ca = SshCa::generate().unwrap();
-    assert!(decide_issue(&request(&key, Duration::hours(1)), Some(&active()), Some(&ca), now(), entropy(1)).is_ok());
+    assert!(decide_issue(
+        &request(&key, Duration::hours(1)),
+        Some(&active()),
+        Some(&ca),
+        now(),
+        entropy(1)
+    )
+    .is_ok());
 }
 
 #[test]
@@ -217,7 +274,11 @@ fn ssh_refuses_a_ttl_past_the_operator_certificate() {
 
 #[test]
 fn ssh_refuses_an_rsa_key_under_3072_bits() {
-    let key = keygen(tempfile::tempdir().unwrap().path(), "k", &["-t", "rsa", "-b", "2048"]);
+    let key = keygen(
+        tempfile::tempdir().unwrap().path(),
+        "k",
+        &["-t", "rsa", "-b", "2048"],
+    );
     let r = refusal(&request(&key, Duration::minutes(5)), Some(&active()));
     assert_eq!(r, SshRefusal::Key(KeyRefusal::RsaTooShort(2048)));
     assert_eq!(
@@ -231,11 +292,20 @@ fn ssh_refuses_a_dsa_key() {
     // OpenSSH may no longer generate DSA keys; the blob's shape is what matters here.
     use base64::Engine as _;
     let mut blob = Vec::new();
-    for field in [&b"ssh-dss"[..], &[1u8; 129], &[1u8; 21], &[1u8; 128], &[1u8; 128]] {
+    for field in [
+        &b"ssh-dss"[..],
+        &[1u8; 129],
+        &[1u8; 21],
+        &[1u8; 128],
+        &[1u8; 128],
+    ] {
         blob.extend_from_slice(&(field.len() as u32).to_be_bytes());
         blob.extend_from_slice(field);
     }
-    let key = format!("ssh-dss {} old", base64::engine::general_purpose::STANDARD.encode(blob));
+    let key = format!(
+        "ssh-dss {} old",
+        base64::engine::general_purpose::STANDARD.encode(blob)
+    );
     let r = refusal(&request(&key, Duration::minutes(5)), Some(&active()));
     assert_eq!(
         r.to_string(),
@@ -270,29 +340,49 @@ fn ssh_revoke_refuses_an_unknown_serial_and_revokes_once() {
         node_id: "node-7".into(),
         revoked: false,
     };
-    assert_eq!(decide_revoke(77, Some(&live), "done").unwrap().events.len(), 1);
+    assert_eq!(
+        decide_revoke(77, Some(&live), "done").unwrap().events.len(),
+        1
+    );
     let gone = SshCertState {
         revoked: true,
         ..live
     };
-    assert!(decide_revoke(77, Some(&gone), "done").unwrap().events.is_empty());
+    assert!(decide_revoke(77, Some(&gone), "done")
+        .unwrap()
+        .events
+        .is_empty());
 }
 
 #[test]
 fn ssh_ca_round_trips_in_bundles_and_older_bundles_stay_readable() {
-    let keys = KeySet::generate(TrustDomain::new("ops.example.com").unwrap(), now(), Default::default()).unwrap();
+    let keys = KeySet::generate(
+        TrustDomain::new("ops.example.com").unwrap(),
+        now(),
+        Default::default(),
+    )
+    .unwrap();
     let line = keys.ssh_ca.as_ref().unwrap().public_key_line();
     let secret = DeploymentSecret::new("a-deployment-secret-of-more-than-32-characters").unwrap();
-    let kdf = BundleKdf::Argon2id(Argon2idParams { memory_kib: 64, iterations: 1, parallelism: 1 });
+    let kdf = BundleKdf::Argon2id(Argon2idParams {
+        memory_kib: 64,
+        iterations: 1,
+        parallelism: 1,
+    });
     let sealed = seal_bundle_with(&keys, &secret, kdf).unwrap();
     let opened = open_bundle(&sealed, Some(&secret)).unwrap();
     assert_eq!(opened.keys.unwrap().ssh_ca.unwrap().public_key_line(), line);
-    assert_eq!(opened.public.pins().unwrap().ssh_ca_public_key, Some(line.clone()));
+    assert_eq!(
+        opened.public.pins().unwrap().ssh_ca_public_key,
+        Some(line.clone())
+    );
     let plain = open_bundle(&plaintext_bundle(&keys).unwrap(), None).unwrap();
     assert_eq!(plain.keys.unwrap().ssh_ca.unwrap().public_key_line(), line);
     // The public line is covered by the seal.
     let other = SshCa::generate().unwrap().public_key_line();
-    let swapped = String::from_utf8(sealed.clone()).unwrap().replace(&line, &other);
+    let swapped = String::from_utf8(sealed.clone())
+        .unwrap()
+        .replace(&line, &other);
     assert!(open_bundle(swapped.as_bytes(), Some(&secret)).is_err());
     // An older bundle (no SSH CA) opens, then gets one once.
     let mut old = keys;

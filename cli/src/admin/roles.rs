@@ -112,7 +112,7 @@ pub const TABLE: &[(&str, Access)] = &[
     ("cloud account remove", Roles(OPERATE)),
     ("operator list", Roles(ADMIN)),
     ("operator revoke", Roles(ADMIN)),
-    ("ssh ca", Roles(EVERYONE)),
+    ("ssh ca", Roles(READ)),
     ("ssh issue", Roles(OPERATE)),
     ("ssh list", Roles(READ)),
     ("ssh revoke", Roles(OPERATE)),

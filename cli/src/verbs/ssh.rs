@@ -15,9 +15,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use commands::ssh::{
-    issue_ssh_cert, krl_serials, list_ssh_certs, revoke_ssh_cert, SshError,
-};
+use commands::ssh::{issue_ssh_cert, krl_serials, list_ssh_certs, revoke_ssh_cert, SshError};
 use commands::DatabaseClock;
 use domain::pki::ssh_ca::public_key_blob;
 use domain::ssh::issue::{parse_serial, IssueRequest};
@@ -211,12 +209,13 @@ async fn issue(args: IssueArgs) -> Result<(), SshCmdError> {
         .map_err(|e| SshCmdError::Usage(format!("--ttl: {e}")))?;
     let ttl = time::Duration::try_from(ttl)
         .map_err(|_| SshCmdError::Usage(format!("--ttl {}: too long", args.ttl)))?;
-    let public_key = crate::invocation::read_file_to_string(&args.public_key).map_err(|source| {
-        SshCmdError::Io {
-            path: args.public_key.clone(),
-            source,
-        }
-    })?;
+    let public_key =
+        crate::invocation::read_file_to_string(&args.public_key).map_err(|source| {
+            SshCmdError::Io {
+                path: args.public_key.clone(),
+                source,
+            }
+        })?;
     let located = args.common.deployment.locate()?;
     let keys = located.deployment.keys()?;
     let actor = crate::invocation::actor();
@@ -304,7 +303,14 @@ async fn list(args: ListArgs) -> Result<(), SshCmdError> {
             })
             .collect();
         print_table(
-            &["SERIAL", "PRINCIPAL", "KEY", "VALID BEFORE", "ISSUED BY", "STATE"],
+            &[
+                "SERIAL",
+                "PRINCIPAL",
+                "KEY",
+                "VALID BEFORE",
+                "ISSUED BY",
+                "STATE",
+            ],
             &table,
         );
     }
@@ -341,8 +347,7 @@ async fn revoke(args: RevokeArgs) -> Result<(), SshCmdError> {
         .open_store_as(true)
         .await?
         .acting_as(crate::invocation::actor());
-    let outcome =
-        revoke_ssh_cert(&store, &DatabaseClock::system(), serial, &args.reason).await?;
+    let outcome = revoke_ssh_cert(&store, &DatabaseClock::system(), serial, &args.reason).await?;
     let c = &outcome.certificate;
     if args.common.json {
         let mut doc = row_json(c);

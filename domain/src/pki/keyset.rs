@@ -105,7 +105,9 @@ pub enum KeySetError {
     #[error("the bundle has no operator CA to renew (`bcctl pki add-operator-ca` adds one)")]
     NoOperatorCa,
     /// `pki add-ssh-ca` on a set that has one.
-    #[error("INVALID_STATE: the bundle already has an SSH CA (`bcctl pki show` prints its public key)")]
+    #[error(
+        "INVALID_STATE: the bundle already has an SSH CA (`bcctl pki show` prints its public key)"
+    )]
     SshCaPresent,
 }
 

@@ -5,7 +5,8 @@
 //! no clock (every `now` is an argument), no async. The one outside input is randomness for
 //! keys, serials, salts and nonces, drawn from ring's `SystemRandom`.
 //!
-//! All keys are ECDSA P-256 with SHA-256, and no key does two jobs ([`keys::KeyRole`]).
+//! All keys are ECDSA P-256 with SHA-256 but the SSH CA (Ed25519, [`ssh_ca`]), and no key does
+//! two jobs ([`keys::KeyRole`]).
 //!
 //! | module | job |
 //! | --- | --- |
@@ -88,8 +89,8 @@ pub use serving_grant::{
     ServingRefusal,
 };
 pub use signer::{build_csr_with, ecdsa_der, sign_with, NodeSigner, SignerError};
-pub use ssh_ca::{NotACertificate, SshCa};
 pub use spiffe::{NodeId, NodeRole, Role, SiteId, SpiffeError, SpiffeId, TrustDomain};
+pub use ssh_ca::{NotACertificate, SshCa};
 pub use statement::{
     check_clock_window, signed_input, verify, ClockWindowError, Purpose, Statement, StatementError,
 };

@@ -101,7 +101,10 @@ pub fn public_key_blob(key: &[u8]) -> Vec<u8> {
 
 /// `ssh-ed25519 <base64 blob>`.
 pub fn public_key_line(key: &[u8]) -> String {
-    format!("{SSH_CA_KEY_TYPE} {}", STANDARD.encode(public_key_blob(key)))
+    format!(
+        "{SSH_CA_KEY_TYPE} {}",
+        STANDARD.encode(public_key_blob(key))
+    )
 }
 
 /// Reads the CA's public key back from its OpenSSH line (`ssh-ed25519 <base64> [comment]`),

@@ -88,8 +88,12 @@ impl SshCertificate {
     /// The `-cert.pub` file's line: `<cert type> <base64 blob> <comment>` and a newline.
     pub fn to_openssh_line(&self, comment: &str) -> String {
         let comment = comment.replace(['\n', '\r'], " ");
-        format!("{} {} {comment}\n", self.cert_type, STANDARD.encode(&self.blob))
-            .replace(" \n", "\n")
+        format!(
+            "{} {} {comment}\n",
+            self.cert_type,
+            STANDARD.encode(&self.blob)
+        )
+        .replace(" \n", "\n")
     }
 
     /// SHA-256 of the blob (what the log records of the certificate itself).

@@ -27,7 +27,9 @@ pub const MAX_USER_CERT_TTL: Duration = Duration::hours(1);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SshRefusal {
     /// An account or node id with a character a principal must not hold.
-    #[error("INVALID_INPUT: {what} {value:?} {why}: a principal names exactly one account on one node")]
+    #[error(
+        "INVALID_INPUT: {what} {value:?} {why}: a principal names exactly one account on one node"
+    )]
     BadPrincipal {
         what: &'static str,
         value: String,
@@ -64,7 +66,9 @@ pub enum SshRefusal {
     #[error("NOT_FOUND: no SSH certificate has serial {0} (`bcctl ssh list` shows them)")]
     UnknownSerial(String),
     /// `--reason` empty.
-    #[error("INVALID_INPUT: --reason: say why the certificate is revoked (it is recorded in the event)")]
+    #[error(
+        "INVALID_INPUT: --reason: say why the certificate is revoked (it is recorded in the event)"
+    )]
     EmptyReason,
 }
 

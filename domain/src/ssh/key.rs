@@ -66,15 +66,14 @@ pub enum KeyRefusal {
     NotAKeyLine,
     /// The base64 blob does not decode to a key of the line's type.
     #[error("the {key_type} key's blob is malformed: {why}")]
-    Malformed {
-        key_type: String,
-        why: &'static str,
-    },
+    Malformed { key_type: String, why: &'static str },
     /// A type that is never certified (DSA, security keys, certificates, unknown types).
     #[error("key type {0} is not accepted: use Ed25519, ECDSA (P-256, P-384, P-521) or RSA of at least 3072 bits")]
     UnsupportedType(String),
     /// RSA with a short modulus.
-    #[error("an RSA key of {0} bits is not accepted: RSA keys need at least 3072 bits (or use Ed25519)")]
+    #[error(
+        "an RSA key of {0} bits is not accepted: RSA keys need at least 3072 bits (or use Ed25519)"
+    )]
     RsaTooShort(usize),
 }
 
@@ -96,9 +95,7 @@ impl SubjectKey {
         let (Some(key_type), Some(b64)) = (fields.next(), fields.next()) else {
             return Err(KeyRefusal::NotAKeyLine);
         };
-        let blob = STANDARD
-            .decode(b64)
-            .map_err(|_| KeyRefusal::NotAKeyLine)?;
+        let blob = STANDARD.decode(b64).map_err(|_| KeyRefusal::NotAKeyLine)?;
         SubjectKey::from_blob(key_type, blob)
     }
 

@@ -114,8 +114,7 @@ impl Projection for SshCertificates {
                         if p.certificate_sha256.len() != 32 {
                             return Err(inapplicable(e, "the certificate SHA-256 is not 32 bytes"));
                         }
-                        if index.contains_key(&serial) || older.iter().any(|(s, _)| *s == serial)
-                        {
+                        if index.contains_key(&serial) || older.iter().any(|(s, _)| *s == serial) {
                             return Err(inapplicable(e, "the serial was already issued"));
                         }
                         index.insert(serial, issued.len());
