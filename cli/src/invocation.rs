@@ -47,6 +47,9 @@ pub struct Invocation {
     pub actor: Actor,
     /// Files the caller sent, by the path its command line names them with.
     pub inputs: BTreeMap<PathBuf, Vec<u8>>,
+    /// The caller's credential's expiry (its operator certificate's notAfter): what a verb
+    /// issues for the caller never outlives it.
+    pub credential_not_after: Option<time::OffsetDateTime>,
     stdout: Mutex<Vec<u8>>,
     stderr: Mutex<Vec<u8>>,
     written: Mutex<Vec<WrittenFile>>,
@@ -70,12 +73,14 @@ impl Invocation {
         store: EventStore,
         actor: Actor,
         inputs: BTreeMap<PathBuf, Vec<u8>>,
+        credential_not_after: Option<time::OffsetDateTime>,
     ) -> Arc<Self> {
         Arc::new(Invocation {
             located,
             store,
             actor,
             inputs,
+            credential_not_after,
             stdout: Mutex::new(Vec::new()),
             stderr: Mutex::new(Vec::new()),
             written: Mutex::new(Vec::new()),
@@ -118,6 +123,12 @@ pub fn actor() -> Actor {
         Some(i) => i.actor.clone(),
         None => local_actor(),
     }
+}
+
+/// The expiry of the caller's credential: its operator certificate's notAfter during an API
+/// call; `None` in direct mode (database credentials carry no expiry).
+pub fn credential_not_after() -> Option<time::OffsetDateTime> {
+    current().and_then(|i| i.credential_not_after)
 }
 
 /// The actor of a direct (database-credential) run: `local:<user>@<host>`, role `admin`.

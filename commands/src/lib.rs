@@ -20,6 +20,7 @@ pub mod quorum;
 pub mod run;
 pub mod serving;
 pub mod site;
+pub mod ssh;
 pub mod tenants;
 
 pub use clock::{Clock, DatabaseClock, SimClock, SystemClock};
@@ -38,6 +39,7 @@ pub fn every_projection() -> Vec<&'static dyn projections::Projection> {
     all.extend(command_queue::projections());
     all.extend(operators::projections());
     all.extend(tenants::projections());
+    all.extend(ssh::projections());
     all.push(&AUDIT_CHECKPOINTS);
     all
 }

@@ -20,5 +20,6 @@ pub mod pki;
 pub mod plain_id;
 pub mod quorum;
 pub mod site;
+pub mod ssh;
 pub mod tenant;
 pub mod trust_bundle;

@@ -220,6 +220,7 @@ fn assemble(
         audit_signing,
         command_signing_root,
         operator_ca: _,
+        ssh_ca: _,
     } = set;
     KeySet::from_parts(
         trust_domain,

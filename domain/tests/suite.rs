@@ -33,5 +33,6 @@ mod quorum_golden;
 mod quorum_scope;
 mod quorum_scope_storage;
 mod quorum_trust_bundle;
+mod ssh_certificates;
 mod tpm_join;
 mod tpm_renew;

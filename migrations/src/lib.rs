@@ -55,6 +55,7 @@ both_backends!(
     "0017_node_join_csr.sql",
     "0018_tenants.sql",
     "0019_node_claims.sql",
+    "0020_ssh_certificates.sql",
 );
 
 fn migrator(files: &'static [File]) -> Migrator {

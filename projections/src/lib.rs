@@ -22,6 +22,7 @@ pub mod quorum;
 pub mod rebuild;
 pub mod replay_read;
 pub mod scratch;
+pub mod ssh;
 pub mod tenants;
 
 pub use digest::{digest_tables, TableSpec};

@@ -10,3 +10,4 @@ mod house_rules;
 mod identity_replay;
 mod operator_replay;
 mod sqlite_disk_full;
+mod ssh_replay;

@@ -125,6 +125,16 @@ pub const REMOTE_VERBS: &[VerbFiles] = &[
     plain("tenant delete"),
     plain("operator list"),
     plain("operator revoke"),
+    plain("ssh ca"),
+    VerbFiles {
+        verb: "ssh issue",
+        inputs: &["public_key"],
+        outputs: &["out"],
+        fresh: false,
+    },
+    plain("ssh list"),
+    plain("ssh revoke"),
+    writes("ssh krl", &["out"]),
 ];
 
 /// Verbs that run only against the store directly (bootstrap and offline work): `--server`
@@ -145,6 +155,7 @@ pub const DIRECT_ONLY: &[&str] = &[
     "pki reseal",
     "pki issue-gateway",
     "pki add-operator-ca",
+    "pki add-ssh-ca",
     "pki issue-operator",
     "pki crl",
     "batch keygen",

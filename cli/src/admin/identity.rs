@@ -18,5 +18,6 @@ pub fn caller_of(leaf_der: &[u8], trust_domain: &TrustDomain) -> Result<Caller, 
         role: identity.role,
         actor,
         serial: identity.serial.as_bytes().to_vec(),
+        not_after: identity.not_after,
     })
 }

@@ -39,6 +39,8 @@ pub struct Caller {
     pub actor: Actor,
     /// The certificate's serial (big-endian bytes), checked against the revoked set per call.
     pub serial: Vec<u8>,
+    /// The certificate's notAfter: nothing a call issues outlives it (`ssh issue`).
+    pub not_after: time::OffsetDateTime,
 }
 
 /// The server's side of every call: its deployment and store, its counters.
@@ -251,6 +253,7 @@ pub async fn run(
         ctx.store.acting_as(caller.actor.clone()),
         caller.actor.clone(),
         files,
+        Some(caller.not_after),
     );
     let started = std::time::Instant::now();
     let code = execute(&invocation, cli.command, json).await?;

@@ -19,7 +19,7 @@ use clap::{Parser, Subcommand};
 
 use crate::verbs::{
     attestor, audit, batch, bundle, cloud, command, config_template, doctor, events, healthcheck,
-    join_request, node, operator, pki, pool, rebuild, replay, site, store, tenant, token, tpm,
+    join_request, node, operator, pki, pool, rebuild, replay, site, ssh, store, tenant, token, tpm,
 };
 
 #[derive(Parser)]
@@ -55,6 +55,10 @@ pub(crate) enum Command {
     /// Operator certificates (the admin API's clients): list, revoke.
     #[command(subcommand)]
     Operator(operator::OperatorCommand),
+    /// Break-glass SSH: the SSH CA's trust lines, user certificates (issue, list, revoke),
+    /// the key revocation list.
+    #[command(subcommand)]
+    Ssh(ssh::SshCommand),
     /// Join tokens: create (the secret is shown once), list, revoke.
     #[command(subcommand)]
     Token(token::TokenCommand),

@@ -28,6 +28,7 @@ pub(crate) mod pool;
 pub(crate) mod rebuild;
 pub(crate) mod replay;
 pub(crate) mod site;
+pub(crate) mod ssh;
 pub(crate) mod store;
 pub(crate) mod tenant;
 pub(crate) mod token;

@@ -40,6 +40,11 @@
 //! has `certificates.operatorCa` and the private key `operatorCa`; a bundle without one has
 //! neither (the two must agree) and its digest is as before: [`operator`].
 //!
+//! A bundle with an SSH CA (issue 42; `pki init` makes one, `pki add-ssh-ca` adds it) has
+//! `publicKeys.sshCa` (one OpenSSH line, `ssh-ed25519 <base64>`) and the private key `sshCa`
+//! (Ed25519 PKCS#8); a bundle without one has neither and its digest is as before; with one,
+//! the digest ends `lp("sshCa") || lp(<the key's SSH wire blob>)`: [`ssh_ca`].
+//!
 //! During a command-signing root rotation (`bcctl pki rotate-command-root`, issue 21) the keys
 //! also hold `nextCommandSigningRoot: {"certificate", "key"}`: the second root, certificate and
 //! key both inside the seal (so the seal authenticates it and the public half, and its digest,
@@ -76,6 +81,7 @@ pub mod next;
 mod next_text;
 mod operator;
 mod public;
+mod ssh_ca;
 mod write;
 
 use document::{seal_aad, Document, KeyMap, PrivateKeys, RootKeyPlace, SealedPayload};
@@ -145,6 +151,7 @@ fn decode_public(doc: &Document) -> Result<PublicBundle, BundleError> {
             Some(pem) => Some(cert("certificates.operatorCa", pem)?),
             None => None,
         },
+        ssh_ca_public_key: ssh_ca::public_key(p.ssh_ca.as_deref())?,
     })
 }
 
@@ -158,6 +165,7 @@ fn assemble(
     };
     let td = &public.trust_domain;
     let operator_ca = operator::load(public, keys.operator_ca.as_deref(), &decode)?;
+    let ssh_ca = ssh_ca::load(public, keys.ssh_ca.as_deref(), &decode)?;
     let join_signing = key(
         KeyRole::JoinSigning,
         "privateKeys.joinSigning",
@@ -242,8 +250,12 @@ fn assemble(
                 )?,
             )?,
         )?;
-    Ok(match operator_ca {
+    let set = match operator_ca {
         Some(ca) => set.with_operator_ca(ca)?,
+        None => set,
+    };
+    Ok(match ssh_ca {
+        Some(ca) => set.with_ssh_ca(ca),
         None => set,
     })
 }

@@ -60,6 +60,9 @@ pub enum KeyRole {
     /// A person's or automation's admin API client key, certified by the operator CA
     /// (`pki issue-operator`); it only authenticates TLS handshakes.
     Operator,
+    /// The SSH CA (issue 42): an Ed25519 key, not P-256, held by [`super::ssh_ca::SshCa`];
+    /// signs OpenSSH certificates and nothing else. Optional in a key set made before.
+    SshCa,
 }
 
 impl KeyRole {
@@ -89,6 +92,7 @@ impl KeyRole {
             KeyRole::Serving => "serving",
             KeyRole::Worker => "worker",
             KeyRole::Operator => "operator",
+            KeyRole::SshCa => "ssh-ca",
         }
     }
 }

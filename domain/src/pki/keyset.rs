@@ -11,6 +11,10 @@
 //! key set loaded from a bundle written before has none (`operator_ca: None`) until
 //! [`KeySet::add_operator_ca`] (`pki add-operator-ca`) certifies one, which needs the root's key.
 //!
+//! Beside them too, the SSH CA (issue 42, Ed25519, [`SshCa`]): it signs OpenSSH certificates
+//! only. [`KeySet::generate`] makes it; a set from an older bundle has none (`ssh_ca: None`)
+//! until [`KeySet::add_ssh_ca`] (`pki add-ssh-ca`) makes one.
+//!
 //! The root's key may be kept out of the set ([`KeySet::without_root_key`], `pki init
 //! --offline-root`) and brought back for the one job that needs it, renewing the node or serving
 //! CA ([`KeySet::with_root_key`], [`KeySet::renew_ca`], `pki renew-ca --root-key FILE`).
@@ -22,6 +26,7 @@ use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
 use super::pin::Pin;
 use super::root::RootCa;
 use super::spiffe::TrustDomain;
+use super::ssh_ca::SshCa;
 use super::token_seal::JoinEncryptionKey;
 
 /// Lifetimes for `pki init`.
@@ -65,6 +70,8 @@ pub struct KeySet {
     pub command_signing_root: CommandSigningRoot,
     /// Operator CA (admin API client certificates); `None` in a bundle made before issue 23.
     pub operator_ca: Option<OperatorCa>,
+    /// SSH CA (OpenSSH certificates); `None` in a bundle made before issue 42.
+    pub ssh_ca: Option<SshCa>,
 }
 
 /// Why a key set could not be made or assembled.
@@ -97,6 +104,11 @@ pub enum KeySetError {
     /// `pki renew-ca --ca operator` on a set without one.
     #[error("the bundle has no operator CA to renew (`bcctl pki add-operator-ca` adds one)")]
     NoOperatorCa,
+    /// `pki add-ssh-ca` on a set that has one.
+    #[error(
+        "INVALID_STATE: the bundle already has an SSH CA (`bcctl pki show` prints its public key)"
+    )]
+    SshCaPresent,
 }
 
 /// A CA `pki renew-ca` renews.
@@ -132,6 +144,9 @@ pub struct KeySetPins {
     /// Operator CA key (absent in a bundle without an operator CA).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operator_ca: Option<Pin>,
+    /// The SSH CA's public key as an OpenSSH line (absent in a bundle without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ssh_ca_public_key: Option<String>,
 }
 
 impl KeySet {
@@ -170,6 +185,7 @@ impl KeySet {
         )?;
         Ok(KeySet {
             operator_ca: Some(operator_ca),
+            ssh_ca: Some(SshCa::generate()?),
             root_ca,
             node_ca,
             serving_ca,
@@ -246,6 +262,7 @@ impl KeySet {
             audit_signing,
             command_signing_root,
             operator_ca: None,
+            ssh_ca: None,
         })
     }
 
@@ -310,6 +327,23 @@ impl KeySet {
         Ok(())
     }
 
+    /// The same set with a loaded SSH CA (an Ed25519 key: it cannot be any P-256 key of the
+    /// set).
+    pub fn with_ssh_ca(mut self, ssh_ca: SshCa) -> KeySet {
+        self.ssh_ca = Some(ssh_ca);
+        self
+    }
+
+    /// `pki add-ssh-ca`: makes a fresh SSH CA key. Refuses a set that has one
+    /// ([`KeySetError::SshCaPresent`]).
+    pub fn add_ssh_ca(&mut self) -> Result<(), KeySetError> {
+        if self.ssh_ca.is_some() {
+            return Err(KeySetError::SshCaPresent);
+        }
+        self.ssh_ca = Some(SshCa::generate()?);
+        Ok(())
+    }
+
     /// The same set with the root's key dropped (`pki init --offline-root` writes it apart first).
     pub fn without_root_key(mut self) -> KeySet {
         self.root_ca = self.root_ca.offline();
@@ -361,7 +395,11 @@ impl KeySet {
             KeyRole::AuditSigning => self.audit_signing.public_key(),
             KeyRole::CommandSigningRoot => self.command_signing_root.public_key(),
             KeyRole::OperatorCa => return self.operator_ca.as_ref().map(|ca| ca.public_key()),
-            KeyRole::Node | KeyRole::Serving | KeyRole::Worker | KeyRole::Operator => return None,
+            KeyRole::Node
+            | KeyRole::Serving
+            | KeyRole::Worker
+            | KeyRole::Operator
+            | KeyRole::SshCa => return None,
         })
     }
 
@@ -376,6 +414,7 @@ impl KeySet {
             audit_signing: self.audit_signing.public_key().pin(),
             command_signing_root: self.command_signing_root.public_key().pin(),
             operator_ca: self.operator_ca.as_ref().map(|ca| ca.public_key().pin()),
+            ssh_ca_public_key: self.ssh_ca.as_ref().map(SshCa::public_key_line),
         }
     }
 }

@@ -5,7 +5,8 @@
 //! no clock (every `now` is an argument), no async. The one outside input is randomness for
 //! keys, serials, salts and nonces, drawn from ring's `SystemRandom`.
 //!
-//! All keys are ECDSA P-256 with SHA-256, and no key does two jobs ([`keys::KeyRole`]).
+//! All keys are ECDSA P-256 with SHA-256 but the SSH CA (Ed25519, [`ssh_ca`]), and no key does
+//! two jobs ([`keys::KeyRole`]).
 //!
 //! | module | job |
 //! | --- | --- |
@@ -28,6 +29,7 @@
 //! | [`token`] | join-token secrets and their stored hashes |
 //! | [`token_seal`] | sealing a token to the JoinService, bound to the CSR |
 //! | [`statement`] | purpose-bound signatures and the proof time window |
+//! | [`ssh_ca`] | the SSH CA (Ed25519): signs OpenSSH certificates only (`crate::ssh`) |
 
 pub mod backdate;
 pub mod bundle;
@@ -47,6 +49,7 @@ pub mod secret;
 pub mod serving_grant;
 pub mod signer;
 pub mod spiffe;
+pub mod ssh_ca;
 pub mod statement;
 pub mod token;
 pub mod token_seal;
@@ -87,6 +90,7 @@ pub use serving_grant::{
 };
 pub use signer::{build_csr_with, ecdsa_der, sign_with, NodeSigner, SignerError};
 pub use spiffe::{NodeId, NodeRole, Role, SiteId, SpiffeError, SpiffeId, TrustDomain};
+pub use ssh_ca::{NotACertificate, SshCa};
 pub use statement::{
     check_clock_window, signed_input, verify, ClockWindowError, Purpose, Statement, StatementError,
 };

@@ -23,6 +23,7 @@ pub fn message_of(event_type: &str) -> Option<&'static str> {
         operators::TYPES,
         quorum::TYPES,
         sites::TYPES,
+        ssh::TYPES,
         tenants::TYPES,
     ]
     .iter()
@@ -46,5 +47,7 @@ pub use operators::operator_stream;
 mod quorum;
 mod sites;
 pub use sites::site_boot_lease;
+mod ssh;
+pub use ssh::ssh_cert_stream;
 mod tenants;
 pub use tenants::tenant_stream;

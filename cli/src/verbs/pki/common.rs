@@ -76,6 +76,10 @@ pub fn print_pins(pins: &KeySetPins) {
             crate::outln!("  operator CA              none (bcctl pki add-operator-ca adds one)")
         }
     }
+    match &pins.ssh_ca_public_key {
+        Some(line) => crate::outln!("  SSH CA                   {line}"),
+        None => crate::outln!("  SSH CA                   none (bcctl pki add-ssh-ca adds one)"),
+    }
 }
 
 /// Creates `path` with mode 0600, failing if it exists, and syncs it and its directory. During

@@ -2,7 +2,7 @@
 //! pins (`pki trust-version` and `pki rotate-command-root` are [`crate::verbs::pki::trust`];
 //! `pki renew-ca` and `pki reseal` are [`crate::verbs::pki::lifecycle`]; `pki issue-gateway` is
 //! [`crate::verbs::pki::gateway`]; `pki add-operator-ca` and `pki issue-operator` are
-//! [`crate::verbs::pki::operator`]; `pki crl` is [`crate::verbs::pki::crl`]). `pki init` makes
+//! [`crate::verbs::pki::operator`]; `pki add-ssh-ca` is [`crate::verbs::pki::ssh_ca`]; `pki crl` is [`crate::verbs::pki::crl`]). `pki init` makes
 //! the operator CA with the other keys.
 //!
 //! `pki init --offline-root FILE` writes the root CA's key to FILE (mode 0600, never
@@ -28,6 +28,7 @@ pub(crate) mod internal_cert;
 pub(crate) mod kdf;
 pub(crate) mod lifecycle;
 pub(crate) mod operator;
+pub(crate) mod ssh_ca;
 pub(crate) mod trust;
 
 use std::path::{Path, PathBuf};
@@ -68,6 +69,8 @@ pub enum PkiCommand {
     IssueGateway(crate::verbs::pki::gateway::IssueGatewayArgs),
     /// Add the operator CA (admin API client certificates) to a bundle made without one.
     AddOperatorCa(crate::verbs::pki::operator::AddOperatorCaArgs),
+    /// Add the SSH CA (Ed25519; OpenSSH certificates only) to a bundle made without one.
+    AddSshCa(crate::verbs::pki::ssh_ca::AddSshCaArgs),
     /// Issue an operator certificate into DIR (operator.pem, operator.key, serving-ca.pem,
     /// profile.toml); recorded as operator.cert.issued.
     IssueOperator(crate::verbs::pki::operator::IssueOperatorArgs),
@@ -138,6 +141,7 @@ pub async fn run(cmd: PkiCommand) -> Result<(), PkiCmdError> {
         PkiCommand::Reseal(args) => crate::verbs::pki::lifecycle::reseal(args),
         PkiCommand::IssueGateway(args) => crate::verbs::pki::gateway::issue_gateway(args),
         PkiCommand::AddOperatorCa(args) => crate::verbs::pki::operator::add_operator_ca(args),
+        PkiCommand::AddSshCa(args) => crate::verbs::pki::ssh_ca::add_ssh_ca(args),
         PkiCommand::IssueOperator(args) => {
             crate::verbs::pki::operator::issue_operator_cmd(args).await
         }

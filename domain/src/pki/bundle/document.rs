@@ -52,6 +52,9 @@ pub(super) struct PublicKeys {
     pub(super) join_signing: String,
     pub(super) join_encryption: String,
     pub(super) audit_signing: String,
+    /// The SSH CA's public key, one OpenSSH line; absent in a bundle without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) ssh_ca: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -89,6 +92,9 @@ pub(super) struct KeyMap {
     /// Absent in a bundle without an operator CA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) operator_ca: Option<String>,
+    /// Absent in a bundle without an SSH CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) ssh_ca: Option<String>,
     /// The second command-signing root while a rotation is in progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) next_command_signing_root: Option<NextRootText>,

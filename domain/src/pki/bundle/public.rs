@@ -9,6 +9,7 @@ use crate::pki::keys::PublicKey;
 use crate::pki::keyset::{KeySet, KeySetPins};
 use crate::pki::pin::Pin;
 use crate::pki::spiffe::TrustDomain;
+use crate::pki::ssh_ca::{public_key_blob, public_key_line};
 
 const PUBLIC_LABEL: &str = "bc-pki-bundle-public-v1";
 
@@ -35,6 +36,8 @@ pub struct PublicBundle {
     pub root_offline: bool,
     /// Operator CA certificate, DER (`None` in a bundle without one).
     pub operator_ca_der: Option<Vec<u8>>,
+    /// The SSH CA's Ed25519 public key (`None` in a bundle without one).
+    pub ssh_ca_public_key: Option<[u8; 32]>,
 }
 
 impl PublicBundle {
@@ -51,6 +54,10 @@ impl PublicBundle {
             audit_signing: keys.audit_signing.public_key().clone(),
             root_offline: keys.root_ca.is_offline(),
             operator_ca_der: keys.operator_ca.as_ref().map(|ca| ca.cert_der().to_vec()),
+            ssh_ca_public_key: keys.ssh_ca.as_ref().and_then(|ca| {
+                let key: Option<[u8; 32]> = ca.public_key_bytes().try_into().ok();
+                key
+            }),
         }
     }
 
@@ -81,6 +88,10 @@ impl PublicBundle {
             put_lp(&mut out, b"operatorCa");
             put_lp(&mut out, der);
         }
+        if let Some(key) = &self.ssh_ca_public_key {
+            put_lp(&mut out, b"sshCa");
+            put_lp(&mut out, &public_key_blob(key));
+        }
         sha256(&out)
     }
 
@@ -108,6 +119,7 @@ impl PublicBundle {
                 Some(der) => Some(ca_pin("certificates.operatorCa", der)?),
                 None => None,
             },
+            ssh_ca_public_key: self.ssh_ca_public_key.as_ref().map(|k| public_key_line(k)),
         })
     }
 }

@@ -17,8 +17,13 @@ use crate::pki::encoding::{b64, pem_encode};
 use crate::pki::keys::{PrivateKey, PublicKey};
 use crate::pki::keyset::KeySet;
 use crate::pki::secret::DeploymentSecret;
+use crate::pki::ssh_ca::SshCa;
 
-fn key_map(keys: &KeySet, encode: impl Fn(&PrivateKey) -> String) -> KeyMap {
+fn key_map(
+    keys: &KeySet,
+    encode: impl Fn(&PrivateKey) -> String,
+    encode_ssh: impl Fn(&[u8]) -> String,
+) -> KeyMap {
     KeyMap {
         root_ca: keys.root_ca.private_key().map(&encode),
         node_ca: encode(keys.node_ca.private_key()),
@@ -28,6 +33,7 @@ fn key_map(keys: &KeySet, encode: impl Fn(&PrivateKey) -> String) -> KeyMap {
         audit_signing: encode(&keys.audit_signing),
         command_signing_root: encode(keys.command_signing_root.private_key()),
         operator_ca: keys.operator_ca.as_ref().map(|ca| encode(ca.private_key())),
+        ssh_ca: keys.ssh_ca.as_ref().map(|ca| encode_ssh(ca.pkcs8_der())),
         next_command_signing_root: None,
     }
 }
@@ -51,6 +57,7 @@ fn document(keys: &KeySet, private_keys: PrivateKeys) -> Document {
             join_signing: public(keys.join_signing.public_key()),
             join_encryption: public(keys.join_encryption.public_key()),
             audit_signing: public(keys.audit_signing.public_key()),
+            ssh_ca: keys.ssh_ca.as_ref().map(SshCa::public_key_line),
         },
         private_keys,
     }
@@ -95,7 +102,7 @@ pub(crate) fn seal_with_next(
         .and_then(|_| rng.fill(&mut nonce))
         .map_err(|_| BundleError::Seal("the system random generator failed".into()))?;
     let (aead, check) = seal_keys(&kdf, secret, &salt)?;
-    let mut map = key_map(keys, |k| b64(k.pkcs8_der()));
+    let mut map = key_map(keys, |k| b64(k.pkcs8_der()), b64);
     map.next_command_signing_root = next.map(|r| next_text::to_text(r, false));
     let payload = SealedPayload {
         public_sha256: hex::encode(PublicBundle::of(keys).public_sha256()),
@@ -130,7 +137,11 @@ pub(crate) fn plaintext_with_next(
     keys: &KeySet,
     next: Option<&CommandSigningRoot>,
 ) -> Result<Vec<u8>, BundleError> {
-    let mut keys_pem = key_map(keys, |k| pem_encode("PRIVATE KEY", k.pkcs8_der()));
+    let mut keys_pem = key_map(
+        keys,
+        |k| pem_encode("PRIVATE KEY", k.pkcs8_der()),
+        |der| pem_encode("PRIVATE KEY", der),
+    );
     keys_pem.next_command_signing_root = next.map(|r| next_text::to_text(r, true));
     to_json(&document(keys, PrivateKeys::Plaintext { keys: keys_pem }))
 }
