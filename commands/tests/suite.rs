@@ -39,6 +39,7 @@ mod identity_races;
 mod join_answered_again;
 mod join_replay;
 mod leadership;
+mod oidc_issuer;
 mod pool_policy;
 mod projection_runner;
 mod provisioned_join;

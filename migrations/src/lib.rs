@@ -54,6 +54,7 @@ both_backends!(
     "0016_attestor_entries.sql",
     "0017_node_join_csr.sql",
     "0018_tenants.sql",
+    "0021_oidc_keys.sql",
 );
 
 fn migrator(files: &'static [File]) -> Migrator {

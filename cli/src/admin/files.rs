@@ -123,6 +123,11 @@ pub const REMOTE_VERBS: &[VerbFiles] = &[
     plain("tenant list"),
     plain("tenant show"),
     plain("tenant delete"),
+    plain("oidc keys list"),
+    plain("oidc keys add"),
+    plain("oidc keys promote"),
+    plain("oidc keys retire"),
+    plain("oidc discovery"),
     plain("operator list"),
     plain("operator revoke"),
 ];

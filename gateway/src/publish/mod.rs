@@ -1,12 +1,13 @@
 //! What the gateway publishes to anyone, beside the agent-facing endpoint: the node CA's
 //! revocation list ([`crl`]), kept current and served over plain HTTP, and pushed to nodes over
-//! their sessions.
+//! their sessions; workload identity's OIDC discovery document and JWK Set ([`oidc`]).
 //!
 //! Nothing here may hold a key a split gateway must not hold: a split gateway gets what it
 //! publishes from the api and checks it against the public node CA certificate before serving it.
 
 pub mod crl;
 pub mod crl_http;
+pub mod oidc;
 
 use std::net::SocketAddr;
 
