@@ -42,6 +42,7 @@ mod lost_answers_e2e;
 mod named_commands;
 mod nginx_pem;
 mod node_setup_e2e;
+mod oidc_e2e;
 mod operator_cli;
 mod operator_views;
 mod pki_and_store_cli;
