@@ -124,6 +124,8 @@ async fn a_rotation_add_promote_retire_never_fails_a_verification() {
         }
         keys.promote(&b.kid).await.unwrap();
         clock.advance_secs(2);
+        // The issuer reads which key signs at most once a (real) second.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         let after = minting.mint(&request()).await.unwrap();
         assert_eq!(
             after.kid, b.kid,

@@ -129,6 +129,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Feed(#[from] feed::FeedError),
+    #[error(transparent)]
+    Publish(#[from] crate::publish::PublishStartError),
     #[error("gateway serving certificate files: {0}")]
     TlsFiles(#[from] crate::edge::tls_files::TlsFileError),
     #[error("configuration {0}")]

@@ -1,12 +1,13 @@
 """A relying party of the OIDC issuer, written with PyJWT as any OIDC-aware service would.
 
-Usage: verify.py ISSUER. Trusts the CA in SSL_CERT_FILE (the deployment's root). Reads the
+Usage: verify.py ISSUER LIFESPAN. Trusts the CA in SSL_CERT_FILE (the deployment's root). Reads the
 discovery document at ISSUER/.well-known/openid-configuration (GET, then HEAD for the headers),
 prints one JSON line describing it, then reads lines "JWT AUDIENCE" from standard input and
 answers each with one JSON line: {"ok": true, "claims": {...}, "kid": ...} when PyJWT verified the
 signature (key from the JWK Set through PyJWKClient), the issuer, the audience and the expiry, or
 {"ok": false, "error": "<exception class>"}. A line "JWKS" prints the key ids the JWK Set holds
-now (fetched anew).
+now (fetched anew). LIFESPAN is how long PyJWKClient keeps the JWK Set (its default is 300 s,
+the documents' max-age); its refresh on an unknown key id keeps its default 30 s cooldown.
 """
 
 import json
@@ -42,7 +43,7 @@ def main():
         "jwksCacheControl": jwks_headers.get("Cache-Control"),
         "jwksAllowOrigin": jwks_headers.get("Access-Control-Allow-Origin"),
     }), flush=True)
-    client = PyJWKClient(document["jwks_uri"])
+    client = PyJWKClient(document["jwks_uri"], lifespan=float(sys.argv[2]))
     algs = document["id_token_signing_alg_values_supported"]
     for line in sys.stdin:
         line = line.strip()

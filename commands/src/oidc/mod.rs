@@ -15,14 +15,14 @@ mod view;
 
 use async_trait::async_trait;
 use domain::oidc::{
-    decide_add_key, decide_promote_key, decide_retire_key, AddKey, IssuerKey, KeyState,
-    OidcKeyEvent, OidcSigningKey,
+    decide_add_key, decide_promote_key, decide_retire_key, AddKey, IssuerKey, OidcKeyEvent,
+    OidcSigningKey,
 };
 use domain::pki::{Argon2idParams, DeploymentSecret};
 use events::schema::OIDC_ISSUER_STREAM;
 use events::store::{EventStore, ExpectedVersion, LogStore, LogTx, StoreTx};
 use events::{new_event_id, NewEvent};
-use projections::oidc_keys::{oidc_key_rows, OidcKeyRow, OidcKeys};
+use projections::oidc_keys::{oidc_key_rows, OidcKeys};
 use projections::Projection;
 use rand_core::CryptoRngCore;
 
@@ -32,6 +32,7 @@ use crate::run::{append_and_project, decided, run, At, Command, Decided};
 
 pub use error::OidcError;
 pub use issuer::{jwks, publication, MintedToken, OidcIssuer, OidcSettings};
+use view::issuer_key;
 pub use view::OidcKeyView;
 
 /// The projection the OIDC commands apply (also in [`crate::every_projection`]).
@@ -111,17 +112,6 @@ impl OidcKeyAdmin {
             .find(|k| k.kid == kid)
             .ok_or_else(|| OidcError::Corrupt(format!("key {kid} has no row after its change")))
     }
-}
-
-/// A row as the deciders read it.
-pub(crate) fn issuer_key(row: &OidcKeyRow) -> Result<IssuerKey, OidcError> {
-    let state = KeyState::parse(&row.state)
-        .ok_or_else(|| OidcError::Corrupt(format!("key {} in state {:?}", row.kid, row.state)))?;
-    Ok(IssuerKey {
-        kid: row.kid.clone(),
-        state,
-        stopped_at_us: row.stopped_at_us,
-    })
 }
 
 /// One key change, as the runner drives it.

@@ -1,11 +1,10 @@
 //! What the key commands answer: a key as `oidc keys list` prints it.
 
-use domain::oidc::KeyState;
+use domain::oidc::{IssuerKey, KeyState};
 use projections::oidc_keys::OidcKeyRow;
 use serde::Serialize;
 
 use super::error::OidcError;
-use super::issuer_key;
 
 /// One key of the issuer (never its private half).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,4 +48,15 @@ impl OidcKeyView {
     pub fn signs(&self) -> bool {
         self.state == KeyState::Signing.name()
     }
+}
+
+/// A row as the deciders read it.
+pub(crate) fn issuer_key(row: &OidcKeyRow) -> Result<IssuerKey, OidcError> {
+    let state = KeyState::parse(&row.state)
+        .ok_or_else(|| OidcError::Corrupt(format!("key {} in state {:?}", row.kid, row.state)))?;
+    Ok(IssuerKey {
+        kid: row.kid.clone(),
+        state,
+        stopped_at_us: row.stopped_at_us,
+    })
 }

@@ -16,6 +16,19 @@ use tokio::task::JoinHandle;
 
 use crate::publish::crl::{CrlOptions, CrlSigner, CrlWatch};
 
+/// Why a publication listener (the SPIFFE bundle endpoint, the OIDC documents) could not start;
+/// the gateway reports it as its start error.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishStartError {
+    #[error("cannot listen on {addr}: {source} (is another server using the port?)")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::edge::tls::TlsSetupError),
+}
+
 /// The revocation list kept current, and the tasks doing it.
 pub struct Published {
     /// The current list.

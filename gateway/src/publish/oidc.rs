@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::edge::limits::{ConnectionCaps, EdgeLimits};
-use crate::run::StartError;
+use crate::publish::PublishStartError;
 use crate::trust::spiffe_bundle::{read_head, server_config};
 
 /// Connections open at once, in all and from one address.
@@ -56,11 +56,11 @@ pub async fn start(
     resolver: Arc<dyn ResolvesServerCert>,
     store: &EventStore,
     background: &mut Vec<JoinHandle<()>>,
-) -> Result<Option<SocketAddr>, StartError> {
+) -> Result<Option<SocketAddr>, PublishStartError> {
     let Some(p) = publication else {
         return Ok(None);
     };
-    let listen_error = |source| StartError::Listen {
+    let listen_error = |source| PublishStartError::Listen {
         addr: p.listen,
         source,
     };

@@ -239,14 +239,14 @@ pub(crate) async fn start(
     read_store: &EventStore,
     root_ca_der: &[u8],
     background: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> Result<Option<SocketAddr>, crate::run::StartError> {
+) -> Result<Option<SocketAddr>, crate::publish::PublishStartError> {
     let Some(endpoint) = endpoint else {
         return Ok(None);
     };
     let (listener, addr) =
         bind(endpoint)
             .await
-            .map_err(|source| crate::run::StartError::Listen {
+            .map_err(|source| crate::publish::PublishStartError::Listen {
                 addr: endpoint.listen,
                 source,
             })?;

@@ -565,7 +565,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         admin,
         spiffe_bundle,
         crl,
-        oidc: crate::serve::config::oidc::oidc_settings(file.oidc.as_ref(), role)?,
+        oidc: crate::serve::config::oidc::oidc_settings(file.oidc.as_ref(), role == Role::Api)
+            .map_err(|(key, message)| ConfigError::Invalid { key, message })?,
     })
 }
 

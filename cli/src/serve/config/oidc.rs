@@ -17,8 +17,6 @@ use domain::oidc::IssuerUrl;
 use gateway::publish::oidc::OidcPublication;
 use serde::Deserialize;
 
-use super::{env, ConfigError, Role};
-
 /// `[oidc]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,16 +38,21 @@ pub struct OidcConfig {
     pub publication: Option<OidcPublication>,
 }
 
-fn invalid(key: &'static str, message: String) -> ConfigError {
-    ConfigError::Invalid { key, message }
+/// A setting that cannot be used: its key and why (the caller makes it a configuration error).
+type Invalid = (&'static str, String);
+
+fn invalid(key: &'static str, message: String) -> Invalid {
+    (key, message)
 }
 
-/// `[oidc]` resolved for `role`, the variables over the file: `None` when neither the table nor
-/// `BC_OIDC_ISSUER` is given.
-pub fn oidc_settings(
-    file: Option<&FileOidc>,
-    role: Role,
-) -> Result<Option<OidcConfig>, ConfigError> {
+/// An environment variable's value, `None` when unset or empty.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// `[oidc]` resolved (`api`: the role is an api, which serves no documents), the variables over
+/// the file: `None` when neither the table nor `BC_OIDC_ISSUER` is given.
+pub fn oidc_settings(file: Option<&FileOidc>, api: bool) -> Result<Option<OidcConfig>, Invalid> {
     let issuer = env("BC_OIDC_ISSUER").or_else(|| file.and_then(|f| f.issuer.clone()));
     let listen = env("BC_OIDC_LISTEN").or_else(|| file.and_then(|f| f.listen.clone()));
     let Some(issuer) = issuer else {
@@ -62,7 +65,8 @@ pub fn oidc_settings(
         return Ok(None);
     };
     let issuer = IssuerUrl::parse(&issuer).map_err(|m| invalid("oidc.issuer", m))?;
-    let default_audience = env("BC_OIDC_DEFAULT_AUDIENCE")
+    let default_audience = env
+        .default_audience
         .or_else(|| file.and_then(|f| f.default_audience.clone()))
         .filter(|a| !a.trim().is_empty())
         .ok_or_else(|| {
@@ -71,14 +75,14 @@ pub fn oidc_settings(
                 "the default audience is required (the aud of a token whose request names none, e.g. sts.amazonaws.com)".into(),
             )
         })?;
-    if role == Role::Api && listen.as_deref().is_some_and(|l| l != "off") {
+    if api && listen.as_deref().is_some_and(|l| l != "off") {
         return Err(invalid(
             "oidc.listen",
             "a gateway serves the discovery document and JWK Set (role all or gateway), not the api: leave [oidc] listen and BC_OIDC_LISTEN out".into(),
         ));
     }
-    let listen = match (role, listen) {
-        (Role::Api, _) => None,
+    let listen = match (api, listen) {
+        (true, _) => None,
         (_, Some(l)) if l == "off" => None,
         (_, l) => Some(l.unwrap_or_else(|| DEFAULT_LISTEN.to_string())),
     };
