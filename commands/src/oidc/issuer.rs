@@ -119,13 +119,14 @@ impl OidcIssuer {
         })
     }
 
-    /// The key that signs: the last reading while younger than [`PROMOTION_CHECK`], else read
-    /// again (and a newly promoted key opened).
+    /// The key that signs: the last reading while younger than [`PROMOTION_CHECK`] and naming
+    /// a key, else read again (and a newly promoted key opened).
     async fn signing_key(&self) -> Result<Option<Arc<OidcSigningKey>>, OidcError> {
         let mut reading = self.reading.lock().await;
+        // A reading of "no key signs" is not kept: the first promotion signs at once.
         if let Some(r) = reading
             .as_ref()
-            .filter(|r| r.at.elapsed() < PROMOTION_CHECK)
+            .filter(|r| r.key.is_some() && r.at.elapsed() < PROMOTION_CHECK)
         {
             return Ok(r.key.clone());
         }
