@@ -65,8 +65,7 @@ pub fn oidc_settings(file: Option<&FileOidc>, api: bool) -> Result<Option<OidcCo
         return Ok(None);
     };
     let issuer = IssuerUrl::parse(&issuer).map_err(|m| invalid("oidc.issuer", m))?;
-    let default_audience = env
-        .default_audience
+    let default_audience = env("BC_OIDC_DEFAULT_AUDIENCE")
         .or_else(|| file.and_then(|f| f.default_audience.clone()))
         .filter(|a| !a.trim().is_empty())
         .ok_or_else(|| {
