@@ -95,6 +95,10 @@ enum Expect {
     /// Exit 0, standard output one JSON document of a documented file format (the inclusion
     /// proof, docs/AUDIT.md), whose keys are the format's, not the CLI's (docs/CLI.md).
     FileFormat,
+    /// Exit 0, standard output one JSON document whose `discovery` and `jwks` hold the OIDC
+    /// documents as the gateway serves them (their keys are OIDC's: `jwks_uri`, ...), every
+    /// other key camelCase (`oidc discovery`, docs/WORKLOAD-IDENTITY.md).
+    OidcDocuments,
 }
 
 /// The read verbs (and the writes safe to repeat) run with `--json` on the deployment, in
@@ -131,6 +135,14 @@ const RUN: &[(&str, &[&str], Expect)] = &[
         Expect::Json,
     ),
     ("operator list", &[], Expect::Json),
+    ("oidc keys list", &[], Expect::Json),
+    ("oidc keys promote", &["no-such-key"], Expect::Fails(1)),
+    ("oidc keys retire", &["no-such-key"], Expect::Fails(1)),
+    (
+        "oidc discovery",
+        &["--issuer", "https://id.example.com"],
+        Expect::OidcDocuments,
+    ),
     ("join-request list", &[], Expect::Json),
     ("join-request show", &["jr_missing"], Expect::Fails(1)),
     ("cloud account list", &[], Expect::Json),
@@ -225,6 +237,8 @@ const PENDING: &[(&str, &[&str], Expect)] = &[
 /// cannot repeat without fixtures of their own (their own tests run them). Each still has its
 /// `--help` and bogus-flag check.
 const NOT_RUN: &[&str] = &[
+    // A key added and not promoted is a doctor warning (oidc.no-signing-key); oidc_e2e runs it.
+    "oidc keys add",
     "up",
     "serve",
     "pki init",
@@ -421,6 +435,20 @@ fn run_table(
                 let v: Value = serde_json::from_slice(&out.stdout)
                     .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e})"));
                 assert_eq!(v["format"], "bc-audit-inclusion-proof", "{what}");
+            }
+            Expect::OidcDocuments => {
+                assert_eq!(out.status.code(), Some(0), "{what}");
+                let mut v: Value = serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e})"));
+                assert!(v["discovery"]["jwks_uri"].is_string(), "{what}: {v}");
+                assert!(v["jwks"]["keys"].is_array(), "{what}: {v}");
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("discovery");
+                    o.remove("jwks");
+                }
+                let mut bad = Vec::new();
+                bad_keys(&v, "", &mut bad);
+                assert!(bad.is_empty(), "{what}: keys not camelCase: {bad:?}\n{v}");
             }
             Expect::Quiet => {
                 assert_eq!(

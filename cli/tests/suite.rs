@@ -43,6 +43,7 @@ mod named_commands;
 mod nginx_pem;
 mod node_claims_e2e;
 mod node_setup_e2e;
+mod oidc_e2e;
 mod operator_cli;
 mod operator_views;
 mod pki_and_store_cli;

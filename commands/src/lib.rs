@@ -15,6 +15,7 @@ pub mod command_queue;
 pub mod crl;
 pub mod identity;
 pub mod leadership;
+pub mod oidc;
 pub mod operators;
 pub mod quorum;
 pub mod run;
@@ -40,6 +41,7 @@ pub fn every_projection() -> Vec<&'static dyn projections::Projection> {
     all.extend(operators::projections());
     all.extend(tenants::projections());
     all.extend(ssh::projections());
+    all.extend(oidc::projections());
     all.push(&AUDIT_CHECKPOINTS);
     all
 }

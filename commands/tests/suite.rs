@@ -41,6 +41,7 @@ mod join_answered_again;
 mod join_replay;
 mod leadership;
 mod node_claims;
+mod oidc_issuer;
 mod pool_policy;
 mod projection_runner;
 mod provisioned_join;

@@ -15,6 +15,7 @@ pub mod decision;
 pub mod duration;
 pub mod identity;
 pub mod merkle;
+pub mod oidc;
 pub mod operator;
 pub mod pki;
 pub mod plain_id;

@@ -85,6 +85,8 @@ pub struct GatewayConfig {
     pub spiffe_bundle: Option<crate::trust::spiffe_bundle::SpiffeBundleEndpoint>,
     /// The node CA's revocation list: its `nextUpdate` and where it is served over HTTP.
     pub crl: crate::publish::crl::CrlOptions,
+    /// Workload identity's discovery document and JWK Set (`[oidc] listen`); `None`: not served.
+    pub oidc: Option<crate::publish::oidc::OidcPublication>,
 }
 
 impl GatewayConfig {
@@ -106,6 +108,7 @@ impl GatewayConfig {
             root_tenant: "root".into(),
             spiffe_bundle: None,
             crl: Default::default(),
+            oidc: None,
         }
     }
 }
@@ -126,6 +129,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Feed(#[from] feed::FeedError),
+    #[error(transparent)]
+    Publish(#[from] crate::publish::PublishStartError),
     #[error("gateway serving certificate files: {0}")]
     TlsFiles(#[from] crate::edge::tls_files::TlsFileError),
     #[error("configuration {0}")]
@@ -147,6 +152,8 @@ pub struct Running {
     pub spiffe_bundle_addr: Option<SocketAddr>,
     /// The revocation list's HTTP address, when served.
     pub crl_addr: Option<SocketAddr>,
+    /// The OIDC discovery listener's address, when served.
+    pub oidc_addr: Option<SocketAddr>,
     /// Everything the metrics page reads (for tests and benchmarks).
     pub sources: MetricSources,
     /// What the edge limits closed or refused, by reason.
@@ -444,11 +451,18 @@ async fn serve_edge(
             serving
         }
     };
-    let spiffe_bundle_addr = start_spiffe_bundle(
+    let spiffe_bundle_addr = crate::trust::spiffe_bundle::start(
         config.spiffe_bundle.as_ref(),
         serving.clone(),
         &read_store,
         &edge.root_ca_der,
+        &mut background,
+    )
+    .await?;
+    let oidc_addr = crate::publish::oidc::start(
+        config.oidc.as_ref(),
+        serving.clone(),
+        &read_store,
         &mut background,
     )
     .await?;
@@ -595,12 +609,13 @@ async fn serve_edge(
     let server = tokio::spawn(crate::edge::http2::serve(listener, edge_server, async {
         let _ = shutdown_rx.await;
     }));
-    tracing::info!(%addr, metrics = ?metrics_addr, spiffe_bundle = ?spiffe_bundle_addr, trust_domain = %edge.trust_domain, relay, "gateway serving");
+    tracing::info!(%addr, metrics = ?metrics_addr, spiffe_bundle = ?spiffe_bundle_addr, oidc = ?oidc_addr, trust_domain = %edge.trust_domain, relay, "gateway serving");
     Ok(Running {
         addr,
         metrics_addr,
         spiffe_bundle_addr,
         crl_addr,
+        oidc_addr,
         sources,
         edge: edge_counters,
         join_limiter,
@@ -609,32 +624,4 @@ async fn serve_edge(
         background,
         edge_refusals,
     })
-}
-
-/// The SPIFFE bundle endpoint on its own listener, when `[spiffe_bundle]` asks for one
-/// ([`crate::trust::spiffe_bundle`]); its task joins `background`.
-async fn start_spiffe_bundle(
-    endpoint: Option<&crate::trust::spiffe_bundle::SpiffeBundleEndpoint>,
-    resolver: Arc<dyn tokio_rustls::rustls::server::ResolvesServerCert>,
-    read_store: &EventStore,
-    root_ca_der: &[u8],
-    background: &mut Vec<JoinHandle<()>>,
-) -> Result<Option<SocketAddr>, StartError> {
-    let Some(endpoint) = endpoint else {
-        return Ok(None);
-    };
-    let (listener, addr) = crate::trust::spiffe_bundle::bind(endpoint)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: endpoint.listen,
-            source,
-        })?;
-    background.push(crate::trust::spiffe_bundle::spawn(
-        listener,
-        resolver,
-        read_store.clone(),
-        root_ca_der.to_vec(),
-        endpoint.refresh_hint_secs,
-    )?);
-    Ok(Some(addr))
 }

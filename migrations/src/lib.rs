@@ -56,6 +56,7 @@ both_backends!(
     "0018_tenants.sql",
     "0019_node_claims.sql",
     "0020_ssh_certificates.sql",
+    "0021_oidc_keys.sql",
 );
 
 fn migrator(files: &'static [File]) -> Migrator {

@@ -15,6 +15,7 @@ pub mod doctor;
 mod from_row;
 pub mod identity;
 pub mod inspect;
+pub mod oidc_keys;
 pub mod operators;
 pub mod operators_read;
 mod projection;

@@ -128,6 +128,11 @@ pub const TABLE: &[(&str, Access)] = &[
     ("tenant list", Roles(READ)),
     ("tenant show", Roles(READ)),
     ("tenant delete", Roles(ADMIN)),
+    ("oidc keys list", Roles(READ)),
+    ("oidc keys add", Roles(OPERATE)),
+    ("oidc keys promote", Roles(OPERATE)),
+    ("oidc keys retire", Roles(OPERATE)),
+    ("oidc discovery", Roles(EVERYONE)),
     ("config template serve", Local),
 ];
 

@@ -174,7 +174,8 @@ fn the_hierarchy_holds() {
             "batch scope",
             "batch list",
             "batch submit-approval",
-            "bundle show"
+            "bundle show",
+            "oidc discovery"
         ]
     );
 }

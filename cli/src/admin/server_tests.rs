@@ -174,7 +174,9 @@ async fn the_listener_answers_operators_and_checks_roles_flags_and_limits() {
             "events list",
             "events show",
             "tenant list",
-            "tenant show"
+            "tenant show",
+            "oidc keys list",
+            "oidc discovery"
         ]
     );
 

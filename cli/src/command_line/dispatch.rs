@@ -6,7 +6,8 @@ use crate::command_line::failure::Failure;
 use crate::command_line::Command;
 use crate::verbs::{
     attestor, audit, batch, bundle, cloud, command, config_template, doctor, events, healthcheck,
-    join_request, node, operator, pki, pool, rebuild, replay, site, ssh, store, tenant, token, tpm,
+    join_request, node, oidc, operator, pki, pool, rebuild, replay, site, ssh, store, tenant,
+    token, tpm,
 };
 
 /// Runs one parsed verb other than `up` and `serve`: what `main` does for those verbs on the
@@ -63,6 +64,9 @@ pub(crate) async fn dispatch(command: Command) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
         Command::Tenant(cmd) => tenant::run(cmd)
+            .await
+            .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
+        Command::Oidc(cmd) => oidc::run(cmd)
             .await
             .map_err(|e| Failure::coded(e.to_string(), e.exit_code())),
         Command::Config(cmd) => {

@@ -19,7 +19,8 @@ use clap::{Parser, Subcommand};
 
 use crate::verbs::{
     attestor, audit, batch, bundle, cloud, command, config_template, doctor, events, healthcheck,
-    join_request, node, operator, pki, pool, rebuild, replay, site, ssh, store, tenant, token, tpm,
+    join_request, node, oidc, operator, pki, pool, rebuild, replay, site, ssh, store, tenant,
+    token, tpm,
 };
 
 #[derive(Parser)]
@@ -104,6 +105,10 @@ pub(crate) enum Command {
     /// cancelled).
     #[command(subcommand)]
     Tenant(tenant::TenantCommand),
+    /// Workload identity's OIDC issuer: its signing keys (list, add, promote, retire) and
+    /// the discovery document and JWK Set it publishes.
+    #[command(subcommand)]
+    Oidc(oidc::OidcCommand),
     /// Configuration templates: template serve.
     #[command(subcommand)]
     Config(config_template::ConfigCommand),

@@ -388,6 +388,14 @@ pub(crate) fn gateway_config(settings: &Settings) -> Result<GatewayConfig, Serve
     config.root_tenant = settings.root_tenant.clone();
     config.spiffe_bundle = settings.spiffe_bundle.clone();
     config.crl = settings.crl;
+    config.oidc = settings.oidc.as_ref().and_then(|o| o.publication.clone());
+    if let Some(o) = settings
+        .oidc
+        .as_ref()
+        .filter(|o| !o.settings.issuer.on_443())
+    {
+        tracing::warn!(issuer = o.settings.issuer.as_str(), "the OIDC issuer URL is not on port 443: cloud relying parties (AWS IAM) fetch only from 443");
+    }
     Ok(config)
 }
 

@@ -95,7 +95,7 @@ command_poll_interval = "5s"
 # Further tables, file only, described in docs/INSTALL.md and the serve_config sources:
 # [limits] and [api_limits] (edge limits), [attestors.<id>] and [[attestors.external]],
 # [quorum] (the approver quorum to publish), [spiffe_bundle] (the SPIFFE bundle endpoint,
-# docs/GATEWAY.md).
+# docs/GATEWAY.md), [oidc] (workload identity's issuer, docs/WORKLOAD-IDENTITY.md).
 
 [sites]
 # How long a site agent's boot lease lasts unless renewed (BC_SITES_BOOT_LEASE_TTL).

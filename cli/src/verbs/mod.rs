@@ -22,6 +22,7 @@ pub(crate) mod events;
 pub(crate) mod healthcheck;
 pub(crate) mod join_request;
 pub(crate) mod node;
+pub(crate) mod oidc;
 pub(crate) mod operator;
 pub(crate) mod pki;
 pub(crate) mod pool;

@@ -33,6 +33,8 @@ pub enum IdentityCmdError {
     Identity(#[from] IdentityError),
     #[error("{0}")]
     Tenant(#[from] commands::tenants::TenantError),
+    #[error("{0}")]
+    Oidc(#[from] commands::oidc::OidcError),
     #[error("INVALID_INPUT: {0}")]
     Invalid(String),
     #[error("{0}")]

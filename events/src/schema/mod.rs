@@ -20,6 +20,7 @@ pub fn message_of(event_type: &str) -> Option<&'static str> {
         commands::TYPES,
         gateway::TYPES,
         identity::TYPES,
+        oidc::TYPES,
         operators::TYPES,
         quorum::TYPES,
         sites::TYPES,
@@ -42,6 +43,8 @@ pub use commands::command_stream;
 mod gateway;
 mod identity;
 pub use identity::{RevokedCertificates, JOIN_KEY_ATTESTOR, RENEW_POP_ATTESTOR};
+mod oidc;
+pub use oidc::OIDC_ISSUER_STREAM;
 mod operators;
 pub use operators::operator_stream;
 mod quorum;

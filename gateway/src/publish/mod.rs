@@ -1,12 +1,13 @@
 //! What the gateway publishes to anyone, beside the agent-facing endpoint: the node CA's
 //! revocation list ([`crl`]), kept current and served over plain HTTP, and pushed to nodes over
-//! their sessions.
+//! their sessions; workload identity's OIDC discovery document and JWK Set ([`oidc`]).
 //!
 //! Nothing here may hold a key a split gateway must not hold: a split gateway gets what it
 //! publishes from the api and checks it against the public node CA certificate before serving it.
 
 pub mod crl;
 pub mod crl_http;
+pub mod oidc;
 
 use std::net::SocketAddr;
 
@@ -14,6 +15,19 @@ use events::store::LogHub;
 use tokio::task::JoinHandle;
 
 use crate::publish::crl::{CrlOptions, CrlSigner, CrlWatch};
+
+/// Why a publication listener (the SPIFFE bundle endpoint, the OIDC documents) could not start;
+/// the gateway reports it as its start error.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishStartError {
+    #[error("cannot listen on {addr}: {source} (is another server using the port?)")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::edge::tls::TlsSetupError),
+}
 
 /// The revocation list kept current, and the tasks doing it.
 pub struct Published {

@@ -91,7 +91,9 @@ impl Source {
 
 /// The TLS configuration: the serving certificate's resolver, no client authentication, no
 /// resumption, HTTP/1.1 by ALPN.
-fn server_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<ServerConfig, TlsSetupError> {
+pub(crate) fn server_config(
+    resolver: Arc<dyn ResolvesServerCert>,
+) -> Result<ServerConfig, TlsSetupError> {
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
         .with_no_client_auth()
@@ -163,7 +165,7 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, source: Arc<Source>
 }
 
 /// The request head: the bytes up to the blank line, or `None` past [`MAX_HEAD`].
-async fn read_head<S: AsyncReadExt + Unpin>(stream: &mut S) -> Option<Vec<u8>> {
+pub(crate) async fn read_head<S: AsyncReadExt + Unpin>(stream: &mut S) -> Option<Vec<u8>> {
     let mut seen = Vec::new();
     let mut buf = [0u8; 1024];
     while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -227,4 +229,33 @@ fn response(status: &str, content_type: &str, body: &str, head_only: bool) -> Ve
         out.extend_from_slice(body.as_bytes());
     }
     out
+}
+
+/// The SPIFFE bundle endpoint on its own listener, when `[spiffe_bundle]` asks for one
+/// (this module); its task joins `background`.
+pub(crate) async fn start(
+    endpoint: Option<&SpiffeBundleEndpoint>,
+    resolver: Arc<dyn ResolvesServerCert>,
+    read_store: &EventStore,
+    root_ca_der: &[u8],
+    background: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Result<Option<SocketAddr>, crate::publish::PublishStartError> {
+    let Some(endpoint) = endpoint else {
+        return Ok(None);
+    };
+    let (listener, addr) =
+        bind(endpoint)
+            .await
+            .map_err(|source| crate::publish::PublishStartError::Listen {
+                addr: endpoint.listen,
+                source,
+            })?;
+    background.push(spawn(
+        listener,
+        resolver,
+        read_store.clone(),
+        root_ca_der.to_vec(),
+        endpoint.refresh_hint_secs,
+    )?);
+    Ok(Some(addr))
 }

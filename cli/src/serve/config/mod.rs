@@ -73,6 +73,7 @@ pub(crate) mod admin;
 pub(crate) mod attestors;
 pub(crate) mod crl;
 pub(crate) mod limits;
+pub(crate) mod oidc;
 pub(crate) mod quorum;
 pub(crate) mod spiffe_bundle;
 pub(crate) mod store;
@@ -195,6 +196,7 @@ pub struct FileConfig {
     /// The admin listener's address as `bcctl up` writes it (`[admin] listen` wins).
     pub admin_listen: Option<String>,
     pub spiffe_bundle: Option<crate::serve::config::spiffe_bundle::FileSpiffeBundle>,
+    pub oidc: Option<crate::serve::config::oidc::FileOidc>,
 }
 
 /// `[tls]`: the gateway's serving certificate from files.
@@ -280,6 +282,8 @@ pub struct Settings {
     pub spiffe_bundle: Option<gateway::trust::spiffe_bundle::SpiffeBundleEndpoint>,
     /// The node CA's revocation list (`[crl]`, [`crate::serve::config::crl`]).
     pub crl: gateway::publish::crl::CrlOptions,
+    /// Workload identity's issuer (`[oidc]`, [`crate::serve::config::oidc`]); `None`: none.
+    pub oidc: Option<crate::serve::config::oidc::OidcConfig>,
 }
 
 fn list_env(name: &str) -> Option<Vec<String>> {
@@ -561,6 +565,8 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         admin,
         spiffe_bundle,
         crl,
+        oidc: crate::serve::config::oidc::oidc_settings(file.oidc.as_ref(), role == Role::Api)
+            .map_err(|(key, message)| ConfigError::Invalid { key, message })?,
     })
 }
 

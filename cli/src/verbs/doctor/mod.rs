@@ -15,6 +15,7 @@
 
 mod feed;
 mod finding;
+mod oidc;
 mod pki;
 mod store;
 
@@ -122,6 +123,8 @@ pub async fn run(args: DoctorArgs) -> Result<u8, crate::command_line::failure::F
                 });
             store::check_audit(store, interval, &mut findings).await;
             store::check_certs(store, horizon, &mut findings).await;
+            let oidc = settings.as_ref().is_some_and(|s| s.oidc.is_some());
+            oidc::check_oidc(store, oidc, &mut findings).await;
         }
     }
     let metrics = metrics.or_else(|| {
