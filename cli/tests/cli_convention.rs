@@ -135,6 +135,14 @@ const RUN: &[(&str, &[&str], Expect)] = &[
         Expect::Json,
     ),
     ("operator list", &[], Expect::Json),
+    (
+        "ssh ca",
+        &["--known-hosts", "--trusted-user-ca"],
+        Expect::Json,
+    ),
+    ("ssh list", &[], Expect::Json),
+    ("ssh krl", &["--out", "{work}/revoked.krl"], Expect::Json),
+    ("ssh revoke", &["12345"], Expect::Fails(1)),
     ("oidc keys list", &[], Expect::Json),
     ("oidc keys promote", &["no-such-key"], Expect::Fails(1)),
     ("oidc keys retire", &["no-such-key"], Expect::Fails(1)),
@@ -239,6 +247,10 @@ const PENDING: &[(&str, &[&str], Expect)] = &[
 const NOT_RUN: &[&str] = &[
     // A key added and not promoted is a doctor warning (oidc.no-signing-key); oidc_e2e runs it.
     "oidc keys add",
+    // The deployment's bundle has its SSH CA already (refused); ssh_e2e runs it on an older one.
+    "pki add-ssh-ca",
+    // Needs an active node and a public key; ssh_e2e runs it.
+    "ssh issue",
     "up",
     "serve",
     "pki init",

@@ -116,7 +116,10 @@ async fn a_rotation_add_promote_retire_never_fails_a_verification() {
         assert_eq!(claims["aud"], "sts.amazonaws.com");
         assert_eq!(claims["exp"], T0 / 1_000_000 + 300);
 
-        // Add B: published at once, A still signs.
+        // Add B a second later (keys list by when they were added, then by kid, which is a
+        // thumbprint: added in the same microsecond, their order would be a coin toss):
+        // published at once, A still signs.
+        clock.advance_secs(1);
         let b = keys.add_with(&secret(), &CHEAP).await.unwrap();
         let mut held = vec![first.jwt];
         for _ in 0..3 {
