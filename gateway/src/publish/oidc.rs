@@ -6,32 +6,25 @@
 //! GET and HEAD, public (no client certificate), `Cache-Control: public, max-age=300`,
 //! `Access-Control-Allow-Origin: *`. The JWK Set is read from the store on every request, so a
 //! key added shows at once; the discovery document is the configuration's. The listener is
-//! the SPIFFE bundle endpoint's shape ([`crate::trust::spiffe_bundle`]): the gateway's serving
+//! the SPIFFE bundle endpoint's server ([`crate::trust::spiffe_bundle::serve`]): the gateway's serving
 //! certificate, TLS 1.2 and 1.3, HTTP/1.1, one request per connection, 64 connections (8 per
 //! address). It never reads a secret: a split gateway serves it from its read store.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use domain::oidc::discovery::CACHE_MAX_AGE_SECS;
 use domain::oidc::IssuerUrl;
 use events::store::EventStore;
 use rustls::server::ResolvesServerCert;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::edge::limits::{ConnectionCaps, EdgeLimits};
 use crate::publish::PublishStartError;
-use crate::trust::spiffe_bundle::{read_head, server_config};
-
-/// Connections open at once, in all and from one address.
-const MAX_CONNECTIONS: usize = 64;
-const MAX_PER_PEER: usize = 8;
-/// The TLS handshake and the request head must be done within this.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+use crate::trust::spiffe_bundle::{serve, server_config, Documents};
 
 /// Where the documents are served and for which issuer (`[oidc]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,37 +69,12 @@ pub async fn start(
     Ok(Some(addr))
 }
 
-async fn serve(listener: TcpListener, acceptor: TlsAcceptor, source: Arc<Source>) {
-    let caps = ConnectionCaps::new(&EdgeLimits {
-        max_connections: MAX_CONNECTIONS,
-        max_connections_per_peer: MAX_PER_PEER,
-        ..EdgeLimits::public()
-    });
-    loop {
-        let Ok((tcp, remote)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(permit) = caps.admit(remote.ip()) else {
-            drop(tcp);
-            continue;
-        };
-        let (acceptor, source) = (acceptor.clone(), source.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            let head = tokio::time::timeout(REQUEST_TIMEOUT, async {
-                let mut tls = acceptor.accept(tcp).await.ok()?;
-                let head = read_head(&mut tls).await;
-                Some((tls, head))
-            })
-            .await;
-            let Ok(Some((mut tls, head))) = head else {
-                return;
-            };
-            let answer = answer(&head, &source).await;
-            let _ = tls.write_all(&answer).await;
-            let _ = tls.shutdown().await;
-        });
+impl Documents for Source {
+    fn answer<'a>(
+        &'a self,
+        head: &'a Option<Vec<u8>>,
+    ) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + 'a>> {
+        Box::pin(answer(head, self))
     }
 }
 

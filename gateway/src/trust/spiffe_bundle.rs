@@ -11,7 +11,9 @@
 //! [`REFRESH_AFTER`], so a new version is served within that time without a restart. It must
 //! never answer anything but the bundle, and never read a secret.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -130,7 +132,33 @@ pub fn spawn(
     Ok(tokio::spawn(serve(listener, acceptor, source)))
 }
 
-async fn serve(listener: TcpListener, acceptor: TlsAcceptor, source: Arc<Source>) {
+/// What a public HTTPS document endpoint answers (this one, and the OIDC issuer's documents in
+/// `crate::publish::oidc`): the whole HTTP/1.1 response to one request head (`None`: a head
+/// over [`MAX_HEAD`]).
+pub(crate) trait Documents: Send + Sync + 'static {
+    fn answer<'a>(
+        &'a self,
+        head: &'a Option<Vec<u8>>,
+    ) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + 'a>>;
+}
+
+impl Documents for Source {
+    fn answer<'a>(
+        &'a self,
+        head: &'a Option<Vec<u8>>,
+    ) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + 'a>> {
+        Box::pin(answer(head, self))
+    }
+}
+
+/// Serves `documents` on `listener` until the task is dropped: at most [`MAX_CONNECTIONS`]
+/// connections ([`MAX_PER_PEER`] a peer), one request each, [`REQUEST_TIMEOUT`] for the TLS
+/// handshake and the request head.
+pub(crate) async fn serve<D: Documents>(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    documents: Arc<D>,
+) {
     let caps = ConnectionCaps::new(&EdgeLimits {
         max_connections: MAX_CONNECTIONS,
         max_connections_per_peer: MAX_PER_PEER,
@@ -145,7 +173,7 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, source: Arc<Source>
             drop(tcp);
             continue;
         };
-        let (acceptor, source) = (acceptor.clone(), source.clone());
+        let (acceptor, documents) = (acceptor.clone(), documents.clone());
         tokio::spawn(async move {
             let _permit = permit;
             let head = tokio::time::timeout(REQUEST_TIMEOUT, async {
@@ -157,7 +185,7 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, source: Arc<Source>
             let Ok(Some((mut tls, head))) = head else {
                 return;
             };
-            let answer = answer(&head, &source).await;
+            let answer = documents.answer(&head).await;
             let _ = tls.write_all(&answer).await;
             let _ = tls.shutdown().await;
         });
