@@ -201,20 +201,31 @@ async fn start_admin(
     }
 }
 
+/// A new deployment's key set, sealed under `secret` at the cost the environment asks
+/// (`verbs::pki::kdf`), written to `bundle` (never over an existing file).
+fn create_bundle(
+    bundle: &Path,
+    trust_domain: &str,
+    secret: &DeploymentSecret,
+) -> Result<(), UpError> {
+    let td = TrustDomain::new(trust_domain)
+        .map_err(|e| UpError::Setup(format!("--trust-domain: {e}")))?;
+    let keys = KeySet::generate(td, OffsetDateTime::now_utc(), KeySetLifetimes::default())
+        .map_err(|e| UpError::Setup(format!("generating the key set: {e}")))?;
+    let kdf = crate::verbs::pki::kdf::sealing_kdf().map_err(UpError::Setup)?;
+    let bytes = seal_bundle_with(&keys, secret, kdf)
+        .map_err(|e| UpError::Setup(format!("sealing the bundle: {e}")))?;
+    crate::verbs::pki::write_new_private(bundle, &bytes)?;
+    Ok(())
+}
+
 async fn up_in(args: &UpArgs) -> Result<(), UpError> {
     create_private_dir(&args.dir)?;
     let dir = std::fs::canonicalize(&args.dir).map_err(io(&args.dir))?;
     let (secret, secret_file) = secret(&dir)?;
     let bundle = Deployment::in_dir(&dir).bundle;
     if !bundle.exists() {
-        let td = TrustDomain::new(&args.trust_domain)
-            .map_err(|e| UpError::Setup(format!("--trust-domain: {e}")))?;
-        let keys = KeySet::generate(td, OffsetDateTime::now_utc(), KeySetLifetimes::default())
-            .map_err(|e| UpError::Setup(format!("generating the key set: {e}")))?;
-        let kdf = crate::verbs::pki::kdf::sealing_kdf().map_err(UpError::Setup)?;
-        let bytes = seal_bundle_with(&keys, &secret, kdf)
-            .map_err(|e| UpError::Setup(format!("sealing the bundle: {e}")))?;
-        crate::verbs::pki::write_new_private(&bundle, &bytes)?;
+        create_bundle(&bundle, &args.trust_domain, &secret)?;
     }
     let mut settings = start::resolve(&ServeArgs {
         config: args.config.clone(),
