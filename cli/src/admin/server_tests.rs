@@ -152,7 +152,7 @@ fn argv(args: &[&str]) -> RunRequest {
 }
 
 #[tokio::test]
-async fn the_listener_answers_operators_and_checks_roles_flags_and_limits() {
+async fn the_listener_answers_an_auditor_and_checks_roles_flags_and_limits() {
     let f = fixture(|s| s.max_request_bytes = 8 * 1024).await;
     let auditor = operator(&f.ca, "bc.test", "carol", "auditor");
     let mut api = client(&f, auditor).await.expect("connect");
@@ -237,6 +237,36 @@ async fn the_listener_answers_operators_and_checks_roles_flags_and_limits() {
     let json: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("json");
     assert!(json.is_object() || json.is_array(), "{json}");
 
+    let big = RunRequest {
+        argv: vec!["events".into(), "list".into()],
+        inputs: vec![proto::admin::InputFile {
+            path: "big".into(),
+            contents: vec![0; 16 * 1024],
+        }],
+    };
+    let over = api.run(big).await.expect_err("over max_request_bytes");
+    assert_eq!(over.code(), tonic::Code::OutOfRange, "{over:?}");
+    assert_eq!(
+        over.message(),
+        "Error, decoded message length too large: found 16411 bytes, the limit is: 8192 bytes"
+    );
+
+    let stranger = ca("another CA");
+    let other = operator(&stranger, "bc.test", "mallory", "admin");
+    let refused = match client(&f, other).await {
+        Err(_) => true,
+        Ok(mut api) => api.who_am_i(WhoAmIRequest {}).await.is_err(),
+    };
+    assert!(
+        refused,
+        "a certificate of another CA must not get a call through"
+    );
+    f.admin.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_operators_calls_write_return_files_help_and_failures_as_replies() {
+    let f = fixture(|s| s.max_request_bytes = 8 * 1024).await;
     let ops = operator(&f.ca, "bc.test", "olga", "operator");
     let mut ops = client(&f, ops).await.expect("connect");
     let made = ops
@@ -296,29 +326,5 @@ async fn the_listener_answers_operators_and_checks_roles_flags_and_limits() {
     assert_ne!(failed.exit_code, 0);
     assert!(String::from_utf8_lossy(&failed.stderr).starts_with("bcctl: "));
 
-    let big = RunRequest {
-        argv: vec!["events".into(), "list".into()],
-        inputs: vec![proto::admin::InputFile {
-            path: "big".into(),
-            contents: vec![0; 16 * 1024],
-        }],
-    };
-    let over = api.run(big).await.expect_err("over max_request_bytes");
-    assert_eq!(over.code(), tonic::Code::OutOfRange, "{over:?}");
-    assert_eq!(
-        over.message(),
-        "Error, decoded message length too large: found 16411 bytes, the limit is: 8192 bytes"
-    );
-
-    let stranger = ca("another CA");
-    let other = operator(&stranger, "bc.test", "mallory", "admin");
-    let refused = match client(&f, other).await {
-        Err(_) => true,
-        Ok(mut api) => api.who_am_i(WhoAmIRequest {}).await.is_err(),
-    };
-    assert!(
-        refused,
-        "a certificate of another CA must not get a call through"
-    );
     f.admin.shutdown().await;
 }
