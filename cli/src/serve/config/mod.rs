@@ -329,26 +329,11 @@ fn socket(key: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
-/// Reads the file (if any), then applies the environment and the flags.
-pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
-    let mut file: FileConfig = match &args.config {
-        None => FileConfig::default(),
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadConfig {
-                path: path.clone(),
-                source,
-            })?;
-            toml::from_str(&text).map_err(|e| ConfigError::ConfigSyntax {
-                path: path.clone(),
-                message: e.to_string(),
-            })?
-        }
-    };
-    let listen = pick(args.listen.clone(), "BC_LISTEN", file.listen, Some)
-        .unwrap_or_else(|| "127.0.0.1:8443".into());
-    let metrics_listen = env("BC_METRICS_LISTEN")
-        .or(file.metrics_listen)
-        .unwrap_or_else(|| "127.0.0.1:9464".into());
+/// The role and log format: the flag, else `BC_ROLE` / `BC_LOG_FORMAT`, else the file's.
+fn role_and_log_format(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<(Role, LogFormat), ConfigError> {
     let role_env = env("BC_ROLE").map(|r| match r.as_str() {
         "api" => Ok(Role::Api),
         "gateway" => Ok(Role::Gateway),
@@ -375,6 +360,30 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         }
         (None, None) => file.log_format.unwrap_or(LogFormat::Text),
     };
+    Ok((role, log_format))
+}
+
+/// Reads the file (if any), then applies the environment and the flags.
+pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
+    let mut file: FileConfig = match &args.config {
+        None => FileConfig::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadConfig {
+                path: path.clone(),
+                source,
+            })?;
+            toml::from_str(&text).map_err(|e| ConfigError::ConfigSyntax {
+                path: path.clone(),
+                message: e.to_string(),
+            })?
+        }
+    };
+    let (role, log_format) = role_and_log_format(args, &file)?;
+    let listen = pick(args.listen.clone(), "BC_LISTEN", file.listen, Some)
+        .unwrap_or_else(|| "127.0.0.1:8443".into());
+    let metrics_listen = env("BC_METRICS_LISTEN")
+        .or(file.metrics_listen)
+        .unwrap_or_else(|| "127.0.0.1:9464".into());
     let trust_version_floor = match env("BC_TRUST_VERSION_FLOOR") {
         Some(v) => v.parse::<u64>().map_err(|_| ConfigError::Invalid {
             key: "trust_version_floor",
