@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
+use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 use crate::edge::http2::{EdgeServer, ServeError};
@@ -354,6 +355,30 @@ struct Edge {
     crl_signer: CrlSigner,
 }
 
+/// Fails the node service closed while the revocation feed is behind (NOT_SERVING, logged),
+/// and opens it again when the feed catches up, checked every 250 ms.
+async fn fail_closed_while_the_feed_lags(health: Arc<FeedHealth>, reporter_h: HealthReporter) {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tick.tick().await;
+        if let Some(stale) = health.transition() {
+            let status = if stale {
+                tracing::error!(
+                    lag_ms = health.lag().as_millis() as u64,
+                    max_lag_ms = health.max_lag().as_millis() as u64,
+                    "revocation feed is behind: refusing new node sessions until it catches up"
+                );
+                ServingStatus::NotServing
+            } else {
+                tracing::info!("revocation feed caught up: accepting node sessions again");
+                ServingStatus::Serving
+            };
+            reporter_h.set_service_status(SERVICE_NAME, status).await;
+            reporter_h.set_service_status("", status).await;
+        }
+    }
+}
+
 async fn serve_edge(
     store: EventStore,
     edge: Edge,
@@ -559,28 +584,10 @@ async fn serve_edge(
             api_metrics.clone(),
         )));
     }
-    // Fail closed while the feed is behind, say so, recover by itself.
-    background.push(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(250));
-        loop {
-            tick.tick().await;
-            if let Some(stale) = health.transition() {
-                let status = if stale {
-                    tracing::error!(
-                        lag_ms = health.lag().as_millis() as u64,
-                        max_lag_ms = health.max_lag().as_millis() as u64,
-                        "revocation feed is behind: refusing new node sessions until it catches up"
-                    );
-                    ServingStatus::NotServing
-                } else {
-                    tracing::info!("revocation feed caught up: accepting node sessions again");
-                    ServingStatus::Serving
-                };
-                reporter_h.set_service_status(SERVICE_NAME, status).await;
-                reporter_h.set_service_status("", status).await;
-            }
-        }
-    }));
+    background.push(tokio::spawn(fail_closed_while_the_feed_lags(
+        health,
+        reporter_h.clone(),
+    )));
 
     // Every service decodes and encodes at most the message limit; the connections are ours
     // (crate::edge::http2), so the stream, connection and time limits hold too.
