@@ -14,8 +14,8 @@
 //!
 //! Then a rotation with tokens minted and verified continuously: `keys add` B (A still signs),
 //! the relying party's JWK Set cache waited out (see [`VERIFIER_CACHE`]), `keys promote` B,
-//! `keys retire` A refused while a token of A could be valid (the reason checked), tokens verified for a minute more, until every token A signed has expired (this
-//! test's tokens live 60 s); then A is retired on a clock 16 minutes ahead (the retire window
+//! `keys retire` A refused while a token of A could be valid (the reason checked), tokens
+//! verified until every token A signed has expired (see [`MINTED_AGO`]); then A is retired on a clock 16 minutes ahead (the retire window
 //! of the longest token, which this test does not wait out in real time), and B's tokens still
 //! verify with A gone from the JWK Set. Zero failed verifications throughout.
 //! Set `BC_SKIP_PYTHON=1` to skip on a machine without python3 or PyPI.
@@ -45,6 +45,21 @@ const AUDIENCE: &str = "sts.example.com";
 /// refresh on an unknown key id has a 30 s cooldown after any fetch, so a promotion before the
 /// relying party re-read the set fails verifications (this test failed so before the wait).
 const VERIFIER_CACHE: Duration = Duration::from_secs(3);
+
+/// How far in the past this test's tokens are minted: they live the spec's shortest lifetime
+/// (60 s) from an issue time 50 s ago, so each expires 10 s after it is minted, and the rotation
+/// waits 10 s, not a minute, for every token of the old key to expire. The relying party checks
+/// `iat`, `nbf` and `exp` against its own clock as it would any token.
+const MINTED_AGO: Duration = Duration::from_secs(50);
+
+/// The issuer's clock: the system's, [`MINTED_AGO`] behind.
+struct MintingClock;
+
+impl commands::Clock for MintingClock {
+    fn now_us(&self) -> i64 {
+        commands::Clock::now_us(&SystemClock) - MINTED_AGO.as_micros() as i64
+    }
+}
 
 /// The relying party: `verify.py` running, one JSON line per question.
 struct Verifier {
@@ -188,7 +203,7 @@ fn scenario(db_url: &str) {
     };
     let issuer_of = OidcIssuer::new(
         store.clone(),
-        Arc::new(SystemClock),
+        Arc::new(MintingClock),
         DeploymentSecret::new(&server.secret).expect("secret"),
         &settings,
         TrustDomain::new(&td).expect("td"),
@@ -268,8 +283,8 @@ fn scenario(db_url: &str) {
             && why.contains("retire it in"),
         "{why}"
     );
-    // Until every token of A has expired (60 s lifetimes here), verifying all along.
-    while promoted.elapsed() < Duration::from_secs(63) {
+    // Until every token of A has expired (10 s after its minting here), verifying all along.
+    while promoted.elapsed() < Duration::from_secs(60) - MINTED_AGO + Duration::from_secs(3) {
         assert!(check(&mut rp, &b));
         std::thread::sleep(Duration::from_millis(500));
     }
