@@ -113,6 +113,75 @@ async fn a_wire_session_is_welcomed_and_cut_by_a_revocation_on_postgres() {
     welcomed_then_revoked(TestDb::postgres().await.expect("db")).await;
 }
 
+/// Appends a `node.identity.revoked` (schema 2) of `node_id` naming `serials`, as a decision
+/// writes it, straight to the log (no projection: the feed reads the event's serials).
+async fn append_revoked(env: &Env, node_id: &str, reason: &str, serials: &[String]) {
+    use events::store::{ExpectedVersion, LogStore, LogTx};
+    let payload = events::schema::NodeIdentityRevoked {
+        node_id: node_id.to_owned(),
+        reason: reason.to_owned(),
+        new_identity_generation: 2,
+        revoked_serials: serials.to_vec(),
+    };
+    let event = events::NewEvent::from_bytes(
+        events::new_event_id(),
+        "node.identity.revoked",
+        2,
+        "t1",
+        commands::Clock::now_us(&commands::SystemClock),
+        prost::Message::encode_to_vec(&payload),
+    );
+    let mut tx = env.store.begin().await.expect("begin");
+    tx.append(&format!("node/{node_id}"), ExpectedVersion::Any, &[event])
+        .await
+        .expect("append");
+    tx.commit().await.expect("commit");
+}
+
+/// A reclaim (an x509pop re-join) revokes the node's old certificate and issues a new one; when
+/// the revocation feed reads it after the node's session on the new certificate opened (the
+/// feed lagging under load), that session is not the revoked certificate's and stays open. The
+/// gateway once ended every session of the node, and bcd recorded its new, valid certificate as
+/// revoked (cli's x509pop_e2e on Postgres failed so on a loaded host). A revocation naming the
+/// session's own serial still ends it.
+async fn a_revocation_of_another_serial_spares_the_session(db: TestDb) {
+    let (env, node) = started(&db).await;
+    let (mut wire, mut reader) = open_welcomed(&env, &node).await;
+    let serial = domain::pki::NodeIdentity::from_leaf_der(
+        &node.chain[0],
+        &domain::pki::TrustDomain::new(common::TD).expect("td"),
+    )
+    .expect("identity")
+    .serial
+    .to_hex();
+    append_revoked(&env, &node.node_id, "reclaim", &["00ff00ff".to_owned()]).await;
+    append_revoked(&env, &node.node_id, "compromised", &[serial.clone()]).await;
+    // The first notice this session gets is the second revocation's: the first spared it.
+    let notice = tokio::time::timeout(WAIT, common::wire_message(&mut wire, &mut reader))
+        .await
+        .expect("a notice within 5 s")
+        .expect("a message");
+    match notice.body {
+        Some(Body::Revocation(n)) => {
+            assert_eq!(
+                (n.serial.as_str(), n.reason.as_str()),
+                (serial.as_str(), "compromised")
+            )
+        }
+        other => panic!("expected RevocationNotice, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_revocation_of_another_serial_spares_the_session_on_sqlite() {
+    a_revocation_of_another_serial_spares_the_session(TestDb::sqlite().expect("db")).await;
+}
+
+#[tokio::test]
+async fn a_revocation_of_another_serial_spares_the_session_on_postgres() {
+    a_revocation_of_another_serial_spares_the_session(TestDb::postgres().await.expect("db")).await;
+}
+
 #[tokio::test]
 async fn without_a_certificate_the_wire_ends_unauthenticated() {
     let db = TestDb::sqlite().expect("db");

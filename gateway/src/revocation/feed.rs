@@ -13,7 +13,10 @@
 //!
 //! On `node.identity.revoked`, `node.deleted` and `node.retired` the feed reads that node's
 //! revoked serials from `node_certs` (written in the same transaction as the event, so visible
-//! once the event is), adds them, and ends the node's live sessions with a RevocationNotice.
+//! once the event is), adds them, and ends with a RevocationNotice the node's live sessions on
+//! the certificates the event revoked: the serials a `node.identity.revoked` names (schema 2),
+//! every certificate of the node otherwise. A reclaim's new certificate keeps its session even
+//! when the feed reads the reclaim after that session opened.
 //!
 //! Health: the feed is caught up as of the hub's last caught-up moment once it has applied
 //! every batch handed out before it (the hub renews that moment while it waits, for as long as
@@ -39,6 +42,7 @@ use commands::identity::edge_reads::{self as read, RevokedCertRow};
 use events::envelope::DecodeError;
 use events::schema::{
     JoinRefused, NodeDeleted, NodeIdentityRevoked, NodeRetired, RefusalsSuppressed, RenewRefused,
+    RevokedCertificates,
 };
 use events::store::hub::{HubRecv, HubWake};
 use events::store::{EventStore, HubReceiver, LogHub, StoreError};
@@ -47,7 +51,7 @@ use events::RecordedEvent;
 use crate::metrics::Metrics;
 pub use crate::revocation::feed_health::FeedHealth;
 use crate::revocation::revoked::RevokedSerials;
-use crate::session::registry::{SessionEnd, Sessions};
+use crate::session::registry::{Revoked, SessionEnd, Sessions};
 
 /// Settings of the feed.
 #[derive(Clone, Copy, Debug)]
@@ -245,12 +249,22 @@ async fn handle(
     e: &RecordedEvent,
     targets: &FeedTargets,
 ) -> Result<(), FeedError> {
+    // The node, the reason, and which of its certificates: a schema-2 revocation names its
+    // serials, and the node's other certificates (a reclaim's new one) keep their sessions.
     let decoded = match e.event_type.as_str() {
-        "node.identity.revoked" => e
-            .decode::<NodeIdentityRevoked>()
-            .map(|p| (p.node_id, p.reason)),
-        "node.deleted" => e.decode::<NodeDeleted>().map(|p| (p.node_id, p.reason)),
-        "node.retired" => e.decode::<NodeRetired>().map(|p| (p.node_id, p.reason)),
+        "node.identity.revoked" => e.decode::<NodeIdentityRevoked>().map(|p| {
+            let named = match p.revoked_certificates(e.schema_version) {
+                RevokedCertificates::Named(serials) => Some(serials.to_vec()),
+                RevokedCertificates::EveryUnrevokedOfNode => None,
+            };
+            (p.node_id, p.reason, named)
+        }),
+        "node.deleted" => e
+            .decode::<NodeDeleted>()
+            .map(|p| (p.node_id, p.reason, None)),
+        "node.retired" => e
+            .decode::<NodeRetired>()
+            .map(|p| (p.node_id, p.reason, None)),
         "security.join.refused" => {
             if let Ok(p) = e.decode::<JoinRefused>() {
                 targets.metrics.join_refusals.inc(&p.refusal);
@@ -276,7 +290,7 @@ async fn handle(
         }
         _ => return Ok(()),
     };
-    let (node_id, reason) = decoded.map_err(|source| FeedError::Undecodable {
+    let (node_id, reason, named) = decoded.map_err(|source| FeedError::Undecodable {
         position: e.position,
         event_type: e.event_type.clone(),
         source,
@@ -288,8 +302,11 @@ async fn handle(
         .iter()
         .find_map(|r| r.revoke_reason.clone())
         .unwrap_or(reason);
-    // Every live session of the node ends: revocation covers all of its certificates.
-    let ended = targets.sessions.revoke_node(&node_id, &[], &reason);
+    let covered = match &named {
+        Some(serials) => Revoked::Serials(serials),
+        None => Revoked::Every,
+    };
+    let ended = targets.sessions.revoke_node(&node_id, covered, &reason);
     tracing::info!(node = %node_id, serials = serials.len(), sessions_ended = ended, %reason, "node revoked");
     Ok(())
 }

@@ -67,6 +67,26 @@ impl Drop for SessionGuard {
     }
 }
 
+/// Which of a node's certificates a revocation covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Revoked<'a> {
+    /// Every certificate of the node (it was deleted or retired, or an old event said so).
+    Every,
+    /// Exactly these serials (hex): the node's other certificates, say the one a reclaim just
+    /// issued, keep their sessions.
+    Serials(&'a [String]),
+}
+
+impl Revoked<'_> {
+    /// Whether the certificate with hex serial `serial` is revoked.
+    pub fn covers(&self, serial: &str) -> bool {
+        match self {
+            Revoked::Every => true,
+            Revoked::Serials(serials) => serials.iter().any(|s| s.eq_ignore_ascii_case(serial)),
+        }
+    }
+}
+
 impl Sessions {
     pub fn new() -> Arc<Self> {
         Arc::new(Sessions::default())
@@ -119,16 +139,14 @@ impl Sessions {
         woken
     }
 
-    /// Ends every live session of `node_id` whose serial is in `serials` (all of the node's
-    /// sessions when `serials` is empty). Returns how many were told.
-    pub fn revoke_node(&self, node_id: &str, serials: &[String], reason: &str) -> usize {
+    /// Ends every live session of `node_id` holding a certificate `revoked` names (hex serials,
+    /// in any case). Returns how many were told.
+    pub fn revoke_node(&self, node_id: &str, revoked: Revoked<'_>, reason: &str) -> usize {
         let ended: Vec<Entry> = match self.live.lock() {
             Ok(mut live) => {
                 let ids: Vec<u64> = live
                     .iter()
-                    .filter(|(_, e)| {
-                        e.node_id == node_id && (serials.is_empty() || serials.contains(&e.serial))
-                    })
+                    .filter(|(_, e)| e.node_id == node_id && revoked.covers(&e.serial))
                     .map(|(id, _)| *id)
                     .collect();
                 ids.into_iter().filter_map(|id| live.remove(&id)).collect()
@@ -190,7 +208,7 @@ mod tests {
         assert_eq!(sessions.len(), 3);
         drop(c);
         assert_eq!(sessions.len(), 2);
-        assert_eq!(sessions.revoke_node("n1", &[], "compromised"), 1);
+        assert_eq!(sessions.revoke_node("n1", Revoked::Every, "compromised"), 1);
         assert_eq!(
             a_end.try_recv().unwrap(),
             SessionEnd::Revoked {
@@ -206,7 +224,12 @@ mod tests {
             end: mut d_end,
             ..
         } = sessions.register("n2", "dd");
-        assert_eq!(sessions.revoke_node("n2", &["dd".to_string()], "r"), 1);
+        assert_eq!(
+            sessions.revoke_node("n2", Revoked::Serials(&["DD".into()]), "r"),
+            1
+        );
+        // A revocation naming none of the node's live certificates ends nothing.
+        assert_eq!(sessions.revoke_node("n2", Revoked::Serials(&[]), "r"), 0);
         assert!(d_end.try_recv().is_ok());
         assert!(b_end.try_recv().is_err());
     }
