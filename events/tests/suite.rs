@@ -15,3 +15,4 @@ mod conformance;
 mod hub;
 mod leader;
 mod postgres_races;
+mod store_open_errors;

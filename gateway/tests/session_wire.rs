@@ -155,7 +155,13 @@ async fn a_revocation_of_another_serial_spares_the_session(db: TestDb) {
     .serial
     .to_hex();
     append_revoked(&env, &node.node_id, "reclaim", &["00ff00ff".to_owned()]).await;
-    append_revoked(&env, &node.node_id, "compromised", &[serial.clone()]).await;
+    append_revoked(
+        &env,
+        &node.node_id,
+        "compromised",
+        std::slice::from_ref(&serial),
+    )
+    .await;
     // The first notice this session gets is the second revocation's: the first spared it.
     let notice = tokio::time::timeout(WAIT, common::wire_message(&mut wire, &mut reader))
         .await

@@ -70,12 +70,20 @@ pub enum StoreError {
     /// The server could not be reached or refused the connection, told when the store is opened.
     #[error("cannot connect to the store at {target}: {why}; check that the server is running and reachable there and that the URL's host, port, user, password and database are right")]
     Unreachable { target: String, why: String },
+    /// The Postgres server refused a connection because it has none free (SQLSTATE `53300`:
+    /// its `max_connections`, the slots it reserves for superusers, or a role's or database's
+    /// connection limit), at the store's opening or when a pool opened one more.
+    #[error("the Postgres server {target}has no free connections ({detail}): each process of the control plane opens up to its pool size (32 by default, docs/INSTALL.md \"Postgres\"); raise max_connections on the server (or the role's or database's CONNECTION LIMIT), or run fewer processes, then retry")]
+    NoFreeConnections { target: String, detail: String },
     /// The SQLite file could not be opened (or created), told when the store is opened.
     #[error("cannot open the SQLite store {path}: {why}; check that its directory exists and that this user may read and write there")]
     SqliteOpen { path: String, why: String },
     #[error("database error: {0}")]
     Database(sqlx::Error),
 }
+
+/// Postgres's SQLSTATE for a connection refused for want of a free one (`too_many_connections`).
+pub(crate) const TOO_MANY_CONNECTIONS: &str = "53300";
 
 impl From<sqlx::Error> for StoreError {
     /// Every database error, with a full disk told apart ([`StoreError::DiskFull`]).
@@ -94,6 +102,12 @@ impl From<sqlx::Error> for StoreError {
             if let Some(backend) = backend {
                 return StoreError::DiskFull {
                     backend,
+                    detail: db.message().to_owned(),
+                };
+            }
+            if !sqlite && code.as_deref() == Some(TOO_MANY_CONNECTIONS) {
+                return StoreError::NoFreeConnections {
+                    target: String::new(),
                     detail: db.message().to_owned(),
                 };
             }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use sqlx::postgres::PgConnectOptions;
 
+use super::super::error::TOO_MANY_CONNECTIONS;
 use super::super::{Result, StoreError};
 
 /// How long opening the store waits for the server's first answer before it gives up.
@@ -27,7 +28,8 @@ fn target(options: &PgConnectOptions) -> String {
 /// One direct connection before the pool is built: a server that cannot be reached fails
 /// within [`CONNECT_TIMEOUT`] naming the host and the real error ("connection refused", a bad
 /// password, a missing database), where the pool would retry until its acquire timeout and
-/// then say only that it timed out.
+/// then say only that it timed out. A server with no free connection is told apart: its URL is
+/// right ([`StoreError::NoFreeConnections`]).
 pub(super) async fn probe(options: &PgConnectOptions) -> Result<()> {
     use sqlx::{ConnectOptions, Connection};
     let attempt = tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await;
@@ -35,6 +37,14 @@ pub(super) async fn probe(options: &PgConnectOptions) -> Result<()> {
         Ok(Ok(conn)) => {
             let _ = conn.close().await;
             Ok(())
+        }
+        Ok(Err(sqlx::Error::Database(db)))
+            if db.code().as_deref() == Some(TOO_MANY_CONNECTIONS) =>
+        {
+            Err(StoreError::NoFreeConnections {
+                target: format!("at {} ", target(options)),
+                detail: db.message().to_owned(),
+            })
         }
         Ok(Err(e)) => Err(StoreError::Unreachable {
             target: target(options),
