@@ -189,7 +189,7 @@ pub const NOT_FILES: &[(&str, &str)] = &[
 
 /// The `--help` line of a direct-store-only verb.
 pub const DIRECT_ONLY_HELP: &str =
-    "Direct-store only: bootstrap and offline work (refuses --server).";
+    "Direct-store only: bootstrap and offline work, run against the store, never through the admin API.";
 
 /// The table entry of a remotable verb.
 pub fn entry(verb: &str) -> Option<&'static VerbFiles> {

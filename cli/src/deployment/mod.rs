@@ -60,7 +60,7 @@ pub enum DeploymentError {
     Secret(#[from] SecretError),
     #[error("deployment secret file {path}: {why}")]
     SecretFile { path: PathBuf, why: String },
-    #[error("PKI bundle {path}: its private keys are in PLAINTEXT, but a deployment secret is set ({DEPLOYMENT_SECRET_ENV} or {SECRET_FILE_ENV}): whoever can write this file chooses every key, and the secret protects nothing. Point --pki-bundle at the sealed bundle (`bcctl pki init` writes one while the secret is set), or unset the secret for a development deployment, or pass --allow-plaintext (BC_ALLOW_PLAINTEXT=true, or allow_plaintext = true in the configuration) to serve it anyway")]
+    #[error("PKI bundle {path}: its private keys are in PLAINTEXT, but a deployment secret is set ({DEPLOYMENT_SECRET_ENV} or {SECRET_FILE_ENV}): whoever can write this file chooses every key, and the secret protects nothing. Point --pki at the sealed bundle (`bcctl pki init` writes one while the secret is set), or unset the secret for a development deployment, or pass --allow-plaintext (BC_ALLOW_PLAINTEXT=true, or allow_plaintext = true in the configuration) to serve it anyway")]
     PlaintextWithSecret { path: PathBuf },
 }
 

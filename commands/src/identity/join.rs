@@ -12,7 +12,7 @@
 //!    (the token's row version, the reclaimed node and its serials, bindings, uses, the pool,
 //!    the join request), [`decide_admission`], and the append at the versions read. A refusal
 //!    is recorded (`security.join.refused`, in the tenant the evidence authenticated, else the
-//!    root tenant) and answered `ACCESS_DENIED: Join refused`.
+//!    root tenant) and answered `PERMISSION_DENIED: Join refused`.
 
 use std::sync::Arc;
 

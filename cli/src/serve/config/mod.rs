@@ -142,8 +142,8 @@ pub struct ServeArgs {
     /// postgres://... or sqlite://PATH (overrides DATABASE_URL and the file).
     #[arg(long)]
     pub database_url: Option<String>,
-    /// The PKI bundle (overrides BC_PKI_BUNDLE and the file).
-    #[arg(long)]
+    /// The PKI bundle (overrides BC_PKI_BUNDLE and the file); `--pki-bundle` is the same flag.
+    #[arg(long = "pki", alias = "pki-bundle", value_name = "FILE")]
     pub pki_bundle: Option<PathBuf>,
     /// text or json logs on standard error.
     #[arg(long, value_enum)]
