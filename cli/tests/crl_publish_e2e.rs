@@ -8,7 +8,9 @@
 //! `crl.pem` holds the same list. After `bcctl node revoke` of A, the gateway's list names A's
 //! serial (polled every 20 ms, up to 30 s) and so does B's `crl.pem`; `openssl verify -crl_check`
 //! refuses A's certificate as "certificate revoked" and accepts B's with either copy; the
-//! numbers rose, and `on_renew` ran with the new list's number. The time from the revoke
+//! numbers rose, and `on_renew` ran with the new list's number. The certificates name the
+//! gateway's list as their CRL distribution point (`[crl] distribution_point`), and `openssl
+//! verify -crl_download` fetches it from there: A revoked, B accepted. The time from the revoke
 //! command to each is printed (not asserted). Another path is 404, another method 405.
 //!
 //! Run: `cargo build -p bcd && BCD_TEST_BIN=$PWD/target/debug/bcd cargo test -p cli --test
@@ -122,13 +124,35 @@ fn verify(cert: &Path, crl: &Path, ca: &Path) -> (bool, String) {
     )
 }
 
+/// `openssl verify -crl_check -crl_download` of `cert` with the node CA: the list fetched from
+/// the certificate's own CRL distribution point.
+fn verify_downloading(cert: &Path, ca: &Path) -> (bool, String) {
+    let (c, a) = (cert.display().to_string(), ca.display().to_string());
+    tool(
+        "openssl",
+        &[
+            "verify",
+            "-partial_chain",
+            "-crl_check",
+            "-crl_download",
+            "-CAfile",
+            &a,
+            &c,
+        ],
+    )
+}
+
 fn scenario(db_url: &str, label: &str) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let port = free_port();
     let config = tmp.path().join("serve.toml");
-    fs::write(&config, format!("[crl]\nlisten = \"127.0.0.1:{port}\"\n")).expect("config");
-    let server = start_server_configured(tmp.path(), db_url, "1h", 3, Some(&config));
     let url = format!("http://127.0.0.1:{port}/node-ca.crl");
+    fs::write(
+        &config,
+        format!("[crl]\nlisten = \"127.0.0.1:{port}\"\ndistribution_point = \"{url}\"\n"),
+    )
+    .expect("config");
+    let server = start_server_configured(tmp.path(), db_url, "1h", 3, Some(&config));
     let (a, b) = (tmp.path().join("node-a"), tmp.path().join("node-b"));
     let (node_a, serial_a) = join(&server, &a);
     let (_, serial_b) = join(&server, &b);
@@ -234,6 +258,25 @@ fn scenario(db_url: &str, label: &str) {
         let (ok, text) = verify(&b.join("cert.pem"), list, &ca);
         assert!(ok && text.contains(": OK"), "{text}");
     }
+    // And by the distribution point the certificates name: openssl fetches the list itself.
+    let (_, shown) = tool(
+        "openssl",
+        &[
+            "x509",
+            "-noout",
+            "-text",
+            "-in",
+            &a.join("cert.pem").display().to_string(),
+        ],
+    );
+    assert!(
+        shown.contains("X509v3 CRL Distribution Points") && shown.contains(&format!("URI:{url}")),
+        "{shown}"
+    );
+    let (ok, text) = verify_downloading(&a.join("cert.pem"), &ca);
+    assert!(!ok && text.contains("certificate revoked"), "{text}");
+    let (ok, text) = verify_downloading(&b.join("cert.pem"), &ca);
+    assert!(ok && text.contains(": OK"), "{text}");
     assert_ne!(serial_a, serial_b);
 
     // on_renew ran after each list B took, the last with the list it holds.

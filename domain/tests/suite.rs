@@ -22,6 +22,7 @@ mod discovery_join;
 mod identity_decide;
 mod pki_bundle;
 mod pki_certificates;
+mod pki_crl_distribution_point;
 mod pki_lifecycle;
 mod pki_operator_ca;
 mod pki_tokens;

@@ -302,11 +302,15 @@ pub(crate) async fn start_core(settings: &Settings) -> Result<Core, ServeError> 
         key: commands::identity::PENDING_RETRY_ENV,
         message,
     })?;
-    let keys = Arc::new(load_keys(
+    let mut keys = load_keys(
         &settings.pki_bundle,
         settings.deployment_secret_file.as_deref(),
         settings.allow_plaintext,
-    )?);
+    )?;
+    // Node certificates name the deployment's CRL distribution point, when it has one.
+    keys.node_ca
+        .set_crl_distribution_point(settings.crl_distribution_point.clone());
+    let keys = Arc::new(keys);
     let store =
         EventStore::open_with_pool(&settings.database_url, settings.store.pool_size).await?;
     let hub = start_hub(&store, settings).await?;

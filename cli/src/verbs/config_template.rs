@@ -108,6 +108,9 @@ next_update = "1h"
 # roles all and gateway: where it is served over plain HTTP, GET /node-ca.crl; "off" or unset:
 # not served, still pushed to nodes (BC_CRL_LISTEN).
 # listen = "0.0.0.0:8080"
+# roles all and api: the http:// URL node certificates name as their CRL distribution point,
+# where relying parties fetch the list (BC_CRL_DISTRIBUTION_POINT); unset: none.
+# distribution_point = "http://crl.fleet.example.com:8080/node-ca.crl"
 "#;
 
 pub fn run(cmd: ConfigCommand) {

@@ -22,6 +22,7 @@ use rcgen::{
 use time::{Duration, OffsetDateTime};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
+use super::crl_url::CrlDistributionPoint;
 use super::encoding::pem_encode;
 use super::keys::{KeyError, KeyRole, PrivateKey, PublicKey};
 use super::spiffe::TrustDomain;
@@ -140,6 +141,9 @@ pub struct CertificateAuthority {
     /// names); `None` for a certificate without one.
     ski: Option<Vec<u8>>,
     issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    /// Where the certificates it issues say its revocation list is (the node CA only, when the
+    /// deployment names one: [`NodeCa::set_crl_distribution_point`]).
+    crl_distribution_point: Option<CrlDistributionPoint>,
 }
 
 impl std::fmt::Debug for CertificateAuthority {
@@ -291,6 +295,7 @@ impl CertificateAuthority {
             key,
             ski,
             issuer,
+            crl_distribution_point: None,
         })
     }
 
@@ -451,6 +456,19 @@ ca_wrapper!(
     NodeCa,
     CaKind::Node
 );
+impl NodeCa {
+    /// Names `point` (or none) in the CRL distribution points extension of every certificate
+    /// this CA issues from now on (the deployment's `[crl] distribution_point`).
+    pub fn set_crl_distribution_point(&mut self, point: Option<CrlDistributionPoint>) {
+        self.0.crl_distribution_point = point;
+    }
+
+    /// The distribution point its certificates name, if any.
+    pub fn crl_distribution_point(&self) -> Option<&CrlDistributionPoint> {
+        self.0.crl_distribution_point.as_ref()
+    }
+}
+
 ca_wrapper!(
     /// The serving CA: issues gateway serving certificates only.
     ServingCa,

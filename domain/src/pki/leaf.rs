@@ -281,6 +281,11 @@ pub fn issue_node_certificate(
     params.subject_alt_names = std::iter::once(uri_san(&decision.spiffe_id.to_string()))
         .chain(decision.statements.iter().map(|s| uri_san(s.as_str())))
         .collect::<Result<_, _>>()?;
+    if let Some(point) = node_ca.crl_distribution_point() {
+        params.crl_distribution_points = vec![rcgen::CrlDistributionPoint {
+            uris: vec![point.as_str().to_owned()],
+        }];
+    }
     let der = node_ca.sign(&params, csr.public_key(), now)?;
     Ok(IssuedCertificate {
         sha256: sha256(&der),

@@ -15,6 +15,7 @@
 //! | [`spiffe`] | trust domains, SPIFFE IDs, roles |
 //! | [`ca`] | node, serving, operator and command-signing CAs |
 //! | [`crl`] | the node CA's revocation list (RFC 5280 v2 CRL) and its rising number |
+//! | [`crl_url`] | where node certificates say the list is (the CRL distribution point) |
 //! | [`root`] | the root CA, online or offline (`pki init --offline-root`) |
 //! | [`keyset`] | the deployment's seven keys and its operator CA (`pki init`) |
 //! | [`secret`] | the deployment secret (`BC_DEPLOYMENT_SECRET`) |
@@ -36,6 +37,7 @@ pub mod bundle;
 pub mod bundle_kdf;
 pub mod ca;
 pub mod crl;
+pub mod crl_url;
 pub mod csr;
 pub(crate) mod encoding;
 pub mod identity;
@@ -66,6 +68,7 @@ pub use crl::{
     crl_number_of, sign_crl, verify_crl, CrlCheckError, CrlError, CrlFacts, CrlNumber, CrlRequest,
     RevokedEntry, SignedCrl,
 };
+pub use crl_url::{CrlDistributionPoint, CrlUrlError};
 pub use csr::{build_csr, BuildCsrError, CsrError, VerifiedCsr};
 pub use encoding::{pem_blocks, pem_encode, read_pem_blocks};
 pub use identity::{issued_by, same_ca, IdentityError, NodeIdentity};

@@ -5,6 +5,7 @@
 //! | --- | --- | --- |
 //! | `listen` | `BC_CRL_LISTEN` (`off` disables) | off: the list is pushed to nodes but not served over HTTP |
 //! | `next_update` | `BC_CRL_NEXT_UPDATE` | `1h` (nextUpdate - thisUpdate; more than 0, at most `7d`; the list is signed again at half of it, at least hourly) |
+//! | `distribution_point` | `BC_CRL_DISTRIBUTION_POINT` | none: node certificates name no CRL distribution point; else an `http://` URL where relying parties fetch the list (a gateway's `listen`, or a copy of it), named in every node certificate issued from then on |
 //!
 //! The HTTP listener is plain HTTP (`GET /node-ca.crl`, `application/pkix-crl`), as RFC 5280
 //! distribution points are: the list is public and signed. A gateway (roles `all` and `gateway`)
@@ -20,6 +21,7 @@ use domain::duration::parse_duration;
 pub struct FileCrl {
     pub listen: Option<String>,
     pub next_update: Option<String>,
+    pub distribution_point: Option<String>,
 }
 
 /// A key of `[crl]` and what is wrong with it.
@@ -66,6 +68,24 @@ pub(crate) fn crl_settings(
     })
 }
 
+/// `[crl] distribution_point`, `BC_CRL_DISTRIBUTION_POINT` over the file; empty or `off` is
+/// none.
+pub(crate) fn distribution_point(
+    file: Option<&FileCrl>,
+    env: Option<String>,
+) -> Result<Option<domain::pki::CrlDistributionPoint>, Invalid> {
+    match env.or_else(|| file.and_then(|f| f.distribution_point.clone())) {
+        None => Ok(None),
+        Some(text) if text.is_empty() || text == "off" => Ok(None),
+        Some(text) => domain::pki::CrlDistributionPoint::parse(&text)
+            .map(Some)
+            .map_err(|e| Invalid {
+                key: "crl.distribution_point",
+                message: e.to_string(),
+            }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,9 +97,37 @@ mod tests {
         let file = FileCrl {
             listen: listen.map(str::to_owned),
             next_update: next_update.map(str::to_owned),
+            distribution_point: None,
         };
         crl_settings(Some(&file), None, None)
             .map_err(|e| format!("configuration {}: {}", e.key, e.message))
+    }
+
+    #[test]
+    fn the_distribution_point_is_an_http_url_and_the_environment_wins() {
+        let file = FileCrl {
+            distribution_point: Some("http://crl.example.com/node-ca.crl".into()),
+            ..FileCrl::default()
+        };
+        let point = |file: Option<&FileCrl>, env: Option<&str>| {
+            distribution_point(file, env.map(str::to_owned))
+                .map(|p| p.map(|p| p.to_string()))
+                .map_err(|e| format!("configuration {}: {}", e.key, e.message))
+        };
+        assert_eq!(point(None, None), Ok(None));
+        assert_eq!(
+            point(Some(&file), None),
+            Ok(Some("http://crl.example.com/node-ca.crl".into()))
+        );
+        assert_eq!(
+            point(Some(&file), Some("http://10.0.0.1/c.crl")),
+            Ok(Some("http://10.0.0.1/c.crl".into()))
+        );
+        assert_eq!(point(Some(&file), Some("off")), Ok(None));
+        assert_eq!(
+            point(None, Some("https://crl.example.com/c.crl")),
+            Err("configuration crl.distribution_point: \"https://crl.example.com/c.crl\" is not an http:// URL (a CRL distribution point is plain HTTP: the list is public and signed)".into())
+        );
     }
 
     #[test]

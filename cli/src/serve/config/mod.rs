@@ -57,7 +57,8 @@
 //!
 //! The gateway's SPIFFE bundle endpoint is the table `[spiffe_bundle]` (or
 //! `BC_SPIFFE_BUNDLE_LISTEN`): [`crate::serve::config::spiffe_bundle`].
-//! The node CA's revocation list is the table `[crl]` (`listen`, `next_update`):
+//! The node CA's revocation list is the table `[crl]` (`listen`, `next_update`,
+//! `distribution_point`):
 //! [`crate::serve::config::crl`].
 //!
 //! The admin API listener is the table `[admin]` (or the top-level `admin_listen`,
@@ -65,7 +66,7 @@
 //!
 //! The folder: this file (the top-level keys, [`ServeArgs`], [`Settings`] and [`resolve`]), and
 //! one file per table: [`admin`], [`attestors`] (which only hands each attestor its table),
-//! [`crl`], [`limits`], [`quorum`], [`spiffe_bundle`], [`store`]. It only reads and checks configuration: it must never open
+//! [`crl`], [`limits`], [`publications`], [`quorum`], [`spiffe_bundle`], [`store`]. It only reads and checks configuration: it must never open
 //! a store, bind a listener or start a task (that is `crate::serve`'s), and it names nothing of
 //! `crate::up` (`up/config_error.rs` turns its errors into `bcctl up`'s).
 
@@ -74,6 +75,7 @@ pub(crate) mod attestors;
 pub(crate) mod crl;
 pub(crate) mod limits;
 pub(crate) mod oidc;
+pub(crate) mod publications;
 pub(crate) mod quorum;
 pub(crate) mod spiffe_bundle;
 pub(crate) mod store;
@@ -282,6 +284,8 @@ pub struct Settings {
     pub spiffe_bundle: Option<gateway::trust::spiffe_bundle::SpiffeBundleEndpoint>,
     /// The node CA's revocation list (`[crl]`, [`crate::serve::config::crl`]).
     pub crl: gateway::publish::crl::CrlOptions,
+    /// The URL node certificates name as their CRL distribution point (`[crl]`); `None`: none.
+    pub crl_distribution_point: Option<domain::pki::CrlDistributionPoint>,
     /// Workload identity's issuer (`[oidc]`, [`crate::serve::config::oidc`]); `None`: none.
     pub oidc: Option<crate::serve::config::oidc::OidcConfig>,
 }
@@ -430,8 +434,14 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         "60s",
     )?;
     let tls_files = tls_files(file.tls.take())?;
-    let (crl, spiffe_bundle) =
-        gateway_publications(file.crl.as_ref(), file.spiffe_bundle.as_ref(), role)?;
+    let published = crate::serve::config::publications::publications(
+        file.crl.as_ref(),
+        file.spiffe_bundle.as_ref(),
+        role != Role::Api,
+        role != Role::Gateway,
+        env,
+    )
+    .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
     let admin = crate::serve::config::admin::admin_settings(
         file.admin.as_ref(),
         file.admin_listen.as_deref(),
@@ -572,8 +582,9 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         command_poll_interval,
         tls_files,
         admin,
-        spiffe_bundle,
-        crl,
+        spiffe_bundle: published.spiffe_bundle,
+        crl: published.crl,
+        crl_distribution_point: published.crl_distribution_point,
         oidc: crate::serve::config::oidc::oidc_settings(file.oidc.as_ref(), role == Role::Api)
             .map_err(|(key, message)| ConfigError::Invalid { key, message })?,
     })
@@ -604,47 +615,4 @@ fn tls_files(file: Option<FileTls>) -> Result<Option<gateway::tls_files::TlsFile
                     .into(),
         }),
     }
-}
-
-/// What a gateway publishes besides its node-facing listener: the revocation list (`[crl]`)
-/// and the SPIFFE bundle endpoint (`[spiffe_bundle]`); both refused on the api role.
-fn gateway_publications(
-    crl: Option<&crate::serve::config::crl::FileCrl>,
-    spiffe_bundle: Option<&crate::serve::config::spiffe_bundle::FileSpiffeBundle>,
-    role: Role,
-) -> Result<
-    (
-        gateway::publish::crl::CrlOptions,
-        Option<gateway::trust::spiffe_bundle::SpiffeBundleEndpoint>,
-    ),
-    ConfigError,
-> {
-    let crl = crate::serve::config::crl::crl_settings(
-        crl,
-        env("BC_CRL_LISTEN"),
-        env("BC_CRL_NEXT_UPDATE"),
-    )
-    .map_err(|e| ConfigError::Invalid {
-        key: e.key,
-        message: e.message,
-    })?;
-    if crl.listen.is_some() && role == Role::Api {
-        return Err(ConfigError::Invalid {
-            key: "crl.listen",
-            message: "a gateway serves the revocation list (role all or gateway), not the api: leave [crl] listen and BC_CRL_LISTEN out".into(),
-        });
-    }
-    let spiffe_bundle = crate::serve::config::spiffe_bundle::spiffe_bundle_settings(
-        spiffe_bundle,
-        env("BC_SPIFFE_BUNDLE_LISTEN"),
-        env("BC_SPIFFE_REFRESH_HINT"),
-    )
-    .map_err(|(key, message)| ConfigError::Invalid { key, message })?;
-    if spiffe_bundle.is_some() && role == Role::Api {
-        return Err(ConfigError::Invalid {
-            key: "spiffe_bundle",
-            message: "the SPIFFE bundle endpoint runs on a gateway (role all or gateway), not on an api: leave [spiffe_bundle] and BC_SPIFFE_BUNDLE_LISTEN out".into(),
-        });
-    }
-    Ok((crl, spiffe_bundle))
 }
