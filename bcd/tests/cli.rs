@@ -499,16 +499,135 @@ fn doctor_judges_the_clock_by_the_last_signed_time_and_says_whose_clock_expired_
         "{stdout}"
     );
     // A clock a day and more ahead takes the certificate for expired: doctor says by whose clock,
-    // and that bcd node re-joins by x509pop before any reset.
+    // and what bcd node does about it: here its join signing key (pinned, no join-signing.jwk)
+    // does not load, so it does not start until it does; no reset is asked for.
     let stdout = doctor(25 * 3_600_000);
     assert!(
         stdout.contains("FAIL identity: the certificate of n1 (site eu-1, role node) expired at ")
             && stdout.contains(
                 " by this machine's clock (bcd doctor's clock checks compare it with the \
-                 server's); an expired certificate cannot be renewed: bcd node re-joins by \
-                 x509pop from the identity on disk within the control plane's grace (7 days by \
-                 default); past it, join again: bcd join --reset --yes, then bcd join"
-            ),
+                 server's); an expired certificate cannot be renewed; bcd node does not start \
+                 until its join signing key loads ("
+            )
+            && stdout.contains(
+                "); once it does, bcd node re-joins by x509pop from the identity on disk by \
+                 itself (no token, no reset)\n"
+            )
+            && !stdout.contains("--reset"),
         "{stdout}"
+    );
+}
+
+/// `bcd status` on a certificate expired by this machine's clock advises what `bcd node` does
+/// (issue 44 item 5): an x509pop re-join by itself when its join signing key loads and the
+/// certificate expired within the control plane's default grace; join again when it expired
+/// longer ago, or when no join signing key is pinned (bcd node could verify no answer).
+#[test]
+fn status_on_an_expired_certificate_advises_what_bcd_node_does() {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let ks = keyset();
+    joined(&data, &ks, "n1");
+    let signing = ks.join_signing.public_key();
+    let point = signing.uncompressed_point();
+    fs::write(
+        tmp.path().join("join-signing.jwk"),
+        format!(
+            "{{\"kty\":\"EC\",\"crv\":\"P-256\",\"x\":\"{}\",\"y\":\"{}\"}}",
+            URL_SAFE_NO_PAD.encode(&point[1..33]),
+            URL_SAFE_NO_PAD.encode(&point[33..])
+        ),
+    )
+    .unwrap();
+    let pinned = tmp.path().join("config.toml");
+    fs::write(
+        &pinned,
+        format!(
+            "server = \"127.0.0.1:1\"\ndata_dir = \"{}\"\nserving_ca_spki_pin = \"{PIN}\"\n\
+             join_encryption_key_pin = \"{PIN}\"\njoin_signing_key_pin = \"{}\"\n",
+            data.display(),
+            signing.pin()
+        ),
+    )
+    .unwrap();
+    let unpinned = tmp.path().join("unpinned.toml");
+    fs::write(
+        &unpinned,
+        format!(
+            "server = \"127.0.0.1:1\"\ndata_dir = \"{}\"\nserving_ca_spki_pin = \"{PIN}\"\n\
+             join_encryption_key_pin = \"{PIN}\"\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let status = |cfg: &Path, offset_hours: i64| {
+        let out = bcd(cfg, &["status", "--json"])
+            .env(
+                "BCD_TEST_CLOCK_OFFSET_MS",
+                (offset_hours * 3_600_000).to_string(),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["state"], "expired", "{v}");
+        let text_out = bcd(cfg, &["status"])
+            .env(
+                "BCD_TEST_CLOCK_OFFSET_MS",
+                (offset_hours * 3_600_000).to_string(),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&text_out.stdout),
+            format!("{}\n", v["problem"].as_str().unwrap())
+        );
+        v
+    };
+    let expired = |v: &serde_json::Value| {
+        format!(
+            "the certificate of n1 (site eu-1, role node) expired at {} by this machine's clock \
+             (bcd doctor's clock checks compare it with the server's); an expired certificate \
+             cannot be renewed",
+            v["notAfter"].as_str().unwrap()
+        )
+    };
+    // Expired an hour ago, the join signing key loads: bcd node re-joins by itself.
+    let v = status(&pinned, 25);
+    assert_eq!(v["recovery"], "x509pop");
+    assert_eq!(
+        v["problem"],
+        format!(
+            "{}; bcd node re-joins by x509pop from the identity on disk by itself (no token, no \
+             reset): a running bcd node does it now, a stopped one when it starts (systemctl \
+             start bcd)",
+            expired(&v)
+        )
+    );
+    // Expired eight days ago: past the control plane's default grace.
+    let v = status(&pinned, 9 * 24);
+    assert_eq!(v["recovery"], "join");
+    assert_eq!(
+        v["problem"],
+        format!(
+            "{}; bcd node tries to re-join by x509pop, but the certificate expired more than the \
+             control plane's default grace (7 days) ago, so the re-join is refused \
+             (x509pop:expired-beyond-grace) unless its [attestors.x509pop] grace was raised; \
+             join again: bcd join --reset --yes, then bcd join",
+            expired(&v)
+        )
+    );
+    // No join signing key pinned: bcd node stops with the way back, and so does status.
+    let v = status(&unpinned, 25);
+    assert_eq!(v["recovery"], "join");
+    assert_eq!(
+        v["problem"],
+        format!(
+            "{}, and bcd node cannot re-join by x509pop: join_signing_key_pin is not set, so no \
+             answer could be verified; join again: bcd join --reset --yes, then bcd join",
+            expired(&v)
+        )
     );
 }

@@ -104,7 +104,12 @@ fn status_and_doctor_say_the_key_is_a_file() {
     let ks = keyset();
     let key = NodeKey::generate_file().unwrap();
     let (data, _) = joined_with(tmp.path(), &ks, "n1", &key, &[]);
-    let report = status(&data, &TpmHost::none(), now());
+    let report = status(
+        &data,
+        &TpmHost::none(),
+        &bcd::status::SigningKey::Loads,
+        now(),
+    );
     assert_eq!(report.node_key, Some("file"));
     let text = report.to_text();
     assert!(

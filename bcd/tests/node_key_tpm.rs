@@ -112,7 +112,7 @@ fn node_key_holds_only_the_record_and_loads_through_the_tpm() {
     assert_eq!(loaded.key.kind(), NodeKeyKind::Tpm);
     assert_eq!(loaded.key.public_key(), key.public_key());
 
-    let report = status(&data, &host, now());
+    let report = status(&data, &host, &bcd::status::SigningKey::Loads, now());
     assert_eq!(report.node_key, Some("tpm"));
     assert!(
         report

@@ -381,6 +381,7 @@ async fn a_deferred_ramdisk_join_is_retried_with_the_same_csr_and_stored() {
     let report = bcd::status::status(
         &bcd::files::DataDir::new(&rd.data),
         &bcd::node_key::TpmHost::none(),
+        &bcd::status::SigningKey::Loads,
         crate::common::now(),
     );
     assert_eq!(report.role.as_deref(), Some("ramdisk"));
@@ -434,7 +435,12 @@ fn bcd_status_shows_a_ramdisk_and_its_two_hour_certificate_normally() {
     );
     bcd::files::identity::store_joined(&data, &as_node_key(&key), &identity_for(&ks, leaf), at)
         .unwrap();
-    let report = bcd::status::status(&data, &bcd::node_key::TpmHost::none(), at);
+    let report = bcd::status::status(
+        &data,
+        &bcd::node_key::TpmHost::none(),
+        &bcd::status::SigningKey::Loads,
+        at,
+    );
     assert_eq!(report.exit_code(), 0);
     let text = report.to_text();
     assert!(

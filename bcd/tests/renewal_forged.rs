@@ -46,7 +46,13 @@ fn snapshot(data: &DataDir, at: time::OffsetDateTime) -> NodeFiles {
         identity: std::fs::read_to_string(data.file(IDENTITY_FILE)).unwrap(),
         key: std::fs::read_to_string(data.file(NODE_KEY_FILE)).unwrap(),
         next_key: data.exists(NEXT_KEY_FILE),
-        status: bcd::status::status(data, &bcd::node_key::TpmHost::none(), at).to_text(),
+        status: bcd::status::status(
+            data,
+            &bcd::node_key::TpmHost::none(),
+            &bcd::status::SigningKey::Loads,
+            at,
+        )
+        .to_text(),
     }
 }
 

@@ -166,6 +166,29 @@ fn a_fresh_up_has_nothing_above_info_and_is_serving() {
         5,
         "root, node, serving, operator CA and command-signing root: {report}"
     );
+    // Without --metrics doctor reads the metrics address `up` recorded in the deployment's
+    // bcctl.toml (a free port here), not the default 127.0.0.1:9464: the same findings, the feed
+    // caught up (issue 44 item 5).
+    let addr = metrics(&facts)
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_owned();
+    let toml = std::fs::read_to_string(d.join(".bcctl/bcctl.toml")).expect("bcctl.toml");
+    assert!(
+        toml.contains(&format!("\nmetrics_listen = \"{addr}\"\n")),
+        "{toml}"
+    );
+    let (code, found) = doctor(bcctl(d, &["doctor", "--json"]));
+    assert_eq!(code, 0, "{found}");
+    assert_eq!(notable(&found), notable(&report), "{found}");
+    let feed = finding(&found, "feed.lag", "ok")["message"]
+        .as_str()
+        .expect("message")
+        .to_owned();
+    assert!(
+        feed.starts_with("the gateway's revocation feed is caught up ("),
+        "{feed}"
+    );
     // The text form says the same.
     let out = run(bcctl(d, &["doctor", "--metrics", &metrics(&facts)]));
     assert_eq!(out.status.code(), Some(0));

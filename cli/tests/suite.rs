@@ -62,6 +62,7 @@ mod serve_quorum_cli;
 mod site_cli;
 mod spiffe_bundle_e2e;
 mod ssh_e2e;
+mod status_truths_cli;
 mod test_layout;
 mod token_node_cli;
 mod token_node_sealing;

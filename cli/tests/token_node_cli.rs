@@ -35,6 +35,59 @@ fn fails_with(dir: &Path, url: &str, args: &[&str], needle: &str, code: i32) {
     );
 }
 
+/// Joins a node with the token `secret` through a JoinService on `db` and the plaintext bundle
+/// `pki init --plaintext` wrote in `d/.bcctl`, claiming `macs`; its node id.
+pub(crate) async fn join_with(db: &TestDb, d: &Path, secret: &str, macs: &[&str]) -> String {
+    let bytes = std::fs::read(d.join(".bcctl/pki.json")).expect("bundle");
+    let keys = open_bundle(&bytes, None)
+        .expect("bundle")
+        .keys
+        .expect("plaintext keys");
+    let td = keys.trust_domain.clone();
+    let recipient = keys.join_encryption.public_key().clone();
+    let store = db.store().await.expect("store");
+    let svc = JoinService::new(
+        store,
+        Arc::new(keys),
+        Arc::new(SystemClock),
+        IdentityConfig::new(td),
+    )
+    .expect("svc");
+    let key = PrivateKey::generate(KeyRole::Node).expect("key");
+    let csr = build_csr(&key).expect("csr");
+    let sealed = seal_token(
+        &recipient,
+        &TokenSecret::parse(secret).expect("secret"),
+        &domain::identity::sha256(&csr),
+    )
+    .expect("seal");
+    let signed = gateway::wire::join(
+        svc.joins(),
+        &proto::JoinRequest {
+            csr,
+            attestor: String::new(),
+            sealed_token: sealed.as_bytes().to_vec(),
+            role: "node".into(),
+            claims: Some(proto::HardwareClaims {
+                macs: macs.iter().map(|m| m.to_string()).collect(),
+                ..Default::default()
+            }),
+            attestation: Vec::new(),
+            agent_version: String::new(),
+        },
+    )
+    .await
+    .expect("join");
+    assert!(!signed.response.is_empty());
+    svc.list_nodes(None)
+        .await
+        .expect("nodes")
+        .into_iter()
+        .max_by_key(|n| n.position)
+        .expect("the node joined")
+        .node_id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_and_node_commands_on_both_backends() {
     for db in TestDb::each().await.expect("databases") {
@@ -167,47 +220,7 @@ async fn token_and_node_commands_on_both_backends() {
         );
 
         // A node joins (through the JoinService on the same store and bundle keys).
-        let bytes = std::fs::read(d.join(".bcctl/pki.json")).expect("bundle");
-        let keys = open_bundle(&bytes, None)
-            .expect("bundle")
-            .keys
-            .expect("plaintext keys");
-        let td = keys.trust_domain.clone();
-        let recipient = keys.join_encryption.public_key().clone();
-        let store = db.store().await.expect("store");
-        let svc = JoinService::new(
-            store,
-            Arc::new(keys),
-            Arc::new(SystemClock),
-            IdentityConfig::new(td),
-        )
-        .expect("svc");
-        let key = PrivateKey::generate(KeyRole::Node).expect("key");
-        let csr = build_csr(&key).expect("csr");
-        let sealed = seal_token(
-            &recipient,
-            &TokenSecret::parse(&secret).expect("secret"),
-            &domain::identity::sha256(&csr),
-        )
-        .expect("seal");
-        let signed = gateway::wire::join(
-            svc.joins(),
-            &proto::JoinRequest {
-                csr,
-                attestor: String::new(),
-                sealed_token: sealed.as_bytes().to_vec(),
-                role: "node".into(),
-                claims: Some(proto::HardwareClaims {
-                    macs: vec!["AA:BB:CC:DD:EE:FF".into()],
-                    ..Default::default()
-                }),
-                attestation: Vec::new(),
-                agent_version: String::new(),
-            },
-        )
-        .await
-        .expect("join");
-        assert!(!signed.response.is_empty());
+        join_with(&db, d, &secret, &["AA:BB:CC:DD:EE:FF"]).await;
 
         let nodes = ok_json(d, &url, &["node", "list", "--json"]);
         let node_id = nodes[0]["nodeId"].as_str().expect("node").to_string();

@@ -56,6 +56,7 @@ mod remote_attestor;
 mod renew_guard;
 mod site_commands;
 mod site_facts;
+mod status_truths;
 mod tenant_lifecycle;
 mod tpm_allows;
 mod tpm_join;

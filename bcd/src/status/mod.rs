@@ -9,10 +9,12 @@
 //! | module | holds |
 //! | --- | --- |
 //! | this file | `bcd status`, `bcd doctor` and its local checks |
+//! | [`expired`] | the advice for an expired certificate: what `bcd node` does about it |
 //! | [`tpm_check`] | doctor's `tpm` check under `[helper]`: the node's user cannot open the TPM |
 //!
 //! Doctor's network half is [`crate::node::NetworkDoctor`].
 
+pub mod expired;
 pub mod tpm_check;
 
 use serde::Serialize;
@@ -20,13 +22,12 @@ use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 
 use crate::config::{Config, PIN_KEYS};
-use crate::files::identity::{
-    load_read_only_in, LoadError, LoadedIdentity, NextKeyOutcome, WAY_BACK,
-};
+use crate::files::identity::{load_read_only_in, LoadError, LoadedIdentity, NextKeyOutcome};
 use crate::files::revoked::{revoked, RevocationRecord, REVOKED_WAY_BACK};
 use crate::files::{DataDir, IDENTITY_FILE, JOURNAL_FILE, NEXT_KEY_FILE, NODE_KEY_FILE};
 use crate::node_key::{NodeKeyKind, TpmHost};
 use crate::renewal::schedule::renew_at;
+pub use expired::{expired_advice, Recovery, SigningKey};
 
 /// How far the local clock may be off the server's: the window renewals and x509pop re-joins
 /// are judged in (spec 003 and 000: ±60 s). Behind the last signed time by more, doctor fails.
@@ -100,6 +101,10 @@ pub struct StatusReport {
     /// The problem, ending with the way back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// `expired` only: how the identity comes back, as `bcd node` would bring it back:
+    /// `x509pop` (bcd node re-joins by itself) or `join` (join again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<Recovery>,
 }
 
 impl StatusReport {
@@ -131,8 +136,14 @@ impl StatusReport {
     }
 }
 
-/// `bcd status` of `dir` at `now`, a TPM key loaded through `tpm`.
-pub fn status(dir: &DataDir, tpm: &TpmHost, now: OffsetDateTime) -> StatusReport {
+/// `bcd status` of `dir` at `now`, a TPM key loaded through `tpm`; an expired certificate's
+/// advice follows what `bcd node` would do with `signing` ([`expired_advice`]).
+pub fn status(
+    dir: &DataDir,
+    tpm: &TpmHost,
+    signing: &SigningKey,
+    now: OffsetDateTime,
+) -> StatusReport {
     let mut report = StatusReport {
         state: "ok",
         data_dir: dir.root().display().to_string(),
@@ -150,6 +161,7 @@ pub fn status(dir: &DataDir, tpm: &TpmHost, now: OffsetDateTime) -> StatusReport
         trust_version: None,
         revocation: None,
         problem: None,
+        recovery: None,
     };
     let loaded = match load_read_only_in(dir, tpm) {
         Ok(loaded) => loaded,
@@ -182,8 +194,10 @@ pub fn status(dir: &DataDir, tpm: &TpmHost, now: OffsetDateTime) -> StatusReport
         report.problem = Some(revoked_message(&loaded, &record));
         report.revocation = Some(record);
     } else if now >= leaf.not_after {
+        let (recovery, advice) = expired_advice(&loaded, signing, now);
         report.state = "expired";
-        report.problem = Some(expired_message(&loaded));
+        report.problem = Some(advice);
+        report.recovery = Some(recovery);
     }
     report
 }
@@ -191,7 +205,7 @@ pub fn status(dir: &DataDir, tpm: &TpmHost, now: OffsetDateTime) -> StatusReport
 /// `bcd status` as the command runs it: [`status`], and a node that has not joined on a machine
 /// with no config.toml either is `no-config`, naming the file (not "not joined").
 pub fn status_of(config: &Config, dir: &DataDir, now: OffsetDateTime) -> StatusReport {
-    let mut report = status(dir, &config.key_host(), now);
+    let mut report = status(dir, &config.key_host(), &SigningKey::of(config), now);
     if report.state == "not-joined" {
         if let Some(e) = config.no_config() {
             report.state = "no-config";
@@ -206,17 +220,6 @@ fn revoked_message(loaded: &LoadedIdentity, record: &RevocationRecord) -> String
         "{} is revoked: {}; {REVOKED_WAY_BACK}",
         loaded.describe(),
         record.describe()
-    )
-}
-
-fn expired_message(loaded: &LoadedIdentity) -> String {
-    format!(
-        "the certificate of {} expired at {} by this machine's clock (bcd doctor's clock checks \
-         compare it with the server's); an expired certificate cannot be renewed: bcd node \
-         re-joins by x509pop from the identity on disk within the control plane's grace (7 days \
-         by default); past it, {WAY_BACK}",
-        loaded.describe(),
-        rfc3339(loaded.leaf.not_after)
     )
 }
 
@@ -345,6 +348,7 @@ fn server_check(config: &Config) -> Check {
 fn identity_checks(
     dir: &DataDir,
     tpm: &TpmHost,
+    signing: &SigningKey,
     now: OffsetDateTime,
 ) -> (Vec<Check>, Option<LoadedIdentity>) {
     let loaded = match load_read_only_in(dir, tpm) {
@@ -388,7 +392,7 @@ fn identity_checks(
         checks.push(Check::new(
             "identity",
             Level::Fail,
-            expired_message(&loaded),
+            expired_advice(&loaded, signing, now).1,
         ));
     } else {
         checks.push(Check::new(
@@ -540,7 +544,7 @@ pub fn doctor(
     now: OffsetDateTime,
 ) -> Vec<Check> {
     let mut checks = vec![pins_check(config), server_check(config)];
-    let (identity, loaded) = identity_checks(dir, &config.key_host(), now);
+    let (identity, loaded) = identity_checks(dir, &config.key_host(), &SigningKey::of(config), now);
     checks.extend(identity);
     if let Some(loaded) = &loaded {
         checks.push(

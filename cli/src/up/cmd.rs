@@ -126,6 +126,7 @@ fn toml_str(text: &str) -> String {
 fn dir_config(
     addr: SocketAddr,
     admin: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
     database_url: &str,
     bundle: &Path,
     secret_file: Option<&Path>,
@@ -149,6 +150,10 @@ fn dir_config(
     if let Some(a) = admin {
         out.push_str(&format!("admin_listen = {}\n", toml_str(&a.to_string())));
     }
+    // The address the metrics listener got (a free port unless --metrics-port): `bcctl doctor`
+    // reads the revocation feed's lag there, not at the default 127.0.0.1:9464.
+    let metrics = metrics.map_or_else(|| "off".to_string(), |m| m.to_string());
+    out.push_str(&format!("metrics_listen = {}\n", toml_str(&metrics)));
     out
 }
 
@@ -289,6 +294,7 @@ async fn up_in(args: &UpArgs) -> Result<(), UpError> {
         dir_config(
             addr,
             admin_addr,
+            started.running.metrics_addr,
             &settings.database_url,
             &bundle,
             secret_file.as_deref(),

@@ -9,7 +9,7 @@
 //! inside the transaction (Postgres) or the writer is held (SQLite): writers wait, readers don't.
 
 use clap::Args;
-use commands::identity::{CertView, NodeClaimsView, NodeView, TokenView};
+use commands::identity::{CertView, NodeClaimsView, NodeView, TokenStatus, TokenView};
 use events::store::{EventStore, LogStore, LogTx, StoreError, StoreTx};
 use projections::replay_read::{self, CertRow, NodeRow, TokenRow};
 use projections::ProjectionError;
@@ -217,7 +217,10 @@ async fn replay_in(
         digest,
         nodes: nodes.into_iter().map(node_view).collect(),
         certificates: certs.into_iter().map(cert_view).collect(),
-        tokens: tokens.into_iter().map(token_view).collect(),
+        tokens: tokens
+            .into_iter()
+            .map(|t| token_view(t, occurred_at_us.unwrap_or(0)))
+            .collect(),
         events,
     })
 }
@@ -269,8 +272,15 @@ fn cert_view(r: CertRow) -> CertView {
     }
 }
 
-fn token_view(r: TokenRow) -> TokenView {
+/// A token as it stood at `at_us` (the replayed position's time): its status judged then.
+fn token_view(r: TokenRow, at_us: i64) -> TokenView {
     TokenView {
+        status: TokenStatus::of(
+            r.revoked_at_us.is_some(),
+            r.uses_left,
+            r.expires_at_us,
+            at_us,
+        ),
         token_id: r.token_id,
         tenant_id: r.tenant_id,
         site_id: r.site_id,

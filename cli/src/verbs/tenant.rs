@@ -3,6 +3,7 @@
 //! `events list --tenant` take) with its event counts. A deleted tenant stays listed with
 //! status `deleted`; its name is never reused.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
@@ -18,7 +19,8 @@ use crate::verbs::token::{fmt_us, print_table, IdentityArgs, IdentityCmdError};
 pub enum TenantCommand {
     /// Create a tenant (refused if it exists or was deleted).
     Create(CreateArgs),
-    /// List the tenants: status, events, nodes, active nodes.
+    /// List the tenants: status, events, nodes, and the nodes by status (active, revoked,
+    /// expired, retired, deleted).
     List(ListArgs),
     /// Show one tenant: status, nodes, live tokens, open batches, its deletion.
     Show(ShowArgs),
@@ -77,8 +79,28 @@ pub struct TenantListRow {
     pub events: i64,
     pub last_position: i64,
     pub nodes: usize,
+    /// Nodes neither retired nor deleted, their identity not revoked, their certificate
+    /// unexpired.
     pub active_nodes: usize,
+    /// Nodes by the status `node list` shows (a status no node has is absent).
+    pub nodes_by_status: BTreeMap<String, usize>,
     pub deleted_at_us: Option<i64>,
+}
+
+/// The node statuses `tenant list` has a column for, in its order.
+const NODE_STATUSES: [&str; 5] = ["active", "revoked", "expired", "retired", "deleted"];
+
+/// `3 (1 active, 1 revoked, 1 retired)`: the count, then each status some node has.
+fn node_counts(nodes: usize, by_status: &BTreeMap<String, usize>) -> String {
+    let parts: Vec<String> = NODE_STATUSES
+        .iter()
+        .filter_map(|s| by_status.get(*s).map(|n| format!("{n} {s}")))
+        .collect();
+    if parts.is_empty() {
+        nodes.to_string()
+    } else {
+        format!("{nodes} ({})", parts.join(", "))
+    }
 }
 
 async fn open(common: &IdentityArgs) -> Result<TenantAdmin, IdentityCmdError> {
@@ -136,7 +158,7 @@ fn print_view(t: &TenantView, json: bool) {
         ("status", t.status.to_string()),
         ("description", t.description.clone()),
         ("created", opt(t.created_at_us)),
-        ("nodes", format!("{} ({} active)", t.nodes, t.active_nodes)),
+        ("nodes", node_counts(t.nodes, &t.nodes_by_status)),
         ("live tokens", t.live_tokens.to_string()),
         ("open batches", t.open_batches.to_string()),
         ("deleted", opt(t.deleted_at_us)),
@@ -173,6 +195,7 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
                 last_position: t.last_position,
                 nodes: k.map_or(0, |k| k.nodes),
                 active_nodes: k.map_or(0, |k| k.active_nodes),
+                nodes_by_status: k.map(|k| k.nodes_by_status.clone()).unwrap_or_default(),
                 deleted_at_us: k.and_then(|k| k.deleted_at_us),
             }
         })
@@ -186,6 +209,7 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
                 last_position: 0,
                 nodes: k.nodes,
                 active_nodes: k.active_nodes,
+                nodes_by_status: k.nodes_by_status.clone(),
                 deleted_at_us: k.deleted_at_us,
             });
         }
@@ -196,14 +220,19 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
         let rows: Vec<Vec<String>> = out
             .iter()
             .map(|t| {
-                vec![
+                let mut row = vec![
                     t.tenant_id.clone(),
                     t.status.to_string(),
                     t.events.to_string(),
                     t.last_position.to_string(),
                     t.nodes.to_string(),
-                    t.active_nodes.to_string(),
-                ]
+                ];
+                row.extend(
+                    NODE_STATUSES
+                        .iter()
+                        .map(|s| t.nodes_by_status.get(*s).copied().unwrap_or(0).to_string()),
+                );
+                row
             })
             .collect();
         print_table(
@@ -214,6 +243,10 @@ async fn list(args: ListArgs) -> Result<(), IdentityCmdError> {
                 "LAST POSITION",
                 "NODES",
                 "ACTIVE",
+                "REVOKED",
+                "EXPIRED",
+                "RETIRED",
+                "DELETED",
             ],
             &rows,
         );

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use commands::identity::{IdentityError, NewToken, NodeAdmin, TokenView};
+use commands::identity::{IdentityError, NewToken, NodeAdmin, TokenStatus, TokenView};
 use commands::DatabaseClock;
 use domain::identity::{AdminRefusal, ExpectBinding, TokenRole};
 use domain::pki::SecretError;
@@ -427,6 +427,15 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+/// A token's `STATUS` cell: `active`, `used up`, `expired`, or `revoked <when> (<why>)`.
+fn status_cell(t: &TokenView) -> String {
+    match (t.status, &t.revoked_at_us, &t.revoke_reason) {
+        (TokenStatus::Revoked, Some(at), Some(r)) => format!("revoked {} ({r})", fmt_us(*at)),
+        (TokenStatus::Revoked, Some(at), None) => format!("revoked {}", fmt_us(*at)),
+        (status, ..) => status.as_str().into(),
+    }
+}
+
 pub fn print_tokens(tokens: &[TokenView]) {
     let rows: Vec<Vec<String>> = tokens
         .iter()
@@ -439,17 +448,13 @@ pub fn print_tokens(tokens: &[TokenView]) {
                 t.role.clone(),
                 format!("{}/{}", t.uses_left, t.uses_total),
                 fmt_us(t.expires_at_us),
-                match (&t.revoked_at_us, &t.revoke_reason) {
-                    (Some(at), Some(r)) => format!("revoked {} ({r})", fmt_us(*at)),
-                    (Some(at), None) => format!("revoked {}", fmt_us(*at)),
-                    _ => "active".into(),
-                },
+                status_cell(t),
             ]
         })
         .collect();
     print_table(
         &[
-            "TOKEN", "TENANT", "SITE", "POOL", "ROLE", "USES", "EXPIRES", "STATE",
+            "TOKEN", "TENANT", "SITE", "POOL", "ROLE", "USES", "EXPIRES", "STATUS",
         ],
         &rows,
     );

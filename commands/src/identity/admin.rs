@@ -91,7 +91,7 @@ impl NodeAdmin {
         let token = run(&self.store, self.clock.as_ref(), &create).await?;
         Ok(CreatedToken {
             secret: secret.expose().to_owned(),
-            token: TokenView::from(&token),
+            token: TokenView::at(&token, self.clock.now_us()),
         })
     }
 
@@ -107,7 +107,7 @@ impl NodeAdmin {
             &RevokeToken { token_id, reason },
         )
         .await?;
-        Ok(TokenView::from(&row))
+        Ok(TokenView::at(&row, self.clock.now_us()))
     }
 
     /// `token list`, of one tenant or all.
@@ -115,7 +115,8 @@ impl NodeAdmin {
         let mut tx = self.store.begin().await?;
         let rows = read::tokens_of_tenant(&mut tx, tenant).await?;
         tx.rollback().await?;
-        Ok(rows.iter().map(TokenView::from).collect())
+        let now_us = self.clock.now_us();
+        Ok(rows.iter().map(|r| TokenView::at(r, now_us)).collect())
     }
 
     async fn node_command(&self, node_id: &str, op: NodeOp<'_>) -> Result<NodeView, IdentityError> {

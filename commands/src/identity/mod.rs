@@ -61,7 +61,10 @@ pub use maintenance::{
 };
 pub use renew::Renewals;
 pub use service::JoinService;
-pub use views::{CertView, CreatedToken, NodeClaimsView, NodeDetail, NodeView, TokenView};
+pub use views::{
+    node_status, CertView, CreatedToken, NodeClaimsView, NodeDetail, NodeView, TokenStatus,
+    TokenView,
+};
 
 /// The identity reads the edge runs outside any command (the revocation feed, a session's tenant):
 /// the projection's own functions, named here so the gateway depends on `commands` only.

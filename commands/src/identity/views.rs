@@ -2,7 +2,81 @@
 
 use serde::Serialize;
 
+use domain::identity::{identity_revoked, NewestCert};
+use projections::identity::operator::LatestCert;
 use projections::identity::read::{CertRow, NodeRow, TokenRow};
+
+/// What a join token can still do, at a time: the first reason a join with it would be refused,
+/// in the order the join judges them (`domain::attest::join_token`: revoked, expired, no use
+/// left), else `active`. `bcctl token list` prints it; `--json` carries it as `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TokenStatus {
+    /// Admits joins.
+    #[serde(rename = "active")]
+    Active,
+    /// Every use spent.
+    #[serde(rename = "used up")]
+    UsedUp,
+    /// Past its expiry.
+    #[serde(rename = "expired")]
+    Expired,
+    /// Revoked by an operator (or by its tenant's deletion).
+    #[serde(rename = "revoked")]
+    Revoked,
+}
+
+impl TokenStatus {
+    /// The status of a token revoked or not, with `uses_left` uses, ending at `expires_at_us`,
+    /// at `now_us`. A join at `expires_at_us` itself is refused as expired, so is the status.
+    pub fn of(revoked: bool, uses_left: i64, expires_at_us: i64, now_us: i64) -> Self {
+        if revoked {
+            TokenStatus::Revoked
+        } else if now_us >= expires_at_us {
+            TokenStatus::Expired
+        } else if uses_left <= 0 {
+            TokenStatus::UsedUp
+        } else {
+            TokenStatus::Active
+        }
+    }
+
+    /// `active`, `used up`, `expired` or `revoked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenStatus::Active => "active",
+            TokenStatus::UsedUp => "used up",
+            TokenStatus::Expired => "expired",
+            TokenStatus::Revoked => "revoked",
+        }
+    }
+}
+
+/// The status a node really has at `now_us`: its row's (`active`, `retired`, `deleted`), unless
+/// that is `active` while its newest certificate is revoked or of an older identity generation
+/// (`revoked`: `node revoke` leaves the row active, raises the generation and revokes the
+/// certificates) or out of date (`expired`). What `bcctl node list | show | revoke` print and
+/// what `bcctl tenant list | show` count.
+pub fn node_status(node: &NodeView, cert: Option<&LatestCert>, now_us: i64) -> String {
+    if node.status != "active" {
+        return node.status.clone();
+    }
+    let generation = |g: i64| u64::try_from(g).unwrap_or(0);
+    match cert {
+        Some(c)
+            if identity_revoked(
+                generation(node.identity_generation),
+                &NewestCert {
+                    revoked: c.revoked_at_us.is_some(),
+                    identity_generation: generation(c.identity_generation),
+                },
+            ) =>
+        {
+            "revoked".into()
+        }
+        Some(c) if c.not_after_us <= now_us => "expired".into(),
+        _ => node.status.clone(),
+    }
+}
 
 /// A join token, without its secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -23,10 +97,14 @@ pub struct TokenView {
     pub revoked_at_us: Option<i64>,
     pub revoke_reason: Option<String>,
     pub position: i64,
+    /// `active`, `used up`, `expired` or `revoked` ([`TokenStatus`]), at the time the view was
+    /// made.
+    pub status: TokenStatus,
 }
 
-impl From<&TokenRow> for TokenView {
-    fn from(r: &TokenRow) -> Self {
+impl TokenView {
+    /// The token of `r` as it stands at `now_us`.
+    pub fn at(r: &TokenRow, now_us: i64) -> Self {
         TokenView {
             token_id: r.token_id.clone(),
             tenant_id: r.tenant_id.clone(),
@@ -43,6 +121,12 @@ impl From<&TokenRow> for TokenView {
             revoked_at_us: r.revoked_at_us,
             revoke_reason: r.revoke_reason.clone(),
             position: r.position,
+            status: TokenStatus::of(
+                r.revoked_at_us.is_some(),
+                r.uses_left,
+                r.expires_at_us,
+                now_us,
+            ),
         }
     }
 }

@@ -94,13 +94,13 @@ impl TenantAdmin {
 
     /// `tenant show`: NOT_FOUND for a tenant nothing names.
     pub async fn show(&self, tenant_id: &str) -> Result<TenantView, TenantError> {
-        view::show(&self.store, tenant_id).await
+        view::show(&self.store, tenant_id, self.clock.now_us()).await
     }
 
     /// `tenant list`: every tenant the log names or an operator created, deleted ones with
     /// their status.
     pub async fn list(&self) -> Result<Vec<TenantView>, TenantError> {
-        view::list(&self.store).await
+        view::list(&self.store, self.clock.now_us()).await
     }
 }
 

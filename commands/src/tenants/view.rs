@@ -1,17 +1,18 @@
 //! What the tenant commands answer: a tenant as `tenant show` and `tenant list` print it, and
 //! what a deletion did.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use domain::tenant::{TenantDeletion, TenantRefusal};
 use events::store::{EventStore, LogStore, LogTx, StoreTx};
-use projections::identity::operator::tenants_with_nodes;
+use projections::identity::operator::{latest_certs, tenants_with_nodes, LatestCert};
 use projections::identity::read;
 use projections::quorum::open_batches_of_tenant;
 use projections::tenants::{tenant_named, tenant_row, tenant_rows};
 use serde::Serialize;
 
 use super::error::TenantError;
+use crate::identity::{node_status, NodeView, TokenStatus, TokenView};
 
 /// A tenant: its standing and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -31,9 +32,13 @@ pub struct TenantView {
     pub delete_reason: Option<String>,
     /// Its nodes, of any status.
     pub nodes: usize,
-    /// Its active nodes.
+    /// Its nodes by the status `bcctl node list` shows (`active`, `revoked`, `expired`,
+    /// `retired`, `deleted`; a status no node has is absent).
+    pub nodes_by_status: BTreeMap<String, usize>,
+    /// Its active nodes: neither retired nor deleted, their identity not revoked, their newest
+    /// certificate unexpired.
     pub active_nodes: usize,
-    /// Its tokens not revoked.
+    /// Its tokens that admit joins (status `active`: not revoked, unexpired, a use left).
     pub live_tokens: usize,
     /// Its pending or approved batches.
     pub open_batches: usize,
@@ -70,7 +75,28 @@ impl DeletedTenant {
     }
 }
 
-async fn view_in(tx: &mut StoreTx, tenant: &str) -> Result<TenantView, TenantError> {
+/// Its nodes counted by the status each really has at `now_us`
+/// ([`crate::identity::node_status`]).
+fn count_nodes(
+    nodes: &[read::NodeRow],
+    certs: &[LatestCert],
+    now_us: i64,
+) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for row in nodes {
+        let node = NodeView::from(row);
+        let cert = certs.iter().find(|c| c.node_id == node.node_id);
+        *counts.entry(node_status(&node, cert, now_us)).or_insert(0) += 1;
+    }
+    counts
+}
+
+async fn view_in(
+    tx: &mut StoreTx,
+    tenant: &str,
+    certs: &[LatestCert],
+    now_us: i64,
+) -> Result<TenantView, TenantError> {
     let row = tenant_row(tx, tenant).await?;
     if row.is_none() && !tenant_named(tx, tenant).await? {
         return Err(TenantRefusal::Unknown(tenant.to_owned()).into());
@@ -79,6 +105,7 @@ async fn view_in(tx: &mut StoreTx, tenant: &str) -> Result<TenantView, TenantErr
     let tokens = read::tokens_of_tenant(tx, Some(tenant)).await?;
     let batches = open_batches_of_tenant(tx, tenant).await?;
     let deleted = row.as_ref().and_then(|r| r.deleted_at_us);
+    let by_status = count_nodes(&nodes, certs, now_us);
     Ok(TenantView {
         tenant_id: tenant.to_owned(),
         status: if deleted.is_some() {
@@ -94,8 +121,12 @@ async fn view_in(tx: &mut StoreTx, tenant: &str) -> Result<TenantView, TenantErr
         deleted_at_us: deleted,
         delete_reason: row.as_ref().and_then(|r| r.delete_reason.clone()),
         nodes: nodes.len(),
-        active_nodes: nodes.iter().filter(|n| n.status == "active").count(),
-        live_tokens: tokens.iter().filter(|t| t.revoked_at_us.is_none()).count(),
+        active_nodes: by_status.get("active").copied().unwrap_or(0),
+        nodes_by_status: by_status,
+        live_tokens: tokens
+            .iter()
+            .filter(|t| TokenView::at(t, now_us).status == TokenStatus::Active)
+            .count(),
         open_batches: batches.len(),
         retired_nodes: row.as_ref().map_or(0, |r| r.retired_nodes),
         revoked_tokens: row.as_ref().map_or(0, |r| r.revoked_tokens),
@@ -104,15 +135,20 @@ async fn view_in(tx: &mut StoreTx, tenant: &str) -> Result<TenantView, TenantErr
 }
 
 /// One tenant, NOT_FOUND when nothing names it.
-pub(super) async fn show(store: &EventStore, tenant: &str) -> Result<TenantView, TenantError> {
+pub(super) async fn show(
+    store: &EventStore,
+    tenant: &str,
+    now_us: i64,
+) -> Result<TenantView, TenantError> {
     let mut tx = store.begin().await?;
-    let view = view_in(&mut tx, tenant).await;
+    let certs = latest_certs(&mut tx).await?;
+    let view = view_in(&mut tx, tenant, &certs, now_us).await;
     tx.rollback().await?;
     view
 }
 
 /// Every tenant created, deleted, or named by a node or a token, by id.
-pub(super) async fn list(store: &EventStore) -> Result<Vec<TenantView>, TenantError> {
+pub(super) async fn list(store: &EventStore, now_us: i64) -> Result<Vec<TenantView>, TenantError> {
     let mut tx = store.begin().await?;
     let mut ids: BTreeSet<String> = tenant_rows(&mut tx)
         .await?
@@ -131,9 +167,10 @@ pub(super) async fn list(store: &EventStore) -> Result<Vec<TenantView>, TenantEr
             .into_iter()
             .map(|t| t.tenant_id),
     );
+    let certs = latest_certs(&mut tx).await?;
     let mut out = Vec::with_capacity(ids.len());
     for id in &ids {
-        out.push(view_in(&mut tx, id).await?);
+        out.push(view_in(&mut tx, id, &certs, now_us).await?);
     }
     tx.rollback().await?;
     Ok(out)

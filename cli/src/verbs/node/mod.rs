@@ -17,7 +17,6 @@ pub(crate) mod setup;
 
 use clap::{Args, Subcommand};
 use commands::identity::{NodeClaimsView, NodeDetail, NodeView};
-use domain::identity::{identity_revoked, NewestCert};
 use events::store::{LogStore, LogTx};
 use projections::identity::operator::{self, LatestCert, SessionRow};
 use serde::Serialize;
@@ -116,22 +115,27 @@ enum Op {
 async fn change(args: ReasonArgs, verb: &str, op: Op) -> Result<(), IdentityCmdError> {
     let store = args.common.store().await?;
     let svc = admin(&store);
-    let node = match op {
+    let mut node = match op {
         // Whether the identity is revoked already is the domain's to decide, in the revoke's
         // own transaction (`domain::identity::decide_revoke_identity`).
         Op::Revoke => {
             let change = svc
                 .revoke_identity_once(&args.node_id, &args.reason)
                 .await?;
+            let mut node = change.node;
+            node.status = status_now(&store, &node).await?;
             if change.already_revoked {
-                print_already_revoked(&args, &change.node);
+                print_already_revoked(&args, &node);
                 return Ok(());
             }
-            change.node
+            node
         }
         Op::Delete => svc.delete_node(&args.node_id, &args.reason).await?,
         Op::Retire => svc.retire_node(&args.node_id, &args.reason).await?,
     };
+    // What the node is after the change, as `node show` says it: a revoked identity leaves the
+    // row `active` (the generation raised, the certificates revoked), and reads `revoked`.
+    node.status = status_now(&store, &node).await?;
     if args.common.json {
         crate::outln!("{}", to_json(&node));
     } else {
@@ -208,6 +212,21 @@ fn print_detail_certs(d: &NodeDetail) {
     );
 }
 
+/// The node's status as `node show` prints it ([`commands::identity::node_status`]), read now.
+async fn status_now(
+    store: &events::store::EventStore,
+    node: &NodeView,
+) -> Result<String, IdentityCmdError> {
+    let mut tx = store.begin().await?;
+    let cert = operator::latest_cert_of(&mut tx, &node.node_id).await?;
+    tx.rollback().await?;
+    Ok(commands::identity::node_status(
+        node,
+        cert.as_ref(),
+        now_us(),
+    ))
+}
+
 fn admin(store: &events::store::EventStore) -> commands::identity::NodeAdmin {
     commands::identity::NodeAdmin::new(
         store.clone(),
@@ -264,32 +283,6 @@ pub struct NodeStatus {
     pub claims: NodeClaimsView,
 }
 
-/// The status a node really has: its row's, unless that is `active` while its newest
-/// certificate is revoked or of an older identity generation (`revoked`) or out of date
-/// (`expired`).
-pub fn effective_status(node: &NodeView, cert: Option<&LatestCert>, now_us: i64) -> String {
-    if node.status != "active" {
-        return node.status.clone();
-    }
-    match cert {
-        Some(c) if identity_revoked_by(node, c) => "revoked".into(),
-        Some(c) if c.not_after_us <= now_us => "expired".into(),
-        _ => node.status.clone(),
-    }
-}
-
-/// The domain's rule ([`domain::identity::identity_revoked`]) on a node's newest certificate.
-fn identity_revoked_by(node: &NodeView, cert: &LatestCert) -> bool {
-    let generation = |g: i64| u64::try_from(g).unwrap_or(0);
-    identity_revoked(
-        generation(node.identity_generation),
-        &NewestCert {
-            revoked: cert.revoked_at_us.is_some(),
-            identity_generation: generation(cert.identity_generation),
-        },
-    )
-}
-
 fn node_status(
     trust_domain: &str,
     node: &NodeView,
@@ -308,7 +301,7 @@ fn node_status(
         site_id: node.site_id.clone(),
         pool_id: node.pool_id.clone(),
         role: node.role.clone(),
-        status: effective_status(node, cert, now_us),
+        status: commands::identity::node_status(node, cert, now_us),
         status_reason: node.status_reason.clone(),
         identity_generation: node.identity_generation,
         attestor: node.attestor.clone(),
