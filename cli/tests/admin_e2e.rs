@@ -362,6 +362,37 @@ async fn operators_approvers_and_auditors_work_off_the_control_plane() {
             .to_hex(),
         "the caller the batch id derives from is the operator's certificate"
     );
+    // A payload labelled with another kind's type: refused by the server (spec 003, the kind's
+    // own payload type from the registry), over the admin API as on the store.
+    std::fs::write(
+        ops.dir.join("relabelled.json"),
+        json!([{ "subject": "node-0", "kind": "node.reboot",
+                 "payload": { "type_url": "type.googleapis.com/bc.command.v1.DiskWipe", "value": "0a00" } }])
+        .to_string(),
+    )
+    .expect("leaves");
+    let relabelled = d.as_person(
+        &ops,
+        &[
+            "batch",
+            "create",
+            "--tenant",
+            "default",
+            "--idempotency-key",
+            "relabelled",
+            "--reason",
+            "reboot",
+            "--leaves",
+            "relabelled.json",
+        ],
+    );
+    assert_eq!(relabelled.status.code(), Some(2), "{}", stderr(&relabelled));
+    assert_eq!(
+        stderr(&relabelled),
+        "bcctl: INVALID_INPUT: scope leaf 0: payload typeUrl \"type.googleapis.com/bc.command.v1.DiskWipe\" \
+         is not the payload type of node.reboot; node.reboot payloads are \
+         type.googleapis.com/bc.command.v1.NodeReboot\n"
+    );
 
     // The approvers: each from its own directory, nothing else there, no database anywhere.
     let only = vec![

@@ -37,6 +37,7 @@ mod fault_join_kill;
 mod fault_postgres_restart;
 mod grpc_python;
 mod helper_e2e;
+mod install_script_pins;
 mod internal_reload_e2e;
 mod lost_answers_e2e;
 mod named_commands;

@@ -25,6 +25,7 @@ mod attest_projections;
 mod attestor_entries;
 mod audit_sequencer;
 mod audit_worked_example;
+mod batch_payload_types;
 mod cloud_iid_join;
 mod command_queue;
 mod command_queue_batches;

@@ -58,6 +58,10 @@ pub struct NodeSetup {
     pub join_signing_pin: String,
     /// The approver set the node takes first (64 hex), once the quorum exists.
     pub approver_set_sha256: Option<String>,
+    /// Whether `approver_set_sha256` was given (`--approver-set-sha256`): the install script then
+    /// replaces an earlier pin; the published default never does (spec 003: "an upgrade run
+    /// without the flag keeps an existing pin").
+    pub approver_set_given: bool,
     /// The attestor `bcd join` is told to use (`--attestor`); none: bcd's default (join-token).
     pub attestor: Option<String>,
     /// `[helper] user`: the privilege split (bcd node as this user, bcd helper as root).
@@ -120,6 +124,7 @@ impl NodeSetup {
             join_encryption_pin: pins.join_encryption.to_string(),
             join_signing_pin: pins.join_signing.to_string(),
             approver_set_sha256: None,
+            approver_set_given: false,
             attestor: None,
             helper_user: None,
             site_listen: None,
@@ -131,7 +136,17 @@ impl NodeSetup {
 
     /// bcd's `config.toml`.
     pub fn config_toml(&self, written_by: &str) -> String {
-        let mut out = format!(
+        let (head, tail) = self.config_around_pin(written_by);
+        let pin = match &self.approver_set_sha256 {
+            Some(sha) => format!("{PIN_NOTE_GIVEN}\napprover_set_sha256 = \"{sha}\"\n"),
+            None => format!("{NO_PIN_NOTE}\n{NO_PIN_LINE}\n"),
+        };
+        format!("{head}{pin}{tail}")
+    }
+
+    /// `config.toml` before and after its approver set pin's two lines.
+    fn config_around_pin(&self, written_by: &str) -> (String, String) {
+        let head = format!(
             "# Written by `{written_by}`: bcd's configuration for this deployment.\n\
              # join-encryption.jwk and join-signing.jwk must sit beside this file.\n\
              server = {}\n\
@@ -145,16 +160,7 @@ impl NodeSetup {
             self.join_encryption_pin,
             self.join_signing_pin,
         );
-        match &self.approver_set_sha256 {
-            Some(sha) => out.push_str(&format!(
-                "# The first approver set this node takes (approverSetSha256 of `bcctl pki trust-version`).\n\
-                 approver_set_sha256 = \"{sha}\"\n"
-            )),
-            None => out.push_str(
-                "# No quorum yet: once one is published, add its approverSetSha256 (`bcctl pki trust-version --json`).\n\
-                 # approver_set_sha256 = \"<64 hex>\"\n",
-            ),
-        }
+        let mut out = String::new();
         if let Some(a) = &self.attestor {
             out.push_str(&format!(
                 "# Join with `bcd join --attestor {a}` (the attestor is a flag of bcd join).\n"
@@ -172,7 +178,68 @@ impl NodeSetup {
         if let Some(listen) = &self.site_listen {
             out.push_str(&site_table(listen));
         }
-        out
+        (head, out)
+    }
+
+    /// The script's first lines: the pin an earlier run wrote is read; `--approver-set-sha256`
+    /// replaces it (and says so), an upgrade without the flag keeps it (and says so) over the
+    /// published default, and an unreadable earlier pin stops the script before anything is
+    /// written, rather than be dropped (decision 0099). Sets `BCD_PIN` and `BCD_PIN_NOTE`.
+    fn pin_choice_step(&self) -> String {
+        let given = self.approver_set_given;
+        let pin = self.approver_set_sha256.as_deref().unwrap_or("");
+        let mut s = String::from(KEPT_PIN_READ);
+        if !given {
+            s.push_str(UNREADABLE_PIN_REFUSED);
+        }
+        s.push_str(&format!(
+            "BCD_PIN={pin}\nBCD_PIN_NOTE={}\n",
+            shell_quote(PIN_NOTE_GIVEN)
+        ));
+        if given {
+            s.push_str(
+                "if [ -n \"$BCD_KEPT_PIN\" ] && [ \"$BCD_KEPT_PIN\" != \"$BCD_PIN\" ]; then\n\
+                 \x20 echo \"replaced the approver set pin of the earlier configuration ($BCD_KEPT_PIN) with $BCD_PIN\"\n\
+                 fi\n",
+            );
+        } else {
+            s.push_str(&format!(
+                "if [ -n \"$BCD_KEPT_PIN\" ]; then\n\
+                 \x20 echo \"kept the approver set pin of the earlier configuration: $BCD_KEPT_PIN\"\n\
+                 \x20 if [ -n \"$BCD_PIN\" ] && [ \"$BCD_PIN\" != \"$BCD_KEPT_PIN\" ]; then\n\
+                 \x20   echo \"(the control plane publishes $BCD_PIN: pass --approver-set-sha256 to bcctl node install-script to take it)\"\n\
+                 \x20 fi\n\
+                 \x20 BCD_PIN=\"$BCD_KEPT_PIN\"\n\
+                 \x20 BCD_PIN_NOTE={}\n\
+                 fi\n",
+                shell_quote(PIN_NOTE_KEPT)
+            ));
+        }
+        s
+    }
+
+    /// The script's lines that write `config.toml` with the pin [`Self::pin_choice_step`] chose.
+    fn write_config_step(&self, mode: u32) -> String {
+        let (head, tail) = self.config_around_pin("bcctl node install-script");
+        let mut s = String::new();
+        let tmp = format!("\"$BCD_ETC/{CONFIG_FILE}.tmp\"");
+        s.push_str(&heredoc_to(&head, &tmp, ">"));
+        s.push_str(&format!(
+            "if [ -n \"$BCD_PIN\" ]; then\n\
+             \x20 printf '%s\\napprover_set_sha256 = \"%s\"\\n' \"$BCD_PIN_NOTE\" \"$BCD_PIN\" >> {tmp}\n\
+             else\n\
+             \x20 printf '%s\\n' {} {} >> {tmp}\n\
+             fi\n",
+            shell_quote(NO_PIN_NOTE),
+            shell_quote(NO_PIN_LINE),
+        ));
+        if !tail.is_empty() {
+            s.push_str(&heredoc_to(&tail, &tmp, ">>"));
+        }
+        s.push_str(&format!(
+            "chmod {mode:o} {tmp}\nmv {tmp} \"$BCD_ETC/{CONFIG_FILE}\"\n"
+        ));
+        s
     }
 
     /// The files of the node's configuration directory: name, content, mode.
@@ -307,19 +374,16 @@ impl NodeSetup {
         );
         s.push_str("# is written into config.toml as printed below.\n");
         s.push_str("set -eu\n");
+        s.push_str(&format!("BCD_ETC=\"${{BCD_ETC:-{}}}\"\n", sh_dq(&etc_s)));
+        s.push_str(&self.pin_choice_step());
         if let Some(user) = &self.helper_user {
             s.push_str(&helper_user_steps(user));
         }
-        s.push_str(&format!("BCD_ETC=\"${{BCD_ETC:-{}}}\"\n", sh_dq(&etc_s)));
         s.push_str("umask 022\n");
         s.push_str("mkdir -p \"$BCD_ETC\"\n");
-        let keep_pin = self.approver_set_sha256.is_none();
-        if keep_pin {
-            s.push_str(KEEP_PIN_READ);
-        }
         for (name, text, mode) in self.files("bcctl node install-script") {
-            if keep_pin && name == CONFIG_FILE {
-                s.push_str(&write_config_keeping_pin(&text, mode));
+            if name == CONFIG_FILE {
+                s.push_str(&self.write_config_step(mode));
             } else {
                 s.push_str(&write_step("$BCD_ETC", name, &text, mode));
             }
@@ -399,44 +463,51 @@ fn helper_user_steps(user: &str) -> String {
     )
 }
 
-/// A heredoc end marker that does not occur in `text`.
 /// The script's lines that write `text` to `<dir>/<name>` (a shell variable naming the
 /// directory) with `mode`: a here-document into a temporary file, its mode, then a rename.
 fn write_step(dir: &str, name: &str, text: &str, mode: u32) -> String {
-    let marker = heredoc_marker(text);
-    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    let tmp = format!("\"{dir}/{name}.tmp\"");
     format!(
-        "cat > \"{dir}/{name}.tmp\" <<'{marker}'\n{text}{newline}{marker}\n\
-         chmod {mode:o} \"{dir}/{name}.tmp\"\nmv \"{dir}/{name}.tmp\" \"{dir}/{name}\"\n"
+        "{}chmod {mode:o} {tmp}\nmv {tmp} \"{dir}/{name}\"\n",
+        heredoc_to(text, &tmp, ">")
     )
 }
+
+/// `config.toml`'s comment over a pin given or published.
+const PIN_NOTE_GIVEN: &str =
+    "# The first approver set this node takes (approverSetSha256 of `bcctl pki trust-version`).";
+/// `config.toml`'s comment over a pin an upgrade kept.
+const PIN_NOTE_KEPT: &str =
+    "# The first approver set this node takes, kept from the earlier configuration.";
+/// `config.toml`'s two lines without a pin.
+const NO_PIN_NOTE: &str = "# No quorum yet: once one is published, add its approverSetSha256 (`bcctl pki trust-version --json`).";
+const NO_PIN_LINE: &str = "# approver_set_sha256 = \"<64 hex>\"";
 
 /// Before anything is written: the approver set pin of the configuration an earlier run wrote
-/// (spec 003: "an upgrade run without the flag keeps an existing pin").
-const KEEP_PIN_READ: &str = "BCD_KEPT_PIN=\"\"\n\
+/// (lower case), if it has a well-formed one.
+const KEPT_PIN_READ: &str = "BCD_KEPT_PIN=\"\"\n\
 if [ -f \"$BCD_ETC/config.toml\" ]; then\n\
-\x20 BCD_KEPT_PIN=$(sed -n 's/^approver_set_sha256 = \"\\([0-9a-fA-F]\\{64\\}\\)\"$/\\1/p' \"$BCD_ETC/config.toml\" | head -n 1)\n\
+\x20 BCD_KEPT_PIN=$(sed -n 's/^approver_set_sha256 = \"\\([0-9a-fA-F]\\{64\\}\\)\"$/\\1/p' \"$BCD_ETC/config.toml\" | head -n 1 | tr 'A-F' 'a-f')\n\
 fi\n";
 
-/// [`write_step`] for a `config.toml` written without `--approver-set-sha256`: the pin an earlier
-/// run wrote ([`KEEP_PIN_READ`]) replaces the commented placeholder before the file is renamed
-/// into place, and the script says so.
-fn write_config_keeping_pin(text: &str, mode: u32) -> String {
+/// Without `--approver-set-sha256`: an earlier `approver_set_sha256` that is not a quoted 64-hex
+/// string stops the script (exit 1, nothing written) rather than be dropped.
+const UNREADABLE_PIN_REFUSED: &str = "if [ -z \"$BCD_KEPT_PIN\" ] && [ -f \"$BCD_ETC/config.toml\" ] && \
+grep -q '^[[:space:]]*approver_set_sha256[[:space:]]*=' \"$BCD_ETC/config.toml\"; then\n\
+\x20 echo \"$BCD_ETC/config.toml: its approver_set_sha256 is not 64 hex characters in double quotes, so this \
+upgrade cannot keep it: fix or remove that line, or pass --approver-set-sha256 HEX to bcctl node install-script \
+for a script that replaces it; nothing was written\" >&2\n\
+\x20 exit 1\n\
+fi\n";
+
+/// `text` written (`>`) or appended (`>>`) to `target` by a here-document.
+fn heredoc_to(text: &str, target: &str, op: &str) -> String {
     let marker = heredoc_marker(text);
     let newline = if text.ends_with('\n') { "" } else { "\n" };
-    let tmp = format!("\"$BCD_ETC/{CONFIG_FILE}.tmp\"");
-    format!(
-        "cat > {tmp} <<'{marker}'\n{text}{newline}{marker}\n\
-         if [ -n \"$BCD_KEPT_PIN\" ]; then\n\
-         \x20 sed -e 's/^# No quorum yet: .*$/# The first approver set this node takes, kept from the earlier configuration./' \\\n\
-         \x20   -e \"s/^# approver_set_sha256 = .*$/approver_set_sha256 = \\\"$BCD_KEPT_PIN\\\"/\" {tmp} > {tmp}2\n\
-         \x20 mv {tmp}2 {tmp}\n\
-         \x20 echo \"kept the approver set pin of the earlier configuration: $BCD_KEPT_PIN\"\n\
-         fi\n\
-         chmod {mode:o} {tmp}\nmv {tmp} \"$BCD_ETC/{CONFIG_FILE}\"\n"
-    )
+    format!("cat {op} {target} <<'{marker}'\n{text}{newline}{marker}\n")
 }
 
+/// A heredoc end marker that does not occur in `text`.
 fn heredoc_marker(text: &str) -> String {
     let mut marker = String::from("BCD_EOF");
     while text.lines().any(|l| l == marker) {
@@ -545,78 +616,6 @@ mod tests {
     #[test]
     fn a_site_listen_is_written_under_site() {
         assert!(site_table("192.0.2.10:8069").ends_with("[site]\nlisten = \"192.0.2.10:8069\"\n"));
-    }
-
-    /// An install script run again without `--approver-set-sha256` (an upgrade) keeps the pin an
-    /// earlier run wrote; with the flag, the flag's pin wins (spec 003).
-    #[test]
-    fn an_upgrade_run_without_the_pin_keeps_the_earlier_pin() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let etc = tmp.path().join("etc");
-        let setup = |pin: Option<String>| NodeSetup {
-            server: "cp.example:8443".into(),
-            data_dir: tmp.path().join("data"),
-            serving_ca_pin: "sha256/a".into(),
-            join_encryption_pin: "sha256/b".into(),
-            join_signing_pin: "sha256/c".into(),
-            approver_set_sha256: pin,
-            attestor: None,
-            helper_user: None,
-            site_listen: None,
-            join_encryption_jwk: "{}".into(),
-            join_signing_jwk: "{}".into(),
-            serving_ca_pem: String::new(),
-        };
-        let run = |setup: &NodeSetup| {
-            let script = setup.install_script(&etc, "bcd");
-            let out = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(&script)
-                .output()
-                .expect("sh");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let config = std::fs::read_to_string(etc.join(CONFIG_FILE)).expect("config.toml");
-            (String::from_utf8_lossy(&out.stdout).into_owned(), config)
-        };
-        let pin_line = |c: &str| {
-            c.lines()
-                .filter(|l| l.starts_with("approver_set_sha256 = "))
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        };
-        // No pin yet, nothing to keep: the placeholder stays commented.
-        let (_, first) = run(&setup(None));
-        assert!(pin_line(&first).is_empty(), "{first}");
-        // The flag writes the pin.
-        let (_, pinned) = run(&setup(Some("ab".repeat(32))));
-        assert_eq!(
-            pin_line(&pinned),
-            [format!("approver_set_sha256 = \"{}\"", "ab".repeat(32))]
-        );
-        // An upgrade without the flag keeps it, and says so.
-        let (said, kept) = run(&setup(None));
-        assert_eq!(pin_line(&kept), pin_line(&pinned), "{kept}");
-        assert!(
-            said.contains(&format!(
-                "kept the approver set pin of the earlier configuration: {}",
-                "ab".repeat(32)
-            )),
-            "{said}"
-        );
-        assert!(!kept.contains("No quorum yet"), "{kept}");
-        assert!(!etc.join("config.toml.tmp").exists() && !etc.join("config.toml.tmp2").exists());
-        // A new pin by the flag replaces the kept one.
-        let (_, moved) = run(&setup(Some("cd".repeat(32))));
-        assert_eq!(
-            pin_line(&moved),
-            [format!("approver_set_sha256 = \"{}\"", "cd".repeat(32))]
-        );
-        let (_, still) = run(&setup(None));
-        assert_eq!(pin_line(&still), pin_line(&moved));
     }
 
     #[test]

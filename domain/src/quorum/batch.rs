@@ -13,9 +13,9 @@
 //! "needs requiredApprovals for its size (0 without approver keys)".
 //!
 //! Our choices where the spec is silent: the reason must not be empty (approvers read it) and is
-//! counted in Unicode scalar values; the payload digest is SHA-256 of `value`; checking that the
-//! typeUrl names the kind's own payload type needs the kind registry and stays with the caller
-//! (here only the prefix is checked); the request digest (for idempotency) is SHA-256 over purpose
+//! counted in Unicode scalar values; the payload digest is SHA-256 of `value`; a kind outside the
+//! registry (whose payloads this build cannot decode) needs only the prefix, a registered kind's
+//! other typeUrl is [`BatchRefusal::PayloadTypeMismatch`]; the request digest (for idempotency) is SHA-256 over purpose
 //! `batch-request` and `[reason, uint32_be(not_after_seconds), scope root, uint32_be(size),
 //! SHA-256 of the leaves' lp(typeUrl) in tree order]` ([`RequestDigest`]); a batch without required
 //! approvals is approved at creation.

@@ -26,7 +26,8 @@ pub struct SetupArgs {
     #[arg(long, value_name = "ID")]
     pub attestor: Option<String>,
     /// The first approver set the node takes (64 hex; default: the published one, when a quorum
-    /// exists in the store).
+    /// exists in the store). install-script: the flag replaces a pin an earlier run wrote; without
+    /// it the script keeps that pin.
     #[arg(long, value_name = "HEX")]
     pub approver_set_sha256: Option<String>,
     /// bcd's data directory on the node.
@@ -109,6 +110,7 @@ async fn setup(args: &SetupArgs, written_by: &str) -> Result<NodeSetup, Identity
             )))
         }
     };
+    out.approver_set_given = args.approver_set_sha256.is_some();
     out.approver_set_sha256 = match &args.approver_set_sha256 {
         Some(h) => Some(node_setup::approver_set(h).map_err(setup_err)?),
         None => published_approver_set(&located).await,
