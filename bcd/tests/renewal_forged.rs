@@ -190,6 +190,7 @@ async fn a_welcome_from_2036_does_not_move_the_server_time() {
     let client = connect_session(&gw.server(), pin, &identity).await.unwrap();
     assert_eq!(client.wire(), SessionWire::Grpc);
     // Hold the session a few seconds: the Welcome arrives and is handled.
+    let mut welcomed_at = None;
     let end = hold_session(
         client,
         &data,
@@ -201,9 +202,12 @@ async fn a_welcome_from_2036_does_not_move_the_server_time() {
             files: &bcd::files::pem_files::FileSettings::defaults(data.root()),
         },
         None,
+        &mut welcomed_at,
     )
     .await;
     assert!(matches!(end, SessionEnd::Due), "{end:?}");
+    // The Welcome's arrival is noted: the reconnect backoff measures the session from it.
+    assert!(welcomed_at.is_some());
     assert_eq!(
         std::fs::read_to_string(data.file(IDENTITY_FILE)).unwrap(),
         before

@@ -51,6 +51,7 @@ async fn a_session_ended_with_a_retry_hint_ends_pushed_back_with_its_reason() {
             files: &bcd::files::pem_files::FileSettings::defaults(data.root()),
         },
         None,
+        &mut None,
     )
     .await;
     match end {

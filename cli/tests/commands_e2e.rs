@@ -12,7 +12,7 @@
 #[path = "commands_e2e/bypass.rs"]
 mod bypass;
 #[path = "commands_e2e/fleet.rs"]
-mod fleet;
+pub mod fleet;
 
 use std::fs;
 use std::time::Duration;

@@ -56,6 +56,7 @@ mod privilege_join;
 mod provisioned_e2e;
 mod readme_walk;
 mod rebuild_cli;
+mod reconnect_e2e;
 mod replica_e2e;
 mod serve_leadership;
 mod serve_plaintext;

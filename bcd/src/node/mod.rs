@@ -16,7 +16,9 @@
 //! 3. otherwise open the session with the current certificate: `Hello` with the trust version
 //!    held, then a `StatusReport` every [`NodeOptions::status_interval`], until the renewal is
 //!    due (the session is then closed, the certificate renewed, and the session reopened with the
-//!    new one) or the session ends (reconnect with backoff, 1 s doubling to 30 s);
+//!    new one) or the session ends (reconnect with [`Backoff`]: decorrelated jitter from 1 s, at
+//!    most 30 s, the first wait in `[1 s, 3 s)`, starting over after a session that stayed open
+//!    10 s after its `Welcome`);
 //! 4. a `RevocationNotice` ends [`run_node`] with [`NodeExit::Revoked`]: bcd never redials with
 //!    that certificate. So does a session the gateway refuses at the handshake with the TLS
 //!    alert `certificate_revoked` (a revocation that happened while bcd was disconnected); the
@@ -35,6 +37,7 @@
 //! |-----------|-----------------------------------------------------------------------|
 //! | `command` | `bcd node` and `bcd site` as commands ([`run_agent`]): pins, runtime, re-joins |
 //! | `run`     | the loop ([`run_node`]), its options and how it ends                  |
+//! | `backoff` | the reconnect policy ([`Backoff`]): jitter, growth, cap, reset         |
 //! | `renew`   | one renewal ([`renew_once`]) and its errors                           |
 //! | `rejoin`  | the x509pop re-join of an expired identity ([`rejoin_if_expired`])     |
 //! | `session` | one session ([`hold_session`]) and the server time it records         |
@@ -48,6 +51,7 @@
 //! (the checks are [`crate::renewal`] and [`crate::trust`]; the signed commands a session
 //! carries are run by [`crate::signed_commands`]).
 
+mod backoff;
 mod command;
 mod doctor;
 pub mod log;
@@ -56,14 +60,13 @@ mod renew;
 mod run;
 mod session;
 
+pub use backoff::{Backoff, SplitMix64, LASTING_SESSION, RECONNECT_MAX, RECONNECT_MIN};
 pub use command::{check_node_user, run_agent, STATUS_INTERVAL_ENV};
 pub use doctor::{welcome_time, NetworkDoctor, WelcomeError, CLOCK_SKEW_FAIL};
 pub use log::{log, rfc3339};
 pub use rejoin::{rejoin_if_expired, rejoin_x509pop, RejoinError, Rejoined};
 pub use renew::{decode_renew_body, renew_once, renew_retrying, RenewError};
-pub use run::{
-    run_node, NodeExit, NodeOptions, RECONNECT_MAX, RECONNECT_MIN, REVOKED_EXIT_MESSAGE,
-};
+pub use run::{run_node, NodeExit, NodeOptions, PUSHBACK_MAX, REVOKED_EXIT_MESSAGE};
 pub use session::{
     hold_session, now_ms, settle_stored_set, time_of_ms, Held, SessionEnd, WELCOME_TIMEOUT,
 };

@@ -7,6 +7,8 @@ use std::time::Duration as StdDuration;
 use domain::pki::{Pin, PublicKey};
 use time::{Duration, OffsetDateTime};
 
+use super::backoff::RECONNECT_MIN;
+use super::backoff::{Backoff, SplitMix64};
 use super::log::{log, rfc3339};
 use super::renew::{renew_retrying, RenewError};
 use super::session::{client_identity, hold_session, Held, SessionEnd};
@@ -19,13 +21,10 @@ use crate::renewal::request::PendingRenewal;
 use crate::renewal::schedule::{jitter, renew_at, renewal_retry_at};
 use crate::signed_commands::{CommandContext, CommandSettings};
 use domain::quorum::SetDigest;
+use tokio::time::Instant;
 
 /// What `bcd node` prints last when its certificate was revoked (exit status 1).
 pub const REVOKED_EXIT_MESSAGE: &str = "agent: this node's certificate was revoked";
-/// First reconnect delay after a lost session.
-pub const RECONNECT_MIN: Duration = Duration::seconds(1);
-/// Longest reconnect delay.
-pub const RECONNECT_MAX: Duration = Duration::seconds(30);
 /// The longest wait a gateway's retry hint can make `bcd node` wait before reconnecting.
 pub const PUSHBACK_MAX: StdDuration = StdDuration::from_secs(600);
 
@@ -76,19 +75,29 @@ pub enum NodeExit {
     Config(String),
 }
 
-fn reconnect_delay(failures: u32) -> StdDuration {
-    let doublings = failures.saturating_sub(1).min(10);
-    let nominal = (RECONNECT_MIN * 2f64.powi(doublings as i32)).min(RECONNECT_MAX);
-    let d = nominal * (0.8 + 0.4 * jitter());
-    d.clamp(RECONNECT_MIN, RECONNECT_MAX)
-        .try_into()
-        .unwrap_or(StdDuration::from_secs(1))
+/// How long to wait before reconnecting when the gateway asked for `wait` and this node's own
+/// backoff drew `own`: at least both, at most [`PUSHBACK_MAX`].
+fn pushed_back_delay(wait: StdDuration, own: StdDuration) -> StdDuration {
+    wait.max(own).min(PUSHBACK_MAX)
 }
 
-/// How long to wait before reconnecting when the gateway asked for `wait`: at least that and
-/// this node's own backoff after `failures` lost sessions, at most [`PUSHBACK_MAX`].
-fn pushed_back_delay(wait: StdDuration, failures: u32) -> StdDuration {
-    wait.max(reconnect_delay(failures)).min(PUSHBACK_MAX)
+/// What the session loop's backoff does when a session ended with `end`, `held` after its
+/// Welcome (`None`: never welcomed): the wait before the next attempt (`None`: none, the
+/// renewal is due). A lasting session resets the streak first ([`Backoff::session_ended`]).
+fn after_session(
+    backoff: &mut Backoff,
+    end: &SessionEnd,
+    held: Option<StdDuration>,
+) -> Option<StdDuration> {
+    backoff.session_ended(held);
+    match end {
+        SessionEnd::Due | SessionEnd::Revoked { .. } => {
+            backoff.reset();
+            None
+        }
+        SessionEnd::Lost(_) => Some(backoff.next_delay()),
+        SessionEnd::PushedBack { wait, .. } => Some(pushed_back_delay(*wait, backoff.next_delay())),
+    }
 }
 
 /// Sleeps `delay`, never past the renewal at `due`.
@@ -108,21 +117,21 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
     // The next key of a failed renewal, reused by the retry (its answer may only have been lost).
     let mut pending = PendingRenewal::default();
     let mut retry_at: Option<OffsetDateTime> = None;
-    let mut lost = 0u32;
+    // Lost sessions, and identities the TPM did not load: each its own streak.
+    let mut reconnect = Backoff::new(SplitMix64::from_entropy());
+    let mut key_backoff = Backoff::new(SplitMix64::from_entropy());
     let mut first = true;
-    let mut key_failures = 0u32;
     loop {
         let loaded = match load_in(dir, &options.tpm) {
             Ok(loaded) => {
-                key_failures = 0;
+                key_backoff.reset();
                 loaded
             }
             // The TPM, or bcd helper holding it for an unprivileged node, does not answer (a
             // helper restarting, a TPM busy): not a reason to stop, as a lost session is not.
             // A key the TPM derives differently is another error and still ends the node.
             Err(e @ LoadError::Tpm { .. }) => {
-                key_failures += 1;
-                let wait = reconnect_delay(key_failures);
+                let wait = key_backoff.next_delay();
                 log(format_args!(
                     "{e}; trying again in {:.1} s",
                     wait.as_secs_f64()
@@ -202,6 +211,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
             continue;
         }
 
+        let mut welcomed_at: Option<Instant> = None;
         let end = match connect_session(&options.server, options.serving_ca, &identity).await {
             Ok(client) => {
                 hold_session(
@@ -219,6 +229,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                         settings: options.commands.clone(),
                         pin: options.approver_set_pin,
                     }),
+                    &mut welcomed_at,
                 )
                 .await
             }
@@ -228,6 +239,8 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
             },
             Err(e) => SessionEnd::Lost(e.to_string()),
         };
+        let held = welcomed_at.map(|at| at.elapsed());
+        let delay = after_session(&mut reconnect, &end, held);
         match end {
             SessionEnd::Revoked { reason, serial } => {
                 log(format_args!(
@@ -245,10 +258,9 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                 }
                 return NodeExit::Revoked { reason, serial };
             }
-            SessionEnd::Due => lost = 0,
+            SessionEnd::Due => {}
             SessionEnd::Lost(why) => {
-                lost += 1;
-                let delay = reconnect_delay(lost);
+                let delay = delay.unwrap_or(RECONNECT_MIN);
                 log(format_args!(
                     "session lost: {why}; reconnecting in {} ms",
                     delay.as_millis()
@@ -256,8 +268,7 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
                 sleep_before_due(delay, due).await;
             }
             SessionEnd::PushedBack { why, wait } => {
-                lost += 1;
-                let delay = pushed_back_delay(wait, lost);
+                let delay = delay.unwrap_or(wait);
                 log(format_args!(
                     "session lost: {why}; the gateway asked for {} ms: reconnecting in {} ms",
                     wait.as_millis(),
@@ -320,10 +331,11 @@ mod tests {
     #[test]
     fn a_gateway_retry_hint_lengthens_the_reconnect_delay_within_a_bound() {
         let minute = StdDuration::from_secs(61);
-        assert_eq!(pushed_back_delay(minute, 1), minute);
-        assert!(pushed_back_delay(StdDuration::ZERO, 1) >= StdDuration::from_secs(1));
+        let second = StdDuration::from_secs(1);
+        assert_eq!(pushed_back_delay(minute, second), minute);
+        assert_eq!(pushed_back_delay(StdDuration::ZERO, second), second);
         assert_eq!(
-            pushed_back_delay(StdDuration::from_secs(86_400), 1),
+            pushed_back_delay(StdDuration::from_secs(86_400), second),
             PUSHBACK_MAX
         );
         let mut status = tonic::Status::unavailable("the gateway's revocation feed has stopped");
@@ -344,11 +356,34 @@ mod tests {
         ));
     }
 
+    /// Issue 44, item 8: the loop's use of the backoff. Losses grow the streak; a session open
+    /// 10 s after its Welcome, or one closed for the renewal, ends it; a gateway's hint is
+    /// waited out on top of the node's own draw (seeded: exact waits).
     #[test]
-    fn reconnect_delay_is_bounded() {
-        for failures in 0..40 {
-            let d = reconnect_delay(failures);
-            assert!(d >= StdDuration::from_secs(1) && d <= StdDuration::from_secs(30));
-        }
+    fn the_session_loop_resets_its_backoff_after_a_lasting_session() {
+        let lost = SessionEnd::Lost("the gateway closed the session".to_owned());
+        let mut backoff = Backoff::new(SplitMix64::seeded(8));
+        let ms = |d: Option<StdDuration>| d.map(|d| d.as_millis());
+        // Three sessions refused or lost before their Welcome, one lost 9 s after it.
+        assert_eq!(ms(after_session(&mut backoff, &lost, None)), Some(2237));
+        assert_eq!(ms(after_session(&mut backoff, &lost, None)), Some(4494));
+        assert_eq!(ms(after_session(&mut backoff, &lost, None)), Some(9600));
+        let short = Some(StdDuration::from_secs(9));
+        assert_eq!(ms(after_session(&mut backoff, &lost, short)), Some(15903));
+        assert_eq!(backoff.failures(), 4);
+        // A session that lasted: the next wait is a first one again, in [1 s, 3 s).
+        let lasted = Some(StdDuration::from_secs(3600));
+        assert_eq!(ms(after_session(&mut backoff, &lost, lasted)), Some(1127));
+        assert_eq!(backoff.failures(), 1);
+        // Closed for the renewal: no wait, and the streak ends.
+        assert_eq!(after_session(&mut backoff, &SessionEnd::Due, None), None);
+        assert_eq!(backoff.failures(), 0);
+        // A hint of a minute outweighs the node's own draw; the draw still counts.
+        let pushed = SessionEnd::PushedBack {
+            why: "x".to_owned(),
+            wait: StdDuration::from_secs(61),
+        };
+        assert_eq!(ms(after_session(&mut backoff, &pushed, None)), Some(61_000));
+        assert_eq!(backoff.failures(), 1);
     }
 }

@@ -185,7 +185,9 @@ pub struct Held<'a> {
 
 /// Holds one session on `client` ([`crate::client::connect_session`]) until `until`, a
 /// revocation, or its end. `commands`: how commands run (`None`: every command is rejected
-/// `NODE_STATE`).
+/// `NODE_STATE`). `welcomed_at` is set when the first `Welcome` comes: how long the session
+/// lasted after it decides whether the reconnect backoff starts over
+/// ([`crate::node::Backoff::session_ended`]).
 pub async fn hold_session(
     client: SessionClient,
     dir: &DataDir,
@@ -193,6 +195,7 @@ pub async fn hold_session(
     until: OffsetDateTime,
     held: Held<'_>,
     commands: Option<&CommandContext>,
+    welcomed_at: &mut Option<tokio::time::Instant>,
 ) -> SessionEnd {
     let Held {
         status_interval,
@@ -244,14 +247,14 @@ pub async fn hold_session(
     ticker.tick().await;
     let welcome_deadline = tokio::time::sleep(WELCOME_TIMEOUT);
     tokio::pin!(welcome_deadline);
-    let mut welcomed = false;
+    *welcomed_at = None;
     loop {
         tokio::select! {
             message = inbound.message() => match message {
                 Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Welcome(w)) })) => {
                     let server_time = time_of_ms(w.server_time_ms);
-                    if !welcomed {
-                        welcomed = true;
+                    if welcomed_at.is_none() {
+                        *welcomed_at = Some(tokio::time::Instant::now());
                         log(format_args!(
                             "session open as {} over {} (certificate serial {}, valid until \
                              {}; server time {}, trust version {})",
@@ -334,7 +337,7 @@ pub async fn hold_session(
                     return SessionEnd::Lost("the session's stream closed".to_owned());
                 }
             }
-            _ = &mut welcome_deadline, if !welcomed => {
+            _ = &mut welcome_deadline, if welcomed_at.is_none() => {
                 return SessionEnd::Lost(format!(
                     "no Welcome within {} s of Hello", WELCOME_TIMEOUT.as_secs()
                 ));

@@ -286,14 +286,20 @@ impl Machine {
 
     /// Starts `bcd node` and waits for its session.
     pub fn start(&mut self, tmp: &Path) {
+        self.spawn_node(tmp);
+        if let Some(agent) = self.agent.as_mut() {
+            agent.wait_line("session open as", Duration::from_secs(60));
+        }
+    }
+
+    /// Starts `bcd node` (its log `tmp/NAME-node.log`) without waiting for its session.
+    pub fn spawn_node(&mut self, tmp: &Path) {
         let log = tmp.join(format!("{}-node.log", self.name));
-        let mut agent = Proc::spawn(
+        self.agent = Some(Proc::spawn(
             &format!("bcd node ({})", self.name),
             self.bcd(&["node"]),
             log,
-        );
-        agent.wait_line("session open as", Duration::from_secs(60));
-        self.agent = Some(agent);
+        ));
     }
 
     /// SIGKILLs `bcd node` (no clean shutdown).
