@@ -239,6 +239,7 @@ async fn start(mode: LeaseMode, ttl_ms: i64, role: NodeRole) -> Site {
         join: None,
         script: None,
         end_sessions_with: None,
+        after_welcome: Vec::new(),
     };
     let gw = fake_gateway_with(&ks, never, 0, other).await;
     let pin = certificate_spki_pin(ks.serving_ca.cert_der()).unwrap();

@@ -27,6 +27,7 @@ mod ramdisk;
 mod renewal_forged;
 mod renewal_lost;
 mod session_pushback;
+mod session_revocation_notice;
 mod site;
 mod tpm_answer;
 mod tpm_attestor;

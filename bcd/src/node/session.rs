@@ -53,6 +53,25 @@ pub(super) fn client_identity(loaded: &LoadedIdentity) -> ClientIdentity {
     ClientIdentity::new(&loaded.stored.chain, &loaded.key)
 }
 
+/// How a RevocationNotice ends the session holding the certificate `own` (hex): revoked when
+/// it names that certificate (or names none, as no gateway sends), lost when it names another
+/// of the node's certificates, so a valid certificate is never recorded as revoked; the next
+/// handshake refuses it if it is revoked too.
+fn revocation_end(notice: proto::RevocationNotice, own: &str) -> SessionEnd {
+    if notice.serial.is_empty() || notice.serial.eq_ignore_ascii_case(own) {
+        return SessionEnd::Revoked {
+            reason: notice.reason,
+            serial: notice.serial,
+        };
+    }
+    SessionEnd::Lost(format!(
+        "the gateway announced the revocation of another certificate of this node (serial {}: \
+         {}), not this one ({own}); reconnecting, and the handshake will refuse this \
+         certificate if it is revoked too",
+        notice.serial, notice.reason
+    ))
+}
+
 /// How one session ended.
 #[derive(Debug)]
 pub enum SessionEnd {
@@ -295,7 +314,7 @@ pub async fn hold_session(
                     take_pushed(files, loaded, &list.der, &mut |line| log(line));
                 }
                 Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Revocation(n)) })) => {
-                    return SessionEnd::Revoked { reason: n.reason, serial: n.serial };
+                    return revocation_end(n, &loaded.leaf.serial.to_hex());
                 }
                 Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Command(command)) })) => {
                     let refused = |detail: &str| proto::NodeMessage {

@@ -62,6 +62,8 @@ pub struct OtherAnswers {
     /// Ends every session with this status right after the Welcome (a gateway whose revocation
     /// feed stopped, say).
     pub end_sessions_with: Option<Status>,
+    /// Sent right after the Welcome, then the stream ends (a RevocationNotice, say).
+    pub after_welcome: Vec<proto::GatewayMessage>,
 }
 
 struct Fake {
@@ -115,10 +117,17 @@ impl NodeService for Fake {
         };
         let mut inbound = request.into_inner();
         let end_with = self.other.end_sessions_with.clone();
+        let after_welcome = self.other.after_welcome.clone();
         tokio::spawn(async move {
             let _ = tx.send(Ok(welcome)).await;
             if let Some(status) = end_with {
                 let _ = tx.send(Err(status)).await;
+                return;
+            }
+            if !after_welcome.is_empty() {
+                for message in after_welcome {
+                    let _ = tx.send(Ok(message)).await;
+                }
                 return;
             }
             let Some(script) = script else {
