@@ -1,7 +1,8 @@
 //! The README and `docs/INSTALL.md` walked exactly as written, on a clean directory, with the
 //! real binaries (issue 22): the README's first command (`bcctl up`), the join step it printed,
-//! then every line of the README's "A first session" blocks, each exiting 0; and INSTALL's
-//! `bcctl serve` path on Postgres, whose `node install-script` writes what a node joins with.
+//! then every line of the README's "A first session" blocks, each exiting 0; INSTALL's
+//! `bcctl serve` path on Postgres, whose `node install-script` writes what a node joins with;
+//! and the operator's `bcctl` lines of COMMISSIONING's walk-through, on a `bcctl up`.
 //!
 //! The documents are read at test time, so a document that drifts from the binaries fails
 //! here. The walker runs each ```sh line with bash in the walk's directory; `target/release/`
@@ -149,6 +150,18 @@ impl Walk {
         cmd
     }
 
+    /// `up` (a `bcctl up` line) started in the walk's directory until it serves, and what it
+    /// printed. Substitution: it serves on a free port (`--port 0`), so parallel tests never
+    /// meet on 8443; everything else is the document's command.
+    fn serve_up(&self, up: &str) -> (Proc, String) {
+        let up_line = localised(&format!("{up} --port 0"), &self.bins);
+        let up_log = self.dir.join("up.log");
+        let mut server = Proc::spawn("bcctl up", self.command(&format!("exec {up_line}")), up_log);
+        server.wait_line("serving until Ctrl-C", Duration::from_secs(60));
+        let printed = server.log_text();
+        (server, printed)
+    }
+
     /// Runs one documented line: it must exit 0 (a line ending in ` &` is started instead).
     fn run(&mut self, documented: &str) -> Output {
         let line = localised(documented, &self.bins);
@@ -213,13 +226,7 @@ fn the_readme_walks_as_written_on_the_embedded_default() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let mut walk = Walk::new(dir.path());
-    // Substitution: the walk serves on a free port (`--port 0`), so parallel tests never meet
-    // on 8443; everything else is the README's command.
-    let up_line = localised(&format!("{up} --port 0"), &walk.bins);
-    let up_log = dir.path().join("up.log");
-    let mut server = Proc::spawn("bcctl up", walk.command(&format!("exec {up_line}")), up_log);
-    server.wait_line("serving until Ctrl-C", Duration::from_secs(60));
-    let printed = server.log_text();
+    let (server, printed) = walk.serve_up(up);
     walk.transcript.push_str(&format!("$ {first}\n{printed}"));
     let join_step = printed
         .lines()
@@ -330,4 +337,37 @@ async fn the_install_walkthrough_runs_as_written_on_postgres() {
     );
     let roots = std::fs::read_to_string(work.path().join("roots.pem")).expect("roots.pem");
     assert!(roots.contains("-----BEGIN CERTIFICATE-----"), "{roots}");
+}
+
+/// COMMISSIONING's sections whose operator commands run on the control plane, in order.
+const COMMISSIONING_SECTIONS: [&str; 2] = ["1. The site and its agent", "2. Register the machine"];
+
+#[test]
+fn the_commissioning_operator_commands_run_as_written() {
+    let doc = read_doc("docs/COMMISSIONING.md");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut walk = Walk::new(dir.path());
+    let (server, _) = walk.serve_up("target/release/bcctl up");
+    // The operator's lines only: the agent machine's (`bcd`, `install`, `systemctl`) need a
+    // machine of their own, and are walked by the end-to-end tests of bcd site instead.
+    let mut ran = Vec::new();
+    for section in COMMISSIONING_SECTIONS {
+        for block in sh_blocks(&doc, section) {
+            for line in commands_of(&block)
+                .into_iter()
+                .filter(|l| l.starts_with("bcctl "))
+            {
+                walk.run(&line);
+                ran.push(line);
+            }
+        }
+    }
+    assert_eq!(ran.len(), 4, "the operator's lines walked: {ran:?}");
+    let entries = walk.run("bcctl site boot list --site fra1 --json");
+    let text = String::from_utf8_lossy(&entries.stdout);
+    assert!(
+        text.contains("\"pool\":\"racks\"") || text.contains("\"poolId\":\"racks\""),
+        "{text}"
+    );
+    drop(server);
 }
