@@ -26,6 +26,7 @@ mod command_cli;
 mod commands_e2e;
 mod crl_e2e;
 mod crl_publish_e2e;
+mod deb_packages;
 mod discovery_e2e;
 mod doctor_cli;
 mod e2e_bcd;
