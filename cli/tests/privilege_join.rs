@@ -187,7 +187,28 @@ fn scenario(db_url: &str) {
         node_unit.contains(&format!("\nUser={0}\nGroup={0}\n", helper.name())),
         "{node_unit}"
     );
-    assert!(units.join("bcd-helper.service").is_file());
+    // The units run what this install put where it put it, not deploy/systemd's defaults.
+    let bcd = support::bcd_bin().display().to_string();
+    for line in [
+        format!(
+            "ExecStart={bcd} node --config {}/config.toml",
+            etc.display()
+        ),
+        format!("ReadWritePaths={}", node_data.display()),
+        format!("ConditionPathExists={}/identity.json", node_data.display()),
+    ] {
+        assert!(node_unit.lines().any(|l| l == line), "{line}:\n{node_unit}");
+    }
+    let helper_unit =
+        fs::read_to_string(units.join("bcd-helper.service")).expect("bcd-helper.service");
+    let line = format!(
+        "ExecStart={bcd} --config {}/config.toml helper",
+        etc.display()
+    );
+    assert!(
+        helper_unit.lines().any(|l| l == line),
+        "{line}:\n{helper_unit}"
+    );
     assert!(said.contains("joined as "), "{said}{err}");
     assert_eq!(
         said.lines()

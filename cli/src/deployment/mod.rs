@@ -24,6 +24,7 @@
 
 pub(crate) mod located;
 pub(crate) mod node_setup;
+pub(crate) mod node_units;
 
 use std::path::{Path, PathBuf};
 

@@ -15,6 +15,8 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use domain::attest::ids;
 use domain::pki::{PublicBundle, PublicKey};
+
+use crate::deployment::node_units::{unit_for, ETC_PLACEHOLDER, HELPER_UNIT, NODE_UNIT};
 use serde_json::json;
 
 /// bcd's configuration file name.
@@ -311,17 +313,18 @@ impl NodeSetup {
     fn helper_join_and_units(&self, bcd: &str, attestor: &str, user: &str) -> String {
         let mut s = String::from("BCD_SYSTEMD_DIR=\"${BCD_SYSTEMD_DIR:-/etc/systemd/system}\"\n");
         s.push_str("mkdir -p \"$BCD_SYSTEMD_DIR\"\n");
+        let data = self.data_dir.display().to_string();
         for (name, unit) in [
-            ("bcd-helper.service", HELPER_UNIT.to_owned()),
-            (
-                "bcd.service",
-                NODE_UNIT.replace(
-                    "\nUser=bcd\nGroup=bcd\n",
-                    &format!("\nUser={user}\nGroup={user}\n"),
-                ),
-            ),
+            ("bcd-helper.service", HELPER_UNIT),
+            ("bcd.service", NODE_UNIT),
         ] {
+            let unit = unit_for(unit, bcd, &data, user);
             s.push_str(&write_step("$BCD_SYSTEMD_DIR", name, &unit, 0o644));
+            // The configuration directory as this run has it.
+            s.push_str(&format!(
+                "sed \"s|{ETC_PLACEHOLDER}|$BCD_ETC|g\" \"$BCD_SYSTEMD_DIR/{name}\" > \"$BCD_SYSTEMD_DIR/{name}.tmp\"\n\
+                 mv \"$BCD_SYSTEMD_DIR/{name}.tmp\" \"$BCD_SYSTEMD_DIR/{name}\"\n"
+            ));
         }
         let join = if self.takes_token() {
             format!(
@@ -370,9 +373,9 @@ impl NodeSetup {
             "# deployment. Run it as the user bcd runs as (root for /etc/bcd and /var/lib/bcd).\n",
         );
         s.push_str(
-            "# BCD_ETC overrides the configuration directory; BCD_DATA_DIR the data directory\n",
+            "# BCD_ETC overrides the configuration directory; the data directory is the one\n",
         );
-        s.push_str("# is written into config.toml as printed below.\n");
+        s.push_str("# written into config.toml (bcctl node install-script --data-dir).\n");
         s.push_str("set -eu\n");
         s.push_str(&format!("BCD_ETC=\"${{BCD_ETC:-{}}}\"\n", sh_dq(&etc_s)));
         s.push_str(&self.pin_choice_step());
@@ -426,11 +429,6 @@ impl NodeSetup {
         s
     }
 }
-
-/// The unit of `bcd node` under the privilege split (`deploy/systemd/bcd.service`).
-pub const NODE_UNIT: &str = include_str!("../../../deploy/systemd/bcd.service");
-/// The unit of `bcd helper` (`deploy/systemd/bcd-helper.service`).
-pub const HELPER_UNIT: &str = include_str!("../../../deploy/systemd/bcd-helper.service");
 
 /// `[site] listen` in bcd's config.toml.
 fn site_table(listen: &str) -> String {
