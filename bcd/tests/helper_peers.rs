@@ -264,6 +264,46 @@ fn bcd_helper_runs_only_as_root_and_only_with_its_section() {
     );
 }
 
+/// Issue 44 item 4: on a host without a TPM (the default device absent) the helper has
+/// nothing to hold and exits 0 saying so, so `bcd.service`, which requires it, starts. A TPM
+/// that is there but does not answer (a device that exists, a swtpm TCTI) is still an error.
+#[test]
+fn bcd_helper_on_a_host_without_a_tpm_has_nothing_to_serve_and_exits_0() {
+    let user = UnixUser::create();
+    let tmp = open_tempdir();
+    let socket = tmp.path().join("helper.sock");
+    let cfg = config(
+        tmp.path(),
+        "device:/dev/no-such-tpm",
+        Some(user.name()),
+        &socket,
+    );
+    let out = bcd(&cfg, &["helper"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.ends_with(
+            " bcd helper: no TPM on this host (device:/dev/no-such-tpm is absent): bcd node \
+             keeps its node key in a file and needs no helper; nothing to serve\n"
+        ),
+        "{stderr}"
+    );
+    assert!(!socket.exists());
+
+    // A node whose key is in the TPM, with the device absent (a driver loading late at boot):
+    // an error, which the unit's restart retries.
+    std::fs::create_dir_all(tmp.path().join("data")).unwrap();
+    let record = domain::pki::pem_encode(bcd::node_key::TPM_KEY_PEM_LABEL, &[7u8; 32]);
+    std::fs::write(tmp.path().join("data/node.key"), record).unwrap();
+    let out = bcd(&cfg, &["helper"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "bcd helper: the TPM (device:/dev/no-such-tpm) is unavailable: /dev/no-such-tpm does not \
+         exist (this host has no TPM, or its driver is not loaded)\n"
+    );
+}
+
 #[test]
 fn bcd_node_under_helper_runs_only_as_the_helper_user() {
     let (user, other) = (UnixUser::create(), UnixUser::create());

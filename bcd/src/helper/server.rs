@@ -56,10 +56,20 @@ pub fn run_helper(config: &Config) -> Result<(), String> {
     };
     let user = SystemUser::by_name(&settings.user)
         .map_err(|e| format!("bcd helper: [helper] user: {e}"))?;
-    let tpm = config
-        .tpm_host()
-        .open()
-        .map_err(|e| format!("bcd helper: {e}"))?;
+    let host = config.tpm_host();
+    if !host.present() && !node_key_in_tpm(&config.data_dir) {
+        // A host without a TPM: the join kept the node key in a file (or has not run), which
+        // bcd node reads itself. Nothing to hold, so nothing fails (bcd.service requires this
+        // unit). A node key in the TPM with the device absent is the error below, and the
+        // unit's restart waits for a driver that loads late.
+        log(format_args!(
+            "no TPM on this host ({} is absent): bcd node keeps its node key in a file and \
+             needs no helper; nothing to serve",
+            host.tcti()
+        ));
+        return Ok(());
+    }
+    let tpm = host.open().map_err(|e| format!("bcd helper: {e}"))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -84,6 +94,24 @@ pub fn run_helper(config: &Config) -> Result<(), String> {
         ));
         served
     })
+}
+
+/// Whether the identity in `data_dir` keeps its node key in the TPM (`node.key` a TPM record).
+/// No identity, a file key, or a `node.key` that is not a regular file bcd wrote: no. Read with
+/// a bound: the file belongs to the unprivileged user.
+fn node_key_in_tpm(data_dir: &std::path::Path) -> bool {
+    use std::io::Read as _;
+    let path = data_dir.join(crate::files::NODE_KEY_FILE);
+    let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+    let mut bytes = Vec::new();
+    regular
+        && std::fs::File::open(&path)
+            .and_then(|f| f.take(64 * 1024).read_to_end(&mut bytes))
+            .is_ok()
+        && matches!(
+            crate::node_key::parse_key_file(&bytes),
+            Ok(crate::node_key::KeyRecord::Tpm(_))
+        )
 }
 
 /// The socket at `[helper] socket`: its directory made (0755) when missing, a stale socket
