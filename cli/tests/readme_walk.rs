@@ -211,11 +211,18 @@ fn first_command(readme: &str) -> String {
 fn the_readme_walks_as_written_on_the_embedded_default() {
     let readme = read_doc("README.md");
     let first = first_command(&readme);
-    // The first command builds both binaries (so the printed `bcd` step finds one) and runs
-    // `bcctl up` from the same target directory.
-    let (build, up) = first
-        .split_once("&&")
-        .unwrap_or_else(|| panic!("the first command builds, then runs up: {first}"));
+    // The first command sets the build up, builds both binaries (so the printed `bcd` step
+    // finds one) and runs `bcctl up` from the same target directory. The setup script is run
+    // here too (it installs nothing on a machine that has what it needs).
+    let steps: Vec<&str> = first.split("&&").map(str::trim).collect();
+    let [setup, build, up] = steps[..] else {
+        panic!("the first command sets up, builds, then runs up: {first}")
+    };
+    assert_eq!(setup, "scripts/setup-build", "{first}");
+    let ran = Command::new(repo().join(setup))
+        .output()
+        .expect("scripts/setup-build");
+    assert!(ran.status.success(), "{setup}: {ran:?}");
     assert!(build.contains("cargo build"), "{first}");
     assert!(
         build.contains("-p bcd") || build.contains("--bin bcd"),
