@@ -20,6 +20,7 @@ mod command_wire;
 mod discovery_admit;
 mod discovery_join;
 mod identity_decide;
+mod identity_runtime_report;
 mod pki_bundle;
 mod pki_certificates;
 mod pki_crl_distribution_point;

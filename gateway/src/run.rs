@@ -30,6 +30,7 @@ use crate::publish::crl::CrlSigner;
 use crate::revocation::feed::{self, FeedHealth, FeedOptions, FeedTargets};
 use crate::revocation::revoked::RevokedSerials;
 use crate::session::registry::{SessionEnd, Sessions};
+use crate::session::runtime_report::RuntimeReporter;
 use crate::split::relay::ApiClient;
 use crate::trust::bundle::TrustSigner;
 
@@ -54,7 +55,8 @@ pub struct GatewayConfig {
     pub feed: FeedOptions,
     /// Where to serve Prometheus metrics (`None`: not served).
     pub metrics_listen: Option<SocketAddr>,
-    /// Record nodes' trust versions (`node.trust.reported`).
+    /// Record nodes' trust versions (`node.trust.reported`) and the bcd version and boot id
+    /// their Hellos report when they change (`node.runtime.reported`).
     pub record_trust_reports: bool,
     /// Message, stream, connection and time limits of the agent-facing endpoint.
     pub limits: EdgeLimits,
@@ -161,6 +163,8 @@ pub struct Running {
     pub edge: Arc<EdgeCounters>,
     /// The per-peer limit on refused joins (its counts, for tests and metrics).
     pub join_limiter: Arc<JoinRefusalLimiter>,
+    /// What became of the bcd versions and boot ids sessions reported (decision 0105).
+    pub runtime_reports: Arc<crate::session::runtime_report::RuntimeCounters>,
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<Result<(), ServeError>>,
     background: Vec<JoinHandle<()>>,
@@ -524,10 +528,13 @@ async fn serve_edge(
         None => None,
     };
 
-    let reporter = if config.record_trust_reports {
-        TrustReporter::start(store.clone(), clock.clone())
+    let (reporter, runtime) = if config.record_trust_reports {
+        (
+            TrustReporter::start(store.clone(), clock.clone()),
+            RuntimeReporter::start(store.clone(), clock.clone()),
+        )
     } else {
-        TrustReporter::disabled()
+        (TrustReporter::disabled(), RuntimeReporter::disabled())
     };
     // One command poller per process: it wakes the live sessions of nodes with newly runnable
     // commands.
@@ -547,6 +554,7 @@ async fn serve_edge(
         Some(hub.subscribe()),
     )));
     let api_metrics = metrics.clone();
+    let runtime_reports = runtime.counters.clone();
     let node_server = NodeServer {
         backend: Arc::new(backend),
         store: store.clone(),
@@ -556,6 +564,7 @@ async fn serve_edge(
         feed: health.clone(),
         metrics,
         reporter,
+        runtime,
         queue,
         clock,
         crl,
@@ -626,6 +635,7 @@ async fn serve_edge(
         sources,
         edge: edge_counters,
         join_limiter,
+        runtime_reports,
         shutdown: Some(shutdown_tx),
         server,
         background,

@@ -100,6 +100,7 @@ pub(crate) fn hello(trust_version: u64, epoch: u64, digest: Vec<u8>) -> NodeMess
             approver_set_epoch: epoch,
             approver_set_sha256: digest,
             revocation_list: false,
+            ..Default::default()
         })),
     }
 }

@@ -18,6 +18,7 @@ mod internal;
 mod join_replay_wire;
 mod renew_edge_refusals;
 mod renew_signed;
+mod runtime_reports;
 mod serve;
 mod serving_grant;
 mod serving_renewal;

@@ -128,6 +128,17 @@ pub fn read_claims_explained_at(sys: &Path, proc: &Path) -> ClaimsRead {
     }
 }
 
+/// This boot's id as a session's Hello reports it (decision 0105): the join's file under
+/// [`procfs_root`], empty when unread or not a UUID (the gateway would not record it).
+pub fn current_boot_id() -> String {
+    let id = claim_text(&procfs_root().join("sys/kernel/random/boot_id"));
+    if domain::identity::runtime_report::boot_id_ok(&id) {
+        id
+    } else {
+        String::new()
+    }
+}
+
 fn read_trimmed(path: &Path) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()

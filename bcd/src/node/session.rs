@@ -233,6 +233,7 @@ pub async fn hold_session(
             approver_set_epoch,
             approver_set_sha256,
             revocation_list: true,
+            boot_id: crate::join::hardware::current_boot_id(),
         })),
     };
     if tx.send(hello).await.is_err() {

@@ -23,6 +23,7 @@
 //! | `service` | [`JoinService`]: the four together |
 //! | [`maintenance`] | pruning expired proofs, writing suppressed refusal counts |
 //! | `refusals` | recording refusals under the per-minute bound, the rest counted in memory ([`RefusalBudget`]) |
+//! | [`runtime`] | the bcd version and boot id a node's session reports, recorded when they change |
 //! | `rows` | projection rows ([`projections::identity::read`]) into domain state |
 //! | `views` | what the operator commands print |
 
@@ -41,6 +42,7 @@ pub mod maintenance;
 mod refusals;
 mod renew;
 pub(crate) mod rows;
+pub mod runtime;
 mod service;
 pub mod views;
 

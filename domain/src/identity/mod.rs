@@ -14,6 +14,7 @@
 //! | [`edge_refusal`] | what a renewal refused at the gateway's TLS handshake is recorded as |
 //! | [`admin`] | token create / revoke, identity revoke, node delete / retire |
 //! | [`refusal_bound`] | whether a refusal is recorded or counted under the per-minute bound |
+//! | [`runtime_report`] | whether a session's bcd version and boot id change what is held |
 //! | [`self_report`] | the bounds on what a joining machine says about itself (hostname, serials, versions) |
 //!
 //! Refusals are typed ([`JoinRefusal`], [`RenewRefusal`]), one variant per reason, each with its
@@ -29,6 +30,7 @@ pub mod prune;
 pub mod refusal_bound;
 pub mod renew;
 pub mod renew_guard;
+pub mod runtime_report;
 pub mod self_report;
 mod state;
 

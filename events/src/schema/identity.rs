@@ -26,6 +26,7 @@ event_payload! {
     RenewCloned => "security.renew.cloned", version 1;
     EvidenceUsed => "attestation.evidence.used", version 1;
     NodeBound => "node.bound", version 1;
+    NodeRuntimeReported => "node.runtime.reported", version 1;
     PoolCreated => "pool.created", version 1;
     PoolUpdated => "pool.updated", version 1;
     JoinRequestCreated => "join_request.created", version 1;

@@ -57,6 +57,8 @@ pub struct NodeServer {
     pub(crate) feed: Arc<FeedHealth>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) reporter: TrustReporter,
+    /// Records the bcd version and boot id each session's Hello reports, when they change.
+    pub(crate) runtime: crate::session::runtime_report::RuntimeReporter,
     pub(crate) clock: Arc<dyn Clock>,
     /// The command queue the sessions dispatch from and record answers to.
     pub(crate) queue: Arc<dyn crate::node_commands::dispatch::Queue>,

@@ -102,6 +102,8 @@ impl NodeServer {
             let expiry = tokio::time::sleep(expires_in);
             tokio::pin!(expiry);
             let mut reports = SessionReports::default();
+            // The bcd version and boot id are reported once per session, at its first Hello.
+            let mut runtime_reported = false;
             // The trust version of the last Welcome sent on this session.
             let mut welcomed_version = 0u64;
             // The revocation list: the current one after Welcome, then each new one.
@@ -194,7 +196,11 @@ impl NodeServer {
                                 welcomed_version = trust.version;
                                 let welcome = this.welcome(trust);
                                 this.record(&mut reports, tenant.as_deref(), &node_id, Seen::Hello(Held::from(&hello)));
-                                tracing::debug!(node = %node_id, trust_version = hello.trust_version, approver_set_epoch = hello.approver_set_epoch, agent = %hello.agent_version, "session hello");
+                                if let (Some(tenant), false) = (tenant.as_deref(), runtime_reported) {
+                                    runtime_reported = true;
+                                    this.runtime.report(tenant, &node_id, &hello);
+                                }
+                                tracing::debug!(node = %node_id, trust_version = hello.trust_version, approver_set_epoch = hello.approver_set_epoch, agent = %hello.agent_version, boot_id = %hello.boot_id, "session hello");
                                 if tx.send(Ok(Box::new(welcome))).await.is_err() {
                                     break;
                                 }

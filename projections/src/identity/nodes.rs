@@ -6,9 +6,9 @@ use std::collections::HashMap;
 
 use events::schema::{
     EvidenceUsed, NodeBound, NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined,
-    NodeRetired, RenewProofUsed, SelfReport,
+    NodeRetired, NodeRuntimeReported, RenewProofUsed, SelfReport,
 };
-use events::store::StoreTx;
+use events::store::{DeferredWrite, LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
 
 use super::writes::{bulk, bytes_or_null, opt_int, opt_text, text_or_null, to_i64};
@@ -61,6 +61,7 @@ const NODE_STREAM_TYPES: &[&str] = &[
     NodeRetired::EVENT_TYPE,
     EvidenceUsed::EVENT_TYPE,
     NodeBound::EVENT_TYPE,
+    NodeRuntimeReported::EVENT_TYPE,
 ];
 
 /// `node.joined`'s allowed kinds as stored: comma-joined, NULL for none (every kind the role
@@ -397,6 +398,16 @@ impl Projection for Nodes {
                         let p: NodeRetired = e.decode()?;
                         batch.touch(e, p.node_id, Touch::Status("retired", p.reason));
                     }
+                    // On its own stream (`node-runtime/<id>`): the row's version and position
+                    // stay the node stream's. Rare (a change of version or boot), so the pending
+                    // rows are written first and the update follows in log order.
+                    NodeRuntimeReported::EVENT_TYPE => {
+                        let p: NodeRuntimeReported = e.decode()?;
+                        if !batch.is_empty() {
+                            batch.flush(tx).await?;
+                        }
+                        runtime_reported(tx, &p).await?;
+                    }
                     _ => {}
                 }
             }
@@ -406,4 +417,29 @@ impl Projection for Nodes {
             Ok(())
         })
     }
+}
+
+/// `node.runtime.reported`: the node's bcd version and boot id as its session reported them;
+/// an empty field was not reported and keeps the row's value.
+async fn runtime_reported(
+    tx: &mut StoreTx,
+    p: &NodeRuntimeReported,
+) -> Result<(), ProjectionError> {
+    let mut sets = Vec::new();
+    let mut args: Vec<SqlValue> = vec![p.node_id.clone().into()];
+    for (column, value) in [
+        ("bcd_version", &p.agent_version),
+        ("last_boot_id", &p.boot_id),
+    ] {
+        if !value.is_empty() {
+            args.push(value.clone().into());
+            sets.push(format!("{column} = ${}", args.len()));
+        }
+    }
+    if sets.is_empty() {
+        return Ok(());
+    }
+    let sql = format!("UPDATE nodes SET {} WHERE node_id = $1", sets.join(", "));
+    tx.defer(DeferredWrite::new("nodes", sql, args)).await?;
+    Ok(())
 }
