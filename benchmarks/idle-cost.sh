@@ -89,7 +89,7 @@ if [ "$scenario" = ten ] || [ "$scenario" = both ]; then
   "$bcctl" pki issue-internal --pki "$work/pki.json" --name gateway --serving-name localhost \
     --serving-name 127.0.0.1 --cert-out "$work/internal.crt" --key-out "$work/internal.key" >/dev/null
   DATABASE_URL="$base/$db" BC_PKI_BUNDLE="$work/pki.json" BC_LISTEN=127.0.0.1:0 \
-    BC_API_INTERNAL_LISTEN=127.0.0.1:0 "$bcctl" serve --role api 2>"$work/api.log" &
+    BC_API_INTERNAL_LISTEN=127.0.0.1:0 BC_API_HEALTH_LISTEN=off "$bcctl" serve --role api 2>"$work/api.log" &
   pids+=($!)
   wait_for "$work/api.log" "internal endpoint on " "${pids[-1]}"
   api=$(grep -o "internal endpoint on [^ ]*" "$work/api.log" | head -1 | awk '{print $4}')

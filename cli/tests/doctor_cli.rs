@@ -178,6 +178,24 @@ fn a_fresh_up_has_nothing_above_info_and_is_serving() {
         toml.contains(&format!("\nmetrics_listen = \"{addr}\"\n")),
         "{toml}"
     );
+    // The page of the all role says what the process is and how the audit trail stands
+    // (issue 44 item 6, decision 0104).
+    let page = {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).expect("the metrics listener");
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
+            .expect("write");
+        let mut page = String::new();
+        s.read_to_string(&mut page).expect("read");
+        page
+    };
+    for line in [
+        "\nbc_build_info{role=\"all\",version=\"0.1.0\"} 1\n",
+        "\nbc_ca_certificate_not_after_seconds{ca=\"operator\"} ",
+        "\n# TYPE bc_audit_unsealed_age_seconds gauge\n",
+    ] {
+        assert!(page.contains(line), "{line:?} in {page}");
+    }
     let (code, found) = doctor(bcctl(d, &["doctor", "--json"]));
     assert_eq!(code, 0, "{found}");
     assert_eq!(notable(&found), notable(&report), "{found}");

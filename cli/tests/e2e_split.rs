@@ -205,7 +205,8 @@ fn scenario(db_url: &str) {
             .env("BC_DEPLOYMENT_SECRET", SECRET)
             .env("DATABASE_URL", db_url)
             .env("BC_LISTEN", "127.0.0.1:0")
-            .env("BC_API_INTERNAL_LISTEN", "127.0.0.1:0");
+            .env("BC_API_INTERNAL_LISTEN", "127.0.0.1:0")
+            .env("BC_API_HEALTH_LISTEN", "127.0.0.1:0");
         let out = cmd.stdin(Stdio::null()).output().expect("bcctl serve");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "--role {role}: {stderr}");
@@ -233,6 +234,7 @@ fn scenario(db_url: &str) {
         .env("DATABASE_URL", db_url)
         .env("BC_PKI_BUNDLE", &pki)
         .env("BC_API_INTERNAL_LISTEN", "127.0.0.1:0")
+        .env("BC_API_HEALTH_LISTEN", "127.0.0.1:0")
         .env("BC_LEAF_LIFETIME", "10s");
     let mut api = Proc::spawn("bcctl serve --role api", cmd, t.join("api.log"));
     let api_addr = api

@@ -114,7 +114,8 @@ fn scenario(db_url: &str) {
     cmd.env("BC_DEPLOYMENT_SECRET", SECRET)
         .env("DATABASE_URL", db_url)
         .env("BC_PKI_BUNDLE", &pki)
-        .env("BC_API_INTERNAL_LISTEN", "127.0.0.1:0");
+        .env("BC_API_INTERNAL_LISTEN", "127.0.0.1:0")
+        .env("BC_API_HEALTH_LISTEN", "127.0.0.1:0");
     let mut api = Proc::spawn("bcctl serve --role api", cmd, t.join("api.log"));
     let api_addr = api.wait_line("internal endpoint on ", Duration::from_secs(60));
     let api_port = api_addr

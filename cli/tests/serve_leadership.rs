@@ -35,6 +35,7 @@ fn api(pki: &std::path::Path, url: &str) -> Command {
         .env("DATABASE_URL", url)
         .env("BC_PKI_BUNDLE", pki)
         .env("BC_API_INTERNAL_LISTEN", "127.0.0.1:0")
+        .env("BC_API_HEALTH_LISTEN", "127.0.0.1:0")
         .env("BC_METRICS_LISTEN", "off");
     cmd
 }

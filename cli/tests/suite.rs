@@ -12,6 +12,7 @@ mod admin_client_e2e;
 mod admin_e2e;
 mod admin_roles;
 mod admin_server;
+mod api_watch_e2e;
 mod approval_e2e;
 mod audit_actor;
 mod audit_coverage;

@@ -16,11 +16,13 @@
 //! - [`node_commands`]: signed commands out to a node over its session, its answers back;
 //! - [`split`]: the gateway and the api process apart, over internal mTLS;
 //! - [`publish`]: what anyone may fetch: the node CA's revocation list, kept current;
-//! - [`run`] starts a gateway, [`metrics`] serves `/metrics`.
+//! - [`run`] starts a gateway, [`metrics`] serves `/metrics` ([`metrics_http`]), [`watch`] adds
+//!   what every role says of itself (start, CA ends, audit state).
 
 pub mod edge;
 pub mod join;
 pub mod metrics;
+pub mod metrics_http;
 pub mod node_commands;
 pub mod node_service;
 pub mod publish;
@@ -30,6 +32,7 @@ pub mod run;
 pub mod session;
 pub mod split;
 pub mod trust;
+pub mod watch;
 
 // The modules' former paths, for the crates outside the gateway that still use them (cli and
 // its tests); each goes once they use the path above.

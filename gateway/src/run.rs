@@ -90,6 +90,8 @@ pub struct GatewayConfig {
     pub crl: crate::publish::crl::CrlOptions,
     /// Workload identity's discovery document and JWK Set (`[oidc] listen`); `None`: not served.
     pub oidc: Option<crate::publish::oidc::OidcPublication>,
+    /// The process's own gauges on the metrics page ([`crate::watch`]); `None`: left off.
+    pub watch: Option<Arc<crate::watch::Watch>>,
 }
 
 impl GatewayConfig {
@@ -112,6 +114,7 @@ impl GatewayConfig {
             spiffe_bundle: None,
             crl: Default::default(),
             oidc: None,
+            watch: None,
         }
     }
 }
@@ -513,6 +516,7 @@ async fn serve_edge(
         handshake_refusals: refusals,
         feed: health.clone(),
         revoked: revoked.clone(),
+        watch: config.watch.clone(),
     };
     let metrics_addr = match config.metrics_listen {
         Some(m) => {

@@ -29,6 +29,7 @@ async fn api_at(env: &common::Env, listen: std::net::SocketAddr) -> RunningApi {
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
             limits: gateway::edge::limits::EdgeLimits::internal(),
+            health_listen: None,
         },
     )
     .await

@@ -490,6 +490,7 @@ async fn a_join_response_carries_the_signed_trust_bundle_a_welcome_carries() {
             names: vec!["localhost".into()],
             certificate_lifetime: time::Duration::days(1),
             limits: gateway::edge::limits::EdgeLimits::internal(),
+            health_listen: None,
         },
     )
     .await

@@ -255,6 +255,7 @@ async fn api(env: &common::Env, limits: EdgeLimits) -> RunningApi {
             names: vec!["localhost".into()],
             certificate_lifetime: time::Duration::days(1),
             limits,
+            health_listen: None,
         },
     )
     .await

@@ -173,6 +173,7 @@ async fn api_for(env: &common::Env) -> gateway::split::api::RunningApi {
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
             limits: gateway::edge::limits::EdgeLimits::internal(),
+            health_listen: None,
         },
     )
     .await

@@ -126,6 +126,7 @@ async fn a_split_gateway_and_the_api_renew_their_certificates() {
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::seconds(6),
             limits: gateway::edge::limits::EdgeLimits::internal(),
+            health_listen: None,
         },
     )
     .await

@@ -198,6 +198,7 @@ async fn a_site_agent_takes_the_lease_and_a_boot_token_over_mtls_and_the_relay()
             names: vec!["localhost".into()],
             certificate_lifetime: Duration::days(1),
             limits: gateway::edge::limits::EdgeLimits::internal(),
+            health_listen: None,
         },
     )
     .await

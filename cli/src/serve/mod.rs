@@ -21,3 +21,4 @@ pub(crate) mod roles;
 pub(crate) mod split;
 pub(crate) mod start;
 pub(crate) mod trust;
+pub(crate) mod watch;

@@ -4,7 +4,8 @@
 //! - `api` loads the whole key set, settles the trust bundle, runs the JoinService (every
 //!   decision and signature) and the audit sequencer and sealer, and serves
 //!   `bc.internal.v1.ApiService` on `api_internal_listen` to gateways presenting an internal
-//!   client certificate.
+//!   client certificate; its own `/metrics` on `metrics_listen` and `grpc.health.v1.Health`
+//!   alone on `api_health_listen` ([`crate::serve::watch`], decision 0104).
 //! - `gateway` reads only the public half of the PKI bundle (it never opens the sealed keys,
 //!   whatever secret its environment holds), gets its serving certificate from the api, and
 //!   relays Join, Renew and the Welcome trust bundle; it reads the store for the revocation feed
@@ -23,6 +24,7 @@ use domain::pki::PublicBundle;
 use events::store::EventStore;
 use gateway::api::{start_api, ApiConfig};
 use gateway::relay::ApiClient;
+use gateway::split::api_watch::page;
 use gateway::split::internal_files;
 use gateway::tls_files::TlsFiles;
 
@@ -64,11 +66,22 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
             }
         })?,
         limits: settings.api_limits.clone(),
+        health_listen: settings.api_health_listen,
     };
+    let watch = crate::serve::watch::of_keys("api", &keys);
+    let readings = (store.clone(), watch.clone(), audit_shutdown.subscribe());
     let join_for_flush = join.clone();
     let admin =
         crate::admin::server::start_for(settings, &keys, &store, &clock, None, Some(&hub)).await?;
     let mut api = start_api(store, keys, join, clock, config).await?;
+    let health = api.health.as_ref().map(|h| h.health.clone());
+    crate::serve::watch::start_readings(readings.0, readings.1, health, readings.2);
+    let metrics = match settings.metrics_listen {
+        Some(listen) => {
+            Some(crate::serve::watch::serve_page(listen, page(api.metrics.clone(), watch)).await?)
+        }
+        None => None,
+    };
     if let Some(admin) = &admin {
         eprintln!(
             "bcctl serve --role api: admin API on {} (mTLS, operator certificates)",
@@ -78,6 +91,13 @@ pub async fn serve_api(settings: &Settings) -> Result<(), ServeError> {
     eprintln!(
         "bcctl serve --role api: internal endpoint on {} (mTLS, gateways only)",
         api.addr
+    );
+    eprintln!(
+        "bcctl serve --role api: health on {} (grpc.health.v1.Health, TLS), metrics {}",
+        api.health
+            .as_ref()
+            .map_or("off".to_string(), |h| h.addr.to_string()),
+        metrics.map_or("off".to_string(), |a| format!("http://{a}/metrics"))
     );
     let result = until_signal(api.wait()).await;
     tracing::info!("stopping");
@@ -136,6 +156,7 @@ pub async fn serve_gateway(settings: &Settings) -> Result<(), ServeError> {
         EventStore::open_with_pool(&settings.database_url, settings.store.pool_size).await?;
     let mut config = gateway_config(settings)?;
     config.internal_files = Some(internal);
+    config.watch = Some(crate::serve::watch::of_public(&public));
     if let Some(url) = &settings.store.read_database_url {
         config.read_store = Some(store.replica(url, settings.store.read_pool_size).await?);
         tracing::info!(read_pool_size = settings.store.read_pool_size, "the revocation feed reads the read replica (read_database_url); joins and renewals go to the api");

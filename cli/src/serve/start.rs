@@ -415,6 +415,14 @@ pub async fn start(settings: &Settings) -> Result<Started, ServeError> {
     } = start_core(settings).await?;
     let mut config = gateway_config(settings)?;
     config.hub = Some(hub.clone());
+    let watch = crate::serve::watch::of_keys("all", &keys);
+    crate::serve::watch::start_readings(
+        store.clone(),
+        watch.clone(),
+        None,
+        audit_shutdown.subscribe(),
+    );
+    config.watch = Some(watch);
     let admin =
         crate::admin::server::start_for(settings, &keys, &store, &clock, None, Some(&hub)).await?;
     let running = gateway::run::start(

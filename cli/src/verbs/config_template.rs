@@ -44,7 +44,8 @@ pki_bundle = ".bcctl/pki.json"
 role = "all"
 # Names in the gateway's serving certificate (BC_SERVING_NAMES, comma-separated).
 serving_names = ["localhost", "127.0.0.1"]
-# Prometheus metrics; "off" disables (BC_METRICS_LISTEN).
+# Prometheus metrics; "off" disables (BC_METRICS_LISTEN). Unset: 127.0.0.1:9464, and
+# 127.0.0.1:9465 in the api role (so an api and a gateway on one host both serve).
 metrics_listen = "127.0.0.1:9464"
 # Node certificate lifetime (BC_LEAF_LIFETIME).
 leaf_lifetime = "24h"
@@ -75,6 +76,9 @@ allow_plaintext = false
 trust_version_floor = 0
 # role api: where gateways connect (BC_API_INTERNAL_LISTEN).
 api_internal_listen = "127.0.0.1:9443"
+# role api: grpc.health.v1.Health alone, TLS with the internal certificate, no client certificate
+# asked (`bcctl healthcheck --role api`); "off" disables (BC_API_HEALTH_LISTEN).
+api_health_listen = "127.0.0.1:9444"
 # role api: names of its internal certificate (BC_API_INTERNAL_NAMES, comma-separated).
 api_internal_names = ["localhost", "127.0.0.1"]
 # role gateway: host:port of the api's internal endpoint (BC_API_INTERNAL_URL). Required there.

@@ -1,10 +1,13 @@
 //! `bcctl healthcheck`: the gRPC health (`grpc.health.v1.Health/Check`) of a running
 //! `bcctl serve` (or `bcctl up`) over TLS, trusting only the deployment's serving CA.
 //!
-//! The server is `--address HOST:PORT`, by default the configuration's `listen` (`--config`, or
-//! the deployment directory's `bcctl.toml`; `127.0.0.1:8443` without one). The serving CA comes
-//! from the bundle's public half: no secret is read. The gateway reports NOT_SERVING while its
-//! revocation feed is behind or stopped. Exit 0 when SERVING; 1 otherwise, with the reason:
+//! The server is `--address HOST:PORT`, by default that of the role (`--role`, else the
+//! configuration's `role`) in the configuration (`--config`, or the deployment directory's
+//! `bcctl.toml`): `listen` for `all` and `gateway` (`127.0.0.1:8443` without one), the api's
+//! health listener `api_health_listen` for `api` (`127.0.0.1:9444`; the internal endpoint itself
+//! answers gateways only). The serving CA comes from the bundle's public half: no secret is
+//! read. The gateway reports NOT_SERVING while its revocation feed is behind or stopped, the api
+//! while its store does not answer. Exit 0 when SERVING; 1 otherwise, with the reason:
 //! refused (nothing listens), timeout, TLS (the handshake failed: not this deployment's server),
 //! or the status the server answered (NOT_SERVING, SERVICE_UNKNOWN).
 
@@ -22,7 +25,7 @@ use tonic_health::pb::HealthCheckRequest;
 
 use crate::command_line::failure::Failure;
 use crate::deployment::{DeploymentArgs, DIR_CONFIG_FILE};
-use crate::serve::config::{resolve, ServeArgs};
+use crate::serve::config::{resolve, Role, ServeArgs};
 
 /// How long each step (connect, handshake, the call) may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -31,9 +34,14 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 pub struct HealthcheckArgs {
     #[command(flatten)]
     pub deployment: DeploymentArgs,
-    /// The server, HOST:PORT (default: the configuration's listen, else 127.0.0.1:8443).
+    /// The server, HOST:PORT (default: the role's address in the configuration: listen for all
+    /// and gateway, else 127.0.0.1:8443; api_health_listen for api, else 127.0.0.1:9444).
     #[arg(long, value_name = "HOST:PORT")]
     pub address: Option<String>,
+    /// Which role's address to check when --address is not given (default: the
+    /// configuration's role).
+    #[arg(long, value_enum)]
+    pub role: Option<Role>,
     /// The health service name to ask about ("" is the server as a whole).
     #[arg(long, default_value = "")]
     pub service: String,
@@ -73,8 +81,8 @@ fn split_server(server: &str) -> Option<(String, u16)> {
     (!host.is_empty()).then(|| (host.to_string(), port))
 }
 
-/// The server this deployment listens on, from its configuration.
-fn default_server(args: &DeploymentArgs) -> Result<String, Failure> {
+/// The server this deployment's `role` listens on, from its configuration.
+fn default_server(args: &DeploymentArgs, role: Option<Role>) -> Result<String, Failure> {
     let config = args.config.clone().or_else(|| {
         args.directory()
             .map(|d| d.join(DIR_CONFIG_FILE))
@@ -82,15 +90,26 @@ fn default_server(args: &DeploymentArgs) -> Result<String, Failure> {
     });
     let settings = resolve(&ServeArgs {
         config,
+        role,
         ..ServeArgs::default()
     })?;
-    Ok(settings.listen.to_string())
+    match settings.role {
+        Role::Api => settings
+            .api_health_listen
+            .map(|a| a.to_string())
+            .ok_or_else(|| {
+                Failure::usage(
+                    "the api's health listener is off in the configuration (api_health_listen); pass --address HOST:PORT",
+                )
+            }),
+        Role::All | Role::Gateway => Ok(settings.listen.to_string()),
+    }
 }
 
 pub async fn run(args: HealthcheckArgs) -> Result<(), Failure> {
     let server = match &args.address {
         Some(s) => s.clone(),
-        None => default_server(&args.deployment)?,
+        None => default_server(&args.deployment, args.role)?,
     };
     let Some((host, port)) = split_server(&server) else {
         return Err(Failure::usage(format!(

@@ -161,7 +161,8 @@ impl Deployment {
             .env(
                 "BC_API_INTERNAL_LISTEN",
                 format!("127.0.0.1:{}", self.api_ports[i]),
-            );
+            )
+            .env("BC_API_HEALTH_LISTEN", "127.0.0.1:0");
         let start = self.api_logs[i].len() + 1;
         let log = self.dir.join(format!("api-{}-{start}.log", API_NAMES[i]));
         let name = format!("bcctl serve --role api ({}, start {start})", API_NAMES[i]);

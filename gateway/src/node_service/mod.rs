@@ -10,5 +10,6 @@
 //! must never hold a signing key: what it answers is signed by the api.
 
 pub mod backend;
+pub mod outcomes;
 pub mod server;
 pub mod site_agent;

@@ -37,6 +37,7 @@ use crate::edge::conn::PeerInfo;
 use crate::edge::tls::VerifiedNode;
 use crate::metrics::Metrics;
 use crate::node_service::backend::Backend;
+use crate::node_service::outcomes::{count_join, count_renew};
 use crate::revocation::feed::FeedHealth;
 use crate::revocation::revoked::RevokedSerials;
 use crate::session::registry::Sessions;
@@ -86,17 +87,6 @@ impl NodeServer {
     }
 }
 
-/// The metering outcome of a signed JoinResponse: `admitted`, or the deferral it carries.
-fn answer_outcome(answer: &SignedJoinResponse) -> &'static str {
-    use prost::Message as _;
-    use proto::join_response::Deferral;
-    match proto::JoinResponse::decode(answer.response.as_slice()).map(|r| r.deferral) {
-        Ok(Some(Deferral::Pending(_))) => "deferred-approval",
-        Ok(Some(Deferral::Challenge(_))) => "deferred-challenge",
-        _ => "admitted",
-    }
-}
-
 /// A session's response stream: the session task's channel, unboxed.
 pub type SessionStream =
     std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<GatewayMessage, Status>> + Send>>;
@@ -114,40 +104,9 @@ impl NodeService for NodeServer {
         let request = request.into_inner();
         let attestor = request.attestor.clone();
         let started = std::time::Instant::now();
-        match self.backend.join_from(peer, request).await {
-            Ok(answer) => {
-                let outcome = answer_outcome(&answer);
-                self.metrics
-                    .verifications
-                    .record(&attestor, outcome, started.elapsed());
-                let label = if outcome == "admitted" {
-                    "joined"
-                } else {
-                    "deferred"
-                };
-                self.metrics.join_requests.inc(label);
-                Ok(Response::new(answer))
-            }
-            Err(s) if s.code() == tonic::Code::ResourceExhausted => {
-                self.metrics.join_requests.inc("limited");
-                Err(s)
-            }
-            Err(s) if s.code() == tonic::Code::PermissionDenied => {
-                self.metrics
-                    .verifications
-                    .record(&attestor, "refused", started.elapsed());
-                self.metrics.join_requests.inc("refused");
-                Err(s)
-            }
-            Err(s) if s.code() == tonic::Code::Unimplemented => {
-                self.metrics.join_requests.inc("unsupported");
-                Err(s)
-            }
-            Err(s) => {
-                self.metrics.join_requests.inc("error");
-                Err(s)
-            }
-        }
+        let answer = self.backend.join_from(peer, request).await;
+        count_join(&self.metrics, &attestor, started, &answer);
+        answer.map(Response::new)
     }
 
     async fn renew(
@@ -177,20 +136,9 @@ impl NodeService for NodeServer {
             return Err(Status::permission_denied(RENEW_REFUSED));
         }
         let leaf = node.leaf_der().to_vec();
-        match self.backend.renew(request.into_inner(), leaf).await {
-            Ok(answer) => {
-                self.metrics.renewals.inc("renewed");
-                Ok(Response::new(answer))
-            }
-            Err(s) if s.code() == tonic::Code::PermissionDenied => {
-                self.metrics.renewals.inc("refused");
-                Err(s)
-            }
-            Err(s) => {
-                self.metrics.renewals.inc("error");
-                Err(s)
-            }
-        }
+        let answer = self.backend.renew(request.into_inner(), leaf).await;
+        count_renew(&self.metrics, &answer);
+        answer.map(Response::new)
     }
 
     type SessionStream = SessionStream;

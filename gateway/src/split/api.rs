@@ -29,8 +29,11 @@ use tonic::{Request, Response, Status};
 use crate::edge::conn::PeerInfo;
 use crate::edge::http2::{EdgeServer, ServeError};
 use crate::edge::serving::{serving_request, Issuer, ServingCert};
+use crate::metrics::Metrics;
 use crate::node_service::backend::Backend;
+use crate::node_service::outcomes::{count_join, count_renew};
 use crate::run::{StartError, SHUTDOWN_GRACE};
+use crate::split::api_watch::{start_health, RunningHealth};
 use crate::split::internal_tls::api_server_config;
 use crate::trust::bundle::TrustSigner;
 
@@ -45,12 +48,20 @@ pub struct ApiConfig {
     pub certificate_lifetime: time::Duration,
     /// Message, stream, connection and time limits of the internal endpoint.
     pub limits: crate::edge::limits::EdgeLimits,
+    /// Where `grpc.health.v1.Health` alone is served without a client certificate
+    /// ([`crate::split::api_watch::start_health`]); `None`: not served.
+    pub health_listen: Option<SocketAddr>,
 }
 
 /// A running internal endpoint.
 pub struct RunningApi {
     /// The address gateways connect to (the real port when 0 was asked for).
     pub addr: SocketAddr,
+    /// The Joins and Renews answered here, for the metrics page
+    /// ([`crate::split::api_watch::page`]).
+    pub metrics: Arc<Metrics>,
+    /// The health listener, when one runs.
+    pub health: Option<RunningHealth>,
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<Result<(), ServeError>>,
     /// Renews the endpoint's own certificate.
@@ -61,6 +72,9 @@ impl RunningApi {
     /// Stops serving, letting in-flight calls finish for up to the shutdown grace.
     pub async fn shutdown(mut self) {
         self.renewer.abort();
+        if let Some(health) = self.health.take() {
+            health.shutdown().await;
+        }
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -87,6 +101,7 @@ struct ApiServer {
     store: EventStore,
     keys: Arc<KeySet>,
     clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
 }
 
 fn peer<T>(request: &Request<T>) -> String {
@@ -103,10 +118,12 @@ impl ApiService for ApiServer {
         &self,
         request: Request<JoinRequest>,
     ) -> Result<Response<SignedJoinResponse>, Status> {
-        self.backend
-            .join(request.into_inner())
-            .await
-            .map(Response::new)
+        let request = request.into_inner();
+        let attestor = request.attestor.clone();
+        let started = std::time::Instant::now();
+        let answer = self.backend.join(request).await;
+        count_join(&self.metrics, &attestor, started, &answer);
+        answer.map(Response::new)
     }
 
     async fn renew(
@@ -123,10 +140,9 @@ impl ApiService for ApiServer {
         // of possession by its key, and signs the answer here
         // (crate::node_service::backend::local_renew): the gateway passes it on unchanged and
         // cannot forge one.
-        self.backend
-            .renew(renew, relayed.presented_leaf)
-            .await
-            .map(Response::new)
+        let answer = self.backend.renew(renew, relayed.presented_leaf).await;
+        count_renew(&self.metrics, &answer);
+        answer.map(Response::new)
     }
 
     async fn trust_bundle(
@@ -290,12 +306,24 @@ pub async fn start_api(
     clock: Arc<dyn Clock>,
     config: ApiConfig,
 ) -> Result<RunningApi, StartError> {
-    serving_request(&config.names, config.certificate_lifetime)?;
+    // The health listener is checked with the serving CA and the address dialled: the internal
+    // certificate names its IP address too (when it names one; `0.0.0.0` does not).
+    let mut names = config.names.clone();
+    if let Some(ip) = config
+        .health_listen
+        .map(|h| h.ip())
+        .filter(|ip| !ip.is_unspecified())
+    {
+        if !names.contains(&ip.to_string()) {
+            names.push(ip.to_string());
+        }
+    }
+    serving_request(&names, config.certificate_lifetime)?;
     config.limits.validate("api_limits")?;
     let issuer = Issuer::Local {
         keys: keys.clone(),
         clock: clock.clone(),
-        names: config.names.clone(),
+        names,
         lifetime: config.certificate_lifetime,
         role: ServingRole::Internal,
     };
@@ -305,6 +333,18 @@ pub async fn start_api(
         .map_err(|e| StartError::Serving(e.to_string()))?;
     let certificate = ServingCert::new(&first)?;
     let tls = api_server_config(certificate.clone(), keys.serving_ca.cert_der())?;
+    let health = match config.health_listen {
+        Some(listen) => Some(
+            start_health(
+                listen,
+                certificate.clone(),
+                keys.trust_domain.clone(),
+                config.limits.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let renewer = tokio::spawn(crate::edge::serving::renew(
         certificate,
         issuer,
@@ -321,11 +361,13 @@ pub async fn start_api(
         addr: config.listen,
         source,
     })?;
+    let metrics = Arc::new(Metrics::default());
     let server = ApiServer {
         backend: Backend::local(join, TrustSigner::new(store.clone(), keys.clone())),
         store,
         keys: keys.clone(),
         clock,
+        metrics: metrics.clone(),
     };
     let max = config.limits.max_message_bytes;
     let edge_server = EdgeServer {
@@ -348,6 +390,8 @@ pub async fn start_api(
     tracing::info!(%addr, names = ?config.names, "api internal endpoint serving (mTLS, gateways only)");
     Ok(RunningApi {
         addr,
+        metrics,
+        health,
         shutdown: Some(shutdown_tx),
         server,
         renewer,

@@ -3,6 +3,7 @@
 //! gateway's client of it ([`relay`]), the mutual TLS between the two ([`internal_tls`]), and
 //! the gateway's internal client certificate reloaded from its files ([`internal_files`]), the
 //! gateway's watch on the api's health ([`api_probe`]).
+//! The api's own metrics page and health listener are [`api_watch`].
 //! Join, Renew, the site agent's calls and the Welcome trust bundle cross it; so does the
 //! gateway's serving certificate, issued by the api for a key the gateway made.
 //!
@@ -14,6 +15,7 @@
 
 pub mod api;
 pub mod api_probe;
+pub mod api_watch;
 pub mod internal_files;
 pub mod internal_tls;
 pub mod relay;

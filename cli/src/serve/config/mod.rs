@@ -9,7 +9,7 @@
 //! | `deployment_secret_file` | `BC_DEPLOYMENT_SECRET_FILE` | none (`BC_DEPLOYMENT_SECRET` wins) |
 //! | `role` | `BC_ROLE` | `all` |
 //! | `serving_names` | `BC_SERVING_NAMES` (comma-separated) | `["localhost", "127.0.0.1"]` |
-//! | `metrics_listen` | `BC_METRICS_LISTEN` (`off` disables) | `127.0.0.1:9464` |
+//! | `metrics_listen` | `BC_METRICS_LISTEN` (`off` disables) | `127.0.0.1:9464`; `127.0.0.1:9465` in the `api` role |
 //! | `leaf_lifetime` | `BC_LEAF_LIFETIME` | `24h` |
 //! | `serving_lifetime` | `BC_SERVING_LIFETIME` | `30d` |
 //! | `feed_max_lag` | `BC_FEED_MAX_LAG` | `5s` |
@@ -20,6 +20,7 @@
 //! | `allow_plaintext` | `BC_ALLOW_PLAINTEXT` (or `--allow-plaintext`) | `false`: a plaintext bundle while a deployment secret is set is refused |
 //! | `trust_version_floor` | `BC_TRUST_VERSION_FLOOR` | `0` (the published trust version is never below it) |
 //! | `api_internal_listen` | `BC_API_INTERNAL_LISTEN` | `127.0.0.1:9443` (`api`: where gateways connect) |
+//! | `api_health_listen` | `BC_API_HEALTH_LISTEN` (`off` disables) | `127.0.0.1:9444` (`api`: gRPC health alone, TLS, no client certificate) |
 //! | `api_internal_names` | `BC_API_INTERNAL_NAMES` (comma-separated) | `["localhost", "127.0.0.1"]` (`api`: names of its internal certificate) |
 //! | `api_internal_url` | `BC_API_INTERNAL_URL` | none; required by `gateway` (`host:port` of the api's internal endpoint) |
 //! | `internal_cert` | `BC_INTERNAL_CERT` | none; required by `gateway` (from `bcctl pki issue-internal`) |
@@ -179,6 +180,7 @@ pub struct FileConfig {
     pub log_format: Option<LogFormat>,
     pub trust_version_floor: Option<u64>,
     pub api_internal_listen: Option<String>,
+    pub api_health_listen: Option<String>,
     pub api_internal_names: Option<Vec<String>>,
     pub api_internal_url: Option<String>,
     pub internal_cert: Option<PathBuf>,
@@ -245,6 +247,8 @@ pub struct Settings {
     pub trust_version_floor: u64,
     /// `api`: where gateways connect.
     pub api_internal_listen: SocketAddr,
+    /// `api`: where `grpc.health.v1.Health` alone is served (`None`: off).
+    pub api_health_listen: Option<SocketAddr>,
     /// `api`: the names its internal certificate carries.
     pub api_internal_names: Vec<String>,
     /// `gateway`: the api's internal endpoint, `host:port`.
@@ -387,7 +391,11 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         .unwrap_or_else(|| "127.0.0.1:8443".into());
     let metrics_listen = env("BC_METRICS_LISTEN")
         .or(file.metrics_listen)
-        .unwrap_or_else(|| "127.0.0.1:9464".into());
+        // Off the gateway's port, so an api and a gateway on one host both serve by default.
+        .unwrap_or_else(|| match role {
+            Role::Api => "127.0.0.1:9465".into(),
+            _ => "127.0.0.1:9464".into(),
+        });
     let trust_version_floor = match env("BC_TRUST_VERSION_FLOOR") {
         Some(v) => v.parse::<u64>().map_err(|_| ConfigError::Invalid {
             key: "trust_version_floor",
@@ -559,6 +567,14 @@ pub fn resolve(args: &ServeArgs) -> Result<Settings, ConfigError> {
         log_format,
         trust_version_floor,
         api_internal_listen: socket("api_internal_listen", &api_internal_listen)?,
+        api_health_listen: match env("BC_API_HEALTH_LISTEN")
+            .or(file.api_health_listen)
+            .as_deref()
+        {
+            Some("off" | "") => None,
+            Some(h) => Some(socket("api_health_listen", h)?),
+            None => Some(socket("api_health_listen", "127.0.0.1:9444")?),
+        },
         api_internal_names: list_env("BC_API_INTERNAL_NAMES")
             .or(file.api_internal_names)
             .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into()]),
