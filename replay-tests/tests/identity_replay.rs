@@ -894,8 +894,30 @@ async fn views(svc: &JoinService) -> (Value, Value, Value) {
     )
 }
 
+/// [`views`] judged at `at_us` on the sim clock (a token's and a node's status depend on the
+/// moment), the clock put back after: `bcctl replay` judges a replayed state at its position's
+/// time, so a cut taken after the clock moved on is compared at that time.
+async fn views_at(w: &World, at_us: i64) -> (Value, Value, Value) {
+    let now = w.clock.now_us();
+    w.clock.set_us(at_us);
+    let shown = views(&w.svc).await;
+    w.clock.set_us(now);
+    shown
+}
+
+/// When the event at `position` occurred.
+async fn occurred_at(store: &events::store::EventStore, position: i64) -> i64 {
+    let mut tx = store.begin().await.expect("begin");
+    projections::replay_read::occurred_at(&mut tx, position)
+        .await
+        .expect("occurred_at")
+        .expect("an event at the head")
+}
+
 struct Cut {
     position: i64,
+    /// When the event at `position` occurred: what the views are judged at.
+    at_us: i64,
     time: String,
     digest: String,
     views: (Value, Value, Value),
@@ -1003,13 +1025,16 @@ async fn run_case(db: TestDb, ops: Vec<Op>, cut_picks: Vec<usize>) {
     for (i, op) in ops.iter().enumerate() {
         step(&mut w, op).await;
         if cut_at.contains(&i) {
+            let position = store.head_position().await.expect("head");
+            let at_us = occurred_at(&store, position).await;
             cuts.push(Cut {
-                position: store.head_position().await.expect("head"),
+                position,
+                at_us,
                 time: rfc3339(w.clock.now_us()),
                 digest: projections::digest_tables(&store, &tables)
                     .await
                     .expect("digest"),
-                views: views(&w.svc).await,
+                views: views_at(&w, at_us).await,
                 node: w.nodes.first().map(|n| n.id.clone()),
             });
         }
@@ -1098,7 +1123,7 @@ async fn run_case(db: TestDb, ops: Vec<Op>, cut_picks: Vec<usize>) {
             cut.position
         );
         assert_eq!(
-            views(&w.svc).await,
+            views_at(&w, cut.at_us).await,
             cut.views,
             "views rebuilt to {}",
             cut.position
