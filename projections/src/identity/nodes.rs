@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use events::schema::{
     EvidenceUsed, NodeBound, NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined,
-    NodeRetired, RenewProofUsed, SelfReport,
+    NodeNamesSet, NodeRetired, RenewProofUsed, SelfReport,
 };
 use events::store::StoreTx;
 use events::{EventPayload, RecordedEvent};
@@ -61,6 +61,7 @@ const NODE_STREAM_TYPES: &[&str] = &[
     NodeRetired::EVENT_TYPE,
     EvidenceUsed::EVENT_TYPE,
     NodeBound::EVENT_TYPE,
+    NodeNamesSet::EVENT_TYPE,
 ];
 
 /// `node.joined`'s allowed kinds as stored: comma-joined, NULL for none (every kind the role
@@ -382,6 +383,10 @@ impl Projection for Nodes {
                     }
                     NodeBound::EVENT_TYPE => {
                         let p: NodeBound = e.decode()?;
+                        batch.touch(e, p.node_id, Touch::Plain);
+                    }
+                    NodeNamesSet::EVENT_TYPE => {
+                        let p: NodeNamesSet = e.decode()?;
                         batch.touch(e, p.node_id, Touch::Plain);
                     }
                     NodeIdentityRevoked::EVENT_TYPE => {
