@@ -269,12 +269,17 @@ async fn a_revoked_retired_or_deleted_node_is_refused() {
             (&deleted.node_id, "deleted"),
         ] {
             let r = refused(&f, &change(node, NamesChange::Set, &["a.example.com"], &[])).await;
+            let hint = if status == "revoked" {
+                format!(
+                    "its names cannot change until a --reclaim token re-keys it (bcctl token \
+                     create --reclaim {node}), or retire it to free them"
+                )
+            } else {
+                "it serves nothing any more, and holds no names".to_owned()
+            };
             assert_eq!(
                 r.to_string(),
-                format!(
-                    "INVALID_STATE: node {node} is {status}: only a node that may still serve \
-                     holds names (a revoked node gets them back once a --reclaim token re-keys it)"
-                )
+                format!("INVALID_STATE: node {node} is {status}: {hint}")
             );
             assert_eq!(r.reason(), "node-state");
             assert!(!r.is_input());

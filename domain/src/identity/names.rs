@@ -220,10 +220,7 @@ pub enum NamesRefusal {
     #[error("NOT_FOUND: no node {0}")]
     UnknownNode(String),
     /// The node cannot hold names: retired, deleted, or its identity revoked.
-    #[error(
-        "INVALID_STATE: node {node} is {status}: only a node that may still serve holds names \
-         (a revoked node gets them back once a --reclaim token re-keys it)"
-    )]
+    #[error("INVALID_STATE: node {node} is {status}: {}", state_hint(status, node))]
     NodeState {
         /// The node.
         node: String,
@@ -272,6 +269,18 @@ pub enum NamesRefusal {
         /// The tenant of both.
         tenant: String,
     },
+}
+
+/// What an operator can do about a node that cannot hold names.
+fn state_hint(status: &str, node: &str) -> String {
+    if status == "revoked" {
+        format!(
+            "its names cannot change until a --reclaim token re-keys it (bcctl token create \
+             --reclaim {node}), or retire it to free them"
+        )
+    } else {
+        "it serves nothing any more, and holds no names".to_owned()
+    }
 }
 
 impl NamesRefusal {
