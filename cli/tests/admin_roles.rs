@@ -164,6 +164,33 @@ async fn each_role_boundary_is_refused_with_the_role_it_needs() {
         refused(&out, 1),
         denied("node revoke", "operator", &aud, "auditor")
     );
+    // A node's names are the operator's: an auditor is refused; an operator's call runs the
+    // verb (here refused by it, as a local run would be).
+    let out = d.as_person(
+        &aud,
+        &["node", "names", "add", "node-0", "--dns", "a.example.com"],
+    );
+    assert_eq!(
+        refused(&out, 1),
+        denied("node names add", "operator", &aud, "auditor")
+    );
+    let out = d.as_person(&ops, &["node", "names", "show", "nd_missing"]);
+    assert_eq!(refused(&out, 1), "bcctl: NOT_FOUND: no node nd_missing\n");
+    let out = d.as_person(
+        &ops,
+        &[
+            "node",
+            "names",
+            "set",
+            "nd_missing",
+            "--dns",
+            "A.example.com",
+        ],
+    );
+    assert_eq!(
+        refused(&out, 2),
+        "bcctl: INVALID_INPUT: --dns \"A.example.com\": upper-case letters: write a.example.com\n"
+    );
     // An approver cannot create a token.
     let out = d.as_person(&appr, &["token", "create", "--out", "t"]);
     assert_eq!(

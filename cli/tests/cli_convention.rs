@@ -117,6 +117,22 @@ const RUN: &[(&str, &[&str], Expect)] = &[
     ("token list", &[], Expect::Json),
     ("node list", &[], Expect::Json),
     ("node show", &["nd_missing"], Expect::Fails(1)),
+    ("node names show", &["nd_missing"], Expect::Fails(1)),
+    (
+        "node names add",
+        &["nd_missing", "--dns", "a.example.com"],
+        Expect::Fails(1),
+    ),
+    (
+        "node names set",
+        &["nd_missing", "--dns", "Bad.Example.com"],
+        Expect::Fails(2),
+    ),
+    (
+        "node names remove",
+        &["nd_missing", "--ip", "10.0.0.1"],
+        Expect::Fails(1),
+    ),
     ("pool create", &["--tenant", "default", "p1"], Expect::Json),
     ("pool show", &["p1"], Expect::Json),
     ("pool list", &[], Expect::Json),

@@ -45,6 +45,7 @@ mod lost_answers_e2e;
 mod named_commands;
 mod nginx_pem;
 mod node_claims_e2e;
+mod node_names_cli;
 mod node_runtime_e2e;
 mod node_setup_e2e;
 mod oidc_e2e;

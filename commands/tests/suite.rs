@@ -42,6 +42,7 @@ mod join_answered_again;
 mod join_replay;
 mod leadership;
 mod node_claims;
+mod node_names;
 mod node_runtime;
 mod oidc_issuer;
 mod pool_policy;

@@ -57,6 +57,7 @@ both_backends!(
     "0019_node_claims.sql",
     "0020_ssh_certificates.sql",
     "0021_oidc_keys.sql",
+    "0022_node_names.sql",
 );
 
 fn migrator(files: &'static [File]) -> Migrator {

@@ -98,6 +98,13 @@ enum Op {
     Retire {
         node: usize,
     },
+    /// `node names set|add|remove` with names of a small pool, so holders collide.
+    Names {
+        node: usize,
+        change: u8,
+        name: u8,
+        shared: bool,
+    },
     RevokeUnknownNode,
     Prune,
     FlushRefusals,
@@ -209,6 +216,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => idx.clone().prop_map(|node| Op::RevokeIdentity { node }),
         1 => idx.clone().prop_map(|node| Op::Delete { node }),
         1 => idx.clone().prop_map(|node| Op::Retire { node }),
+        2 => (idx.clone(), 0u8..3, 0u8..4, any::<bool>())
+            .prop_map(|(node, change, name, shared)| Op::Names { node, change, name, shared }),
         1 => Just(Op::RevokeUnknownNode),
         1 => Just(Op::Prune),
         1 => Just(Op::FlushRefusals),
@@ -543,6 +552,38 @@ async fn step(w: &mut World, op: &Op) {
                 _ => w.svc.retire_node(&id, "end of life").await,
             };
             let _ = expected(r);
+        }
+        Op::Names {
+            node,
+            change,
+            name,
+            shared,
+        } => {
+            if w.nodes.is_empty() {
+                return;
+            }
+            let id = w.nodes[node % w.nodes.len()].id.clone();
+            let (change, name, shared) = (*change, *name, *shared);
+            let change = match change {
+                0 => domain::identity::NamesChange::Set,
+                1 => domain::identity::NamesChange::Add,
+                _ => domain::identity::NamesChange::Remove,
+            };
+            let cmd = domain::identity::ChangeNames {
+                node_id: id,
+                change,
+                dns: vec![format!("n{}.example.com", name % 2)],
+                ips: if name >= 2 {
+                    vec![format!("10.0.0.{name}")]
+                } else {
+                    vec![]
+                },
+                allow_shared: shared,
+            };
+            match w.svc.admin().change_names(&cmd).await {
+                Ok(_) | Err(IdentityError::Names(_)) => {}
+                Err(e) => panic!("unexpected error: {e}"),
+            }
         }
         Op::RevokeUnknownNode => {
             assert!(expected(w.svc.revoke_identity("node_unknown", "x").await).is_none());

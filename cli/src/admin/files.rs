@@ -89,6 +89,10 @@ pub const REMOTE_VERBS: &[VerbFiles] = &[
     plain("node revoke"),
     plain("node delete"),
     plain("node retire"),
+    plain("node names set"),
+    plain("node names add"),
+    plain("node names remove"),
+    plain("node names show"),
     // --out is a directory: the reply's files are inside it.
     writes("node config", &["out"]),
     plain("node install-script"),

@@ -46,6 +46,10 @@ impl IdentityCmdError {
     pub fn exit_code(&self) -> u8 {
         match self {
             IdentityCmdError::Invalid(_) => crate::output::EXIT_USAGE,
+            // A name that is not a plain name, or none given: a bad value (docs/CLI.md).
+            IdentityCmdError::Identity(IdentityError::Names(r)) if r.is_input() => {
+                crate::output::EXIT_USAGE
+            }
             _ => crate::output::EXIT_FAILED,
         }
     }

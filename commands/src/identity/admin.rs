@@ -3,8 +3,8 @@
 
 use domain::identity::{
     decide_create_token, decide_delete_node, decide_retire_node, decide_revoke_identity,
-    decide_revoke_token, AdminRefusal, CreateToken, Decision, ExpectBinding, IdentityEvent,
-    IdentityRevocation, NewestCert, NodeState, Refused, TokenRole, TokenTargets,
+    decide_revoke_token, AdminRefusal, ChangeNames, CreateToken, Decision, ExpectBinding,
+    IdentityEvent, IdentityRevocation, NewestCert, NodeState, Refused, TokenRole, TokenTargets,
 };
 use std::sync::Arc;
 
@@ -18,6 +18,7 @@ use rand_core::CryptoRngCore;
 
 use super::append::{append_decided, fresh_id};
 use super::error::IdentityError;
+use super::names::NodeNamesView;
 use super::{rows, CertView, CreatedToken, NodeDetail, NodeView, TokenView};
 use crate::run::{decided, run, At, Command, Decided};
 use crate::Clock;
@@ -176,6 +177,17 @@ impl NodeAdmin {
         reason: &str,
     ) -> Result<NodeView, IdentityError> {
         self.node_command(node_id, NodeOp::Retire(reason)).await
+    }
+
+    /// `node names set|add|remove`: the node's names changed as asked (one `node.names.set` with
+    /// the whole resulting set), or as they were when the change changes nothing.
+    pub async fn change_names(&self, cmd: &ChangeNames) -> Result<NodeNamesView, IdentityError> {
+        super::names::change_names(&self.store, self.clock.as_ref(), cmd).await
+    }
+
+    /// `node names show`: the names a node holds.
+    pub async fn names_of(&self, node_id: &str) -> Result<NodeNamesView, IdentityError> {
+        super::names::names_of(&self.store, node_id).await
     }
 
     /// `node list`, of one tenant or all.

@@ -1,7 +1,7 @@
 //! What an identity handler can fail with ([`IdentityError`]), and the one message every
 //! refused join or renewal carries.
 
-use domain::identity::AdminRefusal;
+use domain::identity::{AdminRefusal, NamesRefusal};
 use events::store::StoreError;
 use projections::ProjectionError;
 
@@ -44,6 +44,10 @@ pub enum IdentityError {
     /// An operator command was refused (bad input, unknown id, wrong state).
     #[error(transparent)]
     Admin(#[from] AdminRefusal),
+    /// A change of a node's names was refused (`bcctl node names`): bad names, the node's
+    /// state, a name held elsewhere, one not held, too many.
+    #[error(transparent)]
+    Names(#[from] NamesRefusal),
     /// The store or a projection failed, or conflicts did not settle.
     #[error(transparent)]
     Run(#[from] RunError),

@@ -18,6 +18,7 @@
 //! | `renew` | renewals by proof of possession ([`Renewals`]) |
 //! | `edge_refusal` | renewals a gateway refused at the TLS handshake, recorded under the bound ([`EdgeRefusals`]) |
 //! | `admin` | operator commands on tokens and nodes ([`NodeAdmin`]) |
+//! | `names` | the names a node may serve: `node names set|add|remove|show` ([`NodeAdmin::change_names`]) |
 //! | `answers` | what a join or renewal is asked and answers |
 //! | [`attestors`] | the registry of attestors this control plane runs, in process and remote |
 //! | `service` | [`JoinService`]: the four together |
@@ -39,6 +40,7 @@ mod edge_refusal;
 mod error;
 mod join;
 pub mod maintenance;
+mod names;
 mod refusals;
 mod renew;
 pub(crate) mod rows;
@@ -61,6 +63,7 @@ pub use maintenance::{
     run_maintenance, IdentityMaintenance, MaintenanceReport, MaintenanceWork, MAINTENANCE_INTERVAL,
     PRUNE_BATCH,
 };
+pub use names::NodeNamesView;
 pub use renew::Renewals;
 pub use service::JoinService;
 pub use views::{

@@ -13,6 +13,7 @@
 //! | [`renew_guard`] | the clone signal and the per-node renewal bound |
 //! | [`edge_refusal`] | what a renewal refused at the gateway's TLS handshake is recorded as |
 //! | [`admin`] | token create / revoke, identity revoke, node delete / retire |
+//! | [`names`] | the DNS names and IP addresses a node may serve TLS for |
 //! | [`refusal_bound`] | whether a refusal is recorded or counted under the per-minute bound |
 //! | [`runtime_report`] | whether a session's bcd version and boot id change what is held |
 //! | [`self_report`] | the bounds on what a joining machine says about itself (hostname, serials, versions) |
@@ -26,6 +27,7 @@ mod decision;
 pub mod edge_refusal;
 pub mod join;
 mod join_terms;
+pub mod names;
 pub mod prune;
 pub mod refusal_bound;
 pub mod renew;
@@ -49,6 +51,10 @@ pub use join::{
 pub use join_terms::{
     claims_digests, ClaimsDigests, HardwareClaims, JoinContext, JoinInput, Joined,
     JOIN_TOKEN_ATTESTOR,
+};
+pub use names::{
+    decide_node_names, requested_names, ChangeNames, NameHolder, NameKind, NamesChange, NamesFacts,
+    NamesOutcome, NamesRefusal, NodeNames, MAX_NODE_NAMES,
 };
 pub use prune::decide_prune;
 pub use refusal_bound::{

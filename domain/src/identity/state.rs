@@ -8,8 +8,8 @@ use events::schema::{
 use events::schema::{
     EvidenceUsed, JoinRequestApproved, JoinRequestConsumed, JoinRequestCreated, JoinRequestExpired,
     JoinRequestRejected, JoinTokenCreated, JoinTokenRevoked, JoinTokenUsed, NodeBound,
-    NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeRetired, PoolCreated,
-    PoolUpdated, RenewCloned, RenewProofUsed,
+    NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined, NodeNamesSet, NodeRetired,
+    PoolCreated, PoolUpdated, RenewCloned, RenewProofUsed,
 };
 
 use crate::pki::{NodeRole, TokenHash};
@@ -209,6 +209,8 @@ pub enum IdentityEvent {
     NodeDeleted(NodeDeleted),
     /// `node.retired`, stream `node/<id>`.
     NodeRetired(NodeRetired),
+    /// `node.names.set`, stream `node/<id>`.
+    NodeNamesSet(NodeNamesSet),
     /// `security.renew.cloned`, stream `node/<id>`.
     RenewCloned(RenewCloned),
     /// `attestation.evidence.used`, stream `node/<id>`.
@@ -268,6 +270,7 @@ impl IdentityEvent {
             IdentityEvent::IdentityRevoked(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::NodeDeleted(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::NodeRetired(p) => NewEvent::from_payload(id, tenant, at, p),
+            IdentityEvent::NodeNamesSet(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::RenewCloned(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::EvidenceUsed(p) => NewEvent::from_payload(id, tenant, at, p),
             IdentityEvent::NodeBound(p) => NewEvent::from_payload(id, tenant, at, p),
@@ -301,6 +304,7 @@ impl IdentityEvent {
             IdentityEvent::IdentityRevoked(e) => format!("node/{}", e.node_id),
             IdentityEvent::NodeDeleted(e) => format!("node/{}", e.node_id),
             IdentityEvent::NodeRetired(e) => format!("node/{}", e.node_id),
+            IdentityEvent::NodeNamesSet(e) => format!("node/{}", e.node_id),
             IdentityEvent::RenewCloned(e) => format!("node/{}", e.node_id),
             IdentityEvent::EvidenceUsed(e) => format!("node/{}", e.node_id),
             IdentityEvent::NodeBound(e) => format!("node/{}", e.node_id),

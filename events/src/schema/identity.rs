@@ -36,6 +36,7 @@ event_payload! {
     JoinRequestExpired => "join_request.expired", version 1;
     TpmEkAllowed => "tpm.ek.allowed", version 1;
     TpmEkAllowRevoked => "tpm.ek.allow.revoked", version 1;
+    NodeNamesSet => "node.names.set", version 1;
 }
 
 /// Which certificates a `node.identity.revoked` event revokes: the upcast of its schema 1.

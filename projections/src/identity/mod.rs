@@ -1,5 +1,5 @@
 //! Identity projections: `join_tokens` (+ `join_token_uses`), `nodes`, `node_certs`,
-//! `attestation_uses`, `node_bindings` and `refusal_counters`, built only from the events of
+//! `attestation_uses`, `node_bindings`, `refusal_counters` and `node_names`, built only from the events of
 //! `events/proto/bc/events/v1/identity.proto`.
 //!
 //! Every row records the position it reflects (`position`, or `issued_position` /
@@ -16,6 +16,7 @@ pub use events::schema::RENEW_POP_ATTESTOR;
 
 mod bindings;
 mod certs;
+pub mod names;
 mod nodes;
 pub mod operator;
 pub mod read;
@@ -28,6 +29,7 @@ mod writes;
 
 pub use bindings::NodeBindings;
 pub use certs::NodeCerts;
+pub use names::NodeNamesTable;
 pub use nodes::Nodes;
 pub use refusals::{refusal_totals, RefusalCounters};
 pub use tokens::JoinTokens;
@@ -36,7 +38,7 @@ pub use uses::AttestationUses;
 /// Every identity projection, in the order they are applied (with the attestation plane's
 /// `pools`, `join_requests`, `attestor_entries`, `sites`, `boot_entries` and `site_leases`,
 /// whose events every identity append may carry).
-pub fn all() -> [&'static dyn Projection; 12] {
+pub fn all() -> [&'static dyn Projection; 13] {
     [
         &JoinTokens,
         &Nodes,
@@ -44,6 +46,7 @@ pub fn all() -> [&'static dyn Projection; 12] {
         &AttestationUses,
         &NodeBindings,
         &RefusalCounters,
+        &NodeNamesTable,
         &crate::attest::Pools,
         &crate::attest::JoinRequests,
         &crate::attest::AttestorEntries,

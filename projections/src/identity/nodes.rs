@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use events::schema::{
     EvidenceUsed, NodeBound, NodeCertificateIssued, NodeDeleted, NodeIdentityRevoked, NodeJoined,
-    NodeRetired, NodeRuntimeReported, RenewProofUsed, SelfReport,
+    NodeNamesSet, NodeRetired, NodeRuntimeReported, RenewProofUsed, SelfReport,
 };
 use events::store::{DeferredWrite, LogTx, SqlValue, StoreTx};
 use events::{EventPayload, RecordedEvent};
@@ -62,6 +62,7 @@ const NODE_STREAM_TYPES: &[&str] = &[
     EvidenceUsed::EVENT_TYPE,
     NodeBound::EVENT_TYPE,
     NodeRuntimeReported::EVENT_TYPE,
+    NodeNamesSet::EVENT_TYPE,
 ];
 
 /// `node.joined`'s allowed kinds as stored: comma-joined, NULL for none (every kind the role
@@ -383,6 +384,10 @@ impl Projection for Nodes {
                     }
                     NodeBound::EVENT_TYPE => {
                         let p: NodeBound = e.decode()?;
+                        batch.touch(e, p.node_id, Touch::Plain);
+                    }
+                    NodeNamesSet::EVENT_TYPE => {
+                        let p: NodeNamesSet = e.decode()?;
                         batch.touch(e, p.node_id, Touch::Plain);
                     }
                     NodeIdentityRevoked::EVENT_TYPE => {

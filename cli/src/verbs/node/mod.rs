@@ -1,4 +1,4 @@
-//! `bcctl node list | show | revoke | delete | retire | config | install-script`: nodes through
+//! `bcctl node list | show | revoke | delete | retire | names | config | install-script`: nodes through
 //! [`commands::identity::NodeAdmin`], from the store alone (no key is unsealed).
 //!
 //! `list` and `show` add what an operator looks for beside the node row: the SPIFFE ID, the
@@ -8,11 +8,12 @@
 //! `bcd join` ([`crate::verbs::node::setup`]).
 //!
 //! The folder: this file (the verbs on the node rows), [`claims`] (what a node said about
-//! itself, shown and filtered on) and [`setup`] (`config` and
+//! itself, shown and filtered on), [`names`] (the names it may serve) and [`setup`] (`config` and
 //! `install-script`, which build their files with `crate::deployment::node_setup`). It must never
 //! change a node by any road but `commands::identity::NodeAdmin`.
 
 mod claims;
+pub(crate) mod names;
 pub(crate) mod setup;
 
 use clap::{Args, Subcommand};
@@ -37,6 +38,9 @@ pub enum NodeCommand {
     Delete(DeleteArgs),
     /// Retire a node: revokes its certificates; it never renews again.
     Retire(ReasonArgs),
+    /// The DNS names and IP addresses a node may serve TLS for: set, add, remove, show.
+    #[command(subcommand)]
+    Names(crate::verbs::node::names::NamesCommand),
     /// Write bcd's configuration (config.toml, the JoinService JWKs, the serving CA) into a
     /// directory, from the PKI bundle's public half.
     Config(crate::verbs::node::setup::ConfigArgs),
@@ -100,6 +104,7 @@ pub async fn run(cmd: NodeCommand) -> Result<(), IdentityCmdError> {
             change(args.node, "deleted", Op::Delete).await?
         }
         NodeCommand::Retire(args) => change(args, "retired", Op::Retire).await?,
+        NodeCommand::Names(cmd) => crate::verbs::node::names::run(cmd).await?,
         NodeCommand::Config(args) => crate::verbs::node::setup::config(args).await?,
         NodeCommand::InstallScript(args) => crate::verbs::node::setup::install_script(args).await?,
     }
@@ -356,6 +361,14 @@ struct ShownNode<'a> {
     /// The node row as stored (what `node show --json` printed before issue 22).
     node: &'a NodeView,
     certificates: &'a [commands::identity::CertView],
+    /// The DNS names and IP addresses it may serve TLS for (`node names`).
+    names: ShownNames<'a>,
+}
+
+#[derive(Serialize)]
+struct ShownNames<'a> {
+    dns: &'a [String],
+    ips: &'a [String],
 }
 
 async fn show(args: NodeArgs) -> Result<(), IdentityCmdError> {
@@ -368,6 +381,7 @@ async fn show(args: NodeArgs) -> Result<(), IdentityCmdError> {
         .to_string();
     let store = args.common.store().await?;
     let detail = admin(&store).show_node(&args.node_id).await?;
+    let names = admin(&store).names_of(&args.node_id).await?;
     let mut tx = store.begin().await?;
     let cert = operator::latest_cert_of(&mut tx, &args.node_id).await?;
     let session = operator::session_of(&mut tx, &args.node_id).await?;
@@ -378,11 +392,18 @@ async fn show(args: NodeArgs) -> Result<(), IdentityCmdError> {
             status: &status,
             node: &detail.node,
             certificates: &detail.certificates,
+            names: ShownNames {
+                dns: &names.dns,
+                ips: &names.ips,
+            },
         });
     } else {
         print_statuses(std::slice::from_ref(&status));
         crate::outln!();
         print_claims(&status.claims);
+        crate::outln!();
+        crate::outln!("names:");
+        crate::verbs::node::names::print_names(&names);
         crate::outln!();
         print_detail_certs(&detail);
     }
