@@ -186,6 +186,15 @@ fn scenario(db_url: &str) {
     server.proc.wait_line("oidc=Some(", Duration::from_secs(30));
     let (td, cafile) = bundle_facts(&server, tmp.path());
 
+    // A key id is base64url: one in 64 begins with '-' and must still be taken as the id (this
+    // test once failed on such a key, refused by the argument parser as an unknown flag).
+    let dashed = server.bcctl_output(&["oidc", "keys", "promote", "-p2VMB1jeNp0AtW"]);
+    assert_eq!(dashed.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&dashed.stderr);
+    assert!(
+        why.contains("NOT_FOUND: no OIDC key -p2VMB1jeNp0AtW (bcctl oidc keys list)"),
+        "{why}"
+    );
     let a = kid_of(&server.bcctl_json(&["oidc", "keys", "add", "--json"]));
     server.bcctl(&["oidc", "keys", "promote", &a]);
     let shown = server.bcctl_json(&["oidc", "discovery", "--issuer", &issuer, "--json"]);

@@ -47,7 +47,9 @@ pub struct KeyListArgs {
 pub struct KeyArgs {
     #[command(flatten)]
     pub common: IdentityArgs,
-    /// The key id (`bcctl oidc keys list`).
+    /// The key id (`bcctl oidc keys list`). A key id is base64url and may begin with `-`,
+    /// which is taken as the id here, not as a flag.
+    #[arg(allow_hyphen_values = true)]
     pub kid: String,
 }
 
