@@ -188,11 +188,14 @@ fn scenario(db_url: &str) {
 
     // A key id is base64url: one in 64 begins with '-' and must still be taken as the id (this
     // test once failed on such a key, refused by the argument parser as an unknown flag).
-    let dashed = server.bcctl_output(&["oidc", "keys", "promote", "-p2VMB1jeNp0AtW"]);
+    let dashed_kid = "-p2VMB1jeNp0AtWjuupyAceijvsNnkZ9fz3-EIf9_Hg";
+    let dashed = server.bcctl_output(&["oidc", "keys", "promote", dashed_kid]);
     assert_eq!(dashed.status.code(), Some(1));
     let why = String::from_utf8_lossy(&dashed.stderr);
     assert!(
-        why.contains("NOT_FOUND: no OIDC key -p2VMB1jeNp0AtW (bcctl oidc keys list)"),
+        why.contains(&format!(
+            "NOT_FOUND: no OIDC key {dashed_kid} (bcctl oidc keys list)"
+        )),
         "{why}"
     );
     let a = kid_of(&server.bcctl_json(&["oidc", "keys", "add", "--json"]));

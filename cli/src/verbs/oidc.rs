@@ -47,10 +47,26 @@ pub struct KeyListArgs {
 pub struct KeyArgs {
     #[command(flatten)]
     pub common: IdentityArgs,
-    /// The key id (`bcctl oidc keys list`). A key id is base64url and may begin with `-`,
-    /// which is taken as the id here, not as a flag.
-    #[arg(allow_hyphen_values = true)]
+    /// The key id (`bcctl oidc keys list`). A key id is base64url and may begin with `-`:
+    /// such a value is taken as the id when it has a key id's shape ([`key_id`]).
+    #[arg(allow_hyphen_values = true, value_parser = key_id)]
     pub kid: String,
+}
+
+/// A key id as typed. One key id in 64 begins with `-`; a value beginning with `-` is taken as
+/// one only with a key id's shape (43 base64url characters: an RFC 7638 SHA-256 thumbprint),
+/// and is otherwise an unknown flag, a usage error like any other.
+fn key_id(value: &str) -> Result<String, String> {
+    let shaped = value.len() == 43
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if value.starts_with('-') && !shaped {
+        return Err(format!(
+            "unexpected argument '{value}' (a key id is 43 base64url characters)"
+        ));
+    }
+    Ok(value.to_owned())
 }
 
 #[derive(Args)]
