@@ -477,18 +477,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
          with its own exit code, and both joins share the transport and the retry environment",
     ),
     (
-        "bcd/src/node/run.rs",
-        "run_node",
-        "the node agent's loop (load, renew, hold a session), whose retry counters and pending \
-         renewal live across its iterations",
-    ),
-    (
-        "bcd/src/node/session.rs",
-        "hold_session",
-        "one session's select loop: the trust version, the Welcome's time and the timers live \
-         across its arms",
-    ),
-    (
         "cli/src/serve/config/mod.rs",
         "resolve",
         "serve's configuration one key after another (file, environment, flag); the keys' \

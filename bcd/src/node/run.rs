@@ -12,8 +12,9 @@ use super::backoff::{Backoff, SplitMix64};
 use super::log::{log, rfc3339};
 use super::renew::{renew_retrying, RenewError};
 use super::session::{client_identity, hold_session, Held, SessionEnd};
+use crate::client::ClientIdentity;
 use crate::client::{connect, connect_session, ClientError, GatewayAddress};
-use crate::files::identity::{load_in, LoadError, WAY_BACK};
+use crate::files::identity::{load_in, LoadError, LoadedIdentity, WAY_BACK};
 use crate::files::pem_files::{refresh, FileSettings};
 use crate::files::DataDir;
 use crate::node_key::TpmHost;
@@ -100,6 +101,103 @@ fn after_session(
     }
 }
 
+/// The identity, loaded. The TPM, or bcd helper holding it for an unprivileged node, not
+/// answering (a helper restarting, a TPM busy) is not a reason to stop, as a lost session is
+/// not: it is waited out with `backoff`. A key the TPM derives differently is another error and
+/// still ends the node.
+async fn load_waiting(
+    dir: &DataDir,
+    tpm: &TpmHost,
+    backoff: &mut Backoff,
+) -> Result<LoadedIdentity, LoadError> {
+    loop {
+        match load_in(dir, tpm) {
+            Ok(loaded) => {
+                backoff.reset();
+                return Ok(loaded);
+            }
+            Err(e @ LoadError::Tpm { .. }) => {
+                let wait = backoff.next_delay();
+                log(format_args!(
+                    "{e}; trying again in {:.1} s",
+                    wait.as_secs_f64()
+                ));
+                tokio::time::sleep(wait).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The renewal's state across the loop.
+#[derive(Default)]
+struct Renewing {
+    /// Failed attempts in a row.
+    failures: u32,
+    /// The next key of a failed renewal, reused by the retry (its answer may only have been
+    /// lost).
+    pending: PendingRenewal,
+    /// When to try again after a failure (`None`: at 60 % of the certificate's life).
+    retry_at: Option<OffsetDateTime>,
+}
+
+/// One renewal, due now: on success the PEM files and `on_renew` follow; on failure the next
+/// attempt is scheduled, never past notAfter (at notAfter itself the loop ends with
+/// [`NodeExit::Expired`], which re-joins by x509pop).
+async fn renew_now(
+    dir: &DataDir,
+    options: &NodeOptions,
+    loaded: &LoadedIdentity,
+    identity: &ClientIdentity,
+    renewing: &mut Renewing,
+) {
+    let result = match connect(&options.server, options.serving_ca, Some(identity)).await {
+        Ok(mut client) => {
+            renew_retrying(
+                &mut client,
+                dir,
+                loaded,
+                options.join_signing_key.as_ref(),
+                &mut renewing.pending,
+            )
+            .await
+        }
+        Err(e) => Err(RenewError::Connect(e)),
+    };
+    match result {
+        Ok(renewed) => {
+            log(format_args!(
+                "renewed: certificate serial {} valid until {}; renewal due at {}",
+                renewed.leaf.serial.to_hex(),
+                rfc3339(renewed.leaf.not_after),
+                rfc3339(renew_at(renewed.leaf.not_before, renewed.leaf.not_after)),
+            ));
+            // identity.json is committed: now the PEM files, then on_renew.
+            refresh(&options.files, &renewed, &mut |line| log(line));
+            renewing.failures = 0;
+            renewing.retry_at = None;
+        }
+        Err(e) => {
+            renewing.failures += 1;
+            let now = crate::clock::now();
+            let next = renewal_retry_at(
+                now,
+                loaded.leaf.not_after,
+                renewing.failures,
+                e.pushback(),
+                jitter(),
+            );
+            log(renewal_failed_line(
+                &e,
+                renewing.failures,
+                loaded.leaf.not_after - now,
+                (next < loaded.leaf.not_after).then_some(next),
+            ));
+            renewing.retry_at = Some(next);
+        }
+    }
+}
+
 /// Sleeps `delay`, never past the renewal at `due`.
 async fn sleep_before_due(delay: StdDuration, due: OffsetDateTime) {
     let until_due: StdDuration = (due - crate::clock::now())
@@ -113,32 +211,14 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
     if let Err(e) = GatewayAddress::parse(&options.server) {
         return NodeExit::Config(e.to_string());
     }
-    let mut renew_failures = 0u32;
-    // The next key of a failed renewal, reused by the retry (its answer may only have been lost).
-    let mut pending = PendingRenewal::default();
-    let mut retry_at: Option<OffsetDateTime> = None;
+    let mut renewing = Renewing::default();
     // Lost sessions, and identities the TPM did not load: each its own streak.
     let mut reconnect = Backoff::new(SplitMix64::from_entropy());
     let mut key_backoff = Backoff::new(SplitMix64::from_entropy());
     let mut first = true;
     loop {
-        let loaded = match load_in(dir, &options.tpm) {
-            Ok(loaded) => {
-                key_backoff.reset();
-                loaded
-            }
-            // The TPM, or bcd helper holding it for an unprivileged node, does not answer (a
-            // helper restarting, a TPM busy): not a reason to stop, as a lost session is not.
-            // A key the TPM derives differently is another error and still ends the node.
-            Err(e @ LoadError::Tpm { .. }) => {
-                let wait = key_backoff.next_delay();
-                log(format_args!(
-                    "{e}; trying again in {:.1} s",
-                    wait.as_secs_f64()
-                ));
-                tokio::time::sleep(wait).await;
-                continue;
-            }
+        let loaded = match load_waiting(dir, &options.tpm, &mut key_backoff).await {
+            Ok(loaded) => loaded,
             Err(e) => return NodeExit::Load(e),
         };
         if first {
@@ -156,58 +236,13 @@ pub async fn run_node(dir: &DataDir, options: &NodeOptions) -> NodeExit {
         if now >= loaded.leaf.not_after {
             return NodeExit::Expired(rfc3339(loaded.leaf.not_after));
         }
-        let due =
-            retry_at.unwrap_or_else(|| renew_at(loaded.leaf.not_before, loaded.leaf.not_after));
+        let due = renewing
+            .retry_at
+            .unwrap_or_else(|| renew_at(loaded.leaf.not_before, loaded.leaf.not_after));
         let identity = client_identity(&loaded);
 
         if now >= due {
-            let result = match connect(&options.server, options.serving_ca, Some(&identity)).await {
-                Ok(mut client) => {
-                    renew_retrying(
-                        &mut client,
-                        dir,
-                        &loaded,
-                        options.join_signing_key.as_ref(),
-                        &mut pending,
-                    )
-                    .await
-                }
-                Err(e) => Err(RenewError::Connect(e)),
-            };
-            match result {
-                Ok(renewed) => {
-                    log(format_args!(
-                        "renewed: certificate serial {} valid until {}; renewal due at {}",
-                        renewed.leaf.serial.to_hex(),
-                        rfc3339(renewed.leaf.not_after),
-                        rfc3339(renew_at(renewed.leaf.not_before, renewed.leaf.not_after)),
-                    ));
-                    // identity.json is committed: now the PEM files, then on_renew.
-                    refresh(&options.files, &renewed, &mut |line| log(line));
-                    renew_failures = 0;
-                    retry_at = None;
-                }
-                Err(e) => {
-                    renew_failures += 1;
-                    let now = crate::clock::now();
-                    // Never past notAfter: at notAfter itself the loop ends with
-                    // NodeExit::Expired, which re-joins by x509pop.
-                    let next = renewal_retry_at(
-                        now,
-                        loaded.leaf.not_after,
-                        renew_failures,
-                        e.pushback(),
-                        jitter(),
-                    );
-                    log(renewal_failed_line(
-                        &e,
-                        renew_failures,
-                        loaded.leaf.not_after - now,
-                        (next < loaded.leaf.not_after).then_some(next),
-                    ));
-                    retry_at = Some(next);
-                }
-            }
+            renew_now(dir, options, &loaded, &identity, &mut renewing).await;
             continue;
         }
 

@@ -202,6 +202,96 @@ pub struct Held<'a> {
     pub files: &'a FileSettings,
 }
 
+/// The session's first message: what this node holds and runs now.
+fn hello(dir: &DataDir, trust_version: u64) -> proto::NodeMessage {
+    let (approver_set_epoch, approver_set_sha256) = reported(dir);
+    proto::NodeMessage {
+        body: Some(NodeBody::Hello(proto::Hello {
+            trust_version,
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            approver_set_epoch,
+            approver_set_sha256,
+            revocation_list: true,
+            boot_id: crate::join::hardware::current_boot_id(),
+        })),
+    }
+}
+
+/// The `session open` line of the first Welcome, and a clock-skew warning when the gateway's
+/// (unsigned, reported only) time is far from ours.
+fn log_session_open(loaded: &LoadedIdentity, wire: &str, w: &proto::Welcome) {
+    let server_time = time_of_ms(w.server_time_ms);
+    log(format_args!(
+        "session open as {} over {} (certificate serial {}, valid until {}; server time {}, \
+         trust version {})",
+        loaded.describe(),
+        wire,
+        loaded.leaf.serial.to_hex(),
+        rfc3339(loaded.leaf.not_after),
+        server_time
+            .map(rfc3339)
+            .unwrap_or_else(|| "unknown".to_owned()),
+        w.trust_version,
+    ));
+    if let Some(line) = server_time.and_then(|t| skew_warning(crate::clock::now() - t)) {
+        log(line);
+    }
+}
+
+/// A Welcome's trust bundle checked under the join signing `key` and stored when newer:
+/// `trust_version` follows it and the held approver set is settled again. True when a new
+/// version was stored (the gateway is then told with a status report).
+fn take_welcome_trust(
+    dir: &DataDir,
+    key: &PublicKey,
+    w: &proto::Welcome,
+    trust_version: &mut u64,
+    pin: Option<&domain::quorum::SetDigest>,
+) -> bool {
+    match apply_welcome_trust(dir, key, w) {
+        Ok(TrustUpdate::Stored { previous, version }) => {
+            log(format_args!(
+                "trust bundle version {version} verified and stored (held {previous})"
+            ));
+            *trust_version = version;
+            settle_stored_set(dir, pin);
+            true
+        }
+        Ok(_) => false,
+        Err(e) => {
+            log(format_args!("{e}; keeping trust version {trust_version}"));
+            false
+        }
+    }
+}
+
+/// A command from the gateway handed to the runner (`jobs`), or refused `NODE_STATE` at once
+/// when this bcd runs none: the answer to send now, if any. A runner that stopped ends the
+/// session.
+fn hand_over(
+    jobs: Option<&tokio::sync::mpsc::UnboundedSender<Job>>,
+    command: proto::Command,
+) -> Result<Option<proto::NodeMessage>, SessionEnd> {
+    let Some(jobs) = jobs else {
+        return Ok(Some(proto::NodeMessage {
+            body: Some(NodeBody::Result(proto::CommandResult {
+                command_id: command.command_id.clone(),
+                outcome: proto::CommandOutcome::Rejected as i32,
+                reject_reason: proto::CommandRejectReason::NodeState as i32,
+                detail: "commands-disabled: this bcd runs no commands".to_owned(),
+                ..Default::default()
+            })),
+        }));
+    };
+    let id = command.command_id.clone();
+    jobs.send(Job { command }).map(|()| None).map_err(|_| {
+        log(format_args!(
+            "the command runner stopped; command {id} not run"
+        ));
+        SessionEnd::Lost("the command runner stopped".to_owned())
+    })
+}
+
 /// Holds one session on `client` ([`crate::client::connect_session`]) until `until`, a
 /// revocation, or its end. `commands`: how commands run (`None`: every command is rejected
 /// `NODE_STATE`). `welcomed_at` is set when the first `Welcome` comes: how long the session
@@ -225,18 +315,7 @@ pub async fn hold_session(
     let pin = commands.and_then(|c| c.pin);
     settle_stored_set(dir, pin.as_ref());
     let (tx, rx) = tokio::sync::mpsc::channel::<proto::NodeMessage>(8);
-    let (approver_set_epoch, approver_set_sha256) = reported(dir);
-    let hello = proto::NodeMessage {
-        body: Some(NodeBody::Hello(proto::Hello {
-            trust_version,
-            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
-            approver_set_epoch,
-            approver_set_sha256,
-            revocation_list: true,
-            boot_id: crate::join::hardware::current_boot_id(),
-        })),
-    };
-    if tx.send(hello).await.is_err() {
+    if tx.send(hello(dir, trust_version)).await.is_err() {
         return SessionEnd::Lost("the session's sender closed".to_owned());
     }
     // After Hello is queued: the runner's first messages (results of interrupted commands)
@@ -272,42 +351,19 @@ pub async fn hold_session(
         tokio::select! {
             message = inbound.message() => match message {
                 Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Welcome(w)) })) => {
-                    let server_time = time_of_ms(w.server_time_ms);
                     if welcomed_at.is_none() {
                         *welcomed_at = Some(tokio::time::Instant::now());
-                        log(format_args!(
-                            "session open as {} over {} (certificate serial {}, valid until \
-                             {}; server time {}, trust version {})",
-                            loaded.describe(),
-                            wire,
-                            loaded.leaf.serial.to_hex(),
-                            rfc3339(loaded.leaf.not_after),
-                            server_time.map(rfc3339).unwrap_or_else(|| "unknown".to_owned()),
-                            w.trust_version,
-                        ));
-                        if let Some(line) = server_time.and_then(|t| skew_warning(crate::clock::now() - t)) {
-                            log(line);
-                        }
+                        log_session_open(loaded, wire, &w);
                     }
                     // The Welcome's server time is not signed: it is reported above and never
                     // judges anything; serverTime takes only signed times (join and renewal
                     // answers, verified commands' issue times mirrored here from the runner).
                     mirror_signed_time(dir, &mark);
                     if let Some(key) = signing_key {
-                        match apply_welcome_trust(dir, key, &w) {
-                            Ok(TrustUpdate::Stored { previous, version }) => {
-                                log(format_args!(
-                                    "trust bundle version {version} verified and stored (held {previous})"
-                                ));
-                                trust_version = version;
-                                settle_stored_set(dir, pin.as_ref());
-                                let report = status_report(dir, trust_version);
-                                if tx.send(report).await.is_err() {
-                                    return SessionEnd::Lost("the session's stream closed".to_owned());
-                                }
-                            }
-                            Ok(_) => {}
-                            Err(e) => log(format_args!("{e}; keeping trust version {trust_version}")),
+                        if take_welcome_trust(dir, key, &w, &mut trust_version, pin.as_ref())
+                            && tx.send(status_report(dir, trust_version)).await.is_err()
+                        {
+                            return SessionEnd::Lost("the session's stream closed".to_owned());
                         }
                     }
                 }
@@ -318,27 +374,9 @@ pub async fn hold_session(
                     return revocation_end(n, &loaded.leaf.serial.to_hex());
                 }
                 Ok(Some(proto::GatewayMessage { body: Some(GatewayBody::Command(command)) })) => {
-                    let refused = |detail: &str| proto::NodeMessage {
-                        body: Some(NodeBody::Result(proto::CommandResult {
-                            command_id: command.command_id.clone(),
-                            outcome: proto::CommandOutcome::Rejected as i32,
-                            reject_reason: proto::CommandRejectReason::NodeState as i32,
-                            detail: detail.to_owned(),
-                            ..Default::default()
-                        })),
-                    };
-                    let answer = match &jobs {
-                        None => Some(refused("commands-disabled: this bcd runs no commands")),
-                        Some(jobs) => {
-                            let id = command.command_id.clone();
-                            match jobs.send(Job { command }) {
-                                Ok(()) => None,
-                                Err(_) => {
-                                    log(format_args!("the command runner stopped; command {id} not run"));
-                                    return SessionEnd::Lost("the command runner stopped".to_owned());
-                                }
-                            }
-                        }
+                    let answer = match hand_over(jobs.as_ref(), command) {
+                        Ok(answer) => answer,
+                        Err(end) => return end,
                     };
                     if let Some(answer) = answer {
                         if tx.send(answer).await.is_err() {
